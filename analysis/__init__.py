@@ -1,0 +1,1 @@
+"""Pure analysis code (no torch.distributed, no I/O): bandwidth math, fits, models."""

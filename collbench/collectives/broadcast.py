@@ -1,0 +1,38 @@
+"""broadcast: every rank ends with the root's input (root 0, as nccl-tests' default)."""
+
+from __future__ import annotations
+
+from collbench.collectives.base import (
+    IN_PLACE,
+    Block,
+    Collective,
+    Geometry,
+    flat_geometry,
+    unit_factor,
+)
+
+ROOT = 0
+
+
+def _bind(send, recv, ctx):
+    def run() -> None:
+        ctx.dist.broadcast(recv, src=ROOT)
+
+    return run
+
+
+def _expected(geometry: Geometry, rank: int, world_size: int) -> list[Block]:
+    return [Block(0, geometry.recv_elems, 0, ROOT)]
+
+
+COLLECTIVE = Collective(
+    name="broadcast",
+    bus_factor=unit_factor,
+    geometry=flat_geometry,
+    reduces=False,
+    root=ROOT,
+    placements=(IN_PLACE,),
+    bind=_bind,
+    expected=_expected,
+    placement_note="torch.distributed.broadcast works in place only (one tensor)",
+)

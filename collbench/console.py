@@ -1,0 +1,114 @@
+"""What a person sees while a sweep runs: the table (or JSON rows) and a progress bar."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from collbench.spec import SweepSpec
+from collbench.table import collective_banner, format_line, preface_lines, summary_lines
+
+OUTPUT_MODES = ("table", "json", "quiet")
+
+
+class ConsoleSink:
+    """Receives rows in measurement order and renders them as they arrive."""
+
+    def __init__(self, spec: SweepSpec, mode: str = "table", progress: bool = False,
+                 stream: TextIO | None = None) -> None:
+        self.spec = spec
+        self.mode = mode
+        self.stream = stream or sys.stdout
+        self.rows: list[dict[str, Any]] = []
+        self._pending: dict[str, dict[str, Any]] = {}
+        self._collective_rows: list[dict[str, Any]] = []
+        self._collective: str | None = None
+        self._started = False
+        self._progress = _make_progress(len(spec.steps())) if progress else None
+
+    def start(self, meta: dict[str, Any]) -> None:
+        if self._started:
+            return
+        self._started = True
+        if self.mode == "table":
+            self._print(*preface_lines(meta, self.spec.to_dict()))
+
+    def row(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if self._progress is not None:
+            self._progress.advance(row)
+        if self.mode == "json":
+            self._print(json.dumps(row, separators=(",", ":")))
+        elif self.mode == "table":
+            self._table_row(row)
+
+    def finish(self) -> None:
+        """Print what is pending (a run cut short still shows every finished size)."""
+        if self.mode == "table":
+            self.finish_collective()
+        self.close()
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def _table_row(self, row: dict[str, Any]) -> None:
+        if row["collective"] != self._collective:
+            self.finish_collective()
+            self._collective = row["collective"]
+            self._collective_rows = []
+            self._print(*collective_banner(row["collective"]))
+        self._collective_rows.append(row)
+        self._pending[row["placement"]] = row
+        if len(self._pending) == len(self.spec.placements_for(row["collective"])):
+            self._print(format_line(self._pending))
+            self._pending = {}
+
+    def finish_collective(self) -> None:
+        if self._collective is None:
+            return
+        if self._pending:
+            self._print(format_line(self._pending))
+            self._pending = {}
+        self._print(*summary_lines(self._collective_rows))
+        self._collective = None
+
+    def _print(self, *lines: str) -> None:
+        for line in lines:
+            print(line, file=self.stream, flush=True)
+
+
+class _Progress:
+    """A rich progress bar on stderr (only used when stderr is a terminal)."""
+
+    def __init__(self, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TimeRemainingColumn(),
+            console=Console(stderr=True), transient=True,
+        )
+        self._task = self._bar.add_task("sweep", total=total)
+        self._bar.start()
+
+    def advance(self, row: dict[str, Any]) -> None:
+        description = f"{row['collective']} {row['size_bytes']} B"
+        self._bar.update(self._task, advance=1, description=description)
+
+    def stop(self) -> None:
+        self._bar.stop()
+
+
+def _make_progress(total: int) -> _Progress:
+    return _Progress(total)

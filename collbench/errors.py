@@ -1,0 +1,41 @@
+"""Exceptions that map onto collbench's exit codes (see README, "Exit codes")."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1
+EXIT_USAGE = 2
+EXIT_WRONG_DATA = 3
+EXIT_INTERRUPTED = 130
+
+
+class CollbenchError(Exception):
+    """Base class: the message is one line a person can act on."""
+
+    exit_code = EXIT_RUN_FAILED
+
+
+class SpecError(CollbenchError, ValueError):
+    """Bad input: names the field and the value, and says what would be accepted."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, field: str, value: object, hint: str) -> None:
+        self.field = field
+        self.value = value
+        self.hint = hint
+        super().__init__(f"{field}: {value!r} {hint}")
+
+    @classmethod
+    def from_message(cls, message: str) -> SpecError:
+        """Re-raise a SpecError whose text came from another rank."""
+        error = cls.__new__(cls)
+        error.field, error.value, error.hint = "", "", message
+        Exception.__init__(error, message)
+        return error
+
+
+class RunFailed(CollbenchError):
+    """A rank died, hung or raised; the message names the rank and host."""
+
+    exit_code = EXIT_RUN_FAILED

@@ -1,0 +1,88 @@
+"""Per-rank status files and a heartbeat, so a watching launcher can tell who died or hung.
+
+Written only when the launcher sets COLLBENCH_STATUS_DIR (the local launcher does). Each
+rank writes ranks/rank-NNNNN.json atomically: its host and pid, the step it is in, when that
+step began, a heartbeat refreshed every second by a background thread, and its final state.
+A rank stopped by a signal or wedged in the interpreter stops its heartbeat; a rank stuck
+inside a collective keeps it but its step stops advancing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+STATUS_DIR_VAR = "COLLBENCH_STATUS_DIR"
+HEARTBEAT_S = 1.0
+
+
+def status_path(status_dir: Path, rank: int) -> Path:
+    return Path(status_dir) / f"rank-{rank:05d}.json"
+
+
+def read_status(status_dir: Path, rank: int) -> dict[str, Any] | None:
+    try:
+        return json.loads(status_path(status_dir, rank).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+class RankStatus:
+    """This rank's status file (a no-op when no launcher is watching)."""
+
+    def __init__(self, rank: int, status_dir: str | None = None) -> None:
+        self._dir = Path(status_dir) if status_dir else None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        now = time.time()
+        self._state: dict[str, Any] = {
+            "rank": rank, "host": socket.gethostname(), "pid": os.getpid(), "state": "starting",
+            "step": -1, "label": "start-up", "step_started": now, "heartbeat": now,
+            "error": None, "usage_error": False,
+        }
+        if self._dir is not None:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            self._write()
+            threading.Thread(target=self._beat, name="collbench-heartbeat", daemon=True).start()
+
+    @classmethod
+    def from_environ(cls, rank: int) -> RankStatus:
+        return cls(rank, os.environ.get(STATUS_DIR_VAR))
+
+    def step(self, index: int, label: str) -> None:
+        self._update(state="running", step=index, label=label, step_started=time.time())
+
+    def done(self) -> None:
+        self._update(state="done")
+        self._stop.set()
+
+    def fail(self, error: str, usage_error: bool = False) -> None:
+        self._update(state="failed", error=error, usage_error=usage_error)
+        self._stop.set()
+
+    @property
+    def label(self) -> str:
+        return self._state["label"]
+
+    def _update(self, **fields: Any) -> None:
+        with self._lock:
+            self._state.update(fields)
+            self._state["heartbeat"] = time.time()
+            self._write()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self._update()
+
+    def _write(self) -> None:
+        if self._dir is None:
+            return
+        path = status_path(self._dir, self._state["rank"])
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self._state), encoding="utf-8")
+        os.replace(tmp, path)

@@ -1,0 +1,104 @@
+"""The measure loop one rank runs for one (collective, size, placement)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from collbench.collectives import REGISTRY, Geometry, RankContext
+from collbench.collectives.base import IN_PLACE
+from collbench.datacheck import Pattern, count_wrong, fill
+from collbench.dtypes import DTYPES
+from collbench.spec import SweepSpec
+from collbench.stats import TimeStats, combine_ranks
+
+_REDUCE_OPS = {"sum": "SUM", "prod": "PRODUCT", "min": "MIN", "max": "MAX", "avg": "AVG"}
+# Test hook: the rank named here adds 1 to one received element before the data check,
+# so tests can prove a wrong result reaches the row and the exit status end to end.
+CORRUPT_RANK_VAR = "COLLBENCH_TEST_CORRUPT_RANK"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One measurement, combined across ranks (identical on every rank)."""
+
+    geometry: Geometry
+    stats: TimeStats
+    n_wrong: int | None
+
+
+class Runner:
+    """Measures steps of a sweep on this rank; every rank calls `measure` in lockstep."""
+
+    def __init__(self, spec: SweepSpec, device: Any, timer: Any) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.torch = torch
+        self.dist = dist
+        self.spec = spec
+        self.device = device
+        self.timer = timer
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+        self.dtype = DTYPES[spec.dtype]
+        self._corrupt = os.environ.get(CORRUPT_RANK_VAR) == str(self.rank)
+
+    def measure(self, collective: str, size_bytes: int, placement: str) -> Measured:
+        coll = REGISTRY[collective]
+        geometry = coll.geometry(size_bytes, self.dtype.elem_bytes, self.world_size, self.rank)
+        send, recv = self._buffers(geometry, placement)
+        reduce_op = getattr(self.dist.ReduceOp, _REDUCE_OPS[self.spec.op]) if coll.reduces else None
+        context = RankContext(self.dist, self.rank, self.world_size, reduce_op)
+        run = coll.bind(send, recv, context)
+        for _ in range(self.spec.warmup):
+            run()
+        self.timer.synchronize()
+        self._barrier()
+        batch_s, samples_s = self.timer.time_batch(run, self.spec.iters)
+        wrong = self._check(coll, geometry, send, recv, run) if self.spec.check else 0
+        del send, recv, run
+        return self._combine(geometry, batch_s, samples_s, wrong)
+
+    def _buffers(self, geometry: Geometry, placement: str):
+        zeros = self.torch.zeros
+        dtype = self.dtype.torch_dtype()
+        if placement == IN_PLACE:
+            shared = zeros(max(geometry.send_elems, geometry.recv_elems), dtype=dtype,
+                           device=self.device)
+            send = shared[geometry.inplace_send_offset:][: geometry.send_elems]
+            recv = shared[geometry.inplace_recv_offset:][: geometry.recv_elems]
+            return send, recv
+        return (zeros(geometry.send_elems, dtype=dtype, device=self.device),
+                zeros(geometry.recv_elems, dtype=dtype, device=self.device))
+
+    def _check(self, coll, geometry: Geometry, send, recv, run) -> int:
+        pattern = Pattern(self.dtype, self.spec.op if coll.reduces else None, self.world_size)
+        fill(self.torch, send, pattern, self.rank)
+        self.timer.synchronize()
+        self._barrier()
+        run()
+        self.timer.synchronize()
+        if self._corrupt and recv.numel():
+            recv[0] += 1
+        return count_wrong(self.torch, recv, coll.expected(geometry, self.rank, self.world_size),
+                           pattern)
+
+    def _barrier(self) -> None:
+        if self.device.type == "cuda":
+            self.dist.barrier(device_ids=[self.device.index])
+        else:
+            self.dist.barrier()
+
+    def _combine(self, geometry: Geometry, batch_s: float, samples_s: list[float],
+                 wrong: int) -> Measured:
+        torch = self.torch
+        mine = torch.tensor([batch_s, float(wrong), *samples_s], dtype=torch.float64,
+                            device=self.device)
+        gathered = [torch.empty_like(mine) for _ in range(self.world_size)]
+        self.dist.all_gather(gathered, mine)
+        table = torch.stack(gathered).cpu().numpy()
+        stats = combine_ranks(table[:, 0], table[:, 2:], self.spec.rank_stat)
+        n_wrong = int(table[:, 1].sum()) if self.spec.check else None
+        return Measured(geometry, stats, n_wrong)

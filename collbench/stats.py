@@ -1,0 +1,47 @@
+"""Cross-rank and per-iteration statistics (pure: numpy only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_COMBINE = {
+    "avg": lambda per_rank: per_rank.mean(axis=0),
+    "max": lambda per_rank: per_rank.max(axis=0),
+    "min": lambda per_rank: per_rank.min(axis=0),
+    "rank0": lambda per_rank: per_rank[0],
+}
+
+
+@dataclass(frozen=True)
+class TimeStats:
+    """Times in microseconds for one measurement, combined across ranks."""
+
+    time_us: float  # batch time / iters (nccl-tests' figure)
+    time_us_p50: float
+    time_us_p95: float
+    time_us_min: float
+    time_us_max: float
+    time_cv: float  # std / mean of the per-iteration samples
+
+
+def combine_ranks(batch_s: np.ndarray, samples_s: np.ndarray, rank_stat: str) -> TimeStats:
+    """Combine per-rank figures.
+
+    batch_s: shape (ranks,), each rank's batch time per iteration in seconds.
+    samples_s: shape (ranks, iters), each rank's per-iteration times in seconds. Iteration
+    i of the combined series is the rank statistic of every rank's iteration i.
+    """
+    combine = _COMBINE[rank_stat]
+    time_s = float(combine(np.asarray(batch_s, dtype=float)[:, None])[0])
+    series = np.asarray(combine(np.asarray(samples_s, dtype=float)), dtype=float) * 1e6
+    mean = float(series.mean())
+    return TimeStats(
+        time_us=time_s * 1e6,
+        time_us_p50=float(np.percentile(series, 50)),
+        time_us_p95=float(np.percentile(series, 95)),
+        time_us_min=float(series.min()),
+        time_us_max=float(series.max()),
+        time_cv=float(series.std() / mean) if mean > 0 else 0.0,
+    )

@@ -1,0 +1,1 @@
+"""Fabric description files (package data) and their loader. Catalog: not yet shipped."""
