@@ -88,6 +88,7 @@ class SweepSpec:
     timeout_s: float = 300.0
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "collectives", tuple(self.collectives))
         for name in self.collectives:
             if name not in REGISTRY:
                 raise SpecError("--collective", name,
@@ -171,4 +172,4 @@ class SweepSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> SweepSpec:
-        return cls(**{**data, "collectives": tuple(data["collectives"])})
+        return cls(**data)

@@ -1,0 +1,89 @@
+import pytest
+
+from collbench.errors import SpecError
+from collbench.spec import DEFAULT_MAX_BYTES, SweepSpec, format_size, parse_size, size_series
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("8", 8), ("0", 0), ("4K", 4096), ("4k", 4096), ("1M", 1024**2), ("2G", 2 * 1024**3),
+    ("1T", 1024**4), ("1.5K", 1536), ("16MiB", 16 * 1024**2), ("64MB", 64 * 1024**2),
+    (" 8 ", 8), (128, 128),
+])
+def test_parse_size_accepts_nccl_tests_suffixes(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["12Q", "", "K", "-1", "1.3", "1e6", "4 K B", "0x10"])
+def test_parse_size_rejects_with_field_name(text):
+    with pytest.raises(SpecError) as error:
+        parse_size(text, "--min-bytes")
+    assert str(error.value).startswith("--min-bytes:")
+
+
+def test_size_series_factor_and_step():
+    assert size_series(8, 64, 2.0, None) == [8, 16, 32, 64]
+    assert size_series(8, 100, None, None) == [8, 16, 32, 64]
+    assert size_series(1024, 4096, None, 1024) == [1024, 2048, 3072, 4096]
+    assert size_series(0, 4, 2.0, None) == [0, 1, 2, 4]
+    assert size_series(1, 1000, 10.0, None) == [1, 10, 100, 1000]
+
+
+def test_format_size():
+    assert format_size(8) == "8 B"
+    assert format_size(4096) == "4 KiB"
+    assert format_size(3 * 1024**2 // 2) == "1.5 MiB"
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"collectives": ("all_reduce", "nope")}, "--collective"),
+    ({"collectives": ()}, "--collective"),
+    ({"dtype": "complex64"}, "--dtype"),
+    ({"op": "xor"}, "--op"),
+    ({"op": "avg", "dtype": "int32"}, "--op"),
+    ({"placement": "sideways"}, "--placement"),
+    ({"placement": "out_of_place", "collectives": ("all_reduce",)}, "--placement"),
+    ({"placement": "in_place", "collectives": ("sendrecv",)}, "--placement"),
+    ({"rank_stat": "median"}, "--rank-stat"),
+    ({"backend": "mpi"}, "--backend"),
+    ({"factor": 1.0}, "--factor"),
+    ({"factor": 0.5}, "--factor"),
+    ({"factor": float("nan")}, "--factor"),
+    ({"factor": 2.0, "step_bytes": 8}, "--factor"),
+    ({"step_bytes": 0}, "--step-bytes"),
+    ({"min_bytes": 1024, "max_bytes": 8}, "--min-bytes"),
+    ({"warmup": -1}, "--warmup"),
+    ({"iters": 0}, "--iters"),
+    ({"timeout_s": 0}, "--timeout"),
+])
+def test_spec_rejects_bad_fields_naming_them(kwargs, field):
+    with pytest.raises(SpecError) as error:
+        SweepSpec(**kwargs)
+    assert error.value.field == field
+    assert "\n" not in str(error.value)
+
+
+def test_spec_defaults_and_backend_resolution():
+    spec = SweepSpec()
+    assert spec.collectives == ("all_reduce", "all_gather", "reduce_scatter")
+    assert (spec.warmup, spec.iters, spec.rank_stat, spec.check) == (5, 20, "avg", True)
+    resolved = spec.with_backend("gloo")
+    assert resolved.max_bytes == DEFAULT_MAX_BYTES["gloo"]
+    assert resolved.sizes()[0] == 8 and resolved.sizes()[-1] == DEFAULT_MAX_BYTES["gloo"]
+    assert SweepSpec(max_bytes=64).with_backend("nccl").max_bytes == 64
+    with pytest.raises(SpecError):
+        SweepSpec(min_bytes=2 * 1024**3).with_backend("gloo")
+
+
+def test_dtype_aliases_resolve_to_canonical_names():
+    assert SweepSpec(dtype="half").dtype == "float16"
+    assert SweepSpec(dtype="float").dtype == "float32"
+    assert SweepSpec(dtype="BF16").dtype == "bfloat16"
+
+
+def test_steps_cover_collectives_sizes_and_supported_placements():
+    spec = SweepSpec(collectives=("all_reduce", "all_gather"), max_bytes=32).with_backend("gloo")
+    steps = spec.steps()
+    assert [s for s in steps if s[0] == "all_reduce"] == [
+        ("all_reduce", size, "in_place") for size in (8, 16, 32)]
+    assert len([s for s in steps if s[0] == "all_gather"]) == 6
+    assert SweepSpec.from_dict(spec.to_dict()) == spec
