@@ -79,7 +79,7 @@ def sweep(
     result, run_dir = run_sweep(spec, options, _command_line())
     if result.error:
         _error(result.error)
-    elif output == "table":
+    elif output == "table" and result.is_primary:
         print(f"# Results: {run_dir}", flush=True)
     raise typer.Exit(result.code)
 

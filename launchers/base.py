@@ -14,6 +14,8 @@ class LaunchResult:
 
     code: int
     error: str | None = None
+    # False on ranks other than 0 of a job launched elsewhere: they print no summary.
+    is_primary: bool = True
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,5 @@ class NoneLauncher:
 
         env = RunEnv.detect()
         outcome = run_rank(job, env, sink if env.rank == 0 else None)
-        if outcome.error:
-            return LaunchResult(outcome.code, f"rank {env.rank}: {outcome.error}")
-        return LaunchResult(outcome.code)
+        error = f"rank {env.rank}: {outcome.error}" if outcome.error else None
+        return LaunchResult(outcome.code, error, is_primary=env.rank == 0)

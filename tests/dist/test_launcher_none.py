@@ -1,0 +1,67 @@
+"""`--launcher none`: collbench as the ranks of a job launched by someone else."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import meta_of, rows_of
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_ranks_started_by_hand_with_torch_env(tmp_path):
+    out = tmp_path / "run"
+    port = _free_port()
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
+               "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "collbench", "sweep", "--launcher", "none", "-c",
+             "all_reduce,all_gather", "-b", "1K", "-e", "4K", "-n", "2", "--out", str(out)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    assert "# Out of bounds values : 0 OK" in outputs[0][0]
+    assert outputs[1][0] == ""  # only rank 0 prints
+    assert len(rows_of(out)) == 9
+    assert meta_of(out)["launcher"] == "none"
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not on PATH")
+def test_under_torchrun(tmp_path):
+    out = tmp_path / "run"
+    done = subprocess.run(
+        ["torchrun", "--standalone", "--nproc-per-node", "2", "-m", "collbench", "sweep",
+         "--launcher", "none", "-c", "reduce_scatter", "-b", "1K", "-e", "2K", "-n", "2",
+         "--out", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = rows_of(out)
+    assert len(rows) == 4 and all(row["n_wrong"] == 0 for row in rows)
+
+
+def test_rank_zero_refuses_a_non_empty_out_and_every_rank_stops(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "old.txt").write_text("previous run")
+    port = _free_port()
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": str(port)}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "collbench", "sweep", "--launcher", "none", "--out", str(out)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [2, 2]
+    for _, err in outputs:
+        assert "is not an empty directory" in err and "Traceback" not in err

@@ -1,0 +1,118 @@
+"""Real sweeps: `collbench sweep` spawning real gloo ranks on loopback (no mocks)."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from collbench.collectives import REGISTRY
+from collbench.dtypes import DTYPES
+from collbench.results import ROW_COLUMNS
+from tests.helpers import collbench, meta_of, rows_of
+
+ALL = ",".join(REGISTRY)
+
+
+@pytest.mark.parametrize("nproc, dtype, op", [
+    (2, "float32", "sum"),
+    (3, "bfloat16", "sum"),  # odd world size: catches factor and alignment bugs
+    (3, "int32", "prod"),
+    (2, "float16", "max"),
+    (3, "int8", "min"),
+])
+def test_every_collective_and_placement_checks_clean(tmp_path, nproc, dtype, op):
+    out = tmp_path / "run"
+    done = collbench("sweep", "-c", ALL, "-b", "4", "-e", "96K", "-f", "5", "-w", "1", "-n", "3",
+                     "--nproc", str(nproc), "-d", dtype, "-o", op, "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    rows = rows_of(out)
+    sizes = [4, 20, 100, 500, 2500, 12500, 62500]
+    expected = sum(len(REGISTRY[name].placements) * len(sizes) for name in REGISTRY)
+    assert len(rows) == expected
+    elem = DTYPES[dtype].elem_bytes
+    for row in rows:
+        assert tuple(row) == ROW_COLUMNS
+        coll = REGISTRY[row["collective"]]
+        assert row["n_wrong"] == 0, row
+        assert (row["world_size"], row["nodes"], row["ranks_per_node"]) == (nproc, 1, nproc)
+        assert row["dtype"] == dtype and row["backend"] == "gloo"
+        assert row["op"] == (op if coll.reduces else None)
+        assert row["time_us"] > 0 and row["time_us_min"] <= row["time_us_p50"] <= row["time_us_max"]
+        if row["size_bytes"]:
+            factor = coll.bus_factor(nproc)
+            assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * factor)
+            assert row["algbw_gbps"] == pytest.approx(row["size_bytes"] / row["time_us"] / 1e3)
+        if row["collective"] in ("all_gather", "reduce_scatter", "all_to_all"):
+            assert row["size_bytes"] % (nproc * elem) == 0
+            assert row["count"] * nproc * elem == row["size_bytes"]
+    frame = pd.read_parquet(out / "rows.parquet")
+    assert len(frame) == len(rows)
+    meta = meta_of(out)
+    assert meta["state"] == "completed" and meta["world_size"] == nproc
+    assert meta["timing_method"] == "perf_counter"
+    assert meta["versions"]["torch"] and meta["versions"]["collbench"]
+    assert len(meta["ranks"]) == nproc and meta["hosts"]
+    assert meta["command_line"][:2] == ["collbench", "sweep"]
+
+
+def test_table_output_is_nccl_tests_shaped(tmp_path):
+    done = collbench("sweep", "-c", "all_reduce,all_gather", "-b", "1K", "-e", "8K",
+                     "-n", "2", "--out", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("# nThread 1 nGpus 1 minBytes 1024 maxBytes 8192") for line in lines)
+    data = [line for line in lines if line and not line.startswith("#")]
+    assert len(data) == 8  # 4 sizes x 2 collectives, one line per size
+    for line in data:
+        fields = line.split()
+        assert len(fields) == 13
+    all_reduce_line = data[0].split()
+    assert all_reduce_line[:5] == ["1024", "256", "float", "sum", "-1"]
+    assert all_reduce_line[5:9] == ["n/a"] * 4  # torch has no out-of-place all_reduce
+    assert all_reduce_line[12] == "0"
+    assert lines.count("# Out of bounds values : 0 OK") == 2
+    assert sum(line.startswith("# Peak bus bandwidth") for line in lines) == 2
+    assert lines[-1] == f"# Results: {tmp_path / 'run'}"
+
+
+def test_json_mode_prints_exactly_the_rows(tmp_path):
+    out = tmp_path / "run"
+    done = collbench("sweep", "-c", "reduce_scatter", "-b", "1K", "-e", "4K", "-n", "2",
+                     "--json", "--no-check", "--rank-stat", "max", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    printed = [json.loads(line) for line in done.stdout.splitlines()]
+    assert printed == rows_of(out)
+    assert all(row["n_wrong"] is None for row in printed)
+    assert printed[0]["knobs"]["settings"]["rank_stat"] == "max"
+
+
+def test_step_bytes_and_single_placement(tmp_path):
+    out = tmp_path / "run"
+    done = collbench("sweep", "-c", "all_gather", "-b", "1K", "-e", "3K", "-i", "1K",
+                     "--placement", "in_place", "-n", "2", "--quiet", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = rows_of(out)
+    assert [row["size_bytes"] for row in rows] == [1024, 2048, 3072]
+    assert {row["placement"] for row in rows} == {"in_place"}
+
+
+def test_knobs_record_communication_environment(tmp_path):
+    out = tmp_path / "run"
+    done = collbench("sweep", "-c", "all_reduce", "-b", "8", "-e", "8", "-n", "1", "--quiet",
+                     "--out", str(out), env={"NCCL_ALGO": "Ring", "GLOO_SOCKET_IFNAME": "lo"})
+    assert done.returncode == 0, done.stderr
+    knobs = rows_of(out)[0]["knobs"]
+    assert knobs["env"]["NCCL_ALGO"] == "Ring" and knobs["env"]["GLOO_SOCKET_IFNAME"] == "lo"
+    assert meta_of(out)["knobs"]["NCCL_ALGO"] == "Ring"
+
+
+def test_wrong_data_is_reported_in_rows_and_exit_status(tmp_path):
+    out = tmp_path / "run"
+    done = collbench("sweep", "-c", "all_gather", "-b", "1K", "-e", "2K", "-n", "2",
+                     "--nproc", "3", "--out", str(out),
+                     env={"COLLBENCH_TEST_CORRUPT_RANK": "2"})
+    assert done.returncode == 3
+    assert "data check failed: 4 wrong element(s) in 4 row(s)" in done.stderr
+    assert "# Out of bounds values : 4 FAILED" in done.stdout
+    assert [row["n_wrong"] for row in rows_of(out)] == [1, 1, 1, 1]
