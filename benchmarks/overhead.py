@@ -16,7 +16,8 @@ all_reduce runs in place; all_gather and reduce_scatter out of place, in both A 
 Reading the table (printed by rank 0): `A us` and `B us` are medians over rounds;
 `A/B` is median(A)/median(B), the figure judged against the goal (<= 1.03 below 1 MiB,
 <= 1.01 from 1 MiB); `med r` is the median of the per-round ratios and `r range` their
-spread, a guide to how much of the difference is noise. Results are reported as measured;
+spread, a guide to how much of the difference is noise; `--control` replaces A by a second
+raw loop (an A/A run) to show the noise floor of the machine. Results are reported as measured;
 the exit status is 0 whatever the ratios, nonzero only if a rank fails or data is wrong.
 """
 
@@ -53,6 +54,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
                    help="collbench's data check (outside the timed region; default on)")
+    p.add_argument("--control", action="store_true",
+                   help="A/A control: A is a second raw loop, not collbench, so the ratios "
+                   "show this machine's noise floor")
     args = p.parse_args(argv)
     from collbench.errors import SpecError
     from collbench.spec import parse_size
@@ -132,6 +136,10 @@ def rank_main(args: argparse.Namespace) -> int:
 
     def run_a(name: str, size: int) -> None:
         nonlocal wrong
+        if args.control:
+            a_us[(name, size)].append(raw_time_us(dist, torch, name, size, args.warmup,
+                                                  args.iters))
+            return
         measured = runner.measure(name, size, PLACEMENT[name])
         wrong += measured.n_wrong or 0
         a_us[(name, size)].append(measured.stats.time_us)
@@ -188,8 +196,8 @@ def launch(args: argparse.Namespace, argv: list[str]) -> int:
     print(f"torch {torch.__version__}, gloo, {args.nproc} ranks, {os.cpu_count()} CPUs, "
           f"warmup {args.warmup}, iters {args.iters}, rounds {args.rounds}, "
           f"check {'on' if args.check else 'off'}")
-    print("A = collbench Runner.measure time_us, B = raw torch.distributed loop; "
-          "medians over rounds\n", flush=True)
+    a_is = "a second raw loop (--control)" if args.control else "collbench Runner.measure time_us"
+    print(f"A = {a_is}, B = raw torch.distributed loop; medians over rounds\n", flush=True)
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
            "WORLD_SIZE": str(args.nproc)}
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), *argv],

@@ -18,7 +18,11 @@ from pathlib import Path
 from typing import Any
 
 STATUS_DIR_VAR = "COLLBENCH_STATUS_DIR"
+# The watching launcher's pid: if it disappears, the rank ends itself rather than run on
+# (or hang) as an orphan nobody reads.
+PARENT_PID_VAR = "COLLBENCH_PARENT_PID"
 HEARTBEAT_S = 1.0
+EXIT_ORPHANED = 1
 
 
 def status_path(status_dir: Path, rank: int) -> Path:
@@ -35,8 +39,10 @@ def read_status(status_dir: Path, rank: int) -> dict[str, Any] | None:
 class RankStatus:
     """This rank's status file (a no-op when no launcher is watching)."""
 
-    def __init__(self, rank: int, status_dir: str | None = None) -> None:
+    def __init__(self, rank: int, status_dir: str | None = None,
+                 parent_pid: int | None = None) -> None:
         self._dir = Path(status_dir) if status_dir else None
+        self._parent_pid = parent_pid
         self._lock = threading.Lock()
         self._stop = threading.Event()
         now = time.time()
@@ -52,7 +58,8 @@ class RankStatus:
 
     @classmethod
     def from_environ(cls, rank: int) -> RankStatus:
-        return cls(rank, os.environ.get(STATUS_DIR_VAR))
+        parent = os.environ.get(PARENT_PID_VAR)
+        return cls(rank, os.environ.get(STATUS_DIR_VAR), int(parent) if parent else None)
 
     def step(self, index: int, label: str) -> None:
         self._update(state="running", step=index, label=label, step_started=time.time())
@@ -78,6 +85,9 @@ class RankStatus:
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
             self._update()
+            if self._parent_pid is not None and os.getppid() != self._parent_pid:
+                self.fail(f"the launcher (pid {self._parent_pid}) is gone; rank stopped")
+                os._exit(EXIT_ORPHANED)
 
     def _write(self) -> None:
         if self._dir is None:

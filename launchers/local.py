@@ -19,10 +19,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from collbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_WRONG_DATA
+from collbench.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    EXIT_WRONG_DATA,
+)
 from collbench.job import Job
 from collbench.launchers.base import LaunchResult, RankCommand
-from collbench.rankstatus import STATUS_DIR_VAR, read_status
+from collbench.rankstatus import PARENT_PID_VAR, STATUS_DIR_VAR, read_status
 from collbench.results import ROWS_FILE, load_rows, read_meta, update_meta, utc_now, write_parquet
 
 POLL_S = 0.1
@@ -32,6 +39,14 @@ TERMINATE_GRACE_S = 3.0
 # Error texts of ranks that died only because a peer went away first.
 _PEER_ERRORS = ("Connection closed by peer", "Connection reset", "Broken pipe",
                 "Timed out", "timed out", "Connection refused", "closed by remote")
+
+
+class _Terminated(Exception):
+    """SIGTERM reached the launcher: stop the ranks as for Ctrl-C."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated()
 
 
 def free_port() -> int:
@@ -50,6 +65,7 @@ class LocalLauncher:
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port),
             "WORLD_SIZE": str(job.nproc), "LOCAL_WORLD_SIZE": str(job.nproc),
             STATUS_DIR_VAR: str(Path(job.run_dir) / "ranks"),
+            PARENT_PID_VAR: str(os.getpid()),
         }
         return [RankCommand(argv, {**shared, "RANK": str(rank), "LOCAL_RANK": str(rank)})
                 for rank in range(job.nproc)]
@@ -65,12 +81,16 @@ class LocalLauncher:
                     command.argv, env={**os.environ, **command.env}, stdout=log,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
         monitor = _Monitor(job, procs, sink)
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
             result = monitor.watch()
         except KeyboardInterrupt:
             result = LaunchResult(EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
+        except _Terminated:
+            result = LaunchResult(EXIT_TERMINATED, "terminated (SIGTERM)")
         finally:
             monitor.stop_all()
+            signal.signal(signal.SIGTERM, previous)
         monitor.drain()
         sink.finish()
         return _finalize(job, result)
@@ -83,7 +103,7 @@ def _finalize(job: Job, result: LaunchResult) -> LaunchResult:
     rows = load_rows(job.run_dir)
     if rows and not (Path(job.run_dir) / "rows.parquet").exists():
         write_parquet(job.run_dir)
-    state = "interrupted" if result.code == EXIT_INTERRUPTED else "failed"
+    state = "interrupted" if result.code in (EXIT_INTERRUPTED, EXIT_TERMINATED) else "failed"
     if read_meta(job.run_dir) is not None:
         update_meta(job.run_dir, state=state, finished_utc=utc_now(), error=result.error)
     kept = f"{len(rows)} finished row(s) kept in {Path(job.run_dir) / ROWS_FILE}"

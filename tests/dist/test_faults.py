@@ -89,3 +89,28 @@ def _continue(pid):
         os.kill(pid, signal.SIGCONT)
     except ProcessLookupError:
         pass
+
+
+def test_sigterm_to_collbench_stops_the_ranks(tmp_path):
+    out = tmp_path / "run"
+    process = start("sweep", *LONG_SWEEP, "--out", str(out))
+    wait_for_rows(out, 3)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    message, _ = _finished_cleanly(out, process, stderr, 143)
+    assert "terminated (SIGTERM)" in message
+    assert not _alive(out, 2)
+
+
+def test_ranks_end_themselves_when_the_launcher_is_killed(tmp_path):
+    out = tmp_path / "run"
+    process = start("sweep", *LONG_SWEEP, "--out", str(out))
+    wait_for_rows(out, 3)
+    pids = [rank_pid(out, rank) for rank in range(2)]
+    process.kill()
+    process.communicate(timeout=30)
+    deadline = time.time() + 15
+    while time.time() < deadline and _alive(out, 2):
+        time.sleep(0.2)
+    assert not _alive(out, 2), f"orphaned ranks {pids} kept running"
+    assert rows_of(out)  # what was measured before is still there
