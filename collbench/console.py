@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, TextIO
 
@@ -76,8 +77,13 @@ class ConsoleSink:
         self._collective = None
 
     def _print(self, *lines: str) -> None:
+        # With a live bar on the same terminal, lines go above the bar, not through it.
+        above_bar = self._progress is not None and self.stream is sys.stdout and _tty(1)
         for line in lines:
-            print(line, file=self.stream, flush=True)
+            if above_bar:
+                self._progress.print(line)
+            else:
+                print(line, file=self.stream, flush=True)
 
 
 class _Progress:
@@ -98,6 +104,7 @@ class _Progress:
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), TimeRemainingColumn(),
             console=Console(stderr=True), transient=True,
+            redirect_stdout=False, redirect_stderr=False,
         )
         self._task = self._bar.add_task("sweep", total=total)
         self._bar.start()
@@ -106,8 +113,18 @@ class _Progress:
         description = f"{row['collective']} {row['size_bytes']} B"
         self._bar.update(self._task, advance=1, description=description)
 
+    def print(self, line: str) -> None:
+        self._bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
     def stop(self) -> None:
         self._bar.stop()
+
+
+def _tty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
 
 
 def _make_progress(total: int) -> _Progress:
