@@ -3,7 +3,7 @@
 Run from the repository root (collbench installed, e.g. `pip install -e .`):
 
     python benchmarks/overhead.py                       # 2 ranks, defaults below
-    python benchmarks/overhead.py --sizes 8,1M --rounds 11 --iters 50 --no-check
+    python benchmarks/overhead.py --sizes 8,1M --rounds 12 --iters 50 --no-check
 
 The script starts --nproc rank processes itself (gloo over 127.0.0.1). For every
 collective and size it runs --rounds rounds; each round measures

@@ -27,6 +27,7 @@ ROW_COLUMNS = (
     "op", "root", "size_bytes", "count", "world_size", "nodes", "ranks_per_node",
     "placement", "warmup", "iters", "time_us", "time_us_p50", "time_us_p95", "time_us_min",
     "time_us_max", "time_cv", "algbw_gbps", "busbw_gbps", "n_wrong", "topology", "knobs",
+    "time_us_samples",
 )
 
 
@@ -153,5 +154,6 @@ class RowBuilder:
             "time_us_max": stats.time_us_max, "time_cv": stats.time_cv,
             "algbw_gbps": algbw, "busbw_gbps": algbw * bus_factor(collective, self.world_size),
             "n_wrong": measured.n_wrong, "topology": self.topology, "knobs": self.knobs,
+            "time_us_samples": [round(sample, 3) for sample in stats.samples_us],
         }
         return row

@@ -24,6 +24,7 @@ class TimeStats:
     time_us_min: float
     time_us_max: float
     time_cv: float  # std / mean of the per-iteration samples
+    samples_us: tuple[float, ...] = ()  # the combined per-iteration series itself
 
 
 def combine_ranks(batch_s: np.ndarray, samples_s: np.ndarray, rank_stat: str) -> TimeStats:
@@ -44,4 +45,5 @@ def combine_ranks(batch_s: np.ndarray, samples_s: np.ndarray, rank_stat: str) ->
         time_us_min=float(series.min()),
         time_us_max=float(series.max()),
         time_cv=float(series.std() / mean) if mean > 0 else 0.0,
+        samples_us=tuple(float(sample) for sample in series),
     )

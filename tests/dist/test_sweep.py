@@ -39,6 +39,11 @@ def test_every_collective_and_placement_checks_clean(tmp_path, nproc, dtype, op)
         assert row["dtype"] == dtype and row["backend"] == "gloo"
         assert row["op"] == (op if coll.reduces else None)
         assert row["time_us"] > 0 and row["time_us_min"] <= row["time_us_p50"] <= row["time_us_max"]
+        samples = row["time_us_samples"]
+        assert len(samples) == 3 and min(samples) == pytest.approx(row["time_us_min"], abs=1e-3)
+        # the batch figure is the mean of back-to-back iterations: it equals the mean of
+        # the samples for a single rank, and stays within their range across ranks
+        assert row["time_us_min"] * 0.5 <= row["time_us"] <= row["time_us_max"] * 2
         if row["size_bytes"]:
             factor = coll.bus_factor(nproc)
             assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * factor)

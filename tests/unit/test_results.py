@@ -24,7 +24,8 @@ from collbench.stats import TimeStats
 
 def _measured(size=1 << 20, time_us=100.0):
     geometry = REGISTRY["all_gather"].geometry(size, 4, 4, 0)
-    return Measured(geometry, TimeStats(time_us, time_us, time_us, time_us, time_us, 0.0), 0)
+    stats = TimeStats(time_us, time_us, time_us, time_us, time_us, 0.0, (time_us, time_us))
+    return Measured(geometry, stats, 0)
 
 
 def test_row_has_every_design_column_and_nccl_math():

@@ -11,6 +11,7 @@ def test_rank_statistics_combine_batch_and_samples():
     assert avg.time_us == pytest.approx(2000)
     assert avg.time_us_min == pytest.approx(2000) and avg.time_us_max == pytest.approx(5000)
     assert avg.time_us_p50 == pytest.approx(3500)
+    assert avg.samples_us == pytest.approx((2000, 3000, 4000, 5000))
     series = np.array([2000, 3000, 4000, 5000])
     assert avg.time_cv == pytest.approx(series.std() / series.mean())
     assert combine_ranks(batch, samples, "max").time_us == pytest.approx(3000)
