@@ -63,11 +63,3 @@ def check_world_size(spec: SweepSpec, world_size: int) -> None:
             raise SpecError("--collective", name, f"needs at least {minimum} ranks; this run "
                             f"has {world_size}")
 
-
-def check_backend_support(spec: SweepSpec) -> None:
-    """SpecError for a dtype/op the backend cannot do (filled from measured gloo behaviour)."""
-    for name in spec.collectives:
-        op = spec.op if REGISTRY[name].reduces else None
-        if spec.backend == "gloo" and op == "avg":
-            raise SpecError("--op", op, f"is not supported by gloo ({name}); use sum, or "
-                            "divide by the world size yourself")

@@ -111,6 +111,7 @@ class SweepSpec:
                 raise SpecError("--placement", self.placement, f"cannot be measured for {name}: "
                                 f"{note}; use --placement both")
         if self.op == "avg" and not dtype.is_float:
+            # torch divides in floating point and cannot cast back (gloo raises; checked)
             raise SpecError("--op", self.op, f"needs a floating-point --dtype, not {dtype.name}")
 
     @staticmethod

@@ -34,7 +34,6 @@ def run_sweep(spec: SweepSpec, options: RunOptions,
               command_line: list[str]) -> tuple[LaunchResult, Path]:
     """Run a sweep to completion; returns how it ended and where its results are."""
     spec = spec.with_backend(resolve_backend(spec.backend))
-    capacity.check_backend_support(spec)
     run_id = new_run_id()
     if options.launcher == "none":
         if options.nproc is not None:

@@ -18,7 +18,6 @@ from tests.helpers import collbench
     (["-c", "all_reduce,allreduce"], "--collective: 'allreduce' is unknown"),
     (["-d", "complex64"], "--dtype: 'complex64' is unknown"),
     (["-o", "xor"], "--op: 'xor' is not one of"),
-    (["-o", "avg"], "--op: 'avg' is not supported by gloo"),
     (["-o", "avg", "-d", "int32"], "--op: 'avg' needs a floating-point --dtype"),
     (["--placement", "out_of_place", "-c", "all_reduce"], "cannot be measured for all_reduce"),
     (["--nproc", "0"], "--nproc: 0 must be at least 1"),

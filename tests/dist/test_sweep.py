@@ -18,6 +18,7 @@ ALL = ",".join(REGISTRY)
     (3, "bfloat16", "sum"),  # odd world size: catches factor and alignment bugs
     (3, "int32", "prod"),
     (2, "float16", "max"),
+    (3, "bfloat16", "avg"),
     (3, "int8", "min"),
 ])
 def test_every_collective_and_placement_checks_clean(tmp_path, nproc, dtype, op):
