@@ -38,7 +38,8 @@ SETTLE_S = 1.0
 TERMINATE_GRACE_S = 3.0
 # Error texts of ranks that died only because a peer went away first.
 _PEER_ERRORS = ("Connection closed by peer", "Connection reset", "Broken pipe",
-                "Timed out", "timed out", "Connection refused", "closed by remote")
+                "Timed out", "timed out", "Connection refused", "closed by remote",
+                "Application timeout caused pair closure", "Read error")
 
 
 class _Terminated(Exception):
