@@ -214,7 +214,46 @@ def launch(args: argparse.Namespace, argv: list[str]) -> int:
             codes = [p.wait() for p in procs]
         time.sleep(0.05)
     print(f"\nwall time {time.monotonic() - started:.1f} s")
+    print_harness_overhead()
     return max(abs(c or 0) for c in codes)
+
+
+def print_harness_overhead(calls: int = 200_000, repeats: int = 7) -> None:
+    """collbench's own cost per timed call, free of network noise.
+
+    The collective is replaced by a no-op in both loops, so what is left is exactly what
+    collbench adds around each call: its bound closure and the clock read and store of
+    CpuTimer.time_batch, against a bare `for` loop calling the same no-op. Medians of
+    `repeats` runs; divide by a real operation's time to get the overhead ratio.
+    """
+    from types import SimpleNamespace
+
+    from collbench.collectives import REGISTRY, RankContext
+    from collbench.timing import CpuTimer
+
+    print("\ncollbench's own cost per timed call (collective replaced by a no-op):")
+    fake_dist = SimpleNamespace(all_reduce=lambda tensor, op=None: None,
+                                all_gather_single=lambda out, inp: None,
+                                reduce_scatter_single=lambda out, inp, op=None: None)
+    context = RankContext(fake_dist, 0, 2, "sum")
+    for name in COLLECTIVES:
+        run = REGISTRY[name].bind(object(), object(), context)
+        raw_call = getattr(fake_dist, {"all_reduce": "all_reduce",
+                                       "all_gather": "all_gather_single",
+                                       "reduce_scatter": "reduce_scatter_single"}[name])
+        collbench_ns, raw_ns = [], []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            CpuTimer().time_batch(run, calls)
+            collbench_ns.append((time.perf_counter() - start) / calls * 1e9)
+            start = time.perf_counter()
+            for _ in range(calls):
+                raw_call(None, None)
+            raw_ns.append((time.perf_counter() - start) / calls * 1e9)
+        extra = statistics.median(collbench_ns) - statistics.median(raw_ns)
+        print(f"  {name:<15} collbench {statistics.median(collbench_ns):6.0f} ns, bare loop "
+              f"{statistics.median(raw_ns):6.0f} ns: {extra:+.0f} ns per call "
+              f"(= {extra / 1e3 / 20:.4%} of a 20 us operation)")
 
 
 def main() -> int:

@@ -10,8 +10,10 @@ def _bus_factor(world_size: int) -> float:
 
 
 def _bind(send, recv, ctx):
+    all_reduce, op = ctx.dist.all_reduce, ctx.reduce_op  # looked up once, not per call
+
     def run() -> None:
-        ctx.dist.all_reduce(recv, op=ctx.reduce_op)
+        all_reduce(recv, op=op)
 
     return run
 

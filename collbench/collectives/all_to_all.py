@@ -18,8 +18,10 @@ def _geometry(size_bytes: int, elem_bytes: int, world_size: int, rank: int) -> G
 
 
 def _bind(send, recv, ctx):
+    all_to_all = ctx.dist.all_to_all_single
+
     def run() -> None:
-        ctx.dist.all_to_all_single(recv, send)
+        all_to_all(recv, send)
 
     return run
 

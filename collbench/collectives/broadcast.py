@@ -15,8 +15,10 @@ ROOT = 0
 
 
 def _bind(send, recv, ctx):
+    broadcast = ctx.dist.broadcast
+
     def run() -> None:
-        ctx.dist.broadcast(recv, src=ROOT)
+        broadcast(recv, src=ROOT)
 
     return run
 

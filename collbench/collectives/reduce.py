@@ -15,8 +15,10 @@ ROOT = 0
 
 
 def _bind(send, recv, ctx):
+    reduce, op = ctx.dist.reduce, ctx.reduce_op
+
     def run() -> None:
-        ctx.dist.reduce(recv, dst=ROOT, op=ctx.reduce_op)
+        reduce(recv, dst=ROOT, op=op)
 
     return run
 

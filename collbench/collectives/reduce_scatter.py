@@ -19,9 +19,10 @@ def _geometry(size_bytes: int, elem_bytes: int, world_size: int, rank: int) -> G
 
 def _bind(send, recv, ctx):
     scatter = getattr(ctx.dist, "reduce_scatter_single", None) or ctx.dist.reduce_scatter_tensor
+    op = ctx.reduce_op
 
     def run() -> None:
-        scatter(recv, send, op=ctx.reduce_op)
+        scatter(recv, send, op=op)
 
     return run
 

@@ -19,8 +19,10 @@ def _bind(send, recv, ctx):
     # Batched so NCCL posts both sides together; posting them one by one can deadlock.
     ops = [dist.P2POp(dist.isend, send, successor), dist.P2POp(dist.irecv, recv, predecessor)]
 
+    batch = dist.batch_isend_irecv
+
     def run() -> None:
-        for work in dist.batch_isend_irecv(ops):
+        for work in batch(ops):
             work.wait()
 
     return run
