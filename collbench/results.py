@@ -92,7 +92,9 @@ def write_parquet(run_dir: Path) -> Path | None:
     frame = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     frame["knobs"] = frame["knobs"].map(lambda knobs: json.dumps(knobs, sort_keys=True))
     path = Path(run_dir) / PARQUET_FILE
-    frame.to_parquet(path, index=False)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)  # a reader (or a kill) never meets half a file
     return path
 
 

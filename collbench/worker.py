@@ -16,10 +16,18 @@ from typing import Any
 from collbench import capacity
 from collbench.console import ConsoleSink
 from collbench.distributed import RunEnv, init_distributed, teardown, torch_backend
-from collbench.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_WRONG_DATA, SpecError
+from collbench.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    EXIT_USAGE,
+    EXIT_WRONG_DATA,
+    SpecError,
+)
 from collbench.job import Job
 from collbench.rankstatus import STATUS_DIR_VAR, RankStatus
 from collbench.results import (
+    META_FILE,
     ResultWriter,
     RowBuilder,
     prepare_run_dir,
@@ -56,6 +64,8 @@ def run_rank(job: Job, env: RunEnv, sink: ConsoleSink | None = None) -> RankOutc
         return RankOutcome(EXIT_WRONG_DATA if total_wrong else EXIT_OK)
     except SpecError as error:
         return _failed(job, env, status, EXIT_USAGE, str(error))
+    except KeyboardInterrupt:
+        return _failed(job, env, status, EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
     except Exception as error:  # noqa: BLE001 - every failure becomes an outcome
         message = f"{type(error).__name__}: {_first_line(error)}"
         print(traceback.format_exc(), file=sys.stderr, flush=True)
@@ -66,8 +76,11 @@ def run_rank(job: Job, env: RunEnv, sink: ConsoleSink | None = None) -> RankOutc
 
 def _failed(job: Job, env: RunEnv, status: RankStatus, code: int, message: str) -> RankOutcome:
     status.fail(message, usage_error=code == EXIT_USAGE)
-    if env.rank == 0 and Path(job.run_dir).is_dir():
-        update_meta(job.run_dir, state="failed", finished_utc=utc_now(), error=message)
+    if env.rank == 0 and (Path(job.run_dir) / META_FILE).exists():
+        # The run directory is complete but for the rows never measured.
+        write_parquet(job.run_dir)
+        state = "interrupted" if code == EXIT_INTERRUPTED else "failed"
+        update_meta(job.run_dir, state=state, finished_utc=utc_now(), error=message)
     return RankOutcome(code, message)
 
 

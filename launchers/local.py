@@ -102,7 +102,7 @@ def _finalize(job: Job, result: LaunchResult) -> LaunchResult:
     if result.code in (EXIT_OK, EXIT_WRONG_DATA):
         return result
     rows = load_rows(job.run_dir)
-    if rows and not (Path(job.run_dir) / "rows.parquet").exists():
+    if rows:
         write_parquet(job.run_dir)
     state = "interrupted" if result.code in (EXIT_INTERRUPTED, EXIT_TERMINATED) else "failed"
     if read_meta(job.run_dir) is not None:

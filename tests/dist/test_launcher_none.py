@@ -65,3 +65,33 @@ def test_rank_zero_refuses_a_non_empty_out_and_every_rank_stops(tmp_path):
     assert [proc.returncode for proc in procs] == [2, 2]
     for _, err in outputs:
         assert "is not an empty directory" in err and "Traceback" not in err
+
+
+def test_a_dead_peer_ends_rank_zero_with_rows_kept(tmp_path):
+    import json
+    import signal
+    import time
+
+    import pandas as pd
+
+    out = tmp_path / "run"
+    port = _free_port()
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": str(port)}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "collbench", "sweep", "--launcher", "none", "-c", "all_reduce",
+             "-b", "1K", "-e", "16M", "-n", "40", "--timeout", "20", "--out", str(out)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    deadline = time.time() + 60
+    while len(rows_of(out)) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    procs[1].send_signal(signal.SIGKILL)
+    _, stderr = procs[0].communicate(timeout=60)
+    procs[1].wait()
+    assert procs[0].returncode == 1
+    assert stderr.strip().splitlines()[-1].startswith("collbench: error: rank 0: ")
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["state"] == "failed" and meta["error"]
+    assert len(pd.read_parquet(out / "rows.parquet")) == len(rows_of(out)) >= 3
