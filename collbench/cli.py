@@ -98,7 +98,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = command.main(args=argv, prog_name="collbench", standalone_mode=False)
     except click_exceptions.UsageError as error:
-        _error(error.format_message().replace("\n", " "))
+        message = error.format_message().replace("\n", " ").strip()
+        if message:  # bare `collbench` has already printed the help instead
+            _error(message)
         code = EXIT_USAGE
     except (typer.Abort, KeyboardInterrupt):
         _error("interrupted")
