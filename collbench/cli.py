@@ -5,6 +5,7 @@ Keep this module's imports light: `collbench --help` must not import torch.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -81,11 +82,25 @@ def sweep(
         _error(result.error)
     elif output == "table" and result.is_primary:
         print(f"# Results: {run_dir}", flush=True)
+    if launcher == "none":
+        _exit_rank(result.code)
     raise typer.Exit(result.code)
 
 
 def _command_line() -> list[str]:
     return ["collbench", *sys.argv[1:]]
+
+
+def _exit_rank(code: int) -> None:
+    """End a rank process now: everything is on disk and printed.
+
+    After a failure the process group cannot be destroyed cleanly, and letting the
+    interpreter tear it down races with its threads ("terminate called without an active
+    exception", SIGABRT) so the exit code would be lost.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _error(message: str) -> None:
