@@ -1,11 +1,15 @@
 """`--launcher none`: collbench as the ranks of a job launched by someone else."""
 
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 
+import pandas as pd
 import pytest
 
 from tests.helpers import meta_of, rows_of
@@ -17,17 +21,24 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_ranks_started_by_hand_with_torch_env(tmp_path):
-    out = tmp_path / "run"
+def _start_ranks(out, *sweep_args, nproc=2):
+    """Start nproc `collbench sweep --launcher none` processes with the torch rank env."""
     port = _free_port()
     procs = []
-    for rank in range(2):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
-               "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    for rank in range(nproc):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(nproc),
+               "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(nproc),
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "collbench", "sweep", "--launcher", "none", "-c",
-             "all_reduce,all_gather", "-b", "1K", "-e", "4K", "-n", "2", "--out", str(out)],
+            [sys.executable, "-m", "collbench", "sweep", "--launcher", "none", *sweep_args,
+             "--out", str(out)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return procs
+
+
+def test_ranks_started_by_hand_with_torch_env(tmp_path):
+    out = tmp_path / "run"
+    procs = _start_ranks(out, "-c", "all_reduce,all_gather", "-b", "1K", "-e", "4K", "-n", "2")
     outputs = [proc.communicate(timeout=120) for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], outputs
     assert "# Out of bounds values : 0 OK" in outputs[0][0]
@@ -53,14 +64,7 @@ def test_rank_zero_refuses_a_non_empty_out_and_every_rank_stops(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / "old.txt").write_text("previous run")
-    port = _free_port()
-    procs = []
-    for rank in range(2):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-               "MASTER_PORT": str(port)}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "collbench", "sweep", "--launcher", "none", "--out", str(out)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    procs = _start_ranks(out)
     outputs = [proc.communicate(timeout=120) for proc in procs]
     assert [proc.returncode for proc in procs] == [2, 2]
     for _, err in outputs:
@@ -68,22 +72,9 @@ def test_rank_zero_refuses_a_non_empty_out_and_every_rank_stops(tmp_path):
 
 
 def test_a_dead_peer_ends_rank_zero_with_rows_kept(tmp_path):
-    import json
-    import signal
-    import time
-
-    import pandas as pd
-
     out = tmp_path / "run"
-    port = _free_port()
-    procs = []
-    for rank in range(2):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-               "MASTER_PORT": str(port)}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "collbench", "sweep", "--launcher", "none", "-c", "all_reduce",
-             "-b", "1K", "-e", "16M", "-n", "40", "--timeout", "20", "--out", str(out)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    procs = _start_ranks(out, "-c", "all_reduce", "-b", "1K", "-e", "16M", "-n", "40",
+                         "--timeout", "20")
     deadline = time.time() + 60
     while len(rows_of(out)) < 3 and time.time() < deadline:
         time.sleep(0.05)
