@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import sysconfig
 import zipfile
 
 import pytest
@@ -28,13 +29,25 @@ def test_wheel_maps_packages_under_collbench(wheel):
     assert not top & {"launchers", "analysis", "topologies", "tests", "benchmarks"}
 
 
-def test_regular_install_imports_outside_the_source_tree(wheel, tmp_path):
+def _venv_with_wheel(wheel, tmp_path):
+    """A venv holding only the wheel, with this interpreter's packages (torch, numpy...)
+    on its path but without their .pth hooks, so an editable install of collbench here
+    cannot stand in for the wheel."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                           "['purelib'])"], capture_output=True, text=True, check=True)
+    pth = __import__("pathlib").Path(site.stdout.strip()) / "_host_packages.pth"
+    pth.write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
                     str(wheel)], check=True, capture_output=True)
+    return venv
+
+
+def test_regular_install_imports_outside_the_source_tree(wheel, tmp_path):
+    venv = _venv_with_wheel(wheel, tmp_path)
+    python = venv / "bin" / "python"
     code = ("import collbench, collbench.launchers.local, collbench.analysis.bandwidth;"
             "print(collbench.__file__)")
     done = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
@@ -44,3 +57,15 @@ def test_regular_install_imports_outside_the_source_tree(wheel, tmp_path):
     top_level = subprocess.run([str(python), "-c", "import launchers"], capture_output=True,
                                cwd=tmp_path)
     assert top_level.returncode != 0
+
+
+def test_regular_install_runs_a_sweep_from_the_source_checkout(wheel, tmp_path):
+    """Quick start: `pip install .` then `collbench sweep` in the clone. The ranks run
+    `python -m collbench.worker` there, which imports the checkout's collbench/ first."""
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    venv = _venv_with_wheel(wheel, tmp_path)
+    done = subprocess.run([str(venv / "bin" / "collbench"), "sweep", "-c", "all_reduce",
+                           "-b", "8", "-e", "8", "-n", "1", "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, cwd=root, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "# Out of bounds values : 0 OK" in done.stdout
