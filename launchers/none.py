@@ -21,5 +21,7 @@ class NoneLauncher:
 
         env = RunEnv.detect()
         outcome = run_rank(job, env, sink if env.rank == 0 else None)
+        if env.rank == 0:
+            sink.finish()  # the last collective's summary, even after a failure
         error = f"rank {env.rank}: {outcome.error}" if outcome.error else None
         return LaunchResult(outcome.code, error, is_primary=env.rank == 0)
