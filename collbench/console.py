@@ -10,8 +10,6 @@ from typing import Any, TextIO
 from collbench.spec import SweepSpec
 from collbench.table import collective_banner, format_line, preface_lines, summary_lines
 
-OUTPUT_MODES = ("table", "json", "quiet")
-
 
 class ConsoleSink:
     """Receives rows in measurement order and renders them as they arrive."""
@@ -21,12 +19,11 @@ class ConsoleSink:
         self.spec = spec
         self.mode = mode
         self.stream = stream or sys.stdout
-        self.rows: list[dict[str, Any]] = []
         self._pending: dict[str, dict[str, Any]] = {}
         self._collective_rows: list[dict[str, Any]] = []
         self._collective: str | None = None
         self._started = False
-        self._progress = _make_progress(len(spec.steps())) if progress else None
+        self._progress = _Progress(len(spec.steps())) if progress else None
 
     def start(self, meta: dict[str, Any]) -> None:
         if self._started:
@@ -36,7 +33,6 @@ class ConsoleSink:
             self._print(*preface_lines(meta, self.spec.to_dict()))
 
     def row(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
         if self._progress is not None:
             self._progress.advance(row)
         if self.mode == "json":
@@ -125,7 +121,3 @@ def _tty(fd: int) -> bool:
         return os.isatty(fd)
     except OSError:
         return False
-
-
-def _make_progress(total: int) -> _Progress:
-    return _Progress(total)

@@ -110,14 +110,15 @@ class _Session:
         identities = self._gather(rank_identity(self.torch, self.device, env.rank))
         self._agree(self._local_problems())
         hosts = sorted({identity["host"] for identity in identities})
+        env_knobs = knob_env()
         writer = None
         if env.rank == 0:
             writer = ResultWriter(self.job.run_dir)
-            meta = self._meta(identities, hosts)
+            meta = self._meta(identities, hosts, env_knobs)
             write_meta(self.job.run_dir, meta)
             if self.sink is not None:
                 self.sink.start(meta)
-        knobs = {"env": knob_env(), "settings": {
+        knobs = {"env": env_knobs, "settings": {
             "rank_stat": spec.rank_stat, "check": spec.check, "timing": self.timer.method,
             "launcher": self.job.launcher}}
         builder = RowBuilder(self.job.run_id, spec, env.world_size, len(hosts), knobs)
@@ -168,8 +169,9 @@ class _Session:
         self.dist.all_gather_object(gathered, value)
         return gathered
 
-    def _meta(self, identities: list[dict[str, Any]], hosts: list[str]) -> dict[str, Any]:
-        from collbench.provenance import git_sha, knob_env, versions
+    def _meta(self, identities: list[dict[str, Any]], hosts: list[str],
+              knobs: dict[str, str]) -> dict[str, Any]:
+        from collbench.provenance import git_sha, versions
         from collbench.results import SCHEMA_VERSION
 
         spec, env = self.job.spec, self.env
@@ -182,7 +184,7 @@ class _Session:
             "ranks_per_node": env.world_size // max(1, len(hosts)), "hosts": hosts,
             "ranks": identities, "timing_method": self.timer.method,
             "versions": versions(self.torch, spec.backend), "git_sha": git_sha(),
-            "knobs": knob_env(), "spec": spec.to_dict(), "topology": None, "cwd": os.getcwd(),
+            "knobs": knobs, "spec": spec.to_dict(), "topology": None, "cwd": os.getcwd(),
         }
 
 
