@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -183,14 +182,10 @@ def print_table(steps: list[tuple[str, int]], a_us: Series, b_us: Series,
     sys.stdout.flush()
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def launch(args: argparse.Namespace, argv: list[str]) -> int:
     import torch
+
+    from collbench.launchers.local import free_port
 
     print("command: " + shlex.join([os.path.basename(sys.executable), *sys.argv]))
     print(f"torch {torch.__version__}, gloo, {args.nproc} ranks, {os.cpu_count()} CPUs, "

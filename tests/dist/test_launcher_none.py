@@ -4,7 +4,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,18 +11,13 @@ import time
 import pandas as pd
 import pytest
 
+from collbench.launchers.local import free_port
 from tests.helpers import meta_of, rows_of
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _start_ranks(out, *sweep_args, nproc=2):
     """Start nproc `collbench sweep --launcher none` processes with the torch rank env."""
-    port = _free_port()
+    port = free_port()
     procs = []
     for rank in range(nproc):
         env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(nproc),
