@@ -51,20 +51,48 @@ def sweep(
     rank_stat: Annotated[Optional[str], typer.Option("--rank-stat", "-a", help=f"Combine ranks' times by avg (nccl-tests), max, min or rank0. [default: {_D.rank_stat}]", show_default=False)] = None,  # noqa: E501
     backend: Annotated[Optional[str], typer.Option("--backend", help=f"auto (nccl/rccl on GPUs, else gloo), nccl, rccl, gloo. [default: {_D.backend}]", show_default=False)] = None,  # noqa: E501
     timeout: Annotated[Optional[float], typer.Option("--timeout", help=f"Seconds without progress before a rank counts as hung. [default: {_D.timeout_s:g}]", show_default=False)] = None,  # noqa: E501
-    launcher: Annotated[str, typer.Option("--launcher", help="local: spawn ranks on this host; none: this process is a rank of a job already launched (torchrun).")] = "local",  # noqa: E501
-    nproc: Annotated[Optional[int], typer.Option("--nproc", "-g", help="Ranks for --launcher local. [default: number of GPUs, else 2]", show_default=False)] = None,  # noqa: E501
+    launcher: Annotated[str, typer.Option("--launcher", help="auto: run as a rank under torchrun/srun/mpirun, else local; local: spawn ranks here; torchrun, mpi, slurm: start them through that tool; none: this process is a rank.")] = "auto",  # noqa: E501
+    nproc: Annotated[Optional[int], typer.Option("--nproc", "-g", help="Ranks for --launcher local or mpi. [default: number of GPUs, else 2]", show_default=False)] = None,  # noqa: E501
+    rank_env: Annotated[Optional[str], typer.Option("--rank-env", help="For a rank of a job launched elsewhere: read the torch, slurm or mpi variables (needed when they disagree).", show_default=False)] = None,  # noqa: E501
+    print_only: Annotated[bool, typer.Option("--print", help="Print what the launcher would run, and exit.")] = False,  # noqa: E501
+    nproc_per_node: Annotated[Optional[int], typer.Option("--nproc-per-node", help="torchrun: ranks per node. [default: number of GPUs, else 2]", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
+    nnodes: Annotated[Optional[int], typer.Option("--nnodes", help="torchrun: nodes in the job. [default: 1]", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
+    node_rank: Annotated[Optional[int], typer.Option("--node-rank", help="torchrun: this node's index. [default: 0]", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
+    master_addr: Annotated[Optional[str], typer.Option("--master-addr", help="torchrun: node 0's address (static rendezvous).", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
+    master_port: Annotated[Optional[int], typer.Option("--master-port", help="torchrun: node 0's port. [default: 29500]", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
+    rdzv_endpoint: Annotated[Optional[str], typer.Option("--rdzv-endpoint", help="torchrun: HOST:PORT of a c10d rendezvous instead of --master-addr.", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
+    nodes: Annotated[Optional[int], typer.Option("--nodes", "-N", help="slurm: nodes to allocate. [default: 1]", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    ntasks_per_node: Annotated[Optional[int], typer.Option("--ntasks-per-node", help="slurm: ranks per node. [default: --gpus-per-node, else 2]", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    gpus_per_node: Annotated[Optional[int], typer.Option("--gpus-per-node", help="slurm: GPUs per node.", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    partition: Annotated[Optional[str], typer.Option("--partition", "-p", help="slurm: partition.", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    account: Annotated[Optional[str], typer.Option("--account", "-A", help="slurm: account.", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    qos: Annotated[Optional[str], typer.Option("--qos", help="slurm: quality of service.", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    time_limit: Annotated[Optional[str], typer.Option("--time", "-t", help="slurm: time limit (MM, HH:MM:SS, D-HH:MM...). [default: 30]", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    constraint: Annotated[Optional[str], typer.Option("--constraint", "-C", help="slurm: node features.", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    exclusive: Annotated[Optional[bool], typer.Option("--exclusive", help="slurm: whole nodes only.", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    slurm_args: Annotated[Optional[list[str]], typer.Option("--slurm-arg", help="slurm: any other sbatch option as KEY=VALUE (repeatable).", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    no_wait: Annotated[Optional[bool], typer.Option("--no-wait", help="slurm: submit, print the job id and return (see collbench status/wait).", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    print_sbatch: Annotated[bool, typer.Option("--print-sbatch", help="slurm: print an equivalent sbatch script, and exit.", rich_help_panel="Slurm")] = False,  # noqa: E501
+    hostfile: Annotated[Optional[str], typer.Option("--hostfile", help="mpi: Open MPI hostfile.", show_default=False, rich_help_panel="MPI")] = None,  # noqa: E501
+    mpi_args: Annotated[Optional[list[str]], typer.Option("--mpi-arg", help="mpi: extra mpirun arguments (repeatable, shell-split).", show_default=False, rich_help_panel="MPI")] = None,  # noqa: E501
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (new or empty). [default: results/<UTC time>-<id>]", show_default=False)] = None,  # noqa: E501
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,  # noqa: E501
     json_rows: Annotated[bool, typer.Option("--json", help="Print the rows as JSON lines instead of the table.")] = False,  # noqa: E501
 ) -> None:
     """Measure collectives over a range of sizes; print an nccl-tests-style table."""
-    from collbench.launchers import LAUNCHERS
     from collbench.sweep import RunOptions, run_sweep
 
     if quiet and json_rows:
         raise SpecError("--json", True, "conflicts with --quiet: give one")
-    if launcher not in LAUNCHERS:
-        raise SpecError("--launcher", launcher, f"is not one of {', '.join(LAUNCHERS)}")
+    extra = {
+        "nproc_per_node": nproc_per_node, "nnodes": nnodes, "node_rank": node_rank,
+        "master_addr": master_addr, "master_port": master_port, "rdzv_endpoint": rdzv_endpoint,
+        "nodes": nodes, "ntasks_per_node": ntasks_per_node, "gpus_per_node": gpus_per_node,
+        "partition": partition, "account": account, "qos": qos, "time": time_limit,
+        "constraint": constraint, "exclusive": exclusive, "slurm_args": slurm_args or None,
+        "no_wait": no_wait, "print_sbatch": print_sbatch or None, "hostfile": hostfile,
+        "mpi_args": mpi_args or None,
+    }
     given = {
         "min_bytes": None if min_bytes is None else parse_size(min_bytes, "--min-bytes"),
         "max_bytes": None if max_bytes is None else parse_size(max_bytes, "--max-bytes"),
@@ -76,14 +104,42 @@ def sweep(
     names = tuple(name.strip() for name in collective.split(",") if name.strip())
     spec = SweepSpec(collectives=names, **{k: v for k, v in given.items() if v is not None})
     output = "quiet" if quiet else "json" if json_rows else "table"
-    options = RunOptions(launcher=launcher, nproc=nproc, out=out, output=output)
+    options = RunOptions(launcher=launcher, nproc=nproc, out=out, output=output,
+                         rank_env=rank_env, print_only=print_only or print_sbatch,
+                         extra={k: v for k, v in extra.items() if v is not None})
     result, run_dir = run_sweep(spec, options, _command_line())
     if result.error:
         _error(result.error)
     elif output == "table" and result.is_primary:
         print(f"# Results: {run_dir}", flush=True)
-    if launcher == "none":
+    if result.is_rank:
         _exit_rank(result.code)
+    raise typer.Exit(result.code)
+
+
+@app.command()
+def status(run: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
+    """Say how far a run has got (for a Slurm run, the job's state too)."""
+    from collbench.runstatus import describe_run
+
+    print(describe_run(run), flush=True)
+
+
+@app.command()
+def wait(
+    run: Annotated[Path, typer.Argument(help="The run directory of a job submitted with --no-wait.")],  # noqa: E501
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,  # noqa: E501
+    json_rows: Annotated[bool, typer.Option("--json", help="Print the rows as JSON lines instead of the table.")] = False,  # noqa: E501
+) -> None:
+    """Follow a submitted Slurm sweep to its end, printing its table like `sweep` does."""
+    from collbench.runstatus import wait_for_run
+
+    output = "quiet" if quiet else "json" if json_rows else "table"
+    result = wait_for_run(run, output)
+    if result.error:
+        _error(result.error)
+    elif output == "table":
+        print(f"# Results: {run}", flush=True)
     raise typer.Exit(result.code)
 
 

@@ -23,12 +23,17 @@ class ConsoleSink:
         self._collective_rows: list[dict[str, Any]] = []
         self._collective: str | None = None
         self._started = False
-        self._progress = _Progress(len(spec.steps())) if progress else None
+        self._want_progress = progress
+        self._progress: _Progress | None = None
 
     def start(self, meta: dict[str, Any]) -> None:
         if self._started:
             return
         self._started = True
+        # The ranks' own spec: they resolved the backend (and with it the default sizes).
+        self.spec = SweepSpec.from_dict(meta["spec"])
+        if self._want_progress:
+            self._progress = _Progress(len(self.spec.steps()))
         if self.mode == "table":
             self._print(*preface_lines(meta, self.spec.to_dict()))
 

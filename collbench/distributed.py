@@ -1,60 +1,15 @@
-"""Where this rank sits (RunEnv), which backend to use, and process-group set-up/teardown."""
+"""Which backend to use, the rendezvous address, and process-group set-up/teardown."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+import socket
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from collbench.errors import SpecError
-
-_TORCH_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-
-
-@dataclass(frozen=True)
-class RunEnv:
-    """This process's place in the job, read from exactly one launcher's environment."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    local_world_size: int
-    master_addr: str
-    master_port: int
-
-    @classmethod
-    def detect(cls, environ: Mapping[str, str] | None = None) -> RunEnv:
-        """The torch launcher environment (torchrun, collbench's local launcher)."""
-        environ = os.environ if environ is None else environ
-        missing = [name for name in _TORCH_VARS if name not in environ]
-        if missing:
-            raise SpecError("--launcher", "none", "needs the torch rank environment; missing "
-                            f"{', '.join(missing)} (start collbench under torchrun, or use "
-                            "--launcher local)")
-        rank = _int_var(environ, "RANK")
-        world_size = _int_var(environ, "WORLD_SIZE")
-        if world_size < 1 or not 0 <= rank < world_size:
-            raise SpecError("RANK", rank, f"is not a rank of WORLD_SIZE={world_size}")
-        return cls(
-            rank=rank,
-            world_size=world_size,
-            local_rank=_int_var(environ, "LOCAL_RANK", 0),
-            local_world_size=_int_var(environ, "LOCAL_WORLD_SIZE", 1),
-            master_addr=environ["MASTER_ADDR"],
-            master_port=_int_var(environ, "MASTER_PORT"),
-        )
-
-
-def _int_var(environ: Mapping[str, str], name: str, default: int | None = None) -> int:
-    raw = environ.get(name)
-    if raw is None and default is not None:
-        return default
-    try:
-        return int(str(raw))
-    except ValueError:
-        raise SpecError(name, raw, "is not an integer") from None
+from collbench.rankenv import RunEnv
 
 
 def resolve_backend(requested: str) -> str:
@@ -87,11 +42,64 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def mpi_rendezvous(env: RunEnv) -> RunEnv:
+    """Under mpirun: rank 0 picks the address and a free port and broadcasts them (mpi4py)."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise SpecError("rank environment", "mpi", "needs mpi4py to agree on a rendezvous "
+                        "address: pip install 'collbench[mpi]' (or set MASTER_ADDR and "
+                        "MASTER_PORT for every rank)") from None
+    comm = MPI.COMM_WORLD
+    if (comm.Get_rank(), comm.Get_size()) != (env.rank, env.world_size):
+        raise SpecError("rank environment", env.evidence, f"disagrees with MPI itself (rank "
+                        f"{comm.Get_rank()} of {comm.Get_size()})")
+    hosts = comm.allgather(socket.gethostname())
+    choice = None
+    if comm.Get_rank() == 0:
+        choice = (_address_for_peers(hosts), free_port(""))
+    addr, port = comm.bcast(choice, root=0)
+    return replace(env, master_addr=addr, master_port=port)
+
+
+def _address_for_peers(hosts: list[str]) -> str:
+    """Rank 0's address as its peers can reach it: loopback on one host, else the address of
+    the interface that routes to another rank's host (a hostname may resolve to 127.0.1.1)."""
+    others = [host for host in hosts if host != hosts[0]]
+    if not others:
+        return "127.0.0.1"
+    try:
+        peer = socket.getaddrinfo(others[0], None, socket.AF_INET)[0][4][0]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((peer, 9))  # UDP connect sends nothing: it only picks the route
+            return probe.getsockname()[0]
+    except OSError:
+        return socket.getfqdn()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port the OS says is free right now on `host` ("" = every interface)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def finalize_mpi(clean: bool) -> None:
+    """mpirun counts a rank that initialized MPI and exits without finalizing as failed."""
+    import sys
+
+    module = sys.modules.get("mpi4py.MPI")
+    if clean and module is not None and module.Is_initialized() and not module.Is_finalized():
+        module.Finalize()
+
+
 def init_distributed(env: RunEnv, backend: str, timeout_s: float) -> Any:
     """Join the process group; returns the device this rank's buffers live on."""
     import torch
     import torch.distributed as dist
 
+    if env.master_addr is None or env.master_port is None:
+        env = mpi_rendezvous(env)
     os.environ.setdefault("MASTER_ADDR", env.master_addr)
     os.environ.setdefault("MASTER_PORT", str(env.master_port))
     kwargs: dict[str, Any] = {}

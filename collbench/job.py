@@ -22,12 +22,20 @@ class Job:
     launcher: str
     nproc: int
     command_line: list[str] = field(default_factory=list)
+    # Which rank environment the ranks read (collbench.rankenv.RANK_ENVS); None: detect.
+    rank_env: str | None = None
+    # False: rank 0 creates the run directory (a job launched without collbench's help).
+    dir_prepared: bool = True
+    # The launcher's own settings (torchrun nodes, Slurm partition, ...), as plain values.
+    settings: dict = field(default_factory=dict)
 
     def save(self) -> Path:
         path = Path(self.run_dir) / JOB_FILE
         write_json_atomic(path, {
             "spec": self.spec.to_dict(), "run_dir": str(self.run_dir), "run_id": self.run_id,
             "launcher": self.launcher, "nproc": self.nproc, "command_line": self.command_line,
+            "rank_env": self.rank_env, "dir_prepared": self.dir_prepared,
+            "settings": self.settings,
         })
         return path
 
@@ -37,5 +45,6 @@ class Job:
         return cls(
             spec=SweepSpec.from_dict(data["spec"]), run_dir=Path(data["run_dir"]),
             run_id=data["run_id"], launcher=data["launcher"], nproc=data["nproc"],
-            command_line=data["command_line"],
+            command_line=data["command_line"], rank_env=data.get("rank_env"),
+            dir_prepared=data.get("dir_prepared", True), settings=data.get("settings", {}),
         )

@@ -39,10 +39,12 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
-def prepare_run_dir(out: Path | None, run_id: str) -> Path:
-    """Create the run directory; refuse one that already holds anything."""
+def prepare_run_dir(out: Path | None, run_id: str,
+                    allowed: frozenset[str] = frozenset()) -> Path:
+    """Create the run directory; refuse one that already holds anything (but `allowed`)."""
     run_dir = Path(out) if out is not None else Path("results") / run_id
-    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+    if run_dir.exists() and (not run_dir.is_dir() or any(
+            entry.name not in allowed for entry in run_dir.iterdir())):
         raise SpecError("--out", str(run_dir), "is not an empty directory; choose a new one "
                         "(collbench never mixes two runs)")
     try:

@@ -50,6 +50,14 @@ def format_size(num_bytes: int) -> str:
     return f"{num_bytes} B"
 
 
+def _size_arg(num_bytes: int) -> str:
+    """The shortest --min-bytes style spelling that parses back to exactly num_bytes."""
+    for suffix, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if num_bytes >= scale and num_bytes % scale == 0:
+            return f"{num_bytes // scale}{suffix}"
+    return str(num_bytes)
+
+
 def size_series(min_bytes: int, max_bytes: int, factor: float | None, step_bytes: int | None):
     """Sizes from min to max inclusive, multiplying by factor or adding step (nccl-tests)."""
     sizes = []
@@ -165,6 +173,22 @@ class SweepSpec:
             for size in self.sizes()
             for placement in self.placements_for(name)
         ]
+
+    def to_args(self) -> list[str]:
+        """`collbench sweep` options that give exactly this spec, every field spelled out
+        (printed commands and sbatch scripts must not depend on this version's defaults)."""
+        args = ["--collective", ",".join(self.collectives),
+                "--min-bytes", _size_arg(self.min_bytes)]
+        if self.max_bytes is not None:
+            args += ["--max-bytes", _size_arg(self.max_bytes)]
+        if self.step_bytes is not None:
+            args += ["--step-bytes", _size_arg(self.step_bytes)]
+        if self.factor is not None:
+            args += ["--factor", f"{self.factor:g}"]
+        return [*args, "--dtype", self.dtype, "--op", self.op, "--placement", self.placement,
+                "--warmup", str(self.warmup), "--iters", str(self.iters),
+                "--check" if self.check else "--no-check", "--rank-stat", self.rank_stat,
+                "--backend", self.backend, "--timeout", f"{self.timeout_s:g}"]
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -1,63 +1,64 @@
-"""Orchestrates `collbench sweep`: resolve, validate, prepare the run directory, launch."""
+"""Orchestrates `collbench sweep`: pick the launcher, plan the job, print or launch it."""
 
 from __future__ import annotations
 
-import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from collbench import capacity
 from collbench.console import ConsoleSink
-from collbench.distributed import gpu_count, resolve_backend
 from collbench.errors import SpecError
-from collbench.job import Job
-from collbench.launchers import LaunchResult, get_launcher
-from collbench.results import new_run_id, prepare_run_dir
+from collbench.launchers import LAUNCHERS, LaunchResult, get_launcher
 from collbench.spec import SweepSpec
-
-DEFAULT_CPU_RANKS = 2
 
 
 @dataclass(frozen=True)
 class RunOptions:
     """How to run a sweep (as opposed to what to measure, which is the SweepSpec)."""
 
-    launcher: str = "local"
-    # Ranks to spawn with the local launcher; None: one per GPU, else DEFAULT_CPU_RANKS.
+    launcher: str = "auto"
+    # Ranks for the local and mpi launchers; None: one per GPU, else DEFAULT_CPU_RANKS.
     nproc: int | None = None
     out: Path | None = None
     output: str = "table"  # table | json | quiet
+    # For ranks of a job launched elsewhere: which environment to read (rankenv.RANK_ENVS).
+    rank_env: str | None = None
+    print_only: bool = False
+    # Launcher-specific options as given on the command line (None values left out).
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def choose_launcher(requested: str, rank_env: str | None) -> str:
+    """auto: run as a rank when this process already is one (torchrun, srun, mpirun), else
+    spawn ranks locally."""
+    if requested not in (*LAUNCHERS, "auto"):
+        raise SpecError("--launcher", requested, f"is not one of auto, {', '.join(LAUNCHERS)}")
+    if requested != "auto":
+        return requested
+    if rank_env is not None:
+        return "none"
+    from collbench.rankenv import started_as_rank
+
+    return "none" if started_as_rank() else "local"
 
 
 def run_sweep(spec: SweepSpec, options: RunOptions,
               command_line: list[str]) -> tuple[LaunchResult, Path]:
-    """Run a sweep to completion; returns how it ended and where its results are."""
-    spec = spec.with_backend(resolve_backend(spec.backend))
-    run_id = new_run_id()
-    if options.launcher == "none":
-        if options.nproc is not None:
-            raise SpecError("--nproc", options.nproc, "conflicts with --launcher none (the "
-                            "job's launcher decides the rank count)")
-        nproc = int(os.environ.get("WORLD_SIZE", "1"))
-        run_dir = Path(options.out) if options.out else Path("results") / run_id
-    else:
-        nproc = _local_nproc(spec, options.nproc)
-        run_dir = prepare_run_dir(options.out, run_id)
-    job = Job(spec, run_dir, run_id, options.launcher, nproc, command_line)
+    """Run (or with print_only, print) a sweep; returns how it ended and where its results are."""
+    name = choose_launcher(options.launcher, options.rank_env)
+    launcher = get_launcher(name)
+    for key, value in options.extra.items():
+        if key not in launcher.options:
+            flag = "--" + key.replace("_", "-")
+            raise SpecError(flag, value, f"does not apply to --launcher {name}")
+    if options.rank_env is not None and name != "none":
+        raise SpecError("--rank-env", options.rank_env, f"is for ranks of a job launched "
+                        f"elsewhere (--launcher none), not --launcher {name}")
+    job = launcher.plan(spec, options, command_line)
+    if options.print_only:
+        print(launcher.describe(job), flush=True)
+        return LaunchResult(0, is_primary=False), job.run_dir
     show_progress = options.output != "quiet" and sys.stderr.isatty()
-    sink = ConsoleSink(spec, options.output, progress=show_progress)
-    return get_launcher(options.launcher).launch(job, sink), run_dir
-
-
-def _local_nproc(spec: SweepSpec, requested: int | None) -> int:
-    gpus = gpu_count() if spec.backend in ("nccl", "rccl") else 0
-    nproc = requested if requested is not None else (gpus or DEFAULT_CPU_RANKS)
-    if nproc < 1:
-        raise SpecError("--nproc", nproc, "must be at least 1")
-    if gpus and nproc > gpus:
-        raise SpecError("--nproc", nproc, f"exceeds the {gpus} GPU(s) visible on this host")
-    capacity.check_world_size(spec, nproc)
-    if not gpus:
-        capacity.check_memory(spec, nproc, nproc, capacity.host_memory_available(), "host")
-    return nproc
+    sink = ConsoleSink(job.spec, options.output, progress=show_progress)
+    return launcher.launch(job, sink), job.run_dir

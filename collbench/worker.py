@@ -15,7 +15,7 @@ from typing import Any
 
 from collbench import capacity
 from collbench.console import ConsoleSink
-from collbench.distributed import RunEnv, init_distributed, teardown, torch_backend
+from collbench.distributed import finalize_mpi, init_distributed, teardown, torch_backend
 from collbench.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -25,6 +25,7 @@ from collbench.errors import (
     SpecError,
 )
 from collbench.job import Job
+from collbench.rankenv import RunEnv
 from collbench.rankstatus import STATUS_DIR_VAR, RankStatus
 from collbench.results import (
     META_FILE,
@@ -72,6 +73,7 @@ def run_rank(job: Job, env: RunEnv, sink: ConsoleSink | None = None) -> RankOutc
         return _failed(job, env, status, EXIT_RUN_FAILED, message)
     finally:
         teardown(clean)
+        finalize_mpi(clean)
 
 
 def _failed(job: Job, env: RunEnv, status: RankStatus, code: int, message: str) -> RankOutcome:
@@ -152,7 +154,7 @@ class _Session:
                 capacity.check_memory(spec, env.world_size, env.local_world_size,
                                       capacity.host_memory_available(), "host")
             # The local launcher prepared the directory; a rank of someone else's job does.
-            if env.rank == 0 and self.job.launcher == "none":
+            if env.rank == 0 and not self.job.dir_prepared:
                 prepare_run_dir(Path(self.job.run_dir), self.job.run_id)
         except SpecError as error:
             return str(error)
@@ -192,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of a rank process started by a launcher."""
     argv = sys.argv[1:] if argv is None else argv
     job = Job.load(Path(argv[0]))
-    outcome = run_rank(job, RunEnv.detect())
+    outcome = run_rank(job, RunEnv.detect(choice=job.rank_env))
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: after a failure, library threads may wait on dead peers.

@@ -1,23 +1,28 @@
-"""Launchers: one small module each behind one interface (render, launch)."""
+"""Launchers: one small module each behind one interface (plan, render, launch)."""
 
 from __future__ import annotations
 
+import importlib
+
 from collbench.launchers.base import Launcher, LaunchResult
 
-LAUNCHERS = ("local", "none")
+# name -> "module:class", imported on demand: each may pull in heavy modules.
+_REGISTRY = {
+    "local": "collbench.launchers.local:LocalLauncher",
+    "none": "collbench.launchers.none:NoneLauncher",
+    "torchrun": "collbench.launchers.torchrun:TorchrunLauncher",
+    "mpi": "collbench.launchers.mpi:MpiLauncher",
+    "slurm": "collbench.launchers.slurm:SlurmLauncher",
+}
+LAUNCHERS = tuple(_REGISTRY)
 
 
 def get_launcher(name: str) -> Launcher:
-    """The launcher called `name` (imported on demand: each may pull in heavy modules)."""
-    if name == "local":
-        from collbench.launchers.local import LocalLauncher
-
-        return LocalLauncher()
-    if name == "none":
-        from collbench.launchers.none import NoneLauncher
-
-        return NoneLauncher()
-    raise ValueError(f"unknown launcher {name!r}")
+    """The launcher called `name`."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown launcher {name!r}")
+    module_name, class_name = _REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module_name), class_name)()
 
 
 __all__ = ["LAUNCHERS", "LaunchResult", "Launcher", "get_launcher"]

@@ -1,11 +1,27 @@
-"""The launcher interface: `render(job)` says exactly what would run; `launch(job)` runs it."""
+"""The launcher interface: `plan` a job, `render(job)` says exactly what would run (pure),
+`launch(job)` runs it. Launchers that start ranks through another tool (torchrun, mpirun,
+Slurm) all have the ranks run the same thing: `collbench sweep --launcher none --rank-env X`
+with the sweep spelled out, so a printed command also runs on its own."""
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from collbench.job import Job
+from collbench.rankstatus import STATUS_DIR_VAR
+
+# Set by a launching collbench for ranks started through another tool: which run they are
+# part of (run id, launcher, the user's command line), so rank 0 records the run as the user
+# started it and writes into the directory the launcher prepared.
+LAUNCH_VAR = "COLLBENCH_LAUNCH"
+# Where each rank sends its output (logs/rank-NNNNN.log), like the local launcher does.
+LOG_DIR_VAR = "COLLBENCH_LOG_DIR"
 
 
 @dataclass(frozen=True)
@@ -16,6 +32,8 @@ class LaunchResult:
     error: str | None = None
     # False on ranks other than 0 of a job launched elsewhere: they print no summary.
     is_primary: bool = True
+    # This process was a rank (--launcher none): it must end without interpreter teardown.
+    is_rank: bool = False
 
 
 @dataclass(frozen=True)
@@ -25,12 +43,46 @@ class RankCommand:
     argv: list[str]
     env: dict[str, str]
 
+    def shell(self) -> str:
+        """The command as one shell line (environment assignments first)."""
+        assignments = [f"{name}={shlex.quote(value)}" for name, value in self.env.items()]
+        return " ".join([*assignments, *map(shlex.quote, self.argv)])
+
 
 class Launcher(Protocol):
     name: str
+    # Launcher-specific `collbench sweep` options it accepts (RunOptions.extra keys).
+    options: frozenset[str]
+
+    def plan(self, spec: Any, options: Any, command_line: list[str]) -> Job:
+        """Check the options and fix the job (ranks, run directory) without starting it."""
 
     def render(self, job: Job) -> Any:
         """What would run, without running it (pure: tested against golden renderings)."""
 
+    def describe(self, job: Job) -> str:
+        """render() as text a person can read or paste (`--print`)."""
+
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         """Run the job; rows reach `sink` as they are measured."""
+
+
+def rank_argv(job: Job, rank_env: str) -> list[str]:
+    """What every rank started by torchrun, mpirun or srun runs."""
+    return [sys.executable, "-m", "collbench", "sweep", "--launcher", "none",
+            "--rank-env", rank_env, *job.spec.to_args(), "--out", str(job.run_dir)]
+
+
+def watch_env(job: Job) -> dict[str, str]:
+    """Variables that let the launching collbench watch ranks it did not start itself."""
+    run_dir = Path(job.run_dir)
+    launch = {"run_id": job.run_id, "launcher": job.launcher,
+              "command_line": job.command_line, "world_size": job.nproc}
+    return {LAUNCH_VAR: json.dumps(launch, separators=(",", ":")),
+            STATUS_DIR_VAR: str(run_dir / "ranks"), LOG_DIR_VAR: str(run_dir / "logs")}
+
+
+def parent_launch(environ: Any = None) -> dict[str, Any] | None:
+    """What the launching collbench told this rank (LAUNCH_VAR), if one launched it."""
+    raw = (os.environ if environ is None else environ).get(LAUNCH_VAR)
+    return json.loads(raw) if raw else None

@@ -1,27 +1,73 @@
-"""`--launcher none`: this process is one rank of a job someone else launched (torchrun...)."""
+"""`--launcher none`: this process is one rank of a job someone else launched (torchrun,
+srun, mpirun), or that a launching collbench started through one of them."""
 
 from __future__ import annotations
 
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from collbench.distributed import RunEnv
+from collbench.errors import SpecError
 from collbench.job import Job
-from collbench.launchers.base import LaunchResult, RankCommand
+from collbench.launchers.base import LOG_DIR_VAR, LaunchResult, RankCommand, parent_launch
+from collbench.rankenv import RunEnv
+from collbench.results import new_run_id
 
 
 class NoneLauncher:
     name = "none"
+    options: frozenset[str] = frozenset()
+
+    def plan(self, spec: Any, options: Any, command_line: list[str]) -> Job:
+        if options.nproc is not None:
+            raise SpecError("--nproc", options.nproc, "conflicts with --launcher none (the "
+                            "job's launcher decides the rank count)")
+        if options.print_only:
+            raise SpecError("--print", True, "needs a launcher that starts something "
+                            "(local, torchrun, mpi, slurm), not --launcher none")
+        parent = parent_launch()
+        if parent:  # started for a launching collbench: its run, its directory
+            return Job(spec, Path(options.out), parent["run_id"], parent["launcher"],
+                       parent["world_size"], parent["command_line"], options.rank_env,
+                       dir_prepared=True)
+        run_id = new_run_id()
+        run_dir = Path(options.out) if options.out else Path("results") / run_id
+        return Job(spec, run_dir, run_id, "none", 0, command_line, options.rank_env,
+                   dir_prepared=False)
 
     def render(self, job: Job) -> list[RankCommand]:
         """Nothing is started: the current process runs the sweep as the rank it already is."""
         return []
 
+    def describe(self, job: Job) -> str:
+        return ""
+
     def launch(self, job: Job, sink: Any) -> LaunchResult:
+        from collbench.distributed import resolve_backend
         from collbench.worker import run_rank
 
-        env = RunEnv.detect()
+        env = RunEnv.detect(choice=job.rank_env)
+        _redirect_output(env.rank)
+        job = replace(job, nproc=env.world_size,
+                      spec=job.spec.with_backend(resolve_backend(job.spec.backend)))
         outcome = run_rank(job, env, sink if env.rank == 0 else None)
         if env.rank == 0:
             sink.finish()  # the last collective's summary, even after a failure
         error = f"rank {env.rank}: {outcome.error}" if outcome.error else None
-        return LaunchResult(outcome.code, error, is_primary=env.rank == 0)
+        return LaunchResult(outcome.code, error, is_primary=env.rank == 0, is_rank=True)
+
+
+def _redirect_output(rank: int) -> None:
+    """Under a launching collbench, each rank's output goes to logs/rank-NNNNN.log."""
+    log_dir = os.environ.get(LOG_DIR_VAR)
+    if not log_dir:
+        return
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(Path(log_dir) / f"rank-{rank:05d}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)

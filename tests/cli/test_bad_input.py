@@ -32,7 +32,21 @@ from tests.helpers import collbench
     (["--backend", "mpi"], "--backend: 'mpi' is not one of"),
     (["--launcher", "slurmish"], "--launcher: 'slurmish' is not one of"),
     (["--launcher", "none", "--nproc", "2"], "conflicts with --launcher none"),
-    (["--launcher", "none"], "needs the torch rank environment"),
+    (["--launcher", "none"], "not started as a rank"),
+    (["--partition", "gpu"], "--partition: 'gpu' does not apply to --launcher local"),
+    (["--launcher", "torchrun", "--nnodes", "2"], "needs --master-addr"),
+    (["--launcher", "torchrun", "--nproc", "2"], "use --nproc-per-node"),
+    (["--launcher", "torchrun", "--node-rank", "2"], "--node-rank: 2 must be in 0..0"),
+    (["--launcher", "torchrun", "--rdzv-endpoint", "h:1", "--master-addr", "h"],
+     "conflicts with --master-addr"),
+    (["--launcher", "slurm", "--time", "bogus"], "--time: 'bogus' is not a Slurm time"),
+    (["--launcher", "slurm", "--time", "0"], "--time: '0' is not a Slurm time"),
+    (["--launcher", "slurm", "--slurm-arg", "=x"], "is not KEY=VALUE"),
+    (["--launcher", "slurm", "--nodes", "0"], "--nodes: 0 must be at least 1"),
+    (["--launcher", "slurm", "--nproc", "4"], "use --nodes and --ntasks-per-node"),
+    (["--launcher", "mpi", "--hostfile", "/no/such/file", "--print"], "not a readable file"),
+    (["--launcher", "local", "--rank-env", "torch"], "--rank-env: 'torch' is for ranks"),
+    (["--launcher", "none", "--print"], "--print: True needs a launcher"),
     (["--quiet", "--json"], "conflicts with --quiet"),
     (["--no-such-option"], "No such option: --no-such-option"),
 ])
@@ -70,5 +84,46 @@ def test_sweep_help_lists_the_options_people_use():
     for option in ("--collective", "--min-bytes", "--max-bytes", "--factor", "--step-bytes",
                    "--dtype", "--op", "--placement", "--warmup", "--iters", "--check",
                    "--rank-stat", "--backend", "--launcher", "--nproc", "--out", "--timeout",
-                   "--quiet", "--json"):
+                   "--quiet", "--json", "--nproc-per-node", "--nnodes", "--node-rank",
+                   "--master-addr", "--rdzv-endpoint", "--nodes", "--ntasks-per-node",
+                   "--gpus-per-node", "--partition", "--account", "--qos", "--time",
+                   "--constraint", "--exclusive", "--slurm-arg", "--no-wait", "--print-sbatch",
+                   "--hostfile", "--mpi-arg", "--print", "--rank-env"):
         assert option in done.stdout
+
+
+def _without(tool):
+    """PATH with every folder holding `tool` left out."""
+    import os
+    import shutil
+
+    folders = os.environ["PATH"].split(os.pathsep)
+    while shutil.which(tool, path=os.pathsep.join(folders)):
+        found = os.path.dirname(shutil.which(tool, path=os.pathsep.join(folders)))
+        folders = [f for f in folders if os.path.realpath(f) != os.path.realpath(found)]
+    return os.pathsep.join(folders)
+
+
+@pytest.mark.parametrize("launcher, tool, needle", [
+    ("slurm", "sbatch", "needs Slurm's sbatch on PATH"),
+    ("mpi", "mpirun", "needs mpirun on PATH"),
+])
+def test_missing_scheduler_tools_are_one_line(tmp_path, launcher, tool, needle):
+    python_dir = str(__import__("pathlib").Path(sys.executable).parent)
+    path = _without(tool)
+    done = collbench("sweep", "--launcher", launcher, "--out", str(tmp_path / "run"),
+                     env={"PATH": path + ":" + python_dir if tool != "python" else path})
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], done.stderr
+
+
+def test_disagreeing_rank_environments_say_how_to_choose(tmp_path):
+    env = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1",
+           "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "4"}
+    done = collbench("sweep", "--out", str(tmp_path / "run"), env=env)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "torchrun says rank 1 of 2" in lines[0] and "MPI says rank 0 of 4" in lines[0]
+    assert "--rank-env torch|mpi" in lines[0]

@@ -1,0 +1,101 @@
+"""`--launcher mpi`: run the ranks with Open MPI's mpirun.
+
+`collbench sweep --launcher mpi --nproc 16 --hostfile hosts` renders and runs
+`mpirun -np 16 --hostfile hosts ... python -m collbench sweep --launcher none --rank-env mpi`.
+Each rank reads OMPI_COMM_WORLD_*; rank 0 picks the rendezvous address and a free port and
+broadcasts them with mpi4py before the process group starts (collbench.distributed).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collbench.errors import SpecError
+from collbench.job import Job
+from collbench.launchers.base import LaunchResult, RankCommand, rank_argv, watch_env
+from collbench.launchers.external import external_run_dir, launch_process
+from collbench.spec import SweepSpec
+
+DEFAULT_RANKS = 2
+
+
+@dataclass(frozen=True)
+class MpiSettings:
+    """mpirun's options. as_root and oversubscribe are decided when planning, so that
+    rendering stays a pure function of the job."""
+
+    nproc: int = DEFAULT_RANKS
+    hostfile: str | None = None
+    mpi_args: tuple[str, ...] = ()
+    # Variables mpirun must forward to ranks on other hosts (-x NAME).
+    export: tuple[str, ...] = ()
+    as_root: bool = False
+    oversubscribe: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mpi_args", tuple(self.mpi_args))
+        object.__setattr__(self, "export", tuple(self.export))
+        if self.nproc < 1:
+            raise SpecError("--nproc", self.nproc, "must be at least 1")
+
+
+class MpiLauncher:
+    name = "mpi"
+    options = frozenset({"hostfile", "mpi_args"})
+
+    def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
+        if shutil.which("mpirun") is None and not options.print_only:
+            raise SpecError("--launcher", "mpi", "needs mpirun on PATH (Open MPI: "
+                            "apt-get install openmpi-bin), or use --print to see the command")
+        if importlib.util.find_spec("mpi4py") is None and not options.print_only:
+            raise SpecError("--launcher", "mpi", "needs mpi4py in this Python: "
+                            "pip install 'collbench[mpi]'")
+        hostfile = options.extra.get("hostfile")
+        if hostfile is not None and not Path(hostfile).is_file():
+            raise SpecError("--hostfile", hostfile, "is not a readable file")
+        nproc = options.nproc if options.nproc is not None else DEFAULT_RANKS
+        extra_args = tuple(arg for text in options.extra.get("mpi_args", ())
+                           for arg in shlex.split(text))
+        from collbench.provenance import knob_env
+
+        settings = MpiSettings(
+            nproc=nproc, hostfile=str(Path(hostfile).absolute()) if hostfile else None,
+            mpi_args=extra_args, export=_exported(knob_env()),
+            as_root=os.geteuid() == 0,
+            oversubscribe=hostfile is None and nproc > (os.cpu_count() or 1))
+        run_id, run_dir = external_run_dir(options.out, options.print_only, first_node=True)
+        return Job(spec, run_dir, run_id, self.name, nproc, command_line, rank_env="mpi",
+                   settings=vars(settings))
+
+    def render(self, job: Job) -> RankCommand:
+        settings = MpiSettings(**job.settings)
+        env = watch_env(job)
+        argv = ["mpirun", "-np", str(settings.nproc)]
+        if settings.hostfile:
+            argv += ["--hostfile", settings.hostfile]
+        if settings.as_root:
+            argv += ["--allow-run-as-root"]
+        if settings.oversubscribe:
+            argv += ["--oversubscribe"]
+        for name in (*sorted(env), *settings.export):
+            argv += ["-x", name]
+        argv += [*settings.mpi_args, *rank_argv(job, "mpi")]
+        return RankCommand(argv, env)
+
+    def describe(self, job: Job) -> str:
+        return RankCommand(self.render(job).argv, {}).shell()
+
+    def launch(self, job: Job, sink: Any) -> LaunchResult:
+        return launch_process(job, self.render(job), "mpirun", "mpirun.log", sink)
+
+
+def _exported(knobs: dict[str, str]) -> tuple[str, ...]:
+    """Knob variables and the Python environment, so remote ranks run like local ones."""
+    python_env = [name for name in ("PATH", "PYTHONPATH", "VIRTUAL_ENV") if name in os.environ]
+    return tuple([*sorted(knobs), *python_env])

@@ -1,0 +1,295 @@
+"""`--launcher slurm`: submit the sweep to Slurm through submitit and watch it.
+
+Every task runs `collbench sweep --launcher none --rank-env slurm ...` (rank from
+SLURM_PROCID, rendezvous at the step's first node); rank 0 writes the run directory, which
+must be on a filesystem the nodes and this host share. While the job waits and runs, this
+process prints its state, streams the rows and watches the ranks' status files; Ctrl-C
+cancels the job. `--no-wait` returns after submitting: `collbench wait RUN` picks it up.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collbench.errors import EXIT_OK, EXIT_RUN_FAILED, SpecError
+from collbench.job import Job
+from collbench.launchers.base import LaunchResult, rank_argv, watch_env
+from collbench.launchers.external import external_run_dir
+from collbench.launchers.monitor import supervise
+from collbench.results import write_json_atomic
+from collbench.spec import SweepSpec
+
+SLURM_FILE = "slurm.json"
+DEFAULT_TIME = "30"
+DEFAULT_CPU_TASKS = 2
+JOB_NAME = "collbench"
+POLL_STATE_S = 1.0
+# States after which a job runs no more (squeue/scontrol/sacct spellings).
+_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+          "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
+_TIME_FORMATS = (  # sbatch --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+    r"(?P<m>\d+)", r"(?P<m>\d+):(?P<s>\d+)", r"(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)",
+    r"(?P<d>\d+)-(?P<h>\d+)", r"(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+)",
+    r"(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)",
+)
+
+
+def parse_time_minutes(text: str) -> int:
+    """sbatch's --time in whole minutes (seconds round up): "90" -> 90, "1-00:00" -> 1440."""
+    for pattern in _TIME_FORMATS:
+        match = re.fullmatch(pattern, text.strip())
+        if match:
+            parts = {k: int(v) for k, v in match.groupdict().items() if v is not None}
+            seconds = (((parts.get("d", 0) * 24 + parts.get("h", 0)) * 60 + parts.get("m", 0))
+                       * 60 + parts.get("s", 0))
+            if seconds <= 0:
+                break
+            return -(-seconds // 60)
+    raise SpecError("--time", text, "is not a Slurm time limit (MM, MM:SS, HH:MM:SS, D-HH, "
+                    "D-HH:MM or D-HH:MM:SS)")
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """The allocation, as the user asked for it."""
+
+    nodes: int = 1
+    ntasks_per_node: int = DEFAULT_CPU_TASKS
+    gpus_per_node: int | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str = DEFAULT_TIME
+    constraint: str | None = None
+    exclusive: bool = False
+    slurm_args: tuple[str, ...] = ()
+    no_wait: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "slurm_args", tuple(self.slurm_args))
+        for flag, value in (("--nodes", self.nodes), ("--ntasks-per-node", self.ntasks_per_node)):
+            if value < 1:
+                raise SpecError(flag, value, "must be at least 1")
+        if self.gpus_per_node is not None and self.gpus_per_node < 0:
+            raise SpecError("--gpus-per-node", self.gpus_per_node, "must not be negative")
+        parse_time_minutes(self.time)
+        for item in self.slurm_args:
+            key = item.split("=", 1)[0]
+            if not re.fullmatch(r"[a-z][a-z0-9-_]*", key.lstrip("-")):
+                raise SpecError("--slurm-arg", item, "is not KEY=VALUE (an sbatch long option "
+                                "without the dashes, e.g. mem=64G or reservation=bringup)")
+
+    def sbatch_options(self) -> dict[str, Any]:
+        """sbatch long options (name -> value; True: a flag) in the order a script lists them."""
+        options: dict[str, Any] = {"job-name": JOB_NAME, "nodes": self.nodes,
+                                   "ntasks-per-node": self.ntasks_per_node}
+        optional = {"gpus-per-node": self.gpus_per_node, "partition": self.partition,
+                    "account": self.account, "qos": self.qos, "constraint": self.constraint}
+        options.update({k: v for k, v in optional.items() if v is not None})
+        options["time"] = parse_time_minutes(self.time)
+        if self.exclusive:
+            options["exclusive"] = True
+        for item in self.slurm_args:
+            key, _, value = item.partition("=")
+            options[key.lstrip("-")] = value if value else True
+        return options
+
+
+class SlurmLauncher:
+    name = "slurm"
+    options = frozenset({"nodes", "ntasks_per_node", "gpus_per_node", "partition", "account",
+                         "qos", "time", "constraint", "exclusive", "slurm_args", "no_wait",
+                         "print_sbatch"})
+
+    def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
+        if options.nproc is not None:
+            raise SpecError("--nproc", options.nproc, "does not apply to --launcher slurm: "
+                            "use --nodes and --ntasks-per-node")
+        given = {k: v for k, v in options.extra.items() if k != "print_sbatch"}
+        given.setdefault("ntasks_per_node", given.get("gpus_per_node") or DEFAULT_CPU_TASKS)
+        settings = SlurmSettings(**given)
+        if not options.print_only:
+            _check_cluster(settings)
+        run_id, run_dir = external_run_dir(options.out, options.print_only, first_node=True)
+        job = Job(spec, run_dir, run_id, self.name, settings.nodes * settings.ntasks_per_node,
+                  command_line, rank_env="slurm", settings=vars(settings))
+        return job
+
+    def render(self, job: Job) -> dict[str, Any]:
+        """What is submitted: sbatch options, the per-task command and the environment."""
+        settings = SlurmSettings(**job.settings)
+        return {"sbatch": settings.sbatch_options(), "command": rank_argv(job, "slurm"),
+                "env": watch_env(job)}
+
+    def describe(self, job: Job) -> str:
+        return sbatch_script(job, self.render(job))
+
+    def launch(self, job: Job, sink: Any) -> LaunchResult:
+        job_id = submit(job, self.render(job))
+        record = {"job_id": job_id, "submitted_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                   time.gmtime())}
+        write_json_atomic(Path(job.run_dir) / SLURM_FILE, record)
+        job.save()
+        print(f"collbench: submitted Slurm job {job_id}; results go to {job.run_dir}",
+              file=sys.stderr, flush=True)
+        if job.settings.get("no_wait"):
+            print(f"collbench: follow it with `collbench wait {job.run_dir}` "
+                  f"(or `collbench status {job.run_dir}`)", file=sys.stderr, flush=True)
+            return LaunchResult(EXIT_OK, is_primary=False)
+        return watch(job, job_id, sink)
+
+
+def watch(job: Job, job_id: str, sink: Any) -> LaunchResult:
+    """Follow a submitted job to its end (also `collbench wait`)."""
+    return supervise(job, [SlurmJobHandle(job_id)], sink, per_rank=False)
+
+
+def sbatch_script(job: Job, rendered: dict[str, Any]) -> str:
+    """An sbatch script equivalent to what `--launcher slurm` submits (pure)."""
+    lines = ["#!/bin/bash",
+             "# collbench sweep on Slurm: submit with `sbatch THIS_FILE`. Rank 0 writes the",
+             "# results into the --out directory below, which every node must see."]
+    for key, value in rendered["sbatch"].items():
+        lines.append(f"#SBATCH --{key}" if value is True else
+                     f"#SBATCH --{key}={shlex.quote(str(value))}")
+    lines.append(f"#SBATCH --output={shlex.quote(str(Path(job.run_dir).parent))}"
+                 "/collbench-%j.out")
+    lines += ["", "srun --kill-on-bad-exit=1 " + shlex.join(rendered["command"]), ""]
+    return "\n".join(lines)
+
+
+def submit(job: Job, rendered: dict[str, Any]) -> str:
+    """Submit through submitit; returns the Slurm job id."""
+    import submitit
+
+    folder = Path(job.run_dir) / "slurm"
+    executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
+    options = dict(rendered["sbatch"])
+    known = {"job-name": "job_name", "nodes": "nodes", "ntasks-per-node": "ntasks_per_node",
+             "gpus-per-node": "gpus_per_node", "partition": "partition",
+             "account": "account", "qos": "qos", "time": "time", "constraint": "constraint",
+             "exclusive": "exclusive"}
+    parameters = {known[k]: options.pop(k) for k in list(options) if k in known}
+    setup = [f"export {name}={shlex.quote(value)}" for name, value in rendered["env"].items()]
+    executor.update_parameters(**parameters, additional_parameters=options, setup=setup,
+                               srun_args=["--kill-on-bad-exit=1"])
+    try:
+        submitted = executor.submit(submitit.helpers.CommandFunction(rendered["command"],
+                                                                     verbose=False))
+    except Exception as error:  # noqa: BLE001 - sbatch's own message says what is wrong
+        raise SpecError("--launcher", "slurm", f"sbatch refused the job: "
+                        f"{_last_line(str(error))}") from None
+    return str(submitted.job_id)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or ["no message"])[-1]
+
+
+def _check_cluster(settings: SlurmSettings) -> None:
+    """Fail before submitting when Slurm is missing or the partition does not exist."""
+    if shutil.which("sbatch") is None:
+        raise SpecError("--launcher", "slurm", "needs Slurm's sbatch on PATH (run on a login "
+                        "node), or use --print-sbatch to write a script to submit elsewhere")
+    if settings.partition is None:
+        return
+    listing = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True,
+                             timeout=30)
+    partitions = sorted(set(listing.stdout.split()))
+    if listing.returncode == 0 and settings.partition not in partitions:
+        raise SpecError("--partition", settings.partition,
+                        f"is not a partition of this cluster (sinfo lists: "
+                        f"{', '.join(partitions) or 'none'})")
+
+
+class SlurmJobHandle:
+    """A submitted job as the monitor sees it: its state, when it started, how to cancel it."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        self.label = f"Slurm job {job_id}"
+        self._state, self._reason, self._exit = "PENDING", "", ""
+        self._started: float | None = None
+        self._checked = 0.0
+        self._announced = ""
+
+    def poll(self) -> int | None:
+        self._refresh()
+        if self._state not in _ENDED:
+            return None
+        return EXIT_OK if self._state == "COMPLETED" else EXIT_RUN_FAILED
+
+    def running_since(self) -> float | None:
+        self._refresh()
+        return self._started
+
+    def failure(self) -> str | None:
+        """A reason that is Slurm's, not a rank's: cancelled, out of time, a node lost."""
+        if self._state in ("COMPLETED", "FAILED") or self._state not in _ENDED:
+            return None
+        hint = " (scancel?)" if self._state == "CANCELLED" else ""
+        return f"{self.label} ended {self._state}{hint}"
+
+    def terminate(self) -> None:
+        subprocess.run(["scancel", self.job_id], capture_output=True, timeout=30)
+
+    def stop(self) -> None:
+        deadline = time.time() + 10
+        while time.time() < deadline and self.poll() is None:
+            time.sleep(POLL_STATE_S)
+
+    def _refresh(self) -> None:
+        now = time.time()
+        if now - self._checked < POLL_STATE_S or self._state in _ENDED:
+            return
+        self._checked = now
+        state, reason, exit_code = job_state(self.job_id)
+        if state:
+            self._state, self._reason, self._exit = state, reason, exit_code
+        if self._state not in ("PENDING", "CONFIGURING") and self._started is None:
+            self._started = now
+        self._announce()
+
+    def _announce(self) -> None:
+        line = f"{self.label}: {self._state}" + (f" ({self._reason})" if self._reason and
+                                                self._reason != "None" else "")
+        if line != self._announced:
+            self._announced = line
+            print(f"collbench: {line}", file=sys.stderr, flush=True)
+
+
+def job_state(job_id: str) -> tuple[str, str, str]:
+    """(state, reason, exit code) from scontrol, else sacct; ("", "", "") if neither knows."""
+    shown = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True,
+                           text=True, timeout=30)
+    if shown.returncode == 0 and "JobState=" in shown.stdout:
+        fields = dict(re.findall(r"(\w+)=(\S*)", shown.stdout))
+        return fields.get("JobState", ""), fields.get("Reason", ""), fields.get("ExitCode", "")
+    if shutil.which("sacct"):
+        accounted = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o",
+                                    "State,Reason,ExitCode"], capture_output=True, text=True,
+                                   timeout=30)
+        first = accounted.stdout.strip().splitlines()[:1]
+        if accounted.returncode == 0 and first:
+            state, reason, exit_code = (first[0].split("|") + ["", "", ""])[:3]
+            return state.split()[0], reason, exit_code
+    return "", "", ""
+
+
+def read_slurm_record(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((Path(run_dir) / SLURM_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+

@@ -1,0 +1,113 @@
+"""`--launcher torchrun`: run torchrun for the user, one torchrun per node.
+
+Single node: `collbench sweep --launcher torchrun --nproc-per-node 8`. Several nodes: the
+same line on every node with `--nnodes N --node-rank K --master-addr HOST` (static
+rendezvous), or `--rdzv-endpoint HOST:PORT` (c10d rendezvous; torchrun numbers the nodes).
+Rank 0 writes the results; with a shared filesystem and the same --out, every node's ranks
+report their status there too. `--print` shows the torchrun line to run by hand instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from collbench.errors import SpecError
+from collbench.job import Job
+from collbench.launchers.base import LaunchResult, RankCommand, rank_argv, watch_env
+from collbench.launchers.external import external_run_dir, launch_process
+from collbench.spec import SweepSpec
+
+DEFAULT_MASTER_PORT = 29500
+DEFAULT_CPU_RANKS = 2
+RDZV_ID = "collbench"
+
+
+@dataclass(frozen=True)
+class TorchrunSettings:
+    """torchrun's options, checked as the user gave them."""
+
+    nproc_per_node: int = DEFAULT_CPU_RANKS
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str | None = None
+    master_port: int | None = None
+    rdzv_endpoint: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.nproc_per_node < 1:
+            raise SpecError("--nproc-per-node", self.nproc_per_node, "must be at least 1")
+        if self.nnodes < 1:
+            raise SpecError("--nnodes", self.nnodes, "must be at least 1")
+        if not 0 <= self.node_rank < self.nnodes:
+            raise SpecError("--node-rank", self.node_rank, f"must be in 0..{self.nnodes - 1}")
+        if self.master_port is not None and not 0 < self.master_port < 65536:
+            raise SpecError("--master-port", self.master_port, "is not a TCP port")
+        if self.rdzv_endpoint is not None:
+            if self.master_addr is not None or self.master_port is not None:
+                raise SpecError("--rdzv-endpoint", self.rdzv_endpoint, "conflicts with "
+                                "--master-addr/--master-port: give one or the other")
+            if self.node_rank:
+                raise SpecError("--node-rank", self.node_rank, "conflicts with "
+                                "--rdzv-endpoint (torchrun numbers the nodes itself)")
+        elif self.nnodes > 1 and self.master_addr is None:
+            raise SpecError("--nnodes", self.nnodes, "needs --master-addr (node 0's address) "
+                            "or --rdzv-endpoint HOST:PORT, the same on every node")
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
+
+
+class TorchrunLauncher:
+    name = "torchrun"
+    options = frozenset({"nproc_per_node", "nnodes", "node_rank", "master_addr",
+                         "master_port", "rdzv_endpoint"})
+
+    def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
+        if options.nproc is not None:
+            raise SpecError("--nproc", options.nproc, "does not apply to --launcher "
+                            "torchrun: use --nproc-per-node (and --nnodes)")
+        given = dict(options.extra)
+        given.setdefault("nproc_per_node", _default_ranks_per_node(spec))
+        settings = TorchrunSettings(**given)
+        run_id, run_dir = external_run_dir(options.out, options.print_only,
+                                           first_node=settings.node_rank == 0)
+        return Job(spec, run_dir, run_id, self.name, settings.world_size, command_line,
+                   rank_env="torch", settings=vars(settings))
+
+    def render(self, job: Job) -> RankCommand:
+        settings = TorchrunSettings(**job.settings)
+        argv = [sys.executable, "-m", "torch.distributed.run",
+                "--nnodes", str(settings.nnodes),
+                "--nproc-per-node", str(settings.nproc_per_node)]
+        if settings.rdzv_endpoint is not None:
+            argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", settings.rdzv_endpoint,
+                     "--rdzv-id", RDZV_ID]
+        elif settings.nnodes == 1 and settings.master_addr is None:
+            argv += ["--standalone"]
+        else:
+            argv += ["--node-rank", str(settings.node_rank),
+                     "--master-addr", settings.master_addr or "127.0.0.1",
+                     "--master-port", str(settings.master_port or DEFAULT_MASTER_PORT)]
+        argv += ["--max-restarts", "0", "-m", *rank_argv(job, "torch")[2:]]
+        return RankCommand(argv, watch_env(job))
+
+    def describe(self, job: Job) -> str:
+        return RankCommand(self.render(job).argv, {}).shell()
+
+    def launch(self, job: Job, sink: Any) -> LaunchResult:
+        node = job.settings["node_rank"]
+        if node != 0:
+            sink.mode = "quiet"  # node 0 prints the table
+        return launch_process(job, self.render(job), "torchrun", f"torchrun-node-{node}.log",
+                              sink)
+
+
+def _default_ranks_per_node(spec: SweepSpec) -> int:
+    if spec.backend == "gloo":
+        return DEFAULT_CPU_RANKS
+    from collbench.distributed import gpu_count
+
+    return gpu_count() or DEFAULT_CPU_RANKS

@@ -1,0 +1,109 @@
+"""Golden renderings: exactly what each launcher would run, for fixed jobs (pure, no tools).
+
+Regenerate after an intended change with COLLBENCH_REGOLD=1 and review the diff.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from collbench.job import Job
+from collbench.launchers import get_launcher
+from collbench.launchers.mpi import MpiSettings
+from collbench.launchers.slurm import SlurmSettings, parse_time_minutes
+from collbench.launchers.torchrun import TorchrunSettings
+from collbench.spec import SweepSpec
+
+GOLDEN = Path(__file__).parent / "golden"
+RUN_DIR = Path("/shared/results/run-1")
+SPEC = SweepSpec(collectives=("all_reduce", "all_gather"), min_bytes=1024,
+                 max_bytes=64 * 1024**2, dtype="bfloat16", iters=50, warmup=10)
+COMMAND = ["collbench", "sweep", "-c", "all_reduce,all_gather"]
+
+
+def _job(launcher, nproc, settings):
+    return Job(SPEC, RUN_DIR, "run-1", launcher, nproc, COMMAND, settings=settings)
+
+
+def _text(value):
+    text = value if isinstance(value, str) else json.dumps(value, indent=1, sort_keys=True)
+    return text.replace(sys.executable, "PYTHON") + "\n"
+
+
+def _check(name, value):
+    path = GOLDEN / name
+    text = _text(value)
+    if os.environ.get("COLLBENCH_REGOLD"):
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed; review and regenerate"
+
+
+CASES = {
+    "torchrun-single.txt": ("torchrun", 8, TorchrunSettings(nproc_per_node=8)),
+    "torchrun-static.txt": ("torchrun", 16, TorchrunSettings(
+        nproc_per_node=8, nnodes=2, node_rank=1, master_addr="10.0.0.1", master_port=29400)),
+    "torchrun-rdzv.txt": ("torchrun", 32, TorchrunSettings(
+        nproc_per_node=8, nnodes=4, rdzv_endpoint="login1:29400")),
+    "mpirun.txt": ("mpi", 16, MpiSettings(
+        nproc=16, hostfile="/shared/hosts", mpi_args=("--map-by", "ppr:8:node"),
+        export=("NCCL_DEBUG", "PATH"), as_root=False)),
+    "mpirun-root-oversubscribed.txt": ("mpi", 4, MpiSettings(
+        nproc=4, as_root=True, oversubscribe=True)),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_command_renderings(name):
+    launcher_name, nproc, settings = CASES[name]
+    launcher = get_launcher(launcher_name)
+    job = _job(launcher_name, nproc, vars(settings))
+    command = launcher.render(job)
+    assert command.env["COLLBENCH_STATUS_DIR"] == str(RUN_DIR / "ranks")
+    _check(name, launcher.describe(job))
+
+
+SLURM = SlurmSettings(nodes=4, ntasks_per_node=8, gpus_per_node=8, partition="h100",
+                      account="bringup", qos="high", time="1:30:00", constraint="ib",
+                      exclusive=True, slurm_args=("mem=0", "reservation=fabric"))
+
+
+def test_slurm_render_and_sbatch_script():
+    launcher = get_launcher("slurm")
+    job = _job("slurm", 32, vars(SLURM))
+    rendered = launcher.render(job)
+    rendered["env"]["COLLBENCH_LAUNCH"] = json.loads(rendered["env"]["COLLBENCH_LAUNCH"])
+    _check("slurm-render.json", rendered)
+    _check("slurm-sbatch.sh", launcher.describe(job))
+
+
+def test_slurm_defaults_are_small_and_explicit():
+    job = _job("slurm", 2, vars(SlurmSettings()))
+    _check("slurm-sbatch-defaults.sh", get_launcher("slurm").describe(job))
+
+
+@pytest.mark.parametrize("text, minutes", [
+    ("30", 30), ("90:30", 91), ("1:00:00", 60), ("2-0", 2880), ("1-02:03", 1563),
+    ("0-00:00:59", 1),
+])
+def test_slurm_time_limits(text, minutes):
+    assert parse_time_minutes(text) == minutes
+
+
+def test_spec_round_trips_through_its_arguments(monkeypatch):
+    """What a printed command or sbatch script passes is exactly the spec that was planned."""
+    from typer.testing import CliRunner
+
+    import collbench.sweep
+    from collbench import cli
+    from collbench.launchers.base import LaunchResult
+
+    seen = []
+    monkeypatch.setattr(collbench.sweep, "run_sweep",
+                        lambda spec, options, line: (seen.append(spec), (LaunchResult(0),
+                                                                         RUN_DIR))[1])
+    result = CliRunner().invoke(cli.app, ["sweep", *SPEC.to_args(), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert seen == [SPEC]
