@@ -1,0 +1,102 @@
+"""torchrun and mpirun for real: started by collbench, or starting collbench themselves."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import collbench, meta_of, rank_pid, rows_of, start, wait_for_rows
+
+SMALL = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "16K", "-n", "5", "-w", "1"]
+LONG = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "4M", "-n", "40", "-w", "2"]
+
+
+def _same_measurements(rows, reference):
+    key = [(r["collective"], r["size_bytes"], r["placement"], r["count"], r["world_size"])
+           for r in rows]
+    assert key == [(r["collective"], r["size_bytes"], r["placement"], r["count"],
+                    r["world_size"]) for r in reference]
+    assert all(row["n_wrong"] == 0 for row in rows)
+
+
+@pytest.fixture(scope="module")
+def local_reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ref") / "run"
+    done = collbench("sweep", *SMALL, "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    return rows_of(out)
+
+
+def test_launcher_torchrun(tmp_path, local_reference):
+    out = tmp_path / "run"
+    done = collbench("sweep", "--launcher", "torchrun", "--nproc-per-node", "2", *SMALL,
+                     "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "# Collective: all_gather" in done.stdout and f"# Results: {out}" in done.stdout
+    _same_measurements(rows_of(out), local_reference)
+    meta = meta_of(out)
+    assert meta["launcher"] == "torchrun" and meta["state"] == "completed"
+    assert meta["command_line"][:4] == ["collbench", "sweep", "--launcher", "torchrun"]
+    assert sorted(p.name for p in (out / "logs").iterdir()) == [
+        "rank-00000.log", "rank-00001.log", "torchrun-node-0.log"]
+
+
+def test_started_by_torchrun_directly(tmp_path, local_reference):
+    out = tmp_path / "run"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc-per-node", "2", "-m", "collbench", "sweep", *SMALL, "--out", str(out)]
+    done = subprocess.run(torchrun, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("# Results:") == 1  # rank 0 alone prints the table
+    _same_measurements(rows_of(out), local_reference)
+    assert meta_of(out)["launcher"] == "none"
+
+
+@pytest.mark.usefixtures("mpirun")
+def test_launcher_mpi(tmp_path, local_reference):
+    out = tmp_path / "run"
+    done = collbench("sweep", "--launcher", "mpi", "--nproc", "2", *SMALL, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    _same_measurements(rows_of(out), local_reference)
+    assert meta_of(out)["launcher"] == "mpi"
+    assert "mpirun.log" in {p.name for p in (out / "logs").iterdir()}
+
+
+def test_started_by_mpirun_directly(tmp_path, mpirun, local_reference):
+    out = tmp_path / "run"
+    command = [mpirun, "-np", "2", "--allow-run-as-root", "--oversubscribe", sys.executable,
+               "-m", "collbench", "sweep", *SMALL, "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180,
+                          env={k: v for k, v in os.environ.items()
+                               if not k.startswith(("MASTER_", "RANK", "WORLD_SIZE"))})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("# Results:") == 1
+    _same_measurements(rows_of(out), local_reference)
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
+def test_killed_rank_is_named_and_rows_kept(tmp_path, launcher):
+    if launcher == "mpi" and (shutil.which("mpirun") is None or
+                              __import__("importlib").util.find_spec("mpi4py") is None):
+        pytest.skip("mpirun or mpi4py missing (run .ci/install-schedulers)")
+    out = tmp_path / "run"
+    size = ["--nproc-per-node", "2"] if launcher == "torchrun" else ["--nproc", "2"]
+    process = start("sweep", "--launcher", launcher, *size, *LONG, "--out", str(out),
+                    "--timeout", "30")
+    wait_for_rows(out, 3)
+    pid = rank_pid(out, 1)
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.time()
+    _, stderr = process.communicate(timeout=90)
+    assert time.time() - killed_at < 30
+    assert process.returncode == 1, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("collbench: error: rank 1 (pid %d) on " % pid), stderr
+    assert "died during" in last and "finished row(s) kept" in last
+    rows = rows_of(out)
+    assert len(rows) >= 3 and all(row["n_wrong"] == 0 for row in rows)
+    assert meta_of(out)["state"] == "failed"
