@@ -186,9 +186,9 @@ class Monitor:
             return LaunchResult(EXIT_WRONG_DATA, f"data check failed: {wrong} wrong element(s) "
                                 f"in {bad} row(s) (see n_wrong in {self.rows_path})")
         for handle in self.handles:
-            reason = getattr(handle, "failure", lambda: None)()
-            if reason:  # the scheduler ended it (cancelled, out of time), not a rank
-                return LaunchResult(EXIT_RUN_FAILED, reason)
+            failure = getattr(handle, "failure", lambda: None)()
+            if failure:  # the scheduler ended it (cancelled, out of time), not a rank
+                return LaunchResult(*failure)
         statuses = self._statuses()
         usage = [s for s in statuses if s.get("usage_error")]
         if usage and all(not s or s.get("usage_error") or s.get("state") == "failed"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collbench.errors import EXIT_OK, EXIT_RUN_FAILED, SpecError
+from collbench.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, SpecError
 from collbench.job import Job
 from collbench.launchers.base import LaunchResult, rank_argv, watch_env
 from collbench.launchers.external import external_run_dir
@@ -36,6 +36,19 @@ POLL_STATE_S = 1.0
 # States after which a job runs no more (squeue/scontrol/sacct spellings).
 _ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
           "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
+# Pending reasons that no amount of waiting cures, with what they mean for the user.
+HOPELESS = {
+    "PartitionTimeLimit": "--time is above the partition's limit",
+    "PartitionNodeLimit": "--nodes is outside the partition's limits",
+    "PartitionConfig": "the request does not fit the partition",
+    "BadConstraints": "no node has the --constraint / resources asked for",
+    "InvalidAccount": "--account is not valid",
+    "InvalidQOS": "--qos is not valid",
+    "QOSMaxWallDurationPerJobLimit": "--time is above the QOS limit",
+    "AssocMaxWallDurationPerJobLimit": "--time is above the account's limit",
+}
+# How long a hopeless reason must persist: Slurm sometimes shows one briefly while it decides.
+HOPELESS_AFTER_S = 3.0
 _TIME_FORMATS = (  # sbatch --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
     r"(?P<m>\d+)", r"(?P<m>\d+):(?P<s>\d+)", r"(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)",
     r"(?P<d>\d+)-(?P<h>\d+)", r"(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+)",
@@ -223,6 +236,8 @@ class SlurmJobHandle:
         self._started: float | None = None
         self._checked = 0.0
         self._announced = ""
+        self._hopeless: str | None = None
+        self._hopeless_since: float | None = None
 
     def poll(self) -> int | None:
         self._refresh()
@@ -234,12 +249,17 @@ class SlurmJobHandle:
         self._refresh()
         return self._started
 
-    def failure(self) -> str | None:
-        """A reason that is Slurm's, not a rank's: cancelled, out of time, a node lost."""
+    def failure(self) -> tuple[int, str] | None:
+        """A reason that is Slurm's, not a rank's: cancelled, out of time, a node lost, or a
+        request that can never be met (exit 2: the options must change)."""
+        if self._hopeless:
+            reason = self._hopeless
+            return EXIT_USAGE, (f"{self.label} can never start: {reason} ({HOPELESS[reason]}); "
+                                "cancelled it")
         if self._state in ("COMPLETED", "FAILED") or self._state not in _ENDED:
             return None
         hint = " (scancel?)" if self._state == "CANCELLED" else ""
-        return f"{self.label} ended {self._state}{hint}"
+        return EXIT_RUN_FAILED, f"{self.label} ended {self._state}{hint}"
 
     def terminate(self) -> None:
         subprocess.run(["scancel", self.job_id], capture_output=True, timeout=30)
@@ -260,6 +280,17 @@ class SlurmJobHandle:
         if self._state not in ("PENDING", "CONFIGURING") and self._started is None:
             self._started = now
         self._announce()
+        self._check_hopeless(now)
+
+    def _check_hopeless(self, now: float) -> None:
+        if self._state != "PENDING" or self._reason not in HOPELESS:
+            self._hopeless_since = None
+            return
+        self._hopeless_since = self._hopeless_since or now
+        if now - self._hopeless_since >= HOPELESS_AFTER_S:
+            self._hopeless = self._reason
+            self.terminate()
+            self._state = "CANCELLED"
 
     def _announce(self) -> None:
         line = f"{self.label}: {self._state}" + (f" ({self._reason})" if self._reason and

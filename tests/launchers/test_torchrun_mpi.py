@@ -95,7 +95,7 @@ def test_killed_rank_is_named_and_rows_kept(tmp_path, launcher):
     assert time.time() - killed_at < 30
     assert process.returncode == 1, stderr
     last = stderr.strip().splitlines()[-1]
-    assert last.startswith("collbench: error: rank 1 (pid %d) on " % pid), stderr
+    assert last.startswith(f"collbench: error: rank 1 (pid {pid}) on "), stderr
     assert "died during" in last and "finished row(s) kept" in last
     rows = rows_of(out)
     assert len(rows) >= 3 and all(row["n_wrong"] == 0 for row in rows)

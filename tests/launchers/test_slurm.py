@@ -1,0 +1,133 @@
+"""--launcher slurm against a real one-node Slurm cluster (slurmctld + slurmd, via submitit)."""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.helpers import collbench, meta_of, rank_pid, rows_of, start, wait_for_rows
+
+SMALL = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "16K", "-n", "5", "-w", "1"]
+LONG = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "4M", "-n", "40", "-w", "2"]
+
+
+def _key(rows):
+    return [(r["collective"], r["size_bytes"], r["placement"], r["count"], r["world_size"])
+            for r in rows]
+
+
+def _job_id(stderr):
+    for line in stderr.splitlines():
+        if "submitted Slurm job" in line:
+            return line.split("submitted Slurm job ")[1].split(";")[0]
+    raise AssertionError(f"no job id in: {stderr}")
+
+
+@pytest.mark.parametrize("tasks", [2, 4])
+def test_slurm_sweep_matches_a_local_sweep(tmp_path, slurm_cluster, tasks):
+    local, remote = tmp_path / "local", tmp_path / "slurm"
+    done = collbench("sweep", *SMALL, "--nproc", str(tasks), "--out", str(local), "--quiet",
+                     timeout=300)
+    assert done.returncode == 0, done.stderr
+    done = collbench("sweep", "--launcher", "slurm", "--ntasks-per-node", str(tasks),
+                     "--partition", "debug", "--time", "5", *SMALL, "--out", str(remote),
+                     env=slurm_cluster.env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "# Collective: all_gather" in done.stdout
+    assert "submitted Slurm job" in done.stderr and "COMPLETED" in done.stderr
+    rows = rows_of(remote)
+    assert _key(rows) == _key(rows_of(local))
+    assert all(row["n_wrong"] == 0 and row["nodes"] == 1 for row in rows)
+    meta = meta_of(remote)
+    assert (meta["launcher"], meta["state"], meta["world_size"]) == ("slurm", "completed", tasks)
+    assert len(list((remote / "logs").glob("rank-*.log"))) == tasks
+
+
+def test_unknown_partition_is_refused_before_submitting(tmp_path, slurm_cluster):
+    done = collbench("sweep", "--launcher", "slurm", "--partition", "nosuch", *SMALL,
+                     "--out", str(tmp_path / "run"), env=slurm_cluster.env)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "collbench: error: --partition: 'nosuch' is not a partition of this cluster "
+        "(sinfo lists: debug, short)"]
+
+
+def test_a_failing_task_is_named_and_rows_are_kept(tmp_path, slurm_cluster):
+    out = tmp_path / "run"
+    process = start("sweep", "--launcher", "slurm", *LONG, "--out", str(out), "--timeout", "30",
+                    env=slurm_cluster.env)
+    wait_for_rows(out, 3, timeout=120)
+    pid = rank_pid(out, 1)
+    os.kill(pid, signal.SIGKILL)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"collbench: error: rank 1 (pid {pid}) on "), stderr
+    assert "finished row(s) kept" in last
+    assert len(rows_of(out)) >= 3 and meta_of(out)["state"] == "failed"
+
+
+def test_scancel_while_waiting(tmp_path, slurm_cluster):
+    out = tmp_path / "run"
+    process = start("sweep", "--launcher", "slurm", *LONG, "--out", str(out),
+                    env=slurm_cluster.env)
+    wait_for_rows(out, 2, timeout=120)
+    job_id = (out / "slurm.json").read_text().split('"job_id": "')[1].split('"')[0]
+    subprocess.run(["scancel", job_id], env=slurm_cluster.client_env(), check=True)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert f"Slurm job {job_id} ended CANCELLED" in last and "row(s) kept" in last
+    assert rows_of(out)
+
+
+def test_ctrl_c_cancels_the_job(tmp_path, slurm_cluster):
+    out = tmp_path / "run"
+    process = start("sweep", "--launcher", "slurm", *LONG, "--out", str(out),
+                    env=slurm_cluster.env)
+    wait_for_rows(out, 2, timeout=120)
+    job_id = (out / "slurm.json").read_text().split('"job_id": "')[1].split('"')[0]
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        state = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True,
+                               text=True, env=slurm_cluster.client_env()).stdout
+        if "JobState=CANCELLED" in state or not state:
+            break
+        time.sleep(0.5)
+    assert "JobState=CANCELLED" in state
+
+
+def test_no_wait_then_status_and_wait(tmp_path, slurm_cluster):
+    out = tmp_path / "run"
+    done = collbench("sweep", "--launcher", "slurm", "--no-wait", *SMALL, "--out", str(out),
+                     env=slurm_cluster.env)
+    assert done.returncode == 0, done.stderr
+    job_id = _job_id(done.stderr)
+    assert f"collbench wait {out}" in done.stderr and done.stdout == ""
+    status = collbench("status", str(out), env=slurm_cluster.env)
+    assert status.returncode == 0 and f"Slurm job {job_id}" in status.stdout
+    waited = collbench("wait", str(out), env=slurm_cluster.env, timeout=300)
+    assert waited.returncode == 0, waited.stderr
+    assert "# Collective: all_reduce" in waited.stdout and f"# Results: {out}" in waited.stdout
+    assert meta_of(out)["state"] == "completed"
+    status = collbench("status", str(out), env=slurm_cluster.env)
+    assert "state: completed" in status.stdout
+
+
+def test_a_job_that_can_never_start_is_cancelled_with_exit_2(tmp_path, slurm_cluster):
+    # the `short` partition allows 5 minutes: Slurm accepts the job but would pend forever
+    done = collbench("sweep", "--launcher", "slurm", "--partition", "short", "--time", "1-0",
+                     *SMALL, "--out", str(tmp_path / "run"), env=slurm_cluster.env,
+                     timeout=120)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "can never start: PartitionTimeLimit (--time is above the partition's limit)" in last
+    job_id = _job_id(done.stderr)
+    state = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True,
+                           env=slurm_cluster.client_env()).stdout
+    assert "JobState=CANCELLED" in state
