@@ -3,6 +3,7 @@
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -131,3 +132,39 @@ def test_a_job_that_can_never_start_is_cancelled_with_exit_2(tmp_path, slurm_clu
     state = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True,
                            env=slurm_cluster.client_env()).stdout
     assert "JobState=CANCELLED" in state
+
+
+def _wait_for_state(out, states=("completed", "failed"), timeout=180):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if (out / "meta.json").exists() and meta_of(out)["state"] in states:
+            return meta_of(out)
+        time.sleep(0.5)
+    raise AssertionError(f"{out} did not finish in {timeout} s")
+
+
+def test_printed_sbatch_script_runs_as_is(tmp_path, slurm_cluster):
+    out = tmp_path / "run"
+    printed = collbench("sweep", "--launcher", "slurm", "--print-sbatch", *SMALL,
+                        "--out", str(out), env=slurm_cluster.env)
+    assert printed.returncode == 0, printed.stderr
+    assert not out.exists()  # printing prepares nothing
+    script = tmp_path / "sweep.sbatch"
+    script.write_text(printed.stdout)
+    submitted = subprocess.run(["sbatch", str(script)], capture_output=True, text=True,
+                               env=slurm_cluster.client_env(), cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stderr
+    meta = _wait_for_state(out)
+    assert (meta["state"], meta["world_size"], meta["launcher"]) == ("completed", 2, "none")
+    assert rows_of(out) and all(row["n_wrong"] == 0 for row in rows_of(out))
+
+
+def test_srun_starts_ranks_directly(tmp_path, slurm_cluster):
+    out = tmp_path / "run"
+    done = subprocess.run(["srun", "-N1", "-n2", sys.executable, "-m", "collbench", "sweep",
+                           *SMALL, "--out", str(out)], capture_output=True, text=True,
+                          env=slurm_cluster.client_env(), timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("# Results:") == 1
+    meta = meta_of(out)
+    assert (meta["state"], meta["world_size"]) == ("completed", 2)

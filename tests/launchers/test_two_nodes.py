@@ -37,12 +37,12 @@ def two_nodes():
         for name in names:
             _ip("netns", "add", name)
         _ip("link", "add", links[0], "type", "veth", "peer", "name", links[1])
-        for name, link, addr in zip(names, links, NODE_ADDRS):
+        for name, link, addr in zip(names, links, NODE_ADDRS, strict=True):
             _ip("link", "set", link, "netns", name)
             _ip("-n", name, "addr", "add", f"{addr}/24", "dev", link)
             _ip("-n", name, "link", "set", link, "up")
             _ip("-n", name, "link", "set", "lo", "up")
-        yield list(zip(names, links))
+        yield list(zip(names, links, strict=True))
     finally:
         for name in names:
             subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=10)
@@ -63,7 +63,7 @@ def test_torchrun_across_two_namespaces(tmp_path, two_nodes):
         procs.append(subprocess.Popen(wrapped, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, env=env))
     outputs = [proc.communicate(timeout=240) for proc in procs]
-    for proc, (stdout, stderr) in zip(procs, outputs):
+    for proc, (_, stderr) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, stderr
     assert "# Collective: all_gather" in outputs[0][0]  # node 0 prints the table
     assert "# Collective" not in outputs[1][0]
