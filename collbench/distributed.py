@@ -93,8 +93,8 @@ def finalize_mpi(clean: bool) -> None:
         module.Finalize()
 
 
-def init_distributed(env: RunEnv, backend: str, timeout_s: float) -> Any:
-    """Join the process group; returns the device this rank's buffers live on."""
+def init_distributed(env: RunEnv, backend: str, timeout_s: float) -> tuple[Any, RunEnv]:
+    """Join the process group; returns this rank's device and its completed RunEnv."""
     import torch
     import torch.distributed as dist
 
@@ -116,7 +116,7 @@ def init_distributed(env: RunEnv, backend: str, timeout_s: float) -> Any:
         timeout=timedelta(seconds=timeout_s),
         **kwargs,
     )
-    return device
+    return device, env
 
 
 def _host_for_url(host: str) -> str:

@@ -3,7 +3,9 @@
 Three environments are understood, each one small mapping onto the same fields:
 - torch: RANK, WORLD_SIZE, LOCAL_RANK, ... (torchrun, collbench's local launcher);
 - slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, the step's node list;
-- mpi: OMPI_COMM_WORLD_* (Open MPI), PMI_RANK/PMI_SIZE (MPICH, Intel MPI), PMIX_RANK.
+- mpi: OMPI_COMM_WORLD_* (Open MPI), PMI_RANK/PMI_SIZE (MPICH, Intel MPI). Under
+  `srun --mpi=pmix` a task has PMIX_RANK but no size: Slurm's variables place it, and MPI
+  (mpi4py) carries the rendezvous address.
 A process can see several at once (torchrun inside an srun step, mpirun inside sbatch).
 When they agree on rank and world size any of them will do; when they disagree, the one
 the user names with --rank-env wins, and without it the run stops with a message saying
@@ -42,6 +44,8 @@ class RunEnv:
     node_rank: int = 0
     # Which variables said so, for error messages: "RANK=1, WORLD_SIZE=2".
     evidence: str = ""
+    # How the rendezvous address was found (provenance, in meta.json).
+    rendezvous: str = ""
 
     @classmethod
     def detect(cls, environ: Mapping[str, str] | None = None,
@@ -56,7 +60,7 @@ class RunEnv:
             if choice not in present:
                 raise SpecError("--rank-env", choice, f"but this process has no "
                                 f"{_LABELS[choice]} rank environment ({_HINTS[choice]})")
-            return _with_overrides(present[choice], environ)
+            return _with_overrides(_prefer_mpi_rendezvous(present[choice], environ), environ)
         if not present:
             raise SpecError("--launcher", "none", "but this process was not started as a "
                             "rank (no RANK/WORLD_SIZE, SLURM_PROCID or OMPI_COMM_WORLD_RANK): "
@@ -70,18 +74,22 @@ class RunEnv:
             raise SpecError("rank environment", "ambiguous", f"({views}): name the launcher "
                             f"that started this process with --rank-env "
                             f"{'|'.join(present)}")
-        # They agree. torch's carries the rendezvous address. Under srun --mpi=pmix, rank 0
-        # picking a free port and telling the others through MPI beats Slurm's derived port.
-        if first.source == "slurm" and "mpi" in present and _has_mpi4py():
-            first = replace(first, master_addr=None, master_port=None)
-        return _with_overrides(first, environ)
+        return _with_overrides(_prefer_mpi_rendezvous(first, environ), environ)
 
 
 _HINTS = {
     "torch": "needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT",
     "slurm": "needs SLURM_PROCID and SLURM_NTASKS inside an srun step",
-    "mpi": "needs OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE or PMIX_RANK from mpirun",
+    "mpi": "needs OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/PMI_SIZE from mpirun",
 }
+
+
+def _prefer_mpi_rendezvous(env: RunEnv, environ: Mapping[str, str]) -> RunEnv:
+    """Under `srun --mpi=pmix` (PMIX_RANK beside Slurm's variables), rank 0 picks a free port
+    and tells the others through MPI, which beats a port derived from the job id."""
+    if env.source == "slurm" and "PMIX_RANK" in environ and _has_mpi4py():
+        return replace(env, master_addr=None, master_port=None)
+    return env
 
 
 def _has_mpi4py() -> bool:
@@ -90,9 +98,16 @@ def _has_mpi4py() -> bool:
 
 def _with_overrides(env: RunEnv, environ: Mapping[str, str]) -> RunEnv:
     """MASTER_ADDR / MASTER_PORT set by hand win over what a scheduler's variables imply."""
+    how = {"torch": "MASTER_ADDR/MASTER_PORT from the launcher",
+           "slurm": "the step's first node, a port from the job and step ids",
+           "mpi": "broadcast by rank 0 through MPI"}[env.source]
+    if env.master_addr is None:
+        how = "broadcast by rank 0 through MPI"
+    if env.source != "torch" and (environ.get("MASTER_ADDR") or environ.get("MASTER_PORT")):
+        how = "MASTER_ADDR/MASTER_PORT set by hand"
     addr = environ.get("MASTER_ADDR") or env.master_addr
     port = _int(environ, "MASTER_PORT") if environ.get("MASTER_PORT") else env.master_port
-    return replace(env, master_addr=addr, master_port=port)
+    return replace(env, master_addr=addr, master_port=port, rendezvous=how)
 
 
 def _int(environ: Mapping[str, str], name: str, default: int | None = None) -> int:
@@ -174,7 +189,6 @@ _MPI_FLAVOURS = (
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK"),
     ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PMI_NODE_RANK"),
-    ("PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK", "PMIX_LOCAL_SIZE", "PMIX_NODE_RANK"),
 )
 
 _READERS: dict[str, Callable[[Mapping[str, str]], RunEnv | None]] = {

@@ -56,8 +56,8 @@ def run_rank(job: Job, env: RunEnv, sink: ConsoleSink | None = None) -> RankOutc
     spec = job.spec
     clean = False
     try:
-        device = init_distributed(env, spec.backend, spec.timeout_s +
-                                  (WATCHED_GRACE_S if watched else 0.0))
+        device, env = init_distributed(env, spec.backend, spec.timeout_s +
+                                       (WATCHED_GRACE_S if watched else 0.0))
         session = _Session(job, env, device, sink)
         total_wrong = session.run(status)
         status.done()
@@ -187,6 +187,8 @@ class _Session:
             "ranks": identities, "timing_method": self.timer.method,
             "versions": versions(self.torch, spec.backend), "git_sha": git_sha(),
             "knobs": knobs, "spec": spec.to_dict(), "topology": None, "cwd": os.getcwd(),
+            "rank_env": env.source,
+            "rendezvous": f"{env.master_addr}:{env.master_port} ({env.rendezvous})",
         }
 
 

@@ -82,6 +82,8 @@ def supervise(job: Job, handles: list[Handle], sink: Any, per_rank: bool) -> Lau
             handle.terminate()
         for handle in running:
             handle.stop()
+        if not per_rank:
+            monitor.kill_leftover_ranks()
         signal.signal(signal.SIGTERM, previous)
     monitor.drain()
     sink.finish()
@@ -246,6 +248,20 @@ class Monitor:
             pid = getattr(self.handles[rank], "pid", None)
         return f"rank {rank} (pid {pid}) on {host}"
 
+    def kill_leftover_ranks(self) -> None:
+        """Ranks on this host that outlived their launcher (a stopped rank ignores torchrun's
+        SIGTERM; its launcher may be gone before it wakes) are killed, never left behind."""
+        for status in self._statuses():
+            if status.get("state") not in ("starting", "running") or not _alive(status):
+                continue
+            if status.get("host") != socket.gethostname() or not _is_collbench(status["pid"]):
+                continue
+            for sig in (signal.SIGKILL, signal.SIGCONT):
+                try:
+                    os.kill(status["pid"], sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
     def _hang(self) -> str | None:
         now = time.time()
         since = [h.running_since() for h in self.handles]
@@ -335,6 +351,14 @@ def _signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _is_collbench(pid: int) -> bool:
+    """Is pid still a collbench rank (and not a new process that got the same number)?"""
+    try:
+        return b"collbench" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 def signal_name(number: int) -> str:

@@ -167,4 +167,18 @@ def test_srun_starts_ranks_directly(tmp_path, slurm_cluster):
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("# Results:") == 1
     meta = meta_of(out)
-    assert (meta["state"], meta["world_size"]) == ("completed", 2)
+    assert (meta["state"], meta["world_size"], meta["rank_env"]) == ("completed", 2, "slurm")
+    assert meta["rendezvous"].startswith("localhost:")
+
+
+def test_srun_with_pmix_agrees_on_the_address_through_mpi(tmp_path, slurm_cluster, mpirun):
+    out = tmp_path / "run"
+    done = subprocess.run(["srun", "--mpi=pmix", "-N1", "-n2", sys.executable, "-m",
+                           "collbench", "sweep", *SMALL, "--out", str(out)],
+                          capture_output=True, text=True, env=slurm_cluster.client_env(),
+                          timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    meta = meta_of(out)
+    assert (meta["state"], meta["rank_env"]) == ("completed", "slurm")
+    assert meta["rendezvous"].endswith("(broadcast by rank 0 through MPI)")
+    assert rows_of(out) and all(row["n_wrong"] == 0 for row in rows_of(out))

@@ -62,7 +62,10 @@ def test_launcher_mpi(tmp_path, local_reference):
     done = collbench("sweep", "--launcher", "mpi", "--nproc", "2", *SMALL, "--out", str(out))
     assert done.returncode == 0, done.stderr
     _same_measurements(rows_of(out), local_reference)
-    assert meta_of(out)["launcher"] == "mpi"
+    meta = meta_of(out)
+    assert meta["launcher"] == "mpi" and meta["rank_env"] == "mpi"
+    assert meta["rendezvous"] == meta["rendezvous"].split(" ")[0] + " (broadcast by rank 0 " \
+        "through MPI)" and meta["rendezvous"].startswith("127.0.0.1:")
     assert "mpirun.log" in {p.name for p in (out / "logs").iterdir()}
 
 
@@ -100,3 +103,23 @@ def test_killed_rank_is_named_and_rows_kept(tmp_path, launcher):
     rows = rows_of(out)
     assert len(rows) >= 3 and all(row["n_wrong"] == 0 for row in rows)
     assert meta_of(out)["state"] == "failed"
+
+
+def test_hung_rank_under_torchrun_is_named_and_nothing_is_left_behind(tmp_path):
+    out = tmp_path / "run"
+    process = start("sweep", "--launcher", "torchrun", "--nproc-per-node", "2", *LONG,
+                    "--out", str(out), "--timeout", "6")
+    wait_for_rows(out, 3)
+    pids = [rank_pid(out, rank) for rank in (0, 1)]
+    os.kill(pids[1], signal.SIGSTOP)
+    stopped_at = time.time()
+    _, stderr = process.communicate(timeout=90)
+    assert time.time() - stopped_at < 6 + 15
+    assert process.returncode == 1, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert f"rank 1 (pid {pids[1]}) on " in last and "stopped responding" in last, stderr
+    assert "finished row(s) kept" in last
+    time.sleep(1)
+    for pid in pids:  # both ranks are gone, the stopped one included
+        assert not os.path.exists(f"/proc/{pid}") or \
+            open(f"/proc/{pid}/stat").read().split()[2] == "Z"

@@ -72,6 +72,7 @@ def test_torchrun_across_two_namespaces(tmp_path, two_nodes):
     assert {(r["world_size"], r["nodes"], r["ranks_per_node"]) for r in rows} == {(2, 2, 1)}
     meta = meta_of(out)
     assert meta["hosts"] == ["cbnode0", "cbnode1"] and meta["launcher"] == "torchrun"
+    assert meta["rendezvous"].startswith(f"{NODE_ADDRS[0]}:29561 ")
     assert [rank["host"] for rank in meta["ranks"]] == ["cbnode0", "cbnode1"]
     assert sorted(p.name for p in (out / "logs").iterdir()) == [
         "rank-00000.log", "rank-00001.log", "torchrun-node-0.log", "torchrun-node-1.log"]
