@@ -127,3 +127,26 @@ def test_disagreeing_rank_environments_say_how_to_choose(tmp_path):
     assert len(lines) == 1, done.stderr
     assert "torchrun says rank 1 of 2" in lines[0] and "MPI says rank 0 of 4" in lines[0]
     assert "--rank-env torch|mpi" in lines[0]
+
+
+def test_status_and_wait_need_a_run_directory(tmp_path):
+    for command in ("status", "wait"):
+        done = collbench(command, str(tmp_path / "nothing"))
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().splitlines() == [
+            f"collbench: error: RUN: '{tmp_path / 'nothing'}' is not a collbench run "
+            "directory (no job.json)"]
+
+
+def test_status_of_a_local_run_and_no_wait_for_it(tmp_path):
+    out = tmp_path / "run"
+    done = collbench("sweep", "-c", "all_reduce", "-e", "64", "-n", "2", "-w", "1", "--quiet",
+                     "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    status = collbench("status", str(out))
+    assert status.returncode == 0
+    assert status.stdout.splitlines() == [f"run {out}: launcher local, 2 rank(s)",
+                                          "rows: 4 of 4; state: completed"]
+    waited = collbench("wait", str(out))
+    assert waited.returncode == 2 and "was not submitted with --launcher slurm --no-wait" in \
+        waited.stderr
