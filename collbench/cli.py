@@ -38,36 +38,36 @@ def _root() -> None:
 @app.command()
 def sweep(
     collective: Annotated[str, typer.Option("--collective", "-c", help="Comma list: all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv.")] = ",".join(_D.collectives),  # noqa: E501
-    min_bytes: Annotated[Optional[str], typer.Option("--min-bytes", "-b", help=f"Smallest size (K/M/G = powers of 1024). [default: {_D.min_bytes}]", show_default=False)] = None,  # noqa: E501
-    max_bytes: Annotated[Optional[str], typer.Option("--max-bytes", "-e", help="Largest size. [default: 16M on gloo, 1G on nccl/rccl]", show_default=False)] = None,  # noqa: E501
-    factor: Annotated[Optional[float], typer.Option("--factor", "-f", help="Multiply the size by this each step. [default: 2]", show_default=False)] = None,  # noqa: E501
+    min_bytes: Annotated[Optional[str], typer.Option("--min-bytes", "-b", help=f"Smallest size (K/M/G = powers of 1024). (default: {_D.min_bytes})", show_default=False)] = None,  # noqa: E501
+    max_bytes: Annotated[Optional[str], typer.Option("--max-bytes", "-e", help="Largest size. (default: 16M on gloo, 1G on nccl/rccl)", show_default=False)] = None,  # noqa: E501
+    factor: Annotated[Optional[float], typer.Option("--factor", "-f", help="Multiply the size by this each step. (default: 2)", show_default=False)] = None,  # noqa: E501
     step_bytes: Annotated[Optional[str], typer.Option("--step-bytes", "-i", help="Add this many bytes each step instead of --factor.", show_default=False)] = None,  # noqa: E501
-    dtype: Annotated[Optional[str], typer.Option("--dtype", "-d", help=f"float32, float16, bfloat16, float64, int8, uint8, int32, int64. [default: {_D.dtype}]", show_default=False)] = None,  # noqa: E501
-    op: Annotated[Optional[str], typer.Option("--op", "-o", help=f"Reduction: sum, prod, min, max, avg. [default: {_D.op}]", show_default=False)] = None,  # noqa: E501
-    placement: Annotated[Optional[str], typer.Option("--placement", help=f"out_of_place, in_place or both. [default: {_D.placement}]", show_default=False)] = None,  # noqa: E501
-    warmup: Annotated[Optional[int], typer.Option("--warmup", "-w", help=f"Untimed operations per size. [default: {_D.warmup}]", show_default=False)] = None,  # noqa: E501
-    iters: Annotated[Optional[int], typer.Option("--iters", "-n", help=f"Timed operations per size. [default: {_D.iters}]", show_default=False)] = None,  # noqa: E501
-    check: Annotated[Optional[bool], typer.Option("--check/--no-check", help="Verify every result (#wrong). [default: check]", show_default=False)] = None,  # noqa: E501
-    rank_stat: Annotated[Optional[str], typer.Option("--rank-stat", "-a", help=f"Combine ranks' times by avg (nccl-tests), max, min or rank0. [default: {_D.rank_stat}]", show_default=False)] = None,  # noqa: E501
-    backend: Annotated[Optional[str], typer.Option("--backend", help=f"auto (nccl/rccl on GPUs, else gloo), nccl, rccl, gloo. [default: {_D.backend}]", show_default=False)] = None,  # noqa: E501
-    timeout: Annotated[Optional[float], typer.Option("--timeout", help=f"Seconds without progress before a rank counts as hung. [default: {_D.timeout_s:g}]", show_default=False)] = None,  # noqa: E501
+    dtype: Annotated[Optional[str], typer.Option("--dtype", "-d", help=f"float32, float16, bfloat16, float64, int8, uint8, int32, int64. (default: {_D.dtype})", show_default=False)] = None,  # noqa: E501
+    op: Annotated[Optional[str], typer.Option("--op", "-o", help=f"Reduction: sum, prod, min, max, avg. (default: {_D.op})", show_default=False)] = None,  # noqa: E501
+    placement: Annotated[Optional[str], typer.Option("--placement", help=f"out_of_place, in_place or both. (default: {_D.placement})", show_default=False)] = None,  # noqa: E501
+    warmup: Annotated[Optional[int], typer.Option("--warmup", "-w", help=f"Untimed operations per size. (default: {_D.warmup})", show_default=False)] = None,  # noqa: E501
+    iters: Annotated[Optional[int], typer.Option("--iters", "-n", help=f"Timed operations per size. (default: {_D.iters})", show_default=False)] = None,  # noqa: E501
+    check: Annotated[Optional[bool], typer.Option("--check/--no-check", help="Verify every result (#wrong). (default: check)", show_default=False)] = None,  # noqa: E501
+    rank_stat: Annotated[Optional[str], typer.Option("--rank-stat", "-a", help=f"Combine ranks' times by avg (nccl-tests), max, min or rank0. (default: {_D.rank_stat})", show_default=False)] = None,  # noqa: E501
+    backend: Annotated[Optional[str], typer.Option("--backend", help=f"auto (nccl/rccl on GPUs, else gloo), nccl, rccl, gloo. (default: {_D.backend})", show_default=False)] = None,  # noqa: E501
+    timeout: Annotated[Optional[float], typer.Option("--timeout", help=f"Seconds without progress before a rank counts as hung. (default: {_D.timeout_s:g})", show_default=False)] = None,  # noqa: E501
     launcher: Annotated[str, typer.Option("--launcher", help="auto: run as a rank under torchrun/srun/mpirun, else local; local: spawn ranks here; torchrun, mpi, slurm: start them through that tool; none: this process is a rank.")] = "auto",  # noqa: E501
-    nproc: Annotated[Optional[int], typer.Option("--nproc", "-g", help="Ranks for --launcher local or mpi. [default: number of GPUs, else 2]", show_default=False)] = None,  # noqa: E501
+    nproc: Annotated[Optional[int], typer.Option("--nproc", "-g", help="Ranks for --launcher local or mpi. (default: number of GPUs, else 2)", show_default=False)] = None,  # noqa: E501
     rank_env: Annotated[Optional[str], typer.Option("--rank-env", help="For a rank of a job launched elsewhere: read the torch, slurm or mpi variables (needed when they disagree).", show_default=False)] = None,  # noqa: E501
     print_only: Annotated[bool, typer.Option("--print", help="Print what the launcher would run, and exit.")] = False,  # noqa: E501
-    nproc_per_node: Annotated[Optional[int], typer.Option("--nproc-per-node", help="torchrun: ranks per node. [default: number of GPUs, else 2]", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
-    nnodes: Annotated[Optional[int], typer.Option("--nnodes", help="torchrun: nodes in the job. [default: 1]", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
-    node_rank: Annotated[Optional[int], typer.Option("--node-rank", help="torchrun: this node's index. [default: 0]", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
+    nproc_per_node: Annotated[Optional[int], typer.Option("--nproc-per-node", help="torchrun: ranks per node. (default: number of GPUs, else 2)", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
+    nnodes: Annotated[Optional[int], typer.Option("--nnodes", help="torchrun: nodes in the job. (default: 1)", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
+    node_rank: Annotated[Optional[int], typer.Option("--node-rank", help="torchrun: this node's index. (default: 0)", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
     master_addr: Annotated[Optional[str], typer.Option("--master-addr", help="torchrun: node 0's address (static rendezvous).", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
-    master_port: Annotated[Optional[int], typer.Option("--master-port", help="torchrun: node 0's port. [default: 29500]", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
+    master_port: Annotated[Optional[int], typer.Option("--master-port", help="torchrun: node 0's port. (default: 29500)", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
     rdzv_endpoint: Annotated[Optional[str], typer.Option("--rdzv-endpoint", help="torchrun: HOST:PORT of a c10d rendezvous instead of --master-addr.", show_default=False, rich_help_panel="torchrun")] = None,  # noqa: E501
-    nodes: Annotated[Optional[int], typer.Option("--nodes", "-N", help="slurm: nodes to allocate. [default: 1]", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
-    ntasks_per_node: Annotated[Optional[int], typer.Option("--ntasks-per-node", help="slurm: ranks per node. [default: --gpus-per-node, else 2]", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    nodes: Annotated[Optional[int], typer.Option("--nodes", "-N", help="slurm: nodes to allocate. (default: 1)", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    ntasks_per_node: Annotated[Optional[int], typer.Option("--ntasks-per-node", help="slurm: ranks per node. (default: --gpus-per-node, else 2)", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
     gpus_per_node: Annotated[Optional[int], typer.Option("--gpus-per-node", help="slurm: GPUs per node.", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
     partition: Annotated[Optional[str], typer.Option("--partition", "-p", help="slurm: partition.", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
     account: Annotated[Optional[str], typer.Option("--account", "-A", help="slurm: account.", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
     qos: Annotated[Optional[str], typer.Option("--qos", help="slurm: quality of service.", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
-    time_limit: Annotated[Optional[str], typer.Option("--time", "-t", help="slurm: time limit (MM, HH:MM:SS, D-HH:MM...). [default: 30]", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
+    time_limit: Annotated[Optional[str], typer.Option("--time", "-t", help="slurm: time limit (MM, HH:MM:SS, D-HH:MM...). (default: 30)", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
     constraint: Annotated[Optional[str], typer.Option("--constraint", "-C", help="slurm: node features.", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
     exclusive: Annotated[Optional[bool], typer.Option("--exclusive", help="slurm: whole nodes only.", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
     slurm_args: Annotated[Optional[list[str]], typer.Option("--slurm-arg", help="slurm: any other sbatch option as KEY=VALUE (repeatable).", show_default=False, rich_help_panel="Slurm")] = None,  # noqa: E501
@@ -75,7 +75,7 @@ def sweep(
     print_sbatch: Annotated[bool, typer.Option("--print-sbatch", help="slurm: print an equivalent sbatch script, and exit.", rich_help_panel="Slurm")] = False,  # noqa: E501
     hostfile: Annotated[Optional[str], typer.Option("--hostfile", help="mpi: Open MPI hostfile.", show_default=False, rich_help_panel="MPI")] = None,  # noqa: E501
     mpi_args: Annotated[Optional[list[str]], typer.Option("--mpi-arg", help="mpi: extra mpirun arguments (repeatable, shell-split).", show_default=False, rich_help_panel="MPI")] = None,  # noqa: E501
-    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (new or empty). [default: results/<UTC time>-<id>]", show_default=False)] = None,  # noqa: E501
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (new or empty). (default: results/<UTC time>-<id>)", show_default=False)] = None,  # noqa: E501
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,  # noqa: E501
     json_rows: Annotated[bool, typer.Option("--json", help="Print the rows as JSON lines instead of the table.")] = False,  # noqa: E501
 ) -> None:

@@ -79,8 +79,12 @@ def test_help_does_not_import_torch():
 
 
 def test_sweep_help_lists_the_options_people_use():
-    done = collbench("sweep", "--help")
+    done = collbench("sweep", "--help", env={"COLUMNS": "200"})
     assert done.returncode == 0
+    # rich would swallow "[default: 8]" as markup: the defaults must really be shown
+    for default in ("(default: 8)", "(default: float32)", "(default: 1)", "(default: 29500)",
+                    "(default: 30)"):
+        assert default in done.stdout, default
     for option in ("--collective", "--min-bytes", "--max-bytes", "--factor", "--step-bytes",
                    "--dtype", "--op", "--placement", "--warmup", "--iters", "--check",
                    "--rank-stat", "--backend", "--launcher", "--nproc", "--out", "--timeout",
