@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -86,8 +87,6 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def finalize_mpi(clean: bool) -> None:
     """mpirun counts a rank that initialized MPI and exits without finalizing as failed."""
-    import sys
-
     module = sys.modules.get("mpi4py.MPI")
     if clean and module is not None and module.Is_initialized() and not module.Is_finalized():
         module.Finalize()

@@ -10,6 +10,7 @@ from typing import Any
 from collbench.console import ConsoleSink
 from collbench.errors import SpecError
 from collbench.launchers import LAUNCHERS, LaunchResult, get_launcher
+from collbench.rankenv import started_as_rank
 from collbench.spec import SweepSpec
 
 
@@ -38,8 +39,6 @@ def choose_launcher(requested: str, rank_env: str | None) -> str:
         return requested
     if rank_env is not None:
         return "none"
-    from collbench.rankenv import started_as_rank
-
     return "none" if started_as_rank() else "local"
 
 

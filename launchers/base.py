@@ -22,6 +22,8 @@ from collbench.rankstatus import STATUS_DIR_VAR
 LAUNCH_VAR = "COLLBENCH_LAUNCH"
 # Where each rank sends its output (logs/rank-NNNNN.log), like the local launcher does.
 LOG_DIR_VAR = "COLLBENCH_LOG_DIR"
+# Ranks per host when no GPU decides it: every launcher's default.
+DEFAULT_CPU_RANKS = 2
 
 
 @dataclass(frozen=True)

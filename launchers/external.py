@@ -3,8 +3,6 @@ output to logs/, and watch the ranks through their status files (launchers/monit
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +31,7 @@ def external_run_dir(out: Path | None, print_only: bool, first_node: bool) -> tu
 def launch_process(job: Job, command: RankCommand, label: str, log_name: str,
                    sink: Any) -> LaunchResult:
     """Start `command` in its own session, its output in logs/LOG_NAME, and watch the job."""
-    log_dir = Path(job.run_dir) / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_dir / log_name, "ab") as log:
-        proc = subprocess.Popen(command.argv, env={**os.environ, **command.env}, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-    handle = ProcessHandle(proc, f"{label} (pid {proc.pid}, output in {log_dir / log_name})")
+    log_path = Path(job.run_dir) / "logs" / log_name
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    handle = ProcessHandle.spawn(command, log_path, f"{label} (pid {{pid}}, output in {log_path})")
     return supervise(job, [handle], sink, per_rank=False)

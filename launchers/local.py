@@ -8,7 +8,6 @@ The parent starts `python -m collbench.worker RUN_DIR` per rank, each in its own
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,13 +16,11 @@ from collbench import capacity
 from collbench.distributed import free_port, gpu_count, resolve_backend
 from collbench.errors import SpecError
 from collbench.job import Job
-from collbench.launchers.base import LaunchResult, RankCommand
+from collbench.launchers.base import DEFAULT_CPU_RANKS, LaunchResult, RankCommand
 from collbench.launchers.monitor import Handle, ProcessHandle, supervise
 from collbench.rankstatus import PARENT_PID_VAR, STATUS_DIR_VAR
 from collbench.results import new_run_id, prepare_run_dir
 from collbench.spec import SweepSpec
-
-DEFAULT_CPU_RANKS = 2
 
 
 class LocalLauncher:
@@ -57,13 +54,10 @@ class LocalLauncher:
         job.save()
         log_dir = Path(job.run_dir) / "logs"
         log_dir.mkdir(exist_ok=True)
-        handles: list[Handle] = []
-        for rank, command in enumerate(self.render(job, free_port())):
-            with open(log_dir / f"rank-{rank:05d}.log", "wb") as log:
-                proc = subprocess.Popen(
-                    command.argv, env={**os.environ, **command.env}, stdout=log,
-                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-            handles.append(ProcessHandle(proc, f"rank {rank} (pid {proc.pid})"))
+        handles: list[Handle] = [
+            ProcessHandle.spawn(command, log_dir / f"rank-{rank:05d}.log",
+                                f"rank {rank} (pid {{pid}})")
+            for rank, command in enumerate(self.render(job, free_port()))]
         return supervise(job, handles, sink, per_rank=True)
 
 

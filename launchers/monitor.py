@@ -322,6 +322,16 @@ class ProcessHandle:
         self._started = time.time()
         self._deadline: float | None = None
 
+    @classmethod
+    def spawn(cls, command: Any, log_path: Path, label: str) -> ProcessHandle:
+        """Start a RankCommand in its own session, output appended to log_path; `label` may
+        use {pid}."""
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(command.argv, env={**os.environ, **command.env},
+                                    stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        return cls(proc, label.format(pid=proc.pid))
+
     def poll(self) -> int | None:
         return self.proc.poll()
 

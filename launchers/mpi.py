@@ -18,11 +18,15 @@ from typing import Any
 
 from collbench.errors import SpecError
 from collbench.job import Job
-from collbench.launchers.base import LaunchResult, RankCommand, rank_argv, watch_env
+from collbench.launchers.base import (
+    DEFAULT_CPU_RANKS,
+    LaunchResult,
+    RankCommand,
+    rank_argv,
+    watch_env,
+)
 from collbench.launchers.external import external_run_dir, launch_process
 from collbench.spec import SweepSpec
-
-DEFAULT_RANKS = 2
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,7 @@ class MpiSettings:
     """mpirun's options. as_root and oversubscribe are decided when planning, so that
     rendering stays a pure function of the job."""
 
-    nproc: int = DEFAULT_RANKS
+    nproc: int = DEFAULT_CPU_RANKS
     hostfile: str | None = None
     mpi_args: tuple[str, ...] = ()
     # Variables mpirun must forward to ranks on other hosts (-x NAME).
@@ -59,7 +63,7 @@ class MpiLauncher:
         hostfile = options.extra.get("hostfile")
         if hostfile is not None and not Path(hostfile).is_file():
             raise SpecError("--hostfile", hostfile, "is not a readable file")
-        nproc = options.nproc if options.nproc is not None else DEFAULT_RANKS
+        nproc = options.nproc if options.nproc is not None else DEFAULT_CPU_RANKS
         extra_args = tuple(arg for text in options.extra.get("mpi_args", ())
                            for arg in shlex.split(text))
         from collbench.provenance import knob_env

@@ -22,7 +22,7 @@ from typing import Any
 
 from collbench.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, SpecError
 from collbench.job import Job
-from collbench.launchers.base import LaunchResult, rank_argv, watch_env
+from collbench.launchers.base import DEFAULT_CPU_RANKS, LaunchResult, rank_argv, watch_env
 from collbench.launchers.external import external_run_dir
 from collbench.launchers.monitor import supervise
 from collbench.results import write_json_atomic
@@ -30,7 +30,6 @@ from collbench.spec import SweepSpec
 
 SLURM_FILE = "slurm.json"
 DEFAULT_TIME = "30"
-DEFAULT_CPU_TASKS = 2
 JOB_NAME = "collbench"
 POLL_STATE_S = 1.0
 # States after which a job runs no more (squeue/scontrol/sacct spellings).
@@ -76,7 +75,7 @@ class SlurmSettings:
     """The allocation, as the user asked for it."""
 
     nodes: int = 1
-    ntasks_per_node: int = DEFAULT_CPU_TASKS
+    ntasks_per_node: int = DEFAULT_CPU_RANKS
     gpus_per_node: int | None = None
     partition: str | None = None
     account: str | None = None
@@ -128,7 +127,7 @@ class SlurmLauncher:
             raise SpecError("--nproc", options.nproc, "does not apply to --launcher slurm: "
                             "use --nodes and --ntasks-per-node")
         given = {k: v for k, v in options.extra.items() if k != "print_sbatch"}
-        given.setdefault("ntasks_per_node", given.get("gpus_per_node") or DEFAULT_CPU_TASKS)
+        given.setdefault("ntasks_per_node", given.get("gpus_per_node") or DEFAULT_CPU_RANKS)
         settings = SlurmSettings(**given)
         if not options.print_only:
             _check_cluster(settings)

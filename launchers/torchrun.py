@@ -15,12 +15,17 @@ from typing import Any
 
 from collbench.errors import SpecError
 from collbench.job import Job
-from collbench.launchers.base import LaunchResult, RankCommand, rank_argv, watch_env
+from collbench.launchers.base import (
+    DEFAULT_CPU_RANKS,
+    LaunchResult,
+    RankCommand,
+    rank_argv,
+    watch_env,
+)
 from collbench.launchers.external import external_run_dir, launch_process
 from collbench.spec import SweepSpec
 
 DEFAULT_MASTER_PORT = 29500
-DEFAULT_CPU_RANKS = 2
 RDZV_ID = "collbench"
 
 

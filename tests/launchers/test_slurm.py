@@ -1,5 +1,6 @@
 """--launcher slurm against a real one-node Slurm cluster (slurmctld + slurmd, via submitit)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -70,12 +71,16 @@ def test_a_failing_task_is_named_and_rows_are_kept(tmp_path, slurm_cluster):
     assert len(rows_of(out)) >= 3 and meta_of(out)["state"] == "failed"
 
 
+def _running_long_sweep(out, cluster):
+    """A long Slurm sweep, started and past its first rows: (process, job id)."""
+    process = start("sweep", "--launcher", "slurm", *LONG, "--out", str(out), env=cluster.env)
+    wait_for_rows(out, 2, timeout=120)
+    return process, json.loads((out / "slurm.json").read_text())["job_id"]
+
+
 def test_scancel_while_waiting(tmp_path, slurm_cluster):
     out = tmp_path / "run"
-    process = start("sweep", "--launcher", "slurm", *LONG, "--out", str(out),
-                    env=slurm_cluster.env)
-    wait_for_rows(out, 2, timeout=120)
-    job_id = (out / "slurm.json").read_text().split('"job_id": "')[1].split('"')[0]
+    process, job_id = _running_long_sweep(out, slurm_cluster)
     subprocess.run(["scancel", job_id], env=slurm_cluster.client_env(), check=True)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 1, stderr
@@ -86,10 +91,7 @@ def test_scancel_while_waiting(tmp_path, slurm_cluster):
 
 def test_ctrl_c_cancels_the_job(tmp_path, slurm_cluster):
     out = tmp_path / "run"
-    process = start("sweep", "--launcher", "slurm", *LONG, "--out", str(out),
-                    env=slurm_cluster.env)
-    wait_for_rows(out, 2, timeout=120)
-    job_id = (out / "slurm.json").read_text().split('"job_id": "')[1].split('"')[0]
+    process, job_id = _running_long_sweep(out, slurm_cluster)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
