@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from collbench.collectives import REGISTRY, Geometry, RankContext
+from collbench.collectives import REGISTRY, Collective, Geometry, RankContext
 from collbench.collectives.base import IN_PLACE
 from collbench.datacheck import Pattern, count_wrong, fill
 from collbench.dtypes import DTYPES
@@ -28,6 +29,18 @@ class Measured:
     n_wrong: int | None
 
 
+@dataclass
+class Bound:
+    """One collective at one size, with its buffers, ready to run on this rank."""
+
+    collective: Collective
+    geometry: Geometry
+    send: Any
+    recv: Any
+    # run(async_op=False): one operation (see Collective.bind).
+    run: Callable[..., Any]
+
+
 class Runner:
     """Measures steps of a sweep on this rank; every rank calls `measure` in lockstep."""
 
@@ -46,20 +59,28 @@ class Runner:
         self._corrupt = os.environ.get(CORRUPT_RANK_VAR) == str(self.rank)
 
     def measure(self, collective: str, size_bytes: int, placement: str) -> Measured:
+        bound = self.prepare(collective, size_bytes, placement)
+        for _ in range(self.spec.warmup):
+            bound.run()
+        self.timer.synchronize()
+        self.barrier()
+        batch_s, samples_s = self.timer.time_batch(bound.run, self.spec.iters)
+        wrong = self.check(bound, bound.run) if self.spec.check else 0
+        geometry = bound.geometry
+        del bound
+        table = self.gather([batch_s, float(wrong), *samples_s])
+        stats = combine_ranks(table[:, 0], table[:, 2:], self.spec.rank_stat)
+        n_wrong = int(table[:, 1].sum()) if self.spec.check else None
+        return Measured(geometry, stats, n_wrong)
+
+    def prepare(self, collective: str, size_bytes: int, placement: str) -> Bound:
+        """Buffers and the bound operation for one step."""
         coll = REGISTRY[collective]
         geometry = coll.geometry(size_bytes, self.dtype.elem_bytes, self.world_size, self.rank)
         send, recv = self._buffers(geometry, placement)
         reduce_op = getattr(self.dist.ReduceOp, _REDUCE_OPS[self.spec.op]) if coll.reduces else None
         context = RankContext(self.dist, self.rank, self.world_size, reduce_op)
-        run = coll.bind(send, recv, context)
-        for _ in range(self.spec.warmup):
-            run()
-        self.timer.synchronize()
-        self._barrier()
-        batch_s, samples_s = self.timer.time_batch(run, self.spec.iters)
-        wrong = self._check(coll, geometry, send, recv, run) if self.spec.check else 0
-        del send, recv, run
-        return self._combine(geometry, batch_s, samples_s, wrong)
+        return Bound(coll, geometry, send, recv, coll.bind(send, recv, context))
 
     def _buffers(self, geometry: Geometry, placement: str):
         zeros = self.torch.zeros
@@ -73,32 +94,31 @@ class Runner:
         return (zeros(geometry.send_elems, dtype=dtype, device=self.device),
                 zeros(geometry.recv_elems, dtype=dtype, device=self.device))
 
-    def _check(self, coll, geometry: Geometry, send, recv, run) -> int:
+    def check(self, bound: Bound, operate: Callable[[], None]) -> int:
+        """Fill the inputs with the check pattern, run `operate` (one complete operation on
+        bound's buffers, however it is scheduled) and count the wrong elements."""
+        coll, geometry, recv = bound.collective, bound.geometry, bound.recv
         pattern = Pattern(self.dtype, self.spec.op if coll.reduces else None, self.world_size)
-        fill(self.torch, send, pattern, self.rank)
+        fill(self.torch, bound.send, pattern, self.rank)
         self.timer.synchronize()
-        self._barrier()
-        run()
+        self.barrier()
+        operate()
         self.timer.synchronize()
         if self._corrupt and recv.numel():
             recv[0] += 1
         return count_wrong(self.torch, recv, coll.expected(geometry, self.rank, self.world_size),
                            pattern)
 
-    def _barrier(self) -> None:
+    def barrier(self) -> None:
         if self.device.type == "cuda":
             self.dist.barrier(device_ids=[self.device.index])
         else:
             self.dist.barrier()
 
-    def _combine(self, geometry: Geometry, batch_s: float, samples_s: list[float],
-                 wrong: int) -> Measured:
+    def gather(self, values: list[float]) -> Any:
+        """Every rank's `values` (same length on each), as a (ranks, len) numpy array."""
         torch = self.torch
-        mine = torch.tensor([batch_s, float(wrong), *samples_s], dtype=torch.float64,
-                            device=self.device)
+        mine = torch.tensor(values, dtype=torch.float64, device=self.device)
         gathered = [torch.empty_like(mine) for _ in range(self.world_size)]
         self.dist.all_gather(gathered, mine)
-        table = torch.stack(gathered).cpu().numpy()
-        stats = combine_ranks(table[:, 0], table[:, 2:], self.spec.rank_stat)
-        n_wrong = int(table[:, 1].sum()) if self.spec.check else None
-        return Measured(geometry, stats, n_wrong)
+        return torch.stack(gathered).cpu().numpy()

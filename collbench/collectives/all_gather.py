@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from collbench.collectives.base import (
     PLACEMENTS,
     Block,
@@ -20,8 +22,8 @@ def _geometry(size_bytes: int, elem_bytes: int, world_size: int, rank: int) -> G
 def _bind(send, recv, ctx):
     gather = getattr(ctx.dist, "all_gather_single", None) or ctx.dist.all_gather_into_tensor
 
-    def run() -> None:
-        gather(recv, send)
+    def run(async_op: bool = False) -> Any:
+        return gather(recv, send, async_op=async_op)
 
     return run
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from collbench.collectives.base import IN_PLACE, Block, Collective, Geometry, flat_geometry
 
 
@@ -12,8 +14,8 @@ def _bus_factor(world_size: int) -> float:
 def _bind(send, recv, ctx):
     all_reduce, op = ctx.dist.all_reduce, ctx.reduce_op  # looked up once, not per call
 
-    def run() -> None:
-        all_reduce(recv, op=op)
+    def run(async_op: bool = False) -> Any:
+        return all_reduce(recv, op=op, async_op=async_op)
 
     return run
 

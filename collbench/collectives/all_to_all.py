@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from collbench.collectives.base import (
     OUT_OF_PLACE,
     Block,
@@ -20,8 +22,8 @@ def _geometry(size_bytes: int, elem_bytes: int, world_size: int, rank: int) -> G
 def _bind(send, recv, ctx):
     all_to_all = ctx.dist.all_to_all_single
 
-    def run() -> None:
-        all_to_all(recv, send)
+    def run(async_op: bool = False) -> Any:
+        return all_to_all(recv, send, async_op=async_op)
 
     return run
 

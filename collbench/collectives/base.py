@@ -70,8 +70,10 @@ class Collective:
     reduces: bool
     root: int  # -1 when the collective has no root (printed as nccl-tests does)
     placements: tuple[str, ...]
-    # (send tensor, recv tensor, context) -> a closure that runs exactly one operation.
-    bind: Callable[[Any, Any, RankContext], Callable[[], None]]
+    # (send tensor, recv tensor, context) -> a closure `run(async_op=False)` that runs
+    # exactly one operation: synchronously (returns None), or with async_op=True started in
+    # the background (returns its torch Work, or a list of Works for point-to-point pairs).
+    bind: Callable[[Any, Any, RankContext], Callable[..., Any]]
     # (geometry, rank, world size) -> the blocks of recv that the data check verifies.
     expected: Callable[[Geometry, int, int], list[Block]]
     min_world_size: int = 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from collbench.collectives.base import (
     IN_PLACE,
     Block,
@@ -17,8 +19,8 @@ ROOT = 0
 def _bind(send, recv, ctx):
     broadcast = ctx.dist.broadcast
 
-    def run() -> None:
-        broadcast(recv, src=ROOT)
+    def run(async_op: bool = False) -> Any:
+        return broadcast(recv, src=ROOT, async_op=async_op)
 
     return run
 

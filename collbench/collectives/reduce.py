@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from collbench.collectives.base import (
     IN_PLACE,
     Block,
@@ -17,8 +19,8 @@ ROOT = 0
 def _bind(send, recv, ctx):
     reduce, op = ctx.dist.reduce, ctx.reduce_op
 
-    def run() -> None:
-        reduce(recv, dst=ROOT, op=op)
+    def run(async_op: bool = False) -> Any:
+        return reduce(recv, dst=ROOT, op=op, async_op=async_op)
 
     return run
 

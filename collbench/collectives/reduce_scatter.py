@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from collbench.collectives.base import (
     PLACEMENTS,
     Block,
@@ -21,8 +23,8 @@ def _bind(send, recv, ctx):
     scatter = getattr(ctx.dist, "reduce_scatter_single", None) or ctx.dist.reduce_scatter_tensor
     op = ctx.reduce_op
 
-    def run() -> None:
-        scatter(recv, send, op=op)
+    def run(async_op: bool = False) -> Any:
+        return scatter(recv, send, op=op, async_op=async_op)
 
     return run
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from collbench.collectives.base import (
     OUT_OF_PLACE,
     Block,
@@ -21,9 +23,13 @@ def _bind(send, recv, ctx):
 
     batch = dist.batch_isend_irecv
 
-    def run() -> None:
-        for work in batch(ops):
+    def run(async_op: bool = False) -> Any:
+        works = batch(ops)
+        if async_op:
+            return works
+        for work in works:
             work.wait()
+        return None
 
     return run
 
