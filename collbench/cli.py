@@ -5,10 +5,12 @@ Keep this module's imports light: `collbench --help` must not import torch.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -35,8 +37,7 @@ def _root() -> None:
     """Collective-communication benchmarks comparable to nccl-tests."""
 
 
-@app.command()
-def sweep(
+def _measure_options(
     collective: Annotated[str, typer.Option("--collective", "-c", help="Comma list: all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv.")] = ",".join(_D.collectives),  # noqa: E501
     min_bytes: Annotated[Optional[str], typer.Option("--min-bytes", "-b", help=f"Smallest size (K/M/G = powers of 1024). (default: {_D.min_bytes})", show_default=False)] = None,  # noqa: E501
     max_bytes: Annotated[Optional[str], typer.Option("--max-bytes", "-e", help="Largest size. (default: 16M on gloo, 1G on nccl/rccl)", show_default=False)] = None,  # noqa: E501
@@ -78,36 +79,41 @@ def sweep(
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (new or empty). (default: results/<UTC time>-<id>)", show_default=False)] = None,  # noqa: E501
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,  # noqa: E501
     json_rows: Annotated[bool, typer.Option("--json", help="Print the rows as JSON lines instead of the table.")] = False,  # noqa: E501
+    knob: Annotated[Optional[list[str]], typer.Option("--knob", help="Set a communication knob for every rank, e.g. NCCL_MAX_NCHANNELS=4 (repeatable; recorded with the results).", show_default=False)] = None,  # noqa: E501
+    overlap: Annotated[bool, typer.Option("--overlap", help="Also run overlap probes (see collbench overlap).", rich_help_panel="Overlap probes")] = False,  # noqa: E501
+    compute_ratio: Annotated[Optional[str], typer.Option("--compute-ratio", help="Compute per iteration as multiples of the collective's time, one probe each. (default: 0.5,1,2)", show_default=False, rich_help_panel="Overlap probes")] = None,  # noqa: E501
+    compute_tflop: Annotated[Optional[float], typer.Option("--compute-tflop", help="A fixed amount of compute per iteration (TFLOP) instead of ratios.", show_default=False, rich_help_panel="Overlap probes")] = None,  # noqa: E501
+    compute_dtype: Annotated[Optional[str], typer.Option("--compute-dtype", help="Matmul dtype: auto (bfloat16 on GPUs, float32 on CPU), float32, bfloat16, float16, float64. (default: auto)", show_default=False, rich_help_panel="Overlap probes")] = None,  # noqa: E501
+    matmul_shape: Annotated[Optional[str], typer.Option("--matmul-shape", help="MxNxK of each matmul. (default: the largest square up to 8192 on GPUs, 1024 on CPU, that fits the smallest target)", show_default=False, rich_help_panel="Overlap probes")] = None,  # noqa: E501
+    compute_streams: Annotated[Optional[int], typer.Option("--compute-streams", help="GPU streams the compute is spread over. (default: 1)", show_default=False, rich_help_panel="Overlap probes")] = None,  # noqa: E501
 ) -> None:
-    """Measure collectives over a range of sizes; print an nccl-tests-style table."""
+    """The options `sweep` and `overlap` share (typer reads this signature)."""
+
+
+_OVERLAP_FIELDS = ("compute_ratio", "compute_tflop", "compute_dtype", "matmul_shape",
+                   "compute_streams")
+
+
+def _measure(command: str, options: dict[str, Any]) -> None:
+    """Shared body of `collbench sweep` and `collbench overlap`."""
     from collbench.sweep import RunOptions, run_sweep
 
+    spec = _spec_from_options(command, options)
+    _set_knobs(options.pop("knob") or [])
+    quiet, json_rows = options.pop("quiet"), options.pop("json_rows")
     if quiet and json_rows:
         raise SpecError("--json", True, "conflicts with --quiet: give one")
-    extra = {
-        "nproc_per_node": nproc_per_node, "nnodes": nnodes, "node_rank": node_rank,
-        "master_addr": master_addr, "master_port": master_port, "rdzv_endpoint": rdzv_endpoint,
-        "nodes": nodes, "ntasks_per_node": ntasks_per_node, "gpus_per_node": gpus_per_node,
-        "partition": partition, "account": account, "qos": qos, "time": time_limit,
-        "constraint": constraint, "exclusive": exclusive, "slurm_args": slurm_args or None,
-        "no_wait": no_wait, "print_sbatch": print_sbatch or None, "hostfile": hostfile,
-        "mpi_args": mpi_args or None,
-    }
-    given = {
-        "min_bytes": None if min_bytes is None else parse_size(min_bytes, "--min-bytes"),
-        "max_bytes": None if max_bytes is None else parse_size(max_bytes, "--max-bytes"),
-        "step_bytes": None if step_bytes is None else parse_size(step_bytes, "--step-bytes"),
-        "factor": factor, "dtype": dtype, "op": op, "placement": placement, "warmup": warmup,
-        "iters": iters, "check": check, "rank_stat": rank_stat, "backend": backend,
-        "timeout_s": timeout,
-    }
-    names = tuple(name.strip() for name in collective.split(",") if name.strip())
-    spec = SweepSpec(collectives=names, **{k: v for k, v in given.items() if v is not None})
     output = "quiet" if quiet else "json" if json_rows else "table"
-    options = RunOptions(launcher=launcher, nproc=nproc, out=out, output=output,
-                         rank_env=rank_env, print_only=print_only or print_sbatch,
-                         extra={k: v for k, v in extra.items() if v is not None})
-    result, run_dir = run_sweep(spec, options, _command_line())
+    print_sbatch = options.pop("print_sbatch")
+    run_options = RunOptions(
+        launcher=options.pop("launcher"), nproc=options.pop("nproc"), out=options.pop("out"),
+        output=output, rank_env=options.pop("rank_env"),
+        print_only=options.pop("print_only") or print_sbatch)
+    # What is left is launcher-specific; the launcher refuses what does not apply to it.
+    options.update(time=options.pop("time_limit"), print_sbatch=print_sbatch or None)
+    extra = {key: value for key, value in options.items() if value is not None and value != []}
+    run_options = dataclasses.replace(run_options, extra=extra)
+    result, run_dir = run_sweep(spec, run_options, _command_line())
     if result.error:
         _error(result.error)
     elif output == "table" and result.is_primary:
@@ -115,6 +121,79 @@ def sweep(
     if result.is_rank:
         _exit_rank(result.code)
     raise typer.Exit(result.code)
+
+
+def _spec_from_options(command: str, options: dict[str, Any]) -> SweepSpec:
+    """Pop the measurement options (the rest are about running) and build the spec."""
+    from collbench.overlap import OverlapSpec, parse_ratios, parse_shape
+
+    probe = {name: options.pop(name) for name in _OVERLAP_FIELDS}
+    wants_overlap = options.pop("overlap", False) or command == "overlap"
+    given_probe = [name for name, value in probe.items() if value is not None]
+    if given_probe and not wants_overlap:
+        flag = "--" + given_probe[0].replace("_", "-")
+        raise SpecError(flag, probe[given_probe[0]], "needs --overlap (or collbench overlap)")
+    overlap_spec = None
+    if wants_overlap:
+        overlap_spec = OverlapSpec(**{k: v for k, v in {
+            "ratios": None if probe["compute_ratio"] is None
+            else parse_ratios(probe["compute_ratio"]),
+            "compute_tflop": probe["compute_tflop"], "compute_dtype": probe["compute_dtype"],
+            "matmul_shape": None if probe["matmul_shape"] is None
+            else parse_shape(probe["matmul_shape"]),
+            "compute_streams": probe["compute_streams"]}.items() if v is not None})
+    sizes = {name: options.pop(name) for name in ("min_bytes", "max_bytes", "step_bytes")}
+    given = {
+        **{name: None if value is None else parse_size(value, "--" + name.replace("_", "-"))
+           for name, value in sizes.items()},
+        **{name: options.pop(name) for name in ("factor", "dtype", "op", "placement",
+                                               "warmup", "iters", "check", "rank_stat",
+                                               "backend")},
+        "timeout_s": options.pop("timeout"),
+    }
+    collective = options.pop("collective")
+    names = tuple(name.strip() for name in collective.split(",") if name.strip())
+    return SweepSpec(collectives=names, overlap=overlap_spec, sweep_rows=command == "sweep",
+                     **{k: v for k, v in given.items() if v is not None})
+
+
+def _set_knobs(settings: list[str]) -> None:
+    """--knob NAME=VALUE: set in this process, so every launcher passes it to the ranks."""
+    from collbench.provenance import is_knob
+
+    for setting in settings:
+        name, sep, value = setting.partition("=")
+        if not sep or not name:
+            raise SpecError("--knob", setting, "is not NAME=VALUE")
+        if not is_knob(name):
+            raise SpecError("--knob", setting, "does not name a communication knob (NCCL_*, "
+                            "RCCL_*, GLOO_*, TORCH_*, UCX_*, FI_*, CUDA_DEVICE_MAX_CONNECTIONS, "
+                            "OMP_NUM_THREADS ...)")
+        os.environ[name] = value
+
+
+def _command(name: str, doc: str, drop: tuple[str, ...] = ()) -> Any:
+    """A typer command with _measure_options' options (less `drop`) that runs _measure."""
+    # Evaluated annotations: this module's are strings (postponed evaluation).
+    signature = inspect.signature(_measure_options, eval_str=True)
+    params = [param for key, param in signature.parameters.items() if key not in drop]
+
+    def command(**options: Any) -> None:
+        _measure(name, options)
+
+    command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    command.__annotations__ = {param.name: param.annotation for param in params}
+    command.__doc__ = doc
+    command.__name__ = name
+    return command
+
+
+app.command("sweep")(_command(
+    "sweep", "Measure collectives over a range of sizes; print an nccl-tests-style table."))
+app.command("overlap")(_command(
+    "overlap", "Run compute-overlap probes: each collective and size alone, a matmul alone, "
+    "and both together; print how much communication hides behind compute and what each "
+    "costs the other.", drop=("overlap",)))
 
 
 @app.command()

@@ -8,7 +8,15 @@ import sys
 from typing import Any, TextIO
 
 from collbench.spec import SweepSpec
-from collbench.table import collective_banner, format_line, preface_lines, summary_lines
+from collbench.table import (
+    collective_banner,
+    format_line,
+    format_probe_line,
+    preface_lines,
+    probe_banner,
+    probe_summary_lines,
+    summary_lines,
+)
 
 
 class ConsoleSink:
@@ -22,6 +30,7 @@ class ConsoleSink:
         self._pending: dict[str, dict[str, Any]] = {}
         self._collective_rows: list[dict[str, Any]] = []
         self._collective: str | None = None
+        self._kind = "sweep"
         self._started = False
         self._want_progress = progress
         self._progress: _Progress | None = None
@@ -57,12 +66,17 @@ class ConsoleSink:
             self._progress = None
 
     def _table_row(self, row: dict[str, Any]) -> None:
-        if row["collective"] != self._collective:
+        kind = row.get("kind", "sweep")
+        if (row["collective"], kind) != (self._collective, self._kind):
             self.finish_collective()
-            self._collective = row["collective"]
+            self._collective, self._kind = row["collective"], kind
             self._collective_rows = []
-            self._print(*collective_banner(row["collective"]))
+            self._print(*(probe_banner(row) if kind == "overlap"
+                          else collective_banner(row["collective"])))
         self._collective_rows.append(row)
+        if kind == "overlap":
+            self._print(format_probe_line(row))
+            return
         self._pending[row["placement"]] = row
         if len(self._pending) == len(self.spec.placements_for(row["collective"])):
             self._print(format_line(self._pending))
@@ -74,7 +88,8 @@ class ConsoleSink:
         if self._pending:
             self._print(format_line(self._pending))
             self._pending = {}
-        self._print(*summary_lines(self._collective_rows))
+        summary = probe_summary_lines if self._kind == "overlap" else summary_lines
+        self._print(*summary(self._collective_rows))
         self._collective = None
 
     def _print(self, *lines: str) -> None:
@@ -112,6 +127,8 @@ class _Progress:
 
     def advance(self, row: dict[str, Any]) -> None:
         description = f"{row['collective']} {row['size_bytes']} B"
+        if row.get("kind") == "overlap":
+            description += f" overlap x{row['compute_ratio'] or 'tflop'}"
         self._bar.update(self._task, advance=1, description=description)
 
     def print(self, line: str) -> None:

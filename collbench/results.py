@@ -29,6 +29,17 @@ ROW_COLUMNS = (
     "time_us_max", "time_cv", "algbw_gbps", "busbw_gbps", "n_wrong", "topology", "knobs",
     "time_us_samples",
 )
+# Overlap-probe rows (kind "overlap") carry these too: the base columns describe the
+# collective alone (time_us is t_comm, busbw its bandwidth); sweep rows leave them out.
+PROBE_SERIES = ("comm", "comp", "both", "comp_during", "comm_during")  # probe_clock.SERIES
+PROBE_COLUMNS = (
+    "compute_ratio", "compute_ratio_actual", "compute_dtype", "matmul_shape", "matmul_reps",
+    "compute_streams", "compute_tflop", "compute_tflops",
+    *(f"t_{name}{suffix}" for name in PROBE_SERIES for suffix in ("_us", "_us_p50", "_cv")),
+    "overlap_pct", "exposed_comm_us", "comm_wait_us", "compute_slowdown", "comm_slowdown",
+    "probe_timing", "probe_samples_us",
+)
+ALL_COLUMNS = (*ROW_COLUMNS, *PROBE_COLUMNS)
 
 
 def utc_now() -> str:
@@ -91,8 +102,11 @@ def write_parquet(run_dir: Path) -> Path | None:
     rows = load_rows(run_dir)
     if not rows:
         return None
-    frame = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
-    frame["knobs"] = frame["knobs"].map(lambda knobs: json.dumps(knobs, sort_keys=True))
+    probes = any(row.get("kind") == "overlap" for row in rows)
+    frame = pd.DataFrame(rows, columns=list(ALL_COLUMNS if probes else ROW_COLUMNS))
+    as_json = ("knobs", "probe_samples_us") if probes else ("knobs",)
+    for column in as_json:  # nested values, kept as JSON strings
+        frame[column] = frame[column].map(lambda value: json.dumps(value, sort_keys=True))
     path = Path(run_dir) / PARQUET_FILE
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     frame.to_parquet(tmp, index=False)
@@ -161,3 +175,43 @@ class RowBuilder:
             "time_us_samples": [round(sample, 3) for sample in stats.samples_us],
         }
         return row
+
+    def build_probe(self, collective: str, placement: str, probe: Any,
+                    timing: str) -> dict[str, Any]:
+        """A kind "overlap" row: the collective alone in the base columns, then the probe."""
+        from collbench.stats import TimeStats
+
+        comm = probe.series["comm"]
+        row = self.build(collective, placement, _Alone(probe.geometry, comm, probe.n_wrong))
+        row["kind"] = "overlap"
+        compute, figures = probe.compute, probe.figures
+        comp: TimeStats = probe.series["comp"]
+        row.update({
+            "compute_ratio": probe.ratio,
+            "compute_ratio_actual": figures.compute_ratio_actual,
+            "compute_dtype": compute.dtype, "matmul_shape": "x".join(map(str, compute.shape)),
+            "matmul_reps": compute.reps, "compute_streams": compute.streams,
+            "compute_tflop": compute.tflop, "compute_tflops": compute.tflop / (comp.time_us * 1e-6),
+        })
+        samples = {}
+        for name in PROBE_SERIES:
+            stats = probe.series[name]
+            row[f"t_{name}_us"] = None if stats is None else stats.time_us
+            row[f"t_{name}_us_p50"] = None if stats is None else stats.time_us_p50
+            row[f"t_{name}_cv"] = None if stats is None else stats.time_cv
+            if stats is not None:
+                samples[f"t_{name}"] = [round(sample, 3) for sample in stats.samples_us]
+        row.update({
+            "overlap_pct": figures.overlap_pct, "exposed_comm_us": figures.exposed_comm_us,
+            "comm_wait_us": figures.comm_wait_us, "compute_slowdown": figures.compute_slowdown,
+            "comm_slowdown": figures.comm_slowdown, "probe_timing": timing,
+            "probe_samples_us": samples,
+        })
+        return row
+
+
+class _Alone:
+    """The collective-alone part of a probe, shaped like a sweep measurement."""
+
+    def __init__(self, geometry: Any, stats: Any, n_wrong: int | None) -> None:
+        self.geometry, self.stats, self.n_wrong = geometry, stats, n_wrong

@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 from collbench.collectives import DEFAULT_COLLECTIVES, REGISTRY
 from collbench.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.dtypes import lookup_dtype
 from collbench.errors import SpecError
+from collbench.overlap import OverlapSpec
 
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
@@ -72,6 +74,16 @@ def size_series(min_bytes: int, max_bytes: int, factor: float | None, step_bytes
     return sizes
 
 
+class Step(NamedTuple):
+    """One measurement: a sweep row, or an overlap probe (kind "overlap") at one ratio."""
+
+    kind: str
+    collective: str
+    size_bytes: int  # requested size (before per-collective alignment to world size)
+    placement: str
+    ratio: float | None = None  # probes: compute:comm ratio (None: fixed compute_tflop)
+
+
 @dataclass(frozen=True)
 class SweepSpec:
     """One sweep: collectives x sizes x placements, measured the same way on every rank."""
@@ -94,9 +106,17 @@ class SweepSpec:
     backend: str = "auto"
     # Seconds a step may go without progress before the run is declared hung.
     timeout_s: float = 300.0
+    # Overlap probes to run (collbench overlap, or sweep --overlap); None: none.
+    overlap: OverlapSpec | None = None
+    # Measure the plain sweep rows (False: probes only, as `collbench overlap`).
+    sweep_rows: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "collectives", tuple(self.collectives))
+        if isinstance(self.overlap, dict):
+            object.__setattr__(self, "overlap", OverlapSpec.from_dict(self.overlap))
+        if not self.sweep_rows and self.overlap is None:
+            raise ValueError("a spec without sweep rows needs overlap probes")
         for name in self.collectives:
             if name not in REGISTRY:
                 raise SpecError("--collective", name,
@@ -165,14 +185,26 @@ class SweepSpec:
             raise ValueError("resolve the backend first (SweepSpec.with_backend)")
         return size_series(self.min_bytes, self.max_bytes, self.factor, self.step_bytes)
 
-    def steps(self) -> list[tuple[str, int, str]]:
-        """Every measurement in order: (collective, requested size, placement)."""
-        return [
-            (name, size, placement)
-            for name in self.collectives
-            for size in self.sizes()
-            for placement in self.placements_for(name)
-        ]
+    def steps(self) -> list[Step]:
+        """Every measurement in order: the sweep rows, then the overlap probes."""
+        steps = []
+        if self.sweep_rows:
+            steps += [Step("sweep", name, size, placement)
+                      for name in self.collectives
+                      for size in self.sizes()
+                      for placement in self.placements_for(name)]
+        if self.overlap is not None:
+            # One placement per probe: overlap does not depend on where the result lands.
+            steps += [Step("overlap", name, size, self.placements_for(name)[0], ratio)
+                      for name in self.collectives
+                      for size in self.sizes()
+                      for ratio in self.overlap.points()]
+        return steps
+
+    @property
+    def command(self) -> str:
+        """The collbench command that measures this spec: sweep, or overlap (probes only)."""
+        return "sweep" if self.sweep_rows else "overlap"
 
     def to_args(self) -> list[str]:
         """`collbench sweep` options that give exactly this spec, every field spelled out
@@ -188,11 +220,19 @@ class SweepSpec:
         return [*args, "--dtype", self.dtype, "--op", self.op, "--placement", self.placement,
                 "--warmup", str(self.warmup), "--iters", str(self.iters),
                 "--check" if self.check else "--no-check", "--rank-stat", self.rank_stat,
-                "--backend", self.backend, "--timeout", f"{self.timeout_s:g}"]
+                "--backend", self.backend, "--timeout", f"{self.timeout_s:g}",
+                *self._overlap_args()]
+
+    def _overlap_args(self) -> list[str]:
+        if self.overlap is None:
+            return []
+        return (["--overlap"] if self.sweep_rows else []) + self.overlap.to_args()
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["collectives"] = list(self.collectives)
+        if self.overlap is not None:
+            data["overlap"]["ratios"] = list(self.overlap.ratios)
         return data
 
     @classmethod

@@ -94,3 +94,52 @@ def preface_lines(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]
 
 def collective_banner(collective: str) -> list[str]:
     return [f"# Collective: {collective}", *HEADER]
+
+
+PROBE_HEADER = (
+    "#       size  ratio  ratio    t_comm    t_comp    t_both  comp_dur  overlap   exposed"
+    "  comp_slow  comm_slow #wrong",
+    "#        (B)  (req)  (act)      (us)      (us)      (us)      (us)      (%)      (us)"
+    "        (%)        (%)       ",
+)
+
+
+def probe_banner(row: Mapping[str, Any]) -> list[str]:
+    """Heading of one collective's overlap probes."""
+    return [f"# Overlap probes: {row['collective']} ({row['placement']}) vs "
+            f"{row['compute_dtype']} matmul on {row['compute_streams']} stream(s), "
+            f"timing {row['probe_timing']}", *PROBE_HEADER]
+
+
+def _percent(value: float | None) -> str:
+    return f"{100.0 * value:+9.1f}" if value is not None else f"{MISSING:>9}"
+
+
+def format_probe_line(row: Mapping[str, Any]) -> str:
+    """One overlap-probe row: the raw times, then what they mean."""
+    ratio = f"{row['compute_ratio']:5g}" if row["compute_ratio"] is not None else "tflop"
+    wrong = "N/A" if row["n_wrong"] is None else str(row["n_wrong"])
+    times = "".join(f" {format_time_us(row[f't_{name}_us']):>9}"
+                    for name in ("comm", "comp", "both", "comp_during"))
+    return (f"{row['size_bytes']:12d}  {ratio:>5}  {row['compute_ratio_actual']:5.2f}{times}"
+            f"  {row['overlap_pct']:7.1f}  {format_time_us(row['exposed_comm_us']):>8}"
+            f"  {_percent(row['compute_slowdown'])}  {_percent(row['comm_slowdown'])}"
+            f" {wrong:>6}")
+
+
+def probe_summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per ratio: the median overlap and compute slowdown over the sizes measured."""
+    lines = []
+    for ratio in sorted({row["compute_ratio"] for row in rows}, key=lambda r: (r is None, r)):
+        group = [row for row in rows if row["compute_ratio"] == ratio]
+        overlap = sorted(row["overlap_pct"] for row in group)
+        slowdown = sorted(row["compute_slowdown"] for row in group)
+        label = f"ratio {ratio:g}" if ratio is not None else "fixed compute"
+        lines.append(f"# {label}: median overlap {overlap[len(overlap) // 2]:.1f}% "
+                     f"(range {overlap[0]:.1f}-{overlap[-1]:.1f}), median compute slowdown "
+                     f"{100 * slowdown[len(slowdown) // 2]:+.1f}% over {len(group)} size(s)")
+    checked = [row["n_wrong"] for row in rows if row["n_wrong"] is not None]
+    if checked:
+        lines.append(f"# Out of bounds values : {sum(checked)} "
+                     f"{'OK' if sum(checked) == 0 else 'FAILED'} (checked under compute)")
+    return [*lines, "#"]

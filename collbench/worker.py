@@ -110,7 +110,9 @@ class _Session:
 
         spec, env = self.job.spec, self.env
         identities = self._gather(rank_identity(self.torch, self.device, env.rank))
-        self._agree(self._local_problems())
+        runner = Runner(spec, self.device, self.timer)
+        probe, probe_problem = self._probe(runner)
+        self._agree(self._local_problems() or probe_problem)
         hosts = sorted({identity["host"] for identity in identities})
         env_knobs = knob_env()
         writer = None
@@ -124,14 +126,18 @@ class _Session:
             "rank_stat": spec.rank_stat, "check": spec.check, "timing": self.timer.method,
             "launcher": self.job.launcher}}
         builder = RowBuilder(self.job.run_id, spec, env.world_size, len(hosts), knobs)
-        runner = Runner(spec, self.device, self.timer)
         total_wrong = 0
-        for index, (name, size, placement) in enumerate(spec.steps()):
-            status.step(index, f"{name} {size} B {placement}")
-            measured = runner.measure(name, size, placement)
-            total_wrong += measured.n_wrong or 0
+        for index, step in enumerate(spec.steps()):
+            status.step(index, _describe(step))
+            if step.kind == "overlap":
+                result = probe.measure(step)
+                row = builder.build_probe(step.collective, step.placement, result,
+                                          probe.clock.method)
+            else:
+                result = runner.measure(step.collective, step.size_bytes, step.placement)
+                row = builder.build(step.collective, step.placement, result)
+            total_wrong += result.n_wrong or 0
             if writer is not None:
-                row = builder.build(name, placement, measured)
                 writer.append(row)
                 if self.sink is not None:
                     self.sink.row(row)
@@ -141,6 +147,22 @@ class _Session:
             update_meta(self.job.run_dir, state="completed", finished_utc=utc_now(),
                         rows=len(spec.steps()), n_wrong_total=total_wrong)
         return total_wrong
+
+    def _probe(self, runner: Any) -> tuple[Any, str | None]:
+        """The overlap probe (None without --overlap), or why it cannot run on this rank."""
+        from collbench.probe import OverlapProbe
+        from collbench.probe_clock import CpuProbeClock, CudaProbeClock
+
+        overlap = self.job.spec.overlap
+        if overlap is None:
+            return None, None
+        torch, device = self.torch, self.device
+        clock = CudaProbeClock(torch, device) if device.type == "cuda" else CpuProbeClock(torch)
+        try:
+            probe = OverlapProbe(runner, clock, overlap)
+        except SpecError as error:
+            return None, str(error)
+        return probe, probe.problem()
 
     def _local_problems(self) -> str | None:
         """This rank's reason the sweep cannot run here, checked before any allocation."""
@@ -190,6 +212,14 @@ class _Session:
             "rank_env": env.source,
             "rendezvous": f"{env.master_addr}:{env.master_port} ({env.rendezvous})",
         }
+
+
+def _describe(step: Any) -> str:
+    """A step as the status files and hang reports name it."""
+    text = f"{step.collective} {step.size_bytes} B {step.placement}"
+    if step.kind == "overlap":
+        text += f" overlap ratio {step.ratio:g}" if step.ratio is not None else " overlap"
+    return text
 
 
 def main(argv: list[str] | None = None) -> None:

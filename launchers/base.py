@@ -71,7 +71,7 @@ class Launcher(Protocol):
 
 def rank_argv(job: Job, rank_env: str) -> list[str]:
     """What every rank started by torchrun, mpirun or srun runs."""
-    return [sys.executable, "-m", "collbench", "sweep", "--launcher", "none",
+    return [sys.executable, "-m", "collbench", job.spec.command, "--launcher", "none",
             "--rank-env", rank_env, *job.spec.to_args(), "--out", str(job.run_dir)]
 
 

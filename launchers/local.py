@@ -47,6 +47,11 @@ class LocalLauncher:
             STATUS_DIR_VAR: str(Path(job.run_dir) / "ranks"),
             PARENT_PID_VAR: str(os.getpid()),
         }
+        if "OMP_NUM_THREADS" not in os.environ:
+            # As torchrun does, but sharing the cores rather than one each: ranks whose
+            # intra-op threads outnumber the cores spin against each other, and a matmul
+            # (the overlap probe's compute) then varies tenfold from one call to the next.
+            shared["OMP_NUM_THREADS"] = str(max(1, _usable_cores() // job.nproc))
         return [RankCommand(argv, {**shared, "RANK": str(rank), "LOCAL_RANK": str(rank)})
                 for rank in range(job.nproc)]
 
@@ -59,6 +64,13 @@ class LocalLauncher:
                                 f"rank {rank} (pid {{pid}})")
             for rank, command in enumerate(self.render(job, free_port()))]
         return supervise(job, handles, sink, per_rank=True)
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def local_nproc(spec: SweepSpec, requested: int | None) -> int:

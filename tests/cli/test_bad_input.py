@@ -59,6 +59,36 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
 
 
+@pytest.mark.parametrize("args, needle", [
+    (["--compute-ratio", "0"], "--compute-ratio: 0.0 must be a number greater than 0"),
+    (["--compute-ratio", "1,-2"], "--compute-ratio: -2.0 must be a number greater than 0"),
+    (["--compute-ratio", "1,x"], "--compute-ratio: '1,x' is not a comma list of numbers"),
+    (["--compute-ratio", "1", "--compute-tflop", "2"], "conflicts with --compute-ratio"),
+    (["--compute-tflop", "-1"], "--compute-tflop: -1.0 must be greater than 0"),
+    (["--compute-dtype", "int8"], "--compute-dtype: 'int8' is not a matmul dtype"),
+    (["--compute-dtype", "fp6"], "--compute-dtype: 'fp6' is not a matmul dtype"),
+    (["--matmul-shape", "4096x4096"], "--matmul-shape: '4096x4096' is not MxNxK"),
+    (["--compute-streams", "0"], "--compute-streams: 0 must be between 1 and 32"),
+    (["--knob", "PATH=/tmp"], "--knob: 'PATH=/tmp' does not name a communication knob"),
+    (["--knob", "NCCL_ALGO"], "--knob: 'NCCL_ALGO' is not NAME=VALUE"),
+    (["--overlap"], "No such option: --overlap"),
+])
+def test_bad_overlap_input_is_one_line_and_exit_2(tmp_path, args, needle):
+    done = collbench("overlap", *args, "--out", str(tmp_path / "run"))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("collbench: error: ") and needle in lines[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_probe_options_need_overlap_on_sweep(tmp_path):
+    done = collbench("sweep", "--compute-ratio", "2", "--out", str(tmp_path / "run"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("collbench: error: --compute-ratio: '2' needs --overlap "
+                                   "(or collbench overlap)")
+
+
 def test_non_empty_out_is_refused_and_left_alone(tmp_path):
     (tmp_path / "keep.txt").write_text("earlier results")
     done = collbench("sweep", "--out", str(tmp_path))
@@ -92,8 +122,20 @@ def test_sweep_help_lists_the_options_people_use():
                    "--master-addr", "--rdzv-endpoint", "--nodes", "--ntasks-per-node",
                    "--gpus-per-node", "--partition", "--account", "--qos", "--time",
                    "--constraint", "--exclusive", "--slurm-arg", "--no-wait", "--print-sbatch",
-                   "--hostfile", "--mpi-arg", "--print", "--rank-env"):
+                   "--hostfile", "--mpi-arg", "--print", "--rank-env", "--knob", "--overlap",
+                   "--compute-ratio", "--compute-tflop", "--compute-dtype", "--matmul-shape",
+                   "--compute-streams"):
         assert option in done.stdout
+
+
+def test_overlap_help_lists_its_options():
+    done = collbench("overlap", "--help", env={"COLUMNS": "200"})
+    assert done.returncode == 0
+    assert "(default: 0.5,1,2)" in done.stdout and "(default: auto)" in done.stdout
+    for option in ("--compute-ratio", "--compute-tflop", "--compute-dtype", "--matmul-shape",
+                   "--compute-streams", "--collective", "--launcher", "--knob", "--partition"):
+        assert option in done.stdout
+    assert "--overlap " not in done.stdout
 
 
 def _without(tool):

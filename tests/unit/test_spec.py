@@ -1,7 +1,14 @@
 import pytest
 
 from collbench.errors import SpecError
-from collbench.spec import DEFAULT_MAX_BYTES, SweepSpec, format_size, parse_size, size_series
+from collbench.spec import (
+    DEFAULT_MAX_BYTES,
+    Step,
+    SweepSpec,
+    format_size,
+    parse_size,
+    size_series,
+)
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -83,7 +90,7 @@ def test_dtype_aliases_resolve_to_canonical_names():
 def test_steps_cover_collectives_sizes_and_supported_placements():
     spec = SweepSpec(collectives=("all_reduce", "all_gather"), max_bytes=32).with_backend("gloo")
     steps = spec.steps()
-    assert [s for s in steps if s[0] == "all_reduce"] == [
-        ("all_reduce", size, "in_place") for size in (8, 16, 32)]
-    assert len([s for s in steps if s[0] == "all_gather"]) == 6
+    assert [s for s in steps if s.collective == "all_reduce"] == [
+        Step("sweep", "all_reduce", size, "in_place") for size in (8, 16, 32)]
+    assert len([s for s in steps if s.collective == "all_gather"]) == 6
     assert SweepSpec.from_dict(spec.to_dict()) == spec
