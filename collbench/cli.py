@@ -19,6 +19,7 @@ try:  # typer >= 0.26 ships its own copy of click; older typer uses click itself
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_exceptions
 
+from collbench.cli_import import import_app
 from collbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CollbenchError, SpecError
 from collbench.spec import SweepSpec, parse_size
 
@@ -194,6 +195,9 @@ app.command("overlap")(_command(
     "overlap", "Run compute-overlap probes: each collective and size alone, a matmul alone, "
     "and both together; print how much communication hides behind compute and what each "
     "costs the other.", drop=("overlap",)))
+
+
+app.add_typer(import_app, name="import")
 
 
 @app.command()
