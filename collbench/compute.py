@@ -38,10 +38,11 @@ class MatmulKernel:
             return
         m, n, k = shape
         torch = self.torch
-        generator = torch.Generator(device="cpu").manual_seed(1234)
-        # Random operands: zeros would let some kernels take shortcuts.
-        self._a = torch.randn(m, k, generator=generator).to(self.device, self.dtype)
-        self._b = torch.randn(k, n, generator=generator).to(self.device, self.dtype)
+        # Random operands (zeros would let some kernels take shortcuts), drawn on the device:
+        # an 8192 x 8192 draw on the host takes seconds.
+        generator = torch.Generator(device=self.device).manual_seed(1234)
+        self._a = torch.randn(m, k, generator=generator, device=self.device, dtype=self.dtype)
+        self._b = torch.randn(k, n, generator=generator, device=self.device, dtype=self.dtype)
         self._out = [torch.empty(m, n, dtype=self.dtype, device=self.device)
                      for _ in range(max(1, len(self._side)))]
         self.shape = shape
