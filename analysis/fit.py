@@ -1,0 +1,424 @@
+"""Robust piecewise alpha-beta (Hockney) fits of a size sweep: t(S) = alpha + S / B.
+
+Inside a regime, t(S) seconds = alpha_us * 1e-6 + S * bus_factor / (busbw_gbps * 1e9), so
+a regime's busbw_gbps is its asymptotic bus bandwidth, comparable to nccl-tests' busbw.
+
+How `fit_curve` works:
+1. regimes: `analysis.regimes.choose_regimes` picks 1..max_regimes contiguous size bands
+   with a BIC-like criterion (exact search over every segmentation, cheap robust costs);
+2. each band gets a robust fit with scipy.optimize.least_squares: residuals are
+   ln(t_fit / t_measured), so 8 B and 8 GB weigh the same, and the soft_l1 loss makes a
+   point beyond the noise scale count linearly instead of quadratically;
+3. points far outside the robust spread are flagged as outliers (a band's end points are
+   judged against the band refitted without them, since they have the leverage to tilt
+   it), and each band is refitted without its outliers.
+Confidence intervals: 95% Student-t intervals from the Jacobian of the robust fit (as
+scipy's curve_fit computes them: cov = (J^T J)^-1 * 2 cost / (n - 2)); the bandwidth
+interval is computed on ln(1/B) and mapped back, so it is asymmetric and never negative.
+
+Pure numpy/scipy: no I/O, no torch. `fit_rows` groups result rows and fits each group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+from scipy.optimize import least_squares
+from scipy.stats import t as student_t
+
+from collbench.analysis.regimes import Points, SearchOptions, choose_regimes, linear_fit_rel
+
+CI_METHOD = ("95% Student-t interval from the Jacobian of each regime's robust "
+             "least_squares fit (busbw interval computed on log(1/B))")
+GROUP_KEYS = ("collective", "backend", "world_size", "topology", "placement", "dtype")
+# ln(us per byte) >= this: a latency-bound regime (flat time) gets a huge but finite busbw.
+_MIN_LOG_US_PER_BYTE = math.log(1e-12)
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """Knobs of the fit; the defaults suit nccl-tests-like sweeps (factor-2 sizes)."""
+
+    search: SearchOptions = field(default_factory=SearchOptions)
+    # A point is an outlier when |ln(t / t_fit)| exceeds both of these.
+    outlier_sigmas: float = 5.0
+    outlier_min_rel: float = 0.05
+
+
+@dataclass(frozen=True)
+class Regime:
+    """One alpha-beta line fitted over the measured sizes min_bytes..max_bytes."""
+
+    min_bytes: int
+    max_bytes: int
+    alpha_us: float
+    busbw_gbps: float
+    alpha_us_ci: tuple[float, float]
+    busbw_gbps_ci: tuple[float, float]
+    n_points: int
+
+    def time_us(self, size_bytes: Any, bus_factor: float) -> Any:
+        return self.alpha_us + size_bytes * bus_factor / (self.busbw_gbps * 1e3)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
+                "alpha_us": _round(self.alpha_us), "busbw_gbps": _round(self.busbw_gbps),
+                "alpha_us_ci": _round_pair(self.alpha_us_ci),
+                "busbw_gbps_ci": _round_pair(self.busbw_gbps_ci), "n_points": self.n_points}
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """A measured point the fit left out (a dip or a spike)."""
+
+    size_bytes: int
+    time_us: float
+    busbw_gbps: float
+    busbw_fit_gbps: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"size_bytes": self.size_bytes, "time_us": _round(self.time_us),
+                "busbw_gbps": _round(self.busbw_gbps),
+                "busbw_fit_gbps": _round(self.busbw_fit_gbps),
+                "deviation_rel": _round(self.busbw_gbps / self.busbw_fit_gbps - 1, 4)}
+
+
+@dataclass(frozen=True)
+class CurveFit:
+    """A fitted sweep. Regime k predicts sizes in [breakpoints[k-1], breakpoints[k])."""
+
+    bus_factor: float
+    regimes: tuple[Regime, ...]
+    breakpoints: tuple[int, ...]
+    n_half_bytes: int
+    r2_log_time: float
+    rmse_log_time: float
+    n_points: int
+    outliers: tuple[Outlier, ...]
+
+    @property
+    def alpha_us(self) -> float:
+        """Latency: alpha of the smallest-size regime."""
+        return self.regimes[0].alpha_us
+
+    @property
+    def busbw_peak_gbps(self) -> float:
+        """Asymptotic bus bandwidth: that of the largest-size regime."""
+        return self.regimes[-1].busbw_gbps
+
+    @property
+    def alpha_us_ci(self) -> tuple[float, float]:
+        return self.regimes[0].alpha_us_ci
+
+    @property
+    def busbw_peak_gbps_ci(self) -> tuple[float, float]:
+        return self.regimes[-1].busbw_gbps_ci
+
+    @property
+    def busbw_at_max_bytes_gbps(self) -> float:
+        """Fitted busbw at the largest measured size (what the sweep actually reached)."""
+        return self.predict_busbw_gbps(self.regimes[-1].max_bytes)
+
+    def regime_index(self, size_bytes: float) -> int:
+        """The regime that predicts this size (first or last one outside the data)."""
+        return int(np.searchsorted(self.breakpoints, size_bytes, side="right"))
+
+    def is_extrapolated(self, size_bytes: float) -> bool:
+        return not self.regimes[0].min_bytes <= size_bytes <= self.regimes[-1].max_bytes
+
+    def predict_time_us(self, size_bytes: float) -> float:
+        regime = self.regimes[self.regime_index(size_bytes)]
+        return float(regime.time_us(size_bytes, self.bus_factor))
+
+    def predict_busbw_gbps(self, size_bytes: float) -> float:
+        return _busbw_gbps(size_bytes, self.predict_time_us(size_bytes), self.bus_factor)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "alpha_us": _round(self.alpha_us), "alpha_us_ci": _round_pair(self.alpha_us_ci),
+            "busbw_peak_gbps": _round(self.busbw_peak_gbps),
+            "busbw_peak_gbps_ci": _round_pair(self.busbw_peak_gbps_ci),
+            "busbw_at_max_bytes_gbps": _round(self.busbw_at_max_bytes_gbps),
+            "n_half_bytes": self.n_half_bytes, "breakpoints": list(self.breakpoints),
+            "regimes": [regime.to_dict() for regime in self.regimes],
+            "r2_log_time": _round(self.r2_log_time),
+            "rmse_log_time": _round(self.rmse_log_time), "ci_method": CI_METHOD,
+            "bus_factor": _round(self.bus_factor), "min_bytes": self.regimes[0].min_bytes,
+            "max_bytes": self.regimes[-1].max_bytes,
+            "outliers": [outlier.to_dict() for outlier in self.outliers],
+        }
+
+
+def fit_curve(sizes_bytes: Sequence[float], times_us: Sequence[float], bus_factor: float,
+              options: FitOptions = FitOptions()) -> CurveFit:
+    """Fit t(S) = alpha + S/B piecewise and robustly. Sizes <= 0 and times <= 0 are dropped.
+
+    Raises ValueError when fewer than two distinct sizes remain or bus_factor is not > 0.
+    """
+    if not bus_factor > 0:
+        raise ValueError(f"bus_factor {bus_factor} is not positive (busbw is 0 on one rank)")
+    sizes, times = np.asarray(sizes_bytes, float), np.asarray(times_us, float)
+    keep = np.isfinite(sizes) & np.isfinite(times) & (sizes > 0) & (times > 0)
+    points = Points.from_arrays(sizes[keep], times[keep])
+    if len(points.unique_sizes_bytes) < 2:
+        raise ValueError("a fit needs at least two distinct positive sizes with a time")
+    everything = np.ones(len(points.sizes_bytes), dtype=bool)
+    spans = choose_regimes(points, everything.astype(float), options.search)
+    regimes = [_fit_regime(points, span, everything, bus_factor, options) for span in spans]
+    limits = _outlier_limits(points, spans, _residuals(points, regimes, bus_factor), options)
+    suspects = _outlier_scores(points, spans, regimes, bus_factor, options) > limits
+    # The loss caps an outlier's pull, but one at a regime's end still tilts the line.
+    regimes = [_fit_regime(points, span, ~suspects, bus_factor, options) for span in spans]
+    residuals = _residuals(points, regimes, bus_factor)
+    # Judged again against the cleaner lines, with the noise measured without the suspects.
+    limits = _outlier_limits(points, spans, residuals, options, ~suspects)
+    outliers = np.abs(residuals) > limits
+    return _assemble(points, regimes, bus_factor, residuals, outliers)
+
+
+def _fit_regime(points: Points, span: tuple[int, int], keep: np.ndarray, bus_factor: float,
+                options: FitOptions) -> Regime:
+    """Robust fit of one regime over its `keep` points (over all if too few are kept)."""
+    whole = points.span(*span)
+    index = np.arange(whole.start, whole.stop)
+    kept = index[keep[index]]
+    if len(np.unique(points.sizes_bytes[kept])) >= 3 and 2 * len(kept) >= len(index):
+        index = kept
+    result = _robust_line(points.sizes_bytes[index], points.times_us[index],
+                          options.search.noise_rel)
+    alpha_us, log_slope = (float(value) for value in result.x)
+    alpha_half, slope_half = (float(value) for value in _half_widths(result, len(index)))
+
+    def to_busbw(log_us_per_byte: float) -> float:
+        return bus_factor / (math.exp(log_us_per_byte) * 1e3)
+
+    busbw_ci = ((to_busbw(log_slope + slope_half), to_busbw(log_slope - slope_half))
+                if slope_half < 50 else (0.0, math.inf))  # 50: e^50, nothing pinned down
+    return Regime(min_bytes=int(points.unique_sizes_bytes[span[0]]),
+                  max_bytes=int(points.unique_sizes_bytes[span[1]]), alpha_us=alpha_us,
+                  busbw_gbps=to_busbw(log_slope),
+                  alpha_us_ci=(max(0.0, alpha_us - alpha_half), alpha_us + alpha_half),
+                  busbw_gbps_ci=busbw_ci, n_points=whole.stop - whole.start)
+
+
+def _robust_line(sizes: np.ndarray, times: np.ndarray, noise_rel: float) -> Any:
+    """least_squares of ln(alpha + S e^q) - ln(t), soft_l1 loss; x = (alpha_us >= 0, q)."""
+    alpha0, slope0, _ = linear_fit_rel(sizes, times, np.ones(len(sizes)))
+    slope0 = max(slope0, float(np.min(times / sizes)) * 1e-3, 1e-11)
+    start = np.array([max(alpha0, 1e-9), math.log(slope0)])
+
+    def residuals(params: np.ndarray) -> np.ndarray:
+        return np.log(params[0] + sizes * np.exp(params[1])) - np.log(times)
+
+    def jacobian(params: np.ndarray) -> np.ndarray:
+        model = params[0] + sizes * np.exp(params[1])
+        return np.column_stack((1 / model, sizes * np.exp(params[1]) / model))
+
+    return least_squares(residuals, start, jac=jacobian,
+                         bounds=([0, _MIN_LOG_US_PER_BYTE], np.inf), loss="soft_l1",
+                         f_scale=noise_rel, x_scale="jac", method="trf")
+
+
+def _half_widths(result: Any, n_points: int) -> np.ndarray:
+    """95% half-widths of the parameters (inf when the points cannot pin them down)."""
+    dof = n_points - len(result.x)
+    if dof <= 0:
+        return np.full(len(result.x), np.inf)
+    covariance = np.linalg.pinv(result.jac.T @ result.jac) * (2 * result.cost / dof)
+    spread = np.sqrt(np.clip(np.diag(covariance), 0, None))
+    return spread * float(student_t.ppf(0.975, dof))
+
+
+def _residuals(points: Points, regimes: list[Regime], bus_factor: float) -> np.ndarray:
+    """ln(t_measured / t_fit) for every point, each judged by its own regime."""
+    fitted = np.empty(len(points.sizes_bytes))
+    for regime in regimes:
+        inside = (points.sizes_bytes >= regime.min_bytes) & (
+            points.sizes_bytes <= regime.max_bytes)
+        fitted[inside] = regime.time_us(points.sizes_bytes[inside], bus_factor)
+    return np.log(points.times_us / fitted)
+
+
+def _outlier_limits(points: Points, spans: list[tuple[int, int]], residuals: np.ndarray,
+                    options: FitOptions, counted: np.ndarray | None = None) -> np.ndarray:
+    """Per point: how far |ln(t / t_fit)| may go before the point counts as an outlier.
+
+    The noise scale is the larger of the whole curve's and the point's own regime's robust
+    spread (MAD over the `counted` points), so a regime that is noisy throughout has no
+    outliers, only noise.
+    """
+    counted = np.ones(len(residuals), dtype=bool) if counted is None else counted
+    size = np.abs(residuals)
+    curve_spread = 1.4826 * float(np.median(size[counted]))
+    limits = np.empty(len(residuals))
+    for first, last in spans:
+        inside = np.zeros(len(residuals), dtype=bool)
+        inside[points.span(first, last)] = True
+        mine = size[inside & counted]
+        spread = max(curve_spread, 1.4826 * float(np.median(mine)) if len(mine) else 0.0)
+        limits[inside] = max(options.outlier_sigmas * spread, options.outlier_min_rel)
+    return limits
+
+
+def _outlier_scores(points: Points, spans: list[tuple[int, int]], regimes: list[Regime],
+                    bus_factor: float, options: FitOptions) -> np.ndarray:
+    """|ln(t / t_fit)| of each point, with a regime's first and last sizes judged harder.
+
+    Those are judged against their regime refitted without them: at an end one slow point
+    has the leverage to tilt the line towards itself and hide from its own residual. An
+    end point that the neighbouring regime fits is no outlier (the boundary is uncertain).
+    """
+    score = np.abs(_residuals(points, regimes, bus_factor))
+    for number, (first, last) in enumerate(spans):
+        ends = [(first, number - 1), (last, number + 1)] if last - first >= 2 else []
+        for size_index, neighbour in ends:
+            mine = points.span(size_index, size_index)
+            score[mine] = np.abs(_deleted_residual(points, (first, last), size_index, options))
+            if 0 <= neighbour < len(regimes):
+                other = np.log(points.times_us[mine] / regimes[neighbour].time_us(
+                    points.sizes_bytes[mine], bus_factor))
+                score[mine] = np.minimum(score[mine], np.abs(other))
+    return score
+
+
+def _deleted_residual(points: Points, span: tuple[int, int], size_index: int,
+                      options: FitOptions) -> np.ndarray:
+    """ln(t / t_fit) of one size's points against their regime fitted without them."""
+    mine, whole = points.span(size_index, size_index), points.span(*span)
+    rest = np.arange(whole.start, whole.stop)
+    rest = rest[(rest < mine.start) | (rest >= mine.stop)]
+    alpha_us, log_slope = _robust_line(points.sizes_bytes[rest], points.times_us[rest],
+                                       options.search.noise_rel).x
+    fitted = alpha_us + points.sizes_bytes[mine] * math.exp(log_slope)
+    return np.log(points.times_us[mine] / fitted)
+
+
+def _assemble(points: Points, regimes: list[Regime], bus_factor: float,
+              residuals: np.ndarray, outliers: np.ndarray) -> CurveFit:
+    breakpoints = tuple(_breakpoint(before.max_bytes, after.min_bytes)
+                        for before, after in pairwise(regimes))
+    kept = ~outliers
+    log_times = np.log(points.times_us[kept])
+    total = float(np.sum((log_times - log_times.mean()) ** 2))
+    squared = float(np.sum(residuals[kept] ** 2))
+    flagged = tuple(
+        Outlier(int(size), float(time_us), _busbw_gbps(size, time_us, bus_factor),
+                _busbw_gbps(size, time_us / math.exp(residual), bus_factor))
+        for size, time_us, residual in zip(points.sizes_bytes[outliers],
+                                           points.times_us[outliers], residuals[outliers],
+                                           strict=True))
+    fit = CurveFit(bus_factor=bus_factor, regimes=tuple(regimes), breakpoints=breakpoints,
+                   n_half_bytes=0, r2_log_time=1 - squared / total if total > 0 else 1.0,
+                   rmse_log_time=math.sqrt(squared / max(int(kept.sum()), 1)),
+                   n_points=len(points.sizes_bytes), outliers=flagged)
+    return replace(fit, n_half_bytes=n_half_bytes(fit))
+
+
+def _breakpoint(last_before: int, first_after: int) -> int:
+    """The geometric middle of the gap between two regimes' measured sizes."""
+    return max(last_before + 1, math.ceil(math.sqrt(last_before * first_after)))
+
+
+def n_half_bytes(fit: CurveFit) -> int:
+    """Smallest size whose fitted busbw reaches half of busbw_peak_gbps.
+
+    One regime t = alpha + S/B gives alpha * B, i.e. alpha_us * busbw_gbps * 1e3 / factor.
+    """
+    half_busbw = fit.busbw_peak_gbps / 2
+    lows, highs = (0, *fit.breakpoints), (*fit.breakpoints, math.inf)
+    for regime, low, high in zip(fit.regimes, lows, highs, strict=True):
+        if regime.busbw_gbps <= half_busbw:
+            continue  # busbw(S) stays below this regime's asymptote, so below half the peak
+        # factor * S / t(S) >= h  <=>  S >= alpha * h * B / (B - h), in bytes per us units
+        size = regime.alpha_us * 1e3 / fit.bus_factor * half_busbw * regime.busbw_gbps / (
+            regime.busbw_gbps - half_busbw)
+        if max(size, low) < high:
+            return math.ceil(max(size, low))
+    raise AssertionError("unreachable: the last regime's asymptote is the peak")
+
+
+def _busbw_gbps(size_bytes: float, time_us: float, bus_factor: float) -> float:
+    return float(size_bytes / (time_us * 1e3) * bus_factor)
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    """The fit of one group of rows (same collective, backend, world size, ..., knobs)."""
+
+    key: dict[str, Any]
+    knobs_digest: str
+    runs: tuple[str, ...]
+    n_points: int
+    curve: CurveFit | None
+    skipped: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        head = {**self.key, "knobs_digest": self.knobs_digest, "n_points": self.n_points,
+                "runs": list(self.runs)}
+        if self.curve is None:
+            return {**head, "skipped": self.skipped}
+        return {**head, **self.curve.to_dict()}
+
+
+def knobs_digest(knobs: Any) -> str:
+    """Short stable id of a knob set (sha256 of its sorted JSON)."""
+    text = json.dumps(knobs, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def group_rows(rows: Iterable[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
+    """Sweep rows by (collective, backend, world_size, topology, placement, dtype, knobs)."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("kind", "sweep") != "sweep":
+            continue
+        key = (*(row.get(name) for name in GROUP_KEYS), knobs_digest(row.get("knobs")))
+        groups.setdefault(key, []).append(row)
+    return dict(sorted(groups.items(),
+                       key=lambda item: tuple("" if v is None else str(v) for v in item[0])))
+
+
+def fit_rows(rows: Iterable[dict[str, Any]], options: FitOptions = FitOptions()
+             ) -> list[GroupFit]:
+    """Fit every group of sweep rows; rows of several runs in one group are pooled.
+
+    A group that cannot be fitted (one size, one rank, unknown collective) comes back
+    with `curve=None` and the reason in `skipped`.
+    """
+    from collbench.analysis.bandwidth import bus_factor
+
+    fits = []
+    for key, members in group_rows(rows).items():
+        group = GroupFit(key=dict(zip(GROUP_KEYS, key[:-1], strict=True)), knobs_digest=key[-1],
+                         runs=tuple(sorted({str(row.get("run_id")) for row in members})),
+                         n_points=sum((row.get("size_bytes") or 0) > 0 for row in members),
+                         curve=None)
+        try:
+            factor = bus_factor(str(group.key["collective"]), int(group.key["world_size"]))
+            curve = fit_curve([row.get("size_bytes") or 0 for row in members],
+                              [row.get("time_us") or 0 for row in members], factor, options)
+        except KeyError:
+            fits.append(replace(group, skipped=f"unknown collective {key[0]!r}"))
+        except (TypeError, ValueError) as error:
+            fits.append(replace(group, skipped=str(error)))
+        else:
+            fits.append(replace(group, curve=curve))
+    return fits
+
+
+def _round(value: float, digits: int = 6) -> float | None:
+    """Significant digits for output; JSON has no inf, so an unbounded value is None."""
+    if not math.isfinite(value):
+        return None
+    return float(f"{value:.{digits}g}")
+
+
+def _round_pair(pair: tuple[float, float]) -> list[float | None]:
+    return [_round(pair[0]), _round(pair[1])]

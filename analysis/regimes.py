@@ -1,0 +1,176 @@
+"""Regime detection: where a size sweep stops being one alpha-beta line.
+
+NCCL switches protocol (LL, LL128, Simple) and algorithm (tree, ring) by size, so the
+measured time is a few alpha-beta lines, one per size band. The search here picks how many
+bands (1..max_regimes) and where they start, by a BIC-like criterion over every
+segmentation into contiguous runs of measured sizes (exact dynamic programming, so the
+answer is deterministic). Each band's cost is the capped soft_l1 misfit of a cheap robust
+line (reweighted non-negative least squares); the full robust fit of each chosen band is
+the caller's (analysis.fit).
+
+Pure numpy/scipy: no I/O, no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import nnls
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How eagerly the search splits a curve into regimes."""
+
+    max_regimes: int = 5
+    # Fewest distinct sizes in one regime: 2 parameters need 3 to leave any check, and a
+    # protocol band of a factor-2 sweep is often only 3-5 sizes wide.
+    min_sizes_per_regime: int = 3
+    # Scale of the relative timing noise (run-to-run jitter of a collective is 1-2%):
+    # residuals beyond it are discounted by the robust losses, and a split must buy more
+    # than noise.
+    noise_rel: float = 0.02
+    # A point's misfit stops growing at this many noise scales (an outlier's worth).
+    cap_sigmas: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.max_regimes < 1:
+            raise ValueError(f"max_regimes: {self.max_regimes} must be at least 1")
+        if self.min_sizes_per_regime < 2:
+            raise ValueError(
+                f"min_sizes_per_regime: {self.min_sizes_per_regime} must be at least 2")
+        if not self.noise_rel > 0:
+            raise ValueError(f"noise_rel: {self.noise_rel} must be positive")
+        if not self.cap_sigmas > 0:
+            raise ValueError(f"cap_sigmas: {self.cap_sigmas} must be positive")
+
+
+@dataclass(frozen=True)
+class Points:
+    """Measurements sorted by size; `first[k]:first[k + 1]` are the points of size k."""
+
+    sizes_bytes: np.ndarray
+    times_us: np.ndarray
+    unique_sizes_bytes: np.ndarray
+    first: np.ndarray
+
+    @classmethod
+    def from_arrays(cls, sizes_bytes: np.ndarray, times_us: np.ndarray) -> Points:
+        order = np.lexsort((times_us, sizes_bytes))
+        sizes, times = sizes_bytes[order], times_us[order]
+        unique, first = np.unique(sizes, return_index=True)
+        return cls(sizes, times, unique, np.append(first, len(sizes)))
+
+    def span(self, first_size: int, last_size: int) -> slice:
+        """Point indices of distinct sizes first_size..last_size (inclusive)."""
+        return slice(int(self.first[first_size]), int(self.first[last_size + 1]))
+
+
+def linear_fit_rel(sizes_bytes: np.ndarray, times_us: np.ndarray,
+                   weights: np.ndarray) -> tuple[float, float, float]:
+    """(alpha_us, us_per_byte, weighted sum of squared relative errors), both >= 0."""
+    design = np.column_stack((weights / times_us, weights * sizes_bytes / times_us))
+    norms = np.linalg.norm(design, axis=0)
+    norms[norms == 0] = 1.0  # an all-outlier column: any scale works, nnls returns 0
+    coef, residual_norm = nnls(design / norms, weights.astype(float))
+    alpha_us, us_per_byte = coef / norms
+    return float(alpha_us), float(us_per_byte), float(residual_norm) ** 2
+
+
+def capped_soft_l1(residuals: np.ndarray, scale: float, cap_sigmas: float) -> np.ndarray:
+    """scipy's soft_l1 loss of residual/scale, capped at its value for cap_sigmas.
+
+    Quadratic near 0 and linear beyond the noise, so a curve that bends away from a line
+    over many sizes costs a lot; capped, so one wild point cannot pay for a regime.
+    """
+    loss = 2 * (np.sqrt(1 + (residuals / scale) ** 2) - 1)
+    return np.minimum(loss, 2 * (math.sqrt(1 + cap_sigmas**2) - 1))
+
+
+def robust_line_cost(sizes_bytes: np.ndarray, times_us: np.ndarray, weights: np.ndarray,
+                     options: SearchOptions) -> float:
+    """Robust misfit of one line: capped soft_l1 of ln(t / t_fit) over weighted points.
+
+    The line comes from three reweighted non-negative least-squares solves with cauchy
+    weights (outliers fade out): a cheap stand-in for the full robust fit, since the
+    search needs one line for every candidate band.
+    """
+    row_weights = weights.astype(float)
+    for _ in range(3):
+        alpha_us, us_per_byte, _ = linear_fit_rel(sizes_bytes, times_us, row_weights)
+        fitted = np.maximum(alpha_us + us_per_byte * sizes_bytes, 1e-300)
+        residuals = np.log(times_us / fitted)
+        row_weights = weights / np.sqrt(1 + (residuals / options.noise_rel) ** 2)
+    losses = capped_soft_l1(residuals, options.noise_rel, options.cap_sigmas)
+    return float(np.sum(weights * losses))
+
+
+def segment_costs(points: Points, weights: np.ndarray, options: SearchOptions,
+                  min_sizes: int) -> np.ndarray:
+    """cost[i, j]: robust misfit of one line over distinct sizes i..j (inf if too short)."""
+    count = len(points.unique_sizes_bytes)
+    cost = np.full((count, count), np.inf)
+    for start in range(count):
+        for end in range(start + min_sizes - 1, count):
+            span = points.span(start, end)
+            if weights[span].sum() < 2:
+                continue  # outliers left too few points to place a line
+            cost[start, end] = robust_line_cost(points.sizes_bytes[span],
+                                                points.times_us[span], weights[span], options)
+    return cost
+
+
+def best_segmentations(cost: np.ndarray, max_regimes: int) -> dict[int, tuple[float, list[int]]]:
+    """For each regime count k: (total cost, start index of each regime) minimizing cost."""
+    count = cost.shape[0]
+    # total[k][j]: best cost of sizes 0..j in k+1 regimes; start[k][j]: where the last begins
+    total = np.full((max_regimes, count), np.inf)
+    start = np.zeros((max_regimes, count), dtype=int)
+    total[0] = cost[0]
+    for k in range(1, max_regimes):
+        for end in range(count):
+            candidates = total[k - 1, :end] + cost[1:end + 1, end]
+            if len(candidates) and np.isfinite(candidates.min()):
+                best = int(np.argmin(candidates))  # first minimum: deterministic ties
+                total[k, end], start[k, end] = candidates[best], best + 1
+    found = {}
+    for k in range(max_regimes):
+        if not np.isfinite(total[k, -1]):
+            continue
+        starts, end = [], count - 1
+        for level in range(k, 0, -1):
+            starts.append(int(start[level, end]))
+            end = starts[-1] - 1
+        found[k + 1] = (float(total[k, -1]), [0, *reversed(starts)])
+    return found
+
+
+def information_criterion(robust_cost: float, n_points: int, n_regimes: int) -> float:
+    """BIC, the robust misfit standing in for -2 log-likelihood (it is chi-square for small
+    residuals); a regime costs alpha, B and where it starts (the first starts at the
+    smallest size)."""
+    n_parameters = 3 * n_regimes - 1
+    return robust_cost + n_parameters * math.log(max(n_points, 2))
+
+
+def choose_regimes(points: Points, weights: np.ndarray,
+                   options: SearchOptions = SearchOptions()) -> list[tuple[int, int]]:
+    """Regimes as (first, last) distinct-size index pairs, chosen by the criterion.
+
+    `weights` is 1 for a point to fit and 0 for a flagged outlier (ignored by the cost).
+    """
+    count = len(points.unique_sizes_bytes)
+    min_sizes = min(options.min_sizes_per_regime, count)
+    max_regimes = max(1, min(options.max_regimes, count // min_sizes))
+    costs = segment_costs(points, weights, options, min_sizes)
+    found = best_segmentations(costs, max_regimes)
+    if not found:  # too few usable points for the minimum: one line over everything
+        return [(0, count - 1)]
+    n_points = int(weights.sum())
+    scores = {k: information_criterion(cost, n_points, k) for k, (cost, _) in found.items()}
+    regimes = min(scores, key=lambda k: (scores[k], k))
+    starts = found[regimes][1]
+    ends = [s - 1 for s in starts[1:]] + [count - 1]
+    return list(zip(starts, ends, strict=True))

@@ -1,0 +1,168 @@
+"""`collbench fit RUN...`: robust piecewise alpha-beta fits of runs' sweep rows.
+
+cli.py registers the command with `app.command("fit")(fit)`. Imports stay light (typer,
+pathlib): numpy and scipy load only when the command runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    from collbench.analysis.fit import CurveFit, GroupFit
+
+
+def fit(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories; rows of the same collective, backend, world size, topology, placement, dtype and knobs are pooled.", metavar="RUN...", show_default=False)],  # noqa: E501
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON list of groups instead of tables.")] = False,  # noqa: E501
+    predict: Annotated[Optional[str], typer.Option("--predict", help="Comma list of sizes (K/M/G = powers of 1024) to predict time and busbw at, e.g. 3M,48M.", show_default=False)] = None,  # noqa: E501, UP045
+) -> None:
+    """Fit t(S) = alpha + S/B per group, piecewise where the protocol changes."""
+    from collbench.analysis.fit import fit_rows
+
+    sizes = parse_predict(predict)
+    fits = fit_rows(load_sweep_rows(runs))
+    if json_out:
+        print(json.dumps([group_dict(group, sizes) for group in fits], indent=2))
+    else:
+        print("\n\n".join(render_group(group, sizes) for group in fits))
+
+
+def parse_predict(text: str | None) -> list[int]:
+    """Sizes from '3M,48M' (SpecError on a bad or zero size)."""
+    from collbench.errors import SpecError
+    from collbench.spec import parse_size
+
+    if text is None:
+        return []
+    sizes = [parse_size(part.strip(), "--predict") for part in text.split(",") if part.strip()]
+    if not sizes or min(sizes) <= 0:
+        raise SpecError("--predict", text, "needs positive sizes, e.g. 3M,48M")
+    return sizes
+
+
+def load_sweep_rows(runs: list[Path]) -> list[dict[str, Any]]:
+    """Sweep rows of every run (each tagged with its run id); SpecError if there are none."""
+    from collbench.errors import SpecError
+    from collbench.results import load_rows, read_meta
+
+    rows: list[dict[str, Any]] = []
+    for run in dict.fromkeys(Path(run).resolve() for run in runs):  # a run given twice: once
+        run_rows = load_rows(run) if run.is_dir() else []
+        if not run_rows:
+            raise SpecError("RUN", str(run), "holds no result rows (no rows.jsonl): "
+                            "pass a directory written by collbench sweep")
+        run_id = (read_meta(run) or {}).get("run_id") or run.name
+        rows.extend({**row, "run_id": row.get("run_id") or run_id} for row in run_rows)
+    sweep = [row for row in rows if row.get("kind", "sweep") == "sweep"]
+    if not sweep:
+        kinds = sorted({str(row.get("kind")) for row in rows})
+        raise SpecError("RUN", ", ".join(str(run) for run in runs),
+                        f"hold no sweep rows to fit (only {', '.join(kinds)})")
+    return sweep
+
+
+def predictions(curve: CurveFit, sizes: list[int]) -> list[dict[str, Any]]:
+    """Predicted time and busbw at each size, from the regime that covers it."""
+    result = []
+    for size in sizes:
+        extrapolated = None
+        if size < curve.regimes[0].min_bytes:
+            extrapolated = "below"
+        elif size > curve.regimes[-1].max_bytes:
+            extrapolated = "above"
+        result.append({"size_bytes": size, "time_us": round(curve.predict_time_us(size), 4),
+                       "busbw_gbps": round(curve.predict_busbw_gbps(size), 4),
+                       "regime_index": curve.regime_index(size), "extrapolated": extrapolated})
+    return result
+
+
+def group_dict(group: GroupFit, sizes: list[int]) -> dict[str, Any]:
+    data = group.to_dict()
+    if sizes and group.curve is not None:
+        data["predictions"] = predictions(group.curve, sizes)
+    return data
+
+
+def render_group(group: GroupFit, sizes: list[int]) -> str:
+    """One compact plain-text block per group."""
+    key = group.key
+    runs = f"{len(group.runs)} run" + ("s" if len(group.runs) != 1 else "")
+    lines = [f"{key['collective']} | {key['backend']} | {key['world_size']} ranks | "
+             f"{key['dtype']} | {key['placement']} | topology {key['topology'] or '-'} | "
+             f"knobs {group.knobs_digest} | {group.n_points} points from {runs}"]
+    if group.curve is None:
+        return "\n".join([*lines, f"  not fitted: {group.skipped}"])
+    return "\n".join([*lines, *_summary(group.curve), *_regime_lines(group.curve),
+                      *_outlier_lines(group.curve), *_prediction_lines(group.curve, sizes)])
+
+
+def _summary(curve: CurveFit) -> list[str]:
+    from collbench.spec import format_size
+
+    return [
+        f"  alpha {_num(curve.alpha_us)} us {_ci(curve.alpha_us_ci)}   "
+        f"peak busbw {_num(curve.busbw_peak_gbps)} GB/s {_ci(curve.busbw_peak_gbps_ci)}   "
+        f"n_half {format_size(curve.n_half_bytes)}",
+        f"  fit: rms {100 * curve.rmse_log_time:.2f}% of time, r2 {curve.r2_log_time:.5f} "
+        f"(log time); busbw at {format_size(curve.regimes[-1].max_bytes)}: "
+        f"{_num(curve.busbw_at_max_bytes_gbps)} GB/s; CI 95% from the fit's Jacobian",
+    ]
+
+
+def _regime_lines(curve: CurveFit) -> list[str]:
+    from collbench.spec import format_size
+
+    lines = [f"  {'regime':>6}  {'sizes':<23} {'alpha_us':>10} {'busbw_gbps':>11} {'points':>6}"]
+    for number, regime in enumerate(curve.regimes, 1):
+        span = f"{format_size(regime.min_bytes)} .. {format_size(regime.max_bytes)}"
+        lines.append(f"  {number:>6}  {span:<23} {_num(regime.alpha_us):>10} "
+                     f"{_num(regime.busbw_gbps):>11} {regime.n_points:>6}")
+    return lines
+
+
+def _outlier_lines(curve: CurveFit) -> list[str]:
+    from collbench.spec import format_size
+
+    if not curve.outliers:
+        return ["  outliers: none"]
+    lines = [f"  {'outlier':>7}  {'time_us':>10} {'busbw_gbps':>11} {'fitted':>10} {'off':>7}"]
+    for outlier in curve.outliers:
+        off = outlier.busbw_gbps / outlier.busbw_fit_gbps - 1
+        lines.append(f"  {format_size(outlier.size_bytes):>7}  {_num(outlier.time_us):>10} "
+                     f"{_num(outlier.busbw_gbps):>11} {_num(outlier.busbw_fit_gbps):>10} "
+                     f"{100 * off:>+6.1f}%")
+    return lines
+
+
+def _prediction_lines(curve: CurveFit, sizes: list[int]) -> list[str]:
+    from collbench.spec import format_size
+
+    if not sizes:
+        return []
+    lines = [f"  {'predict':>7}  {'time_us':>10} {'busbw_gbps':>11} {'regime':>6}"]
+    for item in predictions(curve, sizes):
+        note = ""
+        if item["extrapolated"] == "below":
+            note = f"  extrapolated below the smallest measured size, {format_size(curve.regimes[0].min_bytes)}"  # noqa: E501
+        elif item["extrapolated"] == "above":
+            note = f"  extrapolated above the largest measured size, {format_size(curve.regimes[-1].max_bytes)}"  # noqa: E501
+        lines.append(f"  {format_size(item['size_bytes']):>7}  {_num(item['time_us']):>10} "
+                     f"{_num(item['busbw_gbps']):>11} {item['regime_index'] + 1:>6}{note}")
+    return lines
+
+
+def _num(value: float) -> str:
+    """4 significant digits, plain where readable."""
+    if value != 0 and not 1e-3 <= abs(value) < 1e6:
+        return f"{value:.3e}"
+    return f"{value:.4g}" if abs(value) < 1000 else f"{value:.0f}"
+
+
+def _ci(pair: tuple[float, float]) -> str:
+    high = "inf" if pair[1] == float("inf") else _num(pair[1])
+    return f"[{_num(pair[0])}, {high}]"

@@ -1,0 +1,41 @@
+"""Ground truth for the fitter: a two-"node" fabric with a known rate.
+
+Two network namespaces joined by a veth pair, `tc tbf` on both ends at a known rate, a
+2-rank all-reduce sweep across it, then `collbench fit`: the fitted bandwidth must land on
+the shaped rate's TCP goodput. This is how we know the fitter measures the fabric.
+Needs root, `ip`, `unshare` and `tc`; skipped elsewhere with the reason.
+"""
+
+import json
+
+import pytest
+
+from tests.helpers import collbench, rows_of
+from tests.netns import reason_to_skip, torchrun_pair, two_nodes
+
+# tbf counts whole Ethernet frames: a 1500-byte MTU frame is 1514 bytes on the veth and
+# carries 1448 bytes of TCP payload (20 IP + 20 TCP + 12 timestamp option bytes of headers).
+GOODPUT_FRACTION = 1448 / 1514
+SWEEP = ["-c", "all_reduce", "-b", "256K", "-e", "16M", "-n", "4", "-w", "1",
+         "--timeout", "120", "--quiet"]
+
+
+@pytest.mark.parametrize("rate_mbit", [200, 800])
+def test_fitted_bandwidth_is_the_shaped_rate(tmp_path, rate_mbit):
+    reason = reason_to_skip(shaping=True)
+    if reason:
+        pytest.skip(reason)
+    out = tmp_path / "run"
+    with two_nodes(rate_mbit) as nodes:
+        results = torchrun_pair(nodes, out, SWEEP, port=29581)
+    for code, _, stderr in results:
+        assert code == 0, stderr
+    assert len(rows_of(out)) == 7
+    done = collbench("fit", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    (group,) = json.loads(done.stdout)
+    assert (group["collective"], group["world_size"]) == ("all_reduce", 2)
+    # 2-rank all-reduce: busbw = algbw x 2(n-1)/n = bytes each rank sends per second
+    goodput_gbps = rate_mbit * 1e6 / 8 / 1e9 * GOODPUT_FRACTION
+    assert group["busbw_peak_gbps"] == pytest.approx(goodput_gbps, rel=0.05), (
+        group, goodput_gbps)
