@@ -19,7 +19,7 @@ try:  # typer >= 0.26 ships its own copy of click; older typer uses click itself
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_exceptions
 
-from collbench.cli_analysis import compare
+from collbench.cli_analysis import compare, report
 from collbench.cli_fit import fit
 from collbench.cli_import import import_app
 from collbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CollbenchError, SpecError
@@ -202,6 +202,7 @@ app.command("overlap")(_command(
 app.add_typer(import_app, name="import")
 app.command("fit")(fit)
 app.command("compare")(compare)
+app.command("report")(report)
 
 
 @app.command()

@@ -114,3 +114,36 @@ def _band_lines(result: Comparison) -> list[str]:
         lines.append(f"#   {band.collective} {band.placement} {band.band:6s} "
                      f"{band.geomean_ratio:7.3f}x over {band.sizes} size(s): {counts}")
     return lines
+
+
+REPORT_FORMATS = ("html", "md")
+
+
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories (sweeps, imports, overlap probes); several are overlaid.", metavar="RUN...", show_default=False)],  # noqa: E501
+    out: Annotated[Path, typer.Option("--out", "-o", help="The report file to write. (default: report.html, or report.md with --format md)", show_default=False)] = None,  # noqa: E501
+    report_format: Annotated[str, typer.Option("--format", help="html: one self-contained file; md: Markdown with PNGs in a folder beside it. (default: html)", show_default=False)] = "html",  # noqa: E501
+) -> None:
+    """Write a report: busbw and latency charts with fitted curves and regimes, overlays of
+    several runs, overlap-probe charts, and each run's provenance."""
+    from collbench.analysis.report_doc import build_report, render_html, render_markdown
+    from collbench.errors import SpecError
+
+    if report_format not in REPORT_FORMATS:
+        raise SpecError("--format", report_format, f"is not one of {', '.join(REPORT_FORMATS)}")
+    if not runs:
+        raise SpecError("RUN", "", "names no run directory")
+    out = Path(out) if out is not None else Path(f"report.{report_format}")
+    if not out.parent.is_dir():
+        raise SpecError("--out", str(out), "is in a folder that does not exist")
+    document = build_report([load_run(run) for run in runs])
+    if report_format == "html":
+        out.write_text(render_html(document), encoding="utf-8")
+    else:
+        image_dir = f"{out.stem}_files"
+        text, images = render_markdown(document, image_dir)
+        (out.parent / image_dir).mkdir(exist_ok=True)
+        for name, png in images.items():
+            (out.parent / name).write_bytes(png)
+        out.write_text(text, encoding="utf-8")
+    print(f"# Report: {out} ({len(document.charts)} charts)", flush=True)

@@ -89,3 +89,32 @@ def test_compare_bad_alpha(tmp_path):
     base = write_run(tmp_path / "a", {8: 1.0})
     done = collbench("compare", str(base), str(base), "--alpha", "2")
     assert done.returncode == 2 and "--alpha: 2.0 must be between 0 and 1" in done.stderr
+
+
+def test_report_writes_html_and_markdown(tmp_path):
+    run = write_run(tmp_path / "a", {2 ** k: 20.0 + 2 ** k / 5e3 for k in range(3, 22)})
+    done = collbench("report", str(run), "--out", str(tmp_path / "r.html"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"# Report: {tmp_path / 'r.html'} (2 charts)"
+    assert (tmp_path / "r.html").read_text().count("data:image/png;base64,") == 2
+    done = collbench("report", str(run), "--format", "md", "--out", str(tmp_path / "r.md"))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "r_files").iterdir()) == [
+        "all_reduce_in_place_busbw.png", "all_reduce_in_place_latency.png"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["RUN", "--format", "pdf"], "--format: 'pdf' is not one of html, md"),
+    (["RUN", "--out", "/no/such/dir/r.html"], "is in a folder that does not exist"),
+    (["MISSING"], "is not a run directory"),
+    (["EMPTY"], "holds no result rows"),
+])
+def test_bad_report_input_is_one_line_and_exit_2(tmp_path, args, needle):
+    run = write_run(tmp_path / "a", {8: 1.0, 16: 2.0})
+    (tmp_path / "empty").mkdir()
+    names = {"RUN": str(run), "MISSING": str(tmp_path / "missing"),
+             "EMPTY": str(tmp_path / "empty")}
+    done = collbench("report", *[names.get(arg, arg) for arg in args])
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0]

@@ -1,0 +1,130 @@
+"""collbench report, the document: synthetic runs in, HTML / Markdown out (no browser)."""
+
+import base64
+import io
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from collbench.analysis.comparison import RunData
+from collbench.analysis.report_doc import build_report, render_html, render_markdown
+
+SIZES = [2 ** k for k in range(3, 25, 1)]
+
+
+def _sweep_rows(name, alpha_us=20.0, busbw_gbps=5.0, collective="all_reduce"):
+    rows = []
+    for size in SIZES:
+        time_us = alpha_us + size / (busbw_gbps * 1e3)
+        rows.append({"kind": "sweep", "run_id": name, "collective": collective,
+                     "placement": "in_place", "size_bytes": size, "time_us": time_us,
+                     "busbw_gbps": size / time_us / 1e3, "n_wrong": 0, "dtype": "float32",
+                     "iters": 20, "warmup": 5, "world_size": 2, "nodes": 1, "backend": "gloo",
+                     "knobs": {"env": {}}})
+    return rows
+
+
+def _probe_rows(name):
+    rows = []
+    for size in (2 ** 16, 2 ** 20, 2 ** 22):
+        for ratio in (0.5, 1.0, 2.0):
+            comm, comp = 100.0 + size / 1e4, ratio * (100.0 + size / 1e4)
+            both = max(comm, comp) * 1.2
+            rows.append({"kind": "overlap", "run_id": name, "collective": "all_reduce",
+                         "placement": "in_place", "size_bytes": size, "compute_ratio": ratio,
+                         "t_comm_us": comm, "t_comp_us": comp, "t_both_us": both,
+                         "overlap_pct": max(0.0, 100 - 100 * (both - comp) / comm),
+                         "compute_slowdown": 0.1, "comm_slowdown": -0.05,
+                         "compute_dtype": "float32", "compute_streams": 1,
+                         "probe_timing": "perf_counter+future_callback"})
+    return rows
+
+
+def _run(name, rows, **meta):
+    return RunData(f"/results/{name}", {"run_id": name, "backend": "gloo", "state": "completed",
+                                        "versions": {"torch": "2.13.0"}, **meta}, rows)
+
+
+class _Images(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.sources, self.headings, self.texts = [], [], []
+        self._in_heading = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.sources.append(dict(attrs)["src"])
+        self._in_heading = tag in ("h1", "h2", "h3")
+        if tag in ("link", "script"):
+            raise AssertionError(f"the report must not load or run anything: <{tag}>")
+
+    def handle_data(self, data):
+        self.texts.append(data)
+        if self._in_heading:
+            self.headings.append(data)
+
+    def handle_endtag(self, tag):
+        self._in_heading = False
+
+
+def _parse(text):
+    parser = _Images()
+    parser.feed(text)
+    return parser
+
+
+def _png_size(data):
+    image = Image.open(io.BytesIO(data))
+    image.verify()
+    return Image.open(io.BytesIO(data)).size
+
+
+def test_html_is_one_file_with_inline_charts_and_sections():
+    runs = [_run("base", _sweep_rows("base")), _run("tuned", _sweep_rows("tuned", 10, 8)),
+            _run("probe", _probe_rows("probe"))]
+    document = build_report(runs)
+    parsed = _parse(render_html(document))
+    # busbw + latency for the overlaid collective, overlap % + times for the probes
+    assert len(parsed.sources) == len(document.charts) == 4
+    for source in parsed.sources:
+        assert source.startswith("data:image/png;base64,")
+        width, height = _png_size(base64.b64decode(source.split(",", 1)[1]))
+        assert width >= 600 and height >= 300
+    assert {"Summary", "all_reduce (in_place)", "Overlap probes: all_reduce (probe)",
+            "Provenance", "base", "tuned", "probe"} <= set(parsed.headings)
+
+
+def test_summary_and_regimes_carry_the_fit():
+    document = build_report([_run("base", _sweep_rows("base", alpha_us=20.0, busbw_gbps=5.0))])
+    (row,) = document.summary.rows
+    assert row[0] == "base" and row[2] == len(SIZES)
+    assert float(row[4]) == pytest.approx(5.0, rel=0.02)  # fitted peak busbw
+    assert float(row[5]) == pytest.approx(20.0, rel=0.05)  # alpha
+    (regimes,) = document.sections[0].tables
+    assert regimes.rows[0][0] == "base"
+
+
+def test_provenance_text_is_escaped():
+    run = _run("x", _sweep_rows("x"), command_line=["collbench", "sweep", "<script>"],
+               hosts=["a&b"])
+    text = render_html(build_report([run]))
+    assert "<script>" not in text and "&lt;script&gt;" in text and "a&amp;b" in text
+
+
+def test_markdown_links_the_pngs_it_returns():
+    document = build_report([_run("base", _sweep_rows("base")), _run("p", _probe_rows("p"))])
+    text, images = render_markdown(document, "report_files")
+    assert len(images) == len(document.charts)
+    for name, data in images.items():
+        assert f"]({name})" in text and name.startswith("report_files/")
+        assert _png_size(data)[0] >= 600
+    assert "| run | collective |" in text and "## Provenance" in text
+
+
+def test_charts_are_not_blank():
+    document = build_report([_run("base", _sweep_rows("base"))])
+    for chart in document.charts:
+        pixels = np.asarray(Image.open(io.BytesIO(chart.png)).convert("L"), dtype=float)
+        assert pixels.std() > 10, chart.name  # something was drawn, not an empty canvas
