@@ -77,10 +77,13 @@ def test_the_overlapped_span_holds_both_parts(probe_run):
         # the collective's span ends when its completion callback runs: at most a little
         # after the overlapped run saw it done
         assert row["t_comm_during_us"] <= row["t_both_us"] * 1.1 + 200
-        # launched together, the pair takes at least as long as either alone. Noise only
-        # adds time (loopback gloo on a VM swings 0.6-8 ms per call), so the fastest
-        # iterations are compared: a probe that forgot to wait would fail at ratio 0.25.
-        assert min(samples["t_both"]) >= 0.8 * max(min(samples["t_comp"]),
+        # launched together, the pair takes about as long as the longer part alone, or more.
+        # Loopback gloo on a VM is erratic (0.6-8 ms per call), and the collective alone can
+        # even be slower than beside a matmul: its threads then wake idle vCPUs (seen: the
+        # fastest 4 MiB all-reduce took 3.1 ms alone and under 2.3 ms with compute). So the
+        # fastest iterations are compared, with room for that: a probe that forgot to wait
+        # for the collective would still fail at ratio 0.25.
+        assert min(samples["t_both"]) >= 0.5 * max(min(samples["t_comp"]),
                                                    min(samples["t_comm"])), row
 
 
