@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from collbench.spec import format_size
+
 FIGSIZE_IN = (9.0, 4.5)
 DPI = 110
 SMALL_MAX_BYTES = 64 * 1024  # the latency chart's sizes
@@ -34,10 +36,8 @@ def _pyplot():
 
 
 def size_label(num_bytes: float) -> str:
-    for unit, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
-        if num_bytes >= scale:
-            return f"{num_bytes / scale:g}{unit}"
-    return f"{num_bytes:g}"
+    """Tick label: 8, 4K, 1.5M (powers of 1024, as nccl-tests sizes)."""
+    return format_size(num_bytes, compact=True)
 
 
 def _size_axis(axes: Any, sizes: Sequence[float]) -> None:

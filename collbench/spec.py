@@ -44,12 +44,12 @@ def parse_size(text: str | int, field_name: str = "size") -> int:
     return value
 
 
-def format_size(num_bytes: int) -> str:
-    """Short human form: 8 B, 4 KiB, 1.5 MiB."""
+def format_size(num_bytes: float, compact: bool = False) -> str:
+    """Short human form: 8 B, 4 KiB, 1.5 MiB; compact (chart ticks): 8, 4K, 1.5M."""
     for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if num_bytes >= scale:
-            return f"{num_bytes / scale:g} {unit}"
-    return f"{num_bytes} B"
+            return f"{num_bytes / scale:g}{unit[0] if compact else ' ' + unit}"
+    return f"{num_bytes:g}" if compact else f"{num_bytes} B"
 
 
 def _size_arg(num_bytes: int) -> str:

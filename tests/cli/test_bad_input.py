@@ -51,7 +51,12 @@ from tests.helpers import collbench
     (["--no-such-option"], "No such option: --no-such-option"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
-    done = collbench("sweep", *args, "--out", str(tmp_path / "run"))
+    _assert_refused(tmp_path, "sweep", args, needle)
+
+
+def _assert_refused(tmp_path, command, args, needle):
+    """Exit 2, one line naming the problem, and nothing written to the run directory."""
+    done = collbench(command, *args, "--out", str(tmp_path / "run"))
     assert done.returncode == 2, (done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -74,12 +79,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
     (["--overlap"], "No such option: --overlap"),
 ])
 def test_bad_overlap_input_is_one_line_and_exit_2(tmp_path, args, needle):
-    done = collbench("overlap", *args, "--out", str(tmp_path / "run"))
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("collbench: error: ") and needle in lines[0]
-    assert not (tmp_path / "run").exists()
+    _assert_refused(tmp_path, "overlap", args, needle)
 
 
 def test_probe_options_need_overlap_on_sweep(tmp_path):
