@@ -51,19 +51,51 @@ def load_sweep_rows(runs: list[Path]) -> list[dict[str, Any]]:
     from collbench.results import load_rows, read_meta
 
     rows: list[dict[str, Any]] = []
+    run_dirs: dict[str, Path] = {}
     for run in dict.fromkeys(Path(run).resolve() for run in runs):  # a run given twice: once
         run_rows = load_rows(run) if run.is_dir() else []
         if not run_rows:
             raise SpecError("RUN", str(run), "holds no result rows (no rows.jsonl): "
                             "pass a directory written by collbench sweep")
         run_id = (read_meta(run) or {}).get("run_id") or run.name
-        rows.extend({**row, "run_id": row.get("run_id") or run_id} for row in run_rows)
+        tagged = [{**row, "run_id": row.get("run_id") or run_id} for row in run_rows]
+        run_dirs.update({str(row["run_id"]): run for row in tagged})
+        rows.extend(tagged)
     sweep = [row for row in rows if row.get("kind", "sweep") == "sweep"]
     if not sweep:
         kinds = sorted({str(row.get("kind")) for row in rows})
         raise SpecError("RUN", ", ".join(str(run) for run in runs),
                         f"hold no sweep rows to fit (only {', '.join(kinds)})")
+    check_poolable(sweep, run_dirs)
     return sweep
+
+
+# What makes times of one group mean different things: they must not be pooled in one fit.
+POOL_BLOCKERS = ("source", "timing_method", "rank_stat", "op", "nodes", "ranks_per_node")
+
+
+def check_poolable(rows: list[dict[str, Any]], run_dirs: dict[str, Path]) -> None:
+    """SpecError when runs that land in one fit group were measured differently."""
+    from collbench.analysis.comparison import RunData, describe_method
+    from collbench.analysis.fit import group_rows
+    from collbench.errors import SpecError
+    from collbench.results import read_meta
+
+    for key, members in group_rows(rows).items():
+        methods: dict[str, dict[str, Any]] = {}
+        for run_id in sorted({str(row["run_id"]) for row in members}):
+            run_rows = [row for row in members if str(row["run_id"]) == run_id]
+            path = run_dirs.get(run_id)
+            meta = (read_meta(path) if path is not None else None) or {}
+            methods[run_id] = describe_method(RunData(str(path or run_id), meta, run_rows))
+        first = next(iter(methods))
+        for run_id, method in methods.items():
+            for field in POOL_BLOCKERS:
+                if method.get(field) != methods[first].get(field):
+                    raise SpecError("RUN", f"{first}, {run_id}", f"would be fitted together "
+                                    f"({key[0]}, {key[1]}, {key[2]} ranks) but were measured "
+                                    f"differently: {field} {methods[first].get(field)!r} vs "
+                                    f"{method.get(field)!r}; fit them separately")
 
 
 def predictions(curve: CurveFit, sizes: list[int]) -> list[dict[str, Any]]:

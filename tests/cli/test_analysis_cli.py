@@ -118,3 +118,21 @@ def test_bad_report_input_is_one_line_and_exit_2(tmp_path, args, needle):
     assert done.returncode == 2, (done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0]
+
+
+def test_fit_refuses_to_pool_runs_measured_differently(tmp_path):
+    sizes = {2 ** k: 20.0 + 2 ** k / 5e3 for k in range(3, 20)}
+    base = write_run(tmp_path / "a", sizes)
+    other = write_run(tmp_path / "b", sizes)
+    meta = json.loads((other / "meta.json").read_text())
+    (other / "meta.json").write_text(json.dumps({**meta, "timing_method": "cuda_events"}))
+    done = collbench("fit", str(base), str(other))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert ("would be fitted together (all_reduce, gloo, 2 ranks) but were measured "
+            "differently: timing_method 'perf_counter' vs 'cuda_events'") in line
+    same = write_run(tmp_path / "c", sizes)
+    done = collbench("fit", str(base), str(same), "--json")
+    assert done.returncode == 0, done.stderr
+    (group,) = json.loads(done.stdout)
+    assert group["runs"] == ["a", "c"] and group["n_points"] == 2 * len(sizes)
