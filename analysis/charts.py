@@ -98,7 +98,8 @@ def _draw_fit(axes: Any, fit: Any, color: str, label: str, regimes: bool) -> Non
         axes.axvline(boundary, color="#888888", linestyle=":", linewidth=1)
     for regime in fit.regimes:
         middle = float(np.sqrt(max(regime.min_bytes, 1) * regime.max_bytes))
-        axes.text(middle, top * 0.97, f"{regime.busbw_gbps:.3g} GB/s\nα {regime.alpha_us:.3g} us",
+        busbw = "latency" if fit.latency_bound(regime) else f"{regime.busbw_gbps:.3g} GB/s"
+        axes.text(middle, top * 0.97, f"{busbw}\nα {regime.alpha_us:.3g} us",
                   ha="center", va="top", fontsize=7, color="#555555")
 
 

@@ -40,6 +40,7 @@ CI_METHOD = ("95% Student-t interval from the Jacobian of each regime's robust "
 GROUP_KEYS = ("collective", "backend", "world_size", "topology", "placement", "dtype")
 # ln(us per byte) >= this: a latency-bound regime (flat time) gets a huge but finite busbw.
 _MIN_LOG_US_PER_BYTE = math.log(1e-12)
+LATENCY_BOUND_SHARE = 0.01
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,14 @@ class CurveFit:
         """Fitted busbw at the largest measured size (what the sweep actually reached)."""
         return self.predict_busbw_gbps(self.regimes[-1].max_bytes)
 
+    def latency_bound(self, regime: Regime) -> bool:
+        """Whether the size term stays under 1% of the regime's time up to its largest size:
+        its fitted busbw is then unconstrained by the data (it can come out absurdly large)
+        and says nothing about the fabric."""
+        size_term_us = regime.max_bytes * self.bus_factor / (regime.busbw_gbps * 1e3)
+        return size_term_us < LATENCY_BOUND_SHARE * regime.time_us(regime.max_bytes,
+                                                                     self.bus_factor)
+
     def regime_index(self, size_bytes: float) -> int:
         """The regime that predicts this size (first or last one outside the data)."""
         return int(np.searchsorted(self.breakpoints, size_bytes, side="right"))
@@ -147,7 +156,8 @@ class CurveFit:
             "busbw_peak_gbps_ci": _round_pair(self.busbw_peak_gbps_ci),
             "busbw_at_max_bytes_gbps": _round(self.busbw_at_max_bytes_gbps),
             "n_half_bytes": self.n_half_bytes, "breakpoints": list(self.breakpoints),
-            "regimes": [regime.to_dict() for regime in self.regimes],
+            "regimes": [{**regime.to_dict(), "latency_bound": self.latency_bound(regime)}
+                        for regime in self.regimes],
             "r2_log_time": _round(self.r2_log_time),
             "rmse_log_time": _round(self.rmse_log_time), "ci_method": CI_METHOD,
             "bus_factor": _round(self.bus_factor), "min_bytes": self.regimes[0].min_bytes,

@@ -107,7 +107,8 @@ def _collective_section(runs: list[RunData], fits: dict[str, list[Any]],
 def _regime_table(label: str, fit: Any) -> Table:
     rows = [(label, f"{charts.size_label(regime.min_bytes)} .. "
              f"{charts.size_label(regime.max_bytes)}", f"{regime.alpha_us:.4g}",
-             f"{regime.busbw_gbps:.4g}", regime.n_points) for regime in fit.regimes]
+             "latency-bound" if fit.latency_bound(regime) else f"{regime.busbw_gbps:.4g}",
+             regime.n_points) for regime in fit.regimes]
     return Table(("run", "regime sizes (B)", "alpha (us)", "busbw (GB/s)", "points"), rows)
 
 

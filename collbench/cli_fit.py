@@ -152,8 +152,9 @@ def _regime_lines(curve: CurveFit) -> list[str]:
     lines = [f"  {'regime':>6}  {'sizes':<23} {'alpha_us':>10} {'busbw_gbps':>11} {'points':>6}"]
     for number, regime in enumerate(curve.regimes, 1):
         span = f"{format_size(regime.min_bytes)} .. {format_size(regime.max_bytes)}"
+        busbw = "latency" if curve.latency_bound(regime) else _num(regime.busbw_gbps)
         lines.append(f"  {number:>6}  {span:<23} {_num(regime.alpha_us):>10} "
-                     f"{_num(regime.busbw_gbps):>11} {regime.n_points:>6}")
+                     f"{busbw:>11} {regime.n_points:>6}")
     return lines
 
 

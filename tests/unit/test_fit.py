@@ -399,3 +399,14 @@ def test_real_log_spikes_are_flagged_and_fitted_through(name, size_bytes, neighb
     (spike,) = [o for o in fit.outliers if o.size_bytes == size_bytes]
     assert spike.busbw_gbps < 0.9 * spike.busbw_fit_gbps
     assert within(fit.predict_time_us(size_bytes), neighbours_us, 0.03)
+
+
+def test_a_flat_regime_is_marked_latency_bound():
+    sizes = np.array([2.0**k for k in range(3, 25)])
+    # flat 30 us up to 2 KiB (pure latency), then 5 us + a real bandwidth term
+    times = np.where(sizes <= 2048, 30.0, 5.0 + sizes * FACTOR / 20e3)
+    fit = fit_curve(sizes, times, FACTOR)
+    data = fit.to_dict()
+    assert data["regimes"][0]["latency_bound"] is True
+    assert data["regimes"][-1]["latency_bound"] is False
+    assert data["regimes"][-1]["busbw_gbps"] == pytest.approx(20.0, rel=0.02)
