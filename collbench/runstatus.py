@@ -23,9 +23,13 @@ def describe_run(run: Path) -> str:
     from collbench.launchers.slurm import job_state, read_slurm_record
     from collbench.spec import SweepSpec
 
-    job = _load_job(run)
     meta = read_meta(run) or {}
     rows = load_rows(run)
+    if meta.get("source") and not (Path(run) / JOB_FILE).is_file():
+        logs = ", ".join(meta.get("imported_from") or [])
+        return (f"run {run}: imported from {meta['source']} ({logs})\n"
+                f"rows: {len(rows)}; state: {meta.get('state')}")
+    job = _load_job(run)
     lines = [f"run {run}: launcher {job.launcher}, {job.nproc} rank(s)"]
     record = read_slurm_record(run)
     if record:

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +197,16 @@ def test_status_of_a_local_run_and_no_wait_for_it(tmp_path):
     waited = collbench("wait", str(out))
     assert waited.returncode == 2 and "was not submitted with --launcher slurm --no-wait" in \
         waited.stderr
+
+
+def test_status_of_an_imported_run(tmp_path):
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-tests" / \
+        "legacy_all_reduce_info.log"
+    out = tmp_path / "imported"
+    done = collbench("import", "nccl-tests", str(log), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    status = collbench("status", str(out))
+    assert status.returncode == 0, status.stderr
+    lines = status.stdout.splitlines()
+    assert lines[0] == f"run {out}: imported from nccl-tests ({log})"
+    assert lines[1].startswith("rows: ") and lines[1].endswith("; state: completed")
