@@ -9,9 +9,9 @@ How `fit_curve` works:
 2. each band gets a robust fit with scipy.optimize.least_squares: residuals are
    ln(t_fit / t_measured), so 8 B and 8 GB weigh the same, and the soft_l1 loss makes a
    point beyond the noise scale count linearly instead of quadratically;
-3. points far outside the robust spread are flagged as outliers (a band's end points are
-   judged against the band refitted without them, since they have the leverage to tilt
-   it), and each band is refitted without its outliers.
+3. points far outside the robust spread (5 MADs, and at least 5%) are flagged as outliers
+   and each band is refitted without them: the loss caps an outlier's pull, but one at a
+   band's end has the leverage to tilt a short band.
 Confidence intervals: 95% Student-t intervals from the Jacobian of the robust fit (as
 scipy's curve_fit computes them: cov = (J^T J)^-1 * 2 cost / (n - 2)); the bandwidth
 interval is computed on ln(1/B) and mapped back, so it is asymmetric and never negative.
@@ -182,15 +182,13 @@ def fit_curve(sizes_bytes: Sequence[float], times_us: Sequence[float], bus_facto
     everything = np.ones(len(points.sizes_bytes), dtype=bool)
     spans = choose_regimes(points, everything.astype(float), options.search)
     regimes = [_fit_regime(points, span, everything, bus_factor, options) for span in spans]
-    limits = _outlier_limits(points, spans, _residuals(points, regimes, bus_factor), options)
-    suspects = _outlier_scores(points, spans, regimes, bus_factor, options) > limits
-    # The loss caps an outlier's pull, but one at a regime's end still tilts the line.
+    residuals = _residuals(points, regimes, bus_factor)
+    limits = _outlier_limits(points, spans, residuals, options)
+    # The loss caps an outlier's pull, but one at a regime's end can still tilt the line.
+    suspects = np.abs(residuals) > limits
     regimes = [_fit_regime(points, span, ~suspects, bus_factor, options) for span in spans]
     residuals = _residuals(points, regimes, bus_factor)
-    # Judged again against the cleaner lines, with the noise measured without the suspects.
-    limits = _outlier_limits(points, spans, residuals, options, ~suspects)
-    outliers = np.abs(residuals) > limits
-    return _assemble(points, regimes, bus_factor, residuals, outliers)
+    return _assemble(points, regimes, bus_factor, residuals, np.abs(residuals) > limits)
 
 
 def _fit_regime(points: Points, span: tuple[int, int], keep: np.ndarray, bus_factor: float,
@@ -257,57 +255,19 @@ def _residuals(points: Points, regimes: list[Regime], bus_factor: float) -> np.n
 
 
 def _outlier_limits(points: Points, spans: list[tuple[int, int]], residuals: np.ndarray,
-                    options: FitOptions, counted: np.ndarray | None = None) -> np.ndarray:
+                    options: FitOptions) -> np.ndarray:
     """Per point: how far |ln(t / t_fit)| may go before the point counts as an outlier.
 
     The noise scale is the larger of the whole curve's and the point's own regime's robust
-    spread (MAD over the `counted` points), so a regime that is noisy throughout has no
-    outliers, only noise.
+    spread (MAD), so a regime that is noisy throughout has no outliers, only noise.
     """
-    counted = np.ones(len(residuals), dtype=bool) if counted is None else counted
-    size = np.abs(residuals)
-    curve_spread = 1.4826 * float(np.median(size[counted]))
+    curve_spread = 1.4826 * float(np.median(np.abs(residuals)))
     limits = np.empty(len(residuals))
     for first, last in spans:
-        inside = np.zeros(len(residuals), dtype=bool)
-        inside[points.span(first, last)] = True
-        mine = size[inside & counted]
-        spread = max(curve_spread, 1.4826 * float(np.median(mine)) if len(mine) else 0.0)
+        inside = points.span(first, last)
+        spread = max(curve_spread, 1.4826 * float(np.median(np.abs(residuals[inside]))))
         limits[inside] = max(options.outlier_sigmas * spread, options.outlier_min_rel)
     return limits
-
-
-def _outlier_scores(points: Points, spans: list[tuple[int, int]], regimes: list[Regime],
-                    bus_factor: float, options: FitOptions) -> np.ndarray:
-    """|ln(t / t_fit)| of each point, with a regime's first and last sizes judged harder.
-
-    Those are judged against their regime refitted without them: at an end one slow point
-    has the leverage to tilt the line towards itself and hide from its own residual. An
-    end point that the neighbouring regime fits is no outlier (the boundary is uncertain).
-    """
-    score = np.abs(_residuals(points, regimes, bus_factor))
-    for number, (first, last) in enumerate(spans):
-        ends = [(first, number - 1), (last, number + 1)] if last - first >= 2 else []
-        for size_index, neighbour in ends:
-            mine = points.span(size_index, size_index)
-            score[mine] = np.abs(_deleted_residual(points, (first, last), size_index, options))
-            if 0 <= neighbour < len(regimes):
-                other = np.log(points.times_us[mine] / regimes[neighbour].time_us(
-                    points.sizes_bytes[mine], bus_factor))
-                score[mine] = np.minimum(score[mine], np.abs(other))
-    return score
-
-
-def _deleted_residual(points: Points, span: tuple[int, int], size_index: int,
-                      options: FitOptions) -> np.ndarray:
-    """ln(t / t_fit) of one size's points against their regime fitted without them."""
-    mine, whole = points.span(size_index, size_index), points.span(*span)
-    rest = np.arange(whole.start, whole.stop)
-    rest = rest[(rest < mine.start) | (rest >= mine.stop)]
-    alpha_us, log_slope = _robust_line(points.sizes_bytes[rest], points.times_us[rest],
-                                       options.search.noise_rel).x
-    fitted = alpha_us + points.sizes_bytes[mine] * math.exp(log_slope)
-    return np.log(points.times_us[mine] / fitted)
 
 
 def _assemble(points: Points, regimes: list[Regime], bus_factor: float,

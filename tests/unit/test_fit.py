@@ -71,6 +71,16 @@ def test_one_regime_recovers_alpha_and_busbw(alpha_us, busbw_gbps, noise_rel, to
         assert low <= busbw_gbps <= high and high - low < 0.1 * busbw_gbps
 
 
+def test_95pct_intervals_hold_the_truth_about_95pct_of_the_time():
+    sizes, covered_alpha, covered_busbw, trials = SIZES[::2], 0, 0, 40
+    for seed in range(trials):
+        fit = fit_curve(sizes, jitter(line_us(25.0, 200.0, sizes), 100 + seed, 0.01), FACTOR)
+        covered_alpha += fit.alpha_us_ci[0] <= 25.0 <= fit.alpha_us_ci[1]
+        covered_busbw += fit.busbw_peak_gbps_ci[0] <= 200.0 <= fit.busbw_peak_gbps_ci[1]
+    # measured 37/40 and 38/40; one standard error each way would hold it ~68% of the time
+    assert covered_alpha >= 0.85 * trials and covered_busbw >= 0.85 * trials
+
+
 def test_noise_widens_the_confidence_intervals():
     quiet = fit_curve(SIZES, jitter(line_us(25, 200, SIZES), 5, 0.002), FACTOR)
     loud = fit_curve(SIZES, jitter(line_us(25, 200, SIZES), 5, 0.02), FACTOR)
