@@ -45,6 +45,7 @@ class Report:
     summary: Table
     sections: list[Section]
     provenance: list[tuple[str, Table]]
+    overlap_summary: Table | None = None
 
     @property
     def charts(self) -> list[Chart]:
@@ -66,7 +67,8 @@ def build_report(runs: list[RunData]) -> Report:
     sections += [section for run in runs for section in _overlap_sections(run)]
     title = "collbench report: " + ", ".join(run_label(run) for run in runs)
     return Report(title, _summary(runs, fits, keys), sections,
-                  [(run_label(run), provenance_table(run)) for run in runs])
+                  [(run_label(run), provenance_table(run)) for run in runs],
+                  overlap_summary(runs))
 
 
 def _curve(fits: dict[str, list[Any]], run: RunData, key: tuple[str, str]) -> Any:
@@ -96,20 +98,21 @@ def _collective_section(runs: list[RunData], fits: dict[str, list[Any]],
     if latency is not None:
         section.charts.append(Chart(f"{stem}_latency", f"{collective} {placement}: latency",
                                     latency))
-    for item in series:
-        if item.fit is not None:
-            section.tables.append(_regime_table(item.label, item.fit))
-        else:
-            section.notes.append(f"{item.label}: too few sizes to fit a curve")
+    fitted = [item for item in series if item.fit is not None]
+    if fitted:
+        section.tables.append(Table(
+            ("run", "regime sizes (B)", "alpha (us)", "busbw (GB/s)", "points"),
+            [row for item in fitted for row in _regime_rows(item.label, item.fit)]))
+    section.notes += [f"{item.label}: too few sizes to fit a curve"
+                      for item in series if item.fit is None]
     return section
 
 
-def _regime_table(label: str, fit: Any) -> Table:
-    rows = [(label, f"{charts.size_label(regime.min_bytes)} .. "
+def _regime_rows(label: str, fit: Any) -> list[tuple[Any, ...]]:
+    return [(label, f"{charts.size_label(regime.min_bytes)} .. "
              f"{charts.size_label(regime.max_bytes)}", f"{regime.alpha_us:.4g}",
              "latency-bound" if fit.latency_bound(regime) else f"{regime.busbw_gbps:.4g}",
              regime.n_points) for regime in fit.regimes]
-    return Table(("run", "regime sizes (B)", "alpha (us)", "busbw (GB/s)", "points"), rows)
 
 
 def _overlap_sections(run: RunData) -> list[Section]:
@@ -152,7 +155,7 @@ def _summary(runs: list[RunData], fits: dict[str, list[Any]],
                          f"{best['busbw_gbps']:.4g} at {charts.size_label(best['size_bytes'])}",
                          f"{fit.busbw_peak_gbps:.4g}" if fit else "-",
                          f"{fit.alpha_us:.4g}" if fit else "-",
-                         charts.size_label(fit.n_half_bytes) if fit else "-",
+                         approx_size(fit.n_half_bytes) if fit else "-",
                          len(fit.regimes) if fit else "-",
                          sum(wrong) if wrong else "N/A"))
     return Table(("run", "collective", "sizes", "peak busbw measured (GB/s)",
@@ -160,18 +163,62 @@ def _summary(runs: list[RunData], fits: dict[str, list[Any]],
                   "#wrong"), rows)
 
 
+def approx_size(num_bytes: float) -> str:
+    """A size to 3 significant digits in K/M/G (powers of 1024): 1.39M, 155M, 502K."""
+    for suffix, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if num_bytes >= scale:
+            return f"{charts.number(num_bytes / scale)}{suffix}"
+    return charts.number(num_bytes)
+
+
+def overlap_summary(runs: list[RunData]) -> Table | None:
+    """Per run, collective and compute ratio: how much hides and what it costs (medians
+    over sizes, with the range of overlap %); None without overlap rows."""
+    rows = []
+    for run in runs:
+        probes = [row for row in run.rows if row.get("kind") == "overlap"]
+        for collective in sorted({row["collective"] for row in probes}):
+            mine = [row for row in probes if row["collective"] == collective]
+            for ratio, group in charts.group_by_ratio(mine).items():
+                overlap = [row["overlap_pct"] for row in group if row.get("overlap_pct")
+                           is not None]
+                rows.append((run_label(run), collective,
+                             f"{ratio:g}" if ratio is not None else "fixed", len(group),
+                             _range(overlap),
+                             _median_pct([row.get("compute_slowdown") for row in group]),
+                             _median_pct([row.get("comm_slowdown") for row in group])))
+    if not rows:
+        return None
+    return Table(("run", "collective", "compute ratio", "sizes", "overlap % median (min..max)",
+                  "compute slowdown % (median)", "collective slowdown % (median)"), rows)
+
+
+def _range(values: list[float]) -> str:
+    if not values:
+        return "-"
+    ordered = sorted(values)
+    return (f"{charts.number(ordered[len(ordered) // 2])} ({charts.number(ordered[0])}.."
+            f"{charts.number(ordered[-1])})")
+
+
+def _median_pct(values: list[float | None]) -> str:
+    known = sorted(100 * value for value in values if value is not None)
+    return charts.number(known[len(known) // 2]) if known else "-"
+
+
 def provenance_table(run: RunData) -> Table:
-    """What produced a run: enough to reproduce it and to judge a comparison."""
+    """What produced a run: enough to reproduce it and to judge a comparison. Fields the
+    run does not know (an imported log has no launcher) are left out."""
     meta = run.meta
     sweep = [row for row in run.rows if row.get("kind", "sweep") == "sweep"] or run.rows
     first = sweep[0]
     devices = sorted({str(rank.get("device_name")) for rank in meta.get("ranks") or []
-                      if rank.get("device_name")})
-    knobs = meta.get("knobs") or (first.get("knobs") or {}).get("env") or {}
+                      if isinstance(rank, dict) and rank.get("device_name")})
     command = meta.get("command_line")
     items = [
-        ("run id", meta.get("run_id")), ("directory", run.path),
-        ("source", meta.get("source") or "collbench"), ("state", meta.get("state")),
+        ("run id", meta.get("run_id")), ("directory", run.path), ("source", _source(meta)),
+        ("imported from", ", ".join(meta.get("imported_from") or [])),
+        ("state", meta.get("state")),
         ("command line", " ".join(command) if isinstance(command, list) else command),
         ("launcher", meta.get("launcher")), ("backend", meta.get("backend")),
         ("world size / nodes", f"{first.get('world_size')} / {first.get('nodes')}"),
@@ -181,12 +228,37 @@ def provenance_table(run: RunData) -> Table:
         ("timing", meta.get("timing_method")),
         ("dtype / iters / warmup", f"{first.get('dtype')} / {first.get('iters')} / "
                                    f"{first.get('warmup')}"),
-        ("knobs", json.dumps(knobs, sort_keys=True) if knobs else "none set"),
-        ("started / finished", f"{meta.get('started_utc')} / {meta.get('finished_utc')}"),
-        ("git sha", meta.get("git_sha")),
+        ("knobs (environment)", _knobs(meta, first)),
+        ("started / finished", " / ".join(str(meta[key]) for key in
+                                          ("started_utc", "finished_utc") if meta.get(key))),
+        ("imported at", meta.get("imported_utc")), ("git sha", meta.get("git_sha")),
+        ("log comment", (meta.get("comment") or "")[:COMMENT_MAX_CHARS]),
     ]
-    return Table(("field", "value"), [(name, "" if value is None else value)
-                                      for name, value in items])
+    known = [(name, "-" if value in (None, "") else value) for name, value in items
+             if value not in (None, "") or name in _ALWAYS_SHOWN]
+    return Table(("field", "value"), known)
+
+
+_ALWAYS_SHOWN = ("run id", "source", "state", "command line")
+COMMENT_MAX_CHARS = 300
+
+
+def _source(meta: dict[str, Any]) -> str:
+    """collbench sweep / collbench overlap, or the tool whose log was imported."""
+    source = meta.get("source")
+    if source and source != "collbench":
+        return f"{source} import"
+    command = meta.get("command_line")
+    if isinstance(command, list) and len(command) > 1:
+        return f"collbench {command[1]}"
+    return "collbench"
+
+
+def _knobs(meta: dict[str, Any], first: dict[str, Any]) -> str:
+    knobs = meta.get("knobs") or first.get("knobs") or {}
+    if isinstance(knobs.get("env"), dict):  # rows (and imports) nest the environment
+        knobs = knobs["env"]
+    return json.dumps(knobs, sort_keys=True) if knobs else "none set"
 
 
 _CSS = """
@@ -216,7 +288,10 @@ def render_html(report: Report) -> str:
     parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>"
              f"{html.escape(report.title)}</title><style>{_CSS}</style></head><body>",
              f"<h1>{html.escape(report.title)}</h1><h2>Summary</h2>",
-             _html_table(report.summary)]
+             _html_table(report.summary) if report.summary.rows
+             else '<p class="note">no sweep rows: nothing to fit</p>']
+    if report.overlap_summary is not None:
+        parts += ["<h3>Overlap probes</h3>", _html_table(report.overlap_summary)]
     for section in report.sections:
         parts.append(f"<h2>{html.escape(section.heading)}</h2>")
         for chart in section.charts:
@@ -244,7 +319,11 @@ def _md_table(table: Table) -> list[str]:
 
 def render_markdown(report: Report, image_dir: str) -> tuple[str, dict[str, bytes]]:
     """The Markdown text and the PNG files it links (relative names under image_dir)."""
-    lines = [f"# {report.title}", "", "## Summary", "", *_md_table(report.summary)]
+    lines = [f"# {report.title}", "", "## Summary", ""]
+    lines += _md_table(report.summary) if report.summary.rows else [
+        "_no sweep rows: nothing to fit_"]
+    if report.overlap_summary is not None:
+        lines += ["", "### Overlap probes", "", *_md_table(report.overlap_summary)]
     images: dict[str, bytes] = {}
     for section in report.sections:
         lines += ["", f"## {section.heading}", ""]

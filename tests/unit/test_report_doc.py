@@ -128,3 +128,26 @@ def test_charts_are_not_blank():
     for chart in document.charts:
         pixels = np.asarray(Image.open(io.BytesIO(chart.png)).convert("L"), dtype=float)
         assert pixels.std() > 10, chart.name  # something was drawn, not an empty canvas
+
+
+def test_an_overlap_run_gets_its_own_summary_instead_of_an_empty_table():
+    document = build_report([_run("probe", _probe_rows("probe"))])
+    assert document.summary.rows == []
+    ratios = [row[2] for row in document.overlap_summary.rows]
+    assert ratios == ["0.5", "1", "2"] and all(row[3] == 3 for row in document.overlap_summary.rows)
+    parsed = _parse(render_html(document))
+    assert "no sweep rows: nothing to fit" in "".join(parsed.texts)
+    assert "Overlap probes" in parsed.headings
+    assert build_report([_run("base", _sweep_rows("base"))]).overlap_summary is None
+
+
+def test_imported_run_provenance_names_the_log_and_leaves_out_the_unknown():
+    run = _run("imp", _sweep_rows("imp"), source="nccl-tests", command_line=None,
+               imported_from=["/logs/a3.txt"], imported_utc="2026-01-01T00:00:00Z",
+               knobs={"env": {"NCCL_ALGO": "Ring"}, "settings": {"imported": True}})
+    fields = dict(build_report([run]).provenance[0][1].rows)
+    assert fields["source"] == "nccl-tests import"
+    assert fields["imported from"] == "/logs/a3.txt" and fields["command line"] == "-"
+    assert fields["knobs (environment)"] == '{"NCCL_ALGO": "Ring"}'
+    assert "launcher" not in fields and "started / finished" not in fields
+    assert "None" not in "".join(str(value) for value in fields.values())
