@@ -25,6 +25,7 @@ from collbench.stats import TimeStats, combine_ranks
 _ESTIMATE_OPS = 5
 # Matmuls timed per calibration of one shape (after one untimed).
 _CALIBRATE_REPS = 3
+_MAX_CORRECTION = 2.0
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,12 @@ class OverlapProbe:
         comm_s, comp_s = self.runner.gather(mine).mean(axis=0)
         if comp_s <= 0:
             return reps
-        return max(1, round(reps * ratio * comm_s / comp_s))
+        # A handful of warm-up calls on a noisy host can be off by far more than the
+        # calibration: correct by at most 2x either way, so a larger ratio always runs
+        # more compute than a smaller one of the same size.
+        wanted = ratio * comm_s / (comp_s / reps)  # repetitions that would hit the ratio
+        correction = min(_MAX_CORRECTION, max(1 / _MAX_CORRECTION, wanted / reps))
+        return max(1, round(reps * correction))
 
     def _largest_square(self) -> tuple[int, int, int]:
         size = square_ladder(self.runner.device.type)[0]
