@@ -45,7 +45,8 @@ class SizeComparison:
     size_bytes: int
     baseline_busbw_gbps: float
     candidate_busbw_gbps: float
-    # candidate / baseline busbw (for size 0, baseline time / candidate time): > 1 is faster
+    # candidate / baseline busbw, from the times (size 0: baseline / candidate time): > 1 is
+    # faster
     ratio: float
     verdict: str  # faster, slower, same, no samples, too few samples
     p_value: float | None
@@ -125,15 +126,25 @@ def _labels(keys: set[tuple[str, str, int]]) -> list[str]:
 
 
 def _compare_size(base: dict[str, Any], cand: dict[str, Any], alpha: float) -> SizeComparison:
-    if base["size_bytes"] and base["busbw_gbps"] and cand["busbw_gbps"]:
-        ratio = cand["busbw_gbps"] / base["busbw_gbps"]
-    else:
-        ratio = base["time_us"] / cand["time_us"] if cand["time_us"] else math.nan
+    # From the times, not the busbw columns: imported logs print busbw with two decimals
+    # (0.00 at small sizes). Same size, so busbw ratio = time ratio x bus-factor ratio.
+    ratio = base["time_us"] / cand["time_us"] if cand["time_us"] else math.nan
+    if base["size_bytes"]:
+        ratio *= _factor(cand) / _factor(base)
     verdict, p_value = significance(base.get("time_us_samples") or [],
                                     cand.get("time_us_samples") or [], alpha)
     return SizeComparison(str(base["collective"]), str(base["placement"]),
                           int(base["size_bytes"]), float(base["busbw_gbps"]),
                           float(cand["busbw_gbps"]), float(ratio), verdict, p_value)
+
+
+def _factor(row: dict[str, Any]) -> float:
+    from collbench.analysis.bandwidth import bus_factor
+
+    try:
+        return bus_factor(str(row["collective"]), int(row.get("world_size") or 1))
+    except (KeyError, ValueError, ZeroDivisionError):
+        return 1.0
 
 
 def significance(base_us: list[float], cand_us: list[float],

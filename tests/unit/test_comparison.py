@@ -102,3 +102,15 @@ def test_every_difference_is_named_and_classified(change, field, kind):
 def test_identical_methods_have_no_differences():
     rows = [_row(1024, 100, [])]
     assert differences(_run("a", rows), _run("b", rows)) == []
+
+
+def test_ratio_comes_from_the_times_not_rounded_busbw():
+    # an imported log prints busbw with two decimals: 0.01 and 0.01 would read as "same"
+    base = _run("a", [{**_row(4096, 300.0, []), "busbw_gbps": 0.01}])
+    cand = _run("b", [{**_row(4096, 200.0, []), "busbw_gbps": 0.01}])
+    (item,) = compare(base, cand).sizes
+    assert item.ratio == pytest.approx(1.5)
+    # a different world size changes the bus factor: 2 ranks (1.0) vs 4 ranks (1.5)
+    wide = _run("c", [_row(4096, 300.0, [], world_size=4)])
+    (item,) = compare(base, wide).sizes
+    assert item.ratio == pytest.approx(1.5)
