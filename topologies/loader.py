@@ -1,0 +1,57 @@
+"""Find and read topology files: catalog names (package data) or a path to YAML/TOML."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+try:  # Python 3.11+
+    import tomllib
+except ImportError:  # pragma: no cover - Python 3.10 reads YAML only
+    tomllib = None  # type: ignore[assignment]
+
+from collbench.topologies.schema import Topology, TopologyError, topology_from_dict
+
+SUFFIXES = (".yaml", ".yml", ".toml")
+
+
+def catalog_names() -> list[str]:
+    """Names of the shipped topologies, sorted."""
+    root = resources.files("collbench.topologies")
+    return sorted(entry.name.rsplit(".", 1)[0] for entry in root.iterdir()
+                  if entry.name.endswith(SUFFIXES))
+
+
+def load_topology(name_or_path: str | Path) -> Topology:
+    """A catalog topology by name, or a file by path; TopologyError if missing or bad."""
+    text = str(name_or_path)
+    path = Path(text)
+    if path.suffix in SUFFIXES or path.exists():
+        if not path.is_file():
+            raise TopologyError("--topology", text, "is not a file")
+        return topology_from_dict(_parse(path.read_text(encoding="utf-8"), path.suffix, text),
+                                  str(path))
+    root = resources.files("collbench.topologies")
+    for suffix in SUFFIXES:
+        entry = root / f"{text}{suffix}"
+        if entry.is_file():
+            return topology_from_dict(_parse(entry.read_text(encoding="utf-8"), suffix, text),
+                                      text)
+    known = ", ".join(catalog_names()) or "none shipped"
+    raise TopologyError("--topology", text, f"is neither a file nor a catalog name ({known})")
+
+
+def _parse(text: str, suffix: str, origin: str) -> Any:
+    if suffix == ".toml" and tomllib is None:
+        raise TopologyError(origin, "", "is TOML, which needs Python 3.11+; use YAML")
+    try:
+        if suffix == ".toml":
+            return tomllib.loads(text)
+        return yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError) as error:  # tomllib.TOMLDecodeError is a ValueError
+        detail = str(error).replace("\n", " ")
+        raise TopologyError(origin, "", f"is not valid {suffix.lstrip('.').upper()}: "
+                            f"{detail}") from None

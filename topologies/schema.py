@@ -1,0 +1,263 @@
+"""The topology schema: frozen dataclasses for a fabric, validated field by field.
+
+A topology file (YAML or TOML) maps onto `Topology`; `topology_from_dict` builds one and
+raises `TopologyError` naming the field path and the value on anything wrong, e.g.
+`scale_up.bandwidth_gbytes_s: -3 must be a number > 0`.
+
+Units live in the names: `*_gbytes_s` is GB/s (1e9 bytes per second, the unit of
+nccl-tests' busbw), `*_gbits_s` is Gb/s (1e9 bits per second, the unit NICs are sold in),
+`*_us` microseconds, `*_tflops` dense TFLOP/s (1e12), `*_gib` GiB.
+
+Pure: no I/O here (the loader reads files), no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from collbench.errors import SpecError
+
+SCALE_UP_KINDS = ("nvlink", "xgmi", "pcie", "shm")
+SCALE_OUT_KINDS = ("infiniband", "roce", "ethernet", "tcp")
+
+
+class TopologyError(SpecError):
+    """A topology file or field is wrong; the message names the field path and value."""
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One accelerator (GPU, or the CPU socket share of a rank on `cpu-local`)."""
+
+    name: str
+    peak_bf16_tflops: float  # dense (no sparsity), the MFU denominator
+    peak_fp8_tflops: float | None = None  # dense
+    memory_gib: float | None = None
+
+
+@dataclass(frozen=True)
+class ScaleUp:
+    """The scale-up domain: NVLink/NVSwitch, xGMI, PCIe, or shared memory on one host."""
+
+    kind: str
+    bandwidth_gbytes_s: float  # per accelerator, per direction
+    latency_us: float  # one hop (one step of a ring)
+    domain_size: int  # accelerators in one domain: 8 in a DGX, 72 in a GB200 NVL72 rack
+    # "switch": any-to-any at full per-accelerator bandwidth (NVSwitch);
+    # "mesh": point-to-point links, the bandwidth split over domain_size - 1 peers (xGMI);
+    # "bus": a shared PCIe tree.
+    fabric: str = "switch"
+
+
+@dataclass(frozen=True)
+class ScaleOut:
+    """The scale-out network between scale-up domains (InfiniBand, RoCE, Ethernet)."""
+
+    kind: str
+    nics_per_node: int
+    nic_gbits_s: float  # per NIC, per direction
+    latency_us: float  # one hop between nodes, NIC to NIC through the switches
+    rail_optimized: bool = True
+    oversubscription: float = 1.0  # 2.0 means a 2:1 tapered fat tree above the leaves
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A fabric: what the cost model and the MFU estimator price collectives on."""
+
+    name: str
+    description: str
+    nodes: int
+    accelerators_per_node: int
+    accelerator: Accelerator
+    scale_up: ScaleUp
+    scale_out: ScaleOut | None = None  # None: a single node or domain, nothing between
+    curves: str | None = None  # a run directory whose measured rows override predictions
+    sources: Mapping[str, str] = field(default_factory=dict)  # field path -> citation
+    origin: str = ""  # where it was loaded from (catalog name or file path)
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.accelerators_per_node
+
+    @property
+    def nodes_per_domain(self) -> int:
+        """Nodes that one scale-up domain spans (18 trays of 4 GPUs in an NVL72)."""
+        return max(1, self.scale_up.domain_size // self.accelerators_per_node)
+
+    @property
+    def node_scale_out_gbytes_s(self) -> float:
+        """One node's scale-out bandwidth per direction, all NICs together, in GB/s."""
+        if self.scale_out is None:
+            return 0.0
+        return self.scale_out.nics_per_node * self.scale_out.nic_gbits_s / 8
+
+    def with_nodes(self, nodes: int) -> Topology:
+        """The same fabric with another node count (validated)."""
+        data = to_dict(self)
+        data["nodes"] = nodes
+        return topology_from_dict(data, self.origin)
+
+
+def to_dict(topology: Topology) -> dict[str, Any]:
+    """The plain mapping a topology file would hold (round-trips through from_dict)."""
+    out: dict[str, Any] = {}
+    for item in fields(Topology):
+        if item.name == "origin":
+            continue
+        value = getattr(topology, item.name)
+        if isinstance(value, (Accelerator, ScaleUp, ScaleOut)):
+            value = {sub.name: getattr(value, sub.name) for sub in fields(value)}
+        elif isinstance(value, Mapping):
+            value = dict(value)
+        out[item.name] = value
+    return out
+
+
+def topology_from_dict(data: Any, origin: str = "") -> Topology:
+    """Build and validate a Topology; TopologyError names the first bad field."""
+    top = _Fields(data, "")
+    topology = Topology(
+        name=top.text("name"),
+        description=top.text("description", default=""),
+        nodes=top.integer("nodes", minimum=1),
+        accelerators_per_node=top.integer("accelerators_per_node", minimum=1),
+        accelerator=_accelerator(top.section("accelerator")),
+        scale_up=_scale_up(top.section("scale_up")),
+        scale_out=_scale_out(top.section("scale_out", optional=True)),
+        curves=top.text("curves", default=None),
+        sources=top.sources("sources"),
+        origin=origin,
+    )
+    top.no_extra()
+    _check_consistent(topology)
+    return topology
+
+
+def _accelerator(section: _Fields) -> Accelerator:
+    accelerator = Accelerator(
+        name=section.text("name"),
+        peak_bf16_tflops=section.number("peak_bf16_tflops"),
+        peak_fp8_tflops=section.number("peak_fp8_tflops", default=None),
+        memory_gib=section.number("memory_gib", default=None),
+    )
+    section.no_extra()
+    return accelerator
+
+
+def _scale_up(section: _Fields) -> ScaleUp:
+    scale_up = ScaleUp(
+        kind=section.choice("kind", SCALE_UP_KINDS),
+        bandwidth_gbytes_s=section.number("bandwidth_gbytes_s"),
+        latency_us=section.number("latency_us", minimum=0.0),
+        domain_size=section.integer("domain_size", minimum=1),
+        fabric=section.choice("fabric", ("switch", "mesh", "bus"), default="switch"),
+    )
+    section.no_extra()
+    return scale_up
+
+
+def _scale_out(section: _Fields | None) -> ScaleOut | None:
+    if section is None:
+        return None
+    scale_out = ScaleOut(
+        kind=section.choice("kind", SCALE_OUT_KINDS),
+        nics_per_node=section.integer("nics_per_node", minimum=1),
+        nic_gbits_s=section.number("nic_gbits_s"),
+        latency_us=section.number("latency_us", minimum=0.0),
+        rail_optimized=section.boolean("rail_optimized", default=True),
+        oversubscription=section.number("oversubscription", default=1.0, minimum=1.0),
+    )
+    section.no_extra()
+    return scale_out
+
+
+def _check_consistent(topology: Topology) -> None:
+    domain = topology.scale_up.domain_size
+    per_node = topology.accelerators_per_node
+    if domain % per_node and per_node % domain:
+        raise TopologyError("scale_up.domain_size", domain, f"must divide or be a multiple of "
+                            f"accelerators_per_node ({per_node})")
+    if topology.scale_out is None and topology.nodes > topology.nodes_per_domain:
+        raise TopologyError("scale_out", None, f"is required: {topology.nodes} nodes do not fit "
+                            f"in one scale-up domain of {domain} accelerators")
+
+
+class _Fields:
+    """Typed reads from one mapping of a topology file, with the field path in errors."""
+
+    def __init__(self, data: Any, path: str) -> None:
+        if not isinstance(data, Mapping):
+            raise TopologyError(path or "topology", _short(data), "must be a mapping of fields")
+        self.data, self.path, self.read = data, path, set()
+
+    def _get(self, key: str, default: Any, required: bool) -> Any:
+        self.read.add(key)
+        if key not in self.data or self.data[key] is None:
+            if required:
+                raise TopologyError(self._name(key), None, "is required")
+            return default
+        return self.data[key]
+
+    def _name(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def text(self, key: str, default: Any = ...) -> Any:
+        value = self._get(key, default, default is ...)
+        if value is not default and not (isinstance(value, str) and value.strip()):
+            raise TopologyError(self._name(key), _short(value), "must be a non-empty string")
+        return value
+
+    def number(self, key: str, default: Any = ..., minimum: float | None = None) -> Any:
+        value = self._get(key, default, default is ...)
+        if value is default:
+            return value
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or (value <= 0 if minimum is None else value < minimum):
+            bound = "> 0" if minimum is None else f">= {minimum:g}"
+            raise TopologyError(self._name(key), _short(value), f"must be a number {bound}")
+        return float(value)
+
+    def integer(self, key: str, minimum: int) -> int:
+        value = self._get(key, None, True)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise TopologyError(self._name(key), _short(value), f"must be an integer >= {minimum}")
+        return value
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self._get(key, default, False)
+        if not isinstance(value, bool):
+            raise TopologyError(self._name(key), _short(value), "must be true or false")
+        return value
+
+    def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
+        value = self._get(key, default, default is ...)
+        if not isinstance(value, str) or value.lower() not in choices:
+            raise TopologyError(self._name(key), _short(value), f"must be one of {', '.join(choices)}")
+        return value.lower()
+
+    def section(self, key: str, optional: bool = False) -> _Fields | None:
+        value = self._get(key, None, not optional)
+        return None if value is None else _Fields(value, self._name(key))
+
+    def sources(self, key: str) -> dict[str, str]:
+        value = self._get(key, {}, False)
+        if not isinstance(value, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in value.items()):
+            raise TopologyError(self._name(key), _short(value),
+                                "must map field paths to citations (strings)")
+        return dict(value)
+
+    def no_extra(self) -> None:
+        extra = sorted(str(key) for key in self.data if key not in self.read)
+        if extra:
+            raise TopologyError(self._name(extra[0]), self.data[extra[0]] if extra[0] in self.data
+                                else None, "is not a known field")
+
+
+def _short(value: Any) -> Any:
+    text = repr(value)
+    return value if len(text) <= 60 else text[:57] + "..."
