@@ -215,7 +215,8 @@ class _Fields:
         value = self._get(key, default, default is ...)
         if value is default:
             return value
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and math.isfinite(value))
         if not ok or (value <= 0 if minimum is None else value < minimum):
             bound = "> 0" if minimum is None else f">= {minimum:g}"
             raise TopologyError(self._name(key), _short(value), f"must be a number {bound}")
@@ -236,7 +237,8 @@ class _Fields:
     def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
         value = self._get(key, default, default is ...)
         if not isinstance(value, str) or value.lower() not in choices:
-            raise TopologyError(self._name(key), _short(value), f"must be one of {', '.join(choices)}")
+            raise TopologyError(self._name(key), _short(value),
+                                f"must be one of {', '.join(choices)}")
         return value.lower()
 
     def section(self, key: str, optional: bool = False) -> _Fields | None:

@@ -1,0 +1,215 @@
+"""Training workloads for the MFU estimator: a transformer's shape, its training setup and
+its parallelism, as frozen dataclasses validated field by field, plus model presets.
+
+FLOP counts follow PaLM (Chowdhery et al. 2022, appendix B): model FLOPs per token =
+6·N + 12·L·H·Q·T (N parameters, L layers, H heads, Q head dim, T sequence length). The
+hardware FLOPs add what recomputation does again: full recompute repeats the forward
+(8·N + 16·L·H·Q·T); selective recompute (Korthikanti et al. 2022) repeats only the
+attention core, the 4·L·H·Q·T of its forward (6·N + 16·L·H·Q·T).
+
+Pure: no I/O, no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from collbench.errors import SpecError
+
+RECOMPUTE = ("none", "selective", "full")
+COMPUTE_DTYPES = ("bf16", "fp8")
+
+
+@dataclass(frozen=True)
+class Model:
+    """A decoder-only transformer. `params` defaults to the count its shape implies."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    vocab: int
+    ffn_hidden: int = 0  # 0: 4 * hidden (GPT); Llama's SwiGLU sets its own
+    kv_heads: int = 0  # 0: heads (multi-head attention); fewer: grouped-query attention
+    gated_mlp: bool = False  # SwiGLU: three ffn matrices instead of two
+    tied_embeddings: bool = True  # GPT ties input and output embeddings; Llama 3 does not
+    params: float = 0.0  # 0: computed from the shape
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "heads", "vocab"):
+            _positive(f"model.{name}", getattr(self, name))
+        for name in ("ffn_hidden", "kv_heads", "params"):
+            if getattr(self, name) < 0:
+                raise SpecError(f"--{name.replace('_', '-')}", getattr(self, name), "must be >= 0")
+        if self.hidden % self.heads:
+            raise SpecError("--heads", self.heads, f"must divide --hidden ({self.hidden})")
+        if self.heads % self.kv_heads_or_heads:
+            raise SpecError("--kv-heads", self.kv_heads, f"must divide --heads ({self.heads})")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def kv_heads_or_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def ffn(self) -> int:
+        return self.ffn_hidden or 4 * self.hidden
+
+    @property
+    def layer_params(self) -> float:
+        """Weights of one layer: attention (q, k, v, o) and the MLP; norms and biases."""
+        kv_dim = self.kv_heads_or_heads * self.head_dim
+        attention = self.hidden * (2 * self.hidden + 2 * kv_dim)
+        mlp = (3 if self.gated_mlp else 2) * self.hidden * self.ffn
+        return attention + mlp + 4 * self.hidden
+
+    @property
+    def embedding_params(self) -> float:
+        return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+
+    @property
+    def n_params(self) -> float:
+        if self.params:
+            return self.params
+        return self.layers * self.layer_params + self.embedding_params
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """How the ranks split the model (Megatron order: TP innermost, then DP, then PP)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    zero: int = 0  # 0 plain DDP; 1/2 sharded optimizer (and grads); 3 = FSDP
+    sequence_parallel: bool = False
+    virtual_stages: int = 1  # interleaved 1F1B: model chunks per pipeline rank
+    dp_overlap: bool = True  # gradient reduction overlaps the backward pass
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "dp", "virtual_stages"):
+            _positive(f"--{name.replace('_', '-')}", getattr(self, name))
+        if self.zero not in (0, 1, 2, 3):
+            raise SpecError("--zero", self.zero, "must be 0, 1, 2 or 3")
+        if self.sequence_parallel and self.tp == 1:
+            raise SpecError("--sequence-parallel", True, "needs --tp > 1")
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.dp
+
+
+@dataclass(frozen=True)
+class Training:
+    """One optimizer step: sequences, micro-batches, recompute and the compute dtype."""
+
+    seq: int
+    global_batch: int  # sequences per step
+    micro_batch: int = 1
+    recompute: str = "none"
+    dtype: str = "bf16"
+    grad_bytes: int = 4  # gradients reduced in fp32 (Megatron's default for bf16; FSDP's too)
+    param_bytes: int = 2  # parameters gathered in bf16 (ZeRO / FSDP)
+    activation_bytes: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("seq", "global_batch", "micro_batch", "grad_bytes", "param_bytes",
+                     "activation_bytes"):
+            _positive(f"--{name.replace('_', '-')}", getattr(self, name))
+        if self.recompute not in RECOMPUTE:
+            raise SpecError("--recompute", self.recompute, f"must be one of {', '.join(RECOMPUTE)}")
+        if self.dtype not in COMPUTE_DTYPES:
+            raise SpecError("--dtype", self.dtype, f"must be one of {', '.join(COMPUTE_DTYPES)}")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model trained with a setup and a parallelism: what `collbench mfu` prices."""
+
+    model: Model
+    training: Training
+    parallelism: Parallelism = field(default_factory=Parallelism)
+
+    def __post_init__(self) -> None:
+        par, run = self.parallelism, self.training
+        if self.model.layers % (par.pp * par.virtual_stages):
+            raise SpecError("--pp", par.pp, f"x --virtual-stages {par.virtual_stages} must "
+                            f"divide the layers ({self.model.layers})")
+        if self.model.heads % par.tp:
+            raise SpecError("--tp", par.tp, f"must divide the heads ({self.model.heads})")
+        if run.global_batch % (par.dp * run.micro_batch):
+            raise SpecError("--global-batch", run.global_batch, f"must be a multiple of --dp x "
+                            f"--micro-batch ({par.dp} x {run.micro_batch})")
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches per pipeline per step (gradient accumulation steps)."""
+        return self.training.global_batch // (self.parallelism.dp * self.training.micro_batch)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.training.global_batch * self.training.seq
+
+    @property
+    def attention_flops_per_token(self) -> float:
+        """PaLM's 12·L·H·Q·T: attention scores and their weighted sum, forward + backward."""
+        model = self.model
+        return 12 * model.layers * model.heads * model.head_dim * self.training.seq
+
+    @property
+    def model_flops_per_token(self) -> float:
+        """6·N + 12·L·H·Q·T: the MFU numerator (no recompute)."""
+        return 6 * self.model.n_params + self.attention_flops_per_token
+
+    @property
+    def hardware_flops_per_token(self) -> float:
+        """Model FLOPs plus what recompute does again (the HFU numerator)."""
+        recompute = self.training.recompute
+        if recompute == "full":
+            return 8 * self.model.n_params + 4 / 3 * self.attention_flops_per_token
+        if recompute == "selective":
+            return self.model_flops_per_token + self.attention_flops_per_token / 3
+        return self.model_flops_per_token
+
+
+def _positive(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecError(name, value, "must be an integer >= 1")
+
+
+# Presets: shapes as published. vocab is the padded size the training code used where the
+# paper gives it (Megatron pads GPT-2's 50257 to 51200).
+PRESETS: dict[str, Model] = {model.name: model for model in (
+    Model("gpt3-175b", layers=96, hidden=12288, heads=96, vocab=51200,
+          source="Brown et al. 2020 (GPT-3), Table 2.1; vocab padded to 51200 as in Megatron-LM"),
+    Model("gpt-22b", layers=48, hidden=6144, heads=64, vocab=51200,
+          source="Korthikanti et al. 2022 (arXiv 2205.05198), Table 3"),
+    Model("gpt-145b", layers=80, hidden=12288, heads=96, vocab=51200,
+          source="Narayanan et al. SC'21 (arXiv 2104.04473), Table 1"),
+    Model("gpt-530b", layers=105, hidden=20480, heads=128, vocab=51200,
+          source="Korthikanti et al. 2022, Table 3 (Megatron-Turing NLG 530B shape)"),
+    Model("gpt-1t", layers=128, hidden=25600, heads=160, vocab=51200,
+          source="Narayanan et al. SC'21, Table 1"),
+    Model("llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+          vocab=128256, gated_mlp=True, tied_embeddings=False,
+          source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3"),
+    Model("llama3-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672,
+          vocab=128256, gated_mlp=True, tied_embeddings=False,
+          source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3"),
+    Model("llama3-405b", layers=126, hidden=16384, heads=128, kv_heads=8, ffn_hidden=53248,
+          vocab=128256, gated_mlp=True, tied_embeddings=False,
+          source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3"),
+)}
+
+
+def preset(name: str) -> Model:
+    """A preset model by name; SpecError listing the presets otherwise."""
+    try:
+        return PRESETS[name.lower()]
+    except KeyError:
+        raise SpecError("--model", name, f"is not a preset ({', '.join(PRESETS)}); "
+                        "or give --layers --hidden --heads --vocab") from None

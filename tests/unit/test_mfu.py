@@ -1,0 +1,165 @@
+"""The MFU estimator's arithmetic: FLOP counts, presets, and invariants of the step model.
+
+Collectives are priced by a plain alpha-beta stand-in here (`flat_pricer`), so these tests
+check the estimator, not the cost model (tests/unit/test_costmodel.py does that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from collbench.analysis.mfu import EstimateOptions, Priced, estimate
+from collbench.analysis.workload import PRESETS, Model, Parallelism, Training, Workload, preset
+from collbench.errors import SpecError
+from collbench.topologies.schema import topology_from_dict
+
+
+def make_topology(nodes: int = 64, fp8: float | None = None):
+    return topology_from_dict({
+        "name": "test-fabric", "nodes": nodes, "accelerators_per_node": 8,
+        "accelerator": {"name": "X", "peak_bf16_tflops": 312.0, "peak_fp8_tflops": fp8},
+        "scale_up": {"kind": "nvlink", "bandwidth_gbytes_s": 300, "latency_us": 2,
+                     "domain_size": 8},
+        "scale_out": {"kind": "infiniband", "nics_per_node": 8, "nic_gbits_s": 200,
+                      "latency_us": 5},
+    })
+
+
+def flat_pricer(bandwidth_gbytes_s: float = 100.0, latency_us: float = 10.0):
+    def price(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
+        return Priced(latency_us * 1e-6 + size_bytes / (bandwidth_gbytes_s * 1e9), "flat")
+    return price
+
+
+def free_pricer(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
+    return Priced(0.0, "free")
+
+
+def workload(model: str = "gpt3-175b", *, tp: int = 8, pp: int = 8, dp: int = 4,
+             global_batch: int = 256, recompute: str = "none", **parallel) -> Workload:
+    return Workload(preset(model), Training(seq=2048, global_batch=global_batch,
+                                            recompute=recompute),
+                    Parallelism(tp=tp, pp=pp, dp=dp, **parallel))
+
+
+@pytest.mark.parametrize(("name", "published"), [
+    ("gpt3-175b", 175e9), ("gpt-1t", 1.0e12), ("gpt-530b", 530e9), ("gpt-145b", 145.6e9),
+    ("llama3-8b", 8.03e9), ("llama3-70b", 70.6e9), ("llama3-405b", 405e9),
+])
+def test_preset_shapes_give_the_published_parameter_counts(name, published):
+    assert PRESETS[name].n_params == pytest.approx(published, rel=0.015)
+
+
+def test_flops_per_token_follow_palm_and_count_recompute():
+    none, full, selective = (workload(recompute=r) for r in ("none", "full", "selective"))
+    n = none.model.n_params
+    attention = 12 * 96 * 96 * 128 * 2048  # 12 L H Q T
+    assert none.model_flops_per_token == pytest.approx(6 * n + attention)
+    assert full.hardware_flops_per_token == pytest.approx(8 * n + 16 / 12 * attention)
+    assert selective.hardware_flops_per_token == pytest.approx(6 * n + 16 / 12 * attention)
+    assert full.model_flops_per_token == none.model_flops_per_token
+
+
+def test_free_collectives_leave_only_efficiency_and_bubble():
+    load = workload(pp=8, dp=4, global_batch=256)  # 64 micro-batches per pipeline
+    result = estimate(load, make_topology(), free_pricer, EstimateOptions(matmul_efficiency=0.5))
+    bubble_share = 7 / 64
+    assert result.mfu == pytest.approx(0.5 / (1 + bubble_share))
+    assert result.bubble_s == pytest.approx(result.compute_s * bubble_share)
+    assert result.exposed_comm_s == 0 and result.mfu_loss_comm == pytest.approx(0)
+
+
+def test_interleaving_shrinks_the_bubble():
+    plain = estimate(workload(), make_topology(), free_pricer)
+    interleaved = estimate(workload(virtual_stages=3), make_topology(), free_pricer)
+    assert interleaved.bubble_s == pytest.approx(plain.bubble_s / 3)
+
+
+@pytest.mark.parametrize("change", [
+    {}, {"recompute": "full"}, {"recompute": "selective", "sequence_parallel": True},
+    {"zero": 1}, {"zero": 3}, {"dp_overlap": False}, {"pp": 1, "dp": 32},
+])
+def test_invariants_hold_for_every_parallelism(change):
+    load = workload(**change)
+    result = estimate(load, make_topology(), flat_pricer())
+    assert 0 < result.mfu <= result.hfu <= EstimateOptions().matmul_efficiency + 1e-12
+    assert result.mfu_loss_comm >= 0
+    assert result.what_if["perfect_overlap"] == pytest.approx(result.mfu + result.mfu_loss_comm)
+    parts = (result.compute_s + result.bubble_s + result.exposed_comm_s + result.slowdown_s)
+    assert result.step_time_s == pytest.approx(parts)
+    for kind in result.comm:
+        assert 0 <= kind.exposed_s <= kind.total_s + 1e-12
+    faster = estimate(load, make_topology(), flat_pricer(bandwidth_gbytes_s=400))
+    assert faster.mfu >= result.mfu
+
+
+def test_tp_collectives_are_exposed_unless_said_hidden():
+    load = workload(pp=1, dp=1, global_batch=8)
+    exposed = estimate(load, make_topology(), flat_pricer())
+    hidden = estimate(load, make_topology(), flat_pricer(), EstimateOptions(tp_overlap=1.0))
+    tp = next(kind for kind in exposed.comm if kind.kind == "tp")
+    assert tp.exposed_s == tp.total_s > 0
+    assert hidden.mfu == pytest.approx(exposed.what_if["perfect_overlap"])
+    # 96 layers x 4 all-reduces x 8 micro-batches of b*s*h*2 bytes
+    one = 10e-6 + 2048 * 12288 * 2 / 100e9
+    assert tp.total_s == pytest.approx(96 * 4 * 8 * one)
+
+
+def test_dp_overlap_hides_gradients_behind_the_backward():
+    on = estimate(workload(), make_topology(), flat_pricer())
+    off = estimate(workload(dp_overlap=False), make_topology(), flat_pricer())
+    dp_on, dp_off = (next(k for k in r.comm if k.kind == "dp") for r in (on, off))
+    assert dp_off.exposed_s == dp_off.total_s
+    assert dp_on.exposed_s < dp_off.exposed_s and on.mfu > off.mfu
+
+
+def test_measured_overlap_efficiency_and_slowdown_cost_mfu():
+    slow = flat_pricer(bandwidth_gbytes_s=10)
+    ideal = estimate(workload(), make_topology(), slow)
+    half = estimate(workload(), make_topology(), slow,
+                    EstimateOptions(overlap_efficiency=0.5, compute_slowdown=0.2))
+    assert half.slowdown_s > 0 and half.mfu < ideal.mfu
+    assert half.what_if["perfect_overlap"] == pytest.approx(ideal.what_if["perfect_overlap"])
+
+
+def test_a_negative_measured_slowdown_is_kept_not_clamped():
+    result = estimate(workload(), make_topology(), flat_pricer(bandwidth_gbytes_s=10),
+                      EstimateOptions(compute_slowdown=-0.1))
+    assert result.slowdown_s < 0
+
+
+def test_zero3_gathers_weights_every_pass():
+    load = workload(zero=3)
+    result = estimate(load, make_topology(), flat_pricer())
+    dp = next(kind for kind in result.comm if kind.kind == "dp")
+    assert f"x {2 * load.microbatches}" in dp.collectives
+
+
+def test_fp8_uses_the_fp8_peak_and_refuses_without_one():
+    load = replace(workload(), training=Training(seq=2048, global_batch=256, dtype="fp8"))
+    assert estimate(load, make_topology(fp8=624.0), free_pricer).peak_tflops == 624.0
+    with pytest.raises(SpecError, match="fp8"):
+        estimate(load, make_topology(), free_pricer)
+
+
+@pytest.mark.parametrize(("build", "field"), [
+    (lambda: workload(tp=5), "--tp"),
+    (lambda: workload(pp=5), "--pp"),
+    (lambda: workload(global_batch=102), "--global-batch"),
+    (lambda: workload(recompute="most"), "--recompute"),
+    (lambda: workload(tp=1, sequence_parallel=True), "--sequence-parallel"),
+    (lambda: workload(zero=4), "--zero"),
+    (lambda: Model("m", layers=2, hidden=100, heads=3, vocab=10), "--heads"),
+    (lambda: preset("gpt-9"), "--model"),
+    (lambda: EstimateOptions(matmul_efficiency=1.5), "--matmul-efficiency"),
+])
+def test_bad_workloads_name_the_field(build, field):
+    with pytest.raises(SpecError, match=f"^{field}"):
+        build()
+
+
+def test_a_fabric_too_small_is_refused():
+    with pytest.raises(SpecError, match="--nodes"):
+        estimate(workload(dp=64), make_topology(nodes=8), free_pricer)
