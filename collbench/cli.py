@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 from collbench.cli_analysis import compare, report
 from collbench.cli_fit import fit
 from collbench.cli_import import import_app
+from collbench.cli_mfu import mfu
 from collbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CollbenchError, SpecError
 from collbench.spec import SweepSpec, parse_size
 
@@ -203,6 +204,7 @@ app.add_typer(import_app, name="import")
 app.command("fit")(fit)
 app.command("compare")(compare)
 app.command("report")(report)
+app.command("mfu")(mfu)
 
 
 @app.command()

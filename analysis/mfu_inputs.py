@@ -1,0 +1,152 @@
+"""What the MFU estimator is fed: collective prices (measured curves or the topology cost
+model), overlap figures from probe runs, and the what-if fabrics.
+
+Concurrent groups share the fabric. In a step every accelerator runs its own TP, DP or
+PP group at the same time, so a group with r ranks on a node gets r / (accelerators per
+node) of that node's NICs. `group_view` describes the fabric as one such group sees it,
+so the cost model (which prices one collective alone on a fabric, as nccl-tests measures
+it) prices it with its share.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from collbench.analysis.mfu import EstimateOptions, Priced, Pricer
+from collbench.errors import SpecError
+from collbench.topologies.schema import Topology
+
+# nccl-tests' large-message busbw on the shared real logs reaches 77-91% of the link rate
+# (A100 NVLink 1 node, MI300X xGMI 1 node, H100 2 nodes over TCPXO): the MFU estimate
+# prices predicted collectives at this share of the hardware bound.
+DEFAULT_COMM_EFFICIENCY = 0.8
+# DP buckets and ZeRO gathers are megabytes: probe rows below this size say little.
+PROBE_MIN_BYTES = 1 << 20
+
+
+def group_view(topology: Topology, stride: int) -> Topology:
+    """The fabric as one of the groups with ranks `stride` accelerators apart sees it."""
+    per_node = topology.accelerators_per_node
+    ranks_per_node = max(1, per_node // stride)
+    scale_up = replace(topology.scale_up,
+                       domain_size=max(1, topology.scale_up.domain_size // stride))
+    scale_out = topology.scale_out
+    if scale_out is not None:
+        scale_out = replace(scale_out, nic_gbits_s=scale_out.nic_gbits_s * ranks_per_node
+                            / per_node)
+    return replace(topology, accelerators_per_node=ranks_per_node, scale_up=scale_up,
+                   scale_out=scale_out,
+                   nodes=max(topology.nodes, math.ceil(topology.world_size / ranks_per_node)))
+
+
+def nodes_spanned(topology: Topology, ranks: int, stride: int) -> int:
+    """Nodes a group of `ranks` ranks `stride` accelerators apart lands on."""
+    ranks_per_node = max(1, topology.accelerators_per_node // stride)
+    return math.ceil(ranks / min(ranks, ranks_per_node))
+
+
+def cost_model_pricer(topology: Topology, comm_efficiency: float = DEFAULT_COMM_EFFICIENCY
+                      ) -> Pricer:
+    """Prices from the topology cost model at `comm_efficiency` of the hardware bound."""
+    from collbench.analysis import costmodel
+
+    if not 0 < comm_efficiency <= 1:
+        raise SpecError("--comm-efficiency", comm_efficiency, "must be in (0, 1]")
+    efficiency = costmodel.Efficiency(scale_up=comm_efficiency, scale_out=comm_efficiency)
+
+    def price(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
+        view = group_view(topology, stride)
+        group = costmodel.group_for(view, ranks, stride=1)
+        prediction = costmodel.predict(view, collective, int(size_bytes), group,
+                                       efficiency=efficiency)
+        return Priced(prediction.time_s, f"predicted ({prediction.algorithm}, "
+                      f"{comm_efficiency:.0%} of the {prediction.bottleneck} bound)")
+
+    return price
+
+
+@dataclass(frozen=True)
+class MeasuredCurve:
+    """A fitted sweep of one collective at one world size over some nodes."""
+
+    collective: str
+    world_size: int
+    nodes: int
+    curve: Any  # analysis.fit.CurveFit
+    run: str
+
+
+def fit_measured_curves(rows: Iterable[Mapping[str, Any]], run: str) -> list[MeasuredCurve]:
+    """One curve per (collective, world size, nodes) of a run's sweep rows (out-of-place
+    rows where a run has both placements: in-place ones are not what a trainer does)."""
+    from collbench.analysis.bandwidth import bus_factor
+    from collbench.analysis.fit import fit_curve
+
+    groups: dict[tuple[str, int, int], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        if row.get("kind", "sweep") != "sweep" or not row.get("time_us"):
+            continue
+        key = (str(row.get("collective")), int(row.get("world_size") or 0),
+               int(row.get("nodes") or 1))
+        groups.setdefault(key, []).append(row)
+    curves = []
+    for (collective, world, nodes), members in sorted(groups.items()):
+        placed = [row for row in members if row.get("placement") == "out_of_place"] or members
+        sized = [row for row in placed if (row.get("size_bytes") or 0) > 0]
+        if world < 2 or len({row["size_bytes"] for row in sized}) < 3:
+            continue
+        try:
+            curve = fit_curve([row["size_bytes"] for row in sized],
+                              [row["time_us"] for row in sized], bus_factor(collective, world))
+        except (KeyError, ValueError):
+            continue
+        curves.append(MeasuredCurve(collective, world, nodes, curve, run))
+    return curves
+
+
+def curve_pricer(curves: list[MeasuredCurve], topology: Topology, fallback: Pricer) -> Pricer:
+    """Measured curves where one matches the group (collective, ranks, nodes); else the
+    fallback. A curve of the same group shape is used even from a bigger cluster: one
+    collective's time depends on its own group, not on the rest of the machine."""
+    def price(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
+        nodes = nodes_spanned(topology, ranks, stride)
+        for measured in curves:
+            if (measured.collective, measured.world_size, measured.nodes) == (
+                    collective, ranks, nodes):
+                tag = " (extrapolated)" if measured.curve.is_extrapolated(size_bytes) else ""
+                return Priced(measured.curve.predict_time_us(size_bytes) * 1e-6,
+                              f"measured {measured.run}{tag}")
+        return fallback(collective, size_bytes, ranks, stride)
+
+    return price
+
+
+def probe_overlap(rows: Iterable[Mapping[str, Any]], run: str,
+                  options: EstimateOptions) -> EstimateOptions:
+    """The options with the overlap efficiency and compute slowdown a probe run measured
+    (medians over its probe rows of at least 1 MiB, or over all of them if none is)."""
+    probes = [row for row in rows if row.get("kind") == "overlap"
+              and row.get("overlap_pct") is not None and row.get("compute_slowdown") is not None]
+    if not probes:
+        raise SpecError("--overlap", run, "holds no overlap-probe rows: pass a run written by "
+                        "collbench overlap or collbench sweep --overlap")
+    large = [row for row in probes if (row.get("size_bytes") or 0) >= PROBE_MIN_BYTES] or probes
+    overlap = statistics.median(float(row["overlap_pct"]) for row in large) / 100
+    slowdown = statistics.median(float(row["compute_slowdown"]) for row in large)
+    source = (f"measured by {run}: {overlap:.0%} of the collective hidden, compute "
+              f"{slowdown:+.0%} beside it (median of {len(large)} probe rows)")
+    return replace(options, overlap_efficiency=min(1.0, max(0.0, overlap)),
+                   compute_slowdown=slowdown, overlap_source=source)
+
+
+def scale_out_doubled(topology: Topology) -> Topology:
+    """The what-if fabric: every NIC twice as fast (None if there is no scale-out)."""
+    if topology.scale_out is None:
+        return topology
+    scale_out = replace(topology.scale_out, nic_gbits_s=2 * topology.scale_out.nic_gbits_s)
+    return replace(topology, name=f"{topology.name} (2x scale-out)", scale_out=scale_out,
+                   curves=None)

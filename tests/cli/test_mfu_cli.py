@@ -1,0 +1,145 @@
+"""`collbench mfu` end to end: a real subprocess, topology files of the test's own, measured
+curves and probe runs written as rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import collbench
+
+FABRIC = {
+    "name": "fabric-a", "nodes": 4, "accelerators_per_node": 8,
+    "accelerator": {"name": "X", "peak_bf16_tflops": 312.0},
+    "scale_up": {"kind": "nvlink", "bandwidth_gbytes_s": 300, "latency_us": 2,
+                 "domain_size": 8},
+    "scale_out": {"kind": "infiniband", "nics_per_node": 8, "nic_gbits_s": 200,
+                  "latency_us": 5},
+}
+LLAMA = ["--model", "llama3-8b", "--seq", "4096", "--global-batch", "64", "--tp", "2",
+         "--dp", "16"]
+
+
+def write_fabric(tmp_path: Path, name: str = "fabric-a", **changes) -> str:
+    data = {**FABRIC, "name": name}
+    for key, value in changes.items():
+        section, _, field = key.partition("__")
+        if field:
+            data[section] = {**data[section], field: value}
+        else:
+            data[section] = value
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return str(path)
+
+
+def run_mfu(*args: str) -> dict:
+    done = collbench("mfu", *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_two_fabrics_side_by_side(tmp_path):
+    slow = write_fabric(tmp_path, "slow-nics", scale_out__nic_gbits_s=25)
+    fast = write_fabric(tmp_path)
+    done = collbench("mfu", "--topology", slow, "--topology", fast, *LLAMA, "--zero", "1")
+    assert done.returncode == 0, done.stderr
+    header = next(line for line in done.stdout.splitlines() if "slow-nics" in line)
+    assert "fabric-a" in header
+    for label in ("step time (s)", "exposed dp", "pipeline bubble", "MFU lost to exposed comm",
+                  "what if: perfect overlap", "what if: 2x scale-out"):
+        assert label in done.stdout
+    data = run_mfu("--topology", slow, "--topology", fast, *LLAMA, "--zero", "1")
+    first, second = data["fabrics"]
+    for key in ("mfu", "mfu_loss_comm", "step_time_s", "breakdown"):
+        assert key in first
+    assert first["mfu"] < second["mfu"]  # 25 Gb/s NICs cost MFU that 200 Gb/s ones do not
+    assert first["what_if_mfu"]["scale_out_2x"] > first["mfu"]
+    assert first["what_if_mfu"]["perfect_overlap"] == pytest.approx(
+        first["mfu"] + first["mfu_loss_comm"])
+
+
+def test_shape_flags_and_derived_dp(tmp_path):
+    data = run_mfu("--topology", write_fabric(tmp_path), "--layers", "24", "--hidden", "2048",
+                   "--heads", "16", "--vocab", "50304", "--global-batch", "64", "--tp", "2")
+    assert data["workload"]["dp"] == 16  # 4 nodes x 8 / tp 2
+    assert data["workload"]["model"] == "custom"
+    assert 0 < data["fabrics"][0]["mfu"] < 0.65
+
+
+def _write_rows(run: Path, rows: list[dict]) -> str:
+    run.mkdir()
+    (run / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(run)
+
+
+def _sweep_rows(world: int, nodes: int, busbw_gbps: float, latency_us: float) -> list[dict]:
+    rows = []
+    for power in range(10, 31, 2):
+        size = 2 ** power
+        time_us = latency_us + size * 2 * (world - 1) / world / (busbw_gbps * 1e3)
+        rows.append({"kind": "sweep", "collective": "all_reduce", "world_size": world,
+                     "nodes": nodes, "placement": "out_of_place", "size_bytes": size,
+                     "time_us": time_us})
+    return rows
+
+
+def test_measured_curves_replace_predictions_for_matching_groups(tmp_path):
+    fabric = write_fabric(tmp_path)
+    # TP 8 all-reduces inside one node, measured ten times slower than the fabric's bound.
+    run = _write_rows(tmp_path / "measured", _sweep_rows(8, 1, busbw_gbps=24.0, latency_us=30))
+    args = ["--topology", fabric, "--model", "llama3-8b", "--seq", "4096", "--global-batch",
+            "16", "--tp", "8", "--dp", "4"]
+    predicted = run_mfu(*args)["fabrics"][0]
+    measured = run_mfu(*args, "--curves", run)["fabrics"][0]
+    assert measured["collectives"]["tp"]["priced"].startswith("measured")
+    assert predicted["collectives"]["tp"]["priced"].startswith("predicted")
+    assert measured["collectives"]["dp"]["priced"].startswith("predicted")  # no 4-rank curve
+    assert measured["breakdown"]["exposed_comm_s"]["tp"] > 5 * (
+        predicted["breakdown"]["exposed_comm_s"]["tp"])
+
+
+def test_overlap_probe_figures_are_used_and_said(tmp_path):
+    fabric = write_fabric(tmp_path, scale_out__nic_gbits_s=25)
+    probes = [{"kind": "overlap", "size_bytes": 1 << 24, "overlap_pct": 40.0,
+               "compute_slowdown": 0.25} for _ in range(3)]
+    run = _write_rows(tmp_path / "probe", probes)
+    ideal = run_mfu("--topology", fabric, *LLAMA)["fabrics"][0]
+    probed = run_mfu("--topology", fabric, *LLAMA, "--overlap", run)["fabrics"][0]
+    assert any("40% of the collective hidden" in text for text in probed["assumptions"])
+    assert any("assumed ideal" in text for text in ideal["assumptions"])
+    assert probed["breakdown"]["compute_slowdown_s"] > 0
+    assert probed["mfu"] < ideal["mfu"]
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--model", "gpt-9", "--global-batch", "8"], "--model: 'gpt-9' is not a preset"),
+    (["--model", "llama3-8b"], "--global-batch is required"),
+    (["--global-batch", "8"], "--model (a preset) or the shape is required: missing --layers"),
+    (["--model", "llama3-8b", "--layers", "4", "--global-batch", "8"], "conflicts with --model"),
+    (["--model", "llama3-8b", "--global-batch", "8", "--tp", "3"], "--tp: 3 must divide"),
+    (["--model", "llama3-8b", "--global-batch", "8", "--recompute", "some"], "--recompute"),
+    (["--model", "llama3-8b", "--global-batch", "8", "--dtype", "fp8"], "no fp8 peak"),
+    (["--model", "llama3-8b", "--global-batch", "8", "--matmul-efficiency", "2"],
+     "--matmul-efficiency: 2.0 must be in (0, 1]"),
+    (["--model", "llama3-8b", "--global-batch", "8", "--curves", "/no/such/run"],
+     "--curves: '/no/such/run' holds no result rows"),
+    (["--model", "llama3-8b", "--global-batch", "8", "--overlap", "/no/such/run"],
+     "--overlap: '/no/such/run' holds no result rows"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
+    done = collbench("mfu", "--topology", write_fabric(tmp_path), "--dp", "1", *args)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("collbench: error: "), done.stderr
+    assert needle in lines[0], lines[0]
+
+
+def test_a_bad_topology_file_names_the_field(tmp_path):
+    bad = write_fabric(tmp_path, scale_up__bandwidth_gbytes_s=-3)
+    done = collbench("mfu", "--topology", bad, "--model", "llama3-8b", "--global-batch", "8")
+    assert done.returncode == 2
+    assert "scale_up.bandwidth_gbytes_s: -3 must be a number > 0" in done.stderr
