@@ -179,7 +179,9 @@ def _microbatch_compute_s(workload: Workload, flops_per_s: float) -> float:
     """One micro-batch's forward + backward (+ recompute) on one pipeline stage."""
     tokens = workload.training.micro_batch * workload.training.seq
     par = workload.parallelism
-    return workload.hardware_flops_per_token * tokens / (par.tp * par.pp) / flops_per_s
+    # The busiest stage's share of the model (layers beyond an even split included).
+    share = workload.layers_per_stage / workload.model.layers
+    return workload.hardware_flops_per_token * tokens * share / par.tp / flops_per_s
 
 
 def _tp_comm(workload: Workload, pricer: Pricer, options: EstimateOptions,
@@ -198,7 +200,7 @@ def _tp_comm(workload: Workload, pricer: Pricer, options: EstimateOptions,
         priced = pricer("all_reduce", size, par.tp, 1)
         one_s, source = priced.time_s, priced.source
         what = f"all_reduce {_mb(size)} x {per_layer}/layer"
-    layers = workload.model.layers // par.pp
+    layers = workload.layers_per_stage
     total_s = one_s * per_layer * layers * workload.microbatches
     hidden = 1.0 if hide_all else options.tp_overlap
     return CommKind("tp", what, total_s, total_s * (1 - hidden), source)

@@ -144,11 +144,14 @@ def _headline(workload: Workload) -> str:
 
 
 def _notes(estimates: Sequence[Estimate]) -> list[str]:
-    notes = []
+    """What each kind of collective is, where each fabric's price came from, and what was
+    assumed (the same on every fabric, so said once)."""
+    first = estimates[0]
+    kinds = [kind for kind in first.comm if kind.total_s > 0]
+    notes = ["collectives per step:"] + [f"  {kind.kind}: {kind.collectives}" for kind in kinds]
+    notes.append("priced:")
     for result in estimates:
-        notes.append(f"{result.topology}:")
-        notes += [f"  {kind.kind}: {kind.collectives}; {kind.source}"
-                  for kind in result.comm if kind.total_s > 0]
-        notes += [f"  assumed: {text}" for text in result.assumptions]
-    return notes
-
+        sources = "; ".join(f"{kind.kind} {kind.source}" for kind in result.comm
+                            if kind.total_s > 0)
+        notes.append(f"  {result.topology}: {sources or 'nothing to price'}")
+    return notes + [f"assumed: {text}" for text in first.assumptions]

@@ -136,9 +136,9 @@ class Workload:
 
     def __post_init__(self) -> None:
         par, run = self.parallelism, self.training
-        if self.model.layers % (par.pp * par.virtual_stages):
-            raise SpecError("--pp", par.pp, f"x --virtual-stages {par.virtual_stages} must "
-                            f"divide the layers ({self.model.layers})")
+        if self.model.layers < par.pp * par.virtual_stages:
+            raise SpecError("--pp", par.pp, f"x --virtual-stages {par.virtual_stages} is more "
+                            f"than the layers ({self.model.layers})")
         if self.model.heads % par.tp:
             raise SpecError("--tp", par.tp, f"must divide the heads ({self.model.heads})")
         if run.global_batch % (par.dp * run.micro_batch):
@@ -149,6 +149,13 @@ class Workload:
     def microbatches(self) -> int:
         """Micro-batches per pipeline per step (gradient accumulation steps)."""
         return self.training.global_batch // (self.parallelism.dp * self.training.micro_batch)
+
+    @property
+    def layers_per_stage(self) -> int:
+        """Layers on the busiest pipeline stage: it sets the pipeline's pace when the
+        layers do not split evenly (Llama 3 405B: 126 layers on 16 stages)."""
+        chunks = self.parallelism.pp * self.parallelism.virtual_stages
+        return -(-self.model.layers // chunks) * self.parallelism.virtual_stages
 
     @property
     def tokens_per_step(self) -> int:

@@ -71,6 +71,13 @@ def test_free_collectives_leave_only_efficiency_and_bubble():
     assert result.exposed_comm_s == 0 and result.mfu_loss_comm == pytest.approx(0)
 
 
+def test_uneven_stages_run_at_the_busiest_stage_pace():
+    even = estimate(workload(pp=8), make_topology(), free_pricer)  # 96 layers: 12 a stage
+    uneven = estimate(workload(pp=7, dp=4, global_batch=256), make_topology(nodes=64),
+                      free_pricer)  # 14 layers on the busiest of 7 stages (13.7 on average)
+    assert uneven.compute_s == pytest.approx(even.compute_s * 14 / 12)
+
+
 def test_interleaving_shrinks_the_bubble():
     plain = estimate(workload(), make_topology(), free_pricer)
     interleaved = estimate(workload(virtual_stages=3), make_topology(), free_pricer)
@@ -146,7 +153,7 @@ def test_fp8_uses_the_fp8_peak_and_refuses_without_one():
 
 @pytest.mark.parametrize(("build", "field"), [
     (lambda: workload(tp=5), "--tp"),
-    (lambda: workload(pp=5), "--pp"),
+    (lambda: workload(pp=64, virtual_stages=2), "--pp"),
     (lambda: workload(global_batch=102), "--global-batch"),
     (lambda: workload(recompute="most"), "--recompute"),
     (lambda: workload(tp=1, sequence_parallel=True), "--sequence-parallel"),
