@@ -1,0 +1,375 @@
+"""The collective cost model: what a fabric should give, per collective, size and group.
+
+Every algorithm is priced alpha-beta per fabric level, and the levels are pipelined:
+
+    time = latency + max(bytes_up / B_up, bytes_out / B_out)
+
+`bytes_up` is what one accelerator sends over scale-up per direction, `bytes_out` what one
+scale-up domain (all of the group's ranks in it) sends over scale-out per direction. Both
+bandwidths are link rates times `Efficiency` (default 1.0: the prediction is the hardware
+bound, so a measured run reads as a % of it).
+
+The levels, as one group of `p` ranks, `d` per domain, `k = ceil(p / d)` domains, sees them:
+- scale-up, per accelerator and direction: `B_up = scale_up.bandwidth_gbytes_s`. A "switch"
+  (NVSwitch) gives it to any peer. A "mesh" (xGMI) splits it over `domain_size - 1` links,
+  one per peer: a single ring only uses two of them, but RCCL runs several rings over the
+  mesh, so ring-based collectives are taken to reach the aggregate (over the links to the
+  group's `d - 1` peers when the group is part of the domain); a point-to-point transfer
+  gets one link, `B_up / (domain_size - 1)`. A "bus" (PCIe) is priced like a switch.
+- scale-out: a node's NICs give `B_node = nics_per_node x nic_gbits_s / 8` GB/s per
+  direction. Each accelerator drives its share (its rail), `B_node / accelerators_per_node`,
+  so a domain's `d` ranks together get `d x B_node / accelerators_per_node` (all NICs of a
+  full node; `nodes_per_domain x B_node` for a full GB200 NVL72 rack) and a group of one
+  rank per node gets one rail: groups side by side (Megatron's TP or DP groups) share a
+  node's NICs. Scale-out bandwidth is divided by `oversubscription` whenever traffic
+  crosses it (the model does not know which traffic stays under one leaf switch).
+- latency: `scale_up.latency_us` per hop inside a domain, `scale_out.latency_us` per hop
+  that crosses domains; no launch overhead (nccl-tests' small sizes sit well above this).
+
+Algorithms (S = nccl-tests size, the larger of a rank's send and receive buffers):
+- all_reduce ring: 2(p-1) steps, 2(k-1) of them across domains; each accelerator sends
+  2(p-1)/p S, and so does each domain through its NICs (NCCL's rings cross every node
+  boundary once per channel, one channel per NIC): busbw <= min(B_up, B_out). On a DGX A100
+  (8 x 200 Gb/s) that is <= 200 GB/s busbw across nodes; nccl-tests shows ~180-190.
+- all_reduce tree (NCCL's double binary tree across domains, a chain inside): latency
+  2((d-1) hops up + ceil(log2 k) hops out); the chain moves min(d-1, 2) S per accelerator;
+  each domain's NICs carry S across 2 domains (it is the root of one tree and a leaf of the
+  other, half the data each) and 2S from 3 domains on (an inner node feeds two children).
+  So across 2 nodes busbw reaches 2(p-1)/p B_out, about twice the ring: 16 H100 over
+  8 x 200 Gb/s measure ~340 GB/s busbw, under the tree's 375 and over the ring's 200.
+- all_reduce hierarchical (reduce-scatter inside, all-reduce across on every rail,
+  all-gather inside; NCCL has no such algorithm without NVLS/CollNet, so "auto" skips it):
+  2(d-1)/d S up, 2(k-1)/k S out per domain, the least any all-reduce must move.
+- all_gather / reduce_scatter ring: p-1 steps, (p-1)/p S up and out; hierarchical:
+  (d-1)/d S up, (k-1)/k S out.
+- broadcast / reduce ring (pipelined chain): p-1 steps, S up and out: busbw <= B.
+- all_to_all pairwise: each rank sends (d-1)/p S inside its domain (switch: at B_up; mesh:
+  S/p on each peer link at B_up / (domain_size - 1), the same time when the group fills the
+  domain) and (p-d)/p S across, over its rail; one hop of latency per level crossed.
+- sendrecv direct (nccl-tests' ring shift): S to one peer: one scale-up link, or a rail.
+- one rank: "local", time 0 (nothing moves).
+
+"auto" takes the fastest of what NCCL's tuner chooses from (`AUTO_CHOICES`: ring or tree for
+all-reduce, ring otherwise; NVLS, CollNet and PAT are not modelled).
+
+Pure: no I/O, no torch.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from collbench.errors import SpecError
+from collbench.topologies.schema import Topology, TopologyError
+
+ALGORITHMS = ("ring", "tree", "hierarchical", "pairwise", "direct", "local")
+BOTTLENECKS = ("scale_up", "scale_out", "latency")
+# What NCCL's tuner picks from per collective, without NVLS, CollNet or PAT.
+AUTO_CHOICES: Mapping[str, tuple[str, ...]] = {
+    "all_reduce": ("ring", "tree"),
+    "all_gather": ("ring",),
+    "reduce_scatter": ("ring",),
+    "broadcast": ("ring",),
+    "reduce": ("ring",),
+    "all_to_all": ("pairwise",),
+    "sendrecv": ("direct",),
+}
+# Used to state a prediction's asymptotic busbw: large enough that latency is negligible.
+_PEAK_PROBE_BYTES = 1 << 40
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Fractions of the link rates that predictions assume; 1.0 is the hardware bound.
+
+    nccl-tests' large-message busbw typically reaches 70-95% of the link rate: pass e.g.
+    `Efficiency.uniform(0.8)` to predict what a tuned system achieves.
+    """
+
+    scale_up: float = 1.0  # of scale_up.bandwidth_gbytes_s
+    scale_out: float = 1.0  # of the NICs' line rate
+
+    def __post_init__(self) -> None:
+        for name in ("scale_up", "scale_out"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    0 < value <= 1):
+                raise SpecError(f"efficiency.{name}", value, "must be a fraction in (0, 1]")
+
+    @classmethod
+    def uniform(cls, fraction: float) -> Efficiency:
+        """The same fraction on every level."""
+        return cls(scale_up=fraction, scale_out=fraction)
+
+
+@dataclass(frozen=True)
+class Group:
+    """The ranks one collective runs over, and how they sit on the fabric."""
+
+    ranks: int  # ranks in the collective
+    ranks_per_domain: int  # of those, how many share one scale-up domain (1..ranks)
+    # Of those, how many share one node (its NICs); None: as many as the node has
+    # accelerators. Only matters when it exceeds them (CPU ranks packed on one host).
+    ranks_per_node: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.ranks, bool) or not isinstance(self.ranks, int) or self.ranks < 1:
+            raise SpecError("group.ranks", self.ranks, "must be an integer >= 1")
+        if not isinstance(self.ranks_per_domain, int) or not (
+                1 <= self.ranks_per_domain <= self.ranks):
+            raise SpecError("group.ranks_per_domain", self.ranks_per_domain,
+                            f"must be an integer in 1..{self.ranks} (the group's ranks)")
+        if self.ranks_per_node is not None and (
+                not isinstance(self.ranks_per_node, int) or self.ranks_per_node < 1):
+            raise SpecError("group.ranks_per_node", self.ranks_per_node,
+                            "must be an integer >= 1 or None")
+
+    @property
+    def domains(self) -> int:
+        """Scale-up domains the group spans (connected over scale-out when > 1)."""
+        return math.ceil(self.ranks / self.ranks_per_domain)
+
+
+def group_for(topology: Topology, ranks: int | None = None, stride: int = 1) -> Group:
+    """The group of `ranks` ranks placed every `stride` accelerators.
+
+    Megatron's TP groups are consecutive (stride 1), DP ranks are `tp` apart, PP stages
+    `tp x dp` apart. `ranks` defaults to the whole topology.
+    """
+    ranks = topology.world_size if ranks is None else ranks
+    if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
+        raise SpecError("stride", stride, "must be an integer >= 1")
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise SpecError("ranks", ranks, "must be an integer >= 1")
+    per_domain = min(ranks, max(1, topology.scale_up.domain_size // stride))
+    per_node = min(ranks, max(1, topology.accelerators_per_node // stride))
+    return Group(ranks=ranks, ranks_per_domain=per_domain, ranks_per_node=per_node)
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The fabric as one group sees it: bytes per second and seconds."""
+
+    up_bytes_s: float  # per accelerator per direction, to the group's peers in its domain
+    pair_bytes_s: float  # between two accelerators of one domain (a mesh: one link)
+    rail_bytes_s: float  # one rank's share of its node's NICs (0: no scale-out)
+    domain_out_bytes_s: float  # the group's ranks of one domain together, over scale-out
+    up_latency_s: float
+    out_latency_s: float
+
+
+def fabric_for(topology: Topology, group: Group, efficiency: Efficiency | None = None
+               ) -> Fabric:
+    """Per-level bandwidths and latencies for `group`; TopologyError if it cannot fit."""
+    efficiency = efficiency or Efficiency()
+    scale_up, scale_out = topology.scale_up, topology.scale_out
+    if group.domains > 1 and scale_out is None:
+        raise TopologyError("scale_out", None, f"is required: a group of {group.ranks} ranks "
+                            f"spans {group.domains} scale-up domains of {scale_up.domain_size} "
+                            f"in topology {topology.name!r}, which has no scale-out network")
+    up = pair = scale_up.bandwidth_gbytes_s * 1e9 * efficiency.scale_up
+    if scale_up.fabric == "mesh" and scale_up.domain_size > 1:
+        pair = up / (scale_up.domain_size - 1)  # one link per peer
+        peers = min(group.ranks_per_domain, scale_up.domain_size) - 1
+        up = pair * max(1, peers)  # the links to the group's peers in the domain
+    rail, domain_out, out_latency = 0.0, 0.0, 0.0
+    if scale_out is not None:
+        node = topology.node_scale_out_gbytes_s * 1e9 * efficiency.scale_out
+        node /= scale_out.oversubscription
+        sharing = max(topology.accelerators_per_node, group.ranks_per_node or 0)
+        rail = node / sharing
+        domain_out = rail * group.ranks_per_domain
+        out_latency = scale_out.latency_us * 1e-6
+    return Fabric(up_bytes_s=up, pair_bytes_s=pair, rail_bytes_s=rail,
+                  domain_out_bytes_s=domain_out, up_latency_s=scale_up.latency_us * 1e-6,
+                  out_latency_s=out_latency)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One algorithm's price: latency plus the slower of the two (pipelined) levels."""
+
+    algorithm: str
+    latency_s: float
+    scale_up_s: float
+    scale_out_s: float
+
+    @property
+    def time_s(self) -> float:
+        return self.latency_s + max(self.scale_up_s, self.scale_out_s)
+
+    @property
+    def bottleneck(self) -> str:
+        """The largest term: "latency", "scale_up" or "scale_out"."""
+        terms = {"latency": self.latency_s, "scale_up": self.scale_up_s,
+                 "scale_out": self.scale_out_s}
+        return max(terms, key=lambda name: terms[name])
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """p ranks, d per domain, k domains, and the bytes to move."""
+
+    p: int
+    d: int
+    k: int
+    size: float
+
+
+def _levels(algorithm: str, hops: tuple[float, float], up_bytes: float, out_bytes: float,
+            fabric: Fabric, out_bw: float | None = None) -> Cost:
+    """A Cost from hop counts (inside, across) and bytes per level (0 bytes: level unused)."""
+    out_bw = fabric.domain_out_bytes_s if out_bw is None else out_bw
+    return Cost(algorithm=algorithm,
+                latency_s=hops[0] * fabric.up_latency_s + hops[1] * fabric.out_latency_s,
+                scale_up_s=up_bytes / fabric.up_bytes_s if up_bytes else 0.0,
+                scale_out_s=out_bytes / out_bw if out_bytes else 0.0)
+
+
+def _ring_steps(shape: _Shape, steps_per_rank: int) -> tuple[float, float]:
+    """(inside, across) hops of a ring: every domain boundary once per pass."""
+    across = steps_per_rank * (shape.k - 1)
+    return (steps_per_rank * (shape.p - 1) - across, across)
+
+
+def _all_reduce_ring(shape: _Shape, fabric: Fabric) -> Cost:
+    moved = 2 * (shape.p - 1) / shape.p * shape.size
+    return _levels("ring", _ring_steps(shape, 2), moved if shape.d > 1 else 0.0,
+                   moved if shape.k > 1 else 0.0, fabric)
+
+
+def _all_reduce_tree(shape: _Shape, fabric: Fabric) -> Cost:
+    hops = (2.0 * (shape.d - 1), 2.0 * math.ceil(math.log2(shape.k)) if shape.k > 1 else 0.0)
+    out = 0.0 if shape.k == 1 else shape.size if shape.k == 2 else 2 * shape.size
+    return _levels("tree", hops, min(shape.d - 1, 2) * shape.size, out, fabric)
+
+
+def _all_reduce_hierarchical(shape: _Shape, fabric: Fabric) -> Cost:
+    hops = (2.0 * (shape.d - 1), 2.0 * (shape.k - 1))
+    return _levels("hierarchical", hops, 2 * (shape.d - 1) / shape.d * shape.size,
+                   2 * (shape.k - 1) / shape.k * shape.size, fabric)
+
+
+def _gather_ring(shape: _Shape, fabric: Fabric) -> Cost:
+    moved = (shape.p - 1) / shape.p * shape.size
+    return _levels("ring", _ring_steps(shape, 1), moved if shape.d > 1 else 0.0,
+                   moved if shape.k > 1 else 0.0, fabric)
+
+
+def _gather_hierarchical(shape: _Shape, fabric: Fabric) -> Cost:
+    return _levels("hierarchical", (shape.d - 1.0, shape.k - 1.0),
+                   (shape.d - 1) / shape.d * shape.size,
+                   (shape.k - 1) / shape.k * shape.size, fabric)
+
+
+def _chain_ring(shape: _Shape, fabric: Fabric) -> Cost:
+    return _levels("ring", _ring_steps(shape, 1), shape.size if shape.d > 1 else 0.0,
+                   shape.size if shape.k > 1 else 0.0, fabric)
+
+
+def _all_to_all_pairwise(shape: _Shape, fabric: Fabric) -> Cost:
+    hops = (1.0 if shape.d > 1 else 0.0, 1.0 if shape.k > 1 else 0.0)
+    per_peer = shape.size / shape.p
+    # On a mesh up_bytes_s is (d - 1) links, so this is S/p over one link per peer.
+    inside = (shape.d - 1) * per_peer / fabric.up_bytes_s if shape.d > 1 else 0.0
+    across = (shape.p - shape.d) * per_peer / fabric.rail_bytes_s if shape.k > 1 else 0.0
+    return Cost("pairwise", hops[0] * fabric.up_latency_s + hops[1] * fabric.out_latency_s,
+                inside, across)
+
+
+def _sendrecv_direct(shape: _Shape, fabric: Fabric) -> Cost:
+    if shape.k == 1:
+        return Cost("direct", fabric.up_latency_s, shape.size / fabric.pair_bytes_s, 0.0)
+    inside = shape.size / fabric.pair_bytes_s if shape.d > 1 else 0.0
+    return Cost("direct", fabric.out_latency_s, inside, shape.size / fabric.rail_bytes_s)
+
+
+_Pricer = Callable[[_Shape, Fabric], Cost]
+MODELS: Mapping[str, Mapping[str, _Pricer]] = {
+    "all_reduce": {"ring": _all_reduce_ring, "tree": _all_reduce_tree,
+                   "hierarchical": _all_reduce_hierarchical},
+    "all_gather": {"ring": _gather_ring, "hierarchical": _gather_hierarchical},
+    "reduce_scatter": {"ring": _gather_ring, "hierarchical": _gather_hierarchical},
+    "broadcast": {"ring": _chain_ring},
+    "reduce": {"ring": _chain_ring},
+    "all_to_all": {"pairwise": _all_to_all_pairwise},
+    "sendrecv": {"direct": _sendrecv_direct},
+}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the fabric should give for one collective, size and group."""
+
+    collective: str
+    size_bytes: int
+    time_s: float
+    algbw_gbps: float  # size / time (0 when nothing moves: one rank, or 0 bytes)
+    busbw_gbps: float  # algbw x the nccl-tests bus factor
+    algorithm: str  # one of ALGORITHMS
+    bottleneck: str  # one of BOTTLENECKS: the largest term of the chosen algorithm
+    group: Group
+    latency_s: float  # the chosen algorithm's terms: time = latency + max(up, out)
+    scale_up_s: float
+    scale_out_s: float
+    peak_busbw_gbps: float  # the chosen algorithm's busbw as size grows (its bandwidth bound)
+    times_s: Mapping[str, float] = field(default_factory=dict)  # every algorithm weighed
+
+
+def predict(topology: Topology, collective: str, size_bytes: int, group: Group | None = None,
+            algorithm: str = "auto", efficiency: Efficiency | None = None) -> Prediction:
+    """Predicted time and bandwidth of `collective` at `size_bytes` (nccl-tests' size).
+
+    `algorithm` "auto" takes the fastest of AUTO_CHOICES; a name from MODELS forces one.
+    SpecError on an unknown collective or algorithm, TopologyError when the group spans
+    several scale-up domains of a topology without scale-out.
+    """
+    from collbench.analysis.bandwidth import bus_factor
+
+    group = group or group_for(topology)
+    choices = _choices(collective, algorithm)
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, numbers.Integral) or (
+            size_bytes < 0):
+        raise SpecError("size_bytes", size_bytes, "must be an integer >= 0")
+    fabric = fabric_for(topology, group, efficiency)
+    if group.ranks == 1:
+        costs = {"local": Cost("local", 0.0, 0.0, 0.0)}
+    else:
+        shape = _Shape(group.ranks, group.ranks_per_domain, group.domains, float(size_bytes))
+        costs = {name: MODELS[collective][name](shape, fabric) for name in choices}
+    best = min(costs.values(), key=lambda cost: cost.time_s)
+    factor = bus_factor(collective, group.ranks)
+    algbw = size_bytes / best.time_s / 1e9 if best.time_s > 0 and size_bytes else 0.0
+    return Prediction(
+        collective=collective, size_bytes=int(size_bytes), time_s=best.time_s, algbw_gbps=algbw,
+        busbw_gbps=algbw * factor, algorithm=best.algorithm, bottleneck=best.bottleneck,
+        group=group, latency_s=best.latency_s, scale_up_s=best.scale_up_s,
+        scale_out_s=best.scale_out_s,
+        peak_busbw_gbps=_peak_busbw(collective, best.algorithm, group, fabric) * factor,
+        times_s={name: cost.time_s for name, cost in costs.items()})
+
+
+def _choices(collective: str, algorithm: str) -> tuple[str, ...]:
+    if collective not in MODELS:
+        raise SpecError("collective", collective, f"is not modelled; one of "
+                        f"{', '.join(MODELS)}")
+    if algorithm == "auto":
+        return AUTO_CHOICES[collective]
+    if algorithm not in MODELS[collective]:
+        raise SpecError("algorithm", algorithm, f"is not modelled for {collective}; one of "
+                        f"auto, {', '.join(MODELS[collective])}")
+    return (algorithm,)
+
+
+def _peak_busbw(collective: str, algorithm: str, group: Group, fabric: Fabric) -> float:
+    """The algorithm's algbw in GB/s as the size grows (latency negligible)."""
+    if group.ranks == 1:
+        return 0.0
+    size = float(_PEAK_PROBE_BYTES)
+    shape = _Shape(group.ranks, group.ranks_per_domain, group.domains, size)
+    cost = MODELS[collective][algorithm](shape, fabric)
+    slowest = max(cost.scale_up_s, cost.scale_out_s)
+    return size / slowest / 1e9 if slowest > 0 else 0.0
