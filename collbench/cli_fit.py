@@ -14,22 +14,40 @@ import typer
 
 if TYPE_CHECKING:
     from collbench.analysis.fit import CurveFit, GroupFit
+    from collbench.analysis.vs_topology import TopologyComparison
 
 
 def fit(
     runs: Annotated[list[Path], typer.Argument(help="Run directories; rows of the same collective, backend, world size, topology, placement, dtype and knobs are pooled.", metavar="RUN...", show_default=False)],  # noqa: E501
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON list of groups instead of tables.")] = False,  # noqa: E501
     predict: Annotated[Optional[str], typer.Option("--predict", help="Comma list of sizes (K/M/G = powers of 1024) to predict time and busbw at, e.g. 3M,48M.", show_default=False)] = None,  # noqa: E501, UP045
+    topology: Annotated[Optional[str], typer.Option("--topology", help="A catalog name or a YAML/TOML file: report each group's measured time as % of the cost model's prediction per size band.", show_default=False)] = None,  # noqa: E501, UP045
 ) -> None:
     """Fit t(S) = alpha + S/B per group, piecewise where the protocol changes."""
     from collbench.analysis.fit import fit_rows
 
     sizes = parse_predict(predict)
-    fits = fit_rows(load_sweep_rows(runs))
+    fabric = _load_topology(topology)
+    rows = load_sweep_rows(runs)
+    fits = fit_rows(rows)
+    pairs = list(zip(fits, _compare(fabric, rows, fits), strict=True))
     if json_out:
-        print(json.dumps([group_dict(group, sizes) for group in fits], indent=2))
+        print(json.dumps([group_dict(group, sizes, vs) for group, vs in pairs], indent=2))
     else:
-        print("\n\n".join(render_group(group, sizes) for group in fits))
+        print("\n\n".join(render_group(group, sizes, vs) for group, vs in pairs))
+
+
+def _load_topology(name: str | None) -> Any:
+    from collbench.topologies.loader import load_topology
+
+    return None if name is None else load_topology(name)
+
+
+def _compare(fabric: Any, rows: list[dict[str, Any]], fits: list[GroupFit]
+             ) -> list[TopologyComparison | None]:
+    from collbench.analysis.vs_topology import compare_fits
+
+    return [None] * len(fits) if fabric is None else compare_fits(fabric, rows, fits)
 
 
 def parse_predict(text: str | None) -> list[int]:
@@ -113,24 +131,30 @@ def predictions(curve: CurveFit, sizes: list[int]) -> list[dict[str, Any]]:
     return result
 
 
-def group_dict(group: GroupFit, sizes: list[int]) -> dict[str, Any]:
+def group_dict(group: GroupFit, sizes: list[int], versus: TopologyComparison | None = None
+               ) -> dict[str, Any]:
     data = group.to_dict()
     if sizes and group.curve is not None:
         data["predictions"] = predictions(group.curve, sizes)
+    if versus is not None:
+        data["vs_topology"] = versus.to_dict()
     return data
 
 
-def render_group(group: GroupFit, sizes: list[int]) -> str:
+def render_group(group: GroupFit, sizes: list[int], versus: TopologyComparison | None = None
+                 ) -> str:
     """One compact plain-text block per group."""
     key = group.key
     runs = f"{len(group.runs)} run" + ("s" if len(group.runs) != 1 else "")
     lines = [f"{key['collective']} | {key['backend']} | {key['world_size']} ranks | "
              f"{key['dtype']} | {key['placement']} | topology {key['topology'] or '-'} | "
              f"knobs {group.knobs_digest} | {group.n_points} points from {runs}"]
+    versus_lines = [] if versus is None else _versus_lines(versus)
     if group.curve is None:
-        return "\n".join([*lines, f"  not fitted: {group.skipped}"])
+        return "\n".join([*lines, f"  not fitted: {group.skipped}", *versus_lines])
     return "\n".join([*lines, *_summary(group.curve), *_regime_lines(group.curve),
-                      *_outlier_lines(group.curve), *_prediction_lines(group.curve, sizes)])
+                      *_outlier_lines(group.curve), *_prediction_lines(group.curve, sizes),
+                      *versus_lines])
 
 
 def _summary(curve: CurveFit) -> list[str]:
@@ -186,6 +210,35 @@ def _prediction_lines(curve: CurveFit, sizes: list[int]) -> list[str]:
             note = f"  extrapolated above the largest measured size, {format_size(curve.regimes[-1].max_bytes)}"  # noqa: E501
         lines.append(f"  {format_size(item['size_bytes']):>7}  {_num(item['time_us']):>10} "
                      f"{_num(item['busbw_gbps']):>11} {item['regime_index'] + 1:>6}{note}")
+    return lines
+
+
+def _versus_lines(versus: TopologyComparison) -> list[str]:
+    """Per size band: measured as % of the topology's prediction (a ratio of times)."""
+    from collbench.spec import format_size
+
+    nodes = f"{versus.nodes} node" + ("s" if versus.nodes != 1 else "")
+    head = (f"  vs topology {versus.topology} ({nodes} x {versus.ranks_per_node} ranks, "
+            f"{versus.group.ranks_per_domain} per scale-up domain)")
+    notes = [f"    note: {note}" for note in versus.notes]
+    if versus.skipped is not None:
+        return [f"{head}: not compared, {versus.skipped}", *notes]
+    lines = [f"{head}: % = predicted time / measured time, over 100% is faster than the model",
+             *notes]
+    for band in versus.bands:
+        at = band.largest
+        where = (f"{format_size(band.sizes[0].size_bytes)} .. {format_size(at.size_bytes)}, "
+                 f"{len(band.sizes)} size" + ("s" if len(band.sizes) != 1 else ""))
+        model = at.prediction
+        if model.bottleneck == "latency":
+            detail = (f"measured {_num(at.measured_time_us)} us vs predicted "
+                      f"{_num(model.time_s * 1e6)} us = {at.ratio:.0%}")
+        else:
+            detail = (f"measured busbw {_num(at.measured_busbw_gbps)} GB/s = {at.ratio:.0%} of "
+                      f"predicted {_num(model.busbw_gbps)}")
+        lines.append(f"    {band.band} ({where}): {band.ratio_geomean:.0%} geomean; at "
+                     f"{format_size(at.size_bytes)} {detail} ({model.algorithm}, "
+                     f"{model.bottleneck} bound)")
     return lines
 
 

@@ -140,3 +140,104 @@ def test_importing_the_command_stays_light():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=120)
     assert done.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------- --topology
+
+def _write_topology(path: Path, nodes: int = 1, scale_out: bool = False) -> Path:
+    """8 accelerators per node at 200 GB/s, 1 us per hop; optionally 8 x 100 Gb/s NICs."""
+    import yaml
+
+    data = {"name": "test-fabric", "nodes": nodes, "accelerators_per_node": 8,
+            "accelerator": {"name": "gpu", "peak_bf16_tflops": 100.0},
+            "scale_up": {"kind": "nvlink", "bandwidth_gbytes_s": 200.0, "latency_us": 1.0,
+                         "domain_size": 8}}
+    if scale_out:
+        data["scale_out"] = {"kind": "roce", "nics_per_node": 8, "nic_gbits_s": 100.0,
+                             "latency_us": 5.0}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_topology_reports_each_band_as_percent_of_the_model(tmp_path):
+    run = _write_run(tmp_path / "a", "run-a", nodes=1, ranks_per_node=8)
+    done = _invoke(str(run), "--topology", str(_write_topology(tmp_path / "fabric.yaml")))
+    assert done.exit_code == 0, done.output
+    assert ("vs topology test-fabric (1 node x 8 ranks, 8 per scale-up domain): "
+            "% = predicted time / measured time") in done.output
+    bands = [line.strip() for line in done.output.splitlines()
+             if line.strip().startswith(("small (", "medium (", "large ("))]
+    assert [line.split(" (")[0] for line in bands] == ["small", "medium", "large"]
+    assert bands[0].startswith("small (8 B .. 32 KiB, 13 sizes): ")
+    # 1 GiB: the ring's bound is the 200 GB/s link (and 14 hops of 1 us), the synthetic run
+    # reaches 180 (after 40 us of latency)
+    assert bands[2].endswith("at 1 GiB measured busbw 179.3 GB/s = 90% of predicted 199.7 "
+                             "(ring, scale_up bound)")
+    assert "alpha 10 us" in done.output  # the fit is still there
+
+
+def test_topology_json_adds_vs_topology_and_keeps_the_other_keys(tmp_path):
+    run = _write_run(tmp_path / "a", "run-a", nodes=1, ranks_per_node=8)
+    fabric = _write_topology(tmp_path / "fabric.yaml")
+    plain = json.loads(_invoke(str(run), "--json").output)
+    done = _invoke(str(run), "--json", "--topology", str(fabric))
+    assert done.exit_code == 0, done.output
+    (group,) = json.loads(done.output)
+    versus = group.pop("vs_topology")
+    assert [group] == plain
+    assert versus["ratio"] == "predicted_time / measured_time"
+    assert (versus["topology"], versus["nodes"], versus["ranks_per_node"]) == ("test-fabric", 1,
+                                                                               8)
+    assert [band["band"] for band in versus["bands"]] == ["small", "medium", "large"]
+    large = versus["bands"][-1]
+    predicted_us = 14 + 1.75 * 2**30 / 200e3  # 2(p-1) hops of 1 us, 2(p-1)/p S at 200 GB/s
+    assert large["at_max_bytes"]["ratio"] == pytest.approx(predicted_us / _time_us(2**30),
+                                                          rel=1e-5)
+    assert large["at_max_bytes"]["predicted_peak_busbw_gbps"] == pytest.approx(200.0)
+    assert large["at_max_bytes"]["algorithm"] == "ring"
+    assert len(versus["sizes"]) == len(SIZES) and versus["notes"] == []
+    first = versus["sizes"][0]
+    assert first["ratio"] == pytest.approx(first["predicted_time_us"] / first["measured_time_us"],
+                                           rel=1e-5)
+
+
+def test_a_run_bigger_than_the_topology_is_compared_on_its_own_placement(tmp_path):
+    rows = [{"kind": "sweep", "collective": "all_reduce", "backend": "nccl", "world_size": 32,
+             "nodes": 4, "ranks_per_node": 8, "topology": None, "placement": "out_of_place",
+             "dtype": "float32", "knobs": {}, "run_id": "big", "size_bytes": size,
+             "time_us": _time_us(size)} for size in SIZES]
+    run = _write_run(tmp_path / "big", "big", rows=rows)
+    done = _invoke(str(run), "--json", "--topology",
+                   str(_write_topology(tmp_path / "f.yaml", nodes=2, scale_out=True)))
+    assert done.exit_code == 0, done.output
+    versus = json.loads(done.output)[0]["vs_topology"]
+    assert versus["nodes"] == 4 and versus["ranks_per_node"] == 8
+    assert "the run has 32 ranks, topology test-fabric describes 16" in versus["notes"][0]
+    # 4 nodes: the tree's inner nodes carry 2S, so the ring's 100 GB/s is as good
+    at_max = versus["bands"][-1]["at_max_bytes"]
+    assert at_max["algorithm"] == "ring" and at_max["predicted_peak_busbw_gbps"] == 100.0
+
+
+@pytest.mark.parametrize("topology, needle", [
+    ("no-such-fabric", "--topology: 'no-such-fabric' is neither a file nor a catalog name"),
+    ("missing.yaml", "is not a file"),
+])
+def test_an_unknown_topology_is_a_spec_error(tmp_path, topology, needle):
+    run = _write_run(tmp_path / "a", "run-a")
+    done = _invoke(str(run), "--topology", topology)
+    assert isinstance(done.exception, SpecError) and needle in str(done.exception)
+    assert "\n" not in str(done.exception)
+
+
+def test_a_multi_node_run_on_a_topology_without_scale_out_is_a_spec_error(tmp_path):
+    run = _write_run(tmp_path / "a", "run-a", world_size=16, nodes=2, ranks_per_node=8)
+    done = _invoke(str(run), "--topology", str(_write_topology(tmp_path / "f.yaml")))
+    assert isinstance(done.exception, SpecError) and "scale_out" in str(done.exception)
+
+
+def test_the_real_cli_exits_2_on_an_unknown_topology(tmp_path):
+    run = _write_run(tmp_path / "a", "run-a")
+    done = subprocess.run([sys.executable, "-m", "collbench", "fit", str(run), "--topology",
+                           "no-such-fabric"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "no-such-fabric" in done.stderr
