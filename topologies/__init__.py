@@ -1,1 +1,2 @@
-"""Fabric description files (package data) and their loader. Catalog: not yet shipped."""
+"""Fabric description files (package data: the catalog, one YAML file per system), their
+schema and loader, text views of them, and `topo detect`'s reading of the live node."""

@@ -25,13 +25,16 @@ def catalog_names() -> list[str]:
                   if entry.name.endswith(SUFFIXES))
 
 
-def load_topology(name_or_path: str | Path) -> Topology:
-    """A catalog topology by name, or a file by path; TopologyError if missing or bad."""
+def load_topology(name_or_path: str | Path, option: str = "--topology") -> Topology:
+    """A catalog topology by name, or a file by path; TopologyError if missing or bad.
+
+    `option` is what an error about the name itself calls it (the CLI option or argument).
+    """
     text = str(name_or_path)
     path = Path(text)
     if path.suffix in SUFFIXES or path.exists():
         if not path.is_file():
-            raise TopologyError("--topology", text, "is not a file")
+            raise TopologyError(option, text, "is not a file")
         return topology_from_dict(_parse(path.read_text(encoding="utf-8"), path.suffix, text),
                                   str(path))
     root = resources.files("collbench.topologies")
@@ -41,17 +44,17 @@ def load_topology(name_or_path: str | Path) -> Topology:
             return topology_from_dict(_parse(entry.read_text(encoding="utf-8"), suffix, text),
                                       text)
     known = ", ".join(catalog_names()) or "none shipped"
-    raise TopologyError("--topology", text, f"is neither a file nor a catalog name ({known})")
+    raise TopologyError(option, text, f"is neither a file nor a catalog name ({known})")
 
 
 def _parse(text: str, suffix: str, origin: str) -> Any:
     if suffix == ".toml" and tomllib is None:
-        raise TopologyError(origin, "", "is TOML, which needs Python 3.11+; use YAML")
+        raise TopologyError("topology file", origin, "is TOML, which needs Python 3.11+; use YAML")
     try:
         if suffix == ".toml":
             return tomllib.loads(text)
         return yaml.safe_load(text)
     except (yaml.YAMLError, ValueError) as error:  # tomllib.TOMLDecodeError is a ValueError
-        detail = str(error).replace("\n", " ")
-        raise TopologyError(origin, "", f"is not valid {suffix.lstrip('.').upper()}: "
-                            f"{detail}") from None
+        detail = " ".join(str(error).split())
+        raise TopologyError("topology file", origin, f"is not valid "
+                            f"{suffix.lstrip('.').upper() or 'YAML'}: {detail}") from None

@@ -117,6 +117,40 @@ def to_dict(topology: Topology) -> dict[str, Any]:
     return out
 
 
+def field_paths() -> tuple[str, ...]:
+    """Every field path a topology file can hold, e.g. `scale_up.bandwidth_gbytes_s`."""
+    sections = {"accelerator": Accelerator, "scale_up": ScaleUp, "scale_out": ScaleOut}
+    paths: list[str] = []
+    for item in fields(Topology):
+        if item.name in ("origin", "sources"):
+            continue
+        if item.name in sections:
+            paths.extend(f"{item.name}.{sub.name}" for sub in fields(sections[item.name]))
+        else:
+            paths.append(item.name)
+    return tuple(paths)
+
+
+def numeric_figures(topology: Topology) -> dict[str, float]:
+    """Field path -> value of every number in the topology (defaults included)."""
+    out: dict[str, float] = {}
+    for key, value in to_dict(topology).items():
+        inner = value.items() if isinstance(value, dict) and key != "sources" else [("", value)]
+        for sub, item in inner:
+            if isinstance(item, (int, float)) and not isinstance(item, bool):
+                out[f"{key}.{sub}" if sub else key] = item
+    return out
+
+
+def unsourced_figures(topology: Topology) -> list[str]:
+    """Numbers the file sets (not left at their default) that `sources` does not cite."""
+    sections = {"accelerator": Accelerator, "scale_up": ScaleUp, "scale_out": ScaleOut}
+    defaults = {f"{name}.{item.name}": item.default for name, cls in sections.items()
+                for item in fields(cls)}
+    return [path for path, value in numeric_figures(topology).items()
+            if path not in topology.sources and defaults.get(path, ...) != value]
+
+
 def topology_from_dict(data: Any, origin: str = "") -> Topology:
     """Build and validate a Topology; TopologyError names the first bad field."""
     top = _Fields(data, "")
@@ -184,6 +218,11 @@ def _check_consistent(topology: Topology) -> None:
     if topology.scale_out is None and topology.nodes > topology.nodes_per_domain:
         raise TopologyError("scale_out", None, f"is required: {topology.nodes} nodes do not fit "
                             f"in one scale-up domain of {domain} accelerators")
+    known = field_paths()
+    for key in topology.sources:
+        if key not in known:
+            raise TopologyError("sources", key, "is not a field path of a topology (e.g. "
+                                "scale_up.bandwidth_gbytes_s)")
 
 
 class _Fields:

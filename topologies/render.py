@@ -1,0 +1,106 @@
+"""Text views of topologies for `collbench topo`: the catalog table, a field-by-field listing
+with each figure's source, and the plain mapping (YAML/JSON) that `topo validate` accepts.
+
+Pure: strings in, strings out; no I/O.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import yaml
+
+from collbench.topologies.schema import Topology, field_paths, numeric_figures, to_dict
+
+# Units by field-name suffix (the schema keeps units in the names).
+_UNITS = (("_gbytes_s", "GB/s"), ("_gbits_s", "Gb/s"), ("_us", "us"), ("_tflops", "TFLOP/s"),
+          ("_gib", "GiB"))
+_HEADER = ("NAME", "ACCELERATOR", "BF16 TF/s", "NODES x ACC", "SCALE-UP", "SCALE-OUT",
+           "DESCRIPTION")
+
+
+def plain(topology: Topology) -> dict[str, Any]:
+    """The topology as a file would hold it, unset (None) fields left out."""
+    out: dict[str, Any] = {}
+    for key, value in to_dict(topology).items():
+        if isinstance(value, dict) and key != "sources":
+            value = {sub: item for sub, item in value.items() if item is not None}
+        if value is not None and value != {}:
+            out[key] = value
+    return out
+
+
+def to_yaml(topology: Topology) -> str:
+    """A YAML file that `collbench topo validate` accepts and that loads back equal."""
+    return yaml.safe_dump(plain(topology), sort_keys=False, allow_unicode=True, width=100)
+
+
+def table_row(topology: Topology) -> tuple[str, ...]:
+    up, out = topology.scale_up, topology.scale_out
+    scale_out = "-" if out is None else f"{out.nics_per_node} x {out.nic_gbits_s:g} Gb/s {out.kind}"
+    return (topology.name, topology.accelerator.name, f"{topology.accelerator.peak_bf16_tflops:g}",
+            f"{topology.nodes} x {topology.accelerators_per_node}",
+            f"{up.kind} {up.bandwidth_gbytes_s:g} GB/s, domain {up.domain_size}", scale_out,
+            short_description(topology.description))
+
+
+def table(topologies: list[Topology]) -> str:
+    """The catalog as an aligned text table, one row per topology."""
+    rows = [_HEADER, *(table_row(topology) for topology in topologies)]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(_HEADER) - 1)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True))
+             + "  " + row[-1] for row in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def short_description(text: str, limit: int = 48) -> str:
+    """The system's name: what a description says before its first colon, or its start."""
+    head = text.split(":", 1)[0].strip()
+    if ":" in text and len(head) <= limit:
+        return head
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+
+
+def listing(topology: Topology, width: int = 100) -> str:
+    """Every field with its value, unit and source; derived figures at the end."""
+    values = _flat(plain(topology))
+    numbers = numeric_figures(topology)
+    origin = "catalog" if topology.origin == topology.name else topology.origin or "no file"
+    lines = [f"{topology.name}  ({origin})", *textwrap.wrap(topology.description, width), ""]
+    for path in field_paths():
+        if path not in values or path in ("name", "description"):
+            continue
+        lines.append(f"{path:<32} {_value(path, values[path])}")
+        source = topology.sources.get(path)
+        if source is None and path in numbers:
+            source = "(none given)"
+        if source is not None:
+            lines += textwrap.wrap(source, width, initial_indent="    source: ",
+                                   subsequent_indent="            ", break_on_hyphens=False,
+                                   break_long_words=False)
+    lines += ["", f"derived: world size {topology.world_size}, "
+              f"{topology.nodes_per_domain} node(s) per scale-up domain, scale-out "
+              f"{topology.node_scale_out_gbytes_s:g} GB/s per node per direction"]
+    return "\n".join(lines)
+
+
+def _flat(data: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in data.items():
+        if key == "sources":
+            continue
+        if isinstance(value, dict):
+            out.update({f"{key}.{sub}": item for sub, item in value.items()})
+        else:
+            out[key] = value
+    return out
+
+
+def _value(path: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        value = f"{value:g}"
+    unit = next((unit for suffix, unit in _UNITS if path.endswith(suffix)), "")
+    return f"{value} {unit}".rstrip()
