@@ -23,6 +23,7 @@ from collbench.cli_analysis import compare, report
 from collbench.cli_fit import fit
 from collbench.cli_import import import_app
 from collbench.cli_mfu import mfu
+from collbench.cli_topo import topo_app
 from collbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CollbenchError, SpecError
 from collbench.spec import SweepSpec, parse_size
 
@@ -201,6 +202,7 @@ app.command("overlap")(_command(
 
 
 app.add_typer(import_app, name="import")
+app.add_typer(topo_app, name="topo")
 app.command("fit")(fit)
 app.command("compare")(compare)
 app.command("report")(report)
