@@ -3,9 +3,9 @@ model), overlap figures from probe runs, and the what-if fabrics.
 
 Concurrent groups share the fabric. In a step every accelerator runs its own TP, DP or
 PP group at the same time, so a group with r ranks on a node gets r / (accelerators per
-node) of that node's NICs. `group_view` describes the fabric as one such group sees it,
-so the cost model (which prices one collective alone on a fabric, as nccl-tests measures
-it) prices it with its share.
+node) of that node's NICs: the cost model's groups (`costmodel.group_for` with the
+group's stride) are priced with exactly that share, and on a mesh with the links to the
+group's own peers only.
 """
 
 from __future__ import annotations
@@ -20,27 +20,12 @@ from collbench.analysis.mfu import EstimateOptions, Priced, Pricer
 from collbench.errors import SpecError
 from collbench.topologies.schema import Topology
 
-# nccl-tests' large-message busbw on the shared real logs reaches 77-91% of the link rate
+# nccl-tests' large-message busbw on the shared real logs reaches 70-90% of the link rate
 # (A100 NVLink 1 node, MI300X xGMI 1 node, H100 2 nodes over TCPXO): the MFU estimate
 # prices predicted collectives at this share of the hardware bound.
 DEFAULT_COMM_EFFICIENCY = 0.8
 # DP buckets and ZeRO gathers are megabytes: probe rows below this size say little.
 PROBE_MIN_BYTES = 1 << 20
-
-
-def group_view(topology: Topology, stride: int) -> Topology:
-    """The fabric as one of the groups with ranks `stride` accelerators apart sees it."""
-    per_node = topology.accelerators_per_node
-    ranks_per_node = max(1, per_node // stride)
-    scale_up = replace(topology.scale_up,
-                       domain_size=max(1, topology.scale_up.domain_size // stride))
-    scale_out = topology.scale_out
-    if scale_out is not None:
-        scale_out = replace(scale_out, nic_gbits_s=scale_out.nic_gbits_s * ranks_per_node
-                            / per_node)
-    return replace(topology, accelerators_per_node=ranks_per_node, scale_up=scale_up,
-                   scale_out=scale_out,
-                   nodes=max(topology.nodes, math.ceil(topology.world_size / ranks_per_node)))
 
 
 def nodes_spanned(topology: Topology, ranks: int, stride: int) -> int:
@@ -59,9 +44,8 @@ def cost_model_pricer(topology: Topology, comm_efficiency: float = DEFAULT_COMM_
     efficiency = costmodel.Efficiency(scale_up=comm_efficiency, scale_out=comm_efficiency)
 
     def price(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
-        view = group_view(topology, stride)
-        group = costmodel.group_for(view, ranks, stride=1)
-        prediction = costmodel.predict(view, collective, int(size_bytes), group,
+        group = costmodel.group_for(topology, ranks, stride)
+        prediction = costmodel.predict(topology, collective, int(size_bytes), group,
                                        efficiency=efficiency)
         return Priced(prediction.time_s, f"predicted ({prediction.algorithm}, "
                       f"{comm_efficiency:.0%} of the {prediction.bottleneck} bound)")

@@ -84,6 +84,7 @@ def _measure_options(
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (new or empty). (default: results/<UTC time>-<id>)", show_default=False)] = None,  # noqa: E501
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,  # noqa: E501
     json_rows: Annotated[bool, typer.Option("--json", help="Print the rows as JSON lines instead of the table.")] = False,  # noqa: E501
+    topology: Annotated[Optional[str], typer.Option("--topology", "-T", help="Catalog name or topology file of the fabric this runs on: its name goes into every row and meta.json (see collbench topo list).", show_default=False)] = None,  # noqa: E501
     knob: Annotated[Optional[list[str]], typer.Option("--knob", help="Set a communication knob for every rank, e.g. NCCL_MAX_NCHANNELS=4 (repeatable; recorded with the results).", show_default=False)] = None,  # noqa: E501
     overlap: Annotated[bool, typer.Option("--overlap", help="Also run overlap probes (see collbench overlap).", rich_help_panel="Overlap probes")] = False,  # noqa: E501
     compute_ratio: Annotated[Optional[str], typer.Option("--compute-ratio", help="Compute per iteration as multiples of the collective's time, one probe each. (default: 0.5,1,2)", show_default=False, rich_help_panel="Overlap probes")] = None,  # noqa: E501
@@ -158,6 +159,11 @@ def _spec_from_options(command: str, options: dict[str, Any]) -> SweepSpec:
     }
     collective = options.pop("collective")
     names = tuple(name.strip() for name in collective.split(",") if name.strip())
+    topology = options.pop("topology")
+    if topology is not None:
+        from collbench.topologies.loader import load_topology
+
+        given["topology"] = load_topology(topology).name
     return SweepSpec(collectives=names, overlap=overlap_spec, sweep_rows=command == "sweep",
                      **{k: v for k, v in given.items() if v is not None})
 

@@ -110,6 +110,8 @@ class SweepSpec:
     overlap: OverlapSpec | None = None
     # Measure the plain sweep rows (False: probes only, as `collbench overlap`).
     sweep_rows: bool = True
+    # The fabric this runs on (a topology's name), recorded in every row and meta.json.
+    topology: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "collectives", tuple(self.collectives))

@@ -125,7 +125,8 @@ class _Session:
         knobs = {"env": env_knobs, "settings": {
             "rank_stat": spec.rank_stat, "check": spec.check, "timing": self.timer.method,
             "launcher": self.job.launcher}}
-        builder = RowBuilder(self.job.run_id, spec, env.world_size, len(hosts), knobs)
+        builder = RowBuilder(self.job.run_id, spec, env.world_size, len(hosts), knobs,
+                             topology=spec.topology)
         total_wrong = 0
         for index, step in enumerate(spec.steps()):
             status.step(index, _describe(step))
@@ -208,7 +209,7 @@ class _Session:
             "ranks_per_node": env.world_size // max(1, len(hosts)), "hosts": hosts,
             "ranks": identities, "timing_method": self.timer.method,
             "versions": versions(self.torch, spec.backend), "git_sha": git_sha(),
-            "knobs": knobs, "spec": spec.to_dict(), "topology": None, "cwd": os.getcwd(),
+            "knobs": knobs, "spec": spec.to_dict(), "topology": spec.topology, "cwd": os.getcwd(),
             "rank_env": env.source,
             "rendezvous": f"{env.master_addr}:{env.master_port} ({env.rendezvous})",
         }

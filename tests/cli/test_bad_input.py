@@ -49,6 +49,7 @@ from tests.helpers import collbench
     (["--launcher", "local", "--rank-env", "torch"], "--rank-env: 'torch' is for ranks"),
     (["--launcher", "none", "--print"], "--print: True needs a launcher"),
     (["--quiet", "--json"], "conflicts with --quiet"),
+    (["--topology", "no-such-fabric"], "--topology: 'no-such-fabric' is neither a file nor"),
     (["--no-such-option"], "No such option: --no-such-option"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):

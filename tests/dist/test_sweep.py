@@ -122,3 +122,12 @@ def test_wrong_data_is_reported_in_rows_and_exit_status(tmp_path):
     assert "data check failed: 4 wrong element(s) in 4 row(s)" in done.stderr
     assert "# Out of bounds values : 4 FAILED" in done.stdout
     assert [row["n_wrong"] for row in rows_of(out)] == [1, 1, 1, 1]
+
+
+def test_topology_name_is_recorded_in_rows_and_meta(tmp_path):
+    out = tmp_path / "run"
+    done = collbench("sweep", "-c", "all_reduce", "-b", "1K", "-e", "2K", "-n", "1", "--quiet",
+                     "--topology", "cpu-local", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert {row["topology"] for row in rows_of(out)} == {"cpu-local"}
+    assert meta_of(out)["topology"] == "cpu-local"
