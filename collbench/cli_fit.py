@@ -21,7 +21,7 @@ def fit(
     runs: Annotated[list[Path], typer.Argument(help="Run directories; rows of the same collective, backend, world size, topology, placement, dtype and knobs are pooled.", metavar="RUN...", show_default=False)],  # noqa: E501
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON list of groups instead of tables.")] = False,  # noqa: E501
     predict: Annotated[Optional[str], typer.Option("--predict", help="Comma list of sizes (K/M/G = powers of 1024) to predict time and busbw at, e.g. 3M,48M.", show_default=False)] = None,  # noqa: E501, UP045
-    topology: Annotated[Optional[str], typer.Option("--topology", help="A catalog name or a YAML/TOML file: report each group's measured time as % of the cost model's prediction per size band.", show_default=False)] = None,  # noqa: E501, UP045
+    topology: Annotated[Optional[str], typer.Option("--topology", help="A catalog name or a YAML/TOML file: report each group's measured time as % of the cost model's prediction per size band. (default: the catalog topology the rows record, from sweep --topology)", show_default=False)] = None,  # noqa: E501, UP045
 ) -> None:
     """Fit t(S) = alpha + S/B per group, piecewise where the protocol changes."""
     from collbench.analysis.fit import fit_rows
@@ -29,6 +29,8 @@ def fit(
     sizes = parse_predict(predict)
     fabric = _load_topology(topology)
     rows = load_sweep_rows(runs)
+    if fabric is None:
+        fabric = _recorded_topology(rows)
     fits = fit_rows(rows)
     pairs = list(zip(fits, _compare(fabric, rows, fits), strict=True))
     if json_out:
@@ -41,6 +43,17 @@ def _load_topology(name: str | None) -> Any:
     from collbench.topologies.loader import load_topology
 
     return None if name is None else load_topology(name)
+
+
+def _recorded_topology(rows: list[dict[str, Any]]) -> Any:
+    """The catalog topology the rows were measured on (`sweep --topology`), if they all
+    name the same one; None otherwise (a file's name is not enough to find it again)."""
+    from collbench.topologies.loader import catalog_names, load_topology
+
+    names = {row.get("topology") for row in rows}
+    if len(names) != 1 or (name := names.pop()) not in catalog_names():
+        return None
+    return load_topology(name)
 
 
 def _compare(fabric: Any, rows: list[dict[str, Any]], fits: list[GroupFit]

@@ -241,3 +241,12 @@ def test_the_real_cli_exits_2_on_an_unknown_topology(tmp_path):
                            "no-such-fabric"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "no-such-fabric" in done.stderr
+
+
+def test_the_topology_a_sweep_recorded_is_used_without_the_option(tmp_path):
+    run = _write_run(tmp_path / "a", "run-a", nodes=1, ranks_per_node=8, topology="dgx-h100")
+    done = _invoke(str(run))
+    assert done.exit_code == 0, done.output
+    assert "vs topology dgx-h100 (1 node x 8 ranks" in done.output
+    plain = _write_run(tmp_path / "b", "run-b", nodes=1, ranks_per_node=8)
+    assert "vs topology" not in _invoke(str(plain)).output
