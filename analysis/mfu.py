@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from collbench.analysis.workload import Workload
+from collbench.analysis.workload import Parallelism, Workload
 from collbench.errors import SpecError
 from collbench.topologies.schema import Topology
 
@@ -228,17 +228,20 @@ def _dp_comm(workload: Workload, pricer: Pricer, options: EstimateOptions,
         return CommKind("dp", "none (dp = 1)", 0.0, 0.0, "-"), 0.0
     params = workload.model.n_params / (par.tp * par.pp)
     grads, weights = params * run.grad_bytes, params * run.param_bytes
+    bucket = par.dp_bucket_mb * 1e6
     if par.zero == 0:
-        priced = pricer("all_reduce", grads, par.dp, par.tp)
+        priced = _bucketed(pricer, "all_reduce", grads, par, bucket)
         reduce_s, gather_s, gathers = priced.time_s, 0.0, 0
         what = f"all_reduce {_mb(grads)}"
     else:
-        priced = pricer("reduce_scatter", grads, par.dp, par.tp)
-        gather = pricer("all_gather", weights, par.dp, par.tp)
+        priced = _bucketed(pricer, "reduce_scatter", grads, par, bucket)
+        gather = _bucketed(pricer, "all_gather", weights, par, bucket)
         reduce_s, gather_s = priced.time_s, gather.time_s
         # ZeRO-3 gathers every layer's weights for each forward and each backward.
         gathers = 2 * workload.microbatches if par.zero == 3 else 1
         what = f"reduce_scatter {_mb(grads)} + all_gather {_mb(weights)} x {gathers}"
+    if bucket:
+        what += f" in {_mb(bucket)} buckets"
     total_s = reduce_s + gather_s * gathers
     if hide_all:
         return CommKind("dp", what, total_s, 0.0, priced.source), 0.0
@@ -254,6 +257,18 @@ def _dp_comm(workload: Workload, pricer: Pricer, options: EstimateOptions,
         exposed_s += comm_s - hidden_s
         slowdown_s += options.compute_slowdown * min(comm_s, window_s)
     return CommKind("dp", what, total_s, exposed_s, priced.source), slowdown_s
+
+
+def _bucketed(pricer: Pricer, collective: str, size_bytes: float, par: Parallelism,
+              bucket_bytes: float) -> Priced:
+    """One collective over all of `size_bytes`, or one per bucket as DDP/Megatron issue
+    them (each bucket pays the latency and runs at its own size's bandwidth)."""
+    if not bucket_bytes or size_bytes <= bucket_bytes:
+        return pricer(collective, size_bytes, par.dp, par.tp)
+    full, rest = divmod(size_bytes, bucket_bytes)
+    one = pricer(collective, bucket_bytes, par.dp, par.tp)
+    last_s = pricer(collective, rest, par.dp, par.tp).time_s if rest else 0.0
+    return Priced(full * one.time_s + last_s, one.source)
 
 
 def _backward_share(recompute: str) -> float:

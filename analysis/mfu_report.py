@@ -68,7 +68,8 @@ def to_json(workload: Workload, estimates: Sequence[Estimate]) -> dict[str, Any]
             **{name: getattr(workload.training, name) for name in (
                 "seq", "global_batch", "micro_batch", "recompute", "dtype")},
             **{name: getattr(workload.parallelism, name) for name in (
-                "tp", "pp", "dp", "zero", "sequence_parallel", "virtual_stages", "dp_overlap")},
+                "tp", "pp", "dp", "zero", "sequence_parallel", "virtual_stages", "dp_overlap",
+                "dp_bucket_mb")},
             "microbatches": workload.microbatches,
             "model_flops_per_token": workload.model_flops_per_token,
         },

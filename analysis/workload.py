@@ -89,12 +89,15 @@ class Parallelism:
     sequence_parallel: bool = False
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per pipeline rank
     dp_overlap: bool = True  # gradient reduction overlaps the backward pass
+    dp_bucket_mb: float = 0.0  # gradients reduced in buckets of this size (0: all at once)
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "virtual_stages"):
             _positive(f"--{name.replace('_', '-')}", getattr(self, name))
         if self.zero not in (0, 1, 2, 3):
             raise SpecError("--zero", self.zero, "must be 0, 1, 2 or 3")
+        if not self.dp_bucket_mb >= 0:
+            raise SpecError("--dp-bucket-mb", self.dp_bucket_mb, "must be >= 0")
         if self.sequence_parallel and self.tp == 1:
             raise SpecError("--sequence-parallel", True, "needs --tp > 1")
 

@@ -137,6 +137,18 @@ def test_a_negative_measured_slowdown_is_kept_not_clamped():
     assert result.slowdown_s < 0
 
 
+def test_buckets_pay_latency_per_bucket():
+    load = workload(dp_overlap=False)
+    whole = estimate(load, make_topology(), flat_pricer(latency_us=1000))
+    buckets = estimate(workload(dp_overlap=False, dp_bucket_mb=25), make_topology(),
+                       flat_pricer(latency_us=1000))
+    grads_mb = load.model.n_params / 64 * 4 / 1e6
+    dp_whole, dp_buckets = (next(k for k in r.comm if k.kind == "dp") for r in (whole, buckets))
+    extra_latency_s = (-(-grads_mb // 25) - 1) * 1000e-6
+    assert dp_buckets.total_s == pytest.approx(dp_whole.total_s + extra_latency_s)
+    assert "in 25.0 MB buckets" in dp_buckets.collectives
+
+
 def test_zero3_gathers_weights_every_pass():
     load = workload(zero=3)
     result = estimate(load, make_topology(), flat_pricer())
@@ -158,6 +170,7 @@ def test_fp8_uses_the_fp8_peak_and_refuses_without_one():
     (lambda: workload(recompute="most"), "--recompute"),
     (lambda: workload(tp=1, sequence_parallel=True), "--sequence-parallel"),
     (lambda: workload(zero=4), "--zero"),
+    (lambda: workload(dp_bucket_mb=-1), "--dp-bucket-mb"),
     (lambda: Model("m", layers=2, hidden=100, heads=3, vocab=10), "--heads"),
     (lambda: preset("gpt-9"), "--model"),
     (lambda: EstimateOptions(matmul_efficiency=1.5), "--matmul-efficiency"),
