@@ -153,7 +153,7 @@ def test_bad_input_names_the_field(make, field):
 
 # ---------------------------------------------------------------- invariants
 
-@pytest.mark.parametrize("topology, group, collective", _cases())
+@pytest.mark.parametrize("topology, group, collective", list(_cases()))
 def test_time_increases_with_size(topology, group, collective):
     if group.ranks == 1:
         return
@@ -177,7 +177,7 @@ def _least_bytes_up(collective: str, group: Group) -> float:
             "all_to_all": (d - 1) / group.ranks, "sendrecv": 1.0}[collective]
 
 
-@pytest.mark.parametrize("topology, group, collective", _cases())
+@pytest.mark.parametrize("topology, group, collective", list(_cases()))
 def test_no_algorithm_beats_the_bound_of_a_level_it_crosses(topology, group, collective):
     """algbw <= level bandwidth / the bytes per S that must cross it, for every algorithm."""
     if group.ranks == 1:
@@ -220,7 +220,7 @@ def test_a_group_inside_one_domain_never_touches_scale_out(collective, size):
         assert first.time_s == second.time_s
 
 
-@pytest.mark.parametrize("topology, group, collective", _cases())
+@pytest.mark.parametrize("topology, group, collective", list(_cases()))
 def test_twice_the_scale_out_bandwidth_is_never_slower(topology, group, collective):
     if topology.scale_out is None:
         return
@@ -252,7 +252,7 @@ def test_twice_the_scale_out_bandwidth_speeds_up_large_multi_node_all_reduce(nod
     assert after.time_s / before.time_s == pytest.approx(speedup, rel=5e-3)
 
 
-@pytest.mark.parametrize("topology, group, collective", _cases())
+@pytest.mark.parametrize("topology, group, collective", list(_cases()))
 def test_tiny_sizes_are_latency_bound(topology, group, collective):
     if group.ranks == 1:
         return
