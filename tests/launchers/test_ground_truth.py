@@ -25,7 +25,20 @@ def test_fitted_bandwidth_is_the_shaped_rate(tmp_path, rate_mbit):
     reason = reason_to_skip(shaping=True)
     if reason:
         pytest.skip(reason)
-    out = tmp_path / "run"
+    goodput_gbps = rate_mbit * 1e6 / 8 / 1e9 * GOODPUT_FRACTION
+    # The shaped rate is a ceiling: a busy neighbour on this 2-vCPU box can only make the
+    # ranks slower (a run under load once fitted 0.088 for 0.0956). So a run that comes out
+    # slow is measured once more; one that beats the ceiling fails at once.
+    for attempt in range(2):
+        group = _fitted_group(tmp_path / f"run{attempt}", rate_mbit)
+        if group["busbw_peak_gbps"] >= goodput_gbps * 0.95:
+            break
+    # 2-rank all-reduce: busbw = algbw x 2(n-1)/n = bytes each rank sends per second
+    assert group["busbw_peak_gbps"] == pytest.approx(goodput_gbps, rel=0.05), (
+        group, goodput_gbps)
+
+
+def _fitted_group(out, rate_mbit):
     with two_nodes(rate_mbit) as nodes:
         results = torchrun_pair(nodes, out, SWEEP, port=29581)
     for code, _, stderr in results:
@@ -35,7 +48,4 @@ def test_fitted_bandwidth_is_the_shaped_rate(tmp_path, rate_mbit):
     assert done.returncode == 0, done.stderr
     (group,) = json.loads(done.stdout)
     assert (group["collective"], group["world_size"]) == ("all_reduce", 2)
-    # 2-rank all-reduce: busbw = algbw x 2(n-1)/n = bytes each rank sends per second
-    goodput_gbps = rate_mbit * 1e6 / 8 / 1e9 * GOODPUT_FRACTION
-    assert group["busbw_peak_gbps"] == pytest.approx(goodput_gbps, rel=0.05), (
-        group, goodput_gbps)
+    return group
