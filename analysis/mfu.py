@@ -13,13 +13,16 @@ Step model (Megatron's 1F1B pipeline schedule; TP innermost, then DP, then PP):
   neighbouring stages (b·s·h / tp each: Megatron's scatter/gather optimisation), exposed;
 - bubble: (p - 1) / v slots of the pipeline's (compute + exposed TP + PP) per micro-batch,
   i.e. a (p - 1) / (v·m) share of the micro-batch work;
-- DP: after the last micro-batch the gradients are all-reduced (ZeRO 0) or reduce-
-  scattered and the parameters all-gathered (ZeRO 1/2); ZeRO 3 / FSDP gathers parameters
-  for every forward and backward and reduce-scatters the gradients. With `dp_overlap` the
-  gradient reduction runs beside the last micro-batch's backward and the parameter gathers
-  beside the compute that follows them: hidden up to `overlap_efficiency` x the window,
-  and the compute beside them slows by `compute_slowdown` (both from an overlap probe
-  when one is given, else ideal: 1.0 and 0.0, said in the output).
+- DP: the gradients are all-reduced after the last micro-batch (ZeRO 0), reduce-scattered
+  after it (ZeRO 1) or after every micro-batch (ZeRO 2/3, which keep only their shard); the
+  updated weights are all-gathered once (ZeRO 1/2), or for every forward and backward
+  (ZeRO 3 / FSDP). Each is issued in `dp_bucket_mb` MiB buckets. With `dp_overlap` a
+  reduction runs beside its backward and a gather beside the pass that needs the weights,
+  except one bucket (the last gradients are ready only when the backward ends, the first
+  weights are needed before it starts; one collective over everything cannot overlap at
+  all). Beside compute, `overlap_efficiency` of the collective is hidden (OSU's figure,
+  from an overlap probe when one is given, else ideal 1.0, said in the output); what is not
+  hidden is split into compute stretched by `compute_slowdown` and exposed communication.
 MFU = model FLOPs per step / (step time x accelerators x peak); HFU counts recompute too.
 `mfu_loss_comm` = the MFU with every collective hidden at no cost, minus the MFU.
 
@@ -40,6 +43,7 @@ from collbench.topologies.schema import Topology
 # large cuBLAS GEMMs alone reach ~75-85% on A100/H100, and the layer norms, softmax,
 # dropout, GeLU/SwiGLU and optimizer are memory bound. Overridable with --matmul-efficiency.
 DEFAULT_MATMUL_EFFICIENCY = 0.65
+MIB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class EstimateOptions:
     """What the estimator assumes beyond the workload and the fabric."""
 
     matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY
-    overlap_efficiency: float = 1.0  # share of an overlap window that really hides comm
+    overlap_efficiency: float = 1.0  # share of a collective hidden beside compute (OSU)
     compute_slowdown: float = 0.0  # compute beside a collective takes (1 + this) x longer
     tp_overlap: float = 0.0  # share of TP collectives hidden (0: Megatron's default)
     overlap_source: str = "assumed ideal (no overlap probe given)"
@@ -228,52 +232,85 @@ def _dp_comm(workload: Workload, pricer: Pricer, options: EstimateOptions,
         return CommKind("dp", "none (dp = 1)", 0.0, 0.0, "-"), 0.0
     params = workload.model.n_params / (par.tp * par.pp)
     grads, weights = params * run.grad_bytes, params * run.param_bytes
-    bucket = par.dp_bucket_mb * 1e6
-    if par.zero == 0:
-        priced = _bucketed(pricer, "all_reduce", grads, par, bucket)
-        reduce_s, gather_s, gathers = priced.time_s, 0.0, 0
-        what = f"all_reduce {_mb(grads)}"
-    else:
-        priced = _bucketed(pricer, "reduce_scatter", grads, par, bucket)
+    bucket = par.dp_bucket_mb * MIB
+    m = workload.microbatches
+    forward_s = micro_compute_s * _forward_share(run.recompute)
+    backward_s = micro_compute_s - forward_s
+    reduce = _bucketed(pricer, "all_reduce" if par.zero == 0 else "reduce_scatter", grads,
+                       par, bucket)
+    # ZeRO 0/1 reduce the accumulated gradients after the last micro-batch's backward;
+    # ZeRO 2/3 keep only their shard, so they reduce-scatter after every backward.
+    reductions = m if par.zero >= 2 else 1
+    windows = [(reduce, backward_s)] * reductions
+    what = f"{reduce.collective} {_mb(grads)} x {reductions}"
+    if par.zero:
         gather = _bucketed(pricer, "all_gather", weights, par, bucket)
-        reduce_s, gather_s = priced.time_s, gather.time_s
-        # ZeRO-3 gathers every layer's weights for each forward and each backward.
-        gathers = 2 * workload.microbatches if par.zero == 3 else 1
-        what = f"reduce_scatter {_mb(grads)} + all_gather {_mb(weights)} x {gathers}"
-    if bucket:
-        what += f" in {_mb(bucket)} buckets"
-    total_s = reduce_s + gather_s * gathers
+        # ZeRO 1/2 gather the updated weights once, beside the next step's first forward;
+        # ZeRO 3 gathers them for every forward and again for every backward.
+        windows += ([(gather, forward_s)] * m + [(gather, backward_s)] * m if par.zero == 3
+                    else [(gather, forward_s)])
+        what += f" + all_gather {_mb(weights)} x {2 * m if par.zero == 3 else 1}"
+    what += f" in {par.dp_bucket_mb:g} MiB buckets" if bucket else " (one collective each)"
+    total_s = sum(comm.time_s for comm, _ in windows)
     if hide_all:
-        return CommKind("dp", what, total_s, 0.0, priced.source), 0.0
+        return CommKind("dp", what, total_s, 0.0, reduce.source), 0.0
     if not par.dp_overlap:
-        return CommKind("dp", what, total_s, total_s, priced.source), 0.0
-    backward_s = micro_compute_s * _backward_share(run.recompute)
-    # The gradient reduction hides behind the last micro-batch's backward; each gather
-    # behind the compute of the pass that needs the weights next (half a micro-batch).
-    windows = [(reduce_s, backward_s)] + [(gather_s, micro_compute_s / 2)] * gathers
+        return CommKind("dp", what, total_s, total_s, reduce.source), 0.0
     exposed_s = slowdown_s = 0.0
-    for comm_s, window_s in windows:
-        hidden_s = min(comm_s, options.overlap_efficiency * window_s)
-        exposed_s += comm_s - hidden_s
-        slowdown_s += options.compute_slowdown * min(comm_s, window_s)
-    return CommKind("dp", what, total_s, exposed_s, priced.source), slowdown_s
+    for comm, window_s in windows:
+        exposed, slowdown = _beside(comm, window_s, options)
+        exposed_s, slowdown_s = exposed_s + exposed, slowdown_s + slowdown
+    return CommKind("dp", what, total_s, exposed_s, reduce.source), slowdown_s
+
+
+@dataclass(frozen=True)
+class _Bucketed:
+    """A collective issued in buckets: its total time and that of the one bucket that
+    cannot overlap (the last gradient bucket is ready only when the backward ends; the
+    first weight bucket is needed before the forward can start)."""
+
+    collective: str
+    time_s: float
+    edge_s: float
+    source: str
 
 
 def _bucketed(pricer: Pricer, collective: str, size_bytes: float, par: Parallelism,
-              bucket_bytes: float) -> Priced:
-    """One collective over all of `size_bytes`, or one per bucket as DDP/Megatron issue
-    them (each bucket pays the latency and runs at its own size's bandwidth)."""
+              bucket_bytes: float) -> _Bucketed:
+    """One collective over all of `size_bytes` (none of it can overlap), or one per bucket
+    as DDP/Megatron issue them, each paying its latency at its own size's bandwidth."""
     if not bucket_bytes or size_bytes <= bucket_bytes:
-        return pricer(collective, size_bytes, par.dp, par.tp)
+        whole = pricer(collective, size_bytes, par.dp, par.tp)
+        return _Bucketed(collective, whole.time_s, whole.time_s, whole.source)
     full, rest = divmod(size_bytes, bucket_bytes)
     one = pricer(collective, bucket_bytes, par.dp, par.tp)
     last_s = pricer(collective, rest, par.dp, par.tp).time_s if rest else 0.0
-    return Priced(full * one.time_s + last_s, one.source)
+    return _Bucketed(collective, full * one.time_s + last_s, last_s or one.time_s,
+                     one.source)
 
 
-def _backward_share(recompute: str) -> float:
-    """The backward's share of a micro-batch's compute (it costs twice the forward)."""
-    return {"none": 2 / 3, "selective": 2 / 3, "full": 2 / 4}[recompute]
+def _beside(comm: _Bucketed, window_s: float, options: EstimateOptions
+            ) -> tuple[float, float]:
+    """(exposed, compute slowdown) seconds of a bucketed collective beside a window.
+
+    The probe's overlap efficiency is OSU's share of the collective hidden while compute
+    runs beside it, measured on wall time: what is not hidden already includes the compute
+    it stretched. So the extra time is split, not added twice: the stretched compute
+    (slowdown x the time side by side, at most all of the extra; a negative measured
+    slowdown counts as none) and the rest, exposed communication.
+    """
+    overlappable_s = comm.time_s - comm.edge_s
+    side_by_side_s = min(overlappable_s, window_s)
+    extra_s = (1 - options.overlap_efficiency) * side_by_side_s
+    slowdown_s = min(extra_s, max(0.0, options.compute_slowdown) * side_by_side_s)
+    exposed_s = comm.edge_s + (overlappable_s - side_by_side_s) + extra_s - slowdown_s
+    return exposed_s, slowdown_s
+
+
+def _forward_share(recompute: str) -> float:
+    """The forward's share of a micro-batch's compute (the backward costs twice the
+    forward; full recompute runs the forward again inside the backward)."""
+    return 1 / 4 if recompute == "full" else 1 / 3
 
 
 def _assumptions(workload: Workload, options: EstimateOptions) -> tuple[str, ...]:

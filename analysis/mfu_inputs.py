@@ -111,20 +111,28 @@ def curve_pricer(curves: list[MeasuredCurve], topology: Topology, fallback: Pric
 
 def probe_overlap(rows: Iterable[Mapping[str, Any]], run: str,
                   options: EstimateOptions) -> EstimateOptions:
-    """The options with the overlap efficiency and compute slowdown a probe run measured
-    (medians over its probe rows of at least 1 MiB, or over all of them if none is)."""
+    """The options with the overlap efficiency and compute slowdown a probe run measured:
+    medians over its probe rows of at least 1 MiB with at least as much compute as
+    communication (a 0.5 ratio can hide at most half of the collective, which says
+    nothing about a trainer's long windows); fewer filters where no row passes them."""
     probes = [row for row in rows if row.get("kind") == "overlap"
               and row.get("overlap_pct") is not None and row.get("compute_slowdown") is not None]
     if not probes:
         raise SpecError("--overlap", run, "holds no overlap-probe rows: pass a run written by "
                         "collbench overlap or collbench sweep --overlap")
     large = [row for row in probes if (row.get("size_bytes") or 0) >= PROBE_MIN_BYTES] or probes
-    overlap = statistics.median(float(row["overlap_pct"]) for row in large) / 100
-    slowdown = statistics.median(float(row["compute_slowdown"]) for row in large)
+    long = [row for row in large if _ratio(row) >= 1] or large
+    overlap = statistics.median(float(row["overlap_pct"]) for row in long) / 100
+    slowdown = statistics.median(float(row["compute_slowdown"]) for row in long)
     source = (f"measured by {run}: {overlap:.0%} of the collective hidden, compute "
-              f"{slowdown:+.0%} beside it (median of {len(large)} probe rows)")
+              f"{slowdown:+.0%} beside it (median of {len(long)} probe rows)")
     return replace(options, overlap_efficiency=min(1.0, max(0.0, overlap)),
                    compute_slowdown=slowdown, overlap_source=source)
+
+
+def _ratio(row: Mapping[str, Any]) -> float:
+    value = row.get("compute_ratio_actual") or row.get("compute_ratio")
+    return float(value) if value is not None else 1.0
 
 
 def scale_out_doubled(topology: Topology) -> Topology:

@@ -89,14 +89,16 @@ class Parallelism:
     sequence_parallel: bool = False
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per pipeline rank
     dp_overlap: bool = True  # gradient reduction overlaps the backward pass
-    dp_bucket_mb: float = 0.0  # gradients reduced in buckets of this size (0: all at once)
+    # DP collectives issued in buckets of this many MiB (PyTorch DDP's bucket_cap_mb
+    # default); 0: one collective over all of it, which cannot overlap anything.
+    dp_bucket_mb: float = 25.0
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "virtual_stages"):
             _positive(f"--{name.replace('_', '-')}", getattr(self, name))
         if self.zero not in (0, 1, 2, 3):
             raise SpecError("--zero", self.zero, "must be 0, 1, 2 or 3")
-        if not self.dp_bucket_mb >= 0:
+        if not 0 <= self.dp_bucket_mb < float("inf"):
             raise SpecError("--dp-bucket-mb", self.dp_bucket_mb, "must be >= 0")
         if self.sequence_parallel and self.tp == 1:
             raise SpecError("--sequence-parallel", True, "needs --tp > 1")

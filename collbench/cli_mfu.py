@@ -46,7 +46,7 @@ def mfu(
     recompute: Annotated[str, typer.Option("--recompute", help="Activation recompute: none, selective, full.")] = "none",  # noqa: E501
     dtype: Annotated[str, typer.Option("--dtype", help="Compute dtype for the peak: bf16 or fp8.")] = "bf16",  # noqa: E501
     dp_overlap: Annotated[bool, typer.Option("--dp-overlap/--no-dp-overlap", rich_help_panel=_EST, help="Gradient reduction overlaps the backward (off: Megatron before 2023).")] = True,  # noqa: E501
-    dp_bucket_mb: Annotated[float, typer.Option("--dp-bucket-mb", rich_help_panel=_EST, help="Gradients reduced in buckets of this many MB, each its own collective (PyTorch DDP: 25; 0: one collective for all).")] = 0.0,  # noqa: E501
+    dp_bucket_mb: Annotated[float, typer.Option("--dp-bucket-mb", rich_help_panel=_EST, help="DP collectives issued in buckets of this many MiB (PyTorch DDP's default); 0: one collective over all gradients, which cannot overlap.")] = 25.0,  # noqa: E501
     tp_overlap: Annotated[float, typer.Option("--tp-overlap", rich_help_panel=_EST, help="Share of TP collectives hidden (0: Megatron's default; ~1: userbuffer overlap).")] = 0.0,  # noqa: E501
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", rich_help_panel=_EST, help="Achieved share of the peak over a whole step's compute. (default: 0.65)", show_default=False)] = None,  # noqa: E501
     comm_efficiency: Annotated[Optional[float], typer.Option("--comm-efficiency", rich_help_panel=_EST, help="Share of the fabric's bound predicted collectives reach. (default: 0.8)", show_default=False)] = None,  # noqa: E501

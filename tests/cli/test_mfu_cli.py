@@ -105,7 +105,10 @@ def test_measured_curves_replace_predictions_for_matching_groups(tmp_path):
 def test_overlap_probe_figures_are_used_and_said(tmp_path):
     fabric = write_fabric(tmp_path, scale_out__nic_gbits_s=25)
     probes = [{"kind": "overlap", "size_bytes": 1 << 24, "overlap_pct": 40.0,
-               "compute_slowdown": 0.25} for _ in range(3)]
+               "compute_slowdown": 0.25, "compute_ratio_actual": 1.9} for _ in range(3)]
+    # short compute can hide little: these rows must not drag the median down
+    probes += [{"kind": "overlap", "size_bytes": 1 << 24, "overlap_pct": 5.0,
+                "compute_slowdown": 0.5, "compute_ratio_actual": 0.5} for _ in range(4)]
     run = _write_rows(tmp_path / "probe", probes)
     ideal = run_mfu("--topology", fabric, *LLAMA)["fabrics"][0]
     probed = run_mfu("--topology", fabric, *LLAMA, "--overlap", run)["fabrics"][0]

@@ -122,31 +122,60 @@ def test_dp_overlap_hides_gradients_behind_the_backward():
     assert dp_on.exposed_s < dp_off.exposed_s and on.mfu > off.mfu
 
 
-def test_measured_overlap_efficiency_and_slowdown_cost_mfu():
-    slow = flat_pricer(bandwidth_gbytes_s=10)
-    ideal = estimate(workload(), make_topology(), slow)
-    half = estimate(workload(), make_topology(), slow,
-                    EstimateOptions(overlap_efficiency=0.5, compute_slowdown=0.2))
-    assert half.slowdown_s > 0 and half.mfu < ideal.mfu
-    assert half.what_if["perfect_overlap"] == pytest.approx(ideal.what_if["perfect_overlap"])
+def constant_pricer(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
+    return Priced(1e-3, "constant")  # every call 1 ms, whatever the size: counts calls
 
 
-def test_a_negative_measured_slowdown_is_kept_not_clamped():
+def dp_of(result):
+    return next(kind for kind in result.comm if kind.kind == "dp")
+
+
+def test_measured_overlap_hides_its_share_of_the_collective_not_of_the_window():
+    # 175B over tp 8 x pp 8: 10.9 GB of fp32 gradients per rank = 10 full 1 GiB buckets and
+    # a last, partial one; the backward window (~0.1 s) is far longer than 10 ms of buckets.
+    load = workload(dp_bucket_mb=1024)
+    result = estimate(load, make_topology(), constant_pricer,
+                      EstimateOptions(overlap_efficiency=0.4, compute_slowdown=0.25))
+    beside_s = 10 * 1e-3  # all buckets but the last run beside the backward
+    assert dp_of(result).total_s == pytest.approx(11e-3)
+    # 60% of what ran beside compute is not hidden: 25 points of it stretched compute,
+    # the rest is exposed, as is the last bucket
+    assert result.slowdown_s == pytest.approx(0.25 * beside_s)
+    assert dp_of(result).exposed_s == pytest.approx(1e-3 + 0.35 * beside_s)
+    ideal = estimate(load, make_topology(), constant_pricer)
+    assert dp_of(ideal).exposed_s == pytest.approx(1e-3) and ideal.slowdown_s == 0
+
+
+def test_a_negative_measured_slowdown_never_beats_perfect_overlap():
     result = estimate(workload(), make_topology(), flat_pricer(bandwidth_gbytes_s=10),
-                      EstimateOptions(compute_slowdown=-0.1))
-    assert result.slowdown_s < 0
+                      EstimateOptions(overlap_efficiency=0.5, compute_slowdown=-0.1))
+    assert result.slowdown_s == 0 and result.mfu_loss_comm >= 0
+    assert result.mfu <= result.what_if["perfect_overlap"]
+
+
+def test_one_collective_over_all_gradients_cannot_overlap():
+    result = estimate(workload(dp_bucket_mb=0), make_topology(), flat_pricer())
+    assert dp_of(result).exposed_s == dp_of(result).total_s > 0
 
 
 def test_buckets_pay_latency_per_bucket():
-    load = workload(dp_overlap=False)
+    load = workload(dp_overlap=False, dp_bucket_mb=0)
     whole = estimate(load, make_topology(), flat_pricer(latency_us=1000))
     buckets = estimate(workload(dp_overlap=False, dp_bucket_mb=25), make_topology(),
                        flat_pricer(latency_us=1000))
-    grads_mb = load.model.n_params / 64 * 4 / 1e6
-    dp_whole, dp_buckets = (next(k for k in r.comm if k.kind == "dp") for r in (whole, buckets))
-    extra_latency_s = (-(-grads_mb // 25) - 1) * 1000e-6
-    assert dp_buckets.total_s == pytest.approx(dp_whole.total_s + extra_latency_s)
-    assert "in 25.0 MB buckets" in dp_buckets.collectives
+    grads_mib = load.model.n_params / 64 * 4 / 2**20
+    extra_latency_s = (-(-grads_mib // 25) - 1) * 1000e-6
+    assert dp_of(buckets).total_s == pytest.approx(dp_of(whole).total_s + extra_latency_s)
+    assert "in 25 MiB buckets" in dp_of(buckets).collectives
+
+
+@pytest.mark.parametrize(("zero", "calls"), [(0, 1), (1, 2), (2, 64 + 1), (3, 64 + 2 * 64)])
+def test_each_zero_stage_issues_its_own_collectives(zero, calls):
+    """ZeRO 0/1 reduce once a step, 2/3 after every micro-batch (they keep only their
+    shard); 1/2 gather the weights once, 3 for every forward and backward."""
+    load = workload(zero=zero, dp_bucket_mb=0)  # 64 micro-batches
+    assert dp_of(estimate(load, make_topology(), constant_pricer)).total_s == pytest.approx(
+        calls * 1e-3)
 
 
 def test_zero3_gathers_weights_every_pass():
