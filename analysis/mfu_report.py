@@ -135,13 +135,14 @@ def _share(seconds: float, result: Estimate) -> str:
 
 def _headline(workload: Workload) -> str:
     model, run, par = workload.model, workload.training, workload.parallelism
-    extras = [f"zero {par.zero}" if par.zero else "", "sp" if par.sequence_parallel else "",
-              f"v {par.virtual_stages}" if par.virtual_stages > 1 else ""]
+    flags = [f"tp {par.tp} pp {par.pp} dp {par.dp}", f"zero {par.zero}" if par.zero else "",
+             "sp" if par.sequence_parallel else "",
+             f"v {par.virtual_stages}" if par.virtual_stages > 1 else ""]
     return (f"# {model.name}: {model.n_params / 1e9:.1f}B params, {model.layers} layers, "
             f"hidden {model.hidden}, seq {run.seq}, global batch {run.global_batch} "
             f"(micro {run.micro_batch}, {workload.microbatches} per pipeline), "
-            f"tp {par.tp} pp {par.pp} dp {par.dp} {' '.join(e for e in extras if e)}, "
-            f"recompute {run.recompute}, {run.dtype}").replace("  ", " ")
+            f"{' '.join(flag for flag in flags if flag)}, "
+            f"recompute {run.recompute}, {run.dtype}")
 
 
 def _notes(estimates: Sequence[Estimate]) -> list[str]:

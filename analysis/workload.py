@@ -39,7 +39,9 @@ class Model:
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "vocab"):
             _positive(f"model.{name}", getattr(self, name))
-        for name in ("ffn_hidden", "kv_heads", "params"):
+        if not 0 <= self.params < float("inf"):
+            raise SpecError("--params", self.params, "must be a finite number >= 0")
+        for name in ("ffn_hidden", "kv_heads"):
             if getattr(self, name) < 0:
                 raise SpecError(f"--{name.replace('_', '-')}", getattr(self, name), "must be >= 0")
         if self.hidden % self.heads:

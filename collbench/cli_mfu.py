@@ -31,6 +31,8 @@ def mfu(
     vocab: Annotated[Optional[int], typer.Option("--vocab", rich_help_panel=_SHAPE, show_default=False)] = None,  # noqa: E501
     ffn_hidden: Annotated[int, typer.Option("--ffn-hidden", help="MLP width (0: 4 x hidden).", rich_help_panel=_SHAPE)] = 0,  # noqa: E501
     kv_heads: Annotated[int, typer.Option("--kv-heads", help="Grouped-query attention heads (0: --heads).", rich_help_panel=_SHAPE)] = 0,  # noqa: E501
+    gated_mlp: Annotated[bool, typer.Option("--gated-mlp", help="SwiGLU MLP: three matrices of --ffn-hidden (Llama).", rich_help_panel=_SHAPE)] = False,  # noqa: E501
+    untied_embeddings: Annotated[bool, typer.Option("--untied-embeddings", help="Separate input and output embeddings (Llama 3; GPT ties them).", rich_help_panel=_SHAPE)] = False,  # noqa: E501
     params: Annotated[Optional[float], typer.Option("--params", help="Parameter count, e.g. 175e9 (default: from the shape; also overrides a preset's).", show_default=False)] = None,  # noqa: E501
     seq: Annotated[int, typer.Option("--seq", help="Sequence length in tokens.")] = 2048,
     global_batch: Annotated[Optional[int], typer.Option("--global-batch", help="Sequences per optimizer step.", show_default=False)] = None,  # noqa: E501
@@ -58,32 +60,46 @@ def mfu(
     collectives, and what-ifs (perfect overlap, 2x scale-out bandwidth)."""
     from collbench.analysis import mfu_report
     from collbench.analysis.mfu_inputs import DEFAULT_COMM_EFFICIENCY
-    from collbench.analysis.workload import Parallelism, Training, Workload
 
     options = locals()
-    shape = _model(model, options)
     topologies = _topologies(topology)
-    if dp is None:
-        dp = _derive_dp(topologies[0], nodes, tp * pp)
-    if global_batch is None:
-        from collbench.errors import SpecError
-        raise SpecError.from_message("--global-batch is required (sequences per optimizer "
-                                     "step)")
-    workload = Workload(shape, Training(seq=seq, global_batch=global_batch,
-                                        micro_batch=micro_batch, recompute=recompute,
-                                        dtype=dtype),
-                        Parallelism(tp=tp, pp=pp, dp=dp, zero=3 if fsdp else zero,
-                                    sequence_parallel=sequence_parallel,
-                                    virtual_stages=virtual_stages, dp_overlap=dp_overlap,
-                                    dp_bucket_mb=dp_bucket_mb))
+    workload = _workload(options, topologies[0])
     estimate_options = _estimate_options(matmul_efficiency, tp_overlap, overlap)
     fabrics = _fabrics(workload, topologies, curves or [])
-    estimates = mfu_report.estimate_fabrics(workload, fabrics, estimate_options,
-                                            comm_efficiency or DEFAULT_COMM_EFFICIENCY)
+    efficiency = DEFAULT_COMM_EFFICIENCY if comm_efficiency is None else comm_efficiency
+    estimates = mfu_report.estimate_fabrics(workload, fabrics, estimate_options, efficiency)
     if json_out:
         print(json.dumps(mfu_report.to_json(workload, estimates), indent=2))
     else:
         print(mfu_report.render_table(workload, estimates))
+
+
+def _workload(options: dict[str, Any], first: Any) -> Workload:
+    """The workload the options describe; --dp derived from --nodes of the first fabric."""
+    from collbench.analysis.workload import Parallelism, Training, Workload
+    from collbench.errors import SpecError
+
+    shape = _model(options["model"], options)
+    for name in ("tp", "pp"):
+        if options[name] < 1:
+            raise SpecError(f"--{name}", options[name], "must be an integer >= 1")
+    dp, nodes = options["dp"], options["nodes"]
+    if dp is not None and nodes is not None:
+        raise SpecError("--nodes", nodes, "conflicts with --dp: --nodes only derives --dp")
+    if nodes is not None and nodes < 1:
+        raise SpecError("--nodes", nodes, "must be an integer >= 1")
+    if dp is None:
+        dp = _derive_dp(first, nodes, options["tp"] * options["pp"])
+    if options["global_batch"] is None:
+        raise SpecError.from_message("--global-batch is required (sequences per optimizer "
+                                     "step)")
+    training = Training(**{key: options[key] for key in (
+        "seq", "global_batch", "micro_batch", "recompute", "dtype")})
+    parallelism = Parallelism(
+        dp=dp, zero=3 if options["fsdp"] else options["zero"],
+        **{key: options[key] for key in ("tp", "pp", "sequence_parallel", "virtual_stages",
+                                         "dp_overlap", "dp_bucket_mb")})
+    return Workload(shape, training, parallelism)
 
 
 def _model(name: str | None, options: dict[str, Any]) -> Model:
@@ -94,9 +110,13 @@ def _model(name: str | None, options: dict[str, Any]) -> Model:
 
     shape = ("layers", "hidden", "heads", "vocab")
     given = [key for key in shape if options[key] is not None]
+    extras = {"ffn_hidden": 0, "kv_heads": 0, "gated_mlp": False, "untied_embeddings": False}
+    changed = [key for key, default in extras.items() if options[key] != default]
     if name is not None:
-        if given:
-            raise SpecError(f"--{given[0]}", options[given[0]], "conflicts with --model")
+        if given or changed:
+            flag = (given or changed)[0]
+            raise SpecError(f"--{flag.replace('_', '-')}", options[flag],
+                            "conflicts with --model (a preset has its own shape)")
         chosen = preset(name)
     elif len(given) < len(shape):
         missing = [f"--{key}" for key in shape if options[key] is None]
@@ -104,14 +124,24 @@ def _model(name: str | None, options: dict[str, Any]) -> Model:
                                      f"{', '.join(missing)}")
     else:
         chosen = Model("custom", **{key: options[key] for key in shape},
-                       ffn_hidden=options["ffn_hidden"], kv_heads=options["kv_heads"])
-    return replace(chosen, params=options["params"]) if options["params"] else chosen
+                       ffn_hidden=options["ffn_hidden"], kv_heads=options["kv_heads"],
+                       gated_mlp=options["gated_mlp"],
+                       tied_embeddings=not options["untied_embeddings"])
+    return chosen if options["params"] is None else replace(chosen, params=options["params"])
 
 
 def _topologies(names: list[str]) -> list[Any]:
+    from collbench.errors import SpecError
     from collbench.topologies.loader import load_topology
 
-    return [load_topology(name) for name in dict.fromkeys(names)]
+    topologies = [load_topology(name) for name in dict.fromkeys(names)]
+    seen: set[str] = set()
+    for topology in topologies:
+        if topology.name in seen:
+            raise SpecError("--topology", topology.name, "is given twice (the same name: a file "
+                            "that reuses a catalog name needs a name of its own)")
+        seen.add(topology.name)
+    return topologies
 
 
 def _derive_dp(topology: Any, nodes: int | None, model_parallel: int) -> int:
@@ -143,14 +173,15 @@ def _fabrics(workload: Workload, topologies: list[Any], curves: list[str]) -> li
     from collbench.analysis.mfu_report import Fabric, sized_for
     from collbench.errors import SpecError
 
+    known = {topology.name for topology in topologies}
     runs: dict[str, list[str]] = {}
     for text in curves:
-        name, _, run = text.rpartition("=")
-        runs.setdefault(name or topologies[0].name, []).append(run)
-    known = {topology.name for topology in topologies}
-    for name in runs:
-        if name not in known:
+        name, sep, run = text.partition("=")
+        if sep and name not in known and not Path(text).exists():
             raise SpecError("--curves", name, f"names no --topology given ({', '.join(known)})")
+        if not sep or name not in known:  # a plain run directory (its path may hold '=')
+            name, run = topologies[0].name, text
+        runs.setdefault(name, []).append(run)
     fabrics = []
     for topology in topologies:
         own = [*runs.get(topology.name, []), *_file_curves(topology)]

@@ -19,6 +19,7 @@ FABRIC = {
     "scale_out": {"kind": "infiniband", "nics_per_node": 8, "nic_gbits_s": 200,
                   "latency_us": 5},
 }
+CATALOG = Path(__file__).resolve().parents[2] / "topologies"
 LLAMA = ["--model", "llama3-8b", "--seq", "4096", "--global-batch", "64", "--tp", "2",
          "--dp", "16"]
 
@@ -60,6 +61,17 @@ def test_two_fabrics_side_by_side(tmp_path):
     assert first["what_if_mfu"]["scale_out_2x"] > first["mfu"]
     assert first["what_if_mfu"]["perfect_overlap"] == pytest.approx(
         first["mfu"] + first["mfu_loss_comm"])
+
+
+def test_a_llama_shape_given_by_hand_is_the_preset(tmp_path):
+    fabric = write_fabric(tmp_path)
+    common = ["--topology", fabric, "--global-batch", "64", "--tp", "8", "--dp", "4"]
+    preset = run_mfu(*common, "--model", "llama3-8b")
+    by_hand = run_mfu(*common, "--layers", "32", "--hidden", "4096", "--heads", "32",
+                      "--kv-heads", "8", "--ffn-hidden", "14336", "--vocab", "128256",
+                      "--gated-mlp", "--untied-embeddings")
+    assert by_hand["workload"]["params"] == pytest.approx(preset["workload"]["params"])
+    assert by_hand["fabrics"][0]["mfu"] == pytest.approx(preset["fabrics"][0]["mfu"])
 
 
 def test_shape_flags_and_derived_dp(tmp_path):
@@ -128,6 +140,15 @@ def test_overlap_probe_figures_are_used_and_said(tmp_path):
     (["--model", "llama3-8b", "--global-batch", "8", "--dtype", "fp8"], "no fp8 peak"),
     (["--model", "llama3-8b", "--global-batch", "8", "--matmul-efficiency", "2"],
      "--matmul-efficiency: 2.0 must be in (0, 1]"),
+    (["--model", "llama3-8b", "--global-batch", "8", "--tp", "0"], "--tp: 0 must be"),
+    (["--model", "llama3-8b", "--global-batch", "8", "--nodes", "2"], "conflicts with --dp"),
+    (["--model", "llama3-8b", "--global-batch", "8", "--params", "nan"], "--params: nan"),
+    (["--model", "llama3-8b", "--global-batch", "8", "--kv-heads", "4"],
+     "--kv-heads: 4 conflicts with --model"),
+    (["--model", "llama3-8b", "--global-batch", "8", "--comm-efficiency", "0"],
+     "--comm-efficiency: 0.0 must be in (0, 1]"),
+    (["--model", "llama3-8b", "--global-batch", "8", "-T", "dgx-h100", "-T",
+      str(CATALOG / "dgx-h100.yaml")], "--topology: 'dgx-h100' is given twice"),
     (["--model", "llama3-8b", "--global-batch", "8", "--curves", "/no/such/run"],
      "--curves: '/no/such/run' holds no result rows"),
     (["--model", "llama3-8b", "--global-batch", "8", "--overlap", "/no/such/run"],
