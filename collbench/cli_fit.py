@@ -29,10 +29,12 @@ def fit(
     sizes = parse_predict(predict)
     fabric = _load_topology(topology)
     rows = load_sweep_rows(runs)
-    if fabric is None:
-        fabric = _recorded_topology(rows)
     fits = fit_rows(rows)
-    pairs = list(zip(fits, _compare(fabric, rows, fits), strict=True))
+    if fabric is not None:
+        versus = _compare(fabric, rows, fits)
+    else:
+        versus = _compare_recorded(_recorded_topology(rows), rows, fits)
+    pairs = list(zip(fits, versus, strict=True))
     if json_out:
         print(json.dumps([group_dict(group, sizes, vs) for group, vs in pairs], indent=2))
     else:
@@ -54,6 +56,22 @@ def _recorded_topology(rows: list[dict[str, Any]]) -> Any:
     if len(names) != 1 or (name := names.pop()) not in catalog_names():
         return None
     return load_topology(name)
+
+
+def _compare_recorded(fabric: Any, rows: list[dict[str, Any]], fits: list[GroupFit]
+                      ) -> list[TopologyComparison | None]:
+    """Like _compare for the topology the rows record; one the user did not ask for that
+    cannot describe the run is only a warning, and the fit is printed without it."""
+    import sys
+
+    from collbench.errors import CollbenchError
+
+    try:
+        return _compare(fabric, rows, fits)
+    except CollbenchError as error:
+        print(f"collbench: warning: not compared with the recorded topology: {error}",
+              file=sys.stderr)
+        return [None] * len(fits)
 
 
 def _compare(fabric: Any, rows: list[dict[str, Any]], fits: list[GroupFit]

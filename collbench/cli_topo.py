@@ -107,6 +107,10 @@ def detect(
     from collbench.topologies.loader import load_topology
     from collbench.topologies.schema import topology_from_dict
 
+    if out is not None and not out.parent.is_dir():
+        from collbench.errors import SpecError
+
+        raise SpecError("--out", str(out), "cannot be written: its folder does not exist")
     found = describe(gather(), load_topology)
     topology_from_dict(found.data, "detect")  # what it writes must validate
     for note in found.notes:
@@ -116,5 +120,10 @@ def detect(
     if out is None:
         print(text, end="")
         return
-    out.write_text(text, encoding="utf-8")
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as error:
+        from collbench.errors import SpecError
+
+        raise SpecError("--out", str(out), f"cannot be written: {error.strerror}") from None
     print(f"wrote {out}", file=sys.stderr)

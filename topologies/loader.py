@@ -35,8 +35,7 @@ def load_topology(name_or_path: str | Path, option: str = "--topology") -> Topol
     if path.suffix in SUFFIXES or path.exists():
         if not path.is_file():
             raise TopologyError(option, text, "is not a file")
-        return topology_from_dict(_parse(path.read_text(encoding="utf-8"), path.suffix, text),
-                                  str(path))
+        return topology_from_dict(_parse(_read(path, text), path.suffix, text), str(path))
     root = resources.files("collbench.topologies")
     for suffix in SUFFIXES:
         entry = root / f"{text}{suffix}"
@@ -45,6 +44,16 @@ def load_topology(name_or_path: str | Path, option: str = "--topology") -> Topol
                                       text)
     known = ", ".join(catalog_names()) or "none shipped"
     raise TopologyError(option, text, f"is neither a file nor a catalog name ({known})")
+
+
+def _read(path: Path, origin: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise TopologyError("topology file", origin, f"is not UTF-8 text ({error.reason} at "
+                            f"byte {error.start})") from None
+    except OSError as error:
+        raise TopologyError("topology file", origin, f"cannot be read: {error.strerror}") from None
 
 
 def _parse(text: str, suffix: str, origin: str) -> Any:

@@ -255,16 +255,18 @@ class _Fields:
         if value is default:
             return value
         ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-              and math.isfinite(value))
+              and _finite(value))
         if not ok or (value <= 0 if minimum is None else value < minimum):
             bound = "> 0" if minimum is None else f">= {minimum:g}"
             raise TopologyError(self._name(key), _short(value), f"must be a number {bound}")
         return float(value)
 
-    def integer(self, key: str, minimum: int) -> int:
+    def integer(self, key: str, minimum: int, maximum: int = 10**6) -> int:
         value = self._get(key, None, True)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise TopologyError(self._name(key), _short(value), f"must be an integer >= {minimum}")
+        if (isinstance(value, bool) or not isinstance(value, int)
+                or not minimum <= value <= maximum):
+            raise TopologyError(self._name(key), _short(value),
+                                f"must be an integer from {minimum} to {maximum:,}")
         return value
 
     def boolean(self, key: str, default: bool) -> bool:
@@ -297,6 +299,14 @@ class _Fields:
         if extra:
             raise TopologyError(self._name(extra[0]), self.data[extra[0]] if extra[0] in self.data
                                 else None, "is not a known field")
+
+
+def _finite(value: float) -> bool:
+    """math.isfinite, False for an integer too large for a float (10**400 in YAML)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _short(value: Any) -> Any:

@@ -250,3 +250,14 @@ def test_the_topology_a_sweep_recorded_is_used_without_the_option(tmp_path):
     assert "vs topology dgx-h100 (1 node x 8 ranks" in done.output
     plain = _write_run(tmp_path / "b", "run-b", nodes=1, ranks_per_node=8)
     assert "vs topology" not in _invoke(str(plain)).output
+
+
+def test_a_recorded_topology_that_cannot_describe_the_run_is_only_a_warning(tmp_path):
+    from tests.helpers import collbench
+
+    run = _write_run(tmp_path / "a", "run-a", world_size=16, nodes=2, ranks_per_node=8,
+                     topology="cpu-local")  # one host, no scale-out: cannot hold 2 nodes
+    done = collbench("fit", str(run))
+    assert done.returncode == 0, done.stderr
+    assert "peak busbw" in done.stdout and "vs topology" not in done.stdout
+    assert "warning: not compared with the recorded topology: scale_out" in done.stderr

@@ -109,7 +109,7 @@ def test_validate_ok_and_warns_about_unsourced_figures(tmp_path):
      "scale_up.bandwidth_gbytes_s: -3 must be a number > 0"),
     ({"scale_out": {**GOOD["scale_out"], "kind": "token-ring"}},
      "scale_out.kind: 'token-ring' must be one of infiniband, roce, ethernet, tcp"),
-    ({"nodes": "two"}, "nodes: 'two' must be an integer >= 1"),
+    ({"nodes": "two"}, "nodes: 'two' must be an integer from 1 to 1,000,000"),
     ({"gpus": 8}, "gpus: 8 is not a known field"),
     ({"scale_out": None}, "scale_out: None is required: 2 nodes do not fit"),
     ({"scale_up": {**GOOD["scale_up"], "domain_size": 3}}, "scale_up.domain_size: 3 must divide"),
@@ -122,6 +122,14 @@ def test_validate_malformed_yaml_and_missing_file(tmp_path):
     path = _write(tmp_path, "name: x\n  nodes: [\n", "broken.yaml")
     _refused(collbench("topo", "validate", path), f"topology file: '{path}' is not valid YAML")
     _refused(collbench("topo", "validate", str(tmp_path / "gone.yaml")), "FILE: ")
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("name: caf\u00e9\n".encode("latin-1"))
+    _refused(collbench("topo", "validate", str(latin)), f"topology file: '{latin}' is not UTF-8")
+
+
+def test_detect_to_an_unwritable_place_is_refused(tmp_path):
+    _refused(collbench("topo", "detect", "--out", str(tmp_path / "no" / "dir" / "x.yaml")),
+             "cannot be written")
 
 
 def test_unknown_name_and_format_are_refused():
