@@ -70,7 +70,7 @@ class Regime:
 
     def to_dict(self) -> dict[str, Any]:
         return {"min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
-                "alpha_us": _round(self.alpha_us), "busbw_gbps": _round(self.busbw_gbps),
+                "alpha_us": round_sig(self.alpha_us), "busbw_gbps": round_sig(self.busbw_gbps),
                 "alpha_us_ci": _round_pair(self.alpha_us_ci),
                 "busbw_gbps_ci": _round_pair(self.busbw_gbps_ci), "n_points": self.n_points}
 
@@ -85,10 +85,10 @@ class Outlier:
     busbw_fit_gbps: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"size_bytes": self.size_bytes, "time_us": _round(self.time_us),
-                "busbw_gbps": _round(self.busbw_gbps),
-                "busbw_fit_gbps": _round(self.busbw_fit_gbps),
-                "deviation_rel": _round(self.busbw_gbps / self.busbw_fit_gbps - 1, 4)}
+        return {"size_bytes": self.size_bytes, "time_us": round_sig(self.time_us),
+                "busbw_gbps": round_sig(self.busbw_gbps),
+                "busbw_fit_gbps": round_sig(self.busbw_fit_gbps),
+                "deviation_rel": round_sig(self.busbw_gbps / self.busbw_fit_gbps - 1, 4)}
 
 
 @dataclass(frozen=True)
@@ -151,16 +151,16 @@ class CurveFit:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "alpha_us": _round(self.alpha_us), "alpha_us_ci": _round_pair(self.alpha_us_ci),
-            "busbw_peak_gbps": _round(self.busbw_peak_gbps),
+            "alpha_us": round_sig(self.alpha_us), "alpha_us_ci": _round_pair(self.alpha_us_ci),
+            "busbw_peak_gbps": round_sig(self.busbw_peak_gbps),
             "busbw_peak_gbps_ci": _round_pair(self.busbw_peak_gbps_ci),
-            "busbw_at_max_bytes_gbps": _round(self.busbw_at_max_bytes_gbps),
+            "busbw_at_max_bytes_gbps": round_sig(self.busbw_at_max_bytes_gbps),
             "n_half_bytes": self.n_half_bytes, "breakpoints": list(self.breakpoints),
             "regimes": [{**regime.to_dict(), "latency_bound": self.latency_bound(regime)}
                         for regime in self.regimes],
-            "r2_log_time": _round(self.r2_log_time),
-            "rmse_log_time": _round(self.rmse_log_time), "ci_method": CI_METHOD,
-            "bus_factor": _round(self.bus_factor), "min_bytes": self.regimes[0].min_bytes,
+            "r2_log_time": round_sig(self.r2_log_time),
+            "rmse_log_time": round_sig(self.rmse_log_time), "ci_method": CI_METHOD,
+            "bus_factor": round_sig(self.bus_factor), "min_bytes": self.regimes[0].min_bytes,
             "max_bytes": self.regimes[-1].max_bytes,
             "outliers": [outlier.to_dict() for outlier in self.outliers],
         }
@@ -383,12 +383,12 @@ def fit_rows(rows: Iterable[dict[str, Any]], options: FitOptions = FitOptions()
     return fits
 
 
-def _round(value: float, digits: int = 6) -> float | None:
-    """Significant digits for output; JSON has no inf, so an unbounded value is None."""
+def round_sig(value: float, digits: int = 6) -> float | None:
+    """Significant digits for output (JSON); JSON has no inf, so an unbounded value is None."""
     if not math.isfinite(value):
         return None
     return float(f"{value:.{digits}g}")
 
 
 def _round_pair(pair: tuple[float, float]) -> list[float | None]:
-    return [_round(pair[0]), _round(pair[1])]
+    return [round_sig(pair[0]), round_sig(pair[1])]

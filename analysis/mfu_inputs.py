@@ -65,31 +65,24 @@ class MeasuredCurve:
 
 
 def fit_measured_curves(rows: Iterable[Mapping[str, Any]], run: str) -> list[MeasuredCurve]:
-    """One curve per (collective, world size, nodes) of a run's sweep rows (out-of-place
-    rows where a run has both placements: in-place ones are not what a trainer does)."""
-    from collbench.analysis.bandwidth import bus_factor
-    from collbench.analysis.fit import fit_curve
+    """One curve per (collective, world size) of a run's sweep rows, fitted as `collbench
+    fit` fits them; of its fit groups the out-of-place one with the most points (in-place
+    is not what a trainer does)."""
+    from collbench.analysis.fit import fit_rows
 
-    groups: dict[tuple[str, int, int], list[Mapping[str, Any]]] = {}
-    for row in rows:
-        if row.get("kind", "sweep") != "sweep" or not row.get("time_us"):
+    rows = [row for row in rows if row.get("time_us")]
+    nodes = {(row.get("collective"), row.get("world_size")): int(row.get("nodes") or 1)
+             for row in rows}
+    best: dict[tuple[str, int], tuple[tuple[bool, int], Any]] = {}
+    for group in fit_rows(rows):
+        key = (str(group.key["collective"]), int(group.key["world_size"] or 0))
+        if group.curve is None or key[1] < 2 or group.n_points < 3:
             continue
-        key = (str(row.get("collective")), int(row.get("world_size") or 0),
-               int(row.get("nodes") or 1))
-        groups.setdefault(key, []).append(row)
-    curves = []
-    for (collective, world, nodes), members in sorted(groups.items()):
-        placed = [row for row in members if row.get("placement") == "out_of_place"] or members
-        sized = [row for row in placed if (row.get("size_bytes") or 0) > 0]
-        if world < 2 or len({row["size_bytes"] for row in sized}) < 3:
-            continue
-        try:
-            curve = fit_curve([row["size_bytes"] for row in sized],
-                              [row["time_us"] for row in sized], bus_factor(collective, world))
-        except (KeyError, ValueError):
-            continue
-        curves.append(MeasuredCurve(collective, world, nodes, curve, run))
-    return curves
+        rank = (group.key["placement"] == "out_of_place", group.n_points)
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, group.curve)
+    return [MeasuredCurve(collective, world, nodes[(collective, world)], curve, run)
+            for (collective, world), (_, curve) in sorted(best.items())]
 
 
 def curve_pricer(curves: list[MeasuredCurve], topology: Topology, fallback: Pricer) -> Pricer:

@@ -18,8 +18,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from collbench.analysis.bandwidth import busbw_gbps
 from collbench.analysis.comparison import BANDS, band_of
 from collbench.analysis.costmodel import Group, Prediction, predict
+from collbench.analysis.fit import round_sig
 from collbench.topologies.schema import Topology
 
 RATIO = "predicted_time / measured_time"
@@ -41,12 +43,12 @@ class SizeVsModel:
 
     def to_dict(self) -> dict[str, Any]:
         return {"size_bytes": self.size_bytes,
-                "measured_time_us": _round(self.measured_time_us),
-                "predicted_time_us": _round(self.prediction.time_s * 1e6),
-                "ratio": _round(self.ratio),
-                "measured_busbw_gbps": _round(self.measured_busbw_gbps),
-                "predicted_busbw_gbps": _round(self.prediction.busbw_gbps),
-                "predicted_peak_busbw_gbps": _round(self.prediction.peak_busbw_gbps),
+                "measured_time_us": round_sig(self.measured_time_us),
+                "predicted_time_us": round_sig(self.prediction.time_s * 1e6),
+                "ratio": round_sig(self.ratio),
+                "measured_busbw_gbps": round_sig(self.measured_busbw_gbps),
+                "predicted_busbw_gbps": round_sig(self.prediction.busbw_gbps),
+                "predicted_peak_busbw_gbps": round_sig(self.prediction.peak_busbw_gbps),
                 "algorithm": self.prediction.algorithm,
                 "bottleneck": self.prediction.bottleneck}
 
@@ -69,7 +71,7 @@ class BandVsModel:
     def to_dict(self) -> dict[str, Any]:
         return {"band": self.band, "n_sizes": len(self.sizes),
                 "min_bytes": self.sizes[0].size_bytes, "max_bytes": self.largest.size_bytes,
-                "ratio_geomean": _round(self.ratio_geomean), "at_max_bytes":
+                "ratio_geomean": round_sig(self.ratio_geomean), "at_max_bytes":
                 self.largest.to_dict()}
 
 
@@ -149,7 +151,6 @@ def compare_rows(topology: Topology, rows: Iterable[Mapping[str, Any]]) -> Topol
 
     TopologyError when the run's placement needs scale-out the topology lacks.
     """
-    from collbench.analysis.bandwidth import bus_factor
     from collbench.analysis.costmodel import MODELS
 
     rows = list(rows)
@@ -162,11 +163,11 @@ def compare_rows(topology: Topology, rows: Iterable[Mapping[str, Any]]) -> Topol
         return replace(base, skipped=f"the cost model has no {collective!r}")
     if world_size < 2:
         return replace(base, skipped="one rank: nothing crosses the fabric")
-    factor = bus_factor(collective, world_size)
     items = []
     for size, time_us in _median_times(rows).items():
         prediction = predict(placement.topology, collective, size, placement.group)
-        items.append(SizeVsModel(size, time_us, size / (time_us * 1e3) * factor, prediction))
+        items.append(SizeVsModel(size, time_us,
+                                 busbw_gbps(collective, world_size, size, time_us), prediction))
     if not items:
         return replace(base, skipped="no sizes above 0 bytes with a time")
     return replace(base, sizes=tuple(items))
@@ -187,10 +188,6 @@ def _first(rows: list[Mapping[str, Any]], name: str) -> int | None:
         if row.get(name):
             return int(row[name])
     return None
-
-
-def _round(value: float, digits: int = 6) -> float | None:
-    return float(f"{value:.{digits}g}") if math.isfinite(value) else None
 
 
 def compare_fits(topology: Topology, rows: Iterable[Mapping[str, Any]],

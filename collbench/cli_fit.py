@@ -25,13 +25,15 @@ def fit(
 ) -> None:
     """Fit t(S) = alpha + S/B per group, piecewise where the protocol changes."""
     from collbench.analysis.fit import fit_rows
+    from collbench.analysis.vs_topology import compare_fits
+    from collbench.topologies.loader import load_topology
 
     sizes = parse_predict(predict)
-    fabric = _load_topology(topology)
+    fabric = None if topology is None else load_topology(topology)
     rows = load_sweep_rows(runs)
     fits = fit_rows(rows)
     if fabric is not None:
-        versus = _compare(fabric, rows, fits)
+        versus = compare_fits(fabric, rows, fits)
     else:
         versus = _compare_recorded(_recorded_topology(rows), rows, fits)
     pairs = list(zip(fits, versus, strict=True))
@@ -39,12 +41,6 @@ def fit(
         print(json.dumps([group_dict(group, sizes, vs) for group, vs in pairs], indent=2))
     else:
         print("\n\n".join(render_group(group, sizes, vs) for group, vs in pairs))
-
-
-def _load_topology(name: str | None) -> Any:
-    from collbench.topologies.loader import load_topology
-
-    return None if name is None else load_topology(name)
 
 
 def _recorded_topology(rows: list[dict[str, Any]]) -> Any:
@@ -60,25 +56,22 @@ def _recorded_topology(rows: list[dict[str, Any]]) -> Any:
 
 def _compare_recorded(fabric: Any, rows: list[dict[str, Any]], fits: list[GroupFit]
                       ) -> list[TopologyComparison | None]:
-    """Like _compare for the topology the rows record; one the user did not ask for that
-    cannot describe the run is only a warning, and the fit is printed without it."""
+    """The fits against the topology the rows record (None: no comparison); one the user
+    did not ask for that cannot describe the run is only a warning, and the fit is printed
+    without it."""
     import sys
 
+    from collbench.analysis.vs_topology import compare_fits
     from collbench.errors import CollbenchError
 
+    if fabric is None:
+        return [None] * len(fits)
     try:
-        return _compare(fabric, rows, fits)
+        return compare_fits(fabric, rows, fits)
     except CollbenchError as error:
         print(f"collbench: warning: not compared with the recorded topology: {error}",
               file=sys.stderr)
         return [None] * len(fits)
-
-
-def _compare(fabric: Any, rows: list[dict[str, Any]], fits: list[GroupFit]
-             ) -> list[TopologyComparison | None]:
-    from collbench.analysis.vs_topology import compare_fits
-
-    return [None] * len(fits) if fabric is None else compare_fits(fabric, rows, fits)
 
 
 def parse_predict(text: str | None) -> list[int]:

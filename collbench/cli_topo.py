@@ -76,6 +76,7 @@ def validate(
     Figures without a source, and sources marked PLACEHOLDER, are warned about on stderr.
     """
     from collbench.topologies.loader import load_topology
+    from collbench.topologies.render import scale_out_text
     from collbench.topologies.schema import unsourced_figures
 
     topology = load_topology(file, "FILE")
@@ -84,8 +85,7 @@ def validate(
     for path, text in topology.sources.items():
         if text.startswith("PLACEHOLDER"):
             print(f"collbench: warning: {path} is a placeholder: {text}", file=sys.stderr)
-    up, out = topology.scale_up, topology.scale_out
-    scale_out = "none" if out is None else f"{out.nics_per_node} x {out.nic_gbits_s:g} Gb/s {out.kind}"  # noqa: E501
+    up, scale_out = topology.scale_up, scale_out_text(topology, missing="none")
     print(f"ok: {topology.name}: {topology.nodes} x {topology.accelerators_per_node} "
           f"{topology.accelerator.name}, scale-up {up.kind} {up.bandwidth_gbytes_s:g} GB/s "
           f"(domain {up.domain_size}), scale-out {scale_out}")

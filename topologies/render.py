@@ -36,9 +36,14 @@ def to_yaml(topology: Topology) -> str:
     return yaml.safe_dump(plain(topology), sort_keys=False, allow_unicode=True, width=100)
 
 
+def scale_out_text(topology: Topology, missing: str = "-") -> str:
+    """'8 x 400 Gb/s infiniband', or `missing` for a topology without scale-out."""
+    out = topology.scale_out
+    return missing if out is None else f"{out.nics_per_node} x {out.nic_gbits_s:g} Gb/s {out.kind}"
+
+
 def table_row(topology: Topology) -> tuple[str, ...]:
-    up, out = topology.scale_up, topology.scale_out
-    scale_out = "-" if out is None else f"{out.nics_per_node} x {out.nic_gbits_s:g} Gb/s {out.kind}"
+    up, scale_out = topology.scale_up, scale_out_text(topology)
     return (topology.name, topology.accelerator.name, f"{topology.accelerator.peak_bf16_tflops:g}",
             f"{topology.nodes} x {topology.accelerators_per_node}",
             f"{up.kind} {up.bandwidth_gbytes_s:g} GB/s, domain {up.domain_size}", scale_out,
