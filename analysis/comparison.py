@@ -139,7 +139,7 @@ def _compare_size(base: dict[str, Any], cand: dict[str, Any], alpha: float) -> S
 
 
 def _factor(row: dict[str, Any]) -> float:
-    from collbench.analysis.bandwidth import bus_factor
+    from collbench.core.bandwidth import bus_factor
 
     try:
         return bus_factor(str(row["collective"]), int(row.get("world_size") or 1))

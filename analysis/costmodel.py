@@ -62,7 +62,7 @@ import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from collbench.errors import SpecError
+from collbench.core.errors import SpecError
 from collbench.topologies.schema import Topology, TopologyError
 
 ALGORITHMS = ("ring", "tree", "hierarchical", "pairwise", "direct", "local")
@@ -327,7 +327,7 @@ def predict(topology: Topology, collective: str, size_bytes: int, group: Group |
     SpecError on an unknown collective or algorithm, TopologyError when the group spans
     several scale-up domains of a topology without scale-out.
     """
-    from collbench.analysis.bandwidth import bus_factor
+    from collbench.core.bandwidth import bus_factor
 
     group = group or group_for(topology)
     choices = _choices(collective, algorithm)

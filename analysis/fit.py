@@ -362,7 +362,7 @@ def fit_rows(rows: Iterable[dict[str, Any]], options: FitOptions = FitOptions()
     A group that cannot be fitted (one size, one rank, unknown collective) comes back
     with `curve=None` and the reason in `skipped`.
     """
-    from collbench.analysis.bandwidth import bus_factor
+    from collbench.core.bandwidth import bus_factor
 
     fits = []
     for key, members in group_rows(rows).items():

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from collbench.analysis.workload import Parallelism, Workload
-from collbench.errors import SpecError
+from collbench.core.errors import SpecError
 from collbench.topologies.schema import Topology
 
 # Dense bf16 matmuls in a whole transformer step reach well below the datasheet peak:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from collbench.analysis.mfu import EstimateOptions, Priced, Pricer
-from collbench.errors import SpecError
+from collbench.core.errors import SpecError
 from collbench.topologies.schema import Topology
 
 # nccl-tests' large-message busbw on the shared real logs reaches 70-90% of the link rate

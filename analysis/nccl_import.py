@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collbench.collectives.base import IN_PLACE, OUT_OF_PLACE
-from collbench.errors import SpecError
+from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
+from collbench.core.errors import SpecError
 
 LOG_FIELD = "LOG"
 KNOB_PREFIXES = ("NCCL_", "RCCL_", "HSA_", "HIP_", "CUDA_", "UCX_", "FI_", "TORCH_", "GLOO_")

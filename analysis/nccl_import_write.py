@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.bandwidth import bus_factor
 from collbench.analysis.nccl_import import (
     LOG_FIELD,
     LogRow,
@@ -27,10 +26,12 @@ from collbench.analysis.nccl_import import (
     parse_json_log,
     parse_text_log,
 )
-from collbench.collectives import REGISTRY
-from collbench.dtypes import lookup_dtype
-from collbench.errors import SpecError
-from collbench.results import (
+from collbench.core.bandwidth import bus_factor
+from collbench.core.collectives import REGISTRY
+from collbench.core.dtypes import lookup_dtype
+from collbench.core.errors import SpecError
+from collbench.core.spec import format_size
+from collbench.store.rundir import (
     ROW_COLUMNS,
     SCHEMA_VERSION,
     ResultWriter,
@@ -40,7 +41,6 @@ from collbench.results import (
     write_meta,
     write_parquet,
 )
-from collbench.spec import format_size
 
 BUSBW_TOLERANCE = 0.02  # relative disagreement of printed busbw beyond which we warn
 # Below 1 GB/s the two decimals nccl-tests prints make busbw/algbw too coarse to check.

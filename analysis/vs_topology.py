@@ -18,10 +18,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from collbench.analysis.bandwidth import busbw_gbps
 from collbench.analysis.comparison import BANDS, band_of
 from collbench.analysis.costmodel import Group, Prediction, predict
 from collbench.analysis.fit import round_sig
+from collbench.core.bandwidth import busbw_gbps
 from collbench.topologies.schema import Topology
 
 RATIO = "predicted_time / measured_time"

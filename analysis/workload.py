@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from collbench.errors import SpecError
+from collbench.core.errors import SpecError
 
 RECOMPUTE = ("none", "selective", "full")
 COMPUTE_DTYPES = ("bf16", "fp8")

@@ -57,8 +57,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="A/A control: A is a second raw loop, not collbench, so the ratios "
                    "show this machine's noise floor")
     args = p.parse_args(argv)
-    from collbench.errors import SpecError
-    from collbench.spec import parse_size
+    from collbench.core.errors import SpecError
+    from collbench.core.spec import parse_size
     args.collectives = [c.strip() for c in args.collectives.split(",") if c.strip()]
     unknown = set(args.collectives) - set(COLLECTIVES)
     if unknown:
@@ -120,9 +120,9 @@ def rank_main(args: argparse.Namespace) -> int:
     import torch
     import torch.distributed as dist
 
-    from collbench.runner import Runner
-    from collbench.spec import SweepSpec, format_size
-    from collbench.timing import CpuTimer
+    from collbench.bench.runner import Runner
+    from collbench.bench.timing import CpuTimer
+    from collbench.core.spec import SweepSpec, format_size
 
     dist.init_process_group("gloo", init_method="env://")
     spec = SweepSpec(collectives=tuple(args.collectives), warmup=args.warmup, iters=args.iters,
@@ -223,8 +223,8 @@ def print_harness_overhead(calls: int = 200_000, repeats: int = 7) -> None:
     """
     from types import SimpleNamespace
 
-    from collbench.collectives import REGISTRY, RankContext
-    from collbench.timing import CpuTimer
+    from collbench.bench.timing import CpuTimer
+    from collbench.core.collectives import REGISTRY, RankContext
 
     print("\ncollbench's own cost per timed call (collective replaced by a no-op):")
     fake_dist = SimpleNamespace(all_reduce=lambda tensor, op=None: None,

@@ -1,17 +1,10 @@
-"""collbench: collective-communication benchmarks comparable to nccl-tests."""
+"""collbench: collective-communication benchmarks comparable to nccl-tests.
 
-from pathlib import Path as _Path
+The package is arranged in layers that import one way only (pyproject.toml's import-linter
+contract checks it): cli -> render -> run -> {launchers | analysis} -> bench -> store ->
+topologies -> core. `launchers/`, `analysis/` and `topologies/` sit beside this folder in the
+source tree and are installed as `collbench.launchers`, `collbench.analysis` and
+`collbench.topologies`; from a source checkout, install it editable (`pip install -e .`).
+"""
 
 __version__ = "0.1.0"
-
-# launchers/, analysis/ and topologies/ sit beside this package in the source tree and are
-# mapped into it (collbench.launchers, ...) when installed. When this package is imported
-# from a source checkout instead (python -m from the repository root puts the checkout
-# first on sys.path, even if a copy is installed), look for those subpackages there too.
-_ROOT = _Path(__file__).resolve().parent.parent
-if (
-    not (_Path(__file__).resolve().parent / "launchers").is_dir()
-    and (_ROOT / "launchers" / "__init__.py").is_file()
-    and (_ROOT / "pyproject.toml").is_file()
-):
-    __path__.append(str(_ROOT))  # noqa: F821 - a package's own __path__

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from collbench.job import Job
-from collbench.rankstatus import STATUS_DIR_VAR
+from collbench.store.job import Job
+from collbench.store.rank_status import STATUS_DIR_VAR
 
 # Set by a launching collbench for ranks started through another tool: which run they are
 # part of (run id, launcher, the user's command line), so rank 0 records the run as the user

@@ -1,6 +1,6 @@
 """`--launcher local`: spawn N ranks on this host and watch them until the sweep ends.
 
-The parent starts `python -m collbench.worker RUN_DIR` per rank, each in its own session
+The parent starts `python -m collbench.bench.worker RUN_DIR` per rank, each in its own session
 (so Ctrl-C reaches only the parent, which then tears the ranks down), and watches them
 (launchers/monitor.py): a rank's own exit code says who died.
 """
@@ -12,15 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from collbench import capacity
-from collbench.distributed import free_port, gpu_count, resolve_backend
-from collbench.errors import SpecError
-from collbench.job import Job
+from collbench.bench import capacity
+from collbench.bench.distributed import free_port, gpu_count, resolve_backend
+from collbench.core.errors import SpecError
+from collbench.core.spec import SweepSpec
 from collbench.launchers.base import DEFAULT_CPU_RANKS, LaunchResult, RankCommand
-from collbench.launchers.monitor import Handle, ProcessHandle, supervise
-from collbench.rankstatus import PARENT_PID_VAR, STATUS_DIR_VAR
-from collbench.results import new_run_id, prepare_run_dir
-from collbench.spec import SweepSpec
+from collbench.launchers.supervise import Handle, ProcessHandle, supervise
+from collbench.store.job import Job
+from collbench.store.rank_status import PARENT_PID_VAR, STATUS_DIR_VAR
+from collbench.store.rundir import new_run_id, prepare_run_dir
 
 
 class LocalLauncher:
@@ -40,7 +40,7 @@ class LocalLauncher:
         return "\n".join(command.shell() for command in self.render(job))
 
     def render(self, job: Job, master_port: int = 29500) -> list[RankCommand]:
-        argv = [sys.executable, "-m", "collbench.worker", str(job.run_dir)]
+        argv = [sys.executable, "-m", "collbench.bench.worker", str(job.run_dir)]
         shared = {
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port),
             "WORLD_SIZE": str(job.nproc), "LOCAL_WORLD_SIZE": str(job.nproc),

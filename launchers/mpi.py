@@ -3,7 +3,7 @@
 `collbench sweep --launcher mpi --nproc 16 --hostfile hosts` renders and runs
 `mpirun -np 16 --hostfile hosts ... python -m collbench sweep --launcher none --rank-env mpi`.
 Each rank reads OMPI_COMM_WORLD_*; rank 0 picks the rendezvous address and a free port and
-broadcasts them with mpi4py before the process group starts (collbench.distributed).
+broadcasts them with mpi4py before the process group starts (collbench.bench.distributed).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collbench.errors import SpecError
-from collbench.job import Job
+from collbench.core.errors import SpecError
+from collbench.core.spec import SweepSpec
 from collbench.launchers.base import (
     DEFAULT_CPU_RANKS,
     LaunchResult,
@@ -25,8 +25,8 @@ from collbench.launchers.base import (
     rank_argv,
     watch_env,
 )
-from collbench.launchers.external import external_run_dir, launch_process
-from collbench.spec import SweepSpec
+from collbench.launchers.process import external_run_dir, launch_process
+from collbench.store.job import Job
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class MpiLauncher:
         nproc = options.nproc if options.nproc is not None else DEFAULT_CPU_RANKS
         extra_args = tuple(arg for text in options.extra.get("mpi_args", ())
                            for arg in shlex.split(text))
-        from collbench.provenance import knob_env
+        from collbench.bench.provenance import knob_env
 
         settings = MpiSettings(
             nproc=nproc, hostfile=str(Path(hostfile).absolute()) if hostfile else None,

@@ -9,11 +9,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from collbench.errors import SpecError
-from collbench.job import Job
+from collbench.bench.rank_env import RunEnv
+from collbench.core.errors import SpecError
 from collbench.launchers.base import LOG_DIR_VAR, LaunchResult, RankCommand, parent_launch
-from collbench.rankenv import RunEnv
-from collbench.results import new_run_id
+from collbench.store.job import Job
+from collbench.store.rundir import new_run_id
 
 
 class NoneLauncher:
@@ -45,8 +45,8 @@ class NoneLauncher:
         return ""
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
-        from collbench.distributed import resolve_backend
-        from collbench.worker import run_rank
+        from collbench.bench.distributed import resolve_backend
+        from collbench.bench.worker import run_rank
 
         env = RunEnv.detect(choice=job.rank_env)
         _redirect_output(env.rank)

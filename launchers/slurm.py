@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collbench.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, SpecError
-from collbench.job import Job
+from collbench.core.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, SpecError
+from collbench.core.spec import SweepSpec
 from collbench.launchers.base import DEFAULT_CPU_RANKS, LaunchResult, rank_argv, watch_env
-from collbench.launchers.external import external_run_dir
-from collbench.launchers.monitor import supervise
-from collbench.results import write_json_atomic
-from collbench.spec import SweepSpec
+from collbench.launchers.process import external_run_dir
+from collbench.launchers.supervise import supervise
+from collbench.store.job import Job
+from collbench.store.rundir import write_json_atomic
 
 SLURM_FILE = "slurm.json"
 DEFAULT_TIME = "30"

@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from collbench.errors import SpecError
-from collbench.job import Job
+from collbench.core.errors import SpecError
+from collbench.core.spec import SweepSpec
 from collbench.launchers.base import (
     DEFAULT_CPU_RANKS,
     LaunchResult,
@@ -22,8 +22,8 @@ from collbench.launchers.base import (
     rank_argv,
     watch_env,
 )
-from collbench.launchers.external import external_run_dir, launch_process
-from collbench.spec import SweepSpec
+from collbench.launchers.process import external_run_dir, launch_process
+from collbench.store.job import Job
 
 DEFAULT_MASTER_PORT = 29500
 RDZV_ID = "collbench"
@@ -113,6 +113,6 @@ class TorchrunLauncher:
 def _default_ranks_per_node(spec: SweepSpec) -> int:
     if spec.backend == "gloo":
         return DEFAULT_CPU_RANKS
-    from collbench.distributed import gpu_count
+    from collbench.bench.distributed import gpu_count
 
     return gpu_count() or DEFAULT_CPU_RANKS

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from collbench.errors import SpecError
+from collbench.core.errors import SpecError
 
 SCALE_UP_KINDS = ("nvlink", "xgmi", "pcie", "shm")
 SCALE_OUT_KINDS = ("infiniband", "roce", "ethernet", "tcp")

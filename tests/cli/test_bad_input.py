@@ -101,7 +101,7 @@ def test_non_empty_out_is_refused_and_left_alone(tmp_path):
 
 
 def test_help_does_not_import_torch():
-    code = ("import sys; from collbench.cli import main\n"
+    code = ("import sys; from collbench.cli.app import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit as done:\n    assert done.code == 0\n"
             "assert 'torch' not in sys.modules, 'collbench --help imported torch'\n"
             "assert 'numpy' not in sys.modules\n")

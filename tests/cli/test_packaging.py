@@ -22,9 +22,11 @@ def wheel(tmp_path_factory):
 def test_wheel_maps_packages_under_collbench(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "collbench/launchers/local.py" in names
-    assert "collbench/analysis/bandwidth.py" in names
+    assert "collbench/analysis/fit.py" in names
     assert "collbench/topologies/__init__.py" in names
-    assert "collbench/collectives/all_reduce.py" in names
+    assert "collbench/core/collectives/all_reduce.py" in names
+    for layer in ("core", "store", "bench", "run", "render", "cli"):
+        assert f"collbench/{layer}/__init__.py" in names
     top = {name.split("/")[0] for name in names}
     assert not top & {"launchers", "analysis", "topologies", "tests", "benchmarks"}
 
@@ -48,7 +50,7 @@ def _venv_with_wheel(wheel, tmp_path):
 def test_regular_install_imports_outside_the_source_tree(wheel, tmp_path):
     venv = _venv_with_wheel(wheel, tmp_path)
     python = venv / "bin" / "python"
-    code = ("import collbench, collbench.launchers.local, collbench.analysis.bandwidth;"
+    code = ("import collbench, collbench.launchers.local, collbench.core.bandwidth;"
             "print(collbench.__file__)")
     done = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
                           cwd=tmp_path)
@@ -61,7 +63,7 @@ def test_regular_install_imports_outside_the_source_tree(wheel, tmp_path):
 
 def test_regular_install_runs_a_sweep_from_the_source_checkout(wheel, tmp_path):
     """Quick start: `pip install .` then `collbench sweep` in the clone. The ranks run
-    `python -m collbench.worker` there, which imports the checkout's collbench/ first."""
+    `python -m collbench.bench.worker` there, which imports the checkout's collbench/ first."""
     root = __import__("pathlib").Path(__file__).resolve().parents[2]
     venv = _venv_with_wheel(wheel, tmp_path)
     done = subprocess.run([str(venv / "bin" / "collbench"), "sweep", "-c", "all_reduce",

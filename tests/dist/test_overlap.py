@@ -12,8 +12,8 @@ import statistics
 import pandas as pd
 import pytest
 
-from collbench.overlap import overlap_figures
-from collbench.results import ALL_COLUMNS, PROBE_COLUMNS, ROW_COLUMNS
+from collbench.core.overlap import overlap_figures
+from collbench.store.rundir import ALL_COLUMNS, PROBE_COLUMNS, ROW_COLUMNS
 from tests.helpers import collbench, meta_of, rows_of
 
 SIZES = (256 * 1024, 1024 * 1024, 4 * 1024 * 1024)

@@ -5,9 +5,9 @@ import json
 import pandas as pd
 import pytest
 
-from collbench.collectives import REGISTRY
-from collbench.dtypes import DTYPES
-from collbench.results import ROW_COLUMNS
+from collbench.core.collectives import REGISTRY
+from collbench.core.dtypes import DTYPES
+from collbench.store.rundir import ROW_COLUMNS
 from tests.helpers import collbench, meta_of, rows_of
 
 ALL = ",".join(REGISTRY)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from collbench.job import Job
+from collbench.core.spec import SweepSpec
 from collbench.launchers import get_launcher
 from collbench.launchers.mpi import MpiSettings
 from collbench.launchers.slurm import SlurmSettings, parse_time_minutes
 from collbench.launchers.torchrun import TorchrunSettings
-from collbench.spec import SweepSpec
+from collbench.store.job import Job
 
 GOLDEN = Path(__file__).parent / "golden"
 RUN_DIR = Path("/shared/results/run-1")
@@ -96,14 +96,14 @@ def test_spec_round_trips_through_its_arguments(monkeypatch):
     """What a printed command or sbatch script passes is exactly the spec that was planned."""
     from typer.testing import CliRunner
 
-    import collbench.sweep
-    from collbench import cli
+    import collbench.run.sweep
+    from collbench.cli import app
     from collbench.launchers.base import LaunchResult
 
     seen = []
-    monkeypatch.setattr(collbench.sweep, "run_sweep",
-                        lambda spec, options, line: (seen.append(spec), (LaunchResult(0),
+    monkeypatch.setattr(collbench.run.sweep, "run_sweep",
+                        lambda spec, options, line, make_sink: (seen.append(spec), (LaunchResult(0),
                                                                          RUN_DIR))[1])
-    result = CliRunner().invoke(cli.app, ["sweep", *SPEC.to_args(), "--quiet"])
+    result = CliRunner().invoke(app, ["sweep", *SPEC.to_args(), "--quiet"])
     assert result.exit_code == 0, result.output
     assert seen == [SPEC]

@@ -2,8 +2,8 @@
 
 import pytest
 
-from collbench.analysis.bandwidth import algbw_gbps, bus_factor, busbw_gbps
-from collbench.collectives import REGISTRY
+from collbench.core.bandwidth import algbw_gbps, bus_factor, busbw_gbps
+from collbench.core.collectives import REGISTRY
 
 
 @pytest.mark.parametrize("name, n, factor", [

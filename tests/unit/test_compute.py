@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from collbench.compute import MatmulKernel, square_ladder
-from collbench.errors import SpecError
+from collbench.bench.overlap.matmul import MatmulKernel, square_ladder
+from collbench.core.errors import SpecError
 
 CPU = torch.device("cpu")
 

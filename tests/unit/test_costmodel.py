@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-from collbench.analysis.bandwidth import bus_factor
 from collbench.analysis.costmodel import (
     AUTO_CHOICES,
     MODELS,
@@ -16,7 +15,8 @@ from collbench.analysis.costmodel import (
     predict,
 )
 from collbench.analysis.vs_topology import compare_rows, run_placement
-from collbench.errors import EXIT_USAGE, SpecError
+from collbench.core.bandwidth import bus_factor
+from collbench.core.errors import EXIT_USAGE, SpecError
 from collbench.topologies.schema import Topology, TopologyError, topology_from_dict
 from tests.helpers import SHARED_DATA
 from tests.nccl_table import read_nccl_table

@@ -7,9 +7,10 @@ with plain torch in float64, and count_wrong must find exactly the elements we b
 import pytest
 import torch
 
-from collbench.collectives import REGISTRY
-from collbench.datacheck import Pattern, count_wrong, fill
-from collbench.dtypes import DTYPES
+from collbench.bench.datacheck import Pattern, count_wrong, fill
+from collbench.bench.torch_types import torch_dtype
+from collbench.core.collectives import REGISTRY
+from collbench.core.dtypes import DTYPES
 
 REDUCE = {"sum": lambda t: t.sum(0), "prod": lambda t: t.prod(0),
           "min": lambda t: t.min(0).values, "max": lambda t: t.max(0).values,
@@ -61,7 +62,7 @@ def test_correct_result_has_no_wrong_and_one_flip_is_caught(name, dtype_name, op
     dtype = DTYPES[dtype_name]
     pattern = Pattern(dtype, op, n)
     geometry = coll.geometry(3000 * n * dtype.elem_bytes, dtype.elem_bytes, n, 0)
-    inputs = _inputs(pattern, n, geometry.send_elems, dtype.torch_dtype())
+    inputs = _inputs(pattern, n, geometry.send_elems, torch_dtype(dtype))
     for rank in range(n):
         geometry = coll.geometry(3000 * n * dtype.elem_bytes, dtype.elem_bytes, n, rank)
         recv = _simulate(name, inputs, rank, op, geometry)
@@ -108,7 +109,7 @@ def test_avg_tolerance_accepts_rounding_and_catches_a_missing_rank():
     index = torch.arange(0, 256)
     inputs = [pattern.values(torch, rank, index).to(torch.bfloat16) for rank in range(n)]
     premul = sum((x.double() / n).to(torch.bfloat16).double() for x in inputs).to(torch.bfloat16)
-    from collbench.collectives.base import Block
+    from collbench.core.collectives.base import Block
     block = [Block(0, 256, 0, None)]
     assert count_wrong(torch, premul, block, pattern) == 0
     missing = (sum(x.double() for x in inputs[:2]) / n).to(torch.bfloat16)

@@ -1,9 +1,9 @@
 import pytest
 
-from collbench.capacity import check_memory, check_world_size, peak_buffer_bytes
-from collbench.distributed import RunEnv
-from collbench.errors import SpecError
-from collbench.spec import SweepSpec
+from collbench.bench.capacity import check_memory, check_world_size, peak_buffer_bytes
+from collbench.bench.distributed import RunEnv
+from collbench.core.errors import SpecError
+from collbench.core.spec import SweepSpec
 
 TORCH_ENV = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
              "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}

@@ -12,7 +12,7 @@ import pytest
 
 from collbench.analysis.mfu import EstimateOptions, Priced, estimate
 from collbench.analysis.workload import PRESETS, Model, Parallelism, Training, Workload, preset
-from collbench.errors import SpecError
+from collbench.core.errors import SpecError
 from collbench.topologies.schema import topology_from_dict
 
 

@@ -25,9 +25,9 @@ from collbench.analysis.nccl_import_write import (
     read_log,
     resolve_collective,
 )
-from collbench.cli_import import import_app
-from collbench.errors import SpecError
-from collbench.results import PARQUET_FILE, ROW_COLUMNS, SCHEMA_VERSION, load_rows, read_meta
+from collbench.cli.imports import import_app
+from collbench.core.errors import SpecError
+from collbench.store.rundir import PARQUET_FILE, ROW_COLUMNS, SCHEMA_VERSION, load_rows, read_meta
 from tests.helpers import SHARED_DATA, collbench
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-tests"
@@ -479,16 +479,14 @@ def test_command_bad_input_raises_spec_error(tmp_path):
 
 
 def test_cli_module_imports_nothing_heavy():
-    code = ("import sys, collbench.cli_import; "
+    code = ("import sys, collbench.cli.imports; "
             "print(sorted(m for m in ('pandas', 'torch', 'numpy') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
 
 
-def test_real_command_when_registered(tmp_path):
-    if collbench("import", "nccl-tests", "--help").returncode != 0:
-        pytest.skip("`collbench import` is not registered in collbench.cli yet")
+def test_the_real_command_imports_and_refuses_a_missing_log(tmp_path):
     done = collbench("import", "nccl-tests", str(FIXTURES / "inplace_only_broadcast.log"),
                      "--out", str(tmp_path / "run"))
     assert done.returncode == 0, done.stderr

@@ -4,15 +4,15 @@ import math
 
 import pytest
 
-from collbench.errors import SpecError
-from collbench.overlap import (
+from collbench.core.errors import SpecError
+from collbench.core.overlap import (
     DEFAULT_RATIOS,
     OverlapSpec,
     overlap_figures,
     parse_ratios,
     parse_shape,
 )
-from collbench.spec import Step, SweepSpec
+from collbench.core.spec import Step, SweepSpec
 
 
 @pytest.mark.parametrize("times, overlap_pct, exposed_us", [

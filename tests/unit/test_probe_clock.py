@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from collbench.probe_clock import CudaProbeClock
+from collbench.bench.overlap.clock import CudaProbeClock
 
 COMM_MS, MATMUL_MS = 3.0, 2.0
 

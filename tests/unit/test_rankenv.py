@@ -2,8 +2,8 @@
 
 import pytest
 
-from collbench.errors import SpecError
-from collbench.rankenv import RunEnv, expand_tasks_per_node, first_host, started_as_rank
+from collbench.bench.rank_env import RunEnv, expand_tasks_per_node, first_host, started_as_rank
+from collbench.core.errors import SpecError
 
 TORCH = {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
          "MASTER_ADDR": "node0", "MASTER_PORT": "29500", "GROUP_RANK": "1"}

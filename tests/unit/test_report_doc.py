@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from collbench.analysis.comparison import RunData
-from collbench.analysis.report_doc import build_report, render_html, render_markdown
+from collbench.render.report import build_report, render_html, render_markdown
 
 SIZES = [2 ** k for k in range(3, 25, 1)]
 

@@ -3,10 +3,13 @@ import json
 import pandas as pd
 import pytest
 
-from collbench.collectives import REGISTRY
-from collbench.errors import SpecError
-from collbench.provenance import knob_env
-from collbench.results import (
+from collbench.bench.provenance import knob_env
+from collbench.bench.runner import Measured
+from collbench.core.collectives import REGISTRY
+from collbench.core.errors import SpecError
+from collbench.core.spec import SweepSpec
+from collbench.core.stats import TimeStats
+from collbench.store.rundir import (
     ROW_COLUMNS,
     ResultWriter,
     RowBuilder,
@@ -17,9 +20,6 @@ from collbench.results import (
     write_meta,
     write_parquet,
 )
-from collbench.runner import Measured
-from collbench.spec import SweepSpec
-from collbench.stats import TimeStats
 
 
 def _measured(size=1 << 20, time_us=100.0):

@@ -1,7 +1,7 @@
 import pytest
 
-from collbench.errors import SpecError
-from collbench.spec import (
+from collbench.core.errors import SpecError
+from collbench.core.spec import (
     DEFAULT_MAX_BYTES,
     Step,
     SweepSpec,

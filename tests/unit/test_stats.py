@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from collbench.stats import combine_ranks
+from collbench.core.stats import combine_ranks
 
 
 def test_rank_statistics_combine_batch_and_samples():

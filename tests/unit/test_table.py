@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from collbench.table import HEADER, format_line, format_time_us, summary_lines
+from collbench.render.table import HEADER, format_line, format_time_us, summary_lines
 from tests.helpers import SHARED_DATA
 
 # Hand-written lines in nccl-tests' current format (8 ranks, float sum all_reduce).

@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from collbench.timing import CpuTimer, CudaEventTimer
+from collbench.bench.timing import CpuTimer, CudaEventTimer
 
 
 class _Clock:

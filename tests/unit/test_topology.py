@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from collbench.topologies import detect, render
+from collbench.render import topology as render
+from collbench.topologies import detect
 from collbench.topologies.loader import catalog_names, load_topology
 from collbench.topologies.schema import (
     TopologyError,

@@ -1,0 +1,143 @@
+"""Rank-dependent input patterns with exactly known results, and the wrong-element count.
+
+Rank r's input element g holds v(r, g), a small integer chosen so that every partial
+result of the reduction stays exactly representable in the dtype (floats included), for
+any reduction order and any world size: where every rank cannot contribute (a bfloat16
+sum over hundreds of ranks), only a rank- and position-dependent window of ranks does and
+the others send zeros, which add exactly. Only avg, which divides, gets a tolerance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collbench.core.collectives.base import Block
+from collbench.core.dtypes import DType
+
+# Elements processed at a time, so checking an 8 GiB buffer needs little extra memory.
+CHUNK_ELEMS = 1 << 22
+_RANK_STRIDE = 131  # not 1 mod any modulus used, so a one-element shift is caught
+_MIN_MAX_SPREAD = 16
+_PROD_TWOS = 3
+_SPARSE_POS_MOD = 7
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """The input pattern for one (dtype, op, world size)."""
+
+    dtype: DType
+    op: str | None  # None for data-movement collectives
+    world_size: int
+
+    def _dense(self) -> tuple[int, int] | None:
+        """(rank modulus, position modulus) when every rank can contribute exactly."""
+        budget = self.dtype.exact_limit // self.world_size
+        if budget < 4:
+            return None
+        rank_mod = min(self.world_size, budget // 2)
+        return rank_mod, min(4096, budget - (rank_mod - 1))
+
+    def _sparse_active(self) -> int:
+        """Ranks contributing to each element when not all of them can (the rest send 0)."""
+        return max(1, self.dtype.exact_limit // (_SPARSE_POS_MOD + 1))
+
+    def exact(self) -> bool:
+        """Whether results are exact (avg divides, so it is compared with a tolerance)."""
+        return self.op != "avg"
+
+    def _min_max_modulus(self) -> int:
+        return max(1, min(self.world_size, self.dtype.exact_limit - _MIN_MAX_SPREAD))
+
+    def values(self, torch, rank: int, index):
+        """v(rank, index) as int64 for an int64 tensor of element indices."""
+        if self.op is None:
+            modulus = _movement_modulus(self.dtype.exact_limit)
+            return (rank * _RANK_STRIDE + index) % modulus + 1
+        if self.op in ("sum", "avg"):
+            dense = self._dense()
+            if dense:
+                rank_mod, pos_mod = dense
+                return (rank % rank_mod) + (index % pos_mod) + 1
+            active = (rank + index) % self.world_size < self._sparse_active()
+            return torch.where(active, (rank % 2) + (index % _SPARSE_POS_MOD) + 1, 0)
+        if self.op == "prod":
+            twos = min(self.world_size, _PROD_TWOS)
+            return torch.where((rank + index) % self.world_size < twos, 2, 1)
+        # min / max
+        return (rank + index) % self._min_max_modulus() + (index % _MIN_MAX_SPREAD) + 1
+
+    def reduced(self, torch, index):
+        """The reduction over all ranks of v(., index), float64 (avg) or int64."""
+        n = self.world_size
+        if self.op in ("sum", "avg"):
+            total = self._sum(torch, index)
+            return total.double() / n if self.op == "avg" else total
+        if self.op == "prod":
+            return torch.full_like(index, 2 ** min(n, _PROD_TWOS))
+        spread = index % _MIN_MAX_SPREAD + 1
+        if self.op == "min":
+            return spread
+        return spread + self._min_max_modulus() - 1
+
+    def _sum(self, torch, index):
+        n = self.world_size
+        dense = self._dense()
+        if dense:
+            rank_mod, pos_mod = dense
+            # sum over r < n of (r % rank_mod), in closed form
+            tail = n % rank_mod
+            rank_part = (n // rank_mod) * rank_mod * (rank_mod - 1) // 2 + tail * (tail - 1) // 2
+            return rank_part + n * ((index % pos_mod) + 1)
+        # Active ranks for element g form the cyclic window [s, s + m) with s = -g mod n;
+        # each adds (r % 2) + (g % P) + 1. Odd ranks in [a, b) number b//2 - a//2.
+        active = self._sparse_active()
+        start = (-index) % n
+        end = start + active
+        odd = torch.clamp(end, max=n) // 2 - start // 2 + torch.clamp(end - n, min=0) // 2
+        return active * ((index % _SPARSE_POS_MOD) + 1) + odd
+
+
+def _movement_modulus(exact_limit: int) -> int:
+    """A prime no larger than the exact-integer limit: distinct ranks give distinct values."""
+    for limit, prime in ((127, 127), (256, 251), (2048, 2039)):
+        if exact_limit <= limit:
+            return prime
+    return 65521
+
+
+def fill(torch, tensor, pattern: Pattern, rank: int) -> None:
+    """Write rank's pattern into a 1-D tensor, chunk by chunk."""
+    for start in range(0, tensor.numel(), CHUNK_ELEMS):
+        stop = min(start + CHUNK_ELEMS, tensor.numel())
+        index = torch.arange(start, stop, device=tensor.device, dtype=torch.int64)
+        tensor[start:stop].copy_(pattern.values(torch, rank, index).to(tensor.dtype))
+
+
+def count_wrong(torch, recv, blocks: list[Block], pattern: Pattern) -> int:
+    """Elements of recv that differ from what the blocks say they must hold."""
+    wrong = 0
+    for block in blocks:
+        for start in range(0, block.length, CHUNK_ELEMS):
+            length = min(CHUNK_ELEMS, block.length - start)
+            index = torch.arange(block.in_offset + start, block.in_offset + start + length,
+                                 device=recv.device, dtype=torch.int64)
+            if block.source_rank is None:
+                expected = pattern.reduced(torch, index)
+            else:
+                expected = pattern.values(torch, block.source_rank, index)
+            got = recv[block.out_start + start : block.out_start + start + length]
+            wrong += _mismatches(torch, got, expected, pattern)
+    return wrong
+
+
+def _mismatches(torch, got, expected, pattern: Pattern) -> int:
+    if pattern.exact():
+        # Casting the exact result to the dtype is what a correct collective produces
+        # (rounding is monotone, so min/max commute with it; integers wrap alike).
+        return int((got != expected.to(got.dtype)).sum().item())
+    # avg: the sum is exact, then divided (or each input pre-scaled by 1/n, as NCCL may).
+    tolerance = torch.finfo(got.dtype).eps * 4
+    reference = expected.double()
+    error = (got.double() - reference).abs()
+    return int((error > tolerance * reference.abs().clamp(min=1)).sum().item())

@@ -1,0 +1,184 @@
+"""Clocks for overlap probes: one round = the collective alone, the compute alone, both.
+
+Rounds are interleaved (alone, alone, together, then again) so that all three see the same
+machine: on a shared, noisy host a batch of one kind followed by a batch of the other would
+compare two different moments. Every span starts after `align()` (a barrier): otherwise a
+rank whose compute ended late would make the others' next collective wait for it, and that
+wait would count as communication time.
+
+CPU: the collective is started with async_op=True and progresses on the backend's own
+thread while the main thread multiplies. Its completion time is read by a callback on its
+future; the callback needs the interpreter lock, which torch releases inside a matmul, so it
+is late by at most the Python overhead between two matmuls.
+
+GPU: the collective is issued from a side stream (ProcessGroupNCCL runs it on its internal
+stream, which waits for the side stream, and `wait()` makes the side stream wait for it);
+the compute runs on the current stream. CUDA events on each stream time both spans without
+synchronizing the host inside a round.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from collbench.bench.overlap.matmul import MatmulKernel
+
+SERIES = ("comm", "comp", "both", "comp_during", "comm_during")
+# How long to wait for a completion callback after the collective is known to be done.
+_CALLBACK_GRACE_S = 1.0
+
+Launch = Callable[[], Any]  # starts one collective, returns a Work or a list of Works
+
+
+def _works(handle: Any) -> list[Any]:
+    if handle is None:
+        return []
+    return list(handle) if isinstance(handle, (list, tuple)) else [handle]
+
+
+def wait_all(handle: Any) -> None:
+    for work in _works(handle):
+        work.wait()
+
+
+def empty_series() -> dict[str, list[float]]:
+    return {name: [] for name in SERIES}
+
+
+class CpuProbeClock:
+    """perf_counter for everything; completion callbacks for the collective's own span."""
+
+    method = "perf_counter+future_callback"
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+
+    def time(self, run: Callable[[], None]) -> float:
+        start = time.perf_counter()
+        run()
+        return time.perf_counter() - start
+
+    def rounds(self, launch: Launch, kernel: MatmulKernel, reps: int, iters: int,
+               align: Callable[[], None]) -> dict[str, list[float]]:
+        series = empty_series()
+        clock = time.perf_counter
+        for _ in range(iters):
+            align()
+            start = clock()
+            wait_all(launch())
+            series["comm"].append(clock() - start)
+            align()
+            start = clock()
+            kernel.run(reps)
+            series["comp"].append(clock() - start)
+            align()
+            both, comp_during, comm_during = self._together(launch, kernel, reps)
+            series["both"].append(both)
+            series["comp_during"].append(comp_during)
+            series["comm_during"].append(comm_during)
+        return series
+
+    def _together(self, launch: Launch, kernel: MatmulKernel,
+                  reps: int) -> tuple[float, float, float]:
+        clock = time.perf_counter
+        done: list[float] = []
+        start = clock()
+        handle = launch()
+        observed = self._on_done(handle, done)
+        comp_start = clock()
+        kernel.run(reps)
+        comp_end = clock()
+        wait_all(handle)
+        end = clock()
+        if observed:
+            deadline = clock() + _CALLBACK_GRACE_S
+            while not done and clock() < deadline:
+                time.sleep(0)
+        comm_during = done[0] - start if done else math.nan
+        return end - start, comp_end - comp_start, comm_during
+
+    def _on_done(self, handle: Any, done: list[float]) -> bool:
+        """Stamp the time the collective completes; False if its backend has no futures."""
+        try:
+            futures = [work.get_future() for work in _works(handle)]
+        except RuntimeError:
+            return False
+        if not futures:
+            return False
+        future = futures[0] if len(futures) == 1 else self._torch.futures.collect_all(futures)
+        future.add_done_callback(lambda _: done.append(time.perf_counter()))
+        return True
+
+
+class CudaProbeClock:
+    """CUDA events on the compute stream and on the collective's side stream."""
+
+    method = "cuda_events_two_streams"
+
+    def __init__(self, torch: Any, device: Any) -> None:
+        self._torch = torch
+        self._cuda = torch.cuda
+        self._comm_stream = torch.cuda.Stream(device=device)
+        self._device = device
+
+    def time(self, run: Callable[[], None]) -> float:
+        start, end = self._events(2)
+        current = self._cuda.current_stream(self._device)
+        start.record(current)
+        run()
+        end.record(current)
+        end.synchronize()
+        return start.elapsed_time(end) * 1e-3
+
+    def rounds(self, launch: Launch, kernel: MatmulKernel, reps: int, iters: int,
+               align: Callable[[], None]) -> dict[str, list[float]]:
+        recorded = []
+        for _ in range(iters):
+            align()
+            comm = self._span(launch, None, 0)
+            align()
+            comp = self._span(None, kernel, reps)
+            align()
+            both = self._span(launch, kernel, reps)
+            recorded.append((comm, comp, both))
+        self._cuda.synchronize(self._device)
+        series = empty_series()
+        for comm, comp, both in recorded:
+            series["comm"].append(self._elapsed(comm["start"], comm["end"]))
+            series["comp"].append(self._elapsed(comp["start"], comp["end"]))
+            series["both"].append(self._elapsed(both["start"], both["end"]))
+            series["comp_during"].append(self._elapsed(both["comp_start"], both["comp_end"]))
+            series["comm_during"].append(self._elapsed(both["start"], both["comm_end"]))
+        return series
+
+    def _span(self, launch: Launch | None, kernel: MatmulKernel | None,
+              reps: int) -> dict[str, Any]:
+        """Enqueue one timed span; returns its (not yet completed) events."""
+        names = ("start", "end", "comm_end", "comp_start", "comp_end")
+        events = dict(zip(names, self._events(len(names)), strict=True))
+        current = self._cuda.current_stream(self._device)
+        events["start"].record(current)
+        if launch is not None:
+            side = self._comm_stream
+            side.wait_stream(current)
+            with self._cuda.stream(side):
+                wait_all(launch())
+                events["comm_end"].record(side)
+        if kernel is not None:
+            events["comp_start"].record(current)
+            kernel.run(reps)
+            events["comp_end"].record(current)
+        if launch is not None:
+            current.wait_stream(self._comm_stream)
+        events["end"].record(current)
+        return events
+
+    def _events(self, count: int) -> list[Any]:
+        return [self._cuda.Event(enable_timing=True) for _ in range(count)]
+
+    @staticmethod
+    def _elapsed(start: Any, end: Any) -> float:
+        return start.elapsed_time(end) * 1e-3

@@ -1,0 +1,209 @@
+"""The overlap probe one rank runs for one (collective, size, ratio): see collbench.core.overlap.
+
+Every rank calls `measure` in lockstep, with the same steps. Buffers, the collective's
+warm-up and its time alone (which sizes the compute) are prepared once per size and
+shared by that size's ratios.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from collbench.bench.overlap.clock import SERIES, wait_all
+from collbench.bench.overlap.matmul import MatmulKernel, square_ladder
+from collbench.bench.runner import Bound, Runner
+from collbench.core.collectives import Geometry
+from collbench.core.overlap import OverlapFigures, OverlapSpec, overlap_figures
+from collbench.core.spec import Step
+from collbench.core.stats import TimeStats, combine_ranks
+
+# Operations timed to estimate the collective's time before sizing the compute.
+_ESTIMATE_OPS = 5
+# Matmuls timed per calibration of one shape (after one untimed).
+_CALIBRATE_REPS = 3
+_MAX_CORRECTION = 2.0
+
+
+@dataclass(frozen=True)
+class ComputeInfo:
+    """The compute one probe ran per iteration."""
+
+    dtype: str
+    shape: tuple[int, int, int]
+    reps: int
+    streams: int
+
+    @property
+    def tflop(self) -> float:
+        m, n, k = self.shape
+        return 2.0 * m * n * k * self.reps / 1e12
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One probe, combined across ranks (identical on every rank)."""
+
+    geometry: Geometry
+    ratio: float | None
+    compute: ComputeInfo
+    # comm, comp, both, comp_during, and comm_during (None when it could not be observed).
+    series: dict[str, TimeStats | None]
+    figures: OverlapFigures
+    n_wrong: int | None
+
+
+@dataclass
+class _Prepared:
+    key: tuple[str, int, str]
+    bound: Bound
+    t_comm_s: float  # the collective alone, averaged over ranks: what ratios multiply
+    comm_samples_s: list[float]  # this rank's timed calls behind that estimate
+
+
+class OverlapProbe:
+    """Measures overlap probes on this rank, through a Runner (buffers, checks, gathers)."""
+
+    def __init__(self, runner: Runner, clock: Any, overlap: OverlapSpec) -> None:
+        self.runner = runner
+        self.clock = clock
+        self.overlap = overlap
+        device = runner.device
+        self.kernel = MatmulKernel(runner.torch, device, overlap.resolved_dtype(device.type),
+                                   overlap.compute_streams)
+        self._prepared: _Prepared | None = None
+        self._seconds_per_matmul: dict[tuple[int, int, int], float] = {}
+
+    def problem(self) -> str | None:
+        """Why the compute cannot run on this rank, or None (checked before any step)."""
+        return self.kernel.check_supported()
+
+    def measure(self, step: Step) -> ProbeResult:
+        prepared = self._prepare((step.collective, step.size_bytes, step.placement))
+        bound, spec = prepared.bound, self.runner.spec
+        reps = self._size_compute(step.ratio, prepared.t_comm_s)
+        launch = self._launcher(bound)
+        warm = self.clock.rounds(launch, self.kernel, reps, spec.warmup, self.runner.barrier)
+        if step.ratio is not None and spec.warmup:
+            reps = self._rescaled(reps, step.ratio, prepared.comm_samples_s + warm["comm"],
+                                  warm["comp"])
+        self.runner.timer.synchronize()
+        self.runner.barrier()
+        series = self.clock.rounds(launch, self.kernel, reps, spec.iters,
+                                   self.runner.barrier)
+        wrong = 0
+        if spec.check:
+            wrong = self.runner.check(bound, lambda: self._overlapped_once(launch, reps))
+        table = self.runner.gather([float(wrong), *(s for name in SERIES for s in series[name])])
+        combined = self._combine(table[:, 1:], spec.iters)
+        figures = overlap_figures(*(self._mean(combined, name) for name in SERIES))
+        compute = ComputeInfo(self.kernel.dtype_name, self.kernel.shape, reps,
+                              self.overlap.compute_streams)
+        n_wrong = int(table[:, 0].sum()) if spec.check else None
+        return ProbeResult(bound.geometry, step.ratio, compute, combined, figures, n_wrong)
+
+    def _prepare(self, key: tuple[str, int, str]) -> _Prepared:
+        """Buffers, warm-up and the collective's time alone for one size (cached)."""
+        if self._prepared is not None and self._prepared.key == key:
+            return self._prepared
+        self._prepared = None  # free the previous size's buffers first
+        runner = self.runner
+        bound = runner.prepare(*key)
+        for _ in range(runner.spec.warmup):
+            bound.run()
+        runner.timer.synchronize()
+        runner.barrier()
+        samples = [self.clock.time(bound.run) for _ in range(_ESTIMATE_OPS)]
+        t_comm_s = float(runner.gather([float(np.median(samples))])[:, 0].mean())
+        self._prepared = _Prepared(key, bound, t_comm_s, samples)
+        return self._prepared
+
+    def _size_compute(self, ratio: float | None, t_comm_s: float) -> int:
+        """Pick the matmul shape and the repetitions for this probe; returns repetitions."""
+        overlap = self.overlap
+        if ratio is None:  # a fixed amount of work
+            self.kernel.set_shape(overlap.matmul_shape or self._largest_square())
+            return max(1, round(overlap.compute_tflop * 1e12 / self.kernel.flop_per_matmul))
+        target_s = ratio * t_comm_s
+        if overlap.matmul_shape is not None:
+            shape = overlap.matmul_shape
+        else:
+            # The largest square whose single matmul fits the smallest target of this size,
+            # so every ratio of a size uses the same kernel and only repeats it more.
+            smallest = min(overlap.ratios) * t_comm_s
+            shape = self._square_fitting(smallest)
+        per_matmul = self._calibrated(shape)
+        return max(1, round(target_s / per_matmul))
+
+    def _rescaled(self, reps: int, ratio: float, comm_s: list[float],
+                  comp_s: list[float]) -> int:
+        """Correct the repetitions with the warm-up rounds' own times (medians, averaged
+        over ranks): the estimate before them can be off on a busy host."""
+        mine = [float(np.median(comm_s)), float(np.median(comp_s))]
+        comm_s, comp_s = self.runner.gather(mine).mean(axis=0)
+        if comp_s <= 0:
+            return reps
+        # A handful of warm-up calls on a noisy host can be off by far more than the
+        # calibration: correct by at most 2x either way, so a larger ratio always runs
+        # more compute than a smaller one of the same size.
+        wanted = ratio * comm_s / (comp_s / reps)  # repetitions that would hit the ratio
+        correction = min(_MAX_CORRECTION, max(1 / _MAX_CORRECTION, wanted / reps))
+        return max(1, round(reps * correction))
+
+    def _largest_square(self) -> tuple[int, int, int]:
+        size = square_ladder(self.runner.device.type)[0]
+        return size, size, size
+
+    def _square_fitting(self, target_s: float) -> tuple[int, int, int]:
+        ladder = square_ladder(self.runner.device.type)
+        for size in ladder:
+            if self._calibrated((size, size, size)) <= target_s:
+                return size, size, size
+        return ladder[-1], ladder[-1], ladder[-1]
+
+    def _calibrated(self, shape: tuple[int, int, int]) -> float:
+        """Seconds per matmul of this shape: the slowest rank's, so all ranks agree."""
+        if shape not in self._seconds_per_matmul:
+            kernel = self.kernel
+            kernel.set_shape(shape)
+            kernel.run(1)
+            self.runner.timer.synchronize()
+            mine = self.clock.time(lambda: kernel.run(_CALIBRATE_REPS)) / _CALIBRATE_REPS
+            self._seconds_per_matmul[shape] = float(self.runner.gather([mine])[:, 0].max())
+        self.kernel.set_shape(shape)
+        return self._seconds_per_matmul[shape]
+
+    @staticmethod
+    def _launcher(bound: Bound):
+        run = bound.run
+        return lambda: run(async_op=True)
+
+    def _overlapped_once(self, launch: Any, reps: int) -> None:
+        """One collective under compute, as measured (the data check runs this)."""
+        handle = launch()
+        self.kernel.run(reps)
+        wait_all(handle)
+
+    def _combine(self, per_rank: np.ndarray, iters: int) -> dict[str, TimeStats | None]:
+        """Each series' per-iteration samples combined across ranks (spec.rank_stat)."""
+        combined: dict[str, TimeStats | None] = {}
+        for index, name in enumerate(SERIES):
+            samples = per_rank[:, index * iters:(index + 1) * iters]
+            if np.isnan(samples).any():
+                combined[name] = None  # not observed on some rank (no completion callback)
+                continue
+            combined[name] = combine_ranks(samples.mean(axis=1), samples,
+                                           self.runner.spec.rank_stat)
+        return combined
+
+    @staticmethod
+    def _mean(combined: dict[str, TimeStats | None], name: str) -> float | None:
+        stats = combined[name]
+        if stats is None:
+            if name != "comm_during":
+                raise RuntimeError(f"the overlap probe lost its {name} times")
+            return None
+        return stats.time_us if math.isfinite(stats.time_us) else None

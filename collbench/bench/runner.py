@@ -1,0 +1,125 @@
+"""The measure loop one rank runs for one (collective, size, placement)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from collbench.bench.datacheck import Pattern, count_wrong, fill
+from collbench.bench.torch_types import torch_dtype
+from collbench.core.collectives import REGISTRY, Collective, Geometry, RankContext
+from collbench.core.collectives.base import IN_PLACE
+from collbench.core.dtypes import DTYPES
+from collbench.core.spec import SweepSpec
+from collbench.core.stats import TimeStats, combine_ranks
+
+_REDUCE_OPS = {"sum": "SUM", "prod": "PRODUCT", "min": "MIN", "max": "MAX", "avg": "AVG"}
+# Test hook: the rank named here adds 1 to one received element before the data check,
+# so tests can prove a wrong result reaches the row and the exit status end to end.
+CORRUPT_RANK_VAR = "COLLBENCH_TEST_CORRUPT_RANK"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One measurement, combined across ranks (identical on every rank)."""
+
+    geometry: Geometry
+    stats: TimeStats
+    n_wrong: int | None
+
+
+@dataclass
+class Bound:
+    """One collective at one size, with its buffers, ready to run on this rank."""
+
+    collective: Collective
+    geometry: Geometry
+    send: Any
+    recv: Any
+    # run(async_op=False): one operation (see Collective.bind).
+    run: Callable[..., Any]
+
+
+class Runner:
+    """Measures steps of a sweep on this rank; every rank calls `measure` in lockstep."""
+
+    def __init__(self, spec: SweepSpec, device: Any, timer: Any) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.torch = torch
+        self.dist = dist
+        self.spec = spec
+        self.device = device
+        self.timer = timer
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+        self.dtype = DTYPES[spec.dtype]
+        self._corrupt = os.environ.get(CORRUPT_RANK_VAR) == str(self.rank)
+
+    def measure(self, collective: str, size_bytes: int, placement: str) -> Measured:
+        bound = self.prepare(collective, size_bytes, placement)
+        for _ in range(self.spec.warmup):
+            bound.run()
+        self.timer.synchronize()
+        self.barrier()
+        batch_s, samples_s = self.timer.time_batch(bound.run, self.spec.iters)
+        wrong = self.check(bound, bound.run) if self.spec.check else 0
+        geometry = bound.geometry
+        del bound
+        table = self.gather([batch_s, float(wrong), *samples_s])
+        stats = combine_ranks(table[:, 0], table[:, 2:], self.spec.rank_stat)
+        n_wrong = int(table[:, 1].sum()) if self.spec.check else None
+        return Measured(geometry, stats, n_wrong)
+
+    def prepare(self, collective: str, size_bytes: int, placement: str) -> Bound:
+        """Buffers and the bound operation for one step."""
+        coll = REGISTRY[collective]
+        geometry = coll.geometry(size_bytes, self.dtype.elem_bytes, self.world_size, self.rank)
+        send, recv = self._buffers(geometry, placement)
+        reduce_op = getattr(self.dist.ReduceOp, _REDUCE_OPS[self.spec.op]) if coll.reduces else None
+        context = RankContext(self.dist, self.rank, self.world_size, reduce_op)
+        return Bound(coll, geometry, send, recv, coll.bind(send, recv, context))
+
+    def _buffers(self, geometry: Geometry, placement: str):
+        zeros = self.torch.zeros
+        dtype = torch_dtype(self.dtype)
+        if placement == IN_PLACE:
+            shared = zeros(max(geometry.send_elems, geometry.recv_elems), dtype=dtype,
+                           device=self.device)
+            send = shared[geometry.inplace_send_offset:][: geometry.send_elems]
+            recv = shared[geometry.inplace_recv_offset:][: geometry.recv_elems]
+            return send, recv
+        return (zeros(geometry.send_elems, dtype=dtype, device=self.device),
+                zeros(geometry.recv_elems, dtype=dtype, device=self.device))
+
+    def check(self, bound: Bound, operate: Callable[[], None]) -> int:
+        """Fill the inputs with the check pattern, run `operate` (one complete operation on
+        bound's buffers, however it is scheduled) and count the wrong elements."""
+        coll, geometry, recv = bound.collective, bound.geometry, bound.recv
+        pattern = Pattern(self.dtype, self.spec.op if coll.reduces else None, self.world_size)
+        fill(self.torch, bound.send, pattern, self.rank)
+        self.timer.synchronize()
+        self.barrier()
+        operate()
+        self.timer.synchronize()
+        if self._corrupt and recv.numel():
+            recv[0] += 1
+        return count_wrong(self.torch, recv, coll.expected(geometry, self.rank, self.world_size),
+                           pattern)
+
+    def barrier(self) -> None:
+        if self.device.type == "cuda":
+            self.dist.barrier(device_ids=[self.device.index])
+        else:
+            self.dist.barrier()
+
+    def gather(self, values: list[float]) -> Any:
+        """Every rank's `values` (same length on each), as a (ranks, len) numpy array."""
+        torch = self.torch
+        mine = torch.tensor(values, dtype=torch.float64, device=self.device)
+        gathered = [torch.empty_like(mine) for _ in range(self.world_size)]
+        self.dist.all_gather(gathered, mine)
+        return torch.stack(gathered).cpu().numpy()

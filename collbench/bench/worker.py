@@ -1,0 +1,238 @@
+"""What every rank runs: join the group, measure each step, rank 0 streams rows to disk.
+
+Started by a launcher as `python -m collbench.bench.worker RUN_DIR` (reads RUN_DIR/job.json and
+the torch rank environment), or called in-process by `--launcher none`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collbench.bench import capacity
+from collbench.bench.distributed import finalize_mpi, init_distributed, teardown, torch_backend
+from collbench.bench.rank_env import RunEnv
+from collbench.core.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    EXIT_USAGE,
+    EXIT_WRONG_DATA,
+    SpecError,
+)
+from collbench.store.job import Job
+from collbench.store.rank_status import STATUS_DIR_VAR, RankStatus
+from collbench.store.rundir import (
+    META_FILE,
+    ResultWriter,
+    RowBuilder,
+    prepare_run_dir,
+    update_meta,
+    utc_now,
+    write_meta,
+    write_parquet,
+)
+from collbench.store.sink import RowSink
+
+# When a launcher watches the ranks, it decides about hangs first (and names the rank);
+# the process group's own timeout is the backstop.
+WATCHED_GRACE_S = 30.0
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    code: int
+    error: str | None = None
+
+
+def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
+    """Run the whole sweep as this rank. Never raises: the outcome carries the error."""
+    status = RankStatus.from_environ(env.rank)
+    watched = bool(os.environ.get(STATUS_DIR_VAR))
+    spec = job.spec
+    clean = False
+    try:
+        device, env = init_distributed(env, spec.backend, spec.timeout_s +
+                                       (WATCHED_GRACE_S if watched else 0.0))
+        session = _Session(job, env, device, sink)
+        total_wrong = session.run(status)
+        status.done()
+        clean = True
+        return RankOutcome(EXIT_WRONG_DATA if total_wrong else EXIT_OK)
+    except SpecError as error:
+        return _failed(job, env, status, EXIT_USAGE, str(error))
+    except KeyboardInterrupt:
+        return _failed(job, env, status, EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
+    except Exception as error:  # noqa: BLE001 - every failure becomes an outcome
+        message = f"{type(error).__name__}: {_first_line(error)}"
+        print(traceback.format_exc(), file=sys.stderr, flush=True)
+        return _failed(job, env, status, EXIT_RUN_FAILED, message)
+    finally:
+        teardown(clean)
+        finalize_mpi(clean)
+
+
+def _failed(job: Job, env: RunEnv, status: RankStatus, code: int, message: str) -> RankOutcome:
+    status.fail(message, usage_error=code == EXIT_USAGE)
+    if env.rank == 0 and (Path(job.run_dir) / META_FILE).exists():
+        # The run directory is complete but for the rows never measured.
+        write_parquet(job.run_dir)
+        state = "interrupted" if code == EXIT_INTERRUPTED else "failed"
+        update_meta(job.run_dir, state=state, finished_utc=utc_now(), error=message)
+    return RankOutcome(code, message)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else repr(error)
+
+
+class _Session:
+    """One rank's sweep, after the process group is up."""
+
+    def __init__(self, job: Job, env: RunEnv, device: Any, sink: RowSink | None) -> None:
+        import torch
+        import torch.distributed as dist
+
+        from collbench.bench.timing import CpuTimer, CudaEventTimer
+
+        self.torch, self.dist = torch, dist
+        self.job, self.env, self.device, self.sink = job, env, device, sink
+        self.timer = CudaEventTimer(torch) if device.type == "cuda" else CpuTimer()
+
+    def run(self, status: RankStatus) -> int:
+        from collbench.bench.provenance import knob_env, rank_identity
+        from collbench.bench.runner import Runner
+
+        spec, env = self.job.spec, self.env
+        identities = self._gather(rank_identity(self.torch, self.device, env.rank))
+        runner = Runner(spec, self.device, self.timer)
+        probe, probe_problem = self._probe(runner)
+        self._agree(self._local_problems() or probe_problem)
+        hosts = sorted({identity["host"] for identity in identities})
+        env_knobs = knob_env()
+        writer = None
+        if env.rank == 0:
+            writer = ResultWriter(self.job.run_dir)
+            meta = self._meta(identities, hosts, env_knobs)
+            write_meta(self.job.run_dir, meta)
+            if self.sink is not None:
+                self.sink.start(meta)
+        knobs = {"env": env_knobs, "settings": {
+            "rank_stat": spec.rank_stat, "check": spec.check, "timing": self.timer.method,
+            "launcher": self.job.launcher}}
+        builder = RowBuilder(self.job.run_id, spec, env.world_size, len(hosts), knobs,
+                             topology=spec.topology)
+        total_wrong = 0
+        for index, step in enumerate(spec.steps()):
+            status.step(index, _describe(step))
+            if step.kind == "overlap":
+                result = probe.measure(step)
+                row = builder.build_probe(step.collective, step.placement, result,
+                                          probe.clock.method)
+            else:
+                result = runner.measure(step.collective, step.size_bytes, step.placement)
+                row = builder.build(step.collective, step.placement, result)
+            total_wrong += result.n_wrong or 0
+            if writer is not None:
+                writer.append(row)
+                if self.sink is not None:
+                    self.sink.row(row)
+        if writer is not None:
+            writer.close()
+            write_parquet(self.job.run_dir)
+            update_meta(self.job.run_dir, state="completed", finished_utc=utc_now(),
+                        rows=len(spec.steps()), n_wrong_total=total_wrong)
+        return total_wrong
+
+    def _probe(self, runner: Any) -> tuple[Any, str | None]:
+        """The overlap probe (None without --overlap), or why it cannot run on this rank."""
+        from collbench.bench.overlap.clock import CpuProbeClock, CudaProbeClock
+        from collbench.bench.overlap.probe import OverlapProbe
+
+        overlap = self.job.spec.overlap
+        if overlap is None:
+            return None, None
+        torch, device = self.torch, self.device
+        clock = CudaProbeClock(torch, device) if device.type == "cuda" else CpuProbeClock(torch)
+        try:
+            probe = OverlapProbe(runner, clock, overlap)
+        except SpecError as error:
+            return None, str(error)
+        return probe, probe.problem()
+
+    def _local_problems(self) -> str | None:
+        """This rank's reason the sweep cannot run here, checked before any allocation."""
+        spec, env = self.job.spec, self.env
+        try:
+            capacity.check_world_size(spec, env.world_size)
+            if self.device.type == "cuda":
+                free_bytes, _ = self.torch.cuda.mem_get_info(self.device)
+                capacity.check_memory(spec, env.world_size, 1, free_bytes, "GPU")
+            else:
+                capacity.check_memory(spec, env.world_size, env.local_world_size,
+                                      capacity.host_memory_available(), "host")
+            # The local launcher prepared the directory; a rank of someone else's job does.
+            if env.rank == 0 and not self.job.dir_prepared:
+                prepare_run_dir(Path(self.job.run_dir), self.job.run_id)
+        except SpecError as error:
+            return str(error)
+        return None
+
+    def _agree(self, problem: str | None) -> None:
+        """Every rank stops together if any rank found a problem (no one left waiting)."""
+        problems = [p for p in self._gather(problem) if p]
+        if problems:
+            raise SpecError.from_message(problems[0])
+
+    def _gather(self, value: Any) -> list[Any]:
+        gathered: list[Any] = [None] * self.env.world_size
+        self.dist.all_gather_object(gathered, value)
+        return gathered
+
+    def _meta(self, identities: list[dict[str, Any]], hosts: list[str],
+              knobs: dict[str, str]) -> dict[str, Any]:
+        from collbench.bench.provenance import git_sha, versions
+        from collbench.store.rundir import SCHEMA_VERSION
+
+        spec, env = self.job.spec, self.env
+        return {
+            "schema_version": SCHEMA_VERSION, "run_id": self.job.run_id, "state": "running",
+            "started_utc": utc_now(), "finished_utc": None,
+            "command_line": self.job.command_line, "launcher": self.job.launcher,
+            "backend": spec.backend, "torch_backend": torch_backend(spec.backend),
+            "world_size": env.world_size, "nodes": len(hosts),
+            "ranks_per_node": env.world_size // max(1, len(hosts)), "hosts": hosts,
+            "ranks": identities, "timing_method": self.timer.method,
+            "versions": versions(self.torch, spec.backend), "git_sha": git_sha(),
+            "knobs": knobs, "spec": spec.to_dict(), "topology": spec.topology, "cwd": os.getcwd(),
+            "rank_env": env.source,
+            "rendezvous": f"{env.master_addr}:{env.master_port} ({env.rendezvous})",
+        }
+
+
+def _describe(step: Any) -> str:
+    """A step as the status files and hang reports name it."""
+    text = f"{step.collective} {step.size_bytes} B {step.placement}"
+    if step.kind == "overlap":
+        text += f" overlap ratio {step.ratio:g}" if step.ratio is not None else " overlap"
+    return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of a rank process started by a launcher."""
+    argv = sys.argv[1:] if argv is None else argv
+    job = Job.load(Path(argv[0]))
+    outcome = run_rank(job, RunEnv.detect(choice=job.rank_env))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: after a failure, library threads may wait on dead peers.
+    os._exit(outcome.code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""`collbench import`: bring other benchmarks' results into a collbench run directory.
+
+Registered in collbench.cli.app with `app.add_typer(import_app, name="import")`. Imports stay
+light here (`collbench --help` must not load pandas or torch): the work happens in
+collbench.analysis.nccl_import_write, imported inside the command.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+import_app = typer.Typer(
+    help="Import results of other benchmarks (nccl-tests, rccl-tests) as a collbench run.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@import_app.callback()
+def _import_root() -> None:
+    """Import results of other benchmarks (nccl-tests, rccl-tests) as a collbench run."""
+
+
+@import_app.command("nccl-tests")
+def nccl_tests(
+    logs: Annotated[list[Path], typer.Argument(help="nccl-tests or rccl-tests output: text logs (format detected) or -J JSON files. Several logs of one system become one run.", show_default=False)],  # noqa: E501
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (new or empty). (default: results/<UTC time>-<id>)", show_default=False)] = None,  # noqa: E501, UP045
+    collective: Annotated[Optional[str], typer.Option("--collective", "-c", help="Collective the logs measured, when they do not say (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv).", show_default=False)] = None,  # noqa: E501, UP045
+    json_meta: Annotated[bool, typer.Option("--json", help="Print meta.json instead of the summary.")] = False,  # noqa: E501
+) -> None:
+    """Turn nccl-tests / rccl-tests logs into a collbench run directory.
+
+    Writes rows.jsonl, meta.json and rows.parquet with the figures as the logs printed them;
+    warnings (busbw that does not fit the world size, a missing footer) go to stderr.
+    """
+    import json
+    import sys
+
+    from collbench.analysis.nccl_import_write import describe_import, import_logs
+
+    result = import_logs(logs, out=out, collective=collective)
+    for warning in result.warnings:
+        print(f"collbench: warning: {warning}", file=sys.stderr)
+    if json_meta:
+        typer.echo(json.dumps(result.meta, indent=2, default=str))
+        return
+    for line in describe_import(result):
+        typer.echo(line)

@@ -1,0 +1,242 @@
+"""SweepSpec: what to measure. Defaults live here and nowhere else; the CLI maps onto it."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+from typing import NamedTuple
+
+from collbench.core.collectives import DEFAULT_COLLECTIVES, REGISTRY
+from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
+from collbench.core.dtypes import lookup_dtype
+from collbench.core.errors import SpecError
+from collbench.core.overlap import OverlapSpec
+
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+
+REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
+PLACEMENT_CHOICES = (OUT_OF_PLACE, IN_PLACE, "both")
+RANK_STATS = ("avg", "max", "min", "rank0")
+BACKENDS = ("auto", "nccl", "rccl", "gloo")
+# Largest default size per backend: big enough to reach the bandwidth plateau, small
+# enough that the default sweep on a laptop over gloo finishes in well under a minute.
+DEFAULT_MAX_BYTES = {"gloo": 16 * 1024**2, "nccl": 1024**3, "rccl": 1024**3}
+
+
+def parse_size(text: str | int, field_name: str = "size") -> int:
+    """Bytes from '8', '4K', '1M', '2G' (powers of 1024, as nccl-tests), or SpecError."""
+    if isinstance(text, int):
+        value = text
+    else:
+        match = _SIZE_RE.match(str(text))
+        if not match:
+            raise SpecError(field_name, text, "is not a size: use a number with an optional "
+                            "K/M/G suffix (powers of 1024), e.g. 8, 4K, 1M, 2G")
+        number, unit = match.groups()
+        value_f = float(number) * _UNITS[unit.upper()]
+        if value_f != int(value_f):
+            raise SpecError(field_name, text, "is not a whole number of bytes")
+        value = int(value_f)
+    if value < 0:
+        raise SpecError(field_name, text, "must not be negative")
+    return value
+
+
+def format_size(num_bytes: float, compact: bool = False) -> str:
+    """Short human form: 8 B, 4 KiB, 1.5 MiB; compact (chart ticks): 8, 4K, 1.5M."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if num_bytes >= scale:
+            return f"{num_bytes / scale:g}{unit[0] if compact else ' ' + unit}"
+    return f"{num_bytes:g}" if compact else f"{num_bytes} B"
+
+
+def _size_arg(num_bytes: int) -> str:
+    """The shortest --min-bytes style spelling that parses back to exactly num_bytes."""
+    for suffix, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if num_bytes >= scale and num_bytes % scale == 0:
+            return f"{num_bytes // scale}{suffix}"
+    return str(num_bytes)
+
+
+def size_series(min_bytes: int, max_bytes: int, factor: float | None, step_bytes: int | None):
+    """Sizes from min to max inclusive, multiplying by factor or adding step (nccl-tests)."""
+    sizes = []
+    size = min_bytes
+    while size <= max_bytes:
+        sizes.append(size)
+        if step_bytes:
+            size += step_bytes
+        else:
+            # nccl-tests multiplies; a 0-byte start would never grow, so it steps to 1.
+            size = max(int(size * (factor or 2.0)), size + 1)
+    return sizes
+
+
+class Step(NamedTuple):
+    """One measurement: a sweep row, or an overlap probe (kind "overlap") at one ratio."""
+
+    kind: str
+    collective: str
+    size_bytes: int  # requested size (before per-collective alignment to world size)
+    placement: str
+    ratio: float | None = None  # probes: compute:comm ratio (None: fixed compute_tflop)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """One sweep: collectives x sizes x placements, measured the same way on every rank."""
+
+    collectives: tuple[str, ...] = DEFAULT_COLLECTIVES
+    min_bytes: int = 8
+    # None: the backend's default (DEFAULT_MAX_BYTES), resolved with `resolve_backend`.
+    max_bytes: int | None = None
+    # Multiply sizes by this (default 2 when no step is given) ...
+    factor: float | None = None
+    # ... or add this many bytes per step (nccl-tests -i). Not both.
+    step_bytes: int | None = None
+    dtype: str = "float32"
+    op: str = "sum"
+    placement: str = "both"
+    warmup: int = 5
+    iters: int = 20
+    check: bool = True
+    rank_stat: str = "avg"
+    backend: str = "auto"
+    # Seconds a step may go without progress before the run is declared hung.
+    timeout_s: float = 300.0
+    # Overlap probes to run (collbench overlap, or sweep --overlap); None: none.
+    overlap: OverlapSpec | None = None
+    # Measure the plain sweep rows (False: probes only, as `collbench overlap`).
+    sweep_rows: bool = True
+    # The fabric this runs on (a topology's name), recorded in every row and meta.json.
+    topology: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "collectives", tuple(self.collectives))
+        if isinstance(self.overlap, dict):
+            object.__setattr__(self, "overlap", OverlapSpec.from_dict(self.overlap))
+        if not self.sweep_rows and self.overlap is None:
+            raise ValueError("a spec without sweep rows needs overlap probes")
+        for name in self.collectives:
+            if name not in REGISTRY:
+                raise SpecError("--collective", name,
+                                f"is unknown; choose from {', '.join(REGISTRY)}")
+        if not self.collectives:
+            raise SpecError("--collective", "", "names no collective")
+        dtype = lookup_dtype(self.dtype)
+        if dtype is None:
+            raise SpecError("--dtype", self.dtype, "is unknown; choose from float32, float16, "
+                            "bfloat16, float64, int8, uint8, int32, int64")
+        object.__setattr__(self, "dtype", dtype.name)
+        self._check_choice("--op", self.op, REDUCE_OPS)
+        self._check_choice("--placement", self.placement, PLACEMENT_CHOICES)
+        self._check_choice("--rank-stat", self.rank_stat, RANK_STATS)
+        self._check_choice("--backend", self.backend, BACKENDS)
+        self._check_numbers()
+        for name in self.collectives:
+            if not self.placements_for(name):
+                note = REGISTRY[name].placement_note
+                raise SpecError("--placement", self.placement, f"cannot be measured for {name}: "
+                                f"{note}; use --placement both")
+        if self.op == "avg" and not dtype.is_float:
+            # torch divides in floating point and cannot cast back (gloo raises; checked)
+            raise SpecError("--op", self.op, f"needs a floating-point --dtype, not {dtype.name}")
+
+    @staticmethod
+    def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
+        if value not in choices:
+            raise SpecError(flag, value, f"is not one of {', '.join(choices)}")
+
+    def _check_numbers(self) -> None:
+        if self.factor is not None and self.step_bytes is not None:
+            raise SpecError("--factor", self.factor, "conflicts with --step-bytes: give one")
+        if self.factor is not None and not (math.isfinite(self.factor) and self.factor > 1):
+            raise SpecError("--factor", self.factor, "must be greater than 1")
+        if self.step_bytes is not None and self.step_bytes < 1:
+            raise SpecError("--step-bytes", self.step_bytes, "must be at least 1")
+        if self.max_bytes is not None and self.min_bytes > self.max_bytes:
+            raise SpecError("--min-bytes", self.min_bytes,
+                            f"is larger than --max-bytes ({self.max_bytes})")
+        if self.max_bytes is not None and self.max_bytes < 1:
+            raise SpecError("--max-bytes", self.max_bytes, "must be at least 1")
+        if self.warmup < 0:
+            raise SpecError("--warmup", self.warmup, "must be 0 or more")
+        if self.iters < 1:
+            raise SpecError("--iters", self.iters, "must be at least 1")
+        if not self.timeout_s > 0:
+            raise SpecError("--timeout", self.timeout_s, "must be more than 0 seconds")
+
+    def placements_for(self, collective: str) -> tuple[str, ...]:
+        """Placements measured for a collective: the requested ones it supports, in order."""
+        wanted = (OUT_OF_PLACE, IN_PLACE) if self.placement == "both" else (self.placement,)
+        return tuple(p for p in wanted if p in REGISTRY[collective].placements)
+
+    def with_backend(self, backend: str) -> SweepSpec:
+        """A copy with a concrete backend and the max size that backend defaults to."""
+        max_bytes = self.max_bytes if self.max_bytes is not None else DEFAULT_MAX_BYTES[backend]
+        if self.min_bytes > max_bytes:
+            raise SpecError("--min-bytes", self.min_bytes,
+                            f"is larger than the default --max-bytes for {backend} ({max_bytes})")
+        return SweepSpec(**{**self.to_dict(), "backend": backend, "max_bytes": max_bytes})
+
+    def sizes(self) -> list[int]:
+        """Requested sizes in bytes (before per-collective alignment to world size)."""
+        if self.max_bytes is None:
+            raise ValueError("resolve the backend first (SweepSpec.with_backend)")
+        return size_series(self.min_bytes, self.max_bytes, self.factor, self.step_bytes)
+
+    def steps(self) -> list[Step]:
+        """Every measurement in order: the sweep rows, then the overlap probes."""
+        steps = []
+        if self.sweep_rows:
+            steps += [Step("sweep", name, size, placement)
+                      for name in self.collectives
+                      for size in self.sizes()
+                      for placement in self.placements_for(name)]
+        if self.overlap is not None:
+            # One placement per probe: overlap does not depend on where the result lands.
+            steps += [Step("overlap", name, size, self.placements_for(name)[0], ratio)
+                      for name in self.collectives
+                      for size in self.sizes()
+                      for ratio in self.overlap.points()]
+        return steps
+
+    @property
+    def command(self) -> str:
+        """The collbench command that measures this spec: sweep, or overlap (probes only)."""
+        return "sweep" if self.sweep_rows else "overlap"
+
+    def to_args(self) -> list[str]:
+        """`collbench sweep` options that give exactly this spec, every field spelled out
+        (printed commands and sbatch scripts must not depend on this version's defaults)."""
+        args = ["--collective", ",".join(self.collectives),
+                "--min-bytes", _size_arg(self.min_bytes)]
+        if self.max_bytes is not None:
+            args += ["--max-bytes", _size_arg(self.max_bytes)]
+        if self.step_bytes is not None:
+            args += ["--step-bytes", _size_arg(self.step_bytes)]
+        if self.factor is not None:
+            args += ["--factor", f"{self.factor:g}"]
+        return [*args, "--dtype", self.dtype, "--op", self.op, "--placement", self.placement,
+                "--warmup", str(self.warmup), "--iters", str(self.iters),
+                "--check" if self.check else "--no-check", "--rank-stat", self.rank_stat,
+                "--backend", self.backend, "--timeout", f"{self.timeout_s:g}",
+                *self._overlap_args()]
+
+    def _overlap_args(self) -> list[str]:
+        if self.overlap is None:
+            return []
+        return (["--overlap"] if self.sweep_rows else []) + self.overlap.to_args()
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["collectives"] = list(self.collectives)
+        if self.overlap is not None:
+            data["overlap"]["ratios"] = list(self.overlap.ratios)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SweepSpec:
+        return cls(**data)

@@ -1,0 +1,145 @@
+"""What a person sees while a sweep runs: the table (or JSON rows) and a progress bar."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, TextIO
+
+from collbench.core.spec import SweepSpec
+from collbench.render.table import (
+    collective_banner,
+    format_line,
+    format_probe_line,
+    preface_lines,
+    probe_banner,
+    probe_summary_lines,
+    summary_lines,
+)
+
+
+class ConsoleSink:
+    """Receives rows in measurement order and renders them as they arrive."""
+
+    def __init__(self, spec: SweepSpec, mode: str = "table", progress: bool = False,
+                 stream: TextIO | None = None) -> None:
+        self.spec = spec
+        self.mode = mode
+        self.stream = stream or sys.stdout
+        self._pending: dict[str, dict[str, Any]] = {}
+        self._collective_rows: list[dict[str, Any]] = []
+        self._collective: str | None = None
+        self._kind = "sweep"
+        self._started = False
+        self._want_progress = progress
+        self._progress: _Progress | None = None
+
+    def start(self, meta: dict[str, Any]) -> None:
+        if self._started:
+            return
+        self._started = True
+        # The ranks' own spec: they resolved the backend (and with it the default sizes).
+        self.spec = SweepSpec.from_dict(meta["spec"])
+        if self._want_progress:
+            self._progress = _Progress(len(self.spec.steps()))
+        if self.mode == "table":
+            self._print(*preface_lines(meta, self.spec.to_dict()))
+
+    def row(self, row: dict[str, Any]) -> None:
+        if self._progress is not None:
+            self._progress.advance(row)
+        if self.mode == "json":
+            self._print(json.dumps(row, separators=(",", ":")))
+        elif self.mode == "table":
+            self._table_row(row)
+
+    def finish(self) -> None:
+        """Print what is pending (a run cut short still shows every finished size)."""
+        if self.mode == "table":
+            self.finish_collective()
+        self.close()
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def _table_row(self, row: dict[str, Any]) -> None:
+        kind = row.get("kind", "sweep")
+        if (row["collective"], kind) != (self._collective, self._kind):
+            self.finish_collective()
+            self._collective, self._kind = row["collective"], kind
+            self._collective_rows = []
+            self._print(*(probe_banner(row) if kind == "overlap"
+                          else collective_banner(row["collective"])))
+        self._collective_rows.append(row)
+        if kind == "overlap":
+            self._print(format_probe_line(row))
+            return
+        self._pending[row["placement"]] = row
+        if len(self._pending) == len(self.spec.placements_for(row["collective"])):
+            self._print(format_line(self._pending))
+            self._pending = {}
+
+    def finish_collective(self) -> None:
+        if self._collective is None:
+            return
+        if self._pending:
+            self._print(format_line(self._pending))
+            self._pending = {}
+        summary = probe_summary_lines if self._kind == "overlap" else summary_lines
+        self._print(*summary(self._collective_rows))
+        self._collective = None
+
+    def _print(self, *lines: str) -> None:
+        # With a live bar on the same terminal, lines go above the bar, not through it.
+        above_bar = self._progress is not None and self.stream is sys.stdout and _tty(1)
+        for line in lines:
+            if above_bar:
+                self._progress.print(line)
+            else:
+                print(line, file=self.stream, flush=True)
+
+
+class _Progress:
+    """A rich progress bar on stderr (only used when stderr is a terminal)."""
+
+    def __init__(self, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TimeRemainingColumn(),
+            console=Console(stderr=True), transient=True,
+            redirect_stdout=False, redirect_stderr=False,
+        )
+        self._task = self._bar.add_task("sweep", total=total)
+        self._bar.start()
+
+    def advance(self, row: dict[str, Any]) -> None:
+        description = f"{row['collective']} {row['size_bytes']} B"
+        if row.get("kind") == "overlap":
+            description += f" overlap x{row['compute_ratio'] or 'tflop'}"
+        self._bar.update(self._task, advance=1, description=description)
+
+    def print(self, line: str) -> None:
+        self._bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    def stop(self) -> None:
+        self._bar.stop()
+
+
+def _tty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False

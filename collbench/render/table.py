@@ -1,0 +1,145 @@
+"""nccl-tests-style text, rendered from result rows (the rows are the source of truth)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
+from collbench.core.dtypes import DTYPES
+from collbench.core.spec import format_size
+
+HEADER = (
+    "#                                                              out-of-place"
+    "                       in-place          ",
+    "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+    "     time   algbw   busbw #wrong",
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)      "
+    "      (us)  (GB/s)  (GB/s)       ",
+)
+MISSING = "n/a"
+
+
+def format_time_us(time_us: float) -> str:
+    """nccl-tests' precision rule: 2 decimals below 100 us, 1 below 10 ms, then none."""
+    if time_us >= 10000.0:
+        return f"{time_us:7.0f}"
+    if time_us >= 100.0:
+        return f"{time_us:7.1f}"
+    return f"{time_us:7.2f}"
+
+
+def format_line(rows: Mapping[str, Mapping[str, Any]]) -> str:
+    """One table line from the rows of one size, keyed by placement."""
+    first = next(iter(rows.values()))
+    dtype = DTYPES[first["dtype"]].nccl_name if first["dtype"] in DTYPES else first["dtype"]
+    line = (f"{first['size_bytes']:12d}  {first['count']:12d}  {dtype:>8}  "
+            f"{first['op'] or 'none':>6}  {first['root']:6d}")
+    for placement in (OUT_OF_PLACE, IN_PLACE):
+        row = rows.get(placement)
+        if row is None:
+            line += f"  {MISSING:>7}  {MISSING:>6}  {MISSING:>6}  {MISSING:>5}"
+            continue
+        wrong = "N/A" if row["n_wrong"] is None else str(row["n_wrong"])
+        line += (f"  {format_time_us(row['time_us'])}  {row['algbw_gbps']:6.2f}  "
+                 f"{row['busbw_gbps']:6.2f}  {wrong:>5}")
+    return line
+
+
+def summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """nccl-tests' closing lines, plus the peak and where it is reached.
+
+    "Avg bus bandwidth" is nccl-tests' figure (mean over every row, tiny sizes included),
+    kept for compatibility; the peak line is the one to compare with the fabric.
+    """
+    if not rows:
+        return ["# No sizes measured"]
+    checked = [row["n_wrong"] for row in rows if row["n_wrong"] is not None]
+    wrong = sum(checked)
+    if checked:
+        check = f"{wrong} {'OK' if wrong == 0 else 'FAILED'}"
+    else:
+        check = "N/A (data check off)"
+    average = sum(row["busbw_gbps"] for row in rows) / len(rows)
+    peak = max(rows, key=lambda row: row["busbw_gbps"])
+    return [
+        f"# Out of bounds values : {check}",
+        f"# Avg bus bandwidth    : {average:g}",
+        f"# Peak bus bandwidth   : {peak['busbw_gbps']:.2f} GB/s at {peak['size_bytes']} B "
+        f"({format_size(peak['size_bytes'])}, {peak['placement']})",
+        "#",
+    ]
+
+
+def preface_lines(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]:
+    """The run header: nccl-tests' parameter line and its "Using devices" block."""
+    step = (f"{spec['step_bytes']}(bytes)" if spec.get("step_bytes")
+            else f"{spec.get('factor') or 2:g}(factor)")
+    lines = [
+        f"# collbench {meta.get('versions', {}).get('collbench', '')}: backend "
+        f"{meta.get('backend')}, {meta.get('world_size')} ranks on {meta.get('nodes')} "
+        f"node(s), timing {meta.get('timing_method')}, rank stat {spec['rank_stat']}",
+        f"# nThread 1 nGpus 1 minBytes {spec['min_bytes']} maxBytes {spec['max_bytes']} "
+        f"step: {step} warmup iters: {spec['warmup']} iters: {spec['iters']} agg iters: 1 "
+        f"validation: {int(bool(spec['check']))} graph: 0",
+        "#",
+        "# Using devices",
+    ]
+    for rank in meta.get("ranks", []):
+        lines.append(f"#  Rank {rank['rank']:2d} Group  0 Pid {rank['pid']:6d} on "
+                     f"{rank['host']:>10} device {rank['device']:>6} {rank['device_name']}")
+    lines.append("#")
+    return lines
+
+
+def collective_banner(collective: str) -> list[str]:
+    return [f"# Collective: {collective}", *HEADER]
+
+
+PROBE_HEADER = (
+    "#       size  ratio  ratio    t_comm    t_comp    t_both  comp_dur  overlap   exposed"
+    "  comp_slow  comm_slow #wrong",
+    "#        (B)  (req)  (act)      (us)      (us)      (us)      (us)      (%)      (us)"
+    "        (%)        (%)       ",
+)
+
+
+def probe_banner(row: Mapping[str, Any]) -> list[str]:
+    """Heading of one collective's overlap probes."""
+    return [f"# Overlap probes: {row['collective']} ({row['placement']}) vs "
+            f"{row['compute_dtype']} matmul on {row['compute_streams']} stream(s), "
+            f"timing {row['probe_timing']}", *PROBE_HEADER]
+
+
+def _percent(value: float | None) -> str:
+    return f"{100.0 * value:+9.1f}" if value is not None else f"{MISSING:>9}"
+
+
+def format_probe_line(row: Mapping[str, Any]) -> str:
+    """One overlap-probe row: the raw times, then what they mean."""
+    ratio = f"{row['compute_ratio']:5g}" if row["compute_ratio"] is not None else "tflop"
+    wrong = "N/A" if row["n_wrong"] is None else str(row["n_wrong"])
+    times = "".join(f" {format_time_us(row[f't_{name}_us']):>9}"
+                    for name in ("comm", "comp", "both", "comp_during"))
+    return (f"{row['size_bytes']:12d}  {ratio:>5}  {row['compute_ratio_actual']:5.2f}{times}"
+            f"  {row['overlap_pct']:7.1f}  {format_time_us(row['exposed_comm_us']):>8}"
+            f"  {_percent(row['compute_slowdown'])}  {_percent(row['comm_slowdown'])}"
+            f" {wrong:>6}")
+
+
+def probe_summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per ratio: the median overlap and compute slowdown over the sizes measured."""
+    lines = []
+    for ratio in sorted({row["compute_ratio"] for row in rows}, key=lambda r: (r is None, r)):
+        group = [row for row in rows if row["compute_ratio"] == ratio]
+        overlap = sorted(row["overlap_pct"] for row in group)
+        slowdown = sorted(row["compute_slowdown"] for row in group)
+        label = f"ratio {ratio:g}" if ratio is not None else "fixed compute"
+        lines.append(f"# {label}: median overlap {overlap[len(overlap) // 2]:.1f}% "
+                     f"(range {overlap[0]:.1f}-{overlap[-1]:.1f}), median compute slowdown "
+                     f"{100 * slowdown[len(slowdown) // 2]:+.1f}% over {len(group)} size(s)")
+    checked = [row["n_wrong"] for row in rows if row["n_wrong"] is not None]
+    if checked:
+        lines.append(f"# Out of bounds values : {sum(checked)} "
+                     f"{'OK' if sum(checked) == 0 else 'FAILED'} (checked under compute)")
+    return [*lines, "#"]

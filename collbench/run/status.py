@@ -1,0 +1,61 @@
+"""`collbench status RUN` and `collbench wait RUN`: look at, or follow, a run already started."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from collbench.core.errors import SpecError
+from collbench.launchers.base import LaunchResult
+from collbench.store.job import JOB_FILE, Job
+from collbench.store.rundir import load_rows, read_meta
+from collbench.store.sink import SinkFactory
+
+
+def _load_job(run: Path) -> Job:
+    if not (Path(run) / JOB_FILE).is_file():
+        raise SpecError("RUN", str(run), f"is not a collbench run directory (no {JOB_FILE})")
+    return Job.load(Path(run))
+
+
+def describe_run(run: Path) -> str:
+    """A few lines: launcher, Slurm job state, rows measured of rows planned, the run's state."""
+    from collbench.core.spec import SweepSpec
+    from collbench.launchers.slurm import job_state, read_slurm_record
+
+    meta = read_meta(run) or {}
+    rows = load_rows(run)
+    if meta.get("source") and not (Path(run) / JOB_FILE).is_file():
+        logs = ", ".join(meta.get("imported_from") or [])
+        return (f"run {run}: imported from {meta['source']} ({logs})\n"
+                f"rows: {len(rows)}; state: {meta.get('state')}")
+    job = _load_job(run)
+    lines = [f"run {run}: launcher {job.launcher}, {job.nproc} rank(s)"]
+    record = read_slurm_record(run)
+    if record:
+        state, reason, exit_code = job_state(record["job_id"])
+        detail = f" ({reason})" if reason and reason != "None" else ""
+        lines.append(f"Slurm job {record['job_id']}: {state or 'unknown to Slurm now'}{detail}"
+                     + (f", exit code {exit_code}" if exit_code and state else ""))
+    if meta:
+        planned = len(SweepSpec.from_dict(meta["spec"]).steps())
+        lines.append(f"rows: {len(rows)} of {planned}; state: {meta.get('state')}"
+                     + (f"; error: {meta['error']}" if meta.get("error") else ""))
+    else:
+        lines.append("rows: none yet (the ranks have not started)")
+    return "\n".join(lines)
+
+
+def wait_for_run(run: Path, make_sink: SinkFactory) -> LaunchResult:
+    """Re-attach to a Slurm run submitted with --no-wait and follow it like `sweep` would."""
+    from collbench.launchers.slurm import read_slurm_record, watch
+
+    job = _load_job(run)
+    record = read_slurm_record(run)
+    if job.launcher != "slurm" or record is None:
+        raise SpecError("RUN", str(run), "was not submitted with --launcher slurm --no-wait; "
+                        "nothing to wait for")
+    meta = read_meta(run) or {}
+    if meta.get("state") in ("completed", "failed", "interrupted"):
+        print(describe_run(run), file=sys.stderr, flush=True)
+    return watch(job, record["job_id"], make_sink(job.spec))

@@ -1,0 +1,37 @@
+"""What torchrun and mpirun launches share: start one process that starts the ranks, send its
+output to logs/, and watch the ranks through their status files (launchers/monitor.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from collbench.launchers.base import LaunchResult, RankCommand
+from collbench.launchers.supervise import ProcessHandle, supervise
+from collbench.store.job import Job
+from collbench.store.rundir import new_run_id, prepare_run_dir
+
+# Entries a run directory may hold before rank 0 writes into it: another node's launcher
+# (sharing the filesystem) may already have made its logs and status folders.
+SHARED_ENTRIES = frozenset({"logs", "ranks"})
+
+
+def external_run_dir(out: Path | None, print_only: bool, first_node: bool) -> tuple[str, Path]:
+    """A run id and an absolute run directory (ranks may start in another working directory)."""
+    run_id = new_run_id()
+    run_dir = (Path(out) if out else Path("results") / run_id).absolute()
+    if not print_only:
+        if first_node:
+            prepare_run_dir(run_dir, run_id, allowed=SHARED_ENTRIES)
+        else:
+            run_dir.mkdir(parents=True, exist_ok=True)
+    return run_id, run_dir
+
+
+def launch_process(job: Job, command: RankCommand, label: str, log_name: str,
+                   sink: Any) -> LaunchResult:
+    """Start `command` in its own session, its output in logs/LOG_NAME, and watch the job."""
+    log_path = Path(job.run_dir) / "logs" / log_name
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    handle = ProcessHandle.spawn(command, log_path, f"{label} (pid {{pid}}, output in {log_path})")
+    return supervise(job, [handle], sink, per_rank=False)

@@ -1,0 +1,401 @@
+"""The launching process's watch over a running job, whatever started its ranks.
+
+The parent never measures. It streams rows.jsonl to the console as rank 0 appends to it and
+reads the ranks' status files (collbench.store.rank_status). A job ends when what the launcher
+started has exited: each rank process (local), or the one process that started them
+(torchrun, mpirun) or the Slurm job. A rank that fails, is killed, or makes no progress for
+--timeout seconds ends the run with exit 1 and a line naming that rank, its pid and host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from collbench.core.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    EXIT_WRONG_DATA,
+)
+from collbench.launchers.base import LaunchResult
+from collbench.store.job import Job
+from collbench.store.rank_status import HEARTBEAT_S, read_status
+from collbench.store.rundir import (
+    ROWS_FILE,
+    load_rows,
+    read_meta,
+    update_meta,
+    utc_now,
+    write_parquet,
+)
+
+POLL_S = 0.1
+# After a first rank fails, how long to wait for the others' exits before assigning blame.
+SETTLE_S = 1.0
+# Error texts of ranks that died only because a peer went away first.
+_PEER_ERRORS = ("Connection closed by peer", "Connection reset", "Broken pipe",
+                "Timed out", "timed out", "Connection refused", "closed by remote",
+                "Application timeout caused pair closure", "Read error")
+
+
+class Handle(Protocol):
+    """Something the launcher started: a rank, torchrun, mpirun, a Slurm job."""
+
+    label: str  # "torchrun (pid 123)", "Slurm job 42"
+
+    def poll(self) -> int | None:
+        """The exit code once ended (negative: killed by that signal), else None."""
+
+    def running_since(self) -> float | None:
+        """When its ranks could start (a Slurm job waits in the queue first)."""
+
+    def terminate(self) -> None:
+        """Ask it, and everything it started, to end (no waiting)."""
+
+    def stop(self) -> None:
+        """Make sure it has ended: wait a little after terminate(), then force it."""
+
+
+class _Terminated(Exception):
+    """SIGTERM reached the launcher: stop the ranks as for Ctrl-C."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def supervise(job: Job, handles: list[Handle], sink: Any, per_rank: bool) -> LaunchResult:
+    """Watch the job to its end; Ctrl-C (130) and SIGTERM (143) stop it. Rows are kept."""
+    monitor = Monitor(job, handles, sink, per_rank)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        result = monitor.watch()
+    except KeyboardInterrupt:
+        result = LaunchResult(EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
+    except _Terminated:
+        result = LaunchResult(EXIT_TERMINATED, "terminated (SIGTERM)")
+    finally:
+        running = [handle for handle in handles if handle.poll() is None]
+        for handle in running:
+            handle.terminate()
+        for handle in running:
+            handle.stop()
+        if not per_rank:
+            monitor.kill_leftover_ranks()
+        signal.signal(signal.SIGTERM, previous)
+    monitor.drain()
+    sink.finish()
+    return finalize(job, result)
+
+
+def finalize(job: Job, result: LaunchResult) -> LaunchResult:
+    """Make a cut-short run's directory as complete as a finished one, minus the missing rows."""
+    if result.code in (EXIT_OK, EXIT_WRONG_DATA):
+        return result
+    rows = load_rows(job.run_dir)
+    if rows:
+        write_parquet(job.run_dir)
+    state = "interrupted" if result.code in (EXIT_INTERRUPTED, EXIT_TERMINATED) else "failed"
+    meta = read_meta(job.run_dir)
+    if meta is not None and meta.get("state") in ("running", None):
+        update_meta(job.run_dir, state=state, finished_utc=utc_now(), error=result.error)
+    elif meta is not None:
+        update_meta(job.run_dir, error=result.error)
+    if result.code == EXIT_USAGE:
+        return result
+    kept = f"{len(rows)} finished row(s) kept in {Path(job.run_dir) / ROWS_FILE}"
+    return LaunchResult(result.code, f"{result.error}; {kept}")
+
+
+class Monitor:
+    """Streams rows to the sink and decides when (and why) the job is over.
+
+    per_rank: handles[i] is rank i (local launcher), so exit codes say who died; otherwise
+    one handle started all ranks and the status files say who.
+    """
+
+    def __init__(self, job: Job, handles: list[Handle], sink: Any, per_rank: bool) -> None:
+        self.job, self.handles, self.sink, self.per_rank = job, handles, sink, per_rank
+        self.status_dir = Path(job.run_dir) / "ranks"
+        self.rows_path = Path(job.run_dir) / ROWS_FILE
+        self.timeout_s = job.spec.timeout_s
+        self._offset = 0
+        self._partial = b""
+        self._meta_seen = False
+
+    def watch(self) -> LaunchResult:
+        while True:
+            self.drain()
+            codes = [handle.poll() for handle in self.handles]
+            if all(code is not None for code in codes):
+                return self._ended(codes)
+            if self.per_rank and any(code not in (None, EXIT_OK, EXIT_WRONG_DATA)
+                                     for code in codes):
+                return self._ended(self._settle())
+            hang = self._hang()
+            if hang:
+                return LaunchResult(EXIT_RUN_FAILED, hang)
+            time.sleep(POLL_S)
+
+    def drain(self) -> None:
+        """Hand every complete new row to the sink (the meta first, once it exists)."""
+        if not self._sink_started():
+            return
+        try:
+            with open(self.rows_path, "rb") as rows:
+                rows.seek(self._offset)
+                data = rows.read()
+        except FileNotFoundError:
+            return
+        self._offset += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        for line in lines:
+            if line.strip():
+                self.sink.row(json.loads(line))
+
+    def _sink_started(self) -> bool:
+        if not self._meta_seen:
+            meta = read_meta(self.job.run_dir)
+            if meta is None:
+                return False
+            self.sink.start(meta)
+            self._meta_seen = True
+        return True
+
+    def _settle(self) -> list[int | None]:
+        deadline = time.time() + SETTLE_S
+        while time.time() < deadline:
+            codes = [handle.poll() for handle in self.handles]
+            if all(code is not None for code in codes):
+                return codes
+            time.sleep(POLL_S)
+        return [handle.poll() for handle in self.handles]
+
+    def _statuses(self) -> list[dict]:
+        return [read_status(self.status_dir, rank) or {} for rank in range(self.job.nproc)]
+
+    def _ended(self, codes: list[int | None]) -> LaunchResult:
+        if all(code == EXIT_OK for code in codes):
+            return LaunchResult(EXIT_OK)
+        if all(code in (EXIT_OK, EXIT_WRONG_DATA) for code in codes) or (
+                not self.per_rank and self._all_done_with_wrong_data()):
+            rows = load_rows(self.job.run_dir)
+            wrong = sum(row["n_wrong"] or 0 for row in rows)
+            bad = sum(1 for row in rows if row["n_wrong"])
+            return LaunchResult(EXIT_WRONG_DATA, f"data check failed: {wrong} wrong element(s) "
+                                f"in {bad} row(s) (see n_wrong in {self.rows_path})")
+        for handle in self.handles:
+            failure = getattr(handle, "failure", lambda: None)()
+            if failure:  # the scheduler ended it (cancelled, out of time), not a rank
+                return LaunchResult(*failure)
+        statuses = self._statuses()
+        usage = [s for s in statuses if s.get("usage_error")]
+        if usage and all(not s or s.get("usage_error") or s.get("state") == "failed"
+                         for s in statuses):
+            return LaunchResult(EXIT_USAGE, usage[0]["error"])
+        if self.per_rank:
+            return LaunchResult(EXIT_RUN_FAILED, self._blame_rank_exits(codes, statuses))
+        return LaunchResult(EXIT_RUN_FAILED, self._blame_statuses(codes, statuses))
+
+    def _all_done_with_wrong_data(self) -> bool:
+        meta = read_meta(self.job.run_dir) or {}
+        return meta.get("state") == "completed" and bool(meta.get("n_wrong_total"))
+
+    def _blame_rank_exits(self, codes: list[int | None], statuses: list[dict]) -> str:
+        failed = [r for r, code in enumerate(codes) if code not in (None, EXIT_OK, EXIT_WRONG_DATA)]
+        killed = [r for r in failed if codes[r] < 0]
+        if killed:
+            rank = killed[0]
+            return (f"{self._who(rank, statuses)} was killed by {signal_name(-codes[rank])} "
+                    f"during {_label(statuses[rank])}")
+        primary = [r for r in failed if not _is_peer_error(statuses[r].get("error"))]
+        rank = (primary or failed)[0]
+        reason = statuses[rank].get("error") or f"exit code {codes[rank]}"
+        return f"{self._who(rank, statuses)} failed during {_label(statuses[rank])}: {reason}"
+
+    def _blame_statuses(self, codes: list[int | None], statuses: list[dict]) -> str:
+        """Who ended a job whose ranks' exit codes only its launcher saw."""
+        failed = [s for s in statuses if s.get("state") == "failed"]
+        primary = [s for s in failed if not _is_peer_error(s.get("error"))]
+        if primary:
+            return self._failed_line(primary[0], statuses)
+        # A rank that vanished mid-step without a word was killed or crashed; the one whose
+        # heartbeat stopped first went first (the launcher killed the rest after it).
+        vanished = sorted((s for s in statuses if s.get("state") in ("starting", "running")
+                           and not _alive(s)), key=lambda s: s["heartbeat"])
+        if vanished:
+            status = vanished[0]
+            return (f"{self._who(status['rank'], statuses)} died during {_label(status)} "
+                    f"(killed or crashed; see logs/rank-{status['rank']:05d}.log)")
+        if failed:
+            return self._failed_line(failed[0], statuses)
+        code = next((c for c in codes if c not in (None, EXIT_OK)), None)
+        return f"{self.handles[0].label} ended with {describe_code(code)} before any rank " \
+               f"reported (see {Path(self.job.run_dir) / 'logs'})"
+
+    def _failed_line(self, status: dict, statuses: list[dict]) -> str:
+        return (f"{self._who(status['rank'], statuses)} failed during {_label(status)}: "
+                f"{status.get('error')}")
+
+    def _who(self, rank: int, statuses: list[dict]) -> str:
+        status = statuses[rank] if rank < len(statuses) else {}
+        host = status.get("host") or socket.gethostname()
+        pid = status.get("pid")
+        if pid is None and self.per_rank:
+            pid = getattr(self.handles[rank], "pid", None)
+        return f"rank {rank} (pid {pid}) on {host}"
+
+    def kill_leftover_ranks(self) -> None:
+        """Ranks on this host that outlived their launcher (a stopped rank ignores torchrun's
+        SIGTERM; its launcher may be gone before it wakes) are killed, never left behind."""
+        for status in self._statuses():
+            if status.get("state") not in ("starting", "running") or not _alive(status):
+                continue
+            if status.get("host") != socket.gethostname() or not _is_collbench(status["pid"]):
+                continue
+            for sig in (signal.SIGKILL, signal.SIGCONT):
+                try:
+                    os.kill(status["pid"], sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def _hang(self) -> str | None:
+        now = time.time()
+        since = [h.running_since() for h in self.handles]
+        if any(s is None for s in since):
+            return None  # still queued: the clock starts when the job runs
+        started = max(s for s in since if s is not None)
+        statuses = [read_status(self.status_dir, r) for r in range(self.job.nproc)]
+        seen = [s for s in statuses if s is not None]
+        progressed = any(s["step"] >= 0 for s in seen)
+        if now - started > self.timeout_s and not progressed:
+            missing = [r for r, s in enumerate(statuses) if s is None]
+            if missing and (self.per_rank or not seen):
+                return (f"rank {missing[0]} did not start within {self.timeout_s:g} s "
+                        f"(see {Path(self.job.run_dir) / 'logs'})")
+        for status in seen:
+            silent = now - status["heartbeat"]
+            if status["state"] in ("starting", "running") and silent > self.timeout_s:
+                return (f"{self._who(status['rank'], statuses_or_empty(statuses))} stopped "
+                        f"responding: no heartbeat for {silent:.0f} s during {_label(status)} "
+                        "(stopped or wedged)")
+        active = [s for s in seen if s["state"] in ("starting", "running")]
+        if not active or now - min(s["step_started"] for s in active) <= self.timeout_s:
+            return None
+        slowest = min(s["step"] for s in active)
+        laggards = [s for s in active if s["step"] == slowest]
+        stuck = laggards[0]
+        if len(laggards) < len(active):
+            return (f"{self._who(stuck['rank'], statuses_or_empty(statuses))} made no progress "
+                    f"for {self.timeout_s:g} s during {_label(stuck)} while other ranks moved on")
+        return (f"no rank finished {_label(stuck)} within {self.timeout_s:g} s "
+                f"(all {len(active)} ranks waiting in it; raise --timeout for huge sizes)")
+
+
+def statuses_or_empty(statuses: list[dict | None]) -> list[dict]:
+    return [s or {} for s in statuses]
+
+
+def _alive(status: dict) -> bool:
+    """Is the rank behind this status still there? Its pid on this host, else its heartbeat."""
+    if status.get("host") == socket.gethostname():
+        try:
+            os.kill(status["pid"], 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return time.time() - status["heartbeat"] < 3 * HEARTBEAT_S
+
+
+class ProcessHandle:
+    """A process this launcher started in its own session (so Ctrl-C reaches only us)."""
+
+    TERMINATE_GRACE_S = 3.0
+
+    def __init__(self, proc: subprocess.Popen, label: str) -> None:
+        self.proc, self.pid, self.label = proc, proc.pid, label
+        self._started = time.time()
+        self._deadline: float | None = None
+
+    @classmethod
+    def spawn(cls, command: Any, log_path: Path, label: str) -> ProcessHandle:
+        """Start a RankCommand in its own session, output appended to log_path; `label` may
+        use {pid}."""
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(command.argv, env={**os.environ, **command.env},
+                                    stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        return cls(proc, label.format(pid=proc.pid))
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def running_since(self) -> float | None:
+        return self._started
+
+    def terminate(self) -> None:
+        """SIGTERM its process group, and SIGCONT: a stopped process must run to see it."""
+        self._deadline = time.time() + self.TERMINATE_GRACE_S
+        _signal_group(self.proc, signal.SIGTERM)
+        _signal_group(self.proc, signal.SIGCONT)
+
+    def stop(self) -> None:
+        """SIGKILL the group if it outlives the grace period after terminate()."""
+        if self._deadline is None:
+            self.terminate()
+        try:
+            self.proc.wait(timeout=max(0.0, (self._deadline or 0.0) - time.time()))
+        except subprocess.TimeoutExpired:
+            _signal_group(self.proc, signal.SIGKILL)
+            self.proc.wait()
+        _signal_group(self.proc, signal.SIGKILL)  # whatever it started and left behind
+
+
+def _signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _is_collbench(pid: int) -> bool:
+    """Is pid still a collbench rank (and not a new process that got the same number)?"""
+    try:
+        return b"collbench" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def describe_code(code: int | None) -> str:
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        return signal_name(-code)
+    return f"exit code {code}"
+
+
+def _label(status: dict) -> str:
+    return status.get("label") or "start-up"
+
+
+def _is_peer_error(error: str | None) -> bool:
+    return bool(error) and any(marker in error for marker in _PEER_ERRORS)
