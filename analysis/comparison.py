@@ -21,8 +21,18 @@ MIN_SAMPLES = 5  # per side, for a Mann-Whitney U call
 KIB, MIB = 1024, 1024**2
 # (name, first size in the band): small is latency-bound, large bandwidth-bound.
 BANDS = (("small", 0), ("medium", 64 * KIB), ("large", 16 * MIB))
-METHODOLOGY = ("source", "timing_method", "dtype", "op", "iters", "warmup", "rank_stat",
-               "world_size", "nodes", "ranks_per_node")
+METHODOLOGY = (
+    "source",
+    "timing_method",
+    "dtype",
+    "op",
+    "iters",
+    "warmup",
+    "rank_stat",
+    "world_size",
+    "nodes",
+    "ranks_per_node",
+)
 
 
 @dataclass(frozen=True)
@@ -96,10 +106,14 @@ def compare(baseline: RunData, candidate: RunData, alpha: float = ALPHA) -> Comp
     common = sorted(set(base) & set(cand))
     sizes = [_compare_size(base[key], cand[key], alpha) for key in common]
     return Comparison(
-        baseline=baseline.run_id, candidate=candidate.run_id, sizes=sizes,
-        bands=band_summaries(sizes), differences=differences(baseline, candidate),
+        baseline=baseline.run_id,
+        candidate=candidate.run_id,
+        sizes=sizes,
+        bands=band_summaries(sizes),
+        differences=differences(baseline, candidate),
         only_baseline=_labels(set(base) - set(cand)),
-        only_candidate=_labels(set(cand) - set(base)))
+        only_candidate=_labels(set(cand) - set(base)),
+    )
 
 
 def common_keys(baseline: RunData, candidate: RunData) -> int:
@@ -121,8 +135,10 @@ def _labels(keys: set[tuple[str, str, int]]) -> list[str]:
     grouped: dict[tuple[str, str], list[int]] = {}
     for collective, placement, size in sorted(keys):
         grouped.setdefault((collective, placement), []).append(size)
-    return [f"{collective} {placement}: {', '.join(map(str, sizes))} B"
-            for (collective, placement), sizes in grouped.items()]
+    return [
+        f"{collective} {placement}: {', '.join(map(str, sizes))} B"
+        for (collective, placement), sizes in grouped.items()
+    ]
 
 
 def _compare_size(base: dict[str, Any], cand: dict[str, Any], alpha: float) -> SizeComparison:
@@ -131,11 +147,19 @@ def _compare_size(base: dict[str, Any], cand: dict[str, Any], alpha: float) -> S
     ratio = base["time_us"] / cand["time_us"] if cand["time_us"] else math.nan
     if base["size_bytes"]:
         ratio *= _factor(cand) / _factor(base)
-    verdict, p_value = significance(base.get("time_us_samples") or [],
-                                    cand.get("time_us_samples") or [], alpha)
-    return SizeComparison(str(base["collective"]), str(base["placement"]),
-                          int(base["size_bytes"]), float(base["busbw_gbps"]),
-                          float(cand["busbw_gbps"]), float(ratio), verdict, p_value)
+    verdict, p_value = significance(
+        base.get("time_us_samples") or [], cand.get("time_us_samples") or [], alpha
+    )
+    return SizeComparison(
+        str(base["collective"]),
+        str(base["placement"]),
+        int(base["size_bytes"]),
+        float(base["busbw_gbps"]),
+        float(cand["busbw_gbps"]),
+        float(ratio),
+        verdict,
+        p_value,
+    )
 
 
 def _factor(row: dict[str, Any]) -> float:
@@ -147,8 +171,9 @@ def _factor(row: dict[str, Any]) -> float:
         return 1.0
 
 
-def significance(base_us: list[float], cand_us: list[float],
-                 alpha: float = ALPHA) -> tuple[str, float | None]:
+def significance(
+    base_us: list[float], cand_us: list[float], alpha: float = ALPHA
+) -> tuple[str, float | None]:
     """Mann-Whitney U (two-sided) on per-iteration times: faster / slower / same."""
     from scipy.stats import mannwhitneyu
 
@@ -175,12 +200,14 @@ def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
     """Per collective, placement and size band: the geometric mean ratio and the verdicts."""
     groups: dict[tuple[str, str, str], list[SizeComparison]] = {}
     for item in sizes:
-        groups.setdefault((item.collective, item.placement, band_of(item.size_bytes)),
-                          []).append(item)
+        groups.setdefault((item.collective, item.placement, band_of(item.size_bytes)), []).append(
+            item
+        )
     order = {name: index for index, (name, _) in enumerate(BANDS)}
     summaries = []
     for (collective, placement, band), items in sorted(
-            groups.items(), key=lambda kv: (kv[0][0], kv[0][1], order[kv[0][2]])):
+        groups.items(), key=lambda kv: (kv[0][0], kv[0][1], order[kv[0][2]])
+    ):
         ratios = [item.ratio for item in items if item.ratio > 0 and math.isfinite(item.ratio)]
         geomean = float(np.exp(np.mean(np.log(ratios)))) if ratios else math.nan
         counts: dict[str, int] = {}
@@ -202,8 +229,15 @@ def describe_method(run: RunData) -> dict[str, Any]:
         "launcher": meta.get("launcher"),
         "backend": _one(rows, "backend") or meta.get("backend"),
         "hosts": ", ".join(meta.get("hosts") or []) or None,
-        "devices": ", ".join(sorted({str(rank.get("device_name")) for rank in
-                                     meta.get("ranks") or [] if rank.get("device_name")}))
+        "devices": ", ".join(
+            sorted(
+                {
+                    str(rank.get("device_name"))
+                    for rank in meta.get("ranks") or []
+                    if rank.get("device_name")
+                }
+            )
+        )
         or None,
     }
     for name in ("dtype", "op", "iters", "warmup", "world_size", "nodes", "ranks_per_node"):

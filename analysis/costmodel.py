@@ -95,8 +95,11 @@ class Efficiency:
     def __post_init__(self) -> None:
         for name in ("scale_up", "scale_out"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                    0 < value <= 1):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (0 < value <= 1)
+            ):
                 raise SpecError(f"efficiency.{name}", value, "must be a fraction in (0, 1]")
 
     @classmethod
@@ -119,13 +122,19 @@ class Group:
         if isinstance(self.ranks, bool) or not isinstance(self.ranks, int) or self.ranks < 1:
             raise SpecError("group.ranks", self.ranks, "must be an integer >= 1")
         if not isinstance(self.ranks_per_domain, int) or not (
-                1 <= self.ranks_per_domain <= self.ranks):
-            raise SpecError("group.ranks_per_domain", self.ranks_per_domain,
-                            f"must be an integer in 1..{self.ranks} (the group's ranks)")
+            1 <= self.ranks_per_domain <= self.ranks
+        ):
+            raise SpecError(
+                "group.ranks_per_domain",
+                self.ranks_per_domain,
+                f"must be an integer in 1..{self.ranks} (the group's ranks)",
+            )
         if self.ranks_per_node is not None and (
-                not isinstance(self.ranks_per_node, int) or self.ranks_per_node < 1):
-            raise SpecError("group.ranks_per_node", self.ranks_per_node,
-                            "must be an integer >= 1 or None")
+            not isinstance(self.ranks_per_node, int) or self.ranks_per_node < 1
+        ):
+            raise SpecError(
+                "group.ranks_per_node", self.ranks_per_node, "must be an integer >= 1 or None"
+            )
 
     @property
     def domains(self) -> int:
@@ -161,15 +170,18 @@ class Fabric:
     out_latency_s: float
 
 
-def fabric_for(topology: Topology, group: Group, efficiency: Efficiency | None = None
-               ) -> Fabric:
+def fabric_for(topology: Topology, group: Group, efficiency: Efficiency | None = None) -> Fabric:
     """Per-level bandwidths and latencies for `group`; TopologyError if it cannot fit."""
     efficiency = efficiency or Efficiency()
     scale_up, scale_out = topology.scale_up, topology.scale_out
     if group.domains > 1 and scale_out is None:
-        raise TopologyError("scale_out", None, f"is required: a group of {group.ranks} ranks "
-                            f"spans {group.domains} scale-up domains of {scale_up.domain_size} "
-                            f"in topology {topology.name!r}, which has no scale-out network")
+        raise TopologyError(
+            "scale_out",
+            None,
+            f"is required: a group of {group.ranks} ranks "
+            f"spans {group.domains} scale-up domains of {scale_up.domain_size} "
+            f"in topology {topology.name!r}, which has no scale-out network",
+        )
     up = pair = scale_up.bandwidth_gbytes_s * 1e9 * efficiency.scale_up
     if scale_up.fabric == "mesh" and scale_up.domain_size > 1:
         pair = up / (scale_up.domain_size - 1)  # one link per peer
@@ -183,9 +195,14 @@ def fabric_for(topology: Topology, group: Group, efficiency: Efficiency | None =
         rail = node / sharing
         domain_out = rail * group.ranks_per_domain
         out_latency = scale_out.latency_us * 1e-6
-    return Fabric(up_bytes_s=up, pair_bytes_s=pair, rail_bytes_s=rail,
-                  domain_out_bytes_s=domain_out, up_latency_s=scale_up.latency_us * 1e-6,
-                  out_latency_s=out_latency)
+    return Fabric(
+        up_bytes_s=up,
+        pair_bytes_s=pair,
+        rail_bytes_s=rail,
+        domain_out_bytes_s=domain_out,
+        up_latency_s=scale_up.latency_us * 1e-6,
+        out_latency_s=out_latency,
+    )
 
 
 @dataclass(frozen=True)
@@ -204,8 +221,11 @@ class Cost:
     @property
     def bottleneck(self) -> str:
         """The largest term: "latency", "scale_up" or "scale_out"."""
-        terms = {"latency": self.latency_s, "scale_up": self.scale_up_s,
-                 "scale_out": self.scale_out_s}
+        terms = {
+            "latency": self.latency_s,
+            "scale_up": self.scale_up_s,
+            "scale_out": self.scale_out_s,
+        }
         return max(terms, key=lambda name: terms[name])
 
 
@@ -219,14 +239,22 @@ class _Shape:
     size: float
 
 
-def _levels(algorithm: str, hops: tuple[float, float], up_bytes: float, out_bytes: float,
-            fabric: Fabric, out_bw: float | None = None) -> Cost:
+def _levels(
+    algorithm: str,
+    hops: tuple[float, float],
+    up_bytes: float,
+    out_bytes: float,
+    fabric: Fabric,
+    out_bw: float | None = None,
+) -> Cost:
     """A Cost from hop counts (inside, across) and bytes per level (0 bytes: level unused)."""
     out_bw = fabric.domain_out_bytes_s if out_bw is None else out_bw
-    return Cost(algorithm=algorithm,
-                latency_s=hops[0] * fabric.up_latency_s + hops[1] * fabric.out_latency_s,
-                scale_up_s=up_bytes / fabric.up_bytes_s if up_bytes else 0.0,
-                scale_out_s=out_bytes / out_bw if out_bytes else 0.0)
+    return Cost(
+        algorithm=algorithm,
+        latency_s=hops[0] * fabric.up_latency_s + hops[1] * fabric.out_latency_s,
+        scale_up_s=up_bytes / fabric.up_bytes_s if up_bytes else 0.0,
+        scale_out_s=out_bytes / out_bw if out_bytes else 0.0,
+    )
 
 
 def _ring_steps(shape: _Shape, steps_per_rank: int) -> tuple[float, float]:
@@ -237,8 +265,13 @@ def _ring_steps(shape: _Shape, steps_per_rank: int) -> tuple[float, float]:
 
 def _all_reduce_ring(shape: _Shape, fabric: Fabric) -> Cost:
     moved = 2 * (shape.p - 1) / shape.p * shape.size
-    return _levels("ring", _ring_steps(shape, 2), moved if shape.d > 1 else 0.0,
-                   moved if shape.k > 1 else 0.0, fabric)
+    return _levels(
+        "ring",
+        _ring_steps(shape, 2),
+        moved if shape.d > 1 else 0.0,
+        moved if shape.k > 1 else 0.0,
+        fabric,
+    )
 
 
 def _all_reduce_tree(shape: _Shape, fabric: Fabric) -> Cost:
@@ -249,25 +282,44 @@ def _all_reduce_tree(shape: _Shape, fabric: Fabric) -> Cost:
 
 def _all_reduce_hierarchical(shape: _Shape, fabric: Fabric) -> Cost:
     hops = (2.0 * (shape.d - 1), 2.0 * (shape.k - 1))
-    return _levels("hierarchical", hops, 2 * (shape.d - 1) / shape.d * shape.size,
-                   2 * (shape.k - 1) / shape.k * shape.size, fabric)
+    return _levels(
+        "hierarchical",
+        hops,
+        2 * (shape.d - 1) / shape.d * shape.size,
+        2 * (shape.k - 1) / shape.k * shape.size,
+        fabric,
+    )
 
 
 def _gather_ring(shape: _Shape, fabric: Fabric) -> Cost:
     moved = (shape.p - 1) / shape.p * shape.size
-    return _levels("ring", _ring_steps(shape, 1), moved if shape.d > 1 else 0.0,
-                   moved if shape.k > 1 else 0.0, fabric)
+    return _levels(
+        "ring",
+        _ring_steps(shape, 1),
+        moved if shape.d > 1 else 0.0,
+        moved if shape.k > 1 else 0.0,
+        fabric,
+    )
 
 
 def _gather_hierarchical(shape: _Shape, fabric: Fabric) -> Cost:
-    return _levels("hierarchical", (shape.d - 1.0, shape.k - 1.0),
-                   (shape.d - 1) / shape.d * shape.size,
-                   (shape.k - 1) / shape.k * shape.size, fabric)
+    return _levels(
+        "hierarchical",
+        (shape.d - 1.0, shape.k - 1.0),
+        (shape.d - 1) / shape.d * shape.size,
+        (shape.k - 1) / shape.k * shape.size,
+        fabric,
+    )
 
 
 def _chain_ring(shape: _Shape, fabric: Fabric) -> Cost:
-    return _levels("ring", _ring_steps(shape, 1), shape.size if shape.d > 1 else 0.0,
-                   shape.size if shape.k > 1 else 0.0, fabric)
+    return _levels(
+        "ring",
+        _ring_steps(shape, 1),
+        shape.size if shape.d > 1 else 0.0,
+        shape.size if shape.k > 1 else 0.0,
+        fabric,
+    )
 
 
 def _all_to_all_pairwise(shape: _Shape, fabric: Fabric) -> Cost:
@@ -276,8 +328,9 @@ def _all_to_all_pairwise(shape: _Shape, fabric: Fabric) -> Cost:
     # On a mesh up_bytes_s is (d - 1) links, so this is S/p over one link per peer.
     inside = (shape.d - 1) * per_peer / fabric.up_bytes_s if shape.d > 1 else 0.0
     across = (shape.p - shape.d) * per_peer / fabric.rail_bytes_s if shape.k > 1 else 0.0
-    return Cost("pairwise", hops[0] * fabric.up_latency_s + hops[1] * fabric.out_latency_s,
-                inside, across)
+    return Cost(
+        "pairwise", hops[0] * fabric.up_latency_s + hops[1] * fabric.out_latency_s, inside, across
+    )
 
 
 def _sendrecv_direct(shape: _Shape, fabric: Fabric) -> Cost:
@@ -289,8 +342,11 @@ def _sendrecv_direct(shape: _Shape, fabric: Fabric) -> Cost:
 
 _Pricer = Callable[[_Shape, Fabric], Cost]
 MODELS: Mapping[str, Mapping[str, _Pricer]] = {
-    "all_reduce": {"ring": _all_reduce_ring, "tree": _all_reduce_tree,
-                   "hierarchical": _all_reduce_hierarchical},
+    "all_reduce": {
+        "ring": _all_reduce_ring,
+        "tree": _all_reduce_tree,
+        "hierarchical": _all_reduce_hierarchical,
+    },
     "all_gather": {"ring": _gather_ring, "hierarchical": _gather_hierarchical},
     "reduce_scatter": {"ring": _gather_ring, "hierarchical": _gather_hierarchical},
     "broadcast": {"ring": _chain_ring},
@@ -319,8 +375,14 @@ class Prediction:
     times_s: Mapping[str, float] = field(default_factory=dict)  # every algorithm weighed
 
 
-def predict(topology: Topology, collective: str, size_bytes: int, group: Group | None = None,
-            algorithm: str = "auto", efficiency: Efficiency | None = None) -> Prediction:
+def predict(
+    topology: Topology,
+    collective: str,
+    size_bytes: int,
+    group: Group | None = None,
+    algorithm: str = "auto",
+    efficiency: Efficiency | None = None,
+) -> Prediction:
     """Predicted time and bandwidth of `collective` at `size_bytes` (nccl-tests' size).
 
     `algorithm` "auto" takes the fastest of AUTO_CHOICES; a name from MODELS forces one.
@@ -331,8 +393,11 @@ def predict(topology: Topology, collective: str, size_bytes: int, group: Group |
 
     group = group or group_for(topology)
     choices = _choices(collective, algorithm)
-    if isinstance(size_bytes, bool) or not isinstance(size_bytes, numbers.Integral) or (
-            size_bytes < 0):
+    if (
+        isinstance(size_bytes, bool)
+        or not isinstance(size_bytes, numbers.Integral)
+        or (size_bytes < 0)
+    ):
         raise SpecError("size_bytes", size_bytes, "must be an integer >= 0")
     fabric = fabric_for(topology, group, efficiency)
     if group.ranks == 1:
@@ -344,23 +409,33 @@ def predict(topology: Topology, collective: str, size_bytes: int, group: Group |
     factor = bus_factor(collective, group.ranks)
     algbw = size_bytes / best.time_s / 1e9 if best.time_s > 0 and size_bytes else 0.0
     return Prediction(
-        collective=collective, size_bytes=int(size_bytes), time_s=best.time_s, algbw_gbps=algbw,
-        busbw_gbps=algbw * factor, algorithm=best.algorithm, bottleneck=best.bottleneck,
-        group=group, latency_s=best.latency_s, scale_up_s=best.scale_up_s,
+        collective=collective,
+        size_bytes=int(size_bytes),
+        time_s=best.time_s,
+        algbw_gbps=algbw,
+        busbw_gbps=algbw * factor,
+        algorithm=best.algorithm,
+        bottleneck=best.bottleneck,
+        group=group,
+        latency_s=best.latency_s,
+        scale_up_s=best.scale_up_s,
         scale_out_s=best.scale_out_s,
         peak_busbw_gbps=_peak_busbw(collective, best.algorithm, group, fabric) * factor,
-        times_s={name: cost.time_s for name, cost in costs.items()})
+        times_s={name: cost.time_s for name, cost in costs.items()},
+    )
 
 
 def _choices(collective: str, algorithm: str) -> tuple[str, ...]:
     if collective not in MODELS:
-        raise SpecError("collective", collective, f"is not modelled; one of "
-                        f"{', '.join(MODELS)}")
+        raise SpecError("collective", collective, f"is not modelled; one of {', '.join(MODELS)}")
     if algorithm == "auto":
         return AUTO_CHOICES[collective]
     if algorithm not in MODELS[collective]:
-        raise SpecError("algorithm", algorithm, f"is not modelled for {collective}; one of "
-                        f"auto, {', '.join(MODELS[collective])}")
+        raise SpecError(
+            "algorithm",
+            algorithm,
+            f"is not modelled for {collective}; one of auto, {', '.join(MODELS[collective])}",
+        )
     return (algorithm,)
 
 

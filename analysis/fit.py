@@ -35,8 +35,10 @@ from scipy.stats import t as student_t
 
 from collbench.analysis.regimes import Points, SearchOptions, choose_regimes, linear_fit_rel
 
-CI_METHOD = ("95% Student-t interval from the Jacobian of each regime's robust "
-             "least_squares fit (busbw interval computed on log(1/B))")
+CI_METHOD = (
+    "95% Student-t interval from the Jacobian of each regime's robust "
+    "least_squares fit (busbw interval computed on log(1/B))"
+)
 GROUP_KEYS = ("collective", "backend", "world_size", "topology", "placement", "dtype")
 # ln(us per byte) >= this: a latency-bound regime (flat time) gets a huge but finite busbw.
 _MIN_LOG_US_PER_BYTE = math.log(1e-12)
@@ -69,10 +71,15 @@ class Regime:
         return self.alpha_us + size_bytes * bus_factor / (self.busbw_gbps * 1e3)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
-                "alpha_us": round_sig(self.alpha_us), "busbw_gbps": round_sig(self.busbw_gbps),
-                "alpha_us_ci": _round_pair(self.alpha_us_ci),
-                "busbw_gbps_ci": _round_pair(self.busbw_gbps_ci), "n_points": self.n_points}
+        return {
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes,
+            "alpha_us": round_sig(self.alpha_us),
+            "busbw_gbps": round_sig(self.busbw_gbps),
+            "alpha_us_ci": _round_pair(self.alpha_us_ci),
+            "busbw_gbps_ci": _round_pair(self.busbw_gbps_ci),
+            "n_points": self.n_points,
+        }
 
 
 @dataclass(frozen=True)
@@ -85,10 +92,13 @@ class Outlier:
     busbw_fit_gbps: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"size_bytes": self.size_bytes, "time_us": round_sig(self.time_us),
-                "busbw_gbps": round_sig(self.busbw_gbps),
-                "busbw_fit_gbps": round_sig(self.busbw_fit_gbps),
-                "deviation_rel": round_sig(self.busbw_gbps / self.busbw_fit_gbps - 1, 4)}
+        return {
+            "size_bytes": self.size_bytes,
+            "time_us": round_sig(self.time_us),
+            "busbw_gbps": round_sig(self.busbw_gbps),
+            "busbw_fit_gbps": round_sig(self.busbw_fit_gbps),
+            "deviation_rel": round_sig(self.busbw_gbps / self.busbw_fit_gbps - 1, 4),
+        }
 
 
 @dataclass(frozen=True)
@@ -132,8 +142,9 @@ class CurveFit:
         its fitted busbw is then unconstrained by the data (it can come out absurdly large)
         and says nothing about the fabric."""
         size_term_us = regime.max_bytes * self.bus_factor / (regime.busbw_gbps * 1e3)
-        return size_term_us < LATENCY_BOUND_SHARE * regime.time_us(regime.max_bytes,
-                                                                     self.bus_factor)
+        return size_term_us < LATENCY_BOUND_SHARE * regime.time_us(
+            regime.max_bytes, self.bus_factor
+        )
 
     def regime_index(self, size_bytes: float) -> int:
         """The regime that predicts this size (first or last one outside the data)."""
@@ -151,23 +162,33 @@ class CurveFit:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "alpha_us": round_sig(self.alpha_us), "alpha_us_ci": _round_pair(self.alpha_us_ci),
+            "alpha_us": round_sig(self.alpha_us),
+            "alpha_us_ci": _round_pair(self.alpha_us_ci),
             "busbw_peak_gbps": round_sig(self.busbw_peak_gbps),
             "busbw_peak_gbps_ci": _round_pair(self.busbw_peak_gbps_ci),
             "busbw_at_max_bytes_gbps": round_sig(self.busbw_at_max_bytes_gbps),
-            "n_half_bytes": self.n_half_bytes, "breakpoints": list(self.breakpoints),
-            "regimes": [{**regime.to_dict(), "latency_bound": self.latency_bound(regime)}
-                        for regime in self.regimes],
+            "n_half_bytes": self.n_half_bytes,
+            "breakpoints": list(self.breakpoints),
+            "regimes": [
+                {**regime.to_dict(), "latency_bound": self.latency_bound(regime)}
+                for regime in self.regimes
+            ],
             "r2_log_time": round_sig(self.r2_log_time),
-            "rmse_log_time": round_sig(self.rmse_log_time), "ci_method": CI_METHOD,
-            "bus_factor": round_sig(self.bus_factor), "min_bytes": self.regimes[0].min_bytes,
+            "rmse_log_time": round_sig(self.rmse_log_time),
+            "ci_method": CI_METHOD,
+            "bus_factor": round_sig(self.bus_factor),
+            "min_bytes": self.regimes[0].min_bytes,
             "max_bytes": self.regimes[-1].max_bytes,
             "outliers": [outlier.to_dict() for outlier in self.outliers],
         }
 
 
-def fit_curve(sizes_bytes: Sequence[float], times_us: Sequence[float], bus_factor: float,
-              options: FitOptions = FitOptions()) -> CurveFit:
+def fit_curve(
+    sizes_bytes: Sequence[float],
+    times_us: Sequence[float],
+    bus_factor: float,
+    options: FitOptions = FitOptions(),
+) -> CurveFit:
     """Fit t(S) = alpha + S/B piecewise and robustly. Sizes <= 0 and times <= 0 are dropped.
 
     Raises ValueError when fewer than two distinct sizes remain or bus_factor is not > 0.
@@ -191,29 +212,38 @@ def fit_curve(sizes_bytes: Sequence[float], times_us: Sequence[float], bus_facto
     return _assemble(points, regimes, bus_factor, residuals, np.abs(residuals) > limits)
 
 
-def _fit_regime(points: Points, span: tuple[int, int], keep: np.ndarray, bus_factor: float,
-                options: FitOptions) -> Regime:
+def _fit_regime(
+    points: Points, span: tuple[int, int], keep: np.ndarray, bus_factor: float, options: FitOptions
+) -> Regime:
     """Robust fit of one regime over its `keep` points (over all if too few are kept)."""
     whole = points.span(*span)
     index = np.arange(whole.start, whole.stop)
     kept = index[keep[index]]
     if len(np.unique(points.sizes_bytes[kept])) >= 3 and 2 * len(kept) >= len(index):
         index = kept
-    result = _robust_line(points.sizes_bytes[index], points.times_us[index],
-                          options.search.noise_rel)
+    result = _robust_line(
+        points.sizes_bytes[index], points.times_us[index], options.search.noise_rel
+    )
     alpha_us, log_slope = (float(value) for value in result.x)
     alpha_half, slope_half = (float(value) for value in _half_widths(result, len(index)))
 
     def to_busbw(log_us_per_byte: float) -> float:
         return bus_factor / (math.exp(log_us_per_byte) * 1e3)
 
-    busbw_ci = ((to_busbw(log_slope + slope_half), to_busbw(log_slope - slope_half))
-                if slope_half < 50 else (0.0, math.inf))  # 50: e^50, nothing pinned down
-    return Regime(min_bytes=int(points.unique_sizes_bytes[span[0]]),
-                  max_bytes=int(points.unique_sizes_bytes[span[1]]), alpha_us=alpha_us,
-                  busbw_gbps=to_busbw(log_slope),
-                  alpha_us_ci=(max(0.0, alpha_us - alpha_half), alpha_us + alpha_half),
-                  busbw_gbps_ci=busbw_ci, n_points=whole.stop - whole.start)
+    busbw_ci = (
+        (to_busbw(log_slope + slope_half), to_busbw(log_slope - slope_half))
+        if slope_half < 50
+        else (0.0, math.inf)
+    )  # 50: e^50, nothing pinned down
+    return Regime(
+        min_bytes=int(points.unique_sizes_bytes[span[0]]),
+        max_bytes=int(points.unique_sizes_bytes[span[1]]),
+        alpha_us=alpha_us,
+        busbw_gbps=to_busbw(log_slope),
+        alpha_us_ci=(max(0.0, alpha_us - alpha_half), alpha_us + alpha_half),
+        busbw_gbps_ci=busbw_ci,
+        n_points=whole.stop - whole.start,
+    )
 
 
 def _robust_line(sizes: np.ndarray, times: np.ndarray, noise_rel: float) -> Any:
@@ -229,9 +259,16 @@ def _robust_line(sizes: np.ndarray, times: np.ndarray, noise_rel: float) -> Any:
         model = params[0] + sizes * np.exp(params[1])
         return np.column_stack((1 / model, sizes * np.exp(params[1]) / model))
 
-    return least_squares(residuals, start, jac=jacobian,
-                         bounds=([0, _MIN_LOG_US_PER_BYTE], np.inf), loss="soft_l1",
-                         f_scale=noise_rel, x_scale="jac", method="trf")
+    return least_squares(
+        residuals,
+        start,
+        jac=jacobian,
+        bounds=([0, _MIN_LOG_US_PER_BYTE], np.inf),
+        loss="soft_l1",
+        f_scale=noise_rel,
+        x_scale="jac",
+        method="trf",
+    )
 
 
 def _half_widths(result: Any, n_points: int) -> np.ndarray:
@@ -248,14 +285,14 @@ def _residuals(points: Points, regimes: list[Regime], bus_factor: float) -> np.n
     """ln(t_measured / t_fit) for every point, each judged by its own regime."""
     fitted = np.empty(len(points.sizes_bytes))
     for regime in regimes:
-        inside = (points.sizes_bytes >= regime.min_bytes) & (
-            points.sizes_bytes <= regime.max_bytes)
+        inside = (points.sizes_bytes >= regime.min_bytes) & (points.sizes_bytes <= regime.max_bytes)
         fitted[inside] = regime.time_us(points.sizes_bytes[inside], bus_factor)
     return np.log(points.times_us / fitted)
 
 
-def _outlier_limits(points: Points, spans: list[tuple[int, int]], residuals: np.ndarray,
-                    options: FitOptions) -> np.ndarray:
+def _outlier_limits(
+    points: Points, spans: list[tuple[int, int]], residuals: np.ndarray, options: FitOptions
+) -> np.ndarray:
     """Per point: how far |ln(t / t_fit)| may go before the point counts as an outlier.
 
     The noise scale is the larger of the whole curve's and the point's own regime's robust
@@ -270,24 +307,44 @@ def _outlier_limits(points: Points, spans: list[tuple[int, int]], residuals: np.
     return limits
 
 
-def _assemble(points: Points, regimes: list[Regime], bus_factor: float,
-              residuals: np.ndarray, outliers: np.ndarray) -> CurveFit:
-    breakpoints = tuple(_breakpoint(before.max_bytes, after.min_bytes)
-                        for before, after in pairwise(regimes))
+def _assemble(
+    points: Points,
+    regimes: list[Regime],
+    bus_factor: float,
+    residuals: np.ndarray,
+    outliers: np.ndarray,
+) -> CurveFit:
+    breakpoints = tuple(
+        _breakpoint(before.max_bytes, after.min_bytes) for before, after in pairwise(regimes)
+    )
     kept = ~outliers
     log_times = np.log(points.times_us[kept])
     total = float(np.sum((log_times - log_times.mean()) ** 2))
     squared = float(np.sum(residuals[kept] ** 2))
     flagged = tuple(
-        Outlier(int(size), float(time_us), _busbw_gbps(size, time_us, bus_factor),
-                _busbw_gbps(size, time_us / math.exp(residual), bus_factor))
-        for size, time_us, residual in zip(points.sizes_bytes[outliers],
-                                           points.times_us[outliers], residuals[outliers],
-                                           strict=True))
-    fit = CurveFit(bus_factor=bus_factor, regimes=tuple(regimes), breakpoints=breakpoints,
-                   n_half_bytes=0, r2_log_time=1 - squared / total if total > 0 else 1.0,
-                   rmse_log_time=math.sqrt(squared / max(int(kept.sum()), 1)),
-                   n_points=len(points.sizes_bytes), outliers=flagged)
+        Outlier(
+            int(size),
+            float(time_us),
+            _busbw_gbps(size, time_us, bus_factor),
+            _busbw_gbps(size, time_us / math.exp(residual), bus_factor),
+        )
+        for size, time_us, residual in zip(
+            points.sizes_bytes[outliers],
+            points.times_us[outliers],
+            residuals[outliers],
+            strict=True,
+        )
+    )
+    fit = CurveFit(
+        bus_factor=bus_factor,
+        regimes=tuple(regimes),
+        breakpoints=breakpoints,
+        n_half_bytes=0,
+        r2_log_time=1 - squared / total if total > 0 else 1.0,
+        rmse_log_time=math.sqrt(squared / max(int(kept.sum()), 1)),
+        n_points=len(points.sizes_bytes),
+        outliers=flagged,
+    )
     return replace(fit, n_half_bytes=n_half_bytes(fit))
 
 
@@ -307,8 +364,14 @@ def n_half_bytes(fit: CurveFit) -> int:
         if regime.busbw_gbps <= half_busbw:
             continue  # busbw(S) stays below this regime's asymptote, so below half the peak
         # factor * S / t(S) >= h  <=>  S >= alpha * h * B / (B - h), in bytes per us units
-        size = regime.alpha_us * 1e3 / fit.bus_factor * half_busbw * regime.busbw_gbps / (
-            regime.busbw_gbps - half_busbw)
+        size = (
+            regime.alpha_us
+            * 1e3
+            / fit.bus_factor
+            * half_busbw
+            * regime.busbw_gbps
+            / (regime.busbw_gbps - half_busbw)
+        )
         if max(size, low) < high:
             return math.ceil(max(size, low))
     raise AssertionError("unreachable: the last regime's asymptote is the peak")
@@ -330,8 +393,12 @@ class GroupFit:
     skipped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        head = {**self.key, "knobs_digest": self.knobs_digest, "n_points": self.n_points,
-                "runs": list(self.runs)}
+        head = {
+            **self.key,
+            "knobs_digest": self.knobs_digest,
+            "n_points": self.n_points,
+            "runs": list(self.runs),
+        }
         if self.curve is None:
             return {**head, "skipped": self.skipped}
         return {**head, **self.curve.to_dict()}
@@ -351,12 +418,12 @@ def group_rows(rows: Iterable[dict[str, Any]]) -> dict[tuple, list[dict[str, Any
             continue
         key = (*(row.get(name) for name in GROUP_KEYS), knobs_digest(row.get("knobs")))
         groups.setdefault(key, []).append(row)
-    return dict(sorted(groups.items(),
-                       key=lambda item: tuple("" if v is None else str(v) for v in item[0])))
+    return dict(
+        sorted(groups.items(), key=lambda item: tuple("" if v is None else str(v) for v in item[0]))
+    )
 
 
-def fit_rows(rows: Iterable[dict[str, Any]], options: FitOptions = FitOptions()
-             ) -> list[GroupFit]:
+def fit_rows(rows: Iterable[dict[str, Any]], options: FitOptions = FitOptions()) -> list[GroupFit]:
     """Fit every group of sweep rows; rows of several runs in one group are pooled.
 
     A group that cannot be fitted (one size, one rank, unknown collective) comes back
@@ -366,14 +433,21 @@ def fit_rows(rows: Iterable[dict[str, Any]], options: FitOptions = FitOptions()
 
     fits = []
     for key, members in group_rows(rows).items():
-        group = GroupFit(key=dict(zip(GROUP_KEYS, key[:-1], strict=True)), knobs_digest=key[-1],
-                         runs=tuple(sorted({str(row.get("run_id")) for row in members})),
-                         n_points=sum((row.get("size_bytes") or 0) > 0 for row in members),
-                         curve=None)
+        group = GroupFit(
+            key=dict(zip(GROUP_KEYS, key[:-1], strict=True)),
+            knobs_digest=key[-1],
+            runs=tuple(sorted({str(row.get("run_id")) for row in members})),
+            n_points=sum((row.get("size_bytes") or 0) > 0 for row in members),
+            curve=None,
+        )
         try:
             factor = bus_factor(str(group.key["collective"]), int(group.key["world_size"]))
-            curve = fit_curve([row.get("size_bytes") or 0 for row in members],
-                              [row.get("time_us") or 0 for row in members], factor, options)
+            curve = fit_curve(
+                [row.get("size_bytes") or 0 for row in members],
+                [row.get("time_us") or 0 for row in members],
+                factor,
+                options,
+            )
         except KeyError:
             fits.append(replace(group, skipped=f"unknown collective {key[0]!r}"))
         except (TypeError, ValueError) as error:

@@ -114,27 +114,46 @@ class Estimate:
         return sum(kind.exposed_s for kind in self.comm)
 
 
-def estimate(workload: Workload, topology: Topology, pricer: Pricer,
-             options: EstimateOptions = EstimateOptions()) -> Estimate:
+def estimate(
+    workload: Workload,
+    topology: Topology,
+    pricer: Pricer,
+    options: EstimateOptions = EstimateOptions(),
+) -> Estimate:
     """Price one step of `workload` on `topology` (whose node count must fit it)."""
     accelerators = workload.parallelism.world_size
     if accelerators > topology.world_size:
-        raise SpecError("--nodes", topology.nodes, f"x {topology.accelerators_per_node} "
-                        f"accelerators on {topology.name} is fewer than tp x pp x dp = "
-                        f"{accelerators}")
+        raise SpecError(
+            "--nodes",
+            topology.nodes,
+            f"x {topology.accelerators_per_node} "
+            f"accelerators on {topology.name} is fewer than tp x pp x dp = "
+            f"{accelerators}",
+        )
     peak = _peak_flops(workload, topology)
     step = _step(workload, pricer, options, peak)
-    ideal = _step(workload, pricer, replace(options, overlap_efficiency=1.0,
-                                             compute_slowdown=0.0, tp_overlap=1.0), peak,
-                  hide_all=True)
+    ideal = _step(
+        workload,
+        pricer,
+        replace(options, overlap_efficiency=1.0, compute_slowdown=0.0, tp_overlap=1.0),
+        peak,
+        hide_all=True,
+    )
     model_flops = workload.model_flops_per_token * workload.tokens_per_step
     hardware_flops = workload.hardware_flops_per_token * workload.tokens_per_step
     mfu = model_flops / (step.total_s * accelerators * peak)
     mfu_ideal = model_flops / (ideal.total_s * accelerators * peak)
     return Estimate(
-        topology=topology.name, nodes=topology.nodes, accelerators=accelerators,
-        peak_tflops=peak / 1e12, step_time_s=step.total_s, compute_s=step.compute_s,
-        bubble_s=step.bubble_s, comm=step.comm, slowdown_s=step.slowdown_s, mfu=mfu,
+        topology=topology.name,
+        nodes=topology.nodes,
+        accelerators=accelerators,
+        peak_tflops=peak / 1e12,
+        step_time_s=step.total_s,
+        compute_s=step.compute_s,
+        bubble_s=step.bubble_s,
+        comm=step.comm,
+        slowdown_s=step.slowdown_s,
+        mfu=mfu,
         hfu=hardware_flops / (step.total_s * accelerators * peak),
         mfu_loss_comm=mfu_ideal - mfu,
         tokens_per_s=workload.tokens_per_step / step.total_s,
@@ -148,8 +167,12 @@ def _peak_flops(workload: Workload, topology: Topology) -> float:
     accelerator = topology.accelerator
     if workload.training.dtype == "fp8":
         if accelerator.peak_fp8_tflops is None:
-            raise SpecError("--dtype", "fp8", f"{topology.name}'s accelerator "
-                            f"({accelerator.name}) has no fp8 peak in its topology file")
+            raise SpecError(
+                "--dtype",
+                "fp8",
+                f"{topology.name}'s accelerator "
+                f"({accelerator.name}) has no fp8 peak in its topology file",
+            )
         return accelerator.peak_fp8_tflops * 1e12
     return accelerator.peak_bf16_tflops * 1e12
 
@@ -163,8 +186,13 @@ class _Step:
     comm: tuple[CommKind, ...]
 
 
-def _step(workload: Workload, pricer: Pricer, options: EstimateOptions, peak: float,
-          hide_all: bool = False) -> _Step:
+def _step(
+    workload: Workload,
+    pricer: Pricer,
+    options: EstimateOptions,
+    peak: float,
+    hide_all: bool = False,
+) -> _Step:
     par = workload.parallelism
     m = workload.microbatches
     micro_compute_s = _microbatch_compute_s(workload, peak * options.matmul_efficiency)
@@ -174,8 +202,7 @@ def _step(workload: Workload, pricer: Pricer, options: EstimateOptions, peak: fl
     bubble_s = (par.pp - 1) / par.virtual_stages * slot_s
     dp, slowdown_s = _dp_comm(workload, pricer, options, micro_compute_s, hide_all)
     compute_s = m * micro_compute_s
-    total_s = (compute_s + tp.exposed_s + pp.exposed_s + bubble_s + dp.exposed_s
-               + slowdown_s)
+    total_s = compute_s + tp.exposed_s + pp.exposed_s + bubble_s + dp.exposed_s + slowdown_s
     return _Step(total_s, compute_s, bubble_s, slowdown_s, (tp, pp, dp))
 
 
@@ -188,8 +215,9 @@ def _microbatch_compute_s(workload: Workload, flops_per_s: float) -> float:
     return workload.hardware_flops_per_token * tokens * share / par.tp / flops_per_s
 
 
-def _tp_comm(workload: Workload, pricer: Pricer, options: EstimateOptions,
-             hide_all: bool) -> CommKind:
+def _tp_comm(
+    workload: Workload, pricer: Pricer, options: EstimateOptions, hide_all: bool
+) -> CommKind:
     par, run = workload.parallelism, workload.training
     if par.tp == 1:
         return CommKind("tp", "none (tp = 1)", 0.0, 0.0, "-")
@@ -220,12 +248,22 @@ def _pp_comm(workload: Workload, pricer: Pricer, hide_all: bool) -> CommKind:
     # stage boundary; interleaving multiplies the boundaries by v.
     sends = 2 * workload.microbatches * par.virtual_stages
     total_s = priced.time_s * sends
-    return CommKind("pp", f"sendrecv {_mb(size)} x {sends}/step", total_s,
-                    0.0 if hide_all else total_s, priced.source)
+    return CommKind(
+        "pp",
+        f"sendrecv {_mb(size)} x {sends}/step",
+        total_s,
+        0.0 if hide_all else total_s,
+        priced.source,
+    )
 
 
-def _dp_comm(workload: Workload, pricer: Pricer, options: EstimateOptions,
-             micro_compute_s: float, hide_all: bool) -> tuple[CommKind, float]:
+def _dp_comm(
+    workload: Workload,
+    pricer: Pricer,
+    options: EstimateOptions,
+    micro_compute_s: float,
+    hide_all: bool,
+) -> tuple[CommKind, float]:
     """The data-parallel collectives, their exposed part and the compute they slow."""
     par, run = workload.parallelism, workload.training
     if par.dp == 1:
@@ -236,8 +274,9 @@ def _dp_comm(workload: Workload, pricer: Pricer, options: EstimateOptions,
     m = workload.microbatches
     forward_s = micro_compute_s * _forward_share(run.recompute)
     backward_s = micro_compute_s - forward_s
-    reduce = _bucketed(pricer, "all_reduce" if par.zero == 0 else "reduce_scatter", grads,
-                       par, bucket)
+    reduce = _bucketed(
+        pricer, "all_reduce" if par.zero == 0 else "reduce_scatter", grads, par, bucket
+    )
     # ZeRO 0/1 reduce the accumulated gradients after the last micro-batch's backward;
     # ZeRO 2/3 keep only their shard, so they reduce-scatter after every backward.
     reductions = m if par.zero >= 2 else 1
@@ -247,8 +286,11 @@ def _dp_comm(workload: Workload, pricer: Pricer, options: EstimateOptions,
         gather = _bucketed(pricer, "all_gather", weights, par, bucket)
         # ZeRO 1/2 gather the updated weights once, beside the next step's first forward;
         # ZeRO 3 gathers them for every forward and again for every backward.
-        windows += ([(gather, forward_s)] * m + [(gather, backward_s)] * m if par.zero == 3
-                    else [(gather, forward_s)])
+        windows += (
+            [(gather, forward_s)] * m + [(gather, backward_s)] * m
+            if par.zero == 3
+            else [(gather, forward_s)]
+        )
         what += f" + all_gather {_mb(weights)} x {2 * m if par.zero == 3 else 1}"
     what += f" in {par.dp_bucket_mb:g} MiB buckets" if bucket else " (one collective each)"
     total_s = sum(comm.time_s for comm, _ in windows)
@@ -275,8 +317,9 @@ class _Bucketed:
     source: str
 
 
-def _bucketed(pricer: Pricer, collective: str, size_bytes: float, par: Parallelism,
-              bucket_bytes: float) -> _Bucketed:
+def _bucketed(
+    pricer: Pricer, collective: str, size_bytes: float, par: Parallelism, bucket_bytes: float
+) -> _Bucketed:
     """One collective over all of `size_bytes` (none of it can overlap), or one per bucket
     as DDP/Megatron issue them, each paying its latency at its own size's bandwidth."""
     if not bucket_bytes or size_bytes <= bucket_bytes:
@@ -285,12 +328,10 @@ def _bucketed(pricer: Pricer, collective: str, size_bytes: float, par: Paralleli
     full, rest = divmod(size_bytes, bucket_bytes)
     one = pricer(collective, bucket_bytes, par.dp, par.tp)
     last_s = pricer(collective, rest, par.dp, par.tp).time_s if rest else 0.0
-    return _Bucketed(collective, full * one.time_s + last_s, last_s or one.time_s,
-                     one.source)
+    return _Bucketed(collective, full * one.time_s + last_s, last_s or one.time_s, one.source)
 
 
-def _beside(comm: _Bucketed, window_s: float, options: EstimateOptions
-            ) -> tuple[float, float]:
+def _beside(comm: _Bucketed, window_s: float, options: EstimateOptions) -> tuple[float, float]:
     """(exposed, compute slowdown) seconds of a bucketed collective beside a window.
 
     The probe's overlap efficiency is OSU's share of the collective hidden while compute
@@ -319,8 +360,9 @@ def _assumptions(workload: Workload, options: EstimateOptions) -> tuple[str, ...
         f"matmul efficiency {options.matmul_efficiency:.0%} of peak",
         f"overlap: {options.overlap_source}",
         f"TP collectives {options.tp_overlap:.0%} hidden",
-        "DP reduction overlaps the backward" if par.dp_overlap else
-        "DP reduction after the backward, not overlapped",
+        "DP reduction overlaps the backward"
+        if par.dp_overlap
+        else "DP reduction after the backward, not overlapped",
         f"gradients reduced in {8 * workload.training.grad_bytes}-bit",
     )
 

@@ -34,8 +34,9 @@ def nodes_spanned(topology: Topology, ranks: int, stride: int) -> int:
     return math.ceil(ranks / min(ranks, ranks_per_node))
 
 
-def cost_model_pricer(topology: Topology, comm_efficiency: float = DEFAULT_COMM_EFFICIENCY
-                      ) -> Pricer:
+def cost_model_pricer(
+    topology: Topology, comm_efficiency: float = DEFAULT_COMM_EFFICIENCY
+) -> Pricer:
     """Prices from the topology cost model at `comm_efficiency` of the hardware bound."""
     from collbench.analysis import costmodel
 
@@ -45,10 +46,14 @@ def cost_model_pricer(topology: Topology, comm_efficiency: float = DEFAULT_COMM_
 
     def price(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
         group = costmodel.group_for(topology, ranks, stride)
-        prediction = costmodel.predict(topology, collective, int(size_bytes), group,
-                                       efficiency=efficiency)
-        return Priced(prediction.time_s, f"predicted ({prediction.algorithm}, "
-                      f"{comm_efficiency:.0%} of the {prediction.bottleneck} bound)")
+        prediction = costmodel.predict(
+            topology, collective, int(size_bytes), group, efficiency=efficiency
+        )
+        return Priced(
+            prediction.time_s,
+            f"predicted ({prediction.algorithm}, "
+            f"{comm_efficiency:.0%} of the {prediction.bottleneck} bound)",
+        )
 
     return price
 
@@ -71,8 +76,9 @@ def fit_measured_curves(rows: Iterable[Mapping[str, Any]], run: str) -> list[Mea
     from collbench.analysis.fit import fit_rows
 
     rows = [row for row in rows if row.get("time_us")]
-    nodes = {(row.get("collective"), row.get("world_size")): int(row.get("nodes") or 1)
-             for row in rows}
+    nodes = {
+        (row.get("collective"), row.get("world_size")): int(row.get("nodes") or 1) for row in rows
+    }
     best: dict[tuple[str, int], tuple[tuple[bool, int], Any]] = {}
     for group in fit_rows(rows):
         key = (str(group.key["collective"]), int(group.key["world_size"] or 0))
@@ -81,46 +87,70 @@ def fit_measured_curves(rows: Iterable[Mapping[str, Any]], run: str) -> list[Mea
         rank = (group.key["placement"] == "out_of_place", group.n_points)
         if key not in best or rank > best[key][0]:
             best[key] = (rank, group.curve)
-    return [MeasuredCurve(collective, world, nodes[(collective, world)], curve, run)
-            for (collective, world), (_, curve) in sorted(best.items())]
+    return [
+        MeasuredCurve(collective, world, nodes[(collective, world)], curve, run)
+        for (collective, world), (_, curve) in sorted(best.items())
+    ]
 
 
 def curve_pricer(curves: list[MeasuredCurve], topology: Topology, fallback: Pricer) -> Pricer:
     """Measured curves where one matches the group (collective, ranks, nodes); else the
     fallback. A curve of the same group shape is used even from a bigger cluster: one
     collective's time depends on its own group, not on the rest of the machine."""
+
     def price(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
         nodes = nodes_spanned(topology, ranks, stride)
         for measured in curves:
             if (measured.collective, measured.world_size, measured.nodes) == (
-                    collective, ranks, nodes):
+                collective,
+                ranks,
+                nodes,
+            ):
                 tag = " (extrapolated)" if measured.curve.is_extrapolated(size_bytes) else ""
-                return Priced(measured.curve.predict_time_us(size_bytes) * 1e-6,
-                              f"measured {measured.run}{tag}")
+                return Priced(
+                    measured.curve.predict_time_us(size_bytes) * 1e-6,
+                    f"measured {measured.run}{tag}",
+                )
         return fallback(collective, size_bytes, ranks, stride)
 
     return price
 
 
-def probe_overlap(rows: Iterable[Mapping[str, Any]], run: str,
-                  options: EstimateOptions) -> EstimateOptions:
+def probe_overlap(
+    rows: Iterable[Mapping[str, Any]], run: str, options: EstimateOptions
+) -> EstimateOptions:
     """The options with the overlap efficiency and compute slowdown a probe run measured:
     medians over its probe rows of at least 1 MiB with at least as much compute as
     communication (a 0.5 ratio can hide at most half of the collective, which says
     nothing about a trainer's long windows); fewer filters where no row passes them."""
-    probes = [row for row in rows if row.get("kind") == "overlap"
-              and row.get("overlap_pct") is not None and row.get("compute_slowdown") is not None]
+    probes = [
+        row
+        for row in rows
+        if row.get("kind") == "overlap"
+        and row.get("overlap_pct") is not None
+        and row.get("compute_slowdown") is not None
+    ]
     if not probes:
-        raise SpecError("--overlap", run, "holds no overlap-probe rows: pass a run written by "
-                        "collbench overlap or collbench sweep --overlap")
+        raise SpecError(
+            "--overlap",
+            run,
+            "holds no overlap-probe rows: pass a run written by "
+            "collbench overlap or collbench sweep --overlap",
+        )
     large = [row for row in probes if (row.get("size_bytes") or 0) >= PROBE_MIN_BYTES] or probes
     long = [row for row in large if _ratio(row) >= 1] or large
     overlap = statistics.median(float(row["overlap_pct"]) for row in long) / 100
     slowdown = statistics.median(float(row["compute_slowdown"]) for row in long)
-    source = (f"measured by {run}: {overlap:.0%} of the collective hidden, compute "
-              f"{slowdown:+.0%} beside it (median of {len(long)} probe rows)")
-    return replace(options, overlap_efficiency=min(1.0, max(0.0, overlap)),
-                   compute_slowdown=slowdown, overlap_source=source)
+    source = (
+        f"measured by {run}: {overlap:.0%} of the collective hidden, compute "
+        f"{slowdown:+.0%} beside it (median of {len(long)} probe rows)"
+    )
+    return replace(
+        options,
+        overlap_efficiency=min(1.0, max(0.0, overlap)),
+        compute_slowdown=slowdown,
+        overlap_source=source,
+    )
 
 
 def _ratio(row: Mapping[str, Any]) -> float:
@@ -133,5 +163,6 @@ def scale_out_doubled(topology: Topology) -> Topology:
     if topology.scale_out is None:
         return topology
     scale_out = replace(topology.scale_out, nic_gbits_s=2 * topology.scale_out.nic_gbits_s)
-    return replace(topology, name=f"{topology.name} (2x scale-out)", scale_out=scale_out,
-                   curves=None)
+    return replace(
+        topology, name=f"{topology.name} (2x scale-out)", scale_out=scale_out, curves=None
+    )

@@ -36,14 +36,20 @@ KNOB_PREFIXES = ("NCCL_", "RCCL_", "HSA_", "HIP_", "CUDA_", "UCX_", "FI_", "TORC
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+: )")
 _RANK = re.compile(
     r"^#\s*Rank\s+(?P<rank>\d+)(?:\s+Group\s+(?P<group>\d+))?\s+Pid\s+(?P<pid>\d+)\s+on\s+"
-    r"(?P<host>\S+)\s+device\s+(?P<device>\d+)\s+\[(?P<bus_id>[^\]]*)\]\s*(?P<name>.*?)\s*$")
+    r"(?P<host>\S+)\s+device\s+(?P<device>\d+)\s+\[(?P<bus_id>[^\]]*)\]\s*(?P<name>.*?)\s*$"
+)
 _PARAMS = re.compile(r"^#\s*nThread\s+\d+")
 _PARAM_FIELDS = (
-    ("n_threads", r"nThread\s+(\d+)"), ("n_gpus", r"nGpus\s+(\d+)"),
-    ("min_bytes", r"minBytes\s+(\d+)"), ("max_bytes", r"maxBytes\s+(\d+)"),
-    ("warmup_iters", r"warmup iters:\s*(\d+)"), ("iters", r"(?<=\d )iters:\s*(\d+)"),
-    ("agg_iters", r"agg iters:\s*(\d+)"), ("validation", r"validation:\s*(\d+)"),
-    ("graph", r"graph:\s*(\d+)"), ("unalign", r"unalign:\s*(\d+)"),
+    ("n_threads", r"nThread\s+(\d+)"),
+    ("n_gpus", r"nGpus\s+(\d+)"),
+    ("min_bytes", r"minBytes\s+(\d+)"),
+    ("max_bytes", r"maxBytes\s+(\d+)"),
+    ("warmup_iters", r"warmup iters:\s*(\d+)"),
+    ("iters", r"(?<=\d )iters:\s*(\d+)"),
+    ("agg_iters", r"agg iters:\s*(\d+)"),
+    ("validation", r"validation:\s*(\d+)"),
+    ("graph", r"graph:\s*(\d+)"),
+    ("unalign", r"unalign:\s*(\d+)"),
 )
 _STEP = re.compile(r"step:\s*(\d+)\((factor|bytes)\)")
 _REDUCED_MAX = re.compile(r"Reducing maxBytes to (\d+)")
@@ -60,8 +66,15 @@ _ENV_KNOB = re.compile(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+) set by environment to (\S
 _ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]")
 _RCCL_ONLY = ("Errors with asterisks",)
 # The tools' own banner lines: not a comment someone put at the top of a log.
-_TOOL_BANNERS = ("nccl-tests version", "Collective test", "Blocking Enabled", "Parallel Init",
-                 "Per-Iteration", "Writing JSON", "Writing results")
+_TOOL_BANNERS = (
+    "nccl-tests version",
+    "Collective test",
+    "Blocking Enabled",
+    "Parallel Init",
+    "Per-Iteration",
+    "Writing JSON",
+    "Writing results",
+)
 _TIME_NAMES = ("time", "cputime", "hipevt")
 _COLUMN_ALIASES = {"#wrong": "wrong"}
 
@@ -136,10 +149,10 @@ def parse_text_log(text: str, path: str = "<log>") -> ParsedLog:
     lines = text.splitlines()
     for number, raw in enumerate(lines, start=1):
         parser.feed(_PREFIX.sub("", raw.rstrip("\r")).rstrip(), number)
-    last_line = max((number for number, raw in enumerate(lines, start=1) if raw.strip()),
-                    default=0)
-    return parser.finish(cut_last_line=not text.endswith("\n")
-                         and parser.last_row_line == last_line)
+    last_line = max((number for number, raw in enumerate(lines, start=1) if raw.strip()), default=0)
+    return parser.finish(
+        cut_last_line=not text.endswith("\n") and parser.last_row_line == last_line
+    )
 
 
 @dataclass
@@ -187,8 +200,13 @@ class _TextParser:
             self.last_row_line = number
             return
         self._note_facts(line)
-        if (not self._table_line(line) and first and line.startswith("#") and line != "#"
-                and not any(banner in line for banner in _TOOL_BANNERS)):
+        if (
+            not self._table_line(line)
+            and first
+            and line.startswith("#")
+            and line != "#"
+            and not any(banner in line for banner in _TOOL_BANNERS)
+        ):
             self.comment = line.lstrip("#").strip()
 
     def _note_facts(self, line: str) -> None:
@@ -255,19 +273,38 @@ class _TextParser:
         drafts = [draft for draft in self.drafts if draft.lines]
         if not drafts:
             if any(draft.layout for draft in self.drafts):
-                raise SpecError(LOG_FIELD, self.path, "has a result table header but no rows "
-                                "(did the run stop before its first size?)")
-            raise SpecError(LOG_FIELD, self.path, "is not an nccl-tests/rccl-tests log: no "
-                            "result table found (no '# size count type ...' header, no rows)")
-        tables = [self._table(draft, cut_last_line and draft is self.drafts[-1])
-                  for draft in drafts]
-        tool = "rccl-tests" if self.rccl or {"rccl_tests", "rccl", "hip", "rocm"} & set(
-            self.versions) else "nccl-tests"
-        return ParsedLog(path=self.path, tool=tool, form="text", tables=tuple(tables),
-                         versions=dict(self.versions), version_lines=tuple(self.version_lines),
-                         comment=self.comment, command_line=self.command_line,
-                         env=dict(self.env),
-                         warnings=tuple(self.warnings))
+                raise SpecError(
+                    LOG_FIELD,
+                    self.path,
+                    "has a result table header but no rows "
+                    "(did the run stop before its first size?)",
+                )
+            raise SpecError(
+                LOG_FIELD,
+                self.path,
+                "is not an nccl-tests/rccl-tests log: no "
+                "result table found (no '# size count type ...' header, no rows)",
+            )
+        tables = [
+            self._table(draft, cut_last_line and draft is self.drafts[-1]) for draft in drafts
+        ]
+        tool = (
+            "rccl-tests"
+            if self.rccl or {"rccl_tests", "rccl", "hip", "rocm"} & set(self.versions)
+            else "nccl-tests"
+        )
+        return ParsedLog(
+            path=self.path,
+            tool=tool,
+            form="text",
+            tables=tuple(tables),
+            versions=dict(self.versions),
+            version_lines=tuple(self.version_lines),
+            comment=self.comment,
+            command_line=self.command_line,
+            env=dict(self.env),
+            warnings=tuple(self.warnings),
+        )
 
     def _table(self, draft: _TableDraft, cut_last_line: bool) -> LogTable:
         layout = draft.layout or layout_from_fields(draft.lines[0][1], self.path)
@@ -277,18 +314,33 @@ class _TextParser:
             cut = last and (cut_last_line or len(fields) < _width(layout))
             parsed = parse_row(fields, layout, cut=cut)
             if parsed is None:
-                self.warnings.append(f"{self.path} line {number}: skipped, not a table row "
-                                     f"({' '.join(fields)[:60]!r})")
+                self.warnings.append(
+                    f"{self.path} line {number}: skipped, not a table row "
+                    f"({' '.join(fields)[:60]!r})"
+                )
             elif cut and len(parsed) < len(layout.groups):
-                self.warnings.append(f"{self.path} line {number}: the last row is cut short; "
-                                     f"kept {len(parsed)} of its {len(layout.groups)} "
-                                     "placement(s)")
+                self.warnings.append(
+                    f"{self.path} line {number}: the last row is cut short; "
+                    f"kept {len(parsed)} of its {len(layout.groups)} "
+                    "placement(s)"
+                )
             rows.extend(parsed or ())
-        extras = tuple(name for _, names in layout.groups for name in names
-                       if name not in ("time", "algbw", "busbw", "wrong", "error"))
-        return LogTable(rows=tuple(rows), params=dict(draft.params), ranks=tuple(draft.ranks),
-                        program=draft.program, layout=layout.kind, columns=draft.columns,
-                        extra_columns=tuple(dict.fromkeys(extras)), footer=dict(draft.footer))
+        extras = tuple(
+            name
+            for _, names in layout.groups
+            for name in names
+            if name not in ("time", "algbw", "busbw", "wrong", "error")
+        )
+        return LogTable(
+            rows=tuple(rows),
+            params=dict(draft.params),
+            ranks=tuple(draft.ranks),
+            program=draft.program,
+            layout=layout.kind,
+            columns=draft.columns,
+            extra_columns=tuple(dict.fromkeys(extras)),
+            footer=dict(draft.footer),
+        )
 
 
 def parse_params(line: str) -> dict[str, Any]:
@@ -306,10 +358,15 @@ def parse_params(line: str) -> dict[str, Any]:
 
 def _rank(match: re.Match) -> dict[str, Any]:
     group = match.group("group")
-    return {"rank": int(match.group("rank")), "group": int(group) if group else 0,
-            "pid": int(match.group("pid")), "host": match.group("host"),
-            "device": int(match.group("device")), "bus_id": match.group("bus_id"),
-            "device_name": match.group("name")}
+    return {
+        "rank": int(match.group("rank")),
+        "group": int(group) if group else 0,
+        "pid": int(match.group("pid")),
+        "host": match.group("host"),
+        "device": int(match.group("device")),
+        "bus_id": match.group("bus_id"),
+        "device_name": match.group("name"),
+    }
 
 
 def layout_from_header(columns: tuple[str, ...], banner: tuple[str, ...], path: str) -> Layout:
@@ -323,16 +380,28 @@ def layout_from_header(columns: tuple[str, ...], banner: tuple[str, ...], path: 
             continue
         (groups[-1] if groups else prefix).append(name)
     if not groups or len(groups) > 2:
-        raise SpecError(LOG_FIELD, path, f"has a table header with {len(groups)} groups of "
-                        f"time/algbw/busbw columns ({' '.join(columns)!r}); expected 1 or 2")
+        raise SpecError(
+            LOG_FIELD,
+            path,
+            f"has a table header with {len(groups)} groups of "
+            f"time/algbw/busbw columns ({' '.join(columns)!r}); expected 1 or 2",
+        )
     kind = "legacy" if "error" in groups[0] or "root" not in prefix else "current"
-    return Layout(tuple(prefix), tuple(zip(_placements(banner, len(groups)),
-                                           (tuple(group) for group in groups), strict=True)), kind)
+    return Layout(
+        tuple(prefix),
+        tuple(
+            zip(_placements(banner, len(groups)), (tuple(group) for group in groups), strict=True)
+        ),
+        kind,
+    )
 
 
 def _placements(banner: tuple[str, ...], n_groups: int) -> tuple[str, ...]:
-    named = tuple({"out-of-place": OUT_OF_PLACE, "in-place": IN_PLACE}[word]
-                  for word in banner if word in ("out-of-place", "in-place"))
+    named = tuple(
+        {"out-of-place": OUT_OF_PLACE, "in-place": IN_PLACE}[word]
+        for word in banner
+        if word in ("out-of-place", "in-place")
+    )
     if len(named) == n_groups:
         return named
     # No banner: two groups are always out-of-place then in-place; a single group is
@@ -344,14 +413,23 @@ def layout_from_fields(fields: list[str], path: str) -> Layout:
     """Guess the layout of a table whose header is missing, from one row's field count."""
     group_current = ("time", "algbw", "busbw", "wrong")
     group_legacy = ("time", "algbw", "busbw", "error")
-    for prefix, group in ((("size", "count", "type", "redop", "root"), group_current),
-                          (("size", "count", "type", "redop"), group_legacy)):
+    for prefix, group in (
+        (("size", "count", "type", "redop", "root"), group_current),
+        (("size", "count", "type", "redop"), group_legacy),
+    ):
         n_groups, extra = divmod(len(fields) - len(prefix), 4)
         if extra == 0 and n_groups in (1, 2):
-            return Layout(prefix, tuple((placement, group) for placement in _placements(
-                (), n_groups)), "headerless")
-    raise SpecError(LOG_FIELD, path, f"has rows but no table header, and a row with "
-                    f"{len(fields)} fields fits no nccl-tests layout (9, 13, 8 or 12 fields)")
+            return Layout(
+                prefix,
+                tuple((placement, group) for placement in _placements((), n_groups)),
+                "headerless",
+            )
+    raise SpecError(
+        LOG_FIELD,
+        path,
+        f"has rows but no table header, and a row with "
+        f"{len(fields)} fields fits no nccl-tests layout (9, 13, 8 or 12 fields)",
+    )
 
 
 def _width(layout: Layout) -> int:
@@ -369,13 +447,13 @@ def parse_row(fields: list[str], layout: Layout, cut: bool = False) -> list[LogR
     size, count = _integer(prefix.get("size")), _integer(prefix.get("count"))
     if size is None or count is None or len(fields) <= len(layout.prefix):
         return None
-    rest = fields[len(layout.prefix):]
+    rest = fields[len(layout.prefix) :]
     groups = _groups_present(layout, len(rest), cut)
     if not groups:
         return None
     rows, offset = [], 0
     for placement, names in groups:
-        values = dict(zip(names, rest[offset:offset + len(names)], strict=True))
+        values = dict(zip(names, rest[offset : offset + len(names)], strict=True))
         offset += len(names)
         if values.get("time", "").lower() == "n/a":  # collbench's table: placement not run
             continue
@@ -390,23 +468,32 @@ def _groups_present(layout: Layout, n_fields: int, cut: bool) -> tuple:
     groups = layout.groups
     while groups and sum(len(names) for _, names in groups) > n_fields:
         groups = groups[:-1] if cut else groups[1:]
-    if not cut and groups != layout.groups and sum(
-            len(names) for _, names in groups) != n_fields:
+    if not cut and groups != layout.groups and sum(len(names) for _, names in groups) != n_fields:
         return ()  # neither a whole line nor whole trailing groups: malformed
     return groups
 
 
-def _row(size: int, count: int, prefix: dict[str, str], placement: str,
-         values: dict[str, str]) -> LogRow | None:
+def _row(
+    size: int, count: int, prefix: dict[str, str], placement: str, values: dict[str, str]
+) -> LogRow | None:
     time_us, algbw, busbw = (_number(values.get(name)) for name in ("time", "algbw", "busbw"))
     if time_us is None or algbw is None or busbw is None:
         return None
     wrong = _integer(values.get("wrong", "").rstrip("*")) if "wrong" in values else None
     root = _integer(prefix.get("root"))
-    return LogRow(size_bytes=size, count=count, nccl_type=prefix.get("type", "float"),
-                  redop=prefix.get("redop", "none"), root=-1 if root is None else root,
-                  placement=placement, time_us=time_us, algbw_gbps=algbw, busbw_gbps=busbw,
-                  n_wrong=wrong, max_error=_number(values.get("error", "").rstrip("*")))
+    return LogRow(
+        size_bytes=size,
+        count=count,
+        nccl_type=prefix.get("type", "float"),
+        redop=prefix.get("redop", "none"),
+        root=-1 if root is None else root,
+        placement=placement,
+        time_us=time_us,
+        algbw_gbps=algbw,
+        busbw_gbps=busbw,
+        n_wrong=wrong,
+        max_error=_number(values.get("error", "").rstrip("*")),
+    )
 
 
 def _number(token: str | None) -> float | None:
@@ -431,30 +518,52 @@ def parse_json_log(data: Any, path: str = "<json>", cut_short: bool = False) -> 
     `alg_bw`, `bus_bw`, `nwrong` (null: not checked), or null when not run, and
     `experiment_name`), `out_of_bounds` (`count`, `okay`), `average_bus_bandwidth`."""
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-        raise SpecError(LOG_FIELD, path, "is JSON but not nccl-tests -J output (no 'results' "
-                        "list)")
-    rows = [row for result in data["results"] if isinstance(result, dict)
-            for row in _json_rows(result, path)]
+        raise SpecError(LOG_FIELD, path, "is JSON but not nccl-tests -J output (no 'results' list)")
+    rows = [
+        row
+        for result in data["results"]
+        if isinstance(result, dict)
+        for row in _json_rows(result, path)
+    ]
     if not rows:
-        raise SpecError(LOG_FIELD, path, "has a result table header but no rows (empty "
-                        "'results' list)")
+        raise SpecError(
+            LOG_FIELD, path, "has a result table header but no rows (empty 'results' list)"
+        )
     config = data.get("config") if isinstance(data.get("config"), dict) else {}
     args = [str(arg) for arg in data.get("args") or []]
     program = _json_program(args, data["results"])
     code = data.get("nccl_version")
     versions = {"nccl": nccl_version_from_code(code)} if isinstance(code, int) and code else {}
-    table = LogTable(rows=tuple(rows), params=_json_params(config),
-                     ranks=tuple(_json_rank(device) for device in
-                                 config.get("devices") or data.get("devices") or []),
-                     program=program, layout="json",
-                     footer=_json_footer(data))
-    env = dict(entry.split("=", 1) for entry in data.get("env") or []
-               if isinstance(entry, str) and "=" in entry and entry.startswith(KNOB_PREFIXES))
-    warnings = (f"{path}: the JSON was cut short; kept the {len(rows)} row(s) of its complete "
-                "results",) if cut_short else ()
-    return ParsedLog(path=path, tool="nccl-tests", form="json", tables=(table,),
-                     versions=versions, command_line=" ".join(args) or None, env=env,
-                     warnings=warnings)
+    table = LogTable(
+        rows=tuple(rows),
+        params=_json_params(config),
+        ranks=tuple(
+            _json_rank(device) for device in config.get("devices") or data.get("devices") or []
+        ),
+        program=program,
+        layout="json",
+        footer=_json_footer(data),
+    )
+    env = dict(
+        entry.split("=", 1)
+        for entry in data.get("env") or []
+        if isinstance(entry, str) and "=" in entry and entry.startswith(KNOB_PREFIXES)
+    )
+    warnings = (
+        (f"{path}: the JSON was cut short; kept the {len(rows)} row(s) of its complete results",)
+        if cut_short
+        else ()
+    )
+    return ParsedLog(
+        path=path,
+        tool="nccl-tests",
+        form="json",
+        tables=(table,),
+        versions=versions,
+        command_line=" ".join(args) or None,
+        env=env,
+        warnings=warnings,
+    )
 
 
 def _json_rows(result: dict[str, Any], path: str) -> list[LogRow]:
@@ -464,19 +573,31 @@ def _json_rows(result: dict[str, Any], path: str) -> list[LogRow]:
         if not isinstance(body, dict):
             continue
         time_us = body.get("time", body.get("cpu_time"))
-        figures = [_number(str(value)) for value in (time_us, body.get("alg_bw"),
-                                                     body.get("bus_bw"))]
+        figures = [
+            _number(str(value)) for value in (time_us, body.get("alg_bw"), body.get("bus_bw"))
+        ]
         size, count = _integer(str(result.get("size"))), _integer(str(result.get("count")))
         if None in figures or size is None or count is None:
-            raise SpecError(LOG_FIELD, path, f"has a result without size/count/time/alg_bw/"
-                            f"bus_bw: {json.dumps(result)[:80]}")
+            raise SpecError(
+                LOG_FIELD,
+                path,
+                f"has a result without size/count/time/alg_bw/bus_bw: {json.dumps(result)[:80]}",
+            )
         wrong = body.get("nwrong")
-        rows.append(LogRow(size_bytes=size, count=count, nccl_type=str(result.get("type")),
-                           redop=str(result.get("redop", "none")),
-                           root=_json_root(result.get("root")),
-                           placement=placement, time_us=figures[0], algbw_gbps=figures[1],
-                           busbw_gbps=figures[2],
-                           n_wrong=None if wrong is None else _integer(str(wrong))))
+        rows.append(
+            LogRow(
+                size_bytes=size,
+                count=count,
+                nccl_type=str(result.get("type")),
+                redop=str(result.get("redop", "none")),
+                root=_json_root(result.get("root")),
+                placement=placement,
+                time_us=figures[0],
+                algbw_gbps=figures[1],
+                busbw_gbps=figures[2],
+                n_wrong=None if wrong is None else _integer(str(wrong)),
+            )
+        )
     return rows
 
 
@@ -495,17 +616,32 @@ def _json_program(args: list[str], results: list[Any]) -> str | None:
 
 
 def _json_params(config: dict[str, Any]) -> dict[str, Any]:
-    keys = (("n_threads", "nthreads"), ("n_gpus", "ngpus"), ("min_bytes", "minimum_bytes"),
-            ("max_bytes", "maximum_bytes"), ("step_factor", "step_factor"),
-            ("step_bytes", "step_bytes"), ("warmup_iters", "warmup_iters"),
-            ("iters", "iterations"), ("agg_iters", "aggregated_iterations"),
-            ("validation", "validation"), ("graph", "graph"))
+    keys = (
+        ("n_threads", "nthreads"),
+        ("n_gpus", "ngpus"),
+        ("min_bytes", "minimum_bytes"),
+        ("max_bytes", "maximum_bytes"),
+        ("step_factor", "step_factor"),
+        ("step_bytes", "step_bytes"),
+        ("warmup_iters", "warmup_iters"),
+        ("iters", "iterations"),
+        ("agg_iters", "aggregated_iterations"),
+        ("validation", "validation"),
+        ("graph", "graph"),
+    )
     return {ours: config[theirs] for ours, theirs in keys if theirs in config}
 
 
 def _json_rank(device: dict[str, Any]) -> dict[str, Any]:
-    keys = (("rank", "rank"), ("group", "group"), ("pid", "pid"), ("host", "hostname"),
-            ("device", "device"), ("bus_id", "device_hex"), ("device_name", "device_info"))
+    keys = (
+        ("rank", "rank"),
+        ("group", "group"),
+        ("pid", "pid"),
+        ("host", "hostname"),
+        ("device", "device"),
+        ("bus_id", "device_hex"),
+        ("device_name", "device_info"),
+    )
     return {ours: device.get(theirs, 0 if ours == "group" else None) for ours, theirs in keys}
 
 
@@ -518,4 +654,3 @@ def _json_footer(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(average, dict):
         footer["avg_bus_bandwidth_gbps"] = _number(str(average.get("bandwidth")))
     return footer
-

@@ -49,9 +49,14 @@ MAX_IMPLIED_WORLD_SIZE = 4096
 # Binary stems (`all_reduce_perf`) and JSON experiment names (`AllReduce`), squeezed to
 # lower-case letters, mapped onto collbench's registry names.
 PROGRAMS = {
-    "allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-    "alltoall": "all_to_all", "broadcast": "broadcast", "bcast": "broadcast",
-    "reduce": "reduce", "sendrecv": "sendrecv",
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "alltoall": "all_to_all",
+    "broadcast": "broadcast",
+    "bcast": "broadcast",
+    "reduce": "reduce",
+    "sendrecv": "sendrecv",
 }
 
 
@@ -88,8 +93,9 @@ class ImportResult:
         return list(self.meta.get("warnings", []))
 
 
-def import_logs(paths: Sequence[Path | str], out: Path | None = None,
-                collective: str | None = None) -> ImportResult:
+def import_logs(
+    paths: Sequence[Path | str], out: Path | None = None, collective: str | None = None
+) -> ImportResult:
     """Import nccl-tests / rccl-tests logs into a new run directory (`out`, new or empty).
 
     Several logs become one run when they come from one system (same world size and
@@ -129,8 +135,12 @@ def read_log(path: Path) -> ParsedLog:
     except json.JSONDecodeError as error:
         repaired = _repair_json(text)
         if repaired is None:
-            raise SpecError(LOG_FIELD, str(path), f"is not valid JSON (line {error.lineno}: "
-                            f"{error.msg}) and holds no complete nccl-tests result") from None
+            raise SpecError(
+                LOG_FIELD,
+                str(path),
+                f"is not valid JSON (line {error.lineno}: "
+                f"{error.msg}) and holds no complete nccl-tests result",
+            ) from None
         return parse_json_log(repaired, str(path), cut_short=True)
 
 
@@ -141,7 +151,7 @@ def _repair_json(text: str) -> dict[str, Any] | None:
     if '"experiment_name"' not in text or end < 0:
         return None
     try:
-        data = json.loads(text[:end + 1] + "]}")
+        data = json.loads(text[: end + 1] + "]}")
     except json.JSONDecodeError:
         return None
     return data if isinstance(data, dict) else None
@@ -172,8 +182,9 @@ def resolve_collective(name: str) -> str:
     return found
 
 
-def build_import(logs: Sequence[ParsedLog], run_id: str,
-                 collective: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def build_import(
+    logs: Sequence[ParsedLog], run_id: str, collective: str | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Result rows and meta.json content for parsed logs (pure: nothing is written)."""
     contexts = [table_context(log, table, collective) for log in logs for table in log.tables]
     check_compatible(contexts)
@@ -195,29 +206,39 @@ def table_context(log: ParsedLog, table: LogTable, collective: str | None) -> Ta
     name = collective or (collective_from_program(table.program) if table.program else None)
     if name is None:
         name = _collective_from_name(log, table)
-        notes.append(f"{log.path}: the log does not name its program; took {name} from the "
-                     "file name (pass --collective to override)")
+        notes.append(
+            f"{log.path}: the log does not name its program; took {name} from the "
+            "file name (pass --collective to override)"
+        )
     world_size, note = table_world_size(log, table, name)
     hosts = tuple(dict.fromkeys(str(rank["host"]) for rank in table.ranks if rank.get("host")))
-    return TableContext(log, table, name, world_size, hosts,
-                        tuple(notes) + ((note,) if note else ()))
+    return TableContext(
+        log, table, name, world_size, hosts, tuple(notes) + ((note,) if note else ())
+    )
 
 
 def _collective_from_name(log: ParsedLog, table: LogTable) -> str:
     if table.program:
-        raise SpecError(LOG_FIELD, log.path, f"is from {table.program}, which has no collbench "
-                        f"collective; pass --collective NAME ({', '.join(REGISTRY)}) to import "
-                        "it as one")
+        raise SpecError(
+            LOG_FIELD,
+            log.path,
+            f"is from {table.program}, which has no collbench "
+            f"collective; pass --collective NAME ({', '.join(REGISTRY)}) to import "
+            "it as one",
+        )
     guess = collective_from_file_name(log.path)
     if guess is None:
-        raise SpecError(LOG_FIELD, log.path, "does not say which collective it measured (no "
-                        "*_perf program in the text or the file name); pass --collective NAME "
-                        f"({', '.join(REGISTRY)})")
+        raise SpecError(
+            LOG_FIELD,
+            log.path,
+            "does not say which collective it measured (no "
+            "*_perf program in the text or the file name); pass --collective NAME "
+            f"({', '.join(REGISTRY)})",
+        )
     return guess
 
 
-def table_world_size(log: ParsedLog, table: LogTable,
-                     collective: str) -> tuple[int, str | None]:
+def table_world_size(log: ParsedLog, table: LogTable, collective: str) -> tuple[int, str | None]:
     """Ranks in the collective, and a note when the log does not list them all."""
     params = table.params
     per_process = params.get("n_threads", 1) * params.get("n_gpus", 1)
@@ -227,20 +248,30 @@ def table_world_size(log: ParsedLog, table: LogTable,
         processes = len({(rank.get("host"), rank.get("pid")) for rank in table.ranks})
         counted = processes * per_process // len(groups)
         if counted > listed:
-            return counted, (f"{log.path}: the device list shows {listed} ranks but "
-                             f"{processes} processes x nThread x nGpus make {counted}; used "
-                             f"{counted}")
+            return counted, (
+                f"{log.path}: the device list shows {listed} ranks but "
+                f"{processes} processes x nThread x nGpus make {counted}; used "
+                f"{counted}"
+            )
         return listed, None
     if "n_threads" in params and "n_gpus" in params:
-        return per_process, (f"{log.path}: no 'Using devices' block; assumed one process, "
-                             f"nThread x nGpus = {per_process} rank(s)")
+        return per_process, (
+            f"{log.path}: no 'Using devices' block; assumed one process, "
+            f"nThread x nGpus = {per_process} rank(s)"
+        )
     ratio = _median_ratio(table.rows)
     implied = implied_world_size(collective, ratio) if ratio is not None else None
     if implied is None:
-        raise SpecError(LOG_FIELD, log.path, "does not say how many ranks ran (no 'Using "
-                        "devices' block and no '# nThread ... nGpus' line)")
-    return implied, (f"{log.path}: no device list or nThread/nGpus line; world size {implied} "
-                     f"inferred from busbw/algbw = {ratio:.3f}")
+        raise SpecError(
+            LOG_FIELD,
+            log.path,
+            "does not say how many ranks ran (no 'Using "
+            "devices' block and no '# nThread ... nGpus' line)",
+        )
+    return implied, (
+        f"{log.path}: no device list or nThread/nGpus line; world size {implied} "
+        f"inferred from busbw/algbw = {ratio:.3f}"
+    )
 
 
 def implied_world_size(collective: str, ratio: float) -> int | None:
@@ -260,11 +291,14 @@ def check_compatible(contexts: Sequence[TableContext]) -> None:
         for context in contexts:
             seen.setdefault(getattr(context, key), []).append(context.log.path)
         if len(seen) > 1:
-            detail = "; ".join(f"{value}: {', '.join(dict.fromkeys(paths))}"
-                               for value, paths in seen.items())
-            raise SpecError(LOG_FIELD, ", ".join(dict.fromkeys(
-                path for paths in seen.values() for path in paths)),
-                f"mix {label} ({detail}); import each system into its own run directory")
+            detail = "; ".join(
+                f"{value}: {', '.join(dict.fromkeys(paths))}" for value, paths in seen.items()
+            )
+            raise SpecError(
+                LOG_FIELD,
+                ", ".join(dict.fromkeys(path for paths in seen.values() for path in paths)),
+                f"mix {label} ({detail}); import each system into its own run directory",
+            )
 
 
 def table_rows(context: TableContext, run_id: str, timestamp: str) -> list[dict[str, Any]]:
@@ -272,16 +306,28 @@ def table_rows(context: TableContext, run_id: str, timestamp: str) -> list[dict[
     params, nodes = context.table.params, context.nodes
     knobs = {"env": dict(context.log.env), "settings": {"imported": True}}
     base = {
-        "schema_version": SCHEMA_VERSION, "run_id": run_id, "timestamp_utc": timestamp,
-        "kind": "sweep", "collective": context.collective, "backend": context.backend,
-        "world_size": context.world_size, "nodes": nodes,
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "timestamp_utc": timestamp,
+        "kind": "sweep",
+        "collective": context.collective,
+        "backend": context.backend,
+        "world_size": context.world_size,
+        "nodes": nodes,
         "ranks_per_node": context.world_size // nodes if nodes else None,
-        "warmup": params.get("warmup_iters"), "iters": params.get("iters"),
-        "time_us_p50": None, "time_us_p95": None, "time_us_min": None, "time_us_max": None,
-        "time_cv": None, "topology": None,
+        "warmup": params.get("warmup_iters"),
+        "iters": params.get("iters"),
+        "time_us_p50": None,
+        "time_us_p95": None,
+        "time_us_min": None,
+        "time_us_max": None,
+        "time_cv": None,
+        "topology": None,
     }
-    rows = [{**base, **_row_figures(row), "knobs": knobs, "time_us_samples": []}
-            for row in context.table.rows]
+    rows = [
+        {**base, **_row_figures(row), "knobs": knobs, "time_us_samples": []}
+        for row in context.table.rows
+    ]
     return [{column: row.get(column) for column in ROW_COLUMNS} for row in rows]
 
 
@@ -293,9 +339,14 @@ def _dtype_name(nccl_type: str) -> str:
 def _row_figures(row: LogRow) -> dict[str, Any]:
     return {
         "dtype": _dtype_name(row.nccl_type),
-        "op": None if row.redop.lower() == "none" else row.redop, "root": row.root,
-        "size_bytes": row.size_bytes, "count": row.count, "placement": row.placement,
-        "time_us": row.time_us, "algbw_gbps": row.algbw_gbps, "busbw_gbps": row.busbw_gbps,
+        "op": None if row.redop.lower() == "none" else row.redop,
+        "root": row.root,
+        "size_bytes": row.size_bytes,
+        "count": row.count,
+        "placement": row.placement,
+        "time_us": row.time_us,
+        "algbw_gbps": row.algbw_gbps,
+        "busbw_gbps": row.busbw_gbps,
         "n_wrong": row.n_wrong,
     }
 
@@ -306,16 +357,22 @@ def table_warnings(context: TableContext) -> list[str]:
     log, table = context.log, context.table
     warnings = [busbw_warning(context)]
     if not table.footer:
-        warnings.append(f"{log.path}: no footer ('# Out of bounds values', '# Avg bus "
-                        f"bandwidth'): the log may be cut short; kept its {len(table.rows)} "
-                        "row(s)")
+        warnings.append(
+            f"{log.path}: no footer ('# Out of bounds values', '# Avg bus "
+            f"bandwidth'): the log may be cut short; kept its {len(table.rows)} "
+            "row(s)"
+        )
     if table.layout == "headerless":
-        warnings.append(f"{log.path}: no table header; the columns were inferred from the "
-                        "number of fields in a row")
+        warnings.append(
+            f"{log.path}: no table header; the columns were inferred from the "
+            "number of fields in a row"
+        )
     wrong = sum(1 for row in table.rows if row.n_wrong)
     if wrong or table.footer.get("out_of_bounds_ok") is False:
-        warnings.append(f"{log.path}: the data check failed ({wrong} row(s) with #wrong > 0, "
-                        f"out of bounds values: {table.footer.get('out_of_bounds_values')})")
+        warnings.append(
+            f"{log.path}: the data check failed ({wrong} row(s) with #wrong > 0, "
+            f"out of bounds values: {table.footer.get('out_of_bounds_values')})"
+        )
     for name in sorted({row.nccl_type for row in table.rows if not lookup_dtype(row.nccl_type)}):
         warnings.append(f"{log.path}: type {name!r} has no collbench dtype; kept as printed")
     return [warning for warning in warnings if warning]
@@ -327,33 +384,51 @@ def busbw_warning(context: TableContext) -> str | None:
     collective, world_size = context.collective, context.world_size
     factor = bus_factor(collective, world_size)
     checked = [row for row in context.table.rows if row.algbw_gbps >= MIN_CHECKED_ALGBW_GBPS]
-    bad = [row for row in checked if abs(row.busbw_gbps - row.algbw_gbps * factor)
-           > BUSBW_TOLERANCE * row.algbw_gbps * factor + 0.005]
+    bad = [
+        row
+        for row in checked
+        if abs(row.busbw_gbps - row.algbw_gbps * factor)
+        > BUSBW_TOLERANCE * row.algbw_gbps * factor + 0.005
+    ]
     if not bad:
         return None
     ratio = _median_ratio(bad)
     implied = implied_world_size(collective, ratio) if ratio is not None else None
     fits = f"; that ratio fits {implied} ranks" if implied else ""
-    return (f"{context.log.path}: printed busbw disagrees with algbw x bus factor in "
-            f"{len(bad)} of {len(checked)} checked row(s): busbw/algbw = {ratio:.3f}, but "
-            f"{collective} on {world_size} ranks gives {factor:.3f}{fits}. The printed "
-            "figures are kept; check the world size before comparing them")
+    return (
+        f"{context.log.path}: printed busbw disagrees with algbw x bus factor in "
+        f"{len(bad)} of {len(checked)} checked row(s): busbw/algbw = {ratio:.3f}, but "
+        f"{collective} on {world_size} ranks gives {factor:.3f}{fits}. The printed "
+        "figures are kept; check the world size before comparing them"
+    )
 
 
 def _median_ratio(rows: Sequence[LogRow]) -> float | None:
-    ratios = [row.busbw_gbps / row.algbw_gbps for row in rows
-              if row.algbw_gbps >= MIN_CHECKED_ALGBW_GBPS]
+    ratios = [
+        row.busbw_gbps / row.algbw_gbps for row in rows if row.algbw_gbps >= MIN_CHECKED_ALGBW_GBPS
+    ]
     return statistics.median(ratios) if ratios else None
 
 
 def _duplicate_warnings(rows: Sequence[dict[str, Any]]) -> list[str]:
-    keys = Counter((row["collective"], row["dtype"], row["op"], row["root"], row["size_bytes"],
-                    row["placement"]) for row in rows)
+    keys = Counter(
+        (
+            row["collective"],
+            row["dtype"],
+            row["op"],
+            row["root"],
+            row["size_bytes"],
+            row["placement"],
+        )
+        for row in rows
+    )
     repeated = sum(1 for count in keys.values() if count > 1)
     if not repeated:
         return []
-    return [f"{repeated} (collective, dtype, op, root, size, placement) combination(s) appear "
-            "more than once (repeated runs or size-0 rows); all were kept"]
+    return [
+        f"{repeated} (collective, dtype, op, root, size, placement) combination(s) appear "
+        "more than once (repeated runs or size-0 rows); all were kept"
+    ]
 
 
 def _host_warnings(contexts: Sequence[TableContext]) -> list[str]:
@@ -361,12 +436,18 @@ def _host_warnings(contexts: Sequence[TableContext]) -> list[str]:
     if len(host_sets) < 2:
         return []
     listed = "; ".join(", ".join(hosts) for hosts in host_sets)
-    return [f"the logs ran on different hosts ({listed}): same world size and backend, but "
-            "maybe not the same system; each row keeps its own node count"]
+    return [
+        f"the logs ran on different hosts ({listed}): same world size and backend, but "
+        "maybe not the same system; each row keeps its own node count"
+    ]
 
 
-def import_meta(contexts: Sequence[TableContext], rows: Sequence[dict[str, Any]],
-                run_id: str, warnings: list[str]) -> dict[str, Any]:
+def import_meta(
+    contexts: Sequence[TableContext],
+    rows: Sequence[dict[str, Any]],
+    run_id: str,
+    warnings: list[str],
+) -> dict[str, Any]:
     """meta.json for an import: the run-level facts a sweep records, plus the logs' own."""
     first = contexts[0]
     logs = list({id(context.log): context.log for context in contexts}.values())
@@ -374,28 +455,36 @@ def import_meta(contexts: Sequence[TableContext], rows: Sequence[dict[str, Any]]
     versions: dict[str, str] = {}
     env: dict[str, str] = {}
     for log in logs:
-        versions.update({key: value for key, value in log.versions.items()
-                         if key not in versions})
+        versions.update({key: value for key, value in log.versions.items() if key not in versions})
         env.update({key: value for key, value in log.env.items() if key not in env})
     legacy = _legacy_errors(contexts)
     return {
-        "schema_version": SCHEMA_VERSION, "run_id": run_id, "state": "completed",
-        "source": first.log.tool, "imported_from": [str(Path(log.path).resolve())
-                                                    for log in logs],
-        "imported_utc": utc_now(), "timing_method": "nccl-tests", "backend": first.backend,
-        "world_size": first.world_size, "nodes": first.nodes,
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "state": "completed",
+        "source": first.log.tool,
+        "imported_from": [str(Path(log.path).resolve()) for log in logs],
+        "imported_utc": utc_now(),
+        "timing_method": "nccl-tests",
+        "backend": first.backend,
+        "world_size": first.world_size,
+        "nodes": first.nodes,
         "ranks_per_node": first.world_size // first.nodes if first.nodes else None,
         "hosts": hosts,
-        "ranks": list(first.table.ranks), "command_line": first.log.command_line,
-        "comment": first.log.comment, "versions": versions,
-        "version_lines": list(dict.fromkeys(line for log in logs for line in
-                                            log.version_lines)),
-        "header": dict(first.table.params), "footer": dict(first.table.footer) or None,
+        "ranks": list(first.table.ranks),
+        "command_line": first.log.command_line,
+        "comment": first.log.comment,
+        "versions": versions,
+        "version_lines": list(dict.fromkeys(line for log in logs for line in log.version_lines)),
+        "header": dict(first.table.params),
+        "footer": dict(first.table.footer) or None,
         "footer_missing": any(not context.table.footer for context in contexts),
         "collectives": dict(Counter(row["collective"] for row in rows)),
-        "knobs": {"env": env, "settings": {"imported": True}}, "topology": None,
-        "logs": [_log_meta(log, [context for context in contexts if context.log is log])
-                 for log in logs],
+        "knobs": {"env": env, "settings": {"imported": True}},
+        "topology": None,
+        "logs": [
+            _log_meta(log, [context for context in contexts if context.log is log]) for log in logs
+        ],
         **({"legacy_errors": legacy} if legacy else {}),
         "warnings": list(dict.fromkeys(warnings)),
     }
@@ -403,26 +492,48 @@ def import_meta(contexts: Sequence[TableContext], rows: Sequence[dict[str, Any]]
 
 def _log_meta(log: ParsedLog, contexts: Sequence[TableContext]) -> dict[str, Any]:
     return {
-        "path": log.path, "tool": log.tool, "format": log.form, "comment": log.comment,
-        "command_line": log.command_line, "versions": dict(log.versions),
-        "tables": [{
-            "collective": context.collective, "program": context.table.program,
-            "layout": context.table.layout, "columns": list(context.table.columns),
-            "extra_columns": list(context.table.extra_columns),
-            "header": dict(context.table.params), "world_size": context.world_size,
-            "nodes": context.nodes, "hosts": list(context.hosts),
-            "ranks": list(context.table.ranks), "footer": dict(context.table.footer) or None,
-            "footer_missing": not context.table.footer, "rows": len(context.table.rows),
-        } for context in contexts],
+        "path": log.path,
+        "tool": log.tool,
+        "format": log.form,
+        "comment": log.comment,
+        "command_line": log.command_line,
+        "versions": dict(log.versions),
+        "tables": [
+            {
+                "collective": context.collective,
+                "program": context.table.program,
+                "layout": context.table.layout,
+                "columns": list(context.table.columns),
+                "extra_columns": list(context.table.extra_columns),
+                "header": dict(context.table.params),
+                "world_size": context.world_size,
+                "nodes": context.nodes,
+                "hosts": list(context.hosts),
+                "ranks": list(context.table.ranks),
+                "footer": dict(context.table.footer) or None,
+                "footer_missing": not context.table.footer,
+                "rows": len(context.table.rows),
+            }
+            for context in contexts
+        ],
     }
 
 
 def _legacy_errors(contexts: Sequence[TableContext]) -> list[dict[str, Any]]:
     """Legacy logs' `error` column (largest deviation, not a count), which has no row field."""
-    return [{"log": context.log.path, "collective": context.collective,
-             "dtype": _dtype_name(row.nccl_type), "size_bytes": row.size_bytes,
-             "placement": row.placement, "max_error": row.max_error}
-            for context in contexts for row in context.table.rows if row.max_error is not None]
+    return [
+        {
+            "log": context.log.path,
+            "collective": context.collective,
+            "dtype": _dtype_name(row.nccl_type),
+            "size_bytes": row.size_bytes,
+            "placement": row.placement,
+            "max_error": row.max_error,
+        }
+        for context in contexts
+        for row in context.table.rows
+        if row.max_error is not None
+    ]
 
 
 def describe_import(result: ImportResult) -> list[str]:
@@ -430,15 +541,19 @@ def describe_import(result: ImportResult) -> list[str]:
     meta = result.meta
     nodes = meta.get("nodes")
     where = f"{meta['world_size']} ranks" + (f" on {nodes} node(s)" if nodes else "")
-    lines = [f"imported {len(result.rows)} row(s) from {len(meta['imported_from'])} "
-             f"{meta['source']} log(s): {meta['backend']}, {where}"]
+    lines = [
+        f"imported {len(result.rows)} row(s) from {len(meta['imported_from'])} "
+        f"{meta['source']} log(s): {meta['backend']}, {where}"
+    ]
     for collective, count in meta["collectives"].items():
         rows = [row for row in result.rows if row["collective"] == collective]
         peak = max(rows, key=lambda row: row["busbw_gbps"])
         sizes = len({row["size_bytes"] for row in rows})
-        lines.append(f"  {collective}: {count} row(s), {sizes} size(s), peak busbw "
-                     f"{peak['busbw_gbps']:.2f} GB/s at {peak['size_bytes']} B "
-                     f"({format_size(peak['size_bytes'])}, {peak['placement']})")
+        lines.append(
+            f"  {collective}: {count} row(s), {sizes} size(s), peak busbw "
+            f"{peak['busbw_gbps']:.2f} GB/s at {peak['size_bytes']} B "
+            f"({format_size(peak['size_bytes'])}, {peak['placement']})"
+        )
     if meta["warnings"]:
         lines.append(f"  {len(meta['warnings'])} warning(s), also in meta.json")
     lines.append(f"run directory: {result.run_dir}")

@@ -40,7 +40,8 @@ class SearchOptions:
             raise ValueError(f"max_regimes: {self.max_regimes} must be at least 1")
         if self.min_sizes_per_regime < 2:
             raise ValueError(
-                f"min_sizes_per_regime: {self.min_sizes_per_regime} must be at least 2")
+                f"min_sizes_per_regime: {self.min_sizes_per_regime} must be at least 2"
+            )
         if not self.noise_rel > 0:
             raise ValueError(f"noise_rel: {self.noise_rel} must be positive")
         if not self.cap_sigmas > 0:
@@ -68,8 +69,9 @@ class Points:
         return slice(int(self.first[first_size]), int(self.first[last_size + 1]))
 
 
-def linear_fit_rel(sizes_bytes: np.ndarray, times_us: np.ndarray,
-                   weights: np.ndarray) -> tuple[float, float, float]:
+def linear_fit_rel(
+    sizes_bytes: np.ndarray, times_us: np.ndarray, weights: np.ndarray
+) -> tuple[float, float, float]:
     """(alpha_us, us_per_byte, weighted sum of squared relative errors), both >= 0."""
     design = np.column_stack((weights / times_us, weights * sizes_bytes / times_us))
     norms = np.linalg.norm(design, axis=0)
@@ -89,8 +91,9 @@ def capped_soft_l1(residuals: np.ndarray, scale: float, cap_sigmas: float) -> np
     return np.minimum(loss, 2 * (math.sqrt(1 + cap_sigmas**2) - 1))
 
 
-def robust_line_cost(sizes_bytes: np.ndarray, times_us: np.ndarray, weights: np.ndarray,
-                     options: SearchOptions) -> float:
+def robust_line_cost(
+    sizes_bytes: np.ndarray, times_us: np.ndarray, weights: np.ndarray, options: SearchOptions
+) -> float:
     """Robust misfit of one line: capped soft_l1 of ln(t / t_fit) over weighted points.
 
     The line comes from three reweighted non-negative least-squares solves with cauchy
@@ -107,8 +110,9 @@ def robust_line_cost(sizes_bytes: np.ndarray, times_us: np.ndarray, weights: np.
     return float(np.sum(weights * losses))
 
 
-def segment_costs(points: Points, weights: np.ndarray, options: SearchOptions,
-                  min_sizes: int) -> np.ndarray:
+def segment_costs(
+    points: Points, weights: np.ndarray, options: SearchOptions, min_sizes: int
+) -> np.ndarray:
     """cost[i, j]: robust misfit of one line over distinct sizes i..j (inf if too short)."""
     count = len(points.unique_sizes_bytes)
     cost = np.full((count, count), np.inf)
@@ -117,8 +121,9 @@ def segment_costs(points: Points, weights: np.ndarray, options: SearchOptions,
             span = points.span(start, end)
             if weights[span].sum() < 2:
                 continue  # outliers left too few points to place a line
-            cost[start, end] = robust_line_cost(points.sizes_bytes[span],
-                                                points.times_us[span], weights[span], options)
+            cost[start, end] = robust_line_cost(
+                points.sizes_bytes[span], points.times_us[span], weights[span], options
+            )
     return cost
 
 
@@ -131,7 +136,7 @@ def best_segmentations(cost: np.ndarray, max_regimes: int) -> dict[int, tuple[fl
     total[0] = cost[0]
     for k in range(1, max_regimes):
         for end in range(count):
-            candidates = total[k - 1, :end] + cost[1:end + 1, end]
+            candidates = total[k - 1, :end] + cost[1 : end + 1, end]
             if len(candidates) and np.isfinite(candidates.min()):
                 best = int(np.argmin(candidates))  # first minimum: deterministic ties
                 total[k, end], start[k, end] = candidates[best], best + 1
@@ -155,8 +160,9 @@ def information_criterion(robust_cost: float, n_points: int, n_regimes: int) -> 
     return robust_cost + n_parameters * math.log(max(n_points, 2))
 
 
-def choose_regimes(points: Points, weights: np.ndarray,
-                   options: SearchOptions = SearchOptions()) -> list[tuple[int, int]]:
+def choose_regimes(
+    points: Points, weights: np.ndarray, options: SearchOptions = SearchOptions()
+) -> list[tuple[int, int]]:
     """Regimes as (first, last) distinct-size index pairs, chosen by the criterion.
 
     `weights` is 1 for a point to fit and 0 for a flagged outlier (ignored by the cost).

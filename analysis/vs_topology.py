@@ -42,15 +42,17 @@ class SizeVsModel:
         return self.prediction.time_s * 1e6 / self.measured_time_us
 
     def to_dict(self) -> dict[str, Any]:
-        return {"size_bytes": self.size_bytes,
-                "measured_time_us": round_sig(self.measured_time_us),
-                "predicted_time_us": round_sig(self.prediction.time_s * 1e6),
-                "ratio": round_sig(self.ratio),
-                "measured_busbw_gbps": round_sig(self.measured_busbw_gbps),
-                "predicted_busbw_gbps": round_sig(self.prediction.busbw_gbps),
-                "predicted_peak_busbw_gbps": round_sig(self.prediction.peak_busbw_gbps),
-                "algorithm": self.prediction.algorithm,
-                "bottleneck": self.prediction.bottleneck}
+        return {
+            "size_bytes": self.size_bytes,
+            "measured_time_us": round_sig(self.measured_time_us),
+            "predicted_time_us": round_sig(self.prediction.time_s * 1e6),
+            "ratio": round_sig(self.ratio),
+            "measured_busbw_gbps": round_sig(self.measured_busbw_gbps),
+            "predicted_busbw_gbps": round_sig(self.prediction.busbw_gbps),
+            "predicted_peak_busbw_gbps": round_sig(self.prediction.peak_busbw_gbps),
+            "algorithm": self.prediction.algorithm,
+            "bottleneck": self.prediction.bottleneck,
+        }
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,14 @@ class BandVsModel:
         return self.sizes[-1]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"band": self.band, "n_sizes": len(self.sizes),
-                "min_bytes": self.sizes[0].size_bytes, "max_bytes": self.largest.size_bytes,
-                "ratio_geomean": round_sig(self.ratio_geomean), "at_max_bytes":
-                self.largest.to_dict()}
+        return {
+            "band": self.band,
+            "n_sizes": len(self.sizes),
+            "min_bytes": self.sizes[0].size_bytes,
+            "max_bytes": self.largest.size_bytes,
+            "ratio_geomean": round_sig(self.ratio_geomean),
+            "at_max_bytes": self.largest.to_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -97,14 +103,23 @@ class TopologyComparison:
         return [BandVsModel(name, tuple(by_band[name])) for name in order if name in by_band]
 
     def to_dict(self) -> dict[str, Any]:
-        head = {"topology": self.topology, "origin": self.origin, "ratio": RATIO,
-                "ranks": self.group.ranks, "nodes": self.nodes,
-                "ranks_per_node": self.ranks_per_node,
-                "ranks_per_domain": self.group.ranks_per_domain, "notes": list(self.notes)}
+        head = {
+            "topology": self.topology,
+            "origin": self.origin,
+            "ratio": RATIO,
+            "ranks": self.group.ranks,
+            "nodes": self.nodes,
+            "ranks_per_node": self.ranks_per_node,
+            "ranks_per_domain": self.group.ranks_per_domain,
+            "notes": list(self.notes),
+        }
         if self.skipped is not None:
             return {**head, "skipped": self.skipped}
-        return {**head, "bands": [band.to_dict() for band in self.bands],
-                "sizes": [item.to_dict() for item in self.sizes]}
+        return {
+            **head,
+            "bands": [band.to_dict() for band in self.bands],
+            "sizes": [item.to_dict() for item in self.sizes],
+        }
 
 
 @dataclass(frozen=True)
@@ -118,31 +133,38 @@ class RunPlacement:
     notes: tuple[str, ...]
 
 
-def run_placement(topology: Topology, world_size: int, nodes: int | None,
-                  ranks_per_node: int | None) -> RunPlacement:
+def run_placement(
+    topology: Topology, world_size: int, nodes: int | None, ranks_per_node: int | None
+) -> RunPlacement:
     """Where a run's ranks sit on `topology` (nodes filled in order, a node per host).
 
     A run bigger than the topology is compared on more nodes of the same kind, with a note.
     """
-    per_node = ranks_per_node or (math.ceil(world_size / nodes) if nodes else
-                                  min(world_size, topology.accelerators_per_node))
+    per_node = ranks_per_node or (
+        math.ceil(world_size / nodes) if nodes else min(world_size, topology.accelerators_per_node)
+    )
     nodes = nodes or math.ceil(world_size / per_node)
     notes = []
     if world_size > topology.world_size:
-        notes.append(f"the run has {world_size} ranks, topology {topology.name} describes "
-                     f"{topology.world_size}: compared on {nodes} node(s) of its kind")
+        notes.append(
+            f"the run has {world_size} ranks, topology {topology.name} describes "
+            f"{topology.world_size}: compared on {nodes} node(s) of its kind"
+        )
         topology = topology.with_nodes(max(nodes, topology.nodes))
     if per_node > topology.accelerators_per_node:
-        notes.append(f"the run places {per_node} ranks per node, topology {topology.name} has "
-                     f"{topology.accelerators_per_node} accelerators per node: ranks share "
-                     f"them (the model is optimistic)")
+        notes.append(
+            f"the run places {per_node} ranks per node, topology {topology.name} has "
+            f"{topology.accelerators_per_node} accelerators per node: ranks share "
+            f"them (the model is optimistic)"
+        )
     domain = topology.scale_up.domain_size
     if domain >= topology.accelerators_per_node:
         per_domain = per_node * topology.nodes_per_domain
     else:
         per_domain = min(per_node, domain)
-    group = Group(ranks=world_size, ranks_per_domain=min(world_size, per_domain),
-                  ranks_per_node=per_node)
+    group = Group(
+        ranks=world_size, ranks_per_domain=min(world_size, per_domain), ranks_per_node=per_node
+    )
     return RunPlacement(topology, group, nodes, per_node, tuple(notes))
 
 
@@ -155,10 +177,18 @@ def compare_rows(topology: Topology, rows: Iterable[Mapping[str, Any]]) -> Topol
 
     rows = list(rows)
     collective, world_size = str(rows[0]["collective"]), int(rows[0]["world_size"])
-    placement = run_placement(topology, world_size, _first(rows, "nodes"),
-                              _first(rows, "ranks_per_node"))
-    base = TopologyComparison(topology.name, topology.origin, placement.group,
-                              placement.nodes, placement.ranks_per_node, placement.notes, ())
+    placement = run_placement(
+        topology, world_size, _first(rows, "nodes"), _first(rows, "ranks_per_node")
+    )
+    base = TopologyComparison(
+        topology.name,
+        topology.origin,
+        placement.group,
+        placement.nodes,
+        placement.ranks_per_node,
+        placement.notes,
+        (),
+    )
     if collective not in MODELS:
         return replace(base, skipped=f"the cost model has no {collective!r}")
     if world_size < 2:
@@ -166,8 +196,11 @@ def compare_rows(topology: Topology, rows: Iterable[Mapping[str, Any]]) -> Topol
     items = []
     for size, time_us in _median_times(rows).items():
         prediction = predict(placement.topology, collective, size, placement.group)
-        items.append(SizeVsModel(size, time_us,
-                                 busbw_gbps(collective, world_size, size, time_us), prediction))
+        items.append(
+            SizeVsModel(
+                size, time_us, busbw_gbps(collective, world_size, size, time_us), prediction
+            )
+        )
     if not items:
         return replace(base, skipped="no sizes above 0 bytes with a time")
     return replace(base, sizes=tuple(items))
@@ -190,11 +223,14 @@ def _first(rows: list[Mapping[str, Any]], name: str) -> int | None:
     return None
 
 
-def compare_fits(topology: Topology, rows: Iterable[Mapping[str, Any]],
-                 fits: Iterable[Any]) -> list[TopologyComparison]:
+def compare_fits(
+    topology: Topology, rows: Iterable[Mapping[str, Any]], fits: Iterable[Any]
+) -> list[TopologyComparison]:
     """A comparison per fit group (`analysis.fit.GroupFit`), in the fits' order."""
     from collbench.analysis.fit import GROUP_KEYS, group_rows
 
     grouped = group_rows(rows)
-    return [compare_rows(topology, grouped[(*(fit.key[name] for name in GROUP_KEYS),
-                                             fit.knobs_digest)]) for fit in fits]
+    return [
+        compare_rows(topology, grouped[(*(fit.key[name] for name in GROUP_KEYS), fit.knobs_digest)])
+        for fit in fits
+    ]

@@ -124,8 +124,14 @@ class Training:
     activation_bytes: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("seq", "global_batch", "micro_batch", "grad_bytes", "param_bytes",
-                     "activation_bytes"):
+        for name in (
+            "seq",
+            "global_batch",
+            "micro_batch",
+            "grad_bytes",
+            "param_bytes",
+            "activation_bytes",
+        ):
             _positive(f"--{name.replace('_', '-')}", getattr(self, name))
         if self.recompute not in RECOMPUTE:
             raise SpecError("--recompute", self.recompute, f"must be one of {', '.join(RECOMPUTE)}")
@@ -144,13 +150,20 @@ class Workload:
     def __post_init__(self) -> None:
         par, run = self.parallelism, self.training
         if self.model.layers < par.pp * par.virtual_stages:
-            raise SpecError("--pp", par.pp, f"x --virtual-stages {par.virtual_stages} is more "
-                            f"than the layers ({self.model.layers})")
+            raise SpecError(
+                "--pp",
+                par.pp,
+                f"x --virtual-stages {par.virtual_stages} is more "
+                f"than the layers ({self.model.layers})",
+            )
         if self.model.heads % par.tp:
             raise SpecError("--tp", par.tp, f"must divide the heads ({self.model.heads})")
         if run.global_batch % (par.dp * run.micro_batch):
-            raise SpecError("--global-batch", run.global_batch, f"must be a multiple of --dp x "
-                            f"--micro-batch ({par.dp} x {run.micro_batch})")
+            raise SpecError(
+                "--global-batch",
+                run.global_batch,
+                f"must be a multiple of --dp x --micro-batch ({par.dp} x {run.micro_batch})",
+            )
 
     @property
     def microbatches(self) -> int:
@@ -197,27 +210,87 @@ def _positive(name: str, value: int) -> None:
 
 # Presets: shapes as published. vocab is the padded size the training code used where the
 # paper gives it (Megatron pads GPT-2's 50257 to 51200).
-PRESETS: dict[str, Model] = {model.name: model for model in (
-    Model("gpt3-175b", layers=96, hidden=12288, heads=96, vocab=51200,
-          source="Brown et al. 2020 (GPT-3), Table 2.1; vocab padded to 51200 as in Megatron-LM"),
-    Model("gpt-22b", layers=48, hidden=6144, heads=64, vocab=51200,
-          source="Korthikanti et al. 2022 (arXiv 2205.05198), Table 3"),
-    Model("gpt-145b", layers=80, hidden=12288, heads=96, vocab=51200,
-          source="Narayanan et al. SC'21 (arXiv 2104.04473), Table 1"),
-    Model("gpt-530b", layers=105, hidden=20480, heads=128, vocab=51200,
-          source="Korthikanti et al. 2022, Table 3 (Megatron-Turing NLG 530B shape)"),
-    Model("gpt-1t", layers=128, hidden=25600, heads=160, vocab=51200,
-          source="Narayanan et al. SC'21, Table 1"),
-    Model("llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
-          vocab=128256, gated_mlp=True, tied_embeddings=False,
-          source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3"),
-    Model("llama3-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672,
-          vocab=128256, gated_mlp=True, tied_embeddings=False,
-          source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3"),
-    Model("llama3-405b", layers=126, hidden=16384, heads=128, kv_heads=8, ffn_hidden=53248,
-          vocab=128256, gated_mlp=True, tied_embeddings=False,
-          source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3"),
-)}
+PRESETS: dict[str, Model] = {
+    model.name: model
+    for model in (
+        Model(
+            "gpt3-175b",
+            layers=96,
+            hidden=12288,
+            heads=96,
+            vocab=51200,
+            source="Brown et al. 2020 (GPT-3), Table 2.1; vocab padded to 51200 as in Megatron-LM",
+        ),
+        Model(
+            "gpt-22b",
+            layers=48,
+            hidden=6144,
+            heads=64,
+            vocab=51200,
+            source="Korthikanti et al. 2022 (arXiv 2205.05198), Table 3",
+        ),
+        Model(
+            "gpt-145b",
+            layers=80,
+            hidden=12288,
+            heads=96,
+            vocab=51200,
+            source="Narayanan et al. SC'21 (arXiv 2104.04473), Table 1",
+        ),
+        Model(
+            "gpt-530b",
+            layers=105,
+            hidden=20480,
+            heads=128,
+            vocab=51200,
+            source="Korthikanti et al. 2022, Table 3 (Megatron-Turing NLG 530B shape)",
+        ),
+        Model(
+            "gpt-1t",
+            layers=128,
+            hidden=25600,
+            heads=160,
+            vocab=51200,
+            source="Narayanan et al. SC'21, Table 1",
+        ),
+        Model(
+            "llama3-8b",
+            layers=32,
+            hidden=4096,
+            heads=32,
+            kv_heads=8,
+            ffn_hidden=14336,
+            vocab=128256,
+            gated_mlp=True,
+            tied_embeddings=False,
+            source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
+        ),
+        Model(
+            "llama3-70b",
+            layers=80,
+            hidden=8192,
+            heads=64,
+            kv_heads=8,
+            ffn_hidden=28672,
+            vocab=128256,
+            gated_mlp=True,
+            tied_embeddings=False,
+            source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
+        ),
+        Model(
+            "llama3-405b",
+            layers=126,
+            hidden=16384,
+            heads=128,
+            kv_heads=8,
+            ffn_hidden=53248,
+            vocab=128256,
+            gated_mlp=True,
+            tied_embeddings=False,
+            source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
+        ),
+    )
+}
 
 
 def preset(name: str) -> Model:
@@ -225,5 +298,8 @@ def preset(name: str) -> Model:
     try:
         return PRESETS[name.lower()]
     except KeyError:
-        raise SpecError("--model", name, f"is not a preset ({', '.join(PRESETS)}); "
-                        "or give --layers --hidden --heads --vocab") from None
+        raise SpecError(
+            "--model",
+            name,
+            f"is not a preset ({', '.join(PRESETS)}); or give --layers --hidden --heads --vocab",
+        ) from None

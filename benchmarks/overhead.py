@@ -34,8 +34,11 @@ from collections.abc import Callable
 from typing import Any
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
-PLACEMENT = {"all_reduce": "in_place", "all_gather": "out_of_place",
-             "reduce_scatter": "out_of_place"}
+PLACEMENT = {
+    "all_reduce": "in_place",
+    "all_gather": "out_of_place",
+    "reduce_scatter": "out_of_place",
+}
 DEFAULT_SIZES = "8,1K,64K,1M,4M,16M"
 ONE_MIB = 1024**2
 ELEM_BYTES = 4  # float32
@@ -45,20 +48,31 @@ Series = dict[tuple[str, int], list[float]]  # (collective, size) -> one time_us
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nproc", type=int, default=2, help="rank processes (default 2)")
-    p.add_argument("--collectives", default=",".join(COLLECTIVES),
-                   help=f"comma-separated subset of {','.join(COLLECTIVES)}")
+    p.add_argument(
+        "--collectives",
+        default=",".join(COLLECTIVES),
+        help=f"comma-separated subset of {','.join(COLLECTIVES)}",
+    )
     p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"bytes, K/M suffixes ({DEFAULT_SIZES})")
     p.add_argument("--rounds", type=int, default=8, help="alternating A/B rounds (default 8)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iters", type=int, default=20)
-    p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
-                   help="collbench's data check (outside the timed region; default on)")
-    p.add_argument("--control", action="store_true",
-                   help="A/A control: A is a second raw loop, not collbench, so the ratios "
-                   "show this machine's noise floor")
+    p.add_argument(
+        "--check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="collbench's data check (outside the timed region; default on)",
+    )
+    p.add_argument(
+        "--control",
+        action="store_true",
+        help="A/A control: A is a second raw loop, not collbench, so the ratios "
+        "show this machine's noise floor",
+    )
     args = p.parse_args(argv)
     from collbench.core.errors import SpecError
     from collbench.core.spec import parse_size
+
     args.collectives = [c.strip() for c in args.collectives.split(",") if c.strip()]
     unknown = set(args.collectives) - set(COLLECTIVES)
     if unknown:
@@ -125,8 +139,9 @@ def rank_main(args: argparse.Namespace) -> int:
     from collbench.core.spec import SweepSpec, format_size
 
     dist.init_process_group("gloo", init_method="env://")
-    spec = SweepSpec(collectives=tuple(args.collectives), warmup=args.warmup, iters=args.iters,
-                     check=args.check).with_backend("gloo")
+    spec = SweepSpec(
+        collectives=tuple(args.collectives), warmup=args.warmup, iters=args.iters, check=args.check
+    ).with_backend("gloo")
     runner = Runner(spec, torch.device("cpu"), CpuTimer())
     steps = [(c, s) for c in args.collectives for s in args.sizes]
     a_us: Series = {k: [] for k in steps}
@@ -136,8 +151,7 @@ def rank_main(args: argparse.Namespace) -> int:
     def run_a(name: str, size: int) -> None:
         nonlocal wrong
         if args.control:
-            a_us[(name, size)].append(raw_time_us(dist, torch, name, size, args.warmup,
-                                                  args.iters))
+            a_us[(name, size)].append(raw_time_us(dist, torch, name, size, args.warmup, args.iters))
             return
         measured = runner.measure(name, size, PLACEMENT[name])
         wrong += measured.n_wrong or 0
@@ -160,10 +174,13 @@ def rank_main(args: argparse.Namespace) -> int:
     return 1 if wrong else 0
 
 
-def print_table(steps: list[tuple[str, int]], a_us: Series, b_us: Series,
-                format_size: Callable[[int], str]) -> None:
-    head = (f"{'collective':<15}{'size':>10}{'A us':>11}{'B us':>11}{'A/B':>8}{'med r':>8}"
-            f"{'r range':>15}{'goal':>7}  verdict")
+def print_table(
+    steps: list[tuple[str, int]], a_us: Series, b_us: Series, format_size: Callable[[int], str]
+) -> None:
+    head = (
+        f"{'collective':<15}{'size':>10}{'A us':>11}{'B us':>11}{'A/B':>8}{'med r':>8}"
+        f"{'r range':>15}{'goal':>7}  verdict"
+    )
     print(head)
     print("-" * len(head))
     over = 0
@@ -175,9 +192,11 @@ def print_table(steps: list[tuple[str, int]], a_us: Series, b_us: Series,
         ok = ratio <= goal
         over += not ok
         spread = f"{min(per_round):.3f}-{max(per_round):.3f}"
-        print(f"{name:<15}{format_size(size):>10}{statistics.median(a):>11.1f}"
-              f"{statistics.median(b):>11.1f}{ratio:>8.3f}{statistics.median(per_round):>8.3f}"
-              f"{spread:>15}{goal:>7.2f}  {'PASS' if ok else 'OVER GOAL'}")
+        print(
+            f"{name:<15}{format_size(size):>10}{statistics.median(a):>11.1f}"
+            f"{statistics.median(b):>11.1f}{ratio:>8.3f}{statistics.median(per_round):>8.3f}"
+            f"{spread:>15}{goal:>7.2f}  {'PASS' if ok else 'OVER GOAL'}"
+        )
     print(f"\n{len(steps) - over}/{len(steps)} within goal (judged on A/B = median(A)/median(B))")
     sys.stdout.flush()
 
@@ -188,16 +207,26 @@ def launch(args: argparse.Namespace, argv: list[str]) -> int:
     from collbench.launchers.local import free_port
 
     print("command: " + shlex.join([os.path.basename(sys.executable), *sys.argv]))
-    print(f"torch {torch.__version__}, gloo, {args.nproc} ranks, {os.cpu_count()} CPUs, "
-          f"warmup {args.warmup}, iters {args.iters}, rounds {args.rounds}, "
-          f"check {'on' if args.check else 'off'}")
+    print(
+        f"torch {torch.__version__}, gloo, {args.nproc} ranks, {os.cpu_count()} CPUs, "
+        f"warmup {args.warmup}, iters {args.iters}, rounds {args.rounds}, "
+        f"check {'on' if args.check else 'off'}"
+    )
     a_is = "a second raw loop (--control)" if args.control else "collbench Runner.measure time_us"
     print(f"A = {a_is}, B = raw torch.distributed loop; medians over rounds\n", flush=True)
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-           "WORLD_SIZE": str(args.nproc)}
-    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), *argv],
-                              env={**env, "RANK": str(rank), "OVERHEAD_CHILD": "1"})
-             for rank in range(args.nproc)]
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": str(args.nproc),
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), *argv],
+            env={**env, "RANK": str(rank), "OVERHEAD_CHILD": "1"},
+        )
+        for rank in range(args.nproc)
+    ]
     codes: list[int | None] = [None] * len(procs)
     started = time.monotonic()
     while any(c is None for c in codes):
@@ -227,15 +256,22 @@ def print_harness_overhead(calls: int = 200_000, repeats: int = 7) -> None:
     from collbench.core.collectives import REGISTRY, RankContext
 
     print("\ncollbench's own cost per timed call (collective replaced by a no-op):")
-    fake_dist = SimpleNamespace(all_reduce=lambda tensor, op=None: None,
-                                all_gather_single=lambda out, inp: None,
-                                reduce_scatter_single=lambda out, inp, op=None: None)
+    fake_dist = SimpleNamespace(
+        all_reduce=lambda tensor, op=None: None,
+        all_gather_single=lambda out, inp: None,
+        reduce_scatter_single=lambda out, inp, op=None: None,
+    )
     context = RankContext(fake_dist, 0, 2, "sum")
     for name in COLLECTIVES:
         run = REGISTRY[name].bind(object(), object(), context)
-        raw_call = getattr(fake_dist, {"all_reduce": "all_reduce",
-                                       "all_gather": "all_gather_single",
-                                       "reduce_scatter": "reduce_scatter_single"}[name])
+        raw_call = getattr(
+            fake_dist,
+            {
+                "all_reduce": "all_reduce",
+                "all_gather": "all_gather_single",
+                "reduce_scatter": "reduce_scatter_single",
+            }[name],
+        )
         collbench_ns, raw_ns = [], []
         for _ in range(repeats):
             start = time.perf_counter()
@@ -246,9 +282,11 @@ def print_harness_overhead(calls: int = 200_000, repeats: int = 7) -> None:
                 raw_call(None, None)
             raw_ns.append((time.perf_counter() - start) / calls * 1e9)
         extra = statistics.median(collbench_ns) - statistics.median(raw_ns)
-        print(f"  {name:<15} collbench {statistics.median(collbench_ns):6.0f} ns, bare loop "
-              f"{statistics.median(raw_ns):6.0f} ns: {extra:+.0f} ns per call "
-              f"(= {extra / 1e3 / 20:.4%} of a 20 us operation)")
+        print(
+            f"  {name:<15} collbench {statistics.median(collbench_ns):6.0f} ns, bare loop "
+            f"{statistics.median(raw_ns):6.0f} ns: {extra:+.0f} ns per call "
+            f"(= {extra / 1e3 / 20:.4%} of a 20 us operation)"
+        )
 
 
 def main() -> int:

@@ -71,17 +71,35 @@ class Launcher(Protocol):
 
 def rank_argv(job: Job, rank_env: str) -> list[str]:
     """What every rank started by torchrun, mpirun or srun runs."""
-    return [sys.executable, "-m", "collbench", job.spec.command, "--launcher", "none",
-            "--rank-env", rank_env, *job.spec.to_args(), "--out", str(job.run_dir)]
+    return [
+        sys.executable,
+        "-m",
+        "collbench",
+        job.spec.command,
+        "--launcher",
+        "none",
+        "--rank-env",
+        rank_env,
+        *job.spec.to_args(),
+        "--out",
+        str(job.run_dir),
+    ]
 
 
 def watch_env(job: Job) -> dict[str, str]:
     """Variables that let the launching collbench watch ranks it did not start itself."""
     run_dir = Path(job.run_dir)
-    launch = {"run_id": job.run_id, "launcher": job.launcher,
-              "command_line": job.command_line, "world_size": job.nproc}
-    return {LAUNCH_VAR: json.dumps(launch, separators=(",", ":")),
-            STATUS_DIR_VAR: str(run_dir / "ranks"), LOG_DIR_VAR: str(run_dir / "logs")}
+    launch = {
+        "run_id": job.run_id,
+        "launcher": job.launcher,
+        "command_line": job.command_line,
+        "world_size": job.nproc,
+    }
+    return {
+        LAUNCH_VAR: json.dumps(launch, separators=(",", ":")),
+        STATUS_DIR_VAR: str(run_dir / "ranks"),
+        LOG_DIR_VAR: str(run_dir / "logs"),
+    }
 
 
 def parent_launch(environ: Any = None) -> dict[str, Any] | None:

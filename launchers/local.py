@@ -42,8 +42,10 @@ class LocalLauncher:
     def render(self, job: Job, master_port: int = 29500) -> list[RankCommand]:
         argv = [sys.executable, "-m", "collbench.bench.worker", str(job.run_dir)]
         shared = {
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port),
-            "WORLD_SIZE": str(job.nproc), "LOCAL_WORLD_SIZE": str(job.nproc),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(master_port),
+            "WORLD_SIZE": str(job.nproc),
+            "LOCAL_WORLD_SIZE": str(job.nproc),
             STATUS_DIR_VAR: str(Path(job.run_dir) / "ranks"),
             PARENT_PID_VAR: str(os.getpid()),
         }
@@ -52,17 +54,21 @@ class LocalLauncher:
             # intra-op threads outnumber the cores spin against each other, and a matmul
             # (the overlap probe's compute) then varies tenfold from one call to the next.
             shared["OMP_NUM_THREADS"] = str(max(1, _usable_cores() // job.nproc))
-        return [RankCommand(argv, {**shared, "RANK": str(rank), "LOCAL_RANK": str(rank)})
-                for rank in range(job.nproc)]
+        return [
+            RankCommand(argv, {**shared, "RANK": str(rank), "LOCAL_RANK": str(rank)})
+            for rank in range(job.nproc)
+        ]
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         job.save()
         log_dir = Path(job.run_dir) / "logs"
         log_dir.mkdir(exist_ok=True)
         handles: list[Handle] = [
-            ProcessHandle.spawn(command, log_dir / f"rank-{rank:05d}.log",
-                                f"rank {rank} (pid {{pid}})")
-            for rank, command in enumerate(self.render(job, free_port()))]
+            ProcessHandle.spawn(
+                command, log_dir / f"rank-{rank:05d}.log", f"rank {rank} (pid {{pid}})"
+            )
+            for rank, command in enumerate(self.render(job, free_port()))
+        ]
         return supervise(job, handles, sink, per_rank=True)
 
 

@@ -55,27 +55,44 @@ class MpiLauncher:
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
         if shutil.which("mpirun") is None and not options.print_only:
-            raise SpecError("--launcher", "mpi", "needs mpirun on PATH (Open MPI: "
-                            "apt-get install openmpi-bin), or use --print to see the command")
+            raise SpecError(
+                "--launcher",
+                "mpi",
+                "needs mpirun on PATH (Open MPI: "
+                "apt-get install openmpi-bin), or use --print to see the command",
+            )
         if importlib.util.find_spec("mpi4py") is None and not options.print_only:
-            raise SpecError("--launcher", "mpi", "needs mpi4py in this Python: "
-                            "pip install 'collbench[mpi]'")
+            raise SpecError(
+                "--launcher", "mpi", "needs mpi4py in this Python: pip install 'collbench[mpi]'"
+            )
         hostfile = options.extra.get("hostfile")
         if hostfile is not None and not Path(hostfile).is_file():
             raise SpecError("--hostfile", hostfile, "is not a readable file")
         nproc = options.nproc if options.nproc is not None else DEFAULT_CPU_RANKS
-        extra_args = tuple(arg for text in options.extra.get("mpi_args", ())
-                           for arg in shlex.split(text))
+        extra_args = tuple(
+            arg for text in options.extra.get("mpi_args", ()) for arg in shlex.split(text)
+        )
         from collbench.bench.provenance import knob_env
 
         settings = MpiSettings(
-            nproc=nproc, hostfile=str(Path(hostfile).absolute()) if hostfile else None,
-            mpi_args=extra_args, export=_exported(knob_env()),
+            nproc=nproc,
+            hostfile=str(Path(hostfile).absolute()) if hostfile else None,
+            mpi_args=extra_args,
+            export=_exported(knob_env()),
             as_root=os.geteuid() == 0,
-            oversubscribe=hostfile is None and nproc > (os.cpu_count() or 1))
+            oversubscribe=hostfile is None and nproc > (os.cpu_count() or 1),
+        )
         run_id, run_dir = external_run_dir(options.out, options.print_only, first_node=True)
-        return Job(spec, run_dir, run_id, self.name, nproc, command_line, rank_env="mpi",
-                   settings=vars(settings))
+        return Job(
+            spec,
+            run_dir,
+            run_id,
+            self.name,
+            nproc,
+            command_line,
+            rank_env="mpi",
+            settings=vars(settings),
+        )
 
     def render(self, job: Job) -> RankCommand:
         settings = MpiSettings(**job.settings)

@@ -22,20 +22,35 @@ class NoneLauncher:
 
     def plan(self, spec: Any, options: Any, command_line: list[str]) -> Job:
         if options.nproc is not None:
-            raise SpecError("--nproc", options.nproc, "conflicts with --launcher none (the "
-                            "job's launcher decides the rank count)")
+            raise SpecError(
+                "--nproc",
+                options.nproc,
+                "conflicts with --launcher none (the job's launcher decides the rank count)",
+            )
         if options.print_only:
-            raise SpecError("--print", True, "needs a launcher that starts something "
-                            "(local, torchrun, mpi, slurm), not --launcher none")
+            raise SpecError(
+                "--print",
+                True,
+                "needs a launcher that starts something "
+                "(local, torchrun, mpi, slurm), not --launcher none",
+            )
         parent = parent_launch()
         if parent:  # started for a launching collbench: its run, its directory
-            return Job(spec, Path(options.out), parent["run_id"], parent["launcher"],
-                       parent["world_size"], parent["command_line"], options.rank_env,
-                       dir_prepared=True)
+            return Job(
+                spec,
+                Path(options.out),
+                parent["run_id"],
+                parent["launcher"],
+                parent["world_size"],
+                parent["command_line"],
+                options.rank_env,
+                dir_prepared=True,
+            )
         run_id = new_run_id()
         run_dir = Path(options.out) if options.out else Path("results") / run_id
-        return Job(spec, run_dir, run_id, "none", 0, command_line, options.rank_env,
-                   dir_prepared=False)
+        return Job(
+            spec, run_dir, run_id, "none", 0, command_line, options.rank_env, dir_prepared=False
+        )
 
     def render(self, job: Job) -> list[RankCommand]:
         """Nothing is started: the current process runs the sweep as the rank it already is."""
@@ -50,8 +65,9 @@ class NoneLauncher:
 
         env = RunEnv.detect(choice=job.rank_env)
         _redirect_output(env.rank)
-        job = replace(job, nproc=env.world_size,
-                      spec=job.spec.with_backend(resolve_backend(job.spec.backend)))
+        job = replace(
+            job, nproc=env.world_size, spec=job.spec.with_backend(resolve_backend(job.spec.backend))
+        )
         outcome = run_rank(job, env, sink if env.rank == 0 else None)
         if env.rank == 0:
             sink.finish()  # the last collective's summary, even after a failure

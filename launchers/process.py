@@ -28,8 +28,9 @@ def external_run_dir(out: Path | None, print_only: bool, first_node: bool) -> tu
     return run_id, run_dir
 
 
-def launch_process(job: Job, command: RankCommand, label: str, log_name: str,
-                   sink: Any) -> LaunchResult:
+def launch_process(
+    job: Job, command: RankCommand, label: str, log_name: str, sink: Any
+) -> LaunchResult:
     """Start `command` in its own session, its output in logs/LOG_NAME, and watch the job."""
     log_path = Path(job.run_dir) / "logs" / log_name
     log_path.parent.mkdir(parents=True, exist_ok=True)

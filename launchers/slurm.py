@@ -33,8 +33,19 @@ DEFAULT_TIME = "30"
 JOB_NAME = "collbench"
 POLL_STATE_S = 1.0
 # States after which a job runs no more (squeue/scontrol/sacct spellings).
-_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
-          "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
+_ENDED = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "REVOKED",
+    "SPECIAL_EXIT",
+}
 # Pending reasons that no amount of waiting cures, with what they mean for the user.
 HOPELESS = {
     "PartitionTimeLimit": "--time is above the partition's limit",
@@ -49,8 +60,11 @@ HOPELESS = {
 # How long a hopeless reason must persist: Slurm sometimes shows one briefly while it decides.
 HOPELESS_AFTER_S = 3.0
 _TIME_FORMATS = (  # sbatch --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
-    r"(?P<m>\d+)", r"(?P<m>\d+):(?P<s>\d+)", r"(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)",
-    r"(?P<d>\d+)-(?P<h>\d+)", r"(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+)",
+    r"(?P<m>\d+)",
+    r"(?P<m>\d+):(?P<s>\d+)",
+    r"(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)",
+    r"(?P<d>\d+)-(?P<h>\d+)",
+    r"(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+)",
     r"(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)",
 )
 
@@ -61,13 +75,17 @@ def parse_time_minutes(text: str) -> int:
         match = re.fullmatch(pattern, text.strip())
         if match:
             parts = {k: int(v) for k, v in match.groupdict().items() if v is not None}
-            seconds = (((parts.get("d", 0) * 24 + parts.get("h", 0)) * 60 + parts.get("m", 0))
-                       * 60 + parts.get("s", 0))
+            seconds = (
+                (parts.get("d", 0) * 24 + parts.get("h", 0)) * 60 + parts.get("m", 0)
+            ) * 60 + parts.get("s", 0)
             if seconds <= 0:
                 break
             return -(-seconds // 60)
-    raise SpecError("--time", text, "is not a Slurm time limit (MM, MM:SS, HH:MM:SS, D-HH, "
-                    "D-HH:MM or D-HH:MM:SS)")
+    raise SpecError(
+        "--time",
+        text,
+        "is not a Slurm time limit (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)",
+    )
 
 
 @dataclass(frozen=True)
@@ -97,15 +115,27 @@ class SlurmSettings:
         for item in self.slurm_args:
             key = item.split("=", 1)[0]
             if not re.fullmatch(r"[a-z][a-z0-9-_]*", key.lstrip("-")):
-                raise SpecError("--slurm-arg", item, "is not KEY=VALUE (an sbatch long option "
-                                "without the dashes, e.g. mem=64G or reservation=bringup)")
+                raise SpecError(
+                    "--slurm-arg",
+                    item,
+                    "is not KEY=VALUE (an sbatch long option "
+                    "without the dashes, e.g. mem=64G or reservation=bringup)",
+                )
 
     def sbatch_options(self) -> dict[str, Any]:
         """sbatch long options (name -> value; True: a flag) in the order a script lists them."""
-        options: dict[str, Any] = {"job-name": JOB_NAME, "nodes": self.nodes,
-                                   "ntasks-per-node": self.ntasks_per_node}
-        optional = {"gpus-per-node": self.gpus_per_node, "partition": self.partition,
-                    "account": self.account, "qos": self.qos, "constraint": self.constraint}
+        options: dict[str, Any] = {
+            "job-name": JOB_NAME,
+            "nodes": self.nodes,
+            "ntasks-per-node": self.ntasks_per_node,
+        }
+        optional = {
+            "gpus-per-node": self.gpus_per_node,
+            "partition": self.partition,
+            "account": self.account,
+            "qos": self.qos,
+            "constraint": self.constraint,
+        }
         options.update({k: v for k, v in optional.items() if v is not None})
         options["time"] = parse_time_minutes(self.time)
         if self.exclusive:
@@ -118,44 +148,80 @@ class SlurmSettings:
 
 class SlurmLauncher:
     name = "slurm"
-    options = frozenset({"nodes", "ntasks_per_node", "gpus_per_node", "partition", "account",
-                         "qos", "time", "constraint", "exclusive", "slurm_args", "no_wait",
-                         "print_sbatch"})
+    options = frozenset(
+        {
+            "nodes",
+            "ntasks_per_node",
+            "gpus_per_node",
+            "partition",
+            "account",
+            "qos",
+            "time",
+            "constraint",
+            "exclusive",
+            "slurm_args",
+            "no_wait",
+            "print_sbatch",
+        }
+    )
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
         if options.nproc is not None:
-            raise SpecError("--nproc", options.nproc, "does not apply to --launcher slurm: "
-                            "use --nodes and --ntasks-per-node")
+            raise SpecError(
+                "--nproc",
+                options.nproc,
+                "does not apply to --launcher slurm: use --nodes and --ntasks-per-node",
+            )
         given = {k: v for k, v in options.extra.items() if k != "print_sbatch"}
         given.setdefault("ntasks_per_node", given.get("gpus_per_node") or DEFAULT_CPU_RANKS)
         settings = SlurmSettings(**given)
         if not options.print_only:
             _check_cluster(settings)
         run_id, run_dir = external_run_dir(options.out, options.print_only, first_node=True)
-        job = Job(spec, run_dir, run_id, self.name, settings.nodes * settings.ntasks_per_node,
-                  command_line, rank_env="slurm", settings=vars(settings))
+        job = Job(
+            spec,
+            run_dir,
+            run_id,
+            self.name,
+            settings.nodes * settings.ntasks_per_node,
+            command_line,
+            rank_env="slurm",
+            settings=vars(settings),
+        )
         return job
 
     def render(self, job: Job) -> dict[str, Any]:
         """What is submitted: sbatch options, the per-task command and the environment."""
         settings = SlurmSettings(**job.settings)
-        return {"sbatch": settings.sbatch_options(), "command": rank_argv(job, "slurm"),
-                "env": watch_env(job)}
+        return {
+            "sbatch": settings.sbatch_options(),
+            "command": rank_argv(job, "slurm"),
+            "env": watch_env(job),
+        }
 
     def describe(self, job: Job) -> str:
         return sbatch_script(job, self.render(job))
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         job_id = submit(job, self.render(job))
-        record = {"job_id": job_id, "submitted_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                   time.gmtime())}
+        record = {
+            "job_id": job_id,
+            "submitted_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         write_json_atomic(Path(job.run_dir) / SLURM_FILE, record)
         job.save()
-        print(f"collbench: submitted Slurm job {job_id}; results go to {job.run_dir}",
-              file=sys.stderr, flush=True)
+        print(
+            f"collbench: submitted Slurm job {job_id}; results go to {job.run_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
         if job.settings.get("no_wait"):
-            print(f"collbench: follow it with `collbench wait {job.run_dir}` "
-                  f"(or `collbench status {job.run_dir}`)", file=sys.stderr, flush=True)
+            print(
+                f"collbench: follow it with `collbench wait {job.run_dir}` "
+                f"(or `collbench status {job.run_dir}`)",
+                file=sys.stderr,
+                flush=True,
+            )
             return LaunchResult(EXIT_OK, is_primary=False)
         return watch(job, job_id, sink)
 
@@ -167,14 +233,16 @@ def watch(job: Job, job_id: str, sink: Any) -> LaunchResult:
 
 def sbatch_script(job: Job, rendered: dict[str, Any]) -> str:
     """An sbatch script equivalent to what `--launcher slurm` submits (pure)."""
-    lines = ["#!/bin/bash",
-             "# collbench sweep on Slurm: submit with `sbatch THIS_FILE`. Rank 0 writes the",
-             "# results into the --out directory below, which every node must see."]
+    lines = [
+        "#!/bin/bash",
+        "# collbench sweep on Slurm: submit with `sbatch THIS_FILE`. Rank 0 writes the",
+        "# results into the --out directory below, which every node must see.",
+    ]
     for key, value in rendered["sbatch"].items():
-        lines.append(f"#SBATCH --{key}" if value is True else
-                     f"#SBATCH --{key}={shlex.quote(str(value))}")
-    lines.append(f"#SBATCH --output={shlex.quote(str(Path(job.run_dir).parent))}"
-                 "/collbench-%j.out")
+        lines.append(
+            f"#SBATCH --{key}" if value is True else f"#SBATCH --{key}={shlex.quote(str(value))}"
+        )
+    lines.append(f"#SBATCH --output={shlex.quote(str(Path(job.run_dir).parent))}/collbench-%j.out")
     lines += ["", "srun --kill-on-bad-exit=1 " + shlex.join(rendered["command"]), ""]
     return "\n".join(lines)
 
@@ -186,20 +254,31 @@ def submit(job: Job, rendered: dict[str, Any]) -> str:
     folder = Path(job.run_dir) / "slurm"
     executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
     options = dict(rendered["sbatch"])
-    known = {"job-name": "job_name", "nodes": "nodes", "ntasks-per-node": "ntasks_per_node",
-             "gpus-per-node": "gpus_per_node", "partition": "partition",
-             "account": "account", "qos": "qos", "time": "time", "constraint": "constraint",
-             "exclusive": "exclusive"}
+    known = {
+        "job-name": "job_name",
+        "nodes": "nodes",
+        "ntasks-per-node": "ntasks_per_node",
+        "gpus-per-node": "gpus_per_node",
+        "partition": "partition",
+        "account": "account",
+        "qos": "qos",
+        "time": "time",
+        "constraint": "constraint",
+        "exclusive": "exclusive",
+    }
     parameters = {known[k]: options.pop(k) for k in list(options) if k in known}
     setup = [f"export {name}={shlex.quote(value)}" for name, value in rendered["env"].items()]
-    executor.update_parameters(**parameters, additional_parameters=options, setup=setup,
-                               srun_args=["--kill-on-bad-exit=1"])
+    executor.update_parameters(
+        **parameters, additional_parameters=options, setup=setup, srun_args=["--kill-on-bad-exit=1"]
+    )
     try:
-        submitted = executor.submit(submitit.helpers.CommandFunction(rendered["command"],
-                                                                     verbose=False))
+        submitted = executor.submit(
+            submitit.helpers.CommandFunction(rendered["command"], verbose=False)
+        )
     except Exception as error:  # noqa: BLE001 - sbatch's own message says what is wrong
-        raise SpecError("--launcher", "slurm", f"sbatch refused the job: "
-                        f"{_last_line(str(error))}") from None
+        raise SpecError(
+            "--launcher", "slurm", f"sbatch refused the job: {_last_line(str(error))}"
+        ) from None
     return str(submitted.job_id)
 
 
@@ -212,17 +291,24 @@ def _last_line(text: str) -> str:
 def _check_cluster(settings: SlurmSettings) -> None:
     """Fail before submitting when Slurm is missing or the partition does not exist."""
     if shutil.which("sbatch") is None:
-        raise SpecError("--launcher", "slurm", "needs Slurm's sbatch on PATH (run on a login "
-                        "node), or use --print-sbatch to write a script to submit elsewhere")
+        raise SpecError(
+            "--launcher",
+            "slurm",
+            "needs Slurm's sbatch on PATH (run on a login "
+            "node), or use --print-sbatch to write a script to submit elsewhere",
+        )
     if settings.partition is None:
         return
-    listing = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True,
-                             timeout=30)
+    listing = subprocess.run(
+        ["sinfo", "-h", "-o", "%R"], capture_output=True, text=True, timeout=30
+    )
     partitions = sorted(set(listing.stdout.split()))
     if listing.returncode == 0 and settings.partition not in partitions:
-        raise SpecError("--partition", settings.partition,
-                        f"is not a partition of this cluster (sinfo lists: "
-                        f"{', '.join(partitions) or 'none'})")
+        raise SpecError(
+            "--partition",
+            settings.partition,
+            f"is not a partition of this cluster (sinfo lists: {', '.join(partitions) or 'none'})",
+        )
 
 
 class SlurmJobHandle:
@@ -253,8 +339,9 @@ class SlurmJobHandle:
         request that can never be met (exit 2: the options must change)."""
         if self._hopeless:
             reason = self._hopeless
-            return EXIT_USAGE, (f"{self.label} can never start: {reason} ({HOPELESS[reason]}); "
-                                "cancelled it")
+            return EXIT_USAGE, (
+                f"{self.label} can never start: {reason} ({HOPELESS[reason]}); cancelled it"
+            )
         if self._state in ("COMPLETED", "FAILED") or self._state not in _ENDED:
             return None
         hint = " (scancel?)" if self._state == "CANCELLED" else ""
@@ -292,8 +379,9 @@ class SlurmJobHandle:
             self._state = "CANCELLED"
 
     def _announce(self) -> None:
-        line = f"{self.label}: {self._state}" + (f" ({self._reason})" if self._reason and
-                                                self._reason != "None" else "")
+        line = f"{self.label}: {self._state}" + (
+            f" ({self._reason})" if self._reason and self._reason != "None" else ""
+        )
         if line != self._announced:
             self._announced = line
             print(f"collbench: {line}", file=sys.stderr, flush=True)
@@ -301,15 +389,19 @@ class SlurmJobHandle:
 
 def job_state(job_id: str) -> tuple[str, str, str]:
     """(state, reason, exit code) from scontrol, else sacct; ("", "", "") if neither knows."""
-    shown = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True,
-                           text=True, timeout=30)
+    shown = subprocess.run(
+        ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30
+    )
     if shown.returncode == 0 and "JobState=" in shown.stdout:
         fields = dict(re.findall(r"(\w+)=(\S*)", shown.stdout))
         return fields.get("JobState", ""), fields.get("Reason", ""), fields.get("ExitCode", "")
     if shutil.which("sacct"):
-        accounted = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o",
-                                    "State,Reason,ExitCode"], capture_output=True, text=True,
-                                   timeout=30)
+        accounted = subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,Reason,ExitCode"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         first = accounted.stdout.strip().splitlines()[:1]
         if accounted.returncode == 0 and first:
             state, reason, exit_code = (first[0].split("|") + ["", "", ""])[:3]
@@ -322,4 +414,3 @@ def read_slurm_record(run_dir: Path) -> dict[str, Any] | None:
         return json.loads((Path(run_dir) / SLURM_FILE).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-

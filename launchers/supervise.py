@@ -42,9 +42,17 @@ POLL_S = 0.1
 # After a first rank fails, how long to wait for the others' exits before assigning blame.
 SETTLE_S = 1.0
 # Error texts of ranks that died only because a peer went away first.
-_PEER_ERRORS = ("Connection closed by peer", "Connection reset", "Broken pipe",
-                "Timed out", "timed out", "Connection refused", "closed by remote",
-                "Application timeout caused pair closure", "Read error")
+_PEER_ERRORS = (
+    "Connection closed by peer",
+    "Connection reset",
+    "Broken pipe",
+    "Timed out",
+    "timed out",
+    "Connection refused",
+    "closed by remote",
+    "Application timeout caused pair closure",
+    "Read error",
+)
 
 
 class Handle(Protocol):
@@ -138,8 +146,9 @@ class Monitor:
             codes = [handle.poll() for handle in self.handles]
             if all(code is not None for code in codes):
                 return self._ended(codes)
-            if self.per_rank and any(code not in (None, EXIT_OK, EXIT_WRONG_DATA)
-                                     for code in codes):
+            if self.per_rank and any(
+                code not in (None, EXIT_OK, EXIT_WRONG_DATA) for code in codes
+            ):
                 return self._ended(self._settle())
             hang = self._hang()
             if hang:
@@ -188,20 +197,25 @@ class Monitor:
         if all(code == EXIT_OK for code in codes):
             return LaunchResult(EXIT_OK)
         if all(code in (EXIT_OK, EXIT_WRONG_DATA) for code in codes) or (
-                not self.per_rank and self._all_done_with_wrong_data()):
+            not self.per_rank and self._all_done_with_wrong_data()
+        ):
             rows = load_rows(self.job.run_dir)
             wrong = sum(row["n_wrong"] or 0 for row in rows)
             bad = sum(1 for row in rows if row["n_wrong"])
-            return LaunchResult(EXIT_WRONG_DATA, f"data check failed: {wrong} wrong element(s) "
-                                f"in {bad} row(s) (see n_wrong in {self.rows_path})")
+            return LaunchResult(
+                EXIT_WRONG_DATA,
+                f"data check failed: {wrong} wrong element(s) "
+                f"in {bad} row(s) (see n_wrong in {self.rows_path})",
+            )
         for handle in self.handles:
             failure = getattr(handle, "failure", lambda: None)()
             if failure:  # the scheduler ended it (cancelled, out of time), not a rank
                 return LaunchResult(*failure)
         statuses = self._statuses()
         usage = [s for s in statuses if s.get("usage_error")]
-        if usage and all(not s or s.get("usage_error") or s.get("state") == "failed"
-                         for s in statuses):
+        if usage and all(
+            not s or s.get("usage_error") or s.get("state") == "failed" for s in statuses
+        ):
             return LaunchResult(EXIT_USAGE, usage[0]["error"])
         if self.per_rank:
             return LaunchResult(EXIT_RUN_FAILED, self._blame_rank_exits(codes, statuses))
@@ -216,8 +230,10 @@ class Monitor:
         killed = [r for r in failed if codes[r] < 0]
         if killed:
             rank = killed[0]
-            return (f"{self._who(rank, statuses)} was killed by {signal_name(-codes[rank])} "
-                    f"during {_label(statuses[rank])}")
+            return (
+                f"{self._who(rank, statuses)} was killed by {signal_name(-codes[rank])} "
+                f"during {_label(statuses[rank])}"
+            )
         primary = [r for r in failed if not _is_peer_error(statuses[r].get("error"))]
         rank = (primary or failed)[0]
         reason = statuses[rank].get("error") or f"exit code {codes[rank]}"
@@ -231,21 +247,29 @@ class Monitor:
             return self._failed_line(primary[0], statuses)
         # A rank that vanished mid-step without a word was killed or crashed; the one whose
         # heartbeat stopped first went first (the launcher killed the rest after it).
-        vanished = sorted((s for s in statuses if s.get("state") in ("starting", "running")
-                           and not _alive(s)), key=lambda s: s["heartbeat"])
+        vanished = sorted(
+            (s for s in statuses if s.get("state") in ("starting", "running") and not _alive(s)),
+            key=lambda s: s["heartbeat"],
+        )
         if vanished:
             status = vanished[0]
-            return (f"{self._who(status['rank'], statuses)} died during {_label(status)} "
-                    f"(killed or crashed; see logs/rank-{status['rank']:05d}.log)")
+            return (
+                f"{self._who(status['rank'], statuses)} died during {_label(status)} "
+                f"(killed or crashed; see logs/rank-{status['rank']:05d}.log)"
+            )
         if failed:
             return self._failed_line(failed[0], statuses)
         code = next((c for c in codes if c not in (None, EXIT_OK)), None)
-        return f"{self.handles[0].label} ended with {describe_code(code)} before any rank " \
-               f"reported (see {Path(self.job.run_dir) / 'logs'})"
+        return (
+            f"{self.handles[0].label} ended with {describe_code(code)} before any rank "
+            f"reported (see {Path(self.job.run_dir) / 'logs'})"
+        )
 
     def _failed_line(self, status: dict, statuses: list[dict]) -> str:
-        return (f"{self._who(status['rank'], statuses)} failed during {_label(status)}: "
-                f"{status.get('error')}")
+        return (
+            f"{self._who(status['rank'], statuses)} failed during {_label(status)}: "
+            f"{status.get('error')}"
+        )
 
     def _who(self, rank: int, statuses: list[dict]) -> str:
         status = statuses[rank] if rank < len(statuses) else {}
@@ -281,14 +305,18 @@ class Monitor:
         if now - started > self.timeout_s and not progressed:
             missing = [r for r, s in enumerate(statuses) if s is None]
             if missing and (self.per_rank or not seen):
-                return (f"rank {missing[0]} did not start within {self.timeout_s:g} s "
-                        f"(see {Path(self.job.run_dir) / 'logs'})")
+                return (
+                    f"rank {missing[0]} did not start within {self.timeout_s:g} s "
+                    f"(see {Path(self.job.run_dir) / 'logs'})"
+                )
         for status in seen:
             silent = now - status["heartbeat"]
             if status["state"] in ("starting", "running") and silent > self.timeout_s:
-                return (f"{self._who(status['rank'], statuses_or_empty(statuses))} stopped "
-                        f"responding: no heartbeat for {silent:.0f} s during {_label(status)} "
-                        "(stopped or wedged)")
+                return (
+                    f"{self._who(status['rank'], statuses_or_empty(statuses))} stopped "
+                    f"responding: no heartbeat for {silent:.0f} s during {_label(status)} "
+                    "(stopped or wedged)"
+                )
         active = [s for s in seen if s["state"] in ("starting", "running")]
         if not active or now - min(s["step_started"] for s in active) <= self.timeout_s:
             return None
@@ -296,10 +324,14 @@ class Monitor:
         laggards = [s for s in active if s["step"] == slowest]
         stuck = laggards[0]
         if len(laggards) < len(active):
-            return (f"{self._who(stuck['rank'], statuses_or_empty(statuses))} made no progress "
-                    f"for {self.timeout_s:g} s during {_label(stuck)} while other ranks moved on")
-        return (f"no rank finished {_label(stuck)} within {self.timeout_s:g} s "
-                f"(all {len(active)} ranks waiting in it; raise --timeout for huge sizes)")
+            return (
+                f"{self._who(stuck['rank'], statuses_or_empty(statuses))} made no progress "
+                f"for {self.timeout_s:g} s during {_label(stuck)} while other ranks moved on"
+            )
+        return (
+            f"no rank finished {_label(stuck)} within {self.timeout_s:g} s "
+            f"(all {len(active)} ranks waiting in it; raise --timeout for huge sizes)"
+        )
 
 
 def statuses_or_empty(statuses: list[dict | None]) -> list[dict]:
@@ -334,9 +366,14 @@ class ProcessHandle:
         """Start a RankCommand in its own session, output appended to log_path; `label` may
         use {pid}."""
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen(command.argv, env={**os.environ, **command.env},
-                                    stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                command.argv,
+                env={**os.environ, **command.env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return cls(proc, label.format(pid=proc.pid))
 
     def poll(self) -> int | None:

@@ -51,14 +51,24 @@ class TorchrunSettings:
             raise SpecError("--master-port", self.master_port, "is not a TCP port")
         if self.rdzv_endpoint is not None:
             if self.master_addr is not None or self.master_port is not None:
-                raise SpecError("--rdzv-endpoint", self.rdzv_endpoint, "conflicts with "
-                                "--master-addr/--master-port: give one or the other")
+                raise SpecError(
+                    "--rdzv-endpoint",
+                    self.rdzv_endpoint,
+                    "conflicts with --master-addr/--master-port: give one or the other",
+                )
             if self.node_rank:
-                raise SpecError("--node-rank", self.node_rank, "conflicts with "
-                                "--rdzv-endpoint (torchrun numbers the nodes itself)")
+                raise SpecError(
+                    "--node-rank",
+                    self.node_rank,
+                    "conflicts with --rdzv-endpoint (torchrun numbers the nodes itself)",
+                )
         elif self.nnodes > 1 and self.master_addr is None:
-            raise SpecError("--nnodes", self.nnodes, "needs --master-addr (node 0's address) "
-                            "or --rdzv-endpoint HOST:PORT, the same on every node")
+            raise SpecError(
+                "--nnodes",
+                self.nnodes,
+                "needs --master-addr (node 0's address) "
+                "or --rdzv-endpoint HOST:PORT, the same on every node",
+            )
 
     @property
     def world_size(self) -> int:
@@ -67,35 +77,65 @@ class TorchrunSettings:
 
 class TorchrunLauncher:
     name = "torchrun"
-    options = frozenset({"nproc_per_node", "nnodes", "node_rank", "master_addr",
-                         "master_port", "rdzv_endpoint"})
+    options = frozenset(
+        {"nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port", "rdzv_endpoint"}
+    )
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
         if options.nproc is not None:
-            raise SpecError("--nproc", options.nproc, "does not apply to --launcher "
-                            "torchrun: use --nproc-per-node (and --nnodes)")
+            raise SpecError(
+                "--nproc",
+                options.nproc,
+                "does not apply to --launcher torchrun: use --nproc-per-node (and --nnodes)",
+            )
         given = dict(options.extra)
         given.setdefault("nproc_per_node", _default_ranks_per_node(spec))
         settings = TorchrunSettings(**given)
-        run_id, run_dir = external_run_dir(options.out, options.print_only,
-                                           first_node=settings.node_rank == 0)
-        return Job(spec, run_dir, run_id, self.name, settings.world_size, command_line,
-                   rank_env="torch", settings=vars(settings))
+        run_id, run_dir = external_run_dir(
+            options.out, options.print_only, first_node=settings.node_rank == 0
+        )
+        return Job(
+            spec,
+            run_dir,
+            run_id,
+            self.name,
+            settings.world_size,
+            command_line,
+            rank_env="torch",
+            settings=vars(settings),
+        )
 
     def render(self, job: Job) -> RankCommand:
         settings = TorchrunSettings(**job.settings)
-        argv = [sys.executable, "-m", "torch.distributed.run",
-                "--nnodes", str(settings.nnodes),
-                "--nproc-per-node", str(settings.nproc_per_node)]
+        argv = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            str(settings.nnodes),
+            "--nproc-per-node",
+            str(settings.nproc_per_node),
+        ]
         if settings.rdzv_endpoint is not None:
-            argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", settings.rdzv_endpoint,
-                     "--rdzv-id", RDZV_ID]
+            argv += [
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                settings.rdzv_endpoint,
+                "--rdzv-id",
+                RDZV_ID,
+            ]
         elif settings.nnodes == 1 and settings.master_addr is None:
             argv += ["--standalone"]
         else:
-            argv += ["--node-rank", str(settings.node_rank),
-                     "--master-addr", settings.master_addr or "127.0.0.1",
-                     "--master-port", str(settings.master_port or DEFAULT_MASTER_PORT)]
+            argv += [
+                "--node-rank",
+                str(settings.node_rank),
+                "--master-addr",
+                settings.master_addr or "127.0.0.1",
+                "--master-port",
+                str(settings.master_port or DEFAULT_MASTER_PORT),
+            ]
         argv += ["--max-restarts", "0", "-m", *rank_argv(job, "torch")[2:]]
         return RankCommand(argv, watch_env(job))
 
@@ -106,8 +146,7 @@ class TorchrunLauncher:
         node = job.settings["node_rank"]
         if node != 0:
             sink.mode = "quiet"  # node 0 prints the table
-        return launch_process(job, self.render(job), "torchrun", f"torchrun-node-{node}.log",
-                              sink)
+        return launch_process(job, self.render(job), "torchrun", f"torchrun-node-{node}.log", sink)
 
 
 def _default_ranks_per_node(spec: SweepSpec) -> int:

@@ -13,18 +13,28 @@ from typing import Any
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def collbench(*args: str, env: dict[str, str] | None = None,
-              timeout: float = 180) -> subprocess.CompletedProcess:
+def collbench(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess:
     """Run `python -m collbench ARGS` to completion, capturing its output."""
-    return subprocess.run([sys.executable, "-m", "collbench", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "collbench", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start `python -m collbench ARGS` in the background."""
-    return subprocess.Popen([sys.executable, "-m", "collbench", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
+    return subprocess.Popen(
+        [sys.executable, "-m", "collbench", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def rows_of(run_dir: Path) -> list[dict[str, Any]]:

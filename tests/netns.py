@@ -40,8 +40,7 @@ class Node:
 def two_nodes(rate_mbit: float | None = None) -> Iterator[list[Node]]:
     """Two namespaces joined by a veth pair; with rate_mbit, both ends shaped by tbf."""
     tag = f"{os.getpid() % 100000}"
-    nodes = [Node(f"cbn{tag}-{i}", f"cbv{tag}{i}", NODE_ADDRS[i], f"cbnode{i}")
-             for i in range(2)]
+    nodes = [Node(f"cbn{tag}-{i}", f"cbv{tag}{i}", NODE_ADDRS[i], f"cbnode{i}") for i in range(2)]
     try:
         for node in nodes:
             _ip("netns", "add", node.netns)
@@ -53,32 +52,85 @@ def two_nodes(rate_mbit: float | None = None) -> Iterator[list[Node]]:
             _ip("-n", node.netns, "link", "set", "lo", "up")
             if rate_mbit is not None:
                 # A bucket of a few packets: big bursts would flatter short transfers.
-                subprocess.run(["ip", "netns", "exec", node.netns, "tc", "qdisc", "add", "dev",
-                                node.link, "root", "tbf", "rate", f"{rate_mbit}mbit",
-                                "burst", "32kb", "latency", "100ms"],
-                               check=True, capture_output=True, timeout=10)
+                subprocess.run(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        node.netns,
+                        "tc",
+                        "qdisc",
+                        "add",
+                        "dev",
+                        node.link,
+                        "root",
+                        "tbf",
+                        "rate",
+                        f"{rate_mbit}mbit",
+                        "burst",
+                        "32kb",
+                        "latency",
+                        "100ms",
+                    ],
+                    check=True,
+                    capture_output=True,
+                    timeout=10,
+                )
         yield nodes
     finally:
         for node in nodes:
-            subprocess.run(["ip", "netns", "delete", node.netns], capture_output=True,
-                           timeout=10)
+            subprocess.run(["ip", "netns", "delete", node.netns], capture_output=True, timeout=10)
 
 
-def torchrun_pair(nodes: list[Node], out: Path, sweep_args: list[str], port: int,
-                  timeout_s: float = 240) -> list[tuple[int, str, str]]:
+def torchrun_pair(
+    nodes: list[Node], out: Path, sweep_args: list[str], port: int, timeout_s: float = 240
+) -> list[tuple[int, str, str]]:
     """One `collbench sweep --launcher torchrun` per node (one rank each), rendezvous at
     node 0; returns each node's (exit code, stdout, stderr)."""
     procs = []
     for node_rank, node in enumerate(nodes):
-        command = [sys.executable, "-m", "collbench", "sweep", "--launcher", "torchrun",
-                   "--nnodes", "2", "--node-rank", str(node_rank), "--nproc-per-node", "1",
-                   "--master-addr", nodes[0].addr, "--master-port", str(port), *sweep_args,
-                   "--out", str(out)]
-        wrapped = ["ip", "netns", "exec", node.netns, "unshare", "--uts", "sh", "-c",
-                   f'hostname {node.host} && exec "$@"', "sh", *command]
+        command = [
+            sys.executable,
+            "-m",
+            "collbench",
+            "sweep",
+            "--launcher",
+            "torchrun",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(node_rank),
+            "--nproc-per-node",
+            "1",
+            "--master-addr",
+            nodes[0].addr,
+            "--master-port",
+            str(port),
+            *sweep_args,
+            "--out",
+            str(out),
+        ]
+        wrapped = [
+            "ip",
+            "netns",
+            "exec",
+            node.netns,
+            "unshare",
+            "--uts",
+            "sh",
+            "-c",
+            f'hostname {node.host} && exec "$@"',
+            "sh",
+            *command,
+        ]
         env = {**os.environ, "GLOO_SOCKET_IFNAME": node.link}
-        procs.append(subprocess.Popen(wrapped, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, env=env))
+        procs.append(
+            subprocess.Popen(
+                wrapped, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            )
+        )
     outputs = [proc.communicate(timeout=timeout_s) for proc in procs]
-    return [(proc.returncode, stdout, stderr)
-            for proc, (stdout, stderr) in zip(procs, outputs, strict=True)]
+    return [
+        (proc.returncode, stdout, stderr)
+        for proc, (stdout, stderr) in zip(procs, outputs, strict=True)
+    ]

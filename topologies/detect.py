@@ -39,8 +39,15 @@ _CATALOG_BY_NAME = (
 )
 # Per-ring-step latency by link kind when no catalog entry matches (see the catalog sources:
 # NCCL / RCCL src/graph/tuning.cc hwLat, LL protocol; shm is this repo's cpu-local figure).
-_STEP_LATENCY_US = {"nvlink": 0.6, "xgmi": 2.3, "pcie": 1.0, "shm": 150.0,
-                    "infiniband": 2.7, "roce": 2.7, "ethernet": 50.0}
+_STEP_LATENCY_US = {
+    "nvlink": 0.6,
+    "xgmi": 2.3,
+    "pcie": 1.0,
+    "shm": 150.0,
+    "infiniband": 2.7,
+    "roce": 2.7,
+    "ethernet": 50.0,
+}
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,7 @@ class Detected:
 
 # ---- pure parsers -------------------------------------------------------------------------
 
+
 def parse_nvidia_smi_gpus(text: str) -> list[Gpu]:
     """`nvidia-smi --query-gpu=name,memory.total --format=csv,noheader` -> GPUs."""
     gpus = []
@@ -101,12 +109,14 @@ def parse_gpu_link_matrix(text: str) -> list[str]:
     for line in text.splitlines():
         tokens = line.split()
         if not count and tokens and all(re.fullmatch(r"GPU\d+", t) for t in tokens[:2]):
-            count = next((i for i, t in enumerate(tokens) if not re.fullmatch(r"GPU\d+", t)),
-                         len(tokens))
+            count = next(
+                (i for i, t in enumerate(tokens) if not re.fullmatch(r"GPU\d+", t)), len(tokens)
+            )
         elif count and tokens and re.fullmatch(r"GPU\d+", tokens[0]):
             row = int(tokens[0][3:])
-            cells += [cell.upper() for column, cell in enumerate(tokens[1:1 + count])
-                      if column != row]
+            cells += [
+                cell.upper() for column, cell in enumerate(tokens[1 : 1 + count]) if column != row
+            ]
     return cells
 
 
@@ -166,11 +176,11 @@ def catalog_match(gpu_name: str) -> str | None:
     name = gpu_name.upper()
     if re.search(r"\bNVL\b", name):
         return None
-    return next((entry for pattern, entry in _CATALOG_BY_NAME if re.search(pattern, name)),
-                None)
+    return next((entry for pattern, entry in _CATALOG_BY_NAME if re.search(pattern, name)), None)
 
 
 # ---- facts -> topology --------------------------------------------------------------------
+
 
 def describe(facts: NodeFacts, lookup: Callable[[str], Topology]) -> Detected:
     """The topology mapping for `facts`; `lookup` loads a catalog entry by name."""
@@ -183,13 +193,17 @@ def describe(facts: NodeFacts, lookup: Callable[[str], Topology]) -> Detected:
         per_node, accelerator, scale_up = _cpu_node(facts, lookup, sources, found)
     sources["nodes"] = "detect: this one node; set the cluster's node count (or use --nodes)"
     sources["accelerators_per_node"] = (
-        f"detected: {per_node} {'GPUs' if facts.gpus else 'CPUs (one rank each)'}")
+        f"detected: {per_node} {'GPUs' if facts.gpus else 'CPUs (one rank each)'}"
+    )
     found.data = {
         "name": "detected-" + re.sub(r"[^a-z0-9-]+", "-", facts.hostname.lower()).strip("-"),
         "description": f"Detected on {facts.hostname} by collbench topo detect; check the "
-                       f"figures whose source says {ASSUMED} or {PLACEHOLDER}.",
-        "nodes": 1, "accelerators_per_node": per_node, "accelerator": accelerator,
-        "scale_up": scale_up}
+        f"figures whose source says {ASSUMED} or {PLACEHOLDER}.",
+        "nodes": 1,
+        "accelerators_per_node": per_node,
+        "accelerator": accelerator,
+        "scale_up": scale_up,
+    }
     scale_out = _scale_out(facts.nics, sources, found)
     if scale_out:
         found.data["scale_out"] = scale_out
@@ -198,9 +212,12 @@ def describe(facts: NodeFacts, lookup: Callable[[str], Topology]) -> Detected:
     return found
 
 
-def _gpu_accelerator(facts: NodeFacts, lookup: Callable[[str], Topology],
-                     sources: dict[str, str], found: Detected,
-                     ) -> tuple[int, dict[str, Any], Topology | None]:
+def _gpu_accelerator(
+    facts: NodeFacts,
+    lookup: Callable[[str], Topology],
+    sources: dict[str, str],
+    found: Detected,
+) -> tuple[int, dict[str, Any], Topology | None]:
     gpu = facts.gpus[0]
     entry = catalog_match(gpu.name)
     reference = lookup(entry) if entry else None
@@ -209,7 +226,8 @@ def _gpu_accelerator(facts: NodeFacts, lookup: Callable[[str], Topology],
         known = reference.accelerator
         accelerator["peak_bf16_tflops"] = known.peak_bf16_tflops
         sources["accelerator.peak_bf16_tflops"] = (
-            f"{ASSUMED}: looked up by name in catalog entry {entry} (collbench topo show {entry})")
+            f"{ASSUMED}: looked up by name in catalog entry {entry} (collbench topo show {entry})"
+        )
         if known.peak_fp8_tflops:
             accelerator["peak_fp8_tflops"] = known.peak_fp8_tflops
             sources["accelerator.peak_fp8_tflops"] = sources["accelerator.peak_bf16_tflops"]
@@ -218,9 +236,12 @@ def _gpu_accelerator(facts: NodeFacts, lookup: Callable[[str], Topology],
         accelerator["peak_bf16_tflops"] = 1.0
         sources["accelerator.peak_bf16_tflops"] = (
             f"{PLACEHOLDER}: no known peak for {gpu.name!r}; edit (dense BF16 TFLOP/s from "
-            "the datasheet)")
-        found.notes.append(f"placeholder: peak_bf16_tflops of unknown accelerator {gpu.name!r} "
-                           "is 1.0 and must be edited")
+            "the datasheet)"
+        )
+        found.notes.append(
+            f"placeholder: peak_bf16_tflops of unknown accelerator {gpu.name!r} "
+            "is 1.0 and must be edited"
+        )
     if gpu.memory_gib:
         accelerator["memory_gib"] = round(gpu.memory_gib, 1)
         sources["accelerator.memory_gib"] = "detected: GPU 0 total memory (nvidia-smi / rocm-smi)"
@@ -228,8 +249,9 @@ def _gpu_accelerator(facts: NodeFacts, lookup: Callable[[str], Topology],
     return len(facts.gpus), accelerator, reference
 
 
-def _gpu_scale_up(facts: NodeFacts, reference: Topology | None, sources: dict[str, str],
-                  found: Detected) -> dict[str, Any]:
+def _gpu_scale_up(
+    facts: NodeFacts, reference: Topology | None, sources: dict[str, str], found: Detected
+) -> dict[str, Any]:
     count = len(facts.gpus)
     kind = _link_kind(facts.gpu_links)
     if kind is None:
@@ -251,14 +273,23 @@ def _gpu_scale_up(facts: NodeFacts, reference: Topology | None, sources: dict[st
         sources["scale_up.bandwidth_gbytes_s"] = note
         latency = _STEP_LATENCY_US[kind]
         fabric = {"xgmi": "mesh", "pcie": "bus"}.get(kind, "switch")
-        sources["scale_up.latency_us"] = (f"{ASSUMED}: per-step {kind} latency of NCCL/RCCL "
-                                          "tuning.cc (as in the catalog)")
+        sources["scale_up.latency_us"] = (
+            f"{ASSUMED}: per-step {kind} latency of NCCL/RCCL tuning.cc (as in the catalog)"
+        )
         if note.startswith(PLACEHOLDER):
             found.notes.append(f"placeholder: scale_up.bandwidth_gbytes_s ({kind}) must be edited")
-    found.notes.append(f"found: GPU links {kind}" if facts.gpu_links else
-                       "not found: GPU link matrix (nvidia-smi topo -m / rocm-smi --showtopotype)")
-    return {"kind": kind, "bandwidth_gbytes_s": bandwidth, "latency_us": latency,
-            "domain_size": domain, "fabric": fabric}
+    found.notes.append(
+        f"found: GPU links {kind}"
+        if facts.gpu_links
+        else "not found: GPU link matrix (nvidia-smi topo -m / rocm-smi --showtopotype)"
+    )
+    return {
+        "kind": kind,
+        "bandwidth_gbytes_s": bandwidth,
+        "latency_us": latency,
+        "domain_size": domain,
+        "fabric": fabric,
+    }
 
 
 def _link_kind(cells: tuple[str, ...]) -> str | None:
@@ -276,38 +307,52 @@ def _link_bandwidth(kind: str, facts: NodeFacts, count: int) -> tuple[float, str
         return facts.nvlink_gbytes_s, "detected: nvidia-smi nvlink -s, GPU 0's link speeds summed"
     if kind == "nvlink":
         links = min(int(cell[2:] or 1) for cell in facts.gpu_links)
-        return 25.0 * links, (f"{ASSUMED}: {links} NVLinks per GPU pair x 25 GB/s (NVLink3/4 "
-                              "per direction); check the datasheet")
+        return 25.0 * links, (
+            f"{ASSUMED}: {links} NVLinks per GPU pair x 25 GB/s (NVLink3/4 "
+            "per direction); check the datasheet"
+        )
     per_peer = {"xgmi": 64.0, "pcie": 32.0}[kind]
     total = per_peer * (count - 1) if kind == "xgmi" else per_peer
-    return total, (f"{PLACEHOLDER}: {kind} at {per_peer:g} GB/s per "
-                   f"{'peer' if kind == 'xgmi' else 'GPU'} per direction; edit")
+    return total, (
+        f"{PLACEHOLDER}: {kind} at {per_peer:g} GB/s per "
+        f"{'peer' if kind == 'xgmi' else 'GPU'} per direction; edit"
+    )
 
 
-def _cpu_node(facts: NodeFacts, lookup: Callable[[str], Topology], sources: dict[str, str],
-              found: Detected) -> tuple[int, dict[str, Any], dict[str, Any]]:
+def _cpu_node(
+    facts: NodeFacts, lookup: Callable[[str], Topology], sources: dict[str, str], found: Detected
+) -> tuple[int, dict[str, Any], dict[str, Any]]:
     reference = lookup("cpu-local")
     found.notes.append(f"not found: GPUs; describing {facts.cpu_count} CPU ranks like cpu-local")
     accelerator: dict[str, Any] = {
         "name": f"CPU ({facts.cpu_model or 'unknown model'}, one core per rank)",
-        "peak_bf16_tflops": reference.accelerator.peak_bf16_tflops}
+        "peak_bf16_tflops": reference.accelerator.peak_bf16_tflops,
+    }
     sources["accelerator.peak_bf16_tflops"] = (
-        f"{ASSUMED}: cpu-local's measured-order figure for one vCPU; measure this CPU")
+        f"{ASSUMED}: cpu-local's measured-order figure for one vCPU; measure this CPU"
+    )
     found.notes.append("assumed: CPU peak, shm bandwidth and latency from catalog entry cpu-local")
     if facts.memory_gib:
         accelerator["memory_gib"] = round(facts.memory_gib / facts.cpu_count, 1)
         sources["accelerator.memory_gib"] = "detected: /proc/meminfo MemTotal / CPU count"
     known = reference.scale_up
     sources["scale_up.bandwidth_gbytes_s"] = sources["scale_up.latency_us"] = (
-        f"{ASSUMED}: catalog entry cpu-local (gloo over loopback, measured there)")
+        f"{ASSUMED}: catalog entry cpu-local (gloo over loopback, measured there)"
+    )
     sources["scale_up.domain_size"] = f"detected: {facts.cpu_count} CPUs (os.cpu_count)"
-    scale_up = {"kind": "shm", "bandwidth_gbytes_s": known.bandwidth_gbytes_s,
-                "latency_us": known.latency_us, "domain_size": facts.cpu_count, "fabric": "bus"}
+    scale_up = {
+        "kind": "shm",
+        "bandwidth_gbytes_s": known.bandwidth_gbytes_s,
+        "latency_us": known.latency_us,
+        "domain_size": facts.cpu_count,
+        "fabric": "bus",
+    }
     return facts.cpu_count, accelerator, scale_up
 
 
-def _scale_out(nics: tuple[Nic, ...], sources: dict[str, str],
-               found: Detected) -> dict[str, Any] | None:
+def _scale_out(
+    nics: tuple[Nic, ...], sources: dict[str, str], found: Detected
+) -> dict[str, Any] | None:
     if not nics:
         found.notes.append("not found: network adapters with a known speed; no scale_out")
         return None
@@ -317,18 +362,27 @@ def _scale_out(nics: tuple[Nic, ...], sources: dict[str, str],
     names = ", ".join(nic.device for nic in chosen)
     found.notes.append(f"found: {len(chosen)} x {fastest:g} Gb/s {kind} ({names})")
     if len(chosen) < len(nics):
-        found.notes.append(f"assumed: only the {fastest:g} Gb/s adapters carry collectives "
-                           f"({len(nics) - len(chosen)} slower ones left out)")
+        found.notes.append(
+            f"assumed: only the {fastest:g} Gb/s adapters carry collectives "
+            f"({len(nics) - len(chosen)} slower ones left out)"
+        )
     sources["scale_out.nics_per_node"] = f"detected: {names}"
     sources["scale_out.nic_gbits_s"] = "detected: sysfs port rate / link speed"
-    sources["scale_out.latency_us"] = (f"{ASSUMED}: NCCL tuning.cc network step for RDMA"
-                                       if kind != "ethernet" else
-                                       f"{PLACEHOLDER}: TCP sockets, no published figure; measure")
-    return {"kind": kind, "nics_per_node": len(chosen), "nic_gbits_s": fastest,
-            "latency_us": _STEP_LATENCY_US[kind]}
+    sources["scale_out.latency_us"] = (
+        f"{ASSUMED}: NCCL tuning.cc network step for RDMA"
+        if kind != "ethernet"
+        else f"{PLACEHOLDER}: TCP sockets, no published figure; measure"
+    )
+    return {
+        "kind": kind,
+        "nics_per_node": len(chosen),
+        "nic_gbits_s": fastest,
+        "latency_us": _STEP_LATENCY_US[kind],
+    }
 
 
 # ---- the edge: run the tools, read sysfs ---------------------------------------------------
+
 
 def _run(argv: list[str]) -> str | None:
     """stdout of a command, or None when it is missing, fails or hangs."""
@@ -366,9 +420,11 @@ def _gather_gpus(missing: list[str]) -> dict[str, Any]:
     smi = _run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"])
     if smi and parse_nvidia_smi_gpus(smi):
         speeds = parse_nvlink_status(_run(["nvidia-smi", "nvlink", "-s"]) or "")
-        return {"gpus": tuple(parse_nvidia_smi_gpus(smi)),
-                "gpu_links": tuple(parse_gpu_link_matrix(_run(["nvidia-smi", "topo", "-m"]) or "")),
-                "nvlink_gbytes_s": speeds.get(0) or None}
+        return {
+            "gpus": tuple(parse_nvidia_smi_gpus(smi)),
+            "gpu_links": tuple(parse_gpu_link_matrix(_run(["nvidia-smi", "topo", "-m"]) or "")),
+            "nvlink_gbytes_s": speeds.get(0) or None,
+        }
     missing.append("nvidia-smi (no NVIDIA GPU or driver)")
     names = parse_rocm_product_names(_run(["rocm-smi", "--showproductname"]) or "")
     if not names:
@@ -376,8 +432,10 @@ def _gather_gpus(missing: list[str]) -> dict[str, Any]:
         return {}
     vram = parse_rocm_vram(_run(["rocm-smi", "--showmeminfo", "vram"]) or "")
     links = parse_gpu_link_matrix(_run(["rocm-smi", "--showtopotype"]) or "")
-    return {"gpus": tuple(Gpu(name, vram.get(index)) for index, name in enumerate(names)),
-            "gpu_links": tuple(links)}
+    return {
+        "gpus": tuple(Gpu(name, vram.get(index)) for index, name in enumerate(names)),
+        "gpu_links": tuple(links),
+    }
 
 
 def _gather_nics(sys_root: Path, missing: list[str]) -> tuple[Nic, ...]:

@@ -21,8 +21,9 @@ SUFFIXES = (".yaml", ".yml", ".toml")
 def catalog_names() -> list[str]:
     """Names of the shipped topologies, sorted."""
     root = resources.files("collbench.topologies")
-    return sorted(entry.name.rsplit(".", 1)[0] for entry in root.iterdir()
-                  if entry.name.endswith(SUFFIXES))
+    return sorted(
+        entry.name.rsplit(".", 1)[0] for entry in root.iterdir() if entry.name.endswith(SUFFIXES)
+    )
 
 
 def load_topology(name_or_path: str | Path, option: str = "--topology") -> Topology:
@@ -40,8 +41,7 @@ def load_topology(name_or_path: str | Path, option: str = "--topology") -> Topol
     for suffix in SUFFIXES:
         entry = root / f"{text}{suffix}"
         if entry.is_file():
-            return topology_from_dict(_parse(entry.read_text(encoding="utf-8"), suffix, text),
-                                      text)
+            return topology_from_dict(_parse(entry.read_text(encoding="utf-8"), suffix, text), text)
     known = ", ".join(catalog_names()) or "none shipped"
     raise TopologyError(option, text, f"is neither a file nor a catalog name ({known})")
 
@@ -50,8 +50,9 @@ def _read(path: Path, origin: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
-        raise TopologyError("topology file", origin, f"is not UTF-8 text ({error.reason} at "
-                            f"byte {error.start})") from None
+        raise TopologyError(
+            "topology file", origin, f"is not UTF-8 text ({error.reason} at byte {error.start})"
+        ) from None
     except OSError as error:
         raise TopologyError("topology file", origin, f"cannot be read: {error.strerror}") from None
 
@@ -65,5 +66,8 @@ def _parse(text: str, suffix: str, origin: str) -> Any:
         return yaml.safe_load(text)
     except (yaml.YAMLError, ValueError) as error:  # tomllib.TOMLDecodeError is a ValueError
         detail = " ".join(str(error).split())
-        raise TopologyError("topology file", origin, f"is not valid "
-                            f"{suffix.lstrip('.').upper() or 'YAML'}: {detail}") from None
+        raise TopologyError(
+            "topology file",
+            origin,
+            f"is not valid {suffix.lstrip('.').upper() or 'YAML'}: {detail}",
+        ) from None

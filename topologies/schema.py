@@ -145,10 +145,16 @@ def numeric_figures(topology: Topology) -> dict[str, float]:
 def unsourced_figures(topology: Topology) -> list[str]:
     """Numbers the file sets (not left at their default) that `sources` does not cite."""
     sections = {"accelerator": Accelerator, "scale_up": ScaleUp, "scale_out": ScaleOut}
-    defaults = {f"{name}.{item.name}": item.default for name, cls in sections.items()
-                for item in fields(cls)}
-    return [path for path, value in numeric_figures(topology).items()
-            if path not in topology.sources and defaults.get(path, ...) != value]
+    defaults = {
+        f"{name}.{item.name}": item.default
+        for name, cls in sections.items()
+        for item in fields(cls)
+    }
+    return [
+        path
+        for path, value in numeric_figures(topology).items()
+        if path not in topology.sources and defaults.get(path, ...) != value
+    ]
 
 
 def topology_from_dict(data: Any, origin: str = "") -> Topology:
@@ -213,16 +219,26 @@ def _check_consistent(topology: Topology) -> None:
     domain = topology.scale_up.domain_size
     per_node = topology.accelerators_per_node
     if domain % per_node and per_node % domain:
-        raise TopologyError("scale_up.domain_size", domain, f"must divide or be a multiple of "
-                            f"accelerators_per_node ({per_node})")
+        raise TopologyError(
+            "scale_up.domain_size",
+            domain,
+            f"must divide or be a multiple of accelerators_per_node ({per_node})",
+        )
     if topology.scale_out is None and topology.nodes > topology.nodes_per_domain:
-        raise TopologyError("scale_out", None, f"is required: {topology.nodes} nodes do not fit "
-                            f"in one scale-up domain of {domain} accelerators")
+        raise TopologyError(
+            "scale_out",
+            None,
+            f"is required: {topology.nodes} nodes do not fit "
+            f"in one scale-up domain of {domain} accelerators",
+        )
     known = field_paths()
     for key in topology.sources:
         if key not in known:
-            raise TopologyError("sources", key, "is not a field path of a topology (e.g. "
-                                "scale_up.bandwidth_gbytes_s)")
+            raise TopologyError(
+                "sources",
+                key,
+                "is not a field path of a topology (e.g. scale_up.bandwidth_gbytes_s)",
+            )
 
 
 class _Fields:
@@ -254,8 +270,7 @@ class _Fields:
         value = self._get(key, default, default is ...)
         if value is default:
             return value
-        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-              and _finite(value))
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value)
         if not ok or (value <= 0 if minimum is None else value < minimum):
             bound = "> 0" if minimum is None else f">= {minimum:g}"
             raise TopologyError(self._name(key), _short(value), f"must be a number {bound}")
@@ -263,10 +278,10 @@ class _Fields:
 
     def integer(self, key: str, minimum: int, maximum: int = 10**6) -> int:
         value = self._get(key, None, True)
-        if (isinstance(value, bool) or not isinstance(value, int)
-                or not minimum <= value <= maximum):
-            raise TopologyError(self._name(key), _short(value),
-                                f"must be an integer from {minimum} to {maximum:,}")
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            raise TopologyError(
+                self._name(key), _short(value), f"must be an integer from {minimum} to {maximum:,}"
+            )
         return value
 
     def boolean(self, key: str, default: bool) -> bool:
@@ -278,8 +293,9 @@ class _Fields:
     def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
         value = self._get(key, default, default is ...)
         if not isinstance(value, str) or value.lower() not in choices:
-            raise TopologyError(self._name(key), _short(value),
-                                f"must be one of {', '.join(choices)}")
+            raise TopologyError(
+                self._name(key), _short(value), f"must be one of {', '.join(choices)}"
+            )
         return value.lower()
 
     def section(self, key: str, optional: bool = False) -> _Fields | None:
@@ -289,16 +305,21 @@ class _Fields:
     def sources(self, key: str) -> dict[str, str]:
         value = self._get(key, {}, False)
         if not isinstance(value, Mapping) or not all(
-                isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in value.items()):
-            raise TopologyError(self._name(key), _short(value),
-                                "must map field paths to citations (strings)")
+            isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in value.items()
+        ):
+            raise TopologyError(
+                self._name(key), _short(value), "must map field paths to citations (strings)"
+            )
         return dict(value)
 
     def no_extra(self) -> None:
         extra = sorted(str(key) for key in self.data if key not in self.read)
         if extra:
-            raise TopologyError(self._name(extra[0]), self.data[extra[0]] if extra[0] in self.data
-                                else None, "is not a known field")
+            raise TopologyError(
+                self._name(extra[0]),
+                self.data[extra[0]] if extra[0] in self.data else None,
+                "is not a known field",
+            )
 
 
 def _finite(value: float) -> bool:

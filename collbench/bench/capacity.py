@@ -34,15 +34,19 @@ def peak_buffer_bytes(spec: SweepSpec, world_size: int) -> int:
     return peak + (CHECK_OVERHEAD_BYTES if spec.check else 0)
 
 
-def check_memory(spec: SweepSpec, world_size: int, ranks_sharing: int,
-                 available_bytes: int, where: str) -> None:
+def check_memory(
+    spec: SweepSpec, world_size: int, ranks_sharing: int, available_bytes: int, where: str
+) -> None:
     """SpecError when the ranks sharing one memory would not fit in it."""
     need = peak_buffer_bytes(spec, world_size) * ranks_sharing
     if need > available_bytes * MEMORY_HEADROOM:
-        raise SpecError("--max-bytes", spec.max_bytes,
-                        f"needs {format_size(need)} of {where} memory for {ranks_sharing} "
-                        f"rank(s) but {format_size(available_bytes)} is available; lower "
-                        "--max-bytes")
+        raise SpecError(
+            "--max-bytes",
+            spec.max_bytes,
+            f"needs {format_size(need)} of {where} memory for {ranks_sharing} "
+            f"rank(s) but {format_size(available_bytes)} is available; lower "
+            "--max-bytes",
+        )
 
 
 def host_memory_available() -> int:
@@ -60,6 +64,6 @@ def check_world_size(spec: SweepSpec, world_size: int) -> None:
     for name in spec.collectives:
         minimum = REGISTRY[name].min_world_size
         if world_size < minimum:
-            raise SpecError("--collective", name, f"needs at least {minimum} ranks; this run "
-                            f"has {world_size}")
-
+            raise SpecError(
+                "--collective", name, f"needs at least {minimum} ranks; this run has {world_size}"
+            )

@@ -25,8 +25,12 @@ def resolve_backend(requested: str) -> str:
         return "rccl" if on_rocm else "nccl"
     if requested in ("nccl", "rccl"):
         if not has_gpu:
-            raise SpecError("--backend", requested, "needs a visible GPU and a GPU build of "
-                            "torch; this one has none (use --backend gloo)")
+            raise SpecError(
+                "--backend",
+                requested,
+                "needs a visible GPU and a GPU build of "
+                "torch; this one has none (use --backend gloo)",
+            )
         # RCCL is reached through torch's "nccl" backend; record what really runs.
         return "rccl" if on_rocm else "nccl"
     return requested
@@ -48,13 +52,20 @@ def mpi_rendezvous(env: RunEnv) -> RunEnv:
     try:
         from mpi4py import MPI
     except ImportError:
-        raise SpecError("rank environment", "mpi", "needs mpi4py to agree on a rendezvous "
-                        "address: pip install 'collbench[mpi]' (or set MASTER_ADDR and "
-                        "MASTER_PORT for every rank)") from None
+        raise SpecError(
+            "rank environment",
+            "mpi",
+            "needs mpi4py to agree on a rendezvous "
+            "address: pip install 'collbench[mpi]' (or set MASTER_ADDR and "
+            "MASTER_PORT for every rank)",
+        ) from None
     comm = MPI.COMM_WORLD
     if (comm.Get_rank(), comm.Get_size()) != (env.rank, env.world_size):
-        raise SpecError("rank environment", env.evidence, f"disagrees with MPI itself (rank "
-                        f"{comm.Get_rank()} of {comm.Get_size()})")
+        raise SpecError(
+            "rank environment",
+            env.evidence,
+            f"disagrees with MPI itself (rank {comm.Get_rank()} of {comm.Get_size()})",
+        )
     hosts = comm.allgather(socket.gethostname())
     choice = None
     if comm.Get_rank() == 0:

@@ -14,8 +14,13 @@ from typing import Any
 import collbench
 
 KNOB_PREFIXES = ("NCCL_", "RCCL_", "GLOO_", "TORCH_", "UCX_", "FI_")
-KNOB_NAMES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
-              "OMP_NUM_THREADS", "CUDA_DEVICE_MAX_CONNECTIONS")
+KNOB_NAMES = (
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "OMP_NUM_THREADS",
+    "CUDA_DEVICE_MAX_CONNECTIONS",
+)
 
 
 def is_knob(name: str) -> bool:
@@ -26,11 +31,7 @@ def is_knob(name: str) -> bool:
 def knob_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every environment variable that changes how the communication library behaves."""
     environ = os.environ if environ is None else environ
-    return {
-        name: value
-        for name, value in sorted(environ.items())
-        if is_knob(name)
-    }
+    return {name: value for name, value in sorted(environ.items()) if is_knob(name)}
 
 
 def versions(torch: Any, backend: str) -> dict[str, Any]:
@@ -69,8 +70,13 @@ def git_sha() -> str | None:
     """The commit collbench runs from, when it runs from a git checkout."""
     source = Path(collbench.__file__).resolve().parent.parent
     try:
-        done = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"],
-                              capture_output=True, text=True, timeout=5, check=False)
+        done = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() or None if done.returncode == 0 else None

@@ -48,8 +48,7 @@ class RunEnv:
     rendezvous: str = ""
 
     @classmethod
-    def detect(cls, environ: Mapping[str, str] | None = None,
-               choice: str | None = None) -> RunEnv:
+    def detect(cls, environ: Mapping[str, str] | None = None, choice: str | None = None) -> RunEnv:
         """The rank environment of this process; `choice` names one of RANK_ENVS."""
         environ = os.environ if environ is None else environ
         found = {name: reader(environ) for name, reader in _READERS.items()}
@@ -58,22 +57,39 @@ class RunEnv:
             if choice not in RANK_ENVS:
                 raise SpecError("--rank-env", choice, f"is not one of {', '.join(RANK_ENVS)}")
             if choice not in present:
-                raise SpecError("--rank-env", choice, f"but this process has no "
-                                f"{_LABELS[choice]} rank environment ({_HINTS[choice]})")
+                raise SpecError(
+                    "--rank-env",
+                    choice,
+                    f"but this process has no "
+                    f"{_LABELS[choice]} rank environment ({_HINTS[choice]})",
+                )
             return _with_overrides(_prefer_mpi_rendezvous(present[choice], environ), environ)
         if not present:
-            raise SpecError("--launcher", "none", "but this process was not started as a "
-                            "rank (no RANK/WORLD_SIZE, SLURM_PROCID or OMPI_COMM_WORLD_RANK): "
-                            "start it under torchrun, srun or mpirun, or use --launcher local")
+            raise SpecError(
+                "--launcher",
+                "none",
+                "but this process was not started as a "
+                "rank (no RANK/WORLD_SIZE, SLURM_PROCID or OMPI_COMM_WORLD_RANK): "
+                "start it under torchrun, srun or mpirun, or use --launcher local",
+            )
         first = next(iter(present.values()))
-        disagree = [env for env in present.values()
-                    if (env.rank, env.world_size) != (first.rank, first.world_size)]
+        disagree = [
+            env
+            for env in present.values()
+            if (env.rank, env.world_size) != (first.rank, first.world_size)
+        ]
         if disagree:
-            views = "; ".join(f"{_LABELS[env.source]} says rank {env.rank} of "
-                              f"{env.world_size} ({env.evidence})" for env in present.values())
-            raise SpecError("rank environment", "ambiguous", f"({views}): name the launcher "
-                            f"that started this process with --rank-env "
-                            f"{'|'.join(present)}")
+            views = "; ".join(
+                f"{_LABELS[env.source]} says rank {env.rank} of {env.world_size} ({env.evidence})"
+                for env in present.values()
+            )
+            raise SpecError(
+                "rank environment",
+                "ambiguous",
+                f"({views}): name the launcher "
+                f"that started this process with --rank-env "
+                f"{'|'.join(present)}",
+            )
         return _with_overrides(_prefer_mpi_rendezvous(first, environ), environ)
 
 
@@ -98,9 +114,11 @@ def _has_mpi4py() -> bool:
 
 def _with_overrides(env: RunEnv, environ: Mapping[str, str]) -> RunEnv:
     """MASTER_ADDR / MASTER_PORT set by hand win over what a scheduler's variables imply."""
-    how = {"torch": "MASTER_ADDR/MASTER_PORT from the launcher",
-           "slurm": "the step's first node, a port from the job and step ids",
-           "mpi": "broadcast by rank 0 through MPI"}[env.source]
+    how = {
+        "torch": "MASTER_ADDR/MASTER_PORT from the launcher",
+        "slurm": "the step's first node, a port from the job and step ids",
+        "mpi": "broadcast by rank 0 through MPI",
+    }[env.source]
     if env.master_addr is None:
         how = "broadcast by rank 0 through MPI"
     if env.source != "torch" and (environ.get("MASTER_ADDR") or environ.get("MASTER_PORT")):
@@ -124,8 +142,11 @@ def _int(environ: Mapping[str, str], name: str, default: int | None = None) -> i
 
 def _checked(env: RunEnv) -> RunEnv:
     if env.world_size < 1 or not 0 <= env.rank < env.world_size:
-        raise SpecError("rank environment", env.evidence,
-                        f"rank {env.rank} is not a rank of world size {env.world_size}")
+        raise SpecError(
+            "rank environment",
+            env.evidence,
+            f"rank {env.rank} is not a rank of world size {env.world_size}",
+        )
     return env
 
 
@@ -135,15 +156,24 @@ def read_torch(environ: Mapping[str, str]) -> RunEnv | None:
         return None
     missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not environ.get(name)]
     if missing:
-        raise SpecError("rank environment", "torch", f"RANK and WORLD_SIZE are set but "
-                        f"{', '.join(missing)} is not")
-    return _checked(RunEnv(
-        rank=_int(environ, "RANK"), world_size=_int(environ, "WORLD_SIZE"),
-        local_rank=_int(environ, "LOCAL_RANK", 0),
-        local_world_size=_int(environ, "LOCAL_WORLD_SIZE", 1),
-        master_addr=environ["MASTER_ADDR"], master_port=_int(environ, "MASTER_PORT"),
-        source="torch", node_rank=_int(environ, "GROUP_RANK", 0),
-        evidence=f"RANK={environ['RANK']}, WORLD_SIZE={environ['WORLD_SIZE']}"))
+        raise SpecError(
+            "rank environment",
+            "torch",
+            f"RANK and WORLD_SIZE are set but {', '.join(missing)} is not",
+        )
+    return _checked(
+        RunEnv(
+            rank=_int(environ, "RANK"),
+            world_size=_int(environ, "WORLD_SIZE"),
+            local_rank=_int(environ, "LOCAL_RANK", 0),
+            local_world_size=_int(environ, "LOCAL_WORLD_SIZE", 1),
+            master_addr=environ["MASTER_ADDR"],
+            master_port=_int(environ, "MASTER_PORT"),
+            source="torch",
+            node_rank=_int(environ, "GROUP_RANK", 0),
+            evidence=f"RANK={environ['RANK']}, WORLD_SIZE={environ['WORLD_SIZE']}",
+        )
+    )
 
 
 def read_slurm(environ: Mapping[str, str]) -> RunEnv | None:
@@ -152,47 +182,68 @@ def read_slurm(environ: Mapping[str, str]) -> RunEnv | None:
         return None
     if environ.get("SLURM_STEP_ID") in ("batch", "extern", "4294967294", "4294967291"):
         return None
-    nodes_var = "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") else \
-        "SLURM_JOB_NODELIST"
+    nodes_var = (
+        "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"
+    )
     node_rank = _int(environ, "SLURM_NODEID", 0)
-    per_node = expand_tasks_per_node(environ.get("SLURM_STEP_TASKS_PER_NODE")
-                                     or environ.get("SLURM_TASKS_PER_NODE") or "")
+    per_node = expand_tasks_per_node(
+        environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_TASKS_PER_NODE") or ""
+    )
     local_world = per_node[node_rank] if node_rank < len(per_node) else 1
     job_id, step_id = _int(environ, "SLURM_JOB_ID", 0), _int(environ, "SLURM_STEP_ID", 0)
     port = SLURM_PORT_MIN + zlib.crc32(f"{job_id}.{step_id}".encode()) % SLURM_PORT_SPAN
     nodelist = environ.get(nodes_var, "")
-    return _checked(RunEnv(
-        rank=_int(environ, "SLURM_PROCID"),
-        world_size=_int(environ, "SLURM_STEP_NUM_TASKS", 0) or _int(environ, "SLURM_NTASKS"),
-        local_rank=_int(environ, "SLURM_LOCALID", 0), local_world_size=local_world,
-        master_addr=first_host(nodelist) if nodelist else None, master_port=port,
-        source="slurm", node_rank=node_rank,
-        evidence=f"SLURM_PROCID={environ['SLURM_PROCID']}, "
-                 f"SLURM_NTASKS={environ.get('SLURM_NTASKS')}"))
+    return _checked(
+        RunEnv(
+            rank=_int(environ, "SLURM_PROCID"),
+            world_size=_int(environ, "SLURM_STEP_NUM_TASKS", 0) or _int(environ, "SLURM_NTASKS"),
+            local_rank=_int(environ, "SLURM_LOCALID", 0),
+            local_world_size=local_world,
+            master_addr=first_host(nodelist) if nodelist else None,
+            master_port=port,
+            source="slurm",
+            node_rank=node_rank,
+            evidence=f"SLURM_PROCID={environ['SLURM_PROCID']}, "
+            f"SLURM_NTASKS={environ.get('SLURM_NTASKS')}",
+        )
+    )
 
 
 def read_mpi(environ: Mapping[str, str]) -> RunEnv | None:
     """Open MPI's, MPICH/Intel MPI's (PMI) or PMIx's rank variables (the address comes later)."""
     for rank_var, size_var, local_var, local_size_var, node_var in _MPI_FLAVOURS:
         if rank_var in environ and size_var in environ:
-            return _checked(RunEnv(
-                rank=_int(environ, rank_var), world_size=_int(environ, size_var),
-                local_rank=_int(environ, local_var, 0),
-                local_world_size=_int(environ, local_size_var, 1),
-                master_addr=None, master_port=None, source="mpi",
-                node_rank=_int(environ, node_var, 0),
-                evidence=f"{rank_var}={environ[rank_var]}, {size_var}={environ[size_var]}"))
+            return _checked(
+                RunEnv(
+                    rank=_int(environ, rank_var),
+                    world_size=_int(environ, size_var),
+                    local_rank=_int(environ, local_var, 0),
+                    local_world_size=_int(environ, local_size_var, 1),
+                    master_addr=None,
+                    master_port=None,
+                    source="mpi",
+                    node_rank=_int(environ, node_var, 0),
+                    evidence=f"{rank_var}={environ[rank_var]}, {size_var}={environ[size_var]}",
+                )
+            )
     return None
 
 
 _MPI_FLAVOURS = (
-    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK"),
+    (
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "OMPI_COMM_WORLD_NODE_RANK",
+    ),
     ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PMI_NODE_RANK"),
 )
 
 _READERS: dict[str, Callable[[Mapping[str, str]], RunEnv | None]] = {
-    "torch": read_torch, "slurm": read_slurm, "mpi": read_mpi,
+    "torch": read_torch,
+    "slurm": read_slurm,
+    "mpi": read_mpi,
 }
 
 

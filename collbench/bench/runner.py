@@ -87,13 +87,16 @@ class Runner:
         zeros = self.torch.zeros
         dtype = torch_dtype(self.dtype)
         if placement == IN_PLACE:
-            shared = zeros(max(geometry.send_elems, geometry.recv_elems), dtype=dtype,
-                           device=self.device)
-            send = shared[geometry.inplace_send_offset:][: geometry.send_elems]
-            recv = shared[geometry.inplace_recv_offset:][: geometry.recv_elems]
+            shared = zeros(
+                max(geometry.send_elems, geometry.recv_elems), dtype=dtype, device=self.device
+            )
+            send = shared[geometry.inplace_send_offset :][: geometry.send_elems]
+            recv = shared[geometry.inplace_recv_offset :][: geometry.recv_elems]
             return send, recv
-        return (zeros(geometry.send_elems, dtype=dtype, device=self.device),
-                zeros(geometry.recv_elems, dtype=dtype, device=self.device))
+        return (
+            zeros(geometry.send_elems, dtype=dtype, device=self.device),
+            zeros(geometry.recv_elems, dtype=dtype, device=self.device),
+        )
 
     def check(self, bound: Bound, operate: Callable[[], None]) -> int:
         """Fill the inputs with the check pattern, run `operate` (one complete operation on
@@ -107,8 +110,9 @@ class Runner:
         self.timer.synchronize()
         if self._corrupt and recv.numel():
             recv[0] += 1
-        return count_wrong(self.torch, recv, coll.expected(geometry, self.rank, self.world_size),
-                           pattern)
+        return count_wrong(
+            self.torch, recv, coll.expected(geometry, self.rank, self.world_size), pattern
+        )
 
     def barrier(self) -> None:
         if self.device.type == "cuda":

@@ -56,8 +56,9 @@ def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
     spec = job.spec
     clean = False
     try:
-        device, env = init_distributed(env, spec.backend, spec.timeout_s +
-                                       (WATCHED_GRACE_S if watched else 0.0))
+        device, env = init_distributed(
+            env, spec.backend, spec.timeout_s + (WATCHED_GRACE_S if watched else 0.0)
+        )
         session = _Session(job, env, device, sink)
         total_wrong = session.run(status)
         status.done()
@@ -122,18 +123,26 @@ class _Session:
             write_meta(self.job.run_dir, meta)
             if self.sink is not None:
                 self.sink.start(meta)
-        knobs = {"env": env_knobs, "settings": {
-            "rank_stat": spec.rank_stat, "check": spec.check, "timing": self.timer.method,
-            "launcher": self.job.launcher}}
-        builder = RowBuilder(self.job.run_id, spec, env.world_size, len(hosts), knobs,
-                             topology=spec.topology)
+        knobs = {
+            "env": env_knobs,
+            "settings": {
+                "rank_stat": spec.rank_stat,
+                "check": spec.check,
+                "timing": self.timer.method,
+                "launcher": self.job.launcher,
+            },
+        }
+        builder = RowBuilder(
+            self.job.run_id, spec, env.world_size, len(hosts), knobs, topology=spec.topology
+        )
         total_wrong = 0
         for index, step in enumerate(spec.steps()):
             status.step(index, _describe(step))
             if step.kind == "overlap":
                 result = probe.measure(step)
-                row = builder.build_probe(step.collective, step.placement, result,
-                                          probe.clock.method)
+                row = builder.build_probe(
+                    step.collective, step.placement, result, probe.clock.method
+                )
             else:
                 result = runner.measure(step.collective, step.size_bytes, step.placement)
                 row = builder.build(step.collective, step.placement, result)
@@ -145,8 +154,13 @@ class _Session:
         if writer is not None:
             writer.close()
             write_parquet(self.job.run_dir)
-            update_meta(self.job.run_dir, state="completed", finished_utc=utc_now(),
-                        rows=len(spec.steps()), n_wrong_total=total_wrong)
+            update_meta(
+                self.job.run_dir,
+                state="completed",
+                finished_utc=utc_now(),
+                rows=len(spec.steps()),
+                n_wrong_total=total_wrong,
+            )
         return total_wrong
 
     def _probe(self, runner: Any) -> tuple[Any, str | None]:
@@ -174,8 +188,13 @@ class _Session:
                 free_bytes, _ = self.torch.cuda.mem_get_info(self.device)
                 capacity.check_memory(spec, env.world_size, 1, free_bytes, "GPU")
             else:
-                capacity.check_memory(spec, env.world_size, env.local_world_size,
-                                      capacity.host_memory_available(), "host")
+                capacity.check_memory(
+                    spec,
+                    env.world_size,
+                    env.local_world_size,
+                    capacity.host_memory_available(),
+                    "host",
+                )
             # The local launcher prepared the directory; a rank of someone else's job does.
             if env.rank == 0 and not self.job.dir_prepared:
                 prepare_run_dir(Path(self.job.run_dir), self.job.run_id)
@@ -194,22 +213,35 @@ class _Session:
         self.dist.all_gather_object(gathered, value)
         return gathered
 
-    def _meta(self, identities: list[dict[str, Any]], hosts: list[str],
-              knobs: dict[str, str]) -> dict[str, Any]:
+    def _meta(
+        self, identities: list[dict[str, Any]], hosts: list[str], knobs: dict[str, str]
+    ) -> dict[str, Any]:
         from collbench.bench.provenance import git_sha, versions
         from collbench.store.rundir import SCHEMA_VERSION
 
         spec, env = self.job.spec, self.env
         return {
-            "schema_version": SCHEMA_VERSION, "run_id": self.job.run_id, "state": "running",
-            "started_utc": utc_now(), "finished_utc": None,
-            "command_line": self.job.command_line, "launcher": self.job.launcher,
-            "backend": spec.backend, "torch_backend": torch_backend(spec.backend),
-            "world_size": env.world_size, "nodes": len(hosts),
-            "ranks_per_node": env.world_size // max(1, len(hosts)), "hosts": hosts,
-            "ranks": identities, "timing_method": self.timer.method,
-            "versions": versions(self.torch, spec.backend), "git_sha": git_sha(),
-            "knobs": knobs, "spec": spec.to_dict(), "topology": spec.topology, "cwd": os.getcwd(),
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.job.run_id,
+            "state": "running",
+            "started_utc": utc_now(),
+            "finished_utc": None,
+            "command_line": self.job.command_line,
+            "launcher": self.job.launcher,
+            "backend": spec.backend,
+            "torch_backend": torch_backend(spec.backend),
+            "world_size": env.world_size,
+            "nodes": len(hosts),
+            "ranks_per_node": env.world_size // max(1, len(hosts)),
+            "hosts": hosts,
+            "ranks": identities,
+            "timing_method": self.timer.method,
+            "versions": versions(self.torch, spec.backend),
+            "git_sha": git_sha(),
+            "knobs": knobs,
+            "spec": spec.to_dict(),
+            "topology": spec.topology,
+            "cwd": os.getcwd(),
             "rank_env": env.source,
             "rendezvous": f"{env.master_addr}:{env.master_port} ({env.rendezvous})",
         }

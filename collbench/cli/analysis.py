@@ -26,16 +26,40 @@ def load_run(path: Path) -> RunData:
         raise SpecError("RUN", str(path), "is not a run directory")
     rows = load_rows(path)
     if not rows:
-        raise SpecError("RUN", str(path), "holds no result rows (no rows.jsonl): pass a "
-                        "directory written by collbench sweep or collbench import")
+        raise SpecError(
+            "RUN",
+            str(path),
+            "holds no result rows (no rows.jsonl): pass a "
+            "directory written by collbench sweep or collbench import",
+        )
     return RunData(str(path), read_meta(path) or {}, rows)
 
 
 def compare(
-    runs: Annotated[list[Path], typer.Argument(help="Run directories; the first is the baseline, every other one is compared with it.", metavar="BASELINE RUN...", show_default=False)],  # noqa: E501
-    json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,  # noqa: E501
-    strict: Annotated[bool, typer.Option("--strict", help="Exit 2 when the runs' methodology differs (dtype, iters, timing method, world size...).")] = False,  # noqa: E501
-    alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the per-size Mann-Whitney U test. (default: 0.05)", show_default=False)] = 0.05,  # noqa: E501
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Run directories; the first is the baseline, every other one is compared with it.",
+            metavar="BASELINE RUN...",
+            show_default=False,
+        ),
+    ],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Exit 2 when the runs' methodology differs (dtype, iters, timing method, world size...).",
+        ),
+    ] = False,
+    alpha: Annotated[
+        float,
+        typer.Option(
+            "--alpha",
+            help="Significance level of the per-size Mann-Whitney U test. (default: 0.05)",
+            show_default=False,
+        ),
+    ] = 0.05,
 ) -> None:
     """Compare runs size by size: busbw ratio, whether the difference is significant, a
     summary per size band, and every difference in how they were measured."""
@@ -44,45 +68,68 @@ def compare(
     from collbench.core.errors import SpecError
 
     if len(runs) < 2:
-        raise SpecError("RUN", " ".join(map(str, runs)), "needs a baseline and at least one "
-                        "run to compare with it")
+        raise SpecError(
+            "RUN",
+            " ".join(map(str, runs)),
+            "needs a baseline and at least one run to compare with it",
+        )
     if not 0 < alpha < 1:
         raise SpecError("--alpha", alpha, "must be between 0 and 1")
     loaded = [load_run(run) for run in runs]
     for candidate in loaded[1:]:
         if not common_keys(loaded[0], candidate):
-            raise SpecError("RUN", candidate.path, f"has no (collective, placement, size) in "
-                            f"common with {loaded[0].path}: nothing to compare")
+            raise SpecError(
+                "RUN",
+                candidate.path,
+                f"has no (collective, placement, size) in "
+                f"common with {loaded[0].path}: nothing to compare",
+            )
     comparisons = [compare_runs(loaded[0], candidate, alpha) for candidate in loaded[1:]]
     if json_out:
         print(json.dumps([item.to_dict() for item in comparisons], indent=2, default=str))
     else:
-        print("\n\n".join(render_comparison(item, loaded[0].path, run.path)
-                          for item, run in zip(comparisons, loaded[1:], strict=True)))
+        print(
+            "\n\n".join(
+                render_comparison(item, loaded[0].path, run.path)
+                for item, run in zip(comparisons, loaded[1:], strict=True)
+            )
+        )
     differing = [item for item in comparisons if item.methodology_differs]
     if strict and differing:
         first = next(d for d in differing[0].differences if d.kind == "methodology")
-        raise SpecError("--strict", True, f"refuses runs measured differently: {first.field} "
-                        f"{first.baseline!r} vs {first.candidate!r}")
+        raise SpecError(
+            "--strict",
+            True,
+            f"refuses runs measured differently: {first.field} "
+            f"{first.baseline!r} vs {first.candidate!r}",
+        )
 
 
 def render_comparison(result: Comparison, base_path: str, cand_path: str) -> str:
     """The comparison as text: the methodology warning first, then sizes, bands, the rest."""
-    lines = [f"# compare: baseline {base_path} ({result.baseline})",
-             f"#      vs candidate {cand_path} ({result.candidate})"]
+    lines = [
+        f"# compare: baseline {base_path} ({result.baseline})",
+        f"#      vs candidate {cand_path} ({result.candidate})",
+    ]
     method = [d for d in result.differences if d.kind == "methodology"]
     if method:
-        lines += ["#", "# !!! METHODOLOGY DIFFERS: these runs were not measured the same way;",
-                  "# !!! the ratios below mix that difference with the system's:"]
+        lines += [
+            "#",
+            "# !!! METHODOLOGY DIFFERS: these runs were not measured the same way;",
+            "# !!! the ratios below mix that difference with the system's:",
+        ]
         lines += [f"# !!!   {d.field}: {d.baseline} -> {d.candidate}" for d in method]
     lines += _size_lines(result) + _band_lines(result)
     environment = [d for d in result.differences if d.kind == "environment"]
     if environment:
         lines += ["#", "# environment differences (what is being compared):"]
-        lines += [f"#   {d.field}: {_shown(d.baseline)} -> {_shown(d.candidate)}"
-                  for d in environment]
-    for label, keys in (("only in baseline", result.only_baseline),
-                        ("only in candidate", result.only_candidate)):
+        lines += [
+            f"#   {d.field}: {_shown(d.baseline)} -> {_shown(d.candidate)}" for d in environment
+        ]
+    for label, keys in (
+        ("only in baseline", result.only_baseline),
+        ("only in candidate", result.only_candidate),
+    ):
         lines += [f"# {label}: {entry}" for entry in keys]
     return "\n".join(lines)
 
@@ -97,22 +144,32 @@ def _size_lines(result: Comparison) -> list[str]:
     for item in result.sizes:
         if (item.collective, item.placement) != current:
             current = (item.collective, item.placement)
-            lines += ["#", f"# {item.collective} ({item.placement})",
-                      "#        size   base busbw   cand busbw    ratio  verdict (p)"]
+            lines += [
+                "#",
+                f"# {item.collective} ({item.placement})",
+                "#        size   base busbw   cand busbw    ratio  verdict (p)",
+            ]
         p_value = f" (p={item.p_value:.3g})" if item.p_value is not None else ""
-        lines.append(f"{item.size_bytes:13d}  {item.baseline_busbw_gbps:11.4g}  "
-                     f"{item.candidate_busbw_gbps:11.4g}  {item.ratio:7.3f}x  "
-                     f"{item.verdict}{p_value}")
+        lines.append(
+            f"{item.size_bytes:13d}  {item.baseline_busbw_gbps:11.4g}  "
+            f"{item.candidate_busbw_gbps:11.4g}  {item.ratio:7.3f}x  "
+            f"{item.verdict}{p_value}"
+        )
     return lines
 
 
 def _band_lines(result: Comparison) -> list[str]:
-    lines = ["#", "# per size band (small < 64 KiB <= medium < 16 MiB <= large): geometric "
-             "mean ratio, verdicts"]
+    lines = [
+        "#",
+        "# per size band (small < 64 KiB <= medium < 16 MiB <= large): geometric "
+        "mean ratio, verdicts",
+    ]
     for band in result.bands:
         counts = ", ".join(f"{count} {verdict}" for verdict, count in sorted(band.counts.items()))
-        lines.append(f"#   {band.collective} {band.placement} {band.band:6s} "
-                     f"{band.geomean_ratio:7.3f}x over {band.sizes} size(s): {counts}")
+        lines.append(
+            f"#   {band.collective} {band.placement} {band.band:6s} "
+            f"{band.geomean_ratio:7.3f}x over {band.sizes} size(s): {counts}"
+        )
     return lines
 
 
@@ -120,9 +177,31 @@ REPORT_FORMATS = ("html", "md")
 
 
 def report(
-    runs: Annotated[list[Path], typer.Argument(help="Run directories (sweeps, imports, overlap probes); several are overlaid.", metavar="RUN...", show_default=False)],  # noqa: E501
-    out: Annotated[Path, typer.Option("--out", "-o", help="The report file to write. (default: report.html, or report.md with --format md)", show_default=False)] = None,  # noqa: E501
-    report_format: Annotated[str, typer.Option("--format", help="html: one self-contained file; md: Markdown with PNGs in a folder beside it. (default: html)", show_default=False)] = "html",  # noqa: E501
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Run directories (sweeps, imports, overlap probes); several are overlaid.",
+            metavar="RUN...",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="The report file to write. (default: report.html, or report.md with --format md)",
+            show_default=False,
+        ),
+    ] = None,
+    report_format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="html: one self-contained file; md: Markdown with PNGs in a folder beside it. (default: html)",
+            show_default=False,
+        ),
+    ] = "html",
 ) -> None:
     """Write a report: busbw and latency charts with fitted curves and regimes, overlays of
     several runs, overlap-probe charts, and each run's provenance."""

@@ -18,10 +18,33 @@ if TYPE_CHECKING:
 
 
 def fit(
-    runs: Annotated[list[Path], typer.Argument(help="Run directories; rows of the same collective, backend, world size, topology, placement, dtype and knobs are pooled.", metavar="RUN...", show_default=False)],  # noqa: E501
-    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON list of groups instead of tables.")] = False,  # noqa: E501
-    predict: Annotated[Optional[str], typer.Option("--predict", help="Comma list of sizes (K/M/G = powers of 1024) to predict time and busbw at, e.g. 3M,48M.", show_default=False)] = None,  # noqa: E501, UP045
-    topology: Annotated[Optional[str], typer.Option("--topology", help="A catalog name or a YAML/TOML file: report each group's measured time as % of the cost model's prediction per size band. (default: the catalog topology the rows record, from sweep --topology)", show_default=False)] = None,  # noqa: E501, UP045
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Run directories; rows of the same collective, backend, world size, topology, placement, dtype and knobs are pooled.",
+            metavar="RUN...",
+            show_default=False,
+        ),
+    ],
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list of groups instead of tables.")
+    ] = False,
+    predict: Annotated[
+        Optional[str],
+        typer.Option(
+            "--predict",
+            help="Comma list of sizes (K/M/G = powers of 1024) to predict time and busbw at, e.g. 3M,48M.",
+            show_default=False,
+        ),
+    ] = None,  # noqa: E501, UP045
+    topology: Annotated[
+        Optional[str],
+        typer.Option(
+            "--topology",
+            help="A catalog name or a YAML/TOML file: report each group's measured time as % of the cost model's prediction per size band. (default: the catalog topology the rows record, from sweep --topology)",
+            show_default=False,
+        ),
+    ] = None,  # noqa: E501, UP045
 ) -> None:
     """Fit t(S) = alpha + S/B per group, piecewise where the protocol changes."""
     from collbench.analysis.fit import fit_rows
@@ -54,8 +77,9 @@ def _recorded_topology(rows: list[dict[str, Any]]) -> Any:
     return load_topology(name)
 
 
-def _compare_recorded(fabric: Any, rows: list[dict[str, Any]], fits: list[GroupFit]
-                      ) -> list[TopologyComparison | None]:
+def _compare_recorded(
+    fabric: Any, rows: list[dict[str, Any]], fits: list[GroupFit]
+) -> list[TopologyComparison | None]:
     """The fits against the topology the rows record (None: no comparison); one the user
     did not ask for that cannot describe the run is only a warning, and the fit is printed
     without it."""
@@ -69,8 +93,9 @@ def _compare_recorded(fabric: Any, rows: list[dict[str, Any]], fits: list[GroupF
     try:
         return compare_fits(fabric, rows, fits)
     except CollbenchError as error:
-        print(f"collbench: warning: not compared with the recorded topology: {error}",
-              file=sys.stderr)
+        print(
+            f"collbench: warning: not compared with the recorded topology: {error}", file=sys.stderr
+        )
         return [None] * len(fits)
 
 
@@ -97,8 +122,11 @@ def load_sweep_rows(runs: list[Path]) -> list[dict[str, Any]]:
     for run in dict.fromkeys(Path(run).resolve() for run in runs):  # a run given twice: once
         run_rows = load_rows(run) if run.is_dir() else []
         if not run_rows:
-            raise SpecError("RUN", str(run), "holds no result rows (no rows.jsonl): "
-                            "pass a directory written by collbench sweep")
+            raise SpecError(
+                "RUN",
+                str(run),
+                "holds no result rows (no rows.jsonl): pass a directory written by collbench sweep",
+            )
         run_id = (read_meta(run) or {}).get("run_id") or run.name
         tagged = [{**row, "run_id": row.get("run_id") or run_id} for row in run_rows]
         run_dirs.update({str(row["run_id"]): run for row in tagged})
@@ -106,8 +134,11 @@ def load_sweep_rows(runs: list[Path]) -> list[dict[str, Any]]:
     sweep = [row for row in rows if row.get("kind", "sweep") == "sweep"]
     if not sweep:
         kinds = sorted({str(row.get("kind")) for row in rows})
-        raise SpecError("RUN", ", ".join(str(run) for run in runs),
-                        f"hold no sweep rows to fit (only {', '.join(kinds)})")
+        raise SpecError(
+            "RUN",
+            ", ".join(str(run) for run in runs),
+            f"hold no sweep rows to fit (only {', '.join(kinds)})",
+        )
     check_poolable(sweep, run_dirs)
     return sweep
 
@@ -134,10 +165,14 @@ def check_poolable(rows: list[dict[str, Any]], run_dirs: dict[str, Path]) -> Non
         for run_id, method in methods.items():
             for field in POOL_BLOCKERS:
                 if method.get(field) != methods[first].get(field):
-                    raise SpecError("RUN", f"{first}, {run_id}", f"would be fitted together "
-                                    f"({key[0]}, {key[1]}, {key[2]} ranks) but were measured "
-                                    f"differently: {field} {methods[first].get(field)!r} vs "
-                                    f"{method.get(field)!r}; fit them separately")
+                    raise SpecError(
+                        "RUN",
+                        f"{first}, {run_id}",
+                        f"would be fitted together "
+                        f"({key[0]}, {key[1]}, {key[2]} ranks) but were measured "
+                        f"differently: {field} {methods[first].get(field)!r} vs "
+                        f"{method.get(field)!r}; fit them separately",
+                    )
 
 
 def predictions(curve: CurveFit, sizes: list[int]) -> list[dict[str, Any]]:
@@ -149,14 +184,21 @@ def predictions(curve: CurveFit, sizes: list[int]) -> list[dict[str, Any]]:
             extrapolated = "below"
         elif size > curve.regimes[-1].max_bytes:
             extrapolated = "above"
-        result.append({"size_bytes": size, "time_us": round(curve.predict_time_us(size), 4),
-                       "busbw_gbps": round(curve.predict_busbw_gbps(size), 4),
-                       "regime_index": curve.regime_index(size), "extrapolated": extrapolated})
+        result.append(
+            {
+                "size_bytes": size,
+                "time_us": round(curve.predict_time_us(size), 4),
+                "busbw_gbps": round(curve.predict_busbw_gbps(size), 4),
+                "regime_index": curve.regime_index(size),
+                "extrapolated": extrapolated,
+            }
+        )
     return result
 
 
-def group_dict(group: GroupFit, sizes: list[int], versus: TopologyComparison | None = None
-               ) -> dict[str, Any]:
+def group_dict(
+    group: GroupFit, sizes: list[int], versus: TopologyComparison | None = None
+) -> dict[str, Any]:
     data = group.to_dict()
     if sizes and group.curve is not None:
         data["predictions"] = predictions(group.curve, sizes)
@@ -165,20 +207,30 @@ def group_dict(group: GroupFit, sizes: list[int], versus: TopologyComparison | N
     return data
 
 
-def render_group(group: GroupFit, sizes: list[int], versus: TopologyComparison | None = None
-                 ) -> str:
+def render_group(
+    group: GroupFit, sizes: list[int], versus: TopologyComparison | None = None
+) -> str:
     """One compact plain-text block per group."""
     key = group.key
     runs = f"{len(group.runs)} run" + ("s" if len(group.runs) != 1 else "")
-    lines = [f"{key['collective']} | {key['backend']} | {key['world_size']} ranks | "
-             f"{key['dtype']} | {key['placement']} | topology {key['topology'] or '-'} | "
-             f"knobs {group.knobs_digest} | {group.n_points} points from {runs}"]
+    lines = [
+        f"{key['collective']} | {key['backend']} | {key['world_size']} ranks | "
+        f"{key['dtype']} | {key['placement']} | topology {key['topology'] or '-'} | "
+        f"knobs {group.knobs_digest} | {group.n_points} points from {runs}"
+    ]
     versus_lines = [] if versus is None else _versus_lines(versus)
     if group.curve is None:
         return "\n".join([*lines, f"  not fitted: {group.skipped}", *versus_lines])
-    return "\n".join([*lines, *_summary(group.curve), *_regime_lines(group.curve),
-                      *_outlier_lines(group.curve), *_prediction_lines(group.curve, sizes),
-                      *versus_lines])
+    return "\n".join(
+        [
+            *lines,
+            *_summary(group.curve),
+            *_regime_lines(group.curve),
+            *_outlier_lines(group.curve),
+            *_prediction_lines(group.curve, sizes),
+            *versus_lines,
+        ]
+    )
 
 
 def _summary(curve: CurveFit) -> list[str]:
@@ -201,8 +253,10 @@ def _regime_lines(curve: CurveFit) -> list[str]:
     for number, regime in enumerate(curve.regimes, 1):
         span = f"{format_size(regime.min_bytes)} .. {format_size(regime.max_bytes)}"
         busbw = "latency" if curve.latency_bound(regime) else _num(regime.busbw_gbps)
-        lines.append(f"  {number:>6}  {span:<23} {_num(regime.alpha_us):>10} "
-                     f"{busbw:>11} {regime.n_points:>6}")
+        lines.append(
+            f"  {number:>6}  {span:<23} {_num(regime.alpha_us):>10} "
+            f"{busbw:>11} {regime.n_points:>6}"
+        )
     return lines
 
 
@@ -214,9 +268,11 @@ def _outlier_lines(curve: CurveFit) -> list[str]:
     lines = [f"  {'outlier':>7}  {'time_us':>10} {'busbw_gbps':>11} {'fitted':>10} {'off':>7}"]
     for outlier in curve.outliers:
         off = outlier.busbw_gbps / outlier.busbw_fit_gbps - 1
-        lines.append(f"  {format_size(outlier.size_bytes):>7}  {_num(outlier.time_us):>10} "
-                     f"{_num(outlier.busbw_gbps):>11} {_num(outlier.busbw_fit_gbps):>10} "
-                     f"{100 * off:>+6.1f}%")
+        lines.append(
+            f"  {format_size(outlier.size_bytes):>7}  {_num(outlier.time_us):>10} "
+            f"{_num(outlier.busbw_gbps):>11} {_num(outlier.busbw_fit_gbps):>10} "
+            f"{100 * off:>+6.1f}%"
+        )
     return lines
 
 
@@ -229,11 +285,13 @@ def _prediction_lines(curve: CurveFit, sizes: list[int]) -> list[str]:
     for item in predictions(curve, sizes):
         note = ""
         if item["extrapolated"] == "below":
-            note = f"  extrapolated below the smallest measured size, {format_size(curve.regimes[0].min_bytes)}"  # noqa: E501
+            note = f"  extrapolated below the smallest measured size, {format_size(curve.regimes[0].min_bytes)}"
         elif item["extrapolated"] == "above":
-            note = f"  extrapolated above the largest measured size, {format_size(curve.regimes[-1].max_bytes)}"  # noqa: E501
-        lines.append(f"  {format_size(item['size_bytes']):>7}  {_num(item['time_us']):>10} "
-                     f"{_num(item['busbw_gbps']):>11} {item['regime_index'] + 1:>6}{note}")
+            note = f"  extrapolated above the largest measured size, {format_size(curve.regimes[-1].max_bytes)}"
+        lines.append(
+            f"  {format_size(item['size_bytes']):>7}  {_num(item['time_us']):>10} "
+            f"{_num(item['busbw_gbps']):>11} {item['regime_index'] + 1:>6}{note}"
+        )
     return lines
 
 
@@ -242,27 +300,39 @@ def _versus_lines(versus: TopologyComparison) -> list[str]:
     from collbench.core.spec import format_size
 
     nodes = f"{versus.nodes} node" + ("s" if versus.nodes != 1 else "")
-    head = (f"  vs topology {versus.topology} ({nodes} x {versus.ranks_per_node} ranks, "
-            f"{versus.group.ranks_per_domain} per scale-up domain)")
+    head = (
+        f"  vs topology {versus.topology} ({nodes} x {versus.ranks_per_node} ranks, "
+        f"{versus.group.ranks_per_domain} per scale-up domain)"
+    )
     notes = [f"    note: {note}" for note in versus.notes]
     if versus.skipped is not None:
         return [f"{head}: not compared, {versus.skipped}", *notes]
-    lines = [f"{head}: % = predicted time / measured time, over 100% is faster than the model",
-             *notes]
+    lines = [
+        f"{head}: % = predicted time / measured time, over 100% is faster than the model",
+        *notes,
+    ]
     for band in versus.bands:
         at = band.largest
-        where = (f"{format_size(band.sizes[0].size_bytes)} .. {format_size(at.size_bytes)}, "
-                 f"{len(band.sizes)} size" + ("s" if len(band.sizes) != 1 else ""))
+        where = (
+            f"{format_size(band.sizes[0].size_bytes)} .. {format_size(at.size_bytes)}, "
+            f"{len(band.sizes)} size" + ("s" if len(band.sizes) != 1 else "")
+        )
         model = at.prediction
         if model.bottleneck == "latency":
-            detail = (f"measured {_num(at.measured_time_us)} us vs predicted "
-                      f"{_num(model.time_s * 1e6)} us = {at.ratio:.0%}")
+            detail = (
+                f"measured {_num(at.measured_time_us)} us vs predicted "
+                f"{_num(model.time_s * 1e6)} us = {at.ratio:.0%}"
+            )
         else:
-            detail = (f"measured busbw {_num(at.measured_busbw_gbps)} GB/s = {at.ratio:.0%} of "
-                      f"predicted {_num(model.busbw_gbps)}")
-        lines.append(f"    {band.band} ({where}): {band.ratio_geomean:.0%} geomean; at "
-                     f"{format_size(at.size_bytes)} {detail} ({model.algorithm}, "
-                     f"{model.bottleneck} bound)")
+            detail = (
+                f"measured busbw {_num(at.measured_busbw_gbps)} GB/s = {at.ratio:.0%} of "
+                f"predicted {_num(model.busbw_gbps)}"
+            )
+        lines.append(
+            f"    {band.band} ({where}): {band.ratio_geomean:.0%} geomean; at "
+            f"{format_size(at.size_bytes)} {detail} ({model.algorithm}, "
+            f"{model.bottleneck} bound)"
+        )
     return lines
 
 

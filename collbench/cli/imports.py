@@ -27,10 +27,33 @@ def _import_root() -> None:
 
 @import_app.command("nccl-tests")
 def nccl_tests(
-    logs: Annotated[list[Path], typer.Argument(help="nccl-tests or rccl-tests output: text logs (format detected) or -J JSON files. Several logs of one system become one run.", show_default=False)],  # noqa: E501
-    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (new or empty). (default: results/<UTC time>-<id>)", show_default=False)] = None,  # noqa: E501, UP045
-    collective: Annotated[Optional[str], typer.Option("--collective", "-c", help="Collective the logs measured, when they do not say (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv).", show_default=False)] = None,  # noqa: E501, UP045
-    json_meta: Annotated[bool, typer.Option("--json", help="Print meta.json instead of the summary.")] = False,  # noqa: E501
+    logs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="nccl-tests or rccl-tests output: text logs (format detected) or -J JSON files. Several logs of one system become one run.",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out",
+            help="Run directory (new or empty). (default: results/<UTC time>-<id>)",
+            show_default=False,
+        ),
+    ] = None,  # noqa: E501, UP045
+    collective: Annotated[
+        Optional[str],
+        typer.Option(
+            "--collective",
+            "-c",
+            help="Collective the logs measured, when they do not say (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv).",
+            show_default=False,
+        ),
+    ] = None,  # noqa: E501, UP045
+    json_meta: Annotated[
+        bool, typer.Option("--json", help="Print meta.json instead of the summary.")
+    ] = False,
 ) -> None:
     """Turn nccl-tests / rccl-tests logs into a collbench run directory.
 

@@ -32,7 +32,10 @@ def _topo_root() -> None:
 
 @topo_app.command("list")
 def list_catalog(
-    json_out: Annotated[bool, typer.Option("--json", help="Print the catalog's topologies as a JSON list of mappings.")] = False,  # noqa: E501
+    json_out: Annotated[
+        bool,
+        typer.Option("--json", help="Print the catalog's topologies as a JSON list of mappings."),
+    ] = False,
 ) -> None:
     """List the shipped topologies: accelerator, size, scale-up and scale-out fabric."""
     from collbench.render import topology as render
@@ -47,8 +50,21 @@ def list_catalog(
 
 @topo_app.command("show")
 def show(
-    name: Annotated[str, typer.Argument(help="A catalog name (see `collbench topo list`) or a YAML/TOML file.", metavar="NAME|FILE", show_default=False)],  # noqa: E501
-    output: Annotated[str, typer.Option("--format", help="text (every field with its source), yaml (a file `topo validate` accepts) or json.")] = "text",  # noqa: E501
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="A catalog name (see `collbench topo list`) or a YAML/TOML file.",
+            metavar="NAME|FILE",
+            show_default=False,
+        ),
+    ],
+    output: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="text (every field with its source), yaml (a file `topo validate` accepts) or json.",
+        ),
+    ] = "text",
     json_out: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
 ) -> None:
     """Print a topology: every field with its unit and source, or as YAML / JSON."""
@@ -69,7 +85,14 @@ def show(
 
 @topo_app.command("validate")
 def validate(
-    file: Annotated[str, typer.Argument(help="A topology file (YAML or TOML), or a catalog name.", metavar="FILE", show_default=False)],  # noqa: E501
+    file: Annotated[
+        str,
+        typer.Argument(
+            help="A topology file (YAML or TOML), or a catalog name.",
+            metavar="FILE",
+            show_default=False,
+        ),
+    ],
 ) -> None:
     """Check a topology file: `ok: ...` and exit 0, or one line naming the bad field, exit 2.
 
@@ -86,14 +109,21 @@ def validate(
         if text.startswith("PLACEHOLDER"):
             print(f"collbench: warning: {path} is a placeholder: {text}", file=sys.stderr)
     up, scale_out = topology.scale_up, scale_out_text(topology, missing="none")
-    print(f"ok: {topology.name}: {topology.nodes} x {topology.accelerators_per_node} "
-          f"{topology.accelerator.name}, scale-up {up.kind} {up.bandwidth_gbytes_s:g} GB/s "
-          f"(domain {up.domain_size}), scale-out {scale_out}")
+    print(
+        f"ok: {topology.name}: {topology.nodes} x {topology.accelerators_per_node} "
+        f"{topology.accelerator.name}, scale-up {up.kind} {up.bandwidth_gbytes_s:g} GB/s "
+        f"(domain {up.domain_size}), scale-out {scale_out}"
+    )
 
 
 @topo_app.command("detect")
 def detect(
-    out: Annotated[Optional[Path], typer.Option("--out", help="Write the YAML here instead of printing it.", show_default=False)] = None,  # noqa: E501, UP045
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out", help="Write the YAML here instead of printing it.", show_default=False
+        ),
+    ] = None,  # noqa: E501, UP045
 ) -> None:
     """Describe this node as a topology file, best effort (nvidia-smi, rocm-smi, sysfs).
 
@@ -115,8 +145,10 @@ def detect(
     topology_from_dict(found.data, "detect")  # what it writes must validate
     for note in found.notes:
         print(f"collbench: detect: {note}", file=sys.stderr)
-    text = ("# Written by `collbench topo detect`. Check every source marked ASSUMED or "
-            "PLACEHOLDER.\n" + yaml.safe_dump(found.data, sort_keys=False, width=100))
+    text = (
+        "# Written by `collbench topo detect`. Check every source marked ASSUMED or "
+        "PLACEHOLDER.\n" + yaml.safe_dump(found.data, sort_keys=False, width=100)
+    )
     if out is None:
         print(text, end="")
         return

@@ -34,8 +34,9 @@ def parse_ratios(text: str) -> tuple[float, ...]:
         try:
             ratios.append(float(part))
         except ValueError:
-            raise SpecError("--compute-ratio", text, "is not a comma list of numbers, "
-                            "e.g. 0.5,1,2") from None
+            raise SpecError(
+                "--compute-ratio", text, "is not a comma list of numbers, e.g. 0.5,1,2"
+            ) from None
     return tuple(ratios)
 
 
@@ -67,8 +68,9 @@ class OverlapSpec:
     def __post_init__(self) -> None:
         ratios = tuple(float(r) for r in self.ratios) if self.ratios is not None else None
         if ratios and self.compute_tflop is not None:
-            raise SpecError("--compute-tflop", self.compute_tflop,
-                            "conflicts with --compute-ratio: give one")
+            raise SpecError(
+                "--compute-tflop", self.compute_tflop, "conflicts with --compute-ratio: give one"
+            )
         if ratios is None or (not ratios and self.compute_tflop is None):
             ratios = () if self.compute_tflop is not None else DEFAULT_RATIOS
         for ratio in ratios:
@@ -76,27 +78,34 @@ class OverlapSpec:
                 raise SpecError("--compute-ratio", ratio, "must be a number greater than 0")
         object.__setattr__(self, "ratios", ratios)
         if self.compute_tflop is not None and not (
-                math.isfinite(self.compute_tflop) and self.compute_tflop > 0):
+            math.isfinite(self.compute_tflop) and self.compute_tflop > 0
+        ):
             raise SpecError("--compute-tflop", self.compute_tflop, "must be greater than 0")
         self._check_dtype()
         if self.matmul_shape is not None:
             shape = tuple(int(v) for v in self.matmul_shape)
             if len(shape) != 3 or min(shape) < 1:
-                raise SpecError("--matmul-shape", self.matmul_shape,
-                                "needs three sizes of at least 1 (MxNxK)")
+                raise SpecError(
+                    "--matmul-shape", self.matmul_shape, "needs three sizes of at least 1 (MxNxK)"
+                )
             object.__setattr__(self, "matmul_shape", shape)
         if not 1 <= self.compute_streams <= MAX_COMPUTE_STREAMS:
-            raise SpecError("--compute-streams", self.compute_streams,
-                            f"must be between 1 and {MAX_COMPUTE_STREAMS}")
+            raise SpecError(
+                "--compute-streams",
+                self.compute_streams,
+                f"must be between 1 and {MAX_COMPUTE_STREAMS}",
+            )
 
     def _check_dtype(self) -> None:
         if self.compute_dtype == AUTO:
             return
         dtype = lookup_dtype(self.compute_dtype)
         if dtype is None or dtype.name not in COMPUTE_DTYPES:
-            raise SpecError("--compute-dtype", self.compute_dtype,
-                            f"is not a matmul dtype; choose from {AUTO}, "
-                            f"{', '.join(COMPUTE_DTYPES)}")
+            raise SpecError(
+                "--compute-dtype",
+                self.compute_dtype,
+                f"is not a matmul dtype; choose from {AUTO}, {', '.join(COMPUTE_DTYPES)}",
+            )
         object.__setattr__(self, "compute_dtype", dtype.name)
 
     def points(self) -> tuple[float | None, ...]:
@@ -114,8 +123,12 @@ class OverlapSpec:
             args = ["--compute-ratio", ",".join(f"{r:g}" for r in self.ratios)]
         else:
             args = ["--compute-tflop", f"{self.compute_tflop:g}"]
-        args += ["--compute-dtype", self.compute_dtype,
-                 "--compute-streams", str(self.compute_streams)]
+        args += [
+            "--compute-dtype",
+            self.compute_dtype,
+            "--compute-streams",
+            str(self.compute_streams),
+        ]
         if self.matmul_shape is not None:
             args += ["--matmul-shape", "x".join(str(v) for v in self.matmul_shape)]
         return args
@@ -124,8 +137,13 @@ class OverlapSpec:
     def from_dict(cls, data: dict) -> OverlapSpec:
         shape = data.get("matmul_shape")
         ratios = data.get("ratios")
-        return cls(**{**data, "ratios": None if ratios is None else tuple(ratios),
-                      "matmul_shape": None if shape is None else tuple(shape)})
+        return cls(
+            **{
+                **data,
+                "ratios": None if ratios is None else tuple(ratios),
+                "matmul_shape": None if shape is None else tuple(shape),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -146,9 +164,13 @@ class OverlapFigures:
     compute_ratio_actual: float
 
 
-def overlap_figures(t_comm_us: float, t_comp_us: float, t_both_us: float,
-                    t_comp_during_us: float,
-                    t_comm_during_us: float | None = None) -> OverlapFigures:
+def overlap_figures(
+    t_comm_us: float,
+    t_comp_us: float,
+    t_both_us: float,
+    t_comp_during_us: float,
+    t_comm_during_us: float | None = None,
+) -> OverlapFigures:
     """Figures from the four (or five) times of one probe, all in microseconds.
 
     overlap_pct = max(0, 100 - 100 (t_both - t_comp) / t_comm) is OSU's definition; it is
@@ -159,8 +181,11 @@ def overlap_figures(t_comm_us: float, t_comp_us: float, t_both_us: float,
         raise ValueError("probe times must be positive")
     exposed = t_both_us - t_comp_us
     overlap = 100.0 - 100.0 * exposed / t_comm_us
-    comm_slowdown = (t_comm_during_us / t_comm_us - 1.0
-                     if t_comm_during_us is not None and t_comm_during_us > 0 else None)
+    comm_slowdown = (
+        t_comm_during_us / t_comm_us - 1.0
+        if t_comm_during_us is not None and t_comm_during_us > 0
+        else None
+    )
     return OverlapFigures(
         overlap_pct=min(100.0, max(0.0, overlap)),
         exposed_comm_us=max(0.0, exposed),

@@ -32,8 +32,12 @@ def parse_size(text: str | int, field_name: str = "size") -> int:
     else:
         match = _SIZE_RE.match(str(text))
         if not match:
-            raise SpecError(field_name, text, "is not a size: use a number with an optional "
-                            "K/M/G suffix (powers of 1024), e.g. 8, 4K, 1M, 2G")
+            raise SpecError(
+                field_name,
+                text,
+                "is not a size: use a number with an optional "
+                "K/M/G suffix (powers of 1024), e.g. 8, 4K, 1M, 2G",
+            )
         number, unit = match.groups()
         value_f = float(number) * _UNITS[unit.upper()]
         if value_f != int(value_f):
@@ -121,14 +125,19 @@ class SweepSpec:
             raise ValueError("a spec without sweep rows needs overlap probes")
         for name in self.collectives:
             if name not in REGISTRY:
-                raise SpecError("--collective", name,
-                                f"is unknown; choose from {', '.join(REGISTRY)}")
+                raise SpecError(
+                    "--collective", name, f"is unknown; choose from {', '.join(REGISTRY)}"
+                )
         if not self.collectives:
             raise SpecError("--collective", "", "names no collective")
         dtype = lookup_dtype(self.dtype)
         if dtype is None:
-            raise SpecError("--dtype", self.dtype, "is unknown; choose from float32, float16, "
-                            "bfloat16, float64, int8, uint8, int32, int64")
+            raise SpecError(
+                "--dtype",
+                self.dtype,
+                "is unknown; choose from float32, float16, "
+                "bfloat16, float64, int8, uint8, int32, int64",
+            )
         object.__setattr__(self, "dtype", dtype.name)
         self._check_choice("--op", self.op, REDUCE_OPS)
         self._check_choice("--placement", self.placement, PLACEMENT_CHOICES)
@@ -138,8 +147,11 @@ class SweepSpec:
         for name in self.collectives:
             if not self.placements_for(name):
                 note = REGISTRY[name].placement_note
-                raise SpecError("--placement", self.placement, f"cannot be measured for {name}: "
-                                f"{note}; use --placement both")
+                raise SpecError(
+                    "--placement",
+                    self.placement,
+                    f"cannot be measured for {name}: {note}; use --placement both",
+                )
         if self.op == "avg" and not dtype.is_float:
             # torch divides in floating point and cannot cast back (gloo raises; checked)
             raise SpecError("--op", self.op, f"needs a floating-point --dtype, not {dtype.name}")
@@ -157,8 +169,9 @@ class SweepSpec:
         if self.step_bytes is not None and self.step_bytes < 1:
             raise SpecError("--step-bytes", self.step_bytes, "must be at least 1")
         if self.max_bytes is not None and self.min_bytes > self.max_bytes:
-            raise SpecError("--min-bytes", self.min_bytes,
-                            f"is larger than --max-bytes ({self.max_bytes})")
+            raise SpecError(
+                "--min-bytes", self.min_bytes, f"is larger than --max-bytes ({self.max_bytes})"
+            )
         if self.max_bytes is not None and self.max_bytes < 1:
             raise SpecError("--max-bytes", self.max_bytes, "must be at least 1")
         if self.warmup < 0:
@@ -177,8 +190,11 @@ class SweepSpec:
         """A copy with a concrete backend and the max size that backend defaults to."""
         max_bytes = self.max_bytes if self.max_bytes is not None else DEFAULT_MAX_BYTES[backend]
         if self.min_bytes > max_bytes:
-            raise SpecError("--min-bytes", self.min_bytes,
-                            f"is larger than the default --max-bytes for {backend} ({max_bytes})")
+            raise SpecError(
+                "--min-bytes",
+                self.min_bytes,
+                f"is larger than the default --max-bytes for {backend} ({max_bytes})",
+            )
         return SweepSpec(**{**self.to_dict(), "backend": backend, "max_bytes": max_bytes})
 
     def sizes(self) -> list[int]:
@@ -191,16 +207,20 @@ class SweepSpec:
         """Every measurement in order: the sweep rows, then the overlap probes."""
         steps = []
         if self.sweep_rows:
-            steps += [Step("sweep", name, size, placement)
-                      for name in self.collectives
-                      for size in self.sizes()
-                      for placement in self.placements_for(name)]
+            steps += [
+                Step("sweep", name, size, placement)
+                for name in self.collectives
+                for size in self.sizes()
+                for placement in self.placements_for(name)
+            ]
         if self.overlap is not None:
             # One placement per probe: overlap does not depend on where the result lands.
-            steps += [Step("overlap", name, size, self.placements_for(name)[0], ratio)
-                      for name in self.collectives
-                      for size in self.sizes()
-                      for ratio in self.overlap.points()]
+            steps += [
+                Step("overlap", name, size, self.placements_for(name)[0], ratio)
+                for name in self.collectives
+                for size in self.sizes()
+                for ratio in self.overlap.points()
+            ]
         return steps
 
     @property
@@ -211,19 +231,39 @@ class SweepSpec:
     def to_args(self) -> list[str]:
         """`collbench sweep` options that give exactly this spec, every field spelled out
         (printed commands and sbatch scripts must not depend on this version's defaults)."""
-        args = ["--collective", ",".join(self.collectives),
-                "--min-bytes", _size_arg(self.min_bytes)]
+        args = [
+            "--collective",
+            ",".join(self.collectives),
+            "--min-bytes",
+            _size_arg(self.min_bytes),
+        ]
         if self.max_bytes is not None:
             args += ["--max-bytes", _size_arg(self.max_bytes)]
         if self.step_bytes is not None:
             args += ["--step-bytes", _size_arg(self.step_bytes)]
         if self.factor is not None:
             args += ["--factor", f"{self.factor:g}"]
-        return [*args, "--dtype", self.dtype, "--op", self.op, "--placement", self.placement,
-                "--warmup", str(self.warmup), "--iters", str(self.iters),
-                "--check" if self.check else "--no-check", "--rank-stat", self.rank_stat,
-                "--backend", self.backend, "--timeout", f"{self.timeout_s:g}",
-                *self._overlap_args()]
+        return [
+            *args,
+            "--dtype",
+            self.dtype,
+            "--op",
+            self.op,
+            "--placement",
+            self.placement,
+            "--warmup",
+            str(self.warmup),
+            "--iters",
+            str(self.iters),
+            "--check" if self.check else "--no-check",
+            "--rank-stat",
+            self.rank_stat,
+            "--backend",
+            self.backend,
+            "--timeout",
+            f"{self.timeout_s:g}",
+            *self._overlap_args(),
+        ]
 
     def _overlap_args(self) -> list[str]:
         if self.overlap is None:

@@ -59,7 +59,7 @@ def short(label: str, limit: int = LABEL_MAX_CHARS) -> str:
     if len(label) <= limit:
         return label
     keep = (limit - 1) // 2
-    return label[:keep] + "\u2026" + label[-(limit - 1 - keep):]
+    return label[:keep] + "\u2026" + label[-(limit - 1 - keep) :]
 
 
 def _size_axis(axes: Any, sizes: Sequence[float]) -> None:
@@ -80,9 +80,16 @@ def _legend_below(axes: Any, handles: list[Any], labels: list[str]) -> None:
 
     width_chars = FIGSIZE_IN[0] * LEGEND_CHARS_PER_IN
     columns = int(width_chars // (max(map(len, labels), default=1) + 8))
-    axes.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.17),
-                ncol=max(1, min(columns, 3, len(labels))), fontsize=8, frameon=False,
-                handler_map={tuple: HandlerTuple(ndivide=None)})
+    axes.legend(
+        handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.17),
+        ncol=max(1, min(columns, 3, len(labels))),
+        fontsize=8,
+        frameon=False,
+        handler_map={tuple: HandlerTuple(ndivide=None)},
+    )
 
 
 def _png(figure: Any) -> bytes:
@@ -106,12 +113,12 @@ def busbw_chart(title: str, series: Sequence[Series]) -> bytes:
     busbw_all: list[float] = []
     handles: list[Any] = []
     labels: list[str] = []
-    regimes_of = next((index for index, item in enumerate(series) if item.fit is not None),
-                      None)
+    regimes_of = next((index for index, item in enumerate(series) if item.fit is not None), None)
     for index, item in enumerate(series):
         color = COLORS[index % len(COLORS)]
-        points = sorted((row["size_bytes"], row["busbw_gbps"]) for row in item.rows
-                        if row["size_bytes"] > 0)
+        points = sorted(
+            (row["size_bytes"], row["busbw_gbps"]) for row in item.rows if row["size_bytes"] > 0
+        )
         if not points:
             continue
         sizes, busbw = zip(*points, strict=True)
@@ -133,8 +140,9 @@ def busbw_chart(title: str, series: Sequence[Series]) -> bytes:
         handles.append(_draw_regimes(axes, item.fit, COLORS[regimes_of % len(COLORS)]))
         labels.append(f"regimes of {short(item.label)}")
     if any(item.fit is not None and item.fit.outliers for item in series):
-        (ring,) = axes.plot([], [], "o", markersize=10, markerfacecolor="none",
-                            markeredgecolor="#444444")
+        (ring,) = axes.plot(
+            [], [], "o", markersize=10, markerfacecolor="none", markeredgecolor="#444444"
+        )
         handles.append(ring)
         labels.append("outlier (left out of the fit)")
     axes.set_ylabel("bus bandwidth (GB/s)")
@@ -149,11 +157,23 @@ def _draw_fit(axes: Any, fit: Any, color: str) -> Any:
     line = None
     for low, high in pairwise(edges):
         grid = np.geomspace(low, max(high - 1, low), 60)
-        (line,) = axes.plot(grid, [fit.predict_busbw_gbps(size) for size in grid], "-",
-                            color=color, linewidth=1.4, alpha=0.85)
+        (line,) = axes.plot(
+            grid,
+            [fit.predict_busbw_gbps(size) for size in grid],
+            "-",
+            color=color,
+            linewidth=1.4,
+            alpha=0.85,
+        )
     for outlier in fit.outliers:
-        axes.plot([outlier.size_bytes], [outlier.busbw_gbps], "o", markersize=10,
-                  markerfacecolor="none", markeredgecolor="#444444")
+        axes.plot(
+            [outlier.size_bytes],
+            [outlier.busbw_gbps],
+            "o",
+            markersize=10,
+            markerfacecolor="none",
+            markeredgecolor="#444444",
+        )
     return line
 
 
@@ -170,12 +190,20 @@ def _draw_regimes(axes: Any, fit: Any, color: str) -> Any:
     stagger = min(widths) < (high - low) / 7  # narrow regimes: labels on two rows
     for index, regime in enumerate(fit.regimes):
         middle = float(np.sqrt(max(regime.min_bytes, 1) * regime.max_bytes))
-        busbw = ("latency-bound" if fit.latency_bound(regime)
-                 else f"{number(regime.busbw_gbps)} GB/s")
-        axes.text(middle, 0.97 - (0.11 if stagger and index % 2 else 0.0),
-                  f"{busbw}\n\u03b1 {number(regime.alpha_us)} us", transform=on_top,
-                  ha="center", va="top", fontsize=7, color=color,
-                  bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
+        busbw = (
+            "latency-bound" if fit.latency_bound(regime) else f"{number(regime.busbw_gbps)} GB/s"
+        )
+        axes.text(
+            middle,
+            0.97 - (0.11 if stagger and index % 2 else 0.0),
+            f"{busbw}\n\u03b1 {number(regime.alpha_us)} us",
+            transform=on_top,
+            ha="center",
+            va="top",
+            fontsize=7,
+            color=color,
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1},
+        )
     if boundary is None:  # one regime: a legend handle all the same
         (boundary,) = axes.plot([], [], ":", color=color, linewidth=1.2)
     return boundary
@@ -190,8 +218,11 @@ def latency_chart(title: str, series: Sequence[Series]) -> bytes | None:
     labels: list[str] = []
     for index, item in enumerate(series):
         color = COLORS[index % len(COLORS)]
-        points = sorted((max(row["size_bytes"], 1), row["time_us"]) for row in item.rows
-                        if row["size_bytes"] <= SMALL_MAX_BYTES)
+        points = sorted(
+            (max(row["size_bytes"], 1), row["time_us"])
+            for row in item.rows
+            if row["size_bytes"] <= SMALL_MAX_BYTES
+        )
         if not points:
             continue
         sizes, times = zip(*points, strict=True)
@@ -236,8 +267,9 @@ def overlap_chart(title: str, rows: Sequence[dict[str, Any]]) -> bytes:
         right.plot(x, [_pct(row["compute_slowdown"]) for row in group], "o-", color=color)
         right.plot(x, [_pct(row["comm_slowdown"]) for row in group], "s--", color=color)
         handles.append(line)
-        labels.append(f"compute {ratio:g}x the collective" if ratio is not None
-                      else "fixed compute")
+        labels.append(
+            f"compute {ratio:g}x the collective" if ratio is not None else "fixed compute"
+        )
     for style, label in (("o-", "slowdown of the compute"), ("s--", "slowdown of the collective")):
         (line,) = right.plot([], [], style, color="#555555")
         handles.append(line)
@@ -252,8 +284,15 @@ def overlap_chart(title: str, rows: Sequence[dict[str, Any]]) -> bytes:
     right.set_title("what each costs the other", fontsize=10)
     figure.suptitle(title)
     figure.tight_layout()
-    figure.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
-                  ncol=min(len(labels), 3), fontsize=8, frameon=False)
+    figure.legend(
+        handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=min(len(labels), 3),
+        fontsize=8,
+        frameon=False,
+    )
     return _png(figure)
 
 
@@ -268,12 +307,20 @@ def overlap_times_chart(title: str, rows: Sequence[dict[str, Any]]) -> bytes:
     rows = sorted(rows, key=lambda row: row["size_bytes"])
     x = np.arange(len(rows))
     width = 0.27
-    for offset, (name, label, color) in enumerate((
+    for offset, (name, label, color) in enumerate(
+        (
             ("t_comm_us", "collective alone", COLORS[0]),
             ("t_comp_us", "compute alone", COLORS[2]),
-            ("t_both_us", "together", COLORS[1]))):
-        axes.bar(x + (offset - 1) * width, [row[name] / 1e3 for row in rows], width,
-                 label=label, color=color)
+            ("t_both_us", "together", COLORS[1]),
+        )
+    ):
+        axes.bar(
+            x + (offset - 1) * width,
+            [row[name] / 1e3 for row in rows],
+            width,
+            label=label,
+            color=color,
+        )
     axes.set_xticks(x)
     axes.set_xticklabels([size_label(row["size_bytes"]) for row in rows])
     axes.set_xlabel("message size (bytes)")

@@ -22,8 +22,13 @@ from collbench.render.table import (
 class ConsoleSink:
     """Receives rows in measurement order and renders them as they arrive."""
 
-    def __init__(self, spec: SweepSpec, mode: str = "table", progress: bool = False,
-                 stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        spec: SweepSpec,
+        mode: str = "table",
+        progress: bool = False,
+        stream: TextIO | None = None,
+    ) -> None:
         self.spec = spec
         self.mode = mode
         self.stream = stream or sys.stdout
@@ -71,8 +76,9 @@ class ConsoleSink:
             self.finish_collective()
             self._collective, self._kind = row["collective"], kind
             self._collective_rows = []
-            self._print(*(probe_banner(row) if kind == "overlap"
-                          else collective_banner(row["collective"])))
+            self._print(
+                *(probe_banner(row) if kind == "overlap" else collective_banner(row["collective"]))
+            )
         self._collective_rows.append(row)
         if kind == "overlap":
             self._print(format_probe_line(row))
@@ -117,10 +123,15 @@ class _Progress:
         )
 
         self._bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TimeRemainingColumn(),
-            console=Console(stderr=True), transient=True,
-            redirect_stdout=False, redirect_stderr=False,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
         )
         self._task = self._bar.add_task("sweep", total=total)
         self._bar.start()

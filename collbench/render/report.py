@@ -61,14 +61,24 @@ def build_report(runs: list[RunData]) -> Report:
     from collbench.analysis.fit import fit_rows
 
     fits = {run.path: fit_rows(run.rows) for run in runs}
-    keys = sorted({(row["collective"], row["placement"]) for run in runs for row in run.rows
-                   if row.get("kind", "sweep") == "sweep"})
+    keys = sorted(
+        {
+            (row["collective"], row["placement"])
+            for run in runs
+            for row in run.rows
+            if row.get("kind", "sweep") == "sweep"
+        }
+    )
     sections = [_collective_section(runs, fits, key) for key in keys]
     sections += [section for run in runs for section in _overlap_sections(run)]
     title = "collbench report: " + ", ".join(run_label(run) for run in runs)
-    return Report(title, _summary(runs, fits, keys), sections,
-                  [(run_label(run), provenance_table(run)) for run in runs],
-                  overlap_summary(runs))
+    return Report(
+        title,
+        _summary(runs, fits, keys),
+        sections,
+        [(run_label(run), provenance_table(run)) for run in runs],
+        overlap_summary(runs),
+    )
 
 
 def _curve(fits: dict[str, list[Any]], run: RunData, key: tuple[str, str]) -> Any:
@@ -79,40 +89,61 @@ def _curve(fits: dict[str, list[Any]], run: RunData, key: tuple[str, str]) -> An
 
 
 def _rows(run: RunData, key: tuple[str, str]) -> list[dict[str, Any]]:
-    return [row for row in run.rows if row.get("kind", "sweep") == "sweep"
-            and (row["collective"], row["placement"]) == key]
+    return [
+        row
+        for row in run.rows
+        if row.get("kind", "sweep") == "sweep" and (row["collective"], row["placement"]) == key
+    ]
 
 
-def _collective_section(runs: list[RunData], fits: dict[str, list[Any]],
-                        key: tuple[str, str]) -> Section:
+def _collective_section(
+    runs: list[RunData], fits: dict[str, list[Any]], key: tuple[str, str]
+) -> Section:
     collective, placement = key
-    series = [charts.Series(run_label(run), _rows(run, key), _curve(fits, run, key))
-              for run in runs if _rows(run, key)]
+    series = [
+        charts.Series(run_label(run), _rows(run, key), _curve(fits, run, key))
+        for run in runs
+        if _rows(run, key)
+    ]
     stem = f"{collective}_{placement}"
     section = Section(f"{collective} ({placement})")
-    section.charts.append(Chart(f"{stem}_busbw", f"{collective} {placement}: bus bandwidth",
-                                charts.busbw_chart(f"{collective} ({placement}): bus "
-                                                   "bandwidth vs size", series)))
-    latency = charts.latency_chart(f"{collective} ({placement}): latency at small sizes",
-                                   series)
+    section.charts.append(
+        Chart(
+            f"{stem}_busbw",
+            f"{collective} {placement}: bus bandwidth",
+            charts.busbw_chart(f"{collective} ({placement}): bus bandwidth vs size", series),
+        )
+    )
+    latency = charts.latency_chart(f"{collective} ({placement}): latency at small sizes", series)
     if latency is not None:
-        section.charts.append(Chart(f"{stem}_latency", f"{collective} {placement}: latency",
-                                    latency))
+        section.charts.append(
+            Chart(f"{stem}_latency", f"{collective} {placement}: latency", latency)
+        )
     fitted = [item for item in series if item.fit is not None]
     if fitted:
-        section.tables.append(Table(
-            ("run", "regime sizes (B)", "alpha (us)", "busbw (GB/s)", "points"),
-            [row for item in fitted for row in _regime_rows(item.label, item.fit)]))
-    section.notes += [f"{item.label}: too few sizes to fit a curve"
-                      for item in series if item.fit is None]
+        section.tables.append(
+            Table(
+                ("run", "regime sizes (B)", "alpha (us)", "busbw (GB/s)", "points"),
+                [row for item in fitted for row in _regime_rows(item.label, item.fit)],
+            )
+        )
+    section.notes += [
+        f"{item.label}: too few sizes to fit a curve" for item in series if item.fit is None
+    ]
     return section
 
 
 def _regime_rows(label: str, fit: Any) -> list[tuple[Any, ...]]:
-    return [(label, f"{charts.size_label(regime.min_bytes)} .. "
-             f"{charts.size_label(regime.max_bytes)}", f"{regime.alpha_us:.4g}",
-             "latency-bound" if fit.latency_bound(regime) else f"{regime.busbw_gbps:.4g}",
-             regime.n_points) for regime in fit.regimes]
+    return [
+        (
+            label,
+            f"{charts.size_label(regime.min_bytes)} .. {charts.size_label(regime.max_bytes)}",
+            f"{regime.alpha_us:.4g}",
+            "latency-bound" if fit.latency_bound(regime) else f"{regime.busbw_gbps:.4g}",
+            regime.n_points,
+        )
+        for regime in fit.regimes
+    ]
 
 
 def _overlap_sections(run: RunData) -> list[Section]:
@@ -122,26 +153,37 @@ def _overlap_sections(run: RunData) -> list[Section]:
         rows = [row for row in probes if row["collective"] == collective]
         section = Section(f"Overlap probes: {collective} ({run_label(run)})")
         stem = f"overlap_{run_label(run)}_{collective}"
-        section.charts.append(Chart(f"{stem}_pct", f"{collective} overlap",
-                                    charts.overlap_chart(f"{collective}: overlap and "
-                                                         "slowdowns vs size", rows)))
-        ratios = sorted({row["compute_ratio"] for row in rows if row["compute_ratio"]},
-                        key=lambda ratio: abs(ratio - 1))
+        section.charts.append(
+            Chart(
+                f"{stem}_pct",
+                f"{collective} overlap",
+                charts.overlap_chart(f"{collective}: overlap and slowdowns vs size", rows),
+            )
+        )
+        ratios = sorted(
+            {row["compute_ratio"] for row in rows if row["compute_ratio"]},
+            key=lambda ratio: abs(ratio - 1),
+        )
         chosen = [row for row in rows if row["compute_ratio"] == (ratios[0] if ratios else None)]
         label = f"ratio {ratios[0]:g}" if ratios else "fixed compute"
-        section.charts.append(Chart(f"{stem}_times", f"{collective} times",
-                                    charts.overlap_times_chart(f"{collective}: alone and "
-                                                               f"together ({label})", chosen)))
-        section.notes.append(f"{rows[0]['compute_dtype']} matmul on "
-                             f"{rows[0]['compute_streams']} stream(s), timing "
-                             f"{rows[0]['probe_timing']}; overlap % is OSU's definition "
-                             "(100: the collective is entirely hidden)")
+        section.charts.append(
+            Chart(
+                f"{stem}_times",
+                f"{collective} times",
+                charts.overlap_times_chart(f"{collective}: alone and together ({label})", chosen),
+            )
+        )
+        section.notes.append(
+            f"{rows[0]['compute_dtype']} matmul on "
+            f"{rows[0]['compute_streams']} stream(s), timing "
+            f"{rows[0]['probe_timing']}; overlap % is OSU's definition "
+            "(100: the collective is entirely hidden)"
+        )
         sections.append(section)
     return sections
 
 
-def _summary(runs: list[RunData], fits: dict[str, list[Any]],
-             keys: list[tuple[str, str]]) -> Table:
+def _summary(runs: list[RunData], fits: dict[str, list[Any]], keys: list[tuple[str, str]]) -> Table:
     rows = []
     for run in runs:
         for key in keys:
@@ -151,16 +193,33 @@ def _summary(runs: list[RunData], fits: dict[str, list[Any]],
             best = max(measured, key=lambda row: row["busbw_gbps"])
             fit = _curve(fits, run, key)
             wrong = [row["n_wrong"] for row in measured if row.get("n_wrong") is not None]
-            rows.append((run_label(run), f"{key[0]} ({key[1]})", len(measured),
-                         f"{best['busbw_gbps']:.4g} at {charts.size_label(best['size_bytes'])}",
-                         f"{fit.busbw_peak_gbps:.4g}" if fit else "-",
-                         f"{fit.alpha_us:.4g}" if fit else "-",
-                         approx_size(fit.n_half_bytes) if fit else "-",
-                         len(fit.regimes) if fit else "-",
-                         sum(wrong) if wrong else "N/A"))
-    return Table(("run", "collective", "sizes", "peak busbw measured (GB/s)",
-                  "fitted peak busbw (GB/s)", "latency alpha (us)", "n_half (B)", "regimes",
-                  "#wrong"), rows)
+            rows.append(
+                (
+                    run_label(run),
+                    f"{key[0]} ({key[1]})",
+                    len(measured),
+                    f"{best['busbw_gbps']:.4g} at {charts.size_label(best['size_bytes'])}",
+                    f"{fit.busbw_peak_gbps:.4g}" if fit else "-",
+                    f"{fit.alpha_us:.4g}" if fit else "-",
+                    approx_size(fit.n_half_bytes) if fit else "-",
+                    len(fit.regimes) if fit else "-",
+                    sum(wrong) if wrong else "N/A",
+                )
+            )
+    return Table(
+        (
+            "run",
+            "collective",
+            "sizes",
+            "peak busbw measured (GB/s)",
+            "fitted peak busbw (GB/s)",
+            "latency alpha (us)",
+            "n_half (B)",
+            "regimes",
+            "#wrong",
+        ),
+        rows,
+    )
 
 
 def approx_size(num_bytes: float) -> str:
@@ -180,25 +239,44 @@ def overlap_summary(runs: list[RunData]) -> Table | None:
         for collective in sorted({row["collective"] for row in probes}):
             mine = [row for row in probes if row["collective"] == collective]
             for ratio, group in charts.group_by_ratio(mine).items():
-                overlap = [row["overlap_pct"] for row in group if row.get("overlap_pct")
-                           is not None]
-                rows.append((run_label(run), collective,
-                             f"{ratio:g}" if ratio is not None else "fixed", len(group),
-                             _range(overlap),
-                             _median_pct([row.get("compute_slowdown") for row in group]),
-                             _median_pct([row.get("comm_slowdown") for row in group])))
+                overlap = [
+                    row["overlap_pct"] for row in group if row.get("overlap_pct") is not None
+                ]
+                rows.append(
+                    (
+                        run_label(run),
+                        collective,
+                        f"{ratio:g}" if ratio is not None else "fixed",
+                        len(group),
+                        _range(overlap),
+                        _median_pct([row.get("compute_slowdown") for row in group]),
+                        _median_pct([row.get("comm_slowdown") for row in group]),
+                    )
+                )
     if not rows:
         return None
-    return Table(("run", "collective", "compute ratio", "sizes", "overlap % median (min..max)",
-                  "compute slowdown % (median)", "collective slowdown % (median)"), rows)
+    return Table(
+        (
+            "run",
+            "collective",
+            "compute ratio",
+            "sizes",
+            "overlap % median (min..max)",
+            "compute slowdown % (median)",
+            "collective slowdown % (median)",
+        ),
+        rows,
+    )
 
 
 def _range(values: list[float]) -> str:
     if not values:
         return "-"
     ordered = sorted(values)
-    return (f"{charts.number(ordered[len(ordered) // 2])} ({charts.number(ordered[0])}.."
-            f"{charts.number(ordered[-1])})")
+    return (
+        f"{charts.number(ordered[len(ordered) // 2])} ({charts.number(ordered[0])}.."
+        f"{charts.number(ordered[-1])})"
+    )
 
 
 def _median_pct(values: list[float | None]) -> str:
@@ -212,30 +290,46 @@ def provenance_table(run: RunData) -> Table:
     meta = run.meta
     sweep = [row for row in run.rows if row.get("kind", "sweep") == "sweep"] or run.rows
     first = sweep[0]
-    devices = sorted({str(rank.get("device_name")) for rank in meta.get("ranks") or []
-                      if isinstance(rank, dict) and rank.get("device_name")})
+    devices = sorted(
+        {
+            str(rank.get("device_name"))
+            for rank in meta.get("ranks") or []
+            if isinstance(rank, dict) and rank.get("device_name")
+        }
+    )
     command = meta.get("command_line")
     items = [
-        ("run id", meta.get("run_id")), ("directory", run.path), ("source", _source(meta)),
+        ("run id", meta.get("run_id")),
+        ("directory", run.path),
+        ("source", _source(meta)),
         ("imported from", ", ".join(meta.get("imported_from") or [])),
         ("state", meta.get("state")),
         ("command line", " ".join(command) if isinstance(command, list) else command),
-        ("launcher", meta.get("launcher")), ("backend", meta.get("backend")),
+        ("launcher", meta.get("launcher")),
+        ("backend", meta.get("backend")),
         ("world size / nodes", f"{first.get('world_size')} / {first.get('nodes')}"),
-        ("hosts", ", ".join(meta.get("hosts") or [])), ("devices", ", ".join(devices)),
-        ("versions", ", ".join(f"{k} {v}" for k, v in (meta.get("versions") or {}).items()
-                               if v)),
+        ("hosts", ", ".join(meta.get("hosts") or [])),
+        ("devices", ", ".join(devices)),
+        ("versions", ", ".join(f"{k} {v}" for k, v in (meta.get("versions") or {}).items() if v)),
         ("timing", meta.get("timing_method")),
-        ("dtype / iters / warmup", f"{first.get('dtype')} / {first.get('iters')} / "
-                                   f"{first.get('warmup')}"),
+        (
+            "dtype / iters / warmup",
+            f"{first.get('dtype')} / {first.get('iters')} / {first.get('warmup')}",
+        ),
         ("knobs (environment)", _knobs(meta, first)),
-        ("started / finished", " / ".join(str(meta[key]) for key in
-                                          ("started_utc", "finished_utc") if meta.get(key))),
-        ("imported at", meta.get("imported_utc")), ("git sha", meta.get("git_sha")),
+        (
+            "started / finished",
+            " / ".join(str(meta[key]) for key in ("started_utc", "finished_utc") if meta.get(key)),
+        ),
+        ("imported at", meta.get("imported_utc")),
+        ("git sha", meta.get("git_sha")),
         ("log comment", (meta.get("comment") or "")[:COMMENT_MAX_CHARS]),
     ]
-    known = [(name, "-" if value in (None, "") else value) for name, value in items
-             if value not in (None, "") or name in _ALWAYS_SHOWN]
+    known = [
+        (name, "-" if value in (None, "") else value)
+        for name, value in items
+        if value not in (None, "") or name in _ALWAYS_SHOWN
+    ]
     return Table(("field", "value"), known)
 
 
@@ -285,19 +379,23 @@ def _html_table(table: Table, value_class: bool = False) -> str:
 
 
 def render_html(report: Report) -> str:
-    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>"
-             f"{html.escape(report.title)}</title><style>{_CSS}</style></head><body>",
-             f"<h1>{html.escape(report.title)}</h1><h2>Summary</h2>",
-             _html_table(report.summary) if report.summary.rows
-             else '<p class="note">no sweep rows: nothing to fit</p>']
+    parts = [
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>'
+        f"{html.escape(report.title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(report.title)}</h1><h2>Summary</h2>",
+        _html_table(report.summary)
+        if report.summary.rows
+        else '<p class="note">no sweep rows: nothing to fit</p>',
+    ]
     if report.overlap_summary is not None:
         parts += ["<h3>Overlap probes</h3>", _html_table(report.overlap_summary)]
     for section in report.sections:
         parts.append(f"<h2>{html.escape(section.heading)}</h2>")
         for chart in section.charts:
             data = base64.b64encode(chart.png).decode("ascii")
-            parts.append(f'<img alt="{html.escape(chart.title)}" '
-                         f'src="data:image/png;base64,{data}">')
+            parts.append(
+                f'<img alt="{html.escape(chart.title)}" src="data:image/png;base64,{data}">'
+            )
         parts += [_html_table(table) for table in section.tables]
         parts += [f'<p class="note">{html.escape(note)}</p>' for note in section.notes]
     parts.append("<h2>Provenance</h2>")
@@ -312,16 +410,19 @@ def _md_cell(value: Any) -> str:
 
 
 def _md_table(table: Table) -> list[str]:
-    lines = ["| " + " | ".join(map(_md_cell, table.header)) + " |",
-             "|" + "---|" * len(table.header)]
+    lines = [
+        "| " + " | ".join(map(_md_cell, table.header)) + " |",
+        "|" + "---|" * len(table.header),
+    ]
     return lines + ["| " + " | ".join(map(_md_cell, row)) + " |" for row in table.rows]
 
 
 def render_markdown(report: Report, image_dir: str) -> tuple[str, dict[str, bytes]]:
     """The Markdown text and the PNG files it links (relative names under image_dir)."""
     lines = [f"# {report.title}", "", "## Summary", ""]
-    lines += _md_table(report.summary) if report.summary.rows else [
-        "_no sweep rows: nothing to fit_"]
+    lines += (
+        _md_table(report.summary) if report.summary.rows else ["_no sweep rows: nothing to fit_"]
+    )
     if report.overlap_summary is not None:
         lines += ["", "### Overlap probes", "", *_md_table(report.overlap_summary)]
     images: dict[str, bytes] = {}

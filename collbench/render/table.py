@@ -33,16 +33,20 @@ def format_line(rows: Mapping[str, Mapping[str, Any]]) -> str:
     """One table line from the rows of one size, keyed by placement."""
     first = next(iter(rows.values()))
     dtype = DTYPES[first["dtype"]].nccl_name if first["dtype"] in DTYPES else first["dtype"]
-    line = (f"{first['size_bytes']:12d}  {first['count']:12d}  {dtype:>8}  "
-            f"{first['op'] or 'none':>6}  {first['root']:6d}")
+    line = (
+        f"{first['size_bytes']:12d}  {first['count']:12d}  {dtype:>8}  "
+        f"{first['op'] or 'none':>6}  {first['root']:6d}"
+    )
     for placement in (OUT_OF_PLACE, IN_PLACE):
         row = rows.get(placement)
         if row is None:
             line += f"  {MISSING:>7}  {MISSING:>6}  {MISSING:>6}  {MISSING:>5}"
             continue
         wrong = "N/A" if row["n_wrong"] is None else str(row["n_wrong"])
-        line += (f"  {format_time_us(row['time_us'])}  {row['algbw_gbps']:6.2f}  "
-                 f"{row['busbw_gbps']:6.2f}  {wrong:>5}")
+        line += (
+            f"  {format_time_us(row['time_us'])}  {row['algbw_gbps']:6.2f}  "
+            f"{row['busbw_gbps']:6.2f}  {wrong:>5}"
+        )
     return line
 
 
@@ -73,8 +77,11 @@ def summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def preface_lines(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]:
     """The run header: nccl-tests' parameter line and its "Using devices" block."""
-    step = (f"{spec['step_bytes']}(bytes)" if spec.get("step_bytes")
-            else f"{spec.get('factor') or 2:g}(factor)")
+    step = (
+        f"{spec['step_bytes']}(bytes)"
+        if spec.get("step_bytes")
+        else f"{spec.get('factor') or 2:g}(factor)"
+    )
     lines = [
         f"# collbench {meta.get('versions', {}).get('collbench', '')}: backend "
         f"{meta.get('backend')}, {meta.get('world_size')} ranks on {meta.get('nodes')} "
@@ -86,8 +93,10 @@ def preface_lines(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]
         "# Using devices",
     ]
     for rank in meta.get("ranks", []):
-        lines.append(f"#  Rank {rank['rank']:2d} Group  0 Pid {rank['pid']:6d} on "
-                     f"{rank['host']:>10} device {rank['device']:>6} {rank['device_name']}")
+        lines.append(
+            f"#  Rank {rank['rank']:2d} Group  0 Pid {rank['pid']:6d} on "
+            f"{rank['host']:>10} device {rank['device']:>6} {rank['device_name']}"
+        )
     lines.append("#")
     return lines
 
@@ -106,9 +115,12 @@ PROBE_HEADER = (
 
 def probe_banner(row: Mapping[str, Any]) -> list[str]:
     """Heading of one collective's overlap probes."""
-    return [f"# Overlap probes: {row['collective']} ({row['placement']}) vs "
-            f"{row['compute_dtype']} matmul on {row['compute_streams']} stream(s), "
-            f"timing {row['probe_timing']}", *PROBE_HEADER]
+    return [
+        f"# Overlap probes: {row['collective']} ({row['placement']}) vs "
+        f"{row['compute_dtype']} matmul on {row['compute_streams']} stream(s), "
+        f"timing {row['probe_timing']}",
+        *PROBE_HEADER,
+    ]
 
 
 def _percent(value: float | None) -> str:
@@ -119,12 +131,16 @@ def format_probe_line(row: Mapping[str, Any]) -> str:
     """One overlap-probe row: the raw times, then what they mean."""
     ratio = f"{row['compute_ratio']:5g}" if row["compute_ratio"] is not None else "tflop"
     wrong = "N/A" if row["n_wrong"] is None else str(row["n_wrong"])
-    times = "".join(f" {format_time_us(row[f't_{name}_us']):>9}"
-                    for name in ("comm", "comp", "both", "comp_during"))
-    return (f"{row['size_bytes']:12d}  {ratio:>5}  {row['compute_ratio_actual']:5.2f}{times}"
-            f"  {row['overlap_pct']:7.1f}  {format_time_us(row['exposed_comm_us']):>8}"
-            f"  {_percent(row['compute_slowdown'])}  {_percent(row['comm_slowdown'])}"
-            f" {wrong:>6}")
+    times = "".join(
+        f" {format_time_us(row[f't_{name}_us']):>9}"
+        for name in ("comm", "comp", "both", "comp_during")
+    )
+    return (
+        f"{row['size_bytes']:12d}  {ratio:>5}  {row['compute_ratio_actual']:5.2f}{times}"
+        f"  {row['overlap_pct']:7.1f}  {format_time_us(row['exposed_comm_us']):>8}"
+        f"  {_percent(row['compute_slowdown'])}  {_percent(row['comm_slowdown'])}"
+        f" {wrong:>6}"
+    )
 
 
 def probe_summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -135,11 +151,15 @@ def probe_summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         overlap = sorted(row["overlap_pct"] for row in group)
         slowdown = sorted(row["compute_slowdown"] for row in group)
         label = f"ratio {ratio:g}" if ratio is not None else "fixed compute"
-        lines.append(f"# {label}: median overlap {overlap[len(overlap) // 2]:.1f}% "
-                     f"(range {overlap[0]:.1f}-{overlap[-1]:.1f}), median compute slowdown "
-                     f"{100 * slowdown[len(slowdown) // 2]:+.1f}% over {len(group)} size(s)")
+        lines.append(
+            f"# {label}: median overlap {overlap[len(overlap) // 2]:.1f}% "
+            f"(range {overlap[0]:.1f}-{overlap[-1]:.1f}), median compute slowdown "
+            f"{100 * slowdown[len(slowdown) // 2]:+.1f}% over {len(group)} size(s)"
+        )
     checked = [row["n_wrong"] for row in rows if row["n_wrong"] is not None]
     if checked:
-        lines.append(f"# Out of bounds values : {sum(checked)} "
-                     f"{'OK' if sum(checked) == 0 else 'FAILED'} (checked under compute)")
+        lines.append(
+            f"# Out of bounds values : {sum(checked)} "
+            f"{'OK' if sum(checked) == 0 else 'FAILED'} (checked under compute)"
+        )
     return [*lines, "#"]

@@ -14,10 +14,22 @@ import yaml
 from collbench.topologies.schema import Topology, field_paths, numeric_figures, to_dict
 
 # Units by field-name suffix (the schema keeps units in the names).
-_UNITS = (("_gbytes_s", "GB/s"), ("_gbits_s", "Gb/s"), ("_us", "us"), ("_tflops", "TFLOP/s"),
-          ("_gib", "GiB"))
-_HEADER = ("NAME", "ACCELERATOR", "BF16 TF/s", "NODES x ACC", "SCALE-UP", "SCALE-OUT",
-           "DESCRIPTION")
+_UNITS = (
+    ("_gbytes_s", "GB/s"),
+    ("_gbits_s", "Gb/s"),
+    ("_us", "us"),
+    ("_tflops", "TFLOP/s"),
+    ("_gib", "GiB"),
+)
+_HEADER = (
+    "NAME",
+    "ACCELERATOR",
+    "BF16 TF/s",
+    "NODES x ACC",
+    "SCALE-UP",
+    "SCALE-OUT",
+    "DESCRIPTION",
+)
 
 
 def plain(topology: Topology) -> dict[str, Any]:
@@ -44,18 +56,27 @@ def scale_out_text(topology: Topology, missing: str = "-") -> str:
 
 def table_row(topology: Topology) -> tuple[str, ...]:
     up, scale_out = topology.scale_up, scale_out_text(topology)
-    return (topology.name, topology.accelerator.name, f"{topology.accelerator.peak_bf16_tflops:g}",
-            f"{topology.nodes} x {topology.accelerators_per_node}",
-            f"{up.kind} {up.bandwidth_gbytes_s:g} GB/s, domain {up.domain_size}", scale_out,
-            short_description(topology.description))
+    return (
+        topology.name,
+        topology.accelerator.name,
+        f"{topology.accelerator.peak_bf16_tflops:g}",
+        f"{topology.nodes} x {topology.accelerators_per_node}",
+        f"{up.kind} {up.bandwidth_gbytes_s:g} GB/s, domain {up.domain_size}",
+        scale_out,
+        short_description(topology.description),
+    )
 
 
 def table(topologies: list[Topology]) -> str:
     """The catalog as an aligned text table, one row per topology."""
     rows = [_HEADER, *(table_row(topology) for topology in topologies)]
     widths = [max(len(row[column]) for row in rows) for column in range(len(_HEADER) - 1)]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True))
-             + "  " + row[-1] for row in rows]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True))
+        + "  "
+        + row[-1]
+        for row in rows
+    ]
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -64,7 +85,7 @@ def short_description(text: str, limit: int = 48) -> str:
     head = text.split(":", 1)[0].strip()
     if ":" in text and len(head) <= limit:
         return head
-    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 def listing(topology: Topology, width: int = 100) -> str:
@@ -81,12 +102,20 @@ def listing(topology: Topology, width: int = 100) -> str:
         if source is None and path in numbers:
             source = "(none given)"
         if source is not None:
-            lines += textwrap.wrap(source, width, initial_indent="    source: ",
-                                   subsequent_indent="            ", break_on_hyphens=False,
-                                   break_long_words=False)
-    lines += ["", f"derived: world size {topology.world_size}, "
-              f"{topology.nodes_per_domain} node(s) per scale-up domain, scale-out "
-              f"{topology.node_scale_out_gbytes_s:g} GB/s per node per direction"]
+            lines += textwrap.wrap(
+                source,
+                width,
+                initial_indent="    source: ",
+                subsequent_indent="            ",
+                break_on_hyphens=False,
+                break_long_words=False,
+            )
+    lines += [
+        "",
+        f"derived: world size {topology.world_size}, "
+        f"{topology.nodes_per_domain} node(s) per scale-up domain, scale-out "
+        f"{topology.node_scale_out_gbytes_s:g} GB/s per node per direction",
+    ]
     return "\n".join(lines)
 
 

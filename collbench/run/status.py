@@ -27,20 +27,26 @@ def describe_run(run: Path) -> str:
     rows = load_rows(run)
     if meta.get("source") and not (Path(run) / JOB_FILE).is_file():
         logs = ", ".join(meta.get("imported_from") or [])
-        return (f"run {run}: imported from {meta['source']} ({logs})\n"
-                f"rows: {len(rows)}; state: {meta.get('state')}")
+        return (
+            f"run {run}: imported from {meta['source']} ({logs})\n"
+            f"rows: {len(rows)}; state: {meta.get('state')}"
+        )
     job = _load_job(run)
     lines = [f"run {run}: launcher {job.launcher}, {job.nproc} rank(s)"]
     record = read_slurm_record(run)
     if record:
         state, reason, exit_code = job_state(record["job_id"])
         detail = f" ({reason})" if reason and reason != "None" else ""
-        lines.append(f"Slurm job {record['job_id']}: {state or 'unknown to Slurm now'}{detail}"
-                     + (f", exit code {exit_code}" if exit_code and state else ""))
+        lines.append(
+            f"Slurm job {record['job_id']}: {state or 'unknown to Slurm now'}{detail}"
+            + (f", exit code {exit_code}" if exit_code and state else "")
+        )
     if meta:
         planned = len(SweepSpec.from_dict(meta["spec"]).steps())
-        lines.append(f"rows: {len(rows)} of {planned}; state: {meta.get('state')}"
-                     + (f"; error: {meta['error']}" if meta.get("error") else ""))
+        lines.append(
+            f"rows: {len(rows)} of {planned}; state: {meta.get('state')}"
+            + (f"; error: {meta['error']}" if meta.get("error") else "")
+        )
     else:
         lines.append("rows: none yet (the ranks have not started)")
     return "\n".join(lines)
@@ -53,8 +59,11 @@ def wait_for_run(run: Path, make_sink: SinkFactory) -> LaunchResult:
     job = _load_job(run)
     record = read_slurm_record(run)
     if job.launcher != "slurm" or record is None:
-        raise SpecError("RUN", str(run), "was not submitted with --launcher slurm --no-wait; "
-                        "nothing to wait for")
+        raise SpecError(
+            "RUN",
+            str(run),
+            "was not submitted with --launcher slurm --no-wait; nothing to wait for",
+        )
     meta = read_meta(run) or {}
     if meta.get("state") in ("completed", "failed", "interrupted"):
         print(describe_run(run), file=sys.stderr, flush=True)

@@ -41,8 +41,9 @@ def choose_launcher(requested: str, rank_env: str | None) -> str:
     return "none" if started_as_rank() else "local"
 
 
-def run_sweep(spec: SweepSpec, options: RunOptions, command_line: list[str],
-              make_sink: SinkFactory) -> tuple[LaunchResult, Path]:
+def run_sweep(
+    spec: SweepSpec, options: RunOptions, command_line: list[str], make_sink: SinkFactory
+) -> tuple[LaunchResult, Path]:
     """Run (or with print_only, print) a sweep; returns how it ended and where its results are."""
     name = choose_launcher(options.launcher, options.rank_env)
     launcher = get_launcher(name)
@@ -51,8 +52,11 @@ def run_sweep(spec: SweepSpec, options: RunOptions, command_line: list[str],
             flag = "--" + key.replace("_", "-")
             raise SpecError(flag, value, f"does not apply to --launcher {name}")
     if options.rank_env is not None and name != "none":
-        raise SpecError("--rank-env", options.rank_env, f"is for ranks of a job launched "
-                        f"elsewhere (--launcher none), not --launcher {name}")
+        raise SpecError(
+            "--rank-env",
+            options.rank_env,
+            f"is for ranks of a job launched elsewhere (--launcher none), not --launcher {name}",
+        )
     job = launcher.plan(spec, options, command_line)
     if options.print_only:
         print(launcher.describe(job), flush=True)

@@ -31,20 +31,33 @@ class Job:
 
     def save(self) -> Path:
         path = Path(self.run_dir) / JOB_FILE
-        write_json_atomic(path, {
-            "spec": self.spec.to_dict(), "run_dir": str(self.run_dir), "run_id": self.run_id,
-            "launcher": self.launcher, "nproc": self.nproc, "command_line": self.command_line,
-            "rank_env": self.rank_env, "dir_prepared": self.dir_prepared,
-            "settings": self.settings,
-        })
+        write_json_atomic(
+            path,
+            {
+                "spec": self.spec.to_dict(),
+                "run_dir": str(self.run_dir),
+                "run_id": self.run_id,
+                "launcher": self.launcher,
+                "nproc": self.nproc,
+                "command_line": self.command_line,
+                "rank_env": self.rank_env,
+                "dir_prepared": self.dir_prepared,
+                "settings": self.settings,
+            },
+        )
         return path
 
     @classmethod
     def load(cls, run_dir: Path) -> Job:
         data = json.loads((Path(run_dir) / JOB_FILE).read_text(encoding="utf-8"))
         return cls(
-            spec=SweepSpec.from_dict(data["spec"]), run_dir=Path(data["run_dir"]),
-            run_id=data["run_id"], launcher=data["launcher"], nproc=data["nproc"],
-            command_line=data["command_line"], rank_env=data.get("rank_env"),
-            dir_prepared=data.get("dir_prepared", True), settings=data.get("settings", {}),
+            spec=SweepSpec.from_dict(data["spec"]),
+            run_dir=Path(data["run_dir"]),
+            run_id=data["run_id"],
+            launcher=data["launcher"],
+            nproc=data["nproc"],
+            command_line=data["command_line"],
+            rank_env=data.get("rank_env"),
+            dir_prepared=data.get("dir_prepared", True),
+            settings=data.get("settings", {}),
         )

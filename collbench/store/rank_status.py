@@ -39,17 +39,25 @@ def read_status(status_dir: Path, rank: int) -> dict[str, Any] | None:
 class RankStatus:
     """This rank's status file (a no-op when no launcher is watching)."""
 
-    def __init__(self, rank: int, status_dir: str | None = None,
-                 parent_pid: int | None = None) -> None:
+    def __init__(
+        self, rank: int, status_dir: str | None = None, parent_pid: int | None = None
+    ) -> None:
         self._dir = Path(status_dir) if status_dir else None
         self._parent_pid = parent_pid
         self._lock = threading.Lock()
         self._stop = threading.Event()
         now = time.time()
         self._state: dict[str, Any] = {
-            "rank": rank, "host": socket.gethostname(), "pid": os.getpid(), "state": "starting",
-            "step": -1, "label": "start-up", "step_started": now, "heartbeat": now,
-            "error": None, "usage_error": False,
+            "rank": rank,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "state": "starting",
+            "step": -1,
+            "label": "start-up",
+            "step_started": now,
+            "heartbeat": now,
+            "error": None,
+            "usage_error": False,
         }
         if self._dir is not None:
             self._dir.mkdir(parents=True, exist_ok=True)

@@ -21,32 +21,111 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-tests"
 
 # (name, argv); "{tmp}" is a fresh directory shared by the whole script, in order.
 CASES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("import-a", ("import", "nccl-tests", str(FIXTURES / "legacy_all_reduce_info.log"),
-                  "--out", "{tmp}/a")),
-    ("import-b", ("import", "nccl-tests", str(FIXTURES / "rccl_hipevt_all_reduce.log"),
-                  "--out", "{tmp}/b")),
-    ("import-c", ("import", "nccl-tests", str(FIXTURES / "current_all_gather_2node.log"),
-                  "--out", "{tmp}/c")),
+    (
+        "import-a",
+        ("import", "nccl-tests", str(FIXTURES / "legacy_all_reduce_info.log"), "--out", "{tmp}/a"),
+    ),
+    (
+        "import-b",
+        ("import", "nccl-tests", str(FIXTURES / "rccl_hipevt_all_reduce.log"), "--out", "{tmp}/b"),
+    ),
+    (
+        "import-c",
+        (
+            "import",
+            "nccl-tests",
+            str(FIXTURES / "current_all_gather_2node.log"),
+            "--out",
+            "{tmp}/c",
+        ),
+    ),
     ("fit-c", ("fit", "{tmp}/c")),
     ("fit-c-topology", ("fit", "{tmp}/c", "--topology", "dgx-h100")),
     ("files-a", ("@files", "{tmp}/a")),
     ("fit-a", ("fit", "{tmp}/a")),
     ("fit-a-json", ("fit", "{tmp}/a", "--json")),
     ("fit-b-predict", ("fit", "{tmp}/b", "--predict", "3M,48M")),
-    ("import-d", ("import", "nccl-tests", str(FIXTURES / "legacy_errors_all_reduce_2gpu.log"),
-                  "--out", "{tmp}/d")),
+    (
+        "import-d",
+        (
+            "import",
+            "nccl-tests",
+            str(FIXTURES / "legacy_errors_all_reduce_2gpu.log"),
+            "--out",
+            "{tmp}/d",
+        ),
+    ),
     ("compare", ("compare", "{tmp}/b", "{tmp}/d")),
     ("compare-json", ("compare", "{tmp}/b", "{tmp}/d", "--json")),
-    ("mfu-llama", ("mfu", "-T", "dgx-h100", "-T", "mi300x", "--model", "llama3-70b",
-                   "--seq", "8192", "--global-batch", "512", "--tp", "8", "--pp", "4",
-                   "--dp", "16", "--sequence-parallel", "--recompute", "selective")),
-    ("mfu-gpt3-json", ("mfu", "-T", "dgx-a100", "-T", "gb200-nvl72", "--model", "gpt3-175b",
-                       "--seq", "2048", "--global-batch", "1536", "--tp", "8", "--pp", "8",
-                       "--nodes", "192", "--json")),
+    (
+        "mfu-llama",
+        (
+            "mfu",
+            "-T",
+            "dgx-h100",
+            "-T",
+            "mi300x",
+            "--model",
+            "llama3-70b",
+            "--seq",
+            "8192",
+            "--global-batch",
+            "512",
+            "--tp",
+            "8",
+            "--pp",
+            "4",
+            "--dp",
+            "16",
+            "--sequence-parallel",
+            "--recompute",
+            "selective",
+        ),
+    ),
+    (
+        "mfu-gpt3-json",
+        (
+            "mfu",
+            "-T",
+            "dgx-a100",
+            "-T",
+            "gb200-nvl72",
+            "--model",
+            "gpt3-175b",
+            "--seq",
+            "2048",
+            "--global-batch",
+            "1536",
+            "--tp",
+            "8",
+            "--pp",
+            "8",
+            "--nodes",
+            "192",
+            "--json",
+        ),
+    ),
     ("topo-show", ("topo", "show", "dgx-h100")),
     ("topo-list", ("topo", "list")),
-    ("sweep-print", ("sweep", "--launcher", "local", "--nproc", "2", "-c", "all_reduce",
-                     "-b", "1K", "-e", "1M", "--print", "--out", "{tmp}/sweep")),
+    (
+        "sweep-print",
+        (
+            "sweep",
+            "--launcher",
+            "local",
+            "--nproc",
+            "2",
+            "-c",
+            "all_reduce",
+            "-b",
+            "1K",
+            "-e",
+            "1M",
+            "--print",
+            "--out",
+            "{tmp}/sweep",
+        ),
+    ),
 )
 
 _NOISE = (
@@ -62,13 +141,18 @@ def run_case(argv: tuple[str, ...], tmp: Path) -> str:
     args = [arg.replace("{tmp}", str(tmp)) for arg in argv]
     if args[0] == "@files":  # what a run directory holds: the store's schema on disk
         run_dir = Path(args[1])
-        text = "".join(f"# {name}\n{(run_dir / name).read_text(encoding='utf-8')}"
-                       for name in ("meta.json", "rows.jsonl"))
+        text = "".join(
+            f"# {name}\n{(run_dir / name).read_text(encoding='utf-8')}"
+            for name in ("meta.json", "rows.jsonl")
+        )
     else:
-        done = subprocess.run([sys.executable, "-m", "collbench", *args], capture_output=True,
-                              text=True, timeout=300)
-        text = (f"$ collbench {' '.join(argv)}\n# exit {done.returncode}\n"
-                f"# stdout\n{done.stdout}# stderr\n{done.stderr}")
+        done = subprocess.run(
+            [sys.executable, "-m", "collbench", *args], capture_output=True, text=True, timeout=300
+        )
+        text = (
+            f"$ collbench {' '.join(argv)}\n# exit {done.returncode}\n"
+            f"# stdout\n{done.stdout}# stderr\n{done.stderr}"
+        )
     text = text.replace(str(tmp), "{tmp}").replace(str(FIXTURES), "{fixtures}")
     text = text.replace(sys.executable, "{python}")
     for pattern, replacement in _NOISE:

@@ -10,27 +10,54 @@ from tests.helpers import collbench
 
 def write_run(path, times_us, iters=20, knobs=None, collective="all_reduce", samples=True):
     path.mkdir(parents=True)
-    meta = {"run_id": path.name, "timing_method": "perf_counter", "spec": {"rank_stat": "avg"},
-            "versions": {"torch": "2.13.0"}, "knobs": knobs or {}, "hosts": ["box"],
-            "backend": "gloo", "world_size": 2, "state": "completed"}
+    meta = {
+        "run_id": path.name,
+        "timing_method": "perf_counter",
+        "spec": {"rank_stat": "avg"},
+        "versions": {"torch": "2.13.0"},
+        "knobs": knobs or {},
+        "hosts": ["box"],
+        "backend": "gloo",
+        "world_size": 2,
+        "state": "completed",
+    }
     (path / "meta.json").write_text(json.dumps(meta))
     rows = []
     for size, time_us in times_us.items():
-        rows.append({"kind": "sweep", "run_id": path.name, "collective": collective,
-                     "placement": "in_place", "size_bytes": size, "time_us": time_us,
-                     "busbw_gbps": size / time_us / 1e3, "algbw_gbps": size / time_us / 1e3,
-                     "time_us_samples": [time_us * (1 + 0.01 * (i % 5)) for i in range(iters)]
-                     if samples else [], "dtype": "float32", "op": "sum", "iters": iters,
-                     "warmup": 5, "world_size": 2, "nodes": 1, "ranks_per_node": 2,
-                     "backend": "gloo", "n_wrong": 0, "count": size // 4, "root": -1,
-                     "knobs": {"env": knobs or {}}})
+        rows.append(
+            {
+                "kind": "sweep",
+                "run_id": path.name,
+                "collective": collective,
+                "placement": "in_place",
+                "size_bytes": size,
+                "time_us": time_us,
+                "busbw_gbps": size / time_us / 1e3,
+                "algbw_gbps": size / time_us / 1e3,
+                "time_us_samples": [time_us * (1 + 0.01 * (i % 5)) for i in range(iters)]
+                if samples
+                else [],
+                "dtype": "float32",
+                "op": "sum",
+                "iters": iters,
+                "warmup": 5,
+                "world_size": 2,
+                "nodes": 1,
+                "ranks_per_node": 2,
+                "backend": "gloo",
+                "n_wrong": 0,
+                "count": size // 4,
+                "root": -1,
+                "knobs": {"env": knobs or {}},
+            }
+        )
     (path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
 
 
 def test_compare_prints_ratios_verdicts_and_bands(tmp_path):
-    base = write_run(tmp_path / "a", {1024: 100.0, 2 ** 20: 1000.0})
-    cand = write_run(tmp_path / "b", {1024: 50.0, 2 ** 20: 2000.0}, knobs={"NCCL_ALGO": "Ring"})
+    base = write_run(tmp_path / "a", {1024: 100.0, 2**20: 1000.0})
+    cand = write_run(tmp_path / "b", {1024: 50.0, 2**20: 2000.0}, knobs={"NCCL_ALGO": "Ring"})
     done = collbench("compare", str(base), str(cand))
     assert done.returncode == 0, done.stderr
     assert "METHODOLOGY" not in done.stdout
@@ -48,15 +75,17 @@ def test_compare_flags_methodology_and_strict_refuses(tmp_path):
     assert done.returncode == 0, done.stderr
     (result,) = json.loads(done.stdout)
     assert result["methodology_differs"] is True
-    assert {"field": "iters", "baseline": 20, "candidate": 50,
-            "kind": "methodology"} in result["differences"]
+    assert {"field": "iters", "baseline": 20, "candidate": 50, "kind": "methodology"} in result[
+        "differences"
+    ]
     assert result["sizes"][0]["verdict"] == "same"
     done = collbench("compare", str(base), str(cand))
     assert "# !!! METHODOLOGY DIFFERS" in done.stdout and "# !!!   iters: 20 -> 50" in done.stdout
     strict = collbench("compare", str(base), str(cand), "--strict")
     assert strict.returncode == 2
     assert strict.stderr.strip().splitlines()[-1] == (
-        "collbench: error: --strict: True refuses runs measured differently: iters 20 vs 50")
+        "collbench: error: --strict: True refuses runs measured differently: iters 20 vs 50"
+    )
 
 
 def test_compare_without_samples_says_so(tmp_path):
@@ -67,16 +96,28 @@ def test_compare_without_samples_says_so(tmp_path):
     assert result["sizes"][0]["ratio"] == pytest.approx(1.25)
 
 
-@pytest.mark.parametrize("make, needle", [
-    (lambda t: [write_run(t / "a", {8: 1.0})], "needs a baseline and at least one run"),
-    (lambda t: [write_run(t / "a", {8: 1.0}), t / "missing"], "is not a run directory"),
-    (lambda t: [write_run(t / "a", {8: 1.0}), (t / "empty").mkdir() or t / "empty"],
-     "holds no result rows"),
-    (lambda t: [write_run(t / "a", {8: 1.0}), write_run(t / "b", {16: 1.0})],
-     "nothing to compare"),
-    (lambda t: [write_run(t / "a", {8: 1.0}),
-                write_run(t / "b", {8: 1.0}, collective="all_gather")], "nothing to compare"),
-])
+@pytest.mark.parametrize(
+    "make, needle",
+    [
+        (lambda t: [write_run(t / "a", {8: 1.0})], "needs a baseline and at least one run"),
+        (lambda t: [write_run(t / "a", {8: 1.0}), t / "missing"], "is not a run directory"),
+        (
+            lambda t: [write_run(t / "a", {8: 1.0}), (t / "empty").mkdir() or t / "empty"],
+            "holds no result rows",
+        ),
+        (
+            lambda t: [write_run(t / "a", {8: 1.0}), write_run(t / "b", {16: 1.0})],
+            "nothing to compare",
+        ),
+        (
+            lambda t: [
+                write_run(t / "a", {8: 1.0}),
+                write_run(t / "b", {8: 1.0}, collective="all_gather"),
+            ],
+            "nothing to compare",
+        ),
+    ],
+)
 def test_bad_compare_input_is_one_line_and_exit_2(tmp_path, make, needle):
     runs = [str(path) for path in make(tmp_path)]
     done = collbench("compare", *runs)
@@ -92,7 +133,7 @@ def test_compare_bad_alpha(tmp_path):
 
 
 def test_report_writes_html_and_markdown(tmp_path):
-    run = write_run(tmp_path / "a", {2 ** k: 20.0 + 2 ** k / 5e3 for k in range(3, 22)})
+    run = write_run(tmp_path / "a", {2**k: 20.0 + 2**k / 5e3 for k in range(3, 22)})
     done = collbench("report", str(run), "--out", str(tmp_path / "r.html"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"# Report: {tmp_path / 'r.html'} (2 charts)"
@@ -100,20 +141,28 @@ def test_report_writes_html_and_markdown(tmp_path):
     done = collbench("report", str(run), "--format", "md", "--out", str(tmp_path / "r.md"))
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "r_files").iterdir()) == [
-        "all_reduce_in_place_busbw.png", "all_reduce_in_place_latency.png"]
+        "all_reduce_in_place_busbw.png",
+        "all_reduce_in_place_latency.png",
+    ]
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["RUN", "--format", "pdf"], "--format: 'pdf' is not one of html, md"),
-    (["RUN", "--out", "/no/such/dir/r.html"], "is in a folder that does not exist"),
-    (["MISSING"], "is not a run directory"),
-    (["EMPTY"], "holds no result rows"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["RUN", "--format", "pdf"], "--format: 'pdf' is not one of html, md"),
+        (["RUN", "--out", "/no/such/dir/r.html"], "is in a folder that does not exist"),
+        (["MISSING"], "is not a run directory"),
+        (["EMPTY"], "holds no result rows"),
+    ],
+)
 def test_bad_report_input_is_one_line_and_exit_2(tmp_path, args, needle):
     run = write_run(tmp_path / "a", {8: 1.0, 16: 2.0})
     (tmp_path / "empty").mkdir()
-    names = {"RUN": str(run), "MISSING": str(tmp_path / "missing"),
-             "EMPTY": str(tmp_path / "empty")}
+    names = {
+        "RUN": str(run),
+        "MISSING": str(tmp_path / "missing"),
+        "EMPTY": str(tmp_path / "empty"),
+    }
     done = collbench("report", *[names.get(arg, arg) for arg in args])
     assert done.returncode == 2, (done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
@@ -121,7 +170,7 @@ def test_bad_report_input_is_one_line_and_exit_2(tmp_path, args, needle):
 
 
 def test_fit_refuses_to_pool_runs_measured_differently(tmp_path):
-    sizes = {2 ** k: 20.0 + 2 ** k / 5e3 for k in range(3, 20)}
+    sizes = {2**k: 20.0 + 2**k / 5e3 for k in range(3, 20)}
     base = write_run(tmp_path / "a", sizes)
     other = write_run(tmp_path / "b", sizes)
     meta = json.loads((other / "meta.json").read_text())
@@ -129,8 +178,10 @@ def test_fit_refuses_to_pool_runs_measured_differently(tmp_path):
     done = collbench("fit", str(base), str(other))
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
-    assert ("would be fitted together (all_reduce, gloo, 2 ranks) but were measured "
-            "differently: timing_method 'perf_counter' vs 'cuda_events'") in line
+    assert (
+        "would be fitted together (all_reduce, gloo, 2 ranks) but were measured "
+        "differently: timing_method 'perf_counter' vs 'cuda_events'"
+    ) in line
     same = write_run(tmp_path / "c", sizes)
     done = collbench("fit", str(base), str(same), "--json")
     assert done.returncode == 0, done.stderr

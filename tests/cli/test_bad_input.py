@@ -9,49 +9,54 @@ import pytest
 from tests.helpers import collbench
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["-b", "12Q"], "--min-bytes: '12Q' is not a size"),
-    (["-e", "3X"], "--max-bytes: '3X' is not a size"),
-    (["-b", "1M", "-e", "1K"], "--min-bytes: 1048576 is larger than --max-bytes"),
-    (["-f", "1"], "--factor: 1.0 must be greater than 1"),
-    (["-f", "0.5"], "--factor"),
-    (["-f", "2", "-i", "4K"], "conflicts with --step-bytes"),
-    (["-c", "all_reduce,allreduce"], "--collective: 'allreduce' is unknown"),
-    (["-d", "complex64"], "--dtype: 'complex64' is unknown"),
-    (["-o", "xor"], "--op: 'xor' is not one of"),
-    (["-o", "avg", "-d", "int32"], "--op: 'avg' needs a floating-point --dtype"),
-    (["--placement", "out_of_place", "-c", "all_reduce"], "cannot be measured for all_reduce"),
-    (["--nproc", "0"], "--nproc: 0 must be at least 1"),
-    (["--nproc", "1", "-c", "sendrecv"], "'sendrecv' needs at least 2 ranks"),
-    (["-e", "64G"], "of host memory"),
-    (["--iters", "0"], "--iters: 0 must be at least 1"),
-    (["--iters", "abc"], "Invalid value for '--iters'"),
-    (["--warmup", "-1"], "--warmup: -1 must be 0 or more"),
-    (["--timeout", "0"], "--timeout"),
-    (["--rank-stat", "median"], "--rank-stat: 'median' is not one of"),
-    (["--backend", "nccl"], "--backend: 'nccl' needs a visible GPU"),
-    (["--backend", "mpi"], "--backend: 'mpi' is not one of"),
-    (["--launcher", "slurmish"], "--launcher: 'slurmish' is not one of"),
-    (["--launcher", "none", "--nproc", "2"], "conflicts with --launcher none"),
-    (["--launcher", "none"], "not started as a rank"),
-    (["--partition", "gpu"], "--partition: 'gpu' does not apply to --launcher local"),
-    (["--launcher", "torchrun", "--nnodes", "2"], "needs --master-addr"),
-    (["--launcher", "torchrun", "--nproc", "2"], "use --nproc-per-node"),
-    (["--launcher", "torchrun", "--node-rank", "2"], "--node-rank: 2 must be in 0..0"),
-    (["--launcher", "torchrun", "--rdzv-endpoint", "h:1", "--master-addr", "h"],
-     "conflicts with --master-addr"),
-    (["--launcher", "slurm", "--time", "bogus"], "--time: 'bogus' is not a Slurm time"),
-    (["--launcher", "slurm", "--time", "0"], "--time: '0' is not a Slurm time"),
-    (["--launcher", "slurm", "--slurm-arg", "=x"], "is not KEY=VALUE"),
-    (["--launcher", "slurm", "--nodes", "0"], "--nodes: 0 must be at least 1"),
-    (["--launcher", "slurm", "--nproc", "4"], "use --nodes and --ntasks-per-node"),
-    (["--launcher", "mpi", "--hostfile", "/no/such/file", "--print"], "not a readable file"),
-    (["--launcher", "local", "--rank-env", "torch"], "--rank-env: 'torch' is for ranks"),
-    (["--launcher", "none", "--print"], "--print: True needs a launcher"),
-    (["--quiet", "--json"], "conflicts with --quiet"),
-    (["--topology", "no-such-fabric"], "--topology: 'no-such-fabric' is neither a file nor"),
-    (["--no-such-option"], "No such option: --no-such-option"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["-b", "12Q"], "--min-bytes: '12Q' is not a size"),
+        (["-e", "3X"], "--max-bytes: '3X' is not a size"),
+        (["-b", "1M", "-e", "1K"], "--min-bytes: 1048576 is larger than --max-bytes"),
+        (["-f", "1"], "--factor: 1.0 must be greater than 1"),
+        (["-f", "0.5"], "--factor"),
+        (["-f", "2", "-i", "4K"], "conflicts with --step-bytes"),
+        (["-c", "all_reduce,allreduce"], "--collective: 'allreduce' is unknown"),
+        (["-d", "complex64"], "--dtype: 'complex64' is unknown"),
+        (["-o", "xor"], "--op: 'xor' is not one of"),
+        (["-o", "avg", "-d", "int32"], "--op: 'avg' needs a floating-point --dtype"),
+        (["--placement", "out_of_place", "-c", "all_reduce"], "cannot be measured for all_reduce"),
+        (["--nproc", "0"], "--nproc: 0 must be at least 1"),
+        (["--nproc", "1", "-c", "sendrecv"], "'sendrecv' needs at least 2 ranks"),
+        (["-e", "64G"], "of host memory"),
+        (["--iters", "0"], "--iters: 0 must be at least 1"),
+        (["--iters", "abc"], "Invalid value for '--iters'"),
+        (["--warmup", "-1"], "--warmup: -1 must be 0 or more"),
+        (["--timeout", "0"], "--timeout"),
+        (["--rank-stat", "median"], "--rank-stat: 'median' is not one of"),
+        (["--backend", "nccl"], "--backend: 'nccl' needs a visible GPU"),
+        (["--backend", "mpi"], "--backend: 'mpi' is not one of"),
+        (["--launcher", "slurmish"], "--launcher: 'slurmish' is not one of"),
+        (["--launcher", "none", "--nproc", "2"], "conflicts with --launcher none"),
+        (["--launcher", "none"], "not started as a rank"),
+        (["--partition", "gpu"], "--partition: 'gpu' does not apply to --launcher local"),
+        (["--launcher", "torchrun", "--nnodes", "2"], "needs --master-addr"),
+        (["--launcher", "torchrun", "--nproc", "2"], "use --nproc-per-node"),
+        (["--launcher", "torchrun", "--node-rank", "2"], "--node-rank: 2 must be in 0..0"),
+        (
+            ["--launcher", "torchrun", "--rdzv-endpoint", "h:1", "--master-addr", "h"],
+            "conflicts with --master-addr",
+        ),
+        (["--launcher", "slurm", "--time", "bogus"], "--time: 'bogus' is not a Slurm time"),
+        (["--launcher", "slurm", "--time", "0"], "--time: '0' is not a Slurm time"),
+        (["--launcher", "slurm", "--slurm-arg", "=x"], "is not KEY=VALUE"),
+        (["--launcher", "slurm", "--nodes", "0"], "--nodes: 0 must be at least 1"),
+        (["--launcher", "slurm", "--nproc", "4"], "use --nodes and --ntasks-per-node"),
+        (["--launcher", "mpi", "--hostfile", "/no/such/file", "--print"], "not a readable file"),
+        (["--launcher", "local", "--rank-env", "torch"], "--rank-env: 'torch' is for ranks"),
+        (["--launcher", "none", "--print"], "--print: True needs a launcher"),
+        (["--quiet", "--json"], "conflicts with --quiet"),
+        (["--topology", "no-such-fabric"], "--topology: 'no-such-fabric' is neither a file nor"),
+        (["--no-such-option"], "No such option: --no-such-option"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
     _assert_refused(tmp_path, "sweep", args, needle)
 
@@ -66,20 +71,23 @@ def _assert_refused(tmp_path, command, args, needle):
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--compute-ratio", "0"], "--compute-ratio: 0.0 must be a number greater than 0"),
-    (["--compute-ratio", "1,-2"], "--compute-ratio: -2.0 must be a number greater than 0"),
-    (["--compute-ratio", "1,x"], "--compute-ratio: '1,x' is not a comma list of numbers"),
-    (["--compute-ratio", "1", "--compute-tflop", "2"], "conflicts with --compute-ratio"),
-    (["--compute-tflop", "-1"], "--compute-tflop: -1.0 must be greater than 0"),
-    (["--compute-dtype", "int8"], "--compute-dtype: 'int8' is not a matmul dtype"),
-    (["--compute-dtype", "fp6"], "--compute-dtype: 'fp6' is not a matmul dtype"),
-    (["--matmul-shape", "4096x4096"], "--matmul-shape: '4096x4096' is not MxNxK"),
-    (["--compute-streams", "0"], "--compute-streams: 0 must be between 1 and 32"),
-    (["--knob", "PATH=/tmp"], "--knob: 'PATH=/tmp' does not name a communication knob"),
-    (["--knob", "NCCL_ALGO"], "--knob: 'NCCL_ALGO' is not NAME=VALUE"),
-    (["--overlap"], "No such option: --overlap"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--compute-ratio", "0"], "--compute-ratio: 0.0 must be a number greater than 0"),
+        (["--compute-ratio", "1,-2"], "--compute-ratio: -2.0 must be a number greater than 0"),
+        (["--compute-ratio", "1,x"], "--compute-ratio: '1,x' is not a comma list of numbers"),
+        (["--compute-ratio", "1", "--compute-tflop", "2"], "conflicts with --compute-ratio"),
+        (["--compute-tflop", "-1"], "--compute-tflop: -1.0 must be greater than 0"),
+        (["--compute-dtype", "int8"], "--compute-dtype: 'int8' is not a matmul dtype"),
+        (["--compute-dtype", "fp6"], "--compute-dtype: 'fp6' is not a matmul dtype"),
+        (["--matmul-shape", "4096x4096"], "--matmul-shape: '4096x4096' is not MxNxK"),
+        (["--compute-streams", "0"], "--compute-streams: 0 must be between 1 and 32"),
+        (["--knob", "PATH=/tmp"], "--knob: 'PATH=/tmp' does not name a communication knob"),
+        (["--knob", "NCCL_ALGO"], "--knob: 'NCCL_ALGO' is not NAME=VALUE"),
+        (["--overlap"], "No such option: --overlap"),
+    ],
+)
 def test_bad_overlap_input_is_one_line_and_exit_2(tmp_path, args, needle):
     _assert_refused(tmp_path, "overlap", args, needle)
 
@@ -87,24 +95,29 @@ def test_bad_overlap_input_is_one_line_and_exit_2(tmp_path, args, needle):
 def test_probe_options_need_overlap_on_sweep(tmp_path):
     done = collbench("sweep", "--compute-ratio", "2", "--out", str(tmp_path / "run"))
     assert done.returncode == 2
-    assert done.stderr.strip() == ("collbench: error: --compute-ratio: '2' needs --overlap "
-                                   "(or collbench overlap)")
+    assert done.stderr.strip() == (
+        "collbench: error: --compute-ratio: '2' needs --overlap (or collbench overlap)"
+    )
 
 
 def test_non_empty_out_is_refused_and_left_alone(tmp_path):
     (tmp_path / "keep.txt").write_text("earlier results")
     done = collbench("sweep", "--out", str(tmp_path))
     assert done.returncode == 2
-    assert done.stderr.strip() == (f"collbench: error: --out: '{tmp_path}' is not an empty "
-                                   "directory; choose a new one (collbench never mixes two runs)")
+    assert done.stderr.strip() == (
+        f"collbench: error: --out: '{tmp_path}' is not an empty "
+        "directory; choose a new one (collbench never mixes two runs)"
+    )
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
 def test_help_does_not_import_torch():
-    code = ("import sys; from collbench.cli.app import main\n"
-            "try:\n    main(['--help'])\nexcept SystemExit as done:\n    assert done.code == 0\n"
-            "assert 'torch' not in sys.modules, 'collbench --help imported torch'\n"
-            "assert 'numpy' not in sys.modules\n")
+    code = (
+        "import sys; from collbench.cli.app import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit as done:\n    assert done.code == 0\n"
+        "assert 'torch' not in sys.modules, 'collbench --help imported torch'\n"
+        "assert 'numpy' not in sys.modules\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "sweep" in done.stdout
@@ -114,19 +127,63 @@ def test_sweep_help_lists_the_options_people_use():
     done = collbench("sweep", "--help", env={"COLUMNS": "200"})
     assert done.returncode == 0
     # rich would swallow "[default: 8]" as markup: the defaults must really be shown
-    for default in ("(default: 8)", "(default: float32)", "(default: 1)", "(default: 29500)",
-                    "(default: 30)"):
+    for default in (
+        "(default: 8)",
+        "(default: float32)",
+        "(default: 1)",
+        "(default: 29500)",
+        "(default: 30)",
+    ):
         assert default in done.stdout, default
-    for option in ("--collective", "--min-bytes", "--max-bytes", "--factor", "--step-bytes",
-                   "--dtype", "--op", "--placement", "--warmup", "--iters", "--check",
-                   "--rank-stat", "--backend", "--launcher", "--nproc", "--out", "--timeout",
-                   "--quiet", "--json", "--nproc-per-node", "--nnodes", "--node-rank",
-                   "--master-addr", "--rdzv-endpoint", "--nodes", "--ntasks-per-node",
-                   "--gpus-per-node", "--partition", "--account", "--qos", "--time",
-                   "--constraint", "--exclusive", "--slurm-arg", "--no-wait", "--print-sbatch",
-                   "--hostfile", "--mpi-arg", "--print", "--rank-env", "--knob", "--overlap",
-                   "--compute-ratio", "--compute-tflop", "--compute-dtype", "--matmul-shape",
-                   "--compute-streams"):
+    for option in (
+        "--collective",
+        "--min-bytes",
+        "--max-bytes",
+        "--factor",
+        "--step-bytes",
+        "--dtype",
+        "--op",
+        "--placement",
+        "--warmup",
+        "--iters",
+        "--check",
+        "--rank-stat",
+        "--backend",
+        "--launcher",
+        "--nproc",
+        "--out",
+        "--timeout",
+        "--quiet",
+        "--json",
+        "--nproc-per-node",
+        "--nnodes",
+        "--node-rank",
+        "--master-addr",
+        "--rdzv-endpoint",
+        "--nodes",
+        "--ntasks-per-node",
+        "--gpus-per-node",
+        "--partition",
+        "--account",
+        "--qos",
+        "--time",
+        "--constraint",
+        "--exclusive",
+        "--slurm-arg",
+        "--no-wait",
+        "--print-sbatch",
+        "--hostfile",
+        "--mpi-arg",
+        "--print",
+        "--rank-env",
+        "--knob",
+        "--overlap",
+        "--compute-ratio",
+        "--compute-tflop",
+        "--compute-dtype",
+        "--matmul-shape",
+        "--compute-streams",
+    ):
         assert option in done.stdout
 
 
@@ -134,8 +191,17 @@ def test_overlap_help_lists_its_options():
     done = collbench("overlap", "--help", env={"COLUMNS": "200"})
     assert done.returncode == 0
     assert "(default: 0.5,1,2)" in done.stdout and "(default: auto)" in done.stdout
-    for option in ("--compute-ratio", "--compute-tflop", "--compute-dtype", "--matmul-shape",
-                   "--compute-streams", "--collective", "--launcher", "--knob", "--partition"):
+    for option in (
+        "--compute-ratio",
+        "--compute-tflop",
+        "--compute-dtype",
+        "--matmul-shape",
+        "--compute-streams",
+        "--collective",
+        "--launcher",
+        "--knob",
+        "--partition",
+    ):
         assert option in done.stdout
     assert "--overlap " not in done.stdout
 
@@ -152,23 +218,38 @@ def _without(tool):
     return os.pathsep.join(folders)
 
 
-@pytest.mark.parametrize("launcher, tool, needle", [
-    ("slurm", "sbatch", "needs Slurm's sbatch on PATH"),
-    ("mpi", "mpirun", "needs mpirun on PATH"),
-])
+@pytest.mark.parametrize(
+    "launcher, tool, needle",
+    [
+        ("slurm", "sbatch", "needs Slurm's sbatch on PATH"),
+        ("mpi", "mpirun", "needs mpirun on PATH"),
+    ],
+)
 def test_missing_scheduler_tools_are_one_line(tmp_path, launcher, tool, needle):
     python_dir = str(__import__("pathlib").Path(sys.executable).parent)
     path = _without(tool)
-    done = collbench("sweep", "--launcher", launcher, "--out", str(tmp_path / "run"),
-                     env={"PATH": path + ":" + python_dir if tool != "python" else path})
+    done = collbench(
+        "sweep",
+        "--launcher",
+        launcher,
+        "--out",
+        str(tmp_path / "run"),
+        env={"PATH": path + ":" + python_dir if tool != "python" else path},
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], done.stderr
 
 
 def test_disagreeing_rank_environments_say_how_to_choose(tmp_path):
-    env = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1",
-           "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "4"}
+    env = {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "1",
+        "OMPI_COMM_WORLD_RANK": "0",
+        "OMPI_COMM_WORLD_SIZE": "4",
+    }
     done = collbench("sweep", "--out", str(tmp_path / "run"), env=env)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -183,26 +264,36 @@ def test_status_and_wait_need_a_run_directory(tmp_path):
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip().splitlines() == [
             f"collbench: error: RUN: '{tmp_path / 'nothing'}' is not a collbench run "
-            "directory (no job.json)"]
+            "directory (no job.json)"
+        ]
 
 
 def test_status_of_a_local_run_and_no_wait_for_it(tmp_path):
     out = tmp_path / "run"
-    done = collbench("sweep", "-c", "all_reduce", "-e", "64", "-n", "2", "-w", "1", "--quiet",
-                     "--out", str(out))
+    done = collbench(
+        "sweep", "-c", "all_reduce", "-e", "64", "-n", "2", "-w", "1", "--quiet", "--out", str(out)
+    )
     assert done.returncode == 0, done.stderr
     status = collbench("status", str(out))
     assert status.returncode == 0
-    assert status.stdout.splitlines() == [f"run {out}: launcher local, 2 rank(s)",
-                                          "rows: 4 of 4; state: completed"]
+    assert status.stdout.splitlines() == [
+        f"run {out}: launcher local, 2 rank(s)",
+        "rows: 4 of 4; state: completed",
+    ]
     waited = collbench("wait", str(out))
-    assert waited.returncode == 2 and "was not submitted with --launcher slurm --no-wait" in \
-        waited.stderr
+    assert (
+        waited.returncode == 2
+        and "was not submitted with --launcher slurm --no-wait" in waited.stderr
+    )
 
 
 def test_status_of_an_imported_run(tmp_path):
-    log = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-tests" / \
-        "legacy_all_reduce_info.log"
+    log = (
+        Path(__file__).resolve().parents[1]
+        / "fixtures"
+        / "nccl-tests"
+        / "legacy_all_reduce_info.log"
+    )
     out = tmp_path / "imported"
     done = collbench("import", "nccl-tests", str(log), "--out", str(out))
     assert done.returncode == 0, done.stderr

@@ -39,15 +39,26 @@ def _time_us(size: int) -> float:
     return alpha_us + size * FACTOR / (busbw_gbps * 1e3)
 
 
-def _write_run(path: Path, run_id: str, rows: list[dict] | None = None, scale: float = 1.0,
-               **key) -> Path:
+def _write_run(
+    path: Path, run_id: str, rows: list[dict] | None = None, scale: float = 1.0, **key
+) -> Path:
     path.mkdir(parents=True)
-    base = {"kind": "sweep", "collective": "all_reduce", "backend": "gloo", "world_size": 8,
-            "topology": None, "placement": "out_of_place", "dtype": "float32",
-            "knobs": {"env": {}}, "run_id": run_id}
+    base = {
+        "kind": "sweep",
+        "collective": "all_reduce",
+        "backend": "gloo",
+        "world_size": 8,
+        "topology": None,
+        "placement": "out_of_place",
+        "dtype": "float32",
+        "knobs": {"env": {}},
+        "run_id": run_id,
+    }
     if rows is None:
-        rows = [{**base, **key, "size_bytes": size, "time_us": _time_us(size) * scale}
-                for size in [0, *SIZES]]
+        rows = [
+            {**base, **key, "size_bytes": size, "time_us": _time_us(size) * scale}
+            for size in [0, *SIZES]
+        ]
     (path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     (path / "meta.json").write_text(json.dumps({"run_id": run_id}))
     return path
@@ -84,8 +95,9 @@ def test_predict_in_the_table_says_when_it_extrapolates(tmp_path):
     run = _write_run(tmp_path / "a", "run-a")
     done = _invoke(str(run), "--predict", "3M,4G")
     assert done.exit_code == 0, done.output
-    lines = [line for line in done.output.splitlines() if line.strip().startswith(("3 MiB",
-                                                                                   "4 GiB"))]
+    lines = [
+        line for line in done.output.splitlines() if line.strip().startswith(("3 MiB", "4 GiB"))
+    ]
     assert len(lines) == 2 and "extrapolated" not in lines[0]
     assert "extrapolated above the largest measured size, 1 GiB" in lines[1]
 
@@ -102,12 +114,19 @@ def test_runs_of_one_group_are_pooled_and_other_groups_kept_apart(tmp_path):
     assert groups["in_place"]["runs"] == ["run-c"]
 
 
-@pytest.mark.parametrize("make, needle", [
-    (lambda path: path.mkdir(), "holds no result rows"),
-    (lambda path: None, "holds no result rows"),
-    (lambda path: _write_run(path, "x", rows=[{"kind": "overlap", "size_bytes": 8,
-                                                "time_us": 1.0}]), "no sweep rows"),
-])
+@pytest.mark.parametrize(
+    "make, needle",
+    [
+        (lambda path: path.mkdir(), "holds no result rows"),
+        (lambda path: None, "holds no result rows"),
+        (
+            lambda path: _write_run(
+                path, "x", rows=[{"kind": "overlap", "size_bytes": 8, "time_us": 1.0}]
+            ),
+            "no sweep rows",
+        ),
+    ],
+)
 def test_a_run_without_sweep_rows_is_a_spec_error(tmp_path, make, needle):
     make(tmp_path / "run")
     done = _invoke(str(tmp_path / "run"))
@@ -124,33 +143,53 @@ def test_a_bad_predict_size_is_a_spec_error(tmp_path, predict):
 
 def test_the_real_cli_exits_2_with_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
-    done = subprocess.run([sys.executable, "-m", "collbench", "fit", str(tmp_path / "empty")],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "collbench", "fit", str(tmp_path / "empty")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "holds no result rows" in done.stderr
 
 
 def test_importing_the_command_stays_light():
-    code = ("import sys, collbench.cli.fit; heavy = {'numpy', 'scipy', 'pandas', 'torch'};"
-            "print(sorted(heavy & set(sys.modules)))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=120)
+    code = (
+        "import sys, collbench.cli.fit; heavy = {'numpy', 'scipy', 'pandas', 'torch'};"
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert done.stdout.strip() == "[]"
 
 
 # ---------------------------------------------------------------- --topology
 
+
 def _write_topology(path: Path, nodes: int = 1, scale_out: bool = False) -> Path:
     """8 accelerators per node at 200 GB/s, 1 us per hop; optionally 8 x 100 Gb/s NICs."""
     import yaml
 
-    data = {"name": "test-fabric", "nodes": nodes, "accelerators_per_node": 8,
-            "accelerator": {"name": "gpu", "peak_bf16_tflops": 100.0},
-            "scale_up": {"kind": "nvlink", "bandwidth_gbytes_s": 200.0, "latency_us": 1.0,
-                         "domain_size": 8}}
+    data = {
+        "name": "test-fabric",
+        "nodes": nodes,
+        "accelerators_per_node": 8,
+        "accelerator": {"name": "gpu", "peak_bf16_tflops": 100.0},
+        "scale_up": {
+            "kind": "nvlink",
+            "bandwidth_gbytes_s": 200.0,
+            "latency_us": 1.0,
+            "domain_size": 8,
+        },
+    }
     if scale_out:
-        data["scale_out"] = {"kind": "roce", "nics_per_node": 8, "nic_gbits_s": 100.0,
-                             "latency_us": 5.0}
+        data["scale_out"] = {
+            "kind": "roce",
+            "nics_per_node": 8,
+            "nic_gbits_s": 100.0,
+            "latency_us": 5.0,
+        }
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -159,16 +198,22 @@ def test_topology_reports_each_band_as_percent_of_the_model(tmp_path):
     run = _write_run(tmp_path / "a", "run-a", nodes=1, ranks_per_node=8)
     done = _invoke(str(run), "--topology", str(_write_topology(tmp_path / "fabric.yaml")))
     assert done.exit_code == 0, done.output
-    assert ("vs topology test-fabric (1 node x 8 ranks, 8 per scale-up domain): "
-            "% = predicted time / measured time") in done.output
-    bands = [line.strip() for line in done.output.splitlines()
-             if line.strip().startswith(("small (", "medium (", "large ("))]
+    assert (
+        "vs topology test-fabric (1 node x 8 ranks, 8 per scale-up domain): "
+        "% = predicted time / measured time"
+    ) in done.output
+    bands = [
+        line.strip()
+        for line in done.output.splitlines()
+        if line.strip().startswith(("small (", "medium (", "large ("))
+    ]
     assert [line.split(" (")[0] for line in bands] == ["small", "medium", "large"]
     assert bands[0].startswith("small (8 B .. 32 KiB, 13 sizes): ")
     # 1 GiB: the ring's bound is the 200 GB/s link (and 14 hops of 1 us), the synthetic run
     # reaches 180 (after 40 us of latency)
-    assert bands[2].endswith("at 1 GiB measured busbw 179.3 GB/s = 90% of predicted 199.7 "
-                             "(ring, scale_up bound)")
+    assert bands[2].endswith(
+        "at 1 GiB measured busbw 179.3 GB/s = 90% of predicted 199.7 (ring, scale_up bound)"
+    )
     assert "alpha 10 us" in done.output  # the fit is still there
 
 
@@ -182,29 +227,46 @@ def test_topology_json_adds_vs_topology_and_keeps_the_other_keys(tmp_path):
     versus = group.pop("vs_topology")
     assert [group] == plain
     assert versus["ratio"] == "predicted_time / measured_time"
-    assert (versus["topology"], versus["nodes"], versus["ranks_per_node"]) == ("test-fabric", 1,
-                                                                               8)
+    assert (versus["topology"], versus["nodes"], versus["ranks_per_node"]) == ("test-fabric", 1, 8)
     assert [band["band"] for band in versus["bands"]] == ["small", "medium", "large"]
     large = versus["bands"][-1]
     predicted_us = 14 + 1.75 * 2**30 / 200e3  # 2(p-1) hops of 1 us, 2(p-1)/p S at 200 GB/s
-    assert large["at_max_bytes"]["ratio"] == pytest.approx(predicted_us / _time_us(2**30),
-                                                          rel=1e-5)
+    assert large["at_max_bytes"]["ratio"] == pytest.approx(predicted_us / _time_us(2**30), rel=1e-5)
     assert large["at_max_bytes"]["predicted_peak_busbw_gbps"] == pytest.approx(200.0)
     assert large["at_max_bytes"]["algorithm"] == "ring"
     assert len(versus["sizes"]) == len(SIZES) and versus["notes"] == []
     first = versus["sizes"][0]
-    assert first["ratio"] == pytest.approx(first["predicted_time_us"] / first["measured_time_us"],
-                                           rel=1e-5)
+    assert first["ratio"] == pytest.approx(
+        first["predicted_time_us"] / first["measured_time_us"], rel=1e-5
+    )
 
 
 def test_a_run_bigger_than_the_topology_is_compared_on_its_own_placement(tmp_path):
-    rows = [{"kind": "sweep", "collective": "all_reduce", "backend": "nccl", "world_size": 32,
-             "nodes": 4, "ranks_per_node": 8, "topology": None, "placement": "out_of_place",
-             "dtype": "float32", "knobs": {}, "run_id": "big", "size_bytes": size,
-             "time_us": _time_us(size)} for size in SIZES]
+    rows = [
+        {
+            "kind": "sweep",
+            "collective": "all_reduce",
+            "backend": "nccl",
+            "world_size": 32,
+            "nodes": 4,
+            "ranks_per_node": 8,
+            "topology": None,
+            "placement": "out_of_place",
+            "dtype": "float32",
+            "knobs": {},
+            "run_id": "big",
+            "size_bytes": size,
+            "time_us": _time_us(size),
+        }
+        for size in SIZES
+    ]
     run = _write_run(tmp_path / "big", "big", rows=rows)
-    done = _invoke(str(run), "--json", "--topology",
-                   str(_write_topology(tmp_path / "f.yaml", nodes=2, scale_out=True)))
+    done = _invoke(
+        str(run),
+        "--json",
+        "--topology",
+        str(_write_topology(tmp_path / "f.yaml", nodes=2, scale_out=True)),
+    )
     assert done.exit_code == 0, done.output
     versus = json.loads(done.output)[0]["vs_topology"]
     assert versus["nodes"] == 4 and versus["ranks_per_node"] == 8
@@ -214,10 +276,13 @@ def test_a_run_bigger_than_the_topology_is_compared_on_its_own_placement(tmp_pat
     assert at_max["algorithm"] == "ring" and at_max["predicted_peak_busbw_gbps"] == 100.0
 
 
-@pytest.mark.parametrize("topology, needle", [
-    ("no-such-fabric", "--topology: 'no-such-fabric' is neither a file nor a catalog name"),
-    ("missing.yaml", "is not a file"),
-])
+@pytest.mark.parametrize(
+    "topology, needle",
+    [
+        ("no-such-fabric", "--topology: 'no-such-fabric' is neither a file nor a catalog name"),
+        ("missing.yaml", "is not a file"),
+    ],
+)
 def test_an_unknown_topology_is_a_spec_error(tmp_path, topology, needle):
     run = _write_run(tmp_path / "a", "run-a")
     done = _invoke(str(run), "--topology", topology)
@@ -233,8 +298,12 @@ def test_a_multi_node_run_on_a_topology_without_scale_out_is_a_spec_error(tmp_pa
 
 def test_the_real_cli_exits_2_on_an_unknown_topology(tmp_path):
     run = _write_run(tmp_path / "a", "run-a")
-    done = subprocess.run([sys.executable, "-m", "collbench", "fit", str(run), "--topology",
-                           "no-such-fabric"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "collbench", "fit", str(run), "--topology", "no-such-fabric"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "no-such-fabric" in done.stderr
 
@@ -251,8 +320,9 @@ def test_the_topology_a_sweep_recorded_is_used_without_the_option(tmp_path):
 def test_a_recorded_topology_that_cannot_describe_the_run_is_only_a_warning(tmp_path):
     from tests.helpers import collbench
 
-    run = _write_run(tmp_path / "a", "run-a", world_size=16, nodes=2, ranks_per_node=8,
-                     topology="cpu-local")  # one host, no scale-out: cannot hold 2 nodes
+    run = _write_run(
+        tmp_path / "a", "run-a", world_size=16, nodes=2, ranks_per_node=8, topology="cpu-local"
+    )  # one host, no scale-out: cannot hold 2 nodes
     done = collbench("fit", str(run))
     assert done.returncode == 0, done.stderr
     assert "peak busbw" in done.stdout and "vs topology" not in done.stdout

@@ -17,8 +17,11 @@ def test_output_matches_golden(outputs, name):
     golden = GOLDEN_DIR / f"{name}.txt"
     assert golden.is_file(), f"{golden} is missing: python -m tests.cli.golden_cli --regold"
     expected = golden.read_text(encoding="utf-8")
-    diff = "".join(difflib.unified_diff(expected.splitlines(True),
-                                        outputs[name].splitlines(True), "golden", "now"))
+    diff = "".join(
+        difflib.unified_diff(
+            expected.splitlines(True), outputs[name].splitlines(True), "golden", "now"
+        )
+    )
     assert not diff, f"{name} changed:\n{diff}"
 
 

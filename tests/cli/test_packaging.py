@@ -12,9 +12,21 @@ import pytest
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
     root = __import__("pathlib").Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                           "--no-build-isolation", "-w", str(out), str(root)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return next(out.glob("collbench-*.whl"))
 
@@ -38,26 +50,35 @@ def _venv_with_wheel(wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
-                           "['purelib'])"], capture_output=True, text=True, check=True)
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     pth = __import__("pathlib").Path(site.stdout.strip()) / "_host_packages.pth"
     pth.write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
-                    str(wheel)], check=True, capture_output=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     return venv
 
 
 def test_regular_install_imports_outside_the_source_tree(wheel, tmp_path):
     venv = _venv_with_wheel(wheel, tmp_path)
     python = venv / "bin" / "python"
-    code = ("import collbench, collbench.launchers.local, collbench.core.bandwidth;"
-            "print(collbench.__file__)")
-    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
-                          cwd=tmp_path)
+    code = (
+        "import collbench, collbench.launchers.local, collbench.core.bandwidth;"
+        "print(collbench.__file__)"
+    )
+    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert str(venv) in done.stdout
-    top_level = subprocess.run([str(python), "-c", "import launchers"], capture_output=True,
-                               cwd=tmp_path)
+    top_level = subprocess.run(
+        [str(python), "-c", "import launchers"], capture_output=True, cwd=tmp_path
+    )
     assert top_level.returncode != 0
 
 
@@ -66,8 +87,25 @@ def test_regular_install_runs_a_sweep_from_the_source_checkout(wheel, tmp_path):
     `python -m collbench.bench.worker` there, which imports the checkout's collbench/ first."""
     root = __import__("pathlib").Path(__file__).resolve().parents[2]
     venv = _venv_with_wheel(wheel, tmp_path)
-    done = subprocess.run([str(venv / "bin" / "collbench"), "sweep", "-c", "all_reduce",
-                           "-b", "8", "-e", "8", "-n", "1", "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True, cwd=root, timeout=120)
+    done = subprocess.run(
+        [
+            str(venv / "bin" / "collbench"),
+            "sweep",
+            "-c",
+            "all_reduce",
+            "-b",
+            "8",
+            "-e",
+            "8",
+            "-n",
+            "1",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "# Out of bounds values : 0 OK" in done.stdout

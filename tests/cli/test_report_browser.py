@@ -14,21 +14,38 @@ from tests.cli.test_analysis_cli import write_run
 from tests.helpers import collbench
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not on PATH "
-                                "(apt-get install chromium; .ci/install-schedulers does)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium not on PATH (apt-get install chromium; .ci/install-schedulers does)",
+)
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "nccl-tests"
 # Appended to a copy of the report only: the product itself carries no script.
-PROBE = ("<script>window.addEventListener('load', () => { const all = [...document.images];"
-         " document.body.dataset.loaded = all.filter(i => i.complete && i.naturalWidth > 0)"
-         ".length + '/' + all.length; });</script>")
+PROBE = (
+    "<script>window.addEventListener('load', () => { const all = [...document.images];"
+    " document.body.dataset.loaded = all.filter(i => i.complete && i.naturalWidth > 0)"
+    ".length + '/' + all.length; });</script>"
+)
 
 
 def _chromium(tmp_path, page, *flags):
     return subprocess.run(
-        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
-         "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}",
-         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", *flags,
-         page.as_uri()], capture_output=True, text=True, timeout=120)
+        [
+            CHROMIUM,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+            *flags,
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _loaded(tmp_path, page):
@@ -44,8 +61,13 @@ def _loaded(tmp_path, page):
 
 def _screenshot_is_not_blank(tmp_path, page, width, height):
     shot = tmp_path / f"{page.stem}.png"
-    done = _chromium(tmp_path, page, f"--screenshot={shot}", f"--window-size={width},{height}",
-                     "--hide-scrollbars")
+    done = _chromium(
+        tmp_path,
+        page,
+        f"--screenshot={shot}",
+        f"--window-size={width},{height}",
+        "--hide-scrollbars",
+    )
     assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
     image = Image.open(shot).convert("L")
     assert image.size == (width, height)
@@ -55,40 +77,67 @@ def _screenshot_is_not_blank(tmp_path, page, width, height):
 def _write_probe_run(path):
     """An overlap-probe run as `collbench overlap` writes it (kind "overlap" rows)."""
     path.mkdir(parents=True)
-    meta = {"run_id": path.name, "timing_method": "perf_counter", "backend": "gloo",
-            "state": "completed", "command_line": ["collbench", "overlap", "-c", "all_reduce"],
-            "hosts": ["box"], "versions": {"torch": "2.13.0"}}
+    meta = {
+        "run_id": path.name,
+        "timing_method": "perf_counter",
+        "backend": "gloo",
+        "state": "completed",
+        "command_line": ["collbench", "overlap", "-c", "all_reduce"],
+        "hosts": ["box"],
+        "versions": {"torch": "2.13.0"},
+    }
     (path / "meta.json").write_text(json.dumps(meta))
     rows = []
-    for size in (2 ** 16, 2 ** 18, 2 ** 20, 2 ** 22):
+    for size in (2**16, 2**18, 2**20, 2**22):
         for ratio in (0.5, 1.0, 2.0):
             comm = 200.0 + size / 1e3
             comp, both = ratio * comm, max(comm, ratio * comm) * 1.3
-            rows.append({
-                "kind": "overlap", "run_id": path.name, "collective": "all_reduce",
-                "placement": "in_place", "size_bytes": size, "time_us": comm,
-                "busbw_gbps": size / comm / 1e3, "dtype": "float32", "iters": 20, "warmup": 5,
-                "world_size": 2, "nodes": 1, "backend": "gloo", "n_wrong": 0,
-                "compute_ratio": ratio, "t_comm_us": comm, "t_comp_us": comp,
-                "t_both_us": both, "overlap_pct": max(0.0, 100 - 100 * (both - comp) / comm),
-                "compute_slowdown": 0.1 * ratio, "comm_slowdown": 0.4 / ratio,
-                "compute_dtype": "float32", "compute_streams": 1,
-                "probe_timing": "perf_counter+future_callback", "knobs": {"env": {}}})
+            rows.append(
+                {
+                    "kind": "overlap",
+                    "run_id": path.name,
+                    "collective": "all_reduce",
+                    "placement": "in_place",
+                    "size_bytes": size,
+                    "time_us": comm,
+                    "busbw_gbps": size / comm / 1e3,
+                    "dtype": "float32",
+                    "iters": 20,
+                    "warmup": 5,
+                    "world_size": 2,
+                    "nodes": 1,
+                    "backend": "gloo",
+                    "n_wrong": 0,
+                    "compute_ratio": ratio,
+                    "t_comm_us": comm,
+                    "t_comp_us": comp,
+                    "t_both_us": both,
+                    "overlap_pct": max(0.0, 100 - 100 * (both - comp) / comm),
+                    "compute_slowdown": 0.1 * ratio,
+                    "comm_slowdown": 0.4 / ratio,
+                    "compute_dtype": "float32",
+                    "compute_streams": 1,
+                    "probe_timing": "perf_counter+future_callback",
+                    "knobs": {"env": {}},
+                }
+            )
     (path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
 
 
 def test_the_browser_check_can_fail(tmp_path):
     page = tmp_path / "broken.html"
-    page.write_text('<html><body><img src="data:image/png;base64,AAAA">'
-                    '<script>console.error("deliberate")</script></body></html>')
+    page.write_text(
+        '<html><body><img src="data:image/png;base64,AAAA">'
+        '<script>console.error("deliberate")</script></body></html>'
+    )
     marker, consoles = _loaded(tmp_path, page)
     assert marker == "0/1" and consoles
 
 
 def test_report_loads_cleanly_with_every_chart(tmp_path):
-    base = write_run(tmp_path / "base", {2 ** k: 20.0 + 2 ** k / 5e3 for k in range(3, 23)})
-    tuned = write_run(tmp_path / "tuned", {2 ** k: 15.0 + 2 ** k / 8e3 for k in range(3, 23)})
+    base = write_run(tmp_path / "base", {2**k: 20.0 + 2**k / 5e3 for k in range(3, 23)})
+    tuned = write_run(tmp_path / "tuned", {2**k: 15.0 + 2**k / 8e3 for k in range(3, 23)})
     report = tmp_path / "report.html"
     done = collbench("report", str(base), str(tuned), "--out", str(report))
     assert done.returncode == 0, done.stderr
@@ -99,11 +148,19 @@ def test_report_loads_cleanly_with_every_chart(tmp_path):
 
 def test_imported_log_with_overlap_probes_loads_cleanly(tmp_path):
     imported = tmp_path / "imported"
-    done = collbench("import", "nccl-tests", str(FIXTURES / "current_all_gather_2node.log"),
-                     "--out", str(imported))
+    done = collbench(
+        "import",
+        "nccl-tests",
+        str(FIXTURES / "current_all_gather_2node.log"),
+        "--out",
+        str(imported),
+    )
     assert done.returncode == 0, done.stderr
-    sweep = write_run(tmp_path / "sweep", {2 ** k: 30.0 + 2 ** k / 4e3 for k in range(10, 23)},
-                      collective="all_gather")
+    sweep = write_run(
+        tmp_path / "sweep",
+        {2**k: 30.0 + 2**k / 4e3 for k in range(10, 23)},
+        collective="all_gather",
+    )
     probes = _write_probe_run(tmp_path / "probes")
     report = tmp_path / "mixed.html"
     done = collbench("report", str(imported), str(sweep), str(probes), "--out", str(report))

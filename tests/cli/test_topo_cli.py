@@ -16,16 +16,22 @@ from collbench.topologies.loader import catalog_names
 from tests.helpers import collbench
 
 GOOD = {
-    "name": "my-fabric", "nodes": 2, "accelerators_per_node": 8,
+    "name": "my-fabric",
+    "nodes": 2,
+    "accelerators_per_node": 8,
     "accelerator": {"name": "NVIDIA H100 80GB HBM3", "peak_bf16_tflops": 989},
-    "scale_up": {"kind": "nvlink", "bandwidth_gbytes_s": 450, "latency_us": 0.6,
-                 "domain_size": 8},
+    "scale_up": {"kind": "nvlink", "bandwidth_gbytes_s": 450, "latency_us": 0.6, "domain_size": 8},
     "scale_out": {"kind": "roce", "nics_per_node": 8, "nic_gbits_s": 400, "latency_us": 2.7},
-    "sources": {"nodes": "our cluster plan", "accelerators_per_node": "HGX baseboard",
-                "accelerator.peak_bf16_tflops": "NVIDIA H100 datasheet, dense BF16",
-                "scale_up.bandwidth_gbytes_s": "NVIDIA H100 datasheet, 900 GB/s both ways",
-                "scale_up.latency_us": "NCCL tuning.cc", "scale_up.domain_size": "HGX",
-                "scale_out.nics_per_node": "server spec", "scale_out.nic_gbits_s": "CX-7"},
+    "sources": {
+        "nodes": "our cluster plan",
+        "accelerators_per_node": "HGX baseboard",
+        "accelerator.peak_bf16_tflops": "NVIDIA H100 datasheet, dense BF16",
+        "scale_up.bandwidth_gbytes_s": "NVIDIA H100 datasheet, 900 GB/s both ways",
+        "scale_up.latency_us": "NCCL tuning.cc",
+        "scale_up.domain_size": "HGX",
+        "scale_out.nics_per_node": "server spec",
+        "scale_out.nic_gbits_s": "CX-7",
+    },
 }
 
 
@@ -61,8 +67,13 @@ def test_list_json_holds_whole_topologies():
     entries = json.loads(done.stdout)
     assert [entry["name"] for entry in entries] == catalog_names()
     mi300x = next(entry for entry in entries if entry["name"] == "mi300x")
-    assert mi300x["scale_up"] == {"kind": "xgmi", "bandwidth_gbytes_s": 448.0, "latency_us": 2.3,
-                                  "domain_size": 8, "fabric": "mesh"}
+    assert mi300x["scale_up"] == {
+        "kind": "xgmi",
+        "bandwidth_gbytes_s": 448.0,
+        "latency_us": 2.3,
+        "domain_size": 8,
+        "fabric": "mesh",
+    }
     assert "accelerator.peak_bf16_tflops" in mi300x["sources"]
 
 
@@ -98,22 +109,35 @@ def test_show_a_file_by_path(tmp_path):
 def test_validate_ok_and_warns_about_unsourced_figures(tmp_path):
     done = collbench("topo", "validate", _write(tmp_path, GOOD))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == ("ok: my-fabric: 2 x 8 NVIDIA H100 80GB HBM3, scale-up nvlink "
-                                   "450 GB/s (domain 8), scale-out 8 x 400 Gb/s roce")
-    assert done.stderr.strip() == ("collbench: warning: scale_out.latency_us has no entry in "
-                                   "sources")
+    assert done.stdout.strip() == (
+        "ok: my-fabric: 2 x 8 NVIDIA H100 80GB HBM3, scale-up nvlink "
+        "450 GB/s (domain 8), scale-out 8 x 400 Gb/s roce"
+    )
+    assert done.stderr.strip() == (
+        "collbench: warning: scale_out.latency_us has no entry in sources"
+    )
 
 
-@pytest.mark.parametrize(("change", "needle"), [
-    ({"scale_up": {**GOOD["scale_up"], "bandwidth_gbytes_s": -3}},
-     "scale_up.bandwidth_gbytes_s: -3 must be a number > 0"),
-    ({"scale_out": {**GOOD["scale_out"], "kind": "token-ring"}},
-     "scale_out.kind: 'token-ring' must be one of infiniband, roce, ethernet, tcp"),
-    ({"nodes": "two"}, "nodes: 'two' must be an integer from 1 to 1,000,000"),
-    ({"gpus": 8}, "gpus: 8 is not a known field"),
-    ({"scale_out": None}, "scale_out: None is required: 2 nodes do not fit"),
-    ({"scale_up": {**GOOD["scale_up"], "domain_size": 3}}, "scale_up.domain_size: 3 must divide"),
-])
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (
+            {"scale_up": {**GOOD["scale_up"], "bandwidth_gbytes_s": -3}},
+            "scale_up.bandwidth_gbytes_s: -3 must be a number > 0",
+        ),
+        (
+            {"scale_out": {**GOOD["scale_out"], "kind": "token-ring"}},
+            "scale_out.kind: 'token-ring' must be one of infiniband, roce, ethernet, tcp",
+        ),
+        ({"nodes": "two"}, "nodes: 'two' must be an integer from 1 to 1,000,000"),
+        ({"gpus": 8}, "gpus: 8 is not a known field"),
+        ({"scale_out": None}, "scale_out: None is required: 2 nodes do not fit"),
+        (
+            {"scale_up": {**GOOD["scale_up"], "domain_size": 3}},
+            "scale_up.domain_size: 3 must divide",
+        ),
+    ],
+)
 def test_validate_bad_file_is_one_line_and_exit_2(tmp_path, change, needle):
     _refused(collbench("topo", "validate", _write(tmp_path, {**GOOD, **change})), needle)
 
@@ -128,15 +152,21 @@ def test_validate_malformed_yaml_and_missing_file(tmp_path):
 
 
 def test_detect_to_an_unwritable_place_is_refused(tmp_path):
-    _refused(collbench("topo", "detect", "--out", str(tmp_path / "no" / "dir" / "x.yaml")),
-             "cannot be written")
+    _refused(
+        collbench("topo", "detect", "--out", str(tmp_path / "no" / "dir" / "x.yaml")),
+        "cannot be written",
+    )
 
 
 def test_unknown_name_and_format_are_refused():
-    _refused(collbench("topo", "show", "dgx-z900"),
-             "topology: 'dgx-z900' is neither a file nor a catalog name (a3-mega, cpu-local")
-    _refused(collbench("topo", "show", "dgx-h100", "--format", "xml"),
-             "--format: 'xml' is not one of text, yaml, json")
+    _refused(
+        collbench("topo", "show", "dgx-z900"),
+        "topology: 'dgx-z900' is neither a file nor a catalog name (a3-mega, cpu-local",
+    )
+    _refused(
+        collbench("topo", "show", "dgx-h100", "--format", "xml"),
+        "--format: 'xml' is not one of text, yaml, json",
+    )
     _refused(collbench("topo", "frobnicate"), "No such command 'frobnicate'")
 
 

@@ -30,19 +30,39 @@ DAEMONS = ("slurmctld", "slurmd")
 def _binary(name: str) -> str | None:
     """The path of an executable, looking in the sbin folders too (root's PATH may lack them)."""
     return shutil.which(name) or next(
-        (str(path) for path in (Path("/usr/sbin") / name, Path("/sbin") / name)
-         if os.access(path, os.X_OK)), None)
+        (
+            str(path)
+            for path in (Path("/usr/sbin") / name, Path("/sbin") / name)
+            if os.access(path, os.X_OK)
+        ),
+        None,
+    )
 
 
 def available() -> str | None:
     """None when a cluster can be started here, else the reason to skip the tests that need one."""
     if os.name != "posix" or os.geteuid() != 0:
         return "starting a Slurm cluster needs root (SlurmUser=root)"
-    missing = [name for name in ("slurmctld", "slurmd", "munged", "munge", "sinfo", "srun",
-                                 "sbatch", "squeue", "scontrol", "runuser") if not _binary(name)]
+    missing = [
+        name
+        for name in (
+            "slurmctld",
+            "slurmd",
+            "munged",
+            "munge",
+            "sinfo",
+            "srun",
+            "sbatch",
+            "squeue",
+            "scontrol",
+            "runuser",
+        )
+        if not _binary(name)
+    ]
     if missing:
-        return (f"Slurm/munge not installed (missing {', '.join(missing)}); "
-                "run .ci/install-schedulers")
+        return (
+            f"Slurm/munge not installed (missing {', '.join(missing)}); run .ci/install-schedulers"
+        )
     return None
 
 
@@ -78,8 +98,12 @@ class SlurmCluster:
         """
         if _read_pid(_paths(self.base)["slurmctld.pid"]) is not None:
             try:  # best effort: jobs still running would leave slurmstepd processes behind
-                subprocess.run(["scancel", "--user=root"], capture_output=True,
-                               env=self.client_env(), timeout=5)
+                subprocess.run(
+                    ["scancel", "--user=root"],
+                    capture_output=True,
+                    env=self.client_env(),
+                    timeout=5,
+                )
             except (OSError, subprocess.SubprocessError):
                 pass
         _stop_daemons(self.base, timeout)
@@ -106,45 +130,47 @@ def _free_port() -> int:
 
 def _config(base: Path, cpus: int, ctld_port: int, slurmd_port: int) -> str:
     paths = _paths(base)
-    return "\n".join([
-        "# One-node test cluster written by tests/launchers/slurm_cluster.py",
-        "ClusterName=collbench",
-        f"SlurmctldHost={NODE}",
-        f"SlurmctldPort={ctld_port}",
-        f"SlurmdPort={slurmd_port}",
-        "SlurmUser=root",
-        "SlurmdUser=root",
-        "AuthType=auth/munge",
-        "CredType=cred/munge",
-        "MpiDefault=none",
-        "MailProg=/bin/true",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core",
-        "ReturnToService=2",
-        # lets a 2-core box advertise `cpus` CPUs; with its real count a 4-task job pends forever
-        "SlurmdParameters=config_overrides",
-        f"StateSaveLocation={paths['state']}",
-        f"SlurmdSpoolDir={paths['spool']}",
-        f"SlurmctldPidFile={paths['slurmctld.pid']}",
-        f"SlurmdPidFile={paths['slurmd.pid']}",
-        f"SlurmctldLogFile={paths['slurmctld.log']}",
-        f"SlurmdLogFile={paths['slurmd.log']}",
-        "SlurmctldDebug=info",
-        "SlurmdDebug=info",
-        "SchedulerType=sched/backfill",
-        "SchedulerParameters=sched_interval=1",
-        "MinJobAge=300",
-        "KillWait=2",
-        "InactiveLimit=0",
-        f"NodeName={NODE} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=20000 State=UNKNOWN",
-        f"PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP",
-        f"PartitionName=short Nodes={NODE} Default=NO MaxTime=5 State=UP",
-        "",
-    ])
+    return "\n".join(
+        [
+            "# One-node test cluster written by tests/launchers/slurm_cluster.py",
+            "ClusterName=collbench",
+            f"SlurmctldHost={NODE}",
+            f"SlurmctldPort={ctld_port}",
+            f"SlurmdPort={slurmd_port}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            "MpiDefault=none",
+            "MailProg=/bin/true",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "ReturnToService=2",
+            # lets a 2-core box advertise `cpus` CPUs; with its real count a 4-task job pends forever
+            "SlurmdParameters=config_overrides",
+            f"StateSaveLocation={paths['state']}",
+            f"SlurmdSpoolDir={paths['spool']}",
+            f"SlurmctldPidFile={paths['slurmctld.pid']}",
+            f"SlurmdPidFile={paths['slurmd.pid']}",
+            f"SlurmctldLogFile={paths['slurmctld.log']}",
+            f"SlurmdLogFile={paths['slurmd.log']}",
+            "SlurmctldDebug=info",
+            "SlurmdDebug=info",
+            "SchedulerType=sched/backfill",
+            "SchedulerParameters=sched_interval=1",
+            "MinJobAge=300",
+            "KillWait=2",
+            "InactiveLimit=0",
+            f"NodeName={NODE} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=20000 State=UNKNOWN",
+            f"PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP",
+            f"PartitionName=short Nodes={NODE} Default=NO MaxTime=5 State=UP",
+            "",
+        ]
+    )
 
 
 def _munge_works() -> bool:
@@ -154,8 +180,9 @@ def _munge_works() -> bool:
     made = subprocess.run([_binary("munge") or "munge", "-n"], capture_output=True, timeout=10)
     if made.returncode != 0:
         return False
-    read = subprocess.run([_binary("unmunge") or "unmunge"], input=made.stdout,
-                          capture_output=True, timeout=10)
+    read = subprocess.run(
+        [_binary("unmunge") or "unmunge"], input=made.stdout, capture_output=True, timeout=10
+    )
     return read.returncode == 0
 
 
@@ -167,15 +194,21 @@ def ensure_munged(timeout: float = 10.0) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     shutil.chown(run_dir, "munge", "munge")
     run_dir.chmod(0o755)
-    started = subprocess.run(["runuser", "-u", "munge", "--", _binary("munged") or "munged"],
-                             capture_output=True, text=True, timeout=timeout)
+    started = subprocess.run(
+        ["runuser", "-u", "munge", "--", _binary("munged") or "munged"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if _munge_works():
             return
         time.sleep(0.1)
-    raise RuntimeError(f"munged did not start (exit {started.returncode}): "
-                       f"{started.stderr.strip() or started.stdout.strip()}")
+    raise RuntimeError(
+        f"munged did not start (exit {started.returncode}): "
+        f"{started.stderr.strip() or started.stdout.strip()}"
+    )
 
 
 def _read_pid(pid_file: Path) -> int | None:
@@ -234,8 +267,13 @@ def _log_tails(base: Path, lines: int) -> str:
 
 def _node_state(env: dict[str, str]) -> str:
     """The node's state as sinfo shows it (one line per partition, all the same)."""
-    shown = subprocess.run(["sinfo", "-h", "-N", "-n", NODE, "-o", "%T"], capture_output=True,
-                           text=True, env={**os.environ, **env}, timeout=10)
+    shown = subprocess.run(
+        ["sinfo", "-h", "-N", "-n", NODE, "-o", "%T"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=10,
+    )
     if shown.returncode != 0:
         return f"sinfo failed: {shown.stderr.strip()}"
     return ",".join(sorted(set(shown.stdout.split())))
@@ -270,11 +308,13 @@ def start_cluster(base: Path, cpus: int = 4) -> SlurmCluster:
     }
     try:
         for name, command in commands.items():
-            started = subprocess.run(command, capture_output=True, text=True, env=daemon_env,
-                                     cwd=base, timeout=30)
+            started = subprocess.run(
+                command, capture_output=True, text=True, env=daemon_env, cwd=base, timeout=30
+            )
             if started.returncode != 0:
-                raise RuntimeError(f"{name} failed to start (exit {started.returncode}): "
-                                   f"{started.stderr.strip()}")
+                raise RuntimeError(
+                    f"{name} failed to start (exit {started.returncode}): {started.stderr.strip()}"
+                )
         deadline = time.monotonic() + START_TIMEOUT
         state = ""
         while time.monotonic() < deadline:
@@ -282,8 +322,10 @@ def start_cluster(base: Path, cpus: int = 4) -> SlurmCluster:
             if state == "idle":
                 return cluster
             time.sleep(0.2)
-        raise RuntimeError(f"Slurm node {NODE!r} not idle after {START_TIMEOUT:.0f} s "
-                           f"(state: {state!r})\n{cluster.logs()}")
+        raise RuntimeError(
+            f"Slurm node {NODE!r} not idle after {START_TIMEOUT:.0f} s "
+            f"(state: {state!r})\n{cluster.logs()}"
+        )
     except BaseException:
         cluster.stop()
         raise

@@ -16,8 +16,21 @@ from tests.netns import reason_to_skip, torchrun_pair, two_nodes
 # tbf counts whole Ethernet frames: a 1500-byte MTU frame is 1514 bytes on the veth and
 # carries 1448 bytes of TCP payload (20 IP + 20 TCP + 12 timestamp option bytes of headers).
 GOODPUT_FRACTION = 1448 / 1514
-SWEEP = ["-c", "all_reduce", "-b", "256K", "-e", "16M", "-n", "4", "-w", "1",
-         "--timeout", "120", "--quiet"]
+SWEEP = [
+    "-c",
+    "all_reduce",
+    "-b",
+    "256K",
+    "-e",
+    "16M",
+    "-n",
+    "4",
+    "-w",
+    "1",
+    "--timeout",
+    "120",
+    "--quiet",
+]
 
 
 # 200 and 400 Mbit/s land 2-4% under the goodput, run after run. 800 Mbit/s is past what
@@ -38,8 +51,7 @@ def test_fitted_bandwidth_is_the_shaped_rate(tmp_path, rate_mbit):
         if group["busbw_peak_gbps"] >= goodput_gbps * 0.95:
             break
     # 2-rank all-reduce: busbw = algbw x 2(n-1)/n = bytes each rank sends per second
-    assert group["busbw_peak_gbps"] == pytest.approx(goodput_gbps, rel=0.05), (
-        group, goodput_gbps)
+    assert group["busbw_peak_gbps"] == pytest.approx(goodput_gbps, rel=0.05), (group, goodput_gbps)
 
 
 def _fitted_group(out, rate_mbit):

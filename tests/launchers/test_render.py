@@ -19,8 +19,14 @@ from collbench.store.job import Job
 
 GOLDEN = Path(__file__).parent / "golden"
 RUN_DIR = Path("/shared/results/run-1")
-SPEC = SweepSpec(collectives=("all_reduce", "all_gather"), min_bytes=1024,
-                 max_bytes=64 * 1024**2, dtype="bfloat16", iters=50, warmup=10)
+SPEC = SweepSpec(
+    collectives=("all_reduce", "all_gather"),
+    min_bytes=1024,
+    max_bytes=64 * 1024**2,
+    dtype="bfloat16",
+    iters=50,
+    warmup=10,
+)
 COMMAND = ["collbench", "sweep", "-c", "all_reduce,all_gather"]
 
 
@@ -43,15 +49,34 @@ def _check(name, value):
 
 CASES = {
     "torchrun-single.txt": ("torchrun", 8, TorchrunSettings(nproc_per_node=8)),
-    "torchrun-static.txt": ("torchrun", 16, TorchrunSettings(
-        nproc_per_node=8, nnodes=2, node_rank=1, master_addr="10.0.0.1", master_port=29400)),
-    "torchrun-rdzv.txt": ("torchrun", 32, TorchrunSettings(
-        nproc_per_node=8, nnodes=4, rdzv_endpoint="login1:29400")),
-    "mpirun.txt": ("mpi", 16, MpiSettings(
-        nproc=16, hostfile="/shared/hosts", mpi_args=("--map-by", "ppr:8:node"),
-        export=("NCCL_DEBUG", "PATH"), as_root=False)),
-    "mpirun-root-oversubscribed.txt": ("mpi", 4, MpiSettings(
-        nproc=4, as_root=True, oversubscribe=True)),
+    "torchrun-static.txt": (
+        "torchrun",
+        16,
+        TorchrunSettings(
+            nproc_per_node=8, nnodes=2, node_rank=1, master_addr="10.0.0.1", master_port=29400
+        ),
+    ),
+    "torchrun-rdzv.txt": (
+        "torchrun",
+        32,
+        TorchrunSettings(nproc_per_node=8, nnodes=4, rdzv_endpoint="login1:29400"),
+    ),
+    "mpirun.txt": (
+        "mpi",
+        16,
+        MpiSettings(
+            nproc=16,
+            hostfile="/shared/hosts",
+            mpi_args=("--map-by", "ppr:8:node"),
+            export=("NCCL_DEBUG", "PATH"),
+            as_root=False,
+        ),
+    ),
+    "mpirun-root-oversubscribed.txt": (
+        "mpi",
+        4,
+        MpiSettings(nproc=4, as_root=True, oversubscribe=True),
+    ),
 }
 
 
@@ -65,9 +90,18 @@ def test_command_renderings(name):
     _check(name, launcher.describe(job))
 
 
-SLURM = SlurmSettings(nodes=4, ntasks_per_node=8, gpus_per_node=8, partition="h100",
-                      account="bringup", qos="high", time="1:30:00", constraint="ib",
-                      exclusive=True, slurm_args=("mem=0", "reservation=fabric"))
+SLURM = SlurmSettings(
+    nodes=4,
+    ntasks_per_node=8,
+    gpus_per_node=8,
+    partition="h100",
+    account="bringup",
+    qos="high",
+    time="1:30:00",
+    constraint="ib",
+    exclusive=True,
+    slurm_args=("mem=0", "reservation=fabric"),
+)
 
 
 def test_slurm_render_and_sbatch_script():
@@ -84,10 +118,17 @@ def test_slurm_defaults_are_small_and_explicit():
     _check("slurm-sbatch-defaults.sh", get_launcher("slurm").describe(job))
 
 
-@pytest.mark.parametrize("text, minutes", [
-    ("30", 30), ("90:30", 91), ("1:00:00", 60), ("2-0", 2880), ("1-02:03", 1563),
-    ("0-00:00:59", 1),
-])
+@pytest.mark.parametrize(
+    "text, minutes",
+    [
+        ("30", 30),
+        ("90:30", 91),
+        ("1:00:00", 60),
+        ("2-0", 2880),
+        ("1-02:03", 1563),
+        ("0-00:00:59", 1),
+    ],
+)
 def test_slurm_time_limits(text, minutes):
     assert parse_time_minutes(text) == minutes
 
@@ -101,9 +142,11 @@ def test_spec_round_trips_through_its_arguments(monkeypatch):
     from collbench.launchers.base import LaunchResult
 
     seen = []
-    monkeypatch.setattr(collbench.run.sweep, "run_sweep",
-                        lambda spec, options, line, make_sink: (seen.append(spec), (LaunchResult(0),
-                                                                         RUN_DIR))[1])
+    monkeypatch.setattr(
+        collbench.run.sweep,
+        "run_sweep",
+        lambda spec, options, line, make_sink: (seen.append(spec), (LaunchResult(0), RUN_DIR))[1],
+    )
     result = CliRunner().invoke(app, ["sweep", *SPEC.to_args(), "--quiet"])
     assert result.exit_code == 0, result.output
     assert seen == [SPEC]

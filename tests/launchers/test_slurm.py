@@ -16,8 +16,10 @@ LONG = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "4M", "-n", "40", "-w",
 
 
 def _key(rows):
-    return [(r["collective"], r["size_bytes"], r["placement"], r["count"], r["world_size"])
-            for r in rows]
+    return [
+        (r["collective"], r["size_bytes"], r["placement"], r["count"], r["world_size"])
+        for r in rows
+    ]
 
 
 def _job_id(stderr):
@@ -30,12 +32,26 @@ def _job_id(stderr):
 @pytest.mark.parametrize("tasks", [2, 4])
 def test_slurm_sweep_matches_a_local_sweep(tmp_path, slurm_cluster, tasks):
     local, remote = tmp_path / "local", tmp_path / "slurm"
-    done = collbench("sweep", *SMALL, "--nproc", str(tasks), "--out", str(local), "--quiet",
-                     timeout=300)
+    done = collbench(
+        "sweep", *SMALL, "--nproc", str(tasks), "--out", str(local), "--quiet", timeout=300
+    )
     assert done.returncode == 0, done.stderr
-    done = collbench("sweep", "--launcher", "slurm", "--ntasks-per-node", str(tasks),
-                     "--partition", "debug", "--time", "5", *SMALL, "--out", str(remote),
-                     env=slurm_cluster.env, timeout=300)
+    done = collbench(
+        "sweep",
+        "--launcher",
+        "slurm",
+        "--ntasks-per-node",
+        str(tasks),
+        "--partition",
+        "debug",
+        "--time",
+        "5",
+        *SMALL,
+        "--out",
+        str(remote),
+        env=slurm_cluster.env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "# Collective: all_gather" in done.stdout
     assert "submitted Slurm job" in done.stderr and "COMPLETED" in done.stderr
@@ -48,18 +64,37 @@ def test_slurm_sweep_matches_a_local_sweep(tmp_path, slurm_cluster, tasks):
 
 
 def test_unknown_partition_is_refused_before_submitting(tmp_path, slurm_cluster):
-    done = collbench("sweep", "--launcher", "slurm", "--partition", "nosuch", *SMALL,
-                     "--out", str(tmp_path / "run"), env=slurm_cluster.env)
+    done = collbench(
+        "sweep",
+        "--launcher",
+        "slurm",
+        "--partition",
+        "nosuch",
+        *SMALL,
+        "--out",
+        str(tmp_path / "run"),
+        env=slurm_cluster.env,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "collbench: error: --partition: 'nosuch' is not a partition of this cluster "
-        "(sinfo lists: debug, short)"]
+        "(sinfo lists: debug, short)"
+    ]
 
 
 def test_a_failing_task_is_named_and_rows_are_kept(tmp_path, slurm_cluster):
     out = tmp_path / "run"
-    process = start("sweep", "--launcher", "slurm", *LONG, "--out", str(out), "--timeout", "30",
-                    env=slurm_cluster.env)
+    process = start(
+        "sweep",
+        "--launcher",
+        "slurm",
+        *LONG,
+        "--out",
+        str(out),
+        "--timeout",
+        "30",
+        env=slurm_cluster.env,
+    )
     wait_for_rows(out, 3, timeout=120)
     pid = rank_pid(out, 1)
     os.kill(pid, signal.SIGKILL)
@@ -97,8 +132,12 @@ def test_ctrl_c_cancels_the_job(tmp_path, slurm_cluster):
     assert process.returncode == 130, stderr
     deadline = time.time() + 30
     while time.time() < deadline:
-        state = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True,
-                               text=True, env=slurm_cluster.client_env()).stdout
+        state = subprocess.run(
+            ["scontrol", "show", "job", job_id],
+            capture_output=True,
+            text=True,
+            env=slurm_cluster.client_env(),
+        ).stdout
         if "JobState=CANCELLED" in state or not state:
             break
         time.sleep(0.5)
@@ -107,8 +146,16 @@ def test_ctrl_c_cancels_the_job(tmp_path, slurm_cluster):
 
 def test_no_wait_then_status_and_wait(tmp_path, slurm_cluster):
     out = tmp_path / "run"
-    done = collbench("sweep", "--launcher", "slurm", "--no-wait", *SMALL, "--out", str(out),
-                     env=slurm_cluster.env)
+    done = collbench(
+        "sweep",
+        "--launcher",
+        "slurm",
+        "--no-wait",
+        *SMALL,
+        "--out",
+        str(out),
+        env=slurm_cluster.env,
+    )
     assert done.returncode == 0, done.stderr
     job_id = _job_id(done.stderr)
     assert f"collbench wait {out}" in done.stderr and done.stdout == ""
@@ -124,15 +171,30 @@ def test_no_wait_then_status_and_wait(tmp_path, slurm_cluster):
 
 def test_a_job_that_can_never_start_is_cancelled_with_exit_2(tmp_path, slurm_cluster):
     # the `short` partition allows 5 minutes: Slurm accepts the job but would pend forever
-    done = collbench("sweep", "--launcher", "slurm", "--partition", "short", "--time", "1-0",
-                     *SMALL, "--out", str(tmp_path / "run"), env=slurm_cluster.env,
-                     timeout=120)
+    done = collbench(
+        "sweep",
+        "--launcher",
+        "slurm",
+        "--partition",
+        "short",
+        "--time",
+        "1-0",
+        *SMALL,
+        "--out",
+        str(tmp_path / "run"),
+        env=slurm_cluster.env,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert "can never start: PartitionTimeLimit (--time is above the partition's limit)" in last
     job_id = _job_id(done.stderr)
-    state = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True,
-                           env=slurm_cluster.client_env()).stdout
+    state = subprocess.run(
+        ["scontrol", "show", "job", job_id],
+        capture_output=True,
+        text=True,
+        env=slurm_cluster.client_env(),
+    ).stdout
     assert "JobState=CANCELLED" in state
 
 
@@ -147,14 +209,27 @@ def _wait_for_state(out, states=("completed", "failed"), timeout=180):
 
 def test_printed_sbatch_script_runs_as_is(tmp_path, slurm_cluster):
     out = tmp_path / "run"
-    printed = collbench("sweep", "--launcher", "slurm", "--print-sbatch", *SMALL,
-                        "--out", str(out), env=slurm_cluster.env)
+    printed = collbench(
+        "sweep",
+        "--launcher",
+        "slurm",
+        "--print-sbatch",
+        *SMALL,
+        "--out",
+        str(out),
+        env=slurm_cluster.env,
+    )
     assert printed.returncode == 0, printed.stderr
     assert not out.exists()  # printing prepares nothing
     script = tmp_path / "sweep.sbatch"
     script.write_text(printed.stdout)
-    submitted = subprocess.run(["sbatch", str(script)], capture_output=True, text=True,
-                               env=slurm_cluster.client_env(), cwd=tmp_path)
+    submitted = subprocess.run(
+        ["sbatch", str(script)],
+        capture_output=True,
+        text=True,
+        env=slurm_cluster.client_env(),
+        cwd=tmp_path,
+    )
     assert submitted.returncode == 0, submitted.stderr
     meta = _wait_for_state(out)
     assert (meta["state"], meta["world_size"], meta["launcher"]) == ("completed", 2, "none")
@@ -163,9 +238,24 @@ def test_printed_sbatch_script_runs_as_is(tmp_path, slurm_cluster):
 
 def test_srun_starts_ranks_directly(tmp_path, slurm_cluster):
     out = tmp_path / "run"
-    done = subprocess.run(["srun", "-N1", "-n2", sys.executable, "-m", "collbench", "sweep",
-                           *SMALL, "--out", str(out)], capture_output=True, text=True,
-                          env=slurm_cluster.client_env(), timeout=180)
+    done = subprocess.run(
+        [
+            "srun",
+            "-N1",
+            "-n2",
+            sys.executable,
+            "-m",
+            "collbench",
+            "sweep",
+            *SMALL,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=slurm_cluster.client_env(),
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("# Results:") == 1
     meta = meta_of(out)
@@ -175,10 +265,25 @@ def test_srun_starts_ranks_directly(tmp_path, slurm_cluster):
 
 def test_srun_with_pmix_agrees_on_the_address_through_mpi(tmp_path, slurm_cluster, mpirun):
     out = tmp_path / "run"
-    done = subprocess.run(["srun", "--mpi=pmix", "-N1", "-n2", sys.executable, "-m",
-                           "collbench", "sweep", *SMALL, "--out", str(out)],
-                          capture_output=True, text=True, env=slurm_cluster.client_env(),
-                          timeout=180)
+    done = subprocess.run(
+        [
+            "srun",
+            "--mpi=pmix",
+            "-N1",
+            "-n2",
+            sys.executable,
+            "-m",
+            "collbench",
+            "sweep",
+            *SMALL,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=slurm_cluster.client_env(),
+        timeout=180,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     meta = meta_of(out)
     assert (meta["state"], meta["rank_env"]) == ("completed", "slurm")

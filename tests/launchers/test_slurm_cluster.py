@@ -9,8 +9,9 @@ from tests.launchers.slurm_cluster import SlurmCluster
 
 
 def _run(cluster: SlurmCluster, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(list(args), capture_output=True, text=True, env=cluster.client_env(),
-                          timeout=60)
+    return subprocess.run(
+        list(args), capture_output=True, text=True, env=cluster.client_env(), timeout=60
+    )
 
 
 def test_srun_runs_two_tasks(slurm_cluster: SlurmCluster) -> None:
@@ -22,8 +23,18 @@ def test_srun_runs_two_tasks(slurm_cluster: SlurmCluster) -> None:
 
 def test_sbatch_job_runs_to_completion(slurm_cluster: SlurmCluster, tmp_path) -> None:
     out = tmp_path / "job.out"
-    submitted = _run(slurm_cluster, "sbatch", "--parsable", "-p", "short", "-n2", "-o", str(out),
-                     "--wrap", "srun hostname; echo done")
+    submitted = _run(
+        slurm_cluster,
+        "sbatch",
+        "--parsable",
+        "-p",
+        "short",
+        "-n2",
+        "-o",
+        str(out),
+        "--wrap",
+        "srun hostname; echo done",
+    )
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip().split(";")[0]
     deadline = time.monotonic() + 30
@@ -35,8 +46,14 @@ def test_sbatch_job_runs_to_completion(slurm_cluster: SlurmCluster, tmp_path) ->
             time.sleep(0.2)
             continue
         shown = _run(slurm_cluster, "scontrol", "show", "job", job_id)
-        state = next((word.split("=", 1)[1] for word in shown.stdout.split()
-                      if word.startswith("JobState=")), "")
+        state = next(
+            (
+                word.split("=", 1)[1]
+                for word in shown.stdout.split()
+                if word.startswith("JobState=")
+            ),
+            "",
+        )
         if state not in ("", "PENDING", "RUNNING", "COMPLETING", "CONFIGURING"):
             break
         time.sleep(0.2)

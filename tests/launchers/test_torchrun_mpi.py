@@ -16,10 +16,14 @@ LONG = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "4M", "-n", "40", "-w",
 
 
 def _same_measurements(rows, reference):
-    key = [(r["collective"], r["size_bytes"], r["placement"], r["count"], r["world_size"])
-           for r in rows]
-    assert key == [(r["collective"], r["size_bytes"], r["placement"], r["count"],
-                    r["world_size"]) for r in reference]
+    key = [
+        (r["collective"], r["size_bytes"], r["placement"], r["count"], r["world_size"])
+        for r in rows
+    ]
+    assert key == [
+        (r["collective"], r["size_bytes"], r["placement"], r["count"], r["world_size"])
+        for r in reference
+    ]
     assert all(row["n_wrong"] == 0 for row in rows)
 
 
@@ -33,8 +37,9 @@ def local_reference(tmp_path_factory):
 
 def test_launcher_torchrun(tmp_path, local_reference):
     out = tmp_path / "run"
-    done = collbench("sweep", "--launcher", "torchrun", "--nproc-per-node", "2", *SMALL,
-                     "--out", str(out))
+    done = collbench(
+        "sweep", "--launcher", "torchrun", "--nproc-per-node", "2", *SMALL, "--out", str(out)
+    )
     assert done.returncode == 0, done.stderr
     assert "# Collective: all_gather" in done.stdout and f"# Results: {out}" in done.stdout
     _same_measurements(rows_of(out), local_reference)
@@ -42,13 +47,28 @@ def test_launcher_torchrun(tmp_path, local_reference):
     assert meta["launcher"] == "torchrun" and meta["state"] == "completed"
     assert meta["command_line"][:4] == ["collbench", "sweep", "--launcher", "torchrun"]
     assert sorted(p.name for p in (out / "logs").iterdir()) == [
-        "rank-00000.log", "rank-00001.log", "torchrun-node-0.log"]
+        "rank-00000.log",
+        "rank-00001.log",
+        "torchrun-node-0.log",
+    ]
 
 
 def test_started_by_torchrun_directly(tmp_path, local_reference):
     out = tmp_path / "run"
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                "--nproc-per-node", "2", "-m", "collbench", "sweep", *SMALL, "--out", str(out)]
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "collbench",
+        "sweep",
+        *SMALL,
+        "--out",
+        str(out),
+    ]
     done = subprocess.run(torchrun, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("# Results:") == 1  # rank 0 alone prints the table
@@ -64,18 +84,39 @@ def test_launcher_mpi(tmp_path, local_reference):
     _same_measurements(rows_of(out), local_reference)
     meta = meta_of(out)
     assert meta["launcher"] == "mpi" and meta["rank_env"] == "mpi"
-    assert meta["rendezvous"] == meta["rendezvous"].split(" ")[0] + " (broadcast by rank 0 " \
-        "through MPI)" and meta["rendezvous"].startswith("127.0.0.1:")
+    assert meta["rendezvous"] == meta["rendezvous"].split(" ")[
+        0
+    ] + " (broadcast by rank 0 through MPI)" and meta["rendezvous"].startswith("127.0.0.1:")
     assert "mpirun.log" in {p.name for p in (out / "logs").iterdir()}
 
 
 def test_started_by_mpirun_directly(tmp_path, mpirun, local_reference):
     out = tmp_path / "run"
-    command = [mpirun, "-np", "2", "--allow-run-as-root", "--oversubscribe", sys.executable,
-               "-m", "collbench", "sweep", *SMALL, "--out", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=180,
-                          env={k: v for k, v in os.environ.items()
-                               if not k.startswith(("MASTER_", "RANK", "WORLD_SIZE"))})
+    command = [
+        mpirun,
+        "-np",
+        "2",
+        "--allow-run-as-root",
+        "--oversubscribe",
+        sys.executable,
+        "-m",
+        "collbench",
+        "sweep",
+        *SMALL,
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("MASTER_", "RANK", "WORLD_SIZE"))
+        },
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("# Results:") == 1
     _same_measurements(rows_of(out), local_reference)
@@ -83,13 +124,15 @@ def test_started_by_mpirun_directly(tmp_path, mpirun, local_reference):
 
 @pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
 def test_killed_rank_is_named_and_rows_kept(tmp_path, launcher):
-    if launcher == "mpi" and (shutil.which("mpirun") is None or
-                              __import__("importlib").util.find_spec("mpi4py") is None):
+    if launcher == "mpi" and (
+        shutil.which("mpirun") is None or __import__("importlib").util.find_spec("mpi4py") is None
+    ):
         pytest.skip("mpirun or mpi4py missing (run .ci/install-schedulers)")
     out = tmp_path / "run"
     size = ["--nproc-per-node", "2"] if launcher == "torchrun" else ["--nproc", "2"]
-    process = start("sweep", "--launcher", launcher, *size, *LONG, "--out", str(out),
-                    "--timeout", "30")
+    process = start(
+        "sweep", "--launcher", launcher, *size, *LONG, "--out", str(out), "--timeout", "30"
+    )
     wait_for_rows(out, 3)
     pid = rank_pid(out, 1)
     os.kill(pid, signal.SIGKILL)
@@ -107,8 +150,18 @@ def test_killed_rank_is_named_and_rows_kept(tmp_path, launcher):
 
 def test_hung_rank_under_torchrun_is_named_and_nothing_is_left_behind(tmp_path):
     out = tmp_path / "run"
-    process = start("sweep", "--launcher", "torchrun", "--nproc-per-node", "2", *LONG,
-                    "--out", str(out), "--timeout", "6")
+    process = start(
+        "sweep",
+        "--launcher",
+        "torchrun",
+        "--nproc-per-node",
+        "2",
+        *LONG,
+        "--out",
+        str(out),
+        "--timeout",
+        "6",
+    )
     wait_for_rows(out, 3)
     pids = [rank_pid(out, rank) for rank in (0, 1)]
     os.kill(pids[1], signal.SIGSTOP)
@@ -121,5 +174,6 @@ def test_hung_rank_under_torchrun_is_named_and_nothing_is_left_behind(tmp_path):
     assert "finished row(s) kept" in last
     time.sleep(1)
     for pid in pids:  # both ranks are gone, the stopped one included
-        assert not os.path.exists(f"/proc/{pid}") or \
-            open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+        assert (
+            not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+        )

@@ -7,8 +7,20 @@ import pytest
 from tests.helpers import meta_of, rows_of
 from tests.netns import NODE_ADDRS, reason_to_skip, torchrun_pair, two_nodes
 
-SWEEP = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "64K", "-n", "5", "-w", "1",
-         "--timeout", "60"]
+SWEEP = [
+    "-c",
+    "all_reduce,all_gather",
+    "-b",
+    "1K",
+    "-e",
+    "64K",
+    "-n",
+    "5",
+    "-w",
+    "1",
+    "--timeout",
+    "60",
+]
 
 
 def test_torchrun_across_two_namespaces(tmp_path):
@@ -30,4 +42,8 @@ def test_torchrun_across_two_namespaces(tmp_path):
     assert meta["rendezvous"].startswith(f"{NODE_ADDRS[0]}:29561 ")
     assert [rank["host"] for rank in meta["ranks"]] == ["cbnode0", "cbnode1"]
     assert sorted(p.name for p in (out / "logs").iterdir()) == [
-        "rank-00000.log", "rank-00001.log", "torchrun-node-0.log", "torchrun-node-1.log"]
+        "rank-00000.log",
+        "rank-00001.log",
+        "torchrun-node-0.log",
+        "torchrun-node-1.log",
+    ]

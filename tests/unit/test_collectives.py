@@ -6,12 +6,22 @@ from collbench.core.bandwidth import algbw_gbps, bus_factor, busbw_gbps
 from collbench.core.collectives import REGISTRY
 
 
-@pytest.mark.parametrize("name, n, factor", [
-    ("all_reduce", 2, 1.0), ("all_reduce", 3, 4 / 3), ("all_reduce", 8, 1.75),
-    ("all_reduce", 1, 0.0), ("all_gather", 2, 0.5), ("all_gather", 3, 2 / 3),
-    ("reduce_scatter", 8, 0.875), ("all_to_all", 4, 0.75), ("broadcast", 8, 1.0),
-    ("reduce", 3, 1.0), ("sendrecv", 5, 1.0),
-])
+@pytest.mark.parametrize(
+    "name, n, factor",
+    [
+        ("all_reduce", 2, 1.0),
+        ("all_reduce", 3, 4 / 3),
+        ("all_reduce", 8, 1.75),
+        ("all_reduce", 1, 0.0),
+        ("all_gather", 2, 0.5),
+        ("all_gather", 3, 2 / 3),
+        ("reduce_scatter", 8, 0.875),
+        ("all_to_all", 4, 0.75),
+        ("broadcast", 8, 1.0),
+        ("reduce", 3, 1.0),
+        ("sendrecv", 5, 1.0),
+    ],
+)
 def test_bus_factors_match_nccl_tests(name, n, factor):
     assert bus_factor(name, n) == pytest.approx(factor)
 

@@ -19,17 +19,39 @@ RNG = np.random.default_rng(7)
 
 def _row(size, time_us, samples, collective="all_reduce", placement="in_place", **extra):
     busbw = size / time_us / 1e3 if size else 0.0
-    return {"kind": "sweep", "collective": collective, "placement": placement,
-            "size_bytes": size, "time_us": time_us, "busbw_gbps": busbw,
-            "time_us_samples": list(samples), "dtype": "float32", "op": "sum", "iters": 20,
-            "warmup": 5, "world_size": 2, "nodes": 1, "ranks_per_node": 2, "backend": "gloo",
-            **extra}
+    return {
+        "kind": "sweep",
+        "collective": collective,
+        "placement": placement,
+        "size_bytes": size,
+        "time_us": time_us,
+        "busbw_gbps": busbw,
+        "time_us_samples": list(samples),
+        "dtype": "float32",
+        "op": "sum",
+        "iters": 20,
+        "warmup": 5,
+        "world_size": 2,
+        "nodes": 1,
+        "ranks_per_node": 2,
+        "backend": "gloo",
+        **extra,
+    }
 
 
 def _run(name, rows, **meta):
-    return RunData(name, {"run_id": name, "timing_method": "perf_counter",
-                          "spec": {"rank_stat": "avg"}, "versions": {"torch": "2.13.0"},
-                          "knobs": {}, **meta}, rows)
+    return RunData(
+        name,
+        {
+            "run_id": name,
+            "timing_method": "perf_counter",
+            "spec": {"rank_stat": "avg"},
+            "versions": {"torch": "2.13.0"},
+            "knobs": {},
+            **meta,
+        },
+        rows,
+    )
 
 
 def _samples(mean, spread=0.02, n=20):
@@ -46,49 +68,75 @@ def test_significance_calls_clear_differences_and_only_those():
 
 
 def test_sizes_match_and_ratios_follow_busbw():
-    base = _run("a", [_row(0, 10, _samples(10)), _row(1024, 100, _samples(100)),
-                      _row(2 ** 20, 1000, _samples(1000)), _row(2 ** 30, 10 ** 6, [])])
-    cand = _run("b", [_row(0, 5, _samples(5)), _row(1024, 50, _samples(50)),
-                      _row(2 ** 20, 1000, _samples(1000)), _row(64, 1, _samples(1))])
+    base = _run(
+        "a",
+        [
+            _row(0, 10, _samples(10)),
+            _row(1024, 100, _samples(100)),
+            _row(2**20, 1000, _samples(1000)),
+            _row(2**30, 10**6, []),
+        ],
+    )
+    cand = _run(
+        "b",
+        [
+            _row(0, 5, _samples(5)),
+            _row(1024, 50, _samples(50)),
+            _row(2**20, 1000, _samples(1000)),
+            _row(64, 1, _samples(1)),
+        ],
+    )
     result = compare(base, cand)
     by_size = {item.size_bytes: item for item in result.sizes}
-    assert set(by_size) == {0, 1024, 2 ** 20}
+    assert set(by_size) == {0, 1024, 2**20}
     assert by_size[1024].ratio == pytest.approx(2.0) and by_size[1024].verdict == "faster"
     assert by_size[0].ratio == pytest.approx(2.0)  # size 0: time ratio, busbw is 0
-    assert by_size[2 ** 20].ratio == pytest.approx(1.0)
-    assert result.only_baseline == [f"all_reduce in_place: {2 ** 30} B"]
+    assert by_size[2**20].ratio == pytest.approx(1.0)
+    assert result.only_baseline == [f"all_reduce in_place: {2**30} B"]
     assert result.only_candidate == ["all_reduce in_place: 64 B"]
     assert not result.methodology_differs
 
 
 def test_bands_take_the_geometric_mean():
-    rows_a = [_row(size, 100, []) for size in (1024, 4096, 2 ** 20, 2 ** 24, 2 ** 26)]
-    rows_b = [_row(1024, 50, []), _row(4096, 200, []), _row(2 ** 20, 25, []),
-              _row(2 ** 24, 100, []), _row(2 ** 26, 400, [])]
+    rows_a = [_row(size, 100, []) for size in (1024, 4096, 2**20, 2**24, 2**26)]
+    rows_b = [
+        _row(1024, 50, []),
+        _row(4096, 200, []),
+        _row(2**20, 25, []),
+        _row(2**24, 100, []),
+        _row(2**26, 400, []),
+    ]
     bands = band_summaries(compare(_run("a", rows_a), _run("b", rows_b)).sizes)
     assert [(b.band, b.sizes) for b in bands] == [("small", 2), ("medium", 1), ("large", 2)]
     assert bands[0].geomean_ratio == pytest.approx(math.sqrt(2.0 * 0.5))
     assert bands[1].geomean_ratio == pytest.approx(4.0)
     assert bands[2].geomean_ratio == pytest.approx(math.sqrt(1.0 * 0.25))
     assert bands[0].counts == {"no samples": 2}
-    assert (band_of(0), band_of(65535), band_of(65536), band_of(2 ** 24)) == (
-        "small", "small", "medium", "large")
+    assert (band_of(0), band_of(65535), band_of(65536), band_of(2**24)) == (
+        "small",
+        "small",
+        "medium",
+        "large",
+    )
 
 
-@pytest.mark.parametrize("change, field, kind", [
-    ({"row": {"dtype": "bfloat16"}}, "dtype", "methodology"),
-    ({"row": {"iters": 50}}, "iters", "methodology"),
-    ({"row": {"warmup": 1}}, "warmup", "methodology"),
-    ({"row": {"world_size": 4}}, "world_size", "methodology"),
-    ({"row": {"nodes": 2}}, "nodes", "methodology"),
-    ({"meta": {"timing_method": "cuda_events"}}, "timing_method", "methodology"),
-    ({"meta": {"spec": {"rank_stat": "max"}}}, "rank_stat", "methodology"),
-    ({"meta": {"source": "nccl-tests"}}, "source", "methodology"),
-    ({"meta": {"versions": {"torch": "2.4.0"}}}, "versions.torch", "environment"),
-    ({"meta": {"knobs": {"NCCL_ALGO": "Tree"}}}, "env.NCCL_ALGO", "environment"),
-    ({"meta": {"hosts": ["gpu07"]}}, "hosts", "environment"),
-    ({"row": {"backend": "nccl"}}, "backend", "environment"),
-])
+@pytest.mark.parametrize(
+    "change, field, kind",
+    [
+        ({"row": {"dtype": "bfloat16"}}, "dtype", "methodology"),
+        ({"row": {"iters": 50}}, "iters", "methodology"),
+        ({"row": {"warmup": 1}}, "warmup", "methodology"),
+        ({"row": {"world_size": 4}}, "world_size", "methodology"),
+        ({"row": {"nodes": 2}}, "nodes", "methodology"),
+        ({"meta": {"timing_method": "cuda_events"}}, "timing_method", "methodology"),
+        ({"meta": {"spec": {"rank_stat": "max"}}}, "rank_stat", "methodology"),
+        ({"meta": {"source": "nccl-tests"}}, "source", "methodology"),
+        ({"meta": {"versions": {"torch": "2.4.0"}}}, "versions.torch", "environment"),
+        ({"meta": {"knobs": {"NCCL_ALGO": "Tree"}}}, "env.NCCL_ALGO", "environment"),
+        ({"meta": {"hosts": ["gpu07"]}}, "hosts", "environment"),
+        ({"row": {"backend": "nccl"}}, "backend", "environment"),
+    ],
+)
 def test_every_difference_is_named_and_classified(change, field, kind):
     base = _run("a", [_row(1024, 100, [])])
     cand = _run("b", [_row(1024, 100, [], **change.get("row", {}))], **change.get("meta", {}))

@@ -12,9 +12,13 @@ from collbench.bench.torch_types import torch_dtype
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import DTYPES
 
-REDUCE = {"sum": lambda t: t.sum(0), "prod": lambda t: t.prod(0),
-          "min": lambda t: t.min(0).values, "max": lambda t: t.max(0).values,
-          "avg": lambda t: t.sum(0) / t.shape[0]}
+REDUCE = {
+    "sum": lambda t: t.sum(0),
+    "prod": lambda t: t.prod(0),
+    "min": lambda t: t.min(0).values,
+    "max": lambda t: t.max(0).values,
+    "avg": lambda t: t.sum(0) / t.shape[0],
+}
 
 
 def _inputs(pattern, n, elems, dtype):
@@ -35,25 +39,27 @@ def _simulate(name, inputs, rank, op, geometry):
         out = reduced
     elif name == "reduce_scatter":
         chunk = geometry.recv_elems
-        out = reduced[rank * chunk:(rank + 1) * chunk]
+        out = reduced[rank * chunk : (rank + 1) * chunk]
     elif name == "all_gather":
         out = torch.cat([inputs[p].double() for p in range(n)])
     elif name == "broadcast":
         out = inputs[0].double()
     elif name == "all_to_all":
         chunk = geometry.count
-        out = torch.cat([inputs[p][rank * chunk:(rank + 1) * chunk].double() for p in range(n)])
+        out = torch.cat([inputs[p][rank * chunk : (rank + 1) * chunk].double() for p in range(n)])
     else:  # sendrecv
         out = inputs[(rank - 1) % n].double()
     return out.to(inputs[0].dtype)
 
 
-CASES = [(name, dtype, op, n)
-         for name in REGISTRY
-         for dtype in ("float32", "bfloat16", "float16", "int8", "uint8", "int64")
-         for op in (("sum", "prod", "min", "max") if REGISTRY[name].reduces else (None,))
-         for n in (1, 2, 3, 5)
-         if n >= REGISTRY[name].min_world_size]
+CASES = [
+    (name, dtype, op, n)
+    for name in REGISTRY
+    for dtype in ("float32", "bfloat16", "float16", "int8", "uint8", "int64")
+    for op in (("sum", "prod", "min", "max") if REGISTRY[name].reduces else (None,))
+    for n in (1, 2, 3, 5)
+    if n >= REGISTRY[name].min_world_size
+]
 
 
 @pytest.mark.parametrize("name, dtype_name, op, n", CASES)
@@ -110,6 +116,7 @@ def test_avg_tolerance_accepts_rounding_and_catches_a_missing_rank():
     inputs = [pattern.values(torch, rank, index).to(torch.bfloat16) for rank in range(n)]
     premul = sum((x.double() / n).to(torch.bfloat16).double() for x in inputs).to(torch.bfloat16)
     from collbench.core.collectives.base import Block
+
     block = [Block(0, 256, 0, None)]
     assert count_wrong(torch, premul, block, pattern) == 0
     missing = (sum(x.double() for x in inputs[:2]) / n).to(torch.bfloat16)

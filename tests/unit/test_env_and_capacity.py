@@ -5,8 +5,14 @@ from collbench.bench.distributed import RunEnv
 from collbench.core.errors import SpecError
 from collbench.core.spec import SweepSpec
 
-TORCH_ENV = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
-             "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+TORCH_ENV = {
+    "RANK": "1",
+    "WORLD_SIZE": "4",
+    "LOCAL_RANK": "1",
+    "LOCAL_WORLD_SIZE": "2",
+    "MASTER_ADDR": "10.0.0.1",
+    "MASTER_PORT": "29500",
+}
 
 
 def test_run_env_reads_the_torch_launcher_variables():
@@ -15,9 +21,16 @@ def test_run_env_reads_the_torch_launcher_variables():
     assert (env.master_addr, env.master_port) == ("10.0.0.1", 29500)
 
 
-@pytest.mark.parametrize("change", [
-    {"RANK": None}, {"MASTER_PORT": None}, {"RANK": "x"}, {"RANK": "4"}, {"WORLD_SIZE": "0"},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"RANK": None},
+        {"MASTER_PORT": None},
+        {"RANK": "x"},
+        {"RANK": "4"},
+        {"WORLD_SIZE": "0"},
+    ],
+)
 def test_run_env_rejects_incomplete_or_inconsistent_environments(change):
     environ = {k: v for k, v in {**TORCH_ENV, **change}.items() if v is not None}
     with pytest.raises(SpecError):

@@ -17,9 +17,11 @@ from tests.nccl_table import read_nccl_table
 FACTOR = 1.75  # all-reduce busbw factor on 8 ranks
 SIZES = 2.0 ** np.arange(3, 34)  # 8 B .. 8 GiB, as nccl-tests -b 8 -e 8G -f 2
 LOGS = SHARED_DATA / "nccl-tests"
-LOG_NAMES = ("nccl_h100_a3mega_2node_tcpxo_allreduce.txt",
-             "nccl_legacy_a100_1node_allreduce.txt",
-             "rccl_mi300x_1node_xgmi_allreduce.txt")
+LOG_NAMES = (
+    "nccl_h100_a3mega_2node_tcpxo_allreduce.txt",
+    "nccl_legacy_a100_1node_allreduce.txt",
+    "rccl_mi300x_1node_xgmi_allreduce.txt",
+)
 
 
 def line_us(alpha_us: float, busbw_gbps: float, sizes: np.ndarray) -> np.ndarray:
@@ -49,15 +51,18 @@ def within(value: float, expected: float, tolerance_rel: float) -> bool:
 
 # -- one regime ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("alpha_us, busbw_gbps, noise_rel, tolerance_rel, seed", [
-    (25.0, 200.0, 0.0, 1e-4, 0),
-    (25.0, 200.0, 0.01, 0.02, 1),
-    (2.0, 40.0, 0.01, 0.02, 2),
-    (120.0, 340.0, 0.02, 0.03, 3),
-    (8.0, 5.0, 0.02, 0.03, 4),
-])
-def test_one_regime_recovers_alpha_and_busbw(alpha_us, busbw_gbps, noise_rel, tolerance_rel,
-                                            seed):
+
+@pytest.mark.parametrize(
+    "alpha_us, busbw_gbps, noise_rel, tolerance_rel, seed",
+    [
+        (25.0, 200.0, 0.0, 1e-4, 0),
+        (25.0, 200.0, 0.01, 0.02, 1),
+        (2.0, 40.0, 0.01, 0.02, 2),
+        (120.0, 340.0, 0.02, 0.03, 3),
+        (8.0, 5.0, 0.02, 0.03, 4),
+    ],
+)
+def test_one_regime_recovers_alpha_and_busbw(alpha_us, busbw_gbps, noise_rel, tolerance_rel, seed):
     times = jitter(line_us(alpha_us, busbw_gbps, SIZES), seed, noise_rel)
     fit = fit_curve(SIZES, times, FACTOR)
     assert len(fit.regimes) == 1 and fit.breakpoints == ()
@@ -89,11 +94,14 @@ def test_noise_widens_the_confidence_intervals():
     assert width(loud.busbw_peak_gbps_ci) > 3 * width(quiet.busbw_peak_gbps_ci)
 
 
-@pytest.mark.parametrize("indices, factors", [
-    ([5, 14, 22], [1.3, 1.25, 1.4]),   # slow spikes at 256 B, 128 KiB, 32 MiB
-    ([0, 30], [1.5, 1.2]),             # both ends: the points with the most leverage
-    ([12, 20], [0.75, 0.8]),           # fast ones (a timer glitch)
-])
+@pytest.mark.parametrize(
+    "indices, factors",
+    [
+        ([5, 14, 22], [1.3, 1.25, 1.4]),  # slow spikes at 256 B, 128 KiB, 32 MiB
+        ([0, 30], [1.5, 1.2]),  # both ends: the points with the most leverage
+        ([12, 20], [0.75, 0.8]),  # fast ones (a timer glitch)
+    ],
+)
 def test_outliers_are_flagged_and_do_not_move_the_fit(indices, factors):
     times = jitter(line_us(25.0, 200.0, SIZES), 6, 0.01)
     times[indices] *= factors
@@ -179,8 +187,9 @@ def test_regime_dicts_reproduce_the_predictions():
     # regimes tile the measured sizes; each breakpoint sits between two of them
     assert data["regimes"][0]["min_bytes"] == SIZES[0]
     assert data["regimes"][-1]["max_bytes"] == SIZES[-1]
-    for before, after, point in zip(data["regimes"][:-1], data["regimes"][1:],
-                                    data["breakpoints"], strict=True):
+    for before, after, point in zip(
+        data["regimes"][:-1], data["regimes"][1:], data["breakpoints"], strict=True
+    ):
         assert before["max_bytes"] < point <= after["min_bytes"]
         assert after["min_bytes"] == 2 * before["max_bytes"]
 
@@ -190,15 +199,16 @@ def test_prediction_uses_the_covering_regime_and_extends_the_end_ones():
     fit = fit_curve(SIZES, switched_curve(lines, switches), FACTOR)
     for size, regime in [(1.0, 0), (3 * 2.0**10, 0), (3 * 2.0**20, 1), (2.0**40, 1)]:
         assert fit.regime_index(size) == regime
-        assert math.isclose(fit.predict_time_us(size), line_us(*lines[regime], size),
-                            rel_tol=1e-3)
-        assert math.isclose(fit.predict_busbw_gbps(size),
-                            size * FACTOR / (fit.predict_time_us(size) * 1e3))
+        assert math.isclose(fit.predict_time_us(size), line_us(*lines[regime], size), rel_tol=1e-3)
+        assert math.isclose(
+            fit.predict_busbw_gbps(size), size * FACTOR / (fit.predict_time_us(size) * 1e3)
+        )
     assert fit.is_extrapolated(4) and fit.is_extrapolated(2.0**34)
     assert not fit.is_extrapolated(3 * 2.0**20)
 
 
 # -- n_half ----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("alpha_us, busbw_gbps", [(25.0, 200.0), (2.0, 40.0), (120.0, 340.0)])
 def test_n_half_of_a_pure_alpha_beta_curve_is_alpha_times_bandwidth(alpha_us, busbw_gbps):
@@ -221,6 +231,7 @@ def test_n_half_is_the_first_size_at_half_the_peak(name):
 
 # -- input handling, determinism, speed ----------------------------------------------------------
 
+
 def test_size_zero_and_timeless_points_are_left_out():
     times = jitter(line_us(25.0, 200.0, SIZES), 8, 0.01)
     fit = fit_curve(SIZES, times, FACTOR)
@@ -228,10 +239,13 @@ def test_size_zero_and_timeless_points_are_left_out():
     assert padded.to_dict() == fit.to_dict() and padded.n_points == len(SIZES)
 
 
-@pytest.mark.parametrize("sizes, times, bus_factor", [
-    ([8, 8, 0], [1.0, 2.0, 3.0], 1.0),      # one distinct size
-    ([8, 16], [1.0, 2.0], 0.0),              # all-reduce on one rank: busbw is 0
-])
+@pytest.mark.parametrize(
+    "sizes, times, bus_factor",
+    [
+        ([8, 8, 0], [1.0, 2.0, 3.0], 1.0),  # one distinct size
+        ([8, 16], [1.0, 2.0], 0.0),  # all-reduce on one rank: busbw is 0
+    ],
+)
 def test_impossible_fits_say_why(sizes, times, bus_factor):
     with pytest.raises(ValueError):
         fit_curve(sizes, times, bus_factor)
@@ -248,11 +262,21 @@ def test_the_fit_is_deterministic_and_ignores_row_order():
 
 
 def _rows(times, **key):
-    base = {"kind": "sweep", "collective": "all_reduce", "backend": "nccl", "world_size": 8,
-            "topology": None, "placement": "out_of_place", "dtype": "float32",
-            "knobs": {"env": {}}, "run_id": "run-a"}
-    return [{**base, **key, "size_bytes": int(size), "time_us": float(time_us)}
-            for size, time_us in zip(SIZES, times, strict=True)]
+    base = {
+        "kind": "sweep",
+        "collective": "all_reduce",
+        "backend": "nccl",
+        "world_size": 8,
+        "topology": None,
+        "placement": "out_of_place",
+        "dtype": "float32",
+        "knobs": {"env": {}},
+        "run_id": "run-a",
+    }
+    return [
+        {**base, **key, "size_bytes": int(size), "time_us": float(time_us)}
+        for size, time_us in zip(SIZES, times, strict=True)
+    ]
 
 
 def test_fitting_four_groups_of_31_sizes_is_fast():
@@ -272,6 +296,7 @@ def test_fitting_four_groups_of_31_sizes_is_fast():
 
 # -- grouping rows ---------------------------------------------------------------------------
 
+
 def test_rows_of_the_same_group_from_two_runs_are_pooled():
     times = line_us(25.0, 200.0, SIZES)
     rows = _rows(jitter(times, 1, 0.01)) + _rows(jitter(times, 2, 0.01), run_id="run-b")
@@ -281,10 +306,18 @@ def test_rows_of_the_same_group_from_two_runs_are_pooled():
     assert within(group.curve.busbw_peak_gbps, 200.0, 0.02)
 
 
-@pytest.mark.parametrize("field, other", [
-    ("placement", "in_place"), ("dtype", "bfloat16"), ("backend", "gloo"), ("world_size", 16),
-    ("topology", "dgx-h100"), ("collective", "all_gather"), ("knobs", {"env": {"A": "1"}}),
-])
+@pytest.mark.parametrize(
+    "field, other",
+    [
+        ("placement", "in_place"),
+        ("dtype", "bfloat16"),
+        ("backend", "gloo"),
+        ("world_size", 16),
+        ("topology", "dgx-h100"),
+        ("collective", "all_gather"),
+        ("knobs", {"env": {"A": "1"}}),
+    ],
+)
 def test_rows_that_differ_in_a_group_key_are_fitted_apart(field, other):
     times = line_us(25.0, 200.0, SIZES)
     fits = fit_rows(_rows(times) + _rows(times * 2, **{field: other}))
@@ -299,9 +332,13 @@ def test_only_sweep_rows_are_fitted():
     assert group.n_points == len(SIZES) and within(group.curve.busbw_peak_gbps, 200.0, 1e-3)
 
 
-@pytest.mark.parametrize("key, reason", [
-    ({"world_size": 1}, "one rank"), ({"collective": "all_shuffle"}, "unknown collective"),
-])
+@pytest.mark.parametrize(
+    "key, reason",
+    [
+        ({"world_size": 1}, "one rank"),
+        ({"collective": "all_shuffle"}, "unknown collective"),
+    ],
+)
 def test_a_group_that_cannot_be_fitted_is_reported_not_raised(key, reason):
     times = line_us(25.0, 200.0, SIZES)
     fits = fit_rows(_rows(times) + _rows(times, **key))
@@ -316,10 +353,28 @@ def test_group_json_has_the_documented_keys():
     times[9] *= 1.4
     (group,) = fit_rows(_rows(times))
     data = json.loads(json.dumps(group.to_dict(), allow_nan=False))
-    assert {"collective", "backend", "world_size", "topology", "placement", "dtype",
-            "knobs_digest", "n_points", "runs", "alpha_us", "alpha_us_ci", "busbw_peak_gbps",
-            "busbw_peak_gbps_ci", "n_half_bytes", "breakpoints", "regimes", "r2_log_time",
-            "rmse_log_time", "ci_method", "outliers"} <= set(data)
+    assert {
+        "collective",
+        "backend",
+        "world_size",
+        "topology",
+        "placement",
+        "dtype",
+        "knobs_digest",
+        "n_points",
+        "runs",
+        "alpha_us",
+        "alpha_us_ci",
+        "busbw_peak_gbps",
+        "busbw_peak_gbps_ci",
+        "n_half_bytes",
+        "breakpoints",
+        "regimes",
+        "r2_log_time",
+        "rmse_log_time",
+        "ci_method",
+        "outliers",
+    } <= set(data)
     assert data["knobs_digest"] == knobs_digest({"env": {}})
     assert set(data["regimes"][0]) >= {"min_bytes", "max_bytes", "alpha_us", "busbw_gbps"}
     assert [o["size_bytes"] for o in data["outliers"]] == [int(SIZES[9])]
@@ -328,6 +383,7 @@ def test_group_json_has_the_documented_keys():
 
 
 # -- real nccl-tests / rccl-tests logs ---------------------------------------------------------
+
 
 def _log(name: str):
     if not LOGS.is_dir():
@@ -338,11 +394,14 @@ def _log(name: str):
     return table, factor, sizes[sizes > 0], times[sizes > 0]
 
 
-@pytest.mark.parametrize("name, world_size, rows, first", [
-    (LOG_NAMES[0], 16, 31, (8, 135.8, 0.0)),
-    (LOG_NAMES[1], 8, 34, (0, 35.20, 0.0)),   # legacy: no root column, two size-0 rows
-    (LOG_NAMES[2], 8, 31, (8, 19.28, 0.0)),   # rccl: banner line before the table
-])
+@pytest.mark.parametrize(
+    "name, world_size, rows, first",
+    [
+        (LOG_NAMES[0], 16, 31, (8, 135.8, 0.0)),
+        (LOG_NAMES[1], 8, 34, (0, 35.20, 0.0)),  # legacy: no root column, two size-0 rows
+        (LOG_NAMES[2], 8, 31, (8, 19.28, 0.0)),  # rccl: banner line before the table
+    ],
+)
 def test_the_private_log_reader_reads_the_out_of_place_columns(name, world_size, rows, first):
     table, *_ = _log(name)
     assert table.world_size == world_size and len(table.sizes_bytes) == rows
@@ -355,13 +414,24 @@ def _plateau(table) -> float:
     return float(np.median(table.busbw_gbps[-3:]))
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(LOG_NAMES[0], marks=pytest.mark.xfail(strict=True, reason=(
-        "this log has not flattened at 8 GiB (busbw 318 -> 331 -> 339): the asymptote of "
-        "its last regime is 343 GB/s, 3.7% above the median of the largest three sizes and "
-        "1.2% above the largest"))),
-    LOG_NAMES[1], LOG_NAMES[2],
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            LOG_NAMES[0],
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "this log has not flattened at 8 GiB (busbw 318 -> 331 -> 339): the asymptote of "
+                    "its last regime is 343 GB/s, 3.7% above the median of the largest three sizes and "
+                    "1.2% above the largest"
+                ),
+            ),
+        ),
+        LOG_NAMES[1],
+        LOG_NAMES[2],
+    ],
+)
 def test_real_log_peak_is_within_3pct_of_the_plateau(name):
     table, factor, sizes, times = _log(name)
     fit = fit_curve(sizes, times, factor)
@@ -384,8 +454,10 @@ def test_real_log_held_out_sizes_are_predicted_within_5pct(name, parity):
     _, factor, sizes, times = _log(name)
     train = np.arange(len(sizes)) % 2 == parity
     fit = fit_curve(sizes[train], times[train], factor)
-    errors = [abs(fit.predict_busbw_gbps(size) / (size * factor / (time_us * 1e3)) - 1)
-              for size, time_us in zip(sizes[~train], times[~train], strict=True)]
+    errors = [
+        abs(fit.predict_busbw_gbps(size) / (size * factor / (time_us * 1e3)) - 1)
+        for size, time_us in zip(sizes[~train], times[~train], strict=True)
+    ]
     assert np.median(errors) <= 0.05
 
 
@@ -399,10 +471,13 @@ def test_real_log_fit_is_clean_and_flags_few_points(name):
     json.dumps(fit.to_dict(), allow_nan=False)
 
 
-@pytest.mark.parametrize("name, size_bytes, neighbours_us", [
-    (LOG_NAMES[0], 1024, 124.5),   # 147.1 us between 126.6 and 125.8
-    (LOG_NAMES[2], 16384, 13.85),  # 15.47 us between 13.76 and 13.94
-])
+@pytest.mark.parametrize(
+    "name, size_bytes, neighbours_us",
+    [
+        (LOG_NAMES[0], 1024, 124.5),  # 147.1 us between 126.6 and 125.8
+        (LOG_NAMES[2], 16384, 13.85),  # 15.47 us between 13.76 and 13.94
+    ],
+)
 def test_real_log_spikes_are_flagged_and_fitted_through(name, size_bytes, neighbours_us):
     _, factor, sizes, times = _log(name)
     fit = fit_curve(sizes, times, factor)

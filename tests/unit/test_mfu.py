@@ -17,19 +17,32 @@ from collbench.topologies.schema import topology_from_dict
 
 
 def make_topology(nodes: int = 64, fp8: float | None = None):
-    return topology_from_dict({
-        "name": "test-fabric", "nodes": nodes, "accelerators_per_node": 8,
-        "accelerator": {"name": "X", "peak_bf16_tflops": 312.0, "peak_fp8_tflops": fp8},
-        "scale_up": {"kind": "nvlink", "bandwidth_gbytes_s": 300, "latency_us": 2,
-                     "domain_size": 8},
-        "scale_out": {"kind": "infiniband", "nics_per_node": 8, "nic_gbits_s": 200,
-                      "latency_us": 5},
-    })
+    return topology_from_dict(
+        {
+            "name": "test-fabric",
+            "nodes": nodes,
+            "accelerators_per_node": 8,
+            "accelerator": {"name": "X", "peak_bf16_tflops": 312.0, "peak_fp8_tflops": fp8},
+            "scale_up": {
+                "kind": "nvlink",
+                "bandwidth_gbytes_s": 300,
+                "latency_us": 2,
+                "domain_size": 8,
+            },
+            "scale_out": {
+                "kind": "infiniband",
+                "nics_per_node": 8,
+                "nic_gbits_s": 200,
+                "latency_us": 5,
+            },
+        }
+    )
 
 
 def flat_pricer(bandwidth_gbytes_s: float = 100.0, latency_us: float = 10.0):
     def price(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
         return Priced(latency_us * 1e-6 + size_bytes / (bandwidth_gbytes_s * 1e9), "flat")
+
     return price
 
 
@@ -37,17 +50,35 @@ def free_pricer(collective: str, size_bytes: float, ranks: int, stride: int) -> 
     return Priced(0.0, "free")
 
 
-def workload(model: str = "gpt3-175b", *, tp: int = 8, pp: int = 8, dp: int = 4,
-             global_batch: int = 256, recompute: str = "none", **parallel) -> Workload:
-    return Workload(preset(model), Training(seq=2048, global_batch=global_batch,
-                                            recompute=recompute),
-                    Parallelism(tp=tp, pp=pp, dp=dp, **parallel))
+def workload(
+    model: str = "gpt3-175b",
+    *,
+    tp: int = 8,
+    pp: int = 8,
+    dp: int = 4,
+    global_batch: int = 256,
+    recompute: str = "none",
+    **parallel,
+) -> Workload:
+    return Workload(
+        preset(model),
+        Training(seq=2048, global_batch=global_batch, recompute=recompute),
+        Parallelism(tp=tp, pp=pp, dp=dp, **parallel),
+    )
 
 
-@pytest.mark.parametrize(("name", "published"), [
-    ("gpt3-175b", 175e9), ("gpt-1t", 1.0e12), ("gpt-530b", 530e9), ("gpt-145b", 145.6e9),
-    ("llama3-8b", 8.03e9), ("llama3-70b", 70.6e9), ("llama3-405b", 405e9),
-])
+@pytest.mark.parametrize(
+    ("name", "published"),
+    [
+        ("gpt3-175b", 175e9),
+        ("gpt-1t", 1.0e12),
+        ("gpt-530b", 530e9),
+        ("gpt-145b", 145.6e9),
+        ("llama3-8b", 8.03e9),
+        ("llama3-70b", 70.6e9),
+        ("llama3-405b", 405e9),
+    ],
+)
 def test_preset_shapes_give_the_published_parameter_counts(name, published):
     assert PRESETS[name].n_params == pytest.approx(published, rel=0.015)
 
@@ -73,8 +104,9 @@ def test_free_collectives_leave_only_efficiency_and_bubble():
 
 def test_uneven_stages_run_at_the_busiest_stage_pace():
     even = estimate(workload(pp=8), make_topology(), free_pricer)  # 96 layers: 12 a stage
-    uneven = estimate(workload(pp=7, dp=4, global_batch=256), make_topology(nodes=64),
-                      free_pricer)  # 14 layers on the busiest of 7 stages (13.7 on average)
+    uneven = estimate(
+        workload(pp=7, dp=4, global_batch=256), make_topology(nodes=64), free_pricer
+    )  # 14 layers on the busiest of 7 stages (13.7 on average)
     assert uneven.compute_s == pytest.approx(even.compute_s * 14 / 12)
 
 
@@ -84,17 +116,25 @@ def test_interleaving_shrinks_the_bubble():
     assert interleaved.bubble_s == pytest.approx(plain.bubble_s / 3)
 
 
-@pytest.mark.parametrize("change", [
-    {}, {"recompute": "full"}, {"recompute": "selective", "sequence_parallel": True},
-    {"zero": 1}, {"zero": 3}, {"dp_overlap": False}, {"pp": 1, "dp": 32},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"recompute": "full"},
+        {"recompute": "selective", "sequence_parallel": True},
+        {"zero": 1},
+        {"zero": 3},
+        {"dp_overlap": False},
+        {"pp": 1, "dp": 32},
+    ],
+)
 def test_invariants_hold_for_every_parallelism(change):
     load = workload(**change)
     result = estimate(load, make_topology(), flat_pricer())
     assert 0 < result.mfu <= result.hfu <= EstimateOptions().matmul_efficiency + 1e-12
     assert result.mfu_loss_comm >= 0
     assert result.what_if["perfect_overlap"] == pytest.approx(result.mfu + result.mfu_loss_comm)
-    parts = (result.compute_s + result.bubble_s + result.exposed_comm_s + result.slowdown_s)
+    parts = result.compute_s + result.bubble_s + result.exposed_comm_s + result.slowdown_s
     assert result.step_time_s == pytest.approx(parts)
     for kind in result.comm:
         assert 0 <= kind.exposed_s <= kind.total_s + 1e-12
@@ -134,8 +174,12 @@ def test_measured_overlap_hides_its_share_of_the_collective_not_of_the_window():
     # 175B over tp 8 x pp 8: 10.9 GB of fp32 gradients per rank = 10 full 1 GiB buckets and
     # a last, partial one; the backward window (~0.1 s) is far longer than 10 ms of buckets.
     load = workload(dp_bucket_mb=1024)
-    result = estimate(load, make_topology(), constant_pricer,
-                      EstimateOptions(overlap_efficiency=0.4, compute_slowdown=0.25))
+    result = estimate(
+        load,
+        make_topology(),
+        constant_pricer,
+        EstimateOptions(overlap_efficiency=0.4, compute_slowdown=0.25),
+    )
     beside_s = 10 * 1e-3  # all buckets but the last run beside the backward
     assert dp_of(result).total_s == pytest.approx(11e-3)
     # 60% of what ran beside compute is not hidden: 25 points of it stretched compute,
@@ -147,8 +191,12 @@ def test_measured_overlap_hides_its_share_of_the_collective_not_of_the_window():
 
 
 def test_a_negative_measured_slowdown_never_beats_perfect_overlap():
-    result = estimate(workload(), make_topology(), flat_pricer(bandwidth_gbytes_s=10),
-                      EstimateOptions(overlap_efficiency=0.5, compute_slowdown=-0.1))
+    result = estimate(
+        workload(),
+        make_topology(),
+        flat_pricer(bandwidth_gbytes_s=10),
+        EstimateOptions(overlap_efficiency=0.5, compute_slowdown=-0.1),
+    )
     assert result.slowdown_s == 0 and result.mfu_loss_comm >= 0
     assert result.mfu <= result.what_if["perfect_overlap"]
 
@@ -161,8 +209,9 @@ def test_one_collective_over_all_gradients_cannot_overlap():
 def test_buckets_pay_latency_per_bucket():
     load = workload(dp_overlap=False, dp_bucket_mb=0)
     whole = estimate(load, make_topology(), flat_pricer(latency_us=1000))
-    buckets = estimate(workload(dp_overlap=False, dp_bucket_mb=25), make_topology(),
-                       flat_pricer(latency_us=1000))
+    buckets = estimate(
+        workload(dp_overlap=False, dp_bucket_mb=25), make_topology(), flat_pricer(latency_us=1000)
+    )
     grads_mib = load.model.n_params / 64 * 4 / 2**20
     extra_latency_s = (-(-grads_mib // 25) - 1) * 1000e-6
     assert dp_of(buckets).total_s == pytest.approx(dp_of(whole).total_s + extra_latency_s)
@@ -175,7 +224,8 @@ def test_each_zero_stage_issues_its_own_collectives(zero, calls):
     shard); 1/2 gather the weights once, 3 for every forward and backward."""
     load = workload(zero=zero, dp_bucket_mb=0)  # 64 micro-batches
     assert dp_of(estimate(load, make_topology(), constant_pricer)).total_s == pytest.approx(
-        calls * 1e-3)
+        calls * 1e-3
+    )
 
 
 def test_zero3_gathers_weights_every_pass():
@@ -192,18 +242,21 @@ def test_fp8_uses_the_fp8_peak_and_refuses_without_one():
         estimate(load, make_topology(), free_pricer)
 
 
-@pytest.mark.parametrize(("build", "field"), [
-    (lambda: workload(tp=5), "--tp"),
-    (lambda: workload(pp=64, virtual_stages=2), "--pp"),
-    (lambda: workload(global_batch=102), "--global-batch"),
-    (lambda: workload(recompute="most"), "--recompute"),
-    (lambda: workload(tp=1, sequence_parallel=True), "--sequence-parallel"),
-    (lambda: workload(zero=4), "--zero"),
-    (lambda: workload(dp_bucket_mb=-1), "--dp-bucket-mb"),
-    (lambda: Model("m", layers=2, hidden=100, heads=3, vocab=10), "--heads"),
-    (lambda: preset("gpt-9"), "--model"),
-    (lambda: EstimateOptions(matmul_efficiency=1.5), "--matmul-efficiency"),
-])
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: workload(tp=5), "--tp"),
+        (lambda: workload(pp=64, virtual_stages=2), "--pp"),
+        (lambda: workload(global_batch=102), "--global-batch"),
+        (lambda: workload(recompute="most"), "--recompute"),
+        (lambda: workload(tp=1, sequence_parallel=True), "--sequence-parallel"),
+        (lambda: workload(zero=4), "--zero"),
+        (lambda: workload(dp_bucket_mb=-1), "--dp-bucket-mb"),
+        (lambda: Model("m", layers=2, hidden=100, heads=3, vocab=10), "--heads"),
+        (lambda: preset("gpt-9"), "--model"),
+        (lambda: EstimateOptions(matmul_efficiency=1.5), "--matmul-efficiency"),
+    ],
+)
 def test_bad_workloads_name_the_field(build, field):
     with pytest.raises(SpecError, match=f"^{field}"):
         build()

@@ -41,30 +41,63 @@ PUBLISHED = [
     ("530b-sp-selective-step", "gpt-530b", 8, 35, 1, 280, SELECTIVE_SP, "step", 37.83, True),
     ("1t-full-step", "gpt-1t", 8, 64, 1, 512, FULL, "step", 94.42, True),
     ("1t-sp-selective-step", "gpt-1t", 8, 64, 1, 512, SELECTIVE_SP, "step", 71.49, True),
-    pytest.param("22b-full-step", "gpt-22b", 8, 1, 1, 4, FULL, "step", 1.42, True,
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "hidden 6144 over 8 GPUs leaves 768-wide GEMMs, which run well below "
-                     "the default efficiency; the estimate is ~18% fast"))),
-    pytest.param("22b-sp-selective-step", "gpt-22b", 8, 1, 1, 4, SELECTIVE_SP, "step", 1.10,
-                 True, marks=pytest.mark.xfail(strict=True, reason=(
-                     "same small GEMMs; the estimate is ~21% fast"))),
+    pytest.param(
+        "22b-full-step",
+        "gpt-22b",
+        8,
+        1,
+        1,
+        4,
+        FULL,
+        "step",
+        1.42,
+        True,
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason=(
+                "hidden 6144 over 8 GPUs leaves 768-wide GEMMs, which run well below "
+                "the default efficiency; the estimate is ~18% fast"
+            ),
+        ),
+    ),
+    pytest.param(
+        "22b-sp-selective-step",
+        "gpt-22b",
+        8,
+        1,
+        1,
+        4,
+        SELECTIVE_SP,
+        "step",
+        1.10,
+        True,
+        marks=pytest.mark.xfail(
+            strict=True, reason=("same small GEMMs; the estimate is ~21% fast")
+        ),
+    ),
 ]
 
 
 def estimate_published(model, tp, pp, dp, batch, setup, dp_overlap):
     sequence_parallel = setup.get("sequence_parallel", False)
-    workload = Workload(preset(model),
-                        Training(seq=2048, global_batch=batch, recompute=setup["recompute"]),
-                        Parallelism(tp=tp, pp=pp, dp=dp, sequence_parallel=sequence_parallel,
-                                    dp_overlap=dp_overlap))
+    workload = Workload(
+        preset(model),
+        Training(seq=2048, global_batch=batch, recompute=setup["recompute"]),
+        Parallelism(
+            tp=tp, pp=pp, dp=dp, sequence_parallel=sequence_parallel, dp_overlap=dp_overlap
+        ),
+    )
     topology = sized_for(workload, load_topology("dgx-a100"))
     return estimate(workload, topology, cost_model_pricer(topology))
 
 
-@pytest.mark.parametrize(("run", "model", "tp", "pp", "dp", "batch", "setup", "what",
-                          "published", "dp_overlap"), PUBLISHED)
-def test_estimate_lands_near_the_published_figure(run, model, tp, pp, dp, batch, setup, what,
-                                                  published, dp_overlap):
+@pytest.mark.parametrize(
+    ("run", "model", "tp", "pp", "dp", "batch", "setup", "what", "published", "dp_overlap"),
+    PUBLISHED,
+)
+def test_estimate_lands_near_the_published_figure(
+    run, model, tp, pp, dp, batch, setup, what, published, dp_overlap
+):
     result = estimate_published(model, tp, pp, dp, batch, setup, dp_overlap)
     got = {"hfu": result.hfu, "mfu": result.mfu, "step": result.step_time_s}[what]
     assert got == pytest.approx(published, rel=TOLERANCE), (run, got, published)
@@ -76,6 +109,8 @@ def test_the_model_gets_the_ordering_right_for_the_right_reasons():
     big = estimate_published("gpt-1t", 8, 64, 6, 3072, FULL, False)
     small = estimate_published("gpt-145b", 8, 8, 24, 1536, FULL, False)
     assert small.hfu < big.hfu
-    big_share, small_share = (next(k for k in result.comm if k.kind == "tp").exposed_s
-                              / result.step_time_s for result in (big, small))
+    big_share, small_share = (
+        next(k for k in result.comm if k.kind == "tp").exposed_s / result.step_time_s
+        for result in (big, small)
+    )
     assert small_share > big_share

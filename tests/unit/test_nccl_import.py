@@ -36,8 +36,9 @@ ALL_FIXTURES = sorted(path.name for path in FIXTURES.iterdir())
 
 
 def run_import(tmp_path: Path, *names: str, collective: str | None = None):
-    return import_logs([FIXTURES / name for name in names], out=tmp_path / "run",
-                       collective=collective)
+    return import_logs(
+        [FIXTURES / name for name in names], out=tmp_path / "run", collective=collective
+    )
 
 
 def rows_where(rows, **match):
@@ -60,8 +61,14 @@ def test_every_fixture_becomes_a_run_directory_like_a_sweep(tmp_path, name):
         assert row["schema_version"] == SCHEMA_VERSION
         assert row["time_us_samples"] == []
         assert row["knobs"]["settings"] == {"imported": True}
-        for column in ("time_us_p50", "time_us_p95", "time_us_min", "time_us_max", "time_cv",
-                       "topology"):
+        for column in (
+            "time_us_p50",
+            "time_us_p95",
+            "time_us_min",
+            "time_us_max",
+            "time_cv",
+            "topology",
+        ):
             assert row[column] is None
         assert row["world_size"] == meta["world_size"] and row["backend"] == meta["backend"]
         assert row["placement"] in ("out_of_place", "in_place")
@@ -82,15 +89,33 @@ def test_current_format_header_facts_and_size_zero_rows(tmp_path):
     assert (meta["world_size"], meta["nodes"], meta["ranks_per_node"]) == (8, 2, 4)
     assert meta["hosts"] == ["node-a01", "node-a02"]
     assert meta["header"] == {
-        "n_threads": 1, "n_gpus": 1, "min_bytes": 0, "max_bytes": 4194304,
-        "step_bytes": 1048576, "warmup_iters": 5, "iters": 50, "agg_iters": 1,
-        "validation": 1, "graph": 0, "unalign": 0}
-    assert meta["ranks"][5] == {"rank": 5, "group": 0, "pid": 41101, "host": "node-a02",
-                                "device": 1, "bus_id": "0000:28:00",
-                                "device_name": "NVIDIA H100 80GB HBM3"}
+        "n_threads": 1,
+        "n_gpus": 1,
+        "min_bytes": 0,
+        "max_bytes": 4194304,
+        "step_bytes": 1048576,
+        "warmup_iters": 5,
+        "iters": 50,
+        "agg_iters": 1,
+        "validation": 1,
+        "graph": 0,
+        "unalign": 0,
+    }
+    assert meta["ranks"][5] == {
+        "rank": 5,
+        "group": 0,
+        "pid": 41101,
+        "host": "node-a02",
+        "device": 1,
+        "bus_id": "0000:28:00",
+        "device_name": "NVIDIA H100 80GB HBM3",
+    }
     assert meta["versions"] == {"nccl_tests": "2.17.6", "nccl": "2.27.3"}
-    assert meta["footer"] == {"out_of_bounds_values": 0, "out_of_bounds_ok": True,
-                              "avg_bus_bandwidth_gbps": 41.0171}
+    assert meta["footer"] == {
+        "out_of_bounds_values": 0,
+        "out_of_bounds_ok": True,
+        "avg_bus_bandwidth_gbps": 41.0171,
+    }
     assert meta["footer_missing"] is False and meta["comment"] is None
     assert meta["logs"][0]["tables"][0]["layout"] == "current"
     zero = rows_where(rows, size_bytes=0)
@@ -98,7 +123,11 @@ def test_current_format_header_facts_and_size_zero_rows(tmp_path):
     assert [row["time_us"] for row in zero] == [12.00, 12.30, 12.01, 12.31]
     row = rows_where(rows, size_bytes=3145728, placement="in_place")[0]
     assert (row["count"], row["time_us"], row["algbw_gbps"], row["busbw_gbps"]) == (
-        98304, 47.29, 66.52, 58.20)
+        98304,
+        47.29,
+        66.52,
+        58.20,
+    )
     assert (row["dtype"], row["op"], row["root"], row["n_wrong"]) == ("float32", None, -1, 0)
     assert (row["warmup"], row["iters"]) == (5, 50)
     assert not any("busbw" in warning for warning in result.warnings)
@@ -125,9 +154,14 @@ def test_legacy_error_column_is_kept_in_meta_not_in_n_wrong(tmp_path):
     assert all(row["n_wrong"] is None for row in result.rows)
     errors = result.meta["legacy_errors"]
     assert len(errors) == 6
-    assert errors[0] == {"log": str(FIXTURES / "legacy_errors_all_reduce_2gpu.log"),
-                         "collective": "all_reduce", "dtype": "float32", "size_bytes": 1024,
-                         "placement": "out_of_place", "max_error": 1e-07}
+    assert errors[0] == {
+        "log": str(FIXTURES / "legacy_errors_all_reduce_2gpu.log"),
+        "collective": "all_reduce",
+        "dtype": "float32",
+        "size_bytes": 1024,
+        "placement": "out_of_place",
+        "max_error": 1e-07,
+    }
     assert {error["max_error"] for error in errors} == {1e-07, 2e-07}
     assert result.meta["world_size"] == 2 and result.meta["nodes"] is None
     assert result.meta["command_line"] == "$ ./build/all_reduce_perf -b 1K -e 4M -f 64 -g 2 -c 1"
@@ -138,12 +172,22 @@ def test_rccl_tests_banner_and_version_lines(tmp_path):
     result = run_import(tmp_path, "rccl_banner_alltoall.log")
     meta = result.meta
     assert meta["source"] == "rccl-tests" and meta["backend"] == "rccl"
-    assert meta["versions"] == {"rccl_tests": "develop:1a2b3c4", "rccl": "2.20.5-HEAD:b20a1c6",
-                                "hip": "6.2.41133-dd7f95766", "rocm": "6.2.0.0-66-a0ea4e9"}
+    assert meta["versions"] == {
+        "rccl_tests": "develop:1a2b3c4",
+        "rccl": "2.20.5-HEAD:b20a1c6",
+        "hip": "6.2.41133-dd7f95766",
+        "rocm": "6.2.0.0-66-a0ea4e9",
+    }
     assert "ROCm version : 6.2.0.0-66-a0ea4e9" in meta["version_lines"]
-    assert meta["ranks"][1] == {"rank": 1, "group": 0, "pid": 90212, "host": "mi300-node-07",
-                                "device": 1, "bus_id": "0000:2c:00.0",
-                                "device_name": "AMD Instinct MI300X"}
+    assert meta["ranks"][1] == {
+        "rank": 1,
+        "group": 0,
+        "pid": 90212,
+        "host": "mi300-node-07",
+        "device": 1,
+        "bus_id": "0000:2c:00.0",
+        "device_name": "AMD Instinct MI300X",
+    }
     assert meta["collectives"] == {"all_to_all": 10}
     assert all(row["backend"] == "rccl" and row["op"] is None for row in result.rows)
 
@@ -158,38 +202,53 @@ def test_rccl_hipevt_column_is_an_extra_column(tmp_path):
 
 
 def test_hipevt_in_place_of_time_opens_the_group():
-    text = "\n".join([
-        "# nThread 1 nGpus 2 minBytes 1024 maxBytes 1024 step: 2(factor) warmup iters: 1 "
-        "iters: 5 agg iters: 1 validation: 1 graph: 0",
-        "#       size         count      type   redop    root   hipevt   algbw   busbw #wrong"
-        "   hipevt   algbw   busbw #wrong",
-        "        1024           256     float     sum      -1    10.00    0.10    0.10      0"
-        "    11.00    0.09    0.09      0",
-        ""])
+    text = "\n".join(
+        [
+            "# nThread 1 nGpus 2 minBytes 1024 maxBytes 1024 step: 2(factor) warmup iters: 1 "
+            "iters: 5 agg iters: 1 validation: 1 graph: 0",
+            "#       size         count      type   redop    root   hipevt   algbw   busbw #wrong"
+            "   hipevt   algbw   busbw #wrong",
+            "        1024           256     float     sum      -1    10.00    0.10    0.10      0"
+            "    11.00    0.09    0.09      0",
+            "",
+        ]
+    )
     table = parse_text_log(text).tables[0]
     assert [(row.placement, row.time_us) for row in table.rows] == [
-        ("out_of_place", 10.0), ("in_place", 11.0)]
+        ("out_of_place", 10.0),
+        ("in_place", 11.0),
+    ]
 
 
 def test_per_iteration_and_timestamp_columns_are_tolerated():
-    text = "\n".join([
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
-        "    i_min    i_max    i_p99    i_cv%     time   algbw   busbw #wrong    i_min    i_max"
-        "    i_p99    i_cv%            timestamp",
-        "     1048576        262144     float     sum      -1    20.00   52.43   91.75      0"
-        "    19.10    25.00    24.90     3.10    21.00   49.93   87.38      0    20.00    26.00"
-        "    25.50     2.90  2025-06-01 10:00:00",
-        ""])
+    text = "\n".join(
+        [
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+            "    i_min    i_max    i_p99    i_cv%     time   algbw   busbw #wrong    i_min    i_max"
+            "    i_p99    i_cv%            timestamp",
+            "     1048576        262144     float     sum      -1    20.00   52.43   91.75      0"
+            "    19.10    25.00    24.90     3.10    21.00   49.93   87.38      0    20.00    26.00"
+            "    25.50     2.90  2025-06-01 10:00:00",
+            "",
+        ]
+    )
     table = parse_text_log(text, "all_reduce_perf.log").tables[0]
     assert [(row.placement, row.time_us, row.busbw_gbps) for row in table.rows] == [
-        ("out_of_place", 20.0, 91.75), ("in_place", 21.0, 87.38)]
+        ("out_of_place", 20.0, 91.75),
+        ("in_place", 21.0, 87.38),
+    ]
     assert table.extra_columns == ("i_min", "i_max", "i_p99", "i_cv%", "timestamp")
 
 
 def test_srun_labels_and_windows_line_ends():
     lines = (FIXTURES / "mpirun_reduce_scatter.log").read_text().splitlines()
-    text = "\r\n".join(f"{index % 2}: {line.split(':', 1)[1]}" if line.startswith("[1,")
-                       else line for index, line in enumerate(lines)) + "\r\n"
+    text = (
+        "\r\n".join(
+            f"{index % 2}: {line.split(':', 1)[1]}" if line.startswith("[1,") else line
+            for index, line in enumerate(lines)
+        )
+        + "\r\n"
+    )
     log = parse_text_log(text, "srun.log")
     assert len(log.tables[0].rows) == 8 and log.tables[0].footer
     assert len(log.tables[0].ranks) == 4
@@ -212,7 +271,11 @@ def test_in_place_only_table(tmp_path):
     assert {row["placement"] for row in result.rows} == {"in_place"}
     last = result.rows[-1]
     assert (last["size_bytes"], last["root"], last["op"], last["time_us"]) == (
-        16777216, 0, None, 388.2)
+        16777216,
+        0,
+        None,
+        388.2,
+    )
     assert result.meta["collectives"] == {"broadcast": 5} and result.meta["world_size"] == 4
 
 
@@ -221,15 +284,20 @@ def test_truncated_log_keeps_its_rows_and_says_so(tmp_path):
     rows, meta = result.rows, result.meta
     assert len(rows) == 7  # 3 whole lines, then the out-of-place half of the cut line
     assert (rows[-1]["size_bytes"], rows[-1]["placement"], rows[-1]["busbw_gbps"]) == (
-        8388608, "out_of_place", 133.58)
+        8388608,
+        "out_of_place",
+        133.58,
+    )
     assert meta["footer_missing"] is True and meta["footer"] is None
     assert any("no footer" in warning for warning in meta["warnings"])
     assert any("cut short; kept 1 of its 2" in warning for warning in meta["warnings"])
 
 
 def test_log_without_header_infers_the_layout():
-    rows = ["  1048576  262144  float  sum  -1  20.00  52.43  78.64  0  21.00  49.93  74.90  0",
-            "  2097152  524288  float  sum  -1  30.00  69.91  104.86  0  31.00  67.65  101.48  0"]
+    rows = [
+        "  1048576  262144  float  sum  -1  20.00  52.43  78.64  0  21.00  49.93  74.90  0",
+        "  2097152  524288  float  sum  -1  30.00  69.91  104.86  0  31.00  67.65  101.48  0",
+    ]
     log = parse_text_log("\n".join([*rows, "# Out of bounds values : 0 OK", ""]), "x.log")
     assert log.tables[0].layout == "headerless" and len(log.tables[0].rows) == 4
     built, meta = build_import([log], "run-1", "all_reduce")
@@ -246,7 +314,11 @@ def test_json_output(tmp_path):
     assert [row["placement"] for row in rows_where(rows, size_bytes=8)] == ["in_place"]
     row = rows_where(rows, size_bytes=256, placement="out_of_place")[0]
     assert (row["time_us"], row["algbw_gbps"], row["busbw_gbps"], row["n_wrong"]) == (
-        7.510667, 0.034085, 0.034085, 0)
+        7.510667,
+        0.034085,
+        0.034085,
+        0,
+    )
     assert (row["collective"], row["root"], row["op"]) == ("sendrecv", -1, None)
     assert meta["logs"][0]["format"] == "json"
     assert meta["versions"] == {"nccl": "2.27.3"}
@@ -260,7 +332,7 @@ def test_json_output(tmp_path):
 def test_json_cut_short_keeps_its_complete_results(tmp_path):
     text = (FIXTURES / "nccl_tests_sendrecv.json").read_text()
     cut = tmp_path / "cut.json"
-    cut.write_text(text[:text.index('{"size":8192')] + '{"size":8192,"count"')
+    cut.write_text(text[: text.index('{"size":8192')] + '{"size":8192,"count"')
     log = read_log(cut)
     assert len(log.tables[0].rows) == 3 and not log.tables[0].footer
     assert any("cut short" in warning for warning in log.warnings)
@@ -278,9 +350,15 @@ def test_busbw_that_does_not_fit_the_world_size_is_kept_and_warned(tmp_path):
     assert "fits 8 ranks" in warning
 
 
-@pytest.mark.parametrize("collective, world_size, ratio", [
-    ("all_reduce", 8, 1.75), ("all_reduce", 16, 1.875), ("all_gather", 4, 0.75),
-    ("all_to_all", 2, 0.5)])
+@pytest.mark.parametrize(
+    "collective, world_size, ratio",
+    [
+        ("all_reduce", 8, 1.75),
+        ("all_reduce", 16, 1.875),
+        ("all_gather", 4, 0.75),
+        ("all_to_all", 2, 0.5),
+    ],
+)
 def test_implied_world_size(collective, world_size, ratio):
     assert implied_world_size(collective, ratio) == world_size
 
@@ -298,10 +376,10 @@ def test_several_logs_of_one_system_become_one_run(tmp_path):
 
 def test_compatible_logs_from_different_hosts_are_warned_about(tmp_path):
     other = tmp_path / "other_all_reduce.log"
-    other.write_text((FIXTURES / "truncated_all_reduce.log").read_text().replace(
-        "node-a0", "node-z0"))
-    result = import_logs([FIXTURES / "current_all_gather_2node.log", other],
-                         out=tmp_path / "run")
+    other.write_text(
+        (FIXTURES / "truncated_all_reduce.log").read_text().replace("node-a0", "node-z0")
+    )
+    result = import_logs([FIXTURES / "current_all_gather_2node.log", other], out=tmp_path / "run")
     warning = next(warning for warning in result.warnings if "different hosts" in warning)
     assert "node-a01, node-a02; node-z01, node-z02" in warning
     assert result.meta["nodes"] == 2 and len(result.meta["hosts"]) == 4
@@ -324,17 +402,22 @@ def _spec_error(call) -> SpecError:
     return raised.value
 
 
-@pytest.mark.parametrize("content, needle", [
-    ("", "is empty"),
-    ("   \n\n", "is empty"),
-    ("hello\nthis is not a benchmark\n", "no result table found"),
-    ("# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20\n"
-     "#       size    count    type   redop    root     time   algbw   busbw #wrong\n",
-     "header but no rows"),
-    ('{"version": 2, "config": {}}', "not nccl-tests -J output"),
-    ('{"version": 2, "results": [', "not valid JSON"),
-    ("  8  2  float  sum  -1  10.0  0.0\n", "fits no nccl-tests layout"),
-])
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ("", "is empty"),
+        ("   \n\n", "is empty"),
+        ("hello\nthis is not a benchmark\n", "no result table found"),
+        (
+            "# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20\n"
+            "#       size    count    type   redop    root     time   algbw   busbw #wrong\n",
+            "header but no rows",
+        ),
+        ('{"version": 2, "config": {}}', "not nccl-tests -J output"),
+        ('{"version": 2, "results": [', "not valid JSON"),
+        ("  8  2  float  sum  -1  10.0  0.0\n", "fits no nccl-tests layout"),
+    ],
+)
 def test_bad_logs_are_one_line_spec_errors_naming_log(tmp_path, content, needle):
     log = tmp_path / "all_reduce.log"
     log.write_text(content)
@@ -357,8 +440,9 @@ def test_out_that_is_not_empty_is_refused(tmp_path):
 
 
 def test_logs_of_different_world_sizes_are_refused(tmp_path):
-    error = _spec_error(lambda: run_import(tmp_path, "current_all_gather_2node.log",
-                                           "legacy_all_reduce_info.log"))
+    error = _spec_error(
+        lambda: run_import(tmp_path, "current_all_gather_2node.log", "legacy_all_reduce_info.log")
+    )
     assert error.field == "LOG" and "mix world sizes" in str(error)
     assert "8: " in str(error) and "4: " in str(error)
     assert not (tmp_path / "run").exists()
@@ -381,19 +465,23 @@ def test_program_without_a_collbench_collective_needs_the_option(tmp_path):
 
 
 def test_unknown_collective_option(tmp_path):
-    error = _spec_error(lambda: run_import(tmp_path, "mpirun_reduce_scatter.log",
-                                           collective="allgatherv"))
+    error = _spec_error(
+        lambda: run_import(tmp_path, "mpirun_reduce_scatter.log", collective="allgatherv")
+    )
     assert error.field == "--collective" and "all_reduce" in str(error)
 
 
 # ---------------------------------------------------------------- the real shared logs
 
 
-@pytest.mark.parametrize("name, rows, world_size, nodes, backend, last_busbw", [
-    ("nccl_h100_a3mega_2node_tcpxo_allreduce.txt", 62, 16, 2, "nccl", 337.35),
-    ("nccl_legacy_a100_1node_allreduce.txt", 68, 8, 1, "nccl", 235.03),
-    ("rccl_mi300x_1node_xgmi_allreduce.txt", 62, 8, 1, "rccl", 315.91),
-])
+@pytest.mark.parametrize(
+    "name, rows, world_size, nodes, backend, last_busbw",
+    [
+        ("nccl_h100_a3mega_2node_tcpxo_allreduce.txt", 62, 16, 2, "nccl", 337.35),
+        ("nccl_legacy_a100_1node_allreduce.txt", 68, 8, 1, "nccl", 235.03),
+        ("rccl_mi300x_1node_xgmi_allreduce.txt", 62, 8, 1, "rccl", 315.91),
+    ],
+)
 def test_real_logs(tmp_path, name, rows, world_size, nodes, backend, last_busbw):
     if not REAL_LOGS.is_dir():
         pytest.skip(f"no real nccl-tests logs here ({REAL_LOGS} is absent)")
@@ -412,11 +500,16 @@ def test_real_logs(tmp_path, name, rows, world_size, nodes, backend, last_busbw)
 def test_real_a3mega_header_and_first_row(tmp_path):
     if not REAL_LOGS.is_dir():
         pytest.skip(f"no real nccl-tests logs here ({REAL_LOGS} is absent)")
-    result = import_logs([REAL_LOGS / "nccl_h100_a3mega_2node_tcpxo_allreduce.txt"],
-                         out=tmp_path / "run")
+    result = import_logs(
+        [REAL_LOGS / "nccl_h100_a3mega_2node_tcpxo_allreduce.txt"], out=tmp_path / "run"
+    )
     first, meta = result.rows[0], result.meta
     assert (first["size_bytes"], first["count"], first["time_us"], first["n_wrong"]) == (
-        8, 2, 135.8, 0)
+        8,
+        2,
+        135.8,
+        0,
+    )
     assert meta["hosts"] == ["ztan-mig-235z", "ztan-mig-gq73"]
     assert meta["header"]["max_bytes"] == 8589934592 and meta["header"]["step_factor"] == 2
     assert meta["footer"]["avg_bus_bandwidth_gbps"] == 70.742
@@ -425,12 +518,12 @@ def test_real_a3mega_header_and_first_row(tmp_path):
 def test_real_legacy_and_rccl_specifics(tmp_path):
     if not REAL_LOGS.is_dir():
         pytest.skip(f"no real nccl-tests logs here ({REAL_LOGS} is absent)")
-    legacy = import_logs([REAL_LOGS / "nccl_legacy_a100_1node_allreduce.txt"],
-                         out=tmp_path / "legacy")
+    legacy = import_logs(
+        [REAL_LOGS / "nccl_legacy_a100_1node_allreduce.txt"], out=tmp_path / "legacy"
+    )
     assert [row["size_bytes"] for row in legacy.rows[:4]] == [0, 0, 0, 0]
     assert all(row["n_wrong"] is None for row in legacy.rows)
-    rccl = import_logs([REAL_LOGS / "rccl_mi300x_1node_xgmi_allreduce.txt"],
-                       out=tmp_path / "rccl")
+    rccl = import_logs([REAL_LOGS / "rccl_mi300x_1node_xgmi_allreduce.txt"], out=tmp_path / "rccl")
     assert rccl.meta["versions"]["rccl_tests"] == "develop:a7809b3"
     assert rccl.meta["source"] == "rccl-tests"
 
@@ -451,22 +544,40 @@ def _app() -> typer.Typer:
 
 def test_command_prints_a_summary_and_warnings(tmp_path):
     out = tmp_path / "run"
-    result = CliRunner().invoke(_app(), [
-        "import", "nccl-tests", str(FIXTURES / "current_all_gather_2node.log"),
-        str(FIXTURES / "truncated_all_reduce.log"), "--out", str(out)])
+    result = CliRunner().invoke(
+        _app(),
+        [
+            "import",
+            "nccl-tests",
+            str(FIXTURES / "current_all_gather_2node.log"),
+            str(FIXTURES / "truncated_all_reduce.log"),
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "imported 19 row(s) from 2 nccl-tests log(s): nccl, 8 ranks on 2 node(s)" in (
-        result.stdout)
-    assert "all_gather: 12 row(s), 5 size(s), peak busbw 62.57 GB/s at 4194304 B" in (
-        result.stdout)
+        result.stdout
+    )
+    assert "all_gather: 12 row(s), 5 size(s), peak busbw 62.57 GB/s at 4194304 B" in (result.stdout)
     assert f"run directory: {out}" in result.stdout
     assert "collbench: warning:" in result.stderr and "no footer" in result.stderr
 
 
 def test_command_json_prints_meta(tmp_path):
-    result = CliRunner().invoke(_app(), [
-        "import", "nccl-tests", str(FIXTURES / "mismatch_all_reduce_16ranks.log"), "--out",
-        str(tmp_path / "run"), "--json", "--collective", "all_reduce"])
+    result = CliRunner().invoke(
+        _app(),
+        [
+            "import",
+            "nccl-tests",
+            str(FIXTURES / "mismatch_all_reduce_16ranks.log"),
+            "--out",
+            str(tmp_path / "run"),
+            "--json",
+            "--collective",
+            "all_reduce",
+        ],
+    )
     assert result.exit_code == 0, result.output
     meta = json.loads(result.stdout)
     assert meta == read_meta(tmp_path / "run")
@@ -479,20 +590,27 @@ def test_command_bad_input_raises_spec_error(tmp_path):
 
 
 def test_cli_module_imports_nothing_heavy():
-    code = ("import sys, collbench.cli.imports; "
-            "print(sorted(m for m in ('pandas', 'torch', 'numpy') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+    code = (
+        "import sys, collbench.cli.imports; "
+        "print(sorted(m for m in ('pandas', 'torch', 'numpy') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
 
 def test_the_real_command_imports_and_refuses_a_missing_log(tmp_path):
-    done = collbench("import", "nccl-tests", str(FIXTURES / "inplace_only_broadcast.log"),
-                     "--out", str(tmp_path / "run"))
+    done = collbench(
+        "import",
+        "nccl-tests",
+        str(FIXTURES / "inplace_only_broadcast.log"),
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert done.returncode == 0, done.stderr
     assert "broadcast: 5 row(s)" in done.stdout
     bad = collbench("import", "nccl-tests", str(tmp_path / "none.log"))
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
         f"collbench: error: LOG: {str(tmp_path / 'none.log')!r} cannot be read: "
-        "No such file or directory"]
+        "No such file or directory"
+    ]

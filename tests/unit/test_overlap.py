@@ -15,15 +15,18 @@ from collbench.core.overlap import (
 from collbench.core.spec import Step, SweepSpec
 
 
-@pytest.mark.parametrize("times, overlap_pct, exposed_us", [
-    # t_comm, t_comp, t_both, t_comp_during
-    ((100, 100, 100, 100), 100.0, 0.0),  # fully hidden
-    ((100, 100, 200, 100), 0.0, 100.0),  # serialized: nothing hidden
-    ((100, 100, 150, 100), 50.0, 50.0),
-    ((100, 300, 320, 300), 80.0, 20.0),
-    ((100, 100, 90, 90), 100.0, 0.0),  # t_both below t_comp (noise): capped, not > 100
-    ((100, 100, 260, 180), 0.0, 160.0),  # contention: worse than serial, exposed > t_comm
-])
+@pytest.mark.parametrize(
+    "times, overlap_pct, exposed_us",
+    [
+        # t_comm, t_comp, t_both, t_comp_during
+        ((100, 100, 100, 100), 100.0, 0.0),  # fully hidden
+        ((100, 100, 200, 100), 0.0, 100.0),  # serialized: nothing hidden
+        ((100, 100, 150, 100), 50.0, 50.0),
+        ((100, 300, 320, 300), 80.0, 20.0),
+        ((100, 100, 90, 90), 100.0, 0.0),  # t_both below t_comp (noise): capped, not > 100
+        ((100, 100, 260, 180), 0.0, 160.0),  # contention: worse than serial, exposed > t_comm
+    ],
+)
 def test_figures_follow_the_osu_definition(times, overlap_pct, exposed_us):
     figures = overlap_figures(*times)
     assert figures.overlap_pct == pytest.approx(overlap_pct)
@@ -59,17 +62,20 @@ def test_spec_defaults_and_fixed_compute():
     assert OverlapSpec(compute_dtype="float16").resolved_dtype("cpu") == "float16"
 
 
-@pytest.mark.parametrize("kwargs, needle", [
-    ({"ratios": (0,)}, "--compute-ratio: 0.0 must be a number greater than 0"),
-    ({"ratios": (1, -2)}, "--compute-ratio: -2.0"),
-    ({"ratios": (math.inf,)}, "--compute-ratio: inf"),
-    ({"ratios": (1,), "compute_tflop": 2}, "conflicts with --compute-ratio"),
-    ({"compute_tflop": 0}, "--compute-tflop: 0 must be greater than 0"),
-    ({"compute_dtype": "int8"}, "--compute-dtype: 'int8' is not a matmul dtype"),
-    ({"compute_dtype": "fp128"}, "--compute-dtype: 'fp128'"),
-    ({"matmul_shape": (0, 4, 4)}, "--matmul-shape"),
-    ({"compute_streams": 0}, "--compute-streams: 0 must be between 1 and"),
-])
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"ratios": (0,)}, "--compute-ratio: 0.0 must be a number greater than 0"),
+        ({"ratios": (1, -2)}, "--compute-ratio: -2.0"),
+        ({"ratios": (math.inf,)}, "--compute-ratio: inf"),
+        ({"ratios": (1,), "compute_tflop": 2}, "conflicts with --compute-ratio"),
+        ({"compute_tflop": 0}, "--compute-tflop: 0 must be greater than 0"),
+        ({"compute_dtype": "int8"}, "--compute-dtype: 'int8' is not a matmul dtype"),
+        ({"compute_dtype": "fp128"}, "--compute-dtype: 'fp128'"),
+        ({"matmul_shape": (0, 4, 4)}, "--matmul-shape"),
+        ({"compute_streams": 0}, "--compute-streams: 0 must be between 1 and"),
+    ],
+)
 def test_bad_specs_name_the_option(kwargs, needle):
     with pytest.raises(SpecError) as caught:
         OverlapSpec(**kwargs)
@@ -87,8 +93,9 @@ def test_option_parsers():
 
 def test_sweep_spec_carries_probes_through_dict_and_args():
     overlap = OverlapSpec(ratios=(0.5, 4), matmul_shape=(64, 32, 16), compute_dtype="float64")
-    spec = SweepSpec(collectives=("all_reduce", "all_gather"), max_bytes=32,
-                     overlap=overlap, sweep_rows=False).with_backend("gloo")
+    spec = SweepSpec(
+        collectives=("all_reduce", "all_gather"), max_bytes=32, overlap=overlap, sweep_rows=False
+    ).with_backend("gloo")
     assert SweepSpec.from_dict(spec.to_dict()) == spec
     assert spec.command == "overlap"
     args = spec.to_args()
@@ -101,18 +108,21 @@ def test_sweep_spec_carries_probes_through_dict_and_args():
 
 
 def test_probe_steps_follow_the_sweep_steps():
-    spec = SweepSpec(collectives=("all_reduce", "all_gather"), max_bytes=16,
-                     overlap=OverlapSpec(ratios=(1, 2))).with_backend("gloo")
+    spec = SweepSpec(
+        collectives=("all_reduce", "all_gather"), max_bytes=16, overlap=OverlapSpec(ratios=(1, 2))
+    ).with_backend("gloo")
     steps = spec.steps()
     sweep = [s for s in steps if s.kind == "sweep"]
     probes = [s for s in steps if s.kind == "overlap"]
     assert steps == sweep + probes
     assert len(sweep) == 2 + 4  # all_reduce in place; all_gather both placements
     # one placement per probe (the first supported), one probe per ratio
-    assert probes[:4] == [Step("overlap", "all_reduce", 8, "in_place", 1.0),
-                          Step("overlap", "all_reduce", 8, "in_place", 2.0),
-                          Step("overlap", "all_reduce", 16, "in_place", 1.0),
-                          Step("overlap", "all_reduce", 16, "in_place", 2.0)]
+    assert probes[:4] == [
+        Step("overlap", "all_reduce", 8, "in_place", 1.0),
+        Step("overlap", "all_reduce", 8, "in_place", 2.0),
+        Step("overlap", "all_reduce", 16, "in_place", 1.0),
+        Step("overlap", "all_reduce", 16, "in_place", 2.0),
+    ]
     assert {s.placement for s in probes if s.collective == "all_gather"} == {"out_of_place"}
     only = SweepSpec(max_bytes=16, overlap=OverlapSpec(), sweep_rows=False)
     assert {s.kind for s in only.with_backend("gloo").steps()} == {"overlap"}

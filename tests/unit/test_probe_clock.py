@@ -60,9 +60,13 @@ class _Sim:
             finally:
                 sim.current = previous
 
-        cuda = types.SimpleNamespace(Event=Event, Stream=new_stream, stream=use,
-                                     current_stream=lambda device=None: sim.current,
-                                     synchronize=lambda device=None: None)
+        cuda = types.SimpleNamespace(
+            Event=Event,
+            Stream=new_stream,
+            stream=use,
+            current_stream=lambda device=None: sim.current,
+            synchronize=lambda device=None: None,
+        )
         return types.SimpleNamespace(cuda=cuda)
 
     def launch(self):
@@ -89,8 +93,13 @@ def test_collective_and_compute_run_on_different_streams(reps):
     aligned = []
     series = clock.rounds(sim.launch, _Kernel(sim), reps, 4, lambda: aligned.append(1))
     compute_ms = MATMUL_MS * reps
-    expected_ms = {"comm": COMM_MS, "comp": compute_ms, "both": max(COMM_MS, compute_ms),
-                   "comp_during": compute_ms, "comm_during": COMM_MS}
+    expected_ms = {
+        "comm": COMM_MS,
+        "comp": compute_ms,
+        "both": max(COMM_MS, compute_ms),
+        "comp_during": compute_ms,
+        "comm_during": COMM_MS,
+    }
     for name, value_ms in expected_ms.items():
         assert series[name] == pytest.approx([value_ms * 1e-3] * 4), name
     assert len(aligned) == 3 * 4  # a barrier before every span

@@ -11,40 +11,75 @@ from PIL import Image
 from collbench.analysis.comparison import RunData
 from collbench.render.report import build_report, render_html, render_markdown
 
-SIZES = [2 ** k for k in range(3, 25, 1)]
+SIZES = [2**k for k in range(3, 25, 1)]
 
 
 def _sweep_rows(name, alpha_us=20.0, busbw_gbps=5.0, collective="all_reduce"):
     rows = []
     for size in SIZES:
         time_us = alpha_us + size / (busbw_gbps * 1e3)
-        rows.append({"kind": "sweep", "run_id": name, "collective": collective,
-                     "placement": "in_place", "size_bytes": size, "time_us": time_us,
-                     "busbw_gbps": size / time_us / 1e3, "n_wrong": 0, "dtype": "float32",
-                     "iters": 20, "warmup": 5, "world_size": 2, "nodes": 1, "backend": "gloo",
-                     "knobs": {"env": {}}})
+        rows.append(
+            {
+                "kind": "sweep",
+                "run_id": name,
+                "collective": collective,
+                "placement": "in_place",
+                "size_bytes": size,
+                "time_us": time_us,
+                "busbw_gbps": size / time_us / 1e3,
+                "n_wrong": 0,
+                "dtype": "float32",
+                "iters": 20,
+                "warmup": 5,
+                "world_size": 2,
+                "nodes": 1,
+                "backend": "gloo",
+                "knobs": {"env": {}},
+            }
+        )
     return rows
 
 
 def _probe_rows(name):
     rows = []
-    for size in (2 ** 16, 2 ** 20, 2 ** 22):
+    for size in (2**16, 2**20, 2**22):
         for ratio in (0.5, 1.0, 2.0):
             comm, comp = 100.0 + size / 1e4, ratio * (100.0 + size / 1e4)
             both = max(comm, comp) * 1.2
-            rows.append({"kind": "overlap", "run_id": name, "collective": "all_reduce",
-                         "placement": "in_place", "size_bytes": size, "compute_ratio": ratio,
-                         "t_comm_us": comm, "t_comp_us": comp, "t_both_us": both,
-                         "overlap_pct": max(0.0, 100 - 100 * (both - comp) / comm),
-                         "compute_slowdown": 0.1, "comm_slowdown": -0.05,
-                         "compute_dtype": "float32", "compute_streams": 1,
-                         "probe_timing": "perf_counter+future_callback"})
+            rows.append(
+                {
+                    "kind": "overlap",
+                    "run_id": name,
+                    "collective": "all_reduce",
+                    "placement": "in_place",
+                    "size_bytes": size,
+                    "compute_ratio": ratio,
+                    "t_comm_us": comm,
+                    "t_comp_us": comp,
+                    "t_both_us": both,
+                    "overlap_pct": max(0.0, 100 - 100 * (both - comp) / comm),
+                    "compute_slowdown": 0.1,
+                    "comm_slowdown": -0.05,
+                    "compute_dtype": "float32",
+                    "compute_streams": 1,
+                    "probe_timing": "perf_counter+future_callback",
+                }
+            )
     return rows
 
 
 def _run(name, rows, **meta):
-    return RunData(f"/results/{name}", {"run_id": name, "backend": "gloo", "state": "completed",
-                                        "versions": {"torch": "2.13.0"}, **meta}, rows)
+    return RunData(
+        f"/results/{name}",
+        {
+            "run_id": name,
+            "backend": "gloo",
+            "state": "completed",
+            "versions": {"torch": "2.13.0"},
+            **meta,
+        },
+        rows,
+    )
 
 
 class _Images(HTMLParser):
@@ -82,8 +117,11 @@ def _png_size(data):
 
 
 def test_html_is_one_file_with_inline_charts_and_sections():
-    runs = [_run("base", _sweep_rows("base")), _run("tuned", _sweep_rows("tuned", 10, 8)),
-            _run("probe", _probe_rows("probe"))]
+    runs = [
+        _run("base", _sweep_rows("base")),
+        _run("tuned", _sweep_rows("tuned", 10, 8)),
+        _run("probe", _probe_rows("probe")),
+    ]
     document = build_report(runs)
     parsed = _parse(render_html(document))
     # busbw + latency for the overlaid collective, overlap % + times for the probes
@@ -92,8 +130,15 @@ def test_html_is_one_file_with_inline_charts_and_sections():
         assert source.startswith("data:image/png;base64,")
         width, height = _png_size(base64.b64decode(source.split(",", 1)[1]))
         assert width >= 600 and height >= 300
-    assert {"Summary", "all_reduce (in_place)", "Overlap probes: all_reduce (probe)",
-            "Provenance", "base", "tuned", "probe"} <= set(parsed.headings)
+    assert {
+        "Summary",
+        "all_reduce (in_place)",
+        "Overlap probes: all_reduce (probe)",
+        "Provenance",
+        "base",
+        "tuned",
+        "probe",
+    } <= set(parsed.headings)
 
 
 def test_summary_and_regimes_carry_the_fit():
@@ -107,8 +152,9 @@ def test_summary_and_regimes_carry_the_fit():
 
 
 def test_provenance_text_is_escaped():
-    run = _run("x", _sweep_rows("x"), command_line=["collbench", "sweep", "<script>"],
-               hosts=["a&b"])
+    run = _run(
+        "x", _sweep_rows("x"), command_line=["collbench", "sweep", "<script>"], hosts=["a&b"]
+    )
     text = render_html(build_report([run]))
     assert "<script>" not in text and "&lt;script&gt;" in text and "a&amp;b" in text
 
@@ -142,9 +188,15 @@ def test_an_overlap_run_gets_its_own_summary_instead_of_an_empty_table():
 
 
 def test_imported_run_provenance_names_the_log_and_leaves_out_the_unknown():
-    run = _run("imp", _sweep_rows("imp"), source="nccl-tests", command_line=None,
-               imported_from=["/logs/a3.txt"], imported_utc="2026-01-01T00:00:00Z",
-               knobs={"env": {"NCCL_ALGO": "Ring"}, "settings": {"imported": True}})
+    run = _run(
+        "imp",
+        _sweep_rows("imp"),
+        source="nccl-tests",
+        command_line=None,
+        imported_from=["/logs/a3.txt"],
+        imported_utc="2026-01-01T00:00:00Z",
+        knobs={"env": {"NCCL_ALGO": "Ring"}, "settings": {"imported": True}},
+    )
     fields = dict(build_report([run]).provenance[0][1].rows)
     assert fields["source"] == "nccl-tests import"
     assert fields["imported from"] == "/logs/a3.txt" and fields["command line"] == "-"

@@ -81,7 +81,13 @@ def test_meta_updates_are_atomic_merges(tmp_path):
 
 
 def test_knob_env_keeps_only_communication_knobs():
-    env = {"NCCL_ALGO": "Tree", "RCCL_MSCCL_ENABLE": "0", "GLOO_SOCKET_IFNAME": "lo",
-           "TORCH_NCCL_BLOCKING_WAIT": "1", "HOME": "/root", "PATH": "/bin",
-           "OMP_NUM_THREADS": "1"}
+    env = {
+        "NCCL_ALGO": "Tree",
+        "RCCL_MSCCL_ENABLE": "0",
+        "GLOO_SOCKET_IFNAME": "lo",
+        "TORCH_NCCL_BLOCKING_WAIT": "1",
+        "HOME": "/root",
+        "PATH": "/bin",
+        "OMP_NUM_THREADS": "1",
+    }
     assert knob_env(env) == {k: v for k, v in env.items() if k not in ("HOME", "PATH")}

@@ -11,11 +11,23 @@ from collbench.core.spec import (
 )
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("8", 8), ("0", 0), ("4K", 4096), ("4k", 4096), ("1M", 1024**2), ("2G", 2 * 1024**3),
-    ("1T", 1024**4), ("1.5K", 1536), ("16MiB", 16 * 1024**2), ("64MB", 64 * 1024**2),
-    (" 8 ", 8), (128, 128),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("8", 8),
+        ("0", 0),
+        ("4K", 4096),
+        ("4k", 4096),
+        ("1M", 1024**2),
+        ("2G", 2 * 1024**3),
+        ("1T", 1024**4),
+        ("1.5K", 1536),
+        ("16MiB", 16 * 1024**2),
+        ("64MB", 64 * 1024**2),
+        (" 8 ", 8),
+        (128, 128),
+    ],
+)
 def test_parse_size_accepts_nccl_tests_suffixes(text, expected):
     assert parse_size(text) == expected
 
@@ -41,27 +53,30 @@ def test_format_size():
     assert format_size(3 * 1024**2 // 2) == "1.5 MiB"
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"collectives": ("all_reduce", "nope")}, "--collective"),
-    ({"collectives": ()}, "--collective"),
-    ({"dtype": "complex64"}, "--dtype"),
-    ({"op": "xor"}, "--op"),
-    ({"op": "avg", "dtype": "int32"}, "--op"),
-    ({"placement": "sideways"}, "--placement"),
-    ({"placement": "out_of_place", "collectives": ("all_reduce",)}, "--placement"),
-    ({"placement": "in_place", "collectives": ("sendrecv",)}, "--placement"),
-    ({"rank_stat": "median"}, "--rank-stat"),
-    ({"backend": "mpi"}, "--backend"),
-    ({"factor": 1.0}, "--factor"),
-    ({"factor": 0.5}, "--factor"),
-    ({"factor": float("nan")}, "--factor"),
-    ({"factor": 2.0, "step_bytes": 8}, "--factor"),
-    ({"step_bytes": 0}, "--step-bytes"),
-    ({"min_bytes": 1024, "max_bytes": 8}, "--min-bytes"),
-    ({"warmup": -1}, "--warmup"),
-    ({"iters": 0}, "--iters"),
-    ({"timeout_s": 0}, "--timeout"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"collectives": ("all_reduce", "nope")}, "--collective"),
+        ({"collectives": ()}, "--collective"),
+        ({"dtype": "complex64"}, "--dtype"),
+        ({"op": "xor"}, "--op"),
+        ({"op": "avg", "dtype": "int32"}, "--op"),
+        ({"placement": "sideways"}, "--placement"),
+        ({"placement": "out_of_place", "collectives": ("all_reduce",)}, "--placement"),
+        ({"placement": "in_place", "collectives": ("sendrecv",)}, "--placement"),
+        ({"rank_stat": "median"}, "--rank-stat"),
+        ({"backend": "mpi"}, "--backend"),
+        ({"factor": 1.0}, "--factor"),
+        ({"factor": 0.5}, "--factor"),
+        ({"factor": float("nan")}, "--factor"),
+        ({"factor": 2.0, "step_bytes": 8}, "--factor"),
+        ({"step_bytes": 0}, "--step-bytes"),
+        ({"min_bytes": 1024, "max_bytes": 8}, "--min-bytes"),
+        ({"warmup": -1}, "--warmup"),
+        ({"iters": 0}, "--iters"),
+        ({"timeout_s": 0}, "--timeout"),
+    ],
+)
 def test_spec_rejects_bad_fields_naming_them(kwargs, field):
     with pytest.raises(SpecError) as error:
         SweepSpec(**kwargs)
@@ -91,6 +106,7 @@ def test_steps_cover_collectives_sizes_and_supported_placements():
     spec = SweepSpec(collectives=("all_reduce", "all_gather"), max_bytes=32).with_backend("gloo")
     steps = spec.steps()
     assert [s for s in steps if s.collective == "all_reduce"] == [
-        Step("sweep", "all_reduce", size, "in_place") for size in (8, 16, 32)]
+        Step("sweep", "all_reduce", size, "in_place") for size in (8, 16, 32)
+    ]
     assert len([s for s in steps if s.collective == "all_gather"]) == 6
     assert SweepSpec.from_dict(spec.to_dict()) == spec

@@ -19,32 +19,54 @@ FIXTURE = """\
 
 
 def _row(size, count, placement, time_us, algbw, busbw, wrong=0):
-    return {"size_bytes": size, "count": count, "dtype": "float32", "op": "sum", "root": -1,
-            "placement": placement, "time_us": time_us, "algbw_gbps": algbw,
-            "busbw_gbps": busbw, "n_wrong": wrong}
+    return {
+        "size_bytes": size,
+        "count": count,
+        "dtype": "float32",
+        "op": "sum",
+        "root": -1,
+        "placement": placement,
+        "time_us": time_us,
+        "algbw_gbps": algbw,
+        "busbw_gbps": busbw,
+        "n_wrong": wrong,
+    }
 
 
 def test_header_is_nccl_tests_header():
     assert [line.rstrip() for line in HEADER] == [
-        line.rstrip() for line in FIXTURE.splitlines()[:3]]
+        line.rstrip() for line in FIXTURE.splitlines()[:3]
+    ]
 
 
-@pytest.mark.parametrize("time_us, text", [
-    (21.374, "  21.37"), (99.994, "  99.99"), (100.0, "  100.0"), (412.46, "  412.5"),
-    (9999.94, " 9999.9"), (10000.0, "  10000"), (47617.2, "  47617"),
-])
+@pytest.mark.parametrize(
+    "time_us, text",
+    [
+        (21.374, "  21.37"),
+        (99.994, "  99.99"),
+        (100.0, "  100.0"),
+        (412.46, "  412.5"),
+        (9999.94, " 9999.9"),
+        (10000.0, "  10000"),
+        (47617.2, "  47617"),
+    ],
+)
 def test_time_precision_rule(time_us, text):
     assert format_time_us(time_us) == text
 
 
 def test_lines_match_fixture_character_for_character():
     expected = FIXTURE.splitlines()[3:]
-    values = [(8, 2, 21.37, 0.0, 0.0, 20.91, 0.0, 0.0),
-              (1048576, 262144, 412.5, 2.54, 4.45, 409.8, 2.56, 4.48),
-              (1073741824, 268435456, 12345, 86.98, 152.22, 12290, 87.37, 152.89)]
+    values = [
+        (8, 2, 21.37, 0.0, 0.0, 20.91, 0.0, 0.0),
+        (1048576, 262144, 412.5, 2.54, 4.45, 409.8, 2.56, 4.48),
+        (1073741824, 268435456, 12345, 86.98, 152.22, 12290, 87.37, 152.89),
+    ]
     for line, (size, count, t1, a1, b1, t2, a2, b2) in zip(expected, values, strict=True):
-        rows = {"out_of_place": _row(size, count, "out_of_place", t1, a1, b1),
-                "in_place": _row(size, count, "in_place", t2, a2, b2)}
+        rows = {
+            "out_of_place": _row(size, count, "out_of_place", t1, a1, b1),
+            "in_place": _row(size, count, "in_place", t2, a2, b2),
+        }
         assert format_line(rows) == line
 
 
@@ -58,8 +80,11 @@ def test_missing_placement_and_unchecked_rows_keep_column_count():
 
 
 def test_summary_reports_nccl_average_and_peak():
-    rows = [_row(8, 2, "in_place", 20, 0.0, 0.0), _row(1 << 20, 1 << 18, "in_place", 100, 9, 10),
-            _row(1 << 20, 1 << 18, "out_of_place", 100, 8, 8, wrong=2)]
+    rows = [
+        _row(8, 2, "in_place", 20, 0.0, 0.0),
+        _row(1 << 20, 1 << 18, "in_place", 100, 9, 10),
+        _row(1 << 20, 1 << 18, "out_of_place", 100, 8, 8, wrong=2),
+    ]
     lines = summary_lines(rows)
     assert lines[0] == "# Out of bounds values : 2 FAILED"
     assert lines[1] == "# Avg bus bandwidth    : 6"
@@ -81,8 +106,15 @@ def test_renders_real_nccl_tests_lines_identically():
         rows = {}
         for placement, base in (("out_of_place", 5), ("in_place", 9)):
             rows[placement] = {
-                "size_bytes": int(f[0]), "count": int(f[1]), "dtype": "float32", "op": f[3],
-                "root": int(f[4]), "placement": placement, "time_us": float(f[base]),
-                "algbw_gbps": float(f[base + 1]), "busbw_gbps": float(f[base + 2]),
-                "n_wrong": int(f[base + 3])}
+                "size_bytes": int(f[0]),
+                "count": int(f[1]),
+                "dtype": "float32",
+                "op": f[3],
+                "root": int(f[4]),
+                "placement": placement,
+                "time_us": float(f[base]),
+                "algbw_gbps": float(f[base + 1]),
+                "busbw_gbps": float(f[base + 2]),
+                "n_wrong": int(f[base + 3]),
+            }
         assert format_line(rows) == line

@@ -36,8 +36,9 @@ def _fake_torch(clock):
         def elapsed_time(self, other):
             return other.at - self.at
 
-    cuda = types.SimpleNamespace(Event=Event, current_stream=lambda: "stream",
-                                 synchronize=lambda: None)
+    cuda = types.SimpleNamespace(
+        Event=Event, current_stream=lambda: "stream", synchronize=lambda: None
+    )
     return types.SimpleNamespace(cuda=cuda)
 
 

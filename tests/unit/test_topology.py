@@ -25,21 +25,31 @@ from collbench.topologies.schema import (
     unsourced_figures,
 )
 
-REQUIRED = {"dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72", "mi300x", "mi355x",
-            "pcie-8gpu", "cpu-local"}
+REQUIRED = {
+    "dgx-a100",
+    "dgx-h100",
+    "hgx-h200",
+    "dgx-b200",
+    "gb200-nvl72",
+    "mi300x",
+    "mi355x",
+    "pcie-8gpu",
+    "cpu-local",
+}
 CATALOG = catalog_names()
 
 GOOD = {
-    "name": "fabric", "nodes": 4, "accelerators_per_node": 8,
+    "name": "fabric",
+    "nodes": 4,
+    "accelerators_per_node": 8,
     "accelerator": {"name": "X", "peak_bf16_tflops": 100.0},
-    "scale_up": {"kind": "nvlink", "bandwidth_gbytes_s": 300, "latency_us": 1,
-                 "domain_size": 8},
-    "scale_out": {"kind": "infiniband", "nics_per_node": 8, "nic_gbits_s": 200,
-                  "latency_us": 3},
+    "scale_up": {"kind": "nvlink", "bandwidth_gbytes_s": 300, "latency_us": 1, "domain_size": 8},
+    "scale_out": {"kind": "infiniband", "nics_per_node": 8, "nic_gbits_s": 200, "latency_us": 3},
 }
 
 
 # ---- the catalog -------------------------------------------------------------------------
+
 
 def test_catalog_ships_every_required_system():
     assert REQUIRED <= set(CATALOG)
@@ -67,8 +77,11 @@ def test_every_figure_of_a_catalog_entry_has_a_source(name):
 def test_every_number_written_in_a_catalog_file_has_a_source(name):
     path = next(Path(__file__).parents[2].joinpath("topologies").glob(f"{name}.*"))
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    written = [key for key, value in _leaves(raw) if isinstance(value, (int, float))
-               and not isinstance(value, bool)]
+    written = [
+        key
+        for key, value in _leaves(raw)
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    ]
     assert written and set(written) <= set(raw["sources"])
 
 
@@ -77,8 +90,9 @@ def test_catalog_figures_agree_with_each_other(name):
     topology = load_topology(name)
     accelerator, up = topology.accelerator, topology.scale_up
     if accelerator.peak_fp8_tflops is not None:  # dense FP8 is twice dense BF16 on all of them
-        assert accelerator.peak_fp8_tflops == pytest.approx(2 * accelerator.peak_bf16_tflops,
-                                                            rel=2e-3)
+        assert accelerator.peak_fp8_tflops == pytest.approx(
+            2 * accelerator.peak_bf16_tflops, rel=2e-3
+        )
     assert up.domain_size % topology.accelerators_per_node == 0
     if up.fabric == "mesh":  # 7 equal links per GPU in an 8-GPU mesh
         assert up.bandwidth_gbytes_s / (up.domain_size - 1) in (64.0, pytest.approx(76.8))
@@ -86,14 +100,17 @@ def test_catalog_figures_agree_with_each_other(name):
         assert topology.scale_out is not None
 
 
-@pytest.mark.parametrize(("name", "bf16", "up_gbytes_s", "domain", "nics", "gbits"), [
-    ("dgx-a100", 312, 300, 8, 8, 200),
-    ("dgx-h100", 989, 450, 8, 8, 400),
-    ("hgx-h200", 989, 450, 8, 8, 400),
-    ("dgx-b200", 2250, 900, 8, 8, 400),
-    ("gb200-nvl72", 2500, 900, 72, 4, 400),
-    ("mi300x", 1307.4, 448, 8, 8, 400),
-])
+@pytest.mark.parametrize(
+    ("name", "bf16", "up_gbytes_s", "domain", "nics", "gbits"),
+    [
+        ("dgx-a100", 312, 300, 8, 8, 200),
+        ("dgx-h100", 989, 450, 8, 8, 400),
+        ("hgx-h200", 989, 450, 8, 8, 400),
+        ("dgx-b200", 2250, 900, 8, 8, 400),
+        ("gb200-nvl72", 2500, 900, 72, 4, 400),
+        ("mi300x", 1307.4, 448, 8, 8, 400),
+    ],
+)
 def test_catalog_holds_the_datasheet_figures(name, bf16, up_gbytes_s, domain, nics, gbits):
     topology = load_topology(name)
     assert topology.accelerator.peak_bf16_tflops == bf16
@@ -117,6 +134,7 @@ def test_cpu_local_is_one_node_without_scale_out():
 
 
 # ---- round trips ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", CATALOG)
 def test_to_dict_and_back_is_the_same_topology(name):
@@ -147,6 +165,7 @@ def test_toml_file_loads_like_yaml(tmp_path):
 
 # ---- bad files: TopologyError naming the field path ------------------------------------------
 
+
 def _changed(section: str, key: str, value):
     data = {name: dict(part) if isinstance(part, dict) else part for name, part in GOOD.items()}
     target = data[section] if section else data
@@ -160,30 +179,48 @@ def _changed(section: str, key: str, value):
 _DELETE = object()
 
 
-@pytest.mark.parametrize(("data", "needle"), [
-    (_changed("scale_up", "latency_us", _DELETE), "scale_up.latency_us: None is required"),
-    (_changed("", "accelerator", _DELETE), "accelerator: None is required"),
-    (_changed("scale_up", "bandwidth_gbytes_s", -3), "scale_up.bandwidth_gbytes_s: -3 must be"),
-    (_changed("scale_out", "nic_gbits_s", 0), "scale_out.nic_gbits_s: 0 must be a number > 0"),
-    (_changed("scale_out", "nic_speed", 400), "scale_out.nic_speed: 400 is not a known field"),
-    (_changed("", "gpus", 8), "gpus: 8 is not a known field"),
-    (_changed("", "nodes", "four"), "nodes: 'four' must be an integer from 1 to 1,000,000"),
-    (_changed("", "nodes", True), "nodes: True must be an integer"),
-    (_changed("", "nodes", 10**400), "nodes: '1000"),
-    (_changed("scale_up", "bandwidth_gbytes_s", 10**400), "scale_up.bandwidth_gbytes_s: '1000"),
-    (_changed("", "accelerators_per_node", 8.0), "accelerators_per_node: 8.0 must be an integer"),
-    (_changed("accelerator", "peak_bf16_tflops", "lots"), "accelerator.peak_bf16_tflops: 'lots'"),
-    (_changed("scale_up", "kind", "infinifabric"), "scale_up.kind: 'infinifabric' must be one of"),
-    (_changed("scale_out", "kind", "carrier-pigeon"), "scale_out.kind: 'carrier-pigeon'"),
-    (_changed("scale_up", "fabric", "ring"), "scale_up.fabric: 'ring' must be one of"),
-    (_changed("scale_up", "domain_size", 6), "scale_up.domain_size: 6 must divide or be a mult"),
-    (_changed("", "scale_out", _DELETE), "scale_out: None is required: 4 nodes do not fit"),
-    (_changed("scale_out", "oversubscription", 0.5), "scale_out.oversubscription: 0.5 must be"),
-    (_changed("scale_out", "rail_optimized", "yes"), "scale_out.rail_optimized: 'yes' must be"),
-    (_changed("", "sources", {"scale_up.bandwith": "x"}), "sources: 'scale_up.bandwith' is not"),
-    (_changed("", "sources", {"nodes": ""}), "sources: {'nodes': ''} must map field paths"),
-    (_changed("", "scale_up", [1, 2]), "scale_up: [1, 2] must be a mapping of fields"),
-])
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        (_changed("scale_up", "latency_us", _DELETE), "scale_up.latency_us: None is required"),
+        (_changed("", "accelerator", _DELETE), "accelerator: None is required"),
+        (_changed("scale_up", "bandwidth_gbytes_s", -3), "scale_up.bandwidth_gbytes_s: -3 must be"),
+        (_changed("scale_out", "nic_gbits_s", 0), "scale_out.nic_gbits_s: 0 must be a number > 0"),
+        (_changed("scale_out", "nic_speed", 400), "scale_out.nic_speed: 400 is not a known field"),
+        (_changed("", "gpus", 8), "gpus: 8 is not a known field"),
+        (_changed("", "nodes", "four"), "nodes: 'four' must be an integer from 1 to 1,000,000"),
+        (_changed("", "nodes", True), "nodes: True must be an integer"),
+        (_changed("", "nodes", 10**400), "nodes: '1000"),
+        (_changed("scale_up", "bandwidth_gbytes_s", 10**400), "scale_up.bandwidth_gbytes_s: '1000"),
+        (
+            _changed("", "accelerators_per_node", 8.0),
+            "accelerators_per_node: 8.0 must be an integer",
+        ),
+        (
+            _changed("accelerator", "peak_bf16_tflops", "lots"),
+            "accelerator.peak_bf16_tflops: 'lots'",
+        ),
+        (
+            _changed("scale_up", "kind", "infinifabric"),
+            "scale_up.kind: 'infinifabric' must be one of",
+        ),
+        (_changed("scale_out", "kind", "carrier-pigeon"), "scale_out.kind: 'carrier-pigeon'"),
+        (_changed("scale_up", "fabric", "ring"), "scale_up.fabric: 'ring' must be one of"),
+        (
+            _changed("scale_up", "domain_size", 6),
+            "scale_up.domain_size: 6 must divide or be a mult",
+        ),
+        (_changed("", "scale_out", _DELETE), "scale_out: None is required: 4 nodes do not fit"),
+        (_changed("scale_out", "oversubscription", 0.5), "scale_out.oversubscription: 0.5 must be"),
+        (_changed("scale_out", "rail_optimized", "yes"), "scale_out.rail_optimized: 'yes' must be"),
+        (
+            _changed("", "sources", {"scale_up.bandwith": "x"}),
+            "sources: 'scale_up.bandwith' is not",
+        ),
+        (_changed("", "sources", {"nodes": ""}), "sources: {'nodes': ''} must map field paths"),
+        (_changed("", "scale_up", [1, 2]), "scale_up: [1, 2] must be a mapping of fields"),
+    ],
+)
 def test_bad_yaml_file_names_the_field(tmp_path, data, needle):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
@@ -194,13 +231,16 @@ def test_bad_yaml_file_names_the_field(tmp_path, data, needle):
     assert "\n" not in str(caught.value)
 
 
-@pytest.mark.parametrize(("suffix", "text", "needle"), [
-    (".yaml", "name: x\n  nodes: [\n", "topology file: '{path}' is not valid YAML"),
-    (".yaml", "", "topology: None must be a mapping of fields"),
-    (".yaml", "- dgx-h100\n", "topology: ['dgx-h100'] must be a mapping of fields"),
-    (".toml", "name = \n", "topology file: '{path}' is not valid TOML"),
-    (".toml", "__GOOD_NEGATIVE__", "scale_up.bandwidth_gbytes_s: -300 must be a number > 0"),
-])
+@pytest.mark.parametrize(
+    ("suffix", "text", "needle"),
+    [
+        (".yaml", "name: x\n  nodes: [\n", "topology file: '{path}' is not valid YAML"),
+        (".yaml", "", "topology: None must be a mapping of fields"),
+        (".yaml", "- dgx-h100\n", "topology: ['dgx-h100'] must be a mapping of fields"),
+        (".toml", "name = \n", "topology file: '{path}' is not valid TOML"),
+        (".toml", "__GOOD_NEGATIVE__", "scale_up.bandwidth_gbytes_s: -300 must be a number > 0"),
+    ],
+)
 def test_malformed_files_are_one_line_errors(tmp_path, suffix, text, needle):
     path = tmp_path / f"bad{suffix}"
     if text == "__GOOD_NEGATIVE__":
@@ -213,8 +253,10 @@ def test_malformed_files_are_one_line_errors(tmp_path, suffix, text, needle):
 
 
 def test_unknown_name_and_directory_are_refused(tmp_path):
-    with pytest.raises(TopologyError, match="--topology: 'dgx-z900' is neither a file nor a "
-                                            "catalog name .*dgx-h100"):
+    with pytest.raises(
+        TopologyError,
+        match="--topology: 'dgx-z900' is neither a file nor a catalog name .*dgx-h100",
+    ):
         load_topology("dgx-z900")
     with pytest.raises(TopologyError, match="topology: .* is not a file"):
         load_topology(tmp_path, "topology")
@@ -226,7 +268,8 @@ def test_unsourced_figures_lists_set_numbers_but_not_defaults():
     missing = unsourced_figures(topology_from_dict(data))
     assert "nodes" not in missing and "scale_out.oversubscription" not in missing
     assert {"accelerators_per_node", "scale_up.bandwidth_gbytes_s", "scale_out.latency_us"} <= set(
-        missing)
+        missing
+    )
     data["scale_out"]["oversubscription"] = 2.0
     assert "scale_out.oversubscription" in unsourced_figures(topology_from_dict(data))
 
@@ -264,7 +307,7 @@ Legend:
   PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
   PIX  = Connection traversing at most a single PCIe bridge
   NV#  = Connection traversing a bonded set of # NVLinks
-"""  # noqa: E501
+"""
 
 NVIDIA_TOPO_PCIE = """\
         GPU0    GPU1    GPU2    CPU Affinity    NUMA Affinity
@@ -342,45 +385,59 @@ def test_parse_rocm_smi():
     assert vram[0] == pytest.approx(191.69, abs=0.01) and set(vram) == {0, 1}
 
 
-@pytest.mark.parametrize(("text", "gbits"), [
-    ("400 Gb/sec (4X NDR)\n", 400.0),
-    ("200 Gb/sec (4X HDR)", 200.0),
-    ("100 Gb/sec (4X EDR)", 100.0),
-    ("56 Gb/sec (4X FDR)", 56.0),
-    ("2.5 Gb/sec (1X SDR)", 2.5),
-    ("800 Gb/sec (4X XDR)", 800.0),
-    ("", None),
-    ("Unknown", None),
-])
+@pytest.mark.parametrize(
+    ("text", "gbits"),
+    [
+        ("400 Gb/sec (4X NDR)\n", 400.0),
+        ("200 Gb/sec (4X HDR)", 200.0),
+        ("100 Gb/sec (4X EDR)", 100.0),
+        ("56 Gb/sec (4X FDR)", 56.0),
+        ("2.5 Gb/sec (1X SDR)", 2.5),
+        ("800 Gb/sec (4X XDR)", 800.0),
+        ("", None),
+        ("Unknown", None),
+    ],
+)
 def test_parse_ib_rate(text, gbits):
     assert detect.parse_ib_rate(text) == gbits
 
 
-@pytest.mark.parametrize(("text", "gbits"), [
-    ("400000\n", 400.0), ("100000", 100.0), ("25000", 25.0), ("-1", None), ("", None),
-])
+@pytest.mark.parametrize(
+    ("text", "gbits"),
+    [
+        ("400000\n", 400.0),
+        ("100000", 100.0),
+        ("25000", 25.0),
+        ("-1", None),
+        ("", None),
+    ],
+)
 def test_parse_ethernet_speed(text, gbits):
     assert detect.parse_ethernet_speed(text) == gbits
 
 
-@pytest.mark.parametrize(("name", "entry"), [
-    ("NVIDIA H100 80GB HBM3", "dgx-h100"),
-    ("NVIDIA H100 PCIe", "pcie-8gpu"),
-    ("NVIDIA H100 NVL", None),
-    ("NVIDIA H200", "hgx-h200"),
-    ("NVIDIA H200 NVL", None),
-    ("NVIDIA B200", "dgx-b200"),
-    ("NVIDIA GB200", "gb200-nvl72"),
-    ("NVIDIA A100-SXM4-80GB", "dgx-a100"),
-    ("AMD Instinct MI300X OAM", "mi300x"),
-    ("AMD Instinct MI355X", "mi355x"),
-    ("Tesla T4", None),
-])
+@pytest.mark.parametrize(
+    ("name", "entry"),
+    [
+        ("NVIDIA H100 80GB HBM3", "dgx-h100"),
+        ("NVIDIA H100 PCIe", "pcie-8gpu"),
+        ("NVIDIA H100 NVL", None),
+        ("NVIDIA H200", "hgx-h200"),
+        ("NVIDIA H200 NVL", None),
+        ("NVIDIA B200", "dgx-b200"),
+        ("NVIDIA GB200", "gb200-nvl72"),
+        ("NVIDIA A100-SXM4-80GB", "dgx-a100"),
+        ("AMD Instinct MI300X OAM", "mi300x"),
+        ("AMD Instinct MI355X", "mi355x"),
+        ("Tesla T4", None),
+    ],
+)
 def test_catalog_match(name, entry):
     assert detect.catalog_match(name) == entry
 
 
 # ---- detect: facts -> a valid topology ----------------------------------------------------
+
 
 def _detected(facts: detect.NodeFacts):
     found = detect.describe(facts, load_topology)
@@ -391,26 +448,30 @@ def _detected(facts: detect.NodeFacts):
 
 def test_describe_dgx_h100_node():
     facts = detect.NodeFacts(
-        hostname="dgx-01", cpu_count=224,
+        hostname="dgx-01",
+        cpu_count=224,
         gpus=tuple(detect.parse_nvidia_smi_gpus(NVIDIA_SMI_QUERY * 2)),
         gpu_links=("NV18",) * 56,
         nics=tuple(detect.Nic(f"mlx5_{i}/1", 400.0, "infiniband") for i in range(8))
-        + (detect.Nic("mlx5_8/1", 200.0, "roce"), detect.Nic("mlx5_9/1", 200.0, "roce")))
+        + (detect.Nic("mlx5_8/1", 200.0, "roce"), detect.Nic("mlx5_9/1", 200.0, "roce")),
+    )
     topology, notes = _detected(facts)
     assert topology.name == "detected-dgx-01"
     assert (topology.nodes, topology.accelerators_per_node) == (1, 8)
     assert topology.accelerator.peak_bf16_tflops == 989
     assert topology.accelerator.memory_gib == pytest.approx(79.6)
     assert (topology.scale_up.kind, topology.scale_up.bandwidth_gbytes_s) == ("nvlink", 450)
-    assert (topology.scale_out.kind, topology.scale_out.nics_per_node,
-            topology.scale_out.nic_gbits_s) == ("infiniband", 8, 400)
+    assert (
+        topology.scale_out.kind,
+        topology.scale_out.nics_per_node,
+        topology.scale_out.nic_gbits_s,
+    ) == ("infiniband", 8, 400)
     assert topology.sources["accelerator.peak_bf16_tflops"].startswith("ASSUMED")
     assert any("slower ones left out" in note for note in notes)
 
 
 def test_describe_unknown_gpu_gets_placeholders():
-    facts = detect.NodeFacts(gpus=(detect.Gpu("Tesla T4", 15.0),) * 2,
-                             gpu_links=("PHB", "PHB"))
+    facts = detect.NodeFacts(gpus=(detect.Gpu("Tesla T4", 15.0),) * 2, gpu_links=("PHB", "PHB"))
     topology, notes = _detected(facts)
     assert topology.accelerator.peak_bf16_tflops == 1.0
     assert topology.sources["accelerator.peak_bf16_tflops"].startswith("PLACEHOLDER")
@@ -421,8 +482,9 @@ def test_describe_unknown_gpu_gets_placeholders():
 
 
 def test_describe_gb200_tray_keeps_the_rack_domain():
-    facts = detect.NodeFacts(gpus=(detect.Gpu("NVIDIA GB200", 184.0),) * 4,
-                             gpu_links=("NV18",) * 12)
+    facts = detect.NodeFacts(
+        gpus=(detect.Gpu("NVIDIA GB200", 184.0),) * 4, gpu_links=("NV18",) * 12
+    )
     topology, notes = _detected(facts)
     assert topology.scale_up.domain_size == 72 and topology.accelerators_per_node == 4
     assert any("domain of 72" in note for note in notes)
@@ -431,16 +493,23 @@ def test_describe_gb200_tray_keeps_the_rack_domain():
 def test_describe_mi300x_node_from_rocm_output():
     names = detect.parse_rocm_product_names(ROCM_PRODUCT)
     vram = detect.parse_rocm_vram(ROCM_VRAM)
-    facts = detect.NodeFacts(gpus=tuple(detect.Gpu(n, vram.get(i)) for i, n in enumerate(names)),
-                             gpu_links=("XGMI", "XGMI"))
+    facts = detect.NodeFacts(
+        gpus=tuple(detect.Gpu(n, vram.get(i)) for i, n in enumerate(names)),
+        gpu_links=("XGMI", "XGMI"),
+    )
     topology, _ = _detected(facts)
     assert topology.accelerator.peak_bf16_tflops == 1307.4
     assert (topology.scale_up.kind, topology.scale_up.fabric) == ("xgmi", "mesh")
 
 
 def test_describe_cpu_only_node_looks_like_cpu_local():
-    facts = detect.NodeFacts(hostname="vm", cpu_count=2, cpu_model="AMD EPYC", memory_gib=23.5,
-                             missing=("nvidia-smi (no NVIDIA GPU or driver)",))
+    facts = detect.NodeFacts(
+        hostname="vm",
+        cpu_count=2,
+        cpu_model="AMD EPYC",
+        memory_gib=23.5,
+        missing=("nvidia-smi (no NVIDIA GPU or driver)",),
+    )
     topology, notes = _detected(facts)
     reference = load_topology("cpu-local")
     assert (topology.nodes, topology.accelerators_per_node) == (1, 2)
@@ -451,9 +520,11 @@ def test_describe_cpu_only_node_looks_like_cpu_local():
 
 
 def test_gather_reads_rdma_ports_from_sysfs(tmp_path):
-    for device, rate, layer, state in [("mlx5_0", "400 Gb/sec (4X NDR)", "InfiniBand", "4: ACTIVE"),
-                                       ("mlx5_1", "400 Gb/sec (4X NDR)", "InfiniBand", "1: DOWN"),
-                                       ("mlx5_2", "200 Gb/sec (2X NDR)", "Ethernet", "4: ACTIVE")]:
+    for device, rate, layer, state in [
+        ("mlx5_0", "400 Gb/sec (4X NDR)", "InfiniBand", "4: ACTIVE"),
+        ("mlx5_1", "400 Gb/sec (4X NDR)", "InfiniBand", "1: DOWN"),
+        ("mlx5_2", "200 Gb/sec (2X NDR)", "Ethernet", "4: ACTIVE"),
+    ]:
         port = tmp_path / "sys/class/infiniband" / device / "ports" / "1"
         port.mkdir(parents=True)
         (port / "rate").write_text(rate + "\n")
@@ -463,8 +534,10 @@ def test_gather_reads_rdma_ports_from_sysfs(tmp_path):
     (tmp_path / "proc/cpuinfo").write_text("processor\t: 0\nmodel name\t: Test CPU 9000\n")
     (tmp_path / "proc/meminfo").write_text("MemTotal:       16777216 kB\n")
     facts = detect.gather(tmp_path)
-    assert facts.nics == (detect.Nic("mlx5_0/1", 400.0, "infiniband"),
-                          detect.Nic("mlx5_2/1", 200.0, "roce"))
+    assert facts.nics == (
+        detect.Nic("mlx5_0/1", 400.0, "infiniband"),
+        detect.Nic("mlx5_2/1", 200.0, "roce"),
+    )
     assert facts.cpu_model == "Test CPU 9000" and facts.memory_gib == 16.0
 
 
@@ -484,8 +557,9 @@ def _toml(data: dict) -> str:
         (tables if isinstance(value, dict) else lines).append((key, value))
     text = "".join(f"{key} = {_toml_value(value)}\n" for key, value in lines)
     for name, table in tables:
-        text += f"\n[{name}]\n" + "".join(f"{key} = {_toml_value(value)}\n"
-                                          for key, value in table.items())
+        text += f"\n[{name}]\n" + "".join(
+            f"{key} = {_toml_value(value)}\n" for key, value in table.items()
+        )
     return text
 
 

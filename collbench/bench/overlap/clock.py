@@ -61,8 +61,9 @@ class CpuProbeClock:
         run()
         return time.perf_counter() - start
 
-    def rounds(self, launch: Launch, kernel: MatmulKernel, reps: int, iters: int,
-               align: Callable[[], None]) -> dict[str, list[float]]:
+    def rounds(
+        self, launch: Launch, kernel: MatmulKernel, reps: int, iters: int, align: Callable[[], None]
+    ) -> dict[str, list[float]]:
         series = empty_series()
         clock = time.perf_counter
         for _ in range(iters):
@@ -81,8 +82,9 @@ class CpuProbeClock:
             series["comm_during"].append(comm_during)
         return series
 
-    def _together(self, launch: Launch, kernel: MatmulKernel,
-                  reps: int) -> tuple[float, float, float]:
+    def _together(
+        self, launch: Launch, kernel: MatmulKernel, reps: int
+    ) -> tuple[float, float, float]:
         clock = time.perf_counter
         done: list[float] = []
         start = clock()
@@ -133,8 +135,9 @@ class CudaProbeClock:
         end.synchronize()
         return start.elapsed_time(end) * 1e-3
 
-    def rounds(self, launch: Launch, kernel: MatmulKernel, reps: int, iters: int,
-               align: Callable[[], None]) -> dict[str, list[float]]:
+    def rounds(
+        self, launch: Launch, kernel: MatmulKernel, reps: int, iters: int, align: Callable[[], None]
+    ) -> dict[str, list[float]]:
         recorded = []
         for _ in range(iters):
             align()
@@ -154,8 +157,9 @@ class CudaProbeClock:
             series["comm_during"].append(self._elapsed(both["start"], both["comm_end"]))
         return series
 
-    def _span(self, launch: Launch | None, kernel: MatmulKernel | None,
-              reps: int) -> dict[str, Any]:
+    def _span(
+        self, launch: Launch | None, kernel: MatmulKernel | None, reps: int
+    ) -> dict[str, Any]:
         """Enqueue one timed span; returns its (not yet completed) events."""
         names = ("start", "end", "comm_end", "comp_start", "comp_end")
         events = dict(zip(names, self._events(len(names)), strict=True))

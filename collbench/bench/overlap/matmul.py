@@ -25,10 +25,14 @@ class MatmulKernel:
         self.dtype = torch_dtype(DTYPES[dtype_name])
         self.n_streams = streams
         if streams > 1 and device.type != "cuda":
-            raise SpecError("--compute-streams", streams, "needs a GPU (CUDA streams); on "
-                            "CPU the compute runs on the main thread, use 1")
-        self._side = ([torch.cuda.Stream(device=device) for _ in range(streams)]
-                      if streams > 1 else [])
+            raise SpecError(
+                "--compute-streams",
+                streams,
+                "needs a GPU (CUDA streams); on CPU the compute runs on the main thread, use 1",
+            )
+        self._side = (
+            [torch.cuda.Stream(device=device) for _ in range(streams)] if streams > 1 else []
+        )
         self.shape: tuple[int, int, int] | None = None
         self._a = self._b = None
         self._out: list[Any] = []
@@ -44,8 +48,10 @@ class MatmulKernel:
         generator = torch.Generator(device=self.device).manual_seed(1234)
         self._a = torch.randn(m, k, generator=generator, device=self.device, dtype=self.dtype)
         self._b = torch.randn(k, n, generator=generator, device=self.device, dtype=self.dtype)
-        self._out = [torch.empty(m, n, dtype=self.dtype, device=self.device)
-                     for _ in range(max(1, len(self._side)))]
+        self._out = [
+            torch.empty(m, n, dtype=self.dtype, device=self.device)
+            for _ in range(max(1, len(self._side)))
+        ]
         self.shape = shape
 
     @property
@@ -61,8 +67,10 @@ class MatmulKernel:
             torch.mm(probe, probe)
         except (RuntimeError, TypeError) as error:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else "unsupported"
-            return (f"--compute-dtype: {self.dtype_name!r} cannot run a matmul on "
-                    f"{self.device.type} ({reason})")
+            return (
+                f"--compute-dtype: {self.dtype_name!r} cannot run a matmul on "
+                f"{self.device.type} ({reason})"
+            )
         return None
 
     def run(self, reps: int) -> None:

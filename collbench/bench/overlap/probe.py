@@ -72,8 +72,9 @@ class OverlapProbe:
         self.clock = clock
         self.overlap = overlap
         device = runner.device
-        self.kernel = MatmulKernel(runner.torch, device, overlap.resolved_dtype(device.type),
-                                   overlap.compute_streams)
+        self.kernel = MatmulKernel(
+            runner.torch, device, overlap.resolved_dtype(device.type), overlap.compute_streams
+        )
         self._prepared: _Prepared | None = None
         self._seconds_per_matmul: dict[tuple[int, int, int], float] = {}
 
@@ -88,20 +89,21 @@ class OverlapProbe:
         launch = self._launcher(bound)
         warm = self.clock.rounds(launch, self.kernel, reps, spec.warmup, self.runner.barrier)
         if step.ratio is not None and spec.warmup:
-            reps = self._rescaled(reps, step.ratio, prepared.comm_samples_s + warm["comm"],
-                                  warm["comp"])
+            reps = self._rescaled(
+                reps, step.ratio, prepared.comm_samples_s + warm["comm"], warm["comp"]
+            )
         self.runner.timer.synchronize()
         self.runner.barrier()
-        series = self.clock.rounds(launch, self.kernel, reps, spec.iters,
-                                   self.runner.barrier)
+        series = self.clock.rounds(launch, self.kernel, reps, spec.iters, self.runner.barrier)
         wrong = 0
         if spec.check:
             wrong = self.runner.check(bound, lambda: self._overlapped_once(launch, reps))
         table = self.runner.gather([float(wrong), *(s for name in SERIES for s in series[name])])
         combined = self._combine(table[:, 1:], spec.iters)
         figures = overlap_figures(*(self._mean(combined, name) for name in SERIES))
-        compute = ComputeInfo(self.kernel.dtype_name, self.kernel.shape, reps,
-                              self.overlap.compute_streams)
+        compute = ComputeInfo(
+            self.kernel.dtype_name, self.kernel.shape, reps, self.overlap.compute_streams
+        )
         n_wrong = int(table[:, 0].sum()) if spec.check else None
         return ProbeResult(bound.geometry, step.ratio, compute, combined, figures, n_wrong)
 
@@ -138,8 +140,7 @@ class OverlapProbe:
         per_matmul = self._calibrated(shape)
         return max(1, round(target_s / per_matmul))
 
-    def _rescaled(self, reps: int, ratio: float, comm_s: list[float],
-                  comp_s: list[float]) -> int:
+    def _rescaled(self, reps: int, ratio: float, comm_s: list[float], comp_s: list[float]) -> int:
         """Correct the repetitions with the warm-up rounds' own times (medians, averaged
         over ranks): the estimate before them can be off on a busy host."""
         mine = [float(np.median(comm_s)), float(np.median(comp_s))]
@@ -191,12 +192,13 @@ class OverlapProbe:
         """Each series' per-iteration samples combined across ranks (spec.rank_stat)."""
         combined: dict[str, TimeStats | None] = {}
         for index, name in enumerate(SERIES):
-            samples = per_rank[:, index * iters:(index + 1) * iters]
+            samples = per_rank[:, index * iters : (index + 1) * iters]
             if np.isnan(samples).any():
                 combined[name] = None  # not observed on some rank (no completion callback)
                 continue
-            combined[name] = combine_ranks(samples.mean(axis=1), samples,
-                                           self.runner.spec.rank_stat)
+            combined[name] = combine_ranks(
+                samples.mean(axis=1), samples, self.runner.spec.rank_stat
+            )
         return combined
 
     @staticmethod
