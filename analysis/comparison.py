@@ -11,41 +11,19 @@ usually compare on purpose: they are listed, not flagged.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from collbench.analysis.bands import BAND_NAMES, band_of
+from collbench.analysis.methodology import Difference, differences
+from collbench.store.load import Run
+from collbench.store.rows import ResultRow
+
 ALPHA = 0.05
 MIN_SAMPLES = 5  # per side, for a Mann-Whitney U call
-KIB, MIB = 1024, 1024**2
-# (name, first size in the band): small is latency-bound, large bandwidth-bound.
-BANDS = (("small", 0), ("medium", 64 * KIB), ("large", 16 * MIB))
-METHODOLOGY = (
-    "source",
-    "timing_method",
-    "dtype",
-    "op",
-    "iters",
-    "warmup",
-    "rank_stat",
-    "world_size",
-    "nodes",
-    "ranks_per_node",
-)
-
-
-@dataclass(frozen=True)
-class RunData:
-    """One run as loaded from its directory."""
-
-    path: str
-    meta: dict[str, Any]
-    rows: list[dict[str, Any]]
-
-    @property
-    def run_id(self) -> str:
-        return str(self.meta.get("run_id") or self.path)
 
 
 @dataclass(frozen=True)
@@ -73,14 +51,6 @@ class BandSummary:
 
 
 @dataclass(frozen=True)
-class Difference:
-    field: str
-    baseline: Any
-    candidate: Any
-    kind: str  # methodology | environment
-
-
-@dataclass(frozen=True)
 class Comparison:
     baseline: str
     candidate: str
@@ -100,7 +70,7 @@ class Comparison:
         return _finite(data)
 
 
-def compare(baseline: RunData, candidate: RunData, alpha: float = ALPHA) -> Comparison:
+def compare(baseline: Run, candidate: Run, alpha: float = ALPHA) -> Comparison:
     """Compare a candidate run with the baseline."""
     base, cand = _by_key(baseline.rows), _by_key(candidate.rows)
     common = sorted(set(base) & set(cand))
@@ -116,15 +86,15 @@ def compare(baseline: RunData, candidate: RunData, alpha: float = ALPHA) -> Comp
     )
 
 
-def common_keys(baseline: RunData, candidate: RunData) -> int:
+def common_keys(baseline: Run, candidate: Run) -> int:
     return len(set(_by_key(baseline.rows)) & set(_by_key(candidate.rows)))
 
 
-def _by_key(rows: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, Any]]:
-    keyed: dict[tuple[str, str, int], dict[str, Any]] = {}
+def _by_key(rows: Sequence[ResultRow]) -> dict[tuple[str, str, int], ResultRow]:
+    keyed: dict[tuple[str, str, int], ResultRow] = {}
     for row in rows:
-        if row.get("kind", "sweep") == "sweep":
-            key = (str(row["collective"]), str(row["placement"]), int(row["size_bytes"]))
+        if row.kind == "sweep":
+            key = (str(row.collective), str(row.placement), int(row.size_bytes))
             keyed.setdefault(key, row)
     return keyed
 
@@ -141,32 +111,30 @@ def _labels(keys: set[tuple[str, str, int]]) -> list[str]:
     ]
 
 
-def _compare_size(base: dict[str, Any], cand: dict[str, Any], alpha: float) -> SizeComparison:
+def _compare_size(base: ResultRow, cand: ResultRow, alpha: float) -> SizeComparison:
     # From the times, not the busbw columns: imported logs print busbw with two decimals
     # (0.00 at small sizes). Same size, so busbw ratio = time ratio x bus-factor ratio.
-    ratio = base["time_us"] / cand["time_us"] if cand["time_us"] else math.nan
-    if base["size_bytes"]:
+    ratio = base.time_us / cand.time_us if cand.time_us else math.nan
+    if base.size_bytes:
         ratio *= _factor(cand) / _factor(base)
-    verdict, p_value = significance(
-        base.get("time_us_samples") or [], cand.get("time_us_samples") or [], alpha
-    )
+    verdict, p_value = significance(base.time_us_samples or [], cand.time_us_samples or [], alpha)
     return SizeComparison(
-        str(base["collective"]),
-        str(base["placement"]),
-        int(base["size_bytes"]),
-        float(base["busbw_gbps"]),
-        float(cand["busbw_gbps"]),
+        str(base.collective),
+        str(base.placement),
+        int(base.size_bytes),
+        float(base.busbw_gbps),
+        float(cand.busbw_gbps),
         float(ratio),
         verdict,
         p_value,
     )
 
 
-def _factor(row: dict[str, Any]) -> float:
+def _factor(row: ResultRow) -> float:
     from collbench.core.bandwidth import bus_factor
 
     try:
-        return bus_factor(str(row["collective"]), int(row.get("world_size") or 1))
+        return bus_factor(str(row.collective), int(row.world_size or 1))
     except (KeyError, ValueError, ZeroDivisionError):
         return 1.0
 
@@ -188,14 +156,6 @@ def significance(
     return ("faster" if faster else "slower"), p_value
 
 
-def band_of(size_bytes: int) -> str:
-    name = BANDS[0][0]
-    for band, start in BANDS:
-        if size_bytes >= start:
-            name = band
-    return name
-
-
 def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
     """Per collective, placement and size band: the geometric mean ratio and the verdicts."""
     groups: dict[tuple[str, str, str], list[SizeComparison]] = {}
@@ -203,7 +163,7 @@ def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
         groups.setdefault((item.collective, item.placement, band_of(item.size_bytes)), []).append(
             item
         )
-    order = {name: index for index, (name, _) in enumerate(BANDS)}
+    order = {name: index for index, name in enumerate(BAND_NAMES)}
     summaries = []
     for (collective, placement, band), items in sorted(
         groups.items(), key=lambda kv: (kv[0][0], kv[0][1], order[kv[0][2]])
@@ -215,73 +175,6 @@ def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
             counts[item.verdict] = counts.get(item.verdict, 0) + 1
         summaries.append(BandSummary(collective, placement, band, len(items), geomean, counts))
     return summaries
-
-
-def describe_method(run: RunData) -> dict[str, Any]:
-    """What a run's numbers depend on, flattened to comparable fields."""
-    meta, rows = run.meta, [row for row in run.rows if row.get("kind", "sweep") == "sweep"]
-    spec = meta.get("spec") or {}
-    facts: dict[str, Any] = {
-        "source": meta.get("source") or "collbench",
-        "timing_method": meta.get("timing_method"),
-        # nccl-tests averages the ranks' times unless told otherwise (-a 1 is its default)
-        "rank_stat": spec.get("rank_stat") or ("avg" if meta.get("source") else None),
-        "launcher": meta.get("launcher"),
-        "backend": _one(rows, "backend") or meta.get("backend"),
-        "hosts": ", ".join(meta.get("hosts") or []) or None,
-        "devices": ", ".join(
-            sorted(
-                {
-                    str(rank.get("device_name"))
-                    for rank in meta.get("ranks") or []
-                    if rank.get("device_name")
-                }
-            )
-        )
-        or None,
-    }
-    for name in ("dtype", "op", "iters", "warmup", "world_size", "nodes", "ranks_per_node"):
-        facts[name] = _one(rows, name)
-    for name, value in (meta.get("versions") or {}).items():
-        if name != "collbench":
-            facts[f"versions.{name}"] = value
-    for name, value in _knob_env(meta, rows).items():
-        facts[f"env.{name}"] = value
-    return facts
-
-
-def _one(rows: list[dict[str, Any]], name: str) -> Any:
-    """The value every row has; several values are listed."""
-    values = sorted({str(row.get(name)) for row in rows if row.get(name) is not None})
-    if not values:
-        return None
-    if len(values) == 1:
-        return next(row.get(name) for row in rows if row.get(name) is not None)
-    return ", ".join(values)
-
-
-def _knob_env(meta: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    knobs = meta.get("knobs") or {}
-    if isinstance(knobs, dict) and isinstance(knobs.get("env"), dict):
-        return knobs["env"]
-    if isinstance(knobs, dict) and knobs:
-        return knobs
-    for row in rows:
-        env = (row.get("knobs") or {}).get("env")
-        if isinstance(env, dict):
-            return env
-    return {}
-
-
-def differences(baseline: RunData, candidate: RunData) -> list[Difference]:
-    """Every field in which the two runs' methods or environments differ."""
-    base, cand = describe_method(baseline), describe_method(candidate)
-    found = []
-    for name in sorted(set(base) | set(cand), key=lambda n: (n not in METHODOLOGY, n)):
-        if base.get(name) != cand.get(name):
-            kind = "methodology" if name in METHODOLOGY else "environment"
-            found.append(Difference(name, base.get(name), cand.get(name), kind))
-    return found
 
 
 def _finite(value: Any) -> Any:

@@ -62,20 +62,21 @@ import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from collbench.core.collectives import REGISTRY
 from collbench.core.errors import SpecError
 from collbench.topologies.schema import Topology, TopologyError
 
 ALGORITHMS = ("ring", "tree", "hierarchical", "pairwise", "direct", "local")
 BOTTLENECKS = ("scale_up", "scale_out", "latency")
 # What NCCL's tuner picks from per collective, without NVLS, CollNet or PAT.
-AUTO_CHOICES: Mapping[str, tuple[str, ...]] = {
+# Keyed by a collective's `traffic` (collbench/core/collectives): a new collective that moves
+# its bytes like an existing one needs no entry here.
+TRAFFIC_AUTO_CHOICES: Mapping[str, tuple[str, ...]] = {
     "all_reduce": ("ring", "tree"),
-    "all_gather": ("ring",),
-    "reduce_scatter": ("ring",),
-    "broadcast": ("ring",),
-    "reduce": ("ring",),
+    "gather": ("ring",),
+    "chain": ("ring",),
     "all_to_all": ("pairwise",),
-    "sendrecv": ("direct",),
+    "point_to_point": ("direct",),
 }
 # Used to state a prediction's asymptotic busbw: large enough that latency is negligible.
 _PEAK_PROBE_BYTES = 1 << 40
@@ -341,18 +342,23 @@ def _sendrecv_direct(shape: _Shape, fabric: Fabric) -> Cost:
 
 
 _Pricer = Callable[[_Shape, Fabric], Cost]
-MODELS: Mapping[str, Mapping[str, _Pricer]] = {
+TRAFFIC_MODELS: Mapping[str, Mapping[str, _Pricer]] = {
     "all_reduce": {
         "ring": _all_reduce_ring,
         "tree": _all_reduce_tree,
         "hierarchical": _all_reduce_hierarchical,
     },
-    "all_gather": {"ring": _gather_ring, "hierarchical": _gather_hierarchical},
-    "reduce_scatter": {"ring": _gather_ring, "hierarchical": _gather_hierarchical},
-    "broadcast": {"ring": _chain_ring},
-    "reduce": {"ring": _chain_ring},
+    "gather": {"ring": _gather_ring, "hierarchical": _gather_hierarchical},
+    "chain": {"ring": _chain_ring},
     "all_to_all": {"pairwise": _all_to_all_pairwise},
-    "sendrecv": {"direct": _sendrecv_direct},
+    "point_to_point": {"direct": _sendrecv_direct},
+}
+# Per collective of the registry (its name -> the algorithms modelled for its traffic).
+MODELS: Mapping[str, Mapping[str, _Pricer]] = {
+    name: TRAFFIC_MODELS[collective.traffic] for name, collective in REGISTRY.items()
+}
+AUTO_CHOICES: Mapping[str, tuple[str, ...]] = {
+    name: TRAFFIC_AUTO_CHOICES[collective.traffic] for name, collective in REGISTRY.items()
 }
 
 

@@ -34,6 +34,8 @@ from scipy.optimize import least_squares
 from scipy.stats import t as student_t
 
 from collbench.analysis.regimes import Points, SearchOptions, choose_regimes, linear_fit_rel
+from collbench.core.units import round_sig
+from collbench.store.rows import ResultRow
 
 CI_METHOD = (
     "95% Student-t interval from the Jacobian of each regime's robust "
@@ -410,20 +412,20 @@ def knobs_digest(knobs: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def group_rows(rows: Iterable[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
+def group_rows(rows: Iterable[ResultRow]) -> dict[tuple, list[ResultRow]]:
     """Sweep rows by (collective, backend, world_size, topology, placement, dtype, knobs)."""
-    groups: dict[tuple, list[dict[str, Any]]] = {}
+    groups: dict[tuple, list[ResultRow]] = {}
     for row in rows:
-        if row.get("kind", "sweep") != "sweep":
+        if row.kind != "sweep":
             continue
-        key = (*(row.get(name) for name in GROUP_KEYS), knobs_digest(row.get("knobs")))
+        key = (*(getattr(row, column) for column in GROUP_KEYS), knobs_digest(row.knobs))
         groups.setdefault(key, []).append(row)
     return dict(
         sorted(groups.items(), key=lambda item: tuple("" if v is None else str(v) for v in item[0]))
     )
 
 
-def fit_rows(rows: Iterable[dict[str, Any]], options: FitOptions = FitOptions()) -> list[GroupFit]:
+def fit_rows(rows: Iterable[ResultRow], options: FitOptions = FitOptions()) -> list[GroupFit]:
     """Fit every group of sweep rows; rows of several runs in one group are pooled.
 
     A group that cannot be fitted (one size, one rank, unknown collective) comes back
@@ -436,15 +438,15 @@ def fit_rows(rows: Iterable[dict[str, Any]], options: FitOptions = FitOptions())
         group = GroupFit(
             key=dict(zip(GROUP_KEYS, key[:-1], strict=True)),
             knobs_digest=key[-1],
-            runs=tuple(sorted({str(row.get("run_id")) for row in members})),
-            n_points=sum((row.get("size_bytes") or 0) > 0 for row in members),
+            runs=tuple(sorted({str(row.run_id) for row in members})),
+            n_points=sum((row.size_bytes or 0) > 0 for row in members),
             curve=None,
         )
         try:
             factor = bus_factor(str(group.key["collective"]), int(group.key["world_size"]))
             curve = fit_curve(
-                [row.get("size_bytes") or 0 for row in members],
-                [row.get("time_us") or 0 for row in members],
+                [row.size_bytes or 0 for row in members],
+                [row.time_us or 0 for row in members],
                 factor,
                 options,
             )
@@ -455,13 +457,6 @@ def fit_rows(rows: Iterable[dict[str, Any]], options: FitOptions = FitOptions())
         else:
             fits.append(replace(group, curve=curve))
     return fits
-
-
-def round_sig(value: float, digits: int = 6) -> float | None:
-    """Significant digits for output (JSON); JSON has no inf, so an unbounded value is None."""
-    if not math.isfinite(value):
-        return None
-    return float(f"{value:.{digits}g}")
 
 
 def _round_pair(pair: tuple[float, float]) -> list[float | None]:

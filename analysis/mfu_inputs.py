@@ -11,13 +11,14 @@ group's own peers only.
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from collbench.analysis.mfu import EstimateOptions, Priced, Pricer
 from collbench.core.errors import SpecError
+from collbench.core.stats import median
+from collbench.store.rows import ProbeRow, ResultRow
 from collbench.topologies.schema import Topology
 
 # nccl-tests' large-message busbw on the shared real logs reaches 70-90% of the link rate
@@ -69,16 +70,14 @@ class MeasuredCurve:
     run: str
 
 
-def fit_measured_curves(rows: Iterable[Mapping[str, Any]], run: str) -> list[MeasuredCurve]:
+def fit_measured_curves(rows: Iterable[ResultRow], run: str) -> list[MeasuredCurve]:
     """One curve per (collective, world size) of a run's sweep rows, fitted as `collbench
     fit` fits them; of its fit groups the out-of-place one with the most points (in-place
     is not what a trainer does)."""
     from collbench.analysis.fit import fit_rows
 
-    rows = [row for row in rows if row.get("time_us")]
-    nodes = {
-        (row.get("collective"), row.get("world_size")): int(row.get("nodes") or 1) for row in rows
-    }
+    rows = [row for row in rows if row.time_us]
+    nodes = {(row.collective, row.world_size): int(row.nodes or 1) for row in rows}
     best: dict[tuple[str, int], tuple[tuple[bool, int], Any]] = {}
     for group in fit_rows(rows):
         key = (str(group.key["collective"]), int(group.key["world_size"] or 0))
@@ -116,9 +115,7 @@ def curve_pricer(curves: list[MeasuredCurve], topology: Topology, fallback: Pric
     return price
 
 
-def probe_overlap(
-    rows: Iterable[Mapping[str, Any]], run: str, options: EstimateOptions
-) -> EstimateOptions:
+def probe_overlap(rows: Iterable[ResultRow], run: str, options: EstimateOptions) -> EstimateOptions:
     """The options with the overlap efficiency and compute slowdown a probe run measured:
     medians over its probe rows of at least 1 MiB with at least as much compute as
     communication (a 0.5 ratio can hide at most half of the collective, which says
@@ -126,9 +123,9 @@ def probe_overlap(
     probes = [
         row
         for row in rows
-        if row.get("kind") == "overlap"
-        and row.get("overlap_pct") is not None
-        and row.get("compute_slowdown") is not None
+        if isinstance(row, ProbeRow)
+        and row.overlap_pct is not None
+        and row.compute_slowdown is not None
     ]
     if not probes:
         raise SpecError(
@@ -137,10 +134,10 @@ def probe_overlap(
             "holds no overlap-probe rows: pass a run written by "
             "collbench overlap or collbench sweep --overlap",
         )
-    large = [row for row in probes if (row.get("size_bytes") or 0) >= PROBE_MIN_BYTES] or probes
+    large = [row for row in probes if (row.size_bytes or 0) >= PROBE_MIN_BYTES] or probes
     long = [row for row in large if _ratio(row) >= 1] or large
-    overlap = statistics.median(float(row["overlap_pct"]) for row in long) / 100
-    slowdown = statistics.median(float(row["compute_slowdown"]) for row in long)
+    overlap = median(row.overlap_pct for row in long) / 100
+    slowdown = median(row.compute_slowdown for row in long)
     source = (
         f"measured by {run}: {overlap:.0%} of the collective hidden, compute "
         f"{slowdown:+.0%} beside it (median of {len(long)} probe rows)"
@@ -153,8 +150,8 @@ def probe_overlap(
     )
 
 
-def _ratio(row: Mapping[str, Any]) -> float:
-    value = row.get("compute_ratio_actual") or row.get("compute_ratio")
+def _ratio(row: ProbeRow) -> float:
+    value = row.compute_ratio_actual or row.compute_ratio
     return float(value) if value is not None else 1.0
 
 

@@ -29,9 +29,9 @@ from typing import Any
 
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.errors import SpecError
+from collbench.core.knobs import KNOB_PREFIXES
 
 LOG_FIELD = "LOG"
-KNOB_PREFIXES = ("NCCL_", "RCCL_", "HSA_", "HIP_", "CUDA_", "UCX_", "FI_", "TORCH_", "GLOO_")
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+: )")
 _RANK = re.compile(

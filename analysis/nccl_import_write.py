@@ -1,17 +1,16 @@
-"""Import nccl-tests / rccl-tests logs into a collbench run directory (the I/O edge).
+"""nccl-tests / rccl-tests logs as collbench result rows and meta.json (pure: no I/O).
 
-`read_log` reads one file (text or -J JSON, repairing a JSON file cut short);
-`build_import` turns ParsedLogs into result rows and meta (pure); `import_logs` does both and
-writes rows.jsonl, meta.json and rows.parquet as a sweep does. The figures are kept as the
-logs printed them; what does not add up (busbw that does not follow from algbw and the world
-size, a missing footer, failed data checks) becomes a warning in meta.
+`parse_log` parses one log's text (text or -J JSON, repairing a JSON file cut short);
+`build_import` turns ParsedLogs into result rows and meta. The figures are kept as the logs
+printed them; what does not add up (busbw that does not follow from algbw and the world
+size, a missing footer, failed data checks) becomes a warning in meta. Reading the logs and
+writing the run directory is collbench.run.import_logs's.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,17 +29,9 @@ from collbench.core.bandwidth import bus_factor
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import lookup_dtype
 from collbench.core.errors import SpecError
-from collbench.core.spec import format_size
-from collbench.store.rundir import (
-    ROW_COLUMNS,
-    SCHEMA_VERSION,
-    ResultWriter,
-    new_run_id,
-    prepare_run_dir,
-    utc_now,
-    write_meta,
-    write_parquet,
-)
+from collbench.core.stats import median
+from collbench.store.meta import RunMeta
+from collbench.store.rows import ResultRow
 
 BUSBW_TOLERANCE = 0.02  # relative disagreement of printed busbw beyond which we warn
 # Below 1 GB/s the two decimals nccl-tests prints make busbw/algbw too coarse to check.
@@ -48,16 +39,16 @@ MIN_CHECKED_ALGBW_GBPS = 1.0
 MAX_IMPLIED_WORLD_SIZE = 4096
 # Binary stems (`all_reduce_perf`) and JSON experiment names (`AllReduce`), squeezed to
 # lower-case letters, mapped onto collbench's registry names.
+# nccl-tests program name (squeezed: `all_reduce_perf` -> "allreduce") -> registry name.
 PROGRAMS = {
-    "allreduce": "all_reduce",
-    "allgather": "all_gather",
-    "reducescatter": "reduce_scatter",
-    "alltoall": "all_to_all",
-    "broadcast": "broadcast",
-    "bcast": "broadcast",
-    "reduce": "reduce",
-    "sendrecv": "sendrecv",
+    alias: collective.name
+    for collective in REGISTRY.values()
+    for alias in collective.nccl_tests_names
 }
+# Names that are part of another's ("reduce" in "allreduce") only count as whole words.
+_PART_OF_ANOTHER = frozenset(
+    alias for alias in PROGRAMS if any(alias != other and alias in other for other in PROGRAMS)
+)
 
 
 @dataclass(frozen=True)
@@ -80,68 +71,25 @@ class TableContext:
         return len(self.hosts) or None
 
 
-@dataclass(frozen=True)
-class ImportResult:
-    """A written import: where it went, its rows and its meta."""
-
-    run_dir: Path
-    rows: tuple[dict[str, Any], ...]
-    meta: dict[str, Any]
-
-    @property
-    def warnings(self) -> list[str]:
-        return list(self.meta.get("warnings", []))
-
-
-def import_logs(
-    paths: Sequence[Path | str], out: Path | None = None, collective: str | None = None
-) -> ImportResult:
-    """Import nccl-tests / rccl-tests logs into a new run directory (`out`, new or empty).
-
-    Several logs become one run when they come from one system (same world size and
-    backend); `collective` names the collective when the logs do not.
-    """
-    if not paths:
-        raise SpecError(LOG_FIELD, "", "is missing: give at least one log file")
-    override = resolve_collective(collective) if collective is not None else None
-    logs = [read_log(Path(path)) for path in paths]
-    run_id = new_run_id()
-    rows, meta = build_import(logs, run_id, override)
-    run_dir = prepare_run_dir(out, run_id)
-    writer = ResultWriter(run_dir)
-    try:
-        for row in rows:
-            writer.append(row)
-    finally:
-        writer.close()
-    write_meta(run_dir, meta)
-    write_parquet(run_dir)
-    return ImportResult(run_dir=run_dir, rows=tuple(rows), meta=meta)
-
-
-def read_log(path: Path) -> ParsedLog:
-    """Parse one nccl-tests / rccl-tests log file (text, or -J JSON)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as error:
-        raise SpecError(LOG_FIELD, str(path), f"cannot be read: {error.strerror}") from None
+def parse_log(text: str, path: str) -> ParsedLog:
+    """Parse one nccl-tests / rccl-tests log's text (a -J JSON file is detected); `path`
+    names it in errors and warnings."""
     if not text.strip():
-        raise SpecError(LOG_FIELD, str(path), "is empty")
+        raise SpecError(LOG_FIELD, path, "is empty")
     if not text.lstrip().startswith("{"):
-        return parse_text_log(text, str(path))
+        return parse_text_log(text, path)
     try:
-        return parse_json_log(json.loads(text), str(path))
+        return parse_json_log(json.loads(text), path)
     except json.JSONDecodeError as error:
         repaired = _repair_json(text)
         if repaired is None:
             raise SpecError(
                 LOG_FIELD,
-                str(path),
+                path,
                 f"is not valid JSON (line {error.lineno}: "
                 f"{error.msg}) and holds no complete nccl-tests result",
             ) from None
-        return parse_json_log(repaired, str(path), cut_short=True)
+        return parse_json_log(repaired, path, cut_short=True)
 
 
 def _repair_json(text: str) -> dict[str, Any] | None:
@@ -166,11 +114,11 @@ def collective_from_file_name(path: str) -> str | None:
     """Last-resort guess from a file name such as `h100_allreduce.txt` (None if none)."""
     name = Path(path).name.lower()
     squeezed = re.sub(r"[^a-z0-9]", "", name)
-    for key in ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "sendrecv"):
-        if key in squeezed:
-            return PROGRAMS[key]
     tokens = set(re.split(r"[^a-z0-9]+", name))
-    return next((PROGRAMS[key] for key in ("bcast", "reduce") if key in tokens), None)
+    for alias, collective in PROGRAMS.items():
+        if alias not in _PART_OF_ANOTHER and alias in squeezed:
+            return collective
+    return next((PROGRAMS[alias] for alias in sorted(_PART_OF_ANOTHER) if alias in tokens), None)
 
 
 def resolve_collective(name: str) -> str:
@@ -183,21 +131,25 @@ def resolve_collective(name: str) -> str:
 
 
 def build_import(
-    logs: Sequence[ParsedLog], run_id: str, collective: str | None = None
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Result rows and meta.json content for parsed logs (pure: nothing is written)."""
+    logs: Sequence[ParsedLog],
+    run_id: str,
+    collective: str | None = None,
+    *,
+    imported_utc: str,
+) -> tuple[list[ResultRow], RunMeta]:
+    """Result rows and meta for parsed logs, stamped `imported_utc` (pure: nothing is read
+    or written; meta names the logs by the paths they were parsed under)."""
     contexts = [table_context(log, table, collective) for log in logs for table in log.tables]
     check_compatible(contexts)
-    timestamp = utc_now()
-    rows: list[dict[str, Any]] = []
+    rows: list[ResultRow] = []
     warnings = [warning for log in logs for warning in log.warnings]
     for context in contexts:
-        rows.extend(table_rows(context, run_id, timestamp))
+        rows.extend(table_rows(context, run_id, imported_utc))
         warnings.extend(context.notes)
         warnings.extend(table_warnings(context))
     warnings.extend(_duplicate_warnings(rows))
     warnings.extend(_host_warnings(contexts))
-    return rows, import_meta(contexts, rows, run_id, warnings)
+    return rows, import_meta(contexts, rows, run_id, warnings, imported_utc)
 
 
 def table_context(log: ParsedLog, table: LogTable, collective: str | None) -> TableContext:
@@ -301,34 +253,34 @@ def check_compatible(contexts: Sequence[TableContext]) -> None:
             )
 
 
-def table_rows(context: TableContext, run_id: str, timestamp: str) -> list[dict[str, Any]]:
-    """collbench result rows (every ROW_COLUMNS key) for one table."""
+def table_rows(context: TableContext, run_id: str, timestamp: str) -> list[ResultRow]:
+    """collbench result rows for one table: the figures the log printed, and no statistics
+    over iterations (nccl-tests prints none)."""
     params, nodes = context.table.params, context.nodes
     knobs = {"env": dict(context.log.env), "settings": {"imported": True}}
-    base = {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": run_id,
-        "timestamp_utc": timestamp,
-        "kind": "sweep",
-        "collective": context.collective,
-        "backend": context.backend,
-        "world_size": context.world_size,
-        "nodes": nodes,
-        "ranks_per_node": context.world_size // nodes if nodes else None,
-        "warmup": params.get("warmup_iters"),
-        "iters": params.get("iters"),
-        "time_us_p50": None,
-        "time_us_p95": None,
-        "time_us_min": None,
-        "time_us_max": None,
-        "time_cv": None,
-        "topology": None,
-    }
-    rows = [
-        {**base, **_row_figures(row), "knobs": knobs, "time_us_samples": []}
+    return [
+        ResultRow(
+            run_id=run_id,
+            timestamp_utc=timestamp,
+            collective=context.collective,
+            backend=context.backend,
+            world_size=context.world_size,
+            nodes=nodes,
+            ranks_per_node=context.world_size // nodes if nodes else None,
+            warmup=params.get("warmup_iters"),
+            iters=params.get("iters"),
+            time_us_p50=None,
+            time_us_p95=None,
+            time_us_min=None,
+            time_us_max=None,
+            time_cv=None,
+            topology=None,
+            knobs=knobs,
+            time_us_samples=[],
+            **_row_figures(row),
+        )
         for row in context.table.rows
     ]
-    return [{column: row.get(column) for column in ROW_COLUMNS} for row in rows]
 
 
 def _dtype_name(nccl_type: str) -> str:
@@ -407,20 +359,12 @@ def _median_ratio(rows: Sequence[LogRow]) -> float | None:
     ratios = [
         row.busbw_gbps / row.algbw_gbps for row in rows if row.algbw_gbps >= MIN_CHECKED_ALGBW_GBPS
     ]
-    return statistics.median(ratios) if ratios else None
+    return median(ratios)
 
 
-def _duplicate_warnings(rows: Sequence[dict[str, Any]]) -> list[str]:
+def _duplicate_warnings(rows: Sequence[ResultRow]) -> list[str]:
     keys = Counter(
-        (
-            row["collective"],
-            row["dtype"],
-            row["op"],
-            row["root"],
-            row["size_bytes"],
-            row["placement"],
-        )
-        for row in rows
+        (row.collective, row.dtype, row.op, row.root, row.size_bytes, row.placement) for row in rows
     )
     repeated = sum(1 for count in keys.values() if count > 1)
     if not repeated:
@@ -444,10 +388,11 @@ def _host_warnings(contexts: Sequence[TableContext]) -> list[str]:
 
 def import_meta(
     contexts: Sequence[TableContext],
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[ResultRow],
     run_id: str,
     warnings: list[str],
-) -> dict[str, Any]:
+    imported_utc: str,
+) -> RunMeta:
     """meta.json for an import: the run-level facts a sweep records, plus the logs' own."""
     first = contexts[0]
     logs = list({id(context.log): context.log for context in contexts}.values())
@@ -458,36 +403,40 @@ def import_meta(
         versions.update({key: value for key, value in log.versions.items() if key not in versions})
         env.update({key: value for key, value in log.env.items() if key not in env})
     legacy = _legacy_errors(contexts)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": run_id,
-        "state": "completed",
-        "source": first.log.tool,
-        "imported_from": [str(Path(log.path).resolve()) for log in logs],
-        "imported_utc": utc_now(),
-        "timing_method": "nccl-tests",
-        "backend": first.backend,
-        "world_size": first.world_size,
-        "nodes": first.nodes,
-        "ranks_per_node": first.world_size // first.nodes if first.nodes else None,
-        "hosts": hosts,
-        "ranks": list(first.table.ranks),
-        "command_line": first.log.command_line,
-        "comment": first.log.comment,
-        "versions": versions,
-        "version_lines": list(dict.fromkeys(line for log in logs for line in log.version_lines)),
-        "header": dict(first.table.params),
-        "footer": dict(first.table.footer) or None,
-        "footer_missing": any(not context.table.footer for context in contexts),
-        "collectives": dict(Counter(row["collective"] for row in rows)),
-        "knobs": {"env": env, "settings": {"imported": True}},
-        "topology": None,
-        "logs": [
-            _log_meta(log, [context for context in contexts if context.log is log]) for log in logs
-        ],
-        **({"legacy_errors": legacy} if legacy else {}),
-        "warnings": list(dict.fromkeys(warnings)),
-    }
+    return RunMeta(
+        run_id=run_id,
+        state="completed",
+        source=first.log.tool,
+        imported_from=[log.path for log in logs],
+        imported_utc=imported_utc,
+        timing_method="nccl-tests",
+        backend=first.backend,
+        world_size=first.world_size,
+        nodes=first.nodes,
+        ranks_per_node=first.world_size // first.nodes if first.nodes else None,
+        hosts=hosts,
+        ranks=list(first.table.ranks),
+        command_line=first.log.command_line,
+        comment=first.log.comment,
+        versions=versions,
+        knobs={"env": env, "settings": {"imported": True}},
+        topology=None,
+        warnings=list(dict.fromkeys(warnings)),
+        extra={
+            "version_lines": list(
+                dict.fromkeys(line for log in logs for line in log.version_lines)
+            ),
+            "header": dict(first.table.params),
+            "footer": dict(first.table.footer) or None,
+            "footer_missing": any(not context.table.footer for context in contexts),
+            "collectives": dict(Counter(row.collective for row in rows)),
+            "logs": [
+                _log_meta(log, [context for context in contexts if context.log is log])
+                for log in logs
+            ],
+            **({"legacy_errors": legacy} if legacy else {}),
+        },
+    )
 
 
 def _log_meta(log: ParsedLog, contexts: Sequence[TableContext]) -> dict[str, Any]:
@@ -534,27 +483,3 @@ def _legacy_errors(contexts: Sequence[TableContext]) -> list[dict[str, Any]]:
         for row in context.table.rows
         if row.max_error is not None
     ]
-
-
-def describe_import(result: ImportResult) -> list[str]:
-    """The short summary `collbench import` prints: rows and peak busbw per collective."""
-    meta = result.meta
-    nodes = meta.get("nodes")
-    where = f"{meta['world_size']} ranks" + (f" on {nodes} node(s)" if nodes else "")
-    lines = [
-        f"imported {len(result.rows)} row(s) from {len(meta['imported_from'])} "
-        f"{meta['source']} log(s): {meta['backend']}, {where}"
-    ]
-    for collective, count in meta["collectives"].items():
-        rows = [row for row in result.rows if row["collective"] == collective]
-        peak = max(rows, key=lambda row: row["busbw_gbps"])
-        sizes = len({row["size_bytes"] for row in rows})
-        lines.append(
-            f"  {collective}: {count} row(s), {sizes} size(s), peak busbw "
-            f"{peak['busbw_gbps']:.2f} GB/s at {peak['size_bytes']} B "
-            f"({format_size(peak['size_bytes'])}, {peak['placement']})"
-        )
-    if meta["warnings"]:
-        lines.append(f"  {len(meta['warnings'])} warning(s), also in meta.json")
-    lines.append(f"run directory: {result.run_dir}")
-    return lines

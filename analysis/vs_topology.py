@@ -5,7 +5,7 @@ topology describes (the cost model at `Efficiency()` 1.0), less is slower than i
 faster than the model (a sign the topology understates the fabric, or NVLS/SHARP at work).
 At one size the ratio equals measured busbw / predicted busbw. Measured times are the median
 of a size's rows (runs pooled in one fit group); busbw is recomputed from them, not read
-from the rows (imported logs print two decimals). Size bands are compare's (`BANDS`).
+from the rows (imported logs print two decimals). Size bands are analysis/bands.py's.
 
 Pure: rows and a Topology in, dataclasses out.
 """
@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from collbench.analysis.comparison import BANDS, band_of
+from collbench.analysis.bands import BAND_NAMES, band_of
 from collbench.analysis.costmodel import Group, Prediction, predict
-from collbench.analysis.fit import round_sig
 from collbench.core.bandwidth import busbw_gbps
+from collbench.core.stats import median
+from collbench.core.units import round_sig
+from collbench.store.rows import ResultRow
 from collbench.topologies.schema import Topology
 
 RATIO = "predicted_time / measured_time"
@@ -96,7 +98,7 @@ class TopologyComparison:
 
     @property
     def bands(self) -> list[BandVsModel]:
-        order = [name for name, _ in BANDS]
+        order = list(BAND_NAMES)
         by_band: dict[str, list[SizeVsModel]] = {}
         for item in self.sizes:
             by_band.setdefault(band_of(item.size_bytes), []).append(item)
@@ -168,7 +170,7 @@ def run_placement(
     return RunPlacement(topology, group, nodes, per_node, tuple(notes))
 
 
-def compare_rows(topology: Topology, rows: Iterable[Mapping[str, Any]]) -> TopologyComparison:
+def compare_rows(topology: Topology, rows: Iterable[ResultRow]) -> TopologyComparison:
     """One fit group's rows (one collective and world size) against the topology.
 
     TopologyError when the run's placement needs scale-out the topology lacks.
@@ -176,7 +178,7 @@ def compare_rows(topology: Topology, rows: Iterable[Mapping[str, Any]]) -> Topol
     from collbench.analysis.costmodel import MODELS
 
     rows = list(rows)
-    collective, world_size = str(rows[0]["collective"]), int(rows[0]["world_size"])
+    collective, world_size = str(rows[0].collective), int(rows[0].world_size)
     placement = run_placement(
         topology, world_size, _first(rows, "nodes"), _first(rows, "ranks_per_node")
     )
@@ -206,25 +208,25 @@ def compare_rows(topology: Topology, rows: Iterable[Mapping[str, Any]]) -> Topol
     return replace(base, sizes=tuple(items))
 
 
-def _median_times(rows: list[Mapping[str, Any]]) -> dict[int, float]:
+def _median_times(rows: list[ResultRow]) -> dict[int, float]:
     """Median time per size (sizes > 0 with a positive time), smallest size first."""
     times: dict[int, list[float]] = {}
     for row in rows:
-        size, time_us = row.get("size_bytes") or 0, row.get("time_us") or 0
+        size, time_us = row.size_bytes or 0, row.time_us or 0
         if size > 0 and time_us > 0:
             times.setdefault(int(size), []).append(float(time_us))
-    return {size: statistics.median(values) for size, values in sorted(times.items())}
+    return {size: median(values) for size, values in sorted(times.items())}
 
 
-def _first(rows: list[Mapping[str, Any]], name: str) -> int | None:
+def _first(rows: list[ResultRow], column: str) -> int | None:
     for row in rows:
-        if row.get(name):
-            return int(row[name])
+        if getattr(row, column):
+            return int(getattr(row, column))
     return None
 
 
 def compare_fits(
-    topology: Topology, rows: Iterable[Mapping[str, Any]], fits: Iterable[Any]
+    topology: Topology, rows: Iterable[ResultRow], fits: Iterable[Any]
 ) -> list[TopologyComparison]:
     """A comparison per fit group (`analysis.fit.GroupFit`), in the fits' order."""
     from collbench.analysis.fit import GROUP_KEYS, group_rows

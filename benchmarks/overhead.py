@@ -71,7 +71,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     args = p.parse_args(argv)
     from collbench.core.errors import SpecError
-    from collbench.core.spec import parse_size
+    from collbench.core.units import parse_size
 
     args.collectives = [c.strip() for c in args.collectives.split(",") if c.strip()]
     unknown = set(args.collectives) - set(COLLECTIVES)
@@ -136,7 +136,8 @@ def rank_main(args: argparse.Namespace) -> int:
 
     from collbench.bench.runner import Runner
     from collbench.bench.timing import CpuTimer
-    from collbench.core.spec import SweepSpec, format_size
+    from collbench.core.spec import SweepSpec
+    from collbench.core.units import format_size
 
     dist.init_process_group("gloo", init_method="env://")
     spec = SweepSpec(

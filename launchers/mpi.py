@@ -72,7 +72,7 @@ class MpiLauncher:
         extra_args = tuple(
             arg for text in options.extra.get("mpi_args", ()) for arg in shlex.split(text)
         )
-        from collbench.bench.provenance import knob_env
+        from collbench.core.knobs import knob_env
 
         settings = MpiSettings(
             nproc=nproc,

@@ -29,14 +29,8 @@ from collbench.core.errors import (
 from collbench.launchers.base import LaunchResult
 from collbench.store.job import Job
 from collbench.store.rank_status import HEARTBEAT_S, read_status
-from collbench.store.rundir import (
-    ROWS_FILE,
-    load_rows,
-    read_meta,
-    update_meta,
-    utc_now,
-    write_parquet,
-)
+from collbench.store.rows import row_from_dict, utc_now
+from collbench.store.rundir import ROWS_FILE, load_rows, read_meta, update_meta, write_parquet
 
 POLL_S = 0.1
 # After a first rank fails, how long to wait for the others' exits before assigning blame.
@@ -114,7 +108,7 @@ def finalize(job: Job, result: LaunchResult) -> LaunchResult:
         write_parquet(job.run_dir)
     state = "interrupted" if result.code in (EXIT_INTERRUPTED, EXIT_TERMINATED) else "failed"
     meta = read_meta(job.run_dir)
-    if meta is not None and meta.get("state") in ("running", None):
+    if meta is not None and meta.state in ("running", None):
         update_meta(job.run_dir, state=state, finished_utc=utc_now(), error=result.error)
     elif meta is not None:
         update_meta(job.run_dir, error=result.error)
@@ -138,6 +132,7 @@ class Monitor:
         self.timeout_s = job.spec.timeout_s
         self._offset = 0
         self._partial = b""
+        self._lines_read = 0
         self._meta_seen = False
 
     def watch(self) -> LaunchResult:
@@ -169,8 +164,10 @@ class Monitor:
         lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()
         for line in lines:
+            self._lines_read += 1
             if line.strip():
-                self.sink.row(json.loads(line))
+                where = f"{self.rows_path} line {self._lines_read}"
+                self.sink.row(row_from_dict(json.loads(line), where))
 
     def _sink_started(self) -> bool:
         if not self._meta_seen:
@@ -200,8 +197,8 @@ class Monitor:
             not self.per_rank and self._all_done_with_wrong_data()
         ):
             rows = load_rows(self.job.run_dir)
-            wrong = sum(row["n_wrong"] or 0 for row in rows)
-            bad = sum(1 for row in rows if row["n_wrong"])
+            wrong = sum(row.n_wrong or 0 for row in rows)
+            bad = sum(1 for row in rows if row.n_wrong)
             return LaunchResult(
                 EXIT_WRONG_DATA,
                 f"data check failed: {wrong} wrong element(s) "
@@ -222,8 +219,10 @@ class Monitor:
         return LaunchResult(EXIT_RUN_FAILED, self._blame_statuses(codes, statuses))
 
     def _all_done_with_wrong_data(self) -> bool:
-        meta = read_meta(self.job.run_dir) or {}
-        return meta.get("state") == "completed" and bool(meta.get("n_wrong_total"))
+        meta = read_meta(self.job.run_dir)
+        return (
+            meta is not None and meta.state == "completed" and bool(meta.extra.get("n_wrong_total"))
+        )
 
     def _blame_rank_exits(self, codes: list[int | None], statuses: list[dict]) -> str:
         failed = [r for r, code in enumerate(codes) if code not in (None, EXIT_OK, EXIT_WRONG_DATA)]

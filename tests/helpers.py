@@ -10,7 +10,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# Every skip for missing shared data starts with this; tests/conftest.py counts them in the summary.
+SHARED_DATA_ABSENT = "shared/data absent"
+
+
+def require_shared_data(path: Path) -> Path:
+    """`path` (under SHARED_DATA) when it exists; otherwise skip the test, saying what is missing.
+
+    The real logs live beside the checkout (../shared/data), not in it, so a fresh clone skips
+    these tests; the skip is listed by `-ra` and counted at the end of every run.
+    """
+    __tracebackhide__ = True  # `-ra` then names the test that skipped, not this line
+    if not path.exists():
+        pytest.skip(f"{SHARED_DATA_ABSENT}: {path} is missing (expected beside the checkout)")
+    return path
 
 
 def collbench(

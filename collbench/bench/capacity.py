@@ -9,7 +9,8 @@ from collbench.core.collectives import REGISTRY
 from collbench.core.collectives.base import IN_PLACE
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import SpecError
-from collbench.core.spec import SweepSpec, format_size
+from collbench.core.spec import SweepSpec
+from collbench.core.units import format_size
 
 # Temporary tensors of the data check: an int64 index, the expected values and a compare
 # mask per chunk, with room to spare.

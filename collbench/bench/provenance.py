@@ -7,31 +7,10 @@ import platform
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import collbench
-
-KNOB_PREFIXES = ("NCCL_", "RCCL_", "GLOO_", "TORCH_", "UCX_", "FI_")
-KNOB_NAMES = (
-    "CUDA_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES",
-    "OMP_NUM_THREADS",
-    "CUDA_DEVICE_MAX_CONNECTIONS",
-)
-
-
-def is_knob(name: str) -> bool:
-    """Whether an environment variable is one `knob_env` records."""
-    return name.startswith(KNOB_PREFIXES) or name in KNOB_NAMES
-
-
-def knob_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every environment variable that changes how the communication library behaves."""
-    environ = os.environ if environ is None else environ
-    return {name: value for name, value in sorted(environ.items()) if is_knob(name)}
 
 
 def versions(torch: Any, backend: str) -> dict[str, Any]:

@@ -25,14 +25,14 @@ from collbench.core.errors import (
     SpecError,
 )
 from collbench.store.job import Job
+from collbench.store.meta import RunMeta
 from collbench.store.rank_status import STATUS_DIR_VAR, RankStatus
+from collbench.store.rows import RowBuilder, utc_now
 from collbench.store.rundir import (
     META_FILE,
     ResultWriter,
-    RowBuilder,
     prepare_run_dir,
     update_meta,
-    utc_now,
     write_meta,
     write_parquet,
 )
@@ -106,8 +106,9 @@ class _Session:
         self.timer = CudaEventTimer(torch) if device.type == "cuda" else CpuTimer()
 
     def run(self, status: RankStatus) -> int:
-        from collbench.bench.provenance import knob_env, rank_identity
+        from collbench.bench.provenance import rank_identity
         from collbench.bench.runner import Runner
+        from collbench.core.knobs import knob_env
 
         spec, env = self.job.spec, self.env
         identities = self._gather(rank_identity(self.torch, self.device, env.rank))
@@ -215,36 +216,36 @@ class _Session:
 
     def _meta(
         self, identities: list[dict[str, Any]], hosts: list[str], knobs: dict[str, str]
-    ) -> dict[str, Any]:
+    ) -> RunMeta:
         from collbench.bench.provenance import git_sha, versions
-        from collbench.store.rundir import SCHEMA_VERSION
 
         spec, env = self.job.spec, self.env
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "run_id": self.job.run_id,
-            "state": "running",
-            "started_utc": utc_now(),
-            "finished_utc": None,
-            "command_line": self.job.command_line,
-            "launcher": self.job.launcher,
-            "backend": spec.backend,
-            "torch_backend": torch_backend(spec.backend),
-            "world_size": env.world_size,
-            "nodes": len(hosts),
-            "ranks_per_node": env.world_size // max(1, len(hosts)),
-            "hosts": hosts,
-            "ranks": identities,
-            "timing_method": self.timer.method,
-            "versions": versions(self.torch, spec.backend),
-            "git_sha": git_sha(),
-            "knobs": knobs,
-            "spec": spec.to_dict(),
-            "topology": spec.topology,
-            "cwd": os.getcwd(),
-            "rank_env": env.source,
-            "rendezvous": f"{env.master_addr}:{env.master_port} ({env.rendezvous})",
-        }
+        return RunMeta(
+            run_id=self.job.run_id,
+            state="running",
+            started_utc=utc_now(),
+            finished_utc=None,
+            command_line=self.job.command_line,
+            launcher=self.job.launcher,
+            backend=spec.backend,
+            world_size=env.world_size,
+            nodes=len(hosts),
+            ranks_per_node=env.world_size // max(1, len(hosts)),
+            hosts=hosts,
+            ranks=identities,
+            timing_method=self.timer.method,
+            versions=versions(self.torch, spec.backend),
+            git_sha=git_sha(),
+            knobs=knobs,
+            spec=spec.to_dict(),
+            topology=spec.topology,
+            extra={
+                "torch_backend": torch_backend(spec.backend),
+                "cwd": os.getcwd(),
+                "rank_env": env.source,
+                "rendezvous": f"{env.master_addr}:{env.master_port} ({env.rendezvous})",
+            },
+        )
 
 
 def _describe(step: Any) -> str:

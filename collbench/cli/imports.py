@@ -2,7 +2,7 @@
 
 Registered in collbench.cli.app with `app.add_typer(import_app, name="import")`. Imports stay
 light here (`collbench --help` must not load pandas or torch): the work happens in
-collbench.analysis.nccl_import_write, imported inside the command.
+collbench.run.import_logs, imported inside the command.
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from collbench.cli.options import DEFAULT_RUN_DIR_TEXT, listing
+from collbench.core.collectives import REGISTRY
 
 import_app = typer.Typer(
     help="Import results of other benchmarks (nccl-tests, rccl-tests) as a collbench run.",
@@ -38,7 +41,7 @@ def nccl_tests(
         Optional[Path],
         typer.Option(
             "--out",
-            help="Run directory (new or empty). (default: results/<UTC time>-<id>)",
+            help=f"Run directory (new or empty). (default: {DEFAULT_RUN_DIR_TEXT})",
             show_default=False,
         ),
     ] = None,  # noqa: E501, UP045
@@ -47,7 +50,7 @@ def nccl_tests(
         typer.Option(
             "--collective",
             "-c",
-            help="Collective the logs measured, when they do not say (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv).",
+            help=f"Collective the logs measured, when they do not say ({listing(REGISTRY)}).",
             show_default=False,
         ),
     ] = None,  # noqa: E501, UP045
@@ -63,13 +66,14 @@ def nccl_tests(
     import json
     import sys
 
-    from collbench.analysis.nccl_import_write import describe_import, import_logs
+    from collbench.render.imports import describe_import
+    from collbench.run.import_logs import import_logs
 
     result = import_logs(logs, out=out, collective=collective)
     for warning in result.warnings:
         print(f"collbench: warning: {warning}", file=sys.stderr)
     if json_meta:
-        typer.echo(json.dumps(result.meta, indent=2, default=str))
+        typer.echo(json.dumps(result.meta.to_dict(), indent=2, default=str))
         return
     for line in describe_import(result):
         typer.echo(line)

@@ -1,308 +1,327 @@
 """`collbench mfu`: the training MFU a workload reaches on one or more fabrics, and what
 its exposed collectives cost.
 
-cli.py registers the command with `app.command("mfu")(mfu)`. Imports stay light (typer,
-pathlib): numpy and scipy load only when the command runs.
+Its options are declared once by the dataclass each fills (Model, Training, Parallelism,
+EstimateOptions), and their help texts quote those defaults. cli.py registers the command
+with `app.command("mfu")(mfu)`. Imports stay light: numpy and scipy load only when the
+command runs.
 """
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Any
 
-import typer
+from collbench.analysis.mfu import EstimateOptions
+from collbench.analysis.mfu_inputs import DEFAULT_COMM_EFFICIENCY
+from collbench.analysis.workload import (
+    COMPUTE_DTYPES,
+    PRESETS,
+    RECOMPUTE,
+    Model,
+    Parallelism,
+    Training,
+    Workload,
+    preset,
+)
+from collbench.cli.options import (
+    FROM_OWNER,
+    REQUIRED,
+    Option,
+    command,
+    format_value,
+    given_fields,
+    listing,
+)
+from collbench.core.errors import SpecError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from collbench.analysis.mfu_report import Fabric
-    from collbench.analysis.workload import Model, Workload
+    from collbench.store.rows import ResultRow
 
 _SHAPE = "Model shape (instead of --model)"
 _PAR = "Parallelism"
 _EST = "Estimator"
+_SHAPE_FIELDS = ("layers", "hidden", "heads", "vocab")
+
+MFU_OPTIONS = (
+    Option(
+        ("--topology", "-T"),
+        "Catalog name or topology file; repeat to compare fabrics side by side.",
+        kind=list[str],
+        default=REQUIRED,
+    ),
+    Option(("--model", "-m"), f"Preset: {listing(PRESETS)}."),
+    *(Option((f"--{name}",), "", Model, name, kind=int, panel=_SHAPE) for name in _SHAPE_FIELDS),
+    Option(
+        ("--ffn-hidden",),
+        "MLP width (0: 4 x hidden).",
+        Model,
+        "ffn_hidden",
+        kind=int,
+        default=FROM_OWNER,
+        panel=_SHAPE,
+    ),
+    Option(
+        ("--kv-heads",),
+        "Grouped-query attention heads (0: --heads).",
+        Model,
+        "kv_heads",
+        kind=int,
+        default=FROM_OWNER,
+        panel=_SHAPE,
+    ),
+    Option(
+        ("--gated-mlp",),
+        "SwiGLU MLP: three matrices of --ffn-hidden (Llama).",
+        Model,
+        "gated_mlp",
+        kind=bool,
+        default=FROM_OWNER,
+        panel=_SHAPE,
+    ),
+    # The flag says the opposite of Model.tied_embeddings (GPT's way is the default).
+    Option(
+        ("--untied-embeddings",),
+        "Separate input and output embeddings (Llama 3; GPT ties them).",
+        kind=bool,
+        default=not Model.tied_embeddings,
+        panel=_SHAPE,
+    ),
+    Option(
+        ("--params",),
+        "Parameter count, e.g. 175e9 (default: from the shape; also overrides a preset's).",
+        Model,
+        "params",
+        kind=float,
+        default_text="",
+    ),
+    # Training.seq has no default of its own: this is the command line's.
+    Option(("--seq",), "Sequence length in tokens.", Training, "seq", kind=int, default=2048),
+    Option(
+        ("--global-batch",), "Sequences per optimizer step.", Training, "global_batch", kind=int
+    ),
+    Option(
+        ("--micro-batch",),
+        "Sequences per micro-batch.",
+        Training,
+        "micro_batch",
+        kind=int,
+        default=FROM_OWNER,
+    ),
+    Option(
+        ("--tp",),
+        "Tensor parallel size.",
+        Parallelism,
+        "tp",
+        kind=int,
+        default=FROM_OWNER,
+        panel=_PAR,
+    ),
+    Option(
+        ("--pp",), "Pipeline stages.", Parallelism, "pp", kind=int, default=FROM_OWNER, panel=_PAR
+    ),
+    Option(
+        ("--dp",),
+        "Data parallel size (default: fill --nodes of the first topology).",
+        Parallelism,
+        "dp",
+        kind=int,
+        default_text="",
+        panel=_PAR,
+    ),
+    Option(
+        ("--nodes",),
+        "Nodes of the first topology, to derive --dp (default: its file's node count).",
+        kind=int,
+        panel=_PAR,
+    ),
+    Option(
+        ("--zero",),
+        "ZeRO stage 0-3.",
+        Parallelism,
+        "zero",
+        kind=int,
+        default=FROM_OWNER,
+        panel=_PAR,
+    ),
+    Option(
+        ("--fsdp",),
+        "Fully sharded data parallel (= --zero 3).",
+        kind=bool,
+        default=False,
+        panel=_PAR,
+    ),
+    Option(
+        ("--sequence-parallel",),
+        "Megatron sequence parallelism: TP all-reduces become reduce-scatter + all-gather.",
+        Parallelism,
+        "sequence_parallel",
+        kind=bool,
+        default=FROM_OWNER,
+        panel=_PAR,
+    ),
+    Option(
+        ("--virtual-stages",),
+        "Interleaved pipeline: model chunks per stage.",
+        Parallelism,
+        "virtual_stages",
+        kind=int,
+        default=FROM_OWNER,
+        panel=_PAR,
+    ),
+    Option(
+        ("--recompute",),
+        f"Activation recompute: {listing(RECOMPUTE)}.",
+        Training,
+        "recompute",
+        default=FROM_OWNER,
+    ),
+    Option(
+        ("--dtype",),
+        f"Compute dtype for the peak: {listing(COMPUTE_DTYPES, last=' or ')}.",
+        Training,
+        "dtype",
+        default=FROM_OWNER,
+    ),
+    Option(
+        ("--dp-overlap/--no-dp-overlap",),
+        "Gradient reduction overlaps the backward (off: Megatron before 2023).",
+        Parallelism,
+        "dp_overlap",
+        kind=bool,
+        default=FROM_OWNER,
+        panel=_EST,
+    ),
+    Option(
+        ("--dp-bucket-mb",),
+        "DP collectives issued in buckets of this many MiB (PyTorch DDP's default); 0: one "
+        "collective over all gradients, which cannot overlap.",
+        Parallelism,
+        "dp_bucket_mb",
+        kind=float,
+        default=FROM_OWNER,
+        panel=_EST,
+    ),
+    Option(
+        ("--tp-overlap",),
+        "Share of TP collectives hidden (0: Megatron's default; ~1: userbuffer overlap).",
+        EstimateOptions,
+        "tp_overlap",
+        kind=float,
+        default=FROM_OWNER,
+        panel=_EST,
+    ),
+    Option(
+        ("--matmul-efficiency",),
+        "Achieved share of the peak over a whole step's compute.",
+        EstimateOptions,
+        "matmul_efficiency",
+        kind=float,
+        panel=_EST,
+    ),
+    # Not a field: estimate_fabrics takes it (DEFAULT_COMM_EFFICIENCY when not given).
+    Option(
+        ("--comm-efficiency",),
+        "Share of the fabric's bound predicted collectives reach.",
+        kind=float,
+        default_text=format_value(DEFAULT_COMM_EFFICIENCY),
+        panel=_EST,
+    ),
+    Option(
+        ("--curves",),
+        "Run directory of measured sweeps for the first topology, or NAME=RUN; repeatable.",
+        kind=list[str],
+        panel=_EST,
+    ),
+    Option(
+        ("--overlap",),
+        "Run directory with overlap probes: its overlap efficiency and compute slowdown.",
+        kind=Path,
+        panel=_EST,
+    ),
+    Option(
+        ("--json",), "Print JSON instead of the table.", kind=bool, default=False, name="json_out"
+    ),
+)
 
 
-def mfu(
-    topology: Annotated[
-        list[str],
-        typer.Option(
-            "--topology",
-            "-T",
-            help="Catalog name or topology file; repeat to compare fabrics side by side.",
-            show_default=False,
-        ),
-    ],
-    model: Annotated[
-        Optional[str],
-        typer.Option(
-            "--model",
-            "-m",
-            help="Preset: gpt3-175b, gpt-22b, gpt-145b, gpt-530b, gpt-1t, llama3-8b, llama3-70b, llama3-405b.",
-            show_default=False,
-        ),
-    ] = None,
-    layers: Annotated[
-        Optional[int], typer.Option("--layers", rich_help_panel=_SHAPE, show_default=False)
-    ] = None,
-    hidden: Annotated[
-        Optional[int], typer.Option("--hidden", rich_help_panel=_SHAPE, show_default=False)
-    ] = None,
-    heads: Annotated[
-        Optional[int], typer.Option("--heads", rich_help_panel=_SHAPE, show_default=False)
-    ] = None,
-    vocab: Annotated[
-        Optional[int], typer.Option("--vocab", rich_help_panel=_SHAPE, show_default=False)
-    ] = None,
-    ffn_hidden: Annotated[
-        int, typer.Option("--ffn-hidden", help="MLP width (0: 4 x hidden).", rich_help_panel=_SHAPE)
-    ] = 0,
-    kv_heads: Annotated[
-        int,
-        typer.Option(
-            "--kv-heads", help="Grouped-query attention heads (0: --heads).", rich_help_panel=_SHAPE
-        ),
-    ] = 0,
-    gated_mlp: Annotated[
-        bool,
-        typer.Option(
-            "--gated-mlp",
-            help="SwiGLU MLP: three matrices of --ffn-hidden (Llama).",
-            rich_help_panel=_SHAPE,
-        ),
-    ] = False,
-    untied_embeddings: Annotated[
-        bool,
-        typer.Option(
-            "--untied-embeddings",
-            help="Separate input and output embeddings (Llama 3; GPT ties them).",
-            rich_help_panel=_SHAPE,
-        ),
-    ] = False,
-    params: Annotated[
-        Optional[float],
-        typer.Option(
-            "--params",
-            help="Parameter count, e.g. 175e9 (default: from the shape; also overrides a preset's).",
-            show_default=False,
-        ),
-    ] = None,
-    seq: Annotated[int, typer.Option("--seq", help="Sequence length in tokens.")] = 2048,
-    global_batch: Annotated[
-        Optional[int],
-        typer.Option("--global-batch", help="Sequences per optimizer step.", show_default=False),
-    ] = None,
-    micro_batch: Annotated[
-        int, typer.Option("--micro-batch", help="Sequences per micro-batch.")
-    ] = 1,
-    tp: Annotated[
-        int, typer.Option("--tp", rich_help_panel=_PAR, help="Tensor parallel size.")
-    ] = 1,
-    pp: Annotated[int, typer.Option("--pp", rich_help_panel=_PAR, help="Pipeline stages.")] = 1,
-    dp: Annotated[
-        Optional[int],
-        typer.Option(
-            "--dp",
-            rich_help_panel=_PAR,
-            help="Data parallel size (default: fill --nodes of the first topology).",
-            show_default=False,
-        ),
-    ] = None,
-    nodes: Annotated[
-        Optional[int],
-        typer.Option(
-            "--nodes",
-            rich_help_panel=_PAR,
-            help="Nodes of the first topology, to derive --dp (default: its file's node count).",
-            show_default=False,
-        ),
-    ] = None,
-    zero: Annotated[int, typer.Option("--zero", rich_help_panel=_PAR, help="ZeRO stage 0-3.")] = 0,
-    fsdp: Annotated[
-        bool,
-        typer.Option(
-            "--fsdp", rich_help_panel=_PAR, help="Fully sharded data parallel (= --zero 3)."
-        ),
-    ] = False,
-    sequence_parallel: Annotated[
-        bool,
-        typer.Option(
-            "--sequence-parallel",
-            rich_help_panel=_PAR,
-            help="Megatron sequence parallelism: TP all-reduces become reduce-scatter + all-gather.",
-        ),
-    ] = False,
-    virtual_stages: Annotated[
-        int,
-        typer.Option(
-            "--virtual-stages",
-            rich_help_panel=_PAR,
-            help="Interleaved pipeline: model chunks per stage.",
-        ),
-    ] = 1,
-    recompute: Annotated[
-        str, typer.Option("--recompute", help="Activation recompute: none, selective, full.")
-    ] = "none",
-    dtype: Annotated[
-        str, typer.Option("--dtype", help="Compute dtype for the peak: bf16 or fp8.")
-    ] = "bf16",
-    dp_overlap: Annotated[
-        bool,
-        typer.Option(
-            "--dp-overlap/--no-dp-overlap",
-            rich_help_panel=_EST,
-            help="Gradient reduction overlaps the backward (off: Megatron before 2023).",
-        ),
-    ] = True,
-    dp_bucket_mb: Annotated[
-        float,
-        typer.Option(
-            "--dp-bucket-mb",
-            rich_help_panel=_EST,
-            help="DP collectives issued in buckets of this many MiB (PyTorch DDP's default); 0: one collective over all gradients, which cannot overlap.",
-        ),
-    ] = 25.0,
-    tp_overlap: Annotated[
-        float,
-        typer.Option(
-            "--tp-overlap",
-            rich_help_panel=_EST,
-            help="Share of TP collectives hidden (0: Megatron's default; ~1: userbuffer overlap).",
-        ),
-    ] = 0.0,
-    matmul_efficiency: Annotated[
-        Optional[float],
-        typer.Option(
-            "--matmul-efficiency",
-            rich_help_panel=_EST,
-            help="Achieved share of the peak over a whole step's compute. (default: 0.65)",
-            show_default=False,
-        ),
-    ] = None,
-    comm_efficiency: Annotated[
-        Optional[float],
-        typer.Option(
-            "--comm-efficiency",
-            rich_help_panel=_EST,
-            help="Share of the fabric's bound predicted collectives reach. (default: 0.8)",
-            show_default=False,
-        ),
-    ] = None,
-    curves: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--curves",
-            rich_help_panel=_EST,
-            help="Run directory of measured sweeps for the first topology, or NAME=RUN; repeatable.",
-            show_default=False,
-        ),
-    ] = None,
-    overlap: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--overlap",
-            rich_help_panel=_EST,
-            help="Run directory with overlap probes: its overlap efficiency and compute slowdown.",
-            show_default=False,
-        ),
-    ] = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print JSON instead of the table.")
-    ] = False,
-) -> None:
-    """Estimate training MFU on fabrics: step time breakdown, MFU lost to exposed
-    collectives, and what-ifs (perfect overlap, 2x scale-out bandwidth)."""
-    from collbench.analysis import mfu_report
-    from collbench.analysis.mfu_inputs import DEFAULT_COMM_EFFICIENCY
+def run_mfu(values: dict[str, Any]) -> None:
+    """Parse the workload and the fabrics, estimate each, print the table (or JSON)."""
+    from collbench.analysis.mfu_report import estimate_fabrics
+    from collbench.render.mfu import render_mfu
 
-    options = locals()
-    topologies = _topologies(topology)
-    workload = _workload(options, topologies[0])
-    estimate_options = _estimate_options(matmul_efficiency, tp_overlap, overlap)
-    fabrics = _fabrics(workload, topologies, curves or [])
-    efficiency = DEFAULT_COMM_EFFICIENCY if comm_efficiency is None else comm_efficiency
-    estimates = mfu_report.estimate_fabrics(workload, fabrics, estimate_options, efficiency)
-    if json_out:
-        print(json.dumps(mfu_report.to_json(workload, estimates), indent=2))
-    else:
-        print(mfu_report.render_table(workload, estimates))
+    topologies = _topologies(values["topology"])
+    workload = _workload(values, topologies[0])
+    options = _estimate_options(values)
+    fabrics = _fabrics(workload, topologies, values["curves"] or [])
+    efficiency = values["comm_efficiency"]
+    given = {} if efficiency is None else {"comm_efficiency": efficiency}
+    estimates = estimate_fabrics(workload, fabrics, options, **given)
+    print(render_mfu(workload, estimates, as_json=values["json_out"]))
 
 
-def _workload(options: dict[str, Any], first: Any) -> Workload:
-    """The workload the options describe; --dp derived from --nodes of the first fabric."""
-    from collbench.analysis.workload import Parallelism, Training, Workload
-    from collbench.core.errors import SpecError
+mfu = command(
+    "mfu",
+    # The line break of the docstring this was: `collbench --help` lists both lines.
+    "Estimate training MFU on fabrics: step time breakdown, MFU lost to exposed\n"
+    "collectives, and what-ifs (perfect overlap, 2x scale-out bandwidth).",
+    MFU_OPTIONS,
+    run_mfu,
+)
 
-    shape = _model(options["model"], options)
-    for name in ("tp", "pp"):
-        if options[name] < 1:
-            raise SpecError(f"--{name}", options[name], "must be an integer >= 1")
-    dp, nodes = options["dp"], options["nodes"]
+
+def _workload(values: dict[str, Any], first: Any) -> Workload:
+    """The workload the options describe; --dp derived from --nodes of the first fabric.
+    Each dataclass checks its own fields (SpecError naming the option)."""
+    model = _model(values)
+    parallelism = _parallelism(values, first)
+    if values["global_batch"] is None:
+        raise SpecError.from_message("--global-batch is required (sequences per optimizer step)")
+    training = Training(**given_fields(Training, MFU_OPTIONS, values))
+    return Workload(model, training, parallelism)
+
+
+def _parallelism(values: dict[str, Any], first: Any) -> Parallelism:
+    """The parallelism as given; without --dp, what fills --nodes of the first fabric."""
+    given = given_fields(Parallelism, MFU_OPTIONS, values)
+    if values["fsdp"]:
+        given["zero"] = 3
+    parallelism = Parallelism(**given)  # checks tp and pp before they size anything
+    dp, nodes = values["dp"], values["nodes"]
     if dp is not None and nodes is not None:
         raise SpecError("--nodes", nodes, "conflicts with --dp: --nodes only derives --dp")
     if nodes is not None and nodes < 1:
         raise SpecError("--nodes", nodes, "must be an integer >= 1")
-    if dp is None:
-        dp = _derive_dp(first, nodes, options["tp"] * options["pp"])
-    if options["global_batch"] is None:
-        raise SpecError.from_message("--global-batch is required (sequences per optimizer step)")
-    training = Training(
-        **{
-            key: options[key]
-            for key in ("seq", "global_batch", "micro_batch", "recompute", "dtype")
-        }
-    )
-    parallelism = Parallelism(
-        dp=dp,
-        zero=3 if options["fsdp"] else options["zero"],
-        **{
-            key: options[key]
-            for key in (
-                "tp",
-                "pp",
-                "sequence_parallel",
-                "virtual_stages",
-                "dp_overlap",
-                "dp_bucket_mb",
-            )
-        },
-    )
-    return Workload(shape, training, parallelism)
+    if dp is not None:
+        return parallelism
+    return replace(parallelism, dp=_derive_dp(first, nodes, parallelism.tp * parallelism.pp))
 
 
-def _model(name: str | None, options: dict[str, Any]) -> Model:
-    from dataclasses import replace
-
-    from collbench.analysis.workload import Model, preset
-    from collbench.core.errors import SpecError
-
-    shape = ("layers", "hidden", "heads", "vocab")
-    given = [key for key in shape if options[key] is not None]
-    extras = {"ffn_hidden": 0, "kv_heads": 0, "gated_mlp": False, "untied_embeddings": False}
-    changed = [key for key, default in extras.items() if options[key] != default]
+def _model(values: dict[str, Any]) -> Model:
+    """A preset (--model), or the shape given flag by flag; --params overrides either."""
+    name = values["model"]
+    shape = [option for option in MFU_OPTIONS if option.panel == _SHAPE]
+    given = [option for option in shape if values[option.parameter_name] != option.default_value]
     if name is not None:
-        if given or changed:
-            flag = (given or changed)[0]
+        if given:
+            value = values[given[0].parameter_name]
             raise SpecError(
-                f"--{flag.replace('_', '-')}",
-                options[flag],
-                "conflicts with --model (a preset has its own shape)",
+                given[0].flag, value, "conflicts with --model (a preset has its own shape)"
             )
         chosen = preset(name)
-    elif len(given) < len(shape):
-        missing = [f"--{key}" for key in shape if options[key] is None]
+    elif missing := [f"--{key}" for key in _SHAPE_FIELDS if values[key] is None]:
         raise SpecError.from_message(
             f"--model (a preset) or the shape is required: missing {', '.join(missing)}"
         )
     else:
-        chosen = Model(
-            "custom",
-            **{key: options[key] for key in shape},
-            ffn_hidden=options["ffn_hidden"],
-            kv_heads=options["kv_heads"],
-            gated_mlp=options["gated_mlp"],
-            tied_embeddings=not options["untied_embeddings"],
-        )
-    return chosen if options["params"] is None else replace(chosen, params=options["params"])
+        fields = given_fields(Model, MFU_OPTIONS, values)
+        tied = not values["untied_embeddings"]
+        chosen = Model("custom", **fields, tied_embeddings=tied)
+    return chosen if values["params"] is None else replace(chosen, params=values["params"])
 
 
 def _topologies(names: list[str]) -> list[Any]:
@@ -338,15 +357,12 @@ def _derive_dp(topology: Any, nodes: int | None, model_parallel: int) -> int:
     return accelerators // model_parallel
 
 
-def _estimate_options(
-    matmul_efficiency: float | None, tp_overlap: float, overlap: Path | None
-) -> Any:
-    from collbench.analysis.mfu import EstimateOptions
+def _estimate_options(values: dict[str, Any]) -> EstimateOptions:
+    """What the estimator assumes, with the overlap an --overlap run measured."""
     from collbench.analysis.mfu_inputs import probe_overlap
 
-    options = EstimateOptions(tp_overlap=tp_overlap)
-    if matmul_efficiency is not None:
-        options = EstimateOptions(matmul_efficiency=matmul_efficiency, tp_overlap=tp_overlap)
+    options = EstimateOptions(**given_fields(EstimateOptions, MFU_OPTIONS, values))
+    overlap = values["overlap"]
     if overlap is not None:
         options = probe_overlap(_rows(overlap, "--overlap"), str(overlap), options)
     return options
@@ -385,11 +401,8 @@ def _file_curves(topology: Any) -> list[str]:
     return [str(base / topology.curves)]
 
 
-def _rows(run: Path, option: str) -> list[dict[str, Any]]:
-    from collbench.core.errors import SpecError
-    from collbench.store.rundir import load_rows
+def _rows(run: Path, option: str) -> Sequence[ResultRow]:
+    """A run's rows; SpecError naming `option` when it holds none."""
+    from collbench.store.load import load_run
 
-    rows = load_rows(run) if run.is_dir() else []
-    if not rows:
-        raise SpecError(option, str(run), "holds no result rows (no rows.jsonl)")
-    return rows
+    return load_run(run, option).rows

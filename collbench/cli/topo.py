@@ -15,6 +15,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from collbench.cli.options import listing
+
 topo_app = typer.Typer(
     help="Fabric descriptions: the shipped catalog, your own files, and this node.",
     no_args_is_help=True,
@@ -22,6 +24,8 @@ topo_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+# topo show --format: what each prints; the first is the default.
+_FORMAT_NOTES = {"text": "every field with its source", "yaml": "a file `topo validate` accepts"}
 _FORMATS = ("text", "yaml", "json")
 
 
@@ -62,9 +66,9 @@ def show(
         str,
         typer.Option(
             "--format",
-            help="text (every field with its source), yaml (a file `topo validate` accepts) or json.",
+            help=f"{listing(_FORMATS, _FORMAT_NOTES, ' or ')}.",
         ),
-    ] = "text",
+    ] = _FORMATS[0],
     json_out: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
 ) -> None:
     """Print a topology: every field with its unit and source, or as YAML / JSON."""

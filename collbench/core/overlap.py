@@ -24,6 +24,10 @@ DEFAULT_RATIOS = (0.5, 1.0, 2.0)
 COMPUTE_DTYPES = ("float32", "bfloat16", "float16", "float64")
 AUTO = "auto"
 MAX_COMPUTE_STREAMS = 32
+# Largest square matmul tried when sizing the compute (per device type): big enough to run
+# the device near its matmul peak, small enough that one of them fits the probes' usual
+# target times.
+MAX_SQUARE = {"cuda": 8192, "cpu": 1024}
 _SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX,]\s*(\d+)\s*[xX,]\s*(\d+)\s*$")
 
 

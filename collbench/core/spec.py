@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 from collbench.core.collectives import DEFAULT_COLLECTIVES, REGISTRY
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
-from collbench.core.dtypes import lookup_dtype
+from collbench.core.dtypes import DTYPES, lookup_dtype
 from collbench.core.errors import SpecError
 from collbench.core.overlap import OverlapSpec
-
-_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+from collbench.core.units import size_arg
 
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
 PLACEMENT_CHOICES = (OUT_OF_PLACE, IN_PLACE, "both")
@@ -23,45 +20,8 @@ BACKENDS = ("auto", "nccl", "rccl", "gloo")
 # Largest default size per backend: big enough to reach the bandwidth plateau, small
 # enough that the default sweep on a laptop over gloo finishes in well under a minute.
 DEFAULT_MAX_BYTES = {"gloo": 16 * 1024**2, "nccl": 1024**3, "rccl": 1024**3}
-
-
-def parse_size(text: str | int, field_name: str = "size") -> int:
-    """Bytes from '8', '4K', '1M', '2G' (powers of 1024, as nccl-tests), or SpecError."""
-    if isinstance(text, int):
-        value = text
-    else:
-        match = _SIZE_RE.match(str(text))
-        if not match:
-            raise SpecError(
-                field_name,
-                text,
-                "is not a size: use a number with an optional "
-                "K/M/G suffix (powers of 1024), e.g. 8, 4K, 1M, 2G",
-            )
-        number, unit = match.groups()
-        value_f = float(number) * _UNITS[unit.upper()]
-        if value_f != int(value_f):
-            raise SpecError(field_name, text, "is not a whole number of bytes")
-        value = int(value_f)
-    if value < 0:
-        raise SpecError(field_name, text, "must not be negative")
-    return value
-
-
-def format_size(num_bytes: float, compact: bool = False) -> str:
-    """Short human form: 8 B, 4 KiB, 1.5 MiB; compact (chart ticks): 8, 4K, 1.5M."""
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if num_bytes >= scale:
-            return f"{num_bytes / scale:g}{unit[0] if compact else ' ' + unit}"
-    return f"{num_bytes:g}" if compact else f"{num_bytes} B"
-
-
-def _size_arg(num_bytes: int) -> str:
-    """The shortest --min-bytes style spelling that parses back to exactly num_bytes."""
-    for suffix, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
-        if num_bytes >= scale and num_bytes % scale == 0:
-            return f"{num_bytes // scale}{suffix}"
-    return str(num_bytes)
+# Sizes grow by this factor per step when neither --factor nor --step-bytes is given.
+DEFAULT_FACTOR = 2.0
 
 
 def size_series(min_bytes: int, max_bytes: int, factor: float | None, step_bytes: int | None):
@@ -74,7 +34,7 @@ def size_series(min_bytes: int, max_bytes: int, factor: float | None, step_bytes
             size += step_bytes
         else:
             # nccl-tests multiplies; a 0-byte start would never grow, so it steps to 1.
-            size = max(int(size * (factor or 2.0)), size + 1)
+            size = max(int(size * (factor or DEFAULT_FACTOR)), size + 1)
     return sizes
 
 
@@ -96,7 +56,7 @@ class SweepSpec:
     min_bytes: int = 8
     # None: the backend's default (DEFAULT_MAX_BYTES), resolved with `resolve_backend`.
     max_bytes: int | None = None
-    # Multiply sizes by this (default 2 when no step is given) ...
+    # Multiply sizes by this (DEFAULT_FACTOR when no step is given) ...
     factor: float | None = None
     # ... or add this many bytes per step (nccl-tests -i). Not both.
     step_bytes: int | None = None
@@ -132,12 +92,7 @@ class SweepSpec:
             raise SpecError("--collective", "", "names no collective")
         dtype = lookup_dtype(self.dtype)
         if dtype is None:
-            raise SpecError(
-                "--dtype",
-                self.dtype,
-                "is unknown; choose from float32, float16, "
-                "bfloat16, float64, int8, uint8, int32, int64",
-            )
+            raise SpecError("--dtype", self.dtype, f"is unknown; choose from {', '.join(DTYPES)}")
         object.__setattr__(self, "dtype", dtype.name)
         self._check_choice("--op", self.op, REDUCE_OPS)
         self._check_choice("--placement", self.placement, PLACEMENT_CHOICES)
@@ -235,12 +190,12 @@ class SweepSpec:
             "--collective",
             ",".join(self.collectives),
             "--min-bytes",
-            _size_arg(self.min_bytes),
+            size_arg(self.min_bytes),
         ]
         if self.max_bytes is not None:
-            args += ["--max-bytes", _size_arg(self.max_bytes)]
+            args += ["--max-bytes", size_arg(self.max_bytes)]
         if self.step_bytes is not None:
-            args += ["--step-bytes", _size_arg(self.step_bytes)]
+            args += ["--step-bytes", size_arg(self.step_bytes)]
         if self.factor is not None:
             args += ["--factor", f"{self.factor:g}"]
         return [

@@ -1,10 +1,18 @@
-"""Cross-rank and per-iteration statistics (pure: numpy only)."""
+"""Cross-rank and per-iteration statistics, and the one median every summary uses (pure).
+
+numpy is imported where ranks combine their times, so renderers that only need `median`
+stay light.
+"""
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 _COMBINE = {
     "avg": lambda per_rank: per_rank.mean(axis=0),
@@ -34,6 +42,8 @@ def combine_ranks(batch_s: np.ndarray, samples_s: np.ndarray, rank_stat: str) ->
     samples_s: shape (ranks, iters), each rank's per-iteration times in seconds. Iteration
     i of the combined series is the rank statistic of every rank's iteration i.
     """
+    import numpy as np
+
     combine = _COMBINE[rank_stat]
     time_s = float(combine(np.asarray(batch_s, dtype=float)[:, None])[0])
     series = np.asarray(combine(np.asarray(samples_s, dtype=float)), dtype=float) * 1e6
@@ -47,3 +57,10 @@ def combine_ranks(batch_s: np.ndarray, samples_s: np.ndarray, rank_stat: str) ->
         time_cv=float(series.std() / mean) if mean > 0 else 0.0,
         samples_us=tuple(float(sample) for sample in series),
     )
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    """The median of the known values (the mean of the middle two for an even count), or
+    None when there are none. Sweep summaries, reports and mfu --overlap all use this one."""
+    known = [float(value) for value in values if value is not None]
+    return statistics.median(known) if known else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -11,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from collbench.core.spec import format_size
+from collbench.core.units import format_number, format_size
+from collbench.store.rows import ProbeRow, ResultRow
 
 FIGSIZE_IN = (9.0, 4.5)
 DPI = 110
@@ -27,7 +27,7 @@ class Series:
     """One run's rows of one collective and placement, with its fit (a CurveFit or None)."""
 
     label: str
-    rows: list[dict[str, Any]]
+    rows: list[ResultRow]
     fit: Any = None
 
 
@@ -47,11 +47,7 @@ def size_label(num_bytes: float) -> str:
 
 def number(value: float) -> str:
     """3 significant digits without an exponent for ordinary values: 2049, 123, 0.00295."""
-    if not math.isfinite(value):
-        return str(value)
-    if abs(value) >= 1000:
-        return f"{value:.0f}"
-    return f"{value:.3g}"
+    return format_number(value, 3)
 
 
 def short(label: str, limit: int = LABEL_MAX_CHARS) -> str:
@@ -116,9 +112,7 @@ def busbw_chart(title: str, series: Sequence[Series]) -> bytes:
     regimes_of = next((index for index, item in enumerate(series) if item.fit is not None), None)
     for index, item in enumerate(series):
         color = COLORS[index % len(COLORS)]
-        points = sorted(
-            (row["size_bytes"], row["busbw_gbps"]) for row in item.rows if row["size_bytes"] > 0
-        )
+        points = sorted((row.size_bytes, row.busbw_gbps) for row in item.rows if row.size_bytes > 0)
         if not points:
             continue
         sizes, busbw = zip(*points, strict=True)
@@ -219,9 +213,9 @@ def latency_chart(title: str, series: Sequence[Series]) -> bytes | None:
     for index, item in enumerate(series):
         color = COLORS[index % len(COLORS)]
         points = sorted(
-            (max(row["size_bytes"], 1), row["time_us"])
+            (max(row.size_bytes, 1), row.time_us)
             for row in item.rows
-            if row["size_bytes"] <= SMALL_MAX_BYTES
+            if row.size_bytes <= SMALL_MAX_BYTES
         )
         if not points:
             continue
@@ -246,26 +240,27 @@ def latency_chart(title: str, series: Sequence[Series]) -> bytes | None:
     return _png(figure)
 
 
-def group_by_ratio(rows: Sequence[dict[str, Any]]) -> dict[Any, list[dict[str, Any]]]:
-    groups: dict[Any, list[dict[str, Any]]] = {}
-    for row in sorted(rows, key=lambda r: r["size_bytes"]):
-        groups.setdefault(row["compute_ratio"], []).append(row)
+def group_by_ratio(rows: Sequence[ProbeRow]) -> dict[float | None, list[ProbeRow]]:
+    """Probe rows by requested compute ratio (None: fixed compute last), sizes ascending."""
+    groups: dict[float | None, list[ProbeRow]] = {}
+    for row in sorted(rows, key=lambda r: r.size_bytes):
+        groups.setdefault(row.compute_ratio, []).append(row)
     return dict(sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
 
 
-def overlap_chart(title: str, rows: Sequence[dict[str, Any]]) -> bytes:
+def overlap_chart(title: str, rows: Sequence[ProbeRow]) -> bytes:
     """Overlap % (left) and the two slowdowns (right) vs size, one color per ratio."""
     plt = _pyplot()
     figure, (left, right) = plt.subplots(1, 2, figsize=(FIGSIZE_IN[0] * 1.2, FIGSIZE_IN[1]))
-    sizes = [max(row["size_bytes"], 1) for row in rows]
+    sizes = [max(row.size_bytes, 1) for row in rows]
     handles: list[Any] = []
     labels: list[str] = []
     for index, (ratio, group) in enumerate(group_by_ratio(rows).items()):
         color = COLORS[index % len(COLORS)]
-        x = [max(row["size_bytes"], 1) for row in group]
-        (line,) = left.plot(x, [row["overlap_pct"] for row in group], "o-", color=color)
-        right.plot(x, [_pct(row["compute_slowdown"]) for row in group], "o-", color=color)
-        right.plot(x, [_pct(row["comm_slowdown"]) for row in group], "s--", color=color)
+        x = [max(row.size_bytes, 1) for row in group]
+        (line,) = left.plot(x, [row.overlap_pct for row in group], "o-", color=color)
+        right.plot(x, [_pct(row.compute_slowdown) for row in group], "o-", color=color)
+        right.plot(x, [_pct(row.comm_slowdown) for row in group], "s--", color=color)
         handles.append(line)
         labels.append(
             f"compute {ratio:g}x the collective" if ratio is not None else "fixed compute"
@@ -300,14 +295,14 @@ def _pct(value: float | None) -> float:
     return 100 * value if value is not None else np.nan
 
 
-def overlap_times_chart(title: str, rows: Sequence[dict[str, Any]]) -> bytes:
+def overlap_times_chart(title: str, rows: Sequence[ProbeRow]) -> bytes:
     """t_comm, t_comp and t_both per size, bars, for one ratio's rows."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=FIGSIZE_IN)
-    rows = sorted(rows, key=lambda row: row["size_bytes"])
+    rows = sorted(rows, key=lambda row: row.size_bytes)
     x = np.arange(len(rows))
     width = 0.27
-    for offset, (name, label, color) in enumerate(
+    for offset, (column, label, color) in enumerate(
         (
             ("t_comm_us", "collective alone", COLORS[0]),
             ("t_comp_us", "compute alone", COLORS[2]),
@@ -316,13 +311,13 @@ def overlap_times_chart(title: str, rows: Sequence[dict[str, Any]]) -> bytes:
     ):
         axes.bar(
             x + (offset - 1) * width,
-            [row[name] / 1e3 for row in rows],
+            [getattr(row, column) / 1e3 for row in rows],
             width,
             label=label,
             color=color,
         )
     axes.set_xticks(x)
-    axes.set_xticklabels([size_label(row["size_bytes"]) for row in rows])
+    axes.set_xticklabels([size_label(row.size_bytes) for row in rows])
     axes.set_xlabel("message size (bytes)")
     axes.set_ylabel("time (ms)")
     axes.set_title(title)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 from collbench.core.spec import SweepSpec
 from collbench.render.table import (
@@ -17,6 +17,8 @@ from collbench.render.table import (
     probe_summary_lines,
     summary_lines,
 )
+from collbench.store.meta import RunMeta
+from collbench.store.rows import ProbeRow, ResultRow
 
 
 class ConsoleSink:
@@ -32,30 +34,30 @@ class ConsoleSink:
         self.spec = spec
         self.mode = mode
         self.stream = stream or sys.stdout
-        self._pending: dict[str, dict[str, Any]] = {}
-        self._collective_rows: list[dict[str, Any]] = []
+        self._pending: dict[str, ResultRow] = {}
+        self._collective_rows: list[ResultRow] = []
         self._collective: str | None = None
         self._kind = "sweep"
         self._started = False
         self._want_progress = progress
         self._progress: _Progress | None = None
 
-    def start(self, meta: dict[str, Any]) -> None:
+    def start(self, meta: RunMeta) -> None:
         if self._started:
             return
         self._started = True
         # The ranks' own spec: they resolved the backend (and with it the default sizes).
-        self.spec = SweepSpec.from_dict(meta["spec"])
+        self.spec = SweepSpec.from_dict(meta.spec)
         if self._want_progress:
             self._progress = _Progress(len(self.spec.steps()))
         if self.mode == "table":
-            self._print(*preface_lines(meta, self.spec.to_dict()))
+            self._print(*preface_lines(meta.to_dict(), self.spec.to_dict()))
 
-    def row(self, row: dict[str, Any]) -> None:
+    def row(self, row: ResultRow) -> None:
         if self._progress is not None:
             self._progress.advance(row)
         if self.mode == "json":
-            self._print(json.dumps(row, separators=(",", ":")))
+            self._print(json.dumps(row.to_dict(), separators=(",", ":")))
         elif self.mode == "table":
             self._table_row(row)
 
@@ -70,32 +72,38 @@ class ConsoleSink:
             self._progress.stop()
             self._progress = None
 
-    def _table_row(self, row: dict[str, Any]) -> None:
-        kind = row.get("kind", "sweep")
-        if (row["collective"], kind) != (self._collective, self._kind):
+    def _table_row(self, row: ResultRow) -> None:
+        # The table text reads rows as mappings of columns (collbench.render.table).
+        if (row.collective, row.kind) != (self._collective, self._kind):
             self.finish_collective()
-            self._collective, self._kind = row["collective"], kind
+            self._collective, self._kind = row.collective, row.kind
             self._collective_rows = []
             self._print(
-                *(probe_banner(row) if kind == "overlap" else collective_banner(row["collective"]))
+                *(
+                    probe_banner(row.to_dict())
+                    if row.kind == "overlap"
+                    else collective_banner(row.collective)
+                )
             )
         self._collective_rows.append(row)
-        if kind == "overlap":
-            self._print(format_probe_line(row))
+        if row.kind == "overlap":
+            self._print(format_probe_line(row.to_dict()))
             return
-        self._pending[row["placement"]] = row
-        if len(self._pending) == len(self.spec.placements_for(row["collective"])):
-            self._print(format_line(self._pending))
-            self._pending = {}
+        self._pending[row.placement] = row
+        if len(self._pending) == len(self.spec.placements_for(row.collective)):
+            self._print_pending()
+
+    def _print_pending(self) -> None:
+        self._print(format_line({key: row.to_dict() for key, row in self._pending.items()}))
+        self._pending = {}
 
     def finish_collective(self) -> None:
         if self._collective is None:
             return
         if self._pending:
-            self._print(format_line(self._pending))
-            self._pending = {}
+            self._print_pending()
         summary = probe_summary_lines if self._kind == "overlap" else summary_lines
-        self._print(*summary(self._collective_rows))
+        self._print(*summary([row.to_dict() for row in self._collective_rows]))
         self._collective = None
 
     def _print(self, *lines: str) -> None:
@@ -136,10 +144,10 @@ class _Progress:
         self._task = self._bar.add_task("sweep", total=total)
         self._bar.start()
 
-    def advance(self, row: dict[str, Any]) -> None:
-        description = f"{row['collective']} {row['size_bytes']} B"
-        if row.get("kind") == "overlap":
-            description += f" overlap x{row['compute_ratio'] or 'tflop'}"
+    def advance(self, row: ResultRow) -> None:
+        description = f"{row.collective} {row.size_bytes} B"
+        if isinstance(row, ProbeRow):
+            description += f" overlap x{row.compute_ratio or 'tflop'}"
         self._bar.update(self._task, advance=1, description=description)
 
     def print(self, line: str) -> None:

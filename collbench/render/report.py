@@ -14,8 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.comparison import RunData
+from collbench.core.stats import median
+from collbench.core.units import format_size
 from collbench.render import charts
+from collbench.store.load import Run
+from collbench.store.meta import RunMeta
+from collbench.store.rows import ResultRow
 
 
 @dataclass(frozen=True)
@@ -52,23 +56,16 @@ class Report:
         return [chart for section in self.sections for chart in section.charts]
 
 
-def run_label(run: RunData) -> str:
+def run_label(run: Run) -> str:
     return Path(run.path).name or run.run_id
 
 
-def build_report(runs: list[RunData]) -> Report:
+def build_report(runs: list[Run]) -> Report:
     """Everything the report shows, from loaded runs (fits are made here)."""
     from collbench.analysis.fit import fit_rows
 
     fits = {run.path: fit_rows(run.rows) for run in runs}
-    keys = sorted(
-        {
-            (row["collective"], row["placement"])
-            for run in runs
-            for row in run.rows
-            if row.get("kind", "sweep") == "sweep"
-        }
-    )
+    keys = sorted({(row.collective, row.placement) for run in runs for row in run.sweep_rows})
     sections = [_collective_section(runs, fits, key) for key in keys]
     sections += [section for run in runs for section in _overlap_sections(run)]
     title = "collbench report: " + ", ".join(run_label(run) for run in runs)
@@ -81,23 +78,19 @@ def build_report(runs: list[RunData]) -> Report:
     )
 
 
-def _curve(fits: dict[str, list[Any]], run: RunData, key: tuple[str, str]) -> Any:
+def _curve(fits: dict[str, list[Any]], run: Run, key: tuple[str, str]) -> Any:
     for group in fits[run.path]:
         if (group.key["collective"], group.key["placement"]) == key and group.curve:
             return group.curve
     return None
 
 
-def _rows(run: RunData, key: tuple[str, str]) -> list[dict[str, Any]]:
-    return [
-        row
-        for row in run.rows
-        if row.get("kind", "sweep") == "sweep" and (row["collective"], row["placement"]) == key
-    ]
+def _rows(run: Run, key: tuple[str, str]) -> list[ResultRow]:
+    return [row for row in run.sweep_rows if (row.collective, row.placement) == key]
 
 
 def _collective_section(
-    runs: list[RunData], fits: dict[str, list[Any]], key: tuple[str, str]
+    runs: list[Run], fits: dict[str, list[Any]], key: tuple[str, str]
 ) -> Section:
     collective, placement = key
     series = [
@@ -146,11 +139,11 @@ def _regime_rows(label: str, fit: Any) -> list[tuple[Any, ...]]:
     ]
 
 
-def _overlap_sections(run: RunData) -> list[Section]:
-    probes = [row for row in run.rows if row.get("kind") == "overlap"]
+def _overlap_sections(run: Run) -> list[Section]:
+    probes = run.probe_rows
     sections = []
-    for collective in sorted({row["collective"] for row in probes}):
-        rows = [row for row in probes if row["collective"] == collective]
+    for collective in sorted({row.collective for row in probes}):
+        rows = [row for row in probes if row.collective == collective]
         section = Section(f"Overlap probes: {collective} ({run_label(run)})")
         stem = f"overlap_{run_label(run)}_{collective}"
         section.charts.append(
@@ -161,10 +154,10 @@ def _overlap_sections(run: RunData) -> list[Section]:
             )
         )
         ratios = sorted(
-            {row["compute_ratio"] for row in rows if row["compute_ratio"]},
+            {row.compute_ratio for row in rows if row.compute_ratio},
             key=lambda ratio: abs(ratio - 1),
         )
-        chosen = [row for row in rows if row["compute_ratio"] == (ratios[0] if ratios else None)]
+        chosen = [row for row in rows if row.compute_ratio == (ratios[0] if ratios else None)]
         label = f"ratio {ratios[0]:g}" if ratios else "fixed compute"
         section.charts.append(
             Chart(
@@ -174,31 +167,31 @@ def _overlap_sections(run: RunData) -> list[Section]:
             )
         )
         section.notes.append(
-            f"{rows[0]['compute_dtype']} matmul on "
-            f"{rows[0]['compute_streams']} stream(s), timing "
-            f"{rows[0]['probe_timing']}; overlap % is OSU's definition "
+            f"{rows[0].compute_dtype} matmul on "
+            f"{rows[0].compute_streams} stream(s), timing "
+            f"{rows[0].probe_timing}; overlap % is OSU's definition "
             "(100: the collective is entirely hidden)"
         )
         sections.append(section)
     return sections
 
 
-def _summary(runs: list[RunData], fits: dict[str, list[Any]], keys: list[tuple[str, str]]) -> Table:
+def _summary(runs: list[Run], fits: dict[str, list[Any]], keys: list[tuple[str, str]]) -> Table:
     rows = []
     for run in runs:
         for key in keys:
-            measured = [row for row in _rows(run, key) if row["size_bytes"] > 0]
+            measured = [row for row in _rows(run, key) if row.size_bytes > 0]
             if not measured:
                 continue
-            best = max(measured, key=lambda row: row["busbw_gbps"])
+            best = max(measured, key=lambda row: row.busbw_gbps)
             fit = _curve(fits, run, key)
-            wrong = [row["n_wrong"] for row in measured if row.get("n_wrong") is not None]
+            wrong = [row.n_wrong for row in measured if row.n_wrong is not None]
             rows.append(
                 (
                     run_label(run),
                     f"{key[0]} ({key[1]})",
                     len(measured),
-                    f"{best['busbw_gbps']:.4g} at {charts.size_label(best['size_bytes'])}",
+                    f"{best.busbw_gbps:.4g} at {charts.size_label(best.size_bytes)}",
                     f"{fit.busbw_peak_gbps:.4g}" if fit else "-",
                     f"{fit.alpha_us:.4g}" if fit else "-",
                     approx_size(fit.n_half_bytes) if fit else "-",
@@ -224,24 +217,19 @@ def _summary(runs: list[RunData], fits: dict[str, list[Any]], keys: list[tuple[s
 
 def approx_size(num_bytes: float) -> str:
     """A size to 3 significant digits in K/M/G (powers of 1024): 1.39M, 155M, 502K."""
-    for suffix, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
-        if num_bytes >= scale:
-            return f"{charts.number(num_bytes / scale)}{suffix}"
-    return charts.number(num_bytes)
+    return format_size(num_bytes, compact=True, digits=3)
 
 
-def overlap_summary(runs: list[RunData]) -> Table | None:
+def overlap_summary(runs: list[Run]) -> Table | None:
     """Per run, collective and compute ratio: how much hides and what it costs (medians
     over sizes, with the range of overlap %); None without overlap rows."""
     rows = []
     for run in runs:
-        probes = [row for row in run.rows if row.get("kind") == "overlap"]
-        for collective in sorted({row["collective"] for row in probes}):
-            mine = [row for row in probes if row["collective"] == collective]
+        probes = run.probe_rows
+        for collective in sorted({row.collective for row in probes}):
+            mine = [row for row in probes if row.collective == collective]
             for ratio, group in charts.group_by_ratio(mine).items():
-                overlap = [
-                    row["overlap_pct"] for row in group if row.get("overlap_pct") is not None
-                ]
+                overlap = [row.overlap_pct for row in group if row.overlap_pct is not None]
                 rows.append(
                     (
                         run_label(run),
@@ -249,8 +237,8 @@ def overlap_summary(runs: list[RunData]) -> Table | None:
                         f"{ratio:g}" if ratio is not None else "fixed",
                         len(group),
                         _range(overlap),
-                        _median_pct([row.get("compute_slowdown") for row in group]),
-                        _median_pct([row.get("comm_slowdown") for row in group]),
+                        _median_pct([row.compute_slowdown for row in group]),
+                        _median_pct([row.comm_slowdown for row in group]),
                     )
                 )
     if not rows:
@@ -272,58 +260,50 @@ def overlap_summary(runs: list[RunData]) -> Table | None:
 def _range(values: list[float]) -> str:
     if not values:
         return "-"
-    ordered = sorted(values)
-    return (
-        f"{charts.number(ordered[len(ordered) // 2])} ({charts.number(ordered[0])}.."
-        f"{charts.number(ordered[-1])})"
-    )
+    return f"{charts.number(median(values))} ({charts.number(min(values))}..{charts.number(max(values))})"
 
 
 def _median_pct(values: list[float | None]) -> str:
-    known = sorted(100 * value for value in values if value is not None)
-    return charts.number(known[len(known) // 2]) if known else "-"
+    middle = median(values)
+    return "-" if middle is None else charts.number(100 * middle)
 
 
-def provenance_table(run: RunData) -> Table:
+def provenance_table(run: Run) -> Table:
     """What produced a run: enough to reproduce it and to judge a comparison. Fields the
     run does not know (an imported log has no launcher) are left out."""
     meta = run.meta
-    sweep = [row for row in run.rows if row.get("kind", "sweep") == "sweep"] or run.rows
-    first = sweep[0]
+    first = (run.sweep_rows or run.rows)[0]
     devices = sorted(
         {
             str(rank.get("device_name"))
-            for rank in meta.get("ranks") or []
+            for rank in meta.ranks or []
             if isinstance(rank, dict) and rank.get("device_name")
         }
     )
-    command = meta.get("command_line")
+    command = meta.command_line
     items = [
-        ("run id", meta.get("run_id")),
+        ("run id", meta.run_id),
         ("directory", run.path),
         ("source", _source(meta)),
-        ("imported from", ", ".join(meta.get("imported_from") or [])),
-        ("state", meta.get("state")),
+        ("imported from", ", ".join(meta.imported_from or [])),
+        ("state", meta.state),
         ("command line", " ".join(command) if isinstance(command, list) else command),
-        ("launcher", meta.get("launcher")),
-        ("backend", meta.get("backend")),
-        ("world size / nodes", f"{first.get('world_size')} / {first.get('nodes')}"),
-        ("hosts", ", ".join(meta.get("hosts") or [])),
+        ("launcher", meta.launcher),
+        ("backend", meta.backend),
+        ("world size / nodes", f"{first.world_size} / {first.nodes}"),
+        ("hosts", ", ".join(meta.hosts or [])),
         ("devices", ", ".join(devices)),
-        ("versions", ", ".join(f"{k} {v}" for k, v in (meta.get("versions") or {}).items() if v)),
-        ("timing", meta.get("timing_method")),
-        (
-            "dtype / iters / warmup",
-            f"{first.get('dtype')} / {first.get('iters')} / {first.get('warmup')}",
-        ),
+        ("versions", ", ".join(f"{k} {v}" for k, v in (meta.versions or {}).items() if v)),
+        ("timing", meta.timing_method),
+        ("dtype / iters / warmup", f"{first.dtype} / {first.iters} / {first.warmup}"),
         ("knobs (environment)", _knobs(meta, first)),
         (
             "started / finished",
-            " / ".join(str(meta[key]) for key in ("started_utc", "finished_utc") if meta.get(key)),
+            " / ".join(str(time) for time in (meta.started_utc, meta.finished_utc) if time),
         ),
-        ("imported at", meta.get("imported_utc")),
-        ("git sha", meta.get("git_sha")),
-        ("log comment", (meta.get("comment") or "")[:COMMENT_MAX_CHARS]),
+        ("imported at", meta.imported_utc),
+        ("git sha", meta.git_sha),
+        ("log comment", (meta.comment or "")[:COMMENT_MAX_CHARS]),
     ]
     known = [
         (name, "-" if value in (None, "") else value)
@@ -337,19 +317,19 @@ _ALWAYS_SHOWN = ("run id", "source", "state", "command line")
 COMMENT_MAX_CHARS = 300
 
 
-def _source(meta: dict[str, Any]) -> str:
+def _source(meta: RunMeta) -> str:
     """collbench sweep / collbench overlap, or the tool whose log was imported."""
-    source = meta.get("source")
+    source = meta.source
     if source and source != "collbench":
         return f"{source} import"
-    command = meta.get("command_line")
+    command = meta.command_line
     if isinstance(command, list) and len(command) > 1:
         return f"collbench {command[1]}"
     return "collbench"
 
 
-def _knobs(meta: dict[str, Any], first: dict[str, Any]) -> str:
-    knobs = meta.get("knobs") or first.get("knobs") or {}
+def _knobs(meta: RunMeta, first: ResultRow) -> str:
+    knobs = meta.knobs or first.knobs or {}
     if isinstance(knobs.get("env"), dict):  # rows (and imports) nest the environment
         knobs = knobs["env"]
     return json.dumps(knobs, sort_keys=True) if knobs else "none set"

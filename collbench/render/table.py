@@ -7,7 +7,8 @@ from typing import Any
 
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.dtypes import DTYPES
-from collbench.core.spec import format_size
+from collbench.core.stats import median
+from collbench.core.units import format_size
 
 HEADER = (
     "#                                                              out-of-place"
@@ -148,13 +149,13 @@ def probe_summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = []
     for ratio in sorted({row["compute_ratio"] for row in rows}, key=lambda r: (r is None, r)):
         group = [row for row in rows if row["compute_ratio"] == ratio]
-        overlap = sorted(row["overlap_pct"] for row in group)
-        slowdown = sorted(row["compute_slowdown"] for row in group)
+        overlap = [row["overlap_pct"] for row in group]
+        slowdown = median(row["compute_slowdown"] for row in group)
         label = f"ratio {ratio:g}" if ratio is not None else "fixed compute"
         lines.append(
-            f"# {label}: median overlap {overlap[len(overlap) // 2]:.1f}% "
-            f"(range {overlap[0]:.1f}-{overlap[-1]:.1f}), median compute slowdown "
-            f"{100 * slowdown[len(slowdown) // 2]:+.1f}% over {len(group)} size(s)"
+            f"# {label}: median overlap {median(overlap):.1f}% "
+            f"(range {min(overlap):.1f}-{max(overlap):.1f}), median compute slowdown "
+            f"{100 * slowdown:+.1f}% over {len(group)} size(s)"
         )
     checked = [row["n_wrong"] for row in rows if row["n_wrong"] is not None]
     if checked:

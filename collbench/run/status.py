@@ -8,7 +8,8 @@ from pathlib import Path
 from collbench.core.errors import SpecError
 from collbench.launchers.base import LaunchResult
 from collbench.store.job import JOB_FILE, Job
-from collbench.store.rundir import load_rows, read_meta
+from collbench.store.load import load_run
+from collbench.store.rundir import read_meta
 from collbench.store.sink import SinkFactory
 
 
@@ -23,13 +24,13 @@ def describe_run(run: Path) -> str:
     from collbench.core.spec import SweepSpec
     from collbench.launchers.slurm import job_state, read_slurm_record
 
-    meta = read_meta(run) or {}
-    rows = load_rows(run)
-    if meta.get("source") and not (Path(run) / JOB_FILE).is_file():
-        logs = ", ".join(meta.get("imported_from") or [])
+    loaded = load_run(run)
+    meta, rows = loaded.meta, loaded.rows
+    if meta.source and not (Path(run) / JOB_FILE).is_file():
+        logs = ", ".join(meta.imported_from or [])
         return (
-            f"run {run}: imported from {meta['source']} ({logs})\n"
-            f"rows: {len(rows)}; state: {meta.get('state')}"
+            f"run {run}: imported from {meta.source} ({logs})\n"
+            f"rows: {len(rows)}; state: {meta.state}"
         )
     job = _load_job(run)
     lines = [f"run {run}: launcher {job.launcher}, {job.nproc} rank(s)"]
@@ -41,11 +42,12 @@ def describe_run(run: Path) -> str:
             f"Slurm job {record['job_id']}: {state or 'unknown to Slurm now'}{detail}"
             + (f", exit code {exit_code}" if exit_code and state else "")
         )
-    if meta:
-        planned = len(SweepSpec.from_dict(meta["spec"]).steps())
+    if meta.spec is not None:  # rank 0 has written meta.json
+        planned = len(SweepSpec.from_dict(meta.spec).steps())
+        error = meta.extra.get("error")
         lines.append(
-            f"rows: {len(rows)} of {planned}; state: {meta.get('state')}"
-            + (f"; error: {meta['error']}" if meta.get("error") else "")
+            f"rows: {len(rows)} of {planned}; state: {meta.state}"
+            + (f"; error: {error}" if error else "")
         )
     else:
         lines.append("rows: none yet (the ranks have not started)")
@@ -64,7 +66,7 @@ def wait_for_run(run: Path, make_sink: SinkFactory) -> LaunchResult:
             str(run),
             "was not submitted with --launcher slurm --no-wait; nothing to wait for",
         )
-    meta = read_meta(run) or {}
-    if meta.get("state") in ("completed", "failed", "interrupted"):
+    meta = read_meta(run)
+    if meta is not None and meta.state in ("completed", "failed", "interrupted"):
         print(describe_run(run), file=sys.stderr, flush=True)
     return watch(job, record["job_id"], make_sink(job.spec))

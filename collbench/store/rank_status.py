@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from collbench.store.rundir import write_json_atomic
+
 STATUS_DIR_VAR = "COLLBENCH_STATUS_DIR"
 # The watching launcher's pid: if it disappears, the rank ends itself rather than run on
 # (or hang) as an orphan nobody reads.
@@ -100,7 +102,4 @@ class RankStatus:
     def _write(self) -> None:
         if self._dir is None:
             return
-        path = status_path(self._dir, self._state["rank"])
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self._state), encoding="utf-8")
-        os.replace(tmp, path)
+        write_json_atomic(status_path(self._dir, self._state["rank"]), self._state, indent=None)

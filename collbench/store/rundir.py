@@ -11,74 +11,25 @@ import json
 import os
 import secrets
 import sys
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from collbench.core.errors import SpecError
+from collbench.store.meta import RunMeta
+from collbench.store.rows import (  # noqa: F401 - PROBE_COLUMNS: tests read the columns here
+    ALL_COLUMNS,
+    PROBE_COLUMNS,
+    ROW_COLUMNS,
+    ProbeRow,
+    ResultRow,
+    row_from_dict,
+)
 
-SCHEMA_VERSION = 1
 ROWS_FILE = "rows.jsonl"
 PARQUET_FILE = "rows.parquet"
 META_FILE = "meta.json"
-
-ROW_COLUMNS = (
-    "schema_version",
-    "run_id",
-    "timestamp_utc",
-    "kind",
-    "collective",
-    "backend",
-    "dtype",
-    "op",
-    "root",
-    "size_bytes",
-    "count",
-    "world_size",
-    "nodes",
-    "ranks_per_node",
-    "placement",
-    "warmup",
-    "iters",
-    "time_us",
-    "time_us_p50",
-    "time_us_p95",
-    "time_us_min",
-    "time_us_max",
-    "time_cv",
-    "algbw_gbps",
-    "busbw_gbps",
-    "n_wrong",
-    "topology",
-    "knobs",
-    "time_us_samples",
-)
-# Overlap-probe rows (kind "overlap") carry these too: the base columns describe the
-# collective alone (time_us is t_comm, busbw its bandwidth); sweep rows leave them out.
-PROBE_SERIES = ("comm", "comp", "both", "comp_during", "comm_during")  # probe_clock.SERIES
-PROBE_COLUMNS = (
-    "compute_ratio",
-    "compute_ratio_actual",
-    "compute_dtype",
-    "matmul_shape",
-    "matmul_reps",
-    "compute_streams",
-    "compute_tflop",
-    "compute_tflops",
-    *(f"t_{name}{suffix}" for name in PROBE_SERIES for suffix in ("_us", "_us_p50", "_cv")),
-    "overlap_pct",
-    "exposed_comm_us",
-    "comm_wait_us",
-    "compute_slowdown",
-    "comm_slowdown",
-    "probe_timing",
-    "probe_samples_us",
-)
-ALL_COLUMNS = (*ROW_COLUMNS, *PROBE_COLUMNS)
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def new_run_id() -> str:
@@ -110,8 +61,8 @@ class ResultWriter:
         self.path = Path(run_dir) / ROWS_FILE
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
-    def append(self, row: dict[str, Any]) -> None:
-        self._file.write(json.dumps(row, separators=(",", ":")) + "\n")
+    def append(self, row: ResultRow) -> None:
+        self._file.write(json.dumps(row.to_dict(), separators=(",", ":")) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
 
@@ -119,17 +70,20 @@ class ResultWriter:
         self._file.close()
 
 
-def load_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """Rows of a run. A last line cut short by a crash is skipped, never half-read."""
+def load_rows(run_dir: Path) -> list[ResultRow]:
+    """Rows of a run, typed. A last line cut short by a crash is skipped, never half-read;
+    a row of a kind collbench does not know is a SpecError naming its file and line."""
     path = Path(run_dir) / ROWS_FILE
     if not path.exists():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         try:
-            rows.append(json.loads(line))
+            data = json.loads(line)
         except json.JSONDecodeError:
             print(f"collbench: warning: skipped a truncated row in {path}", file=sys.stderr)
+            continue
+        rows.append(row_from_dict(data, f"{path} line {number}"))
     return rows
 
 
@@ -140,151 +94,62 @@ def write_parquet(run_dir: Path) -> Path | None:
     rows = load_rows(run_dir)
     if not rows:
         return None
-    probes = any(row.get("kind") == "overlap" for row in rows)
-    frame = pd.DataFrame(rows, columns=list(ALL_COLUMNS if probes else ROW_COLUMNS))
+    probes = any(isinstance(row, ProbeRow) for row in rows)
+    frame = pd.DataFrame(
+        [row.to_dict() for row in rows], columns=list(ALL_COLUMNS if probes else ROW_COLUMNS)
+    )
     as_json = ("knobs", "probe_samples_us") if probes else ("knobs",)
     for column in as_json:  # nested values, kept as JSON strings
         frame[column] = frame[column].map(lambda value: json.dumps(value, sort_keys=True))
     path = Path(run_dir) / PARQUET_FILE
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)  # a reader (or a kill) never meets half a file
+    write_atomically(path, lambda tmp: frame.to_parquet(tmp, index=False))
     return path
 
 
-def read_meta(run_dir: Path) -> dict[str, Any] | None:
+def read_meta(run_dir: Path) -> RunMeta | None:
+    """A run's meta.json (None when it is missing or unreadable)."""
+    data = _read_meta_file(run_dir)
+    return RunMeta.from_dict(data) if data is not None else None
+
+
+def _read_meta_file(run_dir: Path) -> dict[str, Any] | None:
     path = Path(run_dir) / META_FILE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
+    return data if isinstance(data, dict) else None
 
 
-def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
+def write_meta(run_dir: Path, meta: RunMeta) -> None:
     """Write meta.json atomically (readers never see half a file)."""
-    write_json_atomic(Path(run_dir) / META_FILE, meta)
+    write_json_atomic(Path(run_dir) / META_FILE, meta.to_dict())
 
 
 def update_meta(run_dir: Path, **fields: Any) -> None:
-    meta = read_meta(run_dir) or {}
+    """Set some meta.json keys; the others, and the order of the file's keys, stay."""
+    meta = _read_meta_file(run_dir) or {}
     meta.update(fields)
-    write_meta(run_dir, meta)
+    write_json_atomic(Path(run_dir) / META_FILE, meta)
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
+    """Write `path` through a temporary file beside it, then rename it into place: a reader
+    (or a kill) never meets half a file. `write` writes the temporary file it is given."""
+    path = Path(path)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(
-        json.dumps(data, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8"
-    )
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
-class RowBuilder:
-    """Turns a rank-combined measurement into a result row with the run's context."""
-
-    def __init__(
-        self,
-        run_id: str,
-        spec: Any,
-        world_size: int,
-        nodes: int,
-        knobs: dict[str, Any],
-        topology: str | None = None,
-    ) -> None:
-        self.run_id = run_id
-        self.spec = spec
-        self.world_size = world_size
-        self.nodes = nodes
-        self.knobs = knobs
-        self.topology = topology
-
-    def build(self, collective: str, placement: str, measured: Any) -> dict[str, Any]:
-        from collbench.core.bandwidth import algbw_gbps, bus_factor
-        from collbench.core.collectives import REGISTRY
-
-        coll = REGISTRY[collective]
-        stats = measured.stats
-        algbw = algbw_gbps(measured.geometry.size_bytes, stats.time_us)
-        row = {
-            "schema_version": SCHEMA_VERSION,
-            "run_id": self.run_id,
-            "timestamp_utc": utc_now(),
-            "kind": "sweep",
-            "collective": collective,
-            "backend": self.spec.backend,
-            "dtype": self.spec.dtype,
-            "op": self.spec.op if coll.reduces else None,
-            "root": coll.root,
-            "size_bytes": measured.geometry.size_bytes,
-            "count": measured.geometry.count,
-            "world_size": self.world_size,
-            "nodes": self.nodes,
-            "ranks_per_node": self.world_size // max(1, self.nodes),
-            "placement": placement,
-            "warmup": self.spec.warmup,
-            "iters": self.spec.iters,
-            "time_us": stats.time_us,
-            "time_us_p50": stats.time_us_p50,
-            "time_us_p95": stats.time_us_p95,
-            "time_us_min": stats.time_us_min,
-            "time_us_max": stats.time_us_max,
-            "time_cv": stats.time_cv,
-            "algbw_gbps": algbw,
-            "busbw_gbps": algbw * bus_factor(collective, self.world_size),
-            "n_wrong": measured.n_wrong,
-            "topology": self.topology,
-            "knobs": self.knobs,
-            "time_us_samples": [round(sample, 3) for sample in stats.samples_us],
-        }
-        return row
-
-    def build_probe(
-        self, collective: str, placement: str, probe: Any, timing: str
-    ) -> dict[str, Any]:
-        """A kind "overlap" row: the collective alone in the base columns, then the probe."""
-        from collbench.core.stats import TimeStats
-
-        comm = probe.series["comm"]
-        row = self.build(collective, placement, _Alone(probe.geometry, comm, probe.n_wrong))
-        row["kind"] = "overlap"
-        compute, figures = probe.compute, probe.figures
-        comp: TimeStats = probe.series["comp"]
-        row.update(
-            {
-                "compute_ratio": probe.ratio,
-                "compute_ratio_actual": figures.compute_ratio_actual,
-                "compute_dtype": compute.dtype,
-                "matmul_shape": "x".join(map(str, compute.shape)),
-                "matmul_reps": compute.reps,
-                "compute_streams": compute.streams,
-                "compute_tflop": compute.tflop,
-                "compute_tflops": compute.tflop / (comp.time_us * 1e-6),
-            }
-        )
-        samples = {}
-        for name in PROBE_SERIES:
-            stats = probe.series[name]
-            row[f"t_{name}_us"] = None if stats is None else stats.time_us
-            row[f"t_{name}_us_p50"] = None if stats is None else stats.time_us_p50
-            row[f"t_{name}_cv"] = None if stats is None else stats.time_cv
-            if stats is not None:
-                samples[f"t_{name}"] = [round(sample, 3) for sample in stats.samples_us]
-        row.update(
-            {
-                "overlap_pct": figures.overlap_pct,
-                "exposed_comm_us": figures.exposed_comm_us,
-                "comm_wait_us": figures.comm_wait_us,
-                "compute_slowdown": figures.compute_slowdown,
-                "comm_slowdown": figures.comm_slowdown,
-                "probe_timing": timing,
-                "probe_samples_us": samples,
-            }
-        )
-        return row
-
-
-class _Alone:
-    """The collective-alone part of a probe, shaped like a sweep measurement."""
-
-    def __init__(self, geometry: Any, stats: Any, n_wrong: int | None) -> None:
-        self.geometry, self.stats, self.n_wrong = geometry, stats, n_wrong
+def write_json_atomic(path: Path, data: dict[str, Any], indent: int | None = 2) -> None:
+    """A JSON file, written atomically (indented, one trailing newline; compact without
+    `indent`)."""
+    text = json.dumps(data, indent=indent, sort_keys=False, default=str)
+    if indent is not None:
+        text += "\n"
+    write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

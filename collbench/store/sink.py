@@ -9,15 +9,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from collbench.store.meta import RunMeta
+from collbench.store.rows import ResultRow
+
 
 class RowSink(Protocol):
     # "table", "json" or "quiet"; a launcher may set "quiet" (torchrun nodes other than 0).
     mode: str
 
-    def start(self, meta: dict[str, Any]) -> None:
+    def start(self, meta: RunMeta) -> None:
         """The run's meta.json, once rank 0 has written it (before the first row)."""
 
-    def row(self, row: dict[str, Any]) -> None:
+    def row(self, row: ResultRow) -> None:
         """One finished row, in measurement order."""
 
     def finish(self) -> None:

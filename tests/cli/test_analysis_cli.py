@@ -6,10 +6,11 @@ import json
 import pytest
 
 from tests.helpers import collbench
+from tests.rows import make_row
+from tests.rows import write_run as write_run_dir
 
 
 def write_run(path, times_us, iters=20, knobs=None, collective="all_reduce", samples=True):
-    path.mkdir(parents=True)
     meta = {
         "run_id": path.name,
         "timing_method": "perf_counter",
@@ -21,38 +22,24 @@ def write_run(path, times_us, iters=20, knobs=None, collective="all_reduce", sam
         "world_size": 2,
         "state": "completed",
     }
-    (path / "meta.json").write_text(json.dumps(meta))
-    rows = []
-    for size, time_us in times_us.items():
-        rows.append(
-            {
-                "kind": "sweep",
-                "run_id": path.name,
-                "collective": collective,
-                "placement": "in_place",
-                "size_bytes": size,
-                "time_us": time_us,
-                "busbw_gbps": size / time_us / 1e3,
-                "algbw_gbps": size / time_us / 1e3,
-                "time_us_samples": [time_us * (1 + 0.01 * (i % 5)) for i in range(iters)]
-                if samples
-                else [],
-                "dtype": "float32",
-                "op": "sum",
-                "iters": iters,
-                "warmup": 5,
-                "world_size": 2,
-                "nodes": 1,
-                "ranks_per_node": 2,
-                "backend": "gloo",
-                "n_wrong": 0,
-                "count": size // 4,
-                "root": -1,
-                "knobs": {"env": knobs or {}},
-            }
+    rows = [
+        make_row(
+            run_id=path.name,
+            collective=collective,
+            placement="in_place",
+            size_bytes=size,
+            time_us=time_us,
+            busbw_gbps=size / time_us / 1e3,
+            time_us_samples=[time_us * (1 + 0.01 * (i % 5)) for i in range(iters)]
+            if samples
+            else [],
+            iters=iters,
+            count=size // 4,
+            knobs={"env": knobs or {}},
         )
-    (path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
+        for size, time_us in times_us.items()
+    ]
+    return write_run_dir(path, rows, meta)
 
 
 def test_compare_prints_ratios_verdicts_and_bands(tmp_path):
@@ -68,6 +55,7 @@ def test_compare_prints_ratios_verdicts_and_bands(tmp_path):
     assert any(line.startswith("#   all_reduce in_place small") for line in lines)
 
 
+@pytest.mark.slow  # three compare commands, ~4 s
 def test_compare_flags_methodology_and_strict_refuses(tmp_path):
     base = write_run(tmp_path / "a", {1024: 100.0})
     cand = write_run(tmp_path / "b", {1024: 100.0}, iters=50)
@@ -132,6 +120,7 @@ def test_compare_bad_alpha(tmp_path):
     assert done.returncode == 2 and "--alpha: 2.0 must be between 0 and 1" in done.stderr
 
 
+@pytest.mark.slow  # two report commands, ~5 s
 def test_report_writes_html_and_markdown(tmp_path):
     run = write_run(tmp_path / "a", {2**k: 20.0 + 2**k / 5e3 for k in range(3, 22)})
     done = collbench("report", str(run), "--out", str(tmp_path / "r.html"))
@@ -169,6 +158,7 @@ def test_bad_report_input_is_one_line_and_exit_2(tmp_path, args, needle):
     assert len(lines) == 1 and needle in lines[0]
 
 
+@pytest.mark.slow  # two fit commands, ~3 s
 def test_fit_refuses_to_pool_runs_measured_differently(tmp_path):
     sizes = {2**k: 20.0 + 2**k / 5e3 for k in range(3, 20)}
     base = write_run(tmp_path / "a", sizes)

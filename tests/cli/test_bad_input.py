@@ -8,6 +8,11 @@ import pytest
 
 from tests.helpers import collbench
 
+# One real `collbench` process per case (~0.4 s each, ~2 s where it refuses only after
+# importing torch): the lists below are slow together; the fast loop keeps the single-case
+# refusals further down.
+CASE_PER_PROCESS = pytest.mark.slow
+
 
 @pytest.mark.parametrize(
     "args, needle",
@@ -57,6 +62,7 @@ from tests.helpers import collbench
         (["--no-such-option"], "No such option: --no-such-option"),
     ],
 )
+@CASE_PER_PROCESS
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
     _assert_refused(tmp_path, "sweep", args, needle)
 
@@ -88,6 +94,7 @@ def _assert_refused(tmp_path, command, args, needle):
         (["--overlap"], "No such option: --overlap"),
     ],
 )
+@CASE_PER_PROCESS
 def test_bad_overlap_input_is_one_line_and_exit_2(tmp_path, args, needle):
     _assert_refused(tmp_path, "overlap", args, needle)
 
@@ -100,6 +107,7 @@ def test_probe_options_need_overlap_on_sweep(tmp_path):
     )
 
 
+@pytest.mark.slow  # refused only after torch is imported (~2 s)
 def test_non_empty_out_is_refused_and_left_alone(tmp_path):
     (tmp_path / "keep.txt").write_text("earlier results")
     done = collbench("sweep", "--out", str(tmp_path))
@@ -268,6 +276,7 @@ def test_status_and_wait_need_a_run_directory(tmp_path):
         ]
 
 
+@pytest.mark.slow  # real gloo ranks (tests/dist/test_sweep.py keeps one in the fast loop)
 def test_status_of_a_local_run_and_no_wait_for_it(tmp_path):
     out = tmp_path / "run"
     done = collbench(

@@ -8,29 +8,20 @@ import sys
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from collbench.cli.fit import fit
+from collbench.cli import app
 from collbench.core.errors import SpecError
+from collbench.store.rows import ResultRow
+from tests.rows import make_row, write_run
 
 FACTOR = 1.75  # all-reduce on 8 ranks
 SIZES = [2**power for power in range(3, 31)]  # 8 B .. 1 GiB
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    app.command("fit")(fit)
-
-    @app.callback()
-    def _root() -> None:
-        """Keeps `fit` a subcommand, as in collbench's own app."""
-
-    return app
-
-
 def _invoke(*args: str):
-    return CliRunner().invoke(_app(), ["fit", *args])
+    """`collbench fit ARGS` through collbench's own typer app, in this process."""
+    return CliRunner().invoke(app, ["fit", *args])
 
 
 def _time_us(size: int) -> float:
@@ -40,14 +31,14 @@ def _time_us(size: int) -> float:
 
 
 def _write_run(
-    path: Path, run_id: str, rows: list[dict] | None = None, scale: float = 1.0, **key
+    path: Path, run_id: str, rows: list[ResultRow] | None = None, scale: float = 1.0, **key
 ) -> Path:
-    path.mkdir(parents=True)
     base = {
-        "kind": "sweep",
         "collective": "all_reduce",
         "backend": "gloo",
         "world_size": 8,
+        "nodes": None,  # unknown unless a test says: placed in order on a topology
+        "ranks_per_node": None,
         "topology": None,
         "placement": "out_of_place",
         "dtype": "float32",
@@ -56,12 +47,10 @@ def _write_run(
     }
     if rows is None:
         rows = [
-            {**base, **key, "size_bytes": size, "time_us": _time_us(size) * scale}
+            make_row(**{**base, **key, "size_bytes": size, "time_us": _time_us(size) * scale})
             for size in [0, *SIZES]
         ]
-    (path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    (path / "meta.json").write_text(json.dumps({"run_id": run_id}))
-    return path
+    return write_run(path, rows, {"run_id": run_id})
 
 
 def test_table_shows_alpha_peak_regimes_and_outliers(tmp_path):
@@ -121,7 +110,7 @@ def test_runs_of_one_group_are_pooled_and_other_groups_kept_apart(tmp_path):
         (lambda path: None, "holds no result rows"),
         (
             lambda path: _write_run(
-                path, "x", rows=[{"kind": "overlap", "size_bytes": 8, "time_us": 1.0}]
+                path, "x", rows=[make_row(kind="overlap", size_bytes=8, time_us=1.0)]
             ),
             "no sweep rows",
         ),
@@ -243,21 +232,16 @@ def test_topology_json_adds_vs_topology_and_keeps_the_other_keys(tmp_path):
 
 def test_a_run_bigger_than_the_topology_is_compared_on_its_own_placement(tmp_path):
     rows = [
-        {
-            "kind": "sweep",
-            "collective": "all_reduce",
-            "backend": "nccl",
-            "world_size": 32,
-            "nodes": 4,
-            "ranks_per_node": 8,
-            "topology": None,
-            "placement": "out_of_place",
-            "dtype": "float32",
-            "knobs": {},
-            "run_id": "big",
-            "size_bytes": size,
-            "time_us": _time_us(size),
-        }
+        make_row(
+            backend="nccl",
+            world_size=32,
+            nodes=4,
+            ranks_per_node=8,
+            knobs={},
+            run_id="big",
+            size_bytes=size,
+            time_us=_time_us(size),
+        )
         for size in SIZES
     ]
     run = _write_run(tmp_path / "big", "big", rows=rows)

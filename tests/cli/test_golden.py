@@ -12,6 +12,7 @@ def outputs():
     return run_all()
 
 
+@pytest.mark.slow  # 17 real commands, ~20 s; run it by path after any change to output
 @pytest.mark.parametrize("name", [name for name, _ in CASES])
 def test_output_matches_golden(outputs, name):
     golden = GOLDEN_DIR / f"{name}.txt"

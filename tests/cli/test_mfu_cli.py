@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from collbench.store.rows import ResultRow
 from tests.helpers import collbench
+from tests.rows import make_row, write_run
 
 FABRIC = {
     "name": "fabric-a",
@@ -116,28 +118,16 @@ def test_shape_flags_and_derived_dp(tmp_path):
     assert 0 < data["fabrics"][0]["mfu"] < 0.65
 
 
-def _write_rows(run: Path, rows: list[dict]) -> str:
-    run.mkdir()
-    (run / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return str(run)
+def _write_rows(run: Path, rows: list[ResultRow]) -> str:
+    return str(write_run(run, rows))  # no meta.json: the rows are what --curves reads
 
 
-def _sweep_rows(world: int, nodes: int, busbw_gbps: float, latency_us: float) -> list[dict]:
+def _sweep_rows(world: int, nodes: int, busbw_gbps: float, latency_us: float) -> list[ResultRow]:
     rows = []
     for power in range(10, 31, 2):
         size = 2**power
         time_us = latency_us + size * 2 * (world - 1) / world / (busbw_gbps * 1e3)
-        rows.append(
-            {
-                "kind": "sweep",
-                "collective": "all_reduce",
-                "world_size": world,
-                "nodes": nodes,
-                "placement": "out_of_place",
-                "size_bytes": size,
-                "time_us": time_us,
-            }
-        )
+        rows.append(make_row(world_size=world, nodes=nodes, size_bytes=size, time_us=time_us))
     return rows
 
 
@@ -173,24 +163,24 @@ def test_measured_curves_replace_predictions_for_matching_groups(tmp_path):
 def test_overlap_probe_figures_are_used_and_said(tmp_path):
     fabric = write_fabric(tmp_path, scale_out__nic_gbits_s=25)
     probes = [
-        {
-            "kind": "overlap",
-            "size_bytes": 1 << 24,
-            "overlap_pct": 40.0,
-            "compute_slowdown": 0.25,
-            "compute_ratio_actual": 1.9,
-        }
+        make_row(
+            kind="overlap",
+            size_bytes=1 << 24,
+            overlap_pct=40.0,
+            compute_slowdown=0.25,
+            compute_ratio_actual=1.9,
+        )
         for _ in range(3)
     ]
     # short compute can hide little: these rows must not drag the median down
     probes += [
-        {
-            "kind": "overlap",
-            "size_bytes": 1 << 24,
-            "overlap_pct": 5.0,
-            "compute_slowdown": 0.5,
-            "compute_ratio_actual": 0.5,
-        }
+        make_row(
+            kind="overlap",
+            size_bytes=1 << 24,
+            overlap_pct=5.0,
+            compute_slowdown=0.5,
+            compute_ratio_actual=0.5,
+        )
         for _ in range(4)
     ]
     run = _write_rows(tmp_path / "probe", probes)
@@ -253,6 +243,7 @@ def test_overlap_probe_figures_are_used_and_said(tmp_path):
         ),
     ],
 )
+@pytest.mark.slow  # one real `collbench mfu` per case, ~7 s together; one stays below
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
     done = collbench("mfu", "--topology", write_fabric(tmp_path), "--dp", "1", *args)
     assert done.returncode == 2, (done.stdout, done.stderr)

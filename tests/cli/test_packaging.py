@@ -7,6 +7,8 @@ import zipfile
 
 import pytest
 
+pytestmark = pytest.mark.slow  # pip builds a wheel and installs it into a fresh environment
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):

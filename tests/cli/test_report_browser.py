@@ -2,7 +2,6 @@
 is a decoded, non-empty image, and a screenshot has something on it. Skipped without
 Debian's `chromium` (installed by .ci/install-schedulers)."""
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,12 +11,17 @@ from PIL import Image
 
 from tests.cli.test_analysis_cli import write_run
 from tests.helpers import collbench
+from tests.rows import make_row
+from tests.rows import write_run as write_run_dir
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="chromium not on PATH (apt-get install chromium; .ci/install-schedulers does)",
-)
+pytestmark = [
+    pytest.mark.slow,  # a real headless browser
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="chromium not on PATH (apt-get install chromium; .ci/install-schedulers does)",
+    ),
+]
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "nccl-tests"
 # Appended to a copy of the report only: the product itself carries no script.
 PROBE = (
@@ -76,7 +80,6 @@ def _screenshot_is_not_blank(tmp_path, page, width, height):
 
 def _write_probe_run(path):
     """An overlap-probe run as `collbench overlap` writes it (kind "overlap" rows)."""
-    path.mkdir(parents=True)
     meta = {
         "run_id": path.name,
         "timing_method": "perf_counter",
@@ -86,43 +89,32 @@ def _write_probe_run(path):
         "hosts": ["box"],
         "versions": {"torch": "2.13.0"},
     }
-    (path / "meta.json").write_text(json.dumps(meta))
     rows = []
     for size in (2**16, 2**18, 2**20, 2**22):
         for ratio in (0.5, 1.0, 2.0):
             comm = 200.0 + size / 1e3
             comp, both = ratio * comm, max(comm, ratio * comm) * 1.3
             rows.append(
-                {
-                    "kind": "overlap",
-                    "run_id": path.name,
-                    "collective": "all_reduce",
-                    "placement": "in_place",
-                    "size_bytes": size,
-                    "time_us": comm,
-                    "busbw_gbps": size / comm / 1e3,
-                    "dtype": "float32",
-                    "iters": 20,
-                    "warmup": 5,
-                    "world_size": 2,
-                    "nodes": 1,
-                    "backend": "gloo",
-                    "n_wrong": 0,
-                    "compute_ratio": ratio,
-                    "t_comm_us": comm,
-                    "t_comp_us": comp,
-                    "t_both_us": both,
-                    "overlap_pct": max(0.0, 100 - 100 * (both - comp) / comm),
-                    "compute_slowdown": 0.1 * ratio,
-                    "comm_slowdown": 0.4 / ratio,
-                    "compute_dtype": "float32",
-                    "compute_streams": 1,
-                    "probe_timing": "perf_counter+future_callback",
-                    "knobs": {"env": {}},
-                }
+                make_row(
+                    kind="overlap",
+                    run_id=path.name,
+                    placement="in_place",
+                    size_bytes=size,
+                    time_us=comm,
+                    busbw_gbps=size / comm / 1e3,
+                    compute_ratio=ratio,
+                    t_comm_us=comm,
+                    t_comp_us=comp,
+                    t_both_us=both,
+                    overlap_pct=max(0.0, 100 - 100 * (both - comp) / comm),
+                    compute_slowdown=0.1 * ratio,
+                    comm_slowdown=0.4 / ratio,
+                    compute_dtype="float32",
+                    compute_streams=1,
+                    probe_timing="perf_counter+future_callback",
+                )
             )
-    (path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
+    return write_run_dir(path, rows, meta)
 
 
 def test_the_browser_check_can_fail(tmp_path):

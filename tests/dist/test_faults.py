@@ -9,6 +9,8 @@ import pytest
 
 from tests.helpers import meta_of, rank_pid, rows_of, start, wait_for_rows
 
+pytestmark = pytest.mark.slow  # real gloo ranks, killed, hung and interrupted
+
 # Long enough that the faults below land mid-sweep.
 LONG_SWEEP = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "4M", "-n", "40", "-w", "2"]
 

@@ -7,6 +7,7 @@ from tests.helpers import collbench, meta_of, rows_of
 torch = pytest.importorskip("torch")
 pytestmark = [
     pytest.mark.gpu,
+    pytest.mark.slow,  # real NCCL ranks
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm GPU"),
 ]
 
@@ -14,9 +15,23 @@ pytestmark = [
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_nccl_sweep_on_one_gpu(tmp_path, dtype):
     out = tmp_path / "run"
-    done = collbench("sweep", "--backend", "auto", "--nproc", "1", "-c",
-                     "all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all",
-                     "-b", "8", "-e", "256M", "-d", dtype, "--out", str(out))
+    done = collbench(
+        "sweep",
+        "--backend",
+        "auto",
+        "--nproc",
+        "1",
+        "-c",
+        "all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all",
+        "-b",
+        "8",
+        "-e",
+        "256M",
+        "-d",
+        dtype,
+        "--out",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     print(done.stdout)
     rows = rows_of(out)
@@ -31,9 +46,25 @@ def test_nccl_sweep_on_one_gpu(tmp_path, dtype):
 @pytest.mark.parametrize("streams", [1, 2])
 def test_overlap_probe_on_one_gpu(tmp_path, streams):
     out = tmp_path / "run"
-    done = collbench("overlap", "--nproc", "1", "-c", "all_reduce,all_gather", "-b", "1M",
-                     "-e", "256M", "-f", "16", "--compute-ratio", "0.5,1,2",
-                     "--compute-streams", str(streams), "--out", str(out))
+    done = collbench(
+        "overlap",
+        "--nproc",
+        "1",
+        "-c",
+        "all_reduce,all_gather",
+        "-b",
+        "1M",
+        "-e",
+        "256M",
+        "-f",
+        "16",
+        "--compute-ratio",
+        "0.5,1,2",
+        "--compute-streams",
+        str(streams),
+        "--out",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     print(done.stdout)
     rows = rows_of(out)

@@ -14,19 +14,42 @@ import pytest
 from collbench.launchers.local import free_port
 from tests.helpers import meta_of, rows_of
 
+pytestmark = pytest.mark.slow  # real ranks started by hand and by torchrun
+
 
 def _start_ranks(out, *sweep_args, nproc=2):
     """Start nproc `collbench sweep --launcher none` processes with the torch rank env."""
     port = free_port()
     procs = []
     for rank in range(nproc):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(nproc),
-               "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(nproc),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "collbench", "sweep", "--launcher", "none", *sweep_args,
-             "--out", str(out)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "WORLD_SIZE": str(nproc),
+            "LOCAL_RANK": str(rank),
+            "LOCAL_WORLD_SIZE": str(nproc),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "collbench",
+                    "sweep",
+                    "--launcher",
+                    "none",
+                    *sweep_args,
+                    "--out",
+                    str(out),
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     return procs
 
 
@@ -47,10 +70,32 @@ def test_ranks_started_by_hand_with_torch_env(tmp_path):
 def test_under_torchrun(tmp_path):
     out = tmp_path / "run"
     done = subprocess.run(
-        ["torchrun", "--standalone", "--nproc-per-node", "2", "-m", "collbench", "sweep",
-         "--launcher", "none", "-c", "reduce_scatter", "-b", "1K", "-e", "2K", "-n", "2",
-         "--out", str(out), "--quiet"],
-        capture_output=True, text=True, timeout=180)
+        [
+            "torchrun",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "collbench",
+            "sweep",
+            "--launcher",
+            "none",
+            "-c",
+            "reduce_scatter",
+            "-b",
+            "1K",
+            "-e",
+            "2K",
+            "-n",
+            "2",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = rows_of(out)
     assert len(rows) == 4 and all(row["n_wrong"] == 0 for row in rows)
@@ -69,8 +114,9 @@ def test_rank_zero_refuses_a_non_empty_out_and_every_rank_stops(tmp_path):
 
 def test_a_dead_peer_ends_rank_zero_with_rows_kept(tmp_path):
     out = tmp_path / "run"
-    procs = _start_ranks(out, "-c", "all_reduce", "-b", "1K", "-e", "16M", "-n", "40",
-                         "--timeout", "20")
+    procs = _start_ranks(
+        out, "-c", "all_reduce", "-b", "1K", "-e", "16M", "-n", "40", "--timeout", "20"
+    )
     deadline = time.time() + 60
     while len(rows_of(out)) < 3 and time.time() < deadline:
         time.sleep(0.05)

@@ -16,15 +16,34 @@ from collbench.core.overlap import overlap_figures
 from collbench.store.rundir import ALL_COLUMNS, PROBE_COLUMNS, ROW_COLUMNS
 from tests.helpers import collbench, meta_of, rows_of
 
+pytestmark = pytest.mark.slow  # real gloo ranks running matmuls beside the collectives
+
 SIZES = (256 * 1024, 1024 * 1024, 4 * 1024 * 1024)
 
 
 @pytest.fixture(scope="module")
 def probe_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("overlap") / "run"
-    done = collbench("overlap", "-c", "all_reduce,all_gather", "-b", "256K", "-e", "4M",
-                     "-f", "4", "--compute-ratio", "0.25,2", "-w", "2", "-n", "8",
-                     "--out", str(out), timeout=280)
+    done = collbench(
+        "overlap",
+        "-c",
+        "all_reduce,all_gather",
+        "-b",
+        "256K",
+        "-e",
+        "4M",
+        "-f",
+        "4",
+        "--compute-ratio",
+        "0.25,2",
+        "-w",
+        "2",
+        "-n",
+        "8",
+        "--out",
+        str(out),
+        timeout=280,
+    )
     assert done.returncode == 0, done.stderr
     return out, done.stdout
 
@@ -41,8 +60,9 @@ def test_probe_rows_are_complete_and_checked(probe_run):
         assert row["compute_dtype"] == "float32" and row["compute_streams"] == 1
         assert row["probe_timing"] == "perf_counter+future_callback"
         assert row["matmul_reps"] >= 1 and row["compute_tflop"] > 0
-        assert row["placement"] == ("in_place" if row["collective"] == "all_reduce"
-                                    else "out_of_place")
+        assert row["placement"] == (
+            "in_place" if row["collective"] == "all_reduce" else "out_of_place"
+        )
         assert len(row["probe_samples_us"]["t_both"]) == 8
         # the base columns describe the collective alone
         assert row["time_us"] == row["t_comm_us"]
@@ -58,8 +78,13 @@ def test_probe_rows_are_complete_and_checked(probe_run):
 
 def test_figures_follow_from_the_times(probe_run):
     for row in rows_of(probe_run[0]):
-        figures = overlap_figures(row["t_comm_us"], row["t_comp_us"], row["t_both_us"],
-                                  row["t_comp_during_us"], row["t_comm_during_us"])
+        figures = overlap_figures(
+            row["t_comm_us"],
+            row["t_comp_us"],
+            row["t_both_us"],
+            row["t_comp_during_us"],
+            row["t_comm_during_us"],
+        )
         assert 0.0 <= row["overlap_pct"] <= 100.0
         assert row["overlap_pct"] == pytest.approx(figures.overlap_pct)
         assert row["exposed_comm_us"] == pytest.approx(figures.exposed_comm_us)
@@ -72,8 +97,10 @@ def test_the_overlapped_span_holds_both_parts(probe_run):
     for row in rows_of(probe_run[0]):
         samples = row["probe_samples_us"]
         # per iteration the compute's span lies inside the overlapped one (same clock)
-        assert all(both >= comp for both, comp in zip(samples["t_both"],
-                                                      samples["t_comp_during"], strict=True))
+        assert all(
+            both >= comp
+            for both, comp in zip(samples["t_both"], samples["t_comp_during"], strict=True)
+        )
         # the collective's span ends when its completion callback runs: at most a little
         # after the overlapped run saw it done
         assert row["t_comm_during_us"] <= row["t_both_us"] * 1.1 + 200
@@ -83,15 +110,17 @@ def test_the_overlapped_span_holds_both_parts(probe_run):
         # fastest 4 MiB all-reduce took 3.1 ms alone and under 2.3 ms with compute). So the
         # fastest iterations are compared, with room for that: a probe that forgot to wait
         # for the collective would still fail at ratio 0.25.
-        assert min(samples["t_both"]) >= 0.5 * max(min(samples["t_comp"]),
-                                                   min(samples["t_comm"])), row
+        assert min(samples["t_both"]) >= 0.5 * max(
+            min(samples["t_comp"]), min(samples["t_comm"])
+        ), row
 
 
 def test_exposure_is_explained_by_measured_contention(probe_run):
     for row in rows_of(probe_run[0]):
         # t_both - t_comp can exceed t_comm only by how much the pair slowed each other
-        contention = (max(0.0, row["t_comm_during_us"] - row["t_comm_us"])
-                      + max(0.0, row["t_comp_during_us"] - row["t_comp_us"]))
+        contention = max(0.0, row["t_comm_during_us"] - row["t_comm_us"]) + max(
+            0.0, row["t_comp_during_us"] - row["t_comp_us"]
+        )
         assert row["exposed_comm_us"] <= row["t_comm_us"] * 1.1 + contention + 200, row
 
 
@@ -104,9 +133,16 @@ def test_compute_is_sized_by_the_ratio(probe_run):
         assert ratio / 10 <= reached <= ratio * 10, row
     for collective in ("all_reduce", "all_gather"):
         for size in SIZES:
-            small, large = (next(r for r in rows if r["collective"] == collective
-                                 and r["size_bytes"] == size and r["compute_ratio"] == ratio)
-                            for ratio in (0.25, 2.0))
+            small, large = (
+                next(
+                    r
+                    for r in rows
+                    if r["collective"] == collective
+                    and r["size_bytes"] == size
+                    and r["compute_ratio"] == ratio
+                )
+                for ratio in (0.25, 2.0)
+            )
             # the compute time follows the work: 8x the ratio, about 8x the matmuls
             assert large["matmul_reps"] > small["matmul_reps"]
             assert large["t_comp_us_p50"] > small["t_comp_us_p50"]
@@ -118,8 +154,24 @@ def test_compute_is_sized_by_the_ratio(probe_run):
 
 def test_collective_alone_matches_a_plain_sweep(probe_run, tmp_path):
     out = tmp_path / "sweep"
-    done = collbench("sweep", "-c", "all_reduce", "-b", "1M", "-e", "4M", "-f", "4",
-                     "-w", "2", "-n", "20", "--out", str(out), "--quiet")
+    done = collbench(
+        "sweep",
+        "-c",
+        "all_reduce",
+        "-b",
+        "1M",
+        "-e",
+        "4M",
+        "-f",
+        "4",
+        "-w",
+        "2",
+        "-n",
+        "20",
+        "--out",
+        str(out),
+        "--quiet",
+    )
     assert done.returncode == 0, done.stderr
     plain = {row["size_bytes"]: row["time_us_min"] for row in rows_of(out)}
     compared = 0
@@ -135,9 +187,27 @@ def test_collective_alone_matches_a_plain_sweep(probe_run, tmp_path):
 
 def test_sweep_with_overlap_adds_probe_rows_and_passes_knobs(tmp_path):
     out = tmp_path / "run"
-    done = collbench("sweep", "-c", "all_reduce", "-b", "64K", "-e", "64K", "-w", "1", "-n", "3",
-                     "--overlap", "--compute-ratio", "1", "--knob", "NCCL_MAX_NCHANNELS=4",
-                     "--out", str(out), "--json")
+    done = collbench(
+        "sweep",
+        "-c",
+        "all_reduce",
+        "-b",
+        "64K",
+        "-e",
+        "64K",
+        "-w",
+        "1",
+        "-n",
+        "3",
+        "--overlap",
+        "--compute-ratio",
+        "1",
+        "--knob",
+        "NCCL_MAX_NCHANNELS=4",
+        "--out",
+        str(out),
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     rows = rows_of(out)
     assert [row["kind"] for row in rows] == ["sweep", "overlap"]
@@ -151,9 +221,28 @@ def test_sweep_with_overlap_adds_probe_rows_and_passes_knobs(tmp_path):
 
 def test_fixed_compute_runs_the_work_asked_for(tmp_path):
     out = tmp_path / "run"
-    done = collbench("overlap", "-c", "all_reduce", "-b", "1M", "-e", "1M", "-w", "1", "-n", "3",
-                     "--compute-tflop", "0.001", "--matmul-shape", "128x128x128",
-                     "--compute-dtype", "bfloat16", "--out", str(out), "--quiet")
+    done = collbench(
+        "overlap",
+        "-c",
+        "all_reduce",
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "-w",
+        "1",
+        "-n",
+        "3",
+        "--compute-tflop",
+        "0.001",
+        "--matmul-shape",
+        "128x128x128",
+        "--compute-dtype",
+        "bfloat16",
+        "--out",
+        str(out),
+        "--quiet",
+    )
     assert done.returncode == 0, done.stderr
     (row,) = rows_of(out)
     assert row["compute_ratio"] is None and row["compute_dtype"] == "bfloat16"
@@ -165,20 +254,50 @@ def test_fixed_compute_runs_the_work_asked_for(tmp_path):
 
 def test_a_wrong_result_under_compute_fails_the_run(tmp_path):
     out = tmp_path / "run"
-    done = collbench("overlap", "-c", "all_reduce", "-b", "64K", "-e", "64K", "-w", "1",
-                     "-n", "2", "--compute-ratio", "1", "--out", str(out), "--quiet",
-                     env={"COLLBENCH_TEST_CORRUPT_RANK": "1"})
+    done = collbench(
+        "overlap",
+        "-c",
+        "all_reduce",
+        "-b",
+        "64K",
+        "-e",
+        "64K",
+        "-w",
+        "1",
+        "-n",
+        "2",
+        "--compute-ratio",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
+        env={"COLLBENCH_TEST_CORRUPT_RANK": "1"},
+    )
     assert done.returncode == 3, done.stderr
     (row,) = rows_of(out)
     assert row["n_wrong"] == 1
 
 
 def test_compute_streams_need_a_gpu(tmp_path):
-    done = collbench("overlap", "-c", "all_reduce", "-b", "1K", "-e", "1K",
-                     "--compute-streams", "2", "--out", str(tmp_path / "run"))
+    done = collbench(
+        "overlap",
+        "-c",
+        "all_reduce",
+        "-b",
+        "1K",
+        "-e",
+        "1K",
+        "--compute-streams",
+        "2",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1].startswith(
-        "collbench: error: --compute-streams: 2 needs a GPU"), done.stderr
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith("collbench: error: --compute-streams: 2 needs a GPU")
+    ), done.stderr
     assert "Traceback" not in done.stderr
 
 

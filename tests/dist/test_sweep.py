@@ -13,18 +13,46 @@ from tests.helpers import collbench, meta_of, rows_of
 ALL = ",".join(REGISTRY)
 
 
-@pytest.mark.parametrize("nproc, dtype, op", [
-    (2, "float32", "sum"),
-    (3, "bfloat16", "sum"),  # odd world size: catches factor and alignment bugs
-    (3, "int32", "prod"),
-    (2, "float16", "max"),
-    (3, "bfloat16", "avg"),
-    (3, "int8", "min"),
-])
+SLOW = pytest.mark.slow  # real gloo ranks; the first case below stays in the fast loop
+
+
+@pytest.mark.parametrize(
+    "nproc, dtype, op",
+    [
+        (2, "float32", "sum"),  # the fast loop's smoke test: every collective on 2 real ranks
+        pytest.param(3, "bfloat16", "sum", marks=SLOW),  # odd world size: factor, alignment bugs
+        pytest.param(3, "int32", "prod", marks=SLOW),
+        pytest.param(2, "float16", "max", marks=SLOW),
+        pytest.param(3, "bfloat16", "avg", marks=SLOW),
+        pytest.param(3, "int8", "min", marks=SLOW),
+    ],
+)
 def test_every_collective_and_placement_checks_clean(tmp_path, nproc, dtype, op):
     out = tmp_path / "run"
-    done = collbench("sweep", "-c", ALL, "-b", "4", "-e", "96K", "-f", "5", "-w", "1", "-n", "3",
-                     "--nproc", str(nproc), "-d", dtype, "-o", op, "--out", str(out), "--quiet")
+    done = collbench(
+        "sweep",
+        "-c",
+        ALL,
+        "-b",
+        "4",
+        "-e",
+        "96K",
+        "-f",
+        "5",
+        "-w",
+        "1",
+        "-n",
+        "3",
+        "--nproc",
+        str(nproc),
+        "-d",
+        dtype,
+        "-o",
+        op,
+        "--out",
+        str(out),
+        "--quiet",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     rows = rows_of(out)
@@ -62,9 +90,21 @@ def test_every_collective_and_placement_checks_clean(tmp_path, nproc, dtype, op)
     assert meta["command_line"][:2] == ["collbench", "sweep"]
 
 
+@SLOW
 def test_table_output_is_nccl_tests_shaped(tmp_path):
-    done = collbench("sweep", "-c", "all_reduce,all_gather", "-b", "1K", "-e", "8K",
-                     "-n", "2", "--out", str(tmp_path / "run"))
+    done = collbench(
+        "sweep",
+        "-c",
+        "all_reduce,all_gather",
+        "-b",
+        "1K",
+        "-e",
+        "8K",
+        "-n",
+        "2",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert any(line.startswith("# nThread 1 nGpus 1 minBytes 1024 maxBytes 8192") for line in lines)
@@ -82,10 +122,26 @@ def test_table_output_is_nccl_tests_shaped(tmp_path):
     assert lines[-1] == f"# Results: {tmp_path / 'run'}"
 
 
+@SLOW
 def test_json_mode_prints_exactly_the_rows(tmp_path):
     out = tmp_path / "run"
-    done = collbench("sweep", "-c", "reduce_scatter", "-b", "1K", "-e", "4K", "-n", "2",
-                     "--json", "--no-check", "--rank-stat", "max", "--out", str(out))
+    done = collbench(
+        "sweep",
+        "-c",
+        "reduce_scatter",
+        "-b",
+        "1K",
+        "-e",
+        "4K",
+        "-n",
+        "2",
+        "--json",
+        "--no-check",
+        "--rank-stat",
+        "max",
+        "--out",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     printed = [json.loads(line) for line in done.stdout.splitlines()]
     assert printed == rows_of(out)
@@ -93,41 +149,101 @@ def test_json_mode_prints_exactly_the_rows(tmp_path):
     assert printed[0]["knobs"]["settings"]["rank_stat"] == "max"
 
 
+@SLOW
 def test_step_bytes_and_single_placement(tmp_path):
     out = tmp_path / "run"
-    done = collbench("sweep", "-c", "all_gather", "-b", "1K", "-e", "3K", "-i", "1K",
-                     "--placement", "in_place", "-n", "2", "--quiet", "--out", str(out))
+    done = collbench(
+        "sweep",
+        "-c",
+        "all_gather",
+        "-b",
+        "1K",
+        "-e",
+        "3K",
+        "-i",
+        "1K",
+        "--placement",
+        "in_place",
+        "-n",
+        "2",
+        "--quiet",
+        "--out",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     rows = rows_of(out)
     assert [row["size_bytes"] for row in rows] == [1024, 2048, 3072]
     assert {row["placement"] for row in rows} == {"in_place"}
 
 
+@SLOW
 def test_knobs_record_communication_environment(tmp_path):
     out = tmp_path / "run"
-    done = collbench("sweep", "-c", "all_reduce", "-b", "8", "-e", "8", "-n", "1", "--quiet",
-                     "--out", str(out), env={"NCCL_ALGO": "Ring", "GLOO_SOCKET_IFNAME": "lo"})
+    done = collbench(
+        "sweep",
+        "-c",
+        "all_reduce",
+        "-b",
+        "8",
+        "-e",
+        "8",
+        "-n",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+        env={"NCCL_ALGO": "Ring", "GLOO_SOCKET_IFNAME": "lo"},
+    )
     assert done.returncode == 0, done.stderr
     knobs = rows_of(out)[0]["knobs"]
     assert knobs["env"]["NCCL_ALGO"] == "Ring" and knobs["env"]["GLOO_SOCKET_IFNAME"] == "lo"
     assert meta_of(out)["knobs"]["NCCL_ALGO"] == "Ring"
 
 
+@SLOW
 def test_wrong_data_is_reported_in_rows_and_exit_status(tmp_path):
     out = tmp_path / "run"
-    done = collbench("sweep", "-c", "all_gather", "-b", "1K", "-e", "2K", "-n", "2",
-                     "--nproc", "3", "--out", str(out),
-                     env={"COLLBENCH_TEST_CORRUPT_RANK": "2"})
+    done = collbench(
+        "sweep",
+        "-c",
+        "all_gather",
+        "-b",
+        "1K",
+        "-e",
+        "2K",
+        "-n",
+        "2",
+        "--nproc",
+        "3",
+        "--out",
+        str(out),
+        env={"COLLBENCH_TEST_CORRUPT_RANK": "2"},
+    )
     assert done.returncode == 3
     assert "data check failed: 4 wrong element(s) in 4 row(s)" in done.stderr
     assert "# Out of bounds values : 4 FAILED" in done.stdout
     assert [row["n_wrong"] for row in rows_of(out)] == [1, 1, 1, 1]
 
 
+@SLOW
 def test_topology_name_is_recorded_in_rows_and_meta(tmp_path):
     out = tmp_path / "run"
-    done = collbench("sweep", "-c", "all_reduce", "-b", "1K", "-e", "2K", "-n", "1", "--quiet",
-                     "--topology", "cpu-local", "--out", str(out))
+    done = collbench(
+        "sweep",
+        "-c",
+        "all_reduce",
+        "-b",
+        "1K",
+        "-e",
+        "2K",
+        "-n",
+        "1",
+        "--quiet",
+        "--topology",
+        "cpu-local",
+        "--out",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     assert {row["topology"] for row in rows_of(out)} == {"cpu-local"}
     assert meta_of(out)["topology"] == "cpu-local"

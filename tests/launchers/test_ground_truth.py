@@ -13,6 +13,8 @@ import pytest
 from tests.helpers import collbench, rows_of
 from tests.netns import reason_to_skip, torchrun_pair, two_nodes
 
+pytestmark = pytest.mark.slow  # network namespaces, tc shaping and real sweeps
+
 # tbf counts whole Ethernet frames: a 1500-byte MTU frame is 1514 bytes on the veth and
 # carries 1448 bytes of TCP payload (20 IP + 20 TCP + 12 timestamp option bytes of headers).
 GOODPUT_FRACTION = 1448 / 1514

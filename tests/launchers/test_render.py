@@ -42,8 +42,14 @@ def _text(value):
 def _check(name, value):
     path = GOLDEN / name
     text = _text(value)
-    if os.environ.get("COLLBENCH_REGOLD"):
+    if os.environ.get("COLLBENCH_REGOLD") and (not path.is_file() or path.read_text() != text):
         path.write_text(text)
+        # A file just written would only be compared with itself: what a regold run rewrites
+        # fails; a golden it leaves as it was is compared for real and may pass.
+        pytest.fail(
+            f"regolded {path}; review the diff and rerun without COLLBENCH_REGOLD", pytrace=False
+        )
+    assert path.is_file(), f"{path} is missing: regenerate with COLLBENCH_REGOLD=1"
     assert text == path.read_text(), f"{name} changed; review and regenerate"
 
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import time
 
+import pytest
+
 from tests.launchers.slurm_cluster import SlurmCluster
+
+pytestmark = pytest.mark.slow  # a real Slurm cluster
 
 
 def _run(cluster: SlurmCluster, *args: str) -> subprocess.CompletedProcess:

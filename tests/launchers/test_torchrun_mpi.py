@@ -11,6 +11,8 @@ import pytest
 
 from tests.helpers import collbench, meta_of, rank_pid, rows_of, start, wait_for_rows
 
+pytestmark = pytest.mark.slow  # real torchrun and mpirun jobs
+
 SMALL = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "16K", "-n", "5", "-w", "1"]
 LONG = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "4M", "-n", "40", "-w", "2"]
 

@@ -7,6 +7,8 @@ import pytest
 from tests.helpers import meta_of, rows_of
 from tests.netns import NODE_ADDRS, reason_to_skip, torchrun_pair, two_nodes
 
+pytestmark = pytest.mark.slow  # network namespaces and a real two-node torchrun job
+
 SWEEP = [
     "-c",
     "all_reduce,all_gather",

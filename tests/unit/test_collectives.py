@@ -78,3 +78,15 @@ def test_registry_slots_are_consistent():
         assert coll.root in (-1, 0)
         if len(coll.placements) < 2:
             assert coll.placement_note, f"{name} must say why a placement is missing"
+
+
+def test_every_collective_fills_the_slots_import_and_the_cost_model_read():
+    """Adding a collective is one module: nothing else keeps a list of them."""
+    from collbench.analysis.costmodel import AUTO_CHOICES, MODELS, TRAFFIC_MODELS
+    from collbench.analysis.nccl_import_write import PROGRAMS
+
+    for name, collective in REGISTRY.items():
+        assert collective.traffic in TRAFFIC_MODELS, name
+        assert set(AUTO_CHOICES[name]) <= set(MODELS[name]), name
+        assert collective.nccl_tests_names, name
+        assert all(PROGRAMS[alias] == name for alias in collective.nccl_tests_names)

@@ -5,22 +5,18 @@ import math
 import numpy as np
 import pytest
 
-from collbench.analysis.comparison import (
-    RunData,
-    band_of,
-    band_summaries,
-    compare,
-    differences,
-    significance,
-)
+from collbench.analysis.bands import band_of, bands_legend
+from collbench.analysis.comparison import band_summaries, compare, significance
+from collbench.analysis.methodology import check_poolable, differences
+from collbench.core.errors import SpecError
+from tests.rows import make_row, make_run
 
 RNG = np.random.default_rng(7)
 
 
 def _row(size, time_us, samples, collective="all_reduce", placement="in_place", **extra):
     busbw = size / time_us / 1e3 if size else 0.0
-    return {
-        "kind": "sweep",
+    columns = {
         "collective": collective,
         "placement": placement,
         "size_bytes": size,
@@ -35,14 +31,15 @@ def _row(size, time_us, samples, collective="all_reduce", placement="in_place", 
         "nodes": 1,
         "ranks_per_node": 2,
         "backend": "gloo",
-        **extra,
     }
+    return make_row(**{**columns, **extra})
 
 
 def _run(name, rows, **meta):
-    return RunData(
+    return make_run(
         name,
-        {
+        rows,
+        **{
             "run_id": name,
             "timing_method": "perf_counter",
             "spec": {"rank_stat": "avg"},
@@ -50,7 +47,6 @@ def _run(name, rows, **meta):
             "knobs": {},
             **meta,
         },
-        rows,
     )
 
 
@@ -154,11 +150,30 @@ def test_identical_methods_have_no_differences():
 
 def test_ratio_comes_from_the_times_not_rounded_busbw():
     # an imported log prints busbw with two decimals: 0.01 and 0.01 would read as "same"
-    base = _run("a", [{**_row(4096, 300.0, []), "busbw_gbps": 0.01}])
-    cand = _run("b", [{**_row(4096, 200.0, []), "busbw_gbps": 0.01}])
+    base = _run("a", [_row(4096, 300.0, [], busbw_gbps=0.01)])
+    cand = _run("b", [_row(4096, 200.0, [], busbw_gbps=0.01)])
     (item,) = compare(base, cand).sizes
     assert item.ratio == pytest.approx(1.5)
     # a different world size changes the bus factor: 2 ranks (1.0) vs 4 ranks (1.5)
     wide = _run("c", [_row(4096, 300.0, [], world_size=4)])
     (item,) = compare(base, wide).sizes
     assert item.ratio == pytest.approx(1.5)
+
+
+def test_bands_legend_spells_the_band_edges():
+    assert bands_legend() == "small < 64 KiB <= medium < 16 MiB <= large"
+
+
+def test_fit_pooling_refuses_what_compare_flags():
+    """One methodology rule: a field compare calls methodology also blocks pooling in fit."""
+    from collbench.analysis.methodology import METHODOLOGY
+
+    rows = [_row(1024, 10.0, [10.0] * 5)]
+    base = make_run("a", rows)
+    for field, value in (("iters", 50), ("warmup", 1), ("dtype", "float16")):
+        assert field in METHODOLOGY
+        other = make_run("b", [_row(1024, 10.0, [10.0] * 5, **{field: value})])
+        assert [d.field for d in differences(base, other) if d.kind == "methodology"] == [field]
+        with pytest.raises(SpecError, match=f"measured differently: {field}"):
+            check_poolable(("all_reduce", "gloo", 2), [base, other])
+    check_poolable(("all_reduce", "gloo", 2), [base, make_run("c", rows)])

@@ -18,8 +18,9 @@ from collbench.analysis.vs_topology import compare_rows, run_placement
 from collbench.core.bandwidth import bus_factor
 from collbench.core.errors import EXIT_USAGE, SpecError
 from collbench.topologies.schema import Topology, TopologyError, topology_from_dict
-from tests.helpers import SHARED_DATA
+from tests.helpers import SHARED_DATA, require_shared_data
 from tests.nccl_table import read_nccl_table
+from tests.rows import make_row
 
 COLLECTIVES = tuple(MODELS)
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
@@ -236,11 +237,11 @@ def _least_bytes_up(collective: str, group: Group) -> float:
     }[collective]
 
 
-@pytest.mark.parametrize("topology, group, collective", list(_cases()))
+@pytest.mark.parametrize(
+    "topology, group, collective", [case for case in _cases() if case.values[1].ranks > 1]
+)  # one rank crosses no level: nothing to bound
 def test_no_algorithm_beats_the_bound_of_a_level_it_crosses(topology, group, collective):
     """algbw <= level bandwidth / the bytes per S that must cross it, for every algorithm."""
-    if group.ranks == 1:
-        return
     up = topology.scale_up.bandwidth_gbytes_s
     rail = topology.node_scale_out_gbytes_s / topology.accelerators_per_node
     domain_out = (
@@ -283,10 +284,11 @@ def test_a_group_inside_one_domain_never_touches_scale_out(collective, size):
         assert first.time_s == second.time_s
 
 
-@pytest.mark.parametrize("topology, group, collective", list(_cases()))
+@pytest.mark.parametrize(
+    "topology, group, collective",
+    [case for case in _cases() if case.values[0].scale_out is not None],
+)  # without scale-out there is no bandwidth to double
 def test_twice_the_scale_out_bandwidth_is_never_slower(topology, group, collective):
-    if topology.scale_out is None:
-        return
     faster = topology.with_nodes(topology.nodes)
     faster = topology_from_dict(
         {
@@ -415,8 +417,7 @@ def test_strided_groups_share_the_node_nics():
     ],
 )
 def test_real_logs_reach_70_to_100_percent_of_the_bound(log, topology, peak_busbw_gbps):
-    if not REAL_LOGS.is_dir():
-        pytest.skip(f"no real nccl-tests logs here ({REAL_LOGS} is absent)")
+    require_shared_data(REAL_LOGS)
     table = read_nccl_table(REAL_LOGS / log)
     group = run_placement(topology, table.world_size, topology.nodes, None).group
     measured, size, time_us = max(
@@ -441,21 +442,12 @@ def test_real_logs_reach_70_to_100_percent_of_the_bound(log, topology, peak_busb
 def test_real_logs_against_the_catalog(log, name):
     from collbench.topologies.loader import catalog_names, load_topology
 
-    if not REAL_LOGS.is_dir():
-        pytest.skip(f"no real nccl-tests logs here ({REAL_LOGS} is absent)")
-    if name not in catalog_names():
-        pytest.skip(f"topology {name!r} is not in the catalog")
+    require_shared_data(REAL_LOGS)
+    assert name in catalog_names(), f"topology {name!r} left the catalog"
     table = read_nccl_table(REAL_LOGS / log)
     nodes = 2 if table.world_size == 16 else 1
     rows = [
-        {
-            "collective": "all_reduce",
-            "world_size": table.world_size,
-            "nodes": nodes,
-            "ranks_per_node": table.world_size // nodes,
-            "size_bytes": size,
-            "time_us": time,
-        }
+        make_row(world_size=table.world_size, nodes=nodes, size_bytes=size, time_us=time)
         for size, time in zip(table.sizes_bytes, table.times_us, strict=True)
     ]
     comparison = compare_rows(load_topology(name), rows)
@@ -488,14 +480,7 @@ def test_run_placement(world, nodes, per_node, expect_domain, expect_notes):
 def test_compare_rows_ratio_is_predicted_over_measured_time():
     model = predict(A3_MEGA, "all_reduce", GIB)
     rows = [
-        {
-            "collective": "all_reduce",
-            "world_size": 16,
-            "nodes": 2,
-            "ranks_per_node": 8,
-            "size_bytes": GIB,
-            "time_us": model.time_s * 1e6 * factor,
-        }
+        make_row(world_size=16, nodes=2, size_bytes=GIB, time_us=model.time_s * 1e6 * factor)
         for factor in (2, 2, 9)
     ]
     comparison = compare_rows(A3_MEGA, rows)

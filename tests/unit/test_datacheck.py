@@ -92,7 +92,8 @@ def test_inputs_differ_between_ranks_so_misrouting_is_caught(n):
 
 
 @pytest.mark.parametrize("dtype_name", ["bfloat16", "float16", "int8", "float32"])
-@pytest.mark.parametrize("n", [2, 9, 63, 64, 100, 300, 3000])
+# 3000 ranks build 3000 patterns per case (~0.5 s each, 16 cases): outside the fast loop
+@pytest.mark.parametrize("n", [2, 9, 63, 64, 100, 300, pytest.param(3000, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("op", ["sum", "min", "max", "prod"])
 def test_patterns_stay_exact_at_any_world_size(dtype_name, op, n):
     """Every input and every partial result fits the dtype's exact integers."""

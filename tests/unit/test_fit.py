@@ -11,8 +11,9 @@ import pytest
 
 from collbench.analysis.fit import FitOptions, fit_curve, fit_rows, knobs_digest
 from collbench.analysis.regimes import SearchOptions
-from tests.helpers import SHARED_DATA
+from tests.helpers import SHARED_DATA, require_shared_data
 from tests.nccl_table import read_nccl_table
+from tests.rows import make_row
 
 FACTOR = 1.75  # all-reduce busbw factor on 8 ranks
 SIZES = 2.0 ** np.arange(3, 34)  # 8 B .. 8 GiB, as nccl-tests -b 8 -e 8G -f 2
@@ -263,7 +264,6 @@ def test_the_fit_is_deterministic_and_ignores_row_order():
 
 def _rows(times, **key):
     base = {
-        "kind": "sweep",
         "collective": "all_reduce",
         "backend": "nccl",
         "world_size": 8,
@@ -274,7 +274,7 @@ def _rows(times, **key):
         "run_id": "run-a",
     }
     return [
-        {**base, **key, "size_bytes": int(size), "time_us": float(time_us)}
+        make_row(**{**base, **key, "size_bytes": int(size), "time_us": float(time_us)})
         for size, time_us in zip(SIZES, times, strict=True)
     ]
 
@@ -386,9 +386,7 @@ def test_group_json_has_the_documented_keys():
 
 
 def _log(name: str):
-    if not LOGS.is_dir():
-        pytest.skip(f"real logs not available ({LOGS} is absent)")
-    table = read_nccl_table(LOGS / name)
+    table = read_nccl_table(require_shared_data(LOGS) / name)
     factor = 2 * (table.world_size - 1) / table.world_size
     sizes, times = np.array(table.sizes_bytes, float), np.array(table.times_us)
     return table, factor, sizes[sizes > 0], times[sizes > 0]

@@ -11,24 +11,24 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from collbench.analysis.nccl_import import parse_text_log
 from collbench.analysis.nccl_import_write import (
     build_import,
     implied_world_size,
-    import_logs,
-    read_log,
     resolve_collective,
 )
-from collbench.cli.imports import import_app
+from collbench.cli import app
 from collbench.core.errors import SpecError
-from collbench.store.rundir import PARQUET_FILE, ROW_COLUMNS, SCHEMA_VERSION, load_rows, read_meta
-from tests.helpers import SHARED_DATA, collbench
+from collbench.run.import_logs import ImportResult, import_logs, read_log
+from collbench.store.rows import ROW_COLUMNS, SCHEMA_VERSION
+from collbench.store.rundir import PARQUET_FILE, load_rows, read_meta
+from tests.helpers import SHARED_DATA, collbench, require_shared_data
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-tests"
 REAL_LOGS = SHARED_DATA / "nccl-tests"
@@ -36,8 +36,20 @@ ALL_FIXTURES = sorted(path.name for path in FIXTURES.iterdir())
 
 
 def run_import(tmp_path: Path, *names: str, collective: str | None = None):
-    return import_logs(
-        [FIXTURES / name for name in names], out=tmp_path / "run", collective=collective
+    return written(
+        import_logs(
+            [FIXTURES / name for name in names], out=tmp_path / "run", collective=collective
+        )
+    )
+
+
+def written(result: ImportResult) -> SimpleNamespace:
+    """An import with its rows and meta as the run directory holds them (JSON objects)."""
+    return SimpleNamespace(
+        run_dir=result.run_dir,
+        rows=[row.to_dict() for row in result.rows],
+        meta=result.meta.to_dict(),
+        warnings=result.warnings,
     )
 
 
@@ -51,9 +63,9 @@ def rows_where(rows, **match):
 @pytest.mark.parametrize("name", ALL_FIXTURES)
 def test_every_fixture_becomes_a_run_directory_like_a_sweep(tmp_path, name):
     result = run_import(tmp_path, name)
-    rows = load_rows(result.run_dir)
+    rows = [row.to_dict() for row in load_rows(result.run_dir)]
     assert rows == list(result.rows) and rows
-    meta = read_meta(result.run_dir)
+    meta = read_meta(result.run_dir).to_dict()
     assert meta == json.loads(json.dumps(result.meta))
     for row in rows:
         assert list(row) == list(ROW_COLUMNS)
@@ -300,11 +312,13 @@ def test_log_without_header_infers_the_layout():
     ]
     log = parse_text_log("\n".join([*rows, "# Out of bounds values : 0 OK", ""]), "x.log")
     assert log.tables[0].layout == "headerless" and len(log.tables[0].rows) == 4
-    built, meta = build_import([log], "run-1", "all_reduce")
-    assert meta["world_size"] == 4  # busbw/algbw = 1.5 fits all_reduce on 4 ranks
-    assert any("no table header" in warning for warning in meta["warnings"])
-    assert any("inferred from busbw/algbw" in warning for warning in meta["warnings"])
-    assert built[0]["busbw_gbps"] == 78.64
+    built, meta = build_import([log], "run-1", "all_reduce", imported_utc="2025-01-01T00:00:00Z")
+    assert meta.world_size == 4  # busbw/algbw = 1.5 fits all_reduce on 4 ranks
+    assert any("no table header" in warning for warning in meta.warnings)
+    assert any("inferred from busbw/algbw" in warning for warning in meta.warnings)
+    assert built[0].busbw_gbps == 78.64
+    assert meta.imported_utc == built[0].timestamp_utc == "2025-01-01T00:00:00Z"
+    assert meta.imported_from == ["x.log"]  # as parsed: the import resolves it
 
 
 def test_json_output(tmp_path):
@@ -379,7 +393,9 @@ def test_compatible_logs_from_different_hosts_are_warned_about(tmp_path):
     other.write_text(
         (FIXTURES / "truncated_all_reduce.log").read_text().replace("node-a0", "node-z0")
     )
-    result = import_logs([FIXTURES / "current_all_gather_2node.log", other], out=tmp_path / "run")
+    result = written(
+        import_logs([FIXTURES / "current_all_gather_2node.log", other], out=tmp_path / "run")
+    )
     warning = next(warning for warning in result.warnings if "different hosts" in warning)
     assert "node-a01, node-a02; node-z01, node-z02" in warning
     assert result.meta["nodes"] == 2 and len(result.meta["hosts"]) == 4
@@ -483,9 +499,8 @@ def test_unknown_collective_option(tmp_path):
     ],
 )
 def test_real_logs(tmp_path, name, rows, world_size, nodes, backend, last_busbw):
-    if not REAL_LOGS.is_dir():
-        pytest.skip(f"no real nccl-tests logs here ({REAL_LOGS} is absent)")
-    result = import_logs([REAL_LOGS / name], out=tmp_path / "run")
+    require_shared_data(REAL_LOGS)
+    result = written(import_logs([REAL_LOGS / name], out=tmp_path / "run"))
     meta = result.meta
     assert len(result.rows) == rows == len(load_rows(result.run_dir))
     assert (meta["world_size"], meta["nodes"], meta["backend"]) == (world_size, nodes, backend)
@@ -498,10 +513,11 @@ def test_real_logs(tmp_path, name, rows, world_size, nodes, backend, last_busbw)
 
 
 def test_real_a3mega_header_and_first_row(tmp_path):
-    if not REAL_LOGS.is_dir():
-        pytest.skip(f"no real nccl-tests logs here ({REAL_LOGS} is absent)")
-    result = import_logs(
-        [REAL_LOGS / "nccl_h100_a3mega_2node_tcpxo_allreduce.txt"], out=tmp_path / "run"
+    require_shared_data(REAL_LOGS)
+    result = written(
+        import_logs(
+            [REAL_LOGS / "nccl_h100_a3mega_2node_tcpxo_allreduce.txt"], out=tmp_path / "run"
+        )
     )
     first, meta = result.rows[0], result.meta
     assert (first["size_bytes"], first["count"], first["time_us"], first["n_wrong"]) == (
@@ -516,14 +532,15 @@ def test_real_a3mega_header_and_first_row(tmp_path):
 
 
 def test_real_legacy_and_rccl_specifics(tmp_path):
-    if not REAL_LOGS.is_dir():
-        pytest.skip(f"no real nccl-tests logs here ({REAL_LOGS} is absent)")
-    legacy = import_logs(
-        [REAL_LOGS / "nccl_legacy_a100_1node_allreduce.txt"], out=tmp_path / "legacy"
+    require_shared_data(REAL_LOGS)
+    legacy = written(
+        import_logs([REAL_LOGS / "nccl_legacy_a100_1node_allreduce.txt"], out=tmp_path / "legacy")
     )
     assert [row["size_bytes"] for row in legacy.rows[:4]] == [0, 0, 0, 0]
     assert all(row["n_wrong"] is None for row in legacy.rows)
-    rccl = import_logs([REAL_LOGS / "rccl_mi300x_1node_xgmi_allreduce.txt"], out=tmp_path / "rccl")
+    rccl = written(
+        import_logs([REAL_LOGS / "rccl_mi300x_1node_xgmi_allreduce.txt"], out=tmp_path / "rccl")
+    )
     assert rccl.meta["versions"]["rccl_tests"] == "develop:a7809b3"
     assert rccl.meta["source"] == "rccl-tests"
 
@@ -531,21 +548,10 @@ def test_real_legacy_and_rccl_specifics(tmp_path):
 # ---------------------------------------------------------------- the command
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """collbench (test copy)."""
-
-    app.add_typer(import_app, name="import")
-    return app
-
-
 def test_command_prints_a_summary_and_warnings(tmp_path):
     out = tmp_path / "run"
     result = CliRunner().invoke(
-        _app(),
+        app,
         [
             "import",
             "nccl-tests",
@@ -566,7 +572,7 @@ def test_command_prints_a_summary_and_warnings(tmp_path):
 
 def test_command_json_prints_meta(tmp_path):
     result = CliRunner().invoke(
-        _app(),
+        app,
         [
             "import",
             "nccl-tests",
@@ -580,12 +586,12 @@ def test_command_json_prints_meta(tmp_path):
     )
     assert result.exit_code == 0, result.output
     meta = json.loads(result.stdout)
-    assert meta == read_meta(tmp_path / "run")
+    assert meta == read_meta(tmp_path / "run").to_dict()
     assert "fits 8 ranks" in result.stderr
 
 
 def test_command_bad_input_raises_spec_error(tmp_path):
-    result = CliRunner().invoke(_app(), ["import", "nccl-tests", str(tmp_path / "none.log")])
+    result = CliRunner().invoke(app, ["import", "nccl-tests", str(tmp_path / "none.log")])
     assert isinstance(result.exception, SpecError) and result.exception.field == "LOG"
 
 

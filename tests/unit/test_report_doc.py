@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from collbench.analysis.comparison import RunData
 from collbench.render.report import build_report, render_html, render_markdown
+from tests.rows import make_row, make_run
 
 SIZES = [2**k for k in range(3, 25, 1)]
 
@@ -19,23 +19,14 @@ def _sweep_rows(name, alpha_us=20.0, busbw_gbps=5.0, collective="all_reduce"):
     for size in SIZES:
         time_us = alpha_us + size / (busbw_gbps * 1e3)
         rows.append(
-            {
-                "kind": "sweep",
-                "run_id": name,
-                "collective": collective,
-                "placement": "in_place",
-                "size_bytes": size,
-                "time_us": time_us,
-                "busbw_gbps": size / time_us / 1e3,
-                "n_wrong": 0,
-                "dtype": "float32",
-                "iters": 20,
-                "warmup": 5,
-                "world_size": 2,
-                "nodes": 1,
-                "backend": "gloo",
-                "knobs": {"env": {}},
-            }
+            make_row(
+                run_id=name,
+                collective=collective,
+                placement="in_place",
+                size_bytes=size,
+                time_us=time_us,
+                busbw_gbps=size / time_us / 1e3,
+            )
         )
     return rows
 
@@ -47,38 +38,38 @@ def _probe_rows(name):
             comm, comp = 100.0 + size / 1e4, ratio * (100.0 + size / 1e4)
             both = max(comm, comp) * 1.2
             rows.append(
-                {
-                    "kind": "overlap",
-                    "run_id": name,
-                    "collective": "all_reduce",
-                    "placement": "in_place",
-                    "size_bytes": size,
-                    "compute_ratio": ratio,
-                    "t_comm_us": comm,
-                    "t_comp_us": comp,
-                    "t_both_us": both,
-                    "overlap_pct": max(0.0, 100 - 100 * (both - comp) / comm),
-                    "compute_slowdown": 0.1,
-                    "comm_slowdown": -0.05,
-                    "compute_dtype": "float32",
-                    "compute_streams": 1,
-                    "probe_timing": "perf_counter+future_callback",
-                }
+                make_row(
+                    kind="overlap",
+                    run_id=name,
+                    placement="in_place",
+                    size_bytes=size,
+                    time_us=comm,
+                    compute_ratio=ratio,
+                    t_comm_us=comm,
+                    t_comp_us=comp,
+                    t_both_us=both,
+                    overlap_pct=max(0.0, 100 - 100 * (both - comp) / comm),
+                    compute_slowdown=0.1,
+                    comm_slowdown=-0.05,
+                    compute_dtype="float32",
+                    compute_streams=1,
+                    probe_timing="perf_counter+future_callback",
+                )
             )
     return rows
 
 
 def _run(name, rows, **meta):
-    return RunData(
+    return make_run(
         f"/results/{name}",
-        {
+        rows,
+        **{
             "run_id": name,
             "backend": "gloo",
             "state": "completed",
             "versions": {"torch": "2.13.0"},
             **meta,
         },
-        rows,
     )
 
 
@@ -171,6 +162,7 @@ def test_markdown_links_the_pngs_it_returns():
 
 def test_charts_are_not_blank():
     document = build_report([_run("base", _sweep_rows("base"))])
+    assert document.charts  # the loop below checks nothing when there are none
     for chart in document.charts:
         pixels = np.asarray(Image.open(io.BytesIO(chart.png)).convert("L"), dtype=float)
         assert pixels.std() > 10, chart.name  # something was drawn, not an empty canvas

@@ -1,14 +1,8 @@
 import pytest
 
 from collbench.core.errors import SpecError
-from collbench.core.spec import (
-    DEFAULT_MAX_BYTES,
-    Step,
-    SweepSpec,
-    format_size,
-    parse_size,
-    size_series,
-)
+from collbench.core.spec import DEFAULT_MAX_BYTES, Step, SweepSpec, size_series
+from collbench.core.units import format_size, parse_size
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from collbench.render.table import HEADER, format_line, format_time_us, summary_lines
-from tests.helpers import SHARED_DATA
+from tests.helpers import SHARED_DATA, require_shared_data
 
 # Hand-written lines in nccl-tests' current format (8 ranks, float sum all_reduce).
 FIXTURE = """\
@@ -93,12 +93,11 @@ def test_summary_reports_nccl_average_and_peak():
     assert "N/A" in summary_lines(unchecked)[0]
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "nccl-tests").is_dir(), reason="shared/data not present")
 def test_renders_real_nccl_tests_lines_identically():
     """Every data line of a real nccl-tests log is reproduced from its parsed values."""
-    log = SHARED_DATA / "nccl-tests" / "nccl_h100_a3mega_2node_tcpxo_allreduce.txt"
-    if not log.exists():
-        pytest.skip(f"{log.name} not present")
+    log = require_shared_data(
+        SHARED_DATA / "nccl-tests" / "nccl_h100_a3mega_2node_tcpxo_allreduce.txt"
+    )
     lines = [line for line in log.read_text().splitlines() if re.match(r"^\s+\d+\s+\d+\s", line)]
     assert lines
     for line in lines:

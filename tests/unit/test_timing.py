@@ -5,6 +5,7 @@ import types
 
 import pytest
 
+from collbench.bench import timing
 from collbench.bench.timing import CpuTimer, CudaEventTimer
 
 
@@ -50,9 +51,36 @@ def test_cuda_timer_batch_has_two_events_and_samples_one_per_call():
     assert clock.records == 2 + 5
 
 
-def test_cpu_timer_samples_add_up_to_the_batch():
+class _PerfCounter:
+    """A perf_counter stand-in that only moves when a collective runs, by a known cost."""
+
+    def __init__(self, start_s, costs_s):
+        self.now_s = start_s
+        self.costs_s = list(costs_s)
+        self.calls = 0
+
+    def read(self):
+        return self.now_s
+
+    def run(self):
+        self.calls += 1
+        self.now_s += self.costs_s.pop(0)
+
+
+def test_cpu_timer_samples_are_the_calls_and_the_batch_is_their_mean(monkeypatch):
+    costs_s = [1e-3, 2e-3, 4e-3, 8e-3, 16e-3]
+    # a clock that does not start at zero: the figures are differences, not raw readings
+    clock = _PerfCounter(start_s=1234.5, costs_s=costs_s)
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=clock.read))
+    batch_s, samples = CpuTimer().time_batch(clock.run, len(costs_s))
+    assert clock.calls == len(costs_s) and clock.costs_s == []
+    # one sample per call, in order: a stamp read before its call would shift them by one
+    assert samples == pytest.approx(costs_s, abs=1e-12)
+    assert batch_s == pytest.approx(sum(costs_s) / len(costs_s), abs=1e-12)
+
+
+def test_cpu_timer_on_the_real_clock_samples_add_up_to_the_batch():
     calls = []
     batch_s, samples = CpuTimer().time_batch(lambda: calls.append(1), 50)
     assert len(calls) == 50 and len(samples) == 50
     assert sum(samples) / 50 == pytest.approx(batch_s)
-    assert all(sample >= 0 for sample in samples)

@@ -7,10 +7,9 @@ from typing import Any
 from collbench.bench.torch_types import torch_dtype
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import SpecError
+from collbench.core.overlap import MAX_SQUARE
 
-# Largest square matmul tried when sizing the compute: big enough to run the device near
-# its matmul peak, small enough that one of them fits the probes' usual target times.
-MAX_SQUARE = {"cuda": 8192, "cpu": 1024}
+# Smallest square matmul tried when sizing the compute (MAX_SQUARE is the largest).
 MIN_SQUARE = 32
 
 

@@ -42,4 +42,6 @@ COLLECTIVE = Collective(
     placements=PLACEMENTS,
     bind=_bind,
     expected=_expected,
+    nccl_tests_names=("allgather",),
+    traffic="gather",
 )

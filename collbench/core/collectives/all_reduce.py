@@ -35,4 +35,6 @@ COLLECTIVE = Collective(
     expected=_expected,
     placement_note="torch.distributed.all_reduce works in place only (one tensor), so "
     "collbench does not fake an out-of-place variant with an extra copy",
+    nccl_tests_names=("allreduce",),
+    traffic="all_reduce",
 )

@@ -44,4 +44,6 @@ COLLECTIVE = Collective(
     expected=_expected,
     placement_note="all_to_all_single with the same tensor as input and output is not "
     "safe on every backend, so only out_of_place is measured",
+    nccl_tests_names=("alltoall",),
+    traffic="all_to_all",
 )

@@ -79,6 +79,13 @@ class Collective:
     min_world_size: int = 1
     # Why a placement is missing, shown when a user asks for it explicitly.
     placement_note: str = ""
+    # nccl-tests' program names for it, lower case without `_perf` or underscores
+    # (all_reduce_perf -> "allreduce"): how an imported log or its file name is recognized.
+    nccl_tests_names: tuple[str, ...] = ()
+    # How its bytes move, which picks its cost model (analysis/costmodel.py TRAFFIC_MODELS):
+    # all_reduce, gather (all-gather, reduce-scatter), chain (broadcast, reduce), all_to_all,
+    # point_to_point.
+    traffic: str = ""
 
 
 def ring_factor(world_size: int) -> float:

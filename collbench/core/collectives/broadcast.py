@@ -39,4 +39,6 @@ COLLECTIVE = Collective(
     bind=_bind,
     expected=_expected,
     placement_note="torch.distributed.broadcast works in place only (one tensor)",
+    nccl_tests_names=("broadcast", "bcast"),
+    traffic="chain",
 )

@@ -40,4 +40,6 @@ COLLECTIVE = Collective(
     bind=_bind,
     expected=_expected,
     placement_note="torch.distributed.reduce works in place only (one tensor)",
+    nccl_tests_names=("reduce",),
+    traffic="chain",
 )

@@ -43,4 +43,6 @@ COLLECTIVE = Collective(
     placements=PLACEMENTS,
     bind=_bind,
     expected=_expected,
+    nccl_tests_names=("reducescatter",),
+    traffic="gather",
 )

@@ -50,4 +50,6 @@ COLLECTIVE = Collective(
     min_world_size=2,
     placement_note="sending and receiving through one buffer races, so only out_of_place "
     "is measured",
+    nccl_tests_names=("sendrecv",),
+    traffic="point_to_point",
 )

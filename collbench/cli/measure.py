@@ -1,0 +1,460 @@
+"""`collbench sweep` and `collbench overlap`: their options, declared once by the dataclass
+each fills (SweepSpec, OverlapSpec, RunOptions, the launchers' settings), and the body they
+share: build the spec, run it, say where the results are.
+
+Keep this module's imports light: `collbench --help` must not import torch.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from collbench.bench.rank_env import RANK_ENVS
+from collbench.cli.options import DEFAULT_RUN_DIR_TEXT, FROM_OWNER, Option, given_fields, listing
+from collbench.core.collectives import DEFAULT_COLLECTIVES, REGISTRY
+from collbench.core.dtypes import DTYPES
+from collbench.core.errors import SpecError
+from collbench.core.overlap import (
+    AUTO,
+    COMPUTE_DTYPES,
+    DEFAULT_RATIOS,
+    MAX_SQUARE,
+    OverlapSpec,
+    parse_ratios,
+    parse_shape,
+)
+from collbench.core.spec import (
+    BACKENDS,
+    DEFAULT_FACTOR,
+    DEFAULT_MAX_BYTES,
+    PLACEMENT_CHOICES,
+    RANK_STATS,
+    REDUCE_OPS,
+    SweepSpec,
+)
+from collbench.core.units import parse_size, size_arg
+from collbench.launchers import LAUNCHERS
+from collbench.launchers.base import DEFAULT_CPU_RANKS
+from collbench.launchers.mpi import MpiSettings
+from collbench.launchers.slurm import SlurmSettings
+from collbench.launchers.torchrun import DEFAULT_MASTER_PORT, TorchrunSettings
+from collbench.run import sweep
+from collbench.run.sweep import RunOptions
+
+_OVERLAP = "Overlap probes"
+
+
+def _names(text: str, flag: str) -> tuple[str, ...]:
+    """'all_reduce, all_gather' -> ('all_reduce', 'all_gather'); SweepSpec checks them."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _topology_name(text: str, flag: str) -> str:
+    """The name of the catalog topology or file (loaded, so a bad one fails before a run)."""
+    from collbench.topologies.loader import load_topology
+
+    return load_topology(text).name
+
+
+def _per_backend(defaults: dict[str, int]) -> str:
+    """{'gloo': 16M, 'nccl': 1G, 'rccl': 1G} -> '16M on gloo, 1G on nccl/rccl'."""
+    backends: dict[int, list[str]] = {}
+    for backend, size in defaults.items():
+        backends.setdefault(size, []).append(backend)
+    return ", ".join(f"{size_arg(size)} on {'/'.join(names)}" for size, names in backends.items())
+
+
+_GPU_OR_CPU_RANKS = f"number of GPUs, else {DEFAULT_CPU_RANKS}"
+_AUTO_DTYPES = {
+    AUTO: f"{OverlapSpec().resolved_dtype('cuda')} on GPUs, "
+    f"{OverlapSpec().resolved_dtype('cpu')} on CPU"
+}
+_STARTED_BY_A_TOOL = ", ".join(name for name in LAUNCHERS if name not in ("local", "none"))
+
+SPEC_OPTIONS = (
+    Option(
+        ("--collective", "-c"),
+        f"Comma list: {listing(REGISTRY)}.",
+        SweepSpec,
+        "collectives",
+        default=",".join(DEFAULT_COLLECTIVES),
+        parse=_names,
+    ),
+    Option(
+        ("--min-bytes", "-b"),
+        "Smallest size (K/M/G = powers of 1024).",
+        SweepSpec,
+        "min_bytes",
+        parse=parse_size,
+    ),
+    Option(
+        ("--max-bytes", "-e"),
+        "Largest size.",
+        SweepSpec,
+        "max_bytes",
+        default_text=_per_backend(DEFAULT_MAX_BYTES),
+        parse=parse_size,
+    ),
+    Option(
+        ("--factor", "-f"),
+        "Multiply the size by this each step.",
+        SweepSpec,
+        "factor",
+        kind=float,
+        default_text=f"{DEFAULT_FACTOR:g}",
+    ),
+    Option(
+        ("--step-bytes", "-i"),
+        "Add this many bytes each step instead of --factor.",
+        SweepSpec,
+        "step_bytes",
+        parse=parse_size,
+    ),
+    Option(("--dtype", "-d"), f"{listing(DTYPES)}.", SweepSpec, "dtype"),
+    Option(("--op", "-o"), f"Reduction: {listing(REDUCE_OPS)}.", SweepSpec, "op"),
+    Option(("--placement",), f"{listing(PLACEMENT_CHOICES, last=' or ')}.", SweepSpec, "placement"),
+    Option(("--warmup", "-w"), "Untimed operations per size.", SweepSpec, "warmup", kind=int),
+    Option(("--iters", "-n"), "Timed operations per size.", SweepSpec, "iters", kind=int),
+    Option(("--check/--no-check",), "Verify every result (#wrong).", SweepSpec, "check", kind=bool),
+    Option(
+        ("--rank-stat", "-a"),
+        f"Combine ranks' times by {listing(RANK_STATS, {'avg': 'nccl-tests'}, ' or ')}.",
+        SweepSpec,
+        "rank_stat",
+    ),
+    Option(
+        ("--backend",),
+        f"{listing(BACKENDS, {'auto': 'nccl/rccl on GPUs, else gloo'})}.",
+        SweepSpec,
+        "backend",
+    ),
+    Option(
+        ("--timeout",),
+        "Seconds without progress before a rank counts as hung.",
+        SweepSpec,
+        "timeout_s",
+        kind=float,
+    ),
+)
+
+RUN_OPTIONS = (
+    Option(
+        ("--launcher",),
+        "auto: run as a rank under torchrun/srun/mpirun, else local; local: spawn ranks here; "
+        f"{_STARTED_BY_A_TOOL}: start them through that tool; none: this process is a rank.",
+        RunOptions,
+        "launcher",
+        default=FROM_OWNER,
+    ),
+    Option(
+        ("--nproc", "-g"),
+        "Ranks for --launcher local or mpi.",
+        RunOptions,
+        "nproc",
+        kind=int,
+        default_text=_GPU_OR_CPU_RANKS,
+    ),
+    Option(
+        ("--rank-env",),
+        "For a rank of a job launched elsewhere: read the "
+        f"{listing(RANK_ENVS, last=' or ')} variables (needed when they disagree).",
+        RunOptions,
+        "rank_env",
+    ),
+    Option(
+        ("--print",),
+        "Print what the launcher would run, and exit.",
+        RunOptions,
+        "print_only",
+        kind=bool,
+        default=FROM_OWNER,
+    ),
+)
+
+
+def _settings_option(owner: type, panel: str) -> Callable[..., Option]:
+    """Options that fill one launcher's settings: in its help panel, their help naming it."""
+    prefix = panel.lower()
+
+    def option(flags: tuple[str, ...], help_text: str, field: str, **more: Any) -> Option:
+        return Option(flags, f"{prefix}: {help_text}", owner, field, panel=panel, **more)
+
+    return option
+
+
+_torchrun = _settings_option(TorchrunSettings, "torchrun")
+_slurm = _settings_option(SlurmSettings, "Slurm")
+_mpi = _settings_option(MpiSettings, "MPI")
+
+TORCHRUN_OPTIONS = (
+    _torchrun(
+        ("--nproc-per-node",),
+        "ranks per node.",
+        "nproc_per_node",
+        kind=int,
+        default_text=_GPU_OR_CPU_RANKS,
+    ),
+    _torchrun(("--nnodes",), "nodes in the job.", "nnodes", kind=int),
+    _torchrun(("--node-rank",), "this node's index.", "node_rank", kind=int),
+    _torchrun(("--master-addr",), "node 0's address (static rendezvous).", "master_addr"),
+    _torchrun(
+        ("--master-port",),
+        "node 0's port.",
+        "master_port",
+        kind=int,
+        default_text=str(DEFAULT_MASTER_PORT),
+    ),
+    _torchrun(
+        ("--rdzv-endpoint",),
+        "HOST:PORT of a c10d rendezvous instead of --master-addr.",
+        "rdzv_endpoint",
+    ),
+)
+
+SLURM_OPTIONS = (
+    _slurm(("--nodes", "-N"), "nodes to allocate.", "nodes", kind=int),
+    _slurm(
+        ("--ntasks-per-node",),
+        "ranks per node.",
+        "ntasks_per_node",
+        kind=int,
+        default_text=f"--gpus-per-node, else {DEFAULT_CPU_RANKS}",
+    ),
+    _slurm(("--gpus-per-node",), "GPUs per node.", "gpus_per_node", kind=int),
+    _slurm(("--partition", "-p"), "partition.", "partition"),
+    _slurm(("--account", "-A"), "account.", "account"),
+    _slurm(("--qos",), "quality of service.", "qos"),
+    _slurm(("--time", "-t"), "time limit (MM, HH:MM:SS, D-HH:MM...).", "time"),
+    _slurm(("--constraint", "-C"), "node features.", "constraint"),
+    _slurm(("--exclusive",), "whole nodes only.", "exclusive", kind=bool),
+    _slurm(
+        ("--slurm-arg",),
+        "any other sbatch option as KEY=VALUE (repeatable).",
+        "slurm_args",
+        kind=list[str],
+    ),
+    _slurm(
+        ("--no-wait",),
+        "submit, print the job id and return (see collbench status/wait).",
+        "no_wait",
+        kind=bool,
+    ),
+    # Not a setting: the slurm launcher prints its script instead of submitting it.
+    Option(
+        ("--print-sbatch",),
+        "slurm: print an equivalent sbatch script, and exit.",
+        kind=bool,
+        default=False,
+        panel="Slurm",
+    ),
+)
+
+MPI_OPTIONS = (
+    _mpi(("--hostfile",), "Open MPI hostfile.", "hostfile"),
+    _mpi(
+        ("--mpi-arg",),
+        "extra mpirun arguments (repeatable, shell-split).",
+        "mpi_args",
+        kind=list[str],
+    ),
+)
+
+QUIET = Option(("--quiet", "-q"), "Print nothing but errors.", kind=bool, default=False)
+JSON_ROWS = Option(
+    ("--json",),
+    "Print the rows as JSON lines instead of the table.",
+    kind=bool,
+    default=False,
+    name="json_rows",
+)
+
+# Where the results go, what is printed, and what is recorded with them.
+OUTPUT_OPTIONS = (
+    Option(
+        ("--out",),
+        "Run directory (new or empty).",
+        RunOptions,
+        "out",
+        kind=Path,
+        default_text=DEFAULT_RUN_DIR_TEXT,
+    ),
+    QUIET,
+    JSON_ROWS,
+    Option(
+        ("--topology", "-T"),
+        "Catalog name or topology file of the fabric this runs on: its name goes into every "
+        "row and meta.json (see collbench topo list).",
+        SweepSpec,
+        "topology",
+        parse=_topology_name,
+    ),
+    Option(
+        ("--knob",),
+        "Set a communication knob for every rank, e.g. NCCL_MAX_NCHANNELS=4 (repeatable; "
+        "recorded with the results).",
+        kind=list[str],
+    ),
+)
+
+WANTS_OVERLAP = Option(
+    ("--overlap",),
+    "Also run overlap probes (see collbench overlap).",
+    kind=bool,
+    default=False,
+    panel=_OVERLAP,
+)
+OVERLAP_OPTIONS = (
+    Option(
+        ("--compute-ratio",),
+        "Compute per iteration as multiples of the collective's time, one probe each.",
+        OverlapSpec,
+        "ratios",
+        default_text=",".join(f"{ratio:g}" for ratio in DEFAULT_RATIOS),
+        panel=_OVERLAP,
+        parse=lambda text, flag: parse_ratios(text),
+    ),
+    Option(
+        ("--compute-tflop",),
+        "A fixed amount of compute per iteration (TFLOP) instead of ratios.",
+        OverlapSpec,
+        "compute_tflop",
+        kind=float,
+        panel=_OVERLAP,
+    ),
+    Option(
+        ("--compute-dtype",),
+        f"Matmul dtype: {listing((AUTO, *COMPUTE_DTYPES), _AUTO_DTYPES)}.",
+        OverlapSpec,
+        "compute_dtype",
+        panel=_OVERLAP,
+    ),
+    Option(
+        ("--matmul-shape",),
+        "MxNxK of each matmul.",
+        OverlapSpec,
+        "matmul_shape",
+        default_text=f"the largest square up to {MAX_SQUARE['cuda']} on GPUs, "
+        f"{MAX_SQUARE['cpu']} on CPU, that fits the smallest target",
+        panel=_OVERLAP,
+        parse=lambda text, flag: parse_shape(text),
+    ),
+    Option(
+        ("--compute-streams",),
+        "GPU streams the compute is spread over.",
+        OverlapSpec,
+        "compute_streams",
+        kind=int,
+        panel=_OVERLAP,
+    ),
+)
+
+_LAUNCHER_SETTINGS = (TorchrunSettings, SlurmSettings, MpiSettings)
+# `collbench sweep`'s options, in the order its help lists them; `overlap` has all but one.
+SWEEP_OPTIONS = (
+    *SPEC_OPTIONS,
+    *RUN_OPTIONS,
+    *TORCHRUN_OPTIONS,
+    *SLURM_OPTIONS,
+    *MPI_OPTIONS,
+    *OUTPUT_OPTIONS,
+    WANTS_OVERLAP,
+    *OVERLAP_OPTIONS,
+)
+OVERLAP_COMMAND_OPTIONS = tuple(option for option in SWEEP_OPTIONS if option is not WANTS_OVERLAP)
+
+
+def run_measure(command: str, values: dict[str, Any]) -> None:
+    """Shared body of `collbench sweep` and `collbench overlap`."""
+    spec = measure_spec(command, values)
+    _set_knobs(values["knob"] or [])
+    options = run_options(values)
+    make_sink = sink_factory(options.output)
+    result, run_dir = sweep.run_sweep(spec, options, command_line(), make_sink)
+    if result.error:
+        print_error(result.error)
+    elif options.output == "table" and result.is_primary:
+        print(f"# Results: {run_dir}", flush=True)
+    if result.is_rank:
+        exit_rank(result.code)
+    raise typer.Exit(result.code)
+
+
+def measure_spec(command: str, values: dict[str, Any]) -> SweepSpec:
+    """What to measure: the spec the options give (`overlap`: probes only)."""
+    wants_overlap = values.get(WANTS_OVERLAP.parameter_name) or command == "overlap"
+    probe = [option for option in OVERLAP_OPTIONS if values[option.parameter_name] is not None]
+    if probe and not wants_overlap:
+        value = values[probe[0].parameter_name]
+        raise SpecError(probe[0].flag, value, "needs --overlap (or collbench overlap)")
+    overlap = None
+    if wants_overlap:
+        overlap = OverlapSpec(**given_fields(OverlapSpec, OVERLAP_OPTIONS, values))
+    fields = given_fields(SweepSpec, SWEEP_OPTIONS, values)
+    return SweepSpec(overlap=overlap, sweep_rows=command == "sweep", **fields)
+
+
+def run_options(values: dict[str, Any]) -> RunOptions:
+    """How to run it: the launcher, the output, and the launcher's own settings as given
+    (the launcher refuses those that do not apply to it)."""
+    quiet, json_rows = values[QUIET.parameter_name], values[JSON_ROWS.parameter_name]
+    if quiet and json_rows:
+        raise SpecError("--json", True, "conflicts with --quiet: give one")
+    extra = {}
+    for settings in _LAUNCHER_SETTINGS:
+        extra.update(given_fields(settings, SWEEP_OPTIONS, values))
+    print_sbatch = values["print_sbatch"]
+    if print_sbatch:
+        extra["print_sbatch"] = True
+    given = given_fields(RunOptions, SWEEP_OPTIONS, values)
+    given["print_only"] = given["print_only"] or print_sbatch
+    output = "quiet" if quiet else "json" if json_rows else "table"
+    return RunOptions(**given, output=output, extra=extra)
+
+
+def _set_knobs(settings: list[str]) -> None:
+    """--knob NAME=VALUE: set in this process, so every launcher passes it to the ranks."""
+    from collbench.core.knobs import is_knob, knob_listing
+
+    for setting in settings:
+        name, sep, value = setting.partition("=")
+        if not sep or not name:
+            raise SpecError("--knob", setting, "is not NAME=VALUE")
+        if not is_knob(name):
+            raise SpecError(
+                "--knob", setting, f"does not name a communication knob ({knob_listing()})"
+            )
+        os.environ[name] = value
+
+
+def sink_factory(output: str) -> Any:
+    """What a person sees while rows arrive: the table, JSON lines or nothing (+ progress)."""
+    from collbench.render.console import ConsoleSink
+
+    progress = output != "quiet" and sys.stderr.isatty()
+    return lambda spec: ConsoleSink(spec, output, progress=progress)
+
+
+def command_line() -> list[str]:
+    return ["collbench", *sys.argv[1:]]
+
+
+def exit_rank(code: int) -> None:
+    """End a rank process now: everything is on disk and printed.
+
+    After a failure the process group cannot be destroyed cleanly, and letting the
+    interpreter tear it down races with its threads ("terminate called without an active
+    exception", SIGABRT) so the exit code would be lost.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def print_error(message: str) -> None:
+    print(f"collbench: error: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,167 @@
+"""Command-line options as data: each `Option` names the dataclass field it fills, and its
+help text quotes that field's default (or the constant behind it), so a default is written
+in one place only and the CLI just maps onto it. Typer reads the signature built here.
+
+Keep this module's imports light: `collbench --help` must not import torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Optional
+
+import typer
+
+# What `--out` means when it is not given (the store names new run directories so).
+DEFAULT_RUN_DIR_TEXT = "results/<UTC time>-<id>"
+
+
+class _FromOwner:
+    """The `default` of an option that takes its owner field's default (typer shows it)."""
+
+    def __repr__(self) -> str:
+        return "FROM_OWNER"
+
+
+FROM_OWNER: Any = _FromOwner()
+REQUIRED: Any = inspect.Parameter.empty
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line option and the dataclass field it fills.
+
+    `default` None means "not given": the owner's default applies, and the help text says
+    what it is ("(default: X)", from the owner field or `default_text`). FROM_OWNER passes
+    the owner field's default to typer, which shows it ("[default: X]").
+    """
+
+    flags: tuple[str, ...]
+    help: str
+    # The dataclass whose field this option fills, and that field (None: not a field).
+    owner: type | None = None
+    field: str | None = None
+    # What typer parses: str, int, float, bool, list[str], Path ...
+    kind: Any = str
+    default: Any = None
+    # Says the default when the owner field's own default does not (it is None, or the
+    # value is decided later, e.g. per backend); "": the help itself says it.
+    default_text: str | None = None
+    panel: str | None = None
+    # Turns the given value into the field's value; called with the value and the flag.
+    parse: Callable[[Any, str], Any] | None = None
+    # The parameter name; None: the field, else the long flag in snake_case.
+    name: str | None = None
+
+    @property
+    def flag(self) -> str:
+        """The long flag, as error messages name it (`--check` for `--check/--no-check`)."""
+        return self.flags[0].split("/")[0]
+
+    @property
+    def parameter_name(self) -> str:
+        return self.name or self.field or self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def owner_default(self) -> Any:
+        """The owner field's default (None where it has none)."""
+        if self.owner is None or not dataclasses.is_dataclass(self.owner):
+            return None
+        for item in dataclasses.fields(self.owner):
+            if item.name == self.field:
+                if item.default_factory is not dataclasses.MISSING:
+                    return item.default_factory()
+                return None if item.default is dataclasses.MISSING else item.default
+        raise AttributeError(f"{self.owner.__name__} has no field {self.field!r}")
+
+    @property
+    def default_value(self) -> Any:
+        """The parameter's default: what the command receives when the option is not given."""
+        return self.owner_default if self.default is FROM_OWNER else self.default
+
+    @property
+    def help_text(self) -> str:
+        """The help, ending in "(default: X)" where typer does not show the default itself."""
+        text = self.default_text
+        if text is None and self.default is None:
+            text = self._shown(self.owner_default)
+        return f"{self.help} (default: {text})" if text else self.help
+
+    def _shown(self, value: Any) -> str | None:
+        """A default as the help says it; None where there is nothing worth saying."""
+        if isinstance(value, bool):  # the flag that gives it: --check/--no-check -> check
+            on, _, off = self.flags[0].partition("/")
+            return (on if value else off).lstrip("-") or None
+        if value is None or value == ():
+            return None
+        return format_value(value)
+
+    def info(self) -> Any:
+        """The typer.Option for a hand-written signature."""
+        return typer.Option(
+            *self.flags,
+            help=self.help_text or None,
+            show_default=self.default_value not in (None, REQUIRED),
+            rich_help_panel=self.panel,
+        )
+
+    def parameter(self) -> inspect.Parameter:
+        """The typer parameter: Optional[kind] when "not given" is a value of its own."""
+        default = self.default_value
+        kind = self.kind if default is not None else Optional[self.kind]  # noqa: UP045
+        return inspect.Parameter(
+            self.parameter_name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=default,
+            annotation=Annotated[kind, self.info()],
+        )
+
+
+def format_value(value: Any) -> str:
+    """A default as help texts say it: 300.0 -> 300, (0.5, 1.0, 2.0) -> 0.5,1,2."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (tuple, list)):
+        return ",".join(format_value(item) for item in value)
+    return str(value)
+
+
+def listing(values: Iterable[str], notes: Mapping[str, str] | None = None, last: str = ", ") -> str:
+    """'a, b, c' (or with last=" or ": 'a, b or c'), each value followed by its note."""
+    items = [f"{value} ({notes[value]})" if notes and value in notes else value for value in values]
+    if len(items) < 2:
+        return "".join(items)
+    return ", ".join(items[:-1]) + last + items[-1]
+
+
+def command(
+    name: str, doc: str, options: Sequence[Option], run: Callable[[dict[str, Any]], None]
+) -> Callable[..., None]:
+    """A typer command whose parameters are `options`; it hands their values to `run`."""
+    parameters = [option.parameter() for option in options]
+
+    def body(**values: Any) -> None:
+        run(values)
+
+    body.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    body.__annotations__ = {param.name: param.annotation for param in parameters}
+    body.__doc__ = doc
+    body.__name__ = name
+    return body
+
+
+def given_fields(
+    owner: type, options: Sequence[Option], values: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The owner's fields that the command line gave, parsed; an option not given (None or
+    an empty list) is left out, so the dataclass's own default applies."""
+    fields = {}
+    for option in options:
+        value = values.get(option.parameter_name)
+        if option.owner is not owner or value is None or value == []:
+            continue
+        fields[option.field] = value if option.parse is None else option.parse(value, option.flag)
+    return fields

@@ -1,0 +1,81 @@
+"""Units and how numbers are spelled: sizes in bytes (powers of 1024, as nccl-tests) and
+figures with a fixed number of significant digits. Every command formats through here."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from collbench.core.errors import SpecError
+
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str | int, field_name: str = "size") -> int:
+    """Bytes from '8', '4K', '1M', '2G' (powers of 1024, as nccl-tests), or SpecError."""
+    if isinstance(text, int):
+        value = text
+    else:
+        match = _SIZE_RE.match(str(text))
+        if not match:
+            raise SpecError(
+                field_name,
+                text,
+                "is not a size: use a number with an optional "
+                "K/M/G suffix (powers of 1024), e.g. 8, 4K, 1M, 2G",
+            )
+        number, unit = match.groups()
+        value_f = float(number) * _UNITS[unit.upper()]
+        if value_f != int(value_f):
+            raise SpecError(field_name, text, "is not a whole number of bytes")
+        value = int(value_f)
+    if value < 0:
+        raise SpecError(field_name, text, "must not be negative")
+    return value
+
+
+def format_size(num_bytes: float, compact: bool = False, digits: int | None = None) -> str:
+    """Short human form: 8 B, 4 KiB, 1.5 MiB; compact (chart ticks): 8, 4K, 1.5M.
+
+    digits: round to that many significant digits (format_number), e.g. 1.39M, 155M.
+    """
+
+    def spell(value: float) -> str:
+        return f"{value:g}" if digits is None else format_number(value, digits)
+
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if num_bytes >= scale:
+            return f"{spell(num_bytes / scale)}{unit[0] if compact else ' ' + unit}"
+    if digits is not None:
+        return spell(num_bytes) if compact else f"{spell(num_bytes)} B"
+    return f"{num_bytes:g}" if compact else f"{num_bytes} B"
+
+
+def size_arg(num_bytes: int) -> str:
+    """The shortest --min-bytes style spelling that parses back to exactly num_bytes."""
+    for suffix, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if num_bytes >= scale and num_bytes % scale == 0:
+            return f"{num_bytes // scale}{suffix}"
+    return str(num_bytes)
+
+
+def round_sig(value: float, digits: int = 6) -> float | None:
+    """Significant digits for output (JSON); JSON has no inf, so an unbounded value is None."""
+    if not math.isfinite(value):
+        return None
+    return float(f"{value:.{digits}g}")
+
+
+def format_number(value: float, digits: int = 4, scientific: bool = False) -> str:
+    """`digits` significant digits, whole numbers from 1000 up (2049, 123.4, 0.002951).
+
+    scientific: values below 1e-3 or from 1e6 up in exponent form (3.050e-13) instead.
+    """
+    if not math.isfinite(value):
+        return str(value)
+    if scientific and value != 0 and not 1e-3 <= abs(value) < 1e6:
+        return f"{value:.{digits - 1}e}"
+    if abs(value) >= 1000:
+        return f"{value:.0f}"
+    return f"{value:.{digits}g}"

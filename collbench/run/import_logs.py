@@ -1,0 +1,76 @@
+"""`collbench import nccl-tests`: read nccl-tests / rccl-tests logs and write them as a run.
+
+Reading and writing happen here; parsing (analysis.nccl_import) and building the rows and
+meta.json (analysis.nccl_import_write) are pure. The run directory holds rows.jsonl,
+meta.json and rows.parquet, as a sweep's does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from collbench.analysis.nccl_import import LOG_FIELD, ParsedLog
+from collbench.analysis.nccl_import_write import build_import, parse_log, resolve_collective
+from collbench.core.errors import SpecError
+from collbench.store.meta import RunMeta
+from collbench.store.rows import ResultRow, utc_now
+from collbench.store.rundir import (
+    ResultWriter,
+    new_run_id,
+    prepare_run_dir,
+    write_meta,
+    write_parquet,
+)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """A written import: where it went, its rows and its meta."""
+
+    run_dir: Path
+    rows: tuple[ResultRow, ...]
+    meta: RunMeta
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.meta.warnings)
+
+
+def import_logs(
+    paths: Sequence[Path | str], out: Path | None = None, collective: str | None = None
+) -> ImportResult:
+    """Import nccl-tests / rccl-tests logs into a new run directory (`out`, new or empty).
+
+    Several logs become one run when they come from one system (same world size and
+    backend); `collective` names the collective when the logs do not.
+    """
+    if not paths:
+        raise SpecError(LOG_FIELD, "", "is missing: give at least one log file")
+    override = resolve_collective(collective) if collective is not None else None
+    logs = [read_log(Path(path)) for path in paths]
+    run_id = new_run_id()
+    rows, meta = build_import(logs, run_id, override, imported_utc=utc_now())
+    # meta.json names each log by its absolute path: the run may be read from elsewhere.
+    meta = replace(meta, imported_from=[str(Path(path).resolve()) for path in meta.imported_from])
+    run_dir = prepare_run_dir(out, run_id)
+    writer = ResultWriter(run_dir)
+    try:
+        for row in rows:
+            writer.append(row)
+    finally:
+        writer.close()
+    write_meta(run_dir, meta)
+    write_parquet(run_dir)
+    return ImportResult(run_dir=run_dir, rows=tuple(rows), meta=meta)
+
+
+def read_log(path: Path) -> ParsedLog:
+    """Parse one nccl-tests / rccl-tests log file (text, or -J JSON)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        raise SpecError(LOG_FIELD, str(path), f"cannot be read: {error.strerror}") from None
+    return parse_log(text, str(path))

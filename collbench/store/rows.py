@@ -1,0 +1,237 @@
+"""Result rows: one typed row per measurement, exactly as rows.jsonl stores it.
+
+A sweep row is a `ResultRow`; an overlap probe's row is a `ProbeRow`, which adds the
+probe's columns after the sweep ones (its base columns describe the collective alone:
+time_us is t_comm, busbw its bandwidth). The column tuples are read off the dataclasses, so
+a column exists in one place: its field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from typing import Any
+
+from collbench.core.errors import SpecError
+
+SCHEMA_VERSION = 1
+SWEEP = "sweep"
+OVERLAP = "overlap"
+# The probe's timed series (bench.overlap.clock.SERIES): each has t_<name>_us, _us_p50, _cv.
+PROBE_SERIES = ("comm", "comp", "both", "comp_during", "comm_during")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultRow:
+    """One run x collective x dtype x size x placement (DESIGN.md, "Result row").
+
+    Units live in the names. A row read from an older run lacks some columns: they are
+    None (see `row_from_dict`).
+    """
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str | None
+    timestamp_utc: str | None
+    kind: str = SWEEP
+    collective: str
+    backend: str | None
+    dtype: str
+    op: str | None  # None for collectives that do not reduce
+    root: int | None  # -1 for collectives without a root
+    size_bytes: int  # nccl-tests' "size": max(send, recv) bytes per rank
+    count: int | None  # per-rank element count, as nccl-tests prints it
+    world_size: int
+    nodes: int | None
+    ranks_per_node: int | None
+    placement: str  # out_of_place | in_place
+    warmup: int | None
+    iters: int | None
+    time_us: float  # the cross-rank statistic of the batch time (default: average)
+    time_us_p50: float | None  # None: the source kept no per-iteration samples (imports)
+    time_us_p95: float | None
+    time_us_min: float | None
+    time_us_max: float | None
+    time_cv: float | None
+    algbw_gbps: float
+    busbw_gbps: float
+    n_wrong: int | None  # None: data check off
+    topology: str | None
+    knobs: dict[str, Any]  # {"env": NCCL_*/... variables, "settings": collbench's own}
+    time_us_samples: list[float]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as rows.jsonl holds it: every column, in column order."""
+        return {column.name: getattr(self, column.name) for column in fields(self)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeRow(ResultRow):
+    """An overlap probe's row (kind "overlap"): the collective alone, then the probe."""
+
+    kind: str = OVERLAP
+    compute_ratio: float | None  # requested compute:comm ratio; None: fixed compute
+    compute_ratio_actual: float | None
+    compute_dtype: str | None
+    matmul_shape: str | None  # "MxNxK"
+    matmul_reps: int | None
+    compute_streams: int | None
+    compute_tflop: float | None
+    compute_tflops: float | None
+    t_comm_us: float | None
+    t_comm_us_p50: float | None
+    t_comm_cv: float | None
+    t_comp_us: float | None
+    t_comp_us_p50: float | None
+    t_comp_cv: float | None
+    t_both_us: float | None
+    t_both_us_p50: float | None
+    t_both_cv: float | None
+    t_comp_during_us: float | None
+    t_comp_during_us_p50: float | None
+    t_comp_during_cv: float | None
+    t_comm_during_us: float | None
+    t_comm_during_us_p50: float | None
+    t_comm_during_cv: float | None
+    overlap_pct: float | None
+    exposed_comm_us: float | None
+    comm_wait_us: float | None
+    compute_slowdown: float | None
+    comm_slowdown: float | None
+    probe_timing: str | None
+    probe_samples_us: dict[str, list[float]] | None  # per series "t_<name>"
+
+
+def utc_now() -> str:
+    """A timestamp as rows and meta.json record it (UTC, microseconds)."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+ROW_TYPES: dict[str, type[ResultRow]] = {SWEEP: ResultRow, OVERLAP: ProbeRow}
+ROW_COLUMNS = tuple(column.name for column in fields(ResultRow))
+ALL_COLUMNS = tuple(column.name for column in fields(ProbeRow))
+# Probe rows carry these after ROW_COLUMNS; sweep rows leave them out.
+PROBE_COLUMNS = ALL_COLUMNS[len(ROW_COLUMNS) :]
+_COLUMNS_OF = {ResultRow: ROW_COLUMNS, ProbeRow: ALL_COLUMNS}
+
+
+def row_from_dict(data: Any, where: str = "a row") -> ResultRow:
+    """The typed row of a JSON row. Columns an older row lacks are None; a row without a
+    kind is a sweep row (rows had no kind before overlap probes). SpecError naming `where`
+    (file and line) for a row that is not an object or whose kind collbench does not know;
+    columns it does not know are not read."""
+    if not isinstance(data, Mapping):
+        raise SpecError("row", type(data).__name__, f"in {where} is not a JSON object")
+    kind = data.get("kind", SWEEP)
+    row_type = ROW_TYPES.get(kind) if isinstance(kind, str) else None
+    if row_type is None:
+        raise SpecError(
+            "kind", kind, f"in {where} is not a row kind collbench reads ({', '.join(ROW_TYPES)})"
+        )
+    values = {column: data.get(column) for column in _COLUMNS_OF[row_type]}
+    return row_type(**{**values, "kind": kind})
+
+
+class RowBuilder:
+    """Turns a rank-combined measurement into a result row with the run's context."""
+
+    def __init__(
+        self,
+        run_id: str,
+        spec: Any,
+        world_size: int,
+        nodes: int,
+        knobs: dict[str, Any],
+        topology: str | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.spec = spec
+        self.world_size = world_size
+        self.nodes = nodes
+        self.knobs = knobs
+        self.topology = topology
+
+    def build(self, collective: str, placement: str, measured: Any) -> ResultRow:
+        """A sweep row from a `bench.runner.Measured` (geometry, stats, n_wrong)."""
+        return ResultRow(**self._base(collective, placement, measured))
+
+    def build_probe(self, collective: str, placement: str, probe: Any, timing: str) -> ProbeRow:
+        """A kind "overlap" row: the collective alone in the base columns, then the probe."""
+        comm = probe.series["comm"]
+        base = self._base(collective, placement, _Alone(probe.geometry, comm, probe.n_wrong))
+        compute, figures = probe.compute, probe.figures
+        series: dict[str, Any] = {}
+        samples = {}
+        for name in PROBE_SERIES:
+            stats = probe.series[name]
+            series[f"t_{name}_us"] = None if stats is None else stats.time_us
+            series[f"t_{name}_us_p50"] = None if stats is None else stats.time_us_p50
+            series[f"t_{name}_cv"] = None if stats is None else stats.time_cv
+            if stats is not None:
+                samples[f"t_{name}"] = [round(sample, 3) for sample in stats.samples_us]
+        return ProbeRow(
+            **{**base, "kind": OVERLAP},
+            compute_ratio=probe.ratio,
+            compute_ratio_actual=figures.compute_ratio_actual,
+            compute_dtype=compute.dtype,
+            matmul_shape="x".join(map(str, compute.shape)),
+            matmul_reps=compute.reps,
+            compute_streams=compute.streams,
+            compute_tflop=compute.tflop,
+            compute_tflops=compute.tflop / (probe.series["comp"].time_us * 1e-6),
+            **series,
+            overlap_pct=figures.overlap_pct,
+            exposed_comm_us=figures.exposed_comm_us,
+            comm_wait_us=figures.comm_wait_us,
+            compute_slowdown=figures.compute_slowdown,
+            comm_slowdown=figures.comm_slowdown,
+            probe_timing=timing,
+            probe_samples_us=samples,
+        )
+
+    def _base(self, collective: str, placement: str, measured: Any) -> dict[str, Any]:
+        """The sweep columns, by name."""
+        from collbench.core.bandwidth import algbw_gbps, bus_factor
+        from collbench.core.collectives import REGISTRY
+
+        coll = REGISTRY[collective]
+        stats = measured.stats
+        algbw = algbw_gbps(measured.geometry.size_bytes, stats.time_us)
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "timestamp_utc": utc_now(),
+            "kind": SWEEP,
+            "collective": collective,
+            "backend": self.spec.backend,
+            "dtype": self.spec.dtype,
+            "op": self.spec.op if coll.reduces else None,
+            "root": coll.root,
+            "size_bytes": measured.geometry.size_bytes,
+            "count": measured.geometry.count,
+            "world_size": self.world_size,
+            "nodes": self.nodes,
+            "ranks_per_node": self.world_size // max(1, self.nodes),
+            "placement": placement,
+            "warmup": self.spec.warmup,
+            "iters": self.spec.iters,
+            "time_us": stats.time_us,
+            "time_us_p50": stats.time_us_p50,
+            "time_us_p95": stats.time_us_p95,
+            "time_us_min": stats.time_us_min,
+            "time_us_max": stats.time_us_max,
+            "time_cv": stats.time_cv,
+            "algbw_gbps": algbw,
+            "busbw_gbps": algbw * bus_factor(collective, self.world_size),
+            "n_wrong": measured.n_wrong,
+            "topology": self.topology,
+            "knobs": self.knobs,
+            "time_us_samples": [round(sample, 3) for sample in stats.samples_us],
+        }
+
+
+class _Alone:
+    """The collective-alone part of a probe, shaped like a sweep measurement."""
+
+    def __init__(self, geometry: Any, stats: Any, n_wrong: int | None) -> None:
+        self.geometry, self.stats, self.n_wrong = geometry, stats, n_wrong
