@@ -24,6 +24,8 @@ LAUNCH_VAR = "COLLBENCH_LAUNCH"
 LOG_DIR_VAR = "COLLBENCH_LOG_DIR"
 # Ranks per host when no GPU decides it: every launcher's default.
 DEFAULT_CPU_RANKS = 2
+# Rendezvous port of torchrun's static form, and the one a printed local command shows.
+DEFAULT_MASTER_PORT = 29500
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,21 @@ class RankCommand:
         return " ".join([*assignments, *map(shlex.quote, self.argv)])
 
 
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What a launcher would run for a job, whichever launcher it is (`render`'s one type).
+
+    `commands` are the processes started on this host: one per rank (local), one tool that
+    starts the ranks (torchrun, mpirun), or none (a rank already running; a batch job).
+    A batch scheduler (Slurm) instead submits `batch_options`, and every task runs `task`.
+    """
+
+    launcher: str
+    commands: tuple[RankCommand, ...] = ()
+    batch_options: dict[str, Any] | None = None
+    task: RankCommand | None = None
+
+
 class Launcher(Protocol):
     name: str
     # Launcher-specific `collbench sweep` options it accepts (RunOptions.extra keys).
@@ -59,7 +76,7 @@ class Launcher(Protocol):
     def plan(self, spec: Any, options: Any, command_line: list[str]) -> Job:
         """Check the options and fix the job (ranks, run directory) without starting it."""
 
-    def render(self, job: Job) -> Any:
+    def render(self, job: Job) -> LaunchPlan:
         """What would run, without running it (pure: tested against golden renderings)."""
 
     def describe(self, job: Job) -> str:

@@ -16,7 +16,13 @@ from collbench.bench import capacity
 from collbench.bench.distributed import free_port, gpu_count, resolve_backend
 from collbench.core.errors import SpecError
 from collbench.core.spec import SweepSpec
-from collbench.launchers.base import DEFAULT_CPU_RANKS, LaunchResult, RankCommand
+from collbench.launchers.base import (
+    DEFAULT_CPU_RANKS,
+    DEFAULT_MASTER_PORT,
+    LaunchPlan,
+    LaunchResult,
+    RankCommand,
+)
 from collbench.launchers.supervise import Handle, ProcessHandle, supervise
 from collbench.store.job import Job
 from collbench.store.rank_status import PARENT_PID_VAR, STATUS_DIR_VAR
@@ -37,9 +43,9 @@ class LocalLauncher:
         return Job(spec, run_dir, run_id, self.name, nproc, command_line, rank_env="torch")
 
     def describe(self, job: Job) -> str:
-        return "\n".join(command.shell() for command in self.render(job))
+        return "\n".join(command.shell() for command in self.render(job).commands)
 
-    def render(self, job: Job, master_port: int = 29500) -> list[RankCommand]:
+    def render(self, job: Job, master_port: int = DEFAULT_MASTER_PORT) -> LaunchPlan:
         argv = [sys.executable, "-m", "collbench.bench.worker", str(job.run_dir)]
         shared = {
             "MASTER_ADDR": "127.0.0.1",
@@ -54,10 +60,11 @@ class LocalLauncher:
             # intra-op threads outnumber the cores spin against each other, and a matmul
             # (the overlap probe's compute) then varies tenfold from one call to the next.
             shared["OMP_NUM_THREADS"] = str(max(1, _usable_cores() // job.nproc))
-        return [
+        commands = tuple(
             RankCommand(argv, {**shared, "RANK": str(rank), "LOCAL_RANK": str(rank)})
             for rank in range(job.nproc)
-        ]
+        )
+        return LaunchPlan(self.name, commands)
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         job.save()
@@ -67,7 +74,7 @@ class LocalLauncher:
             ProcessHandle.spawn(
                 command, log_dir / f"rank-{rank:05d}.log", f"rank {rank} (pid {{pid}})"
             )
-            for rank, command in enumerate(self.render(job, free_port()))
+            for rank, command in enumerate(self.render(job, free_port()).commands)
         ]
         return supervise(job, handles, sink, per_rank=True)
 

@@ -20,6 +20,7 @@ from collbench.core.errors import SpecError
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import (
     DEFAULT_CPU_RANKS,
+    LaunchPlan,
     LaunchResult,
     RankCommand,
     rank_argv,
@@ -94,7 +95,7 @@ class MpiLauncher:
             settings=vars(settings),
         )
 
-    def render(self, job: Job) -> RankCommand:
+    def render(self, job: Job) -> LaunchPlan:
         settings = MpiSettings(**job.settings)
         env = watch_env(job)
         argv = ["mpirun", "-np", str(settings.nproc)]
@@ -107,13 +108,14 @@ class MpiLauncher:
         for name in (*sorted(env), *settings.export):
             argv += ["-x", name]
         argv += [*settings.mpi_args, *rank_argv(job, "mpi")]
-        return RankCommand(argv, env)
+        return LaunchPlan(self.name, (RankCommand(argv, env),))
 
     def describe(self, job: Job) -> str:
-        return RankCommand(self.render(job).argv, {}).shell()
+        return RankCommand(self.render(job).commands[0].argv, {}).shell()
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
-        return launch_process(job, self.render(job), "mpirun", "mpirun.log", sink)
+        (command,) = self.render(job).commands
+        return launch_process(job, command, "mpirun", "mpirun.log", sink)
 
 
 def _exported(knobs: dict[str, str]) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from collbench.bench.rank_env import RunEnv
 from collbench.core.errors import SpecError
-from collbench.launchers.base import LOG_DIR_VAR, LaunchResult, RankCommand, parent_launch
+from collbench.launchers.base import LOG_DIR_VAR, LaunchPlan, LaunchResult, parent_launch
 from collbench.store.job import Job
 from collbench.store.rundir import new_run_id
 
@@ -52,9 +52,9 @@ class NoneLauncher:
             spec, run_dir, run_id, "none", 0, command_line, options.rank_env, dir_prepared=False
         )
 
-    def render(self, job: Job) -> list[RankCommand]:
+    def render(self, job: Job) -> LaunchPlan:
         """Nothing is started: the current process runs the sweep as the rank it already is."""
-        return []
+        return LaunchPlan(self.name)
 
     def describe(self, job: Job) -> str:
         return ""

@@ -22,7 +22,14 @@ from typing import Any
 
 from collbench.core.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, SpecError
 from collbench.core.spec import SweepSpec
-from collbench.launchers.base import DEFAULT_CPU_RANKS, LaunchResult, rank_argv, watch_env
+from collbench.launchers.base import (
+    DEFAULT_CPU_RANKS,
+    LaunchPlan,
+    LaunchResult,
+    RankCommand,
+    rank_argv,
+    watch_env,
+)
 from collbench.launchers.process import external_run_dir
 from collbench.launchers.supervise import supervise
 from collbench.store.job import Job
@@ -190,14 +197,11 @@ class SlurmLauncher:
         )
         return job
 
-    def render(self, job: Job) -> dict[str, Any]:
-        """What is submitted: sbatch options, the per-task command and the environment."""
+    def render(self, job: Job) -> LaunchPlan:
+        """What is submitted: sbatch options, and each task's command and environment."""
         settings = SlurmSettings(**job.settings)
-        return {
-            "sbatch": settings.sbatch_options(),
-            "command": rank_argv(job, "slurm"),
-            "env": watch_env(job),
-        }
+        task = RankCommand(rank_argv(job, "slurm"), watch_env(job))
+        return LaunchPlan(self.name, batch_options=settings.sbatch_options(), task=task)
 
     def describe(self, job: Job) -> str:
         return sbatch_script(job, self.render(job))
@@ -231,29 +235,29 @@ def watch(job: Job, job_id: str, sink: Any) -> LaunchResult:
     return supervise(job, [SlurmJobHandle(job_id)], sink, per_rank=False)
 
 
-def sbatch_script(job: Job, rendered: dict[str, Any]) -> str:
+def sbatch_script(job: Job, plan: LaunchPlan) -> str:
     """An sbatch script equivalent to what `--launcher slurm` submits (pure)."""
     lines = [
         "#!/bin/bash",
         "# collbench sweep on Slurm: submit with `sbatch THIS_FILE`. Rank 0 writes the",
         "# results into the --out directory below, which every node must see.",
     ]
-    for key, value in rendered["sbatch"].items():
+    for key, value in (plan.batch_options or {}).items():
         lines.append(
             f"#SBATCH --{key}" if value is True else f"#SBATCH --{key}={shlex.quote(str(value))}"
         )
     lines.append(f"#SBATCH --output={shlex.quote(str(Path(job.run_dir).parent))}/collbench-%j.out")
-    lines += ["", "srun --kill-on-bad-exit=1 " + shlex.join(rendered["command"]), ""]
+    lines += ["", "srun --kill-on-bad-exit=1 " + shlex.join(plan.task.argv), ""]
     return "\n".join(lines)
 
 
-def submit(job: Job, rendered: dict[str, Any]) -> str:
+def submit(job: Job, plan: LaunchPlan) -> str:
     """Submit through submitit; returns the Slurm job id."""
     import submitit
 
     folder = Path(job.run_dir) / "slurm"
     executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
-    options = dict(rendered["sbatch"])
+    options = dict(plan.batch_options or {})
     known = {
         "job-name": "job_name",
         "nodes": "nodes",
@@ -267,14 +271,12 @@ def submit(job: Job, rendered: dict[str, Any]) -> str:
         "exclusive": "exclusive",
     }
     parameters = {known[k]: options.pop(k) for k in list(options) if k in known}
-    setup = [f"export {name}={shlex.quote(value)}" for name, value in rendered["env"].items()]
+    setup = [f"export {name}={shlex.quote(value)}" for name, value in plan.task.env.items()]
     executor.update_parameters(
         **parameters, additional_parameters=options, setup=setup, srun_args=["--kill-on-bad-exit=1"]
     )
     try:
-        submitted = executor.submit(
-            submitit.helpers.CommandFunction(rendered["command"], verbose=False)
-        )
+        submitted = executor.submit(submitit.helpers.CommandFunction(plan.task.argv, verbose=False))
     except Exception as error:  # noqa: BLE001 - sbatch's own message says what is wrong
         raise SpecError(
             "--launcher", "slurm", f"sbatch refused the job: {_last_line(str(error))}"

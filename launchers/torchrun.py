@@ -17,6 +17,8 @@ from collbench.core.errors import SpecError
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import (
     DEFAULT_CPU_RANKS,
+    DEFAULT_MASTER_PORT,
+    LaunchPlan,
     LaunchResult,
     RankCommand,
     rank_argv,
@@ -25,7 +27,6 @@ from collbench.launchers.base import (
 from collbench.launchers.process import external_run_dir, launch_process
 from collbench.store.job import Job
 
-DEFAULT_MASTER_PORT = 29500
 RDZV_ID = "collbench"
 
 
@@ -105,7 +106,7 @@ class TorchrunLauncher:
             settings=vars(settings),
         )
 
-    def render(self, job: Job) -> RankCommand:
+    def render(self, job: Job) -> LaunchPlan:
         settings = TorchrunSettings(**job.settings)
         argv = [
             sys.executable,
@@ -137,16 +138,17 @@ class TorchrunLauncher:
                 str(settings.master_port or DEFAULT_MASTER_PORT),
             ]
         argv += ["--max-restarts", "0", "-m", *rank_argv(job, "torch")[2:]]
-        return RankCommand(argv, watch_env(job))
+        return LaunchPlan(self.name, (RankCommand(argv, watch_env(job)),))
 
     def describe(self, job: Job) -> str:
-        return RankCommand(self.render(job).argv, {}).shell()
+        return RankCommand(self.render(job).commands[0].argv, {}).shell()
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         node = job.settings["node_rank"]
         if node != 0:
             sink.mode = "quiet"  # node 0 prints the table
-        return launch_process(job, self.render(job), "torchrun", f"torchrun-node-{node}.log", sink)
+        (command,) = self.render(job).commands
+        return launch_process(job, command, "torchrun", f"torchrun-node-{node}.log", sink)
 
 
 def _default_ranks_per_node(spec: SweepSpec) -> int:

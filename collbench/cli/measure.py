@@ -40,10 +40,10 @@ from collbench.core.spec import (
 )
 from collbench.core.units import parse_size, size_arg
 from collbench.launchers import LAUNCHERS
-from collbench.launchers.base import DEFAULT_CPU_RANKS
+from collbench.launchers.base import DEFAULT_CPU_RANKS, DEFAULT_MASTER_PORT
 from collbench.launchers.mpi import MpiSettings
 from collbench.launchers.slurm import SlurmSettings
-from collbench.launchers.torchrun import DEFAULT_MASTER_PORT, TorchrunSettings
+from collbench.launchers.torchrun import TorchrunSettings
 from collbench.run import sweep
 from collbench.run.sweep import RunOptions
 

@@ -91,7 +91,7 @@ def test_command_renderings(name):
     launcher_name, nproc, settings = CASES[name]
     launcher = get_launcher(launcher_name)
     job = _job(launcher_name, nproc, vars(settings))
-    command = launcher.render(job)
+    (command,) = launcher.render(job).commands
     assert command.env["COLLBENCH_STATUS_DIR"] == str(RUN_DIR / "ranks")
     _check(name, launcher.describe(job))
 
@@ -113,8 +113,10 @@ SLURM = SlurmSettings(
 def test_slurm_render_and_sbatch_script():
     launcher = get_launcher("slurm")
     job = _job("slurm", 32, vars(SLURM))
-    rendered = launcher.render(job)
-    rendered["env"]["COLLBENCH_LAUNCH"] = json.loads(rendered["env"]["COLLBENCH_LAUNCH"])
+    plan = launcher.render(job)
+    assert plan.commands == () and plan.task is not None
+    env = {**plan.task.env, "COLLBENCH_LAUNCH": json.loads(plan.task.env["COLLBENCH_LAUNCH"])}
+    rendered = {"sbatch": plan.batch_options, "command": plan.task.argv, "env": env}
     _check("slurm-render.json", rendered)
     _check("slurm-sbatch.sh", launcher.describe(job))
 
@@ -156,3 +158,20 @@ def test_spec_round_trips_through_its_arguments(monkeypatch):
     result = CliRunner().invoke(app, ["sweep", *SPEC.to_args(), "--quiet"])
     assert result.exit_code == 0, result.output
     assert seen == [SPEC]
+
+
+@pytest.mark.parametrize("name", ["local", "torchrun", "mpi", "slurm", "none"])
+def test_every_launcher_renders_one_plan_type(name):
+    from collbench.launchers.base import LaunchPlan
+
+    settings = {
+        "local": {},
+        "none": {},
+        "torchrun": vars(TorchrunSettings(nproc_per_node=2)),
+        "mpi": vars(MpiSettings(nproc=2)),
+        "slurm": vars(SlurmSettings()),
+    }[name]
+    plan = get_launcher(name).render(_job(name, 2, settings))
+    assert type(plan) is LaunchPlan and plan.launcher == name
+    assert all(command.argv for command in plan.commands)
+    assert (plan.task is not None) == (name == "slurm")
