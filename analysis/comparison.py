@@ -15,10 +15,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
 from collbench.analysis.bands import BAND_NAMES, band_of
 from collbench.analysis.methodology import Difference, differences
+from collbench.core.stats import median
 from collbench.store.load import Run
 from collbench.store.rows import ResultRow
 
@@ -152,8 +151,14 @@ def significance(
     p_value = float(mannwhitneyu(base_us, cand_us, alternative="two-sided").pvalue)
     if p_value >= alpha:
         return "same", p_value
-    faster = float(np.median(cand_us)) < float(np.median(base_us))
+    faster = median(cand_us) < median(base_us)
     return ("faster" if faster else "slower"), p_value
+
+
+def _geomean(values: list[float]) -> float:
+    import numpy as np  # here, not at import: the CLI reads ALPHA without loading numpy
+
+    return float(np.exp(np.mean(np.log(values)))) if values else math.nan
 
 
 def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
@@ -169,7 +174,7 @@ def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
         groups.items(), key=lambda kv: (kv[0][0], kv[0][1], order[kv[0][2]])
     ):
         ratios = [item.ratio for item in items if item.ratio > 0 and math.isfinite(item.ratio)]
-        geomean = float(np.exp(np.mean(np.log(ratios)))) if ratios else math.nan
+        geomean = _geomean(ratios)
         counts: dict[str, int] = {}
         for item in items:
             counts[item.verdict] = counts.get(item.verdict, 0) + 1

@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from collbench.analysis.comparison import ALPHA
+from collbench.analysis.methodology import METHODOLOGY
+
 if TYPE_CHECKING:
     from collbench.store.load import Run
 
@@ -41,17 +44,17 @@ def compare(
         bool,
         typer.Option(
             "--strict",
-            help="Exit 2 when the runs' methodology differs (dtype, iters, timing method, world size...).",
+            help=f"Exit 2 when the runs' methodology differs ({', '.join(METHODOLOGY)}).",
         ),
     ] = False,
     alpha: Annotated[
         float,
         typer.Option(
             "--alpha",
-            help="Significance level of the per-size Mann-Whitney U test. (default: 0.05)",
+            help=f"Significance level of the per-size Mann-Whitney U test. (default: {ALPHA:g})",
             show_default=False,
         ),
-    ] = 0.05,
+    ] = ALPHA,
 ) -> None:
     """Compare runs size by size: busbw ratio, whether the difference is significant, a
     summary per size band, and every difference in how they were measured."""

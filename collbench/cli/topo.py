@@ -102,7 +102,7 @@ def validate(
 
     Figures without a source, and sources marked PLACEHOLDER, are warned about on stderr.
     """
-    from collbench.render.topology import scale_out_text
+    from collbench.render.topology import validated_line
     from collbench.topologies.loader import load_topology
     from collbench.topologies.schema import unsourced_figures
 
@@ -112,12 +112,7 @@ def validate(
     for path, text in topology.sources.items():
         if text.startswith("PLACEHOLDER"):
             print(f"collbench: warning: {path} is a placeholder: {text}", file=sys.stderr)
-    up, scale_out = topology.scale_up, scale_out_text(topology, missing="none")
-    print(
-        f"ok: {topology.name}: {topology.nodes} x {topology.accelerators_per_node} "
-        f"{topology.accelerator.name}, scale-up {up.kind} {up.bandwidth_gbytes_s:g} GB/s "
-        f"(domain {up.domain_size}), scale-out {scale_out}"
-    )
+    print(validated_line(topology))
 
 
 @topo_app.command("detect")
@@ -135,8 +130,7 @@ def detect(
     detected come from the catalog entry of the same accelerator, or are placeholders whose
     source says PLACEHOLDER. The result passes `collbench topo validate`.
     """
-    import yaml
-
+    from collbench.render.topology import detected_yaml
     from collbench.topologies.detect import describe, gather
     from collbench.topologies.loader import load_topology
     from collbench.topologies.schema import topology_from_dict
@@ -149,10 +143,7 @@ def detect(
     topology_from_dict(found.data, "detect")  # what it writes must validate
     for note in found.notes:
         print(f"collbench: detect: {note}", file=sys.stderr)
-    text = (
-        "# Written by `collbench topo detect`. Check every source marked ASSUMED or "
-        "PLACEHOLDER.\n" + yaml.safe_dump(found.data, sort_keys=False, width=100)
-    )
+    text = detected_yaml(found.data)
     if out is None:
         print(text, end="")
         return

@@ -11,11 +11,12 @@ from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.dtypes import DTYPES, lookup_dtype
 from collbench.core.errors import SpecError
 from collbench.core.overlap import OverlapSpec
+from collbench.core.stats import RANK_COMBINERS
 from collbench.core.units import size_arg
 
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
 PLACEMENT_CHOICES = (OUT_OF_PLACE, IN_PLACE, "both")
-RANK_STATS = ("avg", "max", "min", "rank0")
+RANK_STATS = tuple(RANK_COMBINERS)
 BACKENDS = ("auto", "nccl", "rccl", "gloo")
 # Largest default size per backend: big enough to reach the bandwidth plateau, small
 # enough that the default sweep on a laptop over gloo finishes in well under a minute.

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-_COMBINE = {
+# How --rank-stat combines the ranks' times (nccl-tests -a: 0 rank0, 1 avg, 2 min, 3 max).
+RANK_COMBINERS = {
     "avg": lambda per_rank: per_rank.mean(axis=0),
     "max": lambda per_rank: per_rank.max(axis=0),
     "min": lambda per_rank: per_rank.min(axis=0),
@@ -44,7 +45,7 @@ def combine_ranks(batch_s: np.ndarray, samples_s: np.ndarray, rank_stat: str) ->
     """
     import numpy as np
 
-    combine = _COMBINE[rank_stat]
+    combine = RANK_COMBINERS[rank_stat]
     time_s = float(combine(np.asarray(batch_s, dtype=float)[:, None])[0])
     series = np.asarray(combine(np.asarray(samples_s, dtype=float)), dtype=float) * 1e6
     mean = float(series.mean())

@@ -73,28 +73,23 @@ class ConsoleSink:
             self._progress = None
 
     def _table_row(self, row: ResultRow) -> None:
-        # The table text reads rows as mappings of columns (collbench.render.table).
         if (row.collective, row.kind) != (self._collective, self._kind):
             self.finish_collective()
             self._collective, self._kind = row.collective, row.kind
             self._collective_rows = []
             self._print(
-                *(
-                    probe_banner(row.to_dict())
-                    if row.kind == "overlap"
-                    else collective_banner(row.collective)
-                )
+                *(probe_banner(row) if row.kind == "overlap" else collective_banner(row.collective))
             )
         self._collective_rows.append(row)
         if row.kind == "overlap":
-            self._print(format_probe_line(row.to_dict()))
+            self._print(format_probe_line(row))
             return
         self._pending[row.placement] = row
         if len(self._pending) == len(self.spec.placements_for(row.collective)):
             self._print_pending()
 
     def _print_pending(self) -> None:
-        self._print(format_line({key: row.to_dict() for key, row in self._pending.items()}))
+        self._print(format_line(self._pending))
         self._pending = {}
 
     def finish_collective(self) -> None:
@@ -103,7 +98,7 @@ class ConsoleSink:
         if self._pending:
             self._print_pending()
         summary = probe_summary_lines if self._kind == "overlap" else summary_lines
-        self._print(*summary([row.to_dict() for row in self._collective_rows]))
+        self._print(*summary(self._collective_rows))
         self._collective = None
 
     def _print(self, *lines: str) -> None:

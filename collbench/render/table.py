@@ -9,6 +9,7 @@ from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.dtypes import DTYPES
 from collbench.core.stats import median
 from collbench.core.units import format_size
+from collbench.store.rows import ProbeRow, ResultRow
 
 HEADER = (
     "#                                                              out-of-place"
@@ -30,28 +31,28 @@ def format_time_us(time_us: float) -> str:
     return f"{time_us:7.2f}"
 
 
-def format_line(rows: Mapping[str, Mapping[str, Any]]) -> str:
+def format_line(rows: Mapping[str, ResultRow]) -> str:
     """One table line from the rows of one size, keyed by placement."""
     first = next(iter(rows.values()))
-    dtype = DTYPES[first["dtype"]].nccl_name if first["dtype"] in DTYPES else first["dtype"]
+    dtype = DTYPES[first.dtype].nccl_name if first.dtype in DTYPES else first.dtype
     line = (
-        f"{first['size_bytes']:12d}  {first['count']:12d}  {dtype:>8}  "
-        f"{first['op'] or 'none':>6}  {first['root']:6d}"
+        f"{first.size_bytes:12d}  {first.count:12d}  {dtype:>8}  "
+        f"{first.op or 'none':>6}  {first.root:6d}"
     )
     for placement in (OUT_OF_PLACE, IN_PLACE):
         row = rows.get(placement)
         if row is None:
             line += f"  {MISSING:>7}  {MISSING:>6}  {MISSING:>6}  {MISSING:>5}"
             continue
-        wrong = "N/A" if row["n_wrong"] is None else str(row["n_wrong"])
+        wrong = "N/A" if row.n_wrong is None else str(row.n_wrong)
         line += (
-            f"  {format_time_us(row['time_us'])}  {row['algbw_gbps']:6.2f}  "
-            f"{row['busbw_gbps']:6.2f}  {wrong:>5}"
+            f"  {format_time_us(row.time_us)}  {row.algbw_gbps:6.2f}  "
+            f"{row.busbw_gbps:6.2f}  {wrong:>5}"
         )
     return line
 
 
-def summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def summary_lines(rows: Sequence[ResultRow]) -> list[str]:
     """nccl-tests' closing lines, plus the peak and where it is reached.
 
     "Avg bus bandwidth" is nccl-tests' figure (mean over every row, tiny sizes included),
@@ -59,19 +60,19 @@ def summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """
     if not rows:
         return ["# No sizes measured"]
-    checked = [row["n_wrong"] for row in rows if row["n_wrong"] is not None]
+    checked = [row.n_wrong for row in rows if row.n_wrong is not None]
     wrong = sum(checked)
     if checked:
         check = f"{wrong} {'OK' if wrong == 0 else 'FAILED'}"
     else:
         check = "N/A (data check off)"
-    average = sum(row["busbw_gbps"] for row in rows) / len(rows)
-    peak = max(rows, key=lambda row: row["busbw_gbps"])
+    average = sum(row.busbw_gbps for row in rows) / len(rows)
+    peak = max(rows, key=lambda row: row.busbw_gbps)
     return [
         f"# Out of bounds values : {check}",
         f"# Avg bus bandwidth    : {average:g}",
-        f"# Peak bus bandwidth   : {peak['busbw_gbps']:.2f} GB/s at {peak['size_bytes']} B "
-        f"({format_size(peak['size_bytes'])}, {peak['placement']})",
+        f"# Peak bus bandwidth   : {peak.busbw_gbps:.2f} GB/s at {peak.size_bytes} B "
+        f"({format_size(peak.size_bytes)}, {peak.placement})",
         "#",
     ]
 
@@ -114,12 +115,12 @@ PROBE_HEADER = (
 )
 
 
-def probe_banner(row: Mapping[str, Any]) -> list[str]:
+def probe_banner(row: ProbeRow) -> list[str]:
     """Heading of one collective's overlap probes."""
     return [
-        f"# Overlap probes: {row['collective']} ({row['placement']}) vs "
-        f"{row['compute_dtype']} matmul on {row['compute_streams']} stream(s), "
-        f"timing {row['probe_timing']}",
+        f"# Overlap probes: {row.collective} ({row.placement}) vs "
+        f"{row.compute_dtype} matmul on {row.compute_streams} stream(s), "
+        f"timing {row.probe_timing}",
         *PROBE_HEADER,
     ]
 
@@ -128,36 +129,36 @@ def _percent(value: float | None) -> str:
     return f"{100.0 * value:+9.1f}" if value is not None else f"{MISSING:>9}"
 
 
-def format_probe_line(row: Mapping[str, Any]) -> str:
+def format_probe_line(row: ProbeRow) -> str:
     """One overlap-probe row: the raw times, then what they mean."""
-    ratio = f"{row['compute_ratio']:5g}" if row["compute_ratio"] is not None else "tflop"
-    wrong = "N/A" if row["n_wrong"] is None else str(row["n_wrong"])
+    ratio = f"{row.compute_ratio:5g}" if row.compute_ratio is not None else "tflop"
+    wrong = "N/A" if row.n_wrong is None else str(row.n_wrong)
     times = "".join(
-        f" {format_time_us(row[f't_{name}_us']):>9}"
+        f" {format_time_us(getattr(row, f't_{name}_us')):>9}"
         for name in ("comm", "comp", "both", "comp_during")
     )
     return (
-        f"{row['size_bytes']:12d}  {ratio:>5}  {row['compute_ratio_actual']:5.2f}{times}"
-        f"  {row['overlap_pct']:7.1f}  {format_time_us(row['exposed_comm_us']):>8}"
-        f"  {_percent(row['compute_slowdown'])}  {_percent(row['comm_slowdown'])}"
+        f"{row.size_bytes:12d}  {ratio:>5}  {row.compute_ratio_actual:5.2f}{times}"
+        f"  {row.overlap_pct:7.1f}  {format_time_us(row.exposed_comm_us):>8}"
+        f"  {_percent(row.compute_slowdown)}  {_percent(row.comm_slowdown)}"
         f" {wrong:>6}"
     )
 
 
-def probe_summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def probe_summary_lines(rows: Sequence[ProbeRow]) -> list[str]:
     """Per ratio: the median overlap and compute slowdown over the sizes measured."""
     lines = []
-    for ratio in sorted({row["compute_ratio"] for row in rows}, key=lambda r: (r is None, r)):
-        group = [row for row in rows if row["compute_ratio"] == ratio]
-        overlap = [row["overlap_pct"] for row in group]
-        slowdown = median(row["compute_slowdown"] for row in group)
+    for ratio in sorted({row.compute_ratio for row in rows}, key=lambda r: (r is None, r)):
+        group = [row for row in rows if row.compute_ratio == ratio]
+        overlap = [row.overlap_pct for row in group]
+        slowdown = median(row.compute_slowdown for row in group)
         label = f"ratio {ratio:g}" if ratio is not None else "fixed compute"
         lines.append(
             f"# {label}: median overlap {median(overlap):.1f}% "
             f"(range {min(overlap):.1f}-{max(overlap):.1f}), median compute slowdown "
             f"{100 * slowdown:+.1f}% over {len(group)} size(s)"
         )
-    checked = [row["n_wrong"] for row in rows if row["n_wrong"] is not None]
+    checked = [row.n_wrong for row in rows if row.n_wrong is not None]
     if checked:
         lines.append(
             f"# Out of bounds values : {sum(checked)} "

@@ -138,3 +138,21 @@ def _value(path: str, value: Any) -> str:
         value = f"{value:g}"
     unit = next((unit for suffix, unit in _UNITS if path.endswith(suffix)), "")
     return f"{value} {unit}".rstrip()
+
+
+def validated_line(topology: Topology) -> str:
+    """What `topo validate` prints for a file that passed: the fabric in one line."""
+    up, scale_out = topology.scale_up, scale_out_text(topology, missing="none")
+    return (
+        f"ok: {topology.name}: {topology.nodes} x {topology.accelerators_per_node} "
+        f"{topology.accelerator.name}, scale-up {up.kind} {up.bandwidth_gbytes_s:g} GB/s "
+        f"(domain {up.domain_size}), scale-out {scale_out}"
+    )
+
+
+def detected_yaml(data: dict[str, Any]) -> str:
+    """A detected topology (a mapping that validates) as the file `topo detect` writes."""
+    return (
+        "# Written by `collbench topo detect`. Check every source marked ASSUMED or "
+        "PLACEHOLDER.\n" + yaml.safe_dump(data, sort_keys=False, width=100)
+    )

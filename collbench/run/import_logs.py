@@ -1,7 +1,7 @@
 """`collbench import nccl-tests`: read nccl-tests / rccl-tests logs and write them as a run.
 
 Reading and writing happen here; parsing (analysis.nccl_import) and building the rows and
-meta.json (analysis.nccl_import_write) are pure. The run directory holds rows.jsonl,
+meta.json (analysis.nccl_import_rows) are pure. The run directory holds rows.jsonl,
 meta.json and rows.parquet, as a sweep's does.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from collbench.analysis.nccl_import import LOG_FIELD, ParsedLog
-from collbench.analysis.nccl_import_write import build_import, parse_log, resolve_collective
+from collbench.analysis.nccl_import_rows import build_import, parse_log, resolve_collective
 from collbench.core.errors import SpecError
 from collbench.store.meta import RunMeta
 from collbench.store.rows import ResultRow, utc_now

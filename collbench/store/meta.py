@@ -41,7 +41,7 @@ SWEEP_LAYOUT = (
     "rank_env",
     "rendezvous",
 )
-# meta.json key order of an import (analysis.nccl_import_write).
+# meta.json key order of an import (analysis.nccl_import_rows).
 IMPORT_LAYOUT = (
     "schema_version",
     "run_id",

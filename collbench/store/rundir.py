@@ -18,9 +18,8 @@ from typing import Any
 
 from collbench.core.errors import SpecError
 from collbench.store.meta import RunMeta
-from collbench.store.rows import (  # noqa: F401 - PROBE_COLUMNS: tests read the columns here
+from collbench.store.rows import (
     ALL_COLUMNS,
-    PROBE_COLUMNS,
     ROW_COLUMNS,
     ProbeRow,
     ResultRow,

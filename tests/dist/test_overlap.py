@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from collbench.core.overlap import overlap_figures
-from collbench.store.rundir import ALL_COLUMNS, PROBE_COLUMNS, ROW_COLUMNS
+from collbench.store.rows import ALL_COLUMNS, PROBE_COLUMNS, ROW_COLUMNS
 from tests.helpers import collbench, meta_of, rows_of
 
 pytestmark = pytest.mark.slow  # real gloo ranks running matmuls beside the collectives

@@ -7,7 +7,7 @@ import pytest
 
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import DTYPES
-from collbench.store.rundir import ROW_COLUMNS
+from collbench.store.rows import ROW_COLUMNS
 from tests.helpers import collbench, meta_of, rows_of
 
 ALL = ",".join(REGISTRY)

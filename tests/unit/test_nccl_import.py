@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from collbench.analysis.nccl_import import parse_text_log
-from collbench.analysis.nccl_import_write import (
+from collbench.analysis.nccl_import_rows import (
     build_import,
     implied_world_size,
     resolve_collective,

@@ -1,11 +1,13 @@
 """The printed table must line up with nccl-tests' so existing parsers keep working."""
 
 import re
+from dataclasses import replace
 
 import pytest
 
 from collbench.render.table import HEADER, format_line, format_time_us, summary_lines
 from tests.helpers import SHARED_DATA, require_shared_data
+from tests.rows import make_row
 
 # Hand-written lines in nccl-tests' current format (8 ranks, float sum all_reduce).
 FIXTURE = """\
@@ -19,18 +21,18 @@ FIXTURE = """\
 
 
 def _row(size, count, placement, time_us, algbw, busbw, wrong=0):
-    return {
-        "size_bytes": size,
-        "count": count,
-        "dtype": "float32",
-        "op": "sum",
-        "root": -1,
-        "placement": placement,
-        "time_us": time_us,
-        "algbw_gbps": algbw,
-        "busbw_gbps": busbw,
-        "n_wrong": wrong,
-    }
+    return make_row(
+        size_bytes=size,
+        count=count,
+        dtype="float32",
+        op="sum",
+        root=-1,
+        placement=placement,
+        time_us=time_us,
+        algbw_gbps=algbw,
+        busbw_gbps=busbw,
+        n_wrong=wrong,
+    )
 
 
 def test_header_is_nccl_tests_header():
@@ -89,7 +91,7 @@ def test_summary_reports_nccl_average_and_peak():
     assert lines[0] == "# Out of bounds values : 2 FAILED"
     assert lines[1] == "# Avg bus bandwidth    : 6"
     assert lines[2].startswith("# Peak bus bandwidth   : 10.00 GB/s at 1048576 B (1 MiB, in_place)")
-    unchecked = [dict(row, n_wrong=None) for row in rows]
+    unchecked = [replace(row, n_wrong=None) for row in rows]
     assert "N/A" in summary_lines(unchecked)[0]
 
 
@@ -104,16 +106,16 @@ def test_renders_real_nccl_tests_lines_identically():
         f = line.split()
         rows = {}
         for placement, base in (("out_of_place", 5), ("in_place", 9)):
-            rows[placement] = {
-                "size_bytes": int(f[0]),
-                "count": int(f[1]),
-                "dtype": "float32",
-                "op": f[3],
-                "root": int(f[4]),
-                "placement": placement,
-                "time_us": float(f[base]),
-                "algbw_gbps": float(f[base + 1]),
-                "busbw_gbps": float(f[base + 2]),
-                "n_wrong": int(f[base + 3]),
-            }
+            rows[placement] = make_row(
+                size_bytes=int(f[0]),
+                count=int(f[1]),
+                dtype="float32",
+                op=f[3],
+                root=int(f[4]),
+                placement=placement,
+                time_us=float(f[base]),
+                algbw_gbps=float(f[base + 1]),
+                busbw_gbps=float(f[base + 2]),
+                n_wrong=int(f[base + 3]),
+            )
         assert format_line(rows) == line
