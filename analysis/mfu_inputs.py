@@ -76,7 +76,7 @@ def fit_measured_curves(rows: Iterable[ResultRow], run: str) -> list[MeasuredCur
     is not what a trainer does)."""
     from collbench.analysis.fit import fit_rows
 
-    rows = [row for row in rows if row.time_us]
+    rows = [row for row in rows if _timed(row)]
     nodes = {(row.collective, row.world_size): int(row.nodes or 1) for row in rows}
     best: dict[tuple[str, int], tuple[tuple[bool, int], Any]] = {}
     for group in fit_rows(rows):
@@ -90,6 +90,20 @@ def fit_measured_curves(rows: Iterable[ResultRow], run: str) -> list[MeasuredCur
         MeasuredCurve(collective, world, nodes[(collective, world)], curve, run)
         for (collective, world), (_, curve) in sorted(best.items())
     ]
+
+
+def _timed(row: ResultRow) -> bool:
+    """A row a curve can be fitted through: a finite positive time at a positive size
+    among 2+ ranks (a damaged or hand-edited run may hold nulls, zeros or inf)."""
+    figures = (row.time_us, row.size_bytes, row.world_size)
+    if any(isinstance(value, bool) or not isinstance(value, (int, float)) for value in figures):
+        return False
+    return (
+        math.isfinite(row.time_us)
+        and row.time_us > 0
+        and row.size_bytes > 0
+        and row.world_size >= 2
+    )
 
 
 def curve_pricer(curves: list[MeasuredCurve], topology: Topology, fallback: Pricer) -> Pricer:

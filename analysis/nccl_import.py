@@ -22,6 +22,7 @@ parse_json_log).
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,7 +259,7 @@ class _TextParser:
             self.draft.footer["out_of_bounds_values"] = int(bounds.group(1))
             self.draft.footer["out_of_bounds_ok"] = bounds.group(2).upper() != "FAILED"
         elif average:
-            self.draft.footer["avg_bus_bandwidth_gbps"] = _number(average.group(1))
+            self.draft.footer["avg_bus_bandwidth_gbps"] = _finite(average.group(1))
             if average.group(2):
                 self.draft.footer["avg_bus_bandwidth_check"] = average.group(2)
         return bool(bounds or average)
@@ -492,7 +493,7 @@ def _row(
         algbw_gbps=algbw,
         busbw_gbps=busbw,
         n_wrong=wrong,
-        max_error=_number(values.get("error", "").rstrip("*")),
+        max_error=_finite(values.get("error", "").rstrip("*")),
     )
 
 
@@ -503,9 +504,15 @@ def _number(token: str | None) -> float | None:
         return None
 
 
-def _integer(token: str | None) -> int | None:
+def _finite(token: str | None) -> float | None:
+    """A number, None where it is missing, NaN or infinite (JSON cannot hold those)."""
     value = _number(token)
-    return int(round(value)) if value is not None and value == value else None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _integer(token: str | None) -> int | None:
+    value = _finite(token)
+    return int(round(value)) if value is not None else None
 
 
 def parse_json_log(data: Any, path: str = "<json>", cut_short: bool = False) -> ParsedLog:
@@ -652,5 +659,5 @@ def _json_footer(data: dict[str, Any]) -> dict[str, Any]:
         footer["out_of_bounds_values"] = bounds.get("count")
         footer["out_of_bounds_ok"] = str(bounds.get("okay")).lower() == "true"
     if isinstance(average, dict):
-        footer["avg_bus_bandwidth_gbps"] = _number(str(average.get("bandwidth")))
+        footer["avg_bus_bandwidth_gbps"] = _finite(str(average.get("bandwidth")))
     return footer

@@ -10,10 +10,11 @@ writing the run directory is collbench.run.import_logs's.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +154,11 @@ def build_import(
 
 
 def table_context(log: ParsedLog, table: LogTable, collective: str | None) -> TableContext:
-    """Work out a table's collective, world size and hosts."""
-    notes = []
+    """Work out a table's collective, world size and hosts; rows with a NaN or infinite
+    figure are dropped here, with a note (they are no measurement, and JSON cannot hold
+    them)."""
+    table, dropped = _finite_rows(log, table)
+    notes = [dropped] if dropped else []
     name = collective or (collective_from_program(table.program) if table.program else None)
     if name is None:
         name = _collective_from_name(log, table)
@@ -167,6 +171,32 @@ def table_context(log: ParsedLog, table: LogTable, collective: str | None) -> Ta
     return TableContext(
         log, table, name, world_size, hosts, tuple(notes) + ((note,) if note else ())
     )
+
+
+def _finite_rows(log: ParsedLog, table: LogTable) -> tuple[LogTable, str | None]:
+    """The table without rows whose time, algbw or busbw is NaN or infinite, and a warning
+    naming them (None when there are none)."""
+    kept = tuple(row for row in table.rows if _is_finite(row))
+    if len(kept) == len(table.rows):
+        return table, None
+    bad = [row for row in table.rows if not _is_finite(row)]
+    if not kept:
+        raise SpecError(
+            LOG_FIELD,
+            log.path,
+            f"has no row with finite figures: all {len(bad)} print a NaN or infinite "
+            "time/algbw/busbw",
+        )
+    sizes = list(dict.fromkeys(str(row.size_bytes) for row in bad))
+    sizes = ", ".join(sizes[:5]) + (f" and {len(sizes) - 5} more" if len(sizes) > 5 else "")
+    return replace(table, rows=kept), (
+        f"{log.path}: dropped {len(bad)} row(s) with a NaN or infinite time/algbw/busbw "
+        f"(sizes in bytes: {sizes}); they are not measurements"
+    )
+
+
+def _is_finite(row: LogRow) -> bool:
+    return all(math.isfinite(value) for value in (row.time_us, row.algbw_gbps, row.busbw_gbps))
 
 
 def _collective_from_name(log: ParsedLog, table: LogTable) -> str:

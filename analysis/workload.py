@@ -18,6 +18,14 @@ from collbench.core.errors import SpecError
 
 RECOMPUTE = ("none", "selective", "full")
 COMPUTE_DTYPES = ("bf16", "fp8")
+# Bounds past anything trained (the largest dense models have ~2e12 parameters and
+# contexts of ~1e7 tokens): beyond them the figures are nonsense, not an estimate.
+MAX_PARAMS = 1e15
+MAX_SEQ = 2**27
+MAX_GLOBAL_BATCH = 2**27
+# --params may refine the shape's own count (biases, padding) by this share, not replace it:
+# the attention FLOPs and the traffic come from the shape.
+PARAMS_MARGIN = 0.25
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,29 @@ class Model:
             raise SpecError("--heads", self.heads, f"must divide --hidden ({self.hidden})")
         if self.heads % self.kv_heads_or_heads:
             raise SpecError("--kv-heads", self.kv_heads, f"must divide --heads ({self.heads})")
+        self._check_magnitude()
+
+    def _check_magnitude(self) -> None:
+        shape = self.shape_params
+        if shape > MAX_PARAMS:
+            raise SpecError(
+                "--hidden",
+                self.hidden,
+                f"with --layers {self.layers} and --vocab {self.vocab} gives {shape:.3g} "
+                f"parameters; at most {MAX_PARAMS:.0e} are supported",
+            )
+        if not self.params:
+            return
+        if self.params > MAX_PARAMS:
+            raise SpecError("--params", self.params, f"is more than {MAX_PARAMS:.0e}")
+        if abs(self.params / shape - 1) > PARAMS_MARGIN:
+            raise SpecError(
+                "--params",
+                self.params,
+                f"differs from the shape's own count ({shape:.4g}) by more than "
+                f"{PARAMS_MARGIN:.0%}; refused, as FLOPs and traffic would disagree: fix the "
+                "shape or leave --params out",
+            )
 
     @property
     def head_dim(self) -> int:
@@ -74,10 +105,15 @@ class Model:
         return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
 
     @property
+    def shape_params(self) -> float:
+        """The parameter count the shape implies (whatever --params says)."""
+        return self.layers * self.layer_params + self.embedding_params
+
+    @property
     def n_params(self) -> float:
         if self.params:
             return self.params
-        return self.layers * self.layer_params + self.embedding_params
+        return self.shape_params
 
 
 @dataclass(frozen=True)
@@ -137,6 +173,12 @@ class Training:
             raise SpecError("--recompute", self.recompute, f"must be one of {', '.join(RECOMPUTE)}")
         if self.dtype not in COMPUTE_DTYPES:
             raise SpecError("--dtype", self.dtype, f"must be one of {', '.join(COMPUTE_DTYPES)}")
+        if self.seq > MAX_SEQ:
+            raise SpecError("--seq", self.seq, f"is more than {MAX_SEQ:,} tokens")
+        if self.global_batch > MAX_GLOBAL_BATCH:
+            raise SpecError(
+                "--global-batch", self.global_batch, f"is more than {MAX_GLOBAL_BATCH:,} sequences"
+            )
 
 
 @dataclass(frozen=True)

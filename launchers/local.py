@@ -95,6 +95,7 @@ def local_nproc(spec: SweepSpec, requested: int | None) -> int:
     if gpus and nproc > gpus:
         raise SpecError("--nproc", nproc, f"exceeds the {gpus} GPU(s) visible on this host")
     capacity.check_world_size(spec, nproc)
+    capacity.check_rank_processes(nproc, capacity.host_memory_available())
     if not gpus:
         capacity.check_memory(spec, nproc, nproc, capacity.host_memory_available(), "host")
     return nproc

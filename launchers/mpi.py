@@ -50,6 +50,14 @@ class MpiSettings:
             raise SpecError("--nproc", self.nproc, "must be at least 1")
 
 
+def _split_mpi_arg(text: str) -> list[str]:
+    """One --mpi-arg split as a shell would; SpecError where it cannot be (a lone quote)."""
+    try:
+        return shlex.split(text)
+    except ValueError as error:  # shlex: "No closing quotation", "No escaped character"
+        raise SpecError("--mpi-arg", text, f"cannot be split into arguments: {error}") from None
+
+
 class MpiLauncher:
     name = "mpi"
     options = frozenset({"hostfile", "mpi_args"})
@@ -71,7 +79,7 @@ class MpiLauncher:
             raise SpecError("--hostfile", hostfile, "is not a readable file")
         nproc = options.nproc if options.nproc is not None else DEFAULT_CPU_RANKS
         extra_args = tuple(
-            arg for text in options.extra.get("mpi_args", ()) for arg in shlex.split(text)
+            arg for text in options.extra.get("mpi_args", ()) for arg in _split_mpi_arg(text)
         )
         from collbench.core.knobs import knob_env
 

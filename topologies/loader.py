@@ -63,7 +63,14 @@ def _parse(text: str, suffix: str, origin: str) -> Any:
     try:
         if suffix == ".toml":
             return tomllib.loads(text)
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader without aliases
+    except _AliasRefused as refused:
+        raise TopologyError(
+            "topology file",
+            origin,
+            f"uses a YAML alias (*{refused.anchor}{refused.where}); topology files may not "
+            "(nested aliases can expand without bound): write the values out",
+        ) from None
     except (yaml.YAMLError, ValueError) as error:  # tomllib.TOMLDecodeError is a ValueError
         detail = " ".join(str(error).split())
         raise TopologyError(
@@ -71,3 +78,22 @@ def _parse(text: str, suffix: str, origin: str) -> Any:
             origin,
             f"is not valid {suffix.lstrip('.').upper() or 'YAML'}: {detail}",
         ) from None
+
+
+class _AliasRefused(Exception):
+    def __init__(self, anchor: str, where: str) -> None:
+        super().__init__(anchor)
+        self.anchor, self.where = anchor, where
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """yaml.safe_load without aliases: a few hundred bytes of nested aliases ("billion
+    laughs") expand to gigabytes and hang whatever reads or prints the document."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            mark = event.start_mark
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            raise _AliasRefused(str(event.anchor), where)
+        return super().compose_node(parent, index)

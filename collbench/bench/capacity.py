@@ -17,6 +17,14 @@ from collbench.core.units import format_size
 CHECK_OVERHEAD_BYTES = CHUNK_ELEMS * 32
 # Share of the available memory a sweep may plan to use.
 MEMORY_HEADROOM = 0.9
+# Per timed iteration, one rank keeps its timestamps and samples (Python floats in lists,
+# then a float64 tensor: ~96 bytes) and every rank's samples gathered, stacked and
+# combined (~32 bytes per rank).
+SAMPLE_BYTES_PER_ITER = 96
+SAMPLE_BYTES_PER_ITER_PER_RANK = 32
+# One local rank process before its buffers: Python, torch and a process group (measured
+# at ~250-300 MB resident for a CPU rank; CUDA contexts add more on the host).
+RANK_PROCESS_BYTES = 300 * 1024**2
 
 
 def peak_buffer_bytes(spec: SweepSpec, world_size: int) -> int:
@@ -25,7 +33,7 @@ def peak_buffer_bytes(spec: SweepSpec, world_size: int) -> int:
     peak = 0
     for name in spec.collectives:
         coll = REGISTRY[name]
-        geometry = coll.geometry(max(spec.sizes()), elem_bytes, world_size, 0)
+        geometry = coll.geometry(spec.sizes()[-1], elem_bytes, world_size, 0)
         for placement in spec.placements_for(name):
             if placement == IN_PLACE:
                 elems = max(geometry.send_elems, geometry.recv_elems)
@@ -35,18 +43,42 @@ def peak_buffer_bytes(spec: SweepSpec, world_size: int) -> int:
     return peak + (CHECK_OVERHEAD_BYTES if spec.check else 0)
 
 
+def sample_bytes(spec: SweepSpec, world_size: int) -> int:
+    """Memory one rank needs for one size's timing samples (--iters of them)."""
+    return spec.iters * (SAMPLE_BYTES_PER_ITER + SAMPLE_BYTES_PER_ITER_PER_RANK * world_size)
+
+
 def check_memory(
     spec: SweepSpec, world_size: int, ranks_sharing: int, available_bytes: int, where: str
 ) -> None:
-    """SpecError when the ranks sharing one memory would not fit in it."""
-    need = peak_buffer_bytes(spec, world_size) * ranks_sharing
+    """SpecError when the ranks sharing one memory would not fit in it (buffers and
+    timing samples), naming whichever of --max-bytes and --iters needs more."""
+    buffers = peak_buffer_bytes(spec, world_size)
+    samples = sample_bytes(spec, world_size)
+    need = (buffers + samples) * ranks_sharing
+    if need > available_bytes * MEMORY_HEADROOM:
+        flag, value = (
+            ("--iters", spec.iters) if samples > buffers else ("--max-bytes", spec.max_bytes)
+        )
+        raise SpecError(
+            flag,
+            value,
+            f"needs {format_size(need)} of {where} memory for {ranks_sharing} "
+            f"rank(s) but {format_size(available_bytes)} is available; lower {flag}",
+        )
+
+
+def check_rank_processes(nproc: int, available_bytes: int) -> None:
+    """SpecError when `nproc` local rank processes (RANK_PROCESS_BYTES each, before any
+    buffer) would not fit in the host's available memory."""
+    need = nproc * RANK_PROCESS_BYTES
     if need > available_bytes * MEMORY_HEADROOM:
         raise SpecError(
-            "--max-bytes",
-            spec.max_bytes,
-            f"needs {format_size(need)} of {where} memory for {ranks_sharing} "
-            f"rank(s) but {format_size(available_bytes)} is available; lower "
-            "--max-bytes",
+            "--nproc",
+            nproc,
+            f"rank processes need about {format_size(need)} of host memory "
+            f"({format_size(RANK_PROCESS_BYTES)} each before buffers) but "
+            f"{format_size(available_bytes)} is available; lower --nproc",
         )
 
 

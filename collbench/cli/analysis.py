@@ -6,6 +6,9 @@ load only when a command runs.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -141,16 +144,64 @@ def report(
     if not runs:
         raise SpecError("RUN", "", "names no run directory")
     out = Path(out) if out is not None else Path(f"report.{report_format}")
-    if not out.parent.is_dir():
-        raise SpecError("--out", str(out), "is in a folder that does not exist")
+    _check_report_out(out, report_format)
     document = build_report([_load_run(run) for run in runs])
     if report_format == "html":
-        out.write_text(render_html(document), encoding="utf-8")
+        _write_report({out: render_html(document).encode()}, out)
     else:
-        image_dir = f"{out.stem}_files"
-        text, images = render_markdown(document, image_dir)
-        (out.parent / image_dir).mkdir(exist_ok=True)
-        for name, png in images.items():
-            (out.parent / name).write_bytes(png)
-        out.write_text(text, encoding="utf-8")
+        text, images = render_markdown(document, f"{out.stem}_files")
+        _write_report(
+            {**{out.parent / name: png for name, png in images.items()}, out: text.encode()}, out
+        )
     print(f"# Report: {out} ({len(document.charts)} charts)", flush=True)
+
+
+def _check_report_out(out: Path, report_format: str) -> None:
+    """SpecError before any run is read if the report (and a Markdown report's image
+    folder) cannot be written where --out says."""
+    from collbench.core.errors import SpecError
+
+    if out.is_dir():
+        raise SpecError(
+            "--out",
+            str(out),
+            f"is a directory; give the report file, e.g. {out / f'report.{report_format}'}",
+        )
+    if not out.parent.is_dir():
+        raise SpecError("--out", str(out), "is in a folder that does not exist")
+    images = out.parent / f"{out.stem}_files"
+    if report_format == "md" and images.exists() and not images.is_dir():
+        raise SpecError("--out", str(out), f"needs {images} for its images, which is a file")
+    try:
+        if out.exists():
+            with out.open("ab"):  # opening to append changes nothing
+                pass
+        else:
+            handle, probe = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
+            os.close(handle)
+            os.unlink(probe)
+    except OSError as error:
+        raise SpecError("--out", str(out), f"cannot be written: {error.strerror}") from None
+
+
+def _write_report(files: dict[Path, bytes], out: Path) -> None:
+    """Write the report's files (the report itself last); on failure remove what was
+    written, the image folder too if this made it, and raise SpecError."""
+    from collbench.core.errors import SpecError
+
+    written: list[Path] = []
+    made: list[Path] = []
+    try:
+        for path, data in files.items():
+            if not path.parent.is_dir():
+                path.parent.mkdir()
+                made.append(path.parent)
+            written.append(path)
+            path.write_bytes(data)
+    except OSError as error:
+        for path in written:
+            if path.is_file():
+                path.unlink()
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise SpecError("--out", str(out), f"cannot be written: {error.strerror}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
@@ -25,18 +26,51 @@ DEFAULT_MAX_BYTES = {"gloo": 16 * 1024**2, "nccl": 1024**3, "rccl": 1024**3}
 DEFAULT_FACTOR = 2.0
 
 
-def size_series(min_bytes: int, max_bytes: int, factor: float | None, step_bytes: int | None):
-    """Sizes from min to max inclusive, multiplying by factor or adding step (nccl-tests)."""
-    sizes = []
+# Most sizes one sweep may have (-f/-i): more is a typo (`-i 1 -e 16M`), not a benchmark.
+MAX_STEPS = 10_000
+# Most timed operations per size (--iters): nccl-tests uses 20; a million keeps the
+# samples of one size under ~100 MB per rank.
+MAX_ITERS = 1_000_000
+
+
+def iter_sizes(min_bytes: int, max_bytes: int, factor: float | None, step_bytes: int | None):
+    """Sizes from min to max inclusive, multiplying by factor or adding step (nccl-tests),
+    one at a time (a long series is counted without being built)."""
     size = min_bytes
     while size <= max_bytes:
-        sizes.append(size)
+        yield size
         if step_bytes:
             size += step_bytes
         else:
             # nccl-tests multiplies; a 0-byte start would never grow, so it steps to 1.
             size = max(int(size * (factor or DEFAULT_FACTOR)), size + 1)
-    return sizes
+
+
+def size_series(min_bytes: int, max_bytes: int, factor: float | None, step_bytes: int | None):
+    """The sizes of `iter_sizes` as a list."""
+    return list(iter_sizes(min_bytes, max_bytes, factor, step_bytes))
+
+
+def size_count(min_bytes: int, max_bytes: int, factor: float | None, step_bytes: int | None):
+    """(number of sizes, exact?): exact up to MAX_STEPS, arithmetic estimate past it."""
+    if max_bytes < min_bytes:
+        return 0, True
+    if step_bytes:
+        return (max_bytes - min_bytes) // step_bytes + 1, True
+    count = sum(
+        1 for _ in itertools.islice(iter_sizes(min_bytes, max_bytes, factor, None), MAX_STEPS + 1)
+    )
+    if count <= MAX_STEPS:
+        return count, True
+    # Past the cap: sizes below 1/(f-1) grow by 1 byte a step, the rest by the factor.
+    grow = factor or DEFAULT_FACTOR
+    linear_end = min(max_bytes, math.floor(1 / (grow - 1)))
+    linear = max(0, linear_end - min_bytes + 1)
+    start = max(min_bytes, linear_end + 1, 1)
+    scaled = (
+        math.floor(math.log(max_bytes / start) / math.log(grow)) + 1 if start <= max_bytes else 0
+    )
+    return max(linear + scaled, MAX_STEPS + 1), False
 
 
 class Step(NamedTuple):
@@ -130,12 +164,34 @@ class SweepSpec:
             )
         if self.max_bytes is not None and self.max_bytes < 1:
             raise SpecError("--max-bytes", self.max_bytes, "must be at least 1")
+        if self.max_bytes is not None:
+            self._check_step_count()
         if self.warmup < 0:
             raise SpecError("--warmup", self.warmup, "must be 0 or more")
+        if self.warmup > MAX_ITERS:
+            raise SpecError("--warmup", self.warmup, f"is more than the maximum, {MAX_ITERS:,}")
         if self.iters < 1:
             raise SpecError("--iters", self.iters, "must be at least 1")
+        if self.iters > MAX_ITERS:
+            raise SpecError("--iters", self.iters, f"is more than the maximum, {MAX_ITERS:,}")
         if not self.timeout_s > 0:
             raise SpecError("--timeout", self.timeout_s, "must be more than 0 seconds")
+
+    def _check_step_count(self) -> None:
+        count, exact = size_count(self.min_bytes, self.max_bytes, self.factor, self.step_bytes)
+        if count <= MAX_STEPS:
+            return
+        if self.step_bytes is not None:
+            flag, value = "--step-bytes", self.step_bytes
+        else:
+            flag, value = "--factor", self.factor if self.factor is not None else DEFAULT_FACTOR
+        raise SpecError(
+            flag,
+            value,
+            f"gives {'' if exact else 'about '}{count:,} sizes from {size_arg(self.min_bytes)} "
+            f"to {size_arg(self.max_bytes)}; at most {MAX_STEPS:,} are allowed (raise {flag} "
+            "or narrow -b/-e)",
+        )
 
     def placements_for(self, collective: str) -> tuple[str, ...]:
         """Placements measured for a collective: the requested ones it supports, in order."""

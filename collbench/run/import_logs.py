@@ -7,6 +7,7 @@ meta.json and rows.parquet, as a sweep's does.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -54,6 +55,7 @@ def import_logs(
     rows, meta = build_import(logs, run_id, override, imported_utc=utc_now())
     # meta.json names each log by its absolute path: the run may be read from elsewhere.
     meta = replace(meta, imported_from=[str(Path(path).resolve()) for path in meta.imported_from])
+    _refuse_non_finite(rows, meta)
     run_dir = prepare_run_dir(out, run_id)
     writer = ResultWriter(run_dir)
     try:
@@ -64,6 +66,21 @@ def import_logs(
     write_meta(run_dir, meta)
     write_parquet(run_dir)
     return ImportResult(run_dir=run_dir, rows=tuple(rows), meta=meta)
+
+
+def _refuse_non_finite(rows: Sequence[ResultRow], meta: RunMeta) -> None:
+    """SpecError before anything is written if a figure is NaN or infinite: JSON has no
+    such numbers (the rows builder drops those rows; this keeps the promise for the rest)."""
+    try:
+        for row in rows:
+            json.dumps(row.to_dict(), allow_nan=False)
+        json.dumps(meta.to_dict(), allow_nan=False, default=str)
+    except ValueError:
+        raise SpecError(
+            LOG_FIELD,
+            ", ".join(meta.imported_from),
+            "holds a NaN or infinite figure that JSON cannot store; nothing was written",
+        ) from None
 
 
 def read_log(path: Path) -> ParsedLog:

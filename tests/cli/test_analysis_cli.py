@@ -177,3 +177,15 @@ def test_fit_refuses_to_pool_runs_measured_differently(tmp_path):
     assert done.returncode == 0, done.stderr
     (group,) = json.loads(done.stdout)
     assert group["runs"] == ["a", "c"] and group["n_points"] == 2 * len(sizes)
+
+
+def test_a_report_that_fails_to_write_leaves_nothing_behind(tmp_path):
+    from collbench.cli.analysis import _write_report
+    from collbench.core.errors import SpecError
+
+    (tmp_path / "r.md").mkdir()  # the report's own write fails, after its images
+    files = {tmp_path / "r_files" / "a.png": b"png", tmp_path / "r.md": b"# report"}
+    with pytest.raises(SpecError) as error:
+        _write_report(files, tmp_path / "r.md")
+    assert str(error.value).startswith(f"--out: '{tmp_path / 'r.md'}' cannot be written")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["r.md"]

@@ -60,6 +60,17 @@ CASE_PER_PROCESS = pytest.mark.slow
         (["--quiet", "--json"], "conflicts with --quiet"),
         (["--topology", "no-such-fabric"], "--topology: 'no-such-fabric' is neither a file nor"),
         (["--no-such-option"], "No such option: --no-such-option"),
+        (["-i", "1", "-b", "1", "-e", "16M", "--print"], "--step-bytes: 1 gives 16,777,216 sizes"),
+        (["-f", "1.0000001", "--print"], "--factor: 1.0000001 gives about"),
+        (["--iters", "10000000000"], "--iters: 10000000000 is more than the maximum"),
+        (["--iters", "1e10"], "Invalid value for '--iters'"),
+        (["--iters", "1e23"], "Invalid value for '--iters'"),
+        (["--warmup", "10000000000"], "--warmup: 10000000000 is more than the maximum"),
+        (["--nproc", "100000", "--no-check", "--print"], "--nproc: 100000 rank processes need"),
+        (
+            ["--launcher", "mpi", "--print", "--mpi-arg", '--x "y'],
+            "--mpi-arg: '--x \"y' cannot be split into arguments: No closing quotation",
+        ),
     ],
 )
 @CASE_PER_PROCESS
@@ -97,6 +108,115 @@ def _assert_refused(tmp_path, command, args, needle):
 @CASE_PER_PROCESS
 def test_bad_overlap_input_is_one_line_and_exit_2(tmp_path, args, needle):
     _assert_refused(tmp_path, "overlap", args, needle)
+
+
+_LLAMA = ["mfu", "-T", "dgx-h100", "--model", "llama3-8b", "--global-batch", "8"]
+_SMALL_SHAPE = ["mfu", "-T", "dgx-h100", "--layers", "4", "--hidden", "256", "--heads", "4"]
+_SMALL_SHAPE += ["--vocab", "1000", "--global-batch", "8"]
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        ([*_LLAMA, "--seq", "99999999999999"], "--seq: 99999999999999 is more than"),
+        ([*_SMALL_SHAPE, "--params", "1e300"], "--params: 1e+300 is more than 1e+15"),
+        ([*_SMALL_SHAPE, "--params", "1e9"], "differs from the shape's own count"),
+        ([*_LLAMA, "--params", "16e9"], "by more than 25%; refused"),
+        (
+            ["mfu", "-T", "dgx-h100", "--layers", "100000", "--hidden", "1000000"]
+            + ["--heads", "8", "--vocab", "1000", "--global-batch", "8"],
+            "parameters; at most 1e+15 are supported",
+        ),
+    ],
+)
+@CASE_PER_PROCESS
+def test_other_commands_refuse_bad_input_in_one_line(argv, needle):
+    _assert_one_line(argv, needle)
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["-i", "1", "-b", "1", "-e", "16M", "--print"], "--step-bytes: 1 gives 16,777,216 sizes"),
+        (["--iters", "10000000000"], "--iters: 10000000000 is more than the maximum"),
+        (["--launcher", "mpi", "--print", "--mpi-arg", '--x "y'], "--mpi-arg: '--x \"y' cannot"),
+    ],
+)
+def test_unbounded_sweeps_are_refused_at_once(tmp_path, args, needle):
+    """The fast loop's cases of the sweep table above (no torch import, well under 2 s)."""
+    _assert_refused(tmp_path, "sweep", args, needle)
+
+
+BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{name}: &{name} [{', '.join([f'*{prev}'] * 9)}]\n"
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True)
+)
+FIXTURE_LOG = Path(__file__).resolve().parents[1] / "fixtures/nccl-tests/legacy_all_reduce_info.log"
+
+
+def _files_for_bad_input(tmp_path):
+    """{NAME: path} for the file-based cases: a run, a directory, a log of NaN figures, a
+    YAML file of nested aliases."""
+    import re
+
+    from collbench.run.import_logs import import_logs
+
+    run = import_logs([FIXTURE_LOG], out=tmp_path / "run").run_dir
+    (tmp_path / "r.md").mkdir()
+    nan_log = tmp_path / "all_reduce_nan.log"
+    nan_log.write_text(
+        "\n".join(
+            re.sub(r" \d+\.\d+", " nan", line) if " float " in line else line
+            for line in FIXTURE_LOG.read_text().splitlines()
+        )
+    )
+    laughs = tmp_path / "laughs.yaml"
+    laughs.write_text(BILLION_LAUGHS + "name: *i\n")
+    return {
+        "RUN": str(run),
+        "DIR": str(tmp_path),
+        "MD_DIR": str(tmp_path / "r.md"),
+        "NAN_LOG": str(nan_log),
+        "OUT": str(tmp_path / "new"),
+        "LAUGHS": str(laughs),
+    }
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["report", "RUN", "--out", "DIR"], "is a directory; give the report file"),
+        (["report", "RUN", "--format", "md", "--out", "MD_DIR"], "is a directory"),
+        (["report", "RUN", "--out", "/sys/report.html"], "cannot be written"),
+        (["import", "nccl-tests", "NAN_LOG", "--out", "OUT"], "has no row with finite figures"),
+        pytest.param(
+            ["import", "nccl-tests", str(FIXTURE_LOG), "--out", "/sys/run"],
+            "cannot be created or written",
+            marks=CASE_PER_PROCESS,
+        ),
+        (["topo", "validate", "LAUGHS"], "uses a YAML alias (*a at line 2)"),
+        pytest.param(
+            ["sweep", "--topology", "LAUGHS", "--print"],
+            "uses a YAML alias",
+            marks=CASE_PER_PROCESS,
+        ),
+    ],
+)
+@pytest.mark.timeout(60)
+def test_bad_files_and_outputs_are_refused_in_one_line(tmp_path, argv, needle):
+    names = _files_for_bad_input(tmp_path)
+    before = sorted(path.name for path in tmp_path.iterdir())
+    _assert_one_line([names.get(arg, arg) for arg in argv], needle)
+    assert sorted(path.name for path in tmp_path.iterdir()) == before  # no r_files, no run
+
+
+def _assert_one_line(argv, needle):
+    """Exit 2, one `collbench: error:` line holding needle, no traceback."""
+    done = collbench(*argv)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith("collbench: error: ") and needle in lines[0], lines[0]
 
 
 def test_probe_options_need_overlap_on_sweep(tmp_path):

@@ -1,9 +1,16 @@
 import pytest
 
-from collbench.bench.capacity import check_memory, check_world_size, peak_buffer_bytes
+from collbench.bench.capacity import (
+    RANK_PROCESS_BYTES,
+    check_memory,
+    check_rank_processes,
+    check_world_size,
+    peak_buffer_bytes,
+    sample_bytes,
+)
 from collbench.bench.distributed import RunEnv
 from collbench.core.errors import SpecError
-from collbench.core.spec import SweepSpec
+from collbench.core.spec import MAX_ITERS, SweepSpec
 
 TORCH_ENV = {
     "RANK": "1",
@@ -50,6 +57,33 @@ def test_memory_check_refuses_before_allocating():
     with pytest.raises(SpecError) as error:
         check_memory(spec, 2, 2, 1 << 30, "host")
     assert error.value.field == "--max-bytes" and "lower --max-bytes" in str(error.value)
+
+
+def test_iters_are_bounded_and_their_samples_counted():
+    with pytest.raises(SpecError) as error:
+        SweepSpec(iters=10**10)
+    assert error.value.field == "--iters" and f"{MAX_ITERS:,}" in str(error.value)
+    with pytest.raises(SpecError) as error:
+        SweepSpec(warmup=10**10)
+    assert error.value.field == "--warmup"
+    spec = SweepSpec(max_bytes=1024, iters=MAX_ITERS, check=False).with_backend("gloo")
+    assert sample_bytes(spec, 64) > 100 * peak_buffer_bytes(spec, 64)
+    with pytest.raises(SpecError) as error:  # the buffers alone would fit in 1 GiB
+        check_memory(spec, 64, 64, 1 << 30, "host")
+    assert error.value.field == "--iters" and "lower --iters" in str(error.value)
+
+
+def test_local_rank_processes_are_counted_against_host_memory():
+    from collbench.launchers.local import local_nproc
+
+    check_rank_processes(8, 8 * RANK_PROCESS_BYTES * 2)
+    with pytest.raises(SpecError) as error:
+        check_rank_processes(8, 8 * RANK_PROCESS_BYTES)
+    assert error.value.field == "--nproc" and "lower --nproc" in str(error.value)
+    tiny = SweepSpec(max_bytes=8, check=False).with_backend("gloo")
+    with pytest.raises(SpecError) as error:  # 100000 x 8 bytes of buffers would fit
+        local_nproc(tiny, 100_000)
+    assert error.value.field == "--nproc"
 
 
 def test_sendrecv_needs_two_ranks():

@@ -265,3 +265,48 @@ def test_bad_workloads_name_the_field(build, field):
 def test_a_fabric_too_small_is_refused():
     with pytest.raises(SpecError, match="--nodes"):
         estimate(workload(dp=64), make_topology(nodes=8), free_pricer)
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: Training(seq=99999999999999, global_batch=8), "--seq"),
+        (lambda: Training(seq=2048, global_batch=10**15), "--global-batch"),
+        (lambda: Model("m", layers=4096, hidden=2**21, heads=32, vocab=51200), "--hidden"),
+        (lambda: Model("m", layers=4, hidden=256, heads=4, vocab=1000, params=1e300), "--params"),
+        (lambda: replace(PRESETS["llama3-8b"], params=16e9), "--params"),
+        (lambda: replace(PRESETS["llama3-8b"], params=5e9), "--params"),
+    ],
+)
+def test_absurd_or_inconsistent_magnitudes_are_refused(build, field):
+    with pytest.raises(SpecError, match=f"^{field}"):
+        build()
+
+
+def test_params_may_refine_the_shape_within_the_margin():
+    from collbench.analysis.workload import PARAMS_MARGIN
+
+    shape = PRESETS["llama3-8b"].shape_params
+    for share in (1 - PARAMS_MARGIN * 0.9, 1 + PARAMS_MARGIN * 0.9):
+        assert replace(PRESETS["llama3-8b"], params=shape * share).n_params == shape * share
+    with pytest.raises(SpecError, match=f"more than {PARAMS_MARGIN:.0%}"):
+        replace(PRESETS["llama3-8b"], params=shape * (1 + PARAMS_MARGIN * 1.1))
+
+
+def test_measured_curves_skip_rows_without_usable_figures():
+    from collbench.analysis.mfu_inputs import fit_measured_curves
+    from tests.rows import make_row
+
+    good = [
+        make_row(size_bytes=2**k, time_us=10.0 + 2**k / 1e3, world_size=4) for k in range(10, 20)
+    ]
+    damaged = [
+        replace(good[0], time_us=None),
+        replace(good[1], time_us=float("inf")),
+        replace(good[2], time_us=float("nan")),
+        replace(good[3], world_size=0),
+        replace(good[4], world_size=None),
+        replace(good[5], size_bytes=None),
+    ]
+    curves = fit_measured_curves([*good, *damaged], "run")
+    assert [(c.collective, c.world_size) for c in curves] == [("all_reduce", 4)]

@@ -442,6 +442,71 @@ def test_bad_logs_are_one_line_spec_errors_naming_log(tmp_path, content, needle)
     assert not (tmp_path / "run").exists()
 
 
+def _nan_log(tmp_path: Path, name: str, old: str, new: str, count: int = 1) -> Path:
+    text = (FIXTURES / name).read_text()
+    assert text.count(old) >= count
+    log = tmp_path / name
+    log.write_text(text.replace(old, new, count))
+    return log
+
+
+@pytest.mark.parametrize(
+    "name, old, new",
+    [
+        ("legacy_all_reduce_info.log", "     9.07    0.23    0.35", "      nan    0.23    0.35"),
+        ("legacy_all_reduce_info.log", "   11.65   17.48", "     inf     inf"),
+        (
+            "legacy_all_reduce_info.log",
+            "# Avg bus bandwidth    : 3.11722",
+            "# Avg bus bandwidth    : nan",
+        ),
+        ("nccl_tests_sendrecv.json", '"time":7.510667', '"time":NaN'),
+        ("nccl_tests_sendrecv.json", '"bus_bw":0.034085', '"bus_bw":Infinity'),
+    ],
+)
+def test_nan_and_inf_rows_are_dropped_with_a_warning_never_written(tmp_path, name, old, new):
+    log = _nan_log(tmp_path, name, old, new)
+    result = import_logs([log], out=tmp_path / "run")
+    clean = import_logs([FIXTURES / name], out=tmp_path / "clean")
+    dropped = len(clean.rows) - len(result.rows)
+    assert dropped == (0 if "Avg bus" in old else 1)
+    if dropped:
+        assert any("dropped 1 row(s) with a NaN or infinite" in w for w in result.warnings)
+    for path in (tmp_path / "run" / "rows.jsonl", tmp_path / "run" / "meta.json"):
+        texts = path.read_text().splitlines() if path.suffix == ".jsonl" else [path.read_text()]
+        for text in texts:
+            json.loads(text, parse_constant=_no_constant)
+
+
+def test_compare_of_a_log_with_nan_and_inf_prints_only_numbers(tmp_path):
+    log = _nan_log(tmp_path, "legacy_all_reduce_info.log", "   11.65   17.48", "     inf     inf")
+    import_logs([log], out=tmp_path / "run")
+    import_logs([FIXTURES / "legacy_all_reduce_info.log"], out=tmp_path / "clean")
+    compare = collbench("compare", str(tmp_path / "clean"), str(tmp_path / "run"))
+    assert compare.returncode == 0, compare.stderr
+    table = [line for line in compare.stdout.splitlines() if not line.startswith("#")]
+    words = {word.lower().strip("-x") for line in table for word in line.split()}
+    assert table and not words & {"inf", "nan"}, compare.stdout
+
+
+def _no_constant(name):
+    raise AssertionError(f"bare {name} in JSON")
+
+
+def test_a_log_of_only_nan_rows_is_refused(tmp_path):
+    log = tmp_path / "all_reduce.log"
+    text = (FIXTURES / "legacy_all_reduce_info.log").read_text()
+    log.write_text(
+        "\n".join(
+            __import__("re").sub(r" \d+\.\d+", " nan", line) if " float " in line else line
+            for line in text.splitlines()
+        )
+    )
+    error = _spec_error(lambda: import_logs([log], out=tmp_path / "run"))
+    assert error.field == "LOG" and "has no row with finite figures" in str(error)
+    assert not (tmp_path / "run").exists()
+
+
 def test_unreadable_logs(tmp_path):
     for path in (tmp_path / "missing.log", tmp_path):
         error = _spec_error(lambda path=path: import_logs([path], out=tmp_path / "run"))

@@ -1,7 +1,14 @@
 import pytest
 
 from collbench.core.errors import SpecError
-from collbench.core.spec import DEFAULT_MAX_BYTES, Step, SweepSpec, size_series
+from collbench.core.spec import (
+    DEFAULT_MAX_BYTES,
+    MAX_STEPS,
+    Step,
+    SweepSpec,
+    size_count,
+    size_series,
+)
 from collbench.core.units import format_size, parse_size
 
 
@@ -39,6 +46,34 @@ def test_size_series_factor_and_step():
     assert size_series(1024, 4096, None, 1024) == [1024, 2048, 3072, 4096]
     assert size_series(0, 4, 2.0, None) == [0, 1, 2, 4]
     assert size_series(1, 1000, 10.0, None) == [1, 10, 100, 1000]
+
+
+def test_size_count_matches_the_series_and_is_bounded():
+    for args in ((8, 64, 2.0, None), (0, 4, 2.0, None), (1024, 4096, None, 1024), (9, 8, 2, None)):
+        assert size_count(*args) == (len(size_series(*args)), True)
+    assert size_count(1, 16 * 1024**2, None, 1) == (16 * 1024**2, True)
+    count, exact = size_count(8, 16 * 1024**2, 1.0000001, None)  # counted, never built
+    assert not exact and count > MAX_STEPS
+
+
+@pytest.mark.timeout(5)
+@pytest.mark.parametrize(
+    "kwargs, field, count",
+    [
+        (
+            {"step_bytes": 1, "min_bytes": 1, "max_bytes": 16 * 1024**2},
+            "--step-bytes",
+            "16,777,216",
+        ),
+        ({"factor": 1.0000001, "max_bytes": 16 * 1024**2}, "--factor", "about "),
+    ],
+)
+def test_spec_refuses_a_sweep_of_too_many_sizes(kwargs, field, count):
+    with pytest.raises(SpecError) as error:
+        SweepSpec(**kwargs)
+    assert str(error.value).startswith(f"{field}:") and count in str(error.value)
+    assert f"at most {MAX_STEPS:,}" in str(error.value)
+    SweepSpec(step_bytes=4096, max_bytes=4096 * (MAX_STEPS - 1))  # the cap itself is fine
 
 
 def test_format_size():

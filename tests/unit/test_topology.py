@@ -252,6 +252,34 @@ def test_malformed_files_are_one_line_errors(tmp_path, suffix, text, needle):
     assert "\n" not in str(caught.value)
 
 
+BILLION_LAUGHS = (
+    "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    + "".join(
+        f"{name}: &{name} [{', '.join([f'*{prev}'] * 9)}]\n"
+        for prev, name in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    + "name: *i\n"
+)
+
+
+@pytest.mark.timeout(10)
+def test_yaml_aliases_are_refused_before_they_expand(tmp_path):
+    path = tmp_path / "laughs.yaml"
+    path.write_text(BILLION_LAUGHS, encoding="utf-8")
+    assert len(BILLION_LAUGHS) < 600  # expands to 9**9 strings
+    with pytest.raises(TopologyError) as caught:
+        load_topology(path)
+    assert str(caught.value).startswith(f"topology file: '{path}' uses a YAML alias (*a at line 2)")
+    anchors_only = tmp_path / "anchors.yaml"  # an anchor that nothing refers to is harmless
+    anchors_only.write_text(
+        (Path(__file__).resolve().parents[2] / "topologies" / "dgx-h100.yaml")
+        .read_text()
+        .replace("name:", "name: &n", 1),
+        encoding="utf-8",
+    )
+    assert load_topology(anchors_only).name == "dgx-h100"
+
+
 def test_unknown_name_and_directory_are_refused(tmp_path):
     with pytest.raises(
         TopologyError,
