@@ -412,7 +412,16 @@ def job_state(job_id: str) -> tuple[str, str, str]:
 
 
 def read_slurm_record(run_dir: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((Path(run_dir) / SLURM_FILE).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    """slurm.json of a submitted run (None: not a Slurm submission). One that exists but is
+    not a record with a job id is a SpecError naming it."""
+    path = Path(run_dir) / SLURM_FILE
+    if not path.exists():
         return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise SpecError(SLURM_FILE, str(path), f"is corrupt or unreadable ({error})") from None
+    job_id = record.get("job_id") if isinstance(record, dict) else None
+    if not isinstance(job_id, (str, int)) or isinstance(job_id, bool) or not str(job_id):
+        raise SpecError(SLURM_FILE, str(path), "holds no job_id (not a Slurm submission record)")
+    return record

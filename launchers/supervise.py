@@ -28,9 +28,19 @@ from collbench.core.errors import (
 )
 from collbench.launchers.base import LaunchResult
 from collbench.store.job import Job
-from collbench.store.rank_status import HEARTBEAT_S, read_status
+from collbench.store.rank_status import is_alive, read_status
 from collbench.store.rows import row_from_dict, utc_now
-from collbench.store.rundir import ROWS_FILE, load_rows, read_meta, update_meta, write_parquet
+from collbench.store.rundir import (
+    META_FILE,
+    PARQUET_FILE,
+    ROWS_FILE,
+    is_disk_full,
+    load_rows,
+    read_meta,
+    remove_temp_files,
+    update_meta,
+    write_parquet,
+)
 
 POLL_S = 0.1
 # After a first rank fails, how long to wait for the others' exits before assigning blame.
@@ -100,22 +110,50 @@ def supervise(job: Job, handles: list[Handle], sink: Any, per_rank: bool) -> Lau
 
 
 def finalize(job: Job, result: LaunchResult) -> LaunchResult:
-    """Make a cut-short run's directory as complete as a finished one, minus the missing rows."""
+    """Make a cut-short run's directory as complete as a finished one, minus the missing rows.
+
+    A full disk is said in one line (what could not be written, how many rows are kept); the
+    final state is set when meta.json can still be written, and no temporary file is left."""
     if result.code in (EXIT_OK, EXIT_WRONG_DATA):
         return result
-    rows = load_rows(job.run_dir)
+    run_dir = Path(job.run_dir)
+    # A row cut short at the end is expected here (a rank died writing it): no warning.
+    rows = load_rows(run_dir, warn=False)
+    full: list[Path] = []  # what a full disk kept us from writing
     if rows:
-        write_parquet(job.run_dir)
+        _unless_disk_full(lambda: write_parquet(run_dir, rows), run_dir / PARQUET_FILE, full)
+    error = result.error
+    if full or "disk full: " in (error or ""):
+        error = _disk_full_error(run_dir, full)
     state = "interrupted" if result.code in (EXIT_INTERRUPTED, EXIT_TERMINATED) else "failed"
-    meta = read_meta(job.run_dir)
+    meta = read_meta(run_dir)
     if meta is not None and meta.state in ("running", None):
-        update_meta(job.run_dir, state=state, finished_utc=utc_now(), error=result.error)
+        final = {"state": state, "finished_utc": utc_now(), "error": error}
+        _unless_disk_full(lambda: update_meta(run_dir, **final), run_dir / META_FILE, full)
     elif meta is not None:
-        update_meta(job.run_dir, error=result.error)
+        _unless_disk_full(lambda: update_meta(run_dir, error=error), run_dir / META_FILE, full)
+    remove_temp_files(run_dir)
     if result.code == EXIT_USAGE:
         return result
-    kept = f"{len(rows)} finished row(s) kept in {Path(job.run_dir) / ROWS_FILE}"
-    return LaunchResult(result.code, f"{result.error}; {kept}")
+    if full:  # meta.json may have failed too: name everything that could not be written
+        error = _disk_full_error(run_dir, full)
+    kept = f"{len(rows)} finished row(s) kept in {run_dir / ROWS_FILE}"
+    return LaunchResult(result.code, f"{error}; {kept}")
+
+
+def _disk_full_error(run_dir: Path, full: list[Path]) -> str:
+    lost = f" (could not write {', '.join(path.name for path in full)})" if full else ""
+    return f"disk full: no space left on the device holding {run_dir}{lost}"
+
+
+def _unless_disk_full(write: Any, path: Path, full: list[Path]) -> None:
+    """Run `write` (of `path`); a full disk adds `path` to `full` rather than raising."""
+    try:
+        write()
+    except OSError as error:
+        if not is_disk_full(error):
+            raise
+        full.append(path)
 
 
 class Monitor:
@@ -338,16 +376,7 @@ def statuses_or_empty(statuses: list[dict | None]) -> list[dict]:
 
 
 def _alive(status: dict) -> bool:
-    """Is the rank behind this status still there? Its pid on this host, else its heartbeat."""
-    if status.get("host") == socket.gethostname():
-        try:
-            os.kill(status["pid"], 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return time.time() - status["heartbeat"] < 3 * HEARTBEAT_S
+    return is_alive(status)
 
 
 class ProcessHandle:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import sys
@@ -118,15 +119,80 @@ def init_distributed(env: RunEnv, backend: str, timeout_s: float) -> tuple[Any, 
         device = torch.device("cuda", env.local_rank % max(1, torch.cuda.device_count()))
         torch.cuda.set_device(device)
         kwargs["device_id"] = device
+    timeout = timedelta(seconds=timeout_s)
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        # torchrun's agent already serves the store; the ranks only connect to it.
+        kwargs["init_method"] = f"tcp://{_host_for_url(env.master_addr)}:{env.master_port}"
+    else:
+        kwargs["store"] = _rendezvous_store(env, timeout)
     dist.init_process_group(
         torch_backend(backend),
-        init_method=f"tcp://{_host_for_url(env.master_addr)}:{env.master_port}",
         rank=env.rank,
         world_size=env.world_size,
-        timeout=timedelta(seconds=timeout_s),
+        timeout=timeout,
         **kwargs,
     )
     return device, env
+
+
+def rendezvous_bind(master_addr: str, single_host: bool = False) -> str:
+    """The address rank 0's store listens on: the one the ranks rendezvous on, never every
+    interface when that is a loopback address (a single-host run is unreachable from the
+    network). "" (every interface) only for a host name that resolves to loopback here but
+    may name another address to peers on other hosts (Debian's 127.0.1.1 hostname entry);
+    with every rank on this host (`single_host`) it is that loopback address."""
+    try:
+        literal = ipaddress.ip_address(master_addr.strip("[]"))
+    except ValueError:
+        literal = None
+    if literal is not None:
+        return str(literal)
+    try:
+        resolved = ipaddress.ip_address(socket.getaddrinfo(master_addr, None)[0][4][0])
+    except (OSError, ValueError):
+        return ""
+    if resolved.is_loopback and master_addr != "localhost" and not single_host:
+        return ""
+    return str(resolved)
+
+
+def _rendezvous_store(env: RunEnv, timeout: timedelta) -> Any:
+    """The TCPStore the process group rendezvous on. Rank 0 serves it on a socket it binds
+    itself (rendezvous_bind), since TCPStore alone listens on every interface."""
+    import torch.distributed as dist
+
+    host, port = str(env.master_addr), int(env.master_port or 0)
+    if env.rank != 0:
+        return dist.TCPStore(host, port, env.world_size, False, timeout=timeout)
+    bind = rendezvous_bind(host, single_host(env))
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((bind, port))
+        listener.listen(max(128, env.world_size))
+        store = dist.TCPStore(
+            host,
+            port,
+            env.world_size,
+            True,
+            timeout=timeout,
+            wait_for_workers=False,
+            master_listen_fd=listener.fileno(),
+        )
+    except BaseException:
+        listener.close()
+        raise
+    _LISTENERS.append(listener)  # the store serves on its descriptor: keep it open
+    return store
+
+
+_LISTENERS: list[socket.socket] = []
+
+
+def single_host(env: RunEnv) -> bool:
+    """Are all ranks on this host (as the rank environment says)?"""
+    return env.local_world_size >= env.world_size
 
 
 def _host_for_url(host: str) -> str:

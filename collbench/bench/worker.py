@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from collbench.bench import capacity
-from collbench.bench.distributed import finalize_mpi, init_distributed, teardown, torch_backend
+from collbench.bench.distributed import (
+    finalize_mpi,
+    init_distributed,
+    rendezvous_bind,
+    single_host,
+    teardown,
+    torch_backend,
+)
 from collbench.bench.rank_env import RunEnv
 from collbench.core.errors import (
     EXIT_INTERRUPTED,
@@ -31,6 +39,7 @@ from collbench.store.rows import RowBuilder, utc_now
 from collbench.store.rundir import (
     META_FILE,
     ResultWriter,
+    is_disk_full,
     prepare_run_dir,
     update_meta,
     write_meta,
@@ -52,6 +61,8 @@ class RankOutcome:
 def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
     """Run the whole sweep as this rank. Never raises: the outcome carries the error."""
     status = RankStatus.from_environ(env.rank)
+    if env.rank == 0:
+        status.on_orphaned = lambda message: _finish(job, "orphaned", message, last=True)
     watched = bool(os.environ.get(STATUS_DIR_VAR))
     spec = job.spec
     clean = False
@@ -69,8 +80,8 @@ def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
     except KeyboardInterrupt:
         return _failed(job, env, status, EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
     except Exception as error:  # noqa: BLE001 - every failure becomes an outcome
-        message = f"{type(error).__name__}: {_first_line(error)}"
-        print(traceback.format_exc(), file=sys.stderr, flush=True)
+        message = _describe_error(error, job, env)
+        _log_traceback(job, env, watched)
         return _failed(job, env, status, EXIT_RUN_FAILED, message)
     finally:
         teardown(clean)
@@ -78,13 +89,66 @@ def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
 
 
 def _failed(job: Job, env: RunEnv, status: RankStatus, code: int, message: str) -> RankOutcome:
+    if status.orphaned:  # peers left because the launcher did: that is the cause
+        message = status.orphan_error
     status.fail(message, usage_error=code == EXIT_USAGE)
-    if env.rank == 0 and (Path(job.run_dir) / META_FILE).exists():
-        # The run directory is complete but for the rows never measured.
-        write_parquet(job.run_dir)
+    if env.rank == 0:
         state = "interrupted" if code == EXIT_INTERRUPTED else "failed"
-        update_meta(job.run_dir, state=state, finished_utc=utc_now(), error=message)
+        _finish(job, "orphaned" if status.orphaned else state, message)
     return RankOutcome(code, message)
+
+
+def _finish(job: Job, state: str, message: str, last: bool = False) -> None:
+    """Rank 0 leaves a cut-short run final: rows.parquet and the state, once it has begun.
+
+    The main thread (a failure) and the heartbeat thread (an orphan) may both get here; the
+    lock keeps one write whole. `last`: the process ends right after, so the lock is kept
+    (the other thread must not start a write that the exit would cut in half)."""
+    _FINISH_LOCK.acquire()
+    try:
+        if (Path(job.run_dir) / META_FILE).exists():
+            write_parquet(job.run_dir)
+            update_meta(job.run_dir, state=state, finished_utc=utc_now(), error=message)
+    except Exception:  # noqa: BLE001, S110 - a full disk: the launching collbench retries
+        pass
+    finally:
+        if not last:
+            _FINISH_LOCK.release()
+
+
+_FINISH_LOCK = threading.Lock()
+
+
+def _describe_error(error: Exception, job: Job, env: RunEnv) -> str:
+    """An unexpected error as the one line a person sees."""
+    if is_disk_full(error):
+        where = getattr(error, "filename", None) or job.run_dir
+        return f"disk full: no space left on the device writing {where}"
+    text = f"{type(error).__name__}: {_first_line(error)}"
+    if "EADDRINUSE" in text or "address already in use" in text.lower():
+        return (
+            f"the rendezvous port {env.master_port} on {env.master_addr} is already in use "
+            f"(MASTER_PORT); choose a free one ({text})"
+        )
+    return text
+
+
+def _log_traceback(job: Job, env: RunEnv, watched: bool) -> None:
+    """The traceback goes to the rank's log, never to a person's terminal: a watched rank's
+    output is its log already; a rank started by hand logs to RUN/logs when RUN exists."""
+    text = traceback.format_exc()
+    if watched:  # a launching collbench set COLLBENCH_STATUS_DIR and sends output to logs/
+        print(text, file=sys.stderr, flush=True)
+        return
+    log_dir = Path(job.run_dir) / "logs"
+    if not Path(job.run_dir).is_dir():
+        return  # nothing was written yet; the one-line error says what happened
+    try:
+        log_dir.mkdir(exist_ok=True)
+        with open(log_dir / f"rank-{env.rank:05d}.log", "a", encoding="utf-8") as log:
+            log.write(text)
+    except OSError:
+        pass
 
 
 def _first_line(error: BaseException) -> str:
@@ -244,8 +308,17 @@ class _Session:
                 "cwd": os.getcwd(),
                 "rank_env": env.source,
                 "rendezvous": f"{env.master_addr}:{env.master_port} ({env.rendezvous})",
+                "rendezvous_bind": _bound(env),
             },
         )
+
+
+def _bound(env: RunEnv) -> str:
+    """Where rank 0's rendezvous store listens, as meta.json records it."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return "torchrun agent"
+    bind = rendezvous_bind(str(env.master_addr), single_host(env))
+    return f"{bind or '*'}:{env.master_port}"
 
 
 def _describe(step: Any) -> str:

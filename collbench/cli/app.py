@@ -82,6 +82,15 @@ def status(run: Annotated[Path, typer.Argument(help="A run directory.")]) -> Non
 
 
 @app.command()
+def finalize(run: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
+    """Finish a run left `running` with no live process: write rows.parquet and its final
+    state (orphaned, or failed if a rank reported a failure)."""
+    from collbench.run.finalize import finalize_run
+
+    print(finalize_run(run), flush=True)
+
+
+@app.command()
 def wait(
     run: Annotated[
         Path, typer.Argument(help="The run directory of a job submitted with --no-wait.")

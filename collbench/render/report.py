@@ -385,8 +385,19 @@ def render_html(report: Report) -> str:
     return "\n".join(parts)
 
 
+# Markdown punctuation that could start a link, an image, code, emphasis or a table cell.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|#!])")
+
+
+def _md_text(value: Any) -> str:
+    """Text from a run (host names, knobs, command lines) as Markdown shows it literally:
+    HTML escaped as the HTML report does, Markdown punctuation backslashed, one line."""
+    text = html.escape(" ".join(str(value).splitlines()), quote=False)
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
 def _md_cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return _md_text(value)
 
 
 def _md_table(table: Table) -> list[str]:
@@ -399,7 +410,7 @@ def _md_table(table: Table) -> list[str]:
 
 def render_markdown(report: Report, image_dir: str) -> tuple[str, dict[str, bytes]]:
     """The Markdown text and the PNG files it links (relative names under image_dir)."""
-    lines = [f"# {report.title}", "", "## Summary", ""]
+    lines = [f"# {_md_text(report.title)}", "", "## Summary", ""]
     lines += (
         _md_table(report.summary) if report.summary.rows else ["_no sweep rows: nothing to fit_"]
     )
@@ -407,15 +418,15 @@ def render_markdown(report: Report, image_dir: str) -> tuple[str, dict[str, byte
         lines += ["", "### Overlap probes", "", *_md_table(report.overlap_summary)]
     images: dict[str, bytes] = {}
     for section in report.sections:
-        lines += ["", f"## {section.heading}", ""]
+        lines += ["", f"## {_md_text(section.heading)}", ""]
         for chart in section.charts:
             name = f"{image_dir}/{re.sub(r'[^A-Za-z0-9_.-]', '_', chart.name)}.png"
             images[name] = chart.png
-            lines += [f"![{chart.title}]({name})", ""]
+            lines += [f"![{_md_text(chart.title)}]({name})", ""]
         for table in section.tables:
             lines += [*_md_table(table), ""]
-        lines += [f"_{note}_" for note in section.notes]
+        lines += [f"_{_md_text(note)}_" for note in section.notes]
     lines += ["", "## Provenance"]
     for label, table in report.provenance:
-        lines += ["", f"### {label}", "", *_md_table(table)]
+        lines += ["", f"### {_md_text(label)}", "", *_md_table(table)]
     return "\n".join(lines) + "\n", images

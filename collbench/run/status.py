@@ -7,9 +7,11 @@ from pathlib import Path
 
 from collbench.core.errors import SpecError
 from collbench.launchers.base import LaunchResult
+from collbench.run.finalize import FINAL_STATES
 from collbench.store.job import JOB_FILE, Job
 from collbench.store.load import load_run
-from collbench.store.rundir import read_meta
+from collbench.store.rank_status import live_ranks, read_statuses
+from collbench.store.rundir import META_FILE, read_meta
 from collbench.store.sink import SinkFactory
 
 
@@ -46,12 +48,27 @@ def describe_run(run: Path) -> str:
         planned = len(SweepSpec.from_dict(meta.spec).steps())
         error = meta.extra.get("error")
         lines.append(
-            f"rows: {len(rows)} of {planned}; state: {meta.state}"
+            f"rows: {len(rows)} of {planned}; state: {_state(run, meta.state)}"
             + (f"; error: {error}" if error else "")
         )
+    elif (Path(run) / META_FILE).exists():
+        lines.append(f"{META_FILE} unreadable; {len(rows)} row(s) on disk")
+    elif rows:
+        lines.append(f"{META_FILE} missing; {len(rows)} row(s) on disk")
     else:
         lines.append("rows: none yet (the ranks have not started)")
     return "\n".join(lines)
+
+
+def _state(run: Path, state: str | None) -> str:
+    """meta.json's state, unless it says running and no process of the run is left (the
+    launcher and its ranks were killed before anyone could write the final state)."""
+    if state != "running":
+        return str(state)
+    statuses = read_statuses(Path(run) / "ranks")
+    if not statuses or live_ranks(Path(run) / "ranks"):
+        return state  # running, or unwatched ranks (no status files) that nobody can judge
+    return f"dead (meta.json says running, but no rank is alive; run `collbench finalize {run}`)"
 
 
 def wait_for_run(run: Path, make_sink: SinkFactory) -> LaunchResult:
@@ -67,6 +84,6 @@ def wait_for_run(run: Path, make_sink: SinkFactory) -> LaunchResult:
             "was not submitted with --launcher slurm --no-wait; nothing to wait for",
         )
     meta = read_meta(run)
-    if meta is not None and meta.state in ("completed", "failed", "interrupted"):
+    if meta is not None and meta.state in FINAL_STATES:
         print(describe_run(run), file=sys.stderr, flush=True)
     return watch(job, record["job_id"], make_sink(job.spec))

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collbench.core.errors import SpecError
 from collbench.core.spec import SweepSpec
 from collbench.store.rundir import write_json_atomic
 
@@ -49,15 +50,28 @@ class Job:
 
     @classmethod
     def load(cls, run_dir: Path) -> Job:
-        data = json.loads((Path(run_dir) / JOB_FILE).read_text(encoding="utf-8"))
-        return cls(
-            spec=SweepSpec.from_dict(data["spec"]),
-            run_dir=Path(data["run_dir"]),
-            run_id=data["run_id"],
-            launcher=data["launcher"],
-            nproc=data["nproc"],
-            command_line=data["command_line"],
-            rank_env=data.get("rank_env"),
-            dir_prepared=data.get("dir_prepared", True),
-            settings=data.get("settings", {}),
-        )
+        """The job of a run directory; a job.json that is not one is a SpecError naming it."""
+        path = Path(run_dir) / JOB_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(
+                spec=SweepSpec.from_dict(data["spec"]),
+                run_dir=Path(data["run_dir"]),
+                run_id=str(data["run_id"]),
+                launcher=str(data["launcher"]),
+                nproc=int(data["nproc"]),
+                command_line=list(data["command_line"]),
+                rank_env=data.get("rank_env"),
+                dir_prepared=bool(data.get("dir_prepared", True)),
+                settings=dict(data.get("settings") or {}),
+            )
+        except SpecError as error:
+            raise SpecError(JOB_FILE, str(path), f"is corrupt: {error}") from None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+            why = f"lacks {error}" if isinstance(error, KeyError) else _first_line(error)
+            raise SpecError(JOB_FILE, str(path), f"is corrupt or unreadable ({why})") from None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,41 @@ def read_status(status_dir: Path, rank: int) -> dict[str, Any] | None:
         return None
 
 
+def read_statuses(status_dir: Path) -> list[dict[str, Any]]:
+    """Every rank's status file there is, in rank order (unreadable ones left out)."""
+    statuses = []
+    for path in sorted(Path(status_dir).glob("rank-*.json")):
+        try:
+            status = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        if isinstance(status, dict) and isinstance(status.get("rank"), int):
+            statuses.append(status)
+    return statuses
+
+
+def is_alive(status: dict[str, Any]) -> bool:
+    """Is the rank behind this status still there? Its pid on this host, else its heartbeat."""
+    if status.get("host") == socket.gethostname():
+        try:
+            os.kill(int(status["pid"]), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return time.time() - float(status.get("heartbeat") or 0) < 3 * HEARTBEAT_S
+
+
+def live_ranks(status_dir: Path) -> list[dict[str, Any]]:
+    """The statuses of ranks still starting or running whose process is there."""
+    return [
+        status
+        for status in read_statuses(status_dir)
+        if status.get("state") in ("starting", "running") and is_alive(status)
+    ]
+
+
 class RankStatus:
     """This rank's status file (a no-op when no launcher is watching)."""
 
@@ -46,6 +82,9 @@ class RankStatus:
     ) -> None:
         self._dir = Path(status_dir) if status_dir else None
         self._parent_pid = parent_pid
+        # Called (from the heartbeat thread) with the reason, just before an orphaned rank
+        # ends itself: rank 0 leaves the run directory in a final state.
+        self.on_orphaned: Callable[[str], None] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         now = time.time()
@@ -86,6 +125,15 @@ class RankStatus:
     def label(self) -> str:
         return self._state["label"]
 
+    @property
+    def orphaned(self) -> bool:
+        """Has the watching launcher gone away (this rank was re-parented)?"""
+        return self._parent_pid is not None and os.getppid() != self._parent_pid
+
+    @property
+    def orphan_error(self) -> str:
+        return f"the launcher (pid {self._parent_pid}) is gone; rank stopped"
+
     def _update(self, **fields: Any) -> None:
         with self._lock:
             self._state.update(fields)
@@ -95,11 +143,20 @@ class RankStatus:
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
             self._update()
-            if self._parent_pid is not None and os.getppid() != self._parent_pid:
-                self.fail(f"the launcher (pid {self._parent_pid}) is gone; rank stopped")
+            if self.orphaned:
+                self.fail(self.orphan_error)
+                if self.on_orphaned is not None:
+                    try:
+                        self.on_orphaned(self.orphan_error)
+                    except Exception:  # noqa: BLE001, S110 - ending the rank matters more
+                        pass
+                self._lock.acquire()  # no status write of the main thread is cut in half
                 os._exit(EXIT_ORPHANED)
 
     def _write(self) -> None:
         if self._dir is None:
             return
-        write_json_atomic(status_path(self._dir, self._state["rank"]), self._state, indent=None)
+        try:
+            write_json_atomic(status_path(self._dir, self._state["rank"]), self._state, indent=None)
+        except OSError:  # a full disk: the last status stays; the rank's exit code speaks
+            pass

@@ -129,7 +129,66 @@ def row_from_dict(data: Any, where: str = "a row") -> ResultRow:
             "kind", kind, f"in {where} is not a row kind collbench reads ({', '.join(ROW_TYPES)})"
         )
     values = {column: data.get(column) for column in _COLUMNS_OF[row_type]}
+    for column in _REQUIRED:
+        if values[column] is None:
+            raise SpecError(column, None, f"is missing in {where}: not a result row")
+    for column, value in values.items():
+        problem = _type_problem(_COLUMN_TYPES[column], value)
+        if problem:
+            raise SpecError(column, _short(value), f"in {where} {problem}")
+    if values["size_bytes"] < 0:
+        raise SpecError("size_bytes", values["size_bytes"], f"in {where} is negative")
     return row_type(**{**values, "kind": kind})
+
+
+# Columns without which a line is not a row; every other column may be missing (an older
+# row) or null, and otherwise must have its field's type.
+_REQUIRED = ("collective", "size_bytes")
+_COLUMN_TYPES = {column.name: str(column.type) for column in fields(ProbeRow)}
+
+
+def check_collective(row: ResultRow, where: str) -> ResultRow:
+    """The row, if its collective is one collbench knows; else a SpecError naming `where`.
+    (Loading a run checks this; a row built in memory may name any collective.)"""
+    from collbench.core.collectives import REGISTRY
+
+    if row.collective not in REGISTRY:
+        raise SpecError(
+            "collective",
+            row.collective,
+            f"in {where} is not a collective collbench knows ({', '.join(REGISTRY)})",
+        )
+    return row
+
+
+def _type_problem(annotation: str, value: Any) -> str | None:
+    """Why `value` does not fit a column annotated `annotation` (None: it fits)."""
+    if value is None:
+        return None
+    base = annotation.removesuffix(" | None")
+    if base == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok else "is not an integer"
+    if base == "float":
+        return None if _is_number(value) else "is not a number"
+    if base == "str":
+        return None if isinstance(value, str) else "is not a string"
+    if base == "list[float]":
+        ok = isinstance(value, list) and all(_is_number(item) for item in value)
+        return None if ok else "is not a list of numbers"
+    if base.startswith("dict["):
+        return None if isinstance(value, Mapping) else "is not a JSON object"
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _short(value: Any) -> Any:
+    """A value as an error line shows it: long containers and strings cut short."""
+    text = value if isinstance(value, str) else repr(value)
+    return value if len(text) <= 40 else text[:37] + "..."
 
 
 class RowBuilder:

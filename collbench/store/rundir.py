@@ -7,10 +7,12 @@ run-level provenance.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
 import sys
+import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,12 +25,15 @@ from collbench.store.rows import (
     ROW_COLUMNS,
     ProbeRow,
     ResultRow,
+    check_collective,
     row_from_dict,
 )
 
 ROWS_FILE = "rows.jsonl"
 PARQUET_FILE = "rows.parquet"
 META_FILE = "meta.json"
+# Created exclusively by the one run that claims a directory (prepare_run_dir).
+CLAIM_FILE = ".claimed"
 
 
 def new_run_id() -> str:
@@ -36,20 +41,32 @@ def new_run_id() -> str:
 
 
 def prepare_run_dir(out: Path | None, run_id: str, allowed: frozenset[str] = frozenset()) -> Path:
-    """Create the run directory; refuse one that already holds anything (but `allowed`)."""
+    """Create and claim the run directory; refuse one that already holds anything (but
+    `allowed`), or that another run has claimed.
+
+    The claim is the exclusive creation of CLAIM_FILE inside it: of two runs started on the
+    same --out at the same moment, exactly one creates it, and the other is refused as if it
+    had come second (a check of the directory's entries alone would let both through).
+    """
     run_dir = Path(out) if out is not None else Path("results") / run_id
+    taken = SpecError(
+        "--out",
+        str(run_dir),
+        "is not an empty directory; choose a new one (collbench never mixes two runs)",
+    )
     if run_dir.exists() and (
         not run_dir.is_dir() or any(entry.name not in allowed for entry in run_dir.iterdir())
     ):
-        raise SpecError(
-            "--out",
-            str(run_dir),
-            "is not an empty directory; choose a new one (collbench never mixes two runs)",
-        )
+        raise taken
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(run_dir / CLAIM_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        raise taken from None
     except OSError as error:
-        raise SpecError("--out", str(run_dir), f"cannot be created: {error.strerror}") from None
+        raise SpecError(
+            "--out", str(run_dir), f"cannot be created or written: {error.strerror}"
+        ) from None
     return run_dir
 
 
@@ -69,28 +86,47 @@ class ResultWriter:
         self._file.close()
 
 
-def load_rows(run_dir: Path) -> list[ResultRow]:
-    """Rows of a run, typed. A last line cut short by a crash is skipped, never half-read;
-    a row of a kind collbench does not know is a SpecError naming its file and line."""
+def load_rows(run_dir: Path, warn: bool = True) -> list[ResultRow]:
+    """Rows of a run, typed and checked against the row schema. A last line cut short by a
+    crash (no newline at its end) is skipped with a warning, never half-read; any other line
+    that is not a row is a SpecError naming its file and line."""
     path = Path(run_dir) / ROWS_FILE
     if not path.exists():
         return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError(ROWS_FILE, str(path), f"cannot be read: {error}") from None
+    lines = text.split("\n")
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
         try:
             data = json.loads(line)
-        except json.JSONDecodeError:
-            print(f"collbench: warning: skipped a truncated row in {path}", file=sys.stderr)
-            continue
-        rows.append(row_from_dict(data, f"{path} line {number}"))
+        except json.JSONDecodeError as error:
+            if number == len(lines):  # the unterminated last line: a write cut short
+                if warn:
+                    print(f"collbench: warning: skipped a truncated row in {path}", file=sys.stderr)
+                continue
+            raise SpecError(
+                "row", _cut(line), f"in {path} line {number} is not JSON ({error.msg})"
+            ) from None
+        where = f"{path} line {number}"
+        rows.append(check_collective(row_from_dict(data, where), where))
     return rows
 
 
-def write_parquet(run_dir: Path) -> Path | None:
-    """rows.parquet from rows.jsonl (knobs kept as a JSON string column)."""
+def _cut(text: str) -> str:
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def write_parquet(run_dir: Path, rows: list[ResultRow] | None = None) -> Path | None:
+    """rows.parquet from rows.jsonl, or from its `rows` already loaded (knobs kept as a JSON
+    string column)."""
     import pandas as pd
 
-    rows = load_rows(run_dir)
+    rows = load_rows(run_dir) if rows is None else rows
     if not rows:
         return None
     probes = any(isinstance(row, ProbeRow) for row in rows)
@@ -126,23 +162,70 @@ def write_meta(run_dir: Path, meta: RunMeta) -> None:
 
 
 def update_meta(run_dir: Path, **fields: Any) -> None:
-    """Set some meta.json keys; the others, and the order of the file's keys, stay."""
+    """Set some meta.json keys; the others, and the order of the file's keys, stay.
+
+    On a full disk there is no room for the atomic copy; the new content is then written over
+    the file's own blocks, when it fits in them (a final state matters more than atomicity).
+    """
     meta = _read_meta_file(run_dir) or {}
     meta.update(fields)
-    write_json_atomic(Path(run_dir) / META_FILE, meta)
+    path = Path(run_dir) / META_FILE
+    try:
+        write_json_atomic(path, meta)
+    except OSError as error:
+        data = (json.dumps(meta, indent=2, default=str) + "\n").encode()
+        if not is_disk_full(error) or not path.exists():
+            raise
+        if len(data) > path.stat().st_blocks * 512:
+            raise
+        with open(path, "r+b") as file:
+            file.write(data)
+            file.truncate()
+            file.flush()
+            os.fsync(file.fileno())
 
 
 def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
     """Write `path` through a temporary file beside it, then rename it into place: a reader
     (or a kill) never meets half a file. `write` writes the temporary file it is given."""
     path = Path(path)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}-{threading.get_ident()}")
     try:
         write(tmp)
+        _fsync(tmp, os.O_RDONLY)  # the data is on disk before the name points at it
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    # ... and so is the rename: a power loss cannot leave an empty or missing file.
+    _fsync(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+
+
+def _fsync(path: Path, flags: int) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, errno.EBADF):  # a file system without fsync
+            raise
+    finally:
+        os.close(fd)
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Did this error come from a full disk (or quota)?"""
+    if not isinstance(error, OSError):
+        return False
+    # pyarrow's write errors carry the errno only in their text
+    return error.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in str(error)
+
+
+def remove_temp_files(run_dir: Path) -> None:
+    """Temporary files of atomic writes that a killed process left in a run directory."""
+    for folder in (Path(run_dir), Path(run_dir) / "ranks"):
+        for tmp in folder.glob("*.tmp*"):
+            if tmp.is_file():
+                tmp.unlink(missing_ok=True)
 
 
 def write_json_atomic(path: Path, data: dict[str, Any], indent: int | None = 2) -> None:

@@ -1,4 +1,7 @@
+import errno
 import json
+import os
+import threading
 
 import pandas as pd
 import pytest
@@ -61,6 +64,49 @@ def test_writer_streams_rows_and_loader_skips_a_truncated_tail(tmp_path, capsys)
         rows.write('{"a": 3, "b"')
     assert load_rows(tmp_path) == [first, second]
     assert "truncated" in capsys.readouterr().err
+
+
+def test_a_garbled_middle_line_is_an_error_not_a_truncated_row(tmp_path, capsys):
+    writer = ResultWriter(tmp_path)
+    writer.append(make_row(size_bytes=8))
+    writer.close()
+    with open(tmp_path / "rows.jsonl", "a") as rows:
+        rows.write('{"a": 3, "b"\n')  # terminated: a later write followed it
+        rows.write(json.dumps(make_row(size_bytes=16).to_dict()) + "\n")
+    with pytest.raises(SpecError) as error:
+        load_rows(tmp_path)
+    assert f"{tmp_path / 'rows.jsonl'} line 2 is not JSON" in str(error.value)
+    assert "truncated" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "data, column",
+    [
+        ({"foo": 1}, "collective"),
+        ({"collective": "all_reduce", "size_bytes": "big"}, "size_bytes"),
+        ({"collective": "all_reduce", "size_bytes": True}, "size_bytes"),
+        ({"collective": "all_reduce", "size_bytes": -1}, "size_bytes"),
+        ({"collective": "all_reduce", "size_bytes": 8, "time_us": "1"}, "time_us"),
+        (
+            {"collective": "all_reduce", "size_bytes": 8, "time_us_samples": ["x"]},
+            "time_us_samples",
+        ),
+        (
+            {"kind": "overlap", "collective": "all_reduce", "size_bytes": 8, "t_comm_us": []},
+            "t_comm_us",
+        ),
+    ],
+)
+def test_a_row_is_checked_against_its_columns_types(data, column):
+    with pytest.raises(SpecError) as error:
+        row_from_dict(data, "f line 7")
+    assert error.value.field == column and "f line 7" in str(error.value)
+
+
+def test_a_loaded_row_names_a_collective_collbench_knows(tmp_path):
+    (tmp_path / "rows.jsonl").write_text('{"collective": "gossip", "size_bytes": 8}\n')
+    with pytest.raises(SpecError, match="collective: 'gossip' in .* line 1 is not a collective"):
+        load_rows(tmp_path)
 
 
 def test_columns_are_the_row_types_fields():
@@ -134,12 +180,36 @@ def test_parquet_copy_matches_rows(tmp_path):
 
 
 def test_run_dir_must_be_new_or_empty(tmp_path):
-    assert prepare_run_dir(tmp_path / "a" / "b", "x").is_dir()
-    assert prepare_run_dir(tmp_path / "a" / "b", "x").is_dir()  # empty: accepted
-    (tmp_path / "a" / "b" / "rows.jsonl").write_text("")
+    (tmp_path / "empty").mkdir()
+    assert prepare_run_dir(tmp_path / "empty", "x").is_dir()  # empty: accepted
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "rows.jsonl").write_text("")
     with pytest.raises(SpecError) as error:
-        prepare_run_dir(tmp_path / "a" / "b", "x")
+        prepare_run_dir(tmp_path / "full", "x")
     assert error.value.field == "--out"
+
+
+def test_a_run_dir_is_claimed_by_exactly_one_run(tmp_path):
+    """Two runs on one --out: the second is refused even before the first writes a file."""
+    assert prepare_run_dir(tmp_path / "a" / "b", "x").is_dir()
+    with pytest.raises(SpecError, match="is not an empty directory"):
+        prepare_run_dir(tmp_path / "a" / "b", "y")
+    barrier, outcomes = threading.Barrier(8), []
+
+    def claim(index):
+        barrier.wait()
+        try:
+            prepare_run_dir(tmp_path / "raced", f"run-{index}")
+            outcomes.append("claimed")
+        except SpecError as error:
+            outcomes.append(error.field)
+
+    threads = [threading.Thread(target=claim, args=(index,)) for index in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["--out"] * 7 + ["claimed"]
 
 
 def test_meta_updates_are_atomic_merges(tmp_path):
@@ -176,6 +246,49 @@ def test_an_atomic_write_that_fails_leaves_no_file(tmp_path):
     with pytest.raises(OSError):
         write_atomically(tmp_path / "x.json", fail)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_atomic_write_fsyncs_the_file_and_its_directory(tmp_path, monkeypatch):
+    synced = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    write_atomically(tmp_path / "x.json", lambda tmp: tmp.write_text("{}"))
+    assert synced[0].startswith(str(tmp_path / "x.json.tmp")) and synced[1] == str(tmp_path)
+
+
+def _enospc(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_leaves_no_temp_file_and_still_sets_the_state(tmp_path, monkeypatch):
+    from collbench.core.spec import SweepSpec
+    from collbench.launchers.base import LaunchResult
+    from collbench.launchers.supervise import finalize
+    from collbench.store.job import Job
+
+    writer = ResultWriter(tmp_path)
+    for size in (8, 16, 32):
+        writer.append(make_row(size_bytes=size))
+    writer.close()
+    write_meta(tmp_path, RunMeta(run_id="r1", state="running"))
+    (tmp_path / "ranks").mkdir()
+    (tmp_path / "ranks" / "rank-00000.json.tmp123").write_text("")  # a killed rank's
+    monkeypatch.setattr("pandas.DataFrame.to_parquet", _enospc)
+    monkeypatch.setattr("pathlib.Path.write_text", _enospc)  # no room for meta.json's copy
+    job = Job(SweepSpec().with_backend("gloo"), tmp_path, "r1", "local", 2)
+    result = finalize(job, LaunchResult(1, "rank 0 (pid 1) on h failed: exit code 1"))
+    assert result.error == (
+        f"disk full: no space left on the device holding {tmp_path} (could not write "
+        f"rows.parquet); 3 finished row(s) kept in {tmp_path / 'rows.jsonl'}"
+    )
+    assert read_meta(tmp_path).state == "failed"  # written over meta.json's own blocks
+    assert "disk full" in read_meta(tmp_path).extra["error"]
+    assert not list(tmp_path.rglob("*.tmp*")) and not (tmp_path / "rows.parquet").exists()
 
 
 def test_knob_env_keeps_only_communication_knobs():

@@ -1,0 +1,62 @@
+"""`collbench finalize RUN`: give a run that nobody finished its final state and rows.parquet.
+
+A run whose launcher and ranks were all killed at once (SIGKILL, a lost node) stays `running`
+in meta.json for ever; `collbench status` shows it as dead, and this command finishes it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from collbench.core.errors import SpecError
+from collbench.store.rank_status import live_ranks, read_statuses
+from collbench.store.rows import utc_now
+from collbench.store.rundir import (
+    META_FILE,
+    PARQUET_FILE,
+    ROWS_FILE,
+    load_rows,
+    read_meta,
+    remove_temp_files,
+    update_meta,
+    write_parquet,
+)
+
+# Final states; `orphaned`: the launcher went away, and with it the ranks.
+FINAL_STATES = ("completed", "failed", "interrupted", "orphaned")
+
+
+def finalize_run(run: Path) -> str:
+    """Write rows.parquet and the final state of a run left `running` with no live process;
+    returns what was done, in one line. SpecError for a run that is final or still alive."""
+    run = Path(run)
+    meta = read_meta(run)
+    if meta is None:
+        raise SpecError(
+            "RUN", str(run), f"has no readable {META_FILE}: not a run collbench can finalize"
+        )
+    if meta.state in FINAL_STATES:
+        raise SpecError("RUN", str(run), f"is already final (state {meta.state}); nothing to do")
+    alive = live_ranks(run / "ranks")
+    if alive:
+        rank = alive[0]
+        raise SpecError(
+            "RUN",
+            str(run),
+            f"is still running (rank {rank['rank']}, pid {rank.get('pid')} on "
+            f"{rank.get('host')}, is alive); wait for it or stop it first",
+        )
+    rows = load_rows(run, warn=False)
+    if rows:
+        write_parquet(run, rows)
+    failed = [s for s in read_statuses(run / "ranks") if s.get("state") == "failed"]
+    state = "failed" if failed else "orphaned"
+    error = (
+        f"rank {failed[0]['rank']}: {failed[0].get('error')}"
+        if failed
+        else "no process of the run was alive (its launcher and ranks were killed)"
+    )
+    update_meta(run, state=state, finished_utc=utc_now(), error=error)
+    remove_temp_files(run)
+    kept = f"{ROWS_FILE} and {PARQUET_FILE}" if rows else ROWS_FILE
+    return f"run {run}: state {state}; {len(rows)} row(s) kept in {kept}"
