@@ -171,15 +171,7 @@ def _rendezvous_store(env: RunEnv, timeout: timedelta) -> Any:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((bind, port))
         listener.listen(max(128, env.world_size))
-        store = dist.TCPStore(
-            host,
-            port,
-            env.world_size,
-            True,
-            timeout=timeout,
-            wait_for_workers=False,
-            master_listen_fd=listener.fileno(),
-        )
+        store = _serve_store(dist, host, port, env.world_size, timeout, listener.fileno())
     except BaseException:
         listener.close()
         raise
@@ -188,6 +180,19 @@ def _rendezvous_store(env: RunEnv, timeout: timedelta) -> Any:
 
 
 _LISTENERS: list[socket.socket] = []
+
+
+def _serve_store(
+    dist: Any, host: str, port: int, world_size: int, timeout: timedelta, listen_fd: int
+) -> Any:
+    """A TCPStore server on an already bound socket. torch's libuv backend (the default since
+    2.4) takes a listening descriptor only in recent releases; older ones refuse it, and
+    then the classic backend, which always could, serves it."""
+    options = {"timeout": timeout, "wait_for_workers": False, "master_listen_fd": listen_fd}
+    try:
+        return dist.TCPStore(host, port, world_size, True, **options)
+    except (RuntimeError, ValueError, TypeError):
+        return dist.TCPStore(host, port, world_size, True, use_libuv=False, **options)
 
 
 def single_host(env: RunEnv) -> bool:

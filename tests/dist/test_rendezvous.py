@@ -84,3 +84,30 @@ def test_launcher_none_on_a_busy_port_is_one_line(tmp_path):
         rf"collbench: error: rank 0: the rendezvous port {port} on 127.0.0.1 is already in use",
         lines[0],
     ), lines[0]
+
+
+def test_a_store_that_refuses_the_bound_socket_falls_back_to_the_classic_backend(monkeypatch):
+    """torch releases whose libuv store takes no listening descriptor: the classic backend
+    serves the loopback socket instead, and a real client reaches it there."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from collbench.bench.rank_env import RunEnv
+
+    real, backends = dist.TCPStore, []
+
+    def libuv_without_fd_support(*args, **kwargs):
+        backends.append(kwargs.get("use_libuv", "default"))
+        if "master_listen_fd" in kwargs and "use_libuv" not in kwargs:
+            raise RuntimeError("libuv backend does not support master_listen_fd")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dist, "TCPStore", libuv_without_fd_support)
+    port = distributed.free_port()
+    env = RunEnv(0, 2, 0, 2, "127.0.0.1", port)
+    server = distributed._rendezvous_store(env, timedelta(seconds=20))
+    client = real("127.0.0.1", port, 2, False, timeout=timedelta(seconds=20))
+    client.set("probe", "ok")
+    assert server.get("probe") == b"ok"
+    assert backends == ["default", False]
