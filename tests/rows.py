@@ -14,7 +14,7 @@ from typing import Any
 from collbench.store.load import Run
 from collbench.store.meta import RunMeta
 from collbench.store.rows import ALL_COLUMNS, ResultRow, row_from_dict
-from collbench.store.rundir import ResultWriter, write_meta
+from collbench.store.rundir import append_rows, write_meta
 
 # A 1 MiB all-reduce on 2 gloo ranks of one host, checked clean.
 SWEEP_DEFAULTS: dict[str, Any] = {
@@ -65,12 +65,7 @@ def write_run(path: Path, rows: Iterable[ResultRow], meta: dict[str, Any] | None
     """A run directory holding `rows` (rows.jsonl) and, if given, meta.json."""
     path = Path(path)
     path.mkdir(parents=True)
-    writer = ResultWriter(path)
-    try:
-        for row in rows:
-            writer.append(row)
-    finally:
-        writer.close()
+    append_rows(path, rows)
     if meta is not None:
         write_meta(path, RunMeta.from_dict(meta))
     return path

@@ -18,7 +18,7 @@ from collbench.core.errors import SpecError
 from collbench.store.meta import RunMeta
 from collbench.store.rows import ResultRow, utc_now
 from collbench.store.rundir import (
-    ResultWriter,
+    append_rows,
     new_run_id,
     prepare_run_dir,
     write_meta,
@@ -57,12 +57,7 @@ def import_logs(
     meta = replace(meta, imported_from=[str(Path(path).resolve()) for path in meta.imported_from])
     _refuse_non_finite(rows, meta)
     run_dir = prepare_run_dir(out, run_id)
-    writer = ResultWriter(run_dir)
-    try:
-        for row in rows:
-            writer.append(row)
-    finally:
-        writer.close()
+    append_rows(run_dir, rows)
     write_meta(run_dir, meta)
     write_parquet(run_dir)
     return ImportResult(run_dir=run_dir, rows=tuple(rows), meta=meta)

@@ -13,7 +13,7 @@ import os
 import secrets
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,16 @@ class ResultWriter:
 
     def close(self) -> None:
         self._file.close()
+
+
+def append_rows(run_dir: Path, rows: Iterable[ResultRow]) -> None:
+    """Append rows that already exist as a whole (an import, a test's run) to rows.jsonl."""
+    writer = ResultWriter(run_dir)
+    try:
+        for row in rows:
+            writer.append(row)
+    finally:
+        writer.close()
 
 
 def load_rows(run_dir: Path, warn: bool = True) -> list[ResultRow]:
