@@ -16,7 +16,7 @@ try:  # typer >= 0.26 ships its own copy of click; older typer uses click itself
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_exceptions
 
-from collbench.cli.analysis import compare, report
+from collbench.cli.compare import compare
 from collbench.cli.fit import fit
 from collbench.cli.imports import import_app
 from collbench.cli.measure import (
@@ -30,6 +30,7 @@ from collbench.cli.measure import (
 )
 from collbench.cli.mfu import mfu
 from collbench.cli.options import command
+from collbench.cli.report import report
 from collbench.cli.topo import topo_app
 from collbench.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CollbenchError
 

@@ -180,7 +180,7 @@ def test_fit_refuses_to_pool_runs_measured_differently(tmp_path):
 
 
 def test_a_report_that_fails_to_write_leaves_nothing_behind(tmp_path):
-    from collbench.cli.analysis import _write_report
+    from collbench.cli.report import _write_report
     from collbench.core.errors import SpecError
 
     (tmp_path / "r.md").mkdir()  # the report's own write fails, after its images
