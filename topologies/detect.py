@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collbench.topologies.cpuinfo import CpuInfo, parse_cpuinfo
 from collbench.topologies.schema import Topology, field_paths
 
 PLACEHOLDER = "PLACEHOLDER"
@@ -68,8 +69,8 @@ class NodeFacts:
     """What `gather()` read from this node; every field may be empty."""
 
     hostname: str = "localhost"
-    cpu_count: int = 1
-    cpu_model: str = ""
+    cpu_count: int = 1  # CPUs this process may run on (its affinity mask), else os.cpu_count
+    cpu: CpuInfo = CpuInfo()
     memory_gib: float | None = None
     gpus: tuple[Gpu, ...] = ()
     gpu_links: tuple[str, ...] = ()  # off-diagonal cells of the GPU link matrix: NV18, XGMI...
@@ -324,22 +325,35 @@ def _cpu_node(
 ) -> tuple[int, dict[str, Any], dict[str, Any]]:
     reference = lookup("cpu-local")
     found.notes.append(f"not found: GPUs; describing {facts.cpu_count} CPU ranks like cpu-local")
+    found.notes.append(f"found: CPU {facts.cpu.label()} (/proc/cpuinfo)")
+    if facts.cpu.presented_by_hypervisor:
+        found.notes.append(
+            f"found: vendor_id {facts.cpu.vendor_id} but model name {facts.cpu.model_name!r}: "
+            f"the VM's configured CPU model, not the hardware; named by the vendor"
+        )
     accelerator: dict[str, Any] = {
-        "name": f"CPU ({facts.cpu_model or 'unknown model'}, one core per rank)",
+        "name": f"CPU ({facts.cpu.label()}, one core per rank)",
         "peak_bf16_tflops": reference.accelerator.peak_bf16_tflops,
     }
     sources["accelerator.peak_bf16_tflops"] = (
-        f"{ASSUMED}: cpu-local's measured-order figure for one vCPU; measure this CPU"
+        f"{ASSUMED}: catalog entry cpu-local's figure, measured on the example VM it describes "
+        "(collbench topo show cpu-local), not on this CPU; measure this CPU"
     )
-    found.notes.append("assumed: CPU peak, shm bandwidth and latency from catalog entry cpu-local")
+    found.notes.append(
+        "assumed: CPU peak, shm bandwidth and latency from catalog entry cpu-local "
+        "(measured on its example VM, not on this machine)"
+    )
     if facts.memory_gib:
         accelerator["memory_gib"] = round(facts.memory_gib / facts.cpu_count, 1)
         sources["accelerator.memory_gib"] = "detected: /proc/meminfo MemTotal / CPU count"
     known = reference.scale_up
     sources["scale_up.bandwidth_gbytes_s"] = sources["scale_up.latency_us"] = (
-        f"{ASSUMED}: catalog entry cpu-local (gloo over loopback, measured there)"
+        f"{ASSUMED}: catalog entry cpu-local (gloo over loopback, measured on its example VM, "
+        "not on this machine)"
     )
-    sources["scale_up.domain_size"] = f"detected: {facts.cpu_count} CPUs (os.cpu_count)"
+    sources["scale_up.domain_size"] = (
+        f"detected: {facts.cpu_count} CPUs this process may run on (its CPU affinity)"
+    )
     scale_up = {
         "kind": "shm",
         "bandwidth_gbytes_s": known.bandwidth_gbytes_s,
@@ -405,15 +419,22 @@ def _read(path: Path) -> str | None:
 def gather(sys_root: Path = Path("/")) -> NodeFacts:
     """Read this node: GPUs (nvidia-smi, else rocm-smi), NICs (sysfs), CPUs and memory."""
     missing: list[str] = []
-    facts: dict[str, Any] = {"hostname": socket.gethostname(), "cpu_count": os.cpu_count() or 1}
-    cpuinfo = _read(sys_root / "proc/cpuinfo") or ""
-    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
-    facts["cpu_model"] = model.group(1).strip() if model else ""
+    facts: dict[str, Any] = {"hostname": socket.gethostname(), "cpu_count": usable_cpu_count()}
+    facts["cpu"] = parse_cpuinfo(_read(sys_root / "proc/cpuinfo") or "")
     meminfo = re.search(r"^MemTotal:\s*(\d+) kB", _read(sys_root / "proc/meminfo") or "", re.M)
     facts["memory_gib"] = int(meminfo.group(1)) / 2**20 if meminfo else None
     facts.update(_gather_gpus(missing))
     facts["nics"] = _gather_nics(sys_root, missing)
     return NodeFacts(**facts, missing=tuple(missing))
+
+
+def usable_cpu_count() -> int:
+    """CPUs this process may run on: its affinity mask (a container's, a Slurm allocation's
+    or taskset's), which os.cpu_count ignores by counting the whole host."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _gather_gpus(missing: list[str]) -> dict[str, Any]:

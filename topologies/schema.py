@@ -13,6 +13,7 @@ Pure: no I/O here (the loader reads files), no torch.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -158,8 +159,12 @@ def unsourced_figures(topology: Topology) -> list[str]:
 
 
 def topology_from_dict(data: Any, origin: str = "") -> Topology:
-    """Build and validate a Topology; TopologyError names the first bad field."""
-    top = _Fields(data, "")
+    """Build and validate a Topology; TopologyError names the first bad field.
+
+    Unknown keys are refused first, naming the key, its field path and the closest known
+    field, so a typo'd key is not reported as the required field it was meant to be.
+    """
+    top = _Fields(data, "", _SECTIONS[""])
     topology = Topology(
         name=top.text("name"),
         description=top.text("description", default=""),
@@ -172,7 +177,6 @@ def topology_from_dict(data: Any, origin: str = "") -> Topology:
         sources=top.sources("sources"),
         origin=origin,
     )
-    top.no_extra()
     _check_consistent(topology)
     return topology
 
@@ -184,7 +188,6 @@ def _accelerator(section: _Fields) -> Accelerator:
         peak_fp8_tflops=section.number("peak_fp8_tflops", default=None),
         memory_gib=section.number("memory_gib", default=None),
     )
-    section.no_extra()
     return accelerator
 
 
@@ -196,7 +199,6 @@ def _scale_up(section: _Fields) -> ScaleUp:
         domain_size=section.integer("domain_size", minimum=1),
         fabric=section.choice("fabric", ("switch", "mesh", "bus"), default="switch"),
     )
-    section.no_extra()
     return scale_up
 
 
@@ -211,7 +213,6 @@ def _scale_out(section: _Fields | None) -> ScaleOut | None:
         rail_optimized=section.boolean("rail_optimized", default=True),
         oversubscription=section.number("oversubscription", default=1.0, minimum=1.0),
     )
-    section.no_extra()
     return scale_out
 
 
@@ -234,23 +235,56 @@ def _check_consistent(topology: Topology) -> None:
     known = field_paths()
     for key in topology.sources:
         if key not in known:
-            raise TopologyError(
-                "sources",
-                key,
-                "is not a field path of a topology (e.g. scale_up.bandwidth_gbytes_s)",
-            )
+            match = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {match[0]}?" if match else "e.g. scale_up.bandwidth_gbytes_s"
+            raise TopologyError("sources", key, f"is not a field path of a topology ({hint})")
+
+
+def _section_fields(cls: type) -> tuple[str, ...]:
+    return tuple(item.name for item in fields(cls) if item.name != "origin")
+
+
+# The keys each mapping of a topology file may hold, by its path ("" is the top level).
+_SECTIONS: dict[str, tuple[str, ...]] = {
+    "": _section_fields(Topology),
+    "accelerator": _section_fields(Accelerator),
+    "scale_up": _section_fields(ScaleUp),
+    "scale_out": _section_fields(ScaleOut),
+}
+
+
+def _unknown_key_hint(path: str, key: str) -> str:
+    """'is not a known field ...' with the closest field of the section, or where it belongs."""
+    known = _SECTIONS[path]
+    where = f"of {path}" if path else "at the top level"
+    elsewhere = [_join(other, key) for other, names in _SECTIONS.items() if key in names]
+    if elsewhere:
+        return f"is not a field {where}: it belongs at {' or '.join(elsewhere)}"
+    match = difflib.get_close_matches(key, known, n=1)
+    if match:
+        return f"is not a known field {where} (did you mean {_join(path, match[0])}?)"
+    return f"is not a known field {where} (known: {', '.join(known)})"
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
 
 
 class _Fields:
     """Typed reads from one mapping of a topology file, with the field path in errors."""
 
-    def __init__(self, data: Any, path: str) -> None:
+    def __init__(self, data: Any, path: str, known: tuple[str, ...]) -> None:
         if not isinstance(data, Mapping):
             raise TopologyError(path or "topology", _short(data), "must be a mapping of fields")
-        self.data, self.path, self.read = data, path, set()
+        self.data, self.path = data, path
+        unknown = sorted(str(key) for key in data if key not in known)
+        if unknown:
+            value = next(data[key] for key in data if str(key) == unknown[0])
+            raise TopologyError(
+                self._name(unknown[0]), _short(value), _unknown_key_hint(path, unknown[0])
+            )
 
     def _get(self, key: str, default: Any, required: bool) -> Any:
-        self.read.add(key)
         if key not in self.data or self.data[key] is None:
             if required:
                 raise TopologyError(self._name(key), None, "is required")
@@ -258,7 +292,7 @@ class _Fields:
         return self.data[key]
 
     def _name(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
+        return _join(self.path, key)
 
     def text(self, key: str, default: Any = ...) -> Any:
         value = self._get(key, default, default is ...)
@@ -300,7 +334,7 @@ class _Fields:
 
     def section(self, key: str, optional: bool = False) -> _Fields | None:
         value = self._get(key, None, not optional)
-        return None if value is None else _Fields(value, self._name(key))
+        return None if value is None else _Fields(value, self._name(key), _SECTIONS[key])
 
     def sources(self, key: str) -> dict[str, str]:
         value = self._get(key, {}, False)
@@ -311,15 +345,6 @@ class _Fields:
                 self._name(key), _short(value), "must map field paths to citations (strings)"
             )
         return dict(value)
-
-    def no_extra(self) -> None:
-        extra = sorted(str(key) for key in self.data if key not in self.read)
-        if extra:
-            raise TopologyError(
-                self._name(extra[0]),
-                self.data[extra[0]] if extra[0] in self.data else None,
-                "is not a known field",
-            )
 
 
 def _finite(value: float) -> bool:

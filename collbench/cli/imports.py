@@ -77,3 +77,12 @@ def nccl_tests(
         return
     for line in describe_import(result):
         typer.echo(line)
+
+
+# rccl-tests prints the same table as nccl-tests (plus a banner and a hipevt column, which the
+# importer reads), so its users' command is the same command under their tool's name.
+import_app.command(
+    "rccl-tests",
+    help="Turn rccl-tests logs into a collbench run directory: the same command as "
+    "`collbench import nccl-tests` (the format is detected from the log, whichever name is used).",
+)(nccl_tests)

@@ -131,6 +131,11 @@ def test_validate_ok_and_warns_about_unsourced_figures(tmp_path):
         ),
         ({"nodes": "two"}, "nodes: 'two' must be an integer from 1 to 1,000,000"),
         ({"gpus": 8}, "gpus: 8 is not a known field"),
+        (
+            {"scale_out": {**GOOD["scale_out"], "nic_gbit_s": 400, "nic_gbits_s": None}},
+            "scale_out.nic_gbit_s: 400 is not a known field of scale_out "
+            "(did you mean scale_out.nic_gbits_s?)",
+        ),
         ({"scale_out": None}, "scale_out: None is required: 2 nodes do not fit"),
         (
             {"scale_up": {**GOOD["scale_up"], "domain_size": 3}},

@@ -685,3 +685,38 @@ def test_the_real_command_imports_and_refuses_a_missing_log(tmp_path):
         f"collbench: error: LOG: {str(tmp_path / 'none.log')!r} cannot be read: "
         "No such file or directory"
     ]
+
+
+@pytest.mark.parametrize("name", ["rccl_banner_alltoall.log", "rccl_hipevt_all_reduce.log"])
+def test_rccl_tests_command_imports_like_nccl_tests(tmp_path, name):
+    """`collbench import rccl-tests` is the README's command for rccl-tests users."""
+    runs = {}
+    for command in ("rccl-tests", "nccl-tests"):
+        out = tmp_path / command
+        result = CliRunner().invoke(
+            app, ["import", command, str(FIXTURES / name), "--out", str(out)]
+        )
+        assert result.exit_code == 0, result.output
+        assert "rccl-tests log(s): rccl" in result.stdout
+        runs[command] = [
+            {
+                key: value
+                for key, value in row.to_dict().items()
+                if key not in ("run_id", "timestamp_utc")
+            }
+            for row in load_rows(out)
+        ]
+    assert runs["rccl-tests"] == runs["nccl-tests"] != []
+
+
+def test_rccl_tests_command_reads_the_real_mi300x_log(tmp_path):
+    require_shared_data(REAL_LOGS)
+    log = REAL_LOGS / "rccl_mi300x_1node_xgmi_allreduce.txt"
+    result = CliRunner().invoke(
+        app, ["import", "rccl-tests", str(log), "--out", str(tmp_path / "r")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "imported 62 row(s) from 1 rccl-tests log(s): rccl, 8 ranks on 1 node(s)" in (
+        result.stdout
+    )
+    assert read_meta(tmp_path / "r").to_dict()["versions"]["rccl_tests"] == "develop:a7809b3"

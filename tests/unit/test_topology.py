@@ -15,6 +15,7 @@ import yaml
 
 from collbench.render import topology as render
 from collbench.topologies import detect
+from collbench.topologies.cpuinfo import parse_cpuinfo
 from collbench.topologies.loader import catalog_names, load_topology
 from collbench.topologies.schema import (
     TopologyError,
@@ -534,7 +535,7 @@ def test_describe_cpu_only_node_looks_like_cpu_local():
     facts = detect.NodeFacts(
         hostname="vm",
         cpu_count=2,
-        cpu_model="AMD EPYC",
+        cpu=parse_cpuinfo("vendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\n"),
         memory_gib=23.5,
         missing=("nvidia-smi (no NVIDIA GPU or driver)",),
     )
@@ -566,7 +567,7 @@ def test_gather_reads_rdma_ports_from_sysfs(tmp_path):
         detect.Nic("mlx5_0/1", 400.0, "infiniband"),
         detect.Nic("mlx5_2/1", 200.0, "roce"),
     )
-    assert facts.cpu_model == "Test CPU 9000" and facts.memory_gib == 16.0
+    assert facts.cpu.model_name == "Test CPU 9000" and facts.memory_gib == 16.0
 
 
 def _leaves(data: dict, prefix: str = ""):
