@@ -22,6 +22,7 @@ from collbench.launchers.base import (
     LaunchPlan,
     LaunchResult,
     RankCommand,
+    rank_argv,
 )
 from collbench.launchers.supervise import Handle, ProcessHandle, supervise
 from collbench.store.job import Job
@@ -43,28 +44,35 @@ class LocalLauncher:
         return Job(spec, run_dir, run_id, self.name, nproc, command_line, rank_env="torch")
 
     def describe(self, job: Job) -> str:
-        return "\n".join(command.shell() for command in self.render(job).commands)
+        """The ranks as shell lines that run on their own, in order: ranks 1.. in the
+        background, rank 0 last in the foreground (it prints the table; its exit code is the
+        run's)."""
+        commands = self.render_standalone(job, free_port()).commands
+        return "\n".join(
+            [
+                f"# {job.nproc} rank(s) on this host: run these lines in order in one shell "
+                "(rank 0 creates the run directory and prints the table)",
+                *(command.shell() + " &" for command in commands[1:]),
+                commands[0].shell(),
+            ]
+        )
 
     def render(self, job: Job, master_port: int = DEFAULT_MASTER_PORT) -> LaunchPlan:
+        """What launch() starts: a worker per rank reading the job.json it writes, watched
+        through status files (COLLBENCH_PARENT_PID: a rank whose launcher dies ends itself)."""
         argv = [sys.executable, "-m", "collbench.bench.worker", str(job.run_dir)]
-        shared = {
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(master_port),
-            "WORLD_SIZE": str(job.nproc),
-            "LOCAL_WORLD_SIZE": str(job.nproc),
+        watched = {
             STATUS_DIR_VAR: str(Path(job.run_dir) / "ranks"),
             PARENT_PID_VAR: str(os.getpid()),
         }
-        if "OMP_NUM_THREADS" not in os.environ:
-            # As torchrun does, but sharing the cores rather than one each: ranks whose
-            # intra-op threads outnumber the cores spin against each other, and a matmul
-            # (the overlap probe's compute) then varies tenfold from one call to the next.
-            shared["OMP_NUM_THREADS"] = str(max(1, _usable_cores() // job.nproc))
-        commands = tuple(
-            RankCommand(argv, {**shared, "RANK": str(rank), "LOCAL_RANK": str(rank)})
-            for rank in range(job.nproc)
-        )
-        return LaunchPlan(self.name, commands)
+        return LaunchPlan(self.name, _rank_commands(job, argv, master_port, watched))
+
+    def render_standalone(self, job: Job, master_port: int = DEFAULT_MASTER_PORT) -> LaunchPlan:
+        """The same ranks as commands a person can run without this collbench: each is
+        `collbench sweep --launcher none --rank-env torch` with the sweep spelled out (no
+        job.json, no launcher to watch it)."""
+        argv = rank_argv(job, "torch")
+        return LaunchPlan(self.name, _rank_commands(job, argv, master_port, {}))
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         job.save()
@@ -77,6 +85,28 @@ class LocalLauncher:
             for rank, command in enumerate(self.render(job, free_port()).commands)
         ]
         return supervise(job, handles, sink, per_rank=True)
+
+
+def _rank_commands(
+    job: Job, argv: list[str], master_port: int, extra_env: dict[str, str]
+) -> tuple[RankCommand, ...]:
+    """One command per rank: `argv` with torch's rank variables for a one-host rendezvous."""
+    shared = {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(master_port),
+        "WORLD_SIZE": str(job.nproc),
+        "LOCAL_WORLD_SIZE": str(job.nproc),
+        **extra_env,
+    }
+    if "OMP_NUM_THREADS" not in os.environ:
+        # As torchrun does, but sharing the cores rather than one each: ranks whose
+        # intra-op threads outnumber the cores spin against each other, and a matmul
+        # (the overlap probe's compute) then varies tenfold from one call to the next.
+        shared["OMP_NUM_THREADS"] = str(max(1, _usable_cores() // job.nproc))
+    return tuple(
+        RankCommand(argv, {**shared, "RANK": str(rank), "LOCAL_RANK": str(rank)})
+        for rank in range(job.nproc)
+    )
 
 
 def _usable_cores() -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.bench.rank_env import RunEnv
-from collbench.core.errors import SpecError
+from collbench.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_WRONG_DATA, SpecError
 from collbench.launchers.base import LOG_DIR_VAR, LaunchPlan, LaunchResult, parent_launch
 from collbench.store.job import Job
 from collbench.store.rundir import new_run_id
@@ -69,8 +69,9 @@ class NoneLauncher:
             job, nproc=env.world_size, spec=job.spec.with_backend(resolve_backend(job.spec.backend))
         )
         outcome = run_rank(job, env, sink if env.rank == 0 else None)
-        if env.rank == 0:
-            sink.finish()  # the last collective's summary, even after a failure
+        if env.rank == 0:  # the last collective's summary, even after a failure
+            ended = {EXIT_OK: None, EXIT_WRONG_DATA: None, EXIT_INTERRUPTED: "interrupted"}
+            sink.finish(ended.get(outcome.code, "failed"))
         error = f"rank {env.rank}: {outcome.error}" if outcome.error else None
         return LaunchResult(outcome.code, error, is_primary=env.rank == 0, is_rank=True)
 

@@ -9,6 +9,8 @@ cancels the job. `--no-wait` returns after submitting: `collbench wait RUN` pick
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import shlex
@@ -33,14 +35,16 @@ from collbench.launchers.base import (
 from collbench.launchers.process import external_run_dir
 from collbench.launchers.supervise import supervise
 from collbench.store.job import Job
-from collbench.store.rundir import write_json_atomic
+from collbench.store.rundir import unclaim_run_dir, write_json_atomic
 
 SLURM_FILE = "slurm.json"
+# submitit's own files in a run directory: the script it submitted, per-task logs.
+SUBMITIT_FOLDER = "slurm"
 DEFAULT_TIME = "30"
 JOB_NAME = "collbench"
 POLL_STATE_S = 1.0
 # States after which a job runs no more (squeue/scontrol/sacct spellings).
-_ENDED = {
+ENDED_STATES = {
     "COMPLETED",
     "FAILED",
     "CANCELLED",
@@ -155,6 +159,8 @@ class SlurmSettings:
 
 class SlurmLauncher:
     name = "slurm"
+    # plan() sets it: the run directory is new, so a refused submission removes it again.
+    _made_dir = False
     options = frozenset(
         {
             "nodes",
@@ -184,6 +190,7 @@ class SlurmLauncher:
         settings = SlurmSettings(**given)
         if not options.print_only:
             _check_cluster(settings)
+        self._made_dir = options.out is None or not Path(options.out).exists()
         run_id, run_dir = external_run_dir(options.out, options.print_only, first_node=True)
         job = Job(
             spec,
@@ -207,7 +214,11 @@ class SlurmLauncher:
         return sbatch_script(job, self.render(job))
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
-        job_id = submit(job, self.render(job))
+        try:
+            job_id = submit(job, self.render(job))
+        except SpecError:  # nothing will run: leave no half-made run directory behind
+            unclaim_run_dir(job.run_dir, (SUBMITIT_FOLDER,), remove_dir=self._made_dir)
+            raise
         record = {
             "job_id": job_id,
             "submitted_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -231,23 +242,41 @@ class SlurmLauncher:
 
 
 def watch(job: Job, job_id: str, sink: Any) -> LaunchResult:
-    """Follow a submitted job to its end (also `collbench wait`)."""
-    return supervise(job, [SlurmJobHandle(job_id)], sink, per_rank=False)
+    """Follow a submitted job to its end (also `collbench wait`); slurm.json keeps the state
+    Slurm ended it in (scontrol forgets a job minutes after its end)."""
+    handle = SlurmJobHandle(job_id)
+    result = supervise(job, [handle], sink, per_rank=False)
+    if handle.ended_state:
+        path = Path(job.run_dir) / SLURM_FILE
+        record = read_slurm_record(job.run_dir) or {"job_id": job_id}
+        try:
+            write_json_atomic(path, {**record, "state": handle.ended_state})
+        except OSError:  # a full disk: the run's own files say what they can
+            pass
+    return result
 
 
 def sbatch_script(job: Job, plan: LaunchPlan) -> str:
-    """An sbatch script equivalent to what `--launcher slurm` submits (pure)."""
+    """An sbatch script equivalent to what `--launcher slurm` submits (pure).
+
+    It may be submitted any number of times: each job writes its own run directory, the
+    --out given with `-JOBID` appended (a run directory holds exactly one run)."""
     lines = [
         "#!/bin/bash",
-        "# collbench sweep on Slurm: submit with `sbatch THIS_FILE`. Rank 0 writes the",
-        "# results into the --out directory below, which every node must see.",
+        "# collbench sweep on Slurm: submit with `sbatch THIS_FILE`, as often as you like.",
+        "# Each job's rank 0 writes a new run directory, the --out below with the job id",
+        "# appended (-JOBID), which every node must see.",
     ]
     for key, value in (plan.batch_options or {}).items():
         lines.append(
             f"#SBATCH --{key}" if value is True else f"#SBATCH --{key}={shlex.quote(str(value))}"
         )
     lines.append(f"#SBATCH --output={shlex.quote(str(Path(job.run_dir).parent))}/collbench-%j.out")
-    lines += ["", "srun --kill-on-bad-exit=1 " + shlex.join(plan.task.argv), ""]
+    argv = list(plan.task.argv)
+    out = len(argv) - 1 - argv[::-1].index("--out")
+    run_dir = shlex.quote(f"{argv[out + 1]}-") + "${SLURM_JOB_ID}"
+    command = shlex.join(argv[: out + 1]) + f" {run_dir} " + shlex.join(argv[out + 2 :])
+    lines += ["", "srun --kill-on-bad-exit=1 " + command.rstrip(), ""]
     return "\n".join(lines)
 
 
@@ -255,7 +284,7 @@ def submit(job: Job, plan: LaunchPlan) -> str:
     """Submit through submitit; returns the Slurm job id."""
     import submitit
 
-    folder = Path(job.run_dir) / "slurm"
+    folder = Path(job.run_dir) / SUBMITIT_FOLDER
     executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
     options = dict(plan.batch_options or {})
     known = {
@@ -275,19 +304,27 @@ def submit(job: Job, plan: LaunchPlan) -> str:
     executor.update_parameters(
         **parameters, additional_parameters=options, setup=setup, srun_args=["--kill-on-bad-exit=1"]
     )
+    # submitit prints sbatch's stderr itself before raising it: keep it for the one error line
+    printed = io.StringIO()
     try:
-        submitted = executor.submit(submitit.helpers.CommandFunction(plan.task.argv, verbose=False))
+        with contextlib.redirect_stderr(printed):
+            submitted = executor.submit(
+                submitit.helpers.CommandFunction(plan.task.argv, verbose=False)
+            )
     except Exception as error:  # noqa: BLE001 - sbatch's own message says what is wrong
         raise SpecError(
-            "--launcher", "slurm", f"sbatch refused the job: {_last_line(str(error))}"
+            "--launcher", "slurm", f"sbatch refused the job: {sbatch_errors(str(error))}"
         ) from None
+    sys.stderr.write(printed.getvalue())  # sbatch's warnings on an accepted job stay visible
     return str(submitted.job_id)
 
 
-def _last_line(text: str) -> str:
+def sbatch_errors(text: str) -> str:
+    """sbatch's error lines as one line ("sbatch: error: " left out), else its last line."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     errors = [line for line in lines if "error" in line.lower()]
-    return (errors or lines or ["no message"])[-1]
+    kept = [re.sub(r"^sbatch:\s*error:\s*", "", line) for line in errors] or lines[-1:]
+    return "; ".join(dict.fromkeys(kept)) or "no message"
 
 
 def _check_cluster(settings: SlurmSettings) -> None:
@@ -328,7 +365,7 @@ class SlurmJobHandle:
 
     def poll(self) -> int | None:
         self._refresh()
-        if self._state not in _ENDED:
+        if self._state not in ENDED_STATES:
             return None
         return EXIT_OK if self._state == "COMPLETED" else EXIT_RUN_FAILED
 
@@ -344,10 +381,24 @@ class SlurmJobHandle:
             return EXIT_USAGE, (
                 f"{self.label} can never start: {reason} ({HOPELESS[reason]}); cancelled it"
             )
-        if self._state in ("COMPLETED", "FAILED") or self._state not in _ENDED:
+        if self._state in ("COMPLETED", "FAILED") or self._state not in ENDED_STATES:
             return None
         hint = " (scancel?)" if self._state == "CANCELLED" else ""
         return EXIT_RUN_FAILED, f"{self.label} ended {self._state}{hint}"
+
+    @property
+    def ended_state(self) -> str | None:
+        """Slurm's final state of the job (None while it may still run)."""
+        return self._state if self._state in ENDED_STATES else None
+
+    @property
+    def scheduler_end(self) -> str | None:
+        """How Slurm, not a rank, ended the job ("cancelled", ...), for the table's footer."""
+        if self._hopeless or self._state == "CANCELLED":
+            return "cancelled"
+        if self._state in ("COMPLETED", "FAILED") or self._state not in ENDED_STATES:
+            return None
+        return f"ended by Slurm ({self._state})"
 
     def terminate(self) -> None:
         subprocess.run(["scancel", self.job_id], capture_output=True, timeout=30)
@@ -359,7 +410,7 @@ class SlurmJobHandle:
 
     def _refresh(self) -> None:
         now = time.time()
-        if now - self._checked < POLL_STATE_S or self._state in _ENDED:
+        if now - self._checked < POLL_STATE_S or self._state in ENDED_STATES:
             return
         self._checked = now
         state, reason, exit_code = job_state(self.job_id)

@@ -105,8 +105,22 @@ def supervise(job: Job, handles: list[Handle], sink: Any, per_rank: bool) -> Lau
             monitor.kill_leftover_ranks()
         signal.signal(signal.SIGTERM, previous)
     monitor.drain()
-    sink.finish()
+    sink.finish(how_it_ended(result, handles))
     return finalize(job, result)
+
+
+def how_it_ended(result: LaunchResult, handles: list[Handle]) -> str | None:
+    """None for a run that completed (wrong data included: every size was measured), else
+    one word for the table's footer: interrupted, cancelled (or another scheduler end), failed."""
+    if result.code in (EXIT_OK, EXIT_WRONG_DATA):
+        return None
+    if result.code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+        return "interrupted"
+    for handle in handles:
+        ended = getattr(handle, "scheduler_end", None)
+        if ended:
+            return ended
+    return "failed"
 
 
 def finalize(job: Job, result: LaunchResult) -> LaunchResult:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,19 @@ from collbench.store.sink import RowSink
 WATCHED_GRACE_S = 30.0
 
 
+class RankLog:
+    """A few lines per rank in its log (logs/rank-NNNNN.log): where it ran and each step's
+    wall time. Only for ranks a launching collbench watches, whose output is that log file;
+    a rank started by hand writes nothing but the table (rank 0) and errors."""
+
+    def __init__(self, rank: int, enabled: bool) -> None:
+        self.rank, self.enabled = rank, enabled
+
+    def write(self, text: str) -> None:
+        if self.enabled:
+            print(f"{utc_now()} collbench rank {self.rank}: {text}", file=sys.stderr, flush=True)
+
+
 @dataclass(frozen=True)
 class RankOutcome:
     code: int
@@ -70,9 +84,15 @@ def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
         device, env = init_distributed(
             env, spec.backend, spec.timeout_s + (WATCHED_GRACE_S if watched else 0.0)
         )
+        log = RankLog(env.rank, watched)
+        log.write(
+            f"{env.world_size} rank(s), backend {spec.backend} on {device}, pid {os.getpid()}, "
+            f"rendezvous {env.master_addr}:{env.master_port}; run {job.run_dir}"
+        )
         session = _Session(job, env, device, sink)
-        total_wrong = session.run(status)
+        total_wrong = session.run(status, log)
         status.done()
+        log.write(f"done: {len(spec.steps())} step(s), {total_wrong} wrong element(s)")
         clean = True
         return RankOutcome(EXIT_WRONG_DATA if total_wrong else EXIT_OK)
     except SpecError as error:
@@ -92,6 +112,7 @@ def _failed(job: Job, env: RunEnv, status: RankStatus, code: int, message: str) 
     if status.orphaned:  # peers left because the launcher did: that is the cause
         message = status.orphan_error
     status.fail(message, usage_error=code == EXIT_USAGE)
+    RankLog(env.rank, bool(os.environ.get(STATUS_DIR_VAR))).write(f"failed: {message}")
     if env.rank == 0:
         state = "interrupted" if code == EXIT_INTERRUPTED else "failed"
         _finish(job, "orphaned" if status.orphaned else state, message)
@@ -169,7 +190,7 @@ class _Session:
         self.job, self.env, self.device, self.sink = job, env, device, sink
         self.timer = CudaEventTimer(torch) if device.type == "cuda" else CpuTimer()
 
-    def run(self, status: RankStatus) -> int:
+    def run(self, status: RankStatus, log: RankLog) -> int:
         from collbench.bench.provenance import rank_identity
         from collbench.bench.runner import Runner
         from collbench.core.knobs import knob_env
@@ -201,8 +222,10 @@ class _Session:
             self.job.run_id, spec, env.world_size, len(hosts), knobs, topology=spec.topology
         )
         total_wrong = 0
-        for index, step in enumerate(spec.steps()):
+        steps = spec.steps()
+        for index, step in enumerate(steps):
             status.step(index, _describe(step))
+            started = time.perf_counter()
             if step.kind == "overlap":
                 result = probe.measure(step)
                 row = builder.build_probe(
@@ -212,6 +235,10 @@ class _Session:
                 result = runner.measure(step.collective, step.size_bytes, step.placement)
                 row = builder.build(step.collective, step.placement, result)
             total_wrong += result.n_wrong or 0
+            log.write(
+                f"step {index + 1}/{len(steps)} {_describe(step)}: "
+                f"{time.perf_counter() - started:.3f} s (warm-up, timed iterations, check)"
+            )
             if writer is not None:
                 writer.append(row)
                 if self.sink is not None:

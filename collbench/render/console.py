@@ -41,6 +41,9 @@ class ConsoleSink:
         self._started = False
         self._want_progress = progress
         self._progress: _Progress | None = None
+        self._measured = 0
+        # Set by finish() for a run that did not complete: how it ended, for the summary.
+        self._ending: str | None = None
 
     def start(self, meta: RunMeta) -> None:
         if self._started:
@@ -54,6 +57,7 @@ class ConsoleSink:
             self._print(*preface_lines(meta.to_dict(), self.spec.to_dict()))
 
     def row(self, row: ResultRow) -> None:
+        self._measured += 1
         if self._progress is not None:
             self._progress.advance(row)
         if self.mode == "json":
@@ -61,11 +65,35 @@ class ConsoleSink:
         elif self.mode == "table":
             self._table_row(row)
 
-    def finish(self) -> None:
-        """Print what is pending (a run cut short still shows every finished size)."""
+    def finish(self, unfinished: str | None = None) -> None:
+        """Print what is pending (a run cut short still shows every finished size).
+
+        `unfinished` says how a run that did not complete ended ("cancelled", "failed",
+        "interrupted"): the last summary then says INCOMPLETE with the rows measured, and a
+        closing line says how many of the planned rows exist."""
         if self.mode == "table":
+            self._ending = self._ending_text(unfinished) if unfinished else None
             self.finish_collective()
+            if unfinished and (self._started or self._measured):  # else no table: the error says it
+                self._print(
+                    f"# Run {unfinished}: {self._measured} of {self._planned()} rows measured"
+                )
         self.close()
+
+    def _planned(self, collective: str | None = None, kind: str | None = None) -> int:
+        steps = self.spec.steps()
+        return sum(
+            1
+            for step in steps
+            if (collective is None or step.collective == collective)
+            and (kind is None or step.kind == kind)
+        )
+
+    def _ending_text(self, unfinished: str) -> str:
+        if self._collective is None:
+            return unfinished
+        planned = self._planned(self._collective, self._kind)
+        return f"{unfinished} after {len(self._collective_rows)} of {planned} rows"
 
     def close(self) -> None:
         if self._progress is not None:
@@ -98,7 +126,7 @@ class ConsoleSink:
         if self._pending:
             self._print_pending()
         summary = probe_summary_lines if self._kind == "overlap" else summary_lines
-        self._print(*summary(self._collective_rows))
+        self._print(*summary(self._collective_rows, self._ending))
         self._collective = None
 
     def _print(self, *lines: str) -> None:

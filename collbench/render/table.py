@@ -52,20 +52,27 @@ def format_line(rows: Mapping[str, ResultRow]) -> str:
     return line
 
 
-def summary_lines(rows: Sequence[ResultRow]) -> list[str]:
+def summary_lines(rows: Sequence[ResultRow], unfinished: str | None = None) -> list[str]:
     """nccl-tests' closing lines, plus the peak and where it is reached.
 
     "Avg bus bandwidth" is nccl-tests' figure (mean over every row, tiny sizes included),
     kept for compatibility; the peak line is the one to compare with the fabric.
+    `unfinished` (e.g. "cancelled after 6 of 12 rows"): the run ended before this
+    collective's last size, so the check line says INCOMPLETE, never OK.
     """
     if not rows:
-        return ["# No sizes measured"]
+        return ["# No sizes measured" + (f" (the run was {unfinished})" if unfinished else "")]
     checked = [row.n_wrong for row in rows if row.n_wrong is not None]
     wrong = sum(checked)
-    if checked:
-        check = f"{wrong} {'OK' if wrong == 0 else 'FAILED'}"
-    else:
+    if not checked:
         check = "N/A (data check off)"
+    elif wrong:
+        check = f"{wrong} FAILED"
+    else:
+        check = f"{wrong} OK"
+    if unfinished:  # whatever was checked, the sizes not reached were not
+        counted = f"{wrong} {'FAILED ' if wrong else ''}" if checked else "N/A "
+        check = f"{counted}INCOMPLETE (the run was {unfinished})"
     average = sum(row.busbw_gbps for row in rows) / len(rows)
     peak = max(rows, key=lambda row: row.busbw_gbps)
     return [
@@ -84,11 +91,18 @@ def preface_lines(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]
         if spec.get("step_bytes")
         else f"{spec.get('factor') or 2:g}(factor)"
     )
+    gpus_per_rank = devices_per_rank(meta.get("ranks", []))
+    ranks = (
+        f"{meta.get('world_size')} ranks, one GPU each,"
+        if gpus_per_rank
+        else f"{meta.get('world_size')} CPU ranks (no GPU)"
+    )
     lines = [
         f"# collbench {meta.get('versions', {}).get('collbench', '')}: backend "
-        f"{meta.get('backend')}, {meta.get('world_size')} ranks on {meta.get('nodes')} "
+        f"{meta.get('backend')}, {ranks} on {meta.get('nodes')} "
         f"node(s), timing {meta.get('timing_method')}, rank stat {spec['rank_stat']}",
-        f"# nThread 1 nGpus 1 minBytes {spec['min_bytes']} maxBytes {spec['max_bytes']} "
+        f"# nThread 1 nGpus {gpus_per_rank} minBytes {spec['min_bytes']} "
+        f"maxBytes {spec['max_bytes']} "
         f"step: {step} warmup iters: {spec['warmup']} iters: {spec['iters']} agg iters: 1 "
         f"validation: {int(bool(spec['check']))} graph: 0",
         "#",
@@ -101,6 +115,13 @@ def preface_lines(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]
         )
     lines.append("#")
     return lines
+
+
+def devices_per_rank(ranks: Sequence[Mapping[str, Any]]) -> int:
+    """nccl-tests' nGpus: GPUs each rank process drives. collbench gives every rank one
+    device, so 1 when the ranks run on GPUs, 0 when they are CPU processes (gloo on CPU)."""
+    devices = [str(rank.get("device", "")) for rank in ranks]
+    return 1 if devices and all(not device.startswith("cpu") for device in devices) else 0
 
 
 def collective_banner(collective: str) -> list[str]:
@@ -145,8 +166,9 @@ def format_probe_line(row: ProbeRow) -> str:
     )
 
 
-def probe_summary_lines(rows: Sequence[ProbeRow]) -> list[str]:
-    """Per ratio: the median overlap and compute slowdown over the sizes measured."""
+def probe_summary_lines(rows: Sequence[ProbeRow], unfinished: str | None = None) -> list[str]:
+    """Per ratio: the median overlap and compute slowdown over the sizes measured
+    (`unfinished`: as for summary_lines)."""
     lines = []
     for ratio in sorted({row.compute_ratio for row in rows}, key=lambda r: (r is None, r)):
         group = [row for row in rows if row.compute_ratio == ratio]
@@ -159,7 +181,11 @@ def probe_summary_lines(rows: Sequence[ProbeRow]) -> list[str]:
             f"{100 * slowdown:+.1f}% over {len(group)} size(s)"
         )
     checked = [row.n_wrong for row in rows if row.n_wrong is not None]
-    if checked:
+    if checked and unfinished:
+        lines.append(
+            f"# Out of bounds values : {sum(checked)} INCOMPLETE (the run was {unfinished})"
+        )
+    elif checked:
         lines.append(
             f"# Out of bounds values : {sum(checked)} "
             f"{'OK' if sum(checked) == 0 else 'FAILED'} (checked under compute)"

@@ -37,18 +37,22 @@ def describe_run(run: Path) -> str:
     job = _load_job(run)
     lines = [f"run {run}: launcher {job.launcher}, {job.nproc} rank(s)"]
     record = read_slurm_record(run)
+    slurm_end = None
     if record:
         state, reason, exit_code = job_state(record["job_id"])
         detail = f" ({reason})" if reason and reason != "None" else ""
+        remembered = record.get("state")  # written when a watching collbench saw it end
+        shown = state or (f"{remembered} (as last seen)" if remembered else "unknown to Slurm now")
         lines.append(
-            f"Slurm job {record['job_id']}: {state or 'unknown to Slurm now'}{detail}"
+            f"Slurm job {record['job_id']}: {shown}{detail}"
             + (f", exit code {exit_code}" if exit_code and state else "")
         )
+        slurm_end = _slurm_end(state or remembered)
     if meta.spec is not None:  # rank 0 has written meta.json
         planned = len(SweepSpec.from_dict(meta.spec).steps())
         error = meta.extra.get("error")
         lines.append(
-            f"rows: {len(rows)} of {planned}; state: {_state(run, meta.state)}"
+            f"rows: {len(rows)} of {planned}; state: {_state(run, meta.state, slurm_end)}"
             + (f"; error: {error}" if error else "")
         )
     elif (Path(run) / META_FILE).exists():
@@ -56,15 +60,48 @@ def describe_run(run: Path) -> str:
     elif rows:
         lines.append(f"{META_FILE} missing; {len(rows)} row(s) on disk")
     else:
-        lines.append("rows: none yet (the ranks have not started)")
+        lines.append(_no_rows(run, slurm_end))
     return "\n".join(lines)
 
 
-def _state(run: Path, state: str | None) -> str:
+def _slurm_end(state: str | None) -> str | None:
+    """How Slurm ended a job that will run no more ("was cancelled", "ended TIMEOUT")."""
+    from collbench.launchers.slurm import ENDED_STATES
+
+    word = (state or "").split()[0] if state else ""
+    if word not in ENDED_STATES:
+        return None
+    return "was cancelled" if word == "CANCELLED" else f"ended {word}"
+
+
+def _no_rows(run: Path, slurm_end: str | None) -> str:
+    """No row and no meta.json yet: have the ranks not started, or will they never write?"""
+    statuses = read_statuses(Path(run) / "ranks")
+    logs = list((Path(run) / "logs").glob("rank-*.log"))
+    started = len(statuses) or len(logs)
+    if slurm_end:
+        who = (
+            f"{started} rank(s) had started; see {Path(run) / 'logs'}"
+            if started
+            else "no rank had started"
+        )
+        return f"rows: none; the Slurm job {slurm_end} before rank 0 wrote any ({who})"
+    if started:
+        return f"rows: none yet ({started} rank(s) started; rank 0 has not written {META_FILE})"
+    return "rows: none yet (the ranks have not started)"
+
+
+def _state(run: Path, state: str | None, slurm_end: str | None = None) -> str:
     """meta.json's state, unless it says running and no process of the run is left (the
-    launcher and its ranks were killed before anyone could write the final state)."""
+    launcher and its ranks were killed before anyone could write the final state), or
+    Slurm has ended the job."""
     if state != "running":
         return str(state)
+    if slurm_end:
+        return (
+            f"stopped (the Slurm job {slurm_end}; meta.json still says running: "
+            f"run `collbench finalize {run}`)"
+        )
     statuses = read_statuses(Path(run) / "ranks")
     if not statuses or live_ranks(Path(run) / "ranks"):
         return state  # running, or unwatched ranks (no status files) that nobody can judge

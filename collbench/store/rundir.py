@@ -70,6 +70,26 @@ def prepare_run_dir(out: Path | None, run_id: str, allowed: frozenset[str] = fro
     return run_dir
 
 
+def unclaim_run_dir(run_dir: Path, made: Iterable[str] = (), remove_dir: bool = False) -> None:
+    """Undo prepare_run_dir for a run that never started (a submission the scheduler
+    refused): remove the claim and the entries `made` for it, then the directory itself when
+    `remove_dir` (this run created it) and nothing else is left. A later run may use it."""
+    import shutil
+
+    run_dir = Path(run_dir)
+    for name in (CLAIM_FILE, *made):
+        entry = run_dir / name
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    if remove_dir:
+        try:
+            run_dir.rmdir()
+        except OSError:  # something else is in it: leave it
+            pass
+
+
 class ResultWriter:
     """Appends rows to rows.jsonl, each one flushed to disk before the next step."""
 

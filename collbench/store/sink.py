@@ -23,8 +23,10 @@ class RowSink(Protocol):
     def row(self, row: ResultRow) -> None:
         """One finished row, in measurement order."""
 
-    def finish(self) -> None:
-        """The run is over (also after a failure): print what is pending."""
+    def finish(self, unfinished: str | None = None) -> None:
+        """The run is over (also after a failure): print what is pending. `unfinished`:
+        how a run that did not complete ended ("cancelled", "failed", "interrupted"),
+        None when every step was measured."""
 
 
 # Makes the sink for a job's spec (the ranks' own spec, with the backend resolved).

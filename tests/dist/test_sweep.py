@@ -107,7 +107,7 @@ def test_table_output_is_nccl_tests_shaped(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert any(line.startswith("# nThread 1 nGpus 1 minBytes 1024 maxBytes 8192") for line in lines)
+    assert any(line.startswith("# nThread 1 nGpus 0 minBytes 1024 maxBytes 8192") for line in lines)
     data = [line for line in lines if line and not line.startswith("#")]
     assert len(data) == 8  # 4 sizes x 2 collectives, one line per size
     for line in data:

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from tests.helpers import collbench, meta_of, rank_pid, rows_of, start, wait_for
 pytestmark = pytest.mark.slow  # a real Slurm cluster and its jobs
 
 SMALL = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "16K", "-n", "5", "-w", "1"]
+REPO = Path(__file__).resolve().parents[2]
 LONG = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "4M", "-n", "40", "-w", "2"]
 
 
@@ -119,11 +121,87 @@ def test_scancel_while_waiting(tmp_path, slurm_cluster):
     out = tmp_path / "run"
     process, job_id = _running_long_sweep(out, slurm_cluster)
     subprocess.run(["scancel", job_id], env=slurm_cluster.client_env(), check=True)
-    _, stderr = process.communicate(timeout=120)
+    stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 1, stderr
     last = stderr.strip().splitlines()[-1]
     assert f"Slurm job {job_id} ended CANCELLED" in last and "row(s) kept" in last
     assert rows_of(out)
+    # the partial table says the run did not finish, never "0 OK" for the cut collective
+    lines = stdout.splitlines()
+    checks = [line for line in lines if line.startswith("# Out of bounds values")]
+    assert checks and "INCOMPLETE (the run was cancelled after " in checks[-1], stdout
+    assert lines[-1].startswith("# Run cancelled: ") and lines[-1].endswith(" rows measured")
+    assert "# Out of bounds values : 0 OK" not in lines[-6:]
+    status = collbench("status", str(out), env=slurm_cluster.env)
+    assert f"Slurm job {job_id}: CANCELLED" in status.stdout, status.stdout
+    assert "state: failed" in status.stdout and "CANCELLED" in status.stdout.splitlines()[-1]
+
+
+def test_status_of_a_job_cancelled_before_any_rank_started(tmp_path, slurm_cluster):
+    out = tmp_path / "run"
+    # the `short` partition allows 5 minutes: this job pends until it is cancelled
+    done = collbench(
+        "sweep",
+        "--launcher",
+        "slurm",
+        "--no-wait",
+        "--partition",
+        "short",
+        "--time",
+        "1-0",
+        *SMALL,
+        "--out",
+        str(out),
+        env=slurm_cluster.env,
+    )
+    assert done.returncode == 0, done.stderr
+    job_id = _job_id(done.stderr)
+    subprocess.run(["scancel", job_id], env=slurm_cluster.client_env(), check=True)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        status = collbench("status", str(out), env=slurm_cluster.env)
+        if "CANCELLED" in status.stdout:
+            break
+        time.sleep(0.5)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.splitlines()[-1] == (
+        "rows: none; the Slurm job was cancelled before rank 0 wrote any (no rank had started)"
+    )
+
+
+def test_a_refused_submission_leaves_no_run_directory_and_one_error(tmp_path, slurm_cluster):
+    out = tmp_path / "run"
+    done = collbench(
+        "sweep",
+        "--launcher",
+        "slurm",
+        "--slurm-arg",
+        "mem=99999999",
+        *SMALL,
+        "--out",
+        str(out),
+        env=slurm_cluster.env,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr  # sbatch's message once, in collbench's error line
+    assert lines[0].startswith("collbench: error: --launcher: 'slurm' sbatch refused the job: ")
+    assert "Memory specification can not be satisfied" in lines[0]
+    assert not out.exists()  # nothing half-made for later commands to trip on
+    kept = tmp_path / "kept"
+    kept.mkdir()  # a directory the user made is emptied of collbench's files, not removed
+    done = collbench(
+        "sweep",
+        "--launcher",
+        "slurm",
+        "--slurm-arg",
+        "mem=99999999",
+        *SMALL,
+        "--out",
+        str(kept),
+        env=slurm_cluster.env,
+    )
+    assert done.returncode == 2 and kept.is_dir() and not any(kept.iterdir())
 
 
 def test_ctrl_c_cancels_the_job(tmp_path, slurm_cluster):
@@ -209,7 +287,7 @@ def _wait_for_state(out, states=("completed", "failed"), timeout=180):
     raise AssertionError(f"{out} did not finish in {timeout} s")
 
 
-def test_printed_sbatch_script_runs_as_is(tmp_path, slurm_cluster):
+def test_printed_sbatch_script_runs_as_is_and_again(tmp_path, slurm_cluster):
     out = tmp_path / "run"
     printed = collbench(
         "sweep",
@@ -225,17 +303,23 @@ def test_printed_sbatch_script_runs_as_is(tmp_path, slurm_cluster):
     assert not out.exists()  # printing prepares nothing
     script = tmp_path / "sweep.sbatch"
     script.write_text(printed.stdout)
-    submitted = subprocess.run(
-        ["sbatch", str(script)],
-        capture_output=True,
-        text=True,
-        env=slurm_cluster.client_env(),
-        cwd=tmp_path,
-    )
-    assert submitted.returncode == 0, submitted.stderr
-    meta = _wait_for_state(out)
-    assert (meta["state"], meta["world_size"], meta["launcher"]) == ("completed", 2, "none")
-    assert rows_of(out) and all(row["n_wrong"] == 0 for row in rows_of(out))
+    job_ids = []
+    for _ in range(2):  # each submission gets its own run directory: OUT-JOBID
+        submitted = subprocess.run(
+            ["sbatch", "--parsable", str(script)],
+            capture_output=True,
+            text=True,
+            env={**slurm_cluster.client_env(), "PYTHONPATH": str(REPO)},
+            cwd=tmp_path,
+        )
+        assert submitted.returncode == 0, submitted.stderr
+        job_ids.append(submitted.stdout.strip().split(";")[0])
+    for job_id in job_ids:
+        run = tmp_path / f"run-{job_id}"
+        meta = _wait_for_state(run)
+        assert (meta["state"], meta["world_size"], meta["launcher"]) == ("completed", 2, "none")
+        assert rows_of(run) and all(row["n_wrong"] == 0 for row in rows_of(run))
+    assert not out.exists()
 
 
 def test_srun_starts_ranks_directly(tmp_path, slurm_cluster):

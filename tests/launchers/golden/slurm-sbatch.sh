@@ -1,6 +1,7 @@
 #!/bin/bash
-# collbench sweep on Slurm: submit with `sbatch THIS_FILE`. Rank 0 writes the
-# results into the --out directory below, which every node must see.
+# collbench sweep on Slurm: submit with `sbatch THIS_FILE`, as often as you like.
+# Each job's rank 0 writes a new run directory, the --out below with the job id
+# appended (-JOBID), which every node must see.
 #SBATCH --job-name=collbench
 #SBATCH --nodes=4
 #SBATCH --ntasks-per-node=8
@@ -15,5 +16,5 @@
 #SBATCH --reservation=fabric
 #SBATCH --output=/shared/results/collbench-%j.out
 
-srun --kill-on-bad-exit=1 PYTHON -m collbench sweep --launcher none --rank-env slurm --collective all_reduce,all_gather --min-bytes 1K --max-bytes 64M --dtype bfloat16 --op sum --placement both --warmup 10 --iters 50 --check --rank-stat avg --backend auto --timeout 300 --out /shared/results/run-1
+srun --kill-on-bad-exit=1 PYTHON -m collbench sweep --launcher none --rank-env slurm --collective all_reduce,all_gather --min-bytes 1K --max-bytes 64M --dtype bfloat16 --op sum --placement both --warmup 10 --iters 50 --check --rank-stat avg --backend auto --timeout 300 --out /shared/results/run-1-${SLURM_JOB_ID}
 
