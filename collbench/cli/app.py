@@ -17,6 +17,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_exceptions
 
 from collbench.cli.compare import compare
+from collbench.cli.export import EXPORT_OPTIONS, Exports, SinkMaker, export
 from collbench.cli.fit import fit
 from collbench.cli.imports import import_app
 from collbench.cli.measure import (
@@ -39,11 +40,31 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Every command (and group) inherits -h from here.
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        from collbench import __version__
+
+        print(f"collbench {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print collbench's version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
     """Collective-communication benchmarks comparable to nccl-tests."""
 
 
@@ -72,6 +93,7 @@ app.command("fit")(fit)
 app.command("compare")(compare)
 app.command("report")(report)
 app.command("mfu")(mfu)
+app.command("export")(export)
 
 
 @app.command()
@@ -98,12 +120,17 @@ def wait(
     ],
     quiet: Annotated[bool, QUIET.info()] = QUIET.default,
     json_rows: Annotated[bool, JSON_ROWS.info()] = JSON_ROWS.default,
+    csv_file: Annotated[Path | None, EXPORT_OPTIONS[0].info()] = None,
+    nccl_json_file: Annotated[Path | None, EXPORT_OPTIONS[1].info()] = None,
 ) -> None:
     """Follow a submitted Slurm sweep to its end, printing its table like `sweep` does."""
     from collbench.run.status import wait_for_run
 
     output = "quiet" if quiet else "json" if json_rows else "table"
-    result = wait_for_run(run, sink_factory(output))
+    exports = Exports.given({"csv_file": csv_file, "nccl_json_file": nccl_json_file}, _planned(run))
+    make_sink = SinkMaker(sink_factory(output), exports)
+    result = wait_for_run(run, make_sink)
+    make_sink.done(result.error, output == "table")
     if result.error:
         print_error(result.error)
     elif output == "table":
@@ -111,21 +138,52 @@ def wait(
     raise typer.Exit(result.code)
 
 
+def _planned(run: Path) -> list[str]:
+    """The collectives a submitted run will measure (from its job.json), to name -J files."""
+    from collbench.store.job import Job
+
+    try:
+        return list(Job.load(run).spec.collectives)
+    except CollbenchError:  # wait_for_run says what is wrong with the run
+        return []
+
+
+def _usage_field(error: Exception) -> str | None:
+    """The option a click usage error is about (None: an unknown option)."""
+    param = getattr(error, "param", None)
+    if param is not None and getattr(param, "opts", None):
+        return max(param.opts, key=len)
+    return None
+
+
+def _hint(argv: list[str], field: str | None) -> None:
+    from collbench.cli.habits import nccl_tests_hint
+
+    hint = nccl_tests_hint(argv, field)
+    if hint:
+        print(f"collbench: hint: {hint}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: every error is one line and a documented exit code."""
+    """Console-script entry point: every error is one line and a documented exit code (a
+    usage error that looks like an nccl-tests habit gets a second line: the hint)."""
     click_command = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else argv
     try:
         code = click_command.main(args=argv, prog_name="collbench", standalone_mode=False)
     except click_exceptions.UsageError as error:
         message = error.format_message().replace("\n", " ").strip()
         if message:  # bare `collbench` has already printed the help instead
             print_error(message)
+            _hint(args, _usage_field(error))
         code = EXIT_USAGE
     except (typer.Abort, KeyboardInterrupt):
         print_error("interrupted")
         code = EXIT_INTERRUPTED
     except CollbenchError as error:
         print_error(str(error))
+        if error.exit_code == EXIT_USAGE:
+            _hint(args, getattr(error, "field", None))
         code = error.exit_code
     except typer.Exit as done:
         code = done.exit_code

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from collbench.bench.rank_env import RANK_ENVS
+from collbench.cli.export import EXPORT_OPTIONS, NCCL_JSON_FILE, OUTPUT_PANEL, Exports, SinkMaker
+from collbench.cli.launch_options import (
+    GPU_OR_CPU_RANKS,
+    MPI_OPTIONS,
+    SLURM_OPTIONS,
+    TORCHRUN_OPTIONS,
+)
 from collbench.cli.options import DEFAULT_RUN_DIR_TEXT, FROM_OWNER, Option, given_fields, listing
-from collbench.core.collectives import DEFAULT_COLLECTIVES, REGISTRY
+from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import SpecError
 from collbench.core.overlap import (
@@ -40,13 +46,16 @@ from collbench.core.spec import (
 )
 from collbench.core.units import parse_size, size_arg
 from collbench.launchers import LAUNCHERS
-from collbench.launchers.base import DEFAULT_CPU_RANKS, DEFAULT_MASTER_PORT
 from collbench.launchers.mpi import MpiSettings
 from collbench.launchers.slurm import SlurmSettings
 from collbench.launchers.torchrun import TorchrunSettings
 from collbench.run import sweep
 from collbench.run.sweep import RunOptions
 
+# Help panels: the common path in the first ("Options"), rarer options below it.
+_OUTPUT = OUTPUT_PANEL
+_MEASURE = "Measurement"
+_LAUNCH = "Launch"
 _OVERLAP = "Overlap probes"
 
 
@@ -70,7 +79,7 @@ def _per_backend(defaults: dict[str, int]) -> str:
     return ", ".join(f"{size_arg(size)} on {'/'.join(names)}" for size, names in backends.items())
 
 
-_GPU_OR_CPU_RANKS = f"number of GPUs, else {DEFAULT_CPU_RANKS}"
+_GPU_OR_CPU_RANKS = GPU_OR_CPU_RANKS
 _AUTO_DTYPES = {
     AUTO: f"{OverlapSpec().resolved_dtype('cuda')} on GPUs, "
     f"{OverlapSpec().resolved_dtype('cpu')} on CPU"
@@ -80,11 +89,11 @@ _STARTED_BY_A_TOOL = ", ".join(name for name in LAUNCHERS if name not in ("local
 SPEC_OPTIONS = (
     Option(
         ("--collective", "-c"),
-        f"Comma list: {listing(REGISTRY)}.",
+        f"Comma list of {listing(REGISTRY)}.",
         SweepSpec,
         "collectives",
-        default=",".join(DEFAULT_COLLECTIVES),
         parse=_names,
+        metavar="LIST",
     ),
     Option(
         ("--min-bytes", "-b"),
@@ -92,6 +101,7 @@ SPEC_OPTIONS = (
         SweepSpec,
         "min_bytes",
         parse=parse_size,
+        metavar="SIZE",
     ),
     Option(
         ("--max-bytes", "-e"),
@@ -100,6 +110,7 @@ SPEC_OPTIONS = (
         "max_bytes",
         default_text=_per_backend(DEFAULT_MAX_BYTES),
         parse=parse_size,
+        metavar="SIZE",
     ),
     Option(
         ("--factor", "-f"),
@@ -108,31 +119,49 @@ SPEC_OPTIONS = (
         "factor",
         kind=float,
         default_text=f"{DEFAULT_FACTOR:g}",
+        metavar="X",
     ),
+    Option(("--dtype", "-d"), f"{listing(DTYPES)}.", SweepSpec, "dtype", metavar="NAME"),
+    Option(("--op", "-o"), f"{listing(REDUCE_OPS)}.", SweepSpec, "op", metavar="NAME"),
+    Option(("--warmup", "-w"), "Untimed operations per size.", SweepSpec, "warmup", kind=int),
+    Option(("--iters", "-n"), "Timed operations per size.", SweepSpec, "iters", kind=int),
     Option(
         ("--step-bytes", "-i"),
         "Add this many bytes each step instead of --factor.",
         SweepSpec,
         "step_bytes",
+        panel=_MEASURE,
         parse=parse_size,
+        metavar="SIZE",
     ),
-    Option(("--dtype", "-d"), f"{listing(DTYPES)}.", SweepSpec, "dtype"),
-    Option(("--op", "-o"), f"Reduction: {listing(REDUCE_OPS)}.", SweepSpec, "op"),
-    Option(("--placement",), f"{listing(PLACEMENT_CHOICES, last=' or ')}.", SweepSpec, "placement"),
-    Option(("--warmup", "-w"), "Untimed operations per size.", SweepSpec, "warmup", kind=int),
-    Option(("--iters", "-n"), "Timed operations per size.", SweepSpec, "iters", kind=int),
-    Option(("--check/--no-check",), "Verify every result (#wrong).", SweepSpec, "check", kind=bool),
+    Option(
+        ("--placement",),
+        f"{listing(PLACEMENT_CHOICES, last=' or ')}.",
+        SweepSpec,
+        "placement",
+        panel=_MEASURE,
+    ),
+    Option(
+        ("--check/--no-check",),
+        "Verify every result (#wrong; nccl-tests' -c).",
+        SweepSpec,
+        "check",
+        kind=bool,
+        panel=_MEASURE,
+    ),
     Option(
         ("--rank-stat", "-a"),
         f"Combine ranks' times by {listing(RANK_STATS, {'avg': 'nccl-tests'}, ' or ')}.",
         SweepSpec,
         "rank_stat",
+        panel=_MEASURE,
     ),
     Option(
         ("--backend",),
         f"{listing(BACKENDS, {'auto': 'nccl/rccl on GPUs, else gloo'})}.",
         SweepSpec,
         "backend",
+        panel=_MEASURE,
     ),
     Option(
         ("--timeout",),
@@ -140,6 +169,7 @@ SPEC_OPTIONS = (
         SweepSpec,
         "timeout_s",
         kind=float,
+        panel=_MEASURE,
     ),
 )
 
@@ -151,14 +181,7 @@ RUN_OPTIONS = (
         RunOptions,
         "launcher",
         default=FROM_OWNER,
-    ),
-    Option(
-        ("--nproc", "-g"),
-        "Ranks for --launcher local or mpi.",
-        RunOptions,
-        "nproc",
-        kind=int,
-        default_text=_GPU_OR_CPU_RANKS,
+        panel=_LAUNCH,
     ),
     Option(
         ("--rank-env",),
@@ -166,6 +189,7 @@ RUN_OPTIONS = (
         f"{listing(RANK_ENVS, last=' or ')} variables (needed when they disagree).",
         RunOptions,
         "rank_env",
+        panel=_LAUNCH,
     ),
     Option(
         ("--print",),
@@ -174,103 +198,29 @@ RUN_OPTIONS = (
         "print_only",
         kind=bool,
         default=FROM_OWNER,
+        panel=_LAUNCH,
     ),
+)
+# The one launch option on the common path (nccl-tests users reach for -g).
+NPROC = Option(
+    ("--nproc", "-g"),
+    "Total ranks for --launcher local or mpi (nccl-tests' -g is GPUs per process).",
+    RunOptions,
+    "nproc",
+    kind=int,
+    default_text=_GPU_OR_CPU_RANKS,
 )
 
 
-def _settings_option(owner: type, panel: str) -> Callable[..., Option]:
-    """Options that fill one launcher's settings: in its help panel, their help naming it."""
-    prefix = panel.lower()
-
-    def option(flags: tuple[str, ...], help_text: str, field: str, **more: Any) -> Option:
-        return Option(flags, f"{prefix}: {help_text}", owner, field, panel=panel, **more)
-
-    return option
-
-
-_torchrun = _settings_option(TorchrunSettings, "torchrun")
-_slurm = _settings_option(SlurmSettings, "Slurm")
-_mpi = _settings_option(MpiSettings, "MPI")
-
-TORCHRUN_OPTIONS = (
-    _torchrun(
-        ("--nproc-per-node",),
-        "ranks per node.",
-        "nproc_per_node",
-        kind=int,
-        default_text=_GPU_OR_CPU_RANKS,
-    ),
-    _torchrun(("--nnodes",), "nodes in the job.", "nnodes", kind=int),
-    _torchrun(("--node-rank",), "this node's index.", "node_rank", kind=int),
-    _torchrun(("--master-addr",), "node 0's address (static rendezvous).", "master_addr"),
-    _torchrun(
-        ("--master-port",),
-        "node 0's port.",
-        "master_port",
-        kind=int,
-        default_text=str(DEFAULT_MASTER_PORT),
-    ),
-    _torchrun(
-        ("--rdzv-endpoint",),
-        "HOST:PORT of a c10d rendezvous instead of --master-addr.",
-        "rdzv_endpoint",
-    ),
+QUIET = Option(
+    ("--quiet", "-q"), "Print nothing but errors.", kind=bool, default=False, panel=_OUTPUT
 )
-
-SLURM_OPTIONS = (
-    _slurm(("--nodes", "-N"), "nodes to allocate.", "nodes", kind=int),
-    _slurm(
-        ("--ntasks-per-node",),
-        "ranks per node.",
-        "ntasks_per_node",
-        kind=int,
-        default_text=f"--gpus-per-node, else {DEFAULT_CPU_RANKS}",
-    ),
-    _slurm(("--gpus-per-node",), "GPUs per node.", "gpus_per_node", kind=int),
-    _slurm(("--partition", "-p"), "partition.", "partition"),
-    _slurm(("--account", "-A"), "account.", "account"),
-    _slurm(("--qos",), "quality of service.", "qos"),
-    _slurm(("--time", "-t"), "time limit (MM, HH:MM:SS, D-HH:MM...).", "time"),
-    _slurm(("--constraint", "-C"), "node features.", "constraint"),
-    _slurm(("--exclusive",), "whole nodes only.", "exclusive", kind=bool),
-    _slurm(
-        ("--slurm-arg",),
-        "any other sbatch option as KEY=VALUE (repeatable).",
-        "slurm_args",
-        kind=list[str],
-    ),
-    _slurm(
-        ("--no-wait",),
-        "submit, print the job id and return (see collbench status/wait).",
-        "no_wait",
-        kind=bool,
-    ),
-    # Not a setting: the slurm launcher prints its script instead of submitting it.
-    Option(
-        ("--print-sbatch",),
-        "slurm: print an equivalent sbatch script, and exit.",
-        kind=bool,
-        default=False,
-        panel="Slurm",
-    ),
-)
-
-MPI_OPTIONS = (
-    _mpi(("--hostfile",), "Open MPI hostfile.", "hostfile"),
-    _mpi(
-        ("--mpi-arg",),
-        "extra mpirun arguments (repeatable, shell-split).",
-        "mpi_args",
-        kind=list[str],
-    ),
-)
-
-QUIET = Option(("--quiet", "-q"), "Print nothing but errors.", kind=bool, default=False)
 JSON_ROWS = Option(
     ("--json",),
     "Print the rows as JSON lines instead of the table.",
     kind=bool,
     default=False,
+    panel=_OUTPUT,
     name="json_rows",
 )
 
@@ -283,15 +233,21 @@ OUTPUT_OPTIONS = (
         "out",
         kind=Path,
         default_text=DEFAULT_RUN_DIR_TEXT,
+        metavar="DIR",
     ),
+    *EXPORT_OPTIONS,
     QUIET,
     JSON_ROWS,
+)
+# What is recorded with the results.
+RECORD_OPTIONS = (
     Option(
         ("--topology", "-T"),
         "Catalog name or topology file of the fabric this runs on: its name goes into every "
         "row and meta.json (see collbench topo list).",
         SweepSpec,
         "topology",
+        panel=_MEASURE,
         parse=_topology_name,
     ),
     Option(
@@ -299,6 +255,8 @@ OUTPUT_OPTIONS = (
         "Set a communication knob for every rank, e.g. NCCL_MAX_NCHANNELS=4 (repeatable; "
         "recorded with the results).",
         kind=list[str],
+        panel=_MEASURE,
+        metavar="NAME=VALUE",
     ),
 )
 
@@ -357,25 +315,39 @@ OVERLAP_OPTIONS = (
 _LAUNCHER_SETTINGS = (TorchrunSettings, SlurmSettings, MpiSettings)
 # `collbench sweep`'s options, in the order its help lists them; `overlap` has all but one.
 SWEEP_OPTIONS = (
-    *SPEC_OPTIONS,
+    *SPEC_OPTIONS[:8],
+    NPROC,
+    *OUTPUT_OPTIONS,
+    *SPEC_OPTIONS[8:],
+    *RECORD_OPTIONS,
     *RUN_OPTIONS,
     *TORCHRUN_OPTIONS,
     *SLURM_OPTIONS,
     *MPI_OPTIONS,
-    *OUTPUT_OPTIONS,
     WANTS_OVERLAP,
     *OVERLAP_OPTIONS,
 )
-OVERLAP_COMMAND_OPTIONS = tuple(option for option in SWEEP_OPTIONS if option is not WANTS_OVERLAP)
+# Probes have no nccl-tests layout: `overlap` takes --csv but not -J.
+OVERLAP_COMMAND_OPTIONS = tuple(
+    option for option in SWEEP_OPTIONS if option not in (WANTS_OVERLAP, NCCL_JSON_FILE)
+)
 
 
 def run_measure(command: str, values: dict[str, Any]) -> None:
     """Shared body of `collbench sweep` and `collbench overlap`."""
     spec = measure_spec(command, values)
-    _set_knobs(values["knob"] or [])
+    knobs = _set_knobs(values["knob"] or [])
     options = run_options(values)
-    make_sink = sink_factory(options.output)
+    exports = Exports.given(values, spec.collectives if spec.sweep_rows else ())
+    # A given backend is known now (--print too); "auto" once the launcher resolves it.
+    on_backend = None
+    if spec.backend == "auto" and knobs:
+        on_backend = lambda backend: warn_knobs(knobs, backend)  # noqa: E731
+    else:
+        warn_knobs(knobs, spec.backend)
+    make_sink = SinkMaker(sink_factory(options.output), exports, on_backend)
     result, run_dir = sweep.run_sweep(spec, options, command_line(), make_sink)
+    make_sink.done(result.error, options.output == "table" and result.is_primary)
     if result.error:
         print_error(result.error)
     elif options.output == "table" and result.is_primary:
@@ -417,10 +389,12 @@ def run_options(values: dict[str, Any]) -> RunOptions:
     return RunOptions(**given, output=output, extra=extra)
 
 
-def _set_knobs(settings: list[str]) -> None:
-    """--knob NAME=VALUE: set in this process, so every launcher passes it to the ranks."""
+def _set_knobs(settings: list[str]) -> list[str]:
+    """--knob NAME=VALUE: set in this process, so every launcher passes it to the ranks;
+    returns the names set."""
     from collbench.core.knobs import is_knob, knob_listing
 
+    names = []
     for setting in settings:
         name, sep, value = setting.partition("=")
         if not sep or not name:
@@ -430,6 +404,23 @@ def _set_knobs(settings: list[str]) -> None:
                 "--knob", setting, f"does not name a communication knob ({knob_listing()})"
             )
         os.environ[name] = value
+        names.append(name)
+    return names
+
+
+def warn_knobs(names: list[str], backend: str | None) -> None:
+    """One stderr line per --knob the backend does not read (set and recorded anyway)."""
+    from collbench.core.knobs import knob_mismatch
+
+    for name in names:
+        why = knob_mismatch(name, backend)
+        if why:
+            print(
+                f"collbench: warning: --knob {name} does not apply to --backend {backend} "
+                f"({why}); set and recorded anyway",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def sink_factory(output: str) -> Any:

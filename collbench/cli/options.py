@@ -34,9 +34,10 @@ REQUIRED: Any = inspect.Parameter.empty
 class Option:
     """One command-line option and the dataclass field it fills.
 
-    `default` None means "not given": the owner's default applies, and the help text says
-    what it is ("(default: X)", from the owner field or `default_text`). FROM_OWNER passes
-    the owner field's default to typer, which shows it ("[default: X]").
+    `default` None means "not given": the owner's default applies. FROM_OWNER passes the
+    owner field's default to the command. Either way the help text says what the default
+    is ("(default: X)", from `default_text`, the owner field or the value): typer's own
+    "[default: X]" is never shown, as rich cuts a long one mid-word instead of wrapping it.
     """
 
     flags: tuple[str, ...]
@@ -55,6 +56,8 @@ class Option:
     parse: Callable[[Any, str], Any] | None = None
     # The parameter name; None: the field, else the long flag in snake_case.
     name: str | None = None
+    # What the help shows for the value (SIZE, LIST, N); None: typer's own.
+    metavar: str | None = None
 
     @property
     def flag(self) -> str:
@@ -86,8 +89,8 @@ class Option:
     def help_text(self) -> str:
         """The help, ending in "(default: X)" where typer does not show the default itself."""
         text = self.default_text
-        if text is None and self.default is None:
-            text = self._shown(self.owner_default)
+        if text is None:
+            text = self._shown(self.owner_default if self.default is None else self.default_value)
         return f"{self.help} (default: {text})" if text else self.help
 
     def _shown(self, value: Any) -> str | None:
@@ -95,7 +98,7 @@ class Option:
         if isinstance(value, bool):  # the flag that gives it: --check/--no-check -> check
             on, _, off = self.flags[0].partition("/")
             return (on if value else off).lstrip("-") or None
-        if value is None or value == ():
+        if value is None or value == () or value is REQUIRED:
             return None
         return format_value(value)
 
@@ -104,7 +107,8 @@ class Option:
         return typer.Option(
             *self.flags,
             help=self.help_text or None,
-            show_default=self.default_value not in (None, REQUIRED),
+            show_default=False,
+            metavar=self.metavar,
             rich_help_panel=self.panel,
         )
 
@@ -121,11 +125,12 @@ class Option:
 
 
 def format_value(value: Any) -> str:
-    """A default as help texts say it: 300.0 -> 300, (0.5, 1.0, 2.0) -> 0.5,1,2."""
+    """A default as help texts say it: 300.0 -> 300, (0.5, 1.0, 2.0) -> 0.5, 1, 2 (with
+    spaces, so a long list wraps between items rather than inside one)."""
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, (tuple, list)):
-        return ",".join(format_value(item) for item in value)
+        return ", ".join(format_value(item) for item in value)
     return str(value)
 
 

@@ -1,0 +1,135 @@
+"""`--csv FILE` and `-J FILE` (nccl-tests' JSON layout) on `sweep` and `wait`, and
+`collbench export RUN` for a run that already exists (imported, Slurm, or run without them).
+
+Keep this module's imports light: `collbench --help` must not import torch.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from collbench.cli.options import Option
+from collbench.core.errors import SpecError
+
+OUTPUT_PANEL = "Output"
+
+CSV_FILE = Option(
+    ("--csv",),
+    "Also write the rows to FILE as CSV, each as it finishes.",
+    kind=Path,
+    panel=OUTPUT_PANEL,
+    name="csv_file",
+    metavar="FILE",
+)
+NCCL_JSON_FILE = Option(
+    ("--nccl-json", "-J"),
+    "Also write FILE in nccl-tests' -J JSON layout (one file per collective: "
+    "FILE's stem.NAME.json when there are several).",
+    kind=Path,
+    panel=OUTPUT_PANEL,
+    name="nccl_json_file",
+    metavar="FILE",
+)
+EXPORT_OPTIONS = (CSV_FILE, NCCL_JSON_FILE)
+
+
+@dataclass(frozen=True)
+class Exports:
+    """The files a run's rows go to besides the run directory (None: not asked for)."""
+
+    csv: Path | None = None
+    nccl_json: Path | None = None
+
+    @classmethod
+    def given(cls, values: dict[str, Any], collectives: Iterable[str] = ()) -> Exports:
+        """The --csv / -J files given, refused when one exists already (a file is never
+        overwritten) or its folder does not; `collectives` name the -J files to check."""
+        from collbench.render.export import json_paths
+
+        exports = cls(
+            values.get(CSV_FILE.parameter_name), values.get(NCCL_JSON_FILE.parameter_name)
+        )
+        checks = [(CSV_FILE.flag, exports.csv)] if exports.csv else []
+        if exports.nccl_json:
+            names = list(collectives) or ["all"]
+            checks += [("-J", path) for path in json_paths(exports.nccl_json, names).values()]
+        for flag, path in checks:
+            _check_new_file(flag, Path(path))
+        return exports
+
+    def __bool__(self) -> bool:
+        return self.csv is not None or self.nccl_json is not None
+
+
+def _check_new_file(flag: str, path: Path) -> None:
+    if path.exists():
+        raise SpecError(flag, str(path), "exists: remove it or name another file")
+    if not path.parent.is_dir():
+        raise SpecError(flag, str(path), f"is in no folder that exists ({path.parent})")
+
+
+class SinkMaker:
+    """Makes the sink a run's rows reach (SinkFactory): the console's, wrapped so the rows
+    also go to the export files. `on_backend` hears the run's backend once it is known:
+    at once when the job's spec has it, else when the ranks' meta.json says it."""
+
+    def __init__(
+        self,
+        console: Callable[[Any], Any],
+        exports: Exports = Exports(),
+        on_backend: Callable[[str | None], None] | None = None,
+    ) -> None:
+        self.console, self.exports, self.on_backend = console, exports, on_backend
+        self.made: list[Any] = []
+
+    def __call__(self, spec: Any) -> Any:
+        sink = self.console(spec)
+        on_start = None
+        if self.on_backend is not None:
+            if getattr(spec, "backend", "auto") != "auto":
+                self.on_backend(spec.backend)
+            else:
+                on_backend = self.on_backend
+                on_start = lambda meta: on_backend(meta.backend)  # noqa: E731
+        if not self.exports and on_start is None:
+            return sink
+        from collbench.render.export import ExportSink
+
+        sink = ExportSink(sink, self.exports.csv, self.exports.nccl_json, on_start)
+        self.made.append(sink)
+        return sink
+
+    def done(self, error: str | None, say: bool) -> None:
+        """The run is over: record its error in the JSON files; with `say`, name the files."""
+        for sink in self.made:
+            if error:
+                sink.fail(error)
+            if say:
+                for path in sink.written:
+                    print(f"# Exported: {path}", flush=True)
+
+
+def export(
+    run: Annotated[Path, typer.Argument(help="A run directory (a sweep, import or Slurm run).")],
+    csv_file: Annotated[Path | None, CSV_FILE.info()] = None,
+    nccl_json_file: Annotated[Path | None, NCCL_JSON_FILE.info()] = None,
+) -> None:
+    """Write a run's rows as CSV and/or in nccl-tests' -J JSON layout."""
+    from collbench.render.export import export_run
+    from collbench.store.load import load_run
+
+    values = {CSV_FILE.parameter_name: csv_file, NCCL_JSON_FILE.parameter_name: nccl_json_file}
+    if csv_file is None and nccl_json_file is None:
+        raise SpecError.from_message("export: give --csv FILE, -J FILE or both")
+    loaded = load_run(run, "RUN")
+    exports = Exports.given(values, [row.collective for row in loaded.sweep_rows])
+    if exports.nccl_json is not None and not loaded.sweep_rows:
+        raise SpecError("-J", str(exports.nccl_json), f"{run} holds no sweep rows to write")
+    for path in export_run(loaded, exports.csv, exports.nccl_json):
+        print(f"# Exported: {path}", file=sys.stdout, flush=True)

@@ -1,0 +1,106 @@
+"""The launchers' own options on `collbench sweep` and `overlap` (torchrun, Slurm, MPI):
+each fills a field of that launcher's settings and sits in that launcher's help panel.
+
+Keep this module's imports light: `collbench --help` must not import torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from collbench.cli.options import Option
+from collbench.launchers.base import DEFAULT_CPU_RANKS, DEFAULT_MASTER_PORT
+from collbench.launchers.mpi import MpiSettings
+from collbench.launchers.slurm import SlurmSettings
+from collbench.launchers.torchrun import TorchrunSettings
+
+GPU_OR_CPU_RANKS = f"number of GPUs, else {DEFAULT_CPU_RANKS}"
+
+
+def _settings_option(owner: type, panel: str) -> Callable[..., Option]:
+    """Options that fill one launcher's settings: in its help panel, their help naming it."""
+    prefix = panel.lower()
+
+    def option(flags: tuple[str, ...], help_text: str, field: str, **more: Any) -> Option:
+        return Option(flags, f"{prefix}: {help_text}", owner, field, panel=panel, **more)
+
+    return option
+
+
+_torchrun = _settings_option(TorchrunSettings, "torchrun")
+_slurm = _settings_option(SlurmSettings, "Slurm")
+_mpi = _settings_option(MpiSettings, "MPI")
+
+TORCHRUN_OPTIONS = (
+    _torchrun(
+        ("--nproc-per-node",),
+        "ranks per node.",
+        "nproc_per_node",
+        kind=int,
+        default_text=GPU_OR_CPU_RANKS,
+    ),
+    _torchrun(("--nnodes",), "nodes in the job.", "nnodes", kind=int),
+    _torchrun(("--node-rank",), "this node's index.", "node_rank", kind=int),
+    _torchrun(("--master-addr",), "node 0's address (static rendezvous).", "master_addr"),
+    _torchrun(
+        ("--master-port",),
+        "node 0's port.",
+        "master_port",
+        kind=int,
+        default_text=str(DEFAULT_MASTER_PORT),
+    ),
+    _torchrun(
+        ("--rdzv-endpoint",),
+        "HOST:PORT of a c10d rendezvous instead of --master-addr.",
+        "rdzv_endpoint",
+    ),
+)
+
+SLURM_OPTIONS = (
+    _slurm(("--nodes", "-N"), "nodes to allocate.", "nodes", kind=int),
+    _slurm(
+        ("--ntasks-per-node",),
+        "ranks per node.",
+        "ntasks_per_node",
+        kind=int,
+        default_text=f"--gpus-per-node, else {DEFAULT_CPU_RANKS}",
+    ),
+    _slurm(("--gpus-per-node",), "GPUs per node.", "gpus_per_node", kind=int),
+    _slurm(("--partition", "-p"), "partition.", "partition"),
+    _slurm(("--account", "-A"), "account.", "account"),
+    _slurm(("--qos",), "quality of service.", "qos"),
+    _slurm(("--time", "-t"), "time limit (MM, HH:MM:SS, D-HH:MM...).", "time"),
+    _slurm(("--constraint", "-C"), "node features.", "constraint"),
+    _slurm(("--exclusive",), "whole nodes only.", "exclusive", kind=bool),
+    _slurm(
+        ("--slurm-arg",),
+        "any other sbatch option as KEY=VALUE (repeatable).",
+        "slurm_args",
+        kind=list[str],
+    ),
+    _slurm(
+        ("--no-wait",),
+        "submit, print the job id and return (see collbench status/wait).",
+        "no_wait",
+        kind=bool,
+    ),
+    # Not a setting: the slurm launcher prints its script instead of submitting it.
+    Option(
+        ("--print-sbatch",),
+        "slurm: print an equivalent sbatch script, and exit.",
+        kind=bool,
+        default=False,
+        panel="Slurm",
+    ),
+)
+
+MPI_OPTIONS = (
+    _mpi(("--hostfile",), "Open MPI hostfile.", "hostfile"),
+    _mpi(
+        ("--mpi-arg",),
+        "extra mpirun arguments (repeatable, shell-split).",
+        "mpi_args",
+        kind=list[str],
+    ),
+)

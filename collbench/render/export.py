@@ -1,0 +1,472 @@
+"""Rows in the formats other tools read: CSV, and nccl-tests' JSON output (`-J FILE`).
+
+The nccl-tests layout follows its JSON writer (src/util.cu, JSON_FILE_VERSION 3): a top
+object with version, start_time, args, env, nccl_version, config (with devices), results
+(one entry per size: size, count, type, redop, root, out_of_place, in_place,
+actual_iterations, experiment_name), out_of_bounds, average_bus_bandwidth, errors and
+end_time. nccl-tests writes booleans as the strings "true"/"false" and root as a 6-wide
+string; so does this file, so a dashboard that reads one reads the other. One nccl-tests
+binary measures one collective: a sweep of several writes one JSON file per collective.
+
+Both formats are written as rows arrive (`ExportSink`), so a run cut short leaves every
+finished row behind, or all at once from a run directory (`export_run`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from collbench.core.dtypes import DTYPES
+from collbench.store.load import Run
+from collbench.store.meta import RunMeta
+from collbench.store.rows import ALL_COLUMNS, ROW_COLUMNS, SWEEP, ProbeRow, ResultRow
+
+NCCL_TESTS_JSON_VERSION = 3  # nccl-tests' JSON_FILE_VERSION, the layout written here
+# Columns left out of the CSV: the per-iteration series (rows.jsonl keeps them).
+_NOT_IN_CSV = ("time_us_samples", "probe_samples_us")
+_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"  # nccl-tests' TIME_STRING_FORMAT
+
+
+def csv_columns(with_probes: bool) -> tuple[str, ...]:
+    """The CSV header: every row column (with the probe columns for a run with probes)."""
+    columns = ALL_COLUMNS if with_probes else ROW_COLUMNS
+    return tuple(column for column in columns if column not in _NOT_IN_CSV)
+
+
+def csv_record(row: ResultRow, columns: Sequence[str]) -> list[str]:
+    """One CSV line's cells: None is empty, knobs are compact JSON."""
+    cells = []
+    for column in columns:
+        value = getattr(row, column, None)
+        if value is None:
+            cells.append("")
+        elif isinstance(value, (dict, list)):
+            cells.append(json.dumps(value, separators=(",", ":"), sort_keys=True))
+        else:
+            cells.append(str(value))
+    return cells
+
+
+def json_paths(path: Path, collectives: Iterable[str]) -> dict[str, Path]:
+    """Where -J PATH puts each collective: PATH itself for one, PATH's stem.NAME.json for
+    several (nccl-tests writes one file per collective binary)."""
+    names = list(dict.fromkeys(collectives))
+    if len(names) == 1:
+        return {names[0]: Path(path)}
+    stem, suffix = Path(path).stem, Path(path).suffix or ".json"
+    return {name: Path(path).with_name(f"{stem}.{name}{suffix}") for name in names}
+
+
+def nccl_head(meta: RunMeta, per_iter: bool) -> dict[str, Any]:
+    """The top of an nccl-tests JSON file, up to and including config (devices too);
+    per_iter: the results carry per-iteration summaries (nccl-tests' -I 1). A time or
+    setting the run did not record is null (an import keeps no start time)."""
+    config = {
+        **(_imported_config(meta) if meta.source else _sweep_config(meta)),
+        "blocking_collectives": "false",
+        "per_iter_timing": _bool(per_iter),
+        "per_iter_skip": 0,
+        "parallel_init": "false",
+        "devices": [_device(identity) for identity in meta.ranks],
+    }
+    knobs = meta.knobs.get("env") if isinstance(meta.knobs.get("env"), dict) else meta.knobs
+    return {
+        "version": NCCL_TESTS_JSON_VERSION,
+        "start_time": _time(meta.started_utc),
+        "args": _args(meta.command_line),
+        "env": [f"{name}={value}" for name, value in sorted(knobs.items())],
+        "nccl_version": _nccl_version(meta.versions.get("nccl") or meta.versions.get("rccl")),
+        "config": config,
+    }
+
+
+def _sweep_config(meta: RunMeta) -> dict[str, Any]:
+    """nccl-tests' config keys, from a sweep's spec: one rank per process, one thread and
+    (on GPUs) one device per rank, one operation per timed iteration."""
+    spec = meta.spec or {}
+    factor = spec.get("factor")
+    return {
+        "nthreads": 1,
+        "ngpus": 1 if (meta.backend or "") in ("nccl", "rccl") else 0,
+        "minimum_bytes": spec.get("min_bytes"),
+        "maximum_bytes": spec.get("max_bytes"),
+        **(
+            {"step_bytes": spec["step_bytes"]}
+            if spec.get("step_bytes")
+            else {"step_factor": _plain(factor if factor is not None else 2)}
+        ),
+        "warmup_iters": spec.get("warmup"),
+        "iterations": spec.get("iters"),
+        "aggregated_iterations": 1,
+        "validation": 1 if spec.get("check", True) else 0,
+        "graph": 0,
+    }
+
+
+def _imported_config(meta: RunMeta) -> dict[str, Any]:
+    """nccl-tests' config keys, from the header line an import recorded."""
+    header = meta.extra.get("header") or {}
+    step = "step_bytes" if header.get("step_bytes") else "step_factor"
+    return {
+        "nthreads": header.get("n_threads"),
+        "ngpus": header.get("n_gpus"),
+        "minimum_bytes": header.get("min_bytes"),
+        "maximum_bytes": header.get("max_bytes"),
+        step: header.get(step),
+        "warmup_iters": header.get("warmup_iters"),
+        "iterations": header.get("iters"),
+        "aggregated_iterations": header.get("agg_iters"),
+        "validation": header.get("validation"),
+        "graph": header.get("graph"),
+    }
+
+
+def nccl_entry(rows: Sequence[ResultRow]) -> dict[str, Any]:
+    """One results entry: the rows of one size (one per placement measured)."""
+    first = rows[0]
+    by_placement = {row.placement: row for row in rows}
+    entry: dict[str, Any] = {
+        "size": first.size_bytes,
+        "count": first.count,
+        "type": DTYPES[first.dtype].nccl_name if first.dtype in DTYPES else first.dtype,
+        "redop": first.op or "none",
+        "root": f"{first.root if first.root is not None else -1:6d}",
+    }
+    for placement in ("out_of_place", "in_place"):
+        row = by_placement.get(placement)
+        entry[placement] = None if row is None else _body(row)
+        series = None if row is None else _per_iter_series(row)
+        if series is not None:
+            entry[f"{placement}_per_iter"] = iteration_stats(series)
+    entry["actual_iterations"] = first.iters
+    entry["experiment_name"] = ""
+    return entry
+
+
+def nccl_footer(
+    entries: Sequence[dict[str, Any]],
+    errors: Sequence[str] = (),
+    end: str | None = None,
+    average: float | None = None,
+    finished: bool = True,
+) -> dict[str, Any]:
+    """What follows results: #wrong in total, the average busbw (`average`, else the mean
+    over every placement measured, as nccl-tests averages), errors, and once the run is
+    `finished`, its end_time (null when unknown; a file without the key was cut short)."""
+    bodies = [
+        entry[placement]
+        for entry in entries
+        for placement in ("out_of_place", "in_place")
+        if entry.get(placement)
+    ]
+    wrong = int(sum(body["nwrong"] or 0 for body in bodies))
+    busbw = [body["bus_bw"] for body in bodies]
+    footer: dict[str, Any] = {
+        "out_of_bounds": {"count": wrong, "okay": _bool(wrong == 0)},
+        "average_bus_bandwidth": {
+            "bandwidth": average if average is not None else _mean(busbw),
+            "okay": "unchecked",
+        },
+        "errors": list(errors),
+    }
+    if finished:
+        footer["end_time"] = end
+    return footer
+
+
+def iteration_stats(times_us: Sequence[float]) -> dict[str, Any]:
+    """nccl-tests' per-iteration summary (-I 1) of a series, computed its way: p50 is the
+    middle sample, p95/p99 the nearest rank, stdev over the population."""
+    ordered = sorted(times_us)
+    count = len(ordered)
+    mean = sum(ordered) / count
+    stdev = math.sqrt(sum((value - mean) ** 2 for value in ordered) / count)
+
+    def nearest(percent: int) -> float:
+        return ordered[min(count - 1, (count * percent + 99) // 100 - 1)]
+
+    return {
+        "skipped_iterations": 0,
+        "min_us": ordered[0],
+        "max_us": ordered[-1],
+        "avg_us": mean,
+        "p50_us": ordered[count // 2],
+        "p95_us": nearest(95),
+        "p99_us": nearest(99),
+        "stdev_us": stdev,
+        "cv_pct": stdev / mean * 100 if mean > 0 else 0.0,
+        "times_us": list(times_us),
+    }
+
+
+def group_sizes(rows: Iterable[ResultRow]) -> list[list[ResultRow]]:
+    """Consecutive rows of one size (same collective, size, dtype, op and root), each
+    placement once: the rows of one nccl-tests line."""
+    groups: list[list[ResultRow]] = []
+    for row in rows:
+        if groups and _same_line(groups[-1], row):
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return groups
+
+
+def export_run(run: Run, csv_path: Path | None, json_path: Path | None) -> list[Path]:
+    """Write a run directory's rows as CSV and/or nccl-tests JSON; the paths written."""
+    written = []
+    if csv_path is not None:
+        with_probes = any(isinstance(row, ProbeRow) for row in run.rows)
+        with open(csv_path, "w", newline="") as stream:
+            table = _CsvStream(stream, csv_columns(with_probes))
+            for row in run.rows:
+                table.write(row)
+        written.append(Path(csv_path))
+    if json_path is not None:
+        sweep = run.sweep_rows
+        error = run.meta.extra.get("error")
+        end = _time(run.meta.finished_utc)
+        # An import of one log keeps that log's own average (nccl-tests' figure).
+        footer = run.meta.extra.get("footer") or {}
+        single = run.meta.source and len(run.meta.imported_from) == 1
+        average = footer.get("avg_bus_bandwidth_gbps") if single else None
+        paths = json_paths(json_path, [row.collective for row in sweep])
+        for collective, path in paths.items():
+            rows = [row for row in sweep if row.collective == collective]
+            entries = [nccl_entry(group) for group in group_sizes(rows)]
+            per_iter = bool(rows) and all(_per_iter_series(row) is not None for row in rows)
+            document = {
+                **nccl_head(run.meta, per_iter),
+                "results": entries,
+                **nccl_footer(entries, [error] if error else (), end, average),
+            }
+            Path(path).write_text(json.dumps(document, indent=1) + "\n")
+            written.append(Path(path))
+    return written
+
+
+class ExportSink:
+    """Passes rows on to the sink a person watches, and writes them to --csv and -J files
+    as they arrive (flushed per row: a run cut short keeps every finished row there)."""
+
+    def __init__(
+        self,
+        inner: Any,
+        csv_path: Path | None,
+        json_path: Path | None,
+        on_start: Callable[[RunMeta], None] | None = None,
+    ) -> None:
+        self.inner, self.on_start = inner, on_start
+        self.csv_path, self.json_path = csv_path, json_path
+        self.written: list[Path] = []
+        self._meta: RunMeta | None = None
+        self._csv: _CsvStream | None = None
+        self._json: dict[str, _JsonStream] = {}
+        self._exporting = True
+
+    @property
+    def mode(self) -> str:
+        return self.inner.mode
+
+    @mode.setter
+    def mode(self, value: str) -> None:
+        # A launcher sets "quiet" on nodes other than node 0: those write no files either.
+        self.inner.mode = value
+        self._exporting = value != "quiet"
+
+    def start(self, meta: RunMeta) -> None:
+        self.inner.start(meta)
+        if not self._exporting or self._meta is not None:
+            return
+        self._meta = meta
+        if self.on_start is not None:
+            self.on_start(meta)
+        if self.csv_path is not None:
+            with_probes = (meta.spec or {}).get("overlap") is not None
+            stream = open(self.csv_path, "w", newline="")  # noqa: SIM115 - closed in finish
+            self._csv = _CsvStream(stream, csv_columns(with_probes))
+            self.written.append(Path(self.csv_path))
+
+    def row(self, row: ResultRow) -> None:
+        self.inner.row(row)
+        if self._meta is None:
+            return
+        if self._csv is not None:
+            self._csv.write(row)
+        if self.json_path is not None and row.kind == SWEEP:
+            self._json_stream(row.collective).add(row)
+
+    def finish(self, unfinished: str | None = None) -> None:
+        """The run is over: close the files (each JSON file gets its end_time). `unfinished`
+        says how a run that did not complete ended (RowSink.finish)."""
+        if unfinished is None:
+            self.inner.finish()
+        else:
+            self.inner.finish(unfinished)
+        if self._csv is not None:
+            self._csv.stream.close()
+            self._csv = None
+        self.fail(f"run {unfinished}" if unfinished else None)
+
+    def fail(self, error: str | None) -> None:
+        """Say in each JSON file's errors how the run ended (nccl-tests: its last error)."""
+        end = datetime.now(timezone.utc).strftime(_TIME_FORMAT)  # UTC, as start_time
+        for stream in self._json.values():
+            stream.close([error] if error else (), end)
+
+    def _json_stream(self, collective: str) -> _JsonStream:
+        if collective not in self._json:
+            collectives = (self._meta.spec or {}).get("collectives") or [collective]
+            path = json_paths(self.json_path, collectives).get(collective)
+            path = path or json_paths(self.json_path, [*collectives, collective])[collective]
+            per_iter = (self._meta.spec or {}).get("rank_stat") == "max"
+            self._json[collective] = _JsonStream(path, nccl_head(self._meta, per_iter))
+            self.written.append(path)
+        return self._json[collective]
+
+
+class _CsvStream:
+    def __init__(self, stream: TextIO, columns: Sequence[str]) -> None:
+        self.stream, self.columns = stream, columns
+        self.writer = csv.writer(stream)
+        self.writer.writerow(columns)
+        stream.flush()
+
+    def write(self, row: ResultRow) -> None:
+        self.writer.writerow(csv_record(row, self.columns))
+        self.stream.flush()
+
+
+class _JsonStream:
+    """One nccl-tests JSON file kept whole after every row: finished sizes are appended
+    once; the size still in progress and the footer are rewritten behind them."""
+
+    def __init__(self, path: Path, head: dict[str, Any]) -> None:
+        self.path = path
+        self.file = open(path, "w")  # noqa: SIM115 - closed in close()
+        self.file.write(json.dumps(head)[:-1] + ',"results":[')
+        self.done_end = self.file.tell()
+        self.entries: list[dict[str, Any]] = []
+        self.pending: list[ResultRow] = []
+        self._write_tail(())
+
+    def add(self, row: ResultRow) -> None:
+        if self.pending and not _same_line(self.pending, row):
+            self._commit()
+        self.pending.append(row)
+        self._write_tail(())
+
+    def close(self, errors: Sequence[str], end: str) -> None:
+        """Finish the file; called again (a run's error known later), it rewrites the end."""
+        if self.file.closed:
+            self.file = open(self.path, "r+")  # noqa: SIM115 - closed below
+        if self.pending:
+            self._commit()
+        self._write_tail(errors, end)
+        self.file.close()
+
+    def _commit(self) -> None:
+        entry = nccl_entry(self.pending)
+        self.file.seek(self.done_end)
+        self.file.write(("," if self.entries else "") + json.dumps(entry))
+        self.done_end = self.file.tell()
+        self.entries.append(entry)
+        self.pending = []
+
+    def _write_tail(self, errors: Sequence[str], end: str | None = None) -> None:
+        entries = list(self.entries)
+        tail = ""
+        if self.pending:
+            entries.append(nccl_entry(self.pending))
+            tail = ("," if self.entries else "") + json.dumps(entries[-1])
+        footer = json.dumps(nccl_footer(entries, errors, end, finished=end is not None))
+        self.file.seek(self.done_end)
+        self.file.write(tail + "]," + footer[1:])
+        self.file.truncate()
+        self.file.flush()
+
+
+def _same_line(group: Sequence[ResultRow], row: ResultRow) -> bool:
+    first = group[0]
+    key = (first.collective, first.size_bytes, first.dtype, first.op, first.root)
+    placements = {member.placement for member in group}
+    same = (row.collective, row.size_bytes, row.dtype, row.op, row.root) == key
+    return same and row.placement not in placements
+
+
+def _body(row: ResultRow) -> dict[str, Any]:
+    return {
+        "time": row.time_us,
+        "alg_bw": row.algbw_gbps,
+        "bus_bw": row.busbw_gbps,
+        "nwrong": None if row.n_wrong is None else float(row.n_wrong),
+    }
+
+
+def _per_iter_series(row: ResultRow) -> list[float] | None:
+    """The samples, when they mean what nccl-tests' per-iteration times mean: each
+    iteration's slowest rank (collbench combines ranks by --rank-stat; `max` matches)."""
+    settings = (row.knobs or {}).get("settings") or {}
+    if not row.time_us_samples or settings.get("rank_stat") != "max":
+        return None
+    return list(row.time_us_samples)
+
+
+def _device(identity: dict[str, Any]) -> dict[str, Any]:
+    device = identity.get("device", "")
+    index = device if isinstance(device, int) else str(device).partition(":")[2]
+    return {
+        "rank": identity.get("rank"),
+        "group": identity.get("group", 0),
+        "pid": identity.get("pid"),
+        "hostname": identity.get("host"),
+        "device": int(index) if str(index).isdigit() else -1,  # -1: a CPU rank
+        "device_hex": identity.get("bus_id") or "",
+        "device_info": identity.get("device_name") or str(device),
+    }
+
+
+def _args(command_line: Any) -> list[str]:
+    if isinstance(command_line, list):
+        return [str(arg) for arg in command_line]
+    return str(command_line).split() if command_line else []
+
+
+def _nccl_version(version: Any) -> int | None:
+    """'2.21.5' -> 22105 (NCCL_VERSION_CODE); None when the run used no NCCL/RCCL."""
+    if isinstance(version, int):
+        return version
+    if isinstance(version, (list, tuple)):
+        version = ".".join(str(part) for part in version)
+    parts = str(version or "").split("+")[0].split(".")
+    if len(parts) < 3 or not all(part.isdigit() for part in parts[:3]):
+        return None
+    major, minor, patch = (int(part) for part in parts[:3])
+    return major * 10000 + minor * 100 + patch
+
+
+def _time(utc: str | None) -> str | None:
+    """A recorded UTC timestamp as nccl-tests writes times (its local time; UTC here)."""
+    if not utc:
+        return None
+    try:
+        return datetime.fromisoformat(utc.replace("Z", "+00:00")).strftime(_TIME_FORMAT)
+    except ValueError:
+        return utc
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _plain(number: float) -> float | int:
+    return int(number) if float(number).is_integer() else number
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
