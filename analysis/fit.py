@@ -12,6 +12,13 @@ How `fit_curve` works:
 3. points far outside the robust spread (5 MADs, and at least 5%) are flagged as outliers
    and each band is refitted without them: the loss caps an outlier's pull, but one at a
    band's end has the leverage to tilt a short band.
+The search assumes a timing noise of `SearchOptions.noise_rel` (2%). Data noisier than that
+(a loaded CPU box: 50% and more) would make every extra regime look worth its price, since
+a regime's line can pass through a few noisy points exactly (5 regimes from 22 points);
+so the noise is measured on the first choice's residuals (`_noise`) and, when it is over
+NOISIER times the assumed one, the search runs again at the measured noise. Clean logs
+(nccl-tests, 0.5-2% noise) never reach that, and keep their regimes.
+Quality on all points (outliers included) and a verdict: analysis/fit_quality.py.
 Confidence intervals: 95% Student-t intervals from the Jacobian of the robust fit (as
 scipy's curve_fit computes them: cov = (J^T J)^-1 * 2 cost / (n - 2)); the bandwidth
 interval is computed on ln(1/B) and mapped back, so it is asymmetric and never negative.
@@ -30,10 +37,16 @@ from itertools import pairwise
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares
-from scipy.stats import t as student_t
 
-from collbench.analysis.regimes import Points, SearchOptions, choose_regimes, linear_fit_rel
+from collbench.analysis.fit_quality import FitQuality, assess, clock_resolution_us, goodness
+from collbench.analysis.regimes import (
+    Points,
+    SearchOptions,
+    choose_regimes,
+    half_widths,
+    noise_readings,
+    robust_line,
+)
 from collbench.core.units import round_sig
 from collbench.store.rows import ResultRow
 
@@ -42,9 +55,11 @@ CI_METHOD = (
     "least_squares fit (busbw interval computed on log(1/B))"
 )
 GROUP_KEYS = ("collective", "backend", "world_size", "topology", "placement", "dtype")
-# ln(us per byte) >= this: a latency-bound regime (flat time) gets a huge but finite busbw.
-_MIN_LOG_US_PER_BYTE = math.log(1e-12)
 LATENCY_BOUND_SHARE = 0.01
+# Measured noise beyond this multiple of SearchOptions.noise_rel redoes the regime search at
+# it; closer to it, the assumed scale stands (and the search is not paid twice).
+NOISIER = 2.0
+MAX_NOISE_ROUNDS = 4  # searches at a measured noise (they agree after one or two)
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,8 @@ class FitOptions:
     # A point is an outlier when |ln(t / t_fit)| exceeds both of these.
     outlier_sigmas: float = 5.0
     outlier_min_rel: float = 0.05
+    # The finest time step the data can show; None: read off the times (fit_quality.py).
+    clock_resolution_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +132,22 @@ class CurveFit:
     rmse_log_time: float
     n_points: int
     outliers: tuple[Outlier, ...]
+    # r2 and rms of ln(t / t_fit) on every point, the outliers included
+    r2_log_time_all: float = 1.0
+    rmse_log_time_all: float = 0.0
+    clock_resolution_us: float = 0.0
+    busbw_measured_max_gbps: float = 0.0  # the highest busbw of any measured point
+    busbw_measured_max_bytes: int = 0  # and its size
+    noise_rel: float = 0.0  # the timing noise scale the regime search used
+
+    @property
+    def quality(self) -> FitQuality:
+        """How far the fit can be trusted: verdict and reasons (analysis/fit_quality.py)."""
+        return assess(self)
+
+    def alpha_resolved(self, index: int = 0) -> bool:
+        """Whether regime `index`'s latency is at least the clock's resolution."""
+        return self.regimes[index].alpha_us >= self.clock_resolution_us
 
     @property
     def alpha_us(self) -> float:
@@ -177,6 +210,10 @@ class CurveFit:
             ],
             "r2_log_time": round_sig(self.r2_log_time),
             "rmse_log_time": round_sig(self.rmse_log_time),
+            "r2_log_time_all": round_sig(self.r2_log_time_all),
+            "rmse_log_time_all": round_sig(self.rmse_log_time_all),
+            "noise_rel": round_sig(self.noise_rel),
+            "quality": self.quality.to_dict(),
             "ci_method": CI_METHOD,
             "bus_factor": round_sig(self.bus_factor),
             "min_bytes": self.regimes[0].min_bytes,
@@ -202,8 +239,10 @@ def fit_curve(
     points = Points.from_arrays(sizes[keep], times[keep])
     if len(points.unique_sizes_bytes) < 2:
         raise ValueError("a fit needs at least two distinct positive sizes with a time")
+    if options.clock_resolution_us is None:
+        options = replace(options, clock_resolution_us=clock_resolution_us(points.times_us))
     everything = np.ones(len(points.sizes_bytes), dtype=bool)
-    spans = choose_regimes(points, everything.astype(float), options.search)
+    options, spans = _regimes_at_measured_noise(points, bus_factor, options)
     regimes = [_fit_regime(points, span, everything, bus_factor, options) for span in spans]
     residuals = _residuals(points, regimes, bus_factor)
     limits = _outlier_limits(points, spans, residuals, options)
@@ -211,7 +250,42 @@ def fit_curve(
     suspects = np.abs(residuals) > limits
     regimes = [_fit_regime(points, span, ~suspects, bus_factor, options) for span in spans]
     residuals = _residuals(points, regimes, bus_factor)
-    return _assemble(points, regimes, bus_factor, residuals, np.abs(residuals) > limits)
+    fit = _assemble(points, regimes, bus_factor, residuals, np.abs(residuals) > limits)
+    return replace(
+        fit,
+        clock_resolution_us=float(options.clock_resolution_us or 0.0),
+        noise_rel=options.search.noise_rel,
+    )
+
+
+def _regimes_at_measured_noise(
+    points: Points, bus_factor: float, options: FitOptions
+) -> tuple[FitOptions, list[tuple[int, int]]]:
+    """Regimes chosen at the assumed noise, or, when the data are clearly noisier (the low
+    reading of `_noise` over NOISIER times the assumed), at the noise their own regimes
+    leave: searched again at the scale reading until the choice stops changing."""
+    weights = np.ones(len(points.sizes_bytes))
+    spans = choose_regimes(points, weights, options.search)
+    floor = options.search.noise_rel
+    if not _noise(points, spans, bus_factor, options)[0] > NOISIER * floor:
+        return options, spans
+    for _ in range(MAX_NOISE_ROUNDS):
+        noise = max(_noise(points, spans, bus_factor, options)[1], floor)
+        options = replace(options, search=replace(options.search, noise_rel=noise))
+        chosen = choose_regimes(points, weights, options.search)
+        if chosen == spans:
+            break
+        spans = chosen
+    return options, spans
+
+
+def _noise(
+    points: Points, spans: list[tuple[int, int]], bus_factor: float, options: FitOptions
+) -> tuple[float, float]:
+    """`regimes.noise_readings` of the residuals around these regimes' robust lines."""
+    everything = np.ones(len(points.sizes_bytes), dtype=bool)
+    regimes = [_fit_regime(points, span, everything, bus_factor, options) for span in spans]
+    return noise_readings(_residuals(points, regimes, bus_factor), 3 * len(spans) - 1)
 
 
 def _fit_regime(
@@ -223,11 +297,11 @@ def _fit_regime(
     kept = index[keep[index]]
     if len(np.unique(points.sizes_bytes[kept])) >= 3 and 2 * len(kept) >= len(index):
         index = kept
-    result = _robust_line(
+    result = robust_line(
         points.sizes_bytes[index], points.times_us[index], options.search.noise_rel
     )
     alpha_us, log_slope = (float(value) for value in result.x)
-    alpha_half, slope_half = (float(value) for value in _half_widths(result, len(index)))
+    alpha_half, slope_half = (float(value) for value in half_widths(result, len(index)))
 
     def to_busbw(log_us_per_byte: float) -> float:
         return bus_factor / (math.exp(log_us_per_byte) * 1e3)
@@ -246,41 +320,6 @@ def _fit_regime(
         busbw_gbps_ci=busbw_ci,
         n_points=whole.stop - whole.start,
     )
-
-
-def _robust_line(sizes: np.ndarray, times: np.ndarray, noise_rel: float) -> Any:
-    """least_squares of ln(alpha + S e^q) - ln(t), soft_l1 loss; x = (alpha_us >= 0, q)."""
-    alpha0, slope0, _ = linear_fit_rel(sizes, times, np.ones(len(sizes)))
-    slope0 = max(slope0, float(np.min(times / sizes)) * 1e-3, 1e-11)
-    start = np.array([max(alpha0, 1e-9), math.log(slope0)])
-
-    def residuals(params: np.ndarray) -> np.ndarray:
-        return np.log(params[0] + sizes * np.exp(params[1])) - np.log(times)
-
-    def jacobian(params: np.ndarray) -> np.ndarray:
-        model = params[0] + sizes * np.exp(params[1])
-        return np.column_stack((1 / model, sizes * np.exp(params[1]) / model))
-
-    return least_squares(
-        residuals,
-        start,
-        jac=jacobian,
-        bounds=([0, _MIN_LOG_US_PER_BYTE], np.inf),
-        loss="soft_l1",
-        f_scale=noise_rel,
-        x_scale="jac",
-        method="trf",
-    )
-
-
-def _half_widths(result: Any, n_points: int) -> np.ndarray:
-    """95% half-widths of the parameters (inf when the points cannot pin them down)."""
-    dof = n_points - len(result.x)
-    if dof <= 0:
-        return np.full(len(result.x), np.inf)
-    covariance = np.linalg.pinv(result.jac.T @ result.jac) * (2 * result.cost / dof)
-    spread = np.sqrt(np.clip(np.diag(covariance), 0, None))
-    return spread * float(student_t.ppf(0.975, dof))
 
 
 def _residuals(points: Points, regimes: list[Regime], bus_factor: float) -> np.ndarray:
@@ -320,9 +359,9 @@ def _assemble(
         _breakpoint(before.max_bytes, after.min_bytes) for before, after in pairwise(regimes)
     )
     kept = ~outliers
-    log_times = np.log(points.times_us[kept])
-    total = float(np.sum((log_times - log_times.mean()) ** 2))
-    squared = float(np.sum(residuals[kept] ** 2))
+    r2_kept, rmse_kept = goodness(points.times_us[kept], residuals[kept])
+    r2_all, rmse_all = goodness(points.times_us, residuals)
+    measured = points.sizes_bytes * bus_factor / (points.times_us * 1e3)
     flagged = tuple(
         Outlier(
             int(size),
@@ -342,10 +381,14 @@ def _assemble(
         regimes=tuple(regimes),
         breakpoints=breakpoints,
         n_half_bytes=0,
-        r2_log_time=1 - squared / total if total > 0 else 1.0,
-        rmse_log_time=math.sqrt(squared / max(int(kept.sum()), 1)),
+        r2_log_time=r2_kept,
+        rmse_log_time=rmse_kept,
         n_points=len(points.sizes_bytes),
         outliers=flagged,
+        r2_log_time_all=r2_all,
+        rmse_log_time_all=rmse_all,
+        busbw_measured_max_gbps=float(measured.max()),
+        busbw_measured_max_bytes=int(points.sizes_bytes[int(np.argmax(measured))]),
     )
     return replace(fit, n_half_bytes=n_half_bytes(fit))
 

@@ -5,8 +5,8 @@ measured time is a few alpha-beta lines, one per size band. The search here pick
 bands (1..max_regimes) and where they start, by a BIC-like criterion over every
 segmentation into contiguous runs of measured sizes (exact dynamic programming, so the
 answer is deterministic). Each band's cost is the capped soft_l1 misfit of a cheap robust
-line (reweighted non-negative least squares); the full robust fit of each chosen band is
-the caller's (analysis.fit).
+line (reweighted non-negative least squares); the full robust fit of a chosen band is
+`robust_line` (scipy least_squares), its confidence intervals `half_widths`.
 
 Pure numpy/scipy: no I/O, no torch.
 """
@@ -15,9 +15,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from scipy.optimize import nnls
+from scipy.optimize import least_squares, nnls
+from scipy.stats import norm
+from scipy.stats import t as student_t
+
+# ln(us per byte) >= this: a latency-bound regime (flat time) gets a huge but finite busbw.
+MIN_LOG_US_PER_BYTE = math.log(1e-12)
 
 
 @dataclass(frozen=True)
@@ -180,3 +186,66 @@ def choose_regimes(
     starts = found[regimes][1]
     ends = [s - 1 for s in starts[1:]] + [count - 1]
     return list(zip(starts, ends, strict=True))
+
+
+def noise_readings(residuals: np.ndarray, n_parameters: int) -> tuple[float, float]:
+    """Two readings of the timing noise (of ln t) in a fit's residuals: (low, scale).
+
+    low, to decide whether the data are noisier than assumed: a line through a noisy band
+    passes through about two of its points exactly, so the smallest |residuals|, as many as
+    the fit has parameters, are left out, and the median of the rest is read as the
+    quantile it would be of all residuals of a least-squares fit (so clean data are never
+    taken for noisy ones). scale, to search at: the rms of the residuals, each capped at 3
+    times low (a spike counts as noise, not as its size), per degree of freedom.
+    """
+    misfits = np.sort(np.abs(residuals))
+    count = len(misfits)
+    if count <= n_parameters:
+        return 0.0, 0.0
+    quantile = (count + n_parameters) / (2 * count)  # of |residual|, half-normal
+    low = float(np.median(misfits[n_parameters:])) / float(norm.ppf((1 + quantile) / 2))
+    capped = np.minimum(misfits, 3 * low)
+    return low, math.sqrt(float(np.sum(capped**2)) / (count - n_parameters))
+
+
+def robust_line(sizes: np.ndarray, times: np.ndarray, noise_rel: float) -> Any:
+    """least_squares of ln(alpha + S e^q) - ln(t), soft_l1 loss; x = (alpha_us >= 0, q)."""
+    alpha0, slope0, _ = linear_fit_rel(sizes, times, np.ones(len(sizes)))
+    slope0 = max(slope0, float(np.min(times / sizes)) * 1e-3, 1e-11)
+    start = np.array([max(alpha0, 1e-9), math.log(slope0)])
+
+    log_sizes, log_times = np.log(sizes), np.log(times)
+
+    # ln(alpha + S e^q) as logaddexp(ln alpha, ln S + q): a trial step to a large q would
+    # overflow e^q (inf, and a RuntimeWarning) where ln S + q itself stays finite.
+    def log_model(params: np.ndarray) -> np.ndarray:
+        log_alpha = math.log(params[0]) if params[0] > 0 else -math.inf
+        return np.logaddexp(log_alpha, log_sizes + params[1])
+
+    def residuals(params: np.ndarray) -> np.ndarray:
+        return log_model(params) - log_times
+
+    def jacobian(params: np.ndarray) -> np.ndarray:
+        log_fitted = log_model(params)  # >= ln(1e-12) + ln S: the exps stay finite
+        return np.column_stack((np.exp(-log_fitted), np.exp(log_sizes + params[1] - log_fitted)))
+
+    return least_squares(
+        residuals,
+        start,
+        jac=jacobian,
+        bounds=([0, MIN_LOG_US_PER_BYTE], np.inf),
+        loss="soft_l1",
+        f_scale=noise_rel,
+        x_scale="jac",
+        method="trf",
+    )
+
+
+def half_widths(result: Any, n_points: int) -> np.ndarray:
+    """95% half-widths of the parameters (inf when the points cannot pin them down)."""
+    dof = n_points - len(result.x)
+    if dof <= 0:
+        return np.full(len(result.x), np.inf)
+    covariance = np.linalg.pinv(result.jac.T @ result.jac) * (2 * result.cost / dof)
+    spread = np.sqrt(np.clip(np.diag(covariance), 0, None))
+    return spread * float(student_t.ppf(0.975, dof))

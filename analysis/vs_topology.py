@@ -1,11 +1,14 @@
 """Measured sweep rows against the cost model: `collbench fit RUN --topology X`.
 
-Ratios are of time, `predicted_time / measured_time`: 100% is the hardware bound the
-topology describes (the cost model at `Efficiency()` 1.0), less is slower than it, more is
-faster than the model (a sign the topology understates the fabric, or NVLS/SHARP at work).
-At one size the ratio equals measured busbw / predicted busbw. Measured times are the median
-of a size's rows (runs pooled in one fit group); busbw is recomputed from them, not read
-from the rows (imported logs print two decimals). Size bands are analysis/bands.py's.
+One measure, said one way everywhere (help, text, JSON): "% of model speed" =
+predicted time / measured time (= measured busbw / predicted busbw at one size). 100% is
+as fast as the cost model at `Efficiency()` 1.0, the bound the topology describes; less is
+slower than it. More than MODEL_WRONG_SPEEDUP (1.5x, 150%) faster than the model is not a
+fabric beating its bound: the model is wrong there (it overstates a latency, or misses
+NVLS/SHARP or a faster algorithm), and those rows never call the model a bound. Measured
+times are the median of a size's rows (runs pooled in one fit group); busbw is recomputed
+from them, not read from the rows (imported logs print two decimals). Size bands are
+analysis/bands.py's.
 
 Pure: rows and a Topology in, dataclasses out.
 """
@@ -26,7 +29,15 @@ from collbench.core.units import round_sig
 from collbench.store.rows import ResultRow
 from collbench.topologies.schema import Topology
 
-RATIO = "predicted_time / measured_time"
+MEASURE = "% of model speed"
+MEASURE_DEFINITION = "predicted time / measured time (= measured busbw / predicted busbw)"
+# Measured this much faster than the model: the model is wrong there, not the fabric.
+MODEL_WRONG_SPEEDUP = 1.5
+
+
+def model_wrong(ratio: float) -> bool:
+    """Whether a predicted/measured time ratio says the model, not the fabric, is wrong."""
+    return ratio > MODEL_WRONG_SPEEDUP
 
 
 @dataclass(frozen=True)
@@ -40,15 +51,20 @@ class SizeVsModel:
 
     @property
     def ratio(self) -> float:
-        """Predicted time / measured time: > 1 is faster than the model."""
+        """Predicted time / measured time (% of model speed / 100): > 1 is faster."""
         return self.prediction.time_s * 1e6 / self.measured_time_us
+
+    @property
+    def model_wrong(self) -> bool:
+        return model_wrong(self.ratio)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "size_bytes": self.size_bytes,
             "measured_time_us": round_sig(self.measured_time_us),
             "predicted_time_us": round_sig(self.prediction.time_s * 1e6),
-            "ratio": round_sig(self.ratio),
+            "pct_of_model_speed": round_sig(100 * self.ratio),
+            "model_wrong": self.model_wrong,
             "measured_busbw_gbps": round_sig(self.measured_busbw_gbps),
             "predicted_busbw_gbps": round_sig(self.prediction.busbw_gbps),
             "predicted_peak_busbw_gbps": round_sig(self.prediction.peak_busbw_gbps),
@@ -72,13 +88,18 @@ class BandVsModel:
     def largest(self) -> SizeVsModel:
         return self.sizes[-1]
 
+    @property
+    def model_wrong(self) -> bool:
+        return model_wrong(self.ratio_geomean)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "band": self.band,
             "n_sizes": len(self.sizes),
             "min_bytes": self.sizes[0].size_bytes,
             "max_bytes": self.largest.size_bytes,
-            "ratio_geomean": round_sig(self.ratio_geomean),
+            "pct_of_model_speed_geomean": round_sig(100 * self.ratio_geomean),
+            "model_wrong": self.model_wrong,
             "at_max_bytes": self.largest.to_dict(),
         }
 
@@ -108,7 +129,7 @@ class TopologyComparison:
         head = {
             "topology": self.topology,
             "origin": self.origin,
-            "ratio": RATIO,
+            "measure": f"{MEASURE} = {MEASURE_DEFINITION}",
             "ranks": self.group.ranks,
             "nodes": self.nodes,
             "ranks_per_node": self.ranks_per_node,

@@ -1,7 +1,7 @@
 """`collbench fit RUN...`: robust piecewise alpha-beta fits of runs' sweep rows.
 
 cli.py registers the command with `app.command("fit")(fit)`. Imports stay light (typer,
-pathlib): numpy and scipy load only when the command runs.
+pathlib, the vs_topology constants): numpy and scipy load only when the command runs.
 """
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+
+# the measure's name and definition, written once (light: no numpy or scipy behind it)
+from collbench.analysis.vs_topology import MEASURE, MEASURE_DEFINITION, MODEL_WRONG_SPEEDUP
 
 if TYPE_CHECKING:
     from collbench.analysis.fit import GroupFit
@@ -41,7 +44,7 @@ def fit(
         Optional[str],
         typer.Option(
             "--topology",
-            help="A catalog name or a YAML/TOML file: report each group's measured time as % of the cost model's prediction per size band. (default: the catalog topology the rows record, from sweep --topology)",
+            help=f"A catalog name or a YAML/TOML file: report each group's {MEASURE} = {MEASURE_DEFINITION} per size band; over {MODEL_WRONG_SPEEDUP:.0%} the model, not the fabric, is wrong. (default: the catalog topology the rows record, from sweep --topology)",
             show_default=False,
         ),
     ] = None,  # noqa: E501, UP045

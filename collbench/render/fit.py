@@ -14,7 +14,7 @@ from collbench.core.units import format_number, format_size
 
 if TYPE_CHECKING:
     from collbench.analysis.fit import CurveFit, GroupFit
-    from collbench.analysis.vs_topology import TopologyComparison
+    from collbench.analysis.vs_topology import SizeVsModel, TopologyComparison
 
 
 def render_fits(
@@ -68,7 +68,7 @@ def render_group(
     runs = f"{len(group.runs)} run" + ("s" if len(group.runs) != 1 else "")
     lines = [
         f"{key['collective']} | {key['backend']} | {key['world_size']} ranks | "
-        f"{key['dtype']} | {key['placement']} | topology {key['topology'] or '-'} | "
+        f"{key['dtype']} | {key['placement']} | {topology_text(key['topology'], versus)} | "
         f"knobs {group.knobs_digest} | {group.n_points} points from {runs}"
     ]
     versus_lines = [] if versus is None else _versus_lines(versus)
@@ -86,15 +86,62 @@ def render_group(
     )
 
 
+def topology_text(recorded: str | None, versus: TopologyComparison | None) -> str:
+    """The group header's topology: the one compared with, and the one the rows record."""
+    if versus is None or versus.topology == recorded:
+        return f"topology {recorded or '-'}"
+    rows_say = f"the rows record {recorded}" if recorded else "the rows record none"
+    return f"topology {versus.topology} (from --topology; {rows_say})"
+
+
+def alpha_text(curve: CurveFit, regime_index: int = 0, ci: bool = True) -> str:
+    """A regime's latency as `collbench fit` and the report show it: '9.23 us [9.211, 9.249]',
+    or '< 0.01 us (below the clock's resolution) [0, 2944]' when it is finer than the
+    clock could see (never as a number then)."""
+    regime = curve.regimes[regime_index]
+    low, high = regime.alpha_us_ci
+    interval = f" [{_latency(curve, low)}, {_latency(curve, high)}]" if ci else ""
+    if not curve.alpha_resolved(regime_index):
+        resolution = _num(curve.clock_resolution_us)
+        return f"< {resolution} us (below the clock's resolution){interval}"
+    return f"{_num(regime.alpha_us)} us{interval}"
+
+
+def quality_text(curve: CurveFit) -> str:
+    """One line: 'fit quality poor: reason; reason', or 'fit quality good'."""
+    quality = curve.quality
+    notes = "; ".join(quality.notes)
+    return f"fit quality {quality.verdict}" + (f": {notes}" if notes else "")
+
+
 def _summary(curve: CurveFit) -> list[str]:
+    peak_flag = ""
+    if curve.quality.peak_above_measured:
+        peak_flag = f" (!) above the highest measured {_num(curve.busbw_measured_max_gbps)} GB/s"
+    kept = curve.n_points - len(curve.outliers)
+    if curve.outliers:
+        goodness = (
+            f"fit on the {kept} kept points: {_goodness(curve.rmse_log_time, curve.r2_log_time)}; "
+            f"on all {curve.n_points}: "
+            f"{_goodness(curve.rmse_log_time_all, curve.r2_log_time_all)} (log time)"
+        )
+    else:
+        goodness = (
+            f"fit on all {curve.n_points} points: "
+            f"{_goodness(curve.rmse_log_time, curve.r2_log_time)} (log time)"
+        )
     return [
-        f"  alpha {_num(curve.alpha_us)} us {_ci(curve.alpha_us_ci)}   "
-        f"peak busbw {_num(curve.busbw_peak_gbps)} GB/s {_ci(curve.busbw_peak_gbps_ci)}   "
-        f"n_half {format_size(curve.n_half_bytes)}",
-        f"  fit: rms {100 * curve.rmse_log_time:.2f}% of time, r2 {curve.r2_log_time:.5f} "
-        f"(log time); busbw at {format_size(curve.regimes[-1].max_bytes)}: "
+        f"  alpha {alpha_text(curve)}   "
+        f"peak busbw {_num(curve.busbw_peak_gbps)} GB/s {_ci(curve.busbw_peak_gbps_ci)}"
+        f"{peak_flag}   n_half {format_size(curve.n_half_bytes)}",
+        f"  {goodness}; busbw at {format_size(curve.regimes[-1].max_bytes)}: "
         f"{_num(curve.busbw_at_max_bytes_gbps)} GB/s; CI 95% from the fit's Jacobian",
+        f"  {quality_text(curve)}",
     ]
+
+
+def _goodness(rms: float, r2: float) -> str:
+    return f"rms {100 * rms:.2f}% of time, r2 {r2:.5f}"
 
 
 def _regime_lines(curve: CurveFit) -> list[str]:
@@ -102,10 +149,8 @@ def _regime_lines(curve: CurveFit) -> list[str]:
     for number, regime in enumerate(curve.regimes, 1):
         span = f"{format_size(regime.min_bytes)} .. {format_size(regime.max_bytes)}"
         busbw = "latency" if curve.latency_bound(regime) else _num(regime.busbw_gbps)
-        lines.append(
-            f"  {number:>6}  {span:<23} {_num(regime.alpha_us):>10} "
-            f"{busbw:>11} {regime.n_points:>6}"
-        )
+        alpha = _latency(curve, regime.alpha_us)
+        lines.append(f"  {number:>6}  {span:<23} {alpha:>10} {busbw:>11} {regime.n_points:>6}")
     return lines
 
 
@@ -141,7 +186,9 @@ def _prediction_lines(curve: CurveFit, sizes: list[int]) -> list[str]:
 
 
 def _versus_lines(versus: TopologyComparison) -> list[str]:
-    """Per size band: measured as % of the topology's prediction (a ratio of times)."""
+    """Per size band: its geomean, then its largest size; one measure, % of model speed."""
+    from collbench.analysis.vs_topology import MEASURE, MEASURE_DEFINITION, MODEL_WRONG_SPEEDUP
+
     nodes = f"{versus.nodes} node" + ("s" if versus.nodes != 1 else "")
     head = (
         f"  vs topology {versus.topology} ({nodes} x {versus.ranks_per_node} ranks, "
@@ -151,32 +198,59 @@ def _versus_lines(versus: TopologyComparison) -> list[str]:
     if versus.skipped is not None:
         return [f"{head}: not compared, {versus.skipped}", *notes]
     lines = [
-        f"{head}: % = predicted time / measured time, over 100% is faster than the model",
+        f"{head}: {MEASURE} = {MEASURE_DEFINITION}; 100% = as fast as the model, over "
+        f"{MODEL_WRONG_SPEEDUP:.0%} = the model is wrong there",
         *notes,
     ]
     for band in versus.bands:
-        at = band.largest
         where = (
-            f"{format_size(band.sizes[0].size_bytes)} .. {format_size(at.size_bytes)}, "
+            f"{format_size(band.sizes[0].size_bytes)} .. {format_size(band.largest.size_bytes)}, "
             f"{len(band.sizes)} size" + ("s" if len(band.sizes) != 1 else "")
         )
-        model = at.prediction
-        if model.bottleneck == "latency":
-            detail = (
-                f"measured {_num(at.measured_time_us)} us vs predicted "
-                f"{_num(model.time_s * 1e6)} us = {at.ratio:.0%}"
-            )
-        else:
-            detail = (
-                f"measured busbw {_num(at.measured_busbw_gbps)} GB/s = {at.ratio:.0%} of "
-                f"predicted {_num(model.busbw_gbps)}"
-            )
-        lines.append(
-            f"    {band.band} ({where}): {band.ratio_geomean:.0%} geomean; at "
-            f"{format_size(at.size_bytes)} {detail} ({model.algorithm}, "
-            f"{model.bottleneck} bound)"
-        )
+        wrong = _model_wrong_text(band.ratio_geomean) if band.model_wrong else ""
+        lines.append(f"    {band.band} ({where}): {_pct(band.ratio_geomean)} (geomean){wrong}")
+        lines.append(f"      {_size_versus(band.largest)}")
     return lines
+
+
+def _size_versus(item: SizeVsModel) -> str:
+    """One size: its % of model speed, from the times (latency) or the busbw (bandwidth)."""
+    model = item.prediction
+    if model.bottleneck == "latency":
+        inputs = f"measured {_num(item.measured_time_us)} us, model {_num(model.time_s * 1e6)} us"
+    else:
+        inputs = (
+            f"measured busbw {_num(item.measured_busbw_gbps)} GB/s, model "
+            f"{_num(model.busbw_gbps)} GB/s"
+        )
+    if item.model_wrong:
+        why = f"({model.algorithm}, {model.bottleneck} term){_model_wrong_text(item.ratio)}"
+    else:
+        why = f"({model.algorithm}, {model.bottleneck} bound)"
+    return f"at {format_size(item.size_bytes)}: {_pct(item.ratio)}: {inputs} {why}"
+
+
+def _pct(ratio: float) -> str:
+    """0.9 -> '90% of model speed' (MEASURE, said the same way on every line)."""
+    from collbench.analysis.vs_topology import MEASURE
+
+    return f"{100 * ratio:.0f}{MEASURE}"
+
+
+def _model_wrong_text(ratio: float) -> str:
+    return (
+        f": measured {ratio:.1f}x faster than the model, so the model is wrong here, not "
+        "the fabric, and no bound"
+    )
+
+
+def _latency(curve: CurveFit, value: float) -> str:
+    """A latency or a bound of its interval; below the clock's resolution never a number."""
+    if value == 0:
+        return "0"
+    if value < curve.clock_resolution_us:
+        return f"<{_num(curve.clock_resolution_us)}"
+    return "inf" if value == float("inf") else _num(value)
 
 
 def _num(value: float) -> str:

@@ -189,19 +189,17 @@ def test_topology_reports_each_band_as_percent_of_the_model(tmp_path):
     assert done.exit_code == 0, done.output
     assert (
         "vs topology test-fabric (1 node x 8 ranks, 8 per scale-up domain): "
-        "% = predicted time / measured time"
+        "% of model speed = predicted time / measured time"
     ) in done.output
-    bands = [
-        line.strip()
-        for line in done.output.splitlines()
-        if line.strip().startswith(("small (", "medium (", "large ("))
-    ]
+    lines = [line.strip() for line in done.output.splitlines()]
+    bands = [line for line in lines if line.startswith(("small (", "medium (", "large ("))]
     assert [line.split(" (")[0] for line in bands] == ["small", "medium", "large"]
     assert bands[0].startswith("small (8 B .. 32 KiB, 13 sizes): ")
     # 1 GiB: the ring's bound is the 200 GB/s link (and 14 hops of 1 us), the synthetic run
     # reaches 180 (after 40 us of latency)
-    assert bands[2].endswith(
-        "at 1 GiB measured busbw 179.3 GB/s = 90% of predicted 199.7 (ring, scale_up bound)"
+    assert lines[lines.index(bands[2]) + 1] == (
+        "at 1 GiB: 90% of model speed: measured busbw 179.3 GB/s, model 199.7 GB/s "
+        "(ring, scale_up bound)"
     )
     assert "alpha 10 us" in done.output  # the fit is still there
 
@@ -215,18 +213,22 @@ def test_topology_json_adds_vs_topology_and_keeps_the_other_keys(tmp_path):
     (group,) = json.loads(done.output)
     versus = group.pop("vs_topology")
     assert [group] == plain
-    assert versus["ratio"] == "predicted_time / measured_time"
+    assert versus["measure"] == (
+        "% of model speed = predicted time / measured time (= measured busbw / predicted busbw)"
+    )
     assert (versus["topology"], versus["nodes"], versus["ranks_per_node"]) == ("test-fabric", 1, 8)
     assert [band["band"] for band in versus["bands"]] == ["small", "medium", "large"]
     large = versus["bands"][-1]
     predicted_us = 14 + 1.75 * 2**30 / 200e3  # 2(p-1) hops of 1 us, 2(p-1)/p S at 200 GB/s
-    assert large["at_max_bytes"]["ratio"] == pytest.approx(predicted_us / _time_us(2**30), rel=1e-5)
+    assert large["at_max_bytes"]["pct_of_model_speed"] == pytest.approx(
+        100 * predicted_us / _time_us(2**30), rel=1e-5
+    )
     assert large["at_max_bytes"]["predicted_peak_busbw_gbps"] == pytest.approx(200.0)
     assert large["at_max_bytes"]["algorithm"] == "ring"
     assert len(versus["sizes"]) == len(SIZES) and versus["notes"] == []
     first = versus["sizes"][0]
-    assert first["ratio"] == pytest.approx(
-        first["predicted_time_us"] / first["measured_time_us"], rel=1e-5
+    assert first["pct_of_model_speed"] == pytest.approx(
+        100 * first["predicted_time_us"] / first["measured_time_us"], rel=1e-5
     )
 
 

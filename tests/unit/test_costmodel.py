@@ -488,5 +488,5 @@ def test_compare_rows_ratio_is_predicted_over_measured_time():
     assert item.ratio == pytest.approx(0.5) and comparison.bands[0].band == "large"
     assert item.measured_busbw_gbps == pytest.approx(model.busbw_gbps / 2)
     data = comparison.to_dict()
-    assert data["ratio"] == "predicted_time / measured_time"
-    assert data["bands"][0]["ratio_geomean"] == pytest.approx(0.5)
+    assert data["measure"].startswith("% of model speed = predicted time / measured time")
+    assert data["bands"][0]["pct_of_model_speed_geomean"] == pytest.approx(50.0)
