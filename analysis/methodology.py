@@ -65,6 +65,10 @@ def describe_method(run: Run) -> dict[str, Any]:
     }
     for name in ("dtype", "op", "iters", "warmup", "world_size", "nodes", "ranks_per_node"):
         facts[name] = _one(rows, name)
+    for name in ("world_size", "nodes", "ranks_per_node"):
+        # rows without the placement (an older or partial import): meta.json still says it
+        if facts[name] is None:
+            facts[name] = getattr(meta, name)
     for name, value in (meta.versions or {}).items():
         if name != "collbench":
             facts[f"versions.{name}"] = value

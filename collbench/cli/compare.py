@@ -1,4 +1,5 @@
-"""`collbench compare`: finished runs size by size against a baseline.
+"""`collbench compare`: finished runs size by size against a baseline, and the CI gate
+`--fail-if-slower`.
 
 app.py registers it. Imports stay light (typer, pathlib): numpy and scipy load only when
 the command runs.
@@ -7,13 +8,27 @@ the command runs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from collbench.analysis.bands import BAND_NAMES, bands_legend
 from collbench.analysis.comparison import ALPHA
 from collbench.analysis.methodology import METHODOLOGY
-from collbench.cli.runs import load_run_dir
+from collbench.core.errors import EXIT_SLOWER
+
+if TYPE_CHECKING:
+    from collbench.analysis.compare_gate import GateResult, SizeSelection
+    from collbench.analysis.comparison import Comparison
+    from collbench.store.load import Run
+
+GATE_HELP = (
+    "CI gate: exit {code} when a size is slower than the baseline by more than PCT percent of "
+    "busbw (ratio below 1 - PCT/100) and, where the runs have per-iteration samples, the "
+    "slowdown is significant (Mann-Whitney U at --alpha, Holm-corrected over the sizes "
+    "checked, so noise does not fail the gate). Sizes without samples (imported logs) are "
+    "judged on PCT alone. Each offending size is one line on stderr."
+)
 
 
 def compare(
@@ -41,40 +56,145 @@ def compare(
             show_default=False,
         ),
     ] = ALPHA,
+    fail_if_slower: Annotated[
+        float | None,
+        typer.Option("--fail-if-slower", metavar="PCT", help=GATE_HELP.format(code=EXIT_SLOWER)),
+    ] = None,
+    band: Annotated[
+        str | None,
+        typer.Option(
+            "--band",
+            help=f"--fail-if-slower checks only these size bands ({', '.join(BAND_NAMES)}; "
+            f"comma-separated): {bands_legend()}.",
+        ),
+    ] = None,
+    sizes: Annotated[
+        str | None,
+        typer.Option(
+            "--sizes",
+            metavar="MIN:MAX",
+            help="--fail-if-slower checks only sizes in this range, inclusive (1M:1G, :64K, 16M:).",
+        ),
+    ] = None,
 ) -> None:
-    """Compare runs size by size: busbw ratio, whether the difference is significant, a
-    summary per size band, and every difference in how they were measured."""
-    from collbench.analysis.comparison import common_keys
+    """Compare runs size by size: busbw ratio and whether the difference is significant (both
+    on busbw, which normalises the world size), a summary per size band, and every difference
+    in how they were measured. With --fail-if-slower it is a CI gate."""
     from collbench.analysis.comparison import compare as compare_runs
-    from collbench.core.errors import SpecError
     from collbench.render.compare import render_comparisons
 
+    selection = _gate_selection(fail_if_slower, band, sizes)
+    if not 0 < alpha < 1:
+        raise _spec_error("--alpha", alpha, "must be between 0 and 1")
+    loaded = _load(runs)
+    comparisons = [compare_runs(loaded[0], candidate, alpha) for candidate in loaded[1:]]
+    paths = [run.path for run in loaded[1:]]
+    if strict:
+        _refuse_differing(comparisons, paths)
+    gate: list[GateResult] = []
+    if fail_if_slower is not None and selection is not None:
+        gate = _gate_results(comparisons, paths, fail_if_slower, selection)
+    print(render_comparisons(comparisons, loaded[0].path, paths, as_json=json_out))
+    if gate:
+        _report_gate(gate, paths)
+
+
+def _spec_error(flag: str, value: object, hint: str) -> Exception:
+    from collbench.core.errors import SpecError
+
+    return SpecError(flag, value, hint)
+
+
+def _usage_error(message: str) -> Exception:
+    from collbench.core.errors import SpecError
+
+    return SpecError.from_message(message)
+
+
+def _gate_selection(
+    threshold_pct: float | None, band: str | None, sizes: str | None
+) -> SizeSelection | None:
+    """The sizes --fail-if-slower checks; --band and --sizes only make sense with it."""
+    from collbench.analysis.compare_gate import SizeSelection, parse_bands, parse_size_range
+
+    if threshold_pct is None:
+        for flag, value in (("--band", band), ("--sizes", sizes)):
+            if value is not None:
+                raise _spec_error(flag, value, "only applies with --fail-if-slower PCT")
+        return None
+    if not 0 <= threshold_pct < 100:
+        raise _spec_error("--fail-if-slower", threshold_pct, "must be a percentage in [0, 100)")
+    if band is not None and sizes is not None:
+        raise _spec_error("--sizes", sizes, "and --band both pick sizes: give one of them")
+    if band is not None:
+        return parse_bands(band)
+    return parse_size_range(sizes) if sizes is not None else SizeSelection()
+
+
+def _load(runs: list[Path]) -> list[Run]:
+    from collbench.analysis.comparison import common_keys
+    from collbench.cli.runs import load_run_dir
+
     if len(runs) < 2:
-        raise SpecError(
+        raise _spec_error(
             "RUN",
             " ".join(map(str, runs)),
             "needs a baseline and at least one run to compare with it",
         )
-    if not 0 < alpha < 1:
-        raise SpecError("--alpha", alpha, "must be between 0 and 1")
     loaded = [load_run_dir(run) for run in runs]
     for candidate in loaded[1:]:
         if not common_keys(loaded[0], candidate):
-            raise SpecError(
+            raise _spec_error(
                 "RUN",
                 candidate.path,
                 f"has no (collective, placement, size) in "
                 f"common with {loaded[0].path}: nothing to compare",
             )
-    comparisons = [compare_runs(loaded[0], candidate, alpha) for candidate in loaded[1:]]
-    paths = [run.path for run in loaded[1:]]
-    print(render_comparisons(comparisons, loaded[0].path, paths, as_json=json_out))
-    differing = [item for item in comparisons if item.methodology_differs]
-    if strict and differing:
-        first = next(d for d in differing[0].differences if d.kind == "methodology")
-        raise SpecError(
-            "--strict",
-            True,
-            f"refuses runs measured differently: {first.field} "
-            f"{first.baseline!r} vs {first.candidate!r}",
-        )
+    return loaded
+
+
+def _refuse_differing(comparisons: list[Comparison], paths: list[str]) -> None:
+    """--strict: one line naming every methodology difference, before anything is printed."""
+    from collbench.render.compare import methodology_refusal
+
+    message = methodology_refusal(comparisons, paths)
+    if message:
+        raise _usage_error(message)
+
+
+def _gate_results(
+    comparisons: list[Comparison],
+    paths: list[str],
+    threshold_pct: float,
+    selection: SizeSelection,
+) -> list[GateResult]:
+    """--fail-if-slower on every candidate; a selection that checks nothing is refused."""
+    from collbench.analysis.compare_gate import check_slower
+
+    results = [check_slower(comparison, threshold_pct, selection) for comparison in comparisons]
+    for result, path in zip(results, paths, strict=True):
+        if not result.checks:
+            raise _usage_error(
+                f"--fail-if-slower: {selection.describe()} holds no size that both the baseline "
+                f"and {path} measured: the gate would check nothing"
+            )
+    return results
+
+
+def _report_gate(results: list[GateResult], paths: list[str]) -> None:
+    """The gate's lines on stderr; exit EXIT_SLOWER, one summary line, when a size failed."""
+    import sys
+
+    from collbench.analysis.comparison import SlowerThanAllowed
+    from collbench.render.compare import gate_lines, gate_summary
+
+    summaries = []
+    for result, path in zip(results, paths, strict=True):
+        lines = gate_lines(result, path)
+        if result.failed:
+            summaries.append(gate_summary(result, path))
+        else:
+            lines.append(f"{gate_summary(result, path)}: passed")
+        print("\n".join(lines), file=sys.stderr, flush=True)
+    if summaries:
+        raise SlowerThanAllowed("; ".join(summaries))

@@ -6,6 +6,7 @@ EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_USAGE = 2
 EXIT_WRONG_DATA = 3
+EXIT_SLOWER = 4  # compare --fail-if-slower found a regression
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 

@@ -11,9 +11,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from collbench.analysis.bands import bands_legend
+from collbench.core.units import format_number, format_size
+
+MIXED = (
+    "the per-iteration samples differ significantly, but their median moves against the "
+    "ratio (the table figures): no call either way"
+)
 
 if TYPE_CHECKING:
-    from collbench.analysis.comparison import Comparison
+    from collbench.analysis.compare_gate import GateCheck, GateResult
+    from collbench.analysis.comparison import Comparison, SizeComparison
 
 
 def render_comparisons(
@@ -33,16 +40,21 @@ def render_comparison(result: Comparison, base_path: str, cand_path: str) -> str
     lines = [
         f"# compare: baseline {base_path} ({result.baseline})",
         f"#      vs candidate {cand_path} ({result.candidate})",
+        f"# {result.quantity_note}",
     ]
-    method = [d for d in result.differences if d.kind == "methodology"]
+    method = result.methodology
     if method:
         lines += [
             "#",
             "# !!! METHODOLOGY DIFFERS: these runs were not measured the same way;",
             "# !!! the ratios below mix that difference with the system's:",
         ]
-        lines += [f"# !!!   {d.field}: {d.baseline} -> {d.candidate}" for d in method]
+        lines += [
+            f"# !!!   {d.field}: {_shown(d.baseline)} -> {_shown(d.candidate)}" for d in method
+        ]
     lines += _size_lines(result) + _band_lines(result)
+    if any(item.verdict == "mixed" for item in result.sizes):
+        lines.append(f"#   mixed: {MIXED}")
     environment = [d for d in result.differences if d.kind == "environment"]
     if environment:
         lines += ["#", "# environment differences (what is being compared):"]
@@ -55,6 +67,21 @@ def render_comparison(result: Comparison, base_path: str, cand_path: str) -> str
     ):
         lines += [f"# {label}: {entry}" for entry in keys]
     return "\n".join(lines)
+
+
+def methodology_refusal(comparisons: Sequence[Comparison], cand_paths: Sequence[str]) -> str:
+    """--strict's one line: every methodology difference, or "" when there is none."""
+    named = []
+    for comparison, path in zip(comparisons, cand_paths, strict=True):
+        found = ", ".join(
+            f"{diff.field} {_shown(diff.baseline)} vs {_shown(diff.candidate)}"
+            for diff in comparison.methodology
+        )
+        if found:
+            named.append(found if len(cand_paths) == 1 else f"{path}: {found}")
+    if not named:
+        return ""
+    return f"runs measured differently ({'; '.join(named)}); drop --strict to compare anyway"
 
 
 def _shown(value: Any) -> str:
@@ -70,15 +97,27 @@ def _size_lines(result: Comparison) -> list[str]:
             lines += [
                 "#",
                 f"# {item.collective} ({item.placement})",
-                "#        size   base busbw   cand busbw    ratio  verdict (p)",
+                "#        size   base busbw   cand busbw     ratio    base time    cand time"
+                "  verdict (p)",
+                "#         (B)       (GB/s)       (GB/s)                   (us)         (us)",
             ]
         p_value = f" (p={item.p_value:.3g})" if item.p_value is not None else ""
         lines.append(
-            f"{item.size_bytes:13d}  {item.baseline_busbw_gbps:11.4g}  "
-            f"{item.candidate_busbw_gbps:11.4g}  {item.ratio:7.3f}x  "
+            f"{item.size_bytes:13d}  {_figure(item.baseline_busbw_gbps):>11s}  "
+            f"{_figure(item.candidate_busbw_gbps):>11s}  {_ratio(item):>8s}  "
+            f"{_figure(item.baseline_time_us):>11s}  {_figure(item.candidate_time_us):>11s}  "
             f"{item.verdict}{p_value}"
         )
     return lines
+
+
+def _figure(value: float | None) -> str:
+    """Four significant digits, never a 0 that hides a small figure; - when there is none."""
+    return "-" if value is None else format_number(value, 4)
+
+
+def _ratio(item: SizeComparison) -> str:
+    return f"{item.ratio:.3f}x" if item.ratio == item.ratio else "-"
 
 
 def _band_lines(result: Comparison) -> list[str]:
@@ -93,3 +132,46 @@ def _band_lines(result: Comparison) -> list[str]:
             f"{band.geomean_ratio:7.3f}x over {band.sizes} size(s): {counts}"
         )
     return lines
+
+
+def gate_lines(result: GateResult, cand_path: str) -> list[str]:
+    """What --fail-if-slower found for one candidate: one line per size slower than the
+    threshold, failed or not (for stderr: stdout keeps the comparison)."""
+    head = f"--fail-if-slower {result.threshold_pct:g}: {cand_path}"
+    return [f"{head}: {_gate_entry(check, result.alpha)}" for check in result.slower]
+
+
+def gate_summary(result: GateResult, cand_path: str) -> str:
+    """One line: how many sizes failed out of how many were checked."""
+    failed, spared = len(result.failed), len(result.spared)
+    text = (
+        f"--fail-if-slower {result.threshold_pct:g}: {cand_path}: {failed} of "
+        f"{len(result.checks)} size(s) ({result.selection.describe()}) slower than the baseline "
+        f"by more than {result.threshold_pct:g}% busbw"
+    )
+    if spared:
+        text += f"; {spared} more as slow but not significantly (Holm), not failed"
+    return text
+
+
+def _gate_entry(check: GateCheck, alpha: float) -> str:
+    item = check.item
+    if item.quantity == "time":
+        figures = f"time {_figure(item.baseline_time_us)} -> {_figure(item.candidate_time_us)} us"
+    else:
+        figures = (
+            f"busbw {_figure(item.baseline_busbw_gbps)} -> "
+            f"{_figure(item.candidate_busbw_gbps)} GB/s"
+        )
+    if check.holm_p is None:
+        why = f"{item.verdict}: by the threshold alone"
+    else:
+        why = (
+            f"{item.verdict}, p={item.p_value:.3g}, Holm-corrected {check.holm_p:.3g} "
+            f"vs alpha {alpha:g}"
+        )
+    state = "FAILED" if check.failed else "not failed"
+    return (
+        f"{state}: {item.collective} {item.placement} {format_size(item.size_bytes)}: "
+        f"{figures} ({item.change_pct:+.1f}%; {why})"
+    )

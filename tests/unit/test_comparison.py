@@ -1,4 +1,7 @@
-"""collbench compare, the pure part: significance, bands, differences (synthetic runs)."""
+"""collbench compare, the pure part: significance, bands, differences (synthetic runs).
+
+More in test_compare_quantity.py (one quantity for ratio and verdict) and
+test_compare_gate.py (--fail-if-slower)."""
 
 import math
 
@@ -55,8 +58,9 @@ def _samples(mean, spread=0.02, n=20):
 
 
 def test_significance_calls_clear_differences_and_only_those():
-    assert significance(list(_samples(100)), list(_samples(80)))[0] == "faster"
-    assert significance(list(_samples(100)), list(_samples(125)))[0] == "slower"
+    # samples of a speed (busbw): higher is faster
+    assert significance(list(_samples(100)), list(_samples(125)))[0] == "faster"
+    assert significance(list(_samples(100)), list(_samples(80)))[0] == "slower"
     same = [significance(list(_samples(100)), list(_samples(100)))[0] for _ in range(20)]
     assert same.count("same") >= 17  # alpha 0.05: rarely a false call
     assert significance([], [1.0] * 10) == ("no samples", None)

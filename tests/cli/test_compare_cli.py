@@ -1,0 +1,147 @@
+"""collbench compare through its command line: the CI gate --fail-if-slower, --strict's one
+line, and two real 2-rank vs 4-rank gloo sweeps compared on one quantity.
+
+The quick tests call the console-script entry point in this process (the same argument
+parsing, error lines and exit codes, without a Python start per call); the real sweeps run
+as subprocesses."""
+
+import json
+import subprocess
+
+import pytest
+
+from collbench.analysis.comparison import EXIT_SLOWER
+from collbench.cli.app import main
+from tests.helpers import collbench as collbench_process
+from tests.rows import make_row, write_run
+
+SIZES = (1024, 65536, 1 << 20, 1 << 24)
+
+
+def _write(path, times_us, iters=20, world_size=2, spread=0.01):
+    rows = [
+        make_row(
+            run_id=path.name,
+            placement="in_place",
+            size_bytes=size,
+            time_us=time_us,
+            world_size=world_size,
+            iters=iters,
+            time_us_samples=[time_us * (1 + spread * (i % 5 - 2)) for i in range(iters)],
+        )
+        for size, time_us in times_us.items()
+    ]
+    meta = {"run_id": path.name, "timing_method": "perf_counter", "state": "completed"}
+    return str(write_run(path, rows, meta))
+
+
+@pytest.fixture
+def collbench(capsys):
+    """`collbench ARGS` in this process, as a CompletedProcess."""
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        with pytest.raises(SystemExit) as done:
+            main(list(args))
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["collbench", *args], done.value.code, out, err)
+
+    return run
+
+
+@pytest.fixture
+def runs(tmp_path):
+    base = _write(tmp_path / "base", dict.fromkeys(SIZES, 100.0))
+    # 20% less busbw at 1 MiB and 16 MiB, 3% less at 64 KiB, the same at 1 KiB
+    slow = _write(tmp_path / "slow", {1024: 100.0, 65536: 103.0, 1 << 20: 125.0, 1 << 24: 125.0})
+    return base, slow
+
+
+def test_fail_if_slower_names_each_offending_size_and_exits_4(collbench, runs):
+    done = collbench("compare", *runs, "--fail-if-slower", "10")
+    assert done.returncode == EXIT_SLOWER == 4, done.stderr
+    lines = done.stderr.strip().splitlines()
+    failed = [line for line in lines if ": FAILED: " in line]
+    assert [line.split(": FAILED: ")[1].split(":")[0] for line in failed] == [
+        "all_reduce in_place 1 MiB",
+        "all_reduce in_place 16 MiB",
+    ]
+    assert "-20.0%" in failed[0] and "slower, p=" in failed[0]
+    assert lines[-1].startswith("collbench: error: --fail-if-slower 10: ")
+    assert (
+        "2 of 4 size(s) (every size) slower than the baseline by more than 10% busbw" in lines[-1]
+    )
+    assert "# all_reduce (in_place)" in done.stdout  # the comparison itself is still printed
+
+
+def test_fail_if_slower_passes_under_the_threshold_and_outside_the_band(collbench, runs):
+    for extra in (["--fail-if-slower", "25"], ["--fail-if-slower", "10", "--band", "small"]):
+        done = collbench("compare", *runs, *extra, "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)[0]["quantity"] == "busbw"
+        assert done.stderr.strip().splitlines()[-1].endswith(": passed")
+    done = collbench("compare", *runs, "--fail-if-slower", "1", "--sizes", ":64K")
+    assert done.returncode == EXIT_SLOWER and "1 of 2 size(s) (sizes 0 B .. 64 KiB)" in done.stderr
+
+
+def test_without_the_gate_a_regression_still_exits_0(collbench, runs):
+    assert collbench("compare", *runs).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--band", "small"], "--band: 'small' only applies with --fail-if-slower PCT"),
+        (["--fail-if-slower", "5", "--band", "huge"], "is not a size band: use small, medium"),
+        (["--fail-if-slower", "5", "--sizes", "1G:1M"], "ends below where it starts"),
+        (["--fail-if-slower", "5", "--sizes", "1:2", "--band", "small"], "give one of them"),
+        (["--fail-if-slower", "120"], "must be a percentage in [0, 100)"),
+        (["--fail-if-slower", "5", "--sizes", "1G:"], "the gate would check nothing"),
+    ],
+)
+def test_bad_gate_input_is_one_line_and_exit_2(collbench, runs, extra, needle):
+    done = collbench("compare", *runs, *extra)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("collbench: error: ") and needle in lines[0]
+    assert done.stdout == ""
+
+
+def test_strict_refuses_in_one_plain_line(collbench, tmp_path):
+    base = _write(tmp_path / "a", {1024: 100.0})
+    other = _write(tmp_path / "b", {1024: 100.0}, iters=50, world_size=4)
+    done = collbench("compare", base, other, "--strict")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "collbench: error: runs measured differently (iters 20 vs 50, ranks_per_node 2 vs 4, "
+        "world_size 2 vs 4); drop --strict to compare anyway"
+    ]
+
+
+def test_help_documents_the_gate(collbench):
+    text = " ".join(collbench("compare", "--help").stdout.split())
+    assert "--fail-if-slower" in text and f"exit {EXIT_SLOWER}" in text
+    assert "Holm" in text and "--band" in text and "--sizes" in text
+
+
+@pytest.mark.slow  # two real gloo sweeps, ~15 s
+def test_real_2_and_4_rank_sweeps_compare_on_busbw(tmp_path):
+    paths = []
+    for ranks in (2, 4):
+        out = tmp_path / f"n{ranks}"
+        done = collbench_process(
+            "sweep", "-g", str(ranks), "--collective", "all_reduce", "--min-bytes", "1K",
+            "--max-bytes", "1M", "--iters", "10", "--warmup", "2", "--out", str(out), "--quiet",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        paths.append(str(out))
+    done = collbench_process("compare", *paths, "--json")
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads(done.stdout)
+    assert result["quantity"] == "busbw" and result["methodology_differs"]
+    assert {"world_size", "ranks_per_node"} <= {d["field"] for d in result["differences"]}
+    for item in result["sizes"]:
+        assert item["quantity"] == "busbw" and item["baseline_busbw_gbps"] > 0
+        direction = {"faster": item["ratio"] > 1, "slower": item["ratio"] < 1}
+        assert direction.get(item["verdict"], True), item
+    strict = collbench_process("compare", *paths, "--strict")
+    assert strict.returncode == 2 and "world_size 2 vs 4" in strict.stderr
