@@ -32,9 +32,10 @@ estimator itself is pure.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from collbench.analysis.memory import MemoryEstimate, memory_estimate
 from collbench.analysis.workload import Parallelism, Workload
 from collbench.core.errors import SpecError
 from collbench.topologies.schema import Topology
@@ -44,6 +45,8 @@ from collbench.topologies.schema import Topology
 # dropout, GeLU/SwiGLU and optimizer are memory bound. Overridable with --matmul-efficiency.
 DEFAULT_MATMUL_EFFICIENCY = 0.65
 MIB = 1 << 20
+# Where a collective's time came from: a measured curve, the cost model, or both.
+MEASURED, PREDICTED, MIXED, NOTHING_PRICED = "measured", "predicted", "measured+predicted", "-"
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class Priced:
 
     time_s: float
     source: str
+    measured: bool = False  # from a measured curve (else predicted by a model)
 
 
 # (collective, size_bytes per rank as nccl-tests counts it, ranks, stride) -> Priced
@@ -86,6 +90,7 @@ class CommKind:
     total_s: float
     exposed_s: float
     source: str
+    origin: str = NOTHING_PRICED  # MEASURED, PREDICTED, MIXED or NOTHING_PRICED
 
 
 @dataclass(frozen=True)
@@ -107,11 +112,20 @@ class Estimate:
     tokens_per_s: float
     model_tflops_per_accelerator: float
     what_if: dict[str, float] = field(default_factory=dict)  # name -> MFU
+    # name -> where a what-if's collective times came from (absent: none are paid)
+    what_if_origin: dict[str, str] = field(default_factory=dict)
     assumptions: tuple[str, ...] = ()
+    memory: MemoryEstimate | None = None
+    warnings: tuple[str, ...] = ()  # inputs that did not apply to this fabric, and why
 
     @property
     def exposed_comm_s(self) -> float:
         return sum(kind.exposed_s for kind in self.comm)
+
+    @property
+    def origin(self) -> str:
+        """Where the step's collective times came from, all kinds together."""
+        return combined_origin(kind.origin for kind in self.comm)
 
 
 def estimate(
@@ -160,7 +174,28 @@ def estimate(
         model_tflops_per_accelerator=model_flops / step.total_s / accelerators / 1e12,
         what_if={"perfect_overlap": mfu_ideal},
         assumptions=_assumptions(workload, options),
+        memory=memory_estimate(workload, topology.accelerator.memory_gib),
     )
+
+
+def combined_origin(origins: Iterable[str]) -> str:
+    """MEASURED or PREDICTED when every priced part agrees, MIXED when they do not."""
+    seen = {origin for origin in origins if origin != NOTHING_PRICED}
+    if not seen:
+        return NOTHING_PRICED
+    return seen.pop() if len(seen) == 1 else MIXED
+
+
+def _origin(*priced: Priced | _Bucketed) -> str:
+    return combined_origin(MEASURED if item.measured else PREDICTED for item in priced)
+
+
+def _sources(named: dict[str, Priced | _Bucketed]) -> str:
+    """One source when every collective's agrees, else each collective's own."""
+    sources = {item.source for item in named.values()}
+    if len(sources) == 1:
+        return sources.pop()
+    return "; ".join(f"{name} {item.source}" for name, item in named.items())
 
 
 def _peak_flops(workload: Workload, topology: Topology) -> float:
@@ -224,18 +259,20 @@ def _tp_comm(
     per_layer = 6 if run.recompute == "full" else 4
     size = run.micro_batch * run.seq * workload.model.hidden * run.activation_bytes
     if par.sequence_parallel:
-        gather = pricer("all_gather", size, par.tp, 1)
-        scatter = pricer("reduce_scatter", size, par.tp, 1)
-        one_s, source = gather.time_s + scatter.time_s, gather.source
+        named = {
+            "all_gather": pricer("all_gather", size, par.tp, 1),
+            "reduce_scatter": pricer("reduce_scatter", size, par.tp, 1),
+        }
         what = f"all_gather + reduce_scatter {_mb(size)} x {per_layer}/layer"
     else:
-        priced = pricer("all_reduce", size, par.tp, 1)
-        one_s, source = priced.time_s, priced.source
+        named = {"all_reduce": pricer("all_reduce", size, par.tp, 1)}
         what = f"all_reduce {_mb(size)} x {per_layer}/layer"
+    one_s = sum(priced.time_s for priced in named.values())
     layers = workload.layers_per_stage
     total_s = one_s * per_layer * layers * workload.microbatches
     hidden = 1.0 if hide_all else options.tp_overlap
-    return CommKind("tp", what, total_s, total_s * (1 - hidden), source)
+    exposed_s = total_s * (1 - hidden)
+    return CommKind("tp", what, total_s, exposed_s, _sources(named), _origin(*named.values()))
 
 
 def _pp_comm(workload: Workload, pricer: Pricer, hide_all: bool) -> CommKind:
@@ -254,6 +291,7 @@ def _pp_comm(workload: Workload, pricer: Pricer, hide_all: bool) -> CommKind:
         total_s,
         0.0 if hide_all else total_s,
         priced.source,
+        _origin(priced),
     )
 
 
@@ -282,6 +320,7 @@ def _dp_comm(
     reductions = m if par.zero >= 2 else 1
     windows = [(reduce, backward_s)] * reductions
     what = f"{reduce.collective} {_mb(grads)} x {reductions}"
+    named = {reduce.collective: reduce}
     if par.zero:
         gather = _bucketed(pricer, "all_gather", weights, par, bucket)
         # ZeRO 1/2 gather the updated weights once, beside the next step's first forward;
@@ -292,17 +331,19 @@ def _dp_comm(
             else [(gather, forward_s)]
         )
         what += f" + all_gather {_mb(weights)} x {2 * m if par.zero == 3 else 1}"
+        named["all_gather"] = gather
     what += f" in {par.dp_bucket_mb:g} MiB buckets" if bucket else " (one collective each)"
     total_s = sum(comm.time_s for comm, _ in windows)
+    source, origin = _sources(named), _origin(*named.values())
     if hide_all:
-        return CommKind("dp", what, total_s, 0.0, reduce.source), 0.0
+        return CommKind("dp", what, total_s, 0.0, source, origin), 0.0
     if not par.dp_overlap:
-        return CommKind("dp", what, total_s, total_s, reduce.source), 0.0
+        return CommKind("dp", what, total_s, total_s, source, origin), 0.0
     exposed_s = slowdown_s = 0.0
     for comm, window_s in windows:
         exposed, slowdown = _beside(comm, window_s, options)
         exposed_s, slowdown_s = exposed_s + exposed, slowdown_s + slowdown
-    return CommKind("dp", what, total_s, exposed_s, reduce.source), slowdown_s
+    return CommKind("dp", what, total_s, exposed_s, source, origin), slowdown_s
 
 
 @dataclass(frozen=True)
@@ -315,6 +356,7 @@ class _Bucketed:
     time_s: float
     edge_s: float
     source: str
+    measured: bool
 
 
 def _bucketed(
@@ -324,11 +366,12 @@ def _bucketed(
     as DDP/Megatron issue them, each paying its latency at its own size's bandwidth."""
     if not bucket_bytes or size_bytes <= bucket_bytes:
         whole = pricer(collective, size_bytes, par.dp, par.tp)
-        return _Bucketed(collective, whole.time_s, whole.time_s, whole.source)
+        return _Bucketed(collective, whole.time_s, whole.time_s, whole.source, whole.measured)
     full, rest = divmod(size_bytes, bucket_bytes)
     one = pricer(collective, bucket_bytes, par.dp, par.tp)
     last_s = pricer(collective, rest, par.dp, par.tp).time_s if rest else 0.0
-    return _Bucketed(collective, full * one.time_s + last_s, last_s or one.time_s, one.source)
+    total_s = full * one.time_s + last_s
+    return _Bucketed(collective, total_s, last_s or one.time_s, one.source, one.measured)
 
 
 def _beside(comm: _Bucketed, window_s: float, options: EstimateOptions) -> tuple[float, float]:

@@ -106,27 +106,80 @@ def _timed(row: ResultRow) -> bool:
     )
 
 
-def curve_pricer(curves: list[MeasuredCurve], topology: Topology, fallback: Pricer) -> Pricer:
+class CurvePricer:
     """Measured curves where one matches the group (collective, ranks, nodes); else the
     fallback. A curve of the same group shape is used even from a bigger cluster: one
-    collective's time depends on its own group, not on the rest of the machine."""
+    collective's time depends on its own group, not on the rest of the machine.
 
-    def price(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
-        nodes = nodes_spanned(topology, ranks, stride)
-        for measured in curves:
+    It remembers the groups it was asked about and the curves it used, so that a curve
+    no group matched can be named (`unused_curves`)."""
+
+    def __init__(
+        self, curves: Iterable[MeasuredCurve], topology: Topology, fallback: Pricer
+    ) -> None:
+        self.curves = list(curves)
+        self.topology = topology
+        self.fallback = fallback
+        self.groups: set[Group] = set()
+        self.used: set[int] = set()
+
+    def __call__(self, collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
+        nodes = nodes_spanned(self.topology, ranks, stride)
+        self.groups.add(Group(collective, ranks, nodes, stride))
+        for index, measured in enumerate(self.curves):
             if (measured.collective, measured.world_size, measured.nodes) == (
                 collective,
                 ranks,
                 nodes,
             ):
+                self.used.add(index)
                 tag = " (extrapolated)" if measured.curve.is_extrapolated(size_bytes) else ""
                 return Priced(
                     measured.curve.predict_time_us(size_bytes) * 1e-6,
                     f"measured {measured.run}{tag}",
+                    measured=True,
                 )
-        return fallback(collective, size_bytes, ranks, stride)
+        return self.fallback(collective, size_bytes, ranks, stride)
 
-    return price
+    def unused_curves(self) -> list[tuple[MeasuredCurve, str]]:
+        """Each curve no group matched, with why: no group runs its collective, none has
+        its rank count, or none spans its node count."""
+        return [
+            (curve, _why_unused(curve, self.groups))
+            for index, curve in enumerate(self.curves)
+            if index not in self.used
+        ]
+
+
+@dataclass(frozen=True, order=True)
+class Group:
+    """One collective group a step runs: `ranks` ranks `stride` apart over `nodes` nodes."""
+
+    collective: str
+    ranks: int
+    nodes: int
+    stride: int
+
+
+def _why_unused(curve: MeasuredCurve, groups: set[Group]) -> str:
+    same = sorted(group for group in groups if group.collective == curve.collective)
+    if not same:
+        runs = ", ".join(sorted({group.collective for group in groups})) or "no collective"
+        return f"the workload runs no {curve.collective} (it runs {runs})"
+    shapes = ", ".join(f"{group.ranks} ranks over {_count(group.nodes, 'node')}" for group in same)
+    if curve.world_size not in {group.ranks for group in same}:
+        return (
+            f"no {curve.collective} group of the workload has {curve.world_size} ranks "
+            f"(its groups: {shapes})"
+        )
+    return (
+        f"the workload's {curve.world_size}-rank {curve.collective} spans another node "
+        f"count than the curve's {_count(curve.nodes, 'node')} (its groups: {shapes})"
+    )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def probe_overlap(rows: Iterable[ResultRow], run: str, options: EstimateOptions) -> EstimateOptions:

@@ -9,6 +9,7 @@ command runs.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,10 +38,8 @@ from collbench.cli.options import (
 from collbench.core.errors import SpecError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from collbench.analysis.mfu_report import Fabric
-    from collbench.store.rows import ResultRow
+    from collbench.analysis.mfu_report import Fabric, Inputs
+    from collbench.store.load import Run
 
 _SHAPE = "Model shape (instead of --model)"
 _PAR = "Parallelism"
@@ -135,7 +134,8 @@ MFU_OPTIONS = (
     ),
     Option(
         ("--nodes",),
-        "Nodes of the first topology, to derive --dp (default: its file's node count).",
+        "Nodes of the first topology, to derive --dp (default: its file's node count); "
+        "with --dp, the two must agree.",
         kind=int,
         panel=_PAR,
     ),
@@ -244,23 +244,33 @@ MFU_OPTIONS = (
         panel=_EST,
     ),
     Option(
+        ("--allow-oversubscribed-memory",),
+        "Estimate a workload even when its memory per accelerator exceeds the fabric's "
+        "(warned, not refused).",
+        kind=bool,
+        default=False,
+        panel="Memory check",
+    ),
+    Option(
         ("--json",), "Print JSON instead of the table.", kind=bool, default=False, name="json_out"
     ),
 )
 
 
 def run_mfu(values: dict[str, Any]) -> None:
-    """Parse the workload and the fabrics, estimate each, print the table (or JSON)."""
-    from collbench.analysis.mfu_report import estimate_fabrics
+    """Parse the workload and the fabrics, estimate each, check that the workload fits
+    their memory, warn about inputs that do not apply, print the table (or JSON)."""
+    from collbench.analysis.mfu_report import check_memory, estimate_fabrics
     from collbench.render.mfu import render_mfu
 
     topologies = _topologies(values["topology"])
     workload = _workload(values, topologies[0])
-    options = _estimate_options(values)
+    inputs = _inputs(values)
     fabrics = _fabrics(workload, topologies, values["curves"] or [])
-    efficiency = values["comm_efficiency"]
-    given = {} if efficiency is None else {"comm_efficiency": efficiency}
-    estimates = estimate_fabrics(workload, fabrics, options, **given)
+    estimates = estimate_fabrics(workload, fabrics, inputs)
+    warnings = check_memory(estimates, values["allow_oversubscribed_memory"])
+    for text in [*warnings, *(text for result in estimates for text in result.warnings)]:
+        print(f"collbench: warning: {text}", file=sys.stderr)
     print(render_mfu(workload, estimates, as_json=values["json_out"]))
 
 
@@ -292,13 +302,30 @@ def _parallelism(values: dict[str, Any], first: Any) -> Parallelism:
         given["zero"] = 3
     parallelism = Parallelism(**given)  # checks tp and pp before they size anything
     dp, nodes = values["dp"], values["nodes"]
-    if dp is not None and nodes is not None:
-        raise SpecError("--nodes", nodes, "conflicts with --dp: --nodes only derives --dp")
     if nodes is not None and nodes < 1:
         raise SpecError("--nodes", nodes, "must be an integer >= 1")
     if dp is not None:
+        if nodes is not None:
+            _check_nodes_agree(first, nodes, parallelism)
         return parallelism
     return replace(parallelism, dp=_derive_dp(first, nodes, parallelism.tp * parallelism.pp))
+
+
+def _check_nodes_agree(topology: Any, nodes: int, parallelism: Parallelism) -> None:
+    """--nodes with --dp: they must describe the same job (the nodes its tp x pp x dp
+    accelerators fill on the first fabric)."""
+    per_node = topology.accelerators_per_node
+    world = parallelism.world_size
+    needed = -(-world // per_node)
+    if needed != nodes:
+        raise SpecError(
+            "--nodes",
+            nodes,
+            f"conflicts with --dp {parallelism.dp}: tp {parallelism.tp} x pp {parallelism.pp} "
+            f"x dp {parallelism.dp} = {world:,} accelerators fill {needed:,} node"
+            f"{'' if needed == 1 else 's'} of {per_node} on {topology.name}, not {nodes:,} "
+            f"({nodes * per_node:,} accelerators); give one of them or make them agree",
+        )
 
 
 def _model(values: dict[str, Any]) -> Model:
@@ -357,15 +384,20 @@ def _derive_dp(topology: Any, nodes: int | None, model_parallel: int) -> int:
     return accelerators // model_parallel
 
 
-def _estimate_options(values: dict[str, Any]) -> EstimateOptions:
+def _inputs(values: dict[str, Any]) -> Inputs:
     """What the estimator assumes, with the overlap an --overlap run measured."""
     from collbench.analysis.mfu_inputs import probe_overlap
+    from collbench.analysis.mfu_report import Inputs
 
     options = EstimateOptions(**given_fields(EstimateOptions, MFU_OPTIONS, values))
+    efficiency = values["comm_efficiency"]
+    given = {} if efficiency is None else {"comm_efficiency": efficiency}
     overlap = values["overlap"]
-    if overlap is not None:
-        options = probe_overlap(_rows(overlap, "--overlap"), str(overlap), options)
-    return options
+    if overlap is None:
+        return Inputs(options, **given)
+    run = _run(overlap, "--overlap")
+    options = probe_overlap(run.rows, str(overlap), options)
+    return Inputs(options, overlap_run=run, **given)
 
 
 def _fabrics(workload: Workload, topologies: list[Any], curves: list[str]) -> list[Fabric]:
@@ -384,11 +416,10 @@ def _fabrics(workload: Workload, topologies: list[Any], curves: list[str]) -> li
         runs.setdefault(name, []).append(run)
     fabrics = []
     for topology in topologies:
-        own = [*runs.get(topology.name, []), *_file_curves(topology)]
-        measured = [
-            curve for run in own for curve in fit_measured_curves(_rows(Path(run), "--curves"), run)
-        ]
-        fabrics.append(Fabric(sized_for(workload, topology), tuple(measured)))
+        own = [_run(Path(run), "--curves") for run in runs.get(topology.name, [])]
+        own += [_run(Path(run), "--curves") for run in _file_curves(topology)]
+        measured = [curve for run in own for curve in fit_measured_curves(run.rows, run.path)]
+        fabrics.append(Fabric(sized_for(workload, topology), tuple(measured), tuple(own)))
     return fabrics
 
 
@@ -401,8 +432,8 @@ def _file_curves(topology: Any) -> list[str]:
     return [str(base / topology.curves)]
 
 
-def _rows(run: Path, option: str) -> Sequence[ResultRow]:
-    """A run's rows; SpecError naming `option` when it holds none."""
+def _run(run: Path, option: str) -> Run:
+    """A run's meta and rows; SpecError naming `option` when it holds no rows."""
     from collbench.store.load import load_run
 
-    return load_run(run, option).rows
+    return load_run(run, option)

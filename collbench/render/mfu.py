@@ -10,8 +10,19 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from collbench.analysis.mfu import Estimate
+from collbench.analysis.memory import GIB, breakdown_text
+from collbench.analysis.mfu import (
+    MEASURED,
+    MIXED,
+    NOTHING_PRICED,
+    PREDICTED,
+    Estimate,
+    combined_origin,
+)
 from collbench.analysis.workload import Workload
+
+# The tag a number gets after it, saying where the collective times under it came from.
+ORIGIN_TAGS = {PREDICTED: "p", MEASURED: "m", MIXED: "m+p", NOTHING_PRICED: ""}
 
 
 def render_mfu(workload: Workload, estimates: Sequence[Estimate], as_json: bool = False) -> str:
@@ -62,6 +73,7 @@ def _estimate_json(result: Estimate) -> dict[str, Any]:
         "nodes": result.nodes,
         "accelerators": result.accelerators,
         "peak_tflops": result.peak_tflops,
+        "priced_by": result.origin,
         "mfu": result.mfu,
         "hfu": result.hfu,
         "mfu_loss_comm": result.mfu_loss_comm,
@@ -76,30 +88,37 @@ def _estimate_json(result: Estimate) -> dict[str, Any]:
             "compute_slowdown_s": result.slowdown_s,
         },
         "collectives": {
-            kind.kind: {"what": kind.collectives, "priced": kind.source} for kind in result.comm
+            kind.kind: {"what": kind.collectives, "priced": kind.source, "priced_by": kind.origin}
+            for kind in result.comm
         },
+        "memory_per_accelerator": None if result.memory is None else result.memory.to_dict(),
         "what_if_mfu": result.what_if,
+        "what_if_priced_by": result.what_if_origin,
         "assumptions": list(result.assumptions),
+        "warnings": list(result.warnings),
     }
 
 
 def render_table(workload: Workload, estimates: Sequence[Estimate]) -> str:
     """Fabrics side by side, one column each: the step, its breakdown, MFU and what-ifs."""
     rows: list[tuple[str, Any]] = [
+        ("collectives priced by", lambda e: e.origin.replace(NOTHING_PRICED, "nothing")),
         ("accelerators (nodes)", lambda e: f"{e.accelerators} ({e.nodes})"),
         ("peak TFLOP/s", lambda e: f"{e.peak_tflops:,.0f}"),
-        ("step time (s)", lambda e: f"{e.step_time_s:.3f}"),
+        ("memory per acc. (GiB)", _memory),
+        ("step time (s)", _tagged(lambda e: f"{e.step_time_s:.3f}")),
         ("  compute", lambda e: _share(e.compute_s, e)),
-        ("  pipeline bubble", lambda e: _share(e.bubble_s, e)),
+        # The bubble idles for the stages' exposed TP and PP; the slowdown is DP's.
+        ("  pipeline bubble", _tagged(lambda e: _share(e.bubble_s, e), "tp", "pp")),
         *[(f"  exposed {kind}", _exposed(kind)) for kind in ("tp", "pp", "dp")],
-        ("  compute slowdown", lambda e: _share(e.slowdown_s, e)),
-        ("MFU", lambda e: f"{e.mfu:.1%}"),
-        ("HFU (with recompute)", lambda e: f"{e.hfu:.1%}"),
-        ("MFU lost to exposed comm", lambda e: f"{e.mfu_loss_comm:.1%}"),
-        ("model TFLOP/s per acc.", lambda e: f"{e.model_tflops_per_accelerator:.0f}"),
-        ("tokens/s", lambda e: f"{e.tokens_per_s:,.0f}"),
+        ("  compute slowdown", _tagged(lambda e: _share(e.slowdown_s, e), "dp")),
+        ("MFU", _tagged(lambda e: f"{e.mfu:.1%}")),
+        ("HFU (with recompute)", _tagged(lambda e: f"{e.hfu:.1%}")),
+        ("MFU lost to exposed comm", _tagged(lambda e: f"{e.mfu_loss_comm:.1%}")),
+        ("model TFLOP/s per acc.", _tagged(lambda e: f"{e.model_tflops_per_accelerator:.0f}")),
+        ("tokens/s", _tagged(lambda e: f"{e.tokens_per_s:,.0f}")),
         ("what if: perfect overlap", lambda e: f"{e.what_if['perfect_overlap']:.1%}"),
-        ("what if: 2x scale-out", lambda e: f"{e.what_if['scale_out_2x']:.1%}"),
+        ("what if: 2x scale-out", _what_if("scale_out_2x")),
     ]
     header = ["", *(result.topology for result in estimates)]
     body = [[label, *(cell(result) for result in estimates)] for label, cell in rows]
@@ -111,14 +130,55 @@ def render_table(workload: Workload, estimates: Sequence[Estimate]) -> str:
         )
         for line in [header, *body]
     ]
-    return "\n".join([_headline(workload), "", *lines, "", *_notes(estimates)])
+    legend = (
+        "p: from predicted collective times (topology cost model); m: from measured curves "
+        "(--curves); m+p: both; untagged: no collective time in it"
+    )
+    return "\n".join([_headline(workload), "", *lines, legend, "", *_notes(estimates)])
+
+
+def _tag(text: str, origin: str) -> str:
+    tag = ORIGIN_TAGS.get(origin, origin)
+    return f"{text} {tag}" if tag else text
+
+
+def _tagged(cell: Any, *kinds: str) -> Any:
+    """A cell whose figure depends on the collective times of `kinds` (default: all of
+    the step's), tagged with their origin."""
+
+    def tagged(result: Estimate) -> str:
+        if not kinds:
+            return _tag(cell(result), result.origin)
+        origin = combined_origin(c.origin for c in result.comm if c.kind in kinds)
+        return _tag(cell(result), origin)
+
+    return tagged
 
 
 def _exposed(kind: str) -> Any:
     def cell(result: Estimate) -> str:
-        return _share(next(c.exposed_s for c in result.comm if c.kind == kind), result)
+        comm = next(c for c in result.comm if c.kind == kind)
+        return _tag(_share(comm.exposed_s, result), comm.origin)
 
     return cell
+
+
+def _what_if(name: str) -> Any:
+    def cell(result: Estimate) -> str:
+        return _tag(f"{result.what_if[name]:.1%}", result.what_if_origin.get(name, ""))
+
+    return cell
+
+
+def _memory(result: Estimate) -> str:
+    memory = result.memory
+    if memory is None:
+        return "-"
+    total = f"{memory.total_bytes / GIB:,.1f}"
+    if memory.capacity_bytes is None:
+        return f"{total} of ?"
+    capacity = f"{total} of {memory.capacity_bytes / GIB:,.4g}"
+    return capacity if memory.fits else f"{capacity} OVER"
 
 
 def _share(seconds: float, result: Estimate) -> str:
@@ -154,4 +214,22 @@ def _notes(estimates: Sequence[Estimate]) -> list[str]:
             f"{kind.kind} {kind.source}" for kind in result.comm if kind.total_s > 0
         )
         notes.append(f"  {result.topology}: {sources or 'nothing to price'}")
+    notes += _memory_notes(estimates)
     return notes + [f"assumed: {text}" for text in first.assumptions]
+
+
+def _memory_notes(estimates: Sequence[Estimate]) -> list[str]:
+    """The per-accelerator memory estimate (the same on every fabric), and the fabrics
+    that do not say their accelerators' memory."""
+    memory = estimates[0].memory
+    if memory is None:
+        return []
+    notes = [
+        f"memory per accelerator (first pipeline stage, {memory.in_flight:g} micro-batch"
+        f"{'' if memory.in_flight == 1 else 'es'} of activations): {breakdown_text(memory)}; "
+        "a lower bound (CUDA context, fragmentation and buffers come on top)"
+    ]
+    unknown = [e.topology for e in estimates if e.memory and e.memory.capacity_bytes is None]
+    if unknown:
+        notes.append(f"  not checked against {', '.join(unknown)}: no accelerator.memory_gib given")
+    return notes
