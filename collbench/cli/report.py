@@ -10,11 +10,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from collbench.cli.runs import load_run_dir
+
+if TYPE_CHECKING:
+    from collbench.store.load import Run
 
 # --format: what each writes; the first is the default.
 _REPORT_FORMATS = {
@@ -29,7 +32,7 @@ def report(
     runs: Annotated[
         list[Path],
         typer.Argument(
-            help="Run directories (sweeps, imports, overlap probes); several are overlaid.",
+            help="Run directories (sweeps, imports, overlap probes); several are overlaid, and each is compared with the first.",
             metavar="RUN...",
             show_default=False,
         ),
@@ -52,19 +55,52 @@ def report(
             show_default=False,
         ),
     ] = REPORT_FORMATS[0],
+    topology: Annotated[
+        Optional[str],
+        typer.Option(
+            "--topology",
+            metavar="NAME|FILE",
+            help="A catalog name or a YAML/TOML file, as for fit --topology: draw its cost model's busbw (at link rate) on the busbw charts.",
+            show_default=False,
+        ),
+    ] = None,  # noqa: E501, UP045
+    labels: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--label",
+            metavar="RUN=NAME",
+            help="RUN=NAME: call a run NAME in legends and headings (RUN as given, its directory name or run id). Repeatable.",
+            show_default=False,
+        ),
+    ] = None,  # noqa: E501, UP045
+    title: Annotated[
+        Optional[str],
+        typer.Option(
+            "--title",
+            metavar="TEXT",
+            help="The report's title. (default: collbench report: and the run names)",
+            show_default=False,
+        ),
+    ] = None,  # noqa: UP045
 ) -> None:
     """Write a report: busbw and latency charts with fitted curves and regimes, overlays of
-    several runs, overlap-probe charts, and each run's provenance."""
+    several runs compared with the first, overlap-probe charts, and each run's provenance."""
     from collbench.core.errors import SpecError
-    from collbench.render.report import build_report, render_html, render_markdown
+    from collbench.render.report import ReportOptions, build_report, render_html, render_markdown
+    from collbench.topologies.loader import load_topology
 
     if report_format not in REPORT_FORMATS:
         raise SpecError("--format", report_format, f"is not one of {', '.join(REPORT_FORMATS)}")
     if not runs:
         raise SpecError("RUN", "", "names no run directory")
+    if title is not None and not title.strip():
+        raise SpecError("--title", title, "is empty")
     out = Path(out) if out is not None else Path(f"report.{report_format}")
     _check_report_out(out, report_format)
-    document = build_report([load_run_dir(run) for run in runs])
+    fabric = None if topology is None else load_topology(topology)
+    loaded = [load_run_dir(run) for run in runs]
+    options = ReportOptions(title, parse_labels(labels or [], runs, loaded), fabric)
+    document = build_report(loaded, options)
     if report_format == "html":
         _write_report({out: render_html(document).encode()}, out)
     else:
@@ -73,6 +109,40 @@ def report(
             {**{out.parent / name: png for name, png in images.items()}, out: text.encode()}, out
         )
     print(f"# Report: {out} ({len(document.charts)} charts)", flush=True)
+
+
+def parse_labels(values: list[str], runs: list[Path], loaded: list[Run]) -> dict[str, str]:
+    """--label RUN=NAME values as {run path: NAME}; SpecError for a value without '=', an
+    empty NAME, a RUN that names no run given (or several), a run labelled twice, or one
+    NAME for two runs."""
+    from collbench.core.errors import SpecError
+
+    labels: dict[str, str] = {}
+    for value in values:
+        which, sep, name = value.partition("=")
+        if not sep or not which or not name.strip():
+            raise SpecError("--label", value, "needs RUN=NAME, e.g. --label results/run-1=baseline")
+        matches = [
+            run for given, run in zip(runs, loaded, strict=True) if _names(which, given, run)
+        ]
+        if not matches:
+            given = ", ".join(str(run) for run in runs)
+            raise SpecError("--label", value, f"names no run given (the runs are {given})")
+        if len(matches) > 1:
+            raise SpecError("--label", value, f"matches {len(matches)} runs; give the path")
+        if matches[0].path in labels:
+            raise SpecError("--label", value, f"labels {matches[0].path} a second time")
+        if name.strip() in labels.values():
+            raise SpecError("--label", value, "gives a name another run has; names must differ")
+        labels[matches[0].path] = name.strip()
+    return labels
+
+
+def _names(which: str, given: Path, run: Run) -> bool:
+    """Whether RUN in --label RUN=NAME is this run: as given, the same folder, its name or id."""
+    if which in (str(given), given.name, run.run_id):
+        return True
+    return Path(which).exists() and Path(which).resolve() == given.resolve()
 
 
 def _check_report_out(out: Path, report_format: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from collbench.core.stats import median
 from collbench.core.units import format_number, format_size
 from collbench.store.rows import ProbeRow, ResultRow
 
@@ -20,18 +21,42 @@ COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e3
 LABEL_MAX_CHARS = 40  # longer run labels are shortened in the middle in legends
 HEADROOM = 1.3  # y range above the data, kept free for the regime labels
 LEGEND_CHARS_PER_IN = 14  # legend text at 8 pt, with room to spare
+# Size labels: every STEP-th power of two down from the largest is labelled (the first step
+# whose labels keep LABEL_GAP_PX apart); the others keep an unlabelled tick.
+LABEL_STEPS = (1, 2, 5, 10, 20)
+LABEL_GAP_PX = 6
+MODEL_COLOR = "#333333"
+MODEL_CLIP = 3.0  # a model curve above this many times the measured peak runs off the chart
 
 
 @dataclass(frozen=True)
 class Series:
-    """One run's rows of one collective and placement, with its fit (a CurveFit or None)."""
+    """One run's rows of one collective and placement, with its fit (a CurveFit or None).
+
+    alpha_texts: each regime's latency as the report says it (a latency below the clock's
+    resolution is not a number); poor: the fit explains its data badly (flagged in the legend).
+    """
 
     label: str
     rows: list[ResultRow]
     fit: Any = None
+    alpha_texts: tuple[str, ...] = ()
+    latency_us: float | None = None  # the latency line to draw (None: no number to draw)
+    poor: bool = False
 
 
-def _pyplot():
+@dataclass(frozen=True)
+class ModelCurve:
+    """A cost model's busbw over sizes (a topology's bound or prediction), drawn dashed."""
+
+    label: str
+    sizes: tuple[float, ...]
+    busbw_gbps: tuple[float, ...]
+    series_index: int | None = None  # drawn in that series' color; None: one shared by several
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (no display), imported on first use."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -58,18 +83,58 @@ def short(label: str, limit: int = LABEL_MAX_CHARS) -> str:
     return label[:keep] + "\u2026" + label[-(limit - 1 - keep) :]
 
 
-def _size_axis(axes: Any, sizes: Sequence[float]) -> None:
+def size_axis(axes: Any, sizes: Sequence[float]) -> None:
+    """A log2 size axis from the smallest to the largest size (all > 0), a tick on every
+    power of two; `save_png` then labels as many as fit (`thin_size_labels`)."""
     axes.set_xscale("log", base=2)
     low, high = min(sizes), max(sizes)
-    ticks = [2.0**k for k in range(int(np.floor(np.log2(low))), int(np.ceil(np.log2(high))) + 1)]
-    step = max(1, len(ticks) // 12)  # at most ~12 labels
-    axes.set_xticks(ticks[::step])
-    axes.set_xticklabels([size_label(t) for t in ticks[::step]])
+    exponents = range(int(np.floor(np.log2(low))), int(np.ceil(np.log2(high))) + 1)
+    axes.set_xticks([2.0**k for k in exponents], [size_label(2.0**k) for k in exponents])
     axes.set_xlabel("message size (bytes, nccl-tests convention)")
     axes.grid(True, which="major", alpha=0.3)
 
 
-def _legend_below(axes: Any, handles: list[Any], labels: list[str]) -> None:
+def thin_size_labels(axes: Any) -> bool:
+    """Label every LABEL_STEPS-th power of two on a size axis, the first step whose labels
+    keep LABEL_GAP_PX apart at the axes' current width; the other powers keep an unlabelled
+    tick. Labels turn vertical only when no step leaves two labels that fit (True then)."""
+    from matplotlib.ticker import NullFormatter
+
+    renderer = axes.figure.canvas.get_renderer()
+    font = axes.xaxis.get_major_ticks()[0].label1.get_fontproperties()
+    ticks = [tick for tick in axes.get_xticks() if tick > 0]
+    exponents = [round(np.log2(tick)) for tick in ticks]
+    chosen, rotate = ticks, True
+    for step in LABEL_STEPS:  # counted from the largest size, which always has its label
+        labelled = [2.0**k for k in exponents if (exponents[-1] - k) % step == 0]
+        if len(labelled) < 2:
+            break
+        chosen = labelled
+        if _labels_fit(axes, labelled, renderer, font):
+            rotate = False
+            break
+    axes.set_xticks(chosen, [size_label(tick) for tick in chosen])
+    axes.set_xticks([tick for tick in ticks if tick not in chosen], minor=True)
+    axes.xaxis.set_minor_formatter(NullFormatter())
+    if rotate:
+        axes.tick_params(axis="x", which="major", labelrotation=90)
+    return rotate
+
+
+def _labels_fit(axes: Any, ticks: list[float], renderer: Any, font: Any) -> bool:
+    """Whether the size labels at these ticks, centred on them, keep LABEL_GAP_PX apart."""
+    xs = axes.transData.transform([(tick, 1.0) for tick in ticks])[:, 0]
+    widths = [
+        renderer.get_text_width_height_descent(size_label(tick), font, ismath=False)[0]
+        for tick in ticks
+    ]
+    return all(
+        right_x - left_x >= (left_w + right_w) / 2 + LABEL_GAP_PX
+        for left_x, right_x, left_w, right_w in zip(xs, xs[1:], widths, widths[1:], strict=False)
+    )
+
+
+def legend_below(axes: Any, handles: list[Any], labels: list[str]) -> None:
     """The legend under the axes: it never covers data or the regime labels. As many
     columns as fit in the figure's width, so every chart keeps the same width."""
     from matplotlib.legend_handler import HandlerTuple
@@ -88,28 +153,64 @@ def _legend_below(axes: Any, handles: list[Any], labels: list[str]) -> None:
     )
 
 
-def _png(figure: Any) -> bytes:
+def save_png(figure: Any) -> bytes:
+    """The figure as PNG bytes, laid out (size labels thinned to fit), then closed."""
     buffer = io.BytesIO()
     figure.tight_layout()
+    # a size axis: label what fits at the final width (vertical labels need a new layout)
+    rotated = [thin_size_labels(axes) for axes in figure.axes if axes.get_xscale() == "log"]
+    if any(rotated):
+        figure.tight_layout()
     # bbox "tight": the canvas grows to hold a legend placed outside the axes
     figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.15)
-    _pyplot().close(figure)
+    pyplot().close(figure)
     return buffer.getvalue()
 
 
-def busbw_chart(title: str, series: Sequence[Series]) -> bytes:
-    """busbw vs size: measured points, fitted curve, regime boundaries and outliers.
+def busbw_chart(title: str, series: Sequence[Series], models: Sequence[ModelCurve] = ()) -> bytes:
+    """busbw vs size: measured points, fitted curve, regime boundaries and outliers, and
+    any cost-model curves (dashed; one far above the data runs off the top, its legend
+    saying so).
 
     Regimes are drawn for the first series with a fit (in its color); one legend entry per
     run (points and fitted line together).
     """
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=FIGSIZE_IN)
-    sizes_all: list[float] = []
-    busbw_all: list[float] = []
     handles: list[Any] = []
     labels: list[str] = []
+    sizes_all, busbw_all = _draw_measured(axes, series, handles, labels)
+    top = _draw_models(axes, models, max(busbw_all, default=0.0), handles, labels)
+    if not sizes_all:  # no measured size above 0: the models' sizes make the axis
+        sizes_all = [size for model in models for size in model.sizes]
+    if sizes_all:
+        size_axis(axes, sizes_all)
+        axes.set_ylim(0, max(top, 1e-9) * HEADROOM)
     regimes_of = next((index for index, item in enumerate(series) if item.fit is not None), None)
+    if regimes_of is not None:
+        item = series[regimes_of]
+        color = COLORS[regimes_of % len(COLORS)]
+        handles.append(_draw_regimes(axes, item.fit, color, item.alpha_texts))
+        labels.append(f"regimes of {short(item.label)}")
+    if any(item.fit is not None and item.fit.outliers for item in series):
+        (ring,) = axes.plot(
+            [], [], "o", markersize=10, markerfacecolor="none", markeredgecolor="#444444"
+        )
+        handles.append(ring)
+        labels.append("outlier (left out of the fit)")
+    axes.set_ylabel("bus bandwidth (GB/s)")
+    axes.set_title(title)
+    legend_below(axes, handles, labels)
+    return save_png(figure)
+
+
+def _draw_measured(
+    axes: Any, series: Sequence[Series], handles: list[Any], labels: list[str]
+) -> tuple[list[float], list[float]]:
+    """Each series' points (sizes above 0) and fitted curve, a legend entry each (a poor
+    fit flagged); the sizes and busbw drawn."""
+    sizes_all: list[float] = []
+    busbw_all: list[float] = []
     for index, item in enumerate(series):
         color = COLORS[index % len(COLORS)]
         points = sorted((row.size_bytes, row.busbw_gbps) for row in item.rows if row.size_bytes > 0)
@@ -123,26 +224,32 @@ def busbw_chart(title: str, series: Sequence[Series]) -> bytes:
             handles.append(marks)
             labels.append(f"{short(item.label)} (no fit)")
             continue
-        line = _draw_fit(axes, item.fit, color)
-        handles.append((marks, line))
-        labels.append(f"{short(item.label)}: fit peak {number(item.fit.busbw_peak_gbps)} GB/s")
-    if sizes_all:
-        _size_axis(axes, sizes_all)
-        axes.set_ylim(0, max(max(busbw_all), 1e-9) * HEADROOM)
-    if regimes_of is not None:
-        item = series[regimes_of]
-        handles.append(_draw_regimes(axes, item.fit, COLORS[regimes_of % len(COLORS)]))
-        labels.append(f"regimes of {short(item.label)}")
-    if any(item.fit is not None and item.fit.outliers for item in series):
-        (ring,) = axes.plot(
-            [], [], "o", markersize=10, markerfacecolor="none", markeredgecolor="#444444"
+        handles.append((marks, _draw_fit(axes, item.fit, color)))
+        poor = " (POOR FIT)" if item.poor else ""
+        labels.append(
+            f"{short(item.label)}: fit peak {number(item.fit.busbw_peak_gbps)} GB/s{poor}"
         )
-        handles.append(ring)
-        labels.append("outlier (left out of the fit)")
-    axes.set_ylabel("bus bandwidth (GB/s)")
-    axes.set_title(title)
-    _legend_below(axes, handles, labels)
-    return _png(figure)
+    return sizes_all, busbw_all
+
+
+def _draw_models(
+    axes: Any, models: Sequence[ModelCurve], top: float, handles: list[Any], labels: list[str]
+) -> float:
+    """The model curves, dashed; the chart's new top (a curve above MODEL_CLIP times the
+    measured top runs off the chart, and its legend says so)."""
+    measured_top = top
+    for model in models:
+        if not model.sizes:
+            continue
+        index = model.series_index
+        color = MODEL_COLOR if index is None else COLORS[index % len(COLORS)]
+        (line,) = axes.plot(model.sizes, model.busbw_gbps, "--", color=color, linewidth=1.3)
+        handles.append(line)
+        peak = max(model.busbw_gbps)
+        shown = peak <= MODEL_CLIP * measured_top or measured_top == 0
+        labels.append(model.label + ("" if shown else " (above the chart)"))
+        top = max(top, peak) if shown else top
+    return top
 
 
 def _draw_fit(axes: Any, fit: Any, color: str) -> Any:
@@ -171,8 +278,9 @@ def _draw_fit(axes: Any, fit: Any, color: str) -> Any:
     return line
 
 
-def _draw_regimes(axes: Any, fit: Any, color: str) -> Any:
-    """Dotted boundaries and, at the top of the axes, each regime's busbw and latency."""
+def _draw_regimes(axes: Any, fit: Any, color: str, alpha_texts: Sequence[str] = ()) -> Any:
+    """Dotted boundaries and, at the top of the axes, each regime's busbw and latency
+    (`alpha_texts[k]` for regime k when given, else the fitted number)."""
     from matplotlib.transforms import blended_transform_factory
 
     on_top = blended_transform_factory(axes.transData, axes.transAxes)
@@ -187,10 +295,11 @@ def _draw_regimes(axes: Any, fit: Any, color: str) -> Any:
         busbw = (
             "latency-bound" if fit.latency_bound(regime) else f"{number(regime.busbw_gbps)} GB/s"
         )
+        alpha = alpha_texts[index] if index < len(alpha_texts) else f"{number(regime.alpha_us)} us"
         axes.text(
             middle,
             0.97 - (0.11 if stagger and index % 2 else 0.0),
-            f"{busbw}\n\u03b1 {number(regime.alpha_us)} us",
+            f"{busbw}\n\u03b1 {alpha}",
             transform=on_top,
             ha="center",
             va="top",
@@ -204,40 +313,59 @@ def _draw_regimes(axes: Any, fit: Any, color: str) -> Any:
 
 
 def latency_chart(title: str, series: Sequence[Series]) -> bytes | None:
-    """Time vs size at small sizes, with each fit's latency alpha; None without small sizes."""
-    plt = _pyplot()
+    """Time vs size at small sizes, with each fit's latency alpha; None without small sizes.
+
+    The axis starts at the smallest positive size: size 0 has no place on a log axis, so its
+    time is given in the legend instead. A latency the report does not show as a number
+    (`Series.latency_us` None: below the clock's resolution) gets no line.
+    """
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=FIGSIZE_IN)
     sizes_all: list[float] = []
     handles: list[Any] = []
     labels: list[str] = []
     for index, item in enumerate(series):
         color = COLORS[index % len(COLORS)]
-        points = sorted(
-            (max(row.size_bytes, 1), row.time_us)
-            for row in item.rows
-            if row.size_bytes <= SMALL_MAX_BYTES
-        )
+        small = [row for row in item.rows if row.size_bytes <= SMALL_MAX_BYTES]
+        points = sorted((row.size_bytes, row.time_us) for row in small if row.size_bytes > 0)
         if not points:
             continue
         sizes, times = zip(*points, strict=True)
         sizes_all += sizes
         (measured,) = axes.plot(sizes, times, "o-", color=color, markersize=4, linewidth=1)
+        label = short(item.label) + zero_size_note(item.rows)
         if item.fit is None:
             handles.append(measured)
-            labels.append(short(item.label))
+            labels.append(label)
             continue
-        alpha = axes.axhline(item.fit.alpha_us, color=color, linestyle="--", linewidth=1)
-        handles.append((measured, alpha))
-        labels.append(f"{short(item.label)}: fitted latency {number(item.fit.alpha_us)} us")
+        alpha = item.alpha_texts[0] if item.alpha_texts else f"{number(item.fit.alpha_us)} us"
+        latency = item.fit.alpha_us if not item.alpha_texts else item.latency_us
+        if latency is None:
+            handles.append(measured)
+        else:
+            line = axes.axhline(latency, color=color, linestyle="--", linewidth=1)
+            handles.append((measured, line))
+        labels.append(f"{label}: fitted latency {alpha}")
     if not sizes_all:
-        _pyplot().close(figure)
+        pyplot().close(figure)
         return None
-    _size_axis(axes, sizes_all)
+    size_axis(axes, sizes_all)
     axes.set_ylabel("time per operation (us)")
     axes.set_ylim(bottom=0)
     axes.set_title(title)
-    _legend_below(axes, handles, labels)
-    return _png(figure)
+    legend_below(axes, handles, labels)
+    return save_png(figure)
+
+
+def zero_size_time_us(rows: Sequence[ResultRow]) -> float | None:
+    """The median time of the rows of size 0 (None without one): a log axis cannot show it."""
+    return median([row.time_us for row in rows if row.size_bytes == 0 and row.time_us])
+
+
+def zero_size_note(rows: Sequence[ResultRow]) -> str:
+    """' (0 B: 12 us, not on the log axis)' for rows of size 0, else ''."""
+    time_us = zero_size_time_us(rows)
+    return "" if time_us is None else f" (0 B: {number(time_us)} us, not on the log axis)"
 
 
 def group_by_ratio(rows: Sequence[ProbeRow]) -> dict[float | None, list[ProbeRow]]:
@@ -250,7 +378,7 @@ def group_by_ratio(rows: Sequence[ProbeRow]) -> dict[float | None, list[ProbeRow
 
 def overlap_chart(title: str, rows: Sequence[ProbeRow]) -> bytes:
     """Overlap % (left) and the two slowdowns (right) vs size, one color per ratio."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, (left, right) = plt.subplots(1, 2, figsize=(FIGSIZE_IN[0] * 1.2, FIGSIZE_IN[1]))
     sizes = [max(row.size_bytes, 1) for row in rows]
     handles: list[Any] = []
@@ -270,7 +398,7 @@ def overlap_chart(title: str, rows: Sequence[ProbeRow]) -> bytes:
         handles.append(line)
         labels.append(label)
     for axes in (left, right):
-        _size_axis(axes, sizes)
+        size_axis(axes, sizes)
     left.set_ylim(-5, 105)
     left.set_ylabel("communication hidden (%)")
     left.set_title("overlap (100: the collective is hidden)", fontsize=10)
@@ -288,7 +416,7 @@ def overlap_chart(title: str, rows: Sequence[ProbeRow]) -> bytes:
         fontsize=8,
         frameon=False,
     )
-    return _png(figure)
+    return save_png(figure)
 
 
 def _pct(value: float | None) -> float:
@@ -297,7 +425,7 @@ def _pct(value: float | None) -> float:
 
 def overlap_times_chart(title: str, rows: Sequence[ProbeRow]) -> bytes:
     """t_comm, t_comp and t_both per size, bars, for one ratio's rows."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=FIGSIZE_IN)
     rows = sorted(rows, key=lambda row: row.size_bytes)
     x = np.arange(len(rows))
@@ -323,4 +451,4 @@ def overlap_times_chart(title: str, rows: Sequence[ProbeRow]) -> bytes:
     axes.set_title(title)
     axes.legend(fontsize=8)
     axes.grid(True, axis="y", alpha=0.3)
-    return _png(figure)
+    return save_png(figure)

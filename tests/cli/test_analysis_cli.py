@@ -72,7 +72,8 @@ def test_compare_flags_methodology_and_strict_refuses(tmp_path):
     strict = collbench("compare", str(base), str(cand), "--strict")
     assert strict.returncode == 2
     assert strict.stderr.strip().splitlines()[-1] == (
-        "collbench: error: --strict: True refuses runs measured differently: iters 20 vs 50"
+        "collbench: error: runs measured differently (iters 20 vs 50); "
+        "drop --strict to compare anyway"
     )
 
 

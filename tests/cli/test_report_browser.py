@@ -134,7 +134,7 @@ def test_report_loads_cleanly_with_every_chart(tmp_path):
     done = collbench("report", str(base), str(tuned), "--out", str(report))
     assert done.returncode == 0, done.stderr
     marker, consoles = _loaded(tmp_path, report)
-    assert marker == "2/2" and consoles == []
+    assert marker == "3/3" and consoles == []  # busbw, latency, tuned / base
     _screenshot_is_not_blank(tmp_path, report, 1200, 1800)
 
 
@@ -162,3 +162,27 @@ def test_imported_log_with_overlap_probes_loads_cleanly(tmp_path):
     marker, consoles = _loaded(tmp_path, report)
     assert marker == f"{charts}/{charts}" and consoles == []
     _screenshot_is_not_blank(tmp_path, report, 1400, 3000)
+
+
+def test_labelled_comparison_with_a_topology_and_an_import_loads_cleanly(tmp_path):
+    imported = tmp_path / "mi300x"
+    done = collbench(
+        "import", "nccl-tests", str(FIXTURES / "rccl_hipevt_all_reduce.log"), "--out", str(imported)
+    )
+    assert done.returncode == 0, done.stderr
+    base = write_run(tmp_path / "base", {2**k: 20.0 + 2**k / 5e3 for k in range(3, 23)})
+    tuned = write_run(tmp_path / "tuned", {2**k: 15.0 + 2**k / 8e3 for k in range(3, 23)})
+    report = tmp_path / "labelled.html"
+    done = collbench(
+        "report",
+        str(base),
+        str(tuned),
+        str(imported),
+        *("--label", "base=stock", "--label", "tuned=NCCL tuned", "--label", "mi300x=MI300X"),
+        *("--title", "Tuning review", "--topology", "cpu-local", "--out", str(report)),
+    )
+    assert done.returncode == 0, done.stderr
+    charts = int(done.stdout.rsplit("(", 1)[1].split()[0])
+    marker, consoles = _loaded(tmp_path, report)
+    assert marker == f"{charts}/{charts}" and consoles == []
+    _screenshot_is_not_blank(tmp_path, report, 1200, 4000)

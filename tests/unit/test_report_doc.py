@@ -115,8 +115,8 @@ def test_html_is_one_file_with_inline_charts_and_sections():
     ]
     document = build_report(runs)
     parsed = _parse(render_html(document))
-    # busbw + latency for the overlaid collective, overlap % + times for the probes
-    assert len(parsed.sources) == len(document.charts) == 4
+    # busbw + latency for the overlaid collective, tuned / base, overlap % + times for the probes
+    assert len(parsed.sources) == len(document.charts) == 5
     for source in parsed.sources:
         assert source.startswith("data:image/png;base64,")
         width, height = _png_size(base64.b64decode(source.split(",", 1)[1]))
@@ -125,6 +125,7 @@ def test_html_is_one_file_with_inline_charts_and_sections():
         "Summary",
         "all_reduce (in_place)",
         "Overlap probes: all_reduce (probe)",
+        "Compare: tuned against base (the baseline)",
         "Provenance",
         "base",
         "tuned",
@@ -135,9 +136,12 @@ def test_html_is_one_file_with_inline_charts_and_sections():
 def test_summary_and_regimes_carry_the_fit():
     document = build_report([_run("base", _sweep_rows("base", alpha_us=20.0, busbw_gbps=5.0))])
     (row,) = document.summary.rows
-    assert row[0] == "base" and row[2] == len(SIZES)
-    assert float(row[4]) == pytest.approx(5.0, rel=0.02)  # fitted peak busbw
-    assert float(row[5]) == pytest.approx(20.0, rel=0.05)  # alpha
+    cells = dict(zip(document.summary.header, row, strict=True))
+    assert cells["run"] == "base" and cells["sizes"] == len(SIZES)
+    assert cells["ranks / nodes"] == "2 / 1"
+    assert float(cells["fitted peak busbw (GB/s)"]) == pytest.approx(5.0, rel=0.02)
+    assert float(cells["latency alpha (us)"].split()[0]) == pytest.approx(20.0, rel=0.05)
+    assert cells["fit quality"] in ("good", "fair")
     (regimes,) = document.sections[0].tables
     assert regimes.rows[0][0] == "base"
 
