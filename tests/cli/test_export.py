@@ -8,6 +8,7 @@ import io
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from collbench.core.spec import SweepSpec
 from collbench.render.console import ConsoleSink
 from collbench.render.export import ExportSink, iteration_stats, json_paths
 from collbench.store.meta import RunMeta
-from tests.helpers import collbench, rows_of, start, wait_for_rows
+from tests.helpers import collbench, rows_of, start
 from tests.rows import make_row
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-tests"
@@ -237,7 +238,9 @@ def test_a_killed_sweep_leaves_its_finished_rows_in_csv_and_json(tmp_path):
         "--out", str(run), "--csv", str(table), "-J", str(doc),
     )  # fmt: skip
     try:
-        wait_for_rows(run, 4, timeout=120)
+        # The CSV is written by the launching process as it reads the ranks' rows, a little
+        # behind rows.jsonl: wait for the export itself, not for the ranks.
+        _wait_for_lines(table, 1 + 3, timeout=120)
     finally:
         os.kill(process.pid, signal.SIGKILL)  # no finish(), no clean-up: as a lost node
         process.wait()
@@ -252,3 +255,13 @@ def test_a_killed_sweep_leaves_its_finished_rows_in_csv_and_json(tmp_path):
     assert len(kept) >= 3
     assert placements >= len(kept) - 1  # a kill may fall between the two files' writes
     assert "end_time" not in written
+
+
+def _wait_for_lines(path: Path, count: int, timeout: float) -> None:
+    """Until `path` holds `count` whole lines (AssertionError after `timeout` seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().count("\n") >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} did not reach {count} lines in {timeout} s")
