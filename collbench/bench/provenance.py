@@ -7,6 +7,7 @@ import platform
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +91,48 @@ def rank_identity(torch: Any, device: Any, rank: int) -> dict[str, Any]:
 
 def command_line() -> list[str]:
     return [Path(sys.argv[0]).name, *sys.argv[1:]]
+
+
+CONF_FILE_MAX_BYTES = 64 * 1024  # more of an NCCL config file than this is not recorded
+
+
+def nccl_conf_files(
+    environ: Mapping[str, str], home: str | Path | None, etc_dir: str | Path = "/etc"
+) -> dict[str, str]:
+    """The NCCL/RCCL config files that exist, path -> contents, in the order the library
+    reads them; they set variables silently (a variable already in the environment wins).
+
+    NCCL reads ${NCCL_CONF_FILE} when set, else ~/.nccl.conf, then /etc/nccl.conf; RCCL
+    releases read ~/.rccl.conf and /etc/rccl.conf. A file that cannot be read, or is longer
+    than CONF_FILE_MAX_BYTES, gets a `# collbench: ...` note (a comment line to NCCL).
+    home: the user's home directory (None: none); etc_dir: where the system files live.
+    """
+    candidates: list[Path] = []
+    if environ.get("NCCL_CONF_FILE"):
+        candidates.append(Path(environ["NCCL_CONF_FILE"]))
+    elif home is not None:
+        candidates.append(Path(home) / ".nccl.conf")
+    candidates.append(Path(etc_dir) / "nccl.conf")
+    if home is not None:
+        candidates.append(Path(home) / ".rccl.conf")
+    candidates.append(Path(etc_dir) / "rccl.conf")
+    return {str(path): _conf_text(path) for path in candidates if _exists(path)}
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # e.g. a path component that is not a directory, or too long
+        return False
+
+
+def _conf_text(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(CONF_FILE_MAX_BYTES + 1)
+    except OSError as error:
+        return f"# collbench: not read: {error.strerror or error}"
+    text = data[:CONF_FILE_MAX_BYTES].decode(errors="replace")
+    if len(data) > CONF_FILE_MAX_BYTES:
+        text += f"\n# collbench: truncated after {CONF_FILE_MAX_BYTES} bytes"
+    return text

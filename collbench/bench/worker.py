@@ -308,7 +308,7 @@ class _Session:
     def _meta(
         self, identities: list[dict[str, Any]], hosts: list[str], knobs: dict[str, str]
     ) -> RunMeta:
-        from collbench.bench.provenance import git_sha, versions
+        from collbench.bench.provenance import git_sha, nccl_conf_files, versions
 
         spec, env = self.job.spec, self.env
         return RunMeta(
@@ -328,6 +328,7 @@ class _Session:
             versions=versions(self.torch, spec.backend),
             git_sha=git_sha(),
             knobs=knobs,
+            nccl_conf_files=nccl_conf_files(os.environ, os.environ.get("HOME")),
             spec=spec.to_dict(),
             topology=spec.topology,
             extra={

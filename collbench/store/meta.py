@@ -101,6 +101,9 @@ class RunMeta:
     imported_utc: str | None = None
     comment: str | None = None  # the log's own comment lines
     warnings: list[str] = field(default_factory=list)
+    # NCCL/RCCL config files that existed, path -> contents (bench.provenance.nccl_conf_files):
+    # they set variables silently. Written only when there is one.
+    nccl_conf_files: dict[str, str] = field(default_factory=dict)
     # Keys only one source writes, e.g. a sweep's "cwd", "n_wrong_total", "error" or an
     # import's "logs", "header", "footer"; in the file's order.
     extra: dict[str, Any] = field(default_factory=dict)

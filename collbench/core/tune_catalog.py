@@ -1,0 +1,271 @@
+"""What collbench knows about the knobs `tune` searches: how each value is checked, which
+backends read the knob, and whether the library re-reads it at every communicator init or
+caches it for the life of the process (then a setting that changes it needs fresh ranks).
+
+Value checkers follow the library's own parsers where they are stricter or looser than its
+documentation (sources: NCCL 2.30 src/graph/tuning.cc, src/graph/paths.cc, src/init.cc,
+src/misc/param.cc; RCCL src/init.cc, src/misc/msccl; torch c10d init.cpp for gloo). A checker
+returns the value to export (the given text, or its integer form for byte sizes) or raises
+ValueError with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from collbench.core.errors import SpecError
+from collbench.core.knobs import knob_backends
+from collbench.core.units import parse_size
+
+Checker = Callable[[str], str]
+
+# NCCL's names (src/init.cc ncclFuncStr, ncclAlgoStr, ncclProtoStr); NCCL compares them
+# without regard to case.
+NCCL_COLLECTIVES = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
+NCCL_ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
+NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
+# Path types a P2P or GDR level may name (src/graph/topo.cc topoPathTypeStr up to SYS),
+# compared with case; a legacy integer level is accepted too.
+NCCL_PATH_LEVELS = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
+NCCL_MAX_CHANNELS = 64  # MAXCHANNELS in src/include/device.h; older releases cap at 32
+
+
+@dataclass(frozen=True)
+class KnobSpec:
+    """One knob: how a value is checked and when the library reads it."""
+
+    check: Checker
+    reread: bool = False  # read at every communicator (process group) init, not cached
+    fold_case: bool = False  # the library compares values without case (duplicates too)
+    backends: tuple[str, ...] | None = None  # None: core.knobs.knob_backends decides
+    numeric: bool = False  # an ordered number (channels, threads, bytes): coordinate descent
+
+
+def nccl_list(names: tuple[str, ...]) -> Checker:
+    """NCCL_ALGO/NCCL_PROTO: `Ring`, `^LL128`, and NCCL >= 2.24's per-collective form
+    `ring;allreduce:tree,ring;broadcast:^ll` (only the first entry may lack a collective)."""
+    known = {name.lower() for name in names}
+    collectives = {name.lower() for name in NCCL_COLLECTIVES}
+
+    def check(value: str) -> str:
+        for index, entry in enumerate(value.split(";")):
+            prefix, colon, elements = entry.rpartition(":")
+            if colon and prefix.lower() not in collectives:
+                raise ValueError(f"names no collective {prefix!r} ({', '.join(NCCL_COLLECTIVES)})")
+            if index and not colon:
+                raise ValueError("gives a list without a collective after the first ';'")
+            items = elements[1:] if elements.startswith("^") else elements
+            for item in items.split(","):
+                if item.lower() not in known:
+                    raise ValueError(f"names no {'/'.join(names)}: {item!r}")
+        return value
+
+    return check
+
+
+def integer(low: int, high: int | None = None, multiple: int = 1) -> Checker:
+    """A decimal integer in [low, high], a multiple of `multiple`."""
+
+    def check(value: str) -> str:
+        if not re.fullmatch(r"-?\d+", value):
+            raise ValueError("is not a whole number")
+        number = int(value)
+        if number < low or (high is not None and number > high):
+            raise ValueError(f"is outside {low}..{'' if high is None else high}")
+        if number % multiple:
+            raise ValueError(f"is not a multiple of {multiple}")
+        return str(number)
+
+    return check
+
+
+def choice(*values: str) -> Checker:
+    """One of `values`, exactly."""
+
+    def check(value: str) -> str:
+        if value not in values:
+            raise ValueError(f"is not one of {', '.join(values)}")
+        return value
+
+    return check
+
+
+def size_bytes(value: str) -> str:
+    """Bytes, in collbench's size syntax (4M = 4194304). NCCL reads the variable with
+    strtoll, which would take "4M" as 4, so the integer is what gets exported."""
+    try:
+        number = parse_size(value)
+    except SpecError as error:
+        raise ValueError(error.hint) from None
+    if number <= 0:
+        raise ValueError("must be a positive number of bytes")
+    return str(number)
+
+
+def path_level(value: str) -> str:
+    """NCCL_P2P_LEVEL, NCCL_NET_GDR_LEVEL: a path type (with case) or a legacy integer."""
+    if value in NCCL_PATH_LEVELS or re.fullmatch(r"\d+", value):
+        return value
+    raise ValueError(f"is not a path level ({', '.join(NCCL_PATH_LEVELS)}, or 0..5)")
+
+
+_IFACE = re.compile(r"[^\s/,:]{1,15}")  # a Linux interface name (IFNAMSIZ - 1 bytes)
+
+
+def nccl_interfaces(value: str) -> str:
+    """NCCL_SOCKET_IFNAME: `eth`, `=eth0`, `^docker`, `^=docker0`, `=eth0,eth1` (prefixes)."""
+    items = value[1:] if value.startswith("^") else value
+    for item in items.split(","):
+        if not _IFACE.fullmatch(item.removeprefix("=")):
+            raise ValueError(f"has no interface name prefix in {item!r}")
+    return value
+
+
+def gloo_interfaces(value: str) -> str:
+    """GLOO_SOCKET_IFNAME: interface names, comma-separated (torch makes one device each).
+    Whether the interface exists is for the run to find out: a missing one fails there."""
+    for item in value.split(","):
+        if not _IFACE.fullmatch(item):
+            raise ValueError(f"has no interface name in {item!r}")
+    return value
+
+
+def ib_devices(value: str) -> str:
+    """NCCL_IB_HCA: `mlx5`, `=mlx5_0:1,mlx5_1:1`, `^=mlx5_3` (device[:port] prefixes)."""
+    items = value[1:] if value.startswith("^") else value
+    for item in items.split(","):
+        if not re.fullmatch(r"[\w.-]+(:\d+)?", item.removeprefix("=")):
+            raise ValueError(f"has no device[:port] in {item!r}")
+    return value
+
+
+def text(value: str) -> str:
+    """Any text (a path, a plugin name): not checked further."""
+    return value
+
+
+_SWITCH = choice("0", "1")
+_NCCL_LIST_ALGO = nccl_list(NCCL_ALGORITHMS)
+_NCCL_LIST_PROTO = nccl_list(NCCL_PROTOCOLS)
+
+CATALOG: dict[str, KnobSpec] = {
+    # Re-read at every communicator init (tuning.cc: ncclGetEnv in ncclTopoTuneModel; the
+    # tuner plugin reads its config file when it is initialised for a communicator).
+    "NCCL_ALGO": KnobSpec(_NCCL_LIST_ALGO, reread=True, fold_case=True),
+    "NCCL_PROTO": KnobSpec(_NCCL_LIST_PROTO, reread=True, fold_case=True),
+    "NCCL_TUNER_CONFIG_FILE": KnobSpec(text, reread=True),
+    # Cached for the life of the process (NCCL_PARAM) or read once at plugin/transport init.
+    "NCCL_TUNER_PLUGIN": KnobSpec(text),
+    "NCCL_MIN_NCHANNELS": KnobSpec(integer(1, NCCL_MAX_CHANNELS), numeric=True),
+    "NCCL_MAX_NCHANNELS": KnobSpec(integer(1, NCCL_MAX_CHANNELS), numeric=True),
+    "NCCL_MIN_CTAS": KnobSpec(integer(1, NCCL_MAX_CHANNELS), numeric=True),
+    "NCCL_MAX_CTAS": KnobSpec(integer(1, NCCL_MAX_CHANNELS), numeric=True),
+    "NCCL_BUFFSIZE": KnobSpec(size_bytes, numeric=True),
+    # tuning.cc getNthreads: a multiple of the warp (32) in 64..512, else silently replaced;
+    # the documentation lists 64, 128, 256, 512.
+    "NCCL_NTHREADS": KnobSpec(integer(64, 512, multiple=32), numeric=True),
+    "NCCL_CROSS_NIC": KnobSpec(choice("0", "1", "2")),
+    "NCCL_NVLS_ENABLE": KnobSpec(choice("0", "1", "2")),  # 2: NCCL decides (its default)
+    "NCCL_PAT_ENABLE": KnobSpec(choice("0", "1", "2")),
+    "NCCL_COLLNET_ENABLE": KnobSpec(_SWITCH),
+    "NCCL_P2P_LEVEL": KnobSpec(path_level),
+    "NCCL_NET_GDR_LEVEL": KnobSpec(path_level),
+    "NCCL_NET_GDR_READ": KnobSpec(_SWITCH),
+    "NCCL_P2P_DISABLE": KnobSpec(_SWITCH),
+    "NCCL_SHM_DISABLE": KnobSpec(_SWITCH),
+    "NCCL_PXN_DISABLE": KnobSpec(_SWITCH),
+    "NCCL_P2P_NET_CHUNKSIZE": KnobSpec(size_bytes, numeric=True),
+    "NCCL_SOCKET_IFNAME": KnobSpec(nccl_interfaces),
+    "NCCL_SOCKET_NTHREADS": KnobSpec(integer(1, 16), numeric=True),
+    "NCCL_NSOCKS_PERTHREAD": KnobSpec(integer(1, 64), numeric=True),
+    "NCCL_IB_HCA": KnobSpec(ib_devices),
+    "NCCL_IB_DISABLE": KnobSpec(_SWITCH),
+    # Identifiers and limits, not ordered performance numbers: numeric stays False.
+    "NCCL_IB_TIMEOUT": KnobSpec(integer(0, 31)),  # 5 bits in the IB QP attribute
+    "NCCL_IB_RETRY_CNT": KnobSpec(integer(0, 7)),  # 3 bits
+    "NCCL_IB_GID_INDEX": KnobSpec(integer(-1, 255)),
+    "NCCL_IB_SL": KnobSpec(integer(0, 15)),
+    "NCCL_IB_TC": KnobSpec(integer(0, 255)),
+    "NCCL_IB_QPS_PER_CONNECTION": KnobSpec(integer(1, 128), numeric=True),
+    "NCCL_IB_SPLIT_DATA_ON_QPS": KnobSpec(_SWITCH),
+    "NCCL_IB_PCI_RELAXED_ORDERING": KnobSpec(choice("0", "1", "2")),
+    "NCCL_IB_ADAPTIVE_ROUTING": KnobSpec(_SWITCH),
+    "NCCL_IB_AR_THRESHOLD": KnobSpec(size_bytes, numeric=True),
+    "NCCL_IB_ECE_ENABLE": KnobSpec(_SWITCH),
+    "NCCL_IB_ADDR_FAMILY": KnobSpec(choice("AF_INET", "AF_INET6")),
+    # RCCL's own (RCCL_PARAM in RCCL's src/init.cc and src/misc/msccl), cached as NCCL's.
+    "RCCL_MSCCL_ENABLE": KnobSpec(_SWITCH),
+    "RCCL_MSCCL_FORCE_ENABLE": KnobSpec(_SWITCH),
+    "RCCL_MSCCLPP_ENABLE": KnobSpec(_SWITCH),
+    "RCCL_MSCCLPP_THRESHOLD": KnobSpec(size_bytes, numeric=True),
+    "RCCL_LL128_FORCE_ENABLE": KnobSpec(_SWITCH),
+    # gloo (torch c10d): read each time a gloo process group is created, one device per
+    # comma-separated interface; nccl and rccl runs never read it.
+    "GLOO_SOCKET_IFNAME": KnobSpec(gloo_interfaces, reread=True, backends=("gloo",)),
+}
+
+# Variables NCCL 2.30 reads (NCCL_PARAM and ncclGetEnv in its sources, plus those read
+# before them), and RCCL's RCCL_PARAM names: known to exist, but their values are not
+# checked. A name in neither list is a typo when it is close to one, else a newer variable.
+KNOWN_NAMES = frozenset(
+    """
+    NCCL_ALLGATHERV_ENABLE NCCL_ALLOC_P2P_NET_LL_BUFFERS NCCL_CGA_CLUSTER_SIZE
+    NCCL_CHECK_MODE NCCL_CHECK_POINTERS NCCL_CHUNK_SIZE NCCL_COLLNET_NODE_THRESHOLD
+    NCCL_COMM_BLOCKING NCCL_COMM_ID NCCL_COMM_SPLIT_SHARE_RESOURCES NCCL_CONF_FILE
+    NCCL_CTA_POLICY NCCL_CUMEM_ENABLE NCCL_CUMEM_HOST_ENABLE NCCL_DEBUG NCCL_DEBUG_FILE
+    NCCL_DEBUG_SUBSYS NCCL_DMABUF_ENABLE NCCL_GDRCOPY_ENABLE NCCL_GDR_FLUSH_DISABLE
+    NCCL_GRAPH_DUMP_FILE NCCL_GRAPH_FILE NCCL_GRAPH_MIXING_SUPPORT NCCL_GRAPH_REGISTER
+    NCCL_HOSTID NCCL_IB_DATA_DIRECT NCCL_IB_FIFO_TC NCCL_IB_MERGE_NICS NCCL_IB_MERGE_VFS
+    NCCL_IB_ADDR_RANGE NCCL_IB_OOO_RQ NCCL_IB_PKEY NCCL_IB_RETURN_ASYNC_EVENTS
+    NCCL_IB_ROCE_VERSION_NUM NCCL_IB_USE_INLINE NCCL_IGNORE_CPU_AFFINITY
+    NCCL_IGNORE_DISABLED_P2P NCCL_LAUNCH_MODE NCCL_LL128_BUFFSIZE NCCL_LL128_NTHREADS
+    NCCL_LL_BUFFSIZE NCCL_LOCAL_REGISTER NCCL_MAX_NRINGS NCCL_MAX_P2P_NCHANNELS
+    NCCL_MIN_NRINGS NCCL_MIN_P2P_NCHANNELS NCCL_MNNVL_ENABLE NCCL_NCHANNELS_PER_NET_PEER
+    NCCL_NET NCCL_NET_DISABLE_INTRA NCCL_NET_FORCE_FLUSH NCCL_NET_GDR_C2C NCCL_NET_OVERHEAD
+    NCCL_NET_PLUGIN NCCL_NET_SHARED_BUFFERS NCCL_NET_SHARED_COMMS NCCL_NVB_DISABLE
+    NCCL_NVB_PRECONNECT NCCL_NVLS_CHUNKSIZE NCCL_NVLS_NCHANNELS NCCL_NVLSTREE_MAX_CHUNKSIZE
+    NCCL_NVTX_DISABLE NCCL_P2P_DIRECT_DISABLE NCCL_P2P_LL_THRESHOLD NCCL_P2P_NVL_CHUNKSIZE
+    NCCL_P2P_PCI_CHUNKSIZE NCCL_P2P_PXN_LEVEL NCCL_P2P_READ_ENABLE NCCL_PROFILER_PLUGIN
+    NCCL_PROTO NCCL_PROXY_APPEND_BATCH_SIZE NCCL_RAS_ENABLE NCCL_RUNTIME_CONNECT
+    NCCL_SET_STACK_SIZE NCCL_SET_THREAD_NAME NCCL_SHM_LOCALITY NCCL_SOCKET_FAMILY
+    NCCL_SOCKET_RETRY_CNT NCCL_SOCKET_RETRY_SLEEP_MSEC NCCL_SYM_CTAS NCCL_THREAD_THRESHOLDS
+    NCCL_TOPO_DUMP_FILE NCCL_TOPO_FILE NCCL_WIN_ENABLE NCCL_WORK_ARGS_BYTES
+    NCCL_WORK_FIFO_BYTES
+    RCCL_CLIQUE_ALLREDUCE_BYTE_LIMIT RCCL_CLIQUE_IGNORE_TOPO RCCL_ENABLE_CLIQUE
+    RCCL_ENABLE_INTRANET RCCL_ENABLE_SIGNALHANDLER RCCL_FORCE_ENABLE_GDRDMA
+    RCCL_INTRANET_THRESHOLD RCCL_KERNEL_COLL_TRACE_ENABLE RCCL_MODEL_MATCHING_DISABLE
+    RCCL_MSCCL_ENABLE_SINGLE_PROCESS RCCL_MSCCL_FORCE_FULLOPS RCCL_MSCCL_WORK_FIFO_DEPTH
+    RCCL_NET_CONTIGUOUS_MEM RCCL_P2P_NET_DISABLE RCCL_P2P_NET_THRESHOLD
+    RCCL_PIVOT_ALLTOALL_ENABLE RCCL_STACK_SIZE_OVERRIDE RCCL_USE_ROCM_SMI_LIB
+    """.split()
+)
+
+
+def knob_spec(name: str) -> KnobSpec | None:
+    """The catalog's entry for knob `name`, or None when collbench does not check it."""
+    return CATALOG.get(name)
+
+
+def reads_knob(name: str) -> tuple[str, ...] | None:
+    """The backends that read knob `name` (None: every backend)."""
+    spec = CATALOG.get(name)
+    if spec is not None and spec.backends is not None:
+        return spec.backends
+    return knob_backends(name)
+
+
+def is_reread(name: str) -> bool:
+    """Whether the library re-reads knob `name` at every communicator init, so a setting
+    that changes only such knobs could share rank processes; False (cached, the safe
+    answer) for a knob the catalog does not list."""
+    spec = CATALOG.get(name)
+    return spec is not None and spec.reread
+
+
+def is_numeric(name: str) -> bool:
+    """Whether knob `name` takes an ordered number (channels, threads, bytes), the kind a
+    coordinate descent steps through; False for a knob the catalog does not list."""
+    spec = CATALOG.get(name)
+    return spec is not None and spec.numeric

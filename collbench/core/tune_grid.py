@@ -1,0 +1,279 @@
+"""The settings `collbench tune` runs: `--knob NAME=V1,V2,...` axes, checked against what the
+backend reads, and the grid of settings they span, baseline first.
+
+Value syntax: values are separated by commas; a comma inside one value is written `\\,`
+(`--knob 'NCCL_SOCKET_IFNAME==eth0\\,=eth1,ib'` is two settings, `=eth0,=eth1` and `ib`).
+NCCL's own lists need it (`NCCL_ALGO=Ring\\,Tree` allows both algorithms in one setting),
+while `NCCL_ALGO=Ring,Tree` is two settings, one per algorithm. NCCL >= 2.24's
+per-collective form (`allreduce:tree;allgather:ring`) and exclusions (`^LL128`) have no
+comma unless a collective lists several algorithms.
+
+Grid order (stable, documented): the baseline (no knob changed: the environment exactly as
+given), then the Cartesian product of the axes with the first `--knob` varying slowest and
+each knob's values in the order given.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import itertools
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from collbench.core.errors import SpecError
+from collbench.core.knobs import is_knob, knob_backends, knob_listing, knob_mismatch
+from collbench.core.tune_catalog import CATALOG, KNOWN_NAMES, is_reread, reads_knob
+
+DEFAULT_MAX_SETTINGS = 64  # grid settings, the baseline not counted (tune --max-settings)
+GRID_LIMIT = 100_000  # no search enumerates more settings than this
+_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+_TYPO_CUTOFF = 0.85  # difflib ratio from which an unknown name is a typo of a known one
+
+
+@dataclass(frozen=True)
+class KnobAxis:
+    """One `--knob NAME=V1,V2,...`: the values as they will be exported."""
+
+    name: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One point of the grid: knobs as sorted (name, value) pairs; () is the baseline,
+    the environment exactly as the user gave it."""
+
+    knobs: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        pairs = tuple(sorted((str(name), str(value)) for name, value in self.knobs))
+        names = [name for name, _ in pairs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a setting sets a knob twice: {names}")
+        object.__setattr__(self, "knobs", pairs)
+
+    @classmethod
+    def from_mapping(cls, knobs: Mapping[str, str]) -> Setting:
+        """The setting that sets `knobs` ({} is the baseline)."""
+        return cls(tuple(knobs.items()))
+
+    @property
+    def is_baseline(self) -> bool:
+        """No knob changed."""
+        return not self.knobs
+
+    @property
+    def id(self) -> str:
+        """Short stable id: 12 hex digits of the sha256 of the sorted JSON {name: value}."""
+        text = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    @property
+    def label(self) -> str:
+        """`NCCL_ALGO=Ring NCCL_PROTO=LL`, or `baseline`."""
+        return " ".join(f"{name}={value}" for name, value in self.knobs) or "baseline"
+
+    @property
+    def fresh_processes(self) -> bool:
+        """Whether a knob in it is cached for the life of the process, so the setting needs
+        fresh rank processes (one the catalog does not know counts as cached). False only
+        means the setting may share processes: runners use fresh ones until measured."""
+        return any(not is_reread(name) for name, _ in self.knobs)
+
+    def as_dict(self) -> dict[str, str]:
+        """{name: value}: `{}` for the baseline (tune.json's `knobs`)."""
+        return dict(self.knobs)
+
+
+BASELINE = Setting()
+
+
+def split_values(text: str) -> list[str]:
+    """Values of `V1,V2,...`: split at commas not written `\\,`, each stripped."""
+    parts = re.split(r"(?<!\\),", text)
+    return [part.replace("\\,", ",").strip() for part in parts]
+
+
+def join_values(values: Sequence[str]) -> str:
+    """`V1,V2,...` that split_values reads back as `values` (a comma in one is `\\,`)."""
+    return ",".join(value.replace(",", "\\,") for value in values)
+
+
+def parse_knob(text: str) -> KnobAxis:
+    """`NAME=V1,V2,...` as an axis, the name and format checked, the values not yet
+    (check_axis); SpecError("--knob", text, reason) when it is malformed."""
+    name, sep, values_text = text.partition("=")
+    if not sep or not name:
+        raise SpecError("--knob", text, "is not NAME=V1,V2,... (e.g. NCCL_ALGO=Ring,Tree)")
+    if not _NAME.fullmatch(name):
+        upper = name.upper()
+        hint = f"; did you mean {upper}?" if _NAME.fullmatch(upper) and is_knob(upper) else ""
+        raise SpecError(
+            "--knob", text, f"names no environment variable (upper case, digits, _){hint}"
+        )
+    if not is_knob(name):
+        close = difflib.get_close_matches(name, CATALOG, n=1, cutoff=_TYPO_CUTOFF)
+        hint = f"; did you mean {close[0]}?" if close else f" ({knob_listing()})"
+        raise SpecError("--knob", text, f"does not name a communication knob{hint}")
+    if not values_text.strip():
+        raise SpecError("--knob", text, f"gives {name} no values: NAME=V1,V2,...")
+    values = split_values(values_text)
+    if "" in values:
+        raise SpecError("--knob", text, f"has an empty value in {name}'s list")
+    return KnobAxis(name, tuple(values))
+
+
+def check_axis(axis: KnobAxis, backend: str | None = None) -> tuple[KnobAxis, list[str]]:
+    """The axis with each value checked against the catalog and written as it will be
+    exported (NCCL_BUFFSIZE=4M -> 4194304), and the warnings (one line each) for it:
+    a knob `backend` does not read, a name collbench does not know. SpecError for a bad
+    value, a value given twice, or a name that is a typo of a known one."""
+    text = f"{axis.name}={join_values(axis.values)}"
+    warnings = _name_warnings(axis.name, text)
+    spec = CATALOG.get(axis.name)
+    values, seen = [], {}
+    for value in axis.values:
+        if spec is not None:
+            try:
+                value = spec.check(value)
+            except ValueError as error:
+                raise SpecError("--knob", text, f"value {value!r} {error}") from None
+        key = value.lower() if spec is not None and spec.fold_case else value
+        if key in seen:
+            raise SpecError("--knob", text, f"gives {axis.name}={seen[key]} twice")
+        seen[key] = value
+        values.append(value)
+    mismatch = _mismatch(axis.name, backend)
+    if mismatch:
+        warnings.append(f"--knob {axis.name} does not apply to --backend {backend} ({mismatch})")
+    return KnobAxis(axis.name, tuple(values)), warnings
+
+
+def _name_warnings(name: str, text: str) -> list[str]:
+    """[] for a known name; SpecError for a close typo of one; else a one-line warning for
+    an NCCL_*/RCCL_* name (newer releases add variables), nothing for other prefixes."""
+    if name in CATALOG or name in KNOWN_NAMES:
+        return []
+    known = [*CATALOG, *KNOWN_NAMES]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=_TYPO_CUTOFF)
+    if close:
+        raise SpecError("--knob", text, f"names no knob collbench knows; did you mean {close[0]}?")
+    if name.startswith(("NCCL_", "RCCL_")):
+        return [
+            f"--knob {name} is not a variable collbench knows (NCCL 2.30, RCCL): "
+            "its values are passed on unchecked"
+        ]
+    return []
+
+
+def _mismatch(name: str, backend: str | None) -> str | None:
+    """Why `backend` ignores knob `name`: core.knobs.knob_mismatch, unless the catalog
+    names fewer backends than core.knobs does (GLOO_SOCKET_IFNAME: gloo only)."""
+    backends = reads_knob(name)
+    if backends == knob_backends(name):
+        return knob_mismatch(name, backend)
+    if backends is None or backend in (None, "auto") or backend in backends:
+        return None
+    return f"{name} is read by {'/'.join(backends)}, not by {backend}"
+
+
+def parse_knobs(
+    texts: Sequence[str], backend: str | None = None
+) -> tuple[tuple[KnobAxis, ...], list[str]]:
+    """Every `--knob` parsed and checked, in the order given, and the warnings to print.
+    SpecError for a malformed one, a bad value, or a knob given twice."""
+    axes: list[KnobAxis] = []
+    warnings: list[str] = []
+    for text in texts:
+        axis = parse_knob(text)
+        if any(other.name == axis.name for other in axes):
+            raise SpecError(
+                "--knob", text, f"repeats {axis.name}: give all its values in one --knob"
+            )
+        checked, notes = check_axis(axis, backend)
+        axes.append(checked)
+        warnings.extend(notes)
+    return tuple(axes), warnings
+
+
+def grid_size(axes: Sequence[KnobAxis]) -> int:
+    """Settings in the grid of `axes`, the baseline not counted (0 without axes)."""
+    return math.prod(len(axis.values) for axis in axes) if axes else 0
+
+
+def build_grid(
+    axes: Sequence[KnobAxis],
+    max_settings: int = DEFAULT_MAX_SETTINGS,
+    exhaustive: bool = True,
+) -> tuple[Setting, ...]:
+    """The baseline, then every combination of the axes (first axis slowest, values in
+    the order given). exhaustive: a grid search, refused (SpecError) when the grid is
+    larger than `max_settings`; a non-grid search (halving, coordinate) gets the whole
+    candidate list, up to GRID_LIMIT."""
+    if max_settings < 1:
+        raise SpecError("--max-settings", max_settings, "must be at least 1")
+    size = grid_size(axes)
+    shape = " x ".join(f"{len(axis.values)} {axis.name}" for axis in axes)
+    if exhaustive and size > max_settings:
+        raise SpecError(
+            "--max-settings",
+            max_settings,
+            f"is below the grid's {size} settings ({shape}): raise it, give fewer values, "
+            "or choose a non-grid --search",
+        )
+    if size > GRID_LIMIT:
+        raise SpecError("--knob", shape, f"spans {size} settings, more than {GRID_LIMIT}")
+    names = [axis.name for axis in axes]
+    combos = itertools.product(*(axis.values for axis in axes)) if axes else ()
+    return (BASELINE, *(Setting(tuple(zip(names, combo, strict=True))) for combo in combos))
+
+
+def process_groups(settings: Sequence[Setting]) -> list[tuple[Setting, ...]]:
+    """Settings that differ only in knobs re-read at every communicator init (NCCL_ALGO,
+    NCCL_PROTO, the tuner config file, GLOO_SOCKET_IFNAME), so they could run as new
+    process groups in shared ranks; groups and their members keep the order given. The
+    baseline shares a group with settings that change only re-read knobs."""
+    groups: dict[tuple[tuple[str, str], ...], list[Setting]] = {}
+    for setting in settings:
+        key = tuple(pair for pair in setting.knobs if not is_reread(pair[0]))
+        groups.setdefault(key, []).append(setting)
+    return [tuple(members) for members in groups.values()]
+
+
+def setting_env(setting: Setting, base_env: Mapping[str, str]) -> dict[str, str]:
+    """The environment a setting runs with: `base_env`, each knob's value overriding any
+    value it already holds; the baseline gets `base_env` unchanged."""
+    return {**base_env, **setting.as_dict()}
+
+
+def conf_variables(text: str) -> dict[str, str]:
+    """The variables an NCCL config file sets, read as NCCL reads it (src/misc/param.cc):
+    a line `NAME=VALUE`; a line starting with `#` or without `=` is skipped."""
+    variables: dict[str, str] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and not line.startswith("#"):
+            variables.setdefault(name, value)
+    return variables
+
+
+def conf_file_warnings(
+    files: Mapping[str, str], axes: Sequence[KnobAxis], base_env: Mapping[str, str]
+) -> list[str]:
+    """One line per tuned knob an NCCL config file sets: the baseline runs with the file's
+    value unless the environment sets it too (NCCL never overrides a set variable), while
+    every setting's own value wins. `files`: path -> contents (provenance.nccl_conf_files)."""
+    tuned = {axis.name for axis in axes}
+    warnings = []
+    for path, contents in files.items():
+        for name, value in conf_variables(contents).items():
+            if name in tuned and name not in base_env:
+                warnings.append(
+                    f"{path} sets {name}={value}: the baseline runs with it, "
+                    "each setting's own value overrides it"
+                )
+    return warnings
