@@ -109,7 +109,7 @@ class Comparison:
         data = asdict(self)
         data["quantity_note"] = self.quantity_note
         data["methodology_differs"] = self.methodology_differs
-        return _finite(data)
+        return json_safe(data)
 
 
 def compare(baseline: Run, candidate: Run, alpha: float = ALPHA) -> Comparison:
@@ -247,12 +247,12 @@ def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
     return summaries
 
 
-def _finite(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """JSON has no NaN/inf: such floats become None."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
+        return {key: json_safe(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_finite(item) for item in value]
+        return [json_safe(item) for item in value]
     return value

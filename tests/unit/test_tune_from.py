@@ -1,0 +1,82 @@
+"""`collbench tune --from RUN...` (analysis.tune_from): runs measured differently are refused
+naming what differs, and each run's rows go to the setting its recorded knobs say (pure)."""
+
+import pytest
+
+from collbench.analysis.tune_from import check_tunable, outcomes_from_runs, varying_knobs
+from collbench.analysis.tune_select import select_best
+from collbench.core.errors import SpecError
+from tests.rows import make_row, make_run
+
+MIB = 1024**2
+
+
+def _run(name, env, time_us=1000.0, samples=True, **columns):
+    rows = [
+        make_row(
+            run_id=name,
+            size_bytes=size,
+            time_us=time_us,
+            time_us_samples=[time_us + step for step in range(10)] if samples else [],
+            knobs={"env": env},
+            **columns,
+        )
+        for size in (32 * MIB, 64 * MIB)
+    ]
+    return make_run(name, rows, run_id=name, knobs={"env": env})
+
+
+def test_runs_of_one_methodology_pass_and_other_differences_are_warnings():
+    runs = [_run("a", {}), _run("b", {"NCCL_ALGO": "Ring"}, iters=50)]
+    (warning,) = check_tunable(runs)
+    assert warning == "a and b differ in iters: 20 vs 50 (tuned anyway)"
+
+
+@pytest.mark.parametrize(
+    ("columns", "named"),
+    [
+        ({"dtype": "bfloat16"}, "dtype 'float32' vs 'bfloat16'"),
+        ({"world_size": 4}, "world_size 2 vs 4"),
+        ({"nodes": 2, "world_size": 2}, "nodes 1 vs 2"),
+        ({"collective": "all_gather"}, "collectives 'all_reduce' vs 'all_gather'"),
+    ],
+)
+def test_runs_measured_differently_are_refused_naming_what_differs(columns, named):
+    runs = [_run("a", {}), _run("b", {"NCCL_ALGO": "Ring"}, **columns)]
+    with pytest.raises(SpecError, match="RUN") as error:
+        check_tunable(runs)
+    assert named in str(error.value) and "'a, b'" in str(error.value)
+
+
+def test_each_run_becomes_the_setting_its_knobs_say_baseline_first():
+    shared = {"NCCL_IB_HCA": "mlx5_0", "NCCL_DEBUG": "INFO"}
+    runs = [
+        _run("ring", {**shared, "NCCL_ALGO": "Ring"}, time_us=500.0),
+        _run("plain", {"NCCL_IB_HCA": "mlx5_0"}),  # logging knobs never make a setting
+        _run("tree", {**shared, "NCCL_ALGO": "Tree"}, time_us=2000.0),
+        _run("ring-again", {**shared, "NCCL_ALGO": "Ring"}, time_us=400.0),
+    ]
+    assert varying_knobs(runs) == ["NCCL_ALGO"]
+    outcomes = outcomes_from_runs(runs)
+    assert [item.setting.as_dict() for item in outcomes] == [
+        {},
+        {"NCCL_ALGO": "Ring"},
+        {"NCCL_ALGO": "Tree"},
+    ]
+    assert [item.is_baseline for item in outcomes] == [True, False, False]
+    assert len(outcomes[1].rows) == 4  # both Ring runs pooled; the first one's rows count
+    (record,) = select_best(outcomes)
+    assert record.knobs == {"NCCL_ALGO": "Ring"} and record.gain == pytest.approx(1.0)
+
+
+def test_imported_logs_labelled_with_knobs_tune_without_samples():
+    runs = [
+        _run("ll", {"NCCL_PROTO": "LL"}, time_us=900.0, samples=False),
+        _run("simple", {"NCCL_PROTO": "Simple"}, samples=False),
+    ]
+    outcomes = outcomes_from_runs(runs)
+    # no run of the plain environment: the first RUN stands for the default
+    assert outcomes[0].is_baseline and outcomes[0].setting.as_dict() == {"NCCL_PROTO": "LL"}
+    (record,) = select_best(outcomes)
+    assert record.default_is_best and record.knobs == {"NCCL_PROTO": "LL"}
+    assert record.confidence == "no samples" and not record.confident

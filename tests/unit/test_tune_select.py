@@ -1,0 +1,225 @@
+"""`collbench tune`'s decision (analysis.tune_select, analysis.tune_result): the best setting
+per collective and size range, its gain and confidence call from per-iteration samples
+(Holm over every setting), "default is best" when nothing wins clearly, imported logs judged
+on a threshold, and tune.json / best.env built from the records (pure)."""
+
+import math
+
+import pytest
+
+from collbench.analysis.bands import BANDS
+from collbench.analysis.tune_result import env_choice, render_best_env, tune_document
+from collbench.analysis.tune_select import (
+    BYTES_MAX,
+    SelectRule,
+    SettingOutcome,
+    merge_adjacent,
+    select_best,
+    size_ranges,
+)
+from collbench.core.errors import SpecError
+from collbench.core.tune_grid import Setting
+from tests.rows import make_row
+
+KIB, MIB = 1024, 1024**2
+
+
+def setting(**knobs):
+    """A grid point with these knobs; none: the baseline."""
+    return Setting.from_mapping(knobs)
+
+
+SMALL, LARGE = (4 * KIB, 16 * KIB), (32 * MIB, 64 * MIB)
+
+
+def _rows(times, sizes=SMALL + LARGE, samples=True, **columns):
+    """One row per size; `times` is one time for all sizes or a {size: time} map. Samples:
+    10 evenly spread values starting at the time (a fixed, noise-free spread)."""
+    rows = []
+    for size in sizes:
+        time_us = times[size] if isinstance(times, dict) else times
+        series = [time_us + step for step in range(10)] if samples else []
+        rows.append(make_row(size_bytes=size, time_us=time_us, time_us_samples=series, **columns))
+    return tuple(rows)
+
+
+def _outcome(knobs, times, **kwargs):
+    return SettingOutcome(setting(**knobs), _rows(times, **kwargs))
+
+
+def _record(records, collective="all_reduce", band="large"):
+    return next(item for item in records if item.collective == collective and item.band == band)
+
+
+def test_a_clear_winner_is_chosen_with_its_gain_and_confidence():
+    records = select_best(
+        [
+            _outcome({}, {**dict.fromkeys(SMALL, 100.0), **dict.fromkeys(LARGE, 1000.0)}),
+            _outcome(
+                {"GLOO_SOCKET_IFNAME": "fast"},
+                {**dict.fromkeys(SMALL, 100.0), **dict.fromkeys(LARGE, 500.0)},
+            ),
+            _outcome({"GLOO_SOCKET_IFNAME": "slow"}, 2000.0),
+        ]
+    )
+    assert [(item.band, item.min_bytes) for item in records] == [("small", 0), ("large", 16 * MIB)]
+    large = _record(records)
+    assert large.knobs == {"GLOO_SOCKET_IFNAME": "fast"} and not large.default_is_best
+    assert large.confident and large.confidence == "significant"
+    assert large.gain == pytest.approx(1000.0 / 500.0 - 1)  # busbw ratio - 1
+    assert large.max_bytes == BYTES_MAX and large.sizes == LARGE
+    assert large.baseline_busbw_gbps < large.busbw_gbps
+    small = _record(records, band="small")  # fast ties the default there: no call
+    assert small.default_is_best and small.knobs == {} and small.gain == 0.0
+    assert not small.confident and small.confidence == "not significant"
+    assert small.candidate["setting"] == "GLOO_SOCKET_IFNAME=fast"
+
+
+def test_a_significant_win_over_one_setting_is_not_one_over_many():
+    # shifted by 4 us in 10 samples: p = 0.017 alone, 0.068 after Holm over 4 settings
+    one = [_outcome({}, 104.0, sizes=(LARGE[0],)), _outcome({"X_A": "1"}, 100.0, sizes=(LARGE[0],))]
+    (alone,) = select_best(one)
+    assert alone.confident and alone.knobs == {"X_A": "1"}
+    same = [_outcome({"X_B": str(n)}, 104.0, sizes=(LARGE[0],)) for n in range(3)]
+    (among_many,) = select_best(one + same)
+    assert among_many.default_is_best and not among_many.confident
+    assert among_many.candidate["knobs"] == {"X_A": "1"}
+
+
+def test_a_significant_but_tiny_gain_keeps_the_default():
+    outcomes = [_outcome({}, 1000.0), _outcome({"X_A": "1"}, 990.0)]  # 1% faster
+    record = _record(select_best(outcomes))
+    assert record.default_is_best and record.confidence == "significant"
+    assert "below 2%" in record.reason
+
+
+def test_imported_logs_without_samples_are_judged_on_the_threshold():
+    outcomes = [
+        _outcome({}, 1000.0, samples=False),
+        _outcome({"NCCL_ALGO": "Ring"}, 900.0, samples=False),  # +11%
+    ]
+    record = _record(select_best(outcomes))
+    assert record.knobs == {"NCCL_ALGO": "Ring"}
+    assert not record.confident and record.confidence == "no samples"
+    strict = select_best(outcomes, SelectRule(unsampled_min_gain=0.2))
+    assert _record(strict).default_is_best and "below 20%" in _record(strict).reason
+
+
+def test_default_is_best_is_confident_when_the_rest_is_clearly_slower():
+    record = _record(select_best([_outcome({}, 500.0), _outcome({"X_A": "1"}, 1000.0)]))
+    assert record.default_is_best and record.confident and record.knobs == {}
+    assert record.candidate["gain"] == pytest.approx(-0.5)
+
+
+def test_failed_settings_and_settings_missing_sizes_take_no_part():
+    outcomes = [
+        _outcome({}, 1000.0),
+        SettingOutcome(setting(GLOO_SOCKET_IFNAME="nosuch"), (), error="no such interface"),
+        # dropped after the probe sizes: fast where measured, but not every size of the band
+        _outcome({"X_A": "1"}, 100.0, sizes=(LARGE[0],)),
+    ]
+    records = select_best(outcomes)
+    assert all(item.default_is_best for item in records)
+    assert all(item.confidence == "baseline only" for item in records)
+    settings = tune_document(outcomes, records)["settings"]
+    assert [entry["status"] for entry in settings] == ["ok", "failed", "ok"]
+    assert settings[1]["error"] == "no such interface"
+    assert settings[0]["knobs"] == {} and settings[0]["baseline"]
+    assert list(settings[0])[:3] == ["knobs", "status", "error"]  # the issue's keys first
+
+
+def test_placement_rule_and_collectives_the_baseline_lacks():
+    """out_of_place where measured, else in_place; a collective only another setting
+    measured is chosen without a gain; overlap probe rows are not tuned."""
+    base = _rows(1000.0, placement="out_of_place") + _rows(
+        1000.0, placement="in_place", collective="broadcast", root=0
+    )
+    fast_in_place = _rows(100.0, placement="in_place")  # ignored: out_of_place is tuned
+    probe = make_row(kind="overlap", collective="all_gather")  # an overlap probe: not tuned
+    broadcast = _rows(500.0, placement="in_place", collective="broadcast", root=0)
+    gather = _rows(500.0, collective="all_gather")
+    outcomes = [
+        SettingOutcome(setting(), (*base, probe)),
+        SettingOutcome(setting(X_A="1"), _rows(1000.0) + fast_in_place + broadcast + gather),
+    ]
+    records = select_best(outcomes)
+    assert {item.collective for item in records} == {"all_reduce", "broadcast", "all_gather"}
+    assert _record(records).placement == "out_of_place" and _record(records).default_is_best
+    assert _record(records, "broadcast").placement == "in_place"
+    assert _record(records, "broadcast").knobs == {"X_A": "1"}
+    gather = _record(records, "all_gather")  # the baseline did not measure it: no gain
+    assert gather.knobs == {"X_A": "1"} and gather.gain is None
+    assert gather.confidence == "no baseline" and not gather.confident
+
+
+@pytest.mark.parametrize("granularity", ["band", "size"])
+def test_ranges_cover_every_size_without_gaps(granularity):
+    sizes = [8, 1024, 4096, 1 << 20, 1 << 30]
+    ranges = size_ranges(sizes, granularity)
+    assert ranges[0].min_bytes == 0 and ranges[-1].max_bytes == BYTES_MAX
+    for before, after in zip(ranges, ranges[1:], strict=False):
+        assert after.min_bytes == before.max_bytes + 1
+    for size in sizes:
+        assert sum(item.covers(size) for item in ranges) == 1
+    if granularity == "band":
+        assert [item.name for item in ranges] == [name for name, _ in BANDS]
+    else:  # split at the geometric midpoint: 1024..4096 at 2048
+        assert ranges[1].max_bytes == 2048 and ranges[2].name == "4 KiB"
+
+
+def test_size_granularity_calls_each_size_and_merges_neighbours():
+    sizes = (1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB)
+    times = dict(zip(sizes, (100.0, 400.0, 1600.0, 6400.0), strict=True))
+    faster = {size: time * (0.5 if size >= 16 * MIB else 1.0) for size, time in times.items()}
+    outcomes = [
+        _outcome({}, times, sizes=sizes),
+        _outcome({"X_A": "1"}, faster, sizes=sizes),
+    ]
+    records = select_best(outcomes, SelectRule(granularity="size"))
+    assert [item.sizes for item in records] == [(size,) for size in sizes]
+    assert [item.knobs for item in records] == [{}, {}, {"X_A": "1"}, {"X_A": "1"}]
+    merged = merge_adjacent(records)
+    assert [(item.min_bytes, item.max_bytes) for item in merged] == [
+        (0, 8 * MIB),
+        (8 * MIB + 1, BYTES_MAX),
+    ]
+    assert merged[1].sizes == (16 * MIB, 64 * MIB) and merged[1].gain == pytest.approx(1.0)
+
+
+def test_an_unknown_granularity_is_a_spec_error():
+    with pytest.raises(SpecError, match="granularity"):
+        SelectRule(granularity="pow4")
+
+
+def test_best_env_exports_one_measured_setting_and_names_each_conflict():
+    times = {**dict.fromkeys(SMALL, 100.0), **dict.fromkeys(LARGE, 1000.0)}
+    outcomes = [
+        _outcome({}, times),
+        _outcome({"NCCL_PROTO": "LL"}, {**times, **dict.fromkeys(SMALL, 50.0)}),
+        _outcome({"NCCL_PROTO": "Simple"}, {**times, **dict.fromkeys(LARGE, 500.0)}),
+    ]
+    records = select_best(outcomes)
+    choice = env_choice(records)
+    assert choice.knobs == {"NCCL_PROTO": "Simple"}  # the large range's winner
+    assert len(choice.conflicts) == 1
+    assert choice.conflicts[0].startswith("all_reduce small (0 B .. ")
+    assert (
+        "best is NCCL_PROTO=LL +100.0%, best.env exports NCCL_PROTO=Simple" in (choice.conflicts[0])
+    )
+    text = render_best_env(choice)
+    assert "export NCCL_PROTO=Simple\n" in text
+    assert "one environment cannot" in text and text.count("\n# all_reduce small") == 1
+    document = tune_document(outcomes, records)
+    assert document["env"]["conflicts"] == choice.conflicts
+    best = document["best"]
+    keys = ["collective", "min_bytes", "max_bytes", "knobs", "busbw_gbps",
+            "baseline_busbw_gbps", "gain", "confident"]  # fmt: skip
+    assert list(best[0])[: len(keys)] == keys
+    assert best[1]["max_bytes"] == BYTES_MAX and math.isfinite(best[1]["busbw_gbps"])
+
+
+def test_best_env_is_empty_when_the_default_wins_everywhere():
+    records = select_best([_outcome({}, 100.0), _outcome({"X_A": "1"}, 100.0)])
+    choice = env_choice(records)
+    assert choice.knobs == {} and not choice.conflicts
+    assert "\nexport " not in render_best_env(choice)
