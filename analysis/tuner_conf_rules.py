@@ -1,0 +1,332 @@
+"""nccl_tuner.conf as NCCL's example tuner plugin reads it (plugins/tuner/example/plugin.c,
+NCCL >= 2.27; RCCL's ext-tuner/example carries the same reader): parse, match, and what
+channel count a collective ends up with (pure).
+
+How the plugin reads the file, each rule written once here:
+- Lines come from `fgets` into a 256-byte buffer: a line longer than 255 characters is read
+  as two lines. A line whose first character is `#`, or an empty line, is skipped; a `#`
+  anywhere else is not a comment.
+- Fields are split with `strtok(",")` (empty fields vanish and the next ones shift left),
+  then spaces and tabs are trimmed. 8 to 10 fields: `collective_type,min_bytes,max_bytes,
+  algorithm,protocol,channels,nNodes,nRanks[,numPipeOps[,regBuff]]`; a line with fewer is
+  skipped silently, one with more keeps its first 10.
+- Names are compared exactly (`strcmp`): an unknown collective silently becomes allreduce,
+  an unknown algorithm ring, an unknown protocol simple. Numbers go through
+  `strtoull`/`atoi`: text that is not a number reads as 0.
+- Matching: the first rule (in file order) of that collective whose inclusive byte range
+  holds the size and whose nNodes, nRanks, numPipeOps and regBuff equal the communicator's
+  or are -1. Its algorithm/protocol entry of NCCL's cost table is set to 0, so NCCL picks
+  it; if that pair is unavailable (NCCL marks it ignored: not supported on this system, or
+  disabled by NCCL_ALGO/NCCL_PROTO) the plugin goes on to the next matching rule.
+- Channels: NCCL's plugin starts from 1 and a rule's count replaces it unless the count is
+  -1. So a collective or size no rule covers, and a rule with -1, runs on 1 channel. NCCL
+  itself reads 0 as "not set" and keeps its own count (enqueue.cc: `nMaxChannels == 0 ?
+  info->nMaxChannels : nMaxChannels`, since 2.22), so a rule with channels 0 keeps NCCL's
+  choice. RCCL's copy starts from 0: there a missing rule or -1 keeps RCCL's choice.
+
+`parse_tuner_conf(strict=False)` reads exactly as the plugin does; the default, strict,
+refuses every line the plugin would skip or misread, naming the line and why.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass
+
+from collbench.core.errors import SpecError
+
+FIELDS = (
+    "collective_type",
+    "min_bytes",
+    "max_bytes",
+    "algorithm",
+    "protocol",
+    "channels",
+    "nNodes",
+    "nRanks",
+    "numPipeOps",
+    "regBuff",
+)
+MIN_FIELDS, MAX_FIELDS = 8, 10
+MAX_LINE_CHARS = 255  # fgets(line, 256): 255 characters, then the rest is another line
+SIZE_MAX = 2**64 - 1  # size_t's largest value: "no upper end"
+ANY = -1  # the wildcard of nNodes, nRanks, numPipeOps and regBuff
+
+# The plugin's names, in NCCL's own index order, and collbench's names for its collectives.
+COLLECTIVES = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
+ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
+PROTOCOLS = ("ll", "ll128", "simple")
+PLUGIN_COLLECTIVE = {
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "all_gather": "allgather",
+    "reduce_scatter": "reducescatter",
+    "all_reduce": "allreduce",
+}
+# What the plugin makes of a name it does not know (parseCollType/Algorithm/Protocol).
+FALLBACK = {"collective_type": "allreduce", "algorithm": "ring", "protocol": "simple"}
+BACKENDS = ("nccl", "rccl")
+# The count a collective gets when no rule applies, or the rule says -1: None is the
+# library's own choice (NCCL reads 0 as unset).
+UNMATCHED_CHANNELS = {"nccl": 1, "rccl": None}
+
+_INTEGER = re.compile(r"-?[0-9]+")
+_C_SPACE = " \t\n\v\f\r"
+
+
+class TunerConfSyntaxError(SpecError):
+    """A line of nccl_tuner.conf the example plugin would skip or misread."""
+
+    def __init__(self, line_number: int, line: str, hint: str) -> None:
+        super().__init__(f"nccl_tuner.conf line {line_number}", line, hint)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One line of nccl_tuner.conf, in the plugin's names (-1: any)."""
+
+    collective: str  # allreduce | allgather | reducescatter | broadcast | reduce
+    min_bytes: int  # inclusive
+    max_bytes: int  # inclusive
+    algorithm: str
+    protocol: str
+    channels: int  # >0: that many; 0: the library's own count; -1: see UNMATCHED_CHANNELS
+    nnodes: int = ANY
+    nranks: int = ANY
+    num_pipe_ops: int = ANY
+    reg_buff: int = ANY
+    line_number: int = 0  # 0: not read from a file
+
+    def matches(
+        self,
+        collective: str,
+        nbytes: int,
+        nnodes: int,
+        nranks: int,
+        num_pipe_ops: int = 1,
+        reg_buff: int = 0,
+    ) -> bool:
+        """The plugin's match test (collective in the plugin's names)."""
+        return (
+            self.collective == collective
+            and self.min_bytes <= nbytes <= self.max_bytes
+            and self.nnodes in (ANY, nnodes)
+            and self.nranks in (ANY, nranks)
+            and self.num_pipe_ops in (ANY, num_pipe_ops)
+            and self.reg_buff in (ANY, reg_buff)
+        )
+
+    def line(self) -> str:
+        """The rule as the file's line (all 10 fields)."""
+        fields = (self.collective, self.min_bytes, self.max_bytes, self.algorithm)
+        fields += (self.protocol, self.channels, self.nnodes, self.nranks)
+        return ",".join(str(field) for field in (*fields, self.num_pipe_ops, self.reg_buff))
+
+
+def plugin_collective(name: str) -> str:
+    """The plugin's name for a collective given in either naming (all_reduce or allreduce)."""
+    if name in COLLECTIVES:
+        return name
+    if name in PLUGIN_COLLECTIVE:
+        return PLUGIN_COLLECTIVE[name]
+    known = ", ".join(PLUGIN_COLLECTIVE)
+    raise SpecError("collective", name, f"has no tuner-plugin rule; tunable: {known}")
+
+
+def parse_tuner_conf(text: str, *, strict: bool = True) -> list[Rule]:
+    """The rules of an nccl_tuner.conf, in file order.
+
+    strict (default): TunerConfSyntaxError for the first line the plugin would skip or
+    misread (too long, a comment not in column 0, an empty field, not 8 to 10 fields, an
+    unknown name, a number that is not one, a range that matches nothing).
+    strict=False: exactly what the plugin loads, silent fallbacks included."""
+    if not strict:
+        read = (_plugin_rule(number, line) for number, line in _fgets_lines(text))
+        return [rule for rule in read if rule is not None]
+    rules = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")  # CRLF: the plugin's atoi ignores the last field's \r
+        if line.strip(" \t") == "" or line.startswith("#"):
+            continue
+        rules.append(_strict_rule(number, line))
+    return rules
+
+
+def lookup(
+    rules: Collection[Rule],
+    collective: str,
+    nbytes: int,
+    nnodes: int,
+    nranks: int,
+    *,
+    num_pipe_ops: int = 1,
+    reg_buff: int = 0,
+    ignored: Collection[tuple[str, str]] = (),
+) -> Rule | None:
+    """The rule the plugin applies to one call, or None (see `effective_channels`).
+
+    ignored: (algorithm, protocol) pairs NCCL marks unavailable; the plugin passes over a
+    matching rule with such a pair and tries the next one."""
+    name = plugin_collective(collective)
+    for rule in rules:
+        if (rule.algorithm, rule.protocol) in ignored:
+            continue
+        if rule.matches(name, nbytes, nnodes, nranks, num_pipe_ops, reg_buff):
+            return rule
+    return None
+
+
+def uncovered(
+    rules: Sequence[Rule], collective: str, nnodes: int, nranks: int, backend: str = "nccl"
+) -> list[tuple[int, int]]:
+    """The inclusive byte ranges of `collective` (0..SIZE_MAX) where a call of one operation
+    on unregistered buffers gets the plugin's no-rule channel count (NCCL: 1): no rule
+    applies, or the rule says -1. Exact: the answer only changes at rule boundaries."""
+    edges = {0} | {rule.min_bytes for rule in rules}
+    edges |= {rule.max_bytes + 1 for rule in rules if rule.max_bytes < SIZE_MAX}
+    points = sorted(edges)
+    gaps: list[tuple[int, int]] = []
+    for start, end in zip(points, [*points[1:], SIZE_MAX + 1], strict=True):
+        rule = lookup(rules, collective, start, nnodes, nranks)
+        if rule is not None and rule.channels != -1:
+            continue
+        if effective_channels(rule, backend) is None:
+            continue
+        if gaps and gaps[-1][1] + 1 == start:
+            gaps[-1] = (gaps[-1][0], end - 1)
+        else:
+            gaps.append((start, end - 1))
+    return gaps
+
+
+def effective_channels(rule: Rule | None, backend: str = "nccl") -> int | None:
+    """The channel count a call runs with under the example plugin: a number, or None for
+    the library's own choice. NCCL's plugin gives 1 where no rule applies or it says -1."""
+    if backend not in BACKENDS:
+        raise SpecError("backend", backend, f"has no tuner plugin here; one of {BACKENDS}")
+    if rule is None or rule.channels == -1:
+        return UNMATCHED_CHANNELS[backend]
+    return None if rule.channels == 0 else rule.channels
+
+
+# ---- the plugin's reading, step by step ----
+
+
+def _fgets_lines(text: str) -> Iterator[tuple[int, str]]:
+    """What the plugin's fgets loop hands over, with the number of the file line it starts
+    in: at most 255 characters, newline removed, comment and empty lines skipped."""
+    position, number = 0, 1
+    while position < len(text):
+        chunk = text[position : position + MAX_LINE_CHARS]
+        newline = chunk.find("\n")
+        if newline != -1:
+            chunk = chunk[: newline + 1]
+        start = number
+        position += len(chunk)
+        number += chunk.endswith("\n")
+        if chunk[0] not in "#\n":
+            yield start, chunk.split("\n", 1)[0]
+
+
+def _plugin_fields(line: str) -> list[str]:
+    """strtok(",") (empty pieces vanish), at most 10 tokens, spaces and tabs trimmed."""
+    tokens = [piece for piece in line.split(",") if piece][:MAX_FIELDS]
+    return [token.strip(" \t") for token in tokens]
+
+
+def _plugin_rule(number: int, line: str) -> Rule | None:
+    fields = _plugin_fields(line)
+    if len(fields) < MIN_FIELDS:
+        return None
+    fields += ["-1"] * (MAX_FIELDS - len(fields))
+    return Rule(
+        collective=fields[0] if fields[0] in COLLECTIVES else FALLBACK["collective_type"],
+        min_bytes=_strtoull(fields[1]),
+        max_bytes=_strtoull(fields[2]),
+        algorithm=fields[3] if fields[3] in ALGORITHMS else FALLBACK["algorithm"],
+        protocol=fields[4] if fields[4] in PROTOCOLS else FALLBACK["protocol"],
+        channels=_atoi(fields[5]),
+        nnodes=_atoi(fields[6]),
+        nranks=_atoi(fields[7]),
+        num_pipe_ops=_atoi(fields[8]),
+        reg_buff=_atoi(fields[9]),
+        line_number=number,
+    )
+
+
+def _leading_integer(text: str) -> tuple[int, int]:
+    """(sign, digits value) of C's number prefix: spaces, a sign, digits; 0 if none."""
+    text = text.lstrip(_C_SPACE)
+    sign = -1 if text[:1] == "-" else 1
+    text = text[1:] if text[:1] in "+-" else text
+    digits = re.match(r"[0-9]*", text).group()  # type: ignore[union-attr]
+    return sign, int(digits) if digits else 0
+
+
+def _strtoull(text: str) -> int:
+    sign, value = _leading_integer(text)
+    if value > SIZE_MAX:
+        return SIZE_MAX
+    return value if sign > 0 else (-value) % 2**64
+
+
+def _atoi(text: str) -> int:
+    sign, value = _leading_integer(text)
+    value = min(sign * value, 2**63 - 1) if sign > 0 else max(sign * value, -(2**63))
+    return (value + 2**31) % 2**32 - 2**31  # (int)strtol
+
+
+# ---- strict reading: refuse what the plugin would skip or misread ----
+
+
+_Fail = Callable[[str], TunerConfSyntaxError]
+
+
+def _strict_rule(number: int, line: str) -> Rule:
+    def fail(hint: str) -> TunerConfSyntaxError:
+        return TunerConfSyntaxError(number, line, hint)
+
+    if len(line) > MAX_LINE_CHARS:
+        raise fail(f"is {len(line)} characters; the plugin reads 255 and the rest as a new line")
+    if "#" in line:
+        raise fail("has a '#' after column 0; the plugin has no such comments")
+    fields = [field.strip(" \t") for field in line.split(",")]
+    if "" in fields:
+        raise fail("has an empty field; the plugin drops it and shifts the fields after it")
+    if not MIN_FIELDS <= len(fields) <= MAX_FIELDS:
+        raise fail(f"has {len(fields)} fields; the plugin reads 8 to 10 ({','.join(FIELDS)})")
+    for index, known in ((0, COLLECTIVES), (3, ALGORITHMS), (4, PROTOCOLS)):
+        if fields[index] not in known:
+            name, fallback = FIELDS[index], FALLBACK[FIELDS[index]]
+            raise fail(f"{name} {fields[index]!r} is unknown: the plugin reads it as {fallback}")
+    numbers = [_strict_integer(fail, FIELDS[index], fields[index]) for index in range(1, 3)]
+    numbers += [_strict_integer(fail, FIELDS[index], text) for index, text in _tail(fields)]
+    rule = Rule(fields[0], numbers[0], numbers[1], fields[3], fields[4], *numbers[2:], number)
+    _check_values(fail, rule)
+    return rule
+
+
+def _tail(fields: list[str]) -> list[tuple[int, str]]:
+    present = list(enumerate(fields))[5:]
+    return present + [(index, "-1") for index in range(len(fields), MAX_FIELDS)]
+
+
+def _strict_integer(fail: _Fail, name: str, text: str) -> int:
+    if not _INTEGER.fullmatch(text):
+        raise fail(f"{name} {text!r} is not an integer; the plugin reads it as {_atoi(text)}")
+    return int(text)
+
+
+def _check_values(fail: _Fail, rule: Rule) -> None:
+    if not 0 <= rule.min_bytes <= rule.max_bytes <= SIZE_MAX:
+        raise fail(f"needs 0 <= min_bytes <= max_bytes <= {SIZE_MAX}; this range matches nothing")
+    if rule.channels < -1 or rule.channels >= 2**31:
+        raise fail("channels must be a count, 0 (the library's own) or -1")
+    for name, value in (("nNodes", rule.nnodes), ("nRanks", rule.nranks)):
+        if value != ANY and not 1 <= value < 2**31:
+            raise fail(f"{name} must be a count or -1 (any)")
+    if rule.num_pipe_ops != ANY and not 1 <= rule.num_pipe_ops < 2**31:
+        raise fail("numPipeOps must be a count or -1 (any)")
+    if rule.reg_buff not in (ANY, 0, 1):
+        raise fail("regBuff must be 0, 1 or -1 (any)")
