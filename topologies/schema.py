@@ -226,11 +226,9 @@ def _check_consistent(topology: Topology) -> None:
             f"must divide or be a multiple of accelerators_per_node ({per_node})",
         )
     if topology.scale_out is None and topology.nodes > topology.nodes_per_domain:
-        raise TopologyError(
+        raise _missing(
             "scale_out",
-            None,
-            f"is required: {topology.nodes} nodes do not fit "
-            f"in one scale-up domain of {domain} accelerators",
+            f": {topology.nodes} nodes do not fit in one scale-up domain of {domain} accelerators",
         )
     known = field_paths()
     for key in topology.sources:
@@ -287,7 +285,7 @@ class _Fields:
     def _get(self, key: str, default: Any, required: bool) -> Any:
         if key not in self.data or self.data[key] is None:
             if required:
-                raise TopologyError(self._name(key), None, "is required")
+                raise _missing(self._name(key))
             return default
         return self.data[key]
 
@@ -358,3 +356,10 @@ def _finite(value: float) -> bool:
 def _short(value: Any) -> Any:
     text = repr(value)
     return value if len(text) <= 60 else text[:57] + "..."
+
+
+def _missing(name: str, why: str = "") -> TopologyError:
+    """`name: is required and missing from the file[why]` (a missing field has no value)."""
+    error = TopologyError(name, None, "is required")
+    error.args = (f"{name}: is required and missing from the file{why}",)
+    return error

@@ -136,7 +136,10 @@ def test_validate_ok_and_warns_about_unsourced_figures(tmp_path):
             "scale_out.nic_gbit_s: 400 is not a known field of scale_out "
             "(did you mean scale_out.nic_gbits_s?)",
         ),
-        ({"scale_out": None}, "scale_out: None is required: 2 nodes do not fit"),
+        (
+            {"scale_out": None},
+            "scale_out: is required and missing from the file: 2 nodes do not fit",
+        ),
         (
             {"scale_up": {**GOOD["scale_up"], "domain_size": 3}},
             "scale_up.domain_size: 3 must divide",

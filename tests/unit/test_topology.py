@@ -183,8 +183,14 @@ _DELETE = object()
 @pytest.mark.parametrize(
     ("data", "needle"),
     [
-        (_changed("scale_up", "latency_us", _DELETE), "scale_up.latency_us: None is required"),
-        (_changed("", "accelerator", _DELETE), "accelerator: None is required"),
+        (
+            _changed("scale_up", "latency_us", _DELETE),
+            "scale_up.latency_us: is required and missing from the file",
+        ),
+        (
+            _changed("", "accelerator", _DELETE),
+            "accelerator: is required and missing from the file",
+        ),
         (_changed("scale_up", "bandwidth_gbytes_s", -3), "scale_up.bandwidth_gbytes_s: -3 must be"),
         (_changed("scale_out", "nic_gbits_s", 0), "scale_out.nic_gbits_s: 0 must be a number > 0"),
         (_changed("scale_out", "nic_speed", 400), "scale_out.nic_speed: 400 is not a known field"),
@@ -211,7 +217,10 @@ _DELETE = object()
             _changed("scale_up", "domain_size", 6),
             "scale_up.domain_size: 6 must divide or be a mult",
         ),
-        (_changed("", "scale_out", _DELETE), "scale_out: None is required: 4 nodes do not fit"),
+        (
+            _changed("", "scale_out", _DELETE),
+            "scale_out: is required and missing from the file: 4 nodes do not fit",
+        ),
         (_changed("scale_out", "oversubscription", 0.5), "scale_out.oversubscription: 0.5 must be"),
         (_changed("scale_out", "rail_optimized", "yes"), "scale_out.rail_optimized: 'yes' must be"),
         (
