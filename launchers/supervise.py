@@ -28,7 +28,7 @@ from collbench.core.errors import (
 )
 from collbench.launchers.base import LaunchResult
 from collbench.store.job import Job
-from collbench.store.rank_status import is_alive, read_status
+from collbench.store.rank_status import HEARTBEAT_S, is_alive, read_status
 from collbench.store.rows import row_from_dict, utc_now
 from collbench.store.rundir import (
     META_FILE,
@@ -45,6 +45,8 @@ from collbench.store.rundir import (
 POLL_S = 0.1
 # After a first rank fails, how long to wait for the others' exits before assigning blame.
 SETTLE_S = 1.0
+# A rank whose heartbeat thread is this quiet is stopped or wedged, not slow.
+STALE_HEARTBEAT_S = 3 * HEARTBEAT_S
 # Error texts of ranks that died only because a peer went away first.
 _PEER_ERRORS = (
     "Connection closed by peer",
@@ -363,17 +365,18 @@ class Monitor:
         for status in seen:
             silent = now - status["heartbeat"]
             if status["state"] in ("starting", "running") and silent > self.timeout_s:
-                return (
-                    f"{self._who(status['rank'], statuses_or_empty(statuses))} stopped "
-                    f"responding: no heartbeat for {silent:.0f} s during {_label(status)} "
-                    "(stopped or wedged)"
-                )
+                return self._silent(status, statuses, silent)
         active = [s for s in seen if s["state"] in ("starting", "running")]
         if not active or now - min(s["step_started"] for s in active) <= self.timeout_s:
             return None
         slowest = min(s["step"] for s in active)
         laggards = [s for s in active if s["step"] == slowest]
         stuck = laggards[0]
+        silent = now - stuck["heartbeat"]
+        if len(laggards) < len(active) and silent > STALE_HEARTBEAT_S:
+            # Stopped, not slow: its heartbeat thread is silent too (say so whichever of
+            # the two clocks ran out first).
+            return self._silent(stuck, statuses, silent)
         if len(laggards) < len(active):
             return (
                 f"{self._who(stuck['rank'], statuses_or_empty(statuses))} made no progress "
@@ -382,6 +385,13 @@ class Monitor:
         return (
             f"no rank finished {_label(stuck)} within {self.timeout_s:g} s "
             f"(all {len(active)} ranks waiting in it; raise --timeout for huge sizes)"
+        )
+
+    def _silent(self, status: dict, statuses: list[dict | None], silent: float) -> str:
+        return (
+            f"{self._who(status['rank'], statuses_or_empty(statuses))} stopped "
+            f"responding: no heartbeat for {silent:.0f} s during {_label(status)} "
+            "(stopped or wedged)"
         )
 
 
