@@ -8,6 +8,8 @@ import pytest
 
 from tests.helpers import collbench, meta_of
 
+pytestmark = pytest.mark.slow  # each runs a real 2-rank sweep
+
 
 def test_a_sweep_records_the_nccl_conf_file_it_ran_under(tmp_path):
     conf = tmp_path / "site-nccl.conf"
