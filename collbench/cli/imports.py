@@ -54,6 +54,17 @@ def nccl_tests(
             show_default=False,
         ),
     ] = None,  # noqa: E501, UP045
+    knob: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--knob",
+            metavar="NAME=VALUE",
+            help="Label what the logs were measured with, e.g. NCCL_ALGO=Ring (repeatable; "
+            "a log records no environment of its own): recorded in the run's knobs, as a "
+            "sweep's --knob is, for `collbench tune --from`.",
+            show_default=False,
+        ),
+    ] = None,  # noqa: UP045
     json_meta: Annotated[
         bool, typer.Option("--json", help="Print meta.json instead of the summary.")
     ] = False,
@@ -67,9 +78,10 @@ def nccl_tests(
     import sys
 
     from collbench.render.imports import describe_import
-    from collbench.run.import_logs import import_logs
+    from collbench.run.import_logs import import_logs, parse_knob_labels
 
-    result = import_logs(logs, out=out, collective=collective)
+    labels = parse_knob_labels(knob or [])
+    result = import_logs(logs, out=out, collective=collective, knobs=labels)
     for warning in result.warnings:
         print(f"collbench: warning: {warning}", file=sys.stderr)
     if json_meta:

@@ -8,13 +8,16 @@ meta.json and rows.parquet, as a sweep's does.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from collbench.analysis.nccl_import import LOG_FIELD, ParsedLog
 from collbench.analysis.nccl_import_rows import build_import, parse_log, resolve_collective
 from collbench.core.errors import SpecError
+from collbench.core.knobs import is_knob, knob_listing
 from collbench.store.meta import RunMeta
 from collbench.store.rows import ResultRow, utc_now
 from collbench.store.rundir import (
@@ -24,6 +27,9 @@ from collbench.store.rundir import (
     write_meta,
     write_parquet,
 )
+
+KNOB_FLAG = "--knob"
+_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")  # an environment variable's name, as a sweep sets it
 
 
 @dataclass(frozen=True)
@@ -40,12 +46,16 @@ class ImportResult:
 
 
 def import_logs(
-    paths: Sequence[Path | str], out: Path | None = None, collective: str | None = None
+    paths: Sequence[Path | str],
+    out: Path | None = None,
+    collective: str | None = None,
+    knobs: Mapping[str, str] | None = None,
 ) -> ImportResult:
     """Import nccl-tests / rccl-tests logs into a new run directory (`out`, new or empty).
 
     Several logs become one run when they come from one system (same world size and
-    backend); `collective` names the collective when the logs do not.
+    backend); `collective` names the collective when the logs do not; `knobs` (from
+    parse_knob_labels) labels what the logs were measured with (see label_knobs).
     """
     if not paths:
         raise SpecError(LOG_FIELD, "", "is missing: give at least one log file")
@@ -53,6 +63,8 @@ def import_logs(
     logs = [read_log(Path(path)) for path in paths]
     run_id = new_run_id()
     rows, meta = build_import(logs, run_id, override, imported_utc=utc_now())
+    if knobs:
+        rows, meta = label_knobs(rows, meta, knobs)
     # meta.json names each log by its absolute path: the run may be read from elsewhere.
     meta = replace(meta, imported_from=[str(Path(path).resolve()) for path in meta.imported_from])
     _refuse_non_finite(rows, meta)
@@ -61,6 +73,50 @@ def import_logs(
     write_meta(run_dir, meta)
     write_parquet(run_dir)
     return ImportResult(run_dir=run_dir, rows=tuple(rows), meta=meta)
+
+
+def parse_knob_labels(texts: Sequence[str]) -> dict[str, str]:
+    """`--knob NAME=VALUE` labels, in the order given: one value each, taken as written (a
+    comma is part of it, as in a sweep's `--knob`). SpecError("--knob", text, reason) for a
+    malformed one, a name that is no communication knob, or a knob given twice."""
+    labels: dict[str, str] = {}
+    for text in texts:
+        name, sep, value = text.partition("=")
+        if not sep or not name:
+            raise SpecError(KNOB_FLAG, text, "is not NAME=VALUE (e.g. NCCL_ALGO=Ring)")
+        if not _NAME.fullmatch(name):
+            raise SpecError(
+                KNOB_FLAG, text, "names no environment variable (upper case, digits, _)"
+            )
+        if not is_knob(name):
+            raise SpecError(
+                KNOB_FLAG, text, f"does not name a communication knob ({knob_listing()})"
+            )
+        if name in labels:
+            raise SpecError(KNOB_FLAG, text, f"repeats {name}: give each knob once")
+        labels[name] = value
+    return labels
+
+
+def label_knobs(
+    rows: Sequence[ResultRow], meta: RunMeta, labels: Mapping[str, str]
+) -> tuple[list[ResultRow], RunMeta]:
+    """Rows and meta with `labels` in their knobs' `env`, where a sweep records the knobs it
+    ran with: a label wins over what the log printed. `settings.knob_labels` names them."""
+    return (
+        [replace(row, knobs=_labelled(row.knobs, labels)) for row in rows],
+        replace(meta, knobs=_labelled(meta.knobs, labels)),
+    )
+
+
+def _labelled(knobs: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    settings = dict(knobs.get("settings") or {})
+    settings["knob_labels"] = sorted(labels)
+    return {
+        **knobs,
+        "env": {**(knobs.get("env") or {}), **labels},
+        "settings": settings,
+    }
 
 
 def _refuse_non_finite(rows: Sequence[ResultRow], meta: RunMeta) -> None:
