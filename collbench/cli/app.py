@@ -33,6 +33,7 @@ from collbench.cli.mfu import mfu
 from collbench.cli.options import command
 from collbench.cli.report import report
 from collbench.cli.topo import topo_app
+from collbench.cli.tune import tune
 from collbench.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CollbenchError
 
 app = typer.Typer(
@@ -94,6 +95,7 @@ app.command("compare")(compare)
 app.command("report")(report)
 app.command("mfu")(mfu)
 app.command("export")(export)
+app.command("tune")(tune)
 
 
 @app.command()

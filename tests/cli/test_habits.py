@@ -129,6 +129,7 @@ def test_sweep_help_fits_the_common_path_on_one_screen_and_cuts_no_word(columns)
         ("compare",),
         ("report",),
         ("mfu",),
+        ("tune",),
         ("import", "nccl-tests"),
         ("topo", "show"),
         ("topo", "validate"),

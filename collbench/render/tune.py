@@ -1,0 +1,55 @@
+"""`collbench tune` as text and JSON: per collective and size range the best setting (or
+"default is best"), its busbw, the default's, the gain and whether it is confident; then
+the notes and conflicts, and the files written.
+
+Pure: the use case's result in, a string out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from collbench.analysis.tune_select import BYTES_MAX
+from collbench.core.units import format_size
+
+if TYPE_CHECKING:
+    from collbench.analysis.tune_select import BestRecord
+    from collbench.run.tune_from import TuneFromResult
+
+HEADER = ("collective", "range", "best", "busbw", "default", "gain", "confident")
+DEFAULT_IS_BEST = "default is best"
+
+
+def render_tune(result: TuneFromResult, as_json: bool = False) -> str:
+    """The table (or tune.json's content as JSON), then `# Wrote: PATH` lines."""
+    if as_json:
+        return json.dumps(result.document, indent=2, default=str)
+    table = [HEADER, *(_cells(record) for record in result.best)]
+    widths = [max(len(row[index]) for row in table) for index in range(len(HEADER))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in table
+    ]
+    lines[0] = "# " + lines[0]
+    lines[1:] = ["  " + line for line in lines[1:]]
+    lines += [f"# {record.collective} {record.band}: {record.reason}" for record in result.best]
+    lines += [f"# conflict: {line}" for line in result.document["env"]["conflicts"]]
+    lines += [f"# note: {note}" for note in result.notes]
+    lines += [f"# Wrote: {path}" for path in result.written]
+    return "\n".join(lines)
+
+
+def _cells(record: BestRecord) -> tuple[str, ...]:
+    high = "end]" if record.max_bytes >= BYTES_MAX else f"{format_size(record.max_bytes + 1)})"
+    best = DEFAULT_IS_BEST if record.default_is_best else record.setting
+    base = record.baseline_busbw_gbps
+    return (
+        record.collective,
+        f"{record.band} [{format_size(record.min_bytes)}, {high}",
+        best,
+        f"{record.busbw_gbps:.2f}",
+        "-" if base is None else f"{base:.2f}",
+        "-" if record.gain is None else f"{record.gain * 100:+.1f}%",
+        "yes" if record.confident else f"no ({record.confidence})",
+    )

@@ -1,0 +1,121 @@
+"""`collbench tune --from RUN...`: the tune result from runs already measured, launching
+nothing (analysis/tune_from.py says how runs become settings).
+
+Writes into a new directory: tune.json (every setting and the best per collective and size
+range), best.env (the one setting to export) and, where the tuner plugin can say the result,
+nccl_tuner.conf. Where it cannot (an unknown channel count without --channels, a backend with
+no tuner plugin, a range no single algorithm/protocol pair expresses), the reason is a
+warning and the other two files are still written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collbench.analysis.tune_from import check_tunable, outcomes_from_runs
+from collbench.analysis.tune_result import env_choice, render_best_env, tune_document
+from collbench.analysis.tune_select import BestRecord, SelectRule, select_best
+from collbench.analysis.tuner_conf import TunerConfUnavailable, render_tuner_conf
+from collbench.analysis.tuner_conf_rules import BACKENDS
+from collbench.core.errors import SpecError
+from collbench.store.load import Run, load_run
+from collbench.store.rundir import write_atomically, write_json_atomic
+
+TUNE_JSON = "tune.json"
+BEST_ENV = "best.env"
+TUNER_CONF = "nccl_tuner.conf"
+
+
+@dataclass(frozen=True)
+class TuneFromResult:
+    """What `tune --from` decided and wrote."""
+
+    out: Path
+    best: list[BestRecord]
+    document: dict[str, Any]  # tune.json's content
+    written: list[Path]
+    warnings: list[str] = field(default_factory=list)  # one line each: `collbench: warning:`
+    notes: list[str] = field(default_factory=list)  # nccl_tuner.conf's notes, one line each
+
+
+def tune_from(
+    paths: Sequence[Path], out: Path, channels: int | None = None, rule: SelectRule | None = None
+) -> TuneFromResult:
+    """Load the runs, choose the best setting per collective and range, and write the files
+    into `out` (a new or empty directory; SpecError otherwise, or when the runs differ in
+    what tune needs them to share)."""
+    rule = rule or SelectRule()
+    _check_out(out)
+    runs = [_load(path) for path in paths]
+    warnings = check_tunable(runs)
+    outcomes = outcomes_from_runs(runs)
+    best = select_best(outcomes, rule)
+    conf, notes, reason = _tuner_conf(runs, best, channels)
+    if reason:
+        warnings.append(reason)
+    extra = {
+        "from": [str(path) for path in paths],
+        "tuner_conf": {"written": conf is not None, "reason": reason, "notes": notes},
+        "warnings": warnings,
+    }
+    document = tune_document(outcomes, best, rule, extra)
+    written = _write(out, document, render_best_env(env_choice(best)), conf)
+    return TuneFromResult(out, best, document, written, warnings, notes)
+
+
+def _check_out(out: Path) -> None:
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise SpecError(
+            "--out", str(out), "exists and is not an empty directory: give a new directory"
+        )
+
+
+def _load(path: Path) -> Run:
+    if not Path(path).is_dir():
+        raise SpecError("RUN", str(path), "is not a run directory")
+    return load_run(
+        path, "RUN", ": pass a directory written by collbench sweep or collbench import"
+    )
+
+
+def _tuner_conf(
+    runs: Sequence[Run], best: Sequence[BestRecord], channels: int | None
+) -> tuple[str | None, list[str], str | None]:
+    """nccl_tuner.conf's text and notes, or (None, [], why it is not written)."""
+    backends = sorted({str(row.backend) for run in runs for row in run.sweep_rows})
+    backend = backends[0] if len(backends) == 1 else ", ".join(backends)
+    if backend not in BACKENDS:
+        return (
+            None,
+            [],
+            (
+                f"{TUNER_CONF} not written: backend {backend} has no tuner plugin "
+                f"(only {', '.join(BACKENDS)})"
+            ),
+        )
+    imported = any(run.meta.source for run in runs)
+    try:
+        text, notes = render_tuner_conf(best, channels=channels, backend=backend, imported=imported)
+    except TunerConfUnavailable as error:
+        return None, [], str(error)
+    return text, notes, None
+
+
+def _write(out: Path, document: dict[str, Any], env: str, conf: str | None) -> list[Path]:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / TUNE_JSON, out / BEST_ENV]
+    write_json_atomic(written[0], document)
+    _write_text(written[1], env)
+    if conf is not None:
+        written.append(out / TUNER_CONF)
+        _write_text(written[-1], conf)
+    return written
+
+
+def _write_text(path: Path, text: str) -> None:
+    write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
