@@ -6,12 +6,10 @@ parsing, error lines and exit codes, without a Python start per call); the real 
 as subprocesses."""
 
 import json
-import subprocess
 
 import pytest
 
 from collbench.analysis.comparison import EXIT_SLOWER
-from collbench.cli.app import main
 from tests.helpers import collbench as collbench_process
 from tests.rows import make_row, write_run
 
@@ -33,19 +31,6 @@ def _write(path, times_us, iters=20, world_size=2, spread=0.01):
     ]
     meta = {"run_id": path.name, "timing_method": "perf_counter", "state": "completed"}
     return str(write_run(path, rows, meta))
-
-
-@pytest.fixture
-def collbench(capsys):
-    """`collbench ARGS` in this process, as a CompletedProcess."""
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        with pytest.raises(SystemExit) as done:
-            main(list(args))
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(["collbench", *args], done.value.code, out, err)
-
-    return run
 
 
 @pytest.fixture

@@ -6,12 +6,10 @@ The tests call the console-script entry point in this process (the same argument
 error lines and exit codes, without a Python start per call)."""
 
 import json
-import subprocess
 
 import pytest
 
 from collbench.analysis.tuner_conf import SIZE_MAX, lookup, parse_tuner_conf, uncovered
-from collbench.cli.app import main
 from tests.rows import make_row, write_run
 
 # small, medium and large bands (analysis.bands): two sizes each
@@ -45,19 +43,6 @@ def _times(factor_by_band=(1.0, 1.0, 1.0)):
     """time_us per size: proportional to the size, times the band's factor."""
     band = {1024: 0, 4096: 0, 1 << 17: 1, 1 << 20: 1, 1 << 24: 2, 1 << 26: 2}
     return {size: 10.0 + size / 1e4 * factor_by_band[band[size]] for size in SIZES}
-
-
-@pytest.fixture
-def collbench(capsys):
-    """`collbench ARGS` in this process, as a CompletedProcess."""
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        with pytest.raises(SystemExit) as done:
-            main(list(args))
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(["collbench", *args], done.value.code, out, err)
-
-    return run
 
 
 @pytest.fixture
