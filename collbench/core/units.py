@@ -79,3 +79,20 @@ def format_number(value: float, digits: int = 4, scientific: bool = False) -> st
     if abs(value) >= 1000:
         return f"{value:.0f}"
     return f"{value:.{digits}g}"
+
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr)?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"": 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600}
+
+
+def parse_duration(text: str, field_name: str = "duration") -> float:
+    """Seconds from '90', '90s', '10m', '1.5h' (a bare number is seconds), or SpecError."""
+    match = _DURATION_RE.match(str(text))
+    if not match:
+        raise SpecError(
+            field_name, text, "is not a duration: a number with s, m or h (e.g. 90s, 10m, 1h)"
+        )
+    seconds = float(match[1]) * _DURATION_UNITS[(match[2] or "").lower()]
+    if not seconds > 0:
+        raise SpecError(field_name, text, "must be more than 0 seconds")
+    return seconds

@@ -16,6 +16,7 @@ from collbench.core.units import format_size
 if TYPE_CHECKING:
     from collbench.analysis.tune_select import BestRecord
     from collbench.run.tune_from import TuneFromResult
+    from collbench.run.tune_verify import VerifyLine, VerifyResult
 
 HEADER = ("collective", "range", "best", "busbw", "default", "gain", "confident")
 DEFAULT_IS_BEST = "default is best"
@@ -52,4 +53,61 @@ def _cells(record: BestRecord) -> tuple[str, ...]:
         "-" if base is None else f"{base:.2f}",
         "-" if record.gain is None else f"{record.gain * 100:+.1f}%",
         "yes" if record.confident else f"no ({record.confidence})",
+    )
+
+
+VERIFY_HEADER = (
+    "collective",
+    "range",
+    "setting",
+    "busbw",
+    "default",
+    "realised",
+    "predicted",
+    "confident",
+)
+
+
+def render_verify(result: VerifyResult, as_json: bool = False) -> str:
+    """`tune --verify`: per collective and range the realised gain next to the predicted one."""
+    if as_json:
+        return json.dumps(result.document, indent=2, default=str)
+    rows = [VERIFY_HEADER, *(_verify_cells(line) for line in result.lines)]
+    widths = [max(len(row[index]) for row in rows) for index in range(len(VERIFY_HEADER))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    lines[0] = "# " + lines[0]
+    lines[1:] = ["  " + line for line in lines[1:]]
+    for setting in result.settings:
+        if setting["error"]:
+            lines.append(f"# {setting['label']}: FAILED: {setting['error']}")
+    for line in result.lines:
+        if line.predicted_gain is None:
+            lines.append(
+                f"# {line.collective} {line.band}: the tune chose {line.tuned_best} there, "
+                "not what best.env exports: no prediction to check"
+            )
+    lines += [f"# note: {note}" for note in result.notes]
+    lines.append(f"# Results: {result.out}")
+    return "\n".join(lines)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:+.1f}%"
+
+
+def _verify_cells(line: VerifyLine) -> tuple[str, ...]:
+    high = "end]" if line.max_bytes >= BYTES_MAX else f"{format_size(line.max_bytes + 1)})"
+    base = line.baseline_busbw_gbps
+    return (
+        line.collective,
+        f"{line.band} [{format_size(line.min_bytes)}, {high}",
+        line.setting,
+        "-" if line.busbw_gbps is None else f"{line.busbw_gbps:.2f}",
+        "-" if base is None else f"{base:.2f}",
+        _percent(line.realised_gain),
+        _percent(line.predicted_gain),
+        "yes" if line.confident else f"no ({line.confidence})",
     )

@@ -48,12 +48,14 @@ def tune_from(
     into `out` (a new or empty directory; SpecError otherwise, or when the runs differ in
     what tune needs them to share)."""
     rule = rule or SelectRule()
-    _check_out(out)
+    check_out(out)
     runs = [_load(path) for path in paths]
     warnings = check_tunable(runs)
     outcomes = outcomes_from_runs(runs)
     best = select_best(outcomes, rule)
-    conf, notes, reason = _tuner_conf(runs, best, channels)
+    backends = sorted({str(row.backend) for run in runs for row in run.sweep_rows})
+    imported = any(run.meta.source for run in runs)
+    conf, notes, reason = tuner_conf_text(", ".join(backends), imported, best, channels)
     if reason:
         warnings.append(reason)
     extra = {
@@ -62,11 +64,12 @@ def tune_from(
         "warnings": warnings,
     }
     document = tune_document(outcomes, best, rule, extra)
-    written = _write(out, document, render_best_env(env_choice(best)), conf)
+    written = write_result(out, document, render_best_env(env_choice(best)), conf)
     return TuneFromResult(out, best, document, written, warnings, notes)
 
 
-def _check_out(out: Path) -> None:
+def check_out(out: Path) -> None:
+    """--out must be a new or empty directory."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise SpecError(
@@ -82,12 +85,12 @@ def _load(path: Path) -> Run:
     )
 
 
-def _tuner_conf(
-    runs: Sequence[Run], best: Sequence[BestRecord], channels: int | None
+def tuner_conf_text(
+    backend: str, imported: bool, best: Sequence[BestRecord], channels: int | None
 ) -> tuple[str | None, list[str], str | None]:
-    """nccl_tuner.conf's text and notes, or (None, [], why it is not written)."""
-    backends = sorted({str(row.backend) for run in runs for row in run.sweep_rows})
-    backend = backends[0] if len(backends) == 1 else ", ".join(backends)
+    """nccl_tuner.conf's text and notes, or (None, [], why it is not written). `backend`:
+    the runs' backend (several joined by ", " never have a tuner plugin); `imported`: some
+    runs are imported logs, which record no channel count."""
     if backend not in BACKENDS:
         return (
             None,
@@ -97,7 +100,6 @@ def _tuner_conf(
                 f"(only {', '.join(BACKENDS)})"
             ),
         )
-    imported = any(run.meta.source for run in runs)
     try:
         text, notes = render_tuner_conf(best, channels=channels, backend=backend, imported=imported)
     except TunerConfUnavailable as error:
@@ -105,7 +107,8 @@ def _tuner_conf(
     return text, notes, None
 
 
-def _write(out: Path, document: dict[str, Any], env: str, conf: str | None) -> list[Path]:
+def write_result(out: Path, document: dict[str, Any], env: str, conf: str | None) -> list[Path]:
+    """tune.json, best.env and (when given) nccl_tuner.conf into `out`; the paths written."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / TUNE_JSON, out / BEST_ENV]

@@ -1,6 +1,6 @@
 """collbench tune --from through its command line: run directories measured under different
 knobs (with per-iteration samples) in, tune.json / best.env / nccl_tuner.conf out; the
-refusals (differing world size, an existing --out, no --from) are one line and exit 2.
+refusals (differing world size, an existing --out, RUN without --from) are one line and exit 2.
 
 The tests call the console-script entry point in this process (the same argument parsing,
 error lines and exit codes, without a Python start per call)."""
@@ -127,11 +127,12 @@ def test_existing_non_empty_out_is_refused(collbench, ring_wins_large, tmp_path)
     assert sorted(path.name for path in out.iterdir()) == ["keep.txt"]
 
 
-def test_without_from_says_launching_is_not_built_yet(collbench, ring_wins_large, tmp_path):
+def test_runs_without_from_are_refused(collbench, ring_wins_large, tmp_path):
+    """RUN... is read only with --from: runs given without it are a mistake, not a launch."""
     done = collbench("tune", *ring_wins_large, "--out", str(tmp_path / "tuned"))
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
-    assert "not built yet" in done.stderr and "tune --from" in done.stderr
+    assert "only read with --from" in done.stderr
     assert not (tmp_path / "tuned").exists()
 
 

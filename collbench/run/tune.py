@@ -1,0 +1,457 @@
+"""`collbench tune --knob ...`: measure every setting in fresh rank processes and choose the
+best per collective and size range (the same choice and files as `tune --from`).
+
+Each setting is one sweep through the chosen launcher, so it runs in new rank processes
+however that launcher starts them: a new local spawn, a new torchrun round (every node's
+`collbench tune` walks the same settings in the same order; setting i rendezvouses at the
+master port + i, so a fast node never meets the previous round's store), a new mpirun, or
+one srun step inside the allocation. The setting's knobs are exported for that sweep only;
+the baseline gets the environment exactly as given.
+
+A setting that fails (the backend rejecting a value at init, a rank crash, a hang past
+--timeout) is recorded with its error and the search goes on. Rows stream into one run
+directory per setting (settings/NN-<id>), so a killed tune keeps every finished setting.
+
+Searches: grid (every setting), halving (probe rounds on a few sizes drop the clearly worse,
+then full sweeps for the survivors) and coordinate (numeric knobs one at a time, per
+algorithm/protocol pair); analysis/tune_search.py decides, this module measures.
+
+On NCCL/RCCL a short extra pass per setting runs with NCCL's debug output on
+(choices.jsonl: the algorithm, protocol and channels NCCL used). It is separate because
+NCCL prints a line per collective call, which would slow the timed iterations it reports on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from collbench.analysis.tune_result import env_choice, render_best_env, tune_document
+from collbench.analysis.tune_search import (
+    DescentRule,
+    HalvingRule,
+    descent_next,
+    halving_iters,
+    halving_round,
+    probe_sizes,
+    settings_left,
+)
+from collbench.analysis.tune_select import SelectRule, SettingOutcome, select_best
+from collbench.core.errors import EXIT_RUN_FAILED, CollbenchError, SpecError
+from collbench.core.spec import SweepSpec
+from collbench.core.tune_grid import (
+    KnobAxis,
+    Setting,
+    build_grid,
+    check_axis,
+    conf_file_warnings,
+    setting_env,
+)
+from collbench.run.sweep import RunOptions, run_sweep
+from collbench.run.tune_choices import choices_env, collect_choices
+from collbench.run.tune_from import TuneFromResult, check_out, tuner_conf_text, write_result
+from collbench.store.load import load_run
+from collbench.store.sink import SinkFactory
+
+SEARCHES = ("grid", "halving", "coordinate")
+SETTINGS_DIR = "settings"
+PROBES_DIR = "probes"
+CHOICES_DIR = "nccl-debug"
+CHOICES_FILE = "choices.jsonl"
+TUNE_JSON = "tune.json"
+NCCL_BACKENDS = ("nccl", "rccl")
+
+
+@dataclass(frozen=True)
+class TunePlan:
+    """What `collbench tune --knob ...` searches and how."""
+
+    axes: tuple[KnobAxis, ...]
+    out: Path
+    search: str = "grid"
+    budget_s: float | None = None
+    max_settings: int = 64
+    channels: int | None = None
+    rule: SelectRule = field(default_factory=SelectRule)
+    record_choices: bool = True
+
+    def __post_init__(self) -> None:
+        if self.search not in SEARCHES:
+            raise SpecError("--search", self.search, f"is not one of {', '.join(SEARCHES)}")
+        if not self.axes:
+            raise SpecError(
+                "--knob", "", "is required: the knobs to tune, e.g. --knob NCCL_ALGO=Ring,Tree"
+            )
+        if self.budget_s is not None and not self.budget_s > 0:
+            raise SpecError("--budget", self.budget_s, "must be more than 0 seconds")
+
+
+@dataclass
+class _Measured:
+    """One setting as the tune saw it (mutable while the search runs)."""
+
+    setting: Setting
+    index: int
+    rows: tuple = ()
+    error: str | None = None
+    run_dir: str | None = None  # the full sweep's directory, relative to the tune directory
+    probes: list[str] = field(default_factory=list)
+    dropped: str | None = None
+    duration_s: float = 0.0
+
+    def outcome(self) -> SettingOutcome:
+        return SettingOutcome(self.setting, tuple(self.rows), self.error)
+
+    def entry(self) -> dict[str, Any]:
+        """tune.json's per-setting keys beyond tune_document's."""
+        return {
+            "run_dir": self.run_dir,
+            "probes": self.probes,
+            "dropped": self.dropped,
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
+class _Tuner:
+    """Runs settings one after another and keeps what each gave."""
+
+    def __init__(
+        self,
+        spec: SweepSpec,
+        options: RunOptions,
+        plan: TunePlan,
+        command_line: list[str],
+        make_sink: SinkFactory,
+        say: Callable[[str], None],
+    ) -> None:
+        self.spec, self.options, self.plan = spec, options, plan
+        self.command_line, self.make_sink, self.say = command_line, make_sink, say
+        self.base_env = dict(os.environ)
+        self.out = Path(plan.out).absolute()
+        self.measured: dict[Setting, _Measured] = {}
+        self.started = time.monotonic()
+        self.durations: list[float] = []
+        self.not_run: list[dict[str, Any]] = []
+        self.rounds = 0  # sweeps launched: each gets its own rendezvous port
+        self.warned = False
+
+    # -- one sweep of one setting ---------------------------------------------------------
+
+    def record(self, setting: Setting) -> _Measured:
+        if setting not in self.measured:
+            self.measured[setting] = _Measured(setting, len(self.measured))
+        return self.measured[setting]
+
+    def folder(self, setting: Setting, parent: str, prefix: str = "") -> str:
+        item = self.record(setting)
+        return f"{parent}/{prefix}{item.index:02d}-{setting.id}"
+
+    def sweep(self, setting: Setting, spec: SweepSpec, relative: str) -> tuple[tuple, str | None]:
+        """Run `spec` under `setting` into out/relative: (rows, error or None)."""
+        run_dir = self.out / relative
+        options = replace(
+            self.options, out=run_dir, output="quiet", print_only=False, extra=self._extra()
+        )
+        self.rounds += 1
+        error = None
+        with _environment(setting_env(setting, self.base_env)):
+            try:
+                result, _ = run_sweep(spec, options, self.command_line, self.make_sink)
+                error = result.error or (f"exit code {result.code}" if result.code else None)
+            except CollbenchError as caught:
+                error = str(caught)
+        rows = ()
+        if run_dir.is_dir():
+            with contextlib.suppress(CollbenchError):
+                rows = tuple(row for row in load_run(run_dir).rows if row.kind == "sweep")
+        return rows, error
+
+    def _extra(self) -> dict[str, Any]:
+        """The launcher's options for this round: torchrun's rendezvous port moves on by one
+        per round, the same on every node (they walk the same settings in order)."""
+        extra = dict(self.options.extra)
+        if self.options.launcher == "torchrun":
+            endpoint = extra.get("rdzv_endpoint")
+            if endpoint:
+                host, _, port = str(endpoint).rpartition(":")
+                extra["rdzv_endpoint"] = f"{host}:{int(port) + self.rounds}"
+            elif extra.get("nnodes", 1) > 1 or extra.get("master_addr"):
+                from collbench.launchers.base import DEFAULT_MASTER_PORT
+
+                extra["master_port"] = (extra.get("master_port") or DEFAULT_MASTER_PORT) + (
+                    self.rounds
+                )
+        return extra
+
+    def measure(self, setting: Setting, spec: SweepSpec, stage: str, position: str) -> _Measured:
+        """A full sweep (stage "") or a probe round of `setting`, with a progress line."""
+        item = self.record(setting)
+        relative = (
+            self.folder(setting, SETTINGS_DIR)
+            if not stage
+            else self.folder(setting, PROBES_DIR, f"{stage}-")
+        )
+        begun = time.monotonic()
+        rows, error = self.sweep(setting, spec, relative)
+        took = time.monotonic() - begun
+        self.durations.append(took)
+        if stage:
+            item.probes.append(relative)
+        else:
+            item.run_dir = relative
+        item.duration_s += took
+        item.rows, item.error = rows, error
+        if rows:
+            self.warn_backend()
+        if not error and not stage and self.plan.record_choices:
+            self.record_choices(setting)
+        status = "ok" if error is None else f"FAILED: {error}"
+        label = f"{stage} " if stage else ""
+        self.say(f"tune: {label}setting {position} {setting.label}: {status} ({took:.1f} s)")
+        return item
+
+    def record_choices(self, setting: Setting) -> None:
+        """NCCL/RCCL: a short pass with NCCL's debug output on; its lines into choices.jsonl."""
+        backend = self.backend()
+        if backend not in NCCL_BACKENDS:
+            return
+        folder = self.out / CHOICES_DIR / f"{self.record(setting).index:02d}-{setting.id}"
+        folder.mkdir(parents=True, exist_ok=True)
+        spec = replace(self.spec, warmup=0, iters=1, check=False)
+        env = {**setting_env(setting, self.base_env)}
+        env.update(choices_env(folder, env))
+        with _environment(env):
+            options = replace(
+                self.options,
+                out=folder / "run",
+                output="quiet",
+                print_only=False,
+                extra=self._extra(),
+            )
+            self.rounds += 1
+            try:
+                run_sweep(spec, options, self.command_line, self.make_sink)
+            except CollbenchError as caught:
+                self.say(f"tune: NCCL's choices for {setting.label} not recorded: {caught}")
+                return
+        collect_choices(folder, setting.id, self.out / CHOICES_FILE)
+
+    def backend(self) -> str:
+        if self.spec.backend != "auto":
+            return self.spec.backend
+        for item in self.measured.values():
+            for row in item.rows:
+                return str(row.backend)
+        return "auto"
+
+    # -- budget ---------------------------------------------------------------------------
+
+    def out_of_budget(self) -> bool:
+        left = settings_left(self.plan.budget_s, time.monotonic() - self.started, self.durations)
+        return left is not None and left < 1
+
+    def skip(self, setting: Setting, reason: str) -> None:
+        self.not_run.append({"knobs": setting.as_dict(), "label": setting.label, "reason": reason})
+
+    # -- searches -------------------------------------------------------------------------
+
+    def run_all(self, settings: Sequence[Setting], spec: SweepSpec, stage: str = "") -> None:
+        """Measure `settings` in order, numbered n/total; stop where --budget runs out."""
+        for number, setting in enumerate(settings, start=1):
+            if not self.within_budget(settings[number - 1 :]):
+                return
+            self.measure(setting, spec, stage, f"{number}/{len(settings)}")
+
+    def within_budget(self, rest: Sequence[Setting]) -> bool:
+        """False (and the rest recorded as not run) once the budget has no room for another."""
+        if not self.durations or not self.out_of_budget():
+            return True
+        for setting in rest:
+            self.skip(setting, f"--budget {self.plan.budget_s:g} s spent")
+        self.say(f"tune: --budget spent; {len(rest)} settings not run")
+        return False
+
+    def warn_backend(self) -> None:
+        """Once the ranks have said which backend "auto" is: the knobs it does not read."""
+        if self.warned or self.spec.backend != "auto" or self.backend() == "auto":
+            return
+        self.warned = True
+        for axis in self.plan.axes:
+            for warning in check_axis(axis, self.backend())[1]:
+                if "does not apply" in warning:
+                    self.say(f"collbench: warning: {warning}")
+
+    def grid(self) -> None:
+        settings = build_grid(self.plan.axes, self.plan.max_settings, exhaustive=True)
+        self.say(
+            f"tune: {len(settings)} settings (grid, the baseline first), each in fresh processes"
+        )
+        self.run_all(settings, self.spec)
+
+    def halving(self) -> None:
+        settings = list(build_grid(self.plan.axes, self.plan.max_settings, exhaustive=False))
+        probe_spec = _probe_spec(_sized(self.spec))
+        rule = HalvingRule()
+        self.say(
+            f"tune: {len(settings)} settings (successive halving on "
+            f"{', '.join(str(size) for size in probe_spec.sizes())} B, then full sweeps)"
+        )
+        for round_index in range(rule.max_rounds):
+            iters = halving_iters(self.spec.iters, round_index, rule)
+            self.run_all(settings, replace(probe_spec, iters=iters), f"r{round_index + 1}")
+            ran = [self.measured[s] for s in settings if s in self.measured]
+            decision = halving_round([item.outcome() for item in ran], round_index, rule)
+            for outcome, reason in decision.drop:
+                self.measured[outcome.setting].dropped = f"round {round_index + 1}: {reason}"
+            settings = [outcome.setting for outcome in decision.keep]
+            self.say(
+                f"tune: round {round_index + 1}: {len(settings)} kept, "
+                f"{len(decision.drop)} dropped ({decision.reason})"
+            )
+            if decision.done or self.out_of_budget():
+                break
+        for item in self.measured.values():  # probe rows do not count as the setting's result
+            if item.setting in settings:
+                item.rows = ()
+        self.run_all(settings, self.spec)
+
+    def coordinate(self) -> None:
+        baseline = build_grid((), 1)[0]
+        rule = DescentRule(max_settings=self.plan.max_settings)
+        self.say("tune: coordinate descent (numeric knobs one at a time), the baseline first")
+        self.run_all([baseline], self.spec)
+        while True:
+            outcomes = [
+                item.outcome() for item in self.measured.values() if not item.setting.is_baseline
+            ]
+            proposal = descent_next(self.plan.axes, outcomes, rule)
+            for setting in proposal.settings:
+                if not self.within_budget(proposal.settings[proposal.settings.index(setting) :]):
+                    return
+                self.measure(setting, self.spec, "", f"{len(self.measured) + 1}")
+            if proposal.done or not proposal.settings or self.out_of_budget():
+                self.say(f"tune: descent stopped: {proposal.reason}")
+                return
+
+
+def run_tune(
+    spec: SweepSpec,
+    options: RunOptions,
+    plan: TunePlan,
+    command_line: list[str],
+    make_sink: SinkFactory,
+    say: Callable[[str], None],
+    warnings: Sequence[str] = (),
+) -> tuple[TuneFromResult | None, int]:
+    """Measure the settings and write the result into plan.out; (result, exit code). On a
+    torchrun node other than 0, nothing is written: (None, code)."""
+    build_grid(plan.axes, plan.max_settings, exhaustive=plan.search == "grid")  # refuse early
+    writes = _writes_result(options)
+    if writes:
+        check_out(plan.out)
+        Path(plan.out).mkdir(parents=True, exist_ok=True)
+    tuner = _Tuner(spec, options, plan, command_line, make_sink, say)
+    warnings = [*warnings, *_conf_warnings(plan, tuner.base_env)]
+    for warning in warnings:
+        say(f"collbench: warning: {warning}")
+    getattr(tuner, plan.search)()
+    items = sorted(tuner.measured.values(), key=lambda item: item.index)
+    baseline = next((item for item in items if item.setting.is_baseline), None)
+    ok = [item for item in items if item.error is None and item.rows]
+    code = 0 if baseline is not None and baseline.error is None and ok else EXIT_RUN_FAILED
+    if baseline is not None and baseline.error is not None:
+        say(f"tune: the baseline failed, so no gain can be measured: {baseline.error}")
+    elif not ok:
+        say("tune: every setting failed")
+    if not writes:
+        say(f"tune: this node walked {len(items)} settings; node 0 writes the result")
+        return None, code
+    return _result(tuner, items, warnings), code
+
+
+def _result(tuner: _Tuner, items: list[_Measured], warnings: list[str]) -> TuneFromResult:
+    plan = tuner.plan
+    full = [item for item in items if item.run_dir is not None or item.error is not None]
+    outcomes = [item.outcome() for item in full]
+    best = select_best(outcomes, plan.rule)
+    backend = tuner.backend()
+    conf, notes, reason = tuner_conf_text(backend, False, best, plan.channels)
+    warnings = list(warnings)
+    if reason:
+        warnings.append(reason)
+        tuner.say(f"collbench: warning: {reason}")
+    extra = {
+        "kind": "tune",
+        "search": plan.search,
+        "budget_s": plan.budget_s,
+        "command_line": tuner.command_line,
+        "spec": tuner.spec.to_dict(),
+        "launcher": tuner.options.launcher,
+        "not_run": tuner.not_run,
+        "tuner_conf": {"written": conf is not None, "reason": reason, "notes": notes},
+        "warnings": warnings,
+        "elapsed_s": round(time.monotonic() - tuner.started, 3),
+    }
+    document = tune_document([item.outcome() for item in items], best, plan.rule, extra)
+    for entry, item in zip(document["settings"], items, strict=True):
+        entry.update(item.entry())
+    written = write_result(plan.out, document, render_best_env(env_choice(best)), conf)
+    choices = Path(plan.out) / CHOICES_FILE
+    if choices.exists():
+        written.append(choices)
+    return TuneFromResult(Path(plan.out), best, document, written, warnings, notes)
+
+
+def _writes_result(options: RunOptions) -> bool:
+    """Only node 0 of a multi-node torchrun writes the tune directory's files."""
+    return not (options.launcher == "torchrun" and options.extra.get("node_rank", 0))
+
+
+def _conf_warnings(plan: TunePlan, base_env: Mapping[str, str]) -> list[str]:
+    from collbench.run.tune_choices import conf_files
+
+    return conf_file_warnings(conf_files(), plan.axes, base_env)
+
+
+def _probe_spec(spec: SweepSpec) -> SweepSpec:
+    """The sweep a halving round measures: a few sizes across the bands (probe_sizes), as
+    a geometric series so one sweep measures them all."""
+    probes = probe_sizes(spec.sizes())
+    low, high = min(probes), max(probes)
+    if len(probes) == 1 or low == high:
+        return replace(spec, min_bytes=low, max_bytes=low, factor=None, step_bytes=None)
+    steps = len(probes) - 1
+    factor = 2.0 ** max(1, round(math.log2(high / low) / steps))
+    return replace(
+        spec, min_bytes=low, max_bytes=int(low * factor**steps), factor=factor, step_bytes=None
+    )
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    """os.environ is exactly `env` inside (every launcher hands os.environ to the ranks)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _sized(spec: SweepSpec) -> SweepSpec:
+    """`spec` with its largest size known: the backend's default when not given (the
+    backend itself stays as given: the ranks resolve "auto" where they run)."""
+    if spec.max_bytes is not None:
+        return spec
+    from collbench.bench.distributed import resolve_backend
+    from collbench.core.spec import DEFAULT_MAX_BYTES
+
+    return replace(spec, max_bytes=DEFAULT_MAX_BYTES[resolve_backend(spec.backend)])

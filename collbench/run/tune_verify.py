@@ -1,0 +1,216 @@
+"""`collbench tune --verify DIR`: measure a tune result against the default, in fresh
+processes, and say what gain it really gives.
+
+The default (the environment as given) and best.env's setting each run as a full sweep, one
+after the other, through the same launcher; where DIR has an nccl_tuner.conf and the
+environment names a tuner plugin (NCCL_TUNER_PLUGIN), the config runs as a third setting.
+Per collective and range of the tune, the realised gain (busbw over the default's, with the
+same confidence call as the tune) stands next to the gain the tune predicted.
+
+What is measured: the tune's own sweep (tune.json's spec), with any measurement option given
+on this command line replacing its value; a `tune --from` result records no spec, so its
+collectives and the defaults are used unless options say otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collbench.analysis.tune_select import BestRecord, SettingOutcome, select_best
+from collbench.core.errors import EXIT_RUN_FAILED, SpecError
+from collbench.core.spec import SweepSpec
+from collbench.core.tune_grid import BASELINE, Setting
+from collbench.run.sweep import RunOptions
+from collbench.run.tune import TUNE_JSON, TunePlan, _Tuner
+from collbench.run.tune_from import TUNER_CONF, check_out
+from collbench.store.rundir import new_run_id, write_json_atomic
+from collbench.store.sink import SinkFactory
+
+VERIFY_JSON = "verify.json"
+TUNER_PLUGIN_VAR = "NCCL_TUNER_PLUGIN"
+TUNER_CONFIG_VAR = "NCCL_TUNER_CONFIG_FILE"
+
+
+@dataclass(frozen=True)
+class VerifyLine:
+    """One collective x range of the tune: the gain it predicted and the gain measured now."""
+
+    collective: str
+    band: str
+    min_bytes: int
+    max_bytes: int
+    setting: str  # what was verified there
+    predicted_gain: float | None  # None: the tune chose another setting in this range
+    tuned_best: str  # the tune's choice in this range
+    realised_gain: float | None
+    busbw_gbps: float | None
+    baseline_busbw_gbps: float | None
+    confident: bool
+    confidence: str
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    tune_dir: Path
+    out: Path
+    settings: list[dict[str, Any]]  # label, knobs, status, error, run_dir
+    lines: list[VerifyLine]
+    document: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+def load_tune(tune_dir: Path) -> dict[str, Any]:
+    """tune.json of a tune directory, or SpecError("--verify", ...) saying why it is not one."""
+    path = Path(tune_dir) / TUNE_JSON
+    reason = None
+    if not Path(tune_dir).is_dir():
+        reason = "is not a directory"
+    elif not path.is_file():
+        reason = f"is not a tune directory (no {TUNE_JSON}: run collbench tune first)"
+    if reason is None:
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            reason = f"has a {TUNE_JSON} collbench cannot read ({error})"
+        else:
+            if not isinstance(document, dict) or not isinstance(document.get("best"), list):
+                reason = f"has a {TUNE_JSON} without a 'best' list: not written by collbench tune"
+            else:
+                return document
+    raise SpecError("--verify", str(tune_dir), reason)
+
+
+def run_verify(
+    tune_dir: Path,
+    out: Path | None,
+    options: RunOptions,
+    spec_fields: Mapping[str, Any],
+    command_line: list[str],
+    make_sink: SinkFactory,
+    say: Callable[[str], None],
+) -> tuple[VerifyResult | None, int]:
+    document = load_tune(tune_dir)
+    knobs = dict((document.get("env") or {}).get("knobs") or {})
+    if not knobs:
+        say(f"tune --verify: {tune_dir}'s best.env exports nothing (the default is best)")
+        return None, 0
+    out = Path(out) if out is not None else Path(tune_dir) / f"verify-{new_run_id()}"
+    check_out(out)
+    spec = _spec(document, spec_fields)
+    settings = [BASELINE, Setting.from_mapping(knobs)]
+    notes = []
+    conf = Path(tune_dir) / TUNER_CONF
+    if conf.is_file() and os.environ.get(TUNER_PLUGIN_VAR):
+        settings.append(Setting.from_mapping({TUNER_CONFIG_VAR: str(conf.absolute())}))
+    elif conf.is_file():
+        notes.append(
+            f"{TUNER_CONF} not verified: set {TUNER_PLUGIN_VAR} to the tuner plugin's library "
+            "to measure it too"
+        )
+    plan = TunePlan(_axes(knobs), out, record_choices=False)
+    tuner = _Tuner(spec, options, plan, command_line, make_sink, say)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    say(f"tune --verify: the default, then {', '.join(s.label for s in settings[1:])}")
+    tuner.run_all(settings, spec)
+    items = [tuner.measured[setting] for setting in settings if setting in tuner.measured]
+    outcomes = [item.outcome() for item in items]
+    lines = []
+    for setting in settings[1:]:
+        lines += _lines(document, setting, select_best([outcomes[0], _outcome(items, setting)]))
+    entries = [
+        {
+            "label": item.setting.label,
+            "knobs": item.setting.as_dict(),
+            "status": "failed" if item.error else "ok",
+            "error": item.error,
+            "run_dir": item.run_dir,
+        }
+        for item in items
+    ]
+    result_doc = {
+        "kind": "tune-verify",
+        "tune_dir": str(tune_dir),
+        "settings": entries,
+        "lines": [vars(line) for line in lines],
+        "notes": notes,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    write_json_atomic(Path(out) / VERIFY_JSON, result_doc)
+    code = 0 if all(entry["status"] == "ok" for entry in entries) else EXIT_RUN_FAILED
+    return VerifyResult(Path(tune_dir), Path(out), entries, lines, result_doc, notes), code
+
+
+def _axes(knobs: Mapping[str, str]) -> tuple:
+    from collbench.core.tune_grid import KnobAxis
+
+    return tuple(KnobAxis(name, (value,)) for name, value in knobs.items())
+
+
+def _outcome(items: list, setting: Setting) -> SettingOutcome:
+    item = next(item for item in items if item.setting == setting)
+    return item.outcome()
+
+
+def _spec(document: Mapping[str, Any], spec_fields: Mapping[str, Any]) -> SweepSpec:
+    """The tune's sweep with the options given now replacing its values."""
+    recorded = dict(document.get("spec") or {})
+    if not recorded:
+        collectives = sorted({entry["collective"] for entry in document["best"]})
+        if collectives:
+            recorded["collectives"] = tuple(collectives)
+    return SweepSpec(**{**recorded, **spec_fields})
+
+
+def _lines(
+    document: Mapping[str, Any], setting: Setting, measured: list[BestRecord]
+) -> list[VerifyLine]:
+    tuned = document["best"]
+    lines = []
+    for record in measured:
+        if record.default_is_best:
+            candidate = record.candidate or {}
+            realised, busbw = candidate.get("gain"), candidate.get("busbw_gbps")
+        else:
+            realised, busbw = record.gain, record.busbw_gbps
+        match = _tuned_for(tuned, record)
+        predicted = None
+        tuned_best = "-"
+        if match is not None:
+            tuned_best = match.get("setting") or "baseline"
+            if dict(match.get("knobs") or {}) == setting.as_dict():
+                predicted = match.get("gain")
+        lines.append(
+            VerifyLine(
+                record.collective,
+                record.band,
+                record.min_bytes,
+                record.max_bytes,
+                setting.label,
+                predicted,
+                tuned_best,
+                realised,
+                busbw,
+                record.baseline_busbw_gbps,
+                record.confident and not record.default_is_best,
+                record.confidence,
+            )
+        )
+    return lines
+
+
+def _tuned_for(tuned: list[dict[str, Any]], record: BestRecord) -> dict[str, Any] | None:
+    """The tune's best entry for the same collective whose range holds this one's sizes."""
+    for entry in tuned:
+        if entry.get("collective") != record.collective:
+            continue
+        if entry.get("min_bytes", 0) <= record.min_bytes and record.max_bytes <= entry.get(
+            "max_bytes", 0
+        ):
+            return entry
+    return None

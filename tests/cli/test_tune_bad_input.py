@@ -1,0 +1,64 @@
+"""`collbench tune` refuses bad input in one line with exit 2, before it launches anything
+(each case would otherwise start ranks): the issue's list, and the forms mixed up."""
+
+import json
+
+import pytest
+
+CASES = {
+    "unknown knob format": (["--knob", "NCCL_ALGO"], "is not NAME=V1,V2"),
+    "empty value list": (["--knob", "NCCL_ALGO="], "no values"),
+    "empty value in the list": (["--knob", "NCCL_ALGO=Ring,,Tree"], "empty value"),
+    "duplicate knob": (
+        ["--knob", "NCCL_ALGO=Ring", "--knob", "NCCL_ALGO=Tree"],
+        "repeats NCCL_ALGO",
+    ),
+    "value given twice": (["--knob", "NCCL_PROTO=LL,ll"], "twice"),
+    "grid over --max-settings": (
+        [
+            "--knob",
+            "NCCL_ALGO=Ring,Tree",
+            "--knob",
+            "NCCL_PROTO=LL,LL128,Simple",
+            "--max-settings",
+            "4",
+        ],
+        "below the grid's 6 settings",
+    ),
+    "unknown search": (["--knob", "NCCL_ALGO=Ring", "--search", "random"], "--search"),
+    "bad budget": (["--knob", "NCCL_ALGO=Ring", "--budget", "soon"], "is not a duration"),
+    "launcher none": (["--knob", "NCCL_ALGO=Ring", "--launcher", "none"], "fresh ranks"),
+    "no knob": ([], "--knob"),
+    "unknown collective": (["--knob", "NCCL_ALGO=Ring", "-c", "all_reduse"], "all_reduse"),
+    "bad size": (["--knob", "NCCL_ALGO=Ring", "-b", "12Q"], "12Q"),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_bad_input_is_one_line_and_exit_2(collbench, tmp_path, case):
+    args, words = CASES[case]
+    out = tmp_path / "tuned"
+    done = collbench("tune", *args, "--out", str(out))
+    assert done.returncode == 2, done
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("collbench: error:")
+    assert words in done.stderr
+    assert not out.exists()  # refused before anything was written or launched
+
+
+def test_verify_on_a_directory_that_is_not_a_tune_run(collbench, tmp_path):
+    plain = tmp_path / "run"
+    plain.mkdir()
+    (plain / "meta.json").write_text(json.dumps({"run_id": "x"}))
+    done = collbench("tune", "--verify", str(plain))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "is not a tune directory" in done.stderr
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "tune.json").write_text("{not json")
+    done = collbench("tune", "--verify", str(broken))
+    assert done.returncode == 2 and "cannot read" in done.stderr
+
+
+def test_two_forms_at_once_are_refused(collbench, tmp_path):
+    done = collbench("tune", "--from", str(tmp_path), "--knob", "NCCL_ALGO=Ring", "--out", "x")
+    assert done.returncode == 2 and "conflicts with --from" in done.stderr
