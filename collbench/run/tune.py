@@ -352,6 +352,7 @@ def run_tune(
     """Measure the settings and write the result into plan.out; (result, exit code). On a
     torchrun node other than 0, nothing is written: (None, code)."""
     build_grid(plan.axes, plan.max_settings, exhaustive=plan.search == "grid")  # refuse early
+    _check_nodes_agree(plan, options)
     writes = _writes_result(options)
     if writes:
         check_out(plan.out)
@@ -406,6 +407,32 @@ def _result(tuner: _Tuner, items: list[_Measured], warnings: list[str]) -> TuneF
     if choices.exists():
         written.append(choices)
     return TuneFromResult(Path(plan.out), best, document, written, warnings, notes)
+
+
+def _check_nodes_agree(plan: TunePlan, options: RunOptions) -> None:
+    """Several torchrun nodes each run their own `collbench tune` and must walk the same
+    settings: only a grid with no --budget is the same list on every node (a search decides
+    from results, and a clock runs out at different settings on different nodes)."""
+    extra = options.extra
+    several = options.launcher == "torchrun" and (
+        extra.get("nnodes", 1) > 1 or extra.get("rdzv_endpoint")
+    )
+    if not several:
+        return
+    if plan.search != "grid":
+        raise SpecError(
+            "--search",
+            plan.search,
+            "needs one process deciding for every node; with several torchrun nodes use "
+            "--search grid, or --launcher slurm (one driver, an srun step per setting)",
+        )
+    if plan.budget_s is not None:
+        raise SpecError(
+            "--budget",
+            f"{plan.budget_s:g}s",
+            "would stop each torchrun node at a different setting; use --max-settings, or "
+            "--launcher slurm",
+        )
 
 
 def _writes_result(options: RunOptions) -> bool:

@@ -62,3 +62,18 @@ def test_verify_on_a_directory_that_is_not_a_tune_run(collbench, tmp_path):
 def test_two_forms_at_once_are_refused(collbench, tmp_path):
     done = collbench("tune", "--from", str(tmp_path), "--knob", "NCCL_ALGO=Ring", "--out", "x")
     assert done.returncode == 2 and "conflicts with --from" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--search", "halving"], "--search grid"),
+        (["--budget", "10m"], "different setting"),
+    ],
+)
+def test_several_torchrun_nodes_need_the_same_list(collbench, tmp_path, args, words):
+    """Every torchrun node runs its own tune: only a grid without a clock is one list."""
+    node = ["--launcher", "torchrun", "--nnodes", "2", "--master-addr", "127.0.0.1"]
+    done = collbench("tune", "--knob", "NCCL_ALGO=Ring", *node, *args, "--out", str(tmp_path / "t"))
+    assert done.returncode == 2 and words in done.stderr
+    assert not (tmp_path / "t").exists()
