@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from collbench.cli.runs import load_run_dir
+from collbench.cli.runs import ExpandedRuns, expand_runs
 
 if TYPE_CHECKING:
     from collbench.store.load import Run
@@ -32,7 +33,7 @@ def report(
     runs: Annotated[
         list[Path],
         typer.Argument(
-            help="Run directories (sweeps, imports, overlap probes); several are overlaid, and each is compared with the first.",
+            help="Run directories (sweeps, imports, overlap probes); several are overlaid, and each is compared with the first. A tune directory stands for its settings' runs (the baseline first) and adds a Tuning section.",
             metavar="RUN...",
             show_default=False,
         ),
@@ -84,9 +85,12 @@ def report(
     ] = None,  # noqa: UP045
 ) -> None:
     """Write a report: busbw and latency charts with fitted curves and regimes, overlays of
-    several runs compared with the first, overlap-probe charts, and each run's provenance."""
+    several runs compared with the first, overlap-probe charts, and each run's provenance.
+    A tune directory adds its Tuning section: busbw per setting, the winner per range, the
+    settings that failed or were dropped, and what NCCL chose."""
     from collbench.core.errors import SpecError
     from collbench.render.report import ReportOptions, build_report, render_html, render_markdown
+    from collbench.render.report_tune import tune_only_report, with_tuning
     from collbench.topologies.loader import load_topology
 
     if report_format not in REPORT_FORMATS:
@@ -98,9 +102,17 @@ def report(
     out = Path(out) if out is not None else Path(f"report.{report_format}")
     _check_report_out(out, report_format)
     fabric = None if topology is None else load_topology(topology)
-    loaded = [load_run_dir(run) for run in runs]
-    options = ReportOptions(title, parse_labels(labels or [], runs, loaded), fabric)
-    document = build_report(loaded, options)
+    expanded = expand_runs(runs)
+    for source in expanded.tunes:
+        for warning in source.warnings:
+            print(f"collbench: warning: {warning}", file=sys.stderr)
+    names = {**expanded.labels, **parse_labels(labels or [], expanded.paths, expanded.runs)}
+    title = title or _tune_title(expanded)
+    options = ReportOptions(title, names, fabric)
+    if expanded.runs:
+        document = with_tuning(build_report(expanded.runs, options), expanded.tunes)
+    else:  # tune directories whose every setting failed
+        document = tune_only_report(title or "collbench report", expanded.tunes)
     if report_format == "html":
         _write_report({out: render_html(document).encode()}, out)
     else:
@@ -109,6 +121,16 @@ def report(
             {**{out.parent / name: png for name, png in images.items()}, out: text.encode()}, out
         )
     print(f"# Report: {out} ({len(document.charts)} charts)", flush=True)
+
+
+def _tune_title(expanded: ExpandedRuns) -> str | None:
+    """The default title when tune directories are given ("collbench report: tune DIR");
+    None otherwise (the report's own default)."""
+    if not expanded.tunes:
+        return None
+    title = "collbench report: " + ", ".join(f"tune {source.name}" for source in expanded.tunes)
+    others = sum(run.path not in expanded.labels for run in expanded.runs)
+    return title + (f" and {others} other run(s)" if others > 0 else "")
 
 
 def parse_labels(values: list[str], runs: list[Path], loaded: list[Run]) -> dict[str, str]:

@@ -1,12 +1,17 @@
-"""Run-directory arguments shared by the commands that read finished runs."""
+"""Run-directory arguments shared by the commands that read finished runs, and a tune
+directory (DIR/tune.json) read as the runs of its settings (`expand_runs`)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collbench.render.report_tune import TuneSource
     from collbench.store.load import Run
+    from collbench.store.rows import ResultRow
 
 
 def load_run_dir(path: Path) -> Run:
@@ -19,3 +24,158 @@ def load_run_dir(path: Path) -> Run:
     return load_run(
         path, "RUN", ": pass a directory written by collbench sweep or collbench import"
     )
+
+
+TUNE_JSON = "tune.json"  # run.tune_from names it too; a directory holding it is a tune
+CHOICES_FILE = "choices.jsonl"
+
+
+@dataclass(frozen=True)
+class ExpandedRuns:
+    """RUN arguments with every tune directory replaced by its settings' runs: the runs in
+    order (a tune's baseline first among its own), the path each came from, the legend
+    name of each expanded run (its setting's label), and the tunes read."""
+
+    paths: list[Path]
+    runs: list[Run]
+    labels: dict[str, str]  # run path -> name, for runs a tune directory gave
+    tunes: list[TuneSource]
+
+
+def is_tune_dir(path: Path) -> bool:
+    """A directory `collbench tune` (or `tune --from`) wrote: it holds tune.json."""
+    return (Path(path) / TUNE_JSON).is_file()
+
+
+def expand_runs(paths: list[Path]) -> ExpandedRuns:
+    """Load RUN arguments, a tune directory as the runs of its settings (see ExpandedRuns).
+    With several tune directories, each setting's name starts with its directory's."""
+    several = sum(is_tune_dir(path) for path in paths) > 1
+    expanded = ExpandedRuns([], [], {}, [])
+    for path in paths:
+        if not is_tune_dir(path):
+            expanded.paths.append(Path(path))
+            expanded.runs.append(load_run_dir(path))
+            continue
+        source, members = load_tune_dir(Path(path))
+        expanded.tunes.append(source)
+        for member, run, label in members:
+            expanded.paths.append(member)
+            expanded.runs.append(run)
+            expanded.labels[run.path] = f"{source.name}: {label}" if several else label
+    return expanded
+
+
+def load_tune_dir(path: Path) -> tuple[TuneSource, list[tuple[Path, Run, str]]]:
+    """A tune directory's tune.json, choices and runs ((path, run, label), the baseline
+    first). A setting's run directory or a `tune --from` RUN that cannot be read is left out
+    with a warning; a tune.json that is not a tune's is a SpecError."""
+    from collbench.render.report_tune import TuneSource
+
+    document = _tune_json(path)
+    if any(item.get("run_dir") for item in document["settings"]):
+        members, warnings = _setting_runs(path, document)
+        rows = {label: tuple(run.sweep_rows) for _, run, label in members}
+    else:
+        members, rows, warnings = _from_runs(path, document)
+    choices, choice_warnings = _choices(path / CHOICES_FILE)
+    source = TuneSource(str(path), document, rows, choices, tuple(warnings + choice_warnings))
+    return source, members
+
+
+def _tune_json(path: Path) -> dict[str, Any]:
+    from collbench.core.errors import SpecError
+
+    file = path / TUNE_JSON
+    try:
+        document = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise SpecError(
+            "RUN", str(path), f"has a {TUNE_JSON} that cannot be read: {error}"
+        ) from None
+    settings = document.get("settings") if isinstance(document, dict) else None
+    if not isinstance(settings, list) or not all(isinstance(item, dict) for item in settings):
+        raise SpecError(
+            "RUN", str(path), f"has a {TUNE_JSON} without a settings list: not a tune directory"
+        )
+    return document
+
+
+def _setting_runs(
+    path: Path, document: dict[str, Any]
+) -> tuple[list[tuple[Path, Run, str]], list[str]]:
+    """The settings' full runs (entries with a run_dir), the baseline first. A failed
+    setting is left out: the tune chose without its rows, and the Tuning section lists it."""
+    from collbench.core.errors import SpecError
+
+    members, warnings = [], []
+    settings = sorted(document["settings"], key=lambda item: not item.get("baseline"))
+    for item in settings:
+        if not item.get("run_dir") or item.get("status") == "failed":
+            continue
+        member = path / str(item["run_dir"])
+        try:
+            run = load_run_dir(member)
+        except SpecError as error:
+            warnings.append(f"setting {item.get('label')} left out: {error}")
+            continue
+        members.append((member, run, str(item.get("label"))))
+    return members, warnings
+
+
+def _from_runs(
+    path: Path, document: dict[str, Any]
+) -> tuple[list[tuple[Path, Run, str]], dict[str, tuple[ResultRow, ...]], list[str]]:
+    """A `tune --from` result: its RUNs (as given to it, or relative to the tune directory),
+    grouped into settings as tune --from grouped them; a RUN that is gone is left out."""
+    from collbench.analysis.tune_from import outcomes_from_runs, run_knobs, varying_knobs
+    from collbench.core.errors import SpecError
+    from collbench.core.tune_grid import Setting
+
+    loaded, warnings = [], []
+    for given in document.get("from") or []:
+        member = next(
+            (where for where in (Path(given), path / given) if where.is_dir()), Path(given)
+        )
+        try:
+            loaded.append((member, load_run_dir(member)))
+        except SpecError as error:
+            warnings.append(f"tune --from RUN {given} left out: {error}")
+    if not loaded:
+        return [], {}, warnings
+    runs = [run for _, run in loaded]
+    outcomes = outcomes_from_runs(runs)
+    names = varying_knobs(runs)
+    labels = [Setting.from_mapping(_chosen(run_knobs(run), names)).label for run in runs]
+    baseline = next(item.setting.label for item in outcomes if item.is_baseline)
+    members = [
+        (member, run, label if labels.count(label) == 1 else f"{label} ({member.name})")
+        for (member, run), label in sorted(
+            zip(loaded, labels, strict=True), key=lambda pair: pair[1] != baseline
+        )
+    ]
+    return members, {item.setting.label: item.rows for item in outcomes}, warnings
+
+
+def _chosen(knobs: dict[str, str], names: list[str]) -> dict[str, str]:
+    return {name: knobs[name] for name in names if name in knobs}
+
+
+def _choices(file: Path) -> tuple[tuple[dict[str, Any], ...] | None, list[str]]:
+    """choices.jsonl's lines (None without the file); a line that is not a JSON object is
+    left out with a warning."""
+    if not file.is_file():
+        return None, []
+    lines, warnings = [], []
+    for number, text in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            line = json.loads(text)
+        except ValueError:
+            line = None
+        if isinstance(line, dict):
+            lines.append(line)
+        else:
+            warnings.append(f"{file} line {number} is not a JSON object; left out")
+    return tuple(lines), warnings
