@@ -133,15 +133,17 @@ def _gate_selection(
 
 def _load(runs: list[Path]) -> list[Run]:
     from collbench.analysis.comparison import common_keys
-    from collbench.cli.runs import load_run_dir
+    from collbench.cli.runs import expand_runs
 
-    if len(runs) < 2:
+    # A tune directory stands for its settings' runs, the baseline first: `compare TUNE_DIR`
+    # compares every setting with the default.
+    loaded = expand_runs(runs).runs if runs else []
+    if len(loaded) < 2:
         raise _spec_error(
             "RUN",
             " ".join(map(str, runs)),
             "needs a baseline and at least one run to compare with it",
         )
-    loaded = [load_run_dir(run) for run in runs]
     for candidate in loaded[1:]:
         if not common_keys(loaded[0], candidate):
             raise _spec_error(

@@ -58,6 +58,10 @@ def test_grid_records_every_setting_and_keeps_going_past_a_failure(tmp_path):
     assert "nccl_tuner.conf not written" in done.stderr
     assert "tune: setting 3/3 GLOO_SOCKET_IFNAME=nosuch: FAILED" in done.stderr
     assert "# collective" in done.stdout and f"# Wrote: {out / 'tune.json'}" in done.stdout
+    compared = collbench("compare", str(out))  # a tune directory: each setting vs the default
+    assert compared.returncode == 0, compared.stderr
+    assert f"baseline {out / settings[0]['run_dir']}" in compared.stdout
+    assert f"candidate {out / settings[1]['run_dir']}" in compared.stdout
 
 
 def test_a_failed_baseline_is_exit_1_and_the_rest_is_still_written(tmp_path):
