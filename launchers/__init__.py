@@ -13,6 +13,7 @@ _REGISTRY = {
     "torchrun": "collbench.launchers.torchrun:TorchrunLauncher",
     "mpi": "collbench.launchers.mpi:MpiLauncher",
     "slurm": "collbench.launchers.slurm:SlurmLauncher",
+    "srun": "collbench.launchers.srun:SrunLauncher",
 }
 LAUNCHERS = tuple(_REGISTRY)
 

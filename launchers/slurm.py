@@ -189,7 +189,7 @@ class SlurmLauncher:
         given.setdefault("ntasks_per_node", given.get("gpus_per_node") or DEFAULT_CPU_RANKS)
         settings = SlurmSettings(**given)
         if not options.print_only:
-            _check_cluster(settings)
+            check_cluster(settings)
         self._made_dir = options.out is None or not Path(options.out).exists()
         run_id, run_dir = external_run_dir(options.out, options.print_only, first_node=True)
         job = Job(
@@ -267,10 +267,7 @@ def sbatch_script(job: Job, plan: LaunchPlan) -> str:
         "# Each job's rank 0 writes a new run directory, the --out below with the job id",
         "# appended (-JOBID), which every node must see.",
     ]
-    for key, value in (plan.batch_options or {}).items():
-        lines.append(
-            f"#SBATCH --{key}" if value is True else f"#SBATCH --{key}={shlex.quote(str(value))}"
-        )
+    lines += sbatch_directives(plan.batch_options or {})
     lines.append(f"#SBATCH --output={shlex.quote(str(Path(job.run_dir).parent))}/collbench-%j.out")
     argv = list(plan.task.argv)
     out = len(argv) - 1 - argv[::-1].index("--out")
@@ -278,6 +275,14 @@ def sbatch_script(job: Job, plan: LaunchPlan) -> str:
     command = shlex.join(argv[: out + 1]) + f" {run_dir} " + shlex.join(argv[out + 2 :])
     lines += ["", "srun --kill-on-bad-exit=1 " + command.rstrip(), ""]
     return "\n".join(lines)
+
+
+def sbatch_directives(options: dict[str, Any]) -> list[str]:
+    """`#SBATCH` lines for sbatch long options (True: a flag), in their order."""
+    return [
+        f"#SBATCH --{key}" if value is True else f"#SBATCH --{key}={shlex.quote(str(value))}"
+        for key, value in options.items()
+    ]
 
 
 def submit(job: Job, plan: LaunchPlan) -> str:
@@ -327,7 +332,7 @@ def sbatch_errors(text: str) -> str:
     return "; ".join(dict.fromkeys(kept)) or "no message"
 
 
-def _check_cluster(settings: SlurmSettings) -> None:
+def check_cluster(settings: SlurmSettings) -> None:
     """Fail before submitting when Slurm is missing or the partition does not exist."""
     if shutil.which("sbatch") is None:
         raise SpecError(

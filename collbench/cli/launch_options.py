@@ -58,13 +58,19 @@ TORCHRUN_OPTIONS = (
 )
 
 SLURM_OPTIONS = (
-    _slurm(("--nodes", "-N"), "nodes to allocate.", "nodes", kind=int),
+    _slurm(
+        ("--nodes", "-N"),
+        "nodes to allocate (srun: nodes of the allocation to run on).",
+        "nodes",
+        kind=int,
+        default_text=f"{SlurmSettings().nodes}; srun: all the allocation's",
+    ),
     _slurm(
         ("--ntasks-per-node",),
         "ranks per node.",
         "ntasks_per_node",
         kind=int,
-        default_text=f"--gpus-per-node, else {DEFAULT_CPU_RANKS}",
+        default_text=f"--gpus-per-node, else {DEFAULT_CPU_RANKS}; srun: the allocation's tasks",
     ),
     _slurm(("--gpus-per-node",), "GPUs per node.", "gpus_per_node", kind=int),
     _slurm(("--partition", "-p"), "partition.", "partition"),

@@ -204,7 +204,7 @@ RUN_OPTIONS = (
 # The one launch option on the common path (nccl-tests users reach for -g).
 NPROC = Option(
     ("--nproc", "-g"),
-    "Total ranks for --launcher local or mpi (nccl-tests' -g is GPUs per process).",
+    "Total ranks for --launcher local, mpi or srun (nccl-tests' -g is GPUs per process).",
     RunOptions,
     "nproc",
     kind=int,

@@ -1,0 +1,166 @@
+"""Run one command once inside a new Slurm allocation, and follow the job to its end.
+
+`collbench tune --launcher slurm` needs this: it submits `collbench tune --launcher srun ...`
+as the driver. The driver runs in the batch script on the allocation's first node (not under
+srun) and starts one srun step per setting, so every setting gets fresh rank processes
+without queueing again. The allocation is shaped by the same SlurmSettings as
+`--launcher slurm` (nodes, tasks per node, partition, time, ...); job states come from
+scontrol (as `--launcher slurm` reads them: sacct needs slurmdbd, which many clusters lack).
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from collbench.core.errors import SpecError
+from collbench.launchers.slurm import (
+    ENDED_STATES,
+    HOPELESS,
+    HOPELESS_AFTER_S,
+    SlurmSettings,
+    check_cluster,
+    job_state,
+    sbatch_directives,
+    sbatch_errors,
+)
+
+DRIVER_SCRIPT = "driver.sbatch"
+# %j: sbatch puts the job id in the name, so a folder used twice keeps both outputs.
+DRIVER_OUTPUT = "driver-%j.out"
+# How long scontrol may not know a submitted job before wait_job gives up on it (it forgets
+# jobs MinJobAge seconds after their end, 300 by default; a restarting slurmctld answers late).
+UNKNOWN_AFTER_S = 60.0
+
+
+def driver_output(folder: Path, job_id: str) -> Path:
+    """Where the driver's stdout and stderr go (DRIVER_OUTPUT with the job id)."""
+    return Path(folder).absolute() / DRIVER_OUTPUT.replace("%j", str(job_id))
+
+
+def driver_script(
+    argv: list[str], settings: SlurmSettings, folder: Path, env: dict[str, str] | None = None
+) -> str:
+    """The batch script that runs `argv` once, with `env` exported (pure)."""
+    folder = Path(folder).absolute()
+    lines = [
+        "#!/bin/bash",
+        "# collbench driver: runs once on the allocation's first node; it starts srun steps.",
+        *sbatch_directives(settings.sbatch_options()),
+        f"#SBATCH --output={shlex.quote(str(folder / DRIVER_OUTPUT))}",
+        "",
+        *(f"export {name}={shlex.quote(value)}" for name, value in (env or {}).items()),
+        "exec " + shlex.join(argv),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def submit_driver(
+    argv: list[str], settings: SlurmSettings, folder: Path, env: dict[str, str] | None = None
+) -> str:
+    """sbatch a script (written into `folder`, its output there too) that runs `argv` once
+    in an allocation shaped by `settings`; returns the job id. SpecError (exit 2) when
+    Slurm is missing, the partition is unknown or sbatch refuses the job."""
+    check_cluster(settings)
+    folder = Path(folder).absolute()
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / DRIVER_SCRIPT
+    script.write_text(driver_script(argv, settings, folder, env), encoding="utf-8")
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=60
+    )
+    job_id = submitted.stdout.strip().split(";")[0]
+    if submitted.returncode != 0 or not job_id:
+        # sbatch's usage hint ("Try sbatch --help") would hide the line saying what is wrong
+        said = submitted.stderr or submitted.stdout
+        said = "\n".join(line for line in said.splitlines() if "--help" not in line) or said
+        raise SpecError("--launcher", "slurm", f"sbatch refused the job: {sbatch_errors(said)}")
+    return job_id
+
+
+def wait_job(
+    job_id: str, on_state: Callable[[str], None] | None = None, poll_s: float = 1.0
+) -> tuple[str, int | None]:
+    """Poll the job until it ends: (Slurm's final state, the script's exit code).
+
+    The exit code is None when a signal ended the script (scancel, the time limit) or Slurm
+    no longer knows the job (state "UNKNOWN"). `on_state` hears each change, as "PENDING
+    (Priority)", "RUNNING", "COMPLETED". A job that can never start (say --time above the
+    partition's limit) is cancelled and raised as a SpecError; Ctrl-C cancels the job too.
+    """
+    watcher = _Watcher(job_id, on_state)
+    try:
+        while True:
+            ended = watcher.check(time.monotonic())
+            if ended is not None:
+                return ended
+            time.sleep(poll_s)
+    except KeyboardInterrupt:
+        cancel_job(job_id)
+        raise
+
+
+def cancel_job(job_id: str) -> None:
+    """scancel the job (a job that already ended is no error)."""
+    subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+
+
+class _Watcher:
+    """What wait_job remembers between polls: the last state told, since when the job is
+    unknown or hopelessly pending."""
+
+    def __init__(self, job_id: str, on_state: Callable[[str], None] | None) -> None:
+        self.job_id, self.on_state = job_id, on_state
+        self.told = ""
+        self.unknown_since: float | None = None
+        self.hopeless_since: float | None = None
+
+    def check(self, now: float) -> tuple[str, int | None] | None:
+        """One poll: the end (state, exit code), or None while the job may still run."""
+        state, reason, exit_code = job_state(self.job_id)
+        if not state:
+            self.unknown_since = self.unknown_since or now
+            if now - self.unknown_since >= UNKNOWN_AFTER_S:
+                self._tell("UNKNOWN")
+                return "UNKNOWN", None
+            return None
+        self.unknown_since = None
+        shown = (
+            f"{state} ({reason})" if state == "PENDING" and reason not in ("", "None") else state
+        )
+        self._tell(shown)
+        if state in ENDED_STATES:
+            return state, script_exit_code(exit_code)
+        self._check_hopeless(state, reason, now)
+        return None
+
+    def _check_hopeless(self, state: str, reason: str, now: float) -> None:
+        if state != "PENDING" or reason not in HOPELESS:
+            self.hopeless_since = None
+            return
+        self.hopeless_since = self.hopeless_since or now
+        if now - self.hopeless_since >= HOPELESS_AFTER_S:
+            cancel_job(self.job_id)
+            raise SpecError(
+                "Slurm job",
+                self.job_id,
+                f"can never start: {reason} ({HOPELESS[reason]}); cancelled it",
+            )
+
+    def _tell(self, shown: str) -> None:
+        if shown != self.told:
+            self.told = shown
+            if self.on_state is not None:
+                self.on_state(shown)
+
+
+def script_exit_code(exit_code: str) -> int | None:
+    """scontrol's ExitCode "CODE:SIGNAL" as the script's exit code; None after a signal."""
+    code, _, signal = exit_code.partition(":")
+    if not code.isdigit() or (signal.isdigit() and int(signal)):
+        return None
+    return int(code)
