@@ -246,12 +246,40 @@ def _launch(values: dict[str, Any], channels: int | None, rule: SelectRule) -> N
         rule=rule,
         record_choices=not values["no_choices"],
     )
+    if options.launcher == "slurm":
+        raise typer.Exit(_tune_in_allocation(values, spec, plan, options))
     result, code = run_tune(
         spec, options, plan, command_line(), sink_factory("quiet"), _say, warnings
     )
     if result is not None:
         print(render_tune(result, as_json=values["json_out"]), flush=True)
     raise typer.Exit(code)
+
+
+def _tune_in_allocation(values: dict[str, Any], spec: SweepSpec, plan: Any, options: Any) -> int:
+    """--launcher slurm: submit this tune as a driver that runs `tune --launcher srun` once
+    in one allocation (an srun step per setting), and follow it."""
+    from collbench.core.tune_grid import build_grid
+    from collbench.run.tune_slurm import tune_in_allocation
+
+    build_grid(plan.axes, plan.max_settings, exhaustive=plan.search == "grid")  # refuse early
+    argv = [sys.executable, "-m", "collbench", "tune", "--launcher", "srun"]
+    argv += [f"--knob={text}" for text in values["knob"]]
+    argv += ["--search", plan.search, "--max-settings", str(plan.max_settings)]
+    argv += ["--ranges", values["ranges"]]
+    if values["budget"] is not None:
+        argv += ["--budget", values["budget"]]
+    if plan.channels is not None:
+        argv += ["--channels", str(plan.channels)]
+    if values["no_choices"]:
+        argv.append("--no-choices")
+    if values["json_out"]:
+        argv.append("--json")
+    argv += spec.to_args()
+    if spec.topology is not None:
+        argv += ["--topology", spec.topology]
+    argv += ["--out", str(Path(plan.out).absolute())]
+    return tune_in_allocation(argv, options.extra, plan.out, _say)
 
 
 def _run_options(values: dict[str, Any]) -> RunOptions:

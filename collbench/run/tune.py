@@ -55,7 +55,13 @@ from collbench.core.tune_grid import (
 )
 from collbench.run.sweep import RunOptions, run_sweep
 from collbench.run.tune_choices import choices_env, collect_choices
-from collbench.run.tune_from import TuneFromResult, check_out, tuner_conf_text, write_result
+from collbench.run.tune_from import (
+    DRIVER_FOLDER,
+    TuneFromResult,
+    check_out,
+    tuner_conf_text,
+    write_result,
+)
 from collbench.store.load import load_run
 from collbench.store.sink import SinkFactory
 
@@ -355,7 +361,7 @@ def run_tune(
     _check_nodes_agree(plan, options)
     writes = _writes_result(options)
     if writes:
-        check_out(plan.out)
+        check_out(plan.out, allowed=(DRIVER_FOLDER,) if options.launcher == "srun" else ())
         Path(plan.out).mkdir(parents=True, exist_ok=True)
     tuner = _Tuner(spec, options, plan, command_line, make_sink, say)
     warnings = [*warnings, *_conf_warnings(plan, tuner.base_env)]

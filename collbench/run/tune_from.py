@@ -27,6 +27,8 @@ from collbench.store.rundir import write_atomically, write_json_atomic
 TUNE_JSON = "tune.json"
 BEST_ENV = "best.env"
 TUNER_CONF = "nccl_tuner.conf"
+# tune --launcher slurm: the driver's batch script and output, made before the driver starts
+DRIVER_FOLDER = "slurm"
 
 
 @dataclass(frozen=True)
@@ -68,10 +70,12 @@ def tune_from(
     return TuneFromResult(out, best, document, written, warnings, notes)
 
 
-def check_out(out: Path) -> None:
-    """--out must be a new or empty directory."""
+def check_out(out: Path, allowed: tuple[str, ...] = ()) -> None:
+    """--out must be a new or empty directory (but for the `allowed` entries)."""
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out.exists() and (
+        not out.is_dir() or any(entry.name not in allowed for entry in out.iterdir())
+    ):
         raise SpecError(
             "--out", str(out), "exists and is not an empty directory: give a new directory"
         )

@@ -1,0 +1,85 @@
+"""`collbench tune --launcher slurm`: one allocation for the whole tune.
+
+The tune is submitted as a driver: a batch script that runs `collbench tune --launcher srun`
+once on the allocation's first node, which starts one srun step per setting (fresh rank
+processes, no queueing per setting). This process follows the job and echoes the driver's
+output (progress on stderr, the result table on stdout) until it ends; the driver writes
+the tune directory, which must be on a filesystem the nodes share.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from collbench.core.errors import EXIT_RUN_FAILED
+from collbench.run.tune_from import DRIVER_FOLDER, check_out
+
+POLL_S = 0.5
+
+
+def tune_in_allocation(
+    argv: list[str], slurm_options: Mapping[str, Any], out: Path, say: Callable[[str], None]
+) -> int:
+    """Submit the driver `argv`, follow it to its end; the driver's exit code (1 when Slurm
+    ended it: cancelled, out of time, a node failure)."""
+    from collbench.launchers.slurm import SlurmSettings
+    from collbench.launchers.slurm_batch import DRIVER_OUTPUT, submit_driver, wait_job
+
+    settings = SlurmSettings(**slurm_options)
+    out = Path(out).absolute()
+    check_out(out)
+    folder = out / DRIVER_FOLDER
+    job_id = submit_driver(argv, settings, folder)
+    output = folder / DRIVER_OUTPUT.replace("%j", job_id)
+    say(f"tune: Slurm job {job_id}: one srun step per setting in one allocation ({output})")
+    follower = _Follower(output)
+    follower.start()
+    try:
+        state, code = wait_job(job_id, on_state=lambda shown: say(f"tune: job {job_id} {shown}"))
+    finally:
+        follower.stop()
+    if code is None:
+        say(f"tune: job {job_id} ended {state} before the driver finished; see {output}")
+        return EXIT_RUN_FAILED
+    return code
+
+
+class _Follower(threading.Thread):
+    """Echoes the driver's output as it grows: its progress and warnings to stderr, the
+    rest (the result table) to stdout."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.path, self.offset, self.done = path, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            self.echo()
+            time.sleep(POLL_S)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join(timeout=5)
+        self.echo(final=True)
+
+    def echo(self, final: bool = False) -> None:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return
+        chunks = data.splitlines(keepends=True)
+        if chunks and not chunks[-1].endswith(b"\n") and not final:
+            chunks.pop()  # a line still being written: the next poll gets it whole
+        for chunk in chunks:
+            self.offset += len(chunk)
+            line = chunk.decode("utf-8", errors="replace")
+            stream = sys.stderr if line.startswith(("tune", "collbench:")) else sys.stdout
+            stream.write(line if line.endswith("\n") else line + "\n")
+            stream.flush()
