@@ -11,7 +11,7 @@ import json
 from typing import TYPE_CHECKING
 
 from collbench.analysis.tune_select import BYTES_MAX
-from collbench.core.units import format_size
+from collbench.core.units import format_number, format_size
 
 if TYPE_CHECKING:
     from collbench.analysis.tune_select import BestRecord
@@ -49,8 +49,8 @@ def _cells(record: BestRecord) -> tuple[str, ...]:
         record.collective,
         f"{record.band} [{format_size(record.min_bytes)}, {high}",
         best,
-        f"{record.busbw_gbps:.2f}",
-        "-" if base is None else f"{base:.2f}",
+        format_number(record.busbw_gbps),
+        "-" if base is None else format_number(base),
         "-" if record.gain is None else f"{record.gain * 100:+.1f}%",
         "yes" if record.confident else f"no ({record.confidence})",
     )
@@ -105,8 +105,8 @@ def _verify_cells(line: VerifyLine) -> tuple[str, ...]:
         line.collective,
         f"{line.band} [{format_size(line.min_bytes)}, {high}",
         line.setting,
-        "-" if line.busbw_gbps is None else f"{line.busbw_gbps:.2f}",
-        "-" if base is None else f"{base:.2f}",
+        "-" if line.busbw_gbps is None else format_number(line.busbw_gbps),
+        "-" if base is None else format_number(base),
         _percent(line.realised_gain),
         _percent(line.predicted_gain),
         "yes" if line.confident else f"no ({line.confidence})",
