@@ -26,19 +26,23 @@ def render_tune(result: TuneFromResult, as_json: bool = False) -> str:
     """The table (or tune.json's content as JSON), then `# Wrote: PATH` lines."""
     if as_json:
         return json.dumps(result.document, indent=2, default=str)
-    table = [HEADER, *(_cells(record) for record in result.best)]
-    widths = [max(len(row[index]) for row in table) for index in range(len(HEADER))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in table
-    ]
-    lines[0] = "# " + lines[0]
-    lines[1:] = ["  " + line for line in lines[1:]]
+    lines = _table(HEADER, [_cells(record) for record in result.best])
     lines += [f"# {record.collective} {record.band}: {record.reason}" for record in result.best]
     lines += [f"# conflict: {line}" for line in result.document["env"]["conflicts"]]
     lines += [f"# note: {note}" for note in result.notes]
     lines += [f"# Wrote: {path}" for path in result.written]
     return "\n".join(lines)
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    """Aligned columns: the header as a `# ` comment line, the rows indented under it."""
+    table = [header, *rows]
+    widths = [max(len(row[index]) for row in table) for index in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in table
+    ]
+    return ["# " + lines[0], *("  " + line for line in lines[1:])]
 
 
 def _cells(record: BestRecord) -> tuple[str, ...]:
@@ -72,14 +76,7 @@ def render_verify(result: VerifyResult, as_json: bool = False) -> str:
     """`tune --verify`: per collective and range the realised gain next to the predicted one."""
     if as_json:
         return json.dumps(result.document, indent=2, default=str)
-    rows = [VERIFY_HEADER, *(_verify_cells(line) for line in result.lines)]
-    widths = [max(len(row[index]) for row in rows) for index in range(len(VERIFY_HEADER))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
-    lines[0] = "# " + lines[0]
-    lines[1:] = ["  " + line for line in lines[1:]]
+    lines = _table(VERIFY_HEADER, [_verify_cells(line) for line in result.lines])
     for setting in result.settings:
         if setting["error"]:
             lines.append(f"# {setting['label']}: FAILED: {setting['error']}")
