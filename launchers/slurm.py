@@ -157,26 +157,29 @@ class SlurmSettings:
         return options
 
 
+# The options that shape each step (srun takes them too) and those that shape only the
+# allocation (an srun step inside one already has them: its time limit, partition ...).
+STEP_SHAPE = frozenset({"nodes", "ntasks_per_node", "gpus_per_node"})
+ALLOCATION_ONLY = frozenset(
+    {
+        "partition",
+        "account",
+        "qos",
+        "time",
+        "constraint",
+        "exclusive",
+        "slurm_args",
+        "no_wait",
+        "print_sbatch",
+    }
+)
+
+
 class SlurmLauncher:
     name = "slurm"
     # plan() sets it: the run directory is new, so a refused submission removes it again.
     _made_dir = False
-    options = frozenset(
-        {
-            "nodes",
-            "ntasks_per_node",
-            "gpus_per_node",
-            "partition",
-            "account",
-            "qos",
-            "time",
-            "constraint",
-            "exclusive",
-            "slurm_args",
-            "no_wait",
-            "print_sbatch",
-        }
-    )
+    options = STEP_SHAPE | ALLOCATION_ONLY
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
         if options.nproc is not None:

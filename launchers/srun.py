@@ -28,23 +28,9 @@ from collbench.launchers.base import (
     watch_env,
 )
 from collbench.launchers.process import external_run_dir, launch_process
+from collbench.launchers.slurm import ALLOCATION_ONLY, STEP_SHAPE
 from collbench.store.job import Job
 
-# --launcher slurm's options that shape an allocation, not a step: the one this process is
-# in already has them (its time limit, partition, ...).
-ALLOCATION_ONLY = frozenset(
-    {
-        "partition",
-        "account",
-        "qos",
-        "time",
-        "constraint",
-        "exclusive",
-        "slurm_args",
-        "no_wait",
-        "print_sbatch",
-    }
-)
 # Slurm's step ids for what is not a task of an srun step (the batch script, the extern one).
 NOT_A_STEP = frozenset({"batch", "extern", "4294967294", "4294967291"})
 OUTSIDE = (
@@ -138,7 +124,7 @@ class SrunLauncher:
     name = "srun"
     # --nodes/--ntasks-per-node/--gpus-per-node shape the step; the allocation's own options
     # are accepted here only to be refused with a reason (run_sweep's refusal gives none).
-    options = frozenset({"nodes", "ntasks_per_node", "gpus_per_node"}) | ALLOCATION_ONLY
+    options = STEP_SHAPE | ALLOCATION_ONLY
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
         _refuse_allocation_options(options.extra)
