@@ -89,10 +89,14 @@ def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
             f"{env.world_size} rank(s), backend {spec.backend} on {device}, pid {os.getpid()}, "
             f"rendezvous {env.master_addr}:{env.master_port}; run {job.run_dir}"
         )
-        session = _Session(job, env, device, sink)
-        total_wrong = session.run(status, log)
+        if spec.doctor is not None:
+            from collbench.bench.doctor import DoctorSession
+
+            total_wrong = DoctorSession(job, env, device, sink).run(status, log)
+        else:
+            total_wrong = _Session(job, env, device, sink).run(status, log)
+            log.write(f"done: {len(spec.steps())} step(s), {total_wrong} wrong element(s)")
         status.done()
-        log.write(f"done: {len(spec.steps())} step(s), {total_wrong} wrong element(s)")
         clean = True
         return RankOutcome(EXIT_WRONG_DATA if total_wrong else EXIT_OK)
     except SpecError as error:

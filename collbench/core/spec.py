@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from collbench.core.collectives import DEFAULT_COLLECTIVES, REGISTRY
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
+from collbench.core.doctor import DOCTOR, DoctorSpec
 from collbench.core.dtypes import DTYPES, lookup_dtype
 from collbench.core.errors import SpecError
 from collbench.core.overlap import OverlapSpec
@@ -111,13 +112,19 @@ class SweepSpec:
     sweep_rows: bool = True
     # The fabric this runs on (a topology's name), recorded in every row and meta.json.
     topology: str | None = None
+    # `collbench doctor`'s rounds instead of sweep rows (sweep_rows False); None: a sweep.
+    doctor: DoctorSpec | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "collectives", tuple(self.collectives))
         if isinstance(self.overlap, dict):
             object.__setattr__(self, "overlap", OverlapSpec.from_dict(self.overlap))
-        if not self.sweep_rows and self.overlap is None:
+        if isinstance(self.doctor, dict):
+            object.__setattr__(self, "doctor", DoctorSpec.from_dict(self.doctor))
+        if not self.sweep_rows and self.overlap is None and self.doctor is None:
             raise ValueError("a spec without sweep rows needs overlap probes")
+        if self.doctor is not None and (self.sweep_rows or self.overlap is not None):
+            raise ValueError("a doctor spec measures doctor rounds only")
         for name in self.collectives:
             if name not in REGISTRY:
                 raise SpecError(
@@ -200,6 +207,11 @@ class SweepSpec:
 
     def with_backend(self, backend: str) -> SweepSpec:
         """A copy with a concrete backend and the max size that backend defaults to."""
+        if self.doctor is not None:  # one size: the doctor's
+            size = self.doctor.size_for(backend)
+            return SweepSpec(
+                **{**self.to_dict(), "backend": backend, "min_bytes": size, "max_bytes": size}
+            )
         max_bytes = self.max_bytes if self.max_bytes is not None else DEFAULT_MAX_BYTES[backend]
         if self.min_bytes > max_bytes:
             raise SpecError(
@@ -216,7 +228,8 @@ class SweepSpec:
         return size_series(self.min_bytes, self.max_bytes, self.factor, self.step_bytes)
 
     def steps(self) -> list[Step]:
-        """Every measurement in order: the sweep rows, then the overlap probes."""
+        """Every measurement in order: the sweep rows, then the overlap probes. (A doctor's
+        rounds depend on the nodes it finds, so it plans none ahead.)"""
         steps = []
         if self.sweep_rows:
             steps += [
@@ -237,12 +250,17 @@ class SweepSpec:
 
     @property
     def command(self) -> str:
-        """The collbench command that measures this spec: sweep, or overlap (probes only)."""
+        """The collbench command that measures this spec: sweep, overlap (probes only) or
+        doctor."""
+        if self.doctor is not None:
+            return DOCTOR
         return "sweep" if self.sweep_rows else "overlap"
 
     def to_args(self) -> list[str]:
         """`collbench sweep` options that give exactly this spec, every field spelled out
         (printed commands and sbatch scripts must not depend on this version's defaults)."""
+        if self.doctor is not None:
+            return self._doctor_args()
         args = [
             "--collective",
             ",".join(self.collectives),
@@ -275,6 +293,25 @@ class SweepSpec:
             "--timeout",
             f"{self.timeout_s:g}",
             *self._overlap_args(),
+        ]
+
+    def _doctor_args(self) -> list[str]:
+        """`collbench doctor` options for this spec (the doctor picks its collectives)."""
+        return [
+            *self.doctor.to_args(),
+            "--dtype",
+            self.dtype,
+            "--warmup",
+            str(self.warmup),
+            "--iters",
+            str(self.iters),
+            "--check" if self.check else "--no-check",
+            "--rank-stat",
+            self.rank_stat,
+            "--backend",
+            self.backend,
+            "--timeout",
+            f"{self.timeout_s:g}",
         ]
 
     def _overlap_args(self) -> list[str]:

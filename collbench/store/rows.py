@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any
 
+from collbench.core.doctor import DOCTOR
 from collbench.core.errors import SpecError
 
 SCHEMA_VERSION = 1
@@ -102,17 +103,45 @@ class ProbeRow(ResultRow):
     probe_samples_us: dict[str, list[float]] | None  # per series "t_<name>"
 
 
+@dataclass(frozen=True, kw_only=True)
+class DoctorRow(ResultRow):
+    """A doctor round's row (kind "doctor"): one group's collective in the base columns
+    (world_size: ranks in the group; a pair row is one rank pair's send/recv, one direction
+    with both running), then which stage, group and ranks it was, and each rank's time."""
+
+    kind: str = DOCTOR
+    stage: str | None  # collbench.core.doctor.STAGES
+    group: str | None  # "all", "node HOST", "rail I", "HOSTA<->HOSTB", "bisect L1 a"
+    round_index: int | None  # pair/shuffle round (0-based), bisect level; else 0
+    group_hosts: list[str] | None  # hosts in the group (a pair: its two, in order)
+    group_ranks: list[int] | None  # global ranks in the group
+    rank_time_us: list[float] | None  # each group rank's own batch time, group_ranks' order
+    # Per group rank: timed iterations in which its time was the group's shortest (it came
+    # last, the others waited for it).
+    rank_last_count: list[int] | None
+
+
 def utc_now() -> str:
     """A timestamp as rows and meta.json record it (UTC, microseconds)."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-ROW_TYPES: dict[str, type[ResultRow]] = {SWEEP: ResultRow, OVERLAP: ProbeRow}
+ROW_TYPES: dict[str, type[ResultRow]] = {
+    SWEEP: ResultRow,
+    OVERLAP: ProbeRow,
+    DOCTOR: DoctorRow,
+}
 ROW_COLUMNS = tuple(column.name for column in fields(ResultRow))
 ALL_COLUMNS = tuple(column.name for column in fields(ProbeRow))
 # Probe rows carry these after ROW_COLUMNS; sweep rows leave them out.
 PROBE_COLUMNS = ALL_COLUMNS[len(ROW_COLUMNS) :]
-_COLUMNS_OF = {ResultRow: ROW_COLUMNS, ProbeRow: ALL_COLUMNS}
+# Doctor rows carry these after ROW_COLUMNS.
+DOCTOR_COLUMNS = tuple(column.name for column in fields(DoctorRow))[len(ROW_COLUMNS) :]
+_COLUMNS_OF = {
+    ResultRow: ROW_COLUMNS,
+    ProbeRow: ALL_COLUMNS,
+    DoctorRow: (*ROW_COLUMNS, *DOCTOR_COLUMNS),
+}
 
 
 def row_from_dict(data: Any, where: str = "a row") -> ResultRow:
@@ -144,7 +173,9 @@ def row_from_dict(data: Any, where: str = "a row") -> ResultRow:
 # Columns without which a line is not a row; every other column may be missing (an older
 # row) or null, and otherwise must have its field's type.
 _REQUIRED = ("collective", "size_bytes")
-_COLUMN_TYPES = {column.name: str(column.type) for column in fields(ProbeRow)}
+_COLUMN_TYPES = {
+    column.name: str(column.type) for row_type in _COLUMNS_OF for column in fields(row_type)
+}
 
 
 def check_collective(row: ResultRow, where: str) -> ResultRow:
@@ -176,6 +207,14 @@ def _type_problem(annotation: str, value: Any) -> str | None:
     if base == "list[float]":
         ok = isinstance(value, list) and all(_is_number(item) for item in value)
         return None if ok else "is not a list of numbers"
+    if base == "list[int]":
+        ok = isinstance(value, list) and all(
+            isinstance(item, int) and not isinstance(item, bool) for item in value
+        )
+        return None if ok else "is not a list of integers"
+    if base == "list[str]":
+        ok = isinstance(value, list) and all(isinstance(item, str) for item in value)
+        return None if ok else "is not a list of strings"
     if base.startswith("dict["):
         return None if isinstance(value, Mapping) else "is not a JSON object"
     return None
@@ -248,6 +287,33 @@ class RowBuilder:
             probe_samples_us=samples,
         )
 
+    def build_doctor(
+        self, collective: str, placement: str, measured: Any, group: DoctorGroup
+    ) -> DoctorRow:
+        """A kind "doctor" row: one group's measurement, its bandwidth for the group's size."""
+        from collbench.core.bandwidth import bus_factor
+
+        base = self._base(collective, placement, measured)
+        size = len(group.ranks)
+        nodes = len(set(group.hosts))
+        return DoctorRow(
+            **{
+                **base,
+                "kind": DOCTOR,
+                "world_size": size,
+                "nodes": nodes,
+                "ranks_per_node": size // max(1, nodes),
+                "busbw_gbps": base["algbw_gbps"] * bus_factor(collective, size),
+            },
+            stage=group.stage,
+            group=group.label,
+            round_index=group.round_index,
+            group_hosts=list(group.hosts),
+            group_ranks=list(group.ranks),
+            rank_time_us=[round(value, 3) for value in group.rank_time_us],
+            rank_last_count=list(group.rank_last_count),
+        )
+
     def _base(self, collective: str, placement: str, measured: Any) -> dict[str, Any]:
         """The sweep columns, by name."""
         from collbench.core.bandwidth import algbw_gbps, bus_factor
@@ -287,6 +353,19 @@ class RowBuilder:
             "knobs": self.knobs,
             "time_us_samples": [round(sample, 3) for sample in stats.samples_us],
         }
+
+
+@dataclass(frozen=True)
+class DoctorGroup:
+    """Which doctor group a measurement was, and its ranks' own figures (DoctorRow's)."""
+
+    stage: str
+    label: str
+    round_index: int
+    hosts: tuple[str, ...]
+    ranks: tuple[int, ...]
+    rank_time_us: tuple[float, ...]
+    rank_last_count: tuple[int, ...]
 
 
 class _Alone:

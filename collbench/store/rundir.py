@@ -22,7 +22,9 @@ from collbench.core.errors import SpecError
 from collbench.store.meta import RunMeta
 from collbench.store.rows import (
     ALL_COLUMNS,
+    DOCTOR_COLUMNS,
     ROW_COLUMNS,
+    DoctorRow,
     ProbeRow,
     ResultRow,
     check_collective,
@@ -160,9 +162,10 @@ def write_parquet(run_dir: Path, rows: list[ResultRow] | None = None) -> Path | 
     if not rows:
         return None
     probes = any(isinstance(row, ProbeRow) for row in rows)
-    frame = pd.DataFrame(
-        [row.to_dict() for row in rows], columns=list(ALL_COLUMNS if probes else ROW_COLUMNS)
-    )
+    columns = list(ALL_COLUMNS if probes else ROW_COLUMNS)
+    if any(isinstance(row, DoctorRow) for row in rows):
+        columns += DOCTOR_COLUMNS
+    frame = pd.DataFrame([row.to_dict() for row in rows], columns=columns)
     as_json = ("knobs", "probe_samples_us") if probes else ("knobs",)
     for column in as_json:  # nested values, kept as JSON strings
         frame[column] = frame[column].map(lambda value: json.dumps(value, sort_keys=True))

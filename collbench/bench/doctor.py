@@ -1,0 +1,422 @@
+"""What every rank runs for `collbench doctor`: rounds of groups that pull the nodes apart.
+
+Each round runs one operation in every group at once (an all-reduce per node, per rail, per
+half; a send/recv per node pair), then every rank's figures are gathered to every rank, so
+rank 0 writes one row per group and every rank takes the same next step (bisection) from
+the same numbers. Which groups a round has is planned by collbench.core.doctor_plan.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from collbench.bench.worker import RankLog, _Session
+from collbench.core.bandwidth import busbw_gbps
+from collbench.core.collectives import REGISTRY
+from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
+from collbench.core.doctor_plan import Layout, circle_rounds, halves, random_rounds
+from collbench.core.errors import SpecError
+from collbench.core.stats import combine_ranks
+from collbench.store.rank_status import RankStatus
+from collbench.store.rows import DoctorGroup, RowBuilder, utc_now
+from collbench.store.rundir import ResultWriter, update_meta, write_meta, write_parquet
+
+ALL_REDUCE, SENDRECV = "all_reduce", "sendrecv"
+# Test hook: ranks count as nodes of this many ranks each ("HOST~n0", "HOST~n1", ...), so the
+# doctor's multi-node rounds run on one host in tests that have no namespaces.
+TEST_NODE_SIZE_VAR = "COLLBENCH_TEST_DOCTOR_NODE_SIZE"
+
+
+@dataclass(frozen=True)
+class PlannedGroup:
+    """One group of a round: who takes part, and (all-reduce) its process group."""
+
+    label: str
+    hosts: tuple[str, ...]
+    ranks: tuple[int, ...]
+    collective: str
+    pg: Any = None  # all-reduce: the process group (None: the world)
+    pairs: tuple[tuple[int, int], ...] = ()  # send/recv: the rank pairs
+
+
+@dataclass(frozen=True)
+class Round:
+    stage: str
+    round_index: int
+    groups: tuple[PlannedGroup, ...]
+    description: str
+
+
+@dataclass(frozen=True)
+class _Measured:
+    geometry: Any
+    stats: Any
+    n_wrong: int | None
+
+
+class DoctorSession(_Session):
+    """One rank's doctor, after the process group is up."""
+
+    def run(self, status: RankStatus, log: RankLog) -> int:
+        from collbench.bench.provenance import rank_identity
+        from collbench.core.knobs import knob_env
+
+        spec, env = self.job.spec, self.env
+        me = rank_identity(self.torch, self.device, env.rank)
+        node_size = int(os.environ.get(TEST_NODE_SIZE_VAR) or 0)
+        if node_size > 0:
+            me["host"] = f"{me['host']}~n{env.rank // node_size}"
+        identities = self._gather({**me, "address": _own_address(env)})
+        self.layout = Layout.from_hosts([identity["host"] for identity in identities])
+        self._agree(self._local_problems())
+        self.size_bytes = spec.max_bytes
+        self.skipped = _skipped(self.layout, env.world_size, spec.doctor.bisect)
+        self.writer = None
+        self.total_wrong = 0
+        env_knobs = knob_env()
+        hosts = sorted(self.layout.hosts)
+        if env.rank == 0:
+            self.writer = ResultWriter(self.job.run_dir)
+            meta = self._meta(identities, hosts, env_knobs)
+            meta = replace(meta, extra={**meta.extra, "doctor": self._nodes(identities)})
+            write_meta(self.job.run_dir, meta)
+            if self.sink is not None:
+                self.sink.start(meta)
+        knobs = {
+            "env": env_knobs,
+            "settings": {
+                "rank_stat": spec.rank_stat,
+                "check": spec.check,
+                "timing": self.timer.method,
+                "launcher": self.job.launcher,
+            },
+        }
+        self.builder = RowBuilder(
+            self.job.run_id, spec, env.world_size, len(hosts), knobs, topology=spec.topology
+        )
+        count = 0
+        for count, planned in enumerate(self._rounds(), start=1):
+            status.step(count - 1, planned.description)
+            started = time.perf_counter()
+            self.results = self._run_round(planned)
+            log.write(f"{planned.description}: {time.perf_counter() - started:.3f} s")
+        self._finish()
+        log.write(f"doctor done: {count} round(s), {self.rows_written} row(s)")
+        return self.total_wrong
+
+    def _nodes(self, identities: list[dict[str, Any]]) -> dict[str, Any]:
+        """What meta.json records of the nodes (extra["doctor"])."""
+        addresses: dict[str, str | None] = {}
+        for identity in identities:
+            addresses.setdefault(identity["host"], identity.get("address"))
+        return {
+            "hosts": list(self.layout.hosts),
+            "addresses": addresses,
+            "ranks_per_host": {host: list(r) for host, r in self.layout.ranks_per_host.items()},
+            "skipped": self.skipped,
+            "size_bytes": self.size_bytes,
+            "shuffle_rounds": self.job.spec.doctor.shuffle_rounds,
+        }
+
+    def _finish(self) -> None:
+        if self.writer is None:
+            return
+        self.writer.close()
+        write_parquet(self.job.run_dir)
+        update_meta(
+            self.job.run_dir,
+            state="completed",
+            finished_utc=utc_now(),
+            rows=self.rows_written,
+            n_wrong_total=self.total_wrong,
+        )
+
+    rows_written = 0
+
+    def _local_problems(self) -> str | None:
+        """Memory for this rank's buffers (the doctor runs at any world size, even 1)."""
+        from collbench.bench import capacity
+
+        spec, env = self.job.spec, self.env
+        try:
+            if self.device.type == "cuda":
+                free_bytes, _ = self.torch.cuda.mem_get_info(self.device)
+                capacity.check_memory(spec, 2, 1, free_bytes, "GPU")
+            else:
+                available = capacity.host_memory_available()
+                capacity.check_memory(spec, 2, env.local_world_size, available, "host")
+            if env.rank == 0 and not self.job.dir_prepared:
+                from pathlib import Path
+
+                from collbench.store.rundir import prepare_run_dir
+
+                prepare_run_dir(Path(self.job.run_dir), self.job.run_id)
+        except SpecError as error:
+            return str(error)
+        return None
+
+    # -- planning -------------------------------------------------------------------------
+
+    def _rounds(self) -> Iterator[Round]:
+        """Every round in order; bisection's next round depends on the last one's results."""
+        layout, world = self.layout, self.env.world_size
+        if world >= 2:
+            everyone = PlannedGroup("all", layout.hosts, tuple(range(world)), ALL_REDUCE)
+            yield Round("full", 0, (everyone,), "doctor full all-reduce")
+        yield from self._intra()
+        if "rail" not in self.skipped:
+            rails = [
+                self._all_reduce_group(f"rail {index}", layout.rail(index))
+                for index in range(layout.max_local)
+            ]
+            yield Round("rail", 0, tuple(g for g in rails if g), "doctor per-rail all-reduce")
+        if "pair" not in self.skipped:
+            rounds = circle_rounds(layout.nodes)
+            for index, pairs in enumerate(rounds):
+                text = f"doctor pair round {index + 1}/{len(rounds)}"
+                yield Round("pair", index, self._pair_groups(pairs), text)
+            shuffles = self.job.spec.doctor.shuffle_rounds
+            for index, pairs in enumerate(
+                random_rounds(layout.nodes, shuffles, self.job.spec.doctor.seed)
+            ):
+                text = f"doctor shuffle round {index + 1}/{shuffles}"
+                yield Round("shuffle", index, self._pair_groups(pairs), text)
+        if "bisect" not in self.skipped:
+            yield from self._bisect()
+
+    def _intra(self) -> Iterator[Round]:
+        layout, world = self.layout, self.env.world_size
+        if world == 1:  # one rank: its all-reduce is a local copy, still timed (GPU path)
+            alone = PlannedGroup(f"node {layout.hosts[0]}", layout.hosts, (0,), ALL_REDUCE)
+            yield Round("intra", 0, (alone,), "doctor intra-node all-reduce (one rank)")
+            return
+        if "intra" in self.skipped:
+            return
+        groups = [
+            self._all_reduce_group(f"node {host}", layout.ranks_per_host[host])
+            for host in layout.hosts
+        ]
+        yield Round("intra", 0, tuple(g for g in groups if g), "doctor intra-node all-reduce")
+
+    def _all_reduce_group(self, label: str, ranks: tuple[int, ...]) -> PlannedGroup | None:
+        """A group of these ranks (every rank creates every group, in the same order)."""
+        if len(ranks) < 2:
+            return None
+        hosts = tuple(dict.fromkeys(self._host_of(rank) for rank in ranks))
+        pg = self.dist.new_group(list(ranks))
+        return PlannedGroup(label, hosts, tuple(ranks), ALL_REDUCE, pg=pg)
+
+    def _host_of(self, rank: int) -> str:
+        for host, ranks in self.layout.ranks_per_host.items():
+            if rank in ranks:
+                return host
+        raise KeyError(rank)
+
+    def _pair_groups(self, node_pairs: list[tuple[int, int]]) -> tuple[PlannedGroup, ...]:
+        groups = []
+        for a, b in node_pairs:
+            host_a, host_b = self.layout.hosts[a], self.layout.hosts[b]
+            pairs = tuple(self.layout.pair_ranks(host_a, host_b))
+            ranks = tuple(sorted(rank for pair in pairs for rank in pair))
+            label = f"{host_a}<->{host_b}"
+            groups.append(PlannedGroup(label, (host_a, host_b), ranks, SENDRECV, pairs=pairs))
+        return tuple(groups)
+
+    def _bisect(self) -> Iterator[Round]:
+        """Halves of the node set at once; recurse into the slower half while the halves
+        differ by more than the fleet tolerance and the slower one still splits in two."""
+        current = self.layout.hosts
+        tolerance = self.job.spec.doctor.fleet_tolerance_pct / 100
+        level = 1
+        while len(current) >= 2:
+            parts = halves(current)
+            groups = [
+                self._all_reduce_group(f"bisect L{level} {tag}", self.layout.ranks_of(part))
+                for tag, part in zip("ab", parts, strict=True)
+            ]
+            if not all(groups):
+                return
+            text = f"doctor bisection level {level}: {len(parts[0])} + {len(parts[1])} node(s)"
+            yield Round("bisect", level, tuple(groups), text)
+            busbw = [self._busbw(result) for result in self.results]
+            slower = 0 if busbw[0] <= busbw[1] else 1
+            if busbw[slower] >= busbw[1 - slower] * (1 - tolerance):
+                return
+            current = parts[slower]
+            level += 1
+
+    def _busbw(self, result: tuple[PlannedGroup, Any]) -> float:
+        group, measured = result
+        return busbw_gbps(ALL_REDUCE, len(group.ranks), self.size_bytes, measured.stats.time_us)
+
+    # -- measuring ------------------------------------------------------------------------
+
+    def _run_round(self, planned: Round) -> list[tuple[PlannedGroup, _Measured]]:
+        """Run a round's groups at once; every rank gets every group's figures back."""
+        rank, iters = self.env.rank, self.job.spec.iters
+        mine = next((i for i, g in enumerate(planned.groups) if rank in g.ranks), None)
+        self._barrier()
+        figures = [-1.0, 0.0, 0.0] + [0.0] * iters
+        if mine is not None:
+            group = planned.groups[mine]
+            batch_s, samples_s, wrong = self._measure(group)
+            figures = [float(mine), batch_s, float(wrong), *samples_s]
+        table = self._gather_table(figures)
+        results = []
+        for group in planned.groups:
+            members = table[list(group.ranks)]
+            measured, last = self._combine(group, members)
+            results.append((group, measured))
+            self.total_wrong += measured.n_wrong or 0
+            if self.writer is not None:
+                self._write(planned, group, measured, members, last)
+        return results
+
+    def _measure(self, group: PlannedGroup) -> tuple[float, list[float], int]:
+        if group.collective == ALL_REDUCE:
+            return self._measure_all_reduce(group)
+        return self._measure_pair(group)
+
+    def _measure_all_reduce(self, group: PlannedGroup) -> tuple[float, list[float], int]:
+        torch, dist, spec = self.torch, self.dist, self.job.spec
+        geometry = self._geometry(ALL_REDUCE, len(group.ranks))
+        # Zeros stay zeros however often they are summed (ones would overflow at scale).
+        tensor = torch.zeros(geometry.send_elems, dtype=self._dtype(), device=self.device)
+
+        def run() -> None:
+            dist.all_reduce(tensor, group=group.pg)
+
+        batch_s, samples_s = self._timed(run)
+        wrong = 0
+        if spec.check:
+            tensor.fill_(1)
+            run()
+            self.timer.synchronize()
+            expected = torch.full_like(tensor, len(group.ranks))
+            wrong = int((tensor != expected).sum().item())
+        return batch_s, samples_s, wrong
+
+    def _measure_pair(self, group: PlannedGroup) -> tuple[float, list[float], int]:
+        torch, dist, spec, rank = self.torch, self.dist, self.job.spec, self.env.rank
+        peer = next(b if a == rank else a for a, b in group.pairs if rank in (a, b))
+        geometry = self._geometry(SENDRECV, 2)
+        send = torch.zeros(geometry.send_elems, dtype=self._dtype(), device=self.device)
+        recv = torch.zeros(geometry.recv_elems, dtype=self._dtype(), device=self.device)
+        # Batched so NCCL posts both sides together; one by one they can deadlock.
+        ops = [dist.P2POp(dist.isend, send, peer), dist.P2POp(dist.irecv, recv, peer)]
+
+        def run() -> None:
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+
+        batch_s, samples_s = self._timed(run)
+        wrong = 0
+        if spec.check:
+            send.fill_(_mark(rank))
+            run()
+            self.timer.synchronize()
+            wrong = int((recv != _mark(peer)).sum().item())
+        return batch_s, samples_s, wrong
+
+    def _timed(self, run: Any) -> tuple[float, list[float]]:
+        for _ in range(self.job.spec.warmup):
+            run()
+        self.timer.synchronize()
+        return self.timer.time_batch(run, self.job.spec.iters)
+
+    def _combine(self, group: PlannedGroup, members: Any) -> tuple[_Measured, list[int]]:
+        """The group's figures across its ranks, and how often each rank came last."""
+        samples = members[:, 3:]
+        stats = combine_ranks(members[:, 1], samples, self.job.spec.rank_stat)
+        wrong = int(members[:, 2].sum()) if self.job.spec.check else None
+        last = [0] * len(group.ranks)
+        for column in range(samples.shape[1]):
+            last[int(samples[:, column].argmin())] += 1
+        geometry = self._geometry(group.collective, len(group.ranks))
+        return _Measured(geometry, stats, wrong), last
+
+    def _write(
+        self, planned: Round, group: PlannedGroup, measured: _Measured, members: Any, last: list
+    ) -> None:
+        placement = IN_PLACE if group.collective == ALL_REDUCE else OUT_OF_PLACE
+        row = self.builder.build_doctor(
+            group.collective,
+            placement,
+            measured,
+            DoctorGroup(
+                stage=planned.stage,
+                label=group.label,
+                round_index=planned.round_index,
+                hosts=group.hosts,
+                ranks=group.ranks,
+                rank_time_us=tuple(float(value) * 1e6 for value in members[:, 1]),
+                rank_last_count=tuple(last),
+            ),
+        )
+        self.writer.append(row)
+        self.rows_written += 1
+        if self.sink is not None:
+            self.sink.row(row)
+
+    def _geometry(self, collective: str, group_size: int) -> Any:
+        from collbench.core.dtypes import DTYPES
+
+        elem_bytes = DTYPES[self.job.spec.dtype].elem_bytes
+        return REGISTRY[collective].geometry(self.size_bytes, elem_bytes, group_size, 0)
+
+    def _dtype(self) -> Any:
+        from collbench.bench.torch_types import torch_dtype
+        from collbench.core.dtypes import DTYPES
+
+        return torch_dtype(DTYPES[self.job.spec.dtype])
+
+    def _barrier(self) -> None:
+        if self.device.type == "cuda":
+            self.dist.barrier(device_ids=[self.device.index])
+        else:
+            self.dist.barrier()
+
+    def _gather_table(self, values: list[float]) -> Any:
+        """Every rank's `values` (same length on each), as a (ranks, len) numpy array."""
+        torch = self.torch
+        mine = torch.tensor(values, dtype=torch.float64, device=self.device)
+        gathered = [torch.empty_like(mine) for _ in range(self.env.world_size)]
+        self.dist.all_gather(gathered, mine)
+        return torch.stack(gathered).cpu().numpy()
+
+
+def _mark(rank: int) -> int:
+    """The value a rank sends in the pair check: small enough for every dtype."""
+    return rank % 64 + 1
+
+
+def _skipped(layout: Layout, world_size: int, bisect: bool) -> dict[str, str]:
+    """Stages this layout cannot run, and why (meta.json records them; doctor prints them)."""
+    skipped = {}
+    if layout.max_local < 2:
+        skipped["intra"] = "one rank per node: no intra-node group to measure"
+    if layout.nodes < 2:
+        why = "one node: needs two or more"
+        skipped.update(pair=f"{why} nodes", shuffle=f"{why} nodes", rail=f"{why} nodes")
+    elif layout.max_local < 2:
+        skipped["rail"] = "one rank per node: the only rail is the full all-reduce"
+    if not bisect:
+        skipped["bisect"] = "not asked for (--bisect)"
+    elif layout.nodes < 2 or world_size < 4:
+        skipped["bisect"] = "needs two or more nodes and two ranks per half"
+    return skipped
+
+
+def _own_address(env: Any) -> str | None:
+    """The address this rank's host uses towards the rendezvous host (no packet is sent)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((str(env.master_addr), int(env.master_port or 9)))
+            return str(probe.getsockname()[0])
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,120 @@
+"""Doctor: what `collbench doctor` measures (DoctorSpec) and the names of its stages (pure).
+
+Rounds that pull the nodes apart, because in one collective every rank waits for the
+slowest link and per-rank times barely say who is slow (DESIGN.md, "doctor"):
+- `full`: one all-reduce over every rank (the reference, and the stragglers' data);
+- `intra`: one all-reduce per node, all nodes at once (nccl-tests' DIV split);
+- `rail`: one all-reduce per local-rank index across the nodes (nccl-tests' MOD split);
+- `pair`: the circle method, N-1 rounds of floor(N/2) node pairs at once, local rank i of
+  one node exchanging with local rank i of the other, both directions at once;
+- `shuffle`: random pairings (Imbue's cluster-health), a pass ratio per host;
+- `bisect`: halves of the node set, an all-reduce in each half at once, recursing into the
+  slower half.
+No torch here: the CLI validates a DoctorSpec before any rank starts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from collbench.core.errors import SpecError
+
+DOCTOR = "doctor"  # the kind of a doctor row and the command that measures it
+STAGES = ("full", "intra", "rail", "pair", "shuffle", "bisect")
+# The message size per rank when --size is not given: big enough to be bandwidth-bound on
+# the backend's fabric, small enough that every round of a gloo doctor on a laptop is quick.
+DEFAULT_DOCTOR_BYTES = {"gloo": 16 * 1024**2, "nccl": 256 * 1024**2, "rccl": 256 * 1024**2}
+# Below this a transfer measures latency, not bandwidth (a warning, not an error).
+MIN_BANDWIDTH_BYTES = 1024**2
+MAX_SHUFFLE_ROUNDS = 1000
+
+
+@dataclass(frozen=True)
+class DoctorSpec:
+    """The doctor's rounds and how it judges them. Defaults live here and nowhere else."""
+
+    # Bytes per rank per operation; None: DEFAULT_DOCTOR_BYTES for the backend.
+    size_bytes: int | None = None
+    # Extra rounds of random node pairings after the circle method (0: none).
+    shuffle_rounds: int = 0
+    # Halve the node set and re-test until the slow part is found.
+    bisect: bool = False
+    # Seed of the random pairings (the same seed gives every rank the same pairings).
+    seed: int = 0
+    # Expectations, most specific first: a bus bandwidth every group should reach ...
+    expect_busbw_gbps: float | None = None
+    # ... or the bound of the fabric's topology (a catalog name or a file, as given) ...
+    topology: str | None = None
+    # ... or an earlier doctor run on a healthy fabric (its directory).
+    baseline: str | None = None
+    # Flag what is more than this far below an expectation (busbw, topology or baseline);
+    # SuperBench's rules use 5%.
+    tolerance_pct: float = 5.0
+    # Without an expectation the fleet is its own: flag what is this far below the fleet's
+    # median ...
+    fleet_tolerance_pct: float = 40.0
+    # ... and at least this many scaled MADs below it (noise within the fleet is not a fault).
+    outlier_mads: float = 4.0
+
+    def __post_init__(self) -> None:
+        if self.size_bytes is not None and self.size_bytes < 1:
+            raise SpecError("--size", self.size_bytes, "must be at least 1 byte")
+        if not 0 <= self.shuffle_rounds <= MAX_SHUFFLE_ROUNDS:
+            raise SpecError(
+                "--shuffle-rounds",
+                self.shuffle_rounds,
+                f"must be between 0 and {MAX_SHUFFLE_ROUNDS}",
+            )
+        if self.expect_busbw_gbps is not None and not (
+            math.isfinite(self.expect_busbw_gbps) and self.expect_busbw_gbps > 0
+        ):
+            raise SpecError("--expect-busbw", self.expect_busbw_gbps, "must be more than 0 GB/s")
+        if self.expect_busbw_gbps is not None and self.baseline is not None:
+            raise SpecError(
+                "--expect-busbw",
+                self.expect_busbw_gbps,
+                f"conflicts with --baseline ({self.baseline}): give one expectation",
+            )
+        for flag, value in (
+            ("--tolerance", self.tolerance_pct),
+            ("--fleet-tolerance", self.fleet_tolerance_pct),
+        ):
+            if not (math.isfinite(value) and 0 <= value < 100):
+                raise SpecError(flag, value, "must be a percentage from 0 to below 100")
+        if not (math.isfinite(self.outlier_mads) and self.outlier_mads >= 0):
+            raise SpecError("--outlier-mads", self.outlier_mads, "must be 0 or more")
+
+    def size_for(self, backend: str) -> int:
+        """The size per rank on `backend` (the default when none was given)."""
+        return self.size_bytes if self.size_bytes is not None else DEFAULT_DOCTOR_BYTES[backend]
+
+    def to_args(self) -> list[str]:
+        """`collbench doctor` options that give exactly this spec (for the ranks' command)."""
+        from collbench.core.units import size_arg
+
+        args = [] if self.size_bytes is None else ["--size", size_arg(self.size_bytes)]
+        args += ["--shuffle-rounds", str(self.shuffle_rounds), "--seed", str(self.seed)]
+        args += ["--bisect"] if self.bisect else []
+        if self.expect_busbw_gbps is not None:
+            args += ["--expect-busbw", f"{self.expect_busbw_gbps:g}"]
+        if self.topology is not None:
+            args += ["--topology", self.topology]
+        if self.baseline is not None:
+            args += ["--baseline", self.baseline]
+        return [
+            *args,
+            "--tolerance",
+            f"{self.tolerance_pct:g}",
+            "--fleet-tolerance",
+            f"{self.fleet_tolerance_pct:g}",
+            "--outlier-mads",
+            f"{self.outlier_mads:g}",
+        ]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DoctorSpec:
+        return cls(**data)
