@@ -1,0 +1,239 @@
+"""What a doctor run should reach, and the bar below which a measurement is flagged (pure).
+
+Expectations, most specific first (`expectation_from`):
+1. `--expect-busbw X`: X GB/s bus bandwidth for every stage;
+2. a topology: the cost model's busbw for each stage's group (`topology_bounds`) times
+   TOPOLOGY_EFFICIENCY. The model is the hardware bound and nccl-tests reaches 70-95% of the
+   link rate at large sizes (costmodel.Efficiency), so the bound itself with a 5% tolerance
+   would flag every healthy fabric;
+3. a baseline run: each stage's median busbw in an earlier doctor run of the same size;
+4. otherwise the fleet is its own reference, stage by stage (`fleet_bar`): a value is flagged
+   when it is both `fleet_tolerance_pct` below the median of its peers and `outlier_mads`
+   scaled MADs (of the logarithms: a factor) below it, so the VM's ordinary noise (a wide
+   MAD) is not a fault and a tight fleet does not flag a value 3% low.
+A stage the expectation has no figure for is judged against the fleet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from collbench.analysis.costmodel import Efficiency, Group, predict
+from collbench.analysis.vs_topology import run_placement
+from collbench.core.doctor import STAGES, DoctorSpec
+from collbench.core.errors import SpecError
+from collbench.core.stats import median
+from collbench.core.units import format_number, format_size, size_arg
+from collbench.topologies.schema import Topology
+
+FLEET = "fleet median"
+# The share of the topology's bound a healthy fabric is expected to reach (see above).
+TOPOLOGY_EFFICIENCY = 0.8
+# A fleet median needs this many peers: with two, the median sits between them and
+# neither can be an outlier.
+MIN_FLEET = 3
+MAD_TO_SIGMA = 1.4826  # scales a MAD to a normal distribution's standard deviation
+# Stages whose rows are all-reduces (busbw 0 with one rank: nothing to judge).
+ALL_REDUCE_STAGES = ("full", "intra", "rail", "bisect")
+PAIR_STAGES = ("pair", "shuffle")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What each stage should reach, and where that figure comes from."""
+
+    source: str  # "--expect-busbw", "topology NAME ...", "baseline PATH" or FLEET
+    busbw_gbps: dict[str, float] = field(default_factory=dict)  # stage -> GB/s; {}: fleet
+    tolerance_pct: float = 5.0  # flag what is below expected * (1 - tolerance_pct / 100)
+
+
+@dataclass(frozen=True)
+class Bar:
+    """The line one kind of measurement is judged against."""
+
+    reference_gbps: float  # the expected figure, or the fleet's median
+    threshold_gbps: float  # a value below this is flagged
+    source: str  # Expectation.source, or FLEET
+    peers: int = 0  # fleet: how many values the median is over (0: an expectation)
+
+    def below(self, value_gbps: float) -> bool:
+        return value_gbps < self.threshold_gbps
+
+    def describe(self, what: str = "") -> str:
+        """'fleet median of 6 pairs 0.412 GB/s' or 'expected 40 GB/s from --expect-busbw'."""
+        figure = f"{gbps(self.reference_gbps)} GB/s"
+        if self.source == FLEET:
+            return f"fleet median of {self.peers} {what or 'values'} {figure}"
+        return f"expected {figure} from {self.source}"
+
+    def versus(self, value_gbps: float, what: str = "") -> str:
+        """The reference and how far `value_gbps` is from it: '...; fleet median ... (-97%)'."""
+        change = 100 * (value_gbps / self.reference_gbps - 1) if self.reference_gbps else 0.0
+        return f"{self.describe(what)} ({change:+.0f}%)"
+
+
+def gbps(value: float) -> str:
+    """A bandwidth as evidence shows it: 3 significant digits (0.0123, 0.412, 1234)."""
+    return format_number(value, 3)
+
+
+def bar_for(
+    stage: str, values: Sequence[float], expectation: Expectation, spec: DoctorSpec
+) -> Bar | None:
+    """The bar for `stage`: the expectation's figure when it has one, else the fleet's
+    (None: fewer than MIN_FLEET values to take a median of)."""
+    expected = expectation.busbw_gbps.get(stage)
+    if expected is not None:
+        threshold = expected * (1 - expectation.tolerance_pct / 100)
+        return Bar(expected, threshold, expectation.source)
+    return fleet_bar(values, spec)
+
+
+def fleet_bar(values: Iterable[float], spec: DoctorSpec) -> Bar | None:
+    """The fleet's bar over `values` (GB/s, > 0): flag what is both `fleet_tolerance_pct`
+    below their median and `outlier_mads` scaled MADs below it. None with fewer than
+    MIN_FLEET values.
+
+    The MAD is taken of the logarithms, so the spread is a factor: noise on a bandwidth is
+    multiplicative, and with a relative spread of 25% or more a MAD in GB/s would put the bar
+    below zero, so that nothing, not even a link ten times slower, could ever be flagged.
+    It is scaled to an unbiased standard deviation for the few values a fleet has."""
+    known = [value for value in values if math.isfinite(value) and value > 0]
+    if len(known) < MIN_FLEET:
+        return None
+    middle = median_of(known)
+    logs = [math.log(value) for value in known]
+    log_middle = median_of(logs)
+    spread = (
+        MAD_TO_SIGMA
+        * _small_sample(len(known))
+        * median_of([abs(value - log_middle) for value in logs])
+    )
+    threshold = min(
+        middle * (1 - spec.fleet_tolerance_pct / 100),
+        middle * math.exp(-spec.outlier_mads * spread),
+    )
+    return Bar(middle, threshold, FLEET, len(known))
+
+
+def _small_sample(count: int) -> float:
+    """The factor that makes 1.4826 x MAD of `count` normal values unbiased for sigma (the
+    MAD of few values is small: without it a fleet of 4 reads as quieter than it is)."""
+    return _SMALL_SAMPLE.get(count, count / (count - 0.8))
+
+
+# Simulated: 1 / the mean of 1.4826 x MAD over 200,000 samples of `count` standard normal
+# values; from 10 values on, count / (count - 0.8) is within 1% of the simulation.
+_SMALL_SAMPLE = {3: 1.483, 4: 1.362, 5: 1.219, 6: 1.190, 7: 1.137, 8: 1.128, 9: 1.103}
+
+
+def median_of(values: Sequence[float]) -> float:
+    """core.stats.median of a non-empty list (so never None)."""
+    result = median(values)
+    assert result is not None
+    return result
+
+
+def expectation_from(
+    spec: DoctorSpec,
+    *,
+    topology: Topology | None = None,
+    baseline_rows: Sequence | None = None,
+    baseline_path: str | None = None,
+    backend: str | None = None,
+    nodes: int | None = None,
+    ranks_per_node: int | None = None,
+) -> Expectation:
+    """The expectation of a doctor run: `--expect-busbw` > topology > baseline > fleet.
+
+    topology: already loaded (the caller reads the file); nodes and ranks_per_node place this
+    run on it (default: the topology's own). baseline_rows: the rows of the run at
+    `baseline_path` (the caller loads it). backend: this run's, to know its size when
+    spec.size_bytes is None. SpecError("--baseline", ...) when the baseline has no doctor rows
+    or was measured at another size.
+    """
+    tolerance = spec.tolerance_pct
+    if spec.expect_busbw_gbps is not None:
+        figures = dict.fromkeys(STAGES, spec.expect_busbw_gbps)
+        return Expectation("--expect-busbw", figures, tolerance)
+    size_bytes = spec.size_for(backend) if backend else spec.size_bytes
+    if topology is not None:
+        bounds = topology_bounds(
+            topology, nodes=nodes, ranks_per_node=ranks_per_node, size_bytes=size_bytes
+        )
+        figures = {stage: bound * TOPOLOGY_EFFICIENCY for stage, bound in bounds.items()}
+        source = f"topology {topology.name} at {TOPOLOGY_EFFICIENCY:.0%} of its bound"
+        return Expectation(source, figures, tolerance)
+    if baseline_rows is not None:
+        figures = baseline_busbw(baseline_rows, baseline_path, size_bytes)
+        return Expectation(f"baseline {baseline_path}", figures, tolerance)
+    return Expectation(FLEET, {}, tolerance)
+
+
+def topology_bounds(
+    topology: Topology,
+    *,
+    nodes: int | None = None,
+    ranks_per_node: int | None = None,
+    size_bytes: int | None = None,
+    efficiency: Efficiency | None = None,
+) -> dict[str, float]:
+    """The cost model's busbw (GB/s) for each stage's group on `topology`:
+    - intra: an all-reduce over one node's ranks (scale-up);
+    - rail: an all-reduce over one rank per node, every rail at once (each rank its NIC);
+    - pair, shuffle: one rank pair's send/recv across two nodes (one NIC each way);
+    - full: the all-reduce over every rank.
+    nodes, ranks_per_node: this run's layout (default: the topology's); size_bytes: the run's
+    size (None: the bound as the size grows). Stages a layout cannot have (intra with one rank
+    per node; rail and pair on one node) are left out."""
+    nodes = nodes or topology.nodes
+    per_node = ranks_per_node or topology.accelerators_per_node
+    placed = topology if nodes <= topology.nodes else topology.with_nodes(nodes)
+    per_domain = min(nodes, placed.nodes_per_domain)  # one rank per node: nodes per domain
+    groups: dict[str, tuple[Topology, str, Group]] = {}
+    if per_node >= 2:
+        inside = run_placement(placed, per_node, 1, per_node)
+        groups["intra"] = (inside.topology, "all_reduce", inside.group)
+    if nodes >= 2:
+        # Every rail runs at once: per_node ranks share a node's NICs (ranks_per_node).
+        groups["rail"] = (placed, "all_reduce", Group(nodes, per_domain, per_node))
+        pair = Group(2, min(2, per_domain), per_node)
+        groups["pair"] = groups["shuffle"] = (placed, "sendrecv", pair)
+    if nodes * per_node >= 2:
+        full = run_placement(placed, nodes * per_node, nodes, per_node)
+        groups["full"] = (full.topology, "all_reduce", full.group)
+    bounds = {}
+    for stage, (on, collective, group) in groups.items():
+        prediction = predict(on, collective, size_bytes or 1 << 40, group, efficiency=efficiency)
+        bounds[stage] = prediction.busbw_gbps if size_bytes else prediction.peak_busbw_gbps
+    return bounds
+
+
+def baseline_busbw(rows: Sequence, path: str | None, size_bytes: int | None) -> dict[str, float]:
+    """Each stage's median busbw in a baseline run's doctor rows (pair and shuffle rows
+    together, under both names). SpecError("--baseline", path, ...) without doctor rows or
+    when the baseline was measured at another size than `size_bytes` (None: not checked)."""
+    doctor_rows = [row for row in rows if getattr(row, "stage", None) in STAGES]
+    if not doctor_rows:
+        raise SpecError("--baseline", path, "holds no doctor rows: give a `collbench doctor` run")
+    sizes = sorted({int(row.size_bytes) for row in doctor_rows})
+    if size_bytes is not None and sizes != [size_bytes]:
+        measured = ", ".join(format_size(size) for size in sizes)
+        raise SpecError(
+            "--baseline",
+            path,
+            f"was measured at {measured} and this run at {format_size(size_bytes)}: "
+            f"busbw depends on the size; rerun with --size {size_arg(sizes[0])}",
+        )
+    by_stage: dict[str, list[float]] = {}
+    for row in doctor_rows:
+        if row.stage in ALL_REDUCE_STAGES and row.world_size < 2:
+            continue  # one rank: busbw 0, nothing moved
+        stage = "pair" if row.stage in PAIR_STAGES else row.stage
+        by_stage.setdefault(stage, []).append(float(row.busbw_gbps))
+    figures = {stage: median_of(values) for stage, values in by_stage.items()}
+    if "pair" in figures:
+        figures["shuffle"] = figures["pair"]
+    return figures
