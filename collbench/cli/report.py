@@ -90,6 +90,7 @@ def report(
     settings that failed or were dropped, and what NCCL chose."""
     from collbench.core.errors import SpecError
     from collbench.render.report import ReportOptions, build_report, render_html, render_markdown
+    from collbench.render.report_doctor import with_doctor
     from collbench.render.report_tune import tune_only_report, with_tuning
     from collbench.topologies.loader import load_topology
 
@@ -111,6 +112,8 @@ def report(
     options = ReportOptions(title, names, fabric)
     if expanded.runs:
         document = with_tuning(build_report(expanded.runs, options), expanded.tunes)
+        documents = _doctor_documents(expanded.runs)
+        document = with_doctor(document, expanded.runs, _run_names(expanded.runs, names), documents)
     else:  # tune directories whose every setting failed
         document = tune_only_report(title or "collbench report", expanded.tunes)
     if report_format == "html":
@@ -121,6 +124,37 @@ def report(
             {**{out.parent / name: png for name, png in images.items()}, out: text.encode()}, out
         )
     print(f"# Report: {out} ({len(document.charts)} charts)", flush=True)
+
+
+def _doctor_documents(runs: list[Run]) -> dict[str, dict]:
+    """Each doctor run's doctor.json (run path -> content), where one can be read; one that
+    cannot is left out with a warning (its Doctor section then shows the rows alone)."""
+    import json
+
+    from collbench.render.report_doctor import DOCTOR_JSON, doctor_rows
+
+    documents = {}
+    for run in runs:
+        file = Path(run.path) / DOCTOR_JSON
+        if not doctor_rows(run) or not file.is_file():
+            continue
+        try:
+            content = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            content = error
+        if isinstance(content, dict):
+            documents[run.path] = content
+        else:
+            why = content if isinstance(content, Exception) else "not a JSON object"
+            print(f"collbench: warning: {file} left out: {why}", file=sys.stderr)
+    return documents
+
+
+def _run_names(runs: list[Run], labels: dict[str, str]) -> dict[str, str]:
+    """Every run's name in headings: its --label (or tune setting), else its directory's."""
+    from collbench.render.report import run_label
+
+    return {run.path: labels.get(run.path) or run_label(run) for run in runs}
 
 
 def _tune_title(expanded: ExpandedRuns) -> str | None:

@@ -26,7 +26,7 @@ def render_tune(result: TuneFromResult, as_json: bool = False) -> str:
     """The table (or tune.json's content as JSON), then `# Wrote: PATH` lines."""
     if as_json:
         return json.dumps(result.document, indent=2, default=str)
-    lines = _table(HEADER, [_cells(record) for record in result.best])
+    lines = aligned_table(HEADER, [_cells(record) for record in result.best])
     lines += [f"# {record.collective} {record.band}: {record.reason}" for record in result.best]
     lines += [f"# conflict: {line}" for line in result.document["env"]["conflicts"]]
     lines += [f"# note: {note}" for note in result.notes]
@@ -34,7 +34,7 @@ def render_tune(result: TuneFromResult, as_json: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+def aligned_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
     """Aligned columns: the header as a `# ` comment line, the rows indented under it."""
     table = [header, *rows]
     widths = [max(len(row[index]) for row in table) for index in range(len(header))]
@@ -76,7 +76,7 @@ def render_verify(result: VerifyResult, as_json: bool = False) -> str:
     """`tune --verify`: per collective and range the realised gain next to the predicted one."""
     if as_json:
         return json.dumps(result.document, indent=2, default=str)
-    lines = _table(VERIFY_HEADER, [_verify_cells(line) for line in result.lines])
+    lines = aligned_table(VERIFY_HEADER, [_verify_cells(line) for line in result.lines])
     for setting in result.settings:
         if setting["error"]:
             lines.append(f"# {setting['label']}: FAILED: {setting['error']}")

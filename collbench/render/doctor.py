@@ -1,0 +1,261 @@
+"""`collbench doctor` as text and JSON: the verdict table (one line per finding), the node x
+node pair matrix, the per-node and per-rail figures, the notes, doctor.json's content, and
+the progress lines printed while the rounds run (DoctorConsole, a RowSink).
+
+Pure apart from DoctorConsole's printing: a Diagnosis in, a string or a dict out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TextIO
+
+from collbench.analysis.doctor import Diagnosis, Expectation, Finding
+from collbench.core.stats import median
+from collbench.core.units import format_number
+from collbench.render.tune import aligned_table
+from collbench.store.meta import RunMeta
+from collbench.store.rows import DoctorRow, ResultRow
+
+VERDICT_HEADER = ("kind", "hosts", "ranks", "addresses", "evidence", "action")
+HEALTHY = "healthy: no node, rail, link or rank below expectation"
+NONE = "-"  # a figure not measured (the matrix's diagonal, a pair never paired)
+MATRIX_DIGITS = 3  # significant digits of the GB/s figures in the text tables
+PREFIX = "doctor: "  # every progress line starts with it
+
+
+def verdict_table(diagnosis: Diagnosis, expectation: Expectation | None = None) -> str:
+    """One aligned line per finding (kind, hosts, ranks, addresses, evidence, action) under
+    a `# ` header; a healthy run's one line says so and where the expectation came from."""
+    lines = []
+    if diagnosis.healthy:
+        source = expectation.source if expectation is not None else _source_of(diagnosis)
+        lines.append(HEALTHY + (f" (expectation source: {source})" if source else ""))
+    elif not diagnosis.findings:
+        lines.append("not healthy: no single node, rail, link or rank to blame (see the notes)")
+    if diagnosis.findings:
+        lines += aligned_table(VERDICT_HEADER, [finding_cells(item) for item in diagnosis.findings])
+    return "\n".join(lines)
+
+
+def _source_of(diagnosis: Diagnosis) -> str:
+    return next((item.expected_from for item in diagnosis.findings if item.expected_from), "")
+
+
+def finding_cells(finding: Finding) -> tuple[str, ...]:
+    """A finding's cells in VERDICT_HEADER's order (a link's hosts as A<->B)."""
+    joiner = "<->" if finding.kind == "link" else ","
+    return (
+        finding.kind,
+        joiner.join(finding.hosts) or NONE,
+        format_ranks(finding.ranks),
+        ",".join(finding.addresses) or NONE,
+        finding.evidence or NONE,
+        finding.action or NONE,
+    )
+
+
+def format_ranks(ranks: Iterable[int]) -> str:
+    """Global ranks as runs of consecutive numbers: [0, 1, 2, 3, 8] -> "0-3,8"; none: "-"."""
+    ordered = sorted(set(ranks))
+    if not ordered:
+        return NONE
+    spans: list[list[int]] = [[ordered[0], ordered[0]]]
+    for rank in ordered[1:]:
+        if rank == spans[-1][1] + 1:
+            spans[-1][1] = rank
+        else:
+            spans.append([rank, rank])
+    return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in spans)
+
+
+def gbps(value: float | None) -> str:
+    """A GB/s figure at MATRIX_DIGITS significant digits; "-" for none."""
+    if value is None or not math.isfinite(value):
+        return NONE
+    return format_number(value, MATRIX_DIGITS)
+
+
+def matrix_table(diagnosis: Diagnosis) -> str:
+    """The pair matrix: hosts x hosts pair busbw (GB/s), "-" on the diagonal and for pairs
+    not measured; empty with fewer than two hosts."""
+    hosts = list(diagnosis.hosts)
+    if len(hosts) < 2 or not diagnosis.matrix_gbps:
+        return ""
+    header = ("pair busbw (GB/s)", *hosts)
+    rows = [
+        (host, *(gbps(value) for value in values))
+        for host, values in zip(hosts, diagnosis.matrix_gbps, strict=False)
+    ]
+    return "\n".join(aligned_table(header, rows))
+
+
+def node_lines(diagnosis: Diagnosis) -> list[str]:
+    """Per node its intra-node busbw, its median pair busbw and shuffle pass ratio; per rail
+    its busbw; the full all-reduce's busbw (each only where measured)."""
+    hosts = list(diagnosis.hosts) or sorted(diagnosis.node_busbw_gbps)
+    pair_medians = pair_median_by_host(hosts, diagnosis.matrix_gbps)
+    lines = []
+    for host in hosts:
+        parts = []
+        if host in diagnosis.node_busbw_gbps:
+            parts.append(f"intra-node busbw {gbps(diagnosis.node_busbw_gbps[host])} GB/s")
+        if pair_medians.get(host) is not None:
+            parts.append(f"median pair busbw {gbps(pair_medians[host])} GB/s")
+        if host in diagnosis.pass_ratio:
+            parts.append(f"shuffle pass ratio {100 * diagnosis.pass_ratio[host]:.0f}%")
+        if parts:
+            lines.append(f"# node {host}: " + ", ".join(parts))
+    for rail, value in sorted(diagnosis.rail_busbw_gbps.items()):
+        lines.append(f"# rail {rail}: busbw {gbps(value)} GB/s")
+    if diagnosis.full_busbw_gbps is not None:
+        lines.append(f"# full all-reduce: busbw {gbps(diagnosis.full_busbw_gbps)} GB/s")
+    return lines
+
+
+def pair_median_by_host(
+    hosts: Sequence[str], matrix_gbps: Sequence[Sequence[float | None]]
+) -> dict[str, float | None]:
+    """Per host the median of its measured pairs' busbw (its row of the matrix)."""
+    medians: dict[str, float | None] = {}
+    for host, values in zip(hosts, matrix_gbps, strict=False):
+        measured = [value for value in values if value is not None]
+        medians[host] = median(measured) if measured else None
+    return medians
+
+
+def render_doctor(diagnosis: Diagnosis, expectation: Expectation | None = None) -> str:
+    """What `collbench doctor` prints: the verdict table, the pair matrix, the per-node,
+    per-rail and full figures, then the notes."""
+    parts = [verdict_table(diagnosis, expectation), matrix_table(diagnosis)]
+    parts.append("\n".join(node_lines(diagnosis)))
+    parts.append("\n".join(f"# note: {note}" for note in diagnosis.notes))
+    return "\n".join(part for part in parts if part)
+
+
+def doctor_json(diagnosis: Diagnosis, run_id: str, expectation: Expectation) -> dict[str, Any]:
+    """doctor.json's content: healthy, findings, the pair matrix (hosts, GB/s), per node,
+    per rail, shuffle pass ratios, the full all-reduce, notes and the expectation used.
+    JSON-safe: a figure not measured (or not finite) is null; rail keys are strings."""
+    return {
+        "run_id": run_id,
+        "healthy": bool(diagnosis.healthy),
+        "findings": [finding_json(item) for item in diagnosis.findings],
+        "matrix": {
+            "hosts": list(diagnosis.hosts),
+            "gbps": [[_number(value) for value in row] for row in diagnosis.matrix_gbps],
+        },
+        "nodes": _numbers(diagnosis.node_busbw_gbps),
+        "rails": _numbers(diagnosis.rail_busbw_gbps),
+        "pass_ratio": _numbers(diagnosis.pass_ratio),
+        "full_busbw_gbps": _number(diagnosis.full_busbw_gbps),
+        "notes": list(diagnosis.notes),
+        "expectation": {
+            "source": expectation.source,
+            "busbw_gbps": _numbers(expectation.busbw_gbps),
+            "tolerance_pct": _number(expectation.tolerance_pct),
+        },
+    }
+
+
+def finding_json(finding: Finding) -> dict[str, Any]:
+    """One finding as doctor.json holds it."""
+    return {
+        "kind": finding.kind,
+        "hosts": list(finding.hosts),
+        "ranks": [int(rank) for rank in finding.ranks],
+        "addresses": list(finding.addresses),
+        "evidence": finding.evidence,
+        "measured_gbps": _number(finding.measured_gbps),
+        "expected_gbps": _number(finding.expected_gbps),
+        "expected_from": finding.expected_from,
+        "rounds": int(finding.rounds),
+        "action": finding.action,
+    }
+
+
+def _number(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _numbers(values: Mapping[Any, float]) -> dict[str, float | None]:
+    return {str(key): _number(value) for key, value in values.items()}
+
+
+class DoctorConsole:
+    """A RowSink for `collbench doctor`: one progress line per row as it arrives, on stderr
+    ("table"), or each row as a JSON line on stdout ("json", progress still on stderr), or
+    nothing ("quiet")."""
+
+    def __init__(
+        self,
+        mode: str = "table",
+        stream: TextIO | None = None,
+        progress_stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.mode = mode
+        self.stream = stream
+        self.progress_stream = progress_stream
+        self._clock = clock
+        self._started_s = clock()
+        self._hosts: list[str] = []
+        self._shuffle_rounds: int | None = None
+
+    def start(self, meta: RunMeta) -> None:
+        """Learn the node count (pair rounds: nodes - 1) and say which stages are skipped."""
+        doctor = meta.extra.get("doctor") if isinstance(meta.extra, dict) else None
+        doctor = doctor if isinstance(doctor, Mapping) else {}
+        self._hosts = [str(host) for host in doctor.get("hosts") or []]
+        spec = meta.spec if isinstance(meta.spec, Mapping) else {}
+        rounds = spec.get("shuffle_rounds", doctor.get("shuffle_rounds"))
+        self._shuffle_rounds = rounds if isinstance(rounds, int) and rounds > 0 else None
+        if self._hosts:
+            self._progress(f"{len(self._hosts)} node(s): {', '.join(self._hosts)}")
+        for stage, why in (doctor.get("skipped") or {}).items():
+            self._progress(f"{stage} stage skipped ({why})")
+
+    def row(self, row: ResultRow) -> None:
+        if self.mode == "json":
+            print(json.dumps(row.to_dict(), separators=(",", ":")), file=self._out(), flush=True)
+        if isinstance(row, DoctorRow):
+            self._progress(self.progress_line(row))
+
+    def finish(self, unfinished: str | None = None) -> None:
+        if unfinished is not None:
+            self._progress(f"stopped ({unfinished})")
+
+    def progress_line(self, row: DoctorRow) -> str:
+        """`doctor: pair round 2/3  cbnode0<->cbnode1  0.412 GB/s  (1.2 s)`: stage, round
+        (of how many, where known), group, busbw and the time since the doctor started."""
+        stage = row.stage or "?"
+        if stage in ("pair", "shuffle"):
+            total = _pair_rounds(len(self._hosts)) if stage == "pair" else self._shuffle_rounds
+            index = (row.round_index or 0) + 1
+            stage += f" round {index}/{total}" if total and total > 0 else f" round {index}"
+        elif stage == "bisect":
+            stage += f" level {row.round_index or 0}"
+        elapsed_s = self._clock() - self._started_s
+        return (
+            f"{PREFIX}{stage}  {row.group or '?'}  {gbps(row.busbw_gbps)} GB/s  ({elapsed_s:.1f} s)"
+        )
+
+    def _progress(self, text: str) -> None:
+        if self.mode == "quiet":
+            return
+        line = text if text.startswith(PREFIX) else PREFIX + text
+        print(line, file=self.progress_stream or sys.stderr, flush=True)
+
+    def _out(self) -> TextIO:
+        return self.stream or sys.stdout
+
+
+def _pair_rounds(nodes: int) -> int:
+    """Rounds of the circle method: N-1 for an even N, N for an odd one (one sits out)."""
+    return nodes - 1 if nodes % 2 == 0 else nodes
