@@ -17,6 +17,9 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_exceptions
 
 from collbench.cli.compare import compare
+from collbench.cli.doctor import COMMAND_OPTIONS as DOCTOR_OPTIONS_ALL
+from collbench.cli.doctor import HELP as DOCTOR_HELP
+from collbench.cli.doctor import run_doctor_command
 from collbench.cli.export import EXPORT_OPTIONS, Exports, SinkMaker, export
 from collbench.cli.fit import fit
 from collbench.cli.imports import import_app
@@ -96,6 +99,7 @@ app.command("report")(report)
 app.command("mfu")(mfu)
 app.command("export")(export)
 app.command("tune")(tune)
+app.command("doctor")(command("doctor", DOCTOR_HELP, DOCTOR_OPTIONS_ALL, run_doctor_command))
 
 
 @app.command()

@@ -1,0 +1,191 @@
+"""`collbench doctor`: name the slow node, rail, link or rank (run/doctor.py runs it).
+
+app.py registers it. Imports stay light (typer, the option tables): the work loads only when
+the command runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+
+from collbench.cli.launch_options import MPI_OPTIONS, SLURM_OPTIONS, TORCHRUN_OPTIONS
+from collbench.cli.measure import (
+    RUN_OPTIONS,
+    SWEEP_OPTIONS,
+    _per_backend,
+    _set_knobs,
+    command_line,
+    exit_rank,
+    print_error,
+    run_options,
+    warn_knobs,
+)
+from collbench.cli.options import FROM_OWNER, Option, given_fields
+from collbench.core.doctor import DEFAULT_DOCTOR_BYTES, DoctorSpec
+from collbench.core.spec import SweepSpec
+from collbench.core.units import parse_size
+
+_EXPECT = "Expectation"
+_DOCTOR = None  # the main panel: the doctor's own options first
+# The sweep's options a doctor has too: how to measure, where to write, how to launch.
+_FROM_SWEEP = {
+    "--nproc",
+    "--out",
+    "--quiet",
+    "--json",
+    "--dtype",
+    "--warmup",
+    "--iters",
+    "--check",
+    "--rank-stat",
+    "--backend",
+    "--timeout",
+    "--knob",
+}
+
+
+def _topology(text: str, flag: str) -> str:
+    """A catalog name or file, loaded now so a bad one fails before any rank starts."""
+    from collbench.topologies.loader import load_topology
+
+    load_topology(text)
+    return text
+
+
+DOCTOR_OPTIONS = (
+    Option(
+        ("--size", "-s"),
+        "Bytes per rank per operation (K/M/G = powers of 1024); big enough to measure "
+        "bandwidth, not latency.",
+        DoctorSpec,
+        "size_bytes",
+        default_text=_per_backend(DEFAULT_DOCTOR_BYTES),
+        parse=parse_size,
+        metavar="SIZE",
+    ),
+    Option(
+        ("--shuffle-rounds",),
+        "Rounds of random node pairings after the pair-wise rounds (a pass ratio per host).",
+        DoctorSpec,
+        "shuffle_rounds",
+        kind=int,
+        metavar="K",
+    ),
+    Option(
+        ("--bisect",),
+        "Also halve the node set and re-test the slower half until the slow part is found.",
+        DoctorSpec,
+        "bisect",
+        kind=bool,
+        default=FROM_OWNER,
+    ),
+    Option(("--seed",), "Seed of the random pairings.", DoctorSpec, "seed", kind=int),
+    Option(
+        ("--expect-busbw",),
+        "Bus bandwidth (GB/s) every group should reach.",
+        DoctorSpec,
+        "expect_busbw_gbps",
+        kind=float,
+        panel=_EXPECT,
+        metavar="GBPS",
+    ),
+    Option(
+        ("--topology", "-T"),
+        "Catalog name or topology file: expect its predicted bound (see collbench topo list).",
+        DoctorSpec,
+        "topology",
+        panel=_EXPECT,
+        parse=_topology,
+    ),
+    Option(
+        ("--baseline",),
+        "An earlier doctor run on a healthy fabric: expect what it measured.",
+        DoctorSpec,
+        "baseline",
+        panel=_EXPECT,
+        metavar="RUN",
+    ),
+    Option(
+        ("--tolerance",),
+        "Flag what is more than this % below --expect-busbw, the topology or the baseline.",
+        DoctorSpec,
+        "tolerance_pct",
+        kind=float,
+        panel=_EXPECT,
+        metavar="PCT",
+    ),
+    Option(
+        ("--fleet-tolerance",),
+        "Without an expectation: flag what is more than this % below the fleet's median ...",
+        DoctorSpec,
+        "fleet_tolerance_pct",
+        kind=float,
+        panel=_EXPECT,
+        metavar="PCT",
+    ),
+    Option(
+        ("--outlier-mads",),
+        "... and more than this many scaled MADs below it.",
+        DoctorSpec,
+        "outlier_mads",
+        kind=float,
+        panel=_EXPECT,
+        metavar="N",
+    ),
+)
+COMMAND_OPTIONS = (
+    *DOCTOR_OPTIONS,
+    *(option for option in SWEEP_OPTIONS if option.flag in _FROM_SWEEP),
+    *RUN_OPTIONS,
+    *TORCHRUN_OPTIONS,
+    *SLURM_OPTIONS,
+    *MPI_OPTIONS,
+)
+HELP = (
+    "Name the slow node, rail, link or rank: an all-reduce per node and per rail, send/recv "
+    "between every pair of nodes (N-1 rounds), optional shuffled pairings and bisection. "
+    "Writes doctor.json; exit 0 healthy, 5 something flagged, 1 a rank died or hung."
+)
+
+
+def run_doctor_command(values: dict[str, Any]) -> None:
+    from collbench.render.doctor import DoctorConsole, doctor_json, render_doctor
+    from collbench.run.doctor import DOCTOR_JSON, run_doctor
+    from collbench.store.rundir import write_json_atomic
+
+    doctor = DoctorSpec(**given_fields(DoctorSpec, DOCTOR_OPTIONS, values))
+    topology = None
+    if doctor.topology is not None:
+        from collbench.topologies.loader import load_topology
+
+        topology = load_topology(doctor.topology).name
+    spec = SweepSpec(
+        collectives=("all_reduce", "sendrecv"),
+        sweep_rows=False,
+        doctor=doctor,
+        topology=topology,
+        **given_fields(SweepSpec, COMMAND_OPTIONS, values),
+    )
+    knobs = _set_knobs(values["knob"] or [])
+    if spec.backend != "auto":
+        warn_knobs(knobs, spec.backend)
+    options = run_options({**{o.parameter_name: None for o in SWEEP_OPTIONS}, **values})
+    outcome = run_doctor(spec, options, command_line(), lambda _spec: DoctorConsole(options.output))
+    diagnosis = outcome.diagnosis
+    for warning in outcome.warnings:
+        print(f"collbench: warning: {warning}", file=sys.stderr, flush=True)
+    if outcome.launch.error:
+        print_error(outcome.launch.error)
+    if diagnosis is not None:
+        document = doctor_json(diagnosis, outcome.run_id, outcome.expectation)
+        write_json_atomic(outcome.run_dir / DOCTOR_JSON, document)
+        if options.output != "quiet":
+            print(render_doctor(diagnosis, outcome.expectation), flush=True)
+        if options.output == "table":
+            print(f"# Results: {outcome.run_dir} ({DOCTOR_JSON})", flush=True)
+    if outcome.launch.is_rank:
+        exit_rank(outcome.code)
+    raise typer.Exit(outcome.code)

@@ -1,0 +1,99 @@
+"""Orchestrates `collbench doctor`: check the expectation's inputs, run the rounds through
+the chosen launcher (one job, like a sweep), then judge the rows.
+
+The verdicts come from the process that holds the run's rows once the ranks are done: the
+launching collbench on the first node, or rank 0 itself under `--launcher none`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from collbench.analysis.doctor import Diagnosis, Expectation, diagnose, expectation_from
+from collbench.core.doctor import DOCTOR, DoctorSpec
+from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, SpecError
+from collbench.core.spec import SweepSpec
+from collbench.launchers import LaunchResult
+from collbench.run.sweep import RunOptions, run_sweep
+from collbench.store.load import load_run
+from collbench.store.rows import DoctorRow
+from collbench.store.sink import SinkFactory
+from collbench.topologies.schema import TopologyError
+
+DOCTOR_JSON = "doctor.json"
+
+
+@dataclass(frozen=True)
+class DoctorOutcome:
+    """How a doctor ended: the launch, where its rows are, and (rows in hand) the verdicts."""
+
+    launch: LaunchResult
+    run_dir: Path
+    diagnosis: Diagnosis | None = None
+    expectation: Expectation | None = None
+    run_id: str = ""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def code(self) -> int:
+        """The launch's code when it failed, else 0 healthy or EXIT_FLAGGED."""
+        if self.launch.code != EXIT_OK or self.diagnosis is None:
+            return self.launch.code
+        return EXIT_OK if self.diagnosis.healthy else EXIT_FLAGGED
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    topology: Any
+    baseline_rows: list[DoctorRow] | None
+
+
+def run_doctor(
+    spec: SweepSpec, options: RunOptions, command_line: list[str], make_sink: SinkFactory
+) -> DoctorOutcome:
+    """Run (or with print_only, print) the doctor's rounds and judge them."""
+    doctor = spec.doctor
+    if doctor is None:
+        raise ValueError("run_doctor needs a doctor spec")
+    inputs = _inputs(doctor)  # bad input fails before any rank starts
+    launch, run_dir = run_sweep(spec, options, command_line, make_sink)
+    if options.print_only or not launch.is_primary or launch.code not in (EXIT_OK, 3):
+        return DoctorOutcome(launch, run_dir)
+    run = load_run(run_dir)
+    rows = [row for row in run.rows if isinstance(row, DoctorRow)]
+    nodes = dict((run.meta.extra or {}).get(DOCTOR) or {})
+    where = {"backend": run.meta.backend, "nodes": run.meta.nodes}
+    where["ranks_per_node"] = run.meta.ranks_per_node
+    warnings = []
+    try:
+        expectation = expectation_from(
+            doctor,
+            topology=inputs.topology,
+            baseline_rows=inputs.baseline_rows,
+            baseline_path=doctor.baseline,
+            **where,
+        )
+    except TopologyError as error:  # the run is done: judge it against the fleet instead
+        warnings.append(f"--topology gives no bound for this run ({error}); judged by the fleet")
+        expectation = expectation_from(replace(doctor, topology=None), **where)
+    diagnosis = diagnose(rows, doctor, expectation, nodes)
+    return DoctorOutcome(launch, run_dir, diagnosis, expectation, run.run_id, tuple(warnings))
+
+
+def _inputs(doctor: DoctorSpec) -> _Inputs:
+    """The topology and the baseline's rows, read once and checked before the run."""
+    topology = None
+    if doctor.topology is not None:
+        from collbench.topologies.loader import load_topology
+
+        topology = load_topology(doctor.topology)
+    baseline_rows = None
+    if doctor.baseline is not None:
+        hint = ": give the directory of an earlier collbench doctor run"
+        run = load_run(doctor.baseline, "--baseline", hint)
+        baseline_rows = [row for row in run.rows if isinstance(row, DoctorRow)]
+        if not baseline_rows:
+            raise SpecError("--baseline", doctor.baseline, f"holds no doctor rows{hint}")
+    return _Inputs(topology, baseline_rows)

@@ -1,0 +1,96 @@
+"""collbench doctor with real gloo ranks on this host: every stage runs and leaves its rows,
+doctor.json and an exit code; a hung rank is named. The ranks count as nodes of a few ranks
+each through the doctor's test hook (the namespace tests in test_doctor_netns.py run real
+nodes over real, shaped links)."""
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from tests.helpers import collbench, meta_of, rank_pid, rows_of, start, wait_for_rows
+
+pytestmark = pytest.mark.slow  # several doctors with real gloo ranks
+
+NODE_SIZE_VAR = "COLLBENCH_TEST_DOCTOR_NODE_SIZE"
+FAST = ["--size", "256K", "--iters", "5", "--warmup", "1"]
+
+
+def test_every_stage_on_three_nodes_of_two_ranks(tmp_path):
+    out = tmp_path / "doctor"
+    result = collbench(
+        "doctor", "-g", "6", *FAST, "--shuffle-rounds", "2", "--out", str(out),
+        env={NODE_SIZE_VAR: "2"},
+    )  # fmt: skip
+    assert result.returncode in (0, 5), result.stderr
+    rows = rows_of(out)
+    assert all(row["kind"] == "doctor" and row["n_wrong"] == 0 for row in rows)
+    stages = [row["stage"] for row in rows]
+    assert stages.count("full") == 1 and stages.count("intra") == 3
+    assert stages.count("rail") == 2 and stages.count("shuffle") == 2  # one sits out per round
+    pairs = [tuple(row["group_hosts"]) for row in rows if row["stage"] == "pair"]
+    hosts = meta_of(out)["doctor"]["hosts"]
+    assert len(hosts) == 3 and len(pairs) == 3  # the circle method: every pair exactly once
+    assert {frozenset(pair) for pair in pairs} == {
+        frozenset((a, b)) for i, a in enumerate(hosts) for b in hosts[i + 1 :]
+    }
+    for row in rows:
+        if row["stage"] == "pair":
+            assert row["collective"] == "sendrecv" and row["world_size"] == 4
+            assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"])
+        assert len(row["rank_time_us"]) == len(row["group_ranks"]) == row["world_size"]
+        assert sum(row["rank_last_count"]) == 5
+    document = json.loads((out / "doctor.json").read_text())
+    assert document["healthy"] is (result.returncode == 0)
+    assert document["matrix"]["hosts"] == hosts
+    matrix = document["matrix"]["gbps"]
+    assert all(matrix[i][j] is not None for i in range(3) for j in range(3) if i != j)
+    assert "doctor: pair round 3/3" in result.stderr  # progress, one line per group
+
+
+def test_one_node_runs_the_intra_node_stage_and_says_so(tmp_path):
+    out = tmp_path / "doctor"
+    result = collbench("doctor", "-g", "2", *FAST, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "one node" in result.stdout + result.stderr
+    assert [row["stage"] for row in rows_of(out)] == ["full", "intra"]
+    assert json.loads((out / "doctor.json").read_text())["healthy"] is True
+
+
+def test_a_size_too_small_for_bandwidth_is_warned_about(tmp_path):
+    out = tmp_path / "doctor"
+    result = collbench("doctor", "-g", "2", "--size", "4K", "--iters", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "latency" in result.stdout + result.stderr
+
+
+def test_a_hung_rank_is_named_and_the_doctor_exits_1(tmp_path):
+    out = tmp_path / "doctor"
+    process = start(
+        "doctor", "-g", "3", "--size", "4M", "--iters", "100", "--timeout", "10",
+        "--out", str(out), env={NODE_SIZE_VAR: "1"},
+    )  # fmt: skip
+    wait_for_rows(out, 1)  # the full all-reduce is done; the pair rounds are long
+    pid = rank_pid(out, 2)
+    os.kill(pid, signal.SIGSTOP)
+    stopped_at = time.time()
+    try:
+        _, stderr = process.communicate(timeout=90)
+    finally:
+        _continue(pid)
+    assert time.time() - stopped_at < 10 + 20
+    assert process.returncode == 1, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("collbench: error: ") and f"rank 2 (pid {pid}) on " in last
+    assert "stopped responding" in last
+    assert not (out / "doctor.json").exists()  # no verdict from a run that did not finish
+    assert rows_of(out)  # the finished rounds are kept
+
+
+def _continue(pid):
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass  # the doctor stopped it for good
