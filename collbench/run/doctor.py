@@ -16,6 +16,7 @@ from collbench.core.doctor import DOCTOR, DoctorSpec
 from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.launchers import LaunchResult
+from collbench.launchers.base import parent_launch
 from collbench.run.sweep import RunOptions, run_sweep
 from collbench.store.load import load_run
 from collbench.store.rows import DoctorRow
@@ -60,6 +61,10 @@ def run_doctor(
     inputs = _inputs(doctor)  # bad input fails before any rank starts
     launch, run_dir = run_sweep(spec, options, command_line, make_sink)
     if options.print_only or not launch.is_primary or launch.code not in (EXIT_OK, 3):
+        return DoctorOutcome(launch, run_dir)
+    if launch.is_rank and parent_launch() is not None:
+        # A rank of a doctor that collbench launched (torchrun, mpirun, srun): the launching
+        # collbench judges; an exit code of 5 here would read as a failed rank to the tool.
         return DoctorOutcome(launch, run_dir)
     run = load_run(run_dir)
     rows = [row for row in run.rows if isinstance(row, DoctorRow)]

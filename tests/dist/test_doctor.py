@@ -94,3 +94,24 @@ def _continue(pid):
         os.kill(pid, signal.SIGCONT)
     except ProcessLookupError:
         pass  # the doctor stopped it for good
+
+
+def test_a_verdict_under_torchrun_comes_from_the_launching_collbench(tmp_path):
+    """Rank 0 under torchrun must not exit 5 itself: torchrun would call that a failed rank."""
+    out = tmp_path / "doctor"
+    result = collbench(
+        "doctor", "--launcher", "torchrun", "--nproc-per-node", "2", *FAST,
+        "--expect-busbw", "1000", "--master-port", str(_free_port()), "--out", str(out),
+    )  # fmt: skip
+    assert result.returncode == 5, result.stderr
+    findings = json.loads((out / "doctor.json").read_text())["findings"]
+    assert [finding["kind"] for finding in findings] == ["node"]
+    assert "expected 1000 GB/s from --expect-busbw" in findings[0]["evidence"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
