@@ -49,10 +49,12 @@ def describe_run(run: Path) -> str:
         )
         slurm_end = _slurm_end(state or remembered)
     if meta.spec is not None:  # rank 0 has written meta.json
-        planned = len(SweepSpec.from_dict(meta.spec).steps())
+        spec = SweepSpec.from_dict(meta.spec)
+        # A doctor plans its rounds from the nodes it finds: no count ahead.
+        planned = "" if spec.doctor is not None else f" of {len(spec.steps())}"
         error = meta.extra.get("error")
         lines.append(
-            f"rows: {len(rows)} of {planned}; state: {_state(run, meta.state, slurm_end)}"
+            f"rows: {len(rows)}{planned}; state: {_state(run, meta.state, slurm_end)}"
             + (f"; error: {error}" if error else "")
         )
     elif (Path(run) / META_FILE).exists():

@@ -57,6 +57,8 @@ def test_one_node_runs_the_intra_node_stage_and_says_so(tmp_path):
     assert "one node" in result.stdout + result.stderr
     assert [row["stage"] for row in rows_of(out)] == ["full", "intra"]
     assert json.loads((out / "doctor.json").read_text())["healthy"] is True
+    status = collbench("status", str(out))
+    assert "rows: 2; state: completed" in status.stdout, status.stdout + status.stderr
 
 
 def test_a_size_too_small_for_bandwidth_is_warned_about(tmp_path):
