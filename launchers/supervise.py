@@ -369,14 +369,16 @@ class Monitor:
         active = [s for s in seen if s["state"] in ("starting", "running")]
         if not active or now - min(s["step_started"] for s in active) <= self.timeout_s:
             return None
+        stale = [s for s in active if now - s["heartbeat"] > STALE_HEARTBEAT_S]
+        if stale and len(stale) < len(active):
+            # Stopped, not slow: its heartbeat thread is silent while the others' beat on.
+            # Say so whichever of the two clocks ran out first, and whether or not the
+            # others have moved past its step (a stopped rank stalls a round for everyone).
+            worst = min(stale, key=lambda s: s["heartbeat"])
+            return self._silent(worst, statuses, now - worst["heartbeat"])
         slowest = min(s["step"] for s in active)
         laggards = [s for s in active if s["step"] == slowest]
         stuck = laggards[0]
-        silent = now - stuck["heartbeat"]
-        if len(laggards) < len(active) and silent > STALE_HEARTBEAT_S:
-            # Stopped, not slow: its heartbeat thread is silent too (say so whichever of
-            # the two clocks ran out first).
-            return self._silent(stuck, statuses, silent)
         if len(laggards) < len(active):
             return (
                 f"{self._who(stuck['rank'], statuses_or_empty(statuses))} made no progress "
