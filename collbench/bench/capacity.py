@@ -94,6 +94,8 @@ def host_memory_available() -> int:
 
 
 def check_world_size(spec: SweepSpec, world_size: int) -> None:
+    if spec.doctor is not None:
+        return  # a doctor runs the stages this world size has (one rank: the intra-node one)
     for name in spec.collectives:
         minimum = REGISTRY[name].min_world_size
         if world_size < minimum:

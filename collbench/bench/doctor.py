@@ -398,7 +398,7 @@ def _mark(rank: int) -> int:
 def _skipped(layout: Layout, world_size: int, bisect: bool) -> dict[str, str]:
     """Stages this layout cannot run, and why (meta.json records them; doctor prints them)."""
     skipped = {}
-    if layout.max_local < 2:
+    if layout.max_local < 2 and world_size > 1:
         skipped["intra"] = "one rank per node: no intra-node group to measure"
     if layout.nodes < 2:
         why = "one node: needs two or more"

@@ -242,9 +242,13 @@ class DoctorConsole:
         elif stage == "bisect":
             stage += f" level {row.round_index or 0}"
         elapsed_s = self._clock() - self._started_s
-        return (
-            f"{PREFIX}{stage}  {row.group or '?'}  {gbps(row.busbw_gbps)} GB/s  ({elapsed_s:.1f} s)"
+        # One rank's all-reduce is a local copy: busbw is 0 by definition, algbw says more.
+        figure = (
+            f"algbw {gbps(row.algbw_gbps)} GB/s (one rank)"
+            if row.world_size == 1
+            else f"{gbps(row.busbw_gbps)} GB/s"
         )
+        return f"{PREFIX}{stage}  {row.group or '?'}  {figure}  ({elapsed_s:.1f} s)"
 
     def _progress(self, text: str) -> None:
         if self.mode == "quiet":

@@ -61,6 +61,17 @@ def test_one_node_runs_the_intra_node_stage_and_says_so(tmp_path):
     assert "rows: 2; state: completed" in status.stdout, status.stdout + status.stderr
 
 
+def test_one_rank_times_its_local_all_reduce(tmp_path):
+    """World size 1 (one GPU on a GPU box): the intra-node stage's all-reduce is a local copy,
+    timed and recorded; nothing is judged against a busbw that is 0 by definition."""
+    out = tmp_path / "doctor"
+    result = collbench("doctor", "-g", "1", *FAST, "--expect-busbw", "1", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    [row] = rows_of(out)
+    assert (row["stage"], row["world_size"], row["busbw_gbps"]) == ("intra", 1, 0)
+    assert row["algbw_gbps"] > 0 and "(one rank)" in result.stderr
+
+
 def test_a_size_too_small_for_bandwidth_is_warned_about(tmp_path):
     out = tmp_path / "doctor"
     result = collbench("doctor", "-g", "2", "--size", "4K", "--iters", "3", "--out", str(out))
