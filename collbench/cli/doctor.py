@@ -177,6 +177,9 @@ def run_doctor_command(values: dict[str, Any]) -> None:
     diagnosis = outcome.diagnosis
     for warning in outcome.warnings:
         print(f"collbench: warning: {warning}", file=sys.stderr, flush=True)
+    if options.output == "table":
+        for note in outcome.notes:
+            print(f"# {note}", flush=True)
     if outcome.launch.error:
         print_error(outcome.launch.error)
     if diagnosis is not None:

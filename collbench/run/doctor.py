@@ -24,6 +24,7 @@ from collbench.store.sink import SinkFactory
 from collbench.topologies.schema import TopologyError
 
 DOCTOR_JSON = "doctor.json"
+FIRST_NODE_JUDGES = "the verdict (doctor.json, exit code) comes from the first node (--node-rank 0)"
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class DoctorOutcome:
     expectation: Expectation | None = None
     run_id: str = ""
     warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def code(self) -> int:
@@ -62,6 +64,9 @@ def run_doctor(
     launch, run_dir = run_sweep(spec, options, command_line, make_sink)
     if options.print_only or not launch.is_primary or launch.code not in (EXIT_OK, 3):
         return DoctorOutcome(launch, run_dir)
+    if options.extra.get("node_rank"):
+        # torchrun's other nodes: rank 0 and its rows are on the first node, which judges.
+        return DoctorOutcome(launch, run_dir, notes=(FIRST_NODE_JUDGES,))
     if launch.is_rank and parent_launch() is not None:
         # A rank of a doctor that collbench launched (torchrun, mpirun, srun): the launching
         # collbench judges; an exit code of 5 here would read as a failed rank to the tool.
