@@ -24,9 +24,9 @@ from collbench.cli.measure import (
     warn_knobs,
 )
 from collbench.cli.options import FROM_OWNER, Option, given_fields
-from collbench.core.doctor import DEFAULT_DOCTOR_BYTES, DoctorSpec
+from collbench.core.doctor import DEFAULT_DOCTOR_BYTES, MIN_BANDWIDTH_BYTES, DoctorSpec
 from collbench.core.spec import SweepSpec
-from collbench.core.units import parse_size
+from collbench.core.units import parse_size, size_arg
 
 _EXPECT = "Expectation"
 _DOCTOR = None  # the main panel: the doctor's own options first
@@ -169,6 +169,13 @@ def run_doctor_command(values: dict[str, Any]) -> None:
         topology=topology,
         **given_fields(SweepSpec, COMMAND_OPTIONS, values),
     )
+    if doctor.size_bytes is not None and doctor.size_bytes < MIN_BANDWIDTH_BYTES:
+        print(
+            f"collbench: warning: --size {size_arg(doctor.size_bytes)} measures latency more "
+            f"than bandwidth; use {size_arg(MIN_BANDWIDTH_BYTES)} or more to compare links",
+            file=sys.stderr,
+            flush=True,
+        )
     knobs = _set_knobs(values["knob"] or [])
     if spec.backend != "auto":
         warn_knobs(knobs, spec.backend)
