@@ -95,7 +95,7 @@ def matrix_table(diagnosis: Diagnosis) -> str:
 
 
 def node_lines(diagnosis: Diagnosis) -> list[str]:
-    """Per node its intra-node busbw, its median pair busbw and shuffle pass ratio; per rail
+    """Per node its intra-node busbw, its median pair busbw and pass ratio (pair and shuffle rounds); per rail
     its busbw; the full all-reduce's busbw (each only where measured)."""
     hosts = list(diagnosis.hosts) or sorted(diagnosis.node_busbw_gbps)
     pair_medians = pair_median_by_host(hosts, diagnosis.matrix_gbps)
@@ -107,7 +107,7 @@ def node_lines(diagnosis: Diagnosis) -> list[str]:
         if pair_medians.get(host) is not None:
             parts.append(f"median pair busbw {gbps(pair_medians[host])} GB/s")
         if host in diagnosis.pass_ratio:
-            parts.append(f"shuffle pass ratio {100 * diagnosis.pass_ratio[host]:.0f}%")
+            parts.append(f"pass ratio {100 * diagnosis.pass_ratio[host]:.0f}%")
         if parts:
             lines.append(f"# node {host}: " + ", ".join(parts))
     for rail, value in sorted(diagnosis.rail_busbw_gbps.items()):
@@ -139,7 +139,7 @@ def render_doctor(diagnosis: Diagnosis, expectation: Expectation | None = None) 
 
 def doctor_json(diagnosis: Diagnosis, run_id: str, expectation: Expectation) -> dict[str, Any]:
     """doctor.json's content: healthy, findings, the pair matrix (hosts, GB/s), per node,
-    per rail, shuffle pass ratios, the full all-reduce, notes and the expectation used.
+    per rail, pass ratios, the full all-reduce, notes and the expectation used.
     JSON-safe: a figure not measured (or not finite) is null; rail keys are strings."""
     return {
         "run_id": run_id,

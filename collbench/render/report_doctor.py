@@ -346,7 +346,7 @@ def node_table(
         "intra-node busbw (GB/s)",
         "median pair busbw (GB/s)",
         "slowest pair (GB/s)",
-        "shuffle pass ratio",
+        "pass ratio (pair + shuffle rounds)",
     )
     return Table(header, rows, caption="per node")
 
@@ -413,7 +413,7 @@ def _notes(run: Run, document: Mapping[str, Any] | None) -> list[str]:
         )
     else:
         notes += [str(note) for note in document.get("notes") or []]
-    return notes
+    return list(dict.fromkeys(notes))  # doctor.json repeats the skipped stages
 
 
 def with_doctor(

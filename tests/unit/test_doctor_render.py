@@ -222,7 +222,7 @@ def test_matrix_table_empty_for_one_node():
 def test_node_lines_rails_full_and_render_with_notes():
     lines = node_lines(diagnosis(pass_ratio={"cbnode0": 0.5}))
     assert "# node cbnode0: intra-node busbw 3 GB/s, median pair busbw 1 GB/s" in lines[0]
-    assert "shuffle pass ratio 50%" in lines[0]
+    assert "pass ratio 50%" in lines[0]
     assert "# rail 0: busbw 1.5 GB/s" in lines
     assert "# full all-reduce: busbw 1 GB/s" in lines
     text = render_doctor(diagnosis([NODE]), FLEET)
