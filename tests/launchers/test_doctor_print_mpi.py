@@ -1,7 +1,7 @@
 """collbench doctor through the launchers that start ranks with another tool: the printed
-rank command is `collbench doctor --launcher none` with the doctor's own options, and a real
-mpirun doctor judges its rows once (the launching collbench), its exit code agreeing with
-doctor.json."""
+rank command is `collbench doctor --launcher none` with the doctor's own options; a real
+mpirun doctor and a real Slurm job are judged once, by the launching collbench, the exit code
+agreeing with doctor.json."""
 
 import json
 
@@ -42,3 +42,17 @@ def test_doctor_under_mpirun_on_four_one_rank_nodes(tmp_path):
     pairs = [row for row in rows_of(out) if row["stage"] == "pair"]
     assert len(pairs) == 6 and len(document["matrix"]["hosts"]) == 4
     assert result.stdout.count("# Results:") == 1  # judged once, by the launching collbench
+
+
+@pytest.mark.slow
+def test_doctor_under_a_real_slurm_job(tmp_path, slurm_cluster):
+    out = tmp_path / "doctor"
+    result = collbench(
+        "doctor", "--launcher", "slurm", "--ntasks-per-node", "2", "--time", "5",
+        "--size", "256K", "--iters", "5", "--expect-busbw", "1000", "--out", str(out),
+        env=slurm_cluster.env, timeout=400,
+    )  # fmt: skip
+    assert result.returncode == 5, result.stderr + result.stdout  # 1000 GB/s: nobody has it
+    document = json.loads((out / "doctor.json").read_text())
+    assert document["healthy"] is False and document["findings"][0]["kind"] == "node"
+    assert [row["stage"] for row in rows_of(out)] == ["full", "intra"]
