@@ -12,7 +12,7 @@ import os
 import socket
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from collbench.bench.worker import RankLog, _Session
@@ -24,7 +24,7 @@ from collbench.core.errors import SpecError
 from collbench.core.stats import combine_ranks
 from collbench.store.rank_status import RankStatus
 from collbench.store.rows import DoctorGroup, RowBuilder, utc_now
-from collbench.store.rundir import ResultWriter, update_meta, write_meta, write_parquet
+from collbench.store.rundir import update_meta, write_parquet
 
 ALL_REDUCE, SENDRECV = "all_reduce", "sendrecv"
 # Test hook: ranks count as nodes of this many ranks each ("HOST~n0", "HOST~n1", ...), so the
@@ -76,26 +76,13 @@ class DoctorSession(_Session):
         self._agree(self._local_problems())
         self.size_bytes = spec.max_bytes
         self.skipped = _skipped(self.layout, env.world_size, spec.doctor.bisect)
-        self.writer = None
         self.total_wrong = 0
         env_knobs = knob_env()
         hosts = sorted(self.layout.hosts)
-        if env.rank == 0:
-            self.writer = ResultWriter(self.job.run_dir)
-            meta = self._meta(identities, hosts, env_knobs)
-            meta = replace(meta, extra={**meta.extra, "doctor": self._nodes(identities)})
-            write_meta(self.job.run_dir, meta)
-            if self.sink is not None:
-                self.sink.start(meta)
-        knobs = {
-            "env": env_knobs,
-            "settings": {
-                "rank_stat": spec.rank_stat,
-                "check": spec.check,
-                "timing": self.timer.method,
-                "launcher": self.job.launcher,
-            },
-        }
+        self.writer = self._start(
+            identities, hosts, env_knobs, extra={"doctor": self._nodes(identities)}
+        )
+        knobs = self._row_knobs(env_knobs)
         self.builder = RowBuilder(
             self.job.run_id, spec, env.world_size, len(hosts), knobs, topology=spec.topology
         )

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -206,22 +206,8 @@ class _Session:
         self._agree(self._local_problems() or probe_problem)
         hosts = sorted({identity["host"] for identity in identities})
         env_knobs = knob_env()
-        writer = None
-        if env.rank == 0:
-            writer = ResultWriter(self.job.run_dir)
-            meta = self._meta(identities, hosts, env_knobs)
-            write_meta(self.job.run_dir, meta)
-            if self.sink is not None:
-                self.sink.start(meta)
-        knobs = {
-            "env": env_knobs,
-            "settings": {
-                "rank_stat": spec.rank_stat,
-                "check": spec.check,
-                "timing": self.timer.method,
-                "launcher": self.job.launcher,
-            },
-        }
+        writer = self._start(identities, hosts, env_knobs)
+        knobs = self._row_knobs(env_knobs)
         builder = RowBuilder(
             self.job.run_id, spec, env.world_size, len(hosts), knobs, topology=spec.topology
         )
@@ -258,6 +244,38 @@ class _Session:
                 n_wrong_total=total_wrong,
             )
         return total_wrong
+
+    def _start(
+        self,
+        identities: list[dict[str, Any]],
+        hosts: list[str],
+        env_knobs: dict[str, str],
+        extra: dict[str, Any] | None = None,
+    ) -> ResultWriter | None:
+        """Rank 0 opens rows.jsonl and writes meta.json (with `extra` keys); others: None."""
+        if self.env.rank != 0:
+            return None
+        writer = ResultWriter(self.job.run_dir)
+        meta = self._meta(identities, hosts, env_knobs)
+        if extra:
+            meta = replace(meta, extra={**meta.extra, **extra})
+        write_meta(self.job.run_dir, meta)
+        if self.sink is not None:
+            self.sink.start(meta)
+        return writer
+
+    def _row_knobs(self, env_knobs: dict[str, str]) -> dict[str, Any]:
+        """Every row's knobs: the environment's and collbench's own settings."""
+        spec = self.job.spec
+        return {
+            "env": env_knobs,
+            "settings": {
+                "rank_stat": spec.rank_stat,
+                "check": spec.check,
+                "timing": self.timer.method,
+                "launcher": self.job.launcher,
+            },
+        }
 
     def _probe(self, runner: Any) -> tuple[Any, str | None]:
         """The overlap probe (None without --overlap), or why it cannot run on this rank."""

@@ -281,17 +281,7 @@ class SweepSpec:
             self.op,
             "--placement",
             self.placement,
-            "--warmup",
-            str(self.warmup),
-            "--iters",
-            str(self.iters),
-            "--check" if self.check else "--no-check",
-            "--rank-stat",
-            self.rank_stat,
-            "--backend",
-            self.backend,
-            "--timeout",
-            f"{self.timeout_s:g}",
+            *self._timing_args(),
             *self._overlap_args(),
         ]
 
@@ -301,6 +291,12 @@ class SweepSpec:
             *self.doctor.to_args(),
             "--dtype",
             self.dtype,
+            *self._timing_args(),
+        ]
+
+    def _timing_args(self) -> list[str]:
+        """How each size is measured and checked, and where: a sweep's and a doctor's alike."""
+        return [
             "--warmup",
             str(self.warmup),
             "--iters",
