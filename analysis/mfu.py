@@ -35,15 +35,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from collbench.analysis.compute import (
+    IN_STEP_SHARE,
+    GemmPricer,
+    MicroBatchCompute,
+    micro_batch_compute,
+    model_pricer,
+)
+from collbench.analysis.gemm_model import Gemm, GemmTime
 from collbench.analysis.memory import MemoryEstimate, memory_estimate
 from collbench.analysis.workload import Parallelism, Workload
 from collbench.core.errors import SpecError
 from collbench.topologies.schema import Topology
 
-# Dense bf16 matmuls in a whole transformer step reach well below the datasheet peak:
-# large cuBLAS GEMMs alone reach ~75-85% on A100/H100, and the layer norms, softmax,
-# dropout, GeLU/SwiGLU and optimizer are memory bound. Overridable with --matmul-efficiency.
-DEFAULT_MATMUL_EFFICIENCY = 0.65
 MIB = 1 << 20
 # Where a collective's time came from: a measured curve, the cost model, or both.
 MEASURED, PREDICTED, MIXED, NOTHING_PRICED = "measured", "predicted", "measured+predicted", "-"
@@ -66,14 +70,16 @@ Pricer = Callable[[str, float, int, int], Priced]
 class EstimateOptions:
     """What the estimator assumes beyond the workload and the fabric."""
 
-    matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY
+    # None: each GEMM's efficiency from its shape and the accelerator (analysis.gemm_model);
+    # a number: every GEMM at that share of the peak (--matmul-efficiency).
+    matmul_efficiency: float | None = None
     overlap_efficiency: float = 1.0  # share of a collective hidden beside compute (OSU)
     compute_slowdown: float = 0.0  # compute beside a collective takes (1 + this) x longer
     tp_overlap: float = 0.0  # share of TP collectives hidden (0: Megatron's default)
     overlap_source: str = "assumed ideal (no overlap probe given)"
 
     def __post_init__(self) -> None:
-        if not 0 < self.matmul_efficiency <= 1:
+        if self.matmul_efficiency is not None and not 0 < self.matmul_efficiency <= 1:
             raise SpecError("--matmul-efficiency", self.matmul_efficiency, "must be in (0, 1]")
         if not 0 <= self.overlap_efficiency <= 1:
             raise SpecError("overlap efficiency", self.overlap_efficiency, "must be in [0, 1]")
@@ -117,6 +123,8 @@ class Estimate:
     assumptions: tuple[str, ...] = ()
     memory: MemoryEstimate | None = None
     warnings: tuple[str, ...] = ()  # inputs that did not apply to this fabric, and why
+    micro: MicroBatchCompute | None = None  # one micro-batch's compute, operator by operator
+    microbatches: int = 0
 
     @property
     def exposed_comm_s(self) -> float:
@@ -133,8 +141,10 @@ def estimate(
     topology: Topology,
     pricer: Pricer,
     options: EstimateOptions = EstimateOptions(),
+    gemms: GemmPricer | None = None,
 ) -> Estimate:
-    """Price one step of `workload` on `topology` (whose node count must fit it)."""
+    """Price one step of `workload` on `topology` (whose node count must fit it); GEMMs
+    from `gemms` (measured) where given, else from their shapes."""
     accelerators = workload.parallelism.world_size
     if accelerators > topology.world_size:
         raise SpecError(
@@ -144,13 +154,16 @@ def estimate(
             f"accelerators on {topology.name} is fewer than tp x pp x dp = "
             f"{accelerators}",
         )
-    peak = _peak_flops(workload, topology)
-    step = _step(workload, pricer, options, peak)
+    peak = peak_flops(workload, topology)
+    micro = micro_batch_compute(
+        workload, topology.accelerator, peak, gemm_pricer(topology, peak, options, gemms)
+    )
+    step = _step(workload, pricer, options, micro)
     ideal = _step(
         workload,
         pricer,
         replace(options, overlap_efficiency=1.0, compute_slowdown=0.0, tp_overlap=1.0),
-        peak,
+        micro,
         hide_all=True,
     )
     model_flops = workload.model_flops_per_token * workload.tokens_per_step
@@ -173,8 +186,10 @@ def estimate(
         tokens_per_s=workload.tokens_per_step / step.total_s,
         model_tflops_per_accelerator=model_flops / step.total_s / accelerators / 1e12,
         what_if={"perfect_overlap": mfu_ideal},
-        assumptions=_assumptions(workload, options),
+        assumptions=_assumptions(workload, options, micro),
         memory=memory_estimate(workload, topology.accelerator.memory_gib),
+        micro=micro,
+        microbatches=workload.microbatches,
     )
 
 
@@ -198,7 +213,8 @@ def _sources(named: dict[str, Priced | _Bucketed]) -> str:
     return "; ".join(f"{name} {item.source}" for name, item in named.items())
 
 
-def _peak_flops(workload: Workload, topology: Topology) -> float:
+def peak_flops(workload: Workload, topology: Topology) -> float:
+    """The accelerator's dense peak in the workload's compute dtype (FLOP/s)."""
     accelerator = topology.accelerator
     if workload.training.dtype == "fp8":
         if accelerator.peak_fp8_tflops is None:
@@ -225,29 +241,36 @@ def _step(
     workload: Workload,
     pricer: Pricer,
     options: EstimateOptions,
-    peak: float,
+    micro: MicroBatchCompute,
     hide_all: bool = False,
 ) -> _Step:
     par = workload.parallelism
     m = workload.microbatches
-    micro_compute_s = _microbatch_compute_s(workload, peak * options.matmul_efficiency)
     tp = _tp_comm(workload, pricer, options, hide_all)
     pp = _pp_comm(workload, pricer, hide_all)
-    slot_s = micro_compute_s + tp.exposed_s / m + pp.exposed_s / m
+    slot_s = micro.total_s + tp.exposed_s / m + pp.exposed_s / m
     bubble_s = (par.pp - 1) / par.virtual_stages * slot_s
-    dp, slowdown_s = _dp_comm(workload, pricer, options, micro_compute_s, hide_all)
-    compute_s = m * micro_compute_s
+    dp, slowdown_s = _dp_comm(workload, pricer, options, micro, hide_all)
+    compute_s = m * micro.total_s + micro.optimizer_s
     total_s = compute_s + tp.exposed_s + pp.exposed_s + bubble_s + dp.exposed_s + slowdown_s
     return _Step(total_s, compute_s, bubble_s, slowdown_s, (tp, pp, dp))
 
 
-def _microbatch_compute_s(workload: Workload, flops_per_s: float) -> float:
-    """One micro-batch's forward + backward (+ recompute) on one pipeline stage."""
-    tokens = workload.training.micro_batch * workload.training.seq
-    par = workload.parallelism
-    # The busiest stage's share of the model (layers beyond an even split included).
-    share = workload.layers_per_stage / workload.model.layers
-    return workload.hardware_flops_per_token * tokens * share / par.tp / flops_per_s
+def gemm_pricer(
+    topology: Topology, peak_flops: float, options: EstimateOptions, measured: GemmPricer | None
+) -> GemmPricer:
+    """Measured GEMM prices where given (they fall back on their own), else the shape
+    model; --matmul-efficiency prices every GEMM at one share of the peak instead."""
+    if measured is not None:
+        return measured
+    if options.matmul_efficiency is None:
+        return model_pricer(topology.accelerator, peak_flops)
+    efficiency = options.matmul_efficiency
+
+    def flat(gemm: Gemm) -> GemmTime:
+        return GemmTime(gemm.flops / (peak_flops * efficiency), efficiency, "given", "-", 1)
+
+    return flat
 
 
 def _tp_comm(
@@ -299,7 +322,7 @@ def _dp_comm(
     workload: Workload,
     pricer: Pricer,
     options: EstimateOptions,
-    micro_compute_s: float,
+    micro: MicroBatchCompute,
     hide_all: bool,
 ) -> tuple[CommKind, float]:
     """The data-parallel collectives, their exposed part and the compute they slow."""
@@ -310,8 +333,7 @@ def _dp_comm(
     grads, weights = params * run.grad_bytes, params * run.param_bytes
     bucket = par.dp_bucket_mb * MIB
     m = workload.microbatches
-    forward_s = micro_compute_s * _forward_share(run.recompute)
-    backward_s = micro_compute_s - forward_s
+    forward_s, backward_s = micro.forward_s, micro.backward_s
     reduce = _bucketed(
         pricer, "all_reduce" if par.zero == 0 else "reduce_scatter", grads, par, bucket
     )
@@ -391,16 +413,25 @@ def _beside(comm: _Bucketed, window_s: float, options: EstimateOptions) -> tuple
     return exposed_s, slowdown_s
 
 
-def _forward_share(recompute: str) -> float:
-    """The forward's share of a micro-batch's compute (the backward costs twice the
-    forward; full recompute runs the forward again inside the backward)."""
-    return 1 / 4 if recompute == "full" else 1 / 3
-
-
-def _assumptions(workload: Workload, options: EstimateOptions) -> tuple[str, ...]:
+def _assumptions(
+    workload: Workload, options: EstimateOptions, micro: MicroBatchCompute
+) -> tuple[str, ...]:
     par = workload.parallelism
+    measured = sum(1 for _, price in micro.gemms if price.bound == "measured")
+    gemms = (
+        "GEMMs priced by shape on the accelerator (tile and wave quantization, roofline)"
+        if options.matmul_efficiency is None
+        else f"every GEMM at {options.matmul_efficiency:.0%} of peak (--matmul-efficiency)"
+    )
+    if measured:
+        gemms = (
+            f"{measured} of {len(micro.gemms)} GEMM shapes at their measured rate (--gemm), "
+            f"the rest: {gemms}"
+        )
     return (
-        f"matmul efficiency {options.matmul_efficiency:.0%} of peak",
+        gemms,
+        f"GEMMs and attention sustain {IN_STEP_SHARE:.0%} of their isolated rate in a step",
+        f"attention core: {workload.training.attention}",
         f"overlap: {options.overlap_source}",
         f"TP collectives {options.tp_overlap:.0%} hidden",
         "DP reduction overlaps the backward"

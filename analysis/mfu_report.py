@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from collbench.analysis.compute import GemmPricer
 from collbench.analysis.memory import oversubscribed
-from collbench.analysis.mfu import Estimate, EstimateOptions, estimate
+from collbench.analysis.mfu import Estimate, EstimateOptions, estimate, gemm_pricer, peak_flops
 from collbench.analysis.mfu_checks import run_warnings, unused_curve_warnings
+from collbench.analysis.mfu_gemm import MeasuredGemms, gemm_pricer_for
 from collbench.analysis.mfu_inputs import (
     DEFAULT_COMM_EFFICIENCY,
     CurvePricer,
@@ -43,6 +45,8 @@ class Inputs:
     options: EstimateOptions = EstimateOptions()
     comm_efficiency: float = DEFAULT_COMM_EFFICIENCY
     overlap_run: Run | None = None  # the --overlap probe run the options came from
+    gemms: MeasuredGemms | None = None  # --gemm: measured GEMM rates by shape
+    gemm_run: Run | None = None  # the --gemm run they came from
 
 
 def sized_for(workload: Workload, topology: Topology) -> Topology:
@@ -59,19 +63,30 @@ def estimate_fabric(workload: Workload, fabric: Fabric, inputs: Inputs = Inputs(
     pricer = CurvePricer(
         fabric.curves, topology, cost_model_pricer(topology, inputs.comm_efficiency)
     )
-    result = estimate(workload, topology, pricer, options)
+    measured, gemm_warnings = _measured_gemms(workload, topology, inputs)
+    result = estimate(workload, topology, pricer, options, measured)
     doubled = scale_out_doubled(topology)
     # Curves measured on this fabric's scale-out say nothing about a faster one; those
     # that stay inside a scale-up domain still hold.
     local = [curve for curve in fabric.curves if curve.nodes <= topology.nodes_per_domain]
     faster = CurvePricer(local, doubled, cost_model_pricer(doubled, inputs.comm_efficiency))
-    scaled = estimate(workload, doubled, faster, options)
+    scaled = estimate(workload, doubled, faster, options, measured)
     return replace(
         result,
         what_if={**result.what_if, "scale_out_2x": scaled.mfu},
         what_if_origin={"scale_out_2x": scaled.origin},
-        warnings=tuple(_input_warnings(fabric, inputs, pricer)),
+        warnings=tuple(_input_warnings(fabric, inputs, pricer) + gemm_warnings),
     )
+
+
+def _measured_gemms(
+    workload: Workload, topology: Topology, inputs: Inputs
+) -> tuple[GemmPricer | None, list[str]]:
+    """The --gemm run's pricer on this fabric (None: not given, or it does not apply)."""
+    if inputs.gemms is None:
+        return None, []
+    fallback = gemm_pricer(topology, peak_flops(workload, topology), inputs.options, None)
+    return gemm_pricer_for(inputs.gemms, workload, topology, fallback)
 
 
 def estimate_fabrics(

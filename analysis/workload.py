@@ -18,6 +18,9 @@ from collbench.core.errors import SpecError
 
 RECOMPUTE = ("none", "selective", "full")
 COMPUTE_DTYPES = ("bf16", "fp8")
+# The attention core's kernel: FlashAttention / cuDNN fused attention, or Megatron's
+# unfused batched GEMMs around a fused softmax (before 2022).
+ATTENTION_KERNELS = ("flash", "unfused")
 # Bounds past anything trained (the largest dense models have ~2e12 parameters and
 # contexts of ~1e7 tokens): beyond them the figures are nonsense, not an estimate.
 MAX_PARAMS = 1e15
@@ -155,6 +158,7 @@ class Training:
     micro_batch: int = 1
     recompute: str = "none"
     dtype: str = "bf16"
+    attention: str = "flash"
     grad_bytes: int = 4  # gradients reduced in fp32 (Megatron's default for bf16; FSDP's too)
     param_bytes: int = 2  # parameters gathered in bf16 (ZeRO / FSDP)
     activation_bytes: int = 2
@@ -171,6 +175,10 @@ class Training:
             _positive(f"--{name.replace('_', '-')}", getattr(self, name))
         if self.recompute not in RECOMPUTE:
             raise SpecError("--recompute", self.recompute, f"must be one of {', '.join(RECOMPUTE)}")
+        if self.attention not in ATTENTION_KERNELS:
+            raise SpecError(
+                "--attention", self.attention, f"must be one of {', '.join(ATTENTION_KERNELS)}"
+            )
         if self.dtype not in COMPUTE_DTYPES:
             raise SpecError("--dtype", self.dtype, f"must be one of {', '.join(COMPUTE_DTYPES)}")
         if self.seq > MAX_SEQ:

@@ -37,6 +37,13 @@ class Accelerator:
     peak_bf16_tflops: float  # dense (no sparsity), the MFU denominator
     peak_fp8_tflops: float | None = None  # dense
     memory_gib: float | None = None
+    # What the compute model (analysis/compute.py) prices operators with: HBM bandwidth for
+    # the memory-bound ones, the SM (CU) count for wave quantization, and the share of the
+    # dense peak that large matmuls reach when measured (cited in `sources`). None: the
+    # operators that need it are priced without (the output says so).
+    hbm_gbytes_s: float | None = None
+    sm_count: int | None = None
+    matmul_fraction: float | None = None
 
 
 @dataclass(frozen=True)
@@ -187,7 +194,16 @@ def _accelerator(section: _Fields) -> Accelerator:
         peak_bf16_tflops=section.number("peak_bf16_tflops"),
         peak_fp8_tflops=section.number("peak_fp8_tflops", default=None),
         memory_gib=section.number("memory_gib", default=None),
+        hbm_gbytes_s=section.number("hbm_gbytes_s", default=None),
+        sm_count=section.integer("sm_count", minimum=1, default=None),
+        matmul_fraction=section.number("matmul_fraction", default=None),
     )
+    if accelerator.matmul_fraction is not None and accelerator.matmul_fraction > 1:
+        raise TopologyError(
+            "accelerator.matmul_fraction",
+            accelerator.matmul_fraction,
+            "must be a share of the peak, in (0, 1]",
+        )
     return accelerator
 
 
@@ -308,8 +324,10 @@ class _Fields:
             raise TopologyError(self._name(key), _short(value), f"must be a number {bound}")
         return float(value)
 
-    def integer(self, key: str, minimum: int, maximum: int = 10**6) -> int:
-        value = self._get(key, None, True)
+    def integer(self, key: str, minimum: int, maximum: int = 10**6, default: Any = ...) -> Any:
+        value = self._get(key, default, default is ...)
+        if value is not ... and value is default:
+            return value
         if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
             raise TopologyError(
                 self._name(key), _short(value), f"must be an integer from {minimum} to {maximum:,}"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from collbench.analysis.mfu import EstimateOptions
 from collbench.analysis.mfu_inputs import DEFAULT_COMM_EFFICIENCY
 from collbench.analysis.workload import (
+    ATTENTION_KERNELS,
     COMPUTE_DTYPES,
     PRESETS,
     RECOMPUTE,
@@ -188,6 +189,14 @@ MFU_OPTIONS = (
         default=FROM_OWNER,
     ),
     Option(
+        ("--attention",),
+        f"Attention core: {listing(ATTENTION_KERNELS, last=' or ')} (Megatron's batched "
+        "GEMMs and softmax before FlashAttention).",
+        Training,
+        "attention",
+        default=FROM_OWNER,
+    ),
+    Option(
         ("--dp-overlap/--no-dp-overlap",),
         "Gradient reduction overlaps the backward (off: Megatron before 2023).",
         Parallelism,
@@ -217,7 +226,8 @@ MFU_OPTIONS = (
     ),
     Option(
         ("--matmul-efficiency",),
-        "Achieved share of the peak over a whole step's compute.",
+        "Every GEMM at this share of the peak (default: from its shape and the "
+        "accelerator: tile and wave quantization, roofline, the catalog's matmul_fraction).",
         EstimateOptions,
         "matmul_efficiency",
         kind=float,
@@ -244,6 +254,20 @@ MFU_OPTIONS = (
         panel=_EST,
     ),
     Option(
+        ("--gemm",),
+        "Run directory of `collbench gemm` rows: their measured rate for the shapes they "
+        "hold, on fabrics with the same accelerator.",
+        kind=Path,
+        panel=_EST,
+    ),
+    Option(
+        ("--explain",),
+        "Also print where a step's time goes, operator by operator (GEMMs, attention, "
+        "memory-bound, exposed communication, bubble).",
+        kind=bool,
+        default=False,
+    ),
+    Option(
         ("--allow-oversubscribed-memory",),
         "Estimate a workload even when its memory per accelerator exceeds the fabric's "
         "(warned, not refused).",
@@ -262,6 +286,7 @@ def run_mfu(values: dict[str, Any]) -> None:
     their memory, warn about inputs that do not apply, print the table (or JSON)."""
     from collbench.analysis.mfu_report import check_memory, estimate_fabrics
     from collbench.render.mfu import render_mfu
+    from collbench.render.mfu_explain import explain_json, render_explain
 
     topologies = _topologies(values["topology"])
     workload = _workload(values, topologies[0])
@@ -271,7 +296,12 @@ def run_mfu(values: dict[str, Any]) -> None:
     warnings = check_memory(estimates, values["allow_oversubscribed_memory"])
     for text in [*warnings, *(text for result in estimates for text in result.warnings)]:
         print(f"collbench: warning: {text}", file=sys.stderr)
+    if values["json_out"] and values["explain"]:
+        print(explain_json(workload, estimates))
+        return
     print(render_mfu(workload, estimates, as_json=values["json_out"]))
+    if values["explain"]:
+        print(render_explain(workload, estimates))
 
 
 mfu = command(
@@ -391,7 +421,13 @@ def _inputs(values: dict[str, Any]) -> Inputs:
 
     options = EstimateOptions(**given_fields(EstimateOptions, MFU_OPTIONS, values))
     efficiency = values["comm_efficiency"]
-    given = {} if efficiency is None else {"comm_efficiency": efficiency}
+    given: dict[str, Any] = {} if efficiency is None else {"comm_efficiency": efficiency}
+    if values["gemm"] is not None:
+        from collbench.analysis.mfu_gemm import measured_gemms
+
+        gemm_run = _run(values["gemm"], "--gemm")
+        given["gemms"] = measured_gemms(gemm_run.rows, str(values["gemm"]))
+        given["gemm_run"] = gemm_run
     overlap = values["overlap"]
     if overlap is None:
         return Inputs(options, **given)

@@ -45,7 +45,14 @@ def to_json(workload: Workload, estimates: Sequence[Estimate]) -> dict[str, Any]
             "vocab": model.vocab,
             **{
                 name: getattr(workload.training, name)
-                for name in ("seq", "global_batch", "micro_batch", "recompute", "dtype")
+                for name in (
+                    "seq",
+                    "global_batch",
+                    "micro_batch",
+                    "recompute",
+                    "dtype",
+                    "attention",
+                )
             },
             **{
                 name: getattr(workload.parallelism, name)

@@ -1,0 +1,164 @@
+"""The MFU estimator against every published run: README's validation table, and how far
+each default moves the predictions.
+
+    python benchmarks/mfu_validation.py            # the table (markdown) and the summary
+    python benchmarks/mfu_validation.py --sensitivity
+
+The runs and their sources are in tests/published_runs.py; tests/unit/test_mfu_published.py
+pins each error. Sensitivity: each default is scaled by 0.9 and by 1.1 (a share of a peak
+no higher than 1), every run predicted again, and the median and largest move of the
+predicted figure reported. Pure arithmetic: no GPU, no network, about a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from collbench.analysis import compute, gemm_model  # noqa: E402
+from collbench.analysis.mfu import estimate  # noqa: E402
+from collbench.analysis.mfu_inputs import DEFAULT_COMM_EFFICIENCY, cost_model_pricer  # noqa: E402
+from collbench.analysis.mfu_report import sized_for  # noqa: E402
+from collbench.topologies.loader import load_topology  # noqa: E402
+from tests.published_runs import PUBLISHED, PublishedRun  # noqa: E402
+
+WHAT = {
+    "mfu": "MFU",
+    "hfu": "HFU",
+    "step": "step time (s)",
+    "tflops": "model TFLOP/s per GPU",
+}
+
+
+def predict(run: PublishedRun, fraction_scale: float = 1.0, comm: float = 1.0) -> float:
+    workload = run.workload()
+    topology = sized_for(workload, load_topology(run.topology))
+    accelerator = topology.accelerator
+    fraction = (accelerator.matmul_fraction or gemm_model.DEFAULT_MATMUL_FRACTION) * fraction_scale
+    topology = replace(topology, accelerator=replace(accelerator, matmul_fraction=min(1, fraction)))
+    pricer = cost_model_pricer(topology, min(1.0, DEFAULT_COMM_EFFICIENCY * comm))
+    return run.predicted(estimate(workload, topology, pricer))
+
+
+def table() -> str:
+    lines = [
+        "| run | hardware | parallelism | reported | predicted | error | source |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    errors = []
+    for run in PUBLISHED:
+        predicted = predict(run)
+        error = predicted / run.reported - 1
+        errors.append(abs(error))
+        workload = run.workload()
+        par, training = workload.parallelism, workload.training
+        setup = [f"TP {par.tp} PP {par.pp} DP {par.dp}"]
+        if par.virtual_stages > 1:
+            setup.append(f"VP {par.virtual_stages}")
+        if par.sequence_parallel:
+            setup.append("SP")
+        setup.append(f"recompute {training.recompute}")
+        setup.append(f"{training.attention} attention")
+        lines.append(
+            f"| {run.run} ({workload.model.name}) | {run.hardware} | {', '.join(setup)}, "
+            f"batch {training.global_batch} x {training.seq} | {WHAT[run.what]} "
+            f"{_figure(run.reported, run.what)} | {_figure(predicted, run.what)} | "
+            f"{error:+.1%} | {run.source} |"
+        )
+    lines.append("")
+    lines.append(
+        f"{len(errors)} runs: median |error| {statistics.median(errors):.1%}, max {max(errors):.1%}"
+    )
+    return "\n".join(lines)
+
+
+@contextmanager
+def _patched(module: object, name: str, value: float) -> Iterator[None]:
+    old = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, old)
+
+
+def _constant(module: object, name: str) -> Callable[[float], Callable[[PublishedRun], float]]:
+    def at(scale: float) -> Callable[[PublishedRun], float]:
+        def run_with(run: PublishedRun) -> float:
+            value = getattr(module, name) * scale
+            value = min(1.0, value) if name != "K_RAMP" else value
+            with _patched(module, name, value):
+                return predict(run)
+
+        return run_with
+
+    return at
+
+
+DEFAULTS: dict[str, Callable[[float], Callable[[PublishedRun], float]]] = {
+    "accelerator matmul_fraction": lambda scale: lambda run: predict(run, fraction_scale=scale),
+    "IN_STEP_SHARE (0.92)": _constant(compute, "IN_STEP_SHARE"),
+    "MEMORY_FRACTION (0.85 of HBM)": _constant(gemm_model, "MEMORY_FRACTION"),
+    "FLASH_FORWARD (0.80)": _constant(compute, "FLASH_FORWARD"),
+    "FLASH_BACKWARD (0.65)": _constant(compute, "FLASH_BACKWARD"),
+    "K_RAMP (32)": _constant(gemm_model, "K_RAMP"),
+    "--comm-efficiency (0.8)": lambda scale: lambda run: predict(run, comm=scale),
+}
+
+
+def sensitivity() -> str:
+    base = {run.run: predict(run) for run in PUBLISHED}
+    lines = [
+        "| default x0.9 / x1.1 | median move | largest move |",
+        "|---|---|---|",
+    ]
+    for name, at in DEFAULTS.items():
+        moves = []
+        for scale in (0.9, 1.1):
+            moves.append(
+                [_speed(run, at(scale)(run)) / _speed(run, base[run.run]) - 1 for run in PUBLISHED]
+            )
+        low, high = moves
+        lines.append(
+            f"| {name} | {statistics.median(low):+.1%} / {statistics.median(high):+.1%} | "
+            f"{_largest(low):+.1%} / {_largest(high):+.1%} |"
+        )
+    return "\n".join(lines)
+
+
+def _speed(run: PublishedRun, figure: float) -> float:
+    """The predicted figure as a rate (a step time inverted), so moves compare."""
+    return 1 / figure if run.what == "step" else figure
+
+
+def _largest(values: list[float]) -> float:
+    return max(values, key=abs)
+
+
+def _figure(value: float, what: str) -> str:
+    if what in ("mfu", "hfu"):
+        return f"{value:.1%}"
+    if what == "step":
+        return f"{value:.2f}"
+    return f"{value:.0f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sensitivity", action="store_true", help="also the sensitivity table")
+    args = parser.parse_args()
+    print(table())
+    if args.sensitivity:
+        print()
+        print(sensitivity())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""`collbench mfu --explain`: where a step's time goes, operator by operator.
+
+Per fabric, one table: each operator of a layer (GEMMs, the attention core, the
+memory-bound ones) with its forward, backward and recompute milliseconds for one
+micro-batch, then the stage's own operators (logits, loss), the optimizer, the pipeline
+bubble, the exposed communication and the compute slowed beside it, each with its seconds
+per step and share of the step. The per-step column adds up to the step time. Below it,
+every GEMM shape with its efficiency and what bounds it.
+
+Pure: estimates in, strings out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from collbench.analysis.compute import ATTENTION, GEMM, IN_STEP_SHARE, MEMORY, OperatorTime
+from collbench.analysis.mfu import Estimate
+from collbench.analysis.workload import Workload
+from collbench.render.mfu import to_json
+
+CATEGORIES = (GEMM, ATTENTION, MEMORY)
+
+
+def explain_rows(result: Estimate) -> list[dict[str, Any]]:
+    """One mapping per line of the explanation: what, category, per-layer ms, per-step s."""
+    micro, m = result.micro, result.microbatches
+    assert micro is not None  # every estimate carries its compute
+    rows = [_operator(op, micro.layers * m, "layer") for op in micro.layer]
+    rows += [_operator(op, m, "stage") for op in micro.stage]
+    rows.append(_part("optimizer step", MEMORY, micro.optimizer_s))
+    rows.append(_part("pipeline bubble", "bubble", result.bubble_s))
+    rows += [
+        _part(f"exposed {kind.kind}", "exposed comm", kind.exposed_s)
+        for kind in result.comm
+        if kind.total_s > 0
+    ]
+    if result.slowdown_s:
+        rows.append(_part("compute slowed by DP", "exposed comm", result.slowdown_s))
+    for row in rows:
+        row["share"] = row["step_s"] / result.step_time_s
+    return rows
+
+
+def explain_json(workload: Workload, estimates: Sequence[Estimate]) -> str:
+    """The `--json` output with an `explain` list and the priced GEMMs per fabric."""
+    data = to_json(workload, estimates)
+    for fabric, result in zip(data["fabrics"], estimates, strict=True):
+        fabric["explain"] = explain_rows(result)
+        fabric["gemms"] = _gemm_rows(result)
+    return json.dumps(data, indent=2)
+
+
+def render_explain(workload: Workload, estimates: Sequence[Estimate]) -> str:
+    """The explanation of every fabric, one block each."""
+    return "\n\n".join(_block(workload, result) for result in estimates)
+
+
+def _block(workload: Workload, result: Estimate) -> str:
+    micro = result.micro
+    assert micro is not None
+    rows = explain_rows(result)
+    header = ["", "kind", "fwd ms", "bwd ms", "recomp ms", "per step s", "share", ""]
+    body = [
+        [
+            row["name"],
+            row["category"],
+            _ms(row.get("forward_s")),
+            _ms(row.get("backward_s")),
+            _ms(row.get("recompute_s")),
+            f"{row['step_s']:.3f}",
+            f"{row['share']:.1%}",
+            row.get("detail", ""),
+        ]
+        for row in rows
+    ]
+    body.append(["step", "", "", "", "", f"{result.step_time_s:.3f}", "100.0%", ""])
+    totals = {
+        category: sum(row["step_s"] for row in rows if row["category"] == category)
+        for category in (*CATEGORIES, "bubble", "exposed comm")
+    }
+    summary = ", ".join(
+        f"{name} {seconds / result.step_time_s:.0%}" for name, seconds in totals.items()
+    )
+    title = (
+        f"# where the step goes on {result.topology}: one accelerator of the busiest "
+        f"pipeline stage, {micro.layers} layer{'s' if micro.layers != 1 else ''} x "
+        f"{result.microbatches} micro-batch{'es' if result.microbatches != 1 else ''} "
+        f"(ms per layer and micro-batch; stage rows per micro-batch)"
+    )
+    return "\n".join(
+        [
+            title,
+            *_table(header, body),
+            f"by kind: {summary}",
+            f"GEMMs (alone; in the step at {IN_STEP_SHARE:.0%} of that rate):",
+            *_gemm_lines(result),
+        ]
+    )
+
+
+def _operator(op: OperatorTime, repeats: int, scope: str) -> dict[str, Any]:
+    return {
+        "name": op.op if scope == "layer" else f"{op.op} (stage)",
+        "category": op.category,
+        "scope": scope,
+        "forward_s": op.forward_s,
+        "backward_s": op.backward_s,
+        "recompute_s": op.recompute_s,
+        "step_s": op.total_s * repeats,
+        "flops": op.flops,
+        "detail": op.detail,
+    }
+
+
+def _part(name: str, category: str, seconds: float) -> dict[str, Any]:
+    return {"name": name, "category": category, "scope": "step", "step_s": seconds}
+
+
+def _gemm_rows(result: Estimate) -> list[dict[str, Any]]:
+    assert result.micro is not None
+    return [
+        {
+            "op": gemm.op,
+            "pass": gemm.pass_name,
+            "shape": gemm.shape,
+            "time_us": price.time_s * 1e6,
+            "efficiency": price.efficiency,
+            "bound": price.bound,
+            "tile": price.tile,
+            "waves": price.waves,
+        }
+        for gemm, price in result.micro.gemms
+    ]
+
+
+def _gemm_lines(result: Estimate) -> list[str]:
+    header = ["", "pass", "shape", "us", "of peak", "bound", "tile x waves"]
+    body = [
+        [
+            row["op"],
+            row["pass"],
+            row["shape"],
+            f"{row['time_us']:,.1f}",
+            f"{row['efficiency']:.0%}",
+            row["bound"],
+            "-" if row["tile"] == "-" else f"{row['tile']} x {row['waves']}",
+        ]
+        for row in _gemm_rows(result)
+    ]
+    return _table(header, body)
+
+
+def _ms(seconds: float | None) -> str:
+    return "" if seconds is None else f"{seconds * 1e3:.3f}"
+
+
+def _table(header: list[str], body: list[list[str]]) -> list[str]:
+    lines = [header, *body]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return [
+        "  ".join(
+            text.ljust(widths[i]) if i in (0, 1, len(header) - 1) else text.rjust(widths[i])
+            for i, text in enumerate(line)
+        ).rstrip()
+        for line in lines
+    ]

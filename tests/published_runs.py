@@ -1,0 +1,117 @@
+"""Published large-scale training runs, as the MFU estimator's validation set.
+
+Each run is what its paper says it did (model, hardware, parallelism, recompute, sequence
+parallelism, attention kernel, whether DP overlapped the backward) and the figure it
+reported. Every run is predicted with one set of defaults: nothing here is fitted per run.
+tests/unit/test_mfu_published.py pins each run's error; benchmarks/mfu_validation.py prints
+the README's validation table and the sensitivity to each default.
+
+A100 sources (the same figures as ../shared/data/published_runs.md):
+- Narayanan et al., SC'21 (arXiv 2104.04473), Table 1: GPT 1T on 3072 A100s, 163 TFLOP/s
+  per GPU = 52% of peak; GPT 145.6B on 1536 A100s, 148 TFLOP/s = 47%. Both count the
+  recompute FLOPs (4 forward passes in their formula), so they are compared with the HFU.
+  2021 Megatron reduced gradients after the backward (no DP overlap).
+- Korthikanti et al. 2022 (arXiv 2205.05198): 530B on 2240 A100s, MFU 54.2% with sequence
+  parallelism + selective recompute, 42.1% with full recompute; Table 5 iteration times.
+Both papers ran Megatron's unfused attention (batched GEMMs around a fused softmax).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from collbench.analysis.mfu import Estimate, estimate
+from collbench.analysis.mfu_inputs import cost_model_pricer
+from collbench.analysis.mfu_report import sized_for
+from collbench.analysis.workload import Model, Parallelism, Training, Workload, preset
+from collbench.topologies.loader import load_topology
+
+FULL = {"recompute": "full"}
+SELECTIVE_SP = {"recompute": "selective", "sequence_parallel": True}
+NARAYANAN = "Narayanan et al. SC'21 (arXiv 2104.04473), Table 1"
+KORTHIKANTI = "Korthikanti et al. 2022 (arXiv 2205.05198)"
+KORTHIKANTI_T5 = f"{KORTHIKANTI}, Table 5"
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One published run: what it did and the figure it reported."""
+
+    run: str
+    model: str | Model
+    topology: str
+    tp: int
+    pp: int
+    dp: int
+    global_batch: int
+    what: str  # "mfu", "hfu", "step" (seconds) or "tflops" (model TFLOP/s per GPU)
+    reported: float
+    source: str
+    setup: dict[str, Any] = field(default_factory=dict)  # Training / Parallelism fields
+    seq: int = 2048
+
+    @property
+    def hardware(self) -> str:
+        return f"{self.tp * self.pp * self.dp} x {load_topology(self.topology).accelerator.name}"
+
+    def workload(self) -> Workload:
+        model = preset(self.model) if isinstance(self.model, str) else self.model
+        training_fields = {"micro_batch", "recompute", "attention", "dtype"}
+        training = {k: v for k, v in self.setup.items() if k in training_fields}
+        parallel = {k: v for k, v in self.setup.items() if k not in training_fields}
+        return Workload(
+            model,
+            Training(seq=self.seq, global_batch=self.global_batch, **training),
+            Parallelism(tp=self.tp, pp=self.pp, dp=self.dp, **parallel),
+        )
+
+    def estimate(self) -> Estimate:
+        workload = self.workload()
+        topology = sized_for(workload, load_topology(self.topology))
+        return estimate(workload, topology, cost_model_pricer(topology))
+
+    def predicted(self, result: Estimate | None = None) -> float:
+        result = result or self.estimate()
+        return {
+            "mfu": result.mfu,
+            "hfu": result.hfu,
+            "step": result.step_time_s,
+            "tflops": result.model_tflops_per_accelerator,
+        }[self.what]
+
+    def error(self, result: Estimate | None = None) -> float:
+        """Predicted / reported - 1, on the figure as reported."""
+        return self.predicted(result) / self.reported - 1
+
+
+# The 2021-22 Megatron runs: unfused attention; the SC'21 ones without DP overlap.
+_A100 = {"attention": "unfused"}
+_SC21 = {**_A100, "dp_overlap": False}
+
+PUBLISHED: tuple[PublishedRun, ...] = (
+    PublishedRun("1t-hfu", "gpt-1t", "dgx-a100", 8, 64, 6, 3072, "hfu", 0.52, NARAYANAN,
+                 {**FULL, **_SC21}),
+    PublishedRun("145b-hfu", "gpt-145b", "dgx-a100", 8, 8, 24, 1536, "hfu", 0.47, NARAYANAN,
+                 {**FULL, **_SC21}),
+    PublishedRun("530b-sp-selective-mfu", "gpt-530b", "dgx-a100", 8, 35, 8, 2240, "mfu", 0.542,
+                 KORTHIKANTI, {**SELECTIVE_SP, **_A100}),
+    PublishedRun("530b-full-mfu", "gpt-530b", "dgx-a100", 8, 35, 8, 2240, "mfu", 0.421,
+                 KORTHIKANTI, {**FULL, **_A100}),
+    PublishedRun("175b-full-step", "gpt3-175b", "dgx-a100", 8, 8, 1, 64, "step", 18.13,
+                 KORTHIKANTI_T5, {**FULL, **_A100}),
+    PublishedRun("175b-sp-selective-step", "gpt3-175b", "dgx-a100", 8, 8, 1, 64, "step", 13.75,
+                 KORTHIKANTI_T5, {**SELECTIVE_SP, **_A100}),
+    PublishedRun("530b-full-step", "gpt-530b", "dgx-a100", 8, 35, 1, 280, "step", 49.05,
+                 KORTHIKANTI_T5, {**FULL, **_A100}),
+    PublishedRun("530b-sp-selective-step", "gpt-530b", "dgx-a100", 8, 35, 1, 280, "step", 37.83,
+                 KORTHIKANTI_T5, {**SELECTIVE_SP, **_A100}),
+    PublishedRun("1t-full-step", "gpt-1t", "dgx-a100", 8, 64, 1, 512, "step", 94.42,
+                 KORTHIKANTI_T5, {**FULL, **_A100}),
+    PublishedRun("1t-sp-selective-step", "gpt-1t", "dgx-a100", 8, 64, 1, 512, "step", 71.49,
+                 KORTHIKANTI_T5, {**SELECTIVE_SP, **_A100}),
+    PublishedRun("22b-full-step", "gpt-22b", "dgx-a100", 8, 1, 1, 4, "step", 1.42,
+                 KORTHIKANTI_T5, {**FULL, **_A100}),
+    PublishedRun("22b-sp-selective-step", "gpt-22b", "dgx-a100", 8, 1, 1, 4, "step", 1.10,
+                 KORTHIKANTI_T5, {**SELECTIVE_SP, **_A100}),
+)  # fmt: skip
