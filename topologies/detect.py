@@ -229,9 +229,11 @@ def _gpu_accelerator(
         sources["accelerator.peak_bf16_tflops"] = (
             f"{ASSUMED}: looked up by name in catalog entry {entry} (collbench topo show {entry})"
         )
-        if known.peak_fp8_tflops:
-            accelerator["peak_fp8_tflops"] = known.peak_fp8_tflops
-            sources["accelerator.peak_fp8_tflops"] = sources["accelerator.peak_bf16_tflops"]
+        # The fp8 peak and what the compute model prices with come from the same entry.
+        for name in ("peak_fp8_tflops", "hbm_gbytes_s", "sm_count", "matmul_fraction"):
+            if getattr(known, name):
+                accelerator[name] = getattr(known, name)
+                sources[f"accelerator.{name}"] = sources["accelerator.peak_bf16_tflops"]
         found.notes.append(f"assumed: peak TFLOP/s of {gpu.name!r} from catalog entry {entry}")
     else:
         accelerator["peak_bf16_tflops"] = 1.0
