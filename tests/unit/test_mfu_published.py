@@ -10,7 +10,9 @@ goal (median |error| <= 5%, max <= 10%).
 
 from __future__ import annotations
 
+import importlib.util
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +96,26 @@ def test_every_published_run_fits_its_accelerators(run: PublishedRun):
     memory = run.estimate().memory
     assert memory is not None and memory.fits, (run.run, memory)
     assert memory.headroom >= PUBLISHED_MIN_HEADROOM, (run.run, memory.headroom)
+
+
+def _validation_script():
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "mfu_validation.py"
+    spec = importlib.util.spec_from_file_location("mfu_validation", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _readme_block(name: str) -> str:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    start, end = f"<!-- {name}:start -->\n", f"\n<!-- {name}:end -->"
+    return readme[readme.index(start) + len(start) : readme.index(end)]
+
+
+def test_readme_tables_are_what_the_model_says_now():
+    """README's validation and sensitivity tables are regenerated, not hand-edited:
+    `python benchmarks/mfu_validation.py --sensitivity`."""
+    script = _validation_script()
+    assert _readme_block("validation") == script.table()
+    assert _readme_block("sensitivity") == script.sensitivity()
