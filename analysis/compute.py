@@ -317,7 +317,7 @@ def _memory_operators(
                 BACKWARD_BYTES * forward_s,
                 forward_s if recompute else 0.0,
                 0.0,
-                f"{size_bytes / 1e6:,.0f} MB forward",
+                f"{size_bytes / 1e6:,.3g} MB forward",
             )
         )
     return out
@@ -328,7 +328,7 @@ def _loss(workload: Workload, accelerator: Accelerator) -> OperatorTime:
     size_bytes = LOSS_BYTES * tokens * math.ceil(workload.model.vocab / workload.parallelism.tp)
     forward_s = memory_time_s(size_bytes, accelerator)
     return OperatorTime(
-        "loss", MEMORY, forward_s, forward_s, 0.0, 0.0, f"{size_bytes / 1e6:,.0f} MB forward"
+        "loss", MEMORY, forward_s, forward_s, 0.0, 0.0, f"{size_bytes / 1e6:,.3g} MB forward"
     )
 
 

@@ -43,7 +43,9 @@ def measured_gemms(rows: Iterable[object], run: str) -> MeasuredGemms:
     """The run's gemm rows by shape; SpecError when it holds none."""
     gemm_rows = [row for row in rows if getattr(row, "kind", None) == GEMM_KIND]
     if not gemm_rows:
-        raise SpecError("--gemm", run, "holds no gemm rows: pass a run written by collbench gemm")
+        raise SpecError(
+            "--gemm", run, "holds no gemm rows (no gemm.jsonl): pass a run of collbench gemm"
+        )
     by_shape: dict[str, list[float]] = {}
     for row in gemm_rows:
         tflops = getattr(row, "tflops", None)
@@ -65,11 +67,15 @@ def accelerator_model(name: str) -> str | None:
 
 
 def same_accelerator(measured: str, topology_name: str) -> bool:
-    """Whether a device name and a topology's accelerator name are the same model (both
-    unknown: compared whole, case and spacing aside)."""
+    """Whether a device name and a topology's accelerator name are the same model. Names
+    without a known model token (CPUs: "AMD EPYC" against "CPU (one vCPU of an AMD EPYC
+    VM)") are the same when one holds the other, case and spacing aside."""
     left, right = accelerator_model(measured), accelerator_model(topology_name)
-    if left is None or right is None:
-        return " ".join(measured.lower().split()) == " ".join(topology_name.lower().split())
+    if left == "CPU" or right == "CPU":
+        left, right = (None if token == "CPU" else token for token in (left, right))
+    if left is None and right is None:
+        one, other = (" ".join(name.lower().split()) for name in (measured, topology_name))
+        return bool(one) and (one in other or other in one)
     return left == right
 
 

@@ -46,7 +46,6 @@ class Inputs:
     comm_efficiency: float = DEFAULT_COMM_EFFICIENCY
     overlap_run: Run | None = None  # the --overlap probe run the options came from
     gemms: MeasuredGemms | None = None  # --gemm: measured GEMM rates by shape
-    gemm_run: Run | None = None  # the --gemm run they came from
 
 
 def sized_for(workload: Workload, topology: Topology) -> Topology:

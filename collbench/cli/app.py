@@ -22,6 +22,7 @@ from collbench.cli.doctor import HELP as DOCTOR_HELP
 from collbench.cli.doctor import run_doctor_command
 from collbench.cli.export import EXPORT_OPTIONS, Exports, SinkMaker, export
 from collbench.cli.fit import fit
+from collbench.cli.gemm import gemm
 from collbench.cli.imports import import_app
 from collbench.cli.measure import (
     JSON_ROWS,
@@ -97,6 +98,7 @@ app.command("fit")(fit)
 app.command("compare")(compare)
 app.command("report")(report)
 app.command("mfu")(mfu)
+app.command("gemm")(gemm)
 app.command("export")(export)
 app.command("tune")(tune)
 app.command("doctor")(command("doctor", DOCTOR_HELP, DOCTOR_OPTIONS_ALL, run_doctor_command))

@@ -317,7 +317,7 @@ mfu = command(
 def _workload(values: dict[str, Any], first: Any) -> Workload:
     """The workload the options describe; --dp derived from --nodes of the first fabric.
     Each dataclass checks its own fields (SpecError naming the option)."""
-    model = _model(values)
+    model = model_from_options(values)
     parallelism = _parallelism(values, first)
     if values["global_batch"] is None:
         raise SpecError.from_message("--global-batch is required (sequences per optimizer step)")
@@ -358,7 +358,7 @@ def _check_nodes_agree(topology: Any, nodes: int, parallelism: Parallelism) -> N
         )
 
 
-def _model(values: dict[str, Any]) -> Model:
+def model_from_options(values: dict[str, Any]) -> Model:
     """A preset (--model), or the shape given flag by flag; --params overrides either."""
     name = values["model"]
     shape = [option for option in MFU_OPTIONS if option.panel == _SHAPE]
@@ -424,10 +424,9 @@ def _inputs(values: dict[str, Any]) -> Inputs:
     given: dict[str, Any] = {} if efficiency is None else {"comm_efficiency": efficiency}
     if values["gemm"] is not None:
         from collbench.analysis.mfu_gemm import measured_gemms
+        from collbench.store.gemm_rows import load_gemm_rows
 
-        gemm_run = _run(values["gemm"], "--gemm")
-        given["gemms"] = measured_gemms(gemm_run.rows, str(values["gemm"]))
-        given["gemm_run"] = gemm_run
+        given["gemms"] = measured_gemms(load_gemm_rows(values["gemm"]), str(values["gemm"]))
     overlap = values["overlap"]
     if overlap is None:
         return Inputs(options, **given)

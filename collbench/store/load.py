@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collbench.core.errors import SpecError
+from collbench.store.gemm_rows import GEMM_FILE
 from collbench.store.meta import RunMeta
 from collbench.store.rows import ProbeRow, ResultRow
 from collbench.store.rundir import load_rows, read_meta
@@ -43,6 +44,13 @@ def load_run(path: Path | str, field: str | None = None, hint: str = "") -> Run:
     collbench cannot read is a SpecError naming its file and line.
     """
     rows = load_rows(Path(path)) if Path(path).is_dir() else []
+    if field is not None and not rows and (Path(path) / GEMM_FILE).exists():
+        raise SpecError(
+            field,
+            str(path),
+            "holds collbench gemm rows (gemm.jsonl), not result rows: collbench mfu --gemm "
+            "reads them",
+        )
     if field is not None and not rows:
         raise SpecError(field, str(path), f"holds no result rows (no rows.jsonl){hint}")
     return Run(str(path), read_meta(Path(path)) or RunMeta(), rows)

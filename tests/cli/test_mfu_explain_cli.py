@@ -62,9 +62,9 @@ def test_explain_json_adds_up_to_the_step_time():
 
 def test_unfused_attention_is_slower_than_flash():
     flash, unfused = (
-        json.loads(
-            collbench("mfu", *GPT, "--attention", kernel, "--json").stdout
-        )["fabrics"][0]["step_time_s"]
+        json.loads(collbench("mfu", *GPT, "--attention", kernel, "--json").stdout)["fabrics"][0][
+            "step_time_s"
+        ]
         for kernel in ("flash", "unfused")
     )
     assert unfused > flash

@@ -33,30 +33,37 @@ class MatmulKernel:
             [torch.cuda.Stream(device=device) for _ in range(streams)] if streams > 1 else []
         )
         self.shape: tuple[int, int, int] | None = None
+        self.batch = 1
         self._a = self._b = None
         self._out: list[Any] = []
 
-    def set_shape(self, shape: tuple[int, int, int]) -> None:
-        """Allocate the operands for an (M, N, K) matmul (no-op if already that shape)."""
-        if shape == self.shape:
+    def set_shape(self, shape: tuple[int, int, int], batch: int = 1) -> None:
+        """Allocate the operands for an (M, N, K) matmul, `batch` of them at once (a
+        batched matmul) when batch > 1 (no-op if already that shape)."""
+        if shape == self.shape and batch == self.batch:
             return
         m, n, k = shape
         torch = self.torch
+        lead = (batch,) if batch > 1 else ()
         # Random operands (zeros would let some kernels take shortcuts), drawn on the device:
         # an 8192 x 8192 draw on the host takes seconds.
         generator = torch.Generator(device=self.device).manual_seed(1234)
-        self._a = torch.randn(m, k, generator=generator, device=self.device, dtype=self.dtype)
-        self._b = torch.randn(k, n, generator=generator, device=self.device, dtype=self.dtype)
+        self._a = torch.randn(
+            *lead, m, k, generator=generator, device=self.device, dtype=self.dtype
+        )
+        self._b = torch.randn(
+            *lead, k, n, generator=generator, device=self.device, dtype=self.dtype
+        )
         self._out = [
-            torch.empty(m, n, dtype=self.dtype, device=self.device)
+            torch.empty(*lead, m, n, dtype=self.dtype, device=self.device)
             for _ in range(max(1, len(self._side)))
         ]
-        self.shape = shape
+        self.shape, self.batch = shape, batch
 
     @property
     def flop_per_matmul(self) -> int:
         m, n, k = self.shape
-        return 2 * m * n * k
+        return 2 * self.batch * m * n * k
 
     def check_supported(self) -> str | None:
         """Why this dtype cannot multiply matrices on this device, or None."""
@@ -74,7 +81,8 @@ class MatmulKernel:
 
     def run(self, reps: int) -> None:
         """Enqueue `reps` matmuls (CPU: run them)."""
-        mm, a, b = self.torch.mm, self._a, self._b
+        mm = self.torch.bmm if self.batch > 1 else self.torch.mm
+        a, b = self._a, self._b
         if not self._side:
             out = self._out[0]
             for _ in range(reps):

@@ -1,0 +1,188 @@
+"""`collbench gemm`: matmul throughput on this machine's accelerator, for the GEMM shapes of
+a workload (the `mfu` command's model options) or for a shape sweep, into a run directory
+that `collbench mfu --gemm RUN` reads.
+
+Keep this module's imports light: `collbench --help` must not import torch.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from collbench.analysis.gemm_model import Gemm
+from collbench.analysis.workload import Parallelism, Training, Workload
+from collbench.cli.mfu import MFU_OPTIONS, model_from_options
+from collbench.cli.options import DEFAULT_RUN_DIR_TEXT, Option, command
+from collbench.core.errors import SpecError
+
+GEMM_DTYPES = ("bf16", "fp16", "fp32")
+_SHAPE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)x(\d+)$")
+_SQUARE = re.compile(r"^(\d+):(\d+)$")
+_WORKLOAD_FLAGS = (
+    "--model",
+    "--layers",
+    "--hidden",
+    "--heads",
+    "--vocab",
+    "--ffn-hidden",
+    "--kv-heads",
+    "--gated-mlp",
+    "--untied-embeddings",
+    "--params",
+    "--seq",
+    "--micro-batch",
+    "--tp",
+    "--attention",
+)
+_SWEEP = "Shape sweep (instead of a workload)"
+
+GEMM_OPTIONS = (
+    *(option for option in MFU_OPTIONS if option.flag in _WORKLOAD_FLAGS),
+    Option(
+        ("--shape",),
+        "A shape to measure, MxNxK (BxMxNxK: B batched matmuls); repeatable.",
+        kind=list[str],
+        panel=_SWEEP,
+    ),
+    Option(
+        ("--square",),
+        "Square shapes MIN:MAX, M = N = K doubling from MIN to MAX (e.g. 256:8192).",
+        panel=_SWEEP,
+    ),
+    Option(("--dtype",), "Operand dtype: bf16, fp16 or fp32.", default="bf16", name="gemm_dtype"),
+    Option(("--device",), "cuda or cpu (default: cuda when there is one)."),
+    Option(("--warmup", "-w"), "Untimed matmuls per shape.", kind=int, default=5),
+    Option(("--iters", "-n"), "Timed matmuls per shape.", kind=int, default=20),
+    Option(
+        ("--max-seconds",),
+        "Refuse a job that would take longer (sized from one matmul of its largest shape).",
+        kind=float,
+        default=600.0,
+    ),
+    Option(
+        ("--topology", "-T"),
+        "Catalog name or file: show each shape's share of its accelerator's peak and what "
+        "the shape model predicts.",
+        name="gemm_topology",
+    ),
+    Option(
+        ("--out", "-o"),
+        f"Run directory (default: {DEFAULT_RUN_DIR_TEXT}).",
+        kind=Path,
+        default_text="",
+    ),
+)
+
+
+def run_gemm_command(values: dict[str, Any]) -> None:
+    from collbench.render.gemm import render_gemm_line, render_gemm_table
+    from collbench.run.gemm import GemmJob, run_gemm
+
+    gemms, what = _gemms(values)
+    dtype = values["gemm_dtype"]
+    if dtype == "fp8":
+        raise SpecError("--dtype", dtype, "is not measured yet (bf16, fp16 or fp32)")
+    if dtype not in GEMM_DTYPES:
+        raise SpecError("--dtype", dtype, f"must be one of {', '.join(GEMM_DTYPES)}")
+    if values["device"] not in (None, "cuda", "cpu"):
+        raise SpecError("--device", values["device"], "must be cuda or cpu")
+    topology = _topology(values["gemm_topology"])
+    job = GemmJob(
+        gemms,
+        dtype=dtype,
+        device=values["device"],
+        warmup=values["warmup"],
+        iters=values["iters"],
+        out=values["out"],
+        max_seconds=values["max_seconds"],
+        workload=what,
+    )
+
+    def progress(row: Any) -> None:
+        print(render_gemm_line(row, topology), file=sys.stderr, flush=True)
+
+    def said(text: str) -> None:
+        print(f"collbench: {text}", file=sys.stderr, flush=True)
+
+    run_dir, rows = run_gemm(job, progress, said)
+    print(render_gemm_table(rows, topology, what))
+    print(f"results: {run_dir} (collbench mfu --gemm {run_dir} ...)")
+
+
+gemm = command(
+    "gemm",
+    "Measure matmul throughput on this machine's accelerator for a workload's GEMM\n"
+    "shapes or a shape sweep (rows for mfu --gemm).",
+    GEMM_OPTIONS,
+    run_gemm_command,
+)
+
+
+def _gemms(values: dict[str, Any]) -> tuple[tuple[Gemm, ...], str]:
+    """The shapes to measure: a workload's (its model options) or a sweep's, not both."""
+    sweep = list(values["shape"] or [])
+    square = values["square"]
+    workload_given = values["model"] is not None or values["layers"] is not None
+    if sweep or square:
+        if workload_given:
+            raise SpecError.from_message(
+                "give a workload (--model or the shape flags) or a shape sweep (--shape, "
+                "--square), not both"
+            )
+        gemms = [_parse_shape(text) for text in sweep]
+        if square:
+            gemms += _squares(square)
+        return tuple(dict.fromkeys(gemms)), "shape sweep"
+    if not workload_given:
+        raise SpecError.from_message(
+            "give a workload (--model or --layers --hidden --heads --vocab) or shapes "
+            "(--shape MxNxK, --square MIN:MAX)"
+        )
+    from collbench.analysis.compute import workload_gemms
+
+    micro = values["micro_batch"] or Training.micro_batch
+    training = {"seq": values["seq"], "global_batch": micro, "micro_batch": micro}
+    if values["attention"]:
+        training["attention"] = values["attention"]
+    workload = Workload(
+        model_from_options(values), Training(**training), Parallelism(tp=values["tp"] or 1)
+    )
+    what = (
+        f"{workload.model.name}, seq {workload.training.seq}, micro-batch {micro}, "
+        f"tp {workload.parallelism.tp}, {workload.training.attention} attention"
+    )
+    return workload_gemms(workload), what
+
+
+def _parse_shape(text: str) -> Gemm:
+    match = _SHAPE.match(text.strip().lower())
+    if not match:
+        raise SpecError("--shape", text, "must be MxNxK or BxMxNxK, e.g. 4096x4096x4096")
+    batch, m, n, k = (int(part) if part else 1 for part in match.groups())
+    if min(batch, m, n, k) < 1:
+        raise SpecError("--shape", text, "must have every dimension >= 1")
+    return Gemm("sweep", "-", m, n, k, batch)
+
+
+def _squares(text: str) -> list[Gemm]:
+    match = _SQUARE.match(text.strip())
+    low, high = (int(part) for part in match.groups()) if match else (0, 0)
+    if not match or not 1 <= low <= high:
+        raise SpecError("--square", text, "must be MIN:MAX with 1 <= MIN <= MAX, e.g. 256:8192")
+    sizes = []
+    size = low
+    while size <= high:
+        sizes.append(Gemm("sweep", "-", size, size, size))
+        size *= 2
+    return sizes
+
+
+def _topology(name: str | None) -> Any:
+    if name is None:
+        return None
+    from collbench.topologies.loader import load_topology
+
+    return load_topology(name)

@@ -1,0 +1,179 @@
+"""`collbench gemm`: measure matmul throughput on this machine's accelerator, shape by
+shape, into a run directory (meta.json, gemm.jsonl), nothing lost if it is killed.
+
+Before anything is measured the job is sized: shapes whose operands do not fit half the
+free memory are refused, and one matmul of the largest shape is timed to estimate the
+whole job, refused when it would take longer than `max_seconds`.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from collbench.analysis.gemm_model import ELEMENT_BYTES, Gemm
+from collbench.bench.gemm import GemmBench
+from collbench.bench.provenance import command_line, git_sha, versions
+from collbench.core.errors import SpecError
+from collbench.store.gemm_rows import GemmRow, append_gemm_row
+from collbench.store.meta import RunMeta
+from collbench.store.rows import utc_now
+from collbench.store.rundir import new_run_id, prepare_run_dir, write_meta
+
+DTYPE_BYTES = {"bf16": ELEMENT_BYTES, "fp16": ELEMENT_BYTES, "fp32": 4}
+MEMORY_SHARE = 0.5  # of the free memory, at most, for one shape's operands
+PROBE_SIDE = 512  # the sizing matmul's largest side
+
+
+@dataclass(frozen=True)
+class GemmJob:
+    """What `collbench gemm` measures and how."""
+
+    gemms: tuple[Gemm, ...]
+    dtype: str = "bf16"
+    device: str | None = None  # None: cuda when there is one, else cpu
+    warmup: int = 5
+    iters: int = 20
+    out: Path | None = None
+    max_seconds: float = 600.0
+    workload: str = ""  # what the shapes are (a workload, or "shape sweep")
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0:
+            raise SpecError("--warmup", self.warmup, "must be >= 0")
+        if self.iters < 1:
+            raise SpecError("--iters", self.iters, "must be >= 1")
+        if not self.max_seconds > 0:
+            raise SpecError("--max-seconds", self.max_seconds, "must be > 0")
+
+
+def run_gemm(
+    job: GemmJob,
+    progress: Callable[[GemmRow], None] = lambda row: None,
+    said: Callable[[str], None] = lambda text: None,
+) -> tuple[Path, list[GemmRow]]:
+    """Size, then measure every shape; rows are appended as each finishes."""
+    bench = GemmBench(job.device, job.dtype)
+    _check_memory(job, bench)
+    _check_time(job, bench, said)
+    run_id = new_run_id()
+    run_dir = prepare_run_dir(job.out, run_id)
+    started = utc_now()
+    write_meta(run_dir, _meta(job, bench, run_id, "running", started))
+    rows: list[GemmRow] = []
+    try:
+        for gemm in job.gemms:
+            row = _measure(job, bench, gemm, run_id)
+            append_gemm_row(run_dir, row)
+            rows.append(row)
+            progress(row)
+    except BaseException:
+        write_meta(run_dir, _meta(job, bench, run_id, "interrupted", started))
+        raise
+    write_meta(run_dir, _meta(job, bench, run_id, "completed", started))
+    return run_dir, rows
+
+
+def _measure(job: GemmJob, bench: GemmBench, gemm: Gemm, run_id: str) -> GemmRow:
+    timing = bench.measure((gemm.m, gemm.n, gemm.k), gemm.batch, job.warmup, job.iters)
+    samples = timing.samples_us
+    return GemmRow(
+        run_id=run_id,
+        timestamp_utc=utc_now(),
+        op=gemm.op,
+        pass_name=gemm.pass_name,
+        m=gemm.m,
+        n=gemm.n,
+        k=gemm.k,
+        batch=gemm.batch,
+        shape=gemm.shape,
+        dtype=job.dtype,
+        device=bench.device.type,
+        accelerator=bench.accelerator,
+        time_us=timing.time_us,
+        tflops=gemm.flops / (timing.time_us * 1e-6) / 1e12,
+        timing=timing.timing,
+        warmup=job.warmup,
+        iters=job.iters,
+        time_us_p50=timing.p50_us,
+        time_us_min=min(samples),
+        time_us_max=max(samples),
+        time_us_samples=list(samples),
+    )
+
+
+def _operand_bytes(gemm: Gemm, dtype: str) -> float:
+    return DTYPE_BYTES[dtype] * gemm.batch * (gemm.m * gemm.k + gemm.k * gemm.n + gemm.m * gemm.n)
+
+
+def _check_memory(job: GemmJob, bench: GemmBench) -> None:
+    free = bench.free_bytes()
+    if free is None:
+        return
+    biggest = max(job.gemms, key=lambda gemm: _operand_bytes(gemm, job.dtype))
+    need = _operand_bytes(biggest, job.dtype)
+    if need > MEMORY_SHARE * free:
+        raise SpecError(
+            "--shape" if biggest.op == "sweep" else "--model",
+            biggest.shape,
+            f"needs {need / 2**30:,.1f} GiB of operands, more than half the "
+            f"{free / 2**30:,.1f} GiB free on {bench.device.type}; measure smaller shapes",
+        )
+
+
+def _check_time(job: GemmJob, bench: GemmBench, said: Callable[[str], None]) -> None:
+    """Refuse a job that would run past max_seconds. Its rate is read off one matmul of
+    the largest shape cut to PROBE_SIDE a side (cheap everywhere), then off one of the
+    largest shape itself when that projects to under a second (small shapes run slower
+    than large ones: the cut probe alone overestimates a GPU's job)."""
+    biggest = max(job.gemms, key=lambda gemm: gemm.flops)
+    probe = Gemm(
+        "probe", "-", *(min(side, PROBE_SIDE) for side in (biggest.m, biggest.n, biggest.k))
+    )
+    rate = probe.flops / max(bench.once_s((probe.m, probe.n, probe.k), 1), 1e-9)
+    if biggest.flops / rate < 1.0 and probe != biggest:
+        once_s = bench.once_s((biggest.m, biggest.n, biggest.k), biggest.batch)
+        rate = biggest.flops / max(once_s, 1e-9)
+    total_flops = sum(gemm.flops for gemm in job.gemms) * (job.warmup + 2 * job.iters)
+    estimate_s = total_flops / rate
+    if estimate_s > job.max_seconds:
+        raise SpecError(
+            "--max-seconds",
+            job.max_seconds,
+            f"is less than the ~{estimate_s:,.0f} s this job would take on "
+            f"{bench.accelerator} at {rate / 1e12:.3g} TFLOP/s (its largest shape: "
+            f"{biggest.shape}); measure fewer or smaller shapes, or raise --max-seconds",
+        )
+    said(f"{len(job.gemms)} shapes, about {estimate_s:,.0f} s on {bench.accelerator}")
+
+
+def _meta(job: GemmJob, bench: GemmBench, run_id: str, state: str, started: str) -> RunMeta:
+    return RunMeta(
+        run_id=run_id,
+        state=state,
+        command_line=command_line(),
+        backend=None,
+        world_size=1,
+        nodes=1,
+        ranks_per_node=1,
+        hosts=[socket.gethostname()],
+        timing_method=bench.timing,
+        versions=versions(bench.torch, "none"),
+        git_sha=git_sha(),
+        started_utc=started,
+        finished_utc=None if state == "running" else utc_now(),
+        extra={
+            "kind": "gemm",
+            "gemm": {
+                "what": job.workload,
+                "device": bench.device.type,
+                "accelerator": bench.accelerator,
+                "dtype": job.dtype,
+                "warmup": job.warmup,
+                "iters": job.iters,
+                "shapes": [gemm.shape for gemm in job.gemms],
+            },
+        },
+    )

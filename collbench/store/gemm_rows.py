@@ -1,0 +1,125 @@
+"""`collbench gemm` rows (kind "gemm"): one matmul shape's measured throughput, streamed
+to gemm.jsonl in the run directory as each shape finishes.
+
+They live beside, not in, rows.jsonl: they are no collective's rows, and every command
+that reads result rows (fit, compare, report, export) would have nothing to do with them.
+`mfu --gemm RUN` reads them (analysis.mfu_gemm).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from collbench.core.errors import SpecError
+
+GEMM_FILE = "gemm.jsonl"
+GEMM = "gemm"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class GemmRow:
+    """One shape's matmuls: `batch` x (M x K) · (K x N), timed `iters` times."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str | None
+    timestamp_utc: str | None
+    kind: str = GEMM
+    op: str  # the workload's operator (qkv, mlp_up, ...) or "sweep"
+    pass_name: str  # fwd, dgrad, wgrad; "-" for a sweep shape
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    shape: str  # "MxNxK", or "BxMxNxK" when batch > 1
+    dtype: str
+    device: str  # "cuda" or "cpu"
+    accelerator: str  # torch.cuda.get_device_name, or the CPU's model name
+    time_us: float  # mean time of one matmul over the timed batch
+    tflops: float  # 2·batch·M·N·K / time
+    timing: str  # "cuda_events" or "perf_counter"
+    warmup: int
+    iters: int
+    time_us_p50: float | None = None
+    time_us_min: float | None = None
+    time_us_max: float | None = None
+    time_us_samples: list[float] = field(default_factory=list)
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.m * self.n * self.k
+
+    def to_dict(self) -> dict[str, Any]:
+        return {column.name: getattr(self, column.name) for column in fields(self)}
+
+
+_INTEGERS = ("m", "n", "k", "batch", "warmup", "iters")
+_NUMBERS = ("time_us", "tflops")
+_TEXTS = ("shape", "dtype", "device", "accelerator", "op", "pass_name", "timing")
+
+
+def gemm_row_from_dict(data: Any, where: str) -> GemmRow:
+    """The typed row of one gemm.jsonl line; SpecError naming `where` when it is not one."""
+    if not isinstance(data, Mapping) or data.get("kind") != GEMM:
+        raise SpecError("row", _short(data), f"in {where} is not a gemm row")
+    for name in _INTEGERS:
+        value = data.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SpecError(name, _short(value), f"in {where} is not a count")
+    for name in _NUMBERS:
+        value = data.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise SpecError(name, _short(value), f"in {where} is not a positive number")
+    for name in _TEXTS:
+        if not isinstance(data.get(name), str):
+            raise SpecError(name, _short(data.get(name)), f"in {where} is not a string")
+    known = {column.name for column in fields(GemmRow)}
+    return GemmRow(**{key: value for key, value in data.items() if key in known})
+
+
+def append_gemm_row(run_dir: Path, row: GemmRow) -> None:
+    """Append one row and make it durable before the next shape starts (a killed run
+    keeps every finished shape)."""
+    path = Path(run_dir) / GEMM_FILE
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row.to_dict(), separators=(",", ":")) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def load_gemm_rows(run_dir: Path) -> list[GemmRow]:
+    """The rows of a gemm run (none: an empty list). A last line cut short by a kill is
+    skipped with a warning; any other bad line is a SpecError naming file and line."""
+    path = Path(run_dir) / GEMM_FILE
+    if not path.exists():
+        return []
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError(GEMM_FILE, str(path), f"cannot be read: {error}") from None
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as error:
+            if number == len(lines):
+                print(f"collbench: warning: skipped a truncated row in {path}", file=sys.stderr)
+                continue
+            raise SpecError(
+                "row", _short(line), f"in {path} line {number} is not JSON ({error.msg})"
+            ) from None
+        rows.append(gemm_row_from_dict(data, f"{path} line {number}"))
+    return rows
+
+
+def _short(value: Any) -> Any:
+    text = value if isinstance(value, str) else repr(value)
+    return value if len(text) <= 40 else text[:37] + "..."
