@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from collbench.analysis.gemm_model import Gemm, GemmTime, gemm_time, memory_time_s
+from collbench.analysis.gemm_model import Gemm, GemmTime, gemm_time, matmul_fraction, memory_time_s
 from collbench.analysis.workload import Workload
 from collbench.topologies.schema import Accelerator
 
@@ -62,6 +62,9 @@ GELU_BYTES = 4  # read, write (bias fused)
 SWIGLU_BYTES = 6  # read the gate and the up halves, write
 SOFTMAX_DROPOUT_BYTES = 9  # fused scale-mask-softmax (read, write), dropout (read, write, mask)
 LOSS_BYTES = 10  # logits read in bf16, fp32 softmax written and read again
+# fp8 (Transformer Engine): each GEMM's bf16 input is read and written again in fp8 before
+# it (its scale from an amax pass over it: read again).
+FP8_CAST_BYTES = 2 + 1 + 2
 BACKWARD_BYTES = 2.0
 # Adam in mixed precision per parameter: read the fp32 master weight, both moments and the
 # fp32 gradient, write the three back and the bf16 weight.
@@ -127,11 +130,11 @@ class MicroBatchCompute:
         return self.layers * layer + stage
 
 
-def model_pricer(accelerator: Accelerator, peak_flops: float) -> GemmPricer:
+def model_pricer(accelerator: Accelerator, peak_flops: float, dtype: str = "bf16") -> GemmPricer:
     """GEMM prices from the shape model (analysis.gemm_model)."""
 
     def price(gemm: Gemm) -> GemmTime:
-        return gemm_time(gemm, accelerator, peak_flops)
+        return gemm_time(gemm, accelerator, peak_flops, dtype)
 
     return price
 
@@ -269,7 +272,9 @@ def _attention(
     recompute = run.recompute in ("full", "selective")
     full_flops = 4.0 * heads * run.seq * run.seq * model.head_dim
     if run.attention == "flash":
-        rate = peak_flops * _fraction(accelerator) * IN_STEP_SHARE
+        # FP8 recipes (Transformer Engine) keep the attention core in bf16.
+        peak = accelerator.peak_bf16_tflops * 1e12 if run.dtype == "fp8" else peak_flops
+        rate = peak * matmul_fraction(accelerator) * IN_STEP_SHARE
         forward_flops = full_flops / 2  # the causal mask's upper half is skipped
         forward_s = forward_flops / (rate * FLASH_FORWARD)
         backward_s = FLASH_BACKWARD_FLOPS * forward_flops / (rate * FLASH_BACKWARD)
@@ -295,17 +300,21 @@ def _attention(
 def _memory_operators(
     workload: Workload, accelerator: Accelerator, recompute: bool
 ) -> list[OperatorTime]:
-    """Norms, bias + dropout + residual adds and the activation of one layer."""
+    """Norms, bias + dropout + residual adds and the activation of one layer; with fp8,
+    the casts of the GEMMs' inputs."""
     model, par = workload.model, workload.parallelism
     tokens = workload.training.micro_batch * workload.training.seq
     hidden = tokens * model.hidden / (par.tp if par.sequence_parallel else 1)
     ffn = tokens * math.ceil(model.ffn / par.tp)
     activation = ("swiglu", SWIGLU_BYTES) if model.gated_mlp else ("gelu", GELU_BYTES)
-    parts = (
+    parts = [
         ("layer norms", 2 * NORM_BYTES * hidden),
         ("bias-dropout-add", 2 * BIAS_DROPOUT_ADD_BYTES * hidden),
         (activation[0], activation[1] * ffn),
-    )
+    ]
+    if workload.training.dtype == "fp8":
+        inputs = sum(gemm.m * gemm.k for gemm in layer_gemms(workload) if gemm.pass_name == "fwd")
+        parts.append(("fp8 casts", FP8_CAST_BYTES * inputs))
     out = []
     for op, size_bytes in parts:
         forward_s = memory_time_s(size_bytes, accelerator)
@@ -336,9 +345,3 @@ def _optimizer_s(workload: Workload, accelerator: Accelerator) -> float:
     par = workload.parallelism
     params = workload.model.n_params / (par.tp * par.pp) / (par.dp if par.zero else 1)
     return memory_time_s(OPTIMIZER_BYTES * params, accelerator)
-
-
-def _fraction(accelerator: Accelerator) -> float:
-    from collbench.analysis.gemm_model import DEFAULT_MATMUL_FRACTION
-
-    return accelerator.matmul_fraction or DEFAULT_MATMUL_FRACTION

@@ -106,13 +106,24 @@ def shape_efficiency(gemm: Gemm, sm_count: int | None) -> tuple[float, str, int]
     return best
 
 
-def gemm_time(gemm: Gemm, accelerator: Accelerator, peak_flops: float) -> GemmTime:
-    """Predicted time of `gemm` on `accelerator` whose dense peak is `peak_flops`."""
-    fraction = accelerator.matmul_fraction or DEFAULT_MATMUL_FRACTION
+def matmul_fraction(accelerator: Accelerator, dtype: str = "bf16") -> float:
+    """The accelerator's measured share of its peak for large matmuls in `dtype` (fp8:
+    its own figure where the entry has one, else the bf16 one); the default otherwise."""
+    if dtype == "fp8" and accelerator.matmul_fraction_fp8:
+        return accelerator.matmul_fraction_fp8
+    return accelerator.matmul_fraction or DEFAULT_MATMUL_FRACTION
+
+
+def gemm_time(
+    gemm: Gemm, accelerator: Accelerator, peak_flops: float, dtype: str = "bf16"
+) -> GemmTime:
+    """Predicted time of `gemm` in `dtype` on `accelerator` whose dense peak in that dtype
+    is `peak_flops` (fp8 operands move half the bytes)."""
+    fraction = matmul_fraction(accelerator, dtype)
     shape, tile, waves = shape_efficiency(gemm, accelerator.sm_count)
     efficiency = fraction * shape
     compute_s = gemm.flops / (peak_flops * efficiency)
-    memory_s = memory_time_s(gemm.bytes_moved, accelerator)
+    memory_s = memory_time_s(gemm.bytes_moved / (2 if dtype == "fp8" else 1), accelerator)
     if memory_s > compute_s:
         return GemmTime(memory_s, gemm.flops / memory_s / peak_flops, "memory", tile, waves)
     return GemmTime(compute_s, efficiency, "compute", tile, waves)

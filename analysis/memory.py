@@ -16,7 +16,8 @@ per layer and micro-batch of s·b tokens:
   i.e. s·b·h·(34 + 5·a·s/h)/t. The 24 (Q, K, V, the projection's input and the MLP's two
   4h-wide tensors) is written from the shape, so grouped-query attention and SwiGLU MLPs
   count their own widths;
-- selective recompute drops the attention core (the 5·a·s²·b term);
+- selective recompute drops the attention core (the 5·a·s²·b term), and so does
+  FlashAttention (`attention = "flash"`), which never stores the scores;
 - full recompute keeps only each layer's input, 2·s·b·h (/ t with sequence parallelism),
   plus one layer's full activations while it is recomputed.
 With 1F1B the first stage holds the activations of min(pp, micro-batches) micro-batches
@@ -174,7 +175,10 @@ def layer_activation_bytes(workload: Workload, recompute: str) -> float:
         per_layer = tokens * replicated / par.tp + split
     else:
         per_layer = tokens * replicated + split
-    return per_layer + (core if recompute == "none" else 0.0)
+    # FlashAttention keeps no scores (it recomputes them in its backward): like selective
+    # recompute, without the core term.
+    stores_scores = recompute == "none" and run.attention == "unfused"
+    return per_layer + (core if stores_scores else 0.0)
 
 
 def breakdown_text(memory: MemoryEstimate) -> str:

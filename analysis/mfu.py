@@ -156,7 +156,10 @@ def estimate(
         )
     peak = peak_flops(workload, topology)
     micro = micro_batch_compute(
-        workload, topology.accelerator, peak, gemm_pricer(topology, peak, options, gemms)
+        workload,
+        topology.accelerator,
+        peak,
+        gemm_pricer(topology, peak, options, gemms, workload.training.dtype),
     )
     step = _step(workload, pricer, options, micro)
     ideal = _step(
@@ -257,14 +260,18 @@ def _step(
 
 
 def gemm_pricer(
-    topology: Topology, peak_flops: float, options: EstimateOptions, measured: GemmPricer | None
+    topology: Topology,
+    peak_flops: float,
+    options: EstimateOptions,
+    measured: GemmPricer | None,
+    dtype: str = "bf16",
 ) -> GemmPricer:
     """Measured GEMM prices where given (they fall back on their own), else the shape
     model; --matmul-efficiency prices every GEMM at one share of the peak instead."""
     if measured is not None:
         return measured
     if options.matmul_efficiency is None:
-        return model_pricer(topology.accelerator, peak_flops)
+        return model_pricer(topology.accelerator, peak_flops, dtype)
     efficiency = options.matmul_efficiency
 
     def flat(gemm: Gemm) -> GemmTime:

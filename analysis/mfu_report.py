@@ -84,7 +84,8 @@ def _measured_gemms(
     """The --gemm run's pricer on this fabric (None: not given, or it does not apply)."""
     if inputs.gemms is None:
         return None, []
-    fallback = gemm_pricer(topology, peak_flops(workload, topology), inputs.options, None)
+    peak = peak_flops(workload, topology)
+    fallback = gemm_pricer(topology, peak, inputs.options, None, workload.training.dtype)
     return gemm_pricer_for(inputs.gemms, workload, topology, fallback)
 
 

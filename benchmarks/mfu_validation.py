@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from collbench.analysis import compute, gemm_model  # noqa: E402
-from collbench.analysis.mfu import estimate  # noqa: E402
+from collbench.analysis.mfu import EstimateOptions, estimate  # noqa: E402
 from collbench.analysis.mfu_inputs import DEFAULT_COMM_EFFICIENCY, cost_model_pricer  # noqa: E402
 from collbench.analysis.mfu_report import sized_for  # noqa: E402
 from collbench.topologies.loader import load_topology  # noqa: E402
@@ -34,6 +34,7 @@ WHAT = {
     "hfu": "HFU",
     "step": "step time (s)",
     "tflops": "model TFLOP/s per GPU",
+    "tokens": "tokens/s per GPU",
 }
 
 
@@ -41,10 +42,13 @@ def predict(run: PublishedRun, fraction_scale: float = 1.0, comm: float = 1.0) -
     workload = run.workload()
     topology = sized_for(workload, load_topology(run.topology))
     accelerator = topology.accelerator
-    fraction = (accelerator.matmul_fraction or gemm_model.DEFAULT_MATMUL_FRACTION) * fraction_scale
-    topology = replace(topology, accelerator=replace(accelerator, matmul_fraction=min(1, fraction)))
+    fraction = gemm_model.matmul_fraction(accelerator) * fraction_scale
+    fp8 = gemm_model.matmul_fraction(accelerator, "fp8") * fraction_scale
+    scaled = replace(accelerator, matmul_fraction=min(1, fraction), matmul_fraction_fp8=min(1, fp8))
+    topology = replace(topology, accelerator=scaled)
     pricer = cost_model_pricer(topology, min(1.0, DEFAULT_COMM_EFFICIENCY * comm))
-    return run.predicted(estimate(workload, topology, pricer))
+    options = EstimateOptions(**run.options)
+    return run.predicted(estimate(workload, topology, pricer, options))
 
 
 def table() -> str:
@@ -64,8 +68,14 @@ def table() -> str:
             setup.append(f"VP {par.virtual_stages}")
         if par.sequence_parallel:
             setup.append("SP")
+        if par.zero:
+            setup.append(f"ZeRO {par.zero}")
         setup.append(f"recompute {training.recompute}")
         setup.append(f"{training.attention} attention")
+        if training.dtype != "bf16":
+            setup.append(training.dtype)
+        if run.options.get("tp_overlap"):
+            setup.append(f"TP overlap {run.options['tp_overlap']:g}")
         lines.append(
             f"| {run.run} ({workload.model.name}) | {run.hardware} | {', '.join(setup)}, "
             f"batch {training.global_batch} x {training.seq} | {WHAT[run.what]} "
@@ -103,7 +113,9 @@ def _constant(module: object, name: str) -> Callable[[float], Callable[[Publishe
 
 
 DEFAULTS: dict[str, Callable[[float], Callable[[PublishedRun], float]]] = {
-    "accelerator matmul_fraction": lambda scale: lambda run: predict(run, fraction_scale=scale),
+    "accelerator matmul_fraction (bf16, fp8)": lambda scale: (
+        lambda run: predict(run, fraction_scale=scale)
+    ),
     "IN_STEP_SHARE (0.92)": _constant(compute, "IN_STEP_SHARE"),
     "MEMORY_FRACTION (0.85 of HBM)": _constant(gemm_model, "MEMORY_FRACTION"),
     "FLASH_FORWARD (0.80)": _constant(compute, "FLASH_FORWARD"),
@@ -147,7 +159,7 @@ def _figure(value: float, what: str) -> str:
         return f"{value:.1%}"
     if what == "step":
         return f"{value:.2f}"
-    return f"{value:.0f}"
+    return f"{value:,.0f}"
 
 
 def main() -> None:

@@ -14,6 +14,16 @@ A100 sources (the same figures as ../shared/data/published_runs.md):
 - Korthikanti et al. 2022 (arXiv 2205.05198): 530B on 2240 A100s, MFU 54.2% with sequence
   parallelism + selective recompute, 42.1% with full recompute; Table 5 iteration times.
 Both papers ran Megatron's unfused attention (batched GEMMs around a fused softmax).
+
+H100 sources: NVIDIA's Megatron-Bridge performance summary (github.com/NVIDIA-NeMo/
+Megatron-Bridge, docs/performance-summary.md and docs/performance-summary-archive.md),
+DGX-H100, Llama 3 pre-training at seq 8192 and micro-batch 1, FP8 current scaling, tokens
+per second per GPU as published (their model TFLOP/s count attention their own way, so the
+token rate is compared). What the tables do not say is what the recipes they name set
+(scripts/performance): sequence parallelism with TP, the distributed optimizer (ZeRO 1),
+gradient reduction overlapped, Transformer Engine's fused attention, no recompute, and for
+the 70B model TP communication overlapped with userbuffers (COMM_OVERLAP_CONFIG_MAP, llama3_70b
+h100 fp8), given here as --tp-overlap 1. None of these runs chose a default of collbench.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from collbench.analysis.mfu import Estimate, estimate
+from collbench.analysis.mfu import Estimate, EstimateOptions, estimate
 from collbench.analysis.mfu_inputs import cost_model_pricer
 from collbench.analysis.mfu_report import sized_for
 from collbench.analysis.workload import Model, Parallelism, Training, Workload, preset
@@ -32,6 +42,7 @@ SELECTIVE_SP = {"recompute": "selective", "sequence_parallel": True}
 NARAYANAN = "Narayanan et al. SC'21 (arXiv 2104.04473), Table 1"
 KORTHIKANTI = "Korthikanti et al. 2022 (arXiv 2205.05198)"
 KORTHIKANTI_T5 = f"{KORTHIKANTI}, Table 5"
+BRIDGE = "NVIDIA Megatron-Bridge performance summary"
 
 
 @dataclass(frozen=True)
@@ -45,11 +56,12 @@ class PublishedRun:
     pp: int
     dp: int
     global_batch: int
-    what: str  # "mfu", "hfu", "step" (seconds) or "tflops" (model TFLOP/s per GPU)
+    what: str  # "mfu", "hfu", "step" (seconds), "tflops" or "tokens" (per GPU and second)
     reported: float
     source: str
     setup: dict[str, Any] = field(default_factory=dict)  # Training / Parallelism fields
     seq: int = 2048
+    options: dict[str, Any] = field(default_factory=dict)  # EstimateOptions fields
 
     @property
     def hardware(self) -> str:
@@ -69,7 +81,8 @@ class PublishedRun:
     def estimate(self) -> Estimate:
         workload = self.workload()
         topology = sized_for(workload, load_topology(self.topology))
-        return estimate(workload, topology, cost_model_pricer(topology))
+        options = EstimateOptions(**self.options)
+        return estimate(workload, topology, cost_model_pricer(topology), options)
 
     def predicted(self, result: Estimate | None = None) -> float:
         result = result or self.estimate()
@@ -78,6 +91,7 @@ class PublishedRun:
             "hfu": result.hfu,
             "step": result.step_time_s,
             "tflops": result.model_tflops_per_accelerator,
+            "tokens": result.tokens_per_s / result.accelerators,
         }[self.what]
 
     def error(self, result: Estimate | None = None) -> float:
@@ -88,6 +102,7 @@ class PublishedRun:
 # The 2021-22 Megatron runs: unfused attention; the SC'21 ones without DP overlap.
 _A100 = {"attention": "unfused"}
 _SC21 = {**_A100, "dp_overlap": False}
+_BRIDGE = {"dtype": "fp8", "sequence_parallel": True, "zero": 1}
 
 PUBLISHED: tuple[PublishedRun, ...] = (
     PublishedRun("1t-hfu", "gpt-1t", "dgx-a100", 8, 64, 6, 3072, "hfu", 0.52, NARAYANAN,
@@ -114,4 +129,13 @@ PUBLISHED: tuple[PublishedRun, ...] = (
                  KORTHIKANTI_T5, {**FULL, **_A100}),
     PublishedRun("22b-sp-selective-step", "gpt-22b", "dgx-a100", 8, 1, 1, 4, "step", 1.10,
                  KORTHIKANTI_T5, {**SELECTIVE_SP, **_A100}),
+    PublishedRun("llama3-70b-fp8-gbs128", "llama3-70b", "dgx-h100", 4, 8, 2, 128, "tokens", 1602,
+                 f"{BRIDGE}, 25.11 container, DGX-H100", {**_BRIDGE, "virtual_stages": 5},
+                 seq=8192, options={"tp_overlap": 1.0}),
+    PublishedRun("llama3-70b-fp8-gbs256", "llama3-70b", "dgx-h100", 4, 8, 2, 256, "tokens", 1621,
+                 f"{BRIDGE}, 26.02 container, DGX-H100", {**_BRIDGE, "virtual_stages": 5},
+                 seq=8192, options={"tp_overlap": 1.0}),
+    PublishedRun("llama3-8b-fp8-fsdp", "llama3-8b", "dgx-h100", 1, 1, 8, 128, "tokens", 14451,
+                 f"{BRIDGE}, 25.11 container, DGX-H100 (FSDP 8)",
+                 {"dtype": "fp8", "zero": 3}, seq=8192),
 )  # fmt: skip

@@ -230,7 +230,13 @@ def _gpu_accelerator(
             f"{ASSUMED}: looked up by name in catalog entry {entry} (collbench topo show {entry})"
         )
         # The fp8 peak and what the compute model prices with come from the same entry.
-        for name in ("peak_fp8_tflops", "hbm_gbytes_s", "sm_count", "matmul_fraction"):
+        for name in (
+            "peak_fp8_tflops",
+            "hbm_gbytes_s",
+            "sm_count",
+            "matmul_fraction",
+            "matmul_fraction_fp8",
+        ):
             if getattr(known, name):
                 accelerator[name] = getattr(known, name)
                 sources[f"accelerator.{name}"] = sources["accelerator.peak_bf16_tflops"]

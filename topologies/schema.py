@@ -44,6 +44,7 @@ class Accelerator:
     hbm_gbytes_s: float | None = None
     sm_count: int | None = None
     matmul_fraction: float | None = None
+    matmul_fraction_fp8: float | None = None  # the same for fp8 matmuls (of the fp8 peak)
 
 
 @dataclass(frozen=True)
@@ -197,13 +198,14 @@ def _accelerator(section: _Fields) -> Accelerator:
         hbm_gbytes_s=section.number("hbm_gbytes_s", default=None),
         sm_count=section.integer("sm_count", minimum=1, default=None),
         matmul_fraction=section.number("matmul_fraction", default=None),
+        matmul_fraction_fp8=section.number("matmul_fraction_fp8", default=None),
     )
-    if accelerator.matmul_fraction is not None and accelerator.matmul_fraction > 1:
-        raise TopologyError(
-            "accelerator.matmul_fraction",
-            accelerator.matmul_fraction,
-            "must be a share of the peak, in (0, 1]",
-        )
+    for name in ("matmul_fraction", "matmul_fraction_fp8"):
+        value = getattr(accelerator, name)
+        if value is not None and value > 1:
+            raise TopologyError(
+                f"accelerator.{name}", value, "must be a share of the peak, in (0, 1]"
+            )
     return accelerator
 
 

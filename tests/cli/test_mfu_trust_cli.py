@@ -12,7 +12,9 @@ from tests.cli.test_mfu_cli import _sweep_rows, write_fabric
 from tests.helpers import collbench
 from tests.rows import make_row, write_run
 
+# Megatron's unfused attention (the paper's accounting: the scores are stored).
 GPT3_ONE_GPU = ["--model", "gpt3-175b", "--global-batch", "1536", "--tp", "1", "--pp", "1"]
+GPT3_ONE_GPU += ["--attention", "unfused"]
 GPT3_MEGATRON = ["--model", "gpt3-175b", "--global-batch", "1536", "--tp", "8", "--pp", "8"]
 GPT3_MEGATRON += ["--recompute", "selective", "--sequence-parallel"]
 # TP 8 inside a node and DP 4 across four: an 8-rank all-reduce curve matches the TP group.

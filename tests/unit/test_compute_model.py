@@ -149,3 +149,24 @@ def test_without_hbm_bandwidth_nothing_memory_bound_is_priced():
     bare = replace(A100, hbm_gbytes_s=None)
     micro = micro_batch_compute(workload(), bare, PEAK, model_pricer(bare, PEAK))
     assert micro.category_s(MEMORY) == 0 and micro.optimizer_s == 0
+
+
+def test_fp8_prices_gemms_at_the_fp8_rate_casts_their_inputs_and_keeps_attention_bf16():
+    h100 = Accelerator(
+        "H100",
+        989.0,
+        peak_fp8_tflops=1979.0,
+        hbm_gbytes_s=3350,
+        sm_count=132,
+        matmul_fraction=0.803,
+        matmul_fraction_fp8=0.709,
+    )
+    bf16, fp8 = workload(), workload(dtype="fp8")
+    fast = micro_batch_compute(fp8, h100, 1979e12, model_pricer(h100, 1979e12, "fp8"))
+    slow = micro_batch_compute(bf16, h100, 989e12, model_pricer(h100, 989e12))
+    fast_ops, slow_ops = ({op.op: op for op in m.layer} for m in (fast, slow))
+    assert fast_ops["qkv"].total_s == pytest.approx(
+        slow_ops["qkv"].total_s * (989 * 0.803) / (1979 * 0.709), rel=0.02
+    )
+    assert fast_ops["attention"].total_s == pytest.approx(slow_ops["attention"].total_s)
+    assert "fp8 casts" in fast_ops and "fp8 casts" not in slow_ops

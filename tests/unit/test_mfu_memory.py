@@ -25,7 +25,9 @@ def gpt3(
 ) -> Workload:
     return Workload(
         preset("gpt3-175b"),
-        Training(seq=S, global_batch=64 * dp, micro_batch=B, recompute=recompute),
+        Training(
+            seq=S, attention="unfused", global_batch=64 * dp, micro_batch=B, recompute=recompute
+        ),
         Parallelism(tp=tp, pp=pp, dp=dp, sequence_parallel=sp, **par),
     )
 
@@ -57,7 +59,11 @@ def test_full_recompute_keeps_each_layer_input_and_one_layer_at_work():
 def test_the_first_stage_holds_pp_micro_batches_fewer_if_there_are_fewer():
     assert microbatches_in_flight(gpt3(pp=8)) == 8
     assert microbatches_in_flight(gpt3(pp=1)) == 1
-    few = Workload(preset("gpt3-175b"), Training(seq=S, global_batch=4), Parallelism(tp=8, pp=8))
+    few = Workload(
+        preset("gpt3-175b"),
+        Training(seq=S, attention="unfused", global_batch=4),
+        Parallelism(tp=8, pp=8),
+    )
     assert microbatches_in_flight(few) == 4
     interleaved = gpt3(pp=8, virtual_stages=2)
     assert microbatches_in_flight(interleaved) == pytest.approx(8 * (1 + 7 / 16))
@@ -79,7 +85,7 @@ def test_each_zero_stage_shards_its_states_over_dp(zero, weights, gradients, opt
 def test_bf16_gradients_give_the_usual_2_2_12_split():
     workload = Workload(
         preset("gpt3-175b"),
-        Training(seq=S, global_batch=64, grad_bytes=2),
+        Training(seq=S, attention="unfused", global_batch=64, grad_bytes=2),
         Parallelism(tp=8, pp=8),
     )
     memory = memory_estimate(workload, 80)
@@ -109,5 +115,16 @@ def test_params_given_by_hand_scale_the_states():
 
     model = preset("gpt3-175b")
     bigger = replace(model, params=model.shape_params * 1.1)
-    workload = Workload(bigger, Training(seq=S, global_batch=64), Parallelism(tp=8, pp=8))
+    workload = Workload(
+        bigger, Training(seq=S, attention="unfused", global_batch=64), Parallelism(tp=8, pp=8)
+    )
     assert stage_params(workload) == pytest.approx(stage_params(gpt3()) * 1.1)
+
+
+def test_flash_attention_stores_no_scores():
+    """FlashAttention recomputes the scores in its backward: with no recompute it holds
+    what selective recompute holds, not Korthikanti's 5·a·s²·b."""
+    flash = Workload(preset("gpt3-175b"), Training(seq=S, global_batch=64), Parallelism(tp=8))
+    assert layer_activation_bytes(flash, "none") == pytest.approx(
+        layer_activation_bytes(gpt3(recompute="selective"), "selective")
+    )
