@@ -137,3 +137,21 @@ def test_readme_tables_are_what_the_model_says_now():
     script = _validation_script()
     assert _readme_block("validation") == script.table()
     assert _readme_block("sensitivity") == script.sensitivity()
+
+
+SHARED_RUNS = Path(__file__).resolve().parents[3] / "shared" / "data" / "published_runs.md"
+
+
+def test_every_figure_of_the_shared_published_runs_is_predicted():
+    """../shared/data/published_runs.md (when present) holds no figure the validation set
+    leaves out: each A100 run's reported figure appears there, and there are as many."""
+    if not SHARED_RUNS.exists():
+        pytest.skip("../shared/data/published_runs.md is not here")
+    text = SHARED_RUNS.read_text(encoding="utf-8")
+    a100 = [run for run in PUBLISHED if run.topology == "dgx-a100"]
+    for run in a100:
+        figure = f"{run.reported:.1%}".replace(".0%", "%") if run.what != "step" else None
+        figure = figure or f"{run.reported:.2f}"
+        assert figure in text, (run.run, figure)
+    # 4 headline figures (1T, 145.6B, 530B twice) and 8 iteration times (4 models x 2)
+    assert len(a100) == 4 + 8
