@@ -2,8 +2,10 @@
 MFU its exposed collectives cost.
 
 Step model (Megatron's 1F1B pipeline schedule; TP innermost, then DP, then PP):
-- compute: each micro-batch on each pipeline stage does its share of the hardware FLOPs
-  (model FLOPs plus recompute) at peak x `matmul_efficiency`;
+- compute: each micro-batch on the busiest pipeline stage, operator by operator
+  (analysis.compute: GEMMs at their TP-split shapes priced by analysis.gemm_model or
+  measured by `collbench gemm`, the attention core, memory-bound operators from HBM
+  bandwidth, recompute), plus the optimizer step once;
 - TP: per layer and micro-batch, 2 all-reduces of the activations (b·s·h) in the forward,
   2 in the backward and 2 more when full recompute repeats the forward; with sequence
   parallelism each becomes a reduce-scatter + all-gather pair. They sit on the critical
