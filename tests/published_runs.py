@@ -23,7 +23,11 @@ token rate is compared). What the tables do not say is what the recipes they nam
 (scripts/performance): sequence parallelism with TP, the distributed optimizer (ZeRO 1),
 gradient reduction overlapped, Transformer Engine's fused attention, no recompute, and for
 the 70B model TP communication overlapped with userbuffers (COMM_OVERLAP_CONFIG_MAP, llama3_70b
-h100 fp8), given here as --tp-overlap 1. None of these runs chose a default of collbench.
+h100 fp8), given here as --tp-overlap 1. NVIDIA's dgxc-benchmarking recipes (BF16 on DGX
+H100, NeMo 24.05/24.09) publish their launch configuration beside the step time: the
+distributed optimizer, sequence parallelism, TP communication overlap (ub_tp_comm_overlap,
+--tp-overlap 1), no recompute, flash or cuDNN fused attention. None of these runs chose a
+default of collbench.
 """
 
 from __future__ import annotations
@@ -43,6 +47,19 @@ NARAYANAN = "Narayanan et al. SC'21 (arXiv 2104.04473), Table 1"
 KORTHIKANTI = "Korthikanti et al. 2022 (arXiv 2205.05198)"
 KORTHIKANTI_T5 = f"{KORTHIKANTI}, Table 5"
 BRIDGE = "NVIDIA Megatron-Bridge performance summary"
+DGXC = "NVIDIA dgxc-benchmarking v24.11.1 (github.com/NVIDIA/dgxc-benchmarking @35a9aec)"
+# Nemotron-4 15B Technical Report (arXiv 2402.16819), Table 1: squared-ReLU MLP of 4h, GQA.
+NEMOTRON4_15B = Model(
+    "nemotron4-15b",
+    layers=32,
+    hidden=6144,
+    heads=48,
+    vocab=256000,
+    kv_heads=8,
+    ffn_hidden=24576,
+    tied_embeddings=False,
+    source="Nemotron-4 15B Technical Report (arXiv 2402.16819), Table 1",
+)
 
 
 @dataclass(frozen=True)
@@ -138,4 +155,12 @@ PUBLISHED: tuple[PublishedRun, ...] = (
     PublishedRun("llama3-8b-fp8-fsdp", "llama3-8b", "dgx-h100", 1, 1, 8, 128, "tokens", 14451,
                  f"{BRIDGE}, 25.11 container, DGX-H100 (FSDP 8)",
                  {"dtype": "fp8", "zero": 3}, seq=8192),
+    PublishedRun("gpt3-175b-bf16-dgxc", "gpt3-175b", "dgx-h100", 4, 8, 4, 256, "step", 8.91,
+                 f"{DGXC}, nemo_megatron/README_175b.md, 128 GPUs",
+                 {"sequence_parallel": True, "zero": 1, "virtual_stages": 12},
+                 options={"tp_overlap": 1.0}),
+    PublishedRun("nemotron4-15b-bf16-dgxc", NEMOTRON4_15B, "dgx-h100", 4, 1, 4, 64, "step", 2.83,
+                 f"{DGXC}, nemotron/README_15b.md, 16 GPUs",
+                 {"sequence_parallel": True, "zero": 1, "micro_batch": 4}, seq=4096,
+                 options={"tp_overlap": 1.0}),
 )  # fmt: skip
