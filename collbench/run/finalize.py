@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from collbench.core.errors import SpecError
+from collbench.store.gemm_rows import GEMM_FILE, count_gemm_rows
 from collbench.store.rank_status import live_ranks, read_statuses
 from collbench.store.rows import utc_now
 from collbench.store.rundir import (
@@ -58,5 +59,7 @@ def finalize_run(run: Path) -> str:
     )
     update_meta(run, state=state, finished_utc=utc_now(), error=error)
     remove_temp_files(run)
+    if not rows and (run / GEMM_FILE).exists():  # a collbench gemm run
+        return f"run {run}: state {state}; {count_gemm_rows(run)} row(s) kept in {GEMM_FILE}"
     kept = f"{ROWS_FILE} and {PARQUET_FILE}" if rows else ROWS_FILE
     return f"run {run}: state {state}; {len(rows)} row(s) kept in {kept}"

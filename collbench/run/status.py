@@ -8,8 +8,10 @@ from pathlib import Path
 from collbench.core.errors import SpecError
 from collbench.launchers.base import LaunchResult
 from collbench.run.finalize import FINAL_STATES
+from collbench.store.gemm_rows import GEMM_FILE, count_gemm_rows
 from collbench.store.job import JOB_FILE, Job
 from collbench.store.load import load_run
+from collbench.store.meta import RunMeta
 from collbench.store.rank_status import live_ranks, read_statuses
 from collbench.store.rundir import META_FILE, read_meta
 from collbench.store.sink import SinkFactory
@@ -28,6 +30,8 @@ def describe_run(run: Path) -> str:
 
     loaded = load_run(run)
     meta, rows = loaded.meta, loaded.rows
+    if not rows and (Path(run) / GEMM_FILE).exists() and not (Path(run) / JOB_FILE).is_file():
+        return _describe_gemm_run(run, meta)
     if meta.source and not (Path(run) / JOB_FILE).is_file():
         logs = ", ".join(meta.imported_from or [])
         return (
@@ -64,6 +68,22 @@ def describe_run(run: Path) -> str:
     else:
         lines.append(_no_rows(run, slurm_end))
     return "\n".join(lines)
+
+
+def _describe_gemm_run(run: Path, meta: RunMeta) -> str:
+    """A `collbench gemm` run: no job, no ranks; its shapes measured of those planned."""
+    gemm = meta.extra.get("gemm") if isinstance(meta.extra.get("gemm"), dict) else {}
+    shapes = gemm.get("shapes")
+    planned = f" of {len(shapes)}" if isinstance(shapes, list) else ""
+    where = f" on {gemm['accelerator']}" if gemm.get("accelerator") else ""
+    dtype = f", {gemm['dtype']}" if gemm.get("dtype") else ""
+    state = meta.state or "unknown (no meta.json)"
+    if state == "running":
+        state += f" (if its process was killed: `collbench finalize {run}`)"
+    return (
+        f"run {run}: collbench gemm{where}{dtype}\n"
+        f"shapes: {count_gemm_rows(Path(run))}{planned} in {GEMM_FILE}; state: {state}"
+    )
 
 
 def _slurm_end(state: str | None) -> str | None:

@@ -120,6 +120,15 @@ def load_gemm_rows(run_dir: Path) -> list[GemmRow]:
     return rows
 
 
+def count_gemm_rows(run_dir: Path) -> int:
+    """How many whole rows gemm.jsonl holds (lines ended by a newline), read leniently for
+    a status line: a damaged file is counted, not refused."""
+    try:
+        return (Path(run_dir) / GEMM_FILE).read_bytes().count(b"\n")
+    except OSError:
+        return 0
+
+
 def _short(value: Any) -> Any:
     text = value if isinstance(value, str) else repr(value)
     return value if len(text) <= 40 else text[:37] + "..."

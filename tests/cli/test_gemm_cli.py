@@ -92,6 +92,24 @@ def test_other_commands_refuse_a_gemm_run_in_one_line(gemm_run):
         assert "holds collbench gemm rows" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_status_and_finalize_read_a_gemm_run(gemm_run, tmp_path):
+    out, _ = gemm_run
+    done = collbench("status", str(out))
+    assert done.returncode == 0, done.stderr
+    shapes = len(workload_gemms(tiny_workload()))
+    assert f"shapes: {shapes} of {shapes} in gemm.jsonl; state: completed" in done.stdout
+    killed = tmp_path / "killed"  # SIGKILLed: meta.json still says running
+    killed.mkdir()
+    (killed / GEMM_FILE).write_text((out / GEMM_FILE).read_text())
+    meta = json.loads((out / "meta.json").read_text())
+    (killed / "meta.json").write_text(json.dumps({**meta, "state": "running"}))
+    assert "collbench finalize" in collbench("status", str(killed)).stdout
+    done = collbench("finalize", str(killed))
+    assert done.returncode == 0, done.stderr
+    assert f"state orphaned; {shapes} row(s) kept in gemm.jsonl" in done.stdout
+    assert json.loads((killed / "meta.json").read_text())["state"] == "orphaned"
+
+
 def test_a_killed_run_keeps_its_finished_shapes(tmp_path):
     out = tmp_path / "cut"
     done = collbench("gemm", "--square", "16:32", *QUICK, "-o", str(out))
