@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from collbench.core.errors import SpecError
+from collbench.store.rundir import read_json_lines
 
 GEMM_FILE = "gemm.jsonl"
 GEMM = "gemm"
@@ -96,28 +96,10 @@ def append_gemm_row(run_dir: Path, row: GemmRow) -> None:
 def load_gemm_rows(run_dir: Path) -> list[GemmRow]:
     """The rows of a gemm run (none: an empty list). A last line cut short by a kill is
     skipped with a warning; any other bad line is a SpecError naming file and line."""
-    path = Path(run_dir) / GEMM_FILE
-    if not path.exists():
-        return []
-    try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except (OSError, UnicodeDecodeError) as error:
-        raise SpecError(GEMM_FILE, str(path), f"cannot be read: {error}") from None
-    rows = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as error:
-            if number == len(lines):
-                print(f"collbench: warning: skipped a truncated row in {path}", file=sys.stderr)
-                continue
-            raise SpecError(
-                "row", _short(line), f"in {path} line {number} is not JSON ({error.msg})"
-            ) from None
-        rows.append(gemm_row_from_dict(data, f"{path} line {number}"))
-    return rows
+    return [
+        gemm_row_from_dict(data, where)
+        for data, where in read_json_lines(Path(run_dir) / GEMM_FILE)
+    ]
 
 
 def count_gemm_rows(run_dir: Path) -> int:

@@ -13,7 +13,7 @@ import os
 import secrets
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -122,15 +122,23 @@ def load_rows(run_dir: Path, warn: bool = True) -> list[ResultRow]:
     """Rows of a run, typed and checked against the row schema. A last line cut short by a
     crash (no newline at its end) is skipped with a warning, never half-read; any other line
     that is not a row is a SpecError naming its file and line."""
-    path = Path(run_dir) / ROWS_FILE
+    return [
+        check_collective(row_from_dict(data, where), where)
+        for data, where in read_json_lines(Path(run_dir) / ROWS_FILE, warn)
+    ]
+
+
+def read_json_lines(path: Path, warn: bool = True) -> Iterator[tuple[Any, str]]:
+    """(decoded line, "FILE line N") for each line of a JSON-lines file that rows are
+    appended to (none when it is missing). The unterminated last line of a write cut short
+    is skipped, with a warning; any other line that is not JSON is a SpecError."""
     if not path.exists():
-        return []
+        return
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise SpecError(ROWS_FILE, str(path), f"cannot be read: {error}") from None
+        raise SpecError(path.name, str(path), f"cannot be read: {error}") from None
     lines = text.split("\n")
-    rows = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -144,9 +152,7 @@ def load_rows(run_dir: Path, warn: bool = True) -> list[ResultRow]:
             raise SpecError(
                 "row", _cut(line), f"in {path} line {number} is not JSON ({error.msg})"
             ) from None
-        where = f"{path} line {number}"
-        rows.append(check_collective(row_from_dict(data, where), where))
-    return rows
+        yield data, f"{path} line {number}"
 
 
 def _cut(text: str) -> str:
