@@ -103,10 +103,6 @@ class MicroBatchCompute:
     gemms: tuple[tuple[Gemm, GemmTime], ...]  # every distinct GEMM priced, and its price
 
     @property
-    def operators(self) -> tuple[OperatorTime, ...]:
-        return self.layer + self.stage
-
-    @property
     def forward_s(self) -> float:
         return self.layers * sum(op.forward_s for op in self.layer) + sum(
             op.forward_s for op in self.stage

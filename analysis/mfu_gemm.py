@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from collbench.analysis.compute import GemmPricer, workload_gemms
 from collbench.analysis.gemm_model import Gemm, GemmTime
+from collbench.analysis.mfu import peak_flops
 from collbench.analysis.workload import Workload
 from collbench.core.errors import SpecError
 from collbench.core.stats import median
@@ -119,16 +120,9 @@ def gemm_pricer_for(
         if tflops is None:
             return fallback(gemm)
         time_s = gemm.flops / (tflops * 1e12)
-        return GemmTime(time_s, tflops * 1e12 / _peak(workload, topology), "measured", "-", 0)
+        return GemmTime(time_s, tflops * 1e12 / peak_flops(workload, topology), "measured", "-", 0)
 
     return price, warnings
-
-
-def _peak(workload: Workload, topology: Topology) -> float:
-    accelerator = topology.accelerator
-    if workload.training.dtype == "fp8" and accelerator.peak_fp8_tflops:
-        return accelerator.peak_fp8_tflops * 1e12
-    return accelerator.peak_bf16_tflops * 1e12
 
 
 def _named(items: Iterable[str]) -> str:

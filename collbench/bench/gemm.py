@@ -11,7 +11,6 @@ on the device, with one output buffer.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,7 @@ from collbench.bench.overlap.clock import CpuProbeClock, CudaProbeClock
 from collbench.bench.overlap.matmul import MatmulKernel
 from collbench.bench.provenance import device_name
 from collbench.core.errors import SpecError
+from collbench.core.stats import median
 
 DEVICES = ("cuda", "cpu")
 # collbench gemm's dtype names (as mfu's --dtype says them) -> core.dtypes names
@@ -35,7 +35,7 @@ class GemmTiming:
 
     @property
     def p50_us(self) -> float:
-        return statistics.median(self.samples_us)
+        return median(self.samples_us) or 0.0  # iters >= 1: never empty
 
 
 class GemmBench:

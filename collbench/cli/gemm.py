@@ -18,7 +18,6 @@ from collbench.cli.mfu import MFU_OPTIONS, model_from_options
 from collbench.cli.options import DEFAULT_RUN_DIR_TEXT, Option, command
 from collbench.core.errors import SpecError
 
-GEMM_DTYPES = ("bf16", "fp16", "fp32")
 _SHAPE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)x(\d+)$")
 _SQUARE = re.compile(r"^(\d+):(\d+)$")
 _WORKLOAD_FLAGS = (
@@ -82,17 +81,9 @@ def run_gemm_command(values: dict[str, Any]) -> None:
     from collbench.run.gemm import GemmJob, run_gemm
 
     gemms, what = _gemms(values)
-    dtype = values["gemm_dtype"]
-    if dtype == "fp8":
-        raise SpecError("--dtype", dtype, "is not measured yet (bf16, fp16 or fp32)")
-    if dtype not in GEMM_DTYPES:
-        raise SpecError("--dtype", dtype, f"must be one of {', '.join(GEMM_DTYPES)}")
-    if values["device"] not in (None, "cuda", "cpu"):
-        raise SpecError("--device", values["device"], "must be cuda or cpu")
-    topology = _topology(values["gemm_topology"])
     job = GemmJob(
         gemms,
-        dtype=dtype,
+        dtype=values["gemm_dtype"],
         device=values["device"],
         warmup=values["warmup"],
         iters=values["iters"],
@@ -100,6 +91,7 @@ def run_gemm_command(values: dict[str, Any]) -> None:
         max_seconds=values["max_seconds"],
         workload=what,
     )
+    topology = _topology(values["gemm_topology"])
 
     def progress(row: Any) -> None:
         print(render_gemm_line(row, topology), file=sys.stderr, flush=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 from collbench.analysis.gemm_model import Gemm, gemm_time
 from collbench.analysis.mfu_gemm import same_accelerator
+from collbench.render.table import text_columns
 from collbench.store.gemm_rows import GemmRow
 
 
@@ -60,14 +61,7 @@ def render_gemm_table(rows: Sequence[GemmRow], topology: Any, what: str) -> str:
                 f"{row.tflops * 1e12 / _peak(topology) / predicted:.2f}",
             ]
         body.append(cells)
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    for line in [header, *body]:
-        lines.append(
-            "  ".join(
-                text.ljust(widths[i]) if i < 3 else text.rjust(widths[i])
-                for i, text in enumerate(line)
-            )
-        )
+    lines += text_columns([header, *body], left=(0, 1, 2))
     return "\n".join(lines)
 
 

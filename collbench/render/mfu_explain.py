@@ -20,6 +20,7 @@ from collbench.analysis.compute import ATTENTION, GEMM, IN_STEP_SHARE, MEMORY, O
 from collbench.analysis.mfu import Estimate
 from collbench.analysis.workload import Workload
 from collbench.render.mfu import to_json
+from collbench.render.table import text_columns
 
 CATEGORIES = (GEMM, ATTENTION, MEMORY)
 
@@ -158,12 +159,5 @@ def _ms(seconds: float | None) -> str:
 
 
 def _table(header: list[str], body: list[list[str]]) -> list[str]:
-    lines = [header, *body]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return [
-        "  ".join(
-            text.ljust(widths[i]) if i in (0, 1, len(header) - 1) else text.rjust(widths[i])
-            for i, text in enumerate(line)
-        ).rstrip()
-        for line in lines
-    ]
+    """Names and details left-justified, figures right-justified."""
+    return text_columns([header, *body], left=(0, 1, len(header) - 1))

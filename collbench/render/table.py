@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
@@ -20,6 +20,19 @@ HEADER = (
     "      (us)  (GB/s)  (GB/s)       ",
 )
 MISSING = "n/a"
+
+
+def text_columns(lines: Sequence[Sequence[str]], left: Collection[int]) -> list[str]:
+    """Rows of cells as aligned text, two spaces apart: the columns in `left` (indexes)
+    left-justified, the others (figures) right-justified; trailing blanks cut."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return [
+        "  ".join(
+            text.ljust(widths[i]) if i in left else text.rjust(widths[i])
+            for i, text in enumerate(line)
+        ).rstrip()
+        for line in lines
+    ]
 
 
 def format_time_us(time_us: float) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collbench.analysis.gemm_model import ELEMENT_BYTES, Gemm
-from collbench.bench.gemm import GemmBench
+from collbench.bench.gemm import DEVICES, GemmBench
 from collbench.bench.provenance import command_line, git_sha, versions
 from collbench.core.errors import SpecError
 from collbench.store.gemm_rows import GemmRow, append_gemm_row
@@ -41,6 +41,12 @@ class GemmJob:
     workload: str = ""  # what the shapes are (a workload, or "shape sweep")
 
     def __post_init__(self) -> None:
+        if self.dtype == "fp8":
+            raise SpecError("--dtype", self.dtype, "is not measured yet (bf16, fp16 or fp32)")
+        if self.dtype not in DTYPE_BYTES:
+            raise SpecError("--dtype", self.dtype, f"must be one of {', '.join(DTYPE_BYTES)}")
+        if self.device not in (None, *DEVICES):
+            raise SpecError("--device", self.device, f"must be {' or '.join(DEVICES)}")
         if self.warmup < 0:
             raise SpecError("--warmup", self.warmup, "must be >= 0")
         if self.iters < 1:
