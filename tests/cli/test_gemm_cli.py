@@ -58,10 +58,10 @@ def test_mfu_takes_the_measured_rates(gemm_run):
     assert done.returncode == 0, done.stderr
     fabric = json.loads(done.stdout)["fabrics"][0]
     assert {gemm["bound"] for gemm in fabric["gemms"]} == {"measured"}
-    rates = {row.shape: row.tflops for row in load_gemm_rows(out)}
-    for gemm in fabric["gemms"]:
-        flops = gemm["time_us"] * 1e-6 * rates[gemm["shape"]] * 1e12
-        assert flops > 0
+    rows = {row.shape: row for row in load_gemm_rows(out)}
+    for gemm in fabric["gemms"]:  # each priced at its own measured rate
+        row = rows[gemm["shape"]]
+        assert gemm["time_us"] * 1e-6 == pytest.approx(row.flops / (row.tflops * 1e12))
     assert any("measured rate (--gemm)" in text for text in fabric["assumptions"])
 
 
