@@ -48,7 +48,7 @@ from collbench.analysis.regimes import (
     robust_line,
 )
 from collbench.core.units import round_sig
-from collbench.store.rows import ResultRow
+from collbench.store.rows import ResultRow, median_over_repeats
 
 CI_METHOD = (
     "95% Student-t interval from the Jacobian of each regime's robust "
@@ -471,13 +471,17 @@ def group_rows(rows: Iterable[ResultRow]) -> dict[tuple, list[ResultRow]]:
 def fit_rows(rows: Iterable[ResultRow], options: FitOptions = FitOptions()) -> list[GroupFit]:
     """Fit every group of sweep rows; rows of several runs in one group are pooled.
 
-    A group that cannot be fitted (one size, one rank, unknown collective) comes back
-    with `curve=None` and the reason in `skipped`.
+    A run measured with --repeats gives one point per size: the median time over its
+    repeats (store.rows.median_over_repeats), so repeats steady a point instead of
+    counting as independent points that would narrow the intervals. A group that cannot
+    be fitted (one size, one rank, unknown collective) comes back with `curve=None` and
+    the reason in `skipped`.
     """
     from collbench.core.bandwidth import bus_factor
 
     fits = []
-    for key, members in group_rows(rows).items():
+    for key, grouped in group_rows(rows).items():
+        members = median_over_repeats(grouped)
         group = GroupFit(
             key=dict(zip(GROUP_KEYS, key[:-1], strict=True)),
             knobs_digest=key[-1],

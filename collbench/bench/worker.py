@@ -214,20 +214,21 @@ class _Session:
         total_wrong = 0
         steps = spec.steps()
         for index, step in enumerate(steps):
-            status.step(index, _describe(step))
+            status.step(index, _describe(step) + _repeat_of(step, spec.repeats))
             started = time.perf_counter()
             if step.kind == "overlap":
                 result = probe.measure(step)
                 row = builder.build_probe(
-                    step.collective, step.placement, result, probe.clock.method
+                    step.collective, step.placement, result, probe.clock.method, step.repeat
                 )
             else:
                 result = runner.measure(step.collective, step.size_bytes, step.placement)
-                row = builder.build(step.collective, step.placement, result)
+                row = builder.build(step.collective, step.placement, result, step.repeat)
             total_wrong += result.n_wrong or 0
             log.write(
-                f"step {index + 1}/{len(steps)} {_describe(step)}: "
-                f"{time.perf_counter() - started:.3f} s (warm-up, timed iterations, check)"
+                f"step {index + 1}/{len(steps)}{_repeat_of(step, spec.repeats)} "
+                f"{_describe(step)}: {time.perf_counter() - started:.3f} s "
+                "(warm-up, timed iterations, check)"
             )
             if writer is not None:
                 writer.append(row)
@@ -377,6 +378,11 @@ def _describe(step: Any) -> str:
     if step.kind == "overlap":
         text += f" overlap ratio {step.ratio:g}" if step.ratio is not None else " overlap"
     return text
+
+
+def _repeat_of(step: Any, repeats: int) -> str:
+    """' (repeat 2/3)' in a rank log's step line when the run repeats, else ''."""
+    return f" (repeat {step.repeat + 1}/{repeats})" if repeats > 1 else ""
 
 
 def main(argv: list[str] | None = None) -> None:

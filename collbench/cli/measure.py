@@ -171,6 +171,18 @@ SPEC_OPTIONS = (
         kind=float,
         panel=_MEASURE,
     ),
+    Option(
+        ("--repeats",),
+        "Repeat the whole measurement R times in the same rank processes, interleaved "
+        "(repeat 1 of every size, then repeat 2, ...); every row records its repeat. "
+        "compare, tune and doctor decide from repeat-level statistics (see README "
+        "'How collbench decides').",
+        SweepSpec,
+        "repeats",
+        kind=int,
+        panel=_MEASURE,
+        metavar="R",
+    ),
 )
 
 RUN_OPTIONS = (

@@ -32,6 +32,9 @@ MAX_STEPS = 10_000
 # Most timed operations per size (--iters): nccl-tests uses 20; a million keeps the
 # samples of one size under ~100 MB per rank.
 MAX_ITERS = 1_000_000
+# Most repeats of a whole measurement (--repeats): a decision needs a handful; more is a
+# typo that would run for days.
+MAX_REPEATS = 1000
 
 
 def iter_sizes(min_bytes: int, max_bytes: int, factor: float | None, step_bytes: int | None):
@@ -82,6 +85,7 @@ class Step(NamedTuple):
     size_bytes: int  # requested size (before per-collective alignment to world size)
     placement: str
     ratio: float | None = None  # probes: compute:comm ratio (None: fixed compute_tflop)
+    repeat: int = 0  # which repeat of the whole measurement (0-based; SweepSpec.repeats)
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,10 @@ class SweepSpec:
     topology: str | None = None
     # `collbench doctor`'s rounds instead of sweep rows (sweep_rows False); None: a sweep.
     doctor: DoctorSpec | None = None
+    # Times the whole measurement runs in the same rank processes, interleaved (every step
+    # of repeat 0, then of repeat 1, ...) so drift spreads over all of them; rows record
+    # their repeat. Decisions take their statistics from repeats (DESIGN.md, "Decisions").
+    repeats: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "collectives", tuple(self.collectives))
@@ -183,6 +191,10 @@ class SweepSpec:
             raise SpecError("--iters", self.iters, f"is more than the maximum, {MAX_ITERS:,}")
         if not self.timeout_s > 0:
             raise SpecError("--timeout", self.timeout_s, "must be more than 0 seconds")
+        if isinstance(self.repeats, bool) or not (
+            isinstance(self.repeats, int) and 1 <= self.repeats <= MAX_REPEATS
+        ):
+            raise SpecError("--repeats", self.repeats, f"must be from 1 to {MAX_REPEATS:,}")
 
     def _check_step_count(self) -> None:
         count, exact = size_count(self.min_bytes, self.max_bytes, self.factor, self.step_bytes)
@@ -228,11 +240,12 @@ class SweepSpec:
         return size_series(self.min_bytes, self.max_bytes, self.factor, self.step_bytes)
 
     def steps(self) -> list[Step]:
-        """Every measurement in order: the sweep rows, then the overlap probes. (A doctor's
-        rounds depend on the nodes it finds, so it plans none ahead.)"""
-        steps = []
+        """Every measurement in order: the sweep rows, then the overlap probes, all of that
+        once per repeat (repeat 0's steps, then repeat 1's, ... in the same order). (A
+        doctor's rounds depend on the nodes it finds, so it plans none ahead.)"""
+        once = []
         if self.sweep_rows:
-            steps += [
+            once += [
                 Step("sweep", name, size, placement)
                 for name in self.collectives
                 for size in self.sizes()
@@ -240,13 +253,13 @@ class SweepSpec:
             ]
         if self.overlap is not None:
             # One placement per probe: overlap does not depend on where the result lands.
-            steps += [
+            once += [
                 Step("overlap", name, size, self.placements_for(name)[0], ratio)
                 for name in self.collectives
                 for size in self.sizes()
                 for ratio in self.overlap.points()
             ]
-        return steps
+        return [step._replace(repeat=repeat) for repeat in range(self.repeats) for step in once]
 
     @property
     def command(self) -> str:
@@ -282,6 +295,8 @@ class SweepSpec:
             "--placement",
             self.placement,
             *self._timing_args(),
+            "--repeats",
+            str(self.repeats),
             *self._overlap_args(),
         ]
 

@@ -38,6 +38,8 @@ class ConsoleSink:
         self._collective_rows: list[ResultRow] = []
         self._collective: str | None = None
         self._kind = "sweep"
+        self._repeat = 0  # the repeat of the table being printed
+        self._repeat_shown: int | None = None  # the last "# Repeat r of R" line printed
         self._started = False
         self._want_progress = progress
         self._progress: _Progress | None = None
@@ -80,19 +82,22 @@ class ConsoleSink:
                 )
         self.close()
 
-    def _planned(self, collective: str | None = None, kind: str | None = None) -> int:
+    def _planned(
+        self, collective: str | None = None, kind: str | None = None, repeat: int | None = None
+    ) -> int:
         steps = self.spec.steps()
         return sum(
             1
             for step in steps
             if (collective is None or step.collective == collective)
             and (kind is None or step.kind == kind)
+            and (repeat is None or step.repeat == repeat)
         )
 
     def _ending_text(self, unfinished: str) -> str:
         if self._collective is None:
             return unfinished
-        planned = self._planned(self._collective, self._kind)
+        planned = self._planned(self._collective, self._kind, self._repeat)
         return f"{unfinished} after {len(self._collective_rows)} of {planned} rows"
 
     def close(self) -> None:
@@ -101,10 +106,16 @@ class ConsoleSink:
             self._progress = None
 
     def _table_row(self, row: ResultRow) -> None:
-        if (row.collective, row.kind) != (self._collective, self._kind):
+        """One table per collective (and kind) and repeat: with --repeats, each repeat's
+        tables follow a "# Repeat r of R" line, each with nccl-tests' own summary."""
+        table = (row.collective, row.kind, row.repeat_index)
+        if table != (self._collective, self._kind, self._repeat):
             self.finish_collective()
-            self._collective, self._kind = row.collective, row.kind
+            self._collective, self._kind, self._repeat = table
             self._collective_rows = []
+            if self.spec.repeats > 1 and row.repeat_index != self._repeat_shown:
+                self._repeat_shown = row.repeat_index
+                self._print(f"# Repeat {row.repeat_index + 1} of {self.spec.repeats}")
             self._print(
                 *(probe_banner(row) if row.kind == "overlap" else collective_banner(row.collective))
             )
@@ -169,6 +180,8 @@ class _Progress:
 
     def advance(self, row: ResultRow) -> None:
         description = f"{row.collective} {row.size_bytes} B"
+        if row.repeat:
+            description += f" repeat {row.repeat + 1}"
         if isinstance(row, ProbeRow):
             description += f" overlap x{row.compute_ratio or 'tflop'}"
         self._bar.update(self._task, advance=1, description=description)

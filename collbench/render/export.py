@@ -206,8 +206,9 @@ def iteration_stats(times_us: Sequence[float]) -> dict[str, Any]:
 
 
 def group_sizes(rows: Iterable[ResultRow]) -> list[list[ResultRow]]:
-    """Consecutive rows of one size (same collective, size, dtype, op and root), each
-    placement once: the rows of one nccl-tests line."""
+    """Consecutive rows of one size (same collective, size, dtype, op, root and repeat),
+    each placement once: the rows of one nccl-tests line. With --repeats the results list
+    every repeat's lines in turn (one entry per size and repeat)."""
     groups: list[list[ResultRow]] = []
     for row in rows:
         if groups and _same_line(groups[-1], row):
@@ -393,9 +394,9 @@ class _JsonStream:
 
 def _same_line(group: Sequence[ResultRow], row: ResultRow) -> bool:
     first = group[0]
-    key = (first.collective, first.size_bytes, first.dtype, first.op, first.root)
+    key = (first.collective, first.size_bytes, first.dtype, first.op, first.root, first.repeat)
     placements = {member.placement for member in group}
-    same = (row.collective, row.size_bytes, row.dtype, row.op, row.root) == key
+    same = (row.collective, row.size_bytes, row.dtype, row.op, row.root, row.repeat) == key
     return same and row.placement not in placements
 
 

@@ -19,7 +19,7 @@ from collbench.render.report_doc import Chart, Report, ReportOptions, Section, T
 from collbench.render.report_render import render_html, render_markdown
 from collbench.store.load import Run
 from collbench.store.meta import RunMeta
-from collbench.store.rows import ResultRow
+from collbench.store.rows import ResultRow, median_over_repeats
 
 if TYPE_CHECKING:
     from collbench.topologies.schema import Topology
@@ -89,7 +89,11 @@ def _curve(fits: dict[str, list[Any]], run: Run, key: tuple[str, str]) -> Any:
 
 
 def _rows(run: Run, key: tuple[str, str]) -> list[ResultRow]:
-    return [row for row in run.sweep_rows if (row.collective, row.placement) == key]
+    """A run's sweep rows of one (collective, placement), one per size: with --repeats, the
+    median over the repeats (as the fit takes them)."""
+    return median_over_repeats(
+        row for row in run.sweep_rows if (row.collective, row.placement) == key
+    )
 
 
 def _collective_section(
@@ -161,7 +165,7 @@ def _fit_tables_and_notes(section: Section, series: list[charts.Series]) -> None
 
 
 def _overlap_sections(run: Run, names: dict[str, str]) -> list[Section]:
-    probes = run.probe_rows
+    probes = median_over_repeats(run.probe_rows)  # with --repeats: the median repeat
     label = names[run.path]
     sections = []
     for collective in sorted({row.collective for row in probes}):
@@ -213,7 +217,9 @@ def _summary(
             if not measured:
                 continue
             best = max(measured, key=lambda row: row.busbw_gbps)
-            wrong = [row.n_wrong for row in measured if row.n_wrong is not None]
+            # every repeat's data check counts, not only the median's
+            every = [row for row in run.sweep_rows if (row.collective, row.placement) == key]
+            wrong = [row.n_wrong for row in every if row.n_wrong is not None and row.size_bytes]
             rows.append(
                 (
                     names[run.path],
@@ -258,7 +264,7 @@ def overlap_summary(runs: list[Run], names: Mapping[str, str] | None = None) -> 
     over sizes, with the range of overlap %); None without overlap rows."""
     rows = []
     for run in runs:
-        probes = run.probe_rows
+        probes = median_over_repeats(run.probe_rows)  # with --repeats: one row per size
         for collective in sorted({row.collective for row in probes}):
             mine = [row for row in probes if row.collective == collective]
             for ratio, group in charts.group_by_ratio(mine).items():

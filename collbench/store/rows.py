@@ -8,8 +8,8 @@ a column exists in one place: its field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -48,6 +48,9 @@ class ResultRow:
     placement: str  # out_of_place | in_place
     warmup: int | None
     iters: int | None
+    # Which repeat of the run's measurement (0-based, SweepSpec.repeats); None: a row that
+    # does not record one (an older run, an import), read as repeat 0 (`repeat_index`).
+    repeat: int | None = None
     time_us: float  # the cross-rank statistic of the batch time (default: average)
     time_us_p50: float | None  # None: the source kept no per-iteration samples (imports)
     time_us_p95: float | None
@@ -60,6 +63,11 @@ class ResultRow:
     topology: str | None
     knobs: dict[str, Any]  # {"env": NCCL_*/... variables, "settings": collbench's own}
     time_us_samples: list[float]
+
+    @property
+    def repeat_index(self) -> int:
+        """The repeat this row belongs to: a row without one is repeat 0."""
+        return self.repeat or 0
 
     def to_dict(self) -> dict[str, Any]:
         """The row as rows.jsonl holds it: every column, in column order."""
@@ -170,6 +178,44 @@ def row_from_dict(data: Any, where: str = "a row") -> ResultRow:
     return row_type(**{**values, "kind": kind})
 
 
+def median_over_repeats(rows: Iterable[ResultRow]) -> list[ResultRow]:
+    """One row per measured point of a run measured with --repeats: the rows of one run that
+    differ only in their repeat become one. A sweep point's time_us is the median over its
+    repeats (core.stats.median: the mean of the middle two for an even count), its
+    algbw/busbw follow from that time, and its other columns are those of the repeat whose
+    time is nearest below the median. A probe point is the repeat whose overlap_pct is the
+    median (the lower middle one for an even count), unchanged. Rows that record no repeat
+    (older runs, imports) and doctor rows pass through. Order: each point where it first
+    appears; with one repeat, the rows come back as given."""
+    groups: dict[Any, list[ResultRow]] = {}
+    for row in rows:
+        key: Any = id(row)
+        if row.kind in (SWEEP, OVERLAP) and row.repeat is not None:
+            key = (row.run_id, row.kind, row.collective, row.dtype, row.op, row.root)
+            key += (row.placement, row.size_bytes, row.world_size)
+            key += (getattr(row, "compute_ratio", None),)
+        groups.setdefault(key, []).append(row)
+    return [_median_row(group) for group in groups.values()]
+
+
+def _median_row(rows: list[ResultRow]) -> ResultRow:
+    if len(rows) == 1:
+        return rows[0]
+    if isinstance(rows[0], ProbeRow):
+        ordered = sorted(rows, key=lambda row: getattr(row, "overlap_pct", None) or 0.0)
+        return ordered[(len(ordered) - 1) // 2]
+    from collbench.core.stats import median
+
+    time_us = median(row.time_us for row in rows)
+    ordered = sorted(rows, key=lambda row: row.time_us)
+    base = ordered[(len(ordered) - 1) // 2]
+    if time_us == base.time_us:
+        return base
+    algbw = base.size_bytes / time_us / 1e3 if time_us > 0 else 0.0
+    factor = base.busbw_gbps / base.algbw_gbps if base.algbw_gbps else 0.0
+    return replace(base, time_us=time_us, algbw_gbps=algbw, busbw_gbps=algbw * factor)
+
+
 # Columns without which a line is not a row; every other column may be missing (an older
 # row) or null, and otherwise must have its field's type.
 _REQUIRED = ("collective", "size_bytes")
@@ -249,14 +295,18 @@ class RowBuilder:
         self.knobs = knobs
         self.topology = topology
 
-    def build(self, collective: str, placement: str, measured: Any) -> ResultRow:
-        """A sweep row from a `bench.runner.Measured` (geometry, stats, n_wrong)."""
-        return ResultRow(**self._base(collective, placement, measured))
+    def build(self, collective: str, placement: str, measured: Any, repeat: int = 0) -> ResultRow:
+        """A sweep row from a `bench.runner.Measured` (geometry, stats, n_wrong), measured
+        in repeat `repeat` (0-based)."""
+        return ResultRow(**self._base(collective, placement, measured, repeat))
 
-    def build_probe(self, collective: str, placement: str, probe: Any, timing: str) -> ProbeRow:
+    def build_probe(
+        self, collective: str, placement: str, probe: Any, timing: str, repeat: int = 0
+    ) -> ProbeRow:
         """A kind "overlap" row: the collective alone in the base columns, then the probe."""
         comm = probe.series["comm"]
-        base = self._base(collective, placement, _Alone(probe.geometry, comm, probe.n_wrong))
+        alone = _Alone(probe.geometry, comm, probe.n_wrong)
+        base = self._base(collective, placement, alone, repeat)
         compute, figures = probe.compute, probe.figures
         series: dict[str, Any] = {}
         samples = {}
@@ -288,12 +338,17 @@ class RowBuilder:
         )
 
     def build_doctor(
-        self, collective: str, placement: str, measured: Any, group: DoctorGroup
+        self,
+        collective: str,
+        placement: str,
+        measured: Any,
+        group: DoctorGroup,
+        repeat: int = 0,
     ) -> DoctorRow:
         """A kind "doctor" row: one group's measurement, its bandwidth for the group's size."""
         from collbench.core.bandwidth import bus_factor
 
-        base = self._base(collective, placement, measured)
+        base = self._base(collective, placement, measured, repeat)
         size = len(group.ranks)
         nodes = len(set(group.hosts))
         return DoctorRow(
@@ -314,7 +369,7 @@ class RowBuilder:
             rank_last_count=list(group.rank_last_count),
         )
 
-    def _base(self, collective: str, placement: str, measured: Any) -> dict[str, Any]:
+    def _base(self, collective: str, placement: str, measured: Any, repeat: int) -> dict[str, Any]:
         """The sweep columns, by name."""
         from collbench.core.bandwidth import algbw_gbps, bus_factor
         from collbench.core.collectives import REGISTRY
@@ -340,6 +395,7 @@ class RowBuilder:
             "placement": placement,
             "warmup": self.spec.warmup,
             "iters": self.spec.iters,
+            "repeat": repeat,
             "time_us": stats.time_us,
             "time_us_p50": stats.time_us_p50,
             "time_us_p95": stats.time_us_p95,

@@ -1,0 +1,34 @@
+"""`--repeats`: one real 2-rank gloo sweep measures every step once per repeat, in the same
+rank processes, interleaved (repeat 0 of every size, then repeat 1, ...)."""
+
+import pytest
+
+from collbench.store.rows import ROW_COLUMNS
+from tests.helpers import collbench, meta_of, rows_of
+
+SWEEP = ("sweep", "-c", "all_reduce", "-b", "1K", "-e", "4K", "-w", "1", "-n", "3", "-g", "2")
+
+
+@pytest.mark.slow
+def test_repeats_write_every_row_once_per_repeat_interleaved(tmp_path):
+    once, repeated = tmp_path / "once", tmp_path / "repeated"
+    done = collbench(*SWEEP, "--out", str(once), "--quiet")
+    assert done.returncode == 0, done.stderr
+    done = collbench(*SWEEP, "--repeats", "3", "--out", str(repeated))
+    assert done.returncode == 0, done.stderr
+
+    single = rows_of(once)
+    assert single and {row["repeat"] for row in single} == {0}
+    rows = rows_of(repeated)
+    assert len(rows) == 3 * len(single)
+    assert all(tuple(row) == ROW_COLUMNS for row in rows)
+    points = [(row["size_bytes"], row["placement"]) for row in single]
+    assert [row["repeat"] for row in rows] == [r for r in range(3) for _ in points]
+    assert [(row["size_bytes"], row["placement"]) for row in rows] == points * 3
+    assert all(row["n_wrong"] == 0 for row in rows)
+    # one set of rank processes measured all three repeats
+    assert len({row["run_id"] for row in rows}) == 1
+    meta = meta_of(repeated)
+    assert (meta["state"], meta["rows"], meta["spec"]["repeats"]) == ("completed", len(rows), 3)
+    headings = [line for line in done.stdout.splitlines() if line.startswith("# Repeat")]
+    assert headings == ["# Repeat 1 of 3", "# Repeat 2 of 3", "# Repeat 3 of 3"]
