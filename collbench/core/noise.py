@@ -1,0 +1,67 @@
+"""A recorded noise floor: how far identical runs of one configuration land apart, per size
+band (pure vocabulary; `collbench noise` measures it, store/noise_floor.py reads and writes
+the file, analysis/decision.py holds verdicts against it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from collbench.core.errors import SpecError
+
+NOISE_FLOOR_VERSION = 1
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """Run-to-run noise as a percentage of busbw, per size band (analysis.bands' names).
+
+    `pct_by_band[band]` is the change (in percent, either way) that identical runs stay within
+    (DESIGN.md, "Decisions"); a band without a figure has no recorded floor. `runs` counts the
+    runs it was measured from, `source` says where it came from (a file path, or how it was
+    measured), `detail` keeps per-band evidence (pairs, sizes, the quantile used)."""
+
+    pct_by_band: Mapping[str, float]
+    source: str
+    runs: int = 0
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for band, pct in self.pct_by_band.items():
+            if not isinstance(pct, (int, float)) or isinstance(pct, bool):
+                raise SpecError("noise floor", band, f"has a floor that is not a number: {pct!r}")
+            if not math.isfinite(pct) or pct < 0:
+                raise SpecError("noise floor", band, f"has a floor {pct!r}: it must be >= 0")
+
+    def pct_for_band(self, band: str) -> float | None:
+        return self.pct_by_band.get(band)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": NOISE_FLOOR_VERSION,
+            "source": self.source,
+            "runs": self.runs,
+            "pct_by_band": dict(self.pct_by_band),
+            "detail": dict(self.detail),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> NoiseFloor:
+        """The floor a noise-floor file holds; SpecError naming `where` for anything else."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("pct_by_band"), Mapping):
+            raise SpecError(
+                "--noise-floor", where, "is not a noise-floor file (make one with collbench noise)"
+            )
+        runs = data.get("runs", 0)
+        if not isinstance(runs, int) or isinstance(runs, bool):
+            raise SpecError("--noise-floor", where, f"has runs {runs!r}: not an integer")
+        detail = data.get("detail") or {}
+        return cls(
+            pct_by_band={str(band): pct for band, pct in data["pct_by_band"].items()},
+            source=str(data.get("source") or where),
+            runs=runs,
+            detail=detail if isinstance(detail, Mapping) else {},
+        )
