@@ -1,12 +1,13 @@
 """The CI gate of `collbench compare --fail-if-slower PCT`: which sizes of a comparison are
 slower than the baseline by more than PCT percent, in a way the data can back (pure).
 
-A size fails when its busbw ratio is below 1 - PCT/100 and, where the runs have per-iteration
-samples, the slowdown is significant: the Mann-Whitney U call is `slower` and its p-value,
-Holm-corrected over every size the gate checks, stays below alpha. Checking 20 sizes at
-alpha 0.05 each would fail a run against itself most of the time; Holm keeps the chance of
-any false failure at alpha. A size without samples (imported nccl-tests logs) or with too
-few is judged on the threshold alone, and the gate says so.
+A size fails when its busbw is more than PCT percent below the baseline's *and* the one rule
+(analysis.decision, DESIGN.md "Decisions") calls it `slower`: with repeats on both sides, a
+Holm-corrected p below alpha over the sizes compared and an effect beyond the noise floor;
+with fewer repeats, an effect beyond the noise floor measured from the data (or a recorded
+A/A floor, `--noise-floor`, when larger); without samples (imported logs), the threshold
+alone, and the gate says so. A size below the threshold that the rule could not judge (too
+few iterations to measure the noise) is named and keeps the gate from passing.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from dataclasses import dataclass
 
 from collbench.analysis.bands import BAND_NAMES, band_of
 from collbench.analysis.comparison import Comparison, SizeComparison
+from collbench.analysis.decision import SLOWER, UNJUDGED
 from collbench.core.errors import SpecError
 from collbench.core.units import format_size, parse_size
-
-UNTESTED = ("no samples", "too few samples")
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,12 @@ class GateCheck:
     """One size the gate looked at."""
 
     item: SizeComparison
-    holm_p: float | None  # None: no samples to test
     failed: bool
+
+    @property
+    def holm_p(self) -> float | None:
+        """The Holm-corrected p-value (repeats on both sides only)."""
+        return self.item.decision.p_holm
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ class GateResult:
     threshold_pct: float
     selection: SizeSelection
     checks: list[GateCheck]
-    slower: list[GateCheck]  # slower than allowed by the ratio alone
+    slower: list[GateCheck]  # slower than allowed by the effect alone
     alpha: float
 
     @property
@@ -88,40 +92,35 @@ class GateResult:
 
     @property
     def spared(self) -> list[GateCheck]:
-        """Below the threshold by the ratio, but not significantly: not failed."""
-        return [check for check in self.slower if not check.failed]
+        """Below the threshold by the effect, but the rule does not call it slower (within
+        the noise floor, or not significant): not failed."""
+        return [c for c in self.slower if not c.failed and c.item.verdict != UNJUDGED]
+
+    @property
+    def unjudged(self) -> list[GateCheck]:
+        """Below the threshold by the effect, but the rule could not judge it (too few
+        iterations to measure the noise): not failed, but the gate cannot pass it either."""
+        return [c for c in self.slower if not c.failed and c.item.verdict == UNJUDGED]
+
+    @property
+    def passed(self) -> bool:
+        """Nothing failed and nothing below the threshold went unjudged: a gate that could
+        not judge a slowdown does not call it healthy."""
+        return not self.failed and not self.unjudged
 
 
 def check_slower(
     comparison: Comparison, threshold_pct: float, selection: SizeSelection
 ) -> GateResult:
-    """The gate's verdict on every selected size of a comparison."""
-    items = [item for item in comparison.sizes if selection.covers(item.size_bytes)]
-    tested = [item for item in items if item.p_value is not None]
-    adjusted = dict(
-        zip(map(id, tested), holm([item.p_value or 0.0 for item in tested]), strict=True)
-    )
+    """The gate's verdict on every selected size of a comparison (made with a rule whose
+    threshold is `threshold_pct`, so that sizes without samples are decided by it)."""
     checks, slower = [], []
-    for item in items:
-        holm_p = adjusted.get(id(item))
-        below = item.ratio < 1.0 - threshold_pct / 100.0
-        if item.verdict in UNTESTED:
-            failed = below
-        else:
-            failed = below and item.verdict == "slower" and (holm_p or 1.0) < comparison.alpha
-        check = GateCheck(item, holm_p, failed)
+    for item in comparison.sizes:
+        if not selection.covers(item.size_bytes):
+            continue
+        below = item.decision.effect_pct < -threshold_pct
+        check = GateCheck(item, below and item.verdict == SLOWER)
         checks.append(check)
         if below:
             slower.append(check)
     return GateResult(threshold_pct, selection, checks, slower, comparison.alpha)
-
-
-def holm(p_values: list[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values, in the order given."""
-    order = sorted(range(len(p_values)), key=lambda index: p_values[index])
-    adjusted = [1.0] * len(p_values)
-    running = 0.0
-    for rank, index in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
-        adjusted[index] = running
-    return adjusted

@@ -1,17 +1,22 @@
-"""Compare runs: per size, one quantity (busbw) for both the ratio and the significance
-call, a summary per size band, every difference in how the runs were measured, and the CI
-gate `--fail-if-slower` (pure: rows and meta in, dataclasses out).
+"""Compare runs: per size, one quantity (busbw) for both the ratio and the verdict, a summary
+per size band, every difference in how the runs were measured, and the verdicts the CI gate
+`--fail-if-slower` reads (pure: rows and meta in, dataclasses out).
 
-The first run is the baseline. Rows match on (collective, placement, size_bytes); a size
-measured by one run only is listed, never dropped silently. Differences in methodology
-(dtype, iterations, timing method, world size, nodes...) make a comparison unlike-for-like:
-they are flagged loudly. Differences in environment (versions, knobs, hosts) are what people
-usually compare on purpose: they are listed, not flagged.
+The first run is the baseline. Rows match on (collective, placement, size_bytes), every repeat
+of a size (`--repeats R`) kept; a size measured by one run only is listed, never dropped
+silently. Differences in methodology (dtype, iterations, timing method, world size, nodes...)
+make a comparison unlike-for-like: they are flagged loudly. Differences in environment
+(versions, knobs, hosts) are what people usually compare on purpose: they are listed, not
+flagged.
+
+Each size's verdict comes from the one rule (analysis.decision, DESIGN.md "Decisions"): every
+size of a comparison is one family (Holm over it where repeats give p-values). The iterations
+of one run are not independent, so no p-value is ever taken from them.
 
 Why busbw: it normalises the world size (nccl-tests' bus factor), so a 2-rank and a 4-rank run
-compare on what the fabric delivers. The ratio and the Mann-Whitney U test are both on busbw
-(each run's busbw from its own time and world size), so they cannot point opposite ways. At
-size 0 busbw is 0 for every run: there both are on time.
+compare on what the fabric delivers. The ratio and the verdict are both on busbw (each run's
+busbw from its own time and world size), so they cannot point opposite ways. At size 0 busbw
+is 0 for every run: there both are on time.
 """
 
 from __future__ import annotations
@@ -22,20 +27,52 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from collbench.analysis.bands import BAND_NAMES, band_of
+from collbench.analysis.decision import (
+    ALPHA,
+    FLOOR,
+    REPEATS,
+    THRESHOLD,
+    Evidence,
+    Question,
+    Rule,
+    Verdict,
+    evidence_of,
+    judge,
+)
 from collbench.analysis.methodology import Difference, differences
 from collbench.core.errors import EXIT_SLOWER, CollbenchError
-from collbench.core.stats import median
 from collbench.store.load import Run
 from collbench.store.rows import ResultRow
 
-ALPHA = 0.05
-MIN_SAMPLES = 5  # per side, for a Mann-Whitney U call
 QUANTITY = "busbw"
 QUANTITY_NOTE = (
     "ratio and verdict on busbw: candidate / baseline, > 1 is faster (each run's busbw from "
     "its own time and world size; at size 0, where busbw is 0, on time)"
 )
-VERDICTS = ("faster", "slower", "same", "mixed", "no samples", "too few samples")
+NOTE_ONE_REPEAT = (
+    "one repeat on a side: no p-value is offered (a run's iterations are not independent); "
+    "decided against the noise floor measured from the data (iteration batches). Record an "
+    "A/A floor with `collbench noise` (--noise-floor) or measure with --repeats 3"
+)
+NOTE_ONE_REPEAT_RECORDED = (
+    "one repeat on a side: no p-value is offered (a run's iterations are not independent); "
+    "decided against the larger of the noise floor measured from the data (iteration "
+    "batches) and the recorded A/A floor"
+)
+NOTE_FEW_REPEATS = (
+    "fewer than 3 repeats on a side: no p-value is offered; decided against the noise floor "
+    "measured from the repeats' spread (or a recorded A/A floor, when larger)"
+)
+NOTE_REPEATS = (
+    "repeats on both sides: Welch's t on the repeats, Holm over the sizes compared, and the "
+    "effect beyond the repeats' spread (or a recorded A/A floor, when larger)"
+)
+NOTE_THRESHOLD = (
+    "no per-iteration samples (imported logs): decided by the threshold alone "
+    "(--fail-if-slower PCT); without one, unjudged"
+)
+
+Key = tuple[str, str, int]
 
 
 class SlowerThanAllowed(CollbenchError):
@@ -52,18 +89,18 @@ class SizeComparison:
     placement: str
     size_bytes: int
     quantity: str  # busbw; time at size 0 (busbw is 0 there)
+    # each side's figure (the geometric mean over its repeats) as a time ...
     baseline_time_us: float
     candidate_time_us: float
-    # from each run's time at its own world size (not an imported log's 2-decimal column)
+    # ... and as busbw, from each run's time at its own world size (not an imported log's
+    # 2-decimal column); None at size 0
     baseline_busbw_gbps: float | None
     candidate_busbw_gbps: float | None
     # candidate / baseline busbw (size 0: baseline / candidate time): > 1 is faster
     ratio: float
-    # faster / slower: Mann-Whitney U on per-iteration busbw significant at alpha, its median
-    # moving the way the ratio does; mixed: significant, but the median moves against the
-    # ratio; same; no samples; too few samples
-    verdict: str
-    p_value: float | None
+    verdict: str  # the rule's call: faster | slower | same | unjudged
+    p_value: float | None  # Welch's p on the repeats (basis `repeats` only), before Holm
+    decision: Verdict  # the effect, its interval, the floor held against, the basis
 
     @property
     def change_pct(self) -> float:
@@ -92,10 +129,17 @@ class Comparison:
     only_candidate: list[str] = field(default_factory=list)
     alpha: float = ALPHA
     quantity: str = QUANTITY
+    threshold_pct: float | None = None  # the rule's threshold (--fail-if-slower)
+    noise_floor: str | None = None  # where a recorded A/A floor came from (--noise-floor)
 
     @property
     def quantity_note(self) -> str:
         return QUANTITY_NOTE
+
+    @property
+    def basis_notes(self) -> list[str]:
+        """How the verdicts were reached, one line per basis in use."""
+        return basis_notes(self.sizes, recorded_floor=self.noise_floor is not None)
 
     @property
     def methodology(self) -> list[Difference]:
@@ -108,15 +152,23 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["quantity_note"] = self.quantity_note
+        data["basis_notes"] = self.basis_notes
         data["methodology_differs"] = self.methodology_differs
         return json_safe(data)
 
 
-def compare(baseline: Run, candidate: Run, alpha: float = ALPHA) -> Comparison:
-    """Compare a candidate run with the baseline."""
-    base, cand = _by_key(baseline.rows), _by_key(candidate.rows)
+def compare(baseline: Run, candidate: Run, rule: Rule | None = None) -> Comparison:
+    """Compare a candidate run with the baseline; every size common to both is one family
+    of `rule` (analysis.decision.judge)."""
+    rule = rule or Rule()
+    base, cand = rows_by_key(baseline.rows), rows_by_key(candidate.rows)
     common = sorted(set(base) & set(cand))
-    sizes = [_compare_size(base[key], cand[key], alpha) for key in common]
+    questions = [Question(evidence_of(base[key]), evidence_of(cand[key]), key[2]) for key in common]
+    verdicts = judge(questions, rule)
+    sizes = [
+        _compare_size(key, (base[key], cand[key]), question, verdict)
+        for key, question, verdict in zip(common, questions, verdicts, strict=True)
+    ]
     return Comparison(
         baseline=baseline.run_id,
         candidate=candidate.run_id,
@@ -125,24 +177,44 @@ def compare(baseline: Run, candidate: Run, alpha: float = ALPHA) -> Comparison:
         differences=differences(baseline, candidate),
         only_baseline=_labels(set(base) - set(cand)),
         only_candidate=_labels(set(cand) - set(base)),
-        alpha=alpha,
+        alpha=rule.alpha,
+        threshold_pct=rule.threshold_pct,
+        noise_floor=rule.floor.source if rule.floor else None,
     )
 
 
 def common_keys(baseline: Run, candidate: Run) -> int:
-    return len(set(_by_key(baseline.rows)) & set(_by_key(candidate.rows)))
+    return len(set(rows_by_key(baseline.rows)) & set(rows_by_key(candidate.rows)))
 
 
-def _by_key(rows: Sequence[ResultRow]) -> dict[tuple[str, str, int], ResultRow]:
-    keyed: dict[tuple[str, str, int], ResultRow] = {}
+def rows_by_key(rows: Sequence[ResultRow]) -> dict[Key, list[ResultRow]]:
+    """A run's sweep rows per (collective, placement, size_bytes): every repeat of it."""
+    keyed: dict[Key, list[ResultRow]] = {}
     for row in rows:
         if row.kind == "sweep":
             key = (str(row.collective), str(row.placement), int(row.size_bytes))
-            keyed.setdefault(key, row)
+            keyed.setdefault(key, []).append(row)
     return keyed
 
 
-def _labels(keys: set[tuple[str, str, int]]) -> list[str]:
+def basis_notes(sizes: Sequence[SizeComparison], recorded_floor: bool = False) -> list[str]:
+    """One line per basis the verdicts rest on (analysis.decision): what decided, and why
+    there is no p-value where there is none."""
+    notes = []
+    floor = [item.decision for item in sizes if item.decision.basis == FLOOR]
+    if any(min(v.base_repeats, v.cand_repeats) <= 1 for v in floor):
+        notes.append(NOTE_ONE_REPEAT_RECORDED if recorded_floor else NOTE_ONE_REPEAT)
+    elif floor:
+        notes.append(NOTE_FEW_REPEATS)
+    if any(item.decision.basis == REPEATS for item in sizes):
+        notes.append(NOTE_REPEATS)
+    threshold = [item.decision for item in sizes if item.decision.basis == THRESHOLD]
+    if any(math.isfinite(verdict.effect_pct) for verdict in threshold):
+        notes.append(NOTE_THRESHOLD)
+    return notes
+
+
+def _labels(keys: set[Key]) -> list[str]:
     """Unmatched sizes, one entry per collective and placement: 'all_gather out_of_place:
     1024, 4096 B'."""
     grouped: dict[tuple[str, str], list[int]] = {}
@@ -154,70 +226,42 @@ def _labels(keys: set[tuple[str, str, int]]) -> list[str]:
     ]
 
 
-def _compare_size(base: ResultRow, cand: ResultRow, alpha: float) -> SizeComparison:
+def _compare_size(
+    key: Key, rows: tuple[list[ResultRow], list[ResultRow]], question: Question, verdict: Verdict
+) -> SizeComparison:
     # From the times, not the busbw columns: imported logs print busbw with two decimals
     # (0.00 at small sizes). Each side's busbw uses its own world size's bus factor.
-    base_scale, cand_scale = _speed_scale(base), _speed_scale(cand)
-    base_speed, cand_speed = _speed(base_scale, base.time_us), _speed(cand_scale, cand.time_us)
-    ratio = cand_speed / base_speed if base_speed > 0 else math.nan
-    verdict, p_value = significance(
-        _speeds(base_scale, base.time_us_samples), _speeds(cand_scale, cand.time_us_samples), alpha
-    )
-    if verdict in ("faster", "slower") and (verdict == "faster") != (ratio > 1):
-        verdict = "mixed"  # the samples' median moves against the table figures
-    busbw = int(base.size_bytes) > 0
+    base_speed, cand_speed = _figure(question.baseline), _figure(question.candidate)
+    busbw = key[2] > 0
     return SizeComparison(
-        collective=str(base.collective),
-        placement=str(base.placement),
-        size_bytes=int(base.size_bytes),
+        collective=key[0],
+        placement=key[1],
+        size_bytes=key[2],
         quantity=QUANTITY if busbw else "time",
-        baseline_time_us=float(base.time_us),
-        candidate_time_us=float(cand.time_us),
+        baseline_time_us=_time_us(rows[0]),
+        candidate_time_us=_time_us(rows[1]),
         baseline_busbw_gbps=base_speed if busbw else None,
         candidate_busbw_gbps=cand_speed if busbw else None,
-        ratio=float(ratio),
-        verdict=verdict,
-        p_value=p_value,
+        # Verdict.ratio, from the figures themselves (no round trip through a percentage)
+        ratio=cand_speed / base_speed if math.isfinite(verdict.effect_pct) else math.nan,
+        verdict=verdict.call,
+        p_value=verdict.p_value if verdict.basis == REPEATS else None,
+        decision=verdict,
     )
 
 
-def _speed_scale(row: ResultRow) -> float:
-    """busbw in GB/s = scale / time in us; at size 0 the speed is 1 / time."""
-    from collbench.core.bandwidth import bus_factor
-
-    if not row.size_bytes:
-        return 1.0
-    try:
-        factor = bus_factor(str(row.collective), int(row.world_size or 1))
-    except (KeyError, ValueError, ZeroDivisionError):
-        factor = 1.0
-    return int(row.size_bytes) * factor / 1e3
+def _figure(evidence: Evidence) -> float:
+    """A side's figure as a speed: the geometric mean over its repeats, a single repeat's
+    own figure unrounded; nan without one."""
+    if evidence.n_repeats == 1:
+        return evidence.repeats[0]
+    return evidence.figure if evidence.repeats else math.nan
 
 
-def _speed(scale: float, time_us: float | None) -> float:
-    return scale / time_us if time_us and time_us > 0 else math.nan
-
-
-def _speeds(scale: float, samples_us: Sequence[float] | None) -> list[float]:
-    return [scale / sample for sample in samples_us or [] if sample > 0]
-
-
-def significance(
-    base_speed: list[float], cand_speed: list[float], alpha: float = ALPHA
-) -> tuple[str, float | None]:
-    """Mann-Whitney U (two-sided) on per-iteration speeds (busbw; higher is faster):
-    faster / slower (by the medians) / same, or why there is no call."""
-    from scipy.stats import mannwhitneyu
-
-    if not base_speed or not cand_speed:
-        return "no samples", None
-    if min(len(base_speed), len(cand_speed)) < MIN_SAMPLES:
-        return "too few samples", None
-    p_value = float(mannwhitneyu(base_speed, cand_speed, alternative="two-sided").pvalue)
-    if p_value >= alpha:
-        return "same", p_value
-    faster = (median(cand_speed) or 0.0) > (median(base_speed) or 0.0)
-    return ("faster" if faster else "slower"), p_value
+def _time_us(rows: list[ResultRow]) -> float:
+    """A side's time: the geometric mean over its repeats (the figure's time)."""
+    times = [float(row.time_us) for row in rows if row.time_us and row.time_us > 0]
+    return times[0] if len(times) == 1 else _geomean(times)
 
 
 def _geomean(values: list[float]) -> float:

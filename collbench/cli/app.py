@@ -34,6 +34,7 @@ from collbench.cli.measure import (
     sink_factory,
 )
 from collbench.cli.mfu import mfu
+from collbench.cli.noise import noise
 from collbench.cli.options import command
 from collbench.cli.report import report
 from collbench.cli.topo import topo_app
@@ -96,6 +97,7 @@ app.add_typer(import_app, name="import")
 app.add_typer(topo_app, name="topo")
 app.command("fit")(fit)
 app.command("compare")(compare)
+app.command("noise")(noise)
 app.command("report")(report)
 app.command("mfu")(mfu)
 app.command("gemm")(gemm)

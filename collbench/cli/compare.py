@@ -23,11 +23,18 @@ if TYPE_CHECKING:
     from collbench.store.load import Run
 
 GATE_HELP = (
-    "CI gate: exit {code} when a size is slower than the baseline by more than PCT percent of "
-    "busbw (ratio below 1 - PCT/100) and, where the runs have per-iteration samples, the "
-    "slowdown is significant (Mann-Whitney U at --alpha, Holm-corrected over the sizes "
-    "checked, so noise does not fail the gate). Sizes without samples (imported logs) are "
-    "judged on PCT alone. Each offending size is one line on stderr."
+    "CI gate: exit {code} when a size's busbw is more than PCT percent below the baseline's "
+    "and the decision rule calls it slower: with 3+ repeats a side (--repeats), Welch's t on "
+    "the repeats (Holm-corrected over the sizes compared) below --alpha and the effect beyond "
+    "the repeats' spread; with fewer, the effect beyond the noise floor measured from the "
+    "data (iteration batches or repeats) or the recorded --noise-floor, whichever is larger "
+    "(a run's iterations are not independent, so they give no p-value). Sizes without "
+    "samples (imported logs) are judged on PCT alone; a size that much slower that cannot be "
+    "judged (too few iterations) does not pass. Each size over PCT is one line on stderr."
+)
+NOISE_FLOOR_HELP = (
+    "A recorded A/A noise floor (a file `collbench noise` wrote): a size is called faster or "
+    "slower only beyond it, where it is larger than what the data show."
 )
 
 
@@ -52,7 +59,8 @@ def compare(
         float,
         typer.Option(
             "--alpha",
-            help=f"Significance level of the per-size Mann-Whitney U test. (default: {ALPHA:g})",
+            help="Significance level of the test on repeats (Holm-corrected over the sizes "
+            f"compared). (default: {ALPHA:g})",
             show_default=False,
         ),
     ] = ALPHA,
@@ -76,18 +84,24 @@ def compare(
             help="--fail-if-slower checks only sizes in this range, inclusive (1M:1G, :64K, 16M:).",
         ),
     ] = None,
+    noise_floor: Annotated[
+        Path | None,
+        typer.Option("--noise-floor", metavar="FILE", help=NOISE_FLOOR_HELP, show_default=False),
+    ] = None,
 ) -> None:
-    """Compare runs size by size: busbw ratio and whether the difference is significant (both
-    on busbw, which normalises the world size), a summary per size band, and every difference
-    in how they were measured. With --fail-if-slower it is a CI gate."""
+    """Compare runs size by size: busbw ratio and whether the difference is beyond the noise
+    (both on busbw, which normalises the world size), a summary per size band, and every
+    difference in how they were measured. With --fail-if-slower it is a CI gate."""
     from collbench.analysis.comparison import compare as compare_runs
+    from collbench.analysis.decision import Rule
     from collbench.render.compare import render_comparisons
+    from collbench.store.noise_floor import load_noise_floor
 
     selection = _gate_selection(fail_if_slower, band, sizes)
-    if not 0 < alpha < 1:
-        raise _spec_error("--alpha", alpha, "must be between 0 and 1")
+    floor = load_noise_floor(noise_floor) if noise_floor is not None else None
+    rule = Rule(alpha=alpha, threshold_pct=fail_if_slower, floor=floor)
     loaded = _load(runs)
-    comparisons = [compare_runs(loaded[0], candidate, alpha) for candidate in loaded[1:]]
+    comparisons = [compare_runs(loaded[0], candidate, rule) for candidate in loaded[1:]]
     paths = [run.path for run in loaded[1:]]
     if strict:
         _refuse_differing(comparisons, paths)
@@ -193,7 +207,7 @@ def _report_gate(results: list[GateResult], paths: list[str]) -> None:
     summaries = []
     for result, path in zip(results, paths, strict=True):
         lines = gate_lines(result, path)
-        if result.failed:
+        if not result.passed:
             summaries.append(gate_summary(result, path))
         else:
             lines.append(f"{gate_summary(result, path)}: passed")

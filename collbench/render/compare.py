@@ -13,11 +13,6 @@ from typing import TYPE_CHECKING, Any
 from collbench.analysis.bands import bands_legend
 from collbench.core.units import format_number, format_size
 
-MIXED = (
-    "the per-iteration samples differ significantly, but their median moves against the "
-    "ratio (the table figures): no call either way"
-)
-
 if TYPE_CHECKING:
     from collbench.analysis.compare_gate import GateCheck, GateResult
     from collbench.analysis.comparison import Comparison, SizeComparison
@@ -42,6 +37,9 @@ def render_comparison(result: Comparison, base_path: str, cand_path: str) -> str
         f"#      vs candidate {cand_path} ({result.candidate})",
         f"# {result.quantity_note}",
     ]
+    lines += [f"# {note}" for note in result.basis_notes]
+    if result.noise_floor:
+        lines.append(f"# recorded A/A noise floor: {result.noise_floor}")
     method = result.methodology
     if method:
         lines += [
@@ -53,8 +51,6 @@ def render_comparison(result: Comparison, base_path: str, cand_path: str) -> str
             f"# !!!   {d.field}: {_shown(d.baseline)} -> {_shown(d.candidate)}" for d in method
         ]
     lines += _size_lines(result) + _band_lines(result)
-    if any(item.verdict == "mixed" for item in result.sizes):
-        lines.append(f"#   mixed: {MIXED}")
     environment = [d for d in result.differences if d.kind == "environment"]
     if environment:
         lines += ["#", "# environment differences (what is being compared):"]
@@ -98,22 +94,21 @@ def _size_lines(result: Comparison) -> list[str]:
                 "#",
                 f"# {item.collective} ({item.placement})",
                 "#        size   base busbw   cand busbw     ratio    base time    cand time"
-                "  verdict (p)",
+                "  effect [interval], noise floor: verdict",
                 "#         (B)       (GB/s)       (GB/s)                   (us)         (us)",
             ]
-        p_value = f" (p={item.p_value:.3g})" if item.p_value is not None else ""
         lines.append(
             f"{item.size_bytes:13d}  {_figure(item.baseline_busbw_gbps):>11s}  "
             f"{_figure(item.candidate_busbw_gbps):>11s}  {_ratio(item):>8s}  "
             f"{_figure(item.baseline_time_us):>11s}  {_figure(item.candidate_time_us):>11s}  "
-            f"{item.verdict}{p_value}"
+            f"{item.decision.describe()}"
         )
     return lines
 
 
 def _figure(value: float | None) -> str:
     """Four significant digits, never a 0 that hides a small figure; - when there is none."""
-    return "-" if value is None else format_number(value, 4)
+    return "-" if value is None or value != value else format_number(value, 4)
 
 
 def _ratio(item: SizeComparison) -> str:
@@ -138,23 +133,28 @@ def gate_lines(result: GateResult, cand_path: str) -> list[str]:
     """What --fail-if-slower found for one candidate: one line per size slower than the
     threshold, failed or not (for stderr: stdout keeps the comparison)."""
     head = f"--fail-if-slower {result.threshold_pct:g}: {cand_path}"
-    return [f"{head}: {_gate_entry(check, result.alpha)}" for check in result.slower]
+    return [f"{head}: {_gate_entry(check)}" for check in result.slower]
 
 
 def gate_summary(result: GateResult, cand_path: str) -> str:
     """One line: how many sizes failed out of how many were checked."""
-    failed, spared = len(result.failed), len(result.spared)
+    failed, spared, unjudged = len(result.failed), len(result.spared), len(result.unjudged)
     text = (
         f"--fail-if-slower {result.threshold_pct:g}: {cand_path}: {failed} of "
         f"{len(result.checks)} size(s) ({result.selection.describe()}) slower than the baseline "
         f"by more than {result.threshold_pct:g}% busbw"
     )
     if spared:
-        text += f"; {spared} more as slow but not significantly (Holm), not failed"
+        text += f"; {spared} more as slow but within the noise (not called slower), not failed"
+    if unjudged:
+        text += (
+            f"; {unjudged} more as slow that could not be judged (too few iterations to "
+            "measure the noise: --iters 12 or more, or --repeats 3): not passed"
+        )
     return text
 
 
-def _gate_entry(check: GateCheck, alpha: float) -> str:
+def _gate_entry(check: GateCheck) -> str:
     item = check.item
     if item.quantity == "time":
         figures = f"time {_figure(item.baseline_time_us)} -> {_figure(item.candidate_time_us)} us"
@@ -163,15 +163,10 @@ def _gate_entry(check: GateCheck, alpha: float) -> str:
             f"busbw {_figure(item.baseline_busbw_gbps)} -> "
             f"{_figure(item.candidate_busbw_gbps)} GB/s"
         )
-    if check.holm_p is None:
-        why = f"{item.verdict}: by the threshold alone"
-    else:
-        why = (
-            f"{item.verdict}, p={item.p_value:.3g}, Holm-corrected {check.holm_p:.3g} "
-            f"vs alpha {alpha:g}"
-        )
-    state = "FAILED" if check.failed else "not failed"
+    state = (
+        "FAILED" if check.failed else ("UNJUDGED" if item.verdict == "unjudged" else "not failed")
+    )
     return (
         f"{state}: {item.collective} {item.placement} {format_size(item.size_bytes)}: "
-        f"{figures} ({item.change_pct:+.1f}%; {why})"
+        f"{figures}: {item.decision.describe()}"
     )

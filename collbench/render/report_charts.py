@@ -52,7 +52,7 @@ def ratio_chart(title: str, series: Sequence[RatioSeries], ylabel: str) -> bytes
     (filled,) = axes.plot([], [], "o", color="#555555", markersize=5)
     (hollow,) = axes.plot([], [], "o", color="#555555", markersize=5, markerfacecolor="none")
     handles += [filled, hollow]
-    labels += ["significant difference", "not significant, or no test (too few samples)"]
+    labels += ["faster or slower (beyond the noise)", "within the noise, or unjudged"]
     charts.size_axis(axes, sizes_all)
     _ratio_axis(axes, ratios_all)
     axes.set_ylabel(ylabel)

@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from collbench.analysis.comparison import Comparison
     from collbench.store.load import Run
 
-# Verdicts of a significant difference ("mixed": significant, the median against the ratio)
-SIGNIFICANT = ("faster", "slower", "mixed")
+# Verdicts of a difference the data back (analysis.decision): marked on the ratio chart
+DECIDED = ("faster", "slower")
 
 
 def compare_sections(runs: list[Run], names: dict[str, str]) -> list[Section]:
@@ -51,6 +51,7 @@ def comparison_section(result: Comparison, base: str, cand: str) -> Section:
             f"mix that difference with the system's: {changes}"
         )
     section.lead.append(result.quantity_note)
+    section.lead += result.basis_notes
     chart = _ratio_chart(result, base, cand)
     if chart is not None:
         section.charts.append(chart)
@@ -82,7 +83,7 @@ def _ratio_chart(result: Comparison, base: str, cand: str) -> Chart | None:
                 f"{collective} ({placement})",
                 tuple(item.size_bytes for item in items),
                 tuple(item.ratio for item in items),
-                tuple(item.verdict in SIGNIFICANT for item in items),
+                tuple(item.verdict in DECIDED for item in items),
             )
         )
     png = report_charts.ratio_chart(
@@ -124,7 +125,7 @@ def _size_table(result: Comparison) -> Table:
             "base busbw (GB/s)",
             "cand busbw (GB/s)",
             "ratio",
-            "verdict (p)",
+            "effect [interval], noise floor: verdict",
         ),
         [
             (
@@ -135,7 +136,7 @@ def _size_table(result: Comparison) -> Table:
                 _busbw(item.baseline_busbw_gbps),
                 _busbw(item.candidate_busbw_gbps),
                 f"{item.ratio:.3f}x" + (" (time)" if item.quantity == "time" else ""),
-                item.verdict + (f" (p={item.p_value:.3g})" if item.p_value is not None else ""),
+                item.decision.describe(),
             )
             for item in result.sizes
         ],

@@ -81,8 +81,13 @@ def test_compare_without_samples_says_so(tmp_path):
     base = write_run(tmp_path / "a", {1024: 100.0})
     cand = write_run(tmp_path / "b", {1024: 80.0}, samples=False)
     (result,) = json.loads(collbench("compare", str(base), str(cand), "--json").stdout)
-    assert result["sizes"][0]["verdict"] == "no samples"
+    assert result["sizes"][0]["verdict"] == "unjudged"  # no samples, no threshold: no call
+    assert "no per-iteration samples" in result["sizes"][0]["decision"]["reason"]
     assert result["sizes"][0]["ratio"] == pytest.approx(1.25)
+    gated = collbench("compare", str(base), str(cand), "--json", "--fail-if-slower", "10")
+    (result,) = json.loads(gated.stdout)
+    assert result["sizes"][0]["verdict"] == "faster"  # +25%, decided by the threshold alone
+    assert result["sizes"][0]["decision"]["basis"] == "threshold"
 
 
 @pytest.mark.parametrize(

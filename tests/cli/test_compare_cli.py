@@ -6,6 +6,8 @@ parsing, error lines and exit codes, without a Python start per call); the real 
 as subprocesses."""
 
 import json
+import math
+import random
 
 import pytest
 
@@ -16,19 +18,26 @@ from tests.rows import make_row, write_run
 SIZES = (1024, 65536, 1 << 20, 1 << 24)
 
 
-def _write(path, times_us, iters=20, world_size=2, spread=0.01):
-    rows = [
-        make_row(
-            run_id=path.name,
-            placement="in_place",
-            size_bytes=size,
-            time_us=time_us,
-            world_size=world_size,
-            iters=iters,
-            time_us_samples=[time_us * (1 + spread * (i % 5 - 2)) for i in range(iters)],
-        )
-        for size, time_us in times_us.items()
-    ]
+def _write(path, times_us, iters=20, world_size=2, spread=0.01, seed=None, repeats=1):
+    """A run directory: per size (and repeat) `iters` iteration times with `spread` relative
+    noise around the size's time; time_us is their mean, as a sweep's batch time is."""
+    rng = random.Random(path.name if seed is None else seed)
+    rows = []
+    for size, time_us in times_us.items():
+        for repeat in range(repeats):
+            samples = [time_us * math.exp(rng.gauss(0.0, spread)) for _ in range(iters)]
+            rows.append(
+                make_row(
+                    run_id=path.name,
+                    placement="in_place",
+                    size_bytes=size,
+                    time_us=sum(samples) / iters,
+                    world_size=world_size,
+                    iters=iters,
+                    time_us_samples=samples,
+                    repeat=repeat if repeats > 1 else None,
+                )
+            )
     meta = {"run_id": path.name, "timing_method": "perf_counter", "state": "completed"}
     return str(write_run(path, rows, meta))
 
@@ -50,7 +59,7 @@ def test_fail_if_slower_names_each_offending_size_and_exits_4(collbench, runs):
         "all_reduce in_place 1 MiB",
         "all_reduce in_place 16 MiB",
     ]
-    assert "-20.0%" in failed[0] and "slower, p=" in failed[0]
+    assert "-20." in failed[0] and "noise floor" in failed[0] and "no p-value: slower" in failed[0]
     assert lines[-1].startswith("collbench: error: --fail-if-slower 10: ")
     assert (
         "2 of 4 size(s) (every size) slower than the baseline by more than 10% busbw" in lines[-1]
@@ -69,7 +78,60 @@ def test_fail_if_slower_passes_under_the_threshold_and_outside_the_band(collbenc
 
 
 def test_without_the_gate_a_regression_still_exits_0(collbench, runs):
-    assert collbench("compare", *runs).returncode == 0
+    done = collbench("compare", *runs)
+    assert done.returncode == 0
+    # one repeat a side: the header says why there is no p-value and what decided
+    assert "# one repeat on a side: no p-value is offered" in done.stdout
+    assert "collbench noise" in done.stdout
+    (line,) = [row for row in done.stdout.splitlines() if row.split()[:1] == ["1048576"]]
+    assert "noise floor" in line and "(iteration-batch spread)" in line and "slower" in line
+
+
+def test_identical_runs_pass_the_gate_and_a_30_percent_slowdown_fails(collbench, tmp_path):
+    """A/A: two runs drawn from one distribution (2% iteration noise) pass; a run 30% slower
+    fails at every size."""
+    sizes = [1024 << (2 * index) for index in range(8)]
+    base = _write(tmp_path / "a1", dict.fromkeys(sizes, 100.0), spread=0.02)
+    again = _write(tmp_path / "a2", dict.fromkeys(sizes, 100.0), spread=0.02)
+    slow = _write(tmp_path / "b", dict.fromkeys(sizes, 100.0 / 0.7), spread=0.02)
+    done = collbench("compare", base, again, "--fail-if-slower", "5")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith(": passed")
+    done = collbench("compare", base, slow, "--fail-if-slower", "5")
+    assert done.returncode == EXIT_SLOWER, done.stderr
+    assert f"{len(sizes)} of {len(sizes)} size(s) (every size)" in done.stderr
+
+
+def test_repeats_give_holm_p_values_and_intervals(collbench, tmp_path):
+    times = dict.fromkeys(SIZES, 100.0)
+    base = _write(tmp_path / "a", times, repeats=4, spread=0.02)
+    slow = _write(tmp_path / "b", {**times, 1 << 24: 130.0}, repeats=4, spread=0.02)
+    done = collbench("compare", base, slow, "--fail-if-slower", "10")
+    assert done.returncode == EXIT_SLOWER, done.stderr
+    (failed,) = [line for line in done.stderr.splitlines() if ": FAILED: " in line]
+    assert "16 MiB" in failed and "repeats 4 vs 4, Holm p=" in failed
+    assert "# repeats on both sides: Welch's t on the repeats" in done.stdout
+    assert "no p-value" not in done.stdout
+    (result,) = json.loads(collbench("compare", base, slow, "--json").stdout)
+    (item,) = [item for item in result["sizes"] if item["size_bytes"] == 1 << 24]
+    decision = item["decision"]
+    assert decision["basis"] == "repeats" and item["p_value"] == decision["p_value"]
+    assert decision["low_pct"] < decision["effect_pct"] < decision["high_pct"] < 0
+
+
+def test_imported_logs_are_decided_by_the_threshold_alone(collbench, tmp_path):
+    def log_run(name, time_us):
+        rows = [make_row(run_id=name, size_bytes=1 << 20, time_us=time_us)]
+        meta = {"run_id": name, "timing_method": "cuda_events", "source": "nccl-tests"}
+        return str(write_run(tmp_path / name, rows, meta))
+
+    base, slow = log_run("a", 100.0), log_run("b", 112.0)
+    done = collbench("compare", base, slow, "--fail-if-slower", "5")
+    assert done.returncode == EXIT_SLOWER
+    assert "# no per-iteration samples (imported logs): decided by the threshold alone" in (
+        done.stdout
+    )
+    assert "threshold 5%" in done.stderr and ": FAILED: " in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -106,6 +168,7 @@ def test_help_documents_the_gate(collbench):
     text = " ".join(collbench("compare", "--help").stdout.split())
     assert "--fail-if-slower" in text and f"exit {EXIT_SLOWER}" in text
     assert "Holm" in text and "--band" in text and "--sizes" in text
+    assert "--noise-floor" in text and "independent" in text and "Mann-Whitney" not in text
 
 
 @pytest.mark.slow  # two real gloo sweeps, ~15 s

@@ -1,4 +1,5 @@
-"""collbench compare, the pure part: significance, bands, differences (synthetic runs).
+"""collbench compare, the pure part: verdicts by the one rule, repeats, bands, differences
+(synthetic runs).
 
 More in test_compare_quantity.py (one quantity for ratio and verdict) and
 test_compare_gate.py (--fail-if-slower)."""
@@ -9,7 +10,13 @@ import numpy as np
 import pytest
 
 from collbench.analysis.bands import band_of, bands_legend
-from collbench.analysis.comparison import band_summaries, compare, significance
+from collbench.analysis.comparison import (
+    NOTE_ONE_REPEAT,
+    NOTE_REPEATS,
+    band_summaries,
+    compare,
+)
+from collbench.analysis.decision import FLOOR, REPEATS, Rule
 from collbench.analysis.methodology import check_poolable, differences
 from collbench.core.errors import SpecError
 from tests.rows import make_row, make_run
@@ -57,14 +64,49 @@ def _samples(mean, spread=0.02, n=20):
     return RNG.normal(mean, mean * spread, n)
 
 
-def test_significance_calls_clear_differences_and_only_those():
-    # samples of a speed (busbw): higher is faster
-    assert significance(list(_samples(100)), list(_samples(125)))[0] == "faster"
-    assert significance(list(_samples(100)), list(_samples(80)))[0] == "slower"
-    same = [significance(list(_samples(100)), list(_samples(100)))[0] for _ in range(20)]
-    assert same.count("same") >= 17  # alpha 0.05: rarely a false call
-    assert significance([], [1.0] * 10) == ("no samples", None)
-    assert significance([1.0, 2.0], [1.0, 2.0, 3.0]) == ("too few samples", None)
+def _repeats(size, times_us, spread=0.02):
+    """One row per repeat of a size (--repeats), each with its own iterations."""
+    return [
+        _row(size, time_us, _samples(time_us, spread), repeat=index)
+        for index, time_us in enumerate(times_us)
+    ]
+
+
+def test_every_repeat_of_a_size_counts_and_the_ratio_is_their_geometric_mean():
+    base = _run("a", _repeats(1 << 20, [100.0, 110.0, 90.0]))
+    cand = _run("b", _repeats(1 << 20, [200.0, 190.0, 210.0]))
+    (item,) = compare(base, cand).sizes
+    verdict = item.decision
+    assert verdict.basis == REPEATS and (verdict.base_repeats, verdict.cand_repeats) == (3, 3)
+    geomean = (100.0 * 110.0 * 90.0) ** (1 / 3) / (200.0 * 190.0 * 210.0) ** (1 / 3)
+    assert item.ratio == pytest.approx(geomean) == pytest.approx(verdict.ratio)
+    assert item.baseline_time_us == pytest.approx((100.0 * 110.0 * 90.0) ** (1 / 3))
+    assert item.verdict == verdict.call == "slower"
+    assert item.p_value == verdict.p_value and verdict.p_holm is not None
+
+
+def test_one_comparison_is_one_family_holm_over_its_sizes():
+    sizes = (1024, 4096, 1 << 20, 1 << 24)
+    base = _run("a", [row for size in sizes for row in _repeats(size, [100.0, 101.0, 99.0])])
+    cand = _run("b", [row for size in sizes for row in _repeats(size, [90.0, 91.5, 89.0])])
+    result = compare(base, cand)
+    for item in result.sizes:
+        assert item.decision.p_holm >= item.decision.p_value
+    smallest = min(item.decision.p_value for item in result.sizes)
+    assert min(item.decision.p_holm for item in result.sizes) == pytest.approx(4 * smallest)
+    assert result.basis_notes == [NOTE_REPEATS]
+
+
+def test_one_repeat_offers_no_p_value_and_says_so():
+    base = _run("a", [_row(1024, 100.0, _samples(100.0))])
+    cand = _run("b", [_row(1024, 80.0, _samples(80.0))])
+    result = compare(base, cand, Rule(alpha=0.01))
+    (item,) = result.sizes
+    assert item.decision.basis == FLOOR and item.p_value is None
+    assert item.verdict == "faster" and result.alpha == 0.01
+    assert result.basis_notes == [NOTE_ONE_REPEAT]
+    assert "no p-value" in result.to_dict()["basis_notes"][0]
+    assert result.to_dict()["sizes"][0]["decision"]["floor_source"] == "iteration-batch spread"
 
 
 def test_sizes_match_and_ratios_follow_busbw():
@@ -111,7 +153,7 @@ def test_bands_take_the_geometric_mean():
     assert bands[0].geomean_ratio == pytest.approx(math.sqrt(2.0 * 0.5))
     assert bands[1].geomean_ratio == pytest.approx(4.0)
     assert bands[2].geomean_ratio == pytest.approx(math.sqrt(1.0 * 0.25))
-    assert bands[0].counts == {"no samples": 2}
+    assert bands[0].counts == {"unjudged": 2}  # no samples and no threshold
     assert (band_of(0), band_of(65535), band_of(65536), band_of(2**24)) == (
         "small",
         "small",

@@ -1,0 +1,121 @@
+"""`collbench noise RUN RUN [RUN...]`: the A/A noise floor of one configuration, measured from
+identical reruns of it, written to a file that `compare --noise-floor FILE` holds verdicts
+against (DESIGN.md, "Decisions"; the rule is analysis.decision.aa_floor).
+
+Runs measured differently (analysis.methodology) or with different knobs are not reruns of
+one configuration: they are refused. Other environment differences (hosts, versions) are
+listed with the result: they are part of the noise the floor then covers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from collbench.analysis.bands import BAND_NAMES, band_of
+from collbench.analysis.comparison import rows_by_key
+from collbench.analysis.decision import Evidence, aa_floor, evidence_of
+from collbench.analysis.methodology import Difference, differences
+from collbench.core.errors import SpecError
+from collbench.core.noise import NoiseFloor
+from collbench.store.load import Run
+from collbench.store.noise_floor import save_noise_floor
+
+MIN_RUNS = 2
+NAMED_RUNS = 3  # a floor's source names this many runs, then counts the rest
+
+
+@dataclass(frozen=True)
+class BandNoise:
+    """One size band's floor and what it rests on."""
+
+    band: str
+    floor_pct: float
+    pairs: int  # pairs of runs
+    largest_pct: float  # the largest change between two runs at a size of the band
+    sizes: int  # sizes of the band measured by every run
+    quantile: float
+
+
+@dataclass(frozen=True)
+class NoiseReport:
+    floor: NoiseFloor
+    bands: list[BandNoise]
+    runs: list[str]  # the runs' paths, in the order given
+    sizes: int  # (collective, placement, size) measured by every run
+    environment: list[Difference]  # differences kept (part of the noise measured)
+    out: Path
+
+
+def record_noise(runs: Sequence[Run], out: Path) -> NoiseReport:
+    """Measure the A/A floor of `runs` and write it to `out` (never over an existing file)."""
+    if Path(out).exists():
+        raise SpecError("--out", str(out), "already exists: remove it or pass another --out FILE")
+    report = measure_noise(runs, Path(out))
+    save_noise_floor(report.floor, report.out)
+    return report
+
+
+def measure_noise(runs: Sequence[Run], out: Path) -> NoiseReport:
+    """The A/A floor of identical runs, per size band; SpecError when they are not."""
+    environment = _check_identical(runs)
+    keyed = [rows_by_key(run.rows) for run in runs]
+    common = sorted(set.intersection(*(set(keys) for keys in keyed)))
+    if not common:
+        raise SpecError(
+            "RUN", " ".join(run.path for run in runs), "have no size that every run measured"
+        )
+    by_size: dict[tuple[str, int], list[Evidence]] = {
+        (f"{key[0]} {key[1]}", key[2]): [evidence_of(keys[key]) for keys in keyed] for key in common
+    }
+    floor = aa_floor(by_size, _source(runs))
+    sizes = {band: sum(band_of(key[2]) == band for key in common) for band in BAND_NAMES}
+    bands = [
+        BandNoise(
+            band,
+            floor.pct_by_band[band],
+            int(floor.detail[band]["pairs"]),
+            float(floor.detail[band]["largest_pct"]),
+            sizes[band],
+            float(floor.detail[band]["quantile"]),
+        )
+        for band in BAND_NAMES
+        if band in floor.pct_by_band
+    ]
+    detail = {band.band: {**floor.detail[band.band], "sizes": band.sizes} for band in bands}
+    floor = replace(floor, detail=detail)
+    return NoiseReport(floor, bands, [run.path for run in runs], len(common), environment, out)
+
+
+def _check_identical(runs: Sequence[Run]) -> list[Difference]:
+    """Refuse runs that are not reruns of one configuration; the environment differences
+    that remain."""
+    if len(runs) < MIN_RUNS:
+        raise SpecError(
+            "RUN",
+            " ".join(run.path for run in runs),
+            f"is not enough: an A/A floor needs at least {MIN_RUNS} identical runs",
+        )
+    kept: list[Difference] = []
+    for run in runs[1:]:
+        found = differences(runs[0], run)
+        refused = [d for d in found if d.kind == "methodology" or d.field.startswith("env.")]
+        if refused:
+            named = ", ".join(f"{d.field} {d.baseline} vs {d.candidate}" for d in refused)
+            raise SpecError(
+                "RUN",
+                run.path,
+                f"is not a rerun of {runs[0].path} ({named}): an A/A floor needs runs of "
+                "one configuration measured the same way",
+            )
+        kept += [d for d in found if d not in kept]
+    return kept
+
+
+def _source(runs: Sequence[Run]) -> str:
+    names = [run.run_id for run in runs]
+    shown = ", ".join(names[:NAMED_RUNS])
+    if len(names) > NAMED_RUNS:
+        shown += f" and {len(names) - NAMED_RUNS} more"
+    return f"collbench noise over {len(runs)} runs ({shown})"

@@ -1,0 +1,49 @@
+"""The noise-floor file `collbench noise` writes and `compare --noise-floor FILE` reads: one
+load and one save of core.noise.NoiseFloor (JSON)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from collbench.core.errors import SpecError
+from collbench.core.noise import NoiseFloor
+from collbench.store.rundir import write_json_atomic
+
+
+def load_noise_floor(path: Path, flag: str = "--noise-floor") -> NoiseFloor:
+    """The floor a file holds, its source set to the file's path (what a verdict names);
+    SpecError (one line, exit 2) for a missing, unreadable or malformed file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "not readable as text"
+        raise SpecError(flag, str(path), f"cannot be read ({reason})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SpecError(
+            flag, str(path), f"is not JSON (line {error.lineno}): make one with collbench noise"
+        ) from None
+    try:
+        floor = NoiseFloor.from_dict(data, str(path))
+    except SpecError as error:
+        if error.field == flag:
+            raise
+        raise SpecError(flag, str(path), f"band {error.value!r} {error.hint}") from None
+    if not floor.pct_by_band:
+        raise SpecError(flag, str(path), "holds no band's floor: make one with collbench noise")
+    return replace(floor, source=str(path))
+
+
+def save_noise_floor(floor: NoiseFloor, path: Path, flag: str = "--out") -> Path:
+    """Write the floor to `path`; an existing file is never overwritten (SpecError)."""
+    path = Path(path)
+    if path.exists():
+        raise SpecError(flag, str(path), "already exists: remove it or pass another --out FILE")
+    if not path.parent.is_dir():
+        raise SpecError(flag, str(path), "is in a directory that does not exist")
+    write_json_atomic(path, floor.to_dict())
+    return path

@@ -1,0 +1,149 @@
+"""collbench noise: an A/A floor from identical runs, written once and read by
+`compare --noise-floor FILE`; runs that are not reruns of one configuration, and floor files
+that are not floors, are one line and exit 2."""
+
+import json
+import math
+import random
+
+import pytest
+
+from collbench.core.errors import EXIT_SLOWER, EXIT_USAGE
+from tests.rows import make_row, write_run
+
+SIZES = [1024 << (2 * index) for index in range(8)]  # 1 KiB .. 16 MiB: every band
+
+
+def _write(path, offset=1.0, iters=20, seed=None, **columns):
+    """A run of one configuration: a run-level offset of its times (placement, clocks;
+    invisible inside the run) on top of 1% iteration noise, so only reruns show the
+    run-to-run noise."""
+    rng = random.Random(path.name if seed is None else seed)
+    rows = []
+    for size in SIZES:
+        base = 100.0 * offset
+        samples = [base * math.exp(rng.gauss(0.0, 0.01)) for _ in range(iters)]
+        rows.append(
+            make_row(
+                run_id=path.name,
+                placement="in_place",
+                size_bytes=size,
+                time_us=sum(samples) / iters,
+                iters=iters,
+                time_us_samples=samples,
+                **columns,
+            )
+        )
+    meta = {"run_id": path.name, "timing_method": "perf_counter", "state": "completed"}
+    return str(write_run(path, rows, meta))
+
+
+@pytest.fixture
+def aa_runs(tmp_path):
+    # reruns landing up to ~9% apart
+    return [_write(tmp_path / f"aa{i}", offset, seed=i) for i, offset in enumerate((1, 1.06, 0.97))]
+
+
+def test_noise_writes_a_floor_that_compare_holds_verdicts_against(collbench, aa_runs, tmp_path):
+    out = tmp_path / "floor.json"
+    done = collbench("noise", *aa_runs, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "A/A floor of 3 runs of one configuration, 8 size(s)" in done.stdout
+    band_lines = {
+        line.split()[0]: line.split() for line in done.stdout.splitlines() if line[0] != "#"
+    }
+    assert set(band_lines) == {"small", "medium", "large"}
+    assert all(fields[2] == "3" for fields in band_lines.values())  # 3 pairs of runs
+    assert f"--noise-floor {out}" in done.stdout
+    data = json.loads(out.read_text())
+    assert set(data["pct_by_band"]) == {"small", "medium", "large"}
+    assert data["runs"] == 3 and data["detail"]["small"]["pairs"] == 3
+    assert all(8 < pct < 10 for pct in data["pct_by_band"].values())
+
+    # Two further reruns of the same configuration, 5% apart: more than either run shows
+    # inside (1%), within what reruns do; the recorded floor holds it, and says where it came
+    # from.
+    base = _write(tmp_path / "next1", 1.0, seed=11)
+    again = _write(tmp_path / "next2", 1.05, seed=12)
+    unaware = collbench("compare", base, again, "--json")
+    assert {item["verdict"] for item in json.loads(unaware.stdout)[0]["sizes"]} == {"slower"}
+    held = collbench("compare", base, again, "--noise-floor", str(out), "--fail-if-slower", "3")
+    assert held.returncode == 0, held.stderr
+    assert f"# recorded A/A noise floor: {out}" in held.stdout
+    assert f"(A/A small band, {out})" in held.stdout
+    # ... and a real slowdown still fails
+    slow = _write(tmp_path / "slow", 1 / 0.7, seed=13)
+    done = collbench("compare", base, slow, "--noise-floor", str(out), "--fail-if-slower", "5")
+    assert done.returncode == EXIT_SLOWER and f"A/A large band, {out}" in done.stderr
+
+
+def test_noise_never_overwrites_a_file(collbench, aa_runs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert collbench("noise", *aa_runs).returncode == 0
+    assert (tmp_path / "noise-floor.json").is_file()  # the default: the working directory
+    before = (tmp_path / "noise-floor.json").read_text()
+    done = collbench("noise", *aa_runs)
+    assert done.returncode == EXIT_USAGE and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "collbench: error: --out: 'noise-floor.json' already exists: remove it or pass "
+        "another --out FILE"
+    ]
+    assert (tmp_path / "noise-floor.json").read_text() == before
+
+
+@pytest.mark.parametrize(
+    "make, needle",
+    [
+        (lambda t: [_write(t / "one")], "an A/A floor needs at least 2 identical runs"),
+        (
+            lambda t: [_write(t / "a"), _write(t / "b", iters=50)],
+            "is not a rerun of",
+        ),
+        (
+            lambda t: [_write(t / "a"), _write(t / "b", dtype="bfloat16")],
+            "(dtype float32 vs bfloat16)",
+        ),
+        (
+            lambda t: [_write(t / "a"), _write(t / "b", knobs={"env": {"NCCL_ALGO": "Tree"}})],
+            "env.NCCL_ALGO",
+        ),
+    ],
+)
+def test_noise_refuses_runs_that_are_not_reruns(collbench, tmp_path, make, needle):
+    out = tmp_path / "floor.json"
+    done = collbench("noise", *make(tmp_path), "--out", str(out))
+    assert done.returncode == EXIT_USAGE, done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("collbench: error: ") and needle in lines[0]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        (None, "cannot be read"),
+        ("{not json", "is not JSON (line 1)"),
+        ("[1, 2]", "is not a noise-floor file"),
+        ('{"pct_by_band": {}}', "holds no band's floor"),
+        ('{"pct_by_band": {"small": -3}}', "band 'small' has a floor -3"),
+        ('{"pct_by_band": {"small": "x"}}', "has a floor that is not a number"),
+        ('{"pct_by_band": {"small": 3}, "runs": "many"}', "has runs 'many'"),
+    ],
+)
+def test_a_bad_noise_floor_file_is_one_line_and_exit_2(collbench, tmp_path, content, needle):
+    runs = [_write(tmp_path / "a", seed=1), _write(tmp_path / "b", seed=2)]
+    floor = tmp_path / "floor.json"
+    if content is not None:
+        floor.write_text(content)
+    done = collbench("compare", *runs, "--noise-floor", str(floor))
+    assert done.returncode == EXIT_USAGE and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("collbench: error: --noise-floor: ")
+    assert needle in lines[0] and str(floor) in lines[0]
+
+
+def test_help_lists_noise(collbench):
+    text = " ".join(collbench("--help").stdout.split())
+    assert "noise" in text
+    noise_help = " ".join(collbench("noise", "--help").stdout.split())
+    assert "--out" in noise_help and "--noise-floor" in noise_help
