@@ -20,8 +20,9 @@ What decides depends on what the two sides hold (`basis`):
    each side's repeats, or with one repeat its iterations cut into BATCHES consecutive
    batches, give figures whose range (largest over smallest, as a percentage) times
    FLOOR_FACTOR is the noise floor, the larger side's; a recorded A/A floor replaces it when
-   larger. A call needs the effect beyond the floor. The interval shown is the effect plus and
-   minus the floor.
+   larger. A call needs the effect beyond the floor, either way alike (a ratio below
+   1 / (1 + floor) or above 1 + floor). The interval shown is the ratio divided and
+   multiplied by 1 + floor.
 3. `threshold`: no samples (imported nccl-tests logs). The effect against the caller's
    threshold alone, and the verdict says so; without a threshold there is no call
    (`unjudged`).
@@ -323,7 +324,10 @@ def _floor_draft(question: Question, rule: Rule, effect: float, counts: dict) ->
         return _Draft(verdict, question.size_bytes)
     what = "repeat" if min(counts.values()) >= 2 else "iteration-batch"
     floor, source = _floor(rule, question.size_bytes, max(s or 0.0 for s in spreads), what)
-    low, high = effect - floor, effect + floor
+    # The interval is multiplicative, like the noise: the ratio divided and multiplied by
+    # (1 + floor), so a slowdown's interval never passes -100%.
+    ratio, scale = 1.0 + effect / 100.0, 1.0 + floor / 100.0
+    low, high = _pct(ratio / scale), _pct(ratio * scale)
     verdict = Verdict(SAME, FLOOR, effect, low, high, floor, source, **counts)
     return _Draft(verdict, question.size_bytes)
 
@@ -348,7 +352,8 @@ def _call(draft: _Draft, p_holm: float | None, rule: Rule) -> Verdict:
             return _replace(verdict, call=UNJUDGED, reason=why)
         beyond = abs(effect) > rule.threshold_pct
         return _replace(verdict, call=_direction(effect) if beyond else SAME)
-    beyond_floor = floor is not None and abs(effect) > floor
+    # Beyond the floor in either direction alike: |log ratio| > log(1 + floor).
+    beyond_floor = floor is not None and abs(math.log1p(effect / 100.0)) > math.log1p(floor / 100.0)
     if verdict.basis == REPEATS:
         significant = p_holm is not None and p_holm < rule.alpha
         call = _direction(effect) if significant and beyond_floor else SAME

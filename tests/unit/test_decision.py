@@ -117,7 +117,10 @@ def test_within_run_p_values_are_not_offered_for_a_single_repeat():
     assert verdict.p_value is None and verdict.p_holm is None
     assert "no p-value" in verdict.describe()
     assert verdict.call == SLOWER
-    assert verdict.low_pct == pytest.approx(verdict.effect_pct - verdict.floor_pct)
+    ratio, scale = verdict.ratio, 1 + verdict.floor_pct / 100
+    assert verdict.low_pct == pytest.approx((ratio / scale - 1) * 100)
+    assert verdict.high_pct == pytest.approx((ratio * scale - 1) * 100)
+    assert verdict.low_pct > -100
 
 
 def test_correlated_iterations_do_not_make_a_run_offset_significant():
