@@ -1,148 +1,78 @@
 """Doctor verdicts (pure): which node, rail, link or rank is slow, from a doctor run's rows.
 
 Takes rows and an expectation and returns data; reading runs and topologies lives in
-collbench.run.doctor, rendering in collbench.render.doctor. How each stage is judged:
-- pair (and shuffle) rows: per node pair the median busbw over its rounds, the node x node
-  matrix. A node whose median over its partners is below the bar (needs two partners or
-  more) is slow with everyone: a node finding. A pair below the bar between two nodes that
-  are not slow is a link finding (the cable or switch port between them).
+collbench.run.doctor, rendering in collbench.render.doctor. Every round ran R times
+(DoctorSpec.repeats, in passes); each repeat is judged against its own bar and a finding
+needs the slow result in a majority of at least 3 repeats (collbench.analysis.doctor_judge).
+How each stage is judged:
+- pair (and shuffle) rows: per node pair and repeat the median busbw over its rounds, the
+  node x node matrix (the median over repeats). A node whose median over its partners is
+  below the bar (needs two partners or more) is slow with everyone: a node finding. A pair
+  below the bar between two nodes that are not slow is a link finding (the cable or switch
+  port between them).
 - intra rows: each node's all-reduce against the bar; merged into that node's finding.
 - rail rows: each local-rank index across the nodes: a rail finding (a NIC or switch plane).
 - stragglers: a rank last in >= 80% of its all-reduce iterations (groups of 3 ranks or
-  more) whose own time is clearly shorter than its group's median: a rank finding.
+  more) whose own time is clearly shorter than its group's median, over at least 3 repeats:
+  a rank finding.
 - full: only against an explicit expectation. Below it with nothing above to explain it, the
   bisect rows name the slower half, deepest level first: a segment finding.
 Bars come from collbench.analysis.doctor_expect (an expectation, or the fleet's median).
+A run where no stage could be judged (one node and no expectation, too few repeats) is
+neither healthy nor flagged: `healthy` is None and `reason` says why (exit code 6).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from collbench.analysis.doctor_expect import (
-    ALL_REDUCE_STAGES,
     FLEET,
-    MIN_FLEET,
     PAIR_STAGES,
     Bar,
     Expectation,
-    bar_for,
     expectation_from,
     gbps,
     median_of,
 )
+from collbench.analysis.doctor_judge import NOT_MEASURED, StageJudgement
+from collbench.analysis.doctor_model import (
+    CPU_CHECKS,
+    DRAIN,
+    FINDING_KINDS,
+    GPU_CHECKS,
+    JUDGE_HINT,
+    LINK_ACTION,
+    ONE_RANK,
+    PAIR_NODES,
+    RAIL_ACTION,
+    Checks,
+    Diagnosis,
+    DoctorRun,
+    Finding,
+    checks_for,
+    row_hosts,
+)
+from collbench.analysis.doctor_whole import full_all_reduce, stragglers
 from collbench.core.doctor import MIN_BANDWIDTH_BYTES, DoctorSpec
 from collbench.core.units import format_size, size_arg
 from collbench.store.rows import DoctorRow
 
 __all__ = [
+    "CPU_CHECKS",
     "FINDING_KINDS",
     "FLEET",
+    "GPU_CHECKS",
+    "Checks",
     "Diagnosis",
     "Expectation",
     "Finding",
+    "checks_for",
     "diagnose",
     "expectation_from",
 ]
-
-FINDING_KINDS = ("node", "rail", "link", "rank", "segment")
-# A straggler: last in at least this share of its timed all-reduce iterations ...
-STRAGGLER_LAST_SHARE = 0.8
-# ... over groups of at least this many ranks (with two, one of them is always last) ...
-STRAGGLER_MIN_GROUP = 3
-# ... and at least this many iterations in all (fewer: chance).
-STRAGGLER_MIN_ITERS = 10
-DRAIN = "drain the node"
-CHECK_NETWORK = "check its NICs/links (ibstat, ethtool)"
-CHECK_INSIDE = "check its GPUs and NVLink/PCIe (nvidia-smi topo -m, dcgmi diag) or CPU load"
-LINK_ACTION = "reseat or replace the cable / check the switch port between them"
-RAIL_ACTION = "check that rail's NIC on every node / its switch plane"
-RANK_ACTION = "check the rank's host for CPU/GPU throttling or a noisy neighbour"
-SEGMENT_ACTION = "check these nodes' leaf switch, uplinks and cables; rerun doctor on them"
-SPINE_ACTION = "check the spine / uplinks between the halves (switch error counters)"
-BISECT_ACTION = "rerun with --bisect to find the slow part of the fabric"
-JUDGE_HINT = "give --expect-busbw, --topology or --baseline"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One thing the doctor flags, with the evidence and what to do about it."""
-
-    kind: str  # FINDING_KINDS
-    hosts: tuple[str, ...]
-    ranks: tuple[int, ...]
-    addresses: tuple[str, ...]  # one per host, "" where meta.json has none
-    measured_gbps: float | None
-    expected_gbps: float | None
-    expected_from: str  # Expectation.source, or FLEET
-    rounds: int  # measurements behind it (e.g. 3 of 3 pairs slow)
-    evidence: str  # one line a person reads
-    action: str  # "drain the node", "reseat or replace the cable", ...
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    """Everything the doctor concluded from one run."""
-
-    healthy: bool
-    findings: tuple[Finding, ...]
-    hosts: tuple[str, ...]
-    # hosts x hosts pair busbw (GB/s), None on the diagonal and where no pair was measured.
-    matrix_gbps: tuple[tuple[float | None, ...], ...]
-    node_busbw_gbps: dict[str, float]  # intra stage, per host
-    rail_busbw_gbps: dict[int, float]  # rail stage, per local rank index
-    pass_ratio: dict[str, float]  # per host, share of its pairings (circle + shuffle) passed
-    full_busbw_gbps: float | None
-    notes: tuple[str, ...]
-    # Per host: the median of its pair busbw over its partners (what a node is judged by).
-    pair_score_gbps: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class _Run:
-    """The rows and the layout every stage's judgement reads."""
-
-    rows: tuple[DoctorRow, ...]
-    spec: DoctorSpec
-    expectation: Expectation
-    hosts: tuple[str, ...]
-    addresses: Mapping[str, str]
-    ranks_of: Mapping[str, tuple[int, ...]]
-
-    def stage_rows(self, *stages: str) -> list[DoctorRow]:
-        """The rows of `stages` that measured something (an all-reduce of one rank did not)."""
-        return [
-            row
-            for row in self.rows
-            if row.stage in stages
-            and math.isfinite(row.busbw_gbps)
-            and (row.stage not in ALL_REDUCE_STAGES or row.world_size >= 2)
-        ]
-
-    def bar(self, stage: str, values: Sequence[float]) -> Bar | None:
-        return bar_for(stage, values, self.expectation, self.spec)
-
-    def finding(
-        self, kind: str, hosts: Sequence[str], bar: Bar | None, measured: float | None, **columns
-    ) -> Finding:
-        """A Finding on `hosts` measured against `bar`, with the hosts' ranks (unless given)
-        and addresses; `columns`: rounds, evidence, action."""
-        ranks = columns.pop("ranks", None)
-        if ranks is None:
-            ranks = sorted(rank for host in hosts for rank in self.ranks_of.get(host, ()))
-        return Finding(
-            kind=kind,
-            hosts=tuple(hosts),
-            ranks=tuple(ranks),
-            addresses=tuple(self.addresses.get(host, "") for host in hosts),
-            measured_gbps=measured,
-            expected_gbps=None if bar is None else bar.reference_gbps,
-            expected_from=FLEET if bar is None else bar.source,
-            **columns,
-        )
 
 
 @dataclass(frozen=True)
@@ -164,129 +94,171 @@ def diagnose(
     nodes: Mapping[str, Any],
 ) -> Diagnosis:
     """The verdicts on a doctor run's rows. `nodes`: meta.json extra["doctor"] (hosts,
-    addresses, ranks_per_host, skipped). Healthy when nothing is flagged (a straggling rank
-    counts); notes say what could not be judged and why."""
+    addresses, ranks_per_host, skipped). Flagged when anything is (a straggling rank
+    counts); healthy when not and at least one stage was judged; otherwise unjudged (healthy
+    None, with the reason). Notes say what could not be judged and why."""
     run = _context(rows, spec, expectation, nodes)
+    stages: dict[str, StageJudgement] = {}
     pairs = _pair_values(run)
-    medians = {pair: median_of(values) for pair, values in pairs.items()}
-    scores, pair_flags = _pair_nodes(run, medians)
+    scores, pair_flags, stages[PAIR_NODES] = _pair_nodes(run, pairs)
     flagged = {flag.host for flag in pair_flags}
-    links, link_bar = _links(run, medians, pairs, flagged)
-    node_busbw, intra_flags = _intra(run)
-    rail_busbw, rails = _rails(run)
+    links, stages["pair"] = _links(run, pairs, flagged)
+    node_busbw, intra_flags, stages["intra"] = _intra(run)
+    rail_busbw, rails, stages["rail"] = _rails(run)
     findings = [*_merge_nodes(run, [*pair_flags, *intra_flags]), *links, *rails]
-    findings += _stragglers(run)
-    full_busbw, segments, full_notes = _full(run, findings)
+    findings += stragglers(run)
+    full_busbw, segments, full_notes, stages["full"] = full_all_reduce(run, findings)
     findings += segments
-    notes = _notes(run, nodes, medians, node_busbw, rail_busbw) + full_notes
+    if stages["intra"].reason == NOT_MEASURED and any(r.stage == "intra" for r in run.rows):
+        stages["intra"] = StageJudgement(reason=ONE_RANK)
+    judged = tuple(dict.fromkeys(_name(name) for name, stage in stages.items() if stage.judged))
+    unjudged: dict[str, str] = {}
+    for name, stage in stages.items():
+        if not stage.judged and stage.reason != NOT_MEASURED and _name(name) not in judged:
+            unjudged.setdefault(_name(name), stage.reason)
+    unjudged.update((nodes.get("skipped") or {}).items())
+    notes = _notes(run, nodes, unjudged) + full_notes
+    healthy = False if findings else (True if judged else None)
+    medians = {pair: median_of(list(by.values())) for pair, by in pairs.items()}
     return Diagnosis(
-        healthy=not findings,
+        healthy=healthy,
         findings=tuple(findings),
         hosts=run.hosts,
         matrix_gbps=_matrix(run.hosts, medians),
         node_busbw_gbps=node_busbw,
         rail_busbw_gbps=rail_busbw,
-        pass_ratio=_pass_ratio(run, link_bar or run.bar("pair", list(medians.values()))),
+        pass_ratio=_pass_ratio(run, stages["pair"].bars),
         full_busbw_gbps=full_busbw,
         notes=tuple(notes),
         pair_score_gbps=scores,
+        judged=judged,
+        unjudged=unjudged,
+        reason="" if healthy is not None else _nothing_judged(unjudged, nodes.get("skipped") or {}),
+        repeats=len({row.repeat_index for row in run.rows}),
     )
+
+
+def _name(stage: str) -> str:
+    """The stage a judgement belongs to (the nodes' pair scores are the pair stage's)."""
+    return "pair" if stage == PAIR_NODES else stage
+
+
+def _nothing_judged(unjudged: Mapping[str, str], skipped: Mapping[str, str]) -> str:
+    """Why no stage was judged: each measured stage's reason, then the skipped ones."""
+    parts = [f"{stage}: {why}" for stage, why in unjudged.items() if stage not in skipped]
+    if skipped:
+        parts.append(f"skipped: {', '.join(skipped)}")
+    return "no stage could be judged (" + ("; ".join(parts) or "no rows measured anything") + ")"
 
 
 def _context(
     rows: Sequence[DoctorRow], spec: DoctorSpec, expectation: Expectation, nodes: Mapping
-) -> _Run:
+) -> DoctorRun:
     doctor_rows = tuple(row for row in rows if getattr(row, "stage", None))
     hosts = list(nodes.get("hosts") or [])
     for row in doctor_rows:
-        hosts += [host for host in _row_hosts(row) if host not in hosts]
+        hosts += [host for host in row_hosts(row) if host not in hosts]
     ranks_of = {host: tuple(ranks) for host, ranks in (nodes.get("ranks_per_host") or {}).items()}
-    return _Run(
-        doctor_rows, spec, expectation, tuple(hosts), nodes.get("addresses") or {}, ranks_of
+    backend = doctor_rows[0].backend if doctor_rows else None
+    return DoctorRun(
+        doctor_rows,
+        spec,
+        expectation,
+        tuple(hosts),
+        nodes.get("addresses") or {},
+        ranks_of,
+        checks_for(backend),
     )
 
 
-def _pair_values(run: _Run) -> dict[tuple[str, str], list[float]]:
-    """Each node pair's busbw over its rounds (circle and shuffle), keyed in host order."""
-    values: dict[tuple[str, str], list[float]] = {}
+def _pair_values(run: DoctorRun) -> dict[tuple[str, str], dict[int, float]]:
+    """Each node pair's busbw per repeat (the median over its circle and shuffle rounds of
+    that repeat), keyed in host order."""
+    values: dict[tuple[str, str], dict[int, list[float]]] = {}
     for row in run.stage_rows(*PAIR_STAGES):
-        hosts = _row_hosts(row)
+        hosts = row_hosts(row)
         if len(hosts) != 2 or hosts[0] == hosts[1]:
             continue
         host_a, host_b = sorted(hosts, key=run.hosts.index)
-        values.setdefault((host_a, host_b), []).append(float(row.busbw_gbps))
-    return values
+        by_repeat = values.setdefault((host_a, host_b), {})
+        by_repeat.setdefault(row.repeat_index, []).append(float(row.busbw_gbps))
+    return {
+        pair: {repeat: median_of(v) for repeat, v in by_repeat.items()}
+        for pair, by_repeat in values.items()
+    }
 
 
-def _partners(host: str, medians: Mapping[tuple[str, str], float]) -> dict[str, float]:
-    return {next(h for h in pair if h != host): v for pair, v in medians.items() if host in pair}
+def _partners(host: str, values: Mapping[tuple[str, str], float]) -> dict[str, float]:
+    return {next(h for h in pair if h != host): v for pair, v in values.items() if host in pair}
+
+
+def _at(pairs: Mapping[tuple[str, str], Mapping[int, float]], repeat: int) -> dict:
+    return {pair: by[repeat] for pair, by in pairs.items() if repeat in by}
 
 
 def _pair_nodes(
-    run: _Run, medians: Mapping[tuple[str, str], float]
-) -> tuple[dict[str, float], list[_NodeFlag]]:
-    """Each host's score (median over its partners) and the hosts slow with every partner."""
-    partners = {host: _partners(host, medians) for host in run.hosts}
-    scores = {host: median_of(list(by.values())) for host, by in partners.items() if by}
-    judged = {host: score for host, score in scores.items() if len(partners[host]) >= 2}
-    bar = run.bar("pair", list(judged.values()))
+    run: DoctorRun, pairs: Mapping[tuple[str, str], Mapping[int, float]]
+) -> tuple[dict[str, float], list[_NodeFlag], StageJudgement]:
+    """Each host's score (median over its partners, per repeat) and the hosts slow with
+    every partner in a majority of repeats."""
+    repeats = sorted({repeat for by in pairs.values() for repeat in by})
+    table: dict[str, dict[int, float]] = {}  # hosts with two partners or more
+    all_scores: dict[str, list[float]] = {}
+    for repeat in repeats:
+        at = _at(pairs, repeat)
+        for host in run.hosts:
+            partners = _partners(host, at)
+            if partners:
+                score = median_of(list(partners.values()))
+                all_scores.setdefault(host, []).append(score)
+                if len(partners) >= 2:
+                    table.setdefault(host, {})[repeat] = score
+    scores = {host: median_of(values) for host, values in all_scores.items()}
+    judgement = run.judge("pair", table, "nodes with two partners")
+    medians = {pair: median_of(list(by.values())) for pair, by in pairs.items()}
     flags = []
-    for host, score in judged.items():
-        if bar is None or not bar.below(score):
-            continue
-        total = len(partners[host])
-        slow = sum(bar.below(value) for value in partners[host].values())
-        lead = "slow with every partner: " if slow == total else ""
+    for host, judged in judgement.flagged().items():
+        partners = _partners(host, medians)
+        slow = sum(value < judged.bar.threshold_gbps for value in partners.values())
+        lead = "slow with every partner: " if slow == len(partners) else ""
         evidence = (
-            f"{lead}pair busbw {gbps(score)} GB/s, {slow} of {total} partners below "
-            f"{gbps(bar.threshold_gbps)} GB/s; {bar.versus(score, 'nodes')}"
+            f"{lead}pair busbw {gbps(judged.value)} GB/s, {slow} of {len(partners)} partners "
+            f"below {gbps(judged.bar.threshold_gbps)} GB/s; {judged.evidence('nodes')}"
         )
-        rounds = sum(host in _row_hosts(row) for row in run.stage_rows(*PAIR_STAGES))
-        flags.append(_NodeFlag(host, score, bar, rounds, evidence, CHECK_NETWORK))
-    return scores, flags
-
-
-def _row_hosts(row: DoctorRow) -> list[str]:
-    """The hosts of a row's group: group_hosts, else read off the group's name."""
-    if row.group_hosts:
-        return list(row.group_hosts)
-    group = row.group or ""
-    if row.stage in PAIR_STAGES and "<->" in group:
-        return group.split("<->")
-    if row.stage == "intra" and group.startswith("node "):
-        return [group.removeprefix("node ")]
-    return []
+        rounds = sum(host in row_hosts(row) for row in run.stage_rows(*PAIR_STAGES))
+        flags.append(
+            _NodeFlag(host, judged.value, judged.bar, rounds, evidence, run.checks.network)
+        )
+    return scores, flags, judgement
 
 
 def _links(
-    run: _Run,
-    medians: Mapping[tuple[str, str], float],
-    pairs: Mapping[tuple[str, str], list[float]],
+    run: DoctorRun,
+    pairs: Mapping[tuple[str, str], Mapping[int, float]],
     flagged: set[str],
-) -> tuple[list[Finding], Bar | None]:
+) -> tuple[list[Finding], StageJudgement]:
     """Slow pairs between nodes that are not slow themselves: the link between them."""
-    healthy = {pair: value for pair, value in medians.items() if not set(pair) & flagged}
-    bar = run.bar("pair", list(healthy.values()))
-    if bar is None:
-        return [], None
+    healthy = {pair: by for pair, by in pairs.items() if not set(pair) & flagged}
+    judgement = run.judge("pair", healthy, "node pairs")
+    medians = {pair: median_of(list(by.values())) for pair, by in pairs.items()}
     findings = []
-    for (host_a, host_b), value in healthy.items():
-        if not bar.below(value):
-            continue
-        rounds = len(pairs[(host_a, host_b)])
+    for (host_a, host_b), judged in judgement.flagged().items():
+        rounds = sum(
+            {host_a, host_b} == set(row_hosts(row)) for row in run.stage_rows(*PAIR_STAGES)
+        )
         findings.append(
             run.finding(
                 "link",
                 (host_a, host_b),
-                bar,
-                value,
+                judged.bar,
+                judged.value,
                 rounds=rounds,
-                evidence=f"pair busbw {gbps(value)} GB/s over {rounds} round(s); "
-                f"{_elsewhere(host_a, host_b, medians)}; {bar.versus(value, 'pairs')}",
+                evidence=f"pair busbw {gbps(judged.value)} GB/s over {rounds} round(s); "
+                f"{_elsewhere(host_a, host_b, medians)}; {judged.evidence('pairs')}",
                 action=LINK_ACTION,
             )
         )
-    return findings, bar
+    return findings, judgement
 
 
 def _elsewhere(host_a: str, host_b: str, medians: Mapping[tuple[str, str], float]) -> str:
@@ -301,28 +273,33 @@ def _elsewhere(host_a: str, host_b: str, medians: Mapping[tuple[str, str], float
     return "with their other partners " + ", ".join(parts)
 
 
-def _intra(run: _Run) -> tuple[dict[str, float], list[_NodeFlag]]:
+def _intra(run: DoctorRun) -> tuple[dict[str, float], list[_NodeFlag], StageJudgement]:
     """Each node's own all-reduce (scale-up) and the nodes below the bar."""
-    by_host: dict[str, list[DoctorRow]] = {}
+    by_host: dict[str, dict[int, list[DoctorRow]]] = {}
     for row in run.stage_rows("intra"):
-        hosts = _row_hosts(row)
+        hosts = row_hosts(row)
         if len(hosts) == 1:
-            by_host.setdefault(hosts[0], []).append(row)
-    values = {host: median_of([r.busbw_gbps for r in rs]) for host, rs in by_host.items()}
-    bar = run.bar("intra", list(values.values()))
+            by_host.setdefault(hosts[0], {}).setdefault(row.repeat_index, []).append(row)
+    table = {
+        host: {repeat: median_of([r.busbw_gbps for r in rs]) for repeat, rs in by.items()}
+        for host, by in by_host.items()
+    }
+    judgement = run.judge("intra", table, "nodes")
+    values = {host: median_of(list(by.values())) for host, by in table.items()}
     flags = []
-    for host, value in values.items():
-        if bar is not None and bar.below(value):
-            ranks = by_host[host][0].world_size
-            evidence = (
-                f"intra-node all-reduce {gbps(value)} GB/s over {ranks} ranks; "
-                f"{bar.versus(value, 'nodes')}"
-            )
-            flags.append(_NodeFlag(host, value, bar, len(by_host[host]), evidence, CHECK_INSIDE))
-    return values, flags
+    for host, judged in judgement.flagged().items():
+        rows = [row for rs in by_host[host].values() for row in rs]
+        evidence = (
+            f"intra-node all-reduce {gbps(judged.value)} GB/s over {rows[0].world_size} "
+            f"ranks; {judged.evidence('nodes')}"
+        )
+        flags.append(
+            _NodeFlag(host, judged.value, judged.bar, len(rows), evidence, run.checks.inside)
+        )
+    return values, flags, judgement
 
 
-def _merge_nodes(run: _Run, flags: Sequence[_NodeFlag]) -> list[Finding]:
+def _merge_nodes(run: DoctorRun, flags: Sequence[_NodeFlag]) -> list[Finding]:
     """One node finding per host, whatever stages flagged it (pair-wise first)."""
     findings = []
     for host in run.hosts:
@@ -344,144 +321,51 @@ def _merge_nodes(run: _Run, flags: Sequence[_NodeFlag]) -> list[Finding]:
     return findings
 
 
-def _rails(run: _Run) -> tuple[dict[int, float], list[Finding]]:
+def _rails(run: DoctorRun) -> tuple[dict[int, float], list[Finding], StageJudgement]:
     """Each local-rank index's all-reduce across the nodes, and the rails below the bar."""
     by_rail: dict[int, list[DoctorRow]] = {}
     for row in run.stage_rows("rail"):
         index = (row.group or "").removeprefix("rail ")
         if index.isdigit():
             by_rail.setdefault(int(index), []).append(row)
-    values = {rail: median_of([r.busbw_gbps for r in rs]) for rail, rs in sorted(by_rail.items())}
-    bar = run.bar("rail", list(values.values()))
+    table: dict[int, dict[int, float]] = {}
+    for rail, rows in sorted(by_rail.items()):
+        by_repeat: dict[int, list[float]] = {}
+        for row in rows:
+            by_repeat.setdefault(row.repeat_index, []).append(row.busbw_gbps)
+        table[rail] = {repeat: median_of(v) for repeat, v in by_repeat.items()}
+    judgement = run.judge("rail", table, "rails")
+    values = {rail: median_of(list(by.values())) for rail, by in table.items()}
     findings = []
-    for rail, value in values.items():
-        if bar is None or not bar.below(value):
-            continue
+    for rail, judged in judgement.flagged().items():
         rows = by_rail[rail]
-        hosts = [host for host in run.hosts if any(host in _row_hosts(r) for r in rows)]
+        hosts = [host for host in run.hosts if any(host in row_hosts(r) for r in rows)]
         ranks = sorted({rank for row in rows for rank in row.group_ranks or ()})
         findings.append(
             run.finding(
                 "rail",
                 hosts,
-                bar,
-                value,
+                judged.bar,
+                judged.value,
                 ranks=ranks,
                 rounds=len(rows),
-                evidence=f"rail {rail} all-reduce {gbps(value)} GB/s across {len(hosts)} "
-                f"nodes; {bar.versus(value, 'rails')}",
+                evidence=f"rail {rail} all-reduce {gbps(judged.value)} GB/s across "
+                f"{len(hosts)} nodes; {judged.evidence('rails')}",
                 action=RAIL_ACTION,
             )
         )
-    return values, findings
+    return values, findings, judgement
 
 
-def _stragglers(run: _Run) -> list[Finding]:
-    """Ranks clearly and consistently last in their all-reduces (the others wait for them)."""
-    short = 1 - run.spec.fleet_tolerance_pct / 100
-    tally: dict[int, list[int]] = {}  # rank -> [last, iterations, rows, rows clearly short]
-    for row in run.stage_rows(*ALL_REDUCE_STAGES):
-        ranks, times, lasts = row.group_ranks or [], row.rank_time_us, row.rank_last_count
-        if len(ranks) < STRAGGLER_MIN_GROUP or not row.iters or not times or not lasts:
-            continue
-        if not len(ranks) == len(times) == len(lasts):
-            continue
-        middle = median_of(times)
-        for rank, time_us, last in zip(ranks, times, lasts, strict=True):
-            this_row = (last, row.iters, 1, int(time_us < middle * short))
-            tally[rank] = [a + b for a, b in zip(tally.get(rank, [0] * 4), this_row, strict=True)]
-    host_of = {rank: host for host, ranks in run.ranks_of.items() for rank in ranks}
-    findings = []
-    for rank, (last, iters, rows, short_rows) in sorted(tally.items()):
-        clearly_last = iters >= STRAGGLER_MIN_ITERS and last >= STRAGGLER_LAST_SHARE * iters
-        if not clearly_last or 2 * short_rows <= rows:
-            continue
-        hosts = (host_of[rank],) if rank in host_of else ()
-        findings.append(
-            run.finding(
-                "rank",
-                hosts,
-                None,
-                None,
-                ranks=(rank,),
-                rounds=rows,
-                evidence=f"rank {rank} came last in {last} of {iters} timed iterations over "
-                f"{rows} all-reduce rows (the others waited for it); its own time was more "
-                f"than {run.spec.fleet_tolerance_pct:g}% below its group's median in "
-                f"{short_rows} of {rows}",
-                action=RANK_ACTION,
-            )
-        )
-    return findings
-
-
-def _full(run: _Run, findings: Sequence[Finding]) -> tuple[float | None, list[Finding], list[str]]:
-    """The full all-reduce, judged only against an explicit expectation: below it and with
-    no node, link or rail finding to explain it, a segment finding (the bisect rows name the
-    slower half; without them, the whole fleet, to rerun with --bisect)."""
-    values = [row.busbw_gbps for row in run.stage_rows("full")]
-    full = median_of(values) if values else None
-    if full is None or "full" not in run.expectation.busbw_gbps:
-        return full, [], []
-    bar = run.bar("full", [])
-    assert bar is not None
-    if not bar.below(full):
-        return full, [], []
-    text = f"full all-reduce {gbps(full)} GB/s; {bar.versus(full)}"
-    if any(finding.kind in ("node", "link", "rail") for finding in findings):
-        return full, [], [f"{text}: the findings explain it"]
-    return full, [_segment(run, bar, full, text)], []
-
-
-def _segment(run: _Run, bar: Bar, full: float, text: str) -> Finding:
-    """The slower half at the deepest bisect level where the halves differ; without one,
-    the whole fleet (the links between the halves, or no bisect rows to tell)."""
-    by_level: dict[int, dict[str, list[DoctorRow]]] = {}
-    for row in run.stage_rows("bisect"):
-        by_level.setdefault(row.round_index or 0, {}).setdefault(row.group or "", []).append(row)
-    rounds = sum(len(rows) for groups in by_level.values() for rows in groups.values())
-    tolerance = 1 - run.expectation.tolerance_pct / 100
-    for level in sorted(by_level, reverse=True):
-        halves = sorted(
-            (
-                (median_of([r.busbw_gbps for r in rows]), rows[0])
-                for rows in by_level[level].values()
-            ),
-            key=lambda half: half[0],
-        )
-        (slow, slow_row), (fast, _) = halves[0], halves[-1]
-        if slow < fast * tolerance:
-            hosts = [host for host in run.hosts if host in _row_hosts(slow_row)]
-            evidence = (
-                f"{text}; bisect level {level}: the half {', '.join(hosts)} reaches "
-                f"{gbps(slow)} GB/s, the other half {gbps(fast)} GB/s"
-            )
-            return run.finding(
-                "segment", hosts, bar, slow, rounds=rounds, evidence=evidence, action=SEGMENT_ACTION
-            )
-    if by_level:
-        why, action = "no bisected half is slower than the other", SPINE_ACTION
-    else:
-        why, action = "no single node, pair or rail explains it", BISECT_ACTION
-    return run.finding(
-        "segment",
-        run.hosts,
-        bar,
-        full,
-        rounds=max(rounds, 1),
-        evidence=f"{text}; {why}",
-        action=action,
-    )
-
-
-def _pass_ratio(run: _Run, bar: Bar | None) -> dict[str, float]:
-    """Per host, the share of its pairings (every circle and shuffle round) at or above the
-    pair bar (Imbue's pass ratio); {} when there is no bar."""
-    if bar is None:
-        return {}
+def _pass_ratio(run: DoctorRun, bars: Mapping[int, Bar]) -> dict[str, float]:
+    """Per host, the share of its pairings (every circle and shuffle round of every repeat)
+    at or above that repeat's pair bar (Imbue's pass ratio); {} when there is no bar."""
     passed: dict[str, list[bool]] = {}
     for row in run.stage_rows(*PAIR_STAGES):
-        for host in _row_hosts(row):
+        bar = bars.get(row.repeat_index)
+        if bar is None:
+            continue
+        for host in row_hosts(row):
             passed.setdefault(host, []).append(not bar.below(row.busbw_gbps))
     return {host: sum(passed[host]) / len(passed[host]) for host in run.hosts if host in passed}
 
@@ -495,34 +379,24 @@ def _matrix(
     return tuple(tuple(None if a == b else cell(a, b) for b in hosts) for a in hosts)
 
 
-def _notes(
-    run: _Run,
-    nodes: Mapping[str, Any],
-    medians: Mapping[tuple[str, str], float],
-    node_busbw: Mapping[str, float],
-    rail_busbw: Mapping[int, float],
-) -> list[str]:
+def _notes(run: DoctorRun, nodes: Mapping[str, Any], unjudged: Mapping[str, str]) -> list[str]:
     """What could not be judged and why, and warnings about the measurement itself."""
     skipped = nodes.get("skipped") or {}
     notes = [f"{stage} stage skipped: {why}" for stage, why in skipped.items()]
     if len(run.hosts) == 1 and "pair" not in skipped:
         notes.append("one node: pair-wise and rail stages need two or more")
+    notes += [
+        f"{stage} stage not judged: {why}"
+        for stage, why in unjudged.items()
+        if stage not in skipped
+    ]
+    notes += list(run.expectation.notes)
     sizes = sorted({row.size_bytes for row in run.rows}) or [run.spec.size_bytes or 0]
     if 0 < sizes[0] < MIN_BANDWIDTH_BYTES:
         notes.append(
             f"size {format_size(sizes[0])} measures latency more than bandwidth: use "
             f"--size {size_arg(MIN_BANDWIDTH_BYTES)} or more"
         )
-    for stage, what, count in (
-        ("pair", "node pairs", len(medians)),
-        ("intra", "nodes", len(node_busbw)),
-        ("rail", "rails", len(rail_busbw)),
-    ):
-        if 0 < count < MIN_FLEET and stage not in run.expectation.busbw_gbps:
-            notes.append(
-                f"{stage} stage not judged: a fleet median needs {MIN_FLEET} {what}, this "
-                f"run has {count}; {JUDGE_HINT}"
-            )
     wrong = [row.group or row.stage for row in run.rows if row.n_wrong]
     if wrong:
         notes.append(f"data check failed in {len(wrong)} row(s) ({', '.join(wrong)})")

@@ -6,7 +6,12 @@ Expectations, most specific first (`expectation_from`):
    TOPOLOGY_EFFICIENCY. The model is the hardware bound and nccl-tests reaches 70-95% of the
    link rate at large sizes (costmodel.Efficiency), so the bound itself with a 5% tolerance
    would flag every healthy fabric;
-3. a baseline run: each stage's median busbw in an earlier doctor run of the same size;
+3. a baseline run: an earlier doctor run of the same size, measured with repeats: per
+   stage, each repeat's median busbw over the stage's groups gives a figure, their geometric
+   mean the stage's figure and their spread (decision.spread_pct) its noise. The bar is
+   figure x (1 - max(tolerance, spread)), and a group below it must also be `slower` by the
+   one decision rule (decision.judge, applied in analysis.doctor_judge). A stage the
+   baseline holds fewer than MIN_REPEATS repeats of has no figure (judged by the fleet);
 4. otherwise the fleet is its own reference, stage by stage (`fleet_bar`): a value is flagged
    when it is both `fleet_tolerance_pct` below the median of its peers and `outlier_mads`
    scaled MADs (of the logarithms: a factor) below it, so the VM's ordinary noise (a wide
@@ -21,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from collbench.analysis.costmodel import Efficiency, Group, predict
+from collbench.analysis.decision import MIN_REPEATS, Evidence, spread_pct
 from collbench.analysis.vs_topology import run_placement
 from collbench.core.doctor import STAGES, DoctorSpec
 from collbench.core.errors import SpecError
@@ -47,6 +53,16 @@ class Expectation:
     source: str  # "--expect-busbw", "topology NAME ...", "baseline PATH" or FLEET
     busbw_gbps: dict[str, float] = field(default_factory=dict)  # stage -> GB/s; {}: fleet
     tolerance_pct: float = 5.0  # flag what is below expected * (1 - tolerance_pct / 100)
+    # A baseline's noise per stage (%, decision.spread_pct of its repeats): the bar is
+    # expected * (1 - max(tolerance, spread) / 100).
+    spread_pct: dict[str, float] = field(default_factory=dict)
+    # A baseline's repeat figures per stage, for the decision rule (decision.judge).
+    evidence: dict[str, Evidence] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what the expectation could not give, and why
+
+    def margin_pct(self, stage: str) -> float:
+        """How far below the expected figure the bar sits for `stage` (%)."""
+        return max(self.tolerance_pct, self.spread_pct.get(stage, 0.0))
 
 
 @dataclass(frozen=True)
@@ -57,6 +73,7 @@ class Bar:
     threshold_gbps: float  # a value below this is flagged
     source: str  # Expectation.source, or FLEET
     peers: int = 0  # fleet: how many values the median is over (0: an expectation)
+    spread_pct: float | None = None  # a baseline's own spread, where it set the bar
 
     def below(self, value_gbps: float) -> bool:
         return value_gbps < self.threshold_gbps
@@ -66,6 +83,8 @@ class Bar:
         figure = f"{gbps(self.reference_gbps)} GB/s"
         if self.source == FLEET:
             return f"fleet median of {self.peers} {what or 'values'} {figure}"
+        if self.spread_pct is not None:
+            return f"expected {figure} from {self.source} (its spread {self.spread_pct:.0f}%)"
         return f"expected {figure} from {self.source}"
 
     def versus(self, value_gbps: float, what: str = "") -> str:
@@ -86,8 +105,9 @@ def bar_for(
     (None: fewer than MIN_FLEET values to take a median of)."""
     expected = expectation.busbw_gbps.get(stage)
     if expected is not None:
-        threshold = expected * (1 - expectation.tolerance_pct / 100)
-        return Bar(expected, threshold, expectation.source)
+        threshold = expected * (1 - min(expectation.margin_pct(stage), 99.0) / 100)
+        spread = expectation.spread_pct.get(stage)
+        return Bar(expected, threshold, expectation.source, spread_pct=spread)
     return fleet_bar(values, spec)
 
 
@@ -167,9 +187,26 @@ def expectation_from(
         source = f"topology {topology.name} at {TOPOLOGY_EFFICIENCY:.0%} of its bound"
         return Expectation(source, figures, tolerance)
     if baseline_rows is not None:
-        figures = baseline_busbw(baseline_rows, baseline_path, size_bytes)
-        return Expectation(f"baseline {baseline_path}", figures, tolerance)
+        evidence = baseline_evidence(baseline_rows, baseline_path, size_bytes)
+        return _from_baseline(evidence, f"baseline {baseline_path}", tolerance)
     return Expectation(FLEET, {}, tolerance)
+
+
+def _from_baseline(evidence: dict[str, Evidence], source: str, tolerance: float) -> Expectation:
+    """Figures and spreads of the stages the baseline measured often enough to know its
+    noise; a note for each of the others (judged by the fleet instead)."""
+    figures, spreads, kept, notes = {}, {}, {}, []
+    for stage, one in evidence.items():
+        if one.n_repeats < MIN_REPEATS:
+            notes.append(
+                f"{source} holds {one.n_repeats} repeat(s) of the {stage} stage; its spread "
+                f"needs {MIN_REPEATS} (rerun it with --repeats {MIN_REPEATS}): {stage} is "
+                "judged by the fleet"
+            )
+            continue
+        figures[stage], kept[stage] = one.figure, one
+        spreads[stage] = spread_pct(one) or 0.0
+    return Expectation(source, figures, tolerance, spreads, kept, tuple(notes))
 
 
 def topology_bounds(
@@ -211,10 +248,14 @@ def topology_bounds(
     return bounds
 
 
-def baseline_busbw(rows: Sequence, path: str | None, size_bytes: int | None) -> dict[str, float]:
-    """Each stage's median busbw in a baseline run's doctor rows (pair and shuffle rows
-    together, under both names). SpecError("--baseline", path, ...) without doctor rows or
-    when the baseline was measured at another size than `size_bytes` (None: not checked)."""
+def baseline_evidence(
+    rows: Sequence, path: str | None, size_bytes: int | None
+) -> dict[str, Evidence]:
+    """Each stage's repeat figures in a baseline run's doctor rows: per repeat, the median
+    busbw over the stage's rows (pair and shuffle rows together, under both names). A row
+    without a repeat index is repeat 0. SpecError("--baseline", path, ...) without doctor
+    rows or when the baseline was measured at another size than `size_bytes` (None: not
+    checked)."""
     doctor_rows = [row for row in rows if getattr(row, "stage", None) in STAGES]
     if not doctor_rows:
         raise SpecError("--baseline", path, "holds no doctor rows: give a `collbench doctor` run")
@@ -227,13 +268,22 @@ def baseline_busbw(rows: Sequence, path: str | None, size_bytes: int | None) -> 
             f"was measured at {measured} and this run at {format_size(size_bytes)}: "
             f"busbw depends on the size; rerun with --size {size_arg(sizes[0])}",
         )
-    by_stage: dict[str, list[float]] = {}
+    by_stage: dict[str, dict[int, list[float]]] = {}
     for row in doctor_rows:
         if row.stage in ALL_REDUCE_STAGES and row.world_size < 2:
             continue  # one rank: busbw 0, nothing moved
         stage = "pair" if row.stage in PAIR_STAGES else row.stage
-        by_stage.setdefault(stage, []).append(float(row.busbw_gbps))
-    figures = {stage: median_of(values) for stage, values in by_stage.items()}
-    if "pair" in figures:
-        figures["shuffle"] = figures["pair"]
-    return figures
+        repeat = getattr(row, "repeat_index", 0)
+        by_stage.setdefault(stage, {}).setdefault(repeat, []).append(float(row.busbw_gbps))
+    evidence = {
+        stage: Evidence.of([median_of(values) for _, values in sorted(by_repeat.items())])
+        for stage, by_repeat in by_stage.items()
+    }
+    if "pair" in evidence:
+        evidence["shuffle"] = evidence["pair"]
+    return evidence
+
+
+def baseline_busbw(rows: Sequence, path: str | None, size_bytes: int | None) -> dict[str, float]:
+    """Each stage's figure in a baseline run (the geometric mean of its repeat figures)."""
+    return {stage: one.figure for stage, one in baseline_evidence(rows, path, size_bytes).items()}

@@ -4,6 +4,13 @@ Each round runs one operation in every group at once (an all-reduce per node, pe
 half; a send/recv per node pair), then every rank's figures are gathered to every rank, so
 rank 0 writes one row per group and every rank takes the same next step (bisection) from
 the same numbers. Which groups a round has is planned by collbench.core.doctor_plan.
+
+Repeats (DoctorSpec.repeats) run in passes: every round once, then every round again, so
+the repeats of one round are a whole pass apart and a few seconds of interference (a noisy
+neighbour, a burst of other traffic) slows one repeat of a round, not all of them; the
+analysis needs the slow result in a majority of repeats. Bisection comes after the passes,
+each level's repeats back to back: which half it recurses into depends on that level's
+figures (the median over its repeats), so its levels cannot be spread over the passes.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from collbench.core.collectives import REGISTRY
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.doctor_plan import Layout, circle_rounds, halves, random_rounds
 from collbench.core.errors import SpecError
-from collbench.core.stats import combine_ranks
+from collbench.core.stats import combine_ranks, median
 from collbench.store.rank_status import RankStatus
 from collbench.store.rows import DoctorGroup, RowBuilder, utc_now
 from collbench.store.rundir import update_meta, write_parquet
@@ -77,6 +84,7 @@ class DoctorSession(_Session):
         self.size_bytes = spec.max_bytes
         self.skipped = _skipped(self.layout, env.world_size, spec.doctor.bisect)
         self.total_wrong = 0
+        self.level_results = []
         env_knobs = knob_env()
         hosts = sorted(self.layout.hosts)
         self.writer = self._start(
@@ -86,15 +94,31 @@ class DoctorSession(_Session):
         self.builder = RowBuilder(
             self.job.run_id, spec, env.world_size, len(hosts), knobs, topology=spec.topology
         )
+        repeats = spec.doctor.repeats
         count = 0
-        for count, planned in enumerate(self._rounds(), start=1):
-            status.step(count - 1, planned.description)
-            started = time.perf_counter()
-            self.results = self._run_round(planned)
-            log.write(f"{planned.description}: {time.perf_counter() - started:.3f} s")
+        fixed = list(self._rounds())  # planned once: every pass reuses the process groups
+        for repeat in range(repeats):
+            for planned in fixed:
+                self._step(status, log, count, planned, repeat)
+                count += 1
+        if "bisect" not in self.skipped:
+            for planned in self._bisect():
+                for repeat in range(repeats):
+                    self._step(status, log, count, planned, repeat)
+                    count += 1
         self._finish()
         log.write(f"doctor done: {count} round(s), {self.rows_written} row(s)")
         return self.total_wrong
+
+    def _step(self, status: RankStatus, log: RankLog, count: int, planned: Round, repeat: int):
+        """Run one repeat of a round and keep its results (bisection reads its level's)."""
+        repeats = self.job.spec.doctor.repeats
+        text = planned.description + (f" (repeat {repeat + 1}/{repeats})" if repeats > 1 else "")
+        status.step(count, text)
+        started = time.perf_counter()
+        results = self._run_round(planned, repeat)
+        self.level_results.append(results)
+        log.write(f"{text}: {time.perf_counter() - started:.3f} s")
 
     def _nodes(self, identities: list[dict[str, Any]]) -> dict[str, Any]:
         """What meta.json records of the nodes (extra["doctor"])."""
@@ -108,6 +132,7 @@ class DoctorSession(_Session):
             "skipped": self.skipped,
             "size_bytes": self.size_bytes,
             "shuffle_rounds": self.job.spec.doctor.shuffle_rounds,
+            "repeats": self.job.spec.doctor.repeats,
         }
 
     def _finish(self) -> None:
@@ -124,6 +149,7 @@ class DoctorSession(_Session):
         )
 
     rows_written = 0
+    level_results: list  # each repeat's results, in order (bisection reads its level's)
 
     def _local_problems(self) -> str | None:
         """Memory for this rank's buffers (the doctor runs at any world size, even 1)."""
@@ -150,7 +176,7 @@ class DoctorSession(_Session):
     # -- planning -------------------------------------------------------------------------
 
     def _rounds(self) -> Iterator[Round]:
-        """Every round in order; bisection's next round depends on the last one's results."""
+        """Every round of one pass in order (bisection comes after the passes)."""
         layout, world = self.layout, self.env.world_size
         if world >= 2:
             everyone = PlannedGroup("all", layout.hosts, tuple(range(world)), ALL_REDUCE)
@@ -173,8 +199,6 @@ class DoctorSession(_Session):
             ):
                 text = f"doctor shuffle round {index + 1}/{shuffles}"
                 yield Round("shuffle", index, self._pair_groups(pairs), text)
-        if "bisect" not in self.skipped:
-            yield from self._bisect()
 
     def _intra(self) -> Iterator[Round]:
         layout, world = self.layout, self.env.world_size
@@ -216,7 +240,9 @@ class DoctorSession(_Session):
 
     def _bisect(self) -> Iterator[Round]:
         """Halves of the node set at once; recurse into the slower half while the halves
-        differ by more than the fleet tolerance and the slower one still splits in two."""
+        differ by more than the fleet tolerance and the slower one still splits in two.
+        Each level is judged on the median of its repeats (the caller runs them after the
+        yield and appends them to level_results)."""
         current = self.layout.hosts
         tolerance = self.job.spec.doctor.fleet_tolerance_pct / 100
         level = 1
@@ -229,8 +255,13 @@ class DoctorSession(_Session):
             if not all(groups):
                 return
             text = f"doctor bisection level {level}: {len(parts[0])} + {len(parts[1])} node(s)"
+            done = len(self.level_results)
             yield Round("bisect", level, tuple(groups), text)
-            busbw = [self._busbw(result) for result in self.results]
+            measured = self.level_results[done:]
+            busbw = [
+                median([self._busbw(results[half]) for results in measured]) or 0.0
+                for half in (0, 1)
+            ]
             slower = 0 if busbw[0] <= busbw[1] else 1
             if busbw[slower] >= busbw[1 - slower] * (1 - tolerance):
                 return
@@ -243,7 +274,7 @@ class DoctorSession(_Session):
 
     # -- measuring ------------------------------------------------------------------------
 
-    def _run_round(self, planned: Round) -> list[tuple[PlannedGroup, _Measured]]:
+    def _run_round(self, planned: Round, repeat: int) -> list[tuple[PlannedGroup, _Measured]]:
         """Run a round's groups at once; every rank gets every group's figures back."""
         rank, iters = self.env.rank, self.job.spec.iters
         mine = next((i for i, g in enumerate(planned.groups) if rank in g.ranks), None)
@@ -261,7 +292,7 @@ class DoctorSession(_Session):
             results.append((group, measured))
             self.total_wrong += measured.n_wrong or 0
             if self.writer is not None:
-                self._write(planned, group, measured, members, last)
+                self._write(planned, group, measured, members, last, repeat)
         return results
 
     def _measure(self, group: PlannedGroup) -> tuple[float, list[float], int]:
@@ -328,7 +359,13 @@ class DoctorSession(_Session):
         return _Measured(geometry, stats, wrong), last
 
     def _write(
-        self, planned: Round, group: PlannedGroup, measured: _Measured, members: Any, last: list
+        self,
+        planned: Round,
+        group: PlannedGroup,
+        measured: _Measured,
+        members: Any,
+        last: list,
+        repeat: int,
     ) -> None:
         placement = IN_PLACE if group.collective == ALL_REDUCE else OUT_OF_PLACE
         row = self.builder.build_doctor(
@@ -344,6 +381,7 @@ class DoctorSession(_Session):
                 rank_time_us=tuple(float(value) * 1e6 for value in members[:, 1]),
                 rank_last_count=tuple(last),
             ),
+            repeat=repeat,
         )
         self.writer.append(row)
         self.rows_written += 1

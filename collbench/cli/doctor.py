@@ -82,6 +82,15 @@ DOCTOR_OPTIONS = (
         kind=bool,
         default=FROM_OWNER,
     ),
+    Option(
+        ("--repeats",),
+        "Run every round R times, in passes (all rounds, then all again); a finding needs "
+        "the slow result in a majority of at least 3 repeats (fewer: unjudged).",
+        DoctorSpec,
+        "repeats",
+        kind=int,
+        metavar="R",
+    ),
     Option(("--seed",), "Seed of the random pairings.", DoctorSpec, "seed", kind=int),
     Option(
         ("--expect-busbw",),
@@ -147,7 +156,8 @@ COMMAND_OPTIONS = (
 HELP = (
     "Name the slow node, rail, link or rank: an all-reduce per node and per rail, send/recv "
     "between every pair of nodes (N-1 rounds), optional shuffled pairings and bisection. "
-    "Writes doctor.json; exit 0 healthy, 5 something flagged, 1 a rank died or hung."
+    "Writes doctor.json; exit 0 healthy, 5 something flagged, 6 nothing could be judged, "
+    "1 a rank died or hung."
 )
 
 

@@ -28,6 +28,10 @@ DEFAULT_DOCTOR_BYTES = {"gloo": 16 * 1024**2, "nccl": 256 * 1024**2, "rccl": 256
 # Below this a transfer measures latency, not bandwidth (a warning, not an error).
 MIN_BANDWIDTH_BYTES = 1024**2
 MAX_SHUFFLE_ROUNDS = 1000
+MAX_DOCTOR_REPEATS = 100
+# A finding needs the slow result in a majority of at least this many repeats of its round
+# (with fewer, a stage is unjudged): one round can be slowed by a neighbour for seconds.
+MIN_DOCTOR_REPEATS = 3
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,10 @@ class DoctorSpec:
     shuffle_rounds: int = 0
     # Halve the node set and re-test until the slow part is found.
     bisect: bool = False
+    # Every round runs this many times, in passes (all rounds, then all rounds again), so a
+    # few seconds' interference slows one repeat of a round, not all of them; a finding
+    # needs a majority of at least MIN_DOCTOR_REPEATS repeats.
+    repeats: int = MIN_DOCTOR_REPEATS
     # Seed of the random pairings (the same seed gives every rank the same pairings).
     seed: int = 0
     # Expectations, most specific first: a bus bandwidth every group should reach ...
@@ -66,6 +74,8 @@ class DoctorSpec:
                 self.shuffle_rounds,
                 f"must be between 0 and {MAX_SHUFFLE_ROUNDS}",
             )
+        if not (isinstance(self.repeats, int) and 1 <= self.repeats <= MAX_DOCTOR_REPEATS):
+            raise SpecError("--repeats", self.repeats, f"must be from 1 to {MAX_DOCTOR_REPEATS}")
         if self.expect_busbw_gbps is not None and not (
             math.isfinite(self.expect_busbw_gbps) and self.expect_busbw_gbps > 0
         ):
@@ -95,6 +105,7 @@ class DoctorSpec:
 
         args = [] if self.size_bytes is None else ["--size", size_arg(self.size_bytes)]
         args += ["--shuffle-rounds", str(self.shuffle_rounds), "--seed", str(self.seed)]
+        args += ["--repeats", str(self.repeats)]
         args += ["--bisect"] if self.bisect else []
         if self.expect_busbw_gbps is not None:
             args += ["--expect-busbw", f"{self.expect_busbw_gbps:g}"]
@@ -117,4 +128,5 @@ class DoctorSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> DoctorSpec:
-        return cls(**data)
+        """From to_dict's output; a spec written before `repeats` existed ran each round once."""
+        return cls(**{"repeats": 1, **data})

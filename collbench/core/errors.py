@@ -8,6 +8,7 @@ EXIT_USAGE = 2
 EXIT_WRONG_DATA = 3
 EXIT_SLOWER = 4  # compare --fail-if-slower found a regression
 EXIT_FLAGGED = 5  # doctor flagged a node, rail, link or rank
+EXIT_UNJUDGED = 6  # doctor measured but could judge nothing (not healthy, not flagged)
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 

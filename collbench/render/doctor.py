@@ -23,6 +23,7 @@ from collbench.store.rows import DoctorRow, ResultRow
 
 VERDICT_HEADER = ("kind", "hosts", "ranks", "addresses", "evidence", "action")
 HEALTHY = "healthy: no node, rail, link or rank below expectation"
+UNJUDGED = "unjudged (no health check)"
 NONE = "-"  # a figure not measured (the matrix's diagonal, a pair never paired)
 MATRIX_DIGITS = 3  # significant digits of the GB/s figures in the text tables
 PREFIX = "doctor: "  # every progress line starts with it
@@ -32,9 +33,22 @@ def verdict_table(diagnosis: Diagnosis, expectation: Expectation | None = None) 
     """One aligned line per finding (kind, hosts, ranks, addresses, evidence, action) under
     a `# ` header; a healthy run's one line says so and where the expectation came from."""
     lines = []
-    if diagnosis.healthy:
+    if diagnosis.healthy is None:
+        lines.append(f"{UNJUDGED}: {diagnosis.reason}")
+    elif diagnosis.healthy:
         source = expectation.source if expectation is not None else _source_of(diagnosis)
-        lines.append(HEALTHY + (f" (expectation source: {source})" if source else ""))
+        judged = ", ".join(diagnosis.judged)
+        repeats = f"{diagnosis.repeats} repeats" if diagnosis.repeats else ""
+        detail = "; ".join(
+            part
+            for part in (
+                f"expectation source: {source}" if source else "",
+                f"judged: {judged}" if judged else "",
+                repeats,
+            )
+            if part
+        )
+        lines.append(HEALTHY + (f" ({detail})" if detail else ""))
     elif not diagnosis.findings:
         lines.append("not healthy: no single node, rail, link or rank to blame (see the notes)")
     if diagnosis.findings:
@@ -138,12 +152,19 @@ def render_doctor(diagnosis: Diagnosis, expectation: Expectation | None = None) 
 
 
 def doctor_json(diagnosis: Diagnosis, run_id: str, expectation: Expectation) -> dict[str, Any]:
-    """doctor.json's content: healthy, findings, the pair matrix (hosts, GB/s), per node,
+    """doctor.json's content: healthy (true, false or null: unjudged, with "reason"), the
+    stages judged and why the others were not, findings, the pair matrix (hosts, GB/s), per node,
     per rail, pass ratios, the full all-reduce, notes and the expectation used.
     JSON-safe: a figure not measured (or not finite) is null; rail keys are strings."""
     return {
         "run_id": run_id,
-        "healthy": bool(diagnosis.healthy),
+        # true, false, or null: nothing could be judged ("reason" says why; exit code 6)
+        "healthy": None if diagnosis.healthy is None else bool(diagnosis.healthy),
+        "verdict": diagnosis.verdict,
+        "reason": diagnosis.reason or None,
+        "judged": list(diagnosis.judged),
+        "unjudged": dict(diagnosis.unjudged),
+        "repeats": int(diagnosis.repeats),
         "findings": [finding_json(item) for item in diagnosis.findings],
         "matrix": {
             "hosts": list(diagnosis.hosts),
@@ -158,6 +179,7 @@ def doctor_json(diagnosis: Diagnosis, run_id: str, expectation: Expectation) -> 
             "source": expectation.source,
             "busbw_gbps": _numbers(expectation.busbw_gbps),
             "tolerance_pct": _number(expectation.tolerance_pct),
+            "spread_pct": _numbers(expectation.spread_pct),
         },
     }
 
@@ -207,6 +229,7 @@ class DoctorConsole:
         self._started_s = clock()
         self._hosts: list[str] = []
         self._shuffle_rounds: int | None = None
+        self._repeats: int | None = None
 
     def start(self, meta: RunMeta) -> None:
         """Learn the node count (pair rounds: nodes - 1) and say which stages are skipped."""
@@ -216,6 +239,8 @@ class DoctorConsole:
         spec = meta.spec if isinstance(meta.spec, Mapping) else {}
         rounds = spec.get("shuffle_rounds", doctor.get("shuffle_rounds"))
         self._shuffle_rounds = rounds if isinstance(rounds, int) and rounds > 0 else None
+        repeats = doctor.get("repeats")
+        self._repeats = repeats if isinstance(repeats, int) and repeats > 1 else None
         if self._hosts:
             self._progress(f"{len(self._hosts)} node(s): {', '.join(self._hosts)}")
         for stage, why in (doctor.get("skipped") or {}).items():
@@ -241,6 +266,8 @@ class DoctorConsole:
             stage += f" round {index}/{total}" if total and total > 0 else f" round {index}"
         elif stage == "bisect":
             stage += f" level {row.round_index or 0}"
+        if self._repeats:
+            stage += f" repeat {row.repeat_index + 1}/{self._repeats}"
         elapsed_s = self._clock() - self._started_s
         # One rank's all-reduce is a local copy: busbw is 0 by definition, algbw says more.
         figure = (

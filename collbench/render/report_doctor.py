@@ -21,7 +21,13 @@ from collbench.core.doctor import DOCTOR
 from collbench.core.stats import median
 from collbench.core.units import format_size
 from collbench.render import charts
-from collbench.render.doctor import HEALTHY, format_ranks, gbps, pair_median_by_host
+from collbench.render.doctor import (
+    HEALTHY,
+    UNJUDGED,
+    format_ranks,
+    gbps,
+    pair_median_by_host,
+)
 from collbench.render.report_doc import Chart, Flagged, Report, Section, Table
 from collbench.run.doctor import DOCTOR_JSON
 from collbench.store.load import Run
@@ -261,7 +267,10 @@ def _lead(
         return lines
     expectation = document.get("expectation") or {}
     source = expectation.get("source") if isinstance(expectation, Mapping) else None
-    if document.get("healthy"):
+    if document.get("healthy") is None:
+        reason = document.get("reason") or "nothing could be judged"
+        lines.append(f"{UNJUDGED}: {reason}.")
+    elif document.get("healthy"):
         lines.append(HEALTHY + (f" (expectation source: {source})." if source else "."))
     else:
         count = len(_findings(document))
@@ -298,7 +307,12 @@ def findings_table(document: Mapping[str, Any]) -> Table:
         )
         for item in _findings(document)
     ]
-    caption = "findings (doctor.json)" + ("" if rows else ": none, the run was healthy")
+    empty = (
+        ": none, nothing could be judged"
+        if document.get("healthy") is None
+        else (": none, the run was healthy")
+    )
+    caption = "findings (doctor.json)" + ("" if rows else empty)
     return Table(FINDINGS_HEADER, rows, caption=caption)
 
 
@@ -363,12 +377,13 @@ def stage_table(rows: Sequence[DoctorRow]) -> Table:
                 stage or "-",
                 len(mine),
                 len({row.round_index for row in mine}),
+                len({row.repeat_index for row in mine}),
                 gbps(median([row.busbw_gbps for row in mine])),
                 f"{gbps(low.busbw_gbps)} ({low.group or '-'})",
                 f"{gbps(high.busbw_gbps)} ({high.group or '-'})",
             )
         )
-    header = ("stage", "rows", "rounds", "median busbw (GB/s)", "lowest", "highest")
+    header = ("stage", "rows", "rounds", "repeats", "median busbw (GB/s)", "lowest", "highest")
     return Table(header, lines, caption="per stage")
 
 
@@ -379,6 +394,7 @@ def rows_table(rows: Sequence[DoctorRow]) -> Table:
         (
             row.stage or "-",
             "-" if row.round_index is None else row.round_index,
+            row.repeat_index,
             row.group or "-",
             format_ranks(row.group_ranks or []),
             gbps(row.busbw_gbps),
@@ -387,7 +403,16 @@ def rows_table(rows: Sequence[DoctorRow]) -> Table:
         )
         for row in rows
     ]
-    header = ("stage", "round", "group", "ranks", "busbw (GB/s)", "time (us)", "last most often")
+    header = (
+        "stage",
+        "round",
+        "repeat",
+        "group",
+        "ranks",
+        "busbw (GB/s)",
+        "time (us)",
+        "last most often",
+    )
     return Table(header, lines, caption=f"every doctor row ({len(lines)})", folded=True)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from collbench.analysis.doctor import Diagnosis, Expectation, diagnose, expectation_from
 from collbench.core.doctor import DOCTOR, DoctorSpec
-from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, SpecError
+from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.launchers import LaunchResult
 from collbench.launchers.base import parent_launch
@@ -41,9 +41,12 @@ class DoctorOutcome:
 
     @property
     def code(self) -> int:
-        """The launch's code when it failed, else 0 healthy or EXIT_FLAGGED."""
+        """The launch's code when it failed, else 0 healthy, EXIT_FLAGGED or EXIT_UNJUDGED
+        (nothing could be judged: a Slurm prolog must not pass a node never checked)."""
         if self.launch.code != EXIT_OK or self.diagnosis is None:
             return self.launch.code
+        if self.diagnosis.healthy is None:
+            return EXIT_UNJUDGED
         return EXIT_OK if self.diagnosis.healthy else EXIT_FLAGGED
 
 

@@ -24,6 +24,7 @@ def test_two_expectations_conflict(tmp_path):
         (["--size", "12Q"], "--size"),
         (["--size", "0"], "--size"),
         (["--shuffle-rounds", "-1"], "--shuffle-rounds"),
+        (["--repeats", "0"], "--repeats"),
         (["--expect-busbw", "0"], "--expect-busbw"),
         (["--tolerance", "100"], "--tolerance"),
         (["--topology", "no-such-fabric"], "no-such-fabric"),

@@ -71,6 +71,17 @@ def test_healthy_run_says_so(tmp_path):
     assert "findings (doctor.json): none, the run was healthy" in text
 
 
+def test_unjudged_run_says_why_not_healthy(tmp_path):
+    path = write_run(tmp_path / "doctor-u", doctor_rows(), doctor_meta())
+    reason = "no stage could be judged (intra: a fleet median needs 3 nodes, this run has 1)"
+    unjudged = diagnosis(healthy=None, reason=reason)
+    (path / DOCTOR_JSON).write_text(json.dumps(doctor_json(unjudged, "doctor-u", FLEET)))
+    text = _report(tmp_path, path).read_text()
+    assert f"unjudged (no health check): {reason}." in text
+    assert "findings (doctor.json): none, nothing could be judged" in text
+    assert "healthy: no node" not in text
+
+
 def test_without_doctor_json_the_rows_alone(tmp_path):
     text = _report(tmp_path, _doctor_dir(tmp_path, document=False)).read_text()
     assert "<h2>Doctor</h2>" in text and len(_images(text)) == 2

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.slow  # several doctors with real gloo ranks
 
 NODE_SIZE_VAR = "COLLBENCH_TEST_DOCTOR_NODE_SIZE"
 FAST = ["--size", "256K", "--iters", "5", "--warmup", "1"]
+REPEATS = 3  # DoctorSpec's default
 
 
 def test_every_stage_on_three_nodes_of_two_ranks(tmp_path):
@@ -28,9 +29,13 @@ def test_every_stage_on_three_nodes_of_two_ranks(tmp_path):
     rows = rows_of(out)
     assert all(row["kind"] == "doctor" and row["n_wrong"] == 0 for row in rows)
     stages = [row["stage"] for row in rows]
-    assert stages.count("full") == 1 and stages.count("intra") == 3
-    assert stages.count("rail") == 2 and stages.count("shuffle") == 2  # one sits out per round
-    pairs = [tuple(row["group_hosts"]) for row in rows if row["stage"] == "pair"]
+    assert stages.count("full") == REPEATS and stages.count("intra") == 3 * REPEATS
+    assert stages.count("rail") == 2 * REPEATS
+    assert stages.count("shuffle") == 2 * REPEATS  # one sits out per round
+    # in passes: every round of repeat 0, then of repeat 1, ...
+    assert [row["repeat"] for row in rows] == sorted(row["repeat"] for row in rows)
+    first = [row for row in rows if row["repeat"] == 0]
+    pairs = [tuple(row["group_hosts"]) for row in first if row["stage"] == "pair"]
     hosts = meta_of(out)["doctor"]["hosts"]
     assert len(hosts) == 3 and len(pairs) == 3  # the circle method: every pair exactly once
     assert {frozenset(pair) for pair in pairs} == {
@@ -44,21 +49,38 @@ def test_every_stage_on_three_nodes_of_two_ranks(tmp_path):
         assert sum(row["rank_last_count"]) == 5
     document = json.loads((out / "doctor.json").read_text())
     assert document["healthy"] is (result.returncode == 0)
+    assert document["repeats"] == REPEATS
     assert document["matrix"]["hosts"] == hosts
     matrix = document["matrix"]["gbps"]
     assert all(matrix[i][j] is not None for i in range(3) for j in range(3) if i != j)
-    assert "doctor: pair round 3/3" in result.stderr  # progress, one line per group
+    assert "doctor: pair round 3/3 repeat 3/3" in result.stderr  # progress, one line per group
 
 
-def test_one_node_runs_the_intra_node_stage_and_says_so(tmp_path):
+def test_one_node_with_only_the_fleet_is_unjudged_exit_6_and_says_why(tmp_path):
+    """A Slurm prolog must not pass a node that was never checked: one node has no fleet
+    to compare with, so without an expectation nothing is judged."""
     out = tmp_path / "doctor"
     result = collbench("doctor", "-g", "2", *FAST, "--out", str(out))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 6, result.stderr
     assert "one node" in result.stdout + result.stderr
-    assert [row["stage"] for row in rows_of(out)] == ["full", "intra"]
-    assert json.loads((out / "doctor.json").read_text())["healthy"] is True
+    first_line = result.stdout.splitlines()[0]
+    assert first_line.startswith("unjudged (no health check): no stage could be"), result.stdout
+    assert "a fleet median needs 3 nodes, this run has 1" in first_line
+    assert [row["stage"] for row in rows_of(out)] == ["full", "intra"] * REPEATS
+    document = json.loads((out / "doctor.json").read_text())
+    assert document["healthy"] is None and document["verdict"] == "unjudged"
+    assert "fleet median needs 3 nodes" in document["reason"]
     status = collbench("status", str(out))
-    assert "rows: 2; state: completed" in status.stdout, status.stdout + status.stderr
+    assert f"rows: {2 * REPEATS}; state: completed" in status.stdout, status.stdout + status.stderr
+
+
+def test_one_node_against_an_expectation_is_healthy(tmp_path):
+    out = tmp_path / "doctor"
+    result = collbench("doctor", "-g", "2", *FAST, "--expect-busbw", "0.001", "--out", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("healthy: "), result.stdout
+    document = json.loads((out / "doctor.json").read_text())
+    assert document["healthy"] is True and "intra" in document["judged"]
 
 
 def test_one_rank_times_its_local_all_reduce(tmp_path):
@@ -66,16 +88,19 @@ def test_one_rank_times_its_local_all_reduce(tmp_path):
     timed and recorded; nothing is judged against a busbw that is 0 by definition."""
     out = tmp_path / "doctor"
     result = collbench("doctor", "-g", "1", *FAST, "--expect-busbw", "1", "--out", str(out))
-    assert result.returncode == 0, result.stderr
-    [row] = rows_of(out)
+    assert result.returncode == 6, result.stderr  # busbw 0 by definition: nothing judged
+    rows = rows_of(out)
+    assert len(rows) == REPEATS
+    row = rows[0]
     assert (row["stage"], row["world_size"], row["busbw_gbps"]) == ("intra", 1, 0)
+    assert "one rank" in json.loads((out / "doctor.json").read_text())["reason"]
     assert row["algbw_gbps"] > 0 and "(one rank)" in result.stderr
 
 
 def test_a_size_too_small_for_bandwidth_is_warned_about(tmp_path):
     out = tmp_path / "doctor"
     result = collbench("doctor", "-g", "2", "--size", "4K", "--iters", "3", "--out", str(out))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 6, result.stderr  # one node, no expectation: unjudged
     assert "collbench: warning: --size 4K measures latency" in result.stderr
 
 

@@ -24,7 +24,7 @@ def test_the_ranks_run_doctor_with_its_options(launcher_args, tmp_path):
     result = collbench("doctor", *DOCTOR_ARGS, *launcher_args, "--out", str(tmp_path / "d"))
     assert result.returncode == 0, result.stderr
     assert "-m collbench doctor --launcher none --rank-env " in result.stdout
-    assert "--size 1M --shuffle-rounds 2 --seed 0 --bisect" in result.stdout
+    assert "--size 1M --shuffle-rounds 2 --seed 0 --repeats 3 --bisect" in result.stdout
     assert not (tmp_path / "d").exists()  # printing starts nothing
 
 
@@ -40,7 +40,8 @@ def test_doctor_under_mpirun_on_four_one_rank_nodes(tmp_path):
     document = json.loads((out / "doctor.json").read_text())
     assert document["healthy"] is (result.returncode == 0)
     pairs = [row for row in rows_of(out) if row["stage"] == "pair"]
-    assert len(pairs) == 6 and len(document["matrix"]["hosts"]) == 4
+    assert len(pairs) == 6 * 3 and len(document["matrix"]["hosts"]) == 4  # 3 repeats
+    assert sorted({row["repeat"] for row in pairs}) == [0, 1, 2]
     assert result.stdout.count("# Results:") == 1  # judged once, by the launching collbench
 
 
@@ -55,4 +56,4 @@ def test_doctor_under_a_real_slurm_job(tmp_path, slurm_cluster):
     assert result.returncode == 5, result.stderr + result.stdout  # 1000 GB/s: nobody has it
     document = json.loads((out / "doctor.json").read_text())
     assert document["healthy"] is False and document["findings"][0]["kind"] == "node"
-    assert [row["stage"] for row in rows_of(out)] == ["full", "intra"]
+    assert [row["stage"] for row in rows_of(out)] == ["full", "intra"] * 3  # 3 repeats

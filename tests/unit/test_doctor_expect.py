@@ -7,15 +7,18 @@ import math
 
 import pytest
 
+from collbench.analysis.decision import Evidence, spread_pct
 from collbench.analysis.doctor_expect import (
     FLEET,
     TOPOLOGY_EFFICIENCY,
+    bar_for,
     expectation_from,
     fleet_bar,
     topology_bounds,
 )
 from collbench.core.doctor import STAGES, DoctorSpec
 from collbench.core.errors import SpecError
+from collbench.store.rows import DoctorRow
 from collbench.topologies.loader import load_topology
 from collbench.topologies.schema import TopologyError
 from tests.unit.test_doctor_analysis import doctor_row
@@ -29,7 +32,16 @@ def dgx_h100():
     return load_topology("dgx-h100")
 
 
-def baseline(size_bytes: int = 16 * MIB) -> list:
+def baseline(size_bytes: int = 16 * MIB, repeats: int = 3) -> list:
+    """A baseline doctor run of 3 nodes, every row once per repeat (the same figures)."""
+    return [
+        DoctorRow(**{**row.to_dict(), "repeat": repeat})
+        for repeat in range(repeats)
+        for row in _baseline_rows(size_bytes)
+    ]
+
+
+def _baseline_rows(size_bytes: int) -> list:
     hosts = ["h0", "h1", "h2"]
     return [
         doctor_row("pair", "h0<->h1", 1.0, hosts[:2], [0, 1], size_bytes=size_bytes),
@@ -67,8 +79,43 @@ def test_a_baseline_gives_each_stages_median_at_the_same_size():
     )
     assert expectation.source == "baseline runs/good"
     # pair and shuffle rows together; the one-rank intra row (busbw 0) left out
-    assert expectation.busbw_gbps == {"pair": 2.0, "shuffle": 2.0, "intra": 5.0, "full": 4.0}
+    figures = {"pair": 2.0, "shuffle": 2.0, "intra": 5.0, "full": 4.0}
+    assert expectation.busbw_gbps == pytest.approx(figures)
     assert expectation.tolerance_pct == 5.0
+    assert expectation.spread_pct == dict.fromkeys(figures, 0.0)  # identical repeats
+    assert expectation.evidence["pair"].n_repeats == 3
+
+
+def test_a_baseline_bar_sits_below_its_figure_by_its_spread_when_wider_than_the_tolerance():
+    rows = baseline()
+    # the pair stage's repeat figures (medians over its rows): 2.0, 2.2, 1.8
+    scale = {0: 1.0, 1: 1.1, 2: 0.9}
+    rows = [
+        DoctorRow(**{**row.to_dict(), "busbw_gbps": row.busbw_gbps * scale[row.repeat_index]})
+        if row.stage in ("pair", "shuffle")
+        else row
+        for row in rows
+    ]
+    spec = DoctorSpec(tolerance_pct=5.0)
+    expectation = expectation_from(spec, baseline_rows=rows, baseline_path="runs/good")
+    spread = spread_pct(Evidence.of([2.0, 2.2, 1.8]))  # the one rule's: 1.5 x the range
+    assert expectation.spread_pct["pair"] == pytest.approx(spread) and spread > 5.0
+    bar = bar_for("pair", [], expectation, spec)
+    assert bar.threshold_gbps == pytest.approx(expectation.busbw_gbps["pair"] * (1 - spread / 100))
+    assert f"(its spread {spread:.0f}%)" in bar.describe()
+    intra = bar_for("intra", [], expectation, spec)  # no spread: the tolerance
+    assert intra.threshold_gbps == pytest.approx(5.0 * 0.95)
+
+
+def test_a_baseline_without_repeats_leaves_the_stages_to_the_fleet_and_says_why():
+    expectation = expectation_from(
+        DoctorSpec(), baseline_rows=baseline(repeats=1), baseline_path="runs/old"
+    )
+    assert expectation.busbw_gbps == {}
+    assert any(
+        "baseline runs/old holds 1 repeat(s) of the pair stage; its spread needs 3" in note
+        for note in expectation.notes
+    )
 
 
 def test_a_baseline_of_another_size_is_refused():

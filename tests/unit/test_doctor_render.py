@@ -267,7 +267,21 @@ def test_doctor_json_shape_and_json_safe():
         "source": "fleet median",
         "busbw_gbps": {},
         "tolerance_pct": 25.0,
+        "spread_pct": {},
     }
+    assert document["verdict"] == "flagged" and document["reason"] is None
+
+
+def test_unjudged_is_its_own_verdict_in_text_and_json():
+    reason = "no stage could be judged (intra: a fleet median needs 3 nodes, this run has 1)"
+    unjudged = diagnosis(healthy=None, reason=reason, unjudged={"intra": "..."})
+    text = verdict_table(unjudged, FLEET)
+    assert (
+        text.startswith("unjudged (no health check): ") and reason in text and "healthy" not in text
+    )
+    document = doctor_json(unjudged, "doctor-3", FLEET)
+    assert document["healthy"] is None and document["verdict"] == "unjudged"
+    assert document["reason"] == reason and document["unjudged"] == {"intra": "..."}
 
 
 def test_doctor_json_healthy_has_no_findings():
