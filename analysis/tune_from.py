@@ -8,20 +8,25 @@ Each run's setting is read from the knobs it recorded (meta.json `knobs.env` as
 analysis.methodology reads it: a sweep's environment, or what an imported log printed and
 the `--knob` labels given at import). The knobs of a setting are the recorded variables
 whose values differ between the runs; logging variables (NCCL_DEBUG, ...) never count.
-Runs with the same knobs are one setting: their rows are pooled, and where two measured one
-size the first RUN's row counts. The baseline is the setting with no knob set; when every
-run set one, the first RUN stands for the default (its knobs stay in its record).
+Runs with the same knobs are one setting, and each run is a repeat of it: their rows are
+pooled with the repeat renumbered (the first RUN's repeats first, then the next RUN's, ...;
+a run measured with --repeats keeps its own repeats, offset), so the decision rule reads
+several runs of one setting as its repeats (3 or more a side: a test on the repeats). The
+baseline is the setting with no knob set; when every run set one, the first RUN stands for
+the default (its knobs stay in its record).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from collbench.analysis.methodology import METHODOLOGY, describe_method
 from collbench.analysis.tune_select import SettingOutcome
 from collbench.core.errors import SpecError
 from collbench.store.load import Run
+from collbench.store.rows import ResultRow
 
 # What tune --from refuses to pool (the issue's list; "collectives" is checked from the rows)
 TUNE_METHODOLOGY = ("world_size", "nodes", "dtype")
@@ -97,7 +102,8 @@ def outcomes_from_runs(runs: Sequence[Run]) -> list[SettingOutcome]:
     for run in runs:
         recorded = run_knobs(run)
         key = tuple((name, recorded[name]) for name in names if name in recorded)
-        groups.setdefault(key, []).extend(run.sweep_rows)
+        pooled = groups.setdefault(key, [])
+        pooled.extend(as_repeats(run.sweep_rows, _repeats_in(pooled)))
     baseline_key = () if () in groups else next(iter(groups))
     ordered = [baseline_key] + [key for key in groups if key != baseline_key]
     return [
@@ -108,6 +114,16 @@ def outcomes_from_runs(runs: Sequence[Run]) -> list[SettingOutcome]:
         )
         for key in ordered
     ]
+
+
+def as_repeats(rows: Sequence[ResultRow], offset: int) -> list[ResultRow]:
+    """One run's rows as repeats of a setting pooled from several runs: each row's repeat
+    moved on by `offset` (the repeats the runs before it hold)."""
+    return [replace(row, repeat=offset + row.repeat_index) for row in rows]
+
+
+def _repeats_in(rows: Sequence[ResultRow]) -> int:
+    return max((row.repeat_index for row in rows), default=-1) + 1
 
 
 def _method(run: Run) -> dict[str, Any]:

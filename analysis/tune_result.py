@@ -74,8 +74,8 @@ def tune_document(
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """tune.json's content: `settings` (knobs, status, error, then id, label, baseline,
-    rows), `best` (BestRecord.to_dict), `env` (best.env's choice and conflicts), `rule`, and
-    the caller's `extra` keys."""
+    rows, repeats), `best` (BestRecord.to_dict), `env` (best.env's choice and conflicts),
+    `rule`, and the caller's `extra` keys."""
     choice = env_choice(best)
     return {
         "settings": [_setting_entry(outcome) for outcome in outcomes],
@@ -96,6 +96,7 @@ def _setting_entry(outcome: SettingOutcome) -> dict[str, Any]:
         "label": setting.label,
         "baseline": outcome.is_baseline,
         "rows": len(outcome.rows),
+        "repeats": outcome.repeats,
     }
 
 

@@ -4,11 +4,13 @@ outcomes so far in, a decision out; the runner measures and calls again).
 Successive halving: every setting runs a few probe sizes (`probe_sizes`: the geometric middle
 of each size band measured); a round drops the settings that are clearly worse, and the
 survivors run the next round with more iterations (`halving_iters`), then full sweeps. A
-setting is clearly worse when, at every probe size, its per-iteration busbw is significantly
-below that size's leader's (Mann-Whitney U, Holm over every test of the round): a setting
-that may still win one band survives. The baseline is never dropped; failed settings always
-are; the best-ranked settings are kept up to `min_keep`. It stops after `max_rounds` or when
-no more than `min_keep` settings remain.
+setting is clearly worse when, at every probe size, the one decision rule (analysis.decision:
+one `judge` family over every test of the round) calls it slower than that size's leader: a
+setting that may still win one band survives. A probe round measures each setting once, so
+the rule decides on the noise floor of its iteration batches (more iterations each round
+sharpen it); with repeats in the rows, on the repeats. The baseline is never dropped; failed
+settings always are; the best-ranked settings are kept up to `min_keep`. It stops after
+`max_rounds` or when no more than `min_keep` settings remain.
 
 Coordinate descent (AutoCCL, NSDI'25): knobs whose values are all integers (channels,
 threads, buffer size) are numeric axes; the rest (algorithm, protocol, interface) are
@@ -31,11 +33,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from collbench.analysis.bands import band_of
-from collbench.analysis.compare_gate import holm
-from collbench.analysis.comparison import ALPHA, significance
+from collbench.analysis.decision import ALPHA, SLOWER, Question, Rule, evidence_of, judge
 from collbench.analysis.tune_select import (
     SettingOutcome,
     geomean,
+    repeats_busbw,
     row_busbw,
     sample_busbw,
     tuned_placement,
@@ -112,7 +114,9 @@ def halving_round(
     keep = [item for item in ran if item in keep]
     dropped += [(item, worse[id(item)]) for item in ran if item not in keep]
     last = round_index + 1 >= rule.max_rounds
-    if not any(sample_busbw(row) for table in tables.values() for row in table.values()):
+    if not any(
+        sample_busbw(row) for table in tables.values() for rows in table.values() for row in rows
+    ):
         return HalvingDecision(keep, dropped, True, "no per-iteration samples to test")
     if len(keep) <= rule.min_keep:
         return HalvingDecision(keep, dropped, True, f"{len(keep)} settings left")
@@ -120,45 +124,46 @@ def halving_round(
     return HalvingDecision(keep, dropped, last, reason)
 
 
-def _probe_table(outcome: SettingOutcome, placements: dict[str, str]) -> dict[Key, ResultRow]:
-    table: dict[Key, ResultRow] = {}
+def _probe_table(
+    outcome: SettingOutcome, placements: dict[str, str]
+) -> dict[Key, tuple[ResultRow, ...]]:
+    """Per (collective, size) at the tuned placement, the setting's rows (one per repeat)."""
+    table: dict[Key, dict[int, ResultRow]] = {}
     for row in outcome.rows:
         tuned = row.placement == placements.get(str(row.collective))
         if row.kind == "sweep" and row.size_bytes > 0 and tuned:
-            table.setdefault((str(row.collective), int(row.size_bytes)), row)
-    return table
+            key = (str(row.collective), int(row.size_bytes))
+            table.setdefault(key, {}).setdefault(row.repeat_index, row)
+    return {key: tuple(rows.values()) for key, rows in table.items()}
 
 
-def _score(table: dict[Key, ResultRow], keys: Sequence[Key]) -> float:
-    value = geomean([row_busbw(table[key]) for key in keys])
+def _score(table: dict[Key, tuple[ResultRow, ...]], keys: Sequence[Key]) -> float:
+    value = geomean([repeats_busbw(table[key]) for key in keys])
     return value if math.isfinite(value) else -math.inf
 
 
 def _clearly_worse(
     ran: Sequence[SettingOutcome],
-    tables: dict[int, dict[Key, ResultRow]],
+    tables: dict[int, dict[Key, tuple[ResultRow, ...]]],
     keys: Sequence[Key],
     alpha: float,
 ) -> dict[int, str]:
-    """Per setting significantly slower than each probe size's leader at every probe size:
+    """Per setting the rule calls slower than each probe size's leader at every probe size:
     the reason it is dropped."""
-    tests: list[tuple[int, str, float]] = []
+    tested: list[int] = []
+    questions: list[Question] = []
     for key in keys:
         leader = max(ran, key=lambda item: _score(tables[id(item)], [key]))
         for item in ran:
-            if item is leader:
-                continue
-            verdict, p_value = significance(
-                sample_busbw(tables[id(leader)][key]), sample_busbw(tables[id(item)][key]), alpha
-            )
-            if p_value is not None:
-                tests.append((id(item), verdict, p_value))
-    adjusted = holm([p_value for _, _, p_value in tests])
+            if item is not leader:
+                tested.append(id(item))
+                leader_rows, rows = tables[id(leader)][key], tables[id(item)][key]
+                questions.append(Question(evidence_of(leader_rows), evidence_of(rows), key[1]))
     slower: dict[int, int] = {}
-    for (item_id, verdict, _), p_value in zip(tests, adjusted, strict=True):
-        slower[item_id] = slower.get(item_id, 0) + (verdict == "slower" and p_value < alpha)
+    for item_id, verdict in zip(tested, judge(questions, Rule(alpha=alpha)), strict=True):
+        slower[item_id] = slower.get(item_id, 0) + (verdict.call == SLOWER)
     return {
-        item_id: f"significantly slower than the leader at all {len(keys)} probe sizes"
+        item_id: f"called slower than the leader at all {len(keys)} probe sizes"
         for item_id, count in slower.items()
         if keys and count == len(keys)
     }

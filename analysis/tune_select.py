@@ -1,5 +1,5 @@
 """`collbench tune`'s decision: per collective and size range, the best knob setting, its busbw
-gain over the baseline and whether the samples back it (pure: outcomes in, records out).
+gain over the baseline and the evidence it rests on (pure: outcomes in, records out).
 
 Rules, each written once here:
 - Placement: out_of_place where a collective was measured so (nccl-tests' first columns, and
@@ -10,28 +10,47 @@ Rules, each written once here:
   `merge_adjacent` joins neighbours that chose the same knobs.
 - The sizes of a range are the baseline's measured sizes in it (size 0 has no busbw and is
   left out). A setting competes in a range only if it measured all of them.
-- Best: the highest geometric-mean busbw over those sizes (busbw from each row's time, as
-  compare does, not an imported log's 2-decimal column).
-- Confidence: per size, Mann-Whitney U of the per-iteration busbw against the baseline
-  (analysis.comparison.significance); Holm over every (setting, size) test of the range,
-  since the winner was picked among all settings. A winner is confident when it is faster
-  at more than half of the sizes and slower at none, Holm-adjusted p below alpha. It is
-  adopted when confident and gaining at least `min_gain`; without samples (imported logs)
-  when it gains at least `unsampled_min_gain` (then confident is False). Otherwise the
-  default is best: knobs {}, gain 0. "Default is best" is confident when the best other
-  setting is significantly slower at more than half of the sizes.
+- A setting's rows of one size are its repeats (`tune --repeats`: each repeat a run of its
+  own, in fresh processes; rows carry their repeat). Its busbw there is the geometric mean
+  over the repeats (busbw from each row's time, as compare does, not an imported log's
+  2-decimal column); best is the highest geometric mean over the range's sizes.
+- Confidence: the one decision rule (analysis.decision, DESIGN.md "Decisions"). Per size a
+  Question (the baseline's repeats against the setting's), one `judge` family per range over
+  every (setting, size), since the winner was picked among all settings: with 3 or more
+  repeats a side, Welch's test on the repeat figures with Holm's correction plus the noise
+  floor ("significant"); with fewer, the effect against the measured noise floor ("beyond
+  noise floor", no p-value); imported logs without samples against `unsampled_min_gain` as
+  the threshold ("threshold only"). The best other setting replaces the default when the
+  rule calls it faster at more than half of the range's sizes and slower at none, and it
+  gains at least `min_gain`; confident then, unless only the threshold decided. Otherwise
+  the default is best: knobs {}, gain 0, confident when the best other setting is called
+  slower at more than half of the sizes. The record keeps the evidence (`TuneEvidence`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from collbench.analysis.bands import BANDS
-from collbench.analysis.compare_gate import holm
-from collbench.analysis.comparison import ALPHA, json_safe, significance
+from collbench.analysis.decision import (
+    ALPHA,
+    FASTER,
+    FLOOR,
+    REPEATS,
+    SAME,
+    SLOWER,
+    THRESHOLD,
+    UNJUDGED,
+    Evidence,
+    Question,
+    Rule,
+    Verdict,
+    evidence_of,
+    judge,
+)
 from collbench.analysis.tuner_conf_rules import SIZE_MAX as BYTES_MAX  # no upper end
 from collbench.core.bandwidth import busbw_gbps
 from collbench.core.units import format_size
@@ -39,7 +58,13 @@ from collbench.store.rows import ResultRow
 
 GRANULARITIES = ("band", "size")
 PLACEMENTS = ("out_of_place", "in_place")  # the first one measured is the one tuned
-UNTESTED = ("no samples", "too few samples")
+# What `confidence` says, by the basis the rule decided on: (called, not called)
+CONFIDENCE = {
+    REPEATS: ("significant", "not significant"),
+    FLOOR: ("beyond noise floor", "within noise floor"),
+    THRESHOLD: ("threshold only", "threshold only"),
+}
+_WEAKEST_FIRST = (UNJUDGED, THRESHOLD, FLOOR, REPEATS)
 
 
 class SettingLike(Protocol):
@@ -59,7 +84,8 @@ class SettingLike(Protocol):
 
 @dataclass(frozen=True)
 class SettingOutcome:
-    """One setting's result: the rows it measured, or the error it failed with."""
+    """One setting's result: the rows it measured (every repeat's, each row carrying its
+    repeat), or the error it failed with."""
 
     setting: SettingLike
     rows: tuple[ResultRow, ...] = ()
@@ -76,6 +102,11 @@ class SettingOutcome:
     def is_baseline(self) -> bool:
         return self.setting.is_baseline if self.baseline is None else self.baseline
 
+    @property
+    def repeats(self) -> int:
+        """How many repeats its rows hold (0: none)."""
+        return len({row.repeat_index for row in self.rows})
+
 
 @dataclass(frozen=True)
 class SelectRule:
@@ -83,8 +114,8 @@ class SelectRule:
 
     granularity: str = "band"  # band: small/medium/large; size: one range per measured size
     alpha: float = ALPHA
-    min_gain: float = 0.02  # with samples: confident and at least this gain
-    unsampled_min_gain: float = 0.05  # without samples: this gain alone decides
+    min_gain: float = 0.02  # a called winner must gain at least this much
+    unsampled_min_gain: float = 0.05  # without samples: the rule's threshold, per size
 
     def __post_init__(self) -> None:
         if self.granularity not in GRANULARITIES:
@@ -93,6 +124,11 @@ class SelectRule:
             raise SpecError(
                 "--granularity", self.granularity, f"is not one of {', '.join(GRANULARITIES)}"
             )
+
+    @property
+    def decision_rule(self) -> Rule:
+        """analysis.decision's Rule: imported logs are decided by unsampled_min_gain."""
+        return Rule(alpha=self.alpha, threshold_pct=self.unsampled_min_gain * 100.0)
 
 
 @dataclass(frozen=True)
@@ -105,6 +141,52 @@ class SizeRange:
 
     def covers(self, size_bytes: int) -> bool:
         return self.min_bytes <= size_bytes <= self.max_bytes
+
+
+@dataclass(frozen=True)
+class TuneEvidence:
+    """What a range's call rests on: the best other setting against the default, over the
+    range's sizes. `basis` is the weakest basis among the sizes (repeats | noise floor |
+    threshold | unjudged); `calls` counts the rule's call per size; the effect, interval,
+    floor and Holm p are the verdict at the median effect (percent of the default's busbw)."""
+
+    basis: str
+    baseline_repeats: int
+    candidate_repeats: int
+    calls: dict[str, int]
+    effect_pct: float
+    low_pct: float | None
+    high_pct: float | None
+    floor_pct: float | None
+    floor_source: str
+    p_holm: float | None
+    verdict: str  # Verdict.describe() of that median size
+
+    def describe(self) -> str:
+        """'+30.1% [+25.3%, +35.2%], floor 2.0%, 3v3 repeats, significant at 2/2 sizes'."""
+        return describe_evidence(asdict(self))
+
+
+def describe_evidence(evidence: Mapping[str, Any] | None) -> str:
+    """A TuneEvidence (or tune.json's "evidence" entry) in one short line; '-' for none."""
+    if not evidence:
+        return "-"
+    effect = evidence.get("effect_pct")
+    if effect is None or not math.isfinite(effect):
+        return f"no effect measured ({evidence.get('basis')})"
+    text = f"{effect:+.1f}%"
+    low, high = evidence.get("low_pct"), evidence.get("high_pct")
+    if low is not None and high is not None:
+        text += f" [{low:+.1f}%, {high:+.1f}%]"
+    if evidence.get("floor_pct") is not None:
+        text += f", floor {evidence['floor_pct']:.1f}%"
+    base, cand = evidence.get("baseline_repeats"), evidence.get("candidate_repeats")
+    text += f", {base}v{cand} repeat{'s' if max(base or 0, cand or 0) != 1 else ''}"
+    calls = evidence.get("calls") or {}
+    sizes = sum(calls.values())
+    called = [f"{calls[name]} {name}" for name in (FASTER, SLOWER) if calls.get(name)]
+    text += f", {evidence.get('basis')}: {', '.join(called) or 'none called'} of {sizes}"
+    return text
 
 
 @dataclass(frozen=True)
@@ -128,11 +210,13 @@ class BestRecord:
     setting: str  # the chosen setting's label
     setting_id: str
     default_is_best: bool
-    # significant | not significant | no samples | too few samples | no baseline | baseline
-    # only; "mixed" for ranges merge_adjacent joined with different calls
+    # significant | not significant (repeats) | beyond noise floor | within noise floor
+    # (noise floor) | threshold only (no samples) | unjudged | no baseline | baseline only;
+    # "mixed" for ranges merge_adjacent joined with different calls
     confidence: str
     reason: str
     candidate: dict[str, Any] | None = field(default=None)  # the best other setting
+    evidence: TuneEvidence | None = None  # the best other setting against the default
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -140,14 +224,26 @@ class BestRecord:
         return {key: json_safe(value) for key, value in data.items()}
 
 
-@dataclass(frozen=True)
+def json_safe(value: Any) -> Any:
+    """JSON has no NaN/inf: such floats become None (nested dicts and lists too)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
+
+
+@dataclass
 class _Score:
-    """One setting over one range: geomean busbw and the per-size tests against baseline."""
+    """One setting over one range: geomean busbw, its evidence per size and (once judged)
+    the verdict per size against the baseline."""
 
     outcome: SettingOutcome
     busbw_gbps: float
-    verdicts: list[str]
-    p_values: list[float | None]
+    evidence: dict[int, Evidence]
+    verdicts: list[Verdict] = field(default_factory=list)
 
 
 def select_best(
@@ -170,14 +266,16 @@ def select_best(
             if not in_range:
                 continue
             scores = [
-                _score(item, tables[id(item)], in_range, base_table, rule)
+                _score(item, tables[id(item)], in_range)
                 for item in ran
                 if all(size in tables[id(item)] for size in in_range)
             ]
             if not scores:
                 continue
+            base = next((score for score in scores if score.outcome is baseline), None)
+            _judge_range(scores, base, in_range, rule)
             context = (collective, placement, size_range, in_range)
-            records.append(_decide(context, scores, baseline, rule))
+            records.append(_decide(context, scores, base, rule))
     return records
 
 
@@ -209,19 +307,23 @@ def size_ranges(sizes: Sequence[int], granularity: str) -> list[SizeRange]:
     return ranges
 
 
-def _table(rows: Sequence[ResultRow], collective: str, placement: str) -> dict[int, ResultRow]:
-    table: dict[int, ResultRow] = {}
+def _table(
+    rows: Sequence[ResultRow], collective: str, placement: str
+) -> dict[int, tuple[ResultRow, ...]]:
+    """Per size, the setting's rows there: one per repeat (a second row of one repeat and
+    size, which no tune writes, is left out)."""
+    table: dict[int, dict[int, ResultRow]] = {}
     for row in rows:
         if row.kind == "sweep" and row.collective == collective and row.placement == placement:
-            table.setdefault(int(row.size_bytes), row)
-    return table
+            table.setdefault(int(row.size_bytes), {}).setdefault(row.repeat_index, row)
+    return {size: tuple(by_repeat.values()) for size, by_repeat in table.items()}
 
 
-def _union(tables: Any) -> dict[int, ResultRow]:
-    merged: dict[int, ResultRow] = {}
+def _union(tables: Any) -> dict[int, Any]:
+    merged: dict[int, Any] = {}
     for table in tables:
-        for size, row in table.items():
-            merged.setdefault(size, row)
+        for size, rows in table.items():
+            merged.setdefault(size, rows)
     return merged
 
 
@@ -247,42 +349,49 @@ def geomean(values: Sequence[float]) -> float:
     return math.exp(sum(map(math.log, kept)) / len(kept)) if kept else math.nan
 
 
+def repeats_busbw(rows: Sequence[ResultRow]) -> float:
+    """One size's busbw over its repeats: the geometric mean of each repeat's busbw."""
+    return geomean([row_busbw(row) for row in rows])
+
+
 def _score(
-    outcome: SettingOutcome,
-    table: Mapping[int, ResultRow],
-    sizes: Sequence[int],
-    base: Mapping[int, ResultRow] | None,
-    rule: SelectRule,
+    outcome: SettingOutcome, table: Mapping[int, Sequence[ResultRow]], sizes: Sequence[int]
 ) -> _Score:
-    busbw = geomean([row_busbw(table[size]) for size in sizes])
-    verdicts: list[str] = []
-    p_values: list[float | None] = []
-    if base is not None and not outcome.is_baseline:
-        for size in sizes:
-            verdict, p_value = significance(
-                sample_busbw(base[size]), sample_busbw(table[size]), rule.alpha
-            )
-            verdicts.append(verdict)
-            p_values.append(p_value)
-    return _Score(outcome, busbw, verdicts, p_values)
+    busbw = geomean([repeats_busbw(table[size]) for size in sizes])
+    return _Score(outcome, busbw, {size: evidence_of(table[size]) for size in sizes})
+
+
+def _judge_range(
+    scores: Sequence[_Score], base: _Score | None, sizes: Sequence[int], rule: SelectRule
+) -> None:
+    """One family: every other setting against the baseline at every size of the range."""
+    if base is None:
+        return
+    others = [score for score in scores if score is not base]
+    questions = [
+        Question(base.evidence[size], score.evidence[size], size)
+        for score in others
+        for size in sizes
+    ]
+    verdicts = iter(judge(questions, rule.decision_rule))
+    for score in others:
+        score.verdicts = [next(verdicts) for _ in sizes]
 
 
 def _decide(
     context: tuple[str, str, SizeRange, tuple[int, ...]],
     scores: list[_Score],
-    baseline: SettingOutcome | None,
+    base: _Score | None,
     rule: SelectRule,
 ) -> BestRecord:
     collective, placement, size_range, sizes = context
-    holm_counts = _holm_counts(scores, rule.alpha)
-    base = next((score for score in scores if score.outcome is baseline), None)
     others = sorted(
-        (score for score in scores if score.outcome is not baseline),
+        (score for score in scores if score is not base),
         key=lambda score: -_key(score.busbw_gbps),
     )
     top = others[0] if others else None
     base_busbw = base.busbw_gbps if base is not None else None
-    call = _call(top, base, holm_counts, rule)
+    call = _call(top, base, rule)
     chosen = base if call.default_is_best else top
     assert chosen is not None  # a range has a baseline or some other setting
     return BestRecord(
@@ -303,6 +412,7 @@ def _decide(
         confidence=call.confidence,
         reason=call.reason,
         candidate=_candidate(top, base_busbw),
+        evidence=_evidence(top.verdicts) if top is not None and top.verdicts else None,
     )
 
 
@@ -314,57 +424,66 @@ class _Call:
     reason: str
 
 
-def _call(
-    top: _Score | None,
-    base: _Score | None,
-    holm_counts: Mapping[int, tuple[int, int]],
-    rule: SelectRule,
-) -> _Call:
+def _call(top: _Score | None, base: _Score | None, rule: SelectRule) -> _Call:
     """Whether the best other setting replaces the default, and how sure that is."""
     if base is None:
         return _Call(False, False, "no baseline", "the baseline has no result here")
     if top is None:
         return _Call(True, False, "baseline only", "no other setting measured these sizes")
     gain = _gain(top.busbw_gbps, base.busbw_gbps) or 0.0
-    faster, slower = holm_counts.get(id(top), (0, 0))
-    majority = len(top.verdicts) / 2
+    calls = [verdict.call for verdict in top.verdicts]
+    faster, slower = calls.count(FASTER), calls.count(SLOWER)
+    majority = len(calls) / 2
     label = f"{top.outcome.setting.label} {gain * 100:+.1f}%"
-    untested = all(verdict in UNTESTED for verdict in top.verdicts)
-    if untested:
-        confidence = "too few samples" if "too few samples" in top.verdicts else "no samples"
-        adopt = gain >= rule.unsampled_min_gain
-        bar = f"{rule.unsampled_min_gain * 100:g}% without samples"
-        if adopt:
-            return _Call(False, False, confidence, f"{label}, not confident ({confidence})")
-        return _Call(True, False, confidence, f"{label} is below {bar}: default is best")
+    basis = _weakest(top.verdicts)
+    if basis == UNJUDGED:
+        why = next((v.reason for v in top.verdicts if v.call == UNJUDGED), "")
+        return _Call(True, False, UNJUDGED, f"{label} is unjudged ({why}): default is best")
+    called, not_called = CONFIDENCE[basis]
+    by_threshold = basis == THRESHOLD
     if gain > 0 and faster > majority and not slower:
         if gain >= rule.min_gain:
-            return _Call(False, True, "significant", f"{label}, significant")
-        reason = f"{label} is significant but below {rule.min_gain * 100:g}%: default is best"
-        return _Call(True, False, "significant", reason)
+            how = f"not confident ({called})" if by_threshold else called
+            return _Call(False, not by_threshold, called, f"{label}, {how}")
+        reason = f"{label} is {called} but below {rule.min_gain * 100:g}%: default is best"
+        return _Call(True, False, called, reason)
+    if by_threshold:
+        bar = f"{rule.unsampled_min_gain * 100:g}% at most sizes without samples"
+        return _Call(True, False, called, f"{label} is below {bar}: default is best")
     confident = gain <= 0 and slower > majority
-    confidence = "significant" if confident else "not significant"
+    confidence = called if confident else not_called
     return _Call(True, confident, confidence, f"{label} is {confidence}: default is best")
 
 
-def _holm_counts(scores: Sequence[_Score], alpha: float) -> dict[int, tuple[int, int]]:
-    """Per setting, how many sizes are significantly faster / slower than the baseline after
-    Holm over every test of the range."""
-    tests = [
-        (id(score), verdict, p_value)
-        for score in scores
-        for verdict, p_value in zip(score.verdicts, score.p_values, strict=True)
-        if p_value is not None
-    ]
-    adjusted = holm([p_value for _, _, p_value in tests])
-    counts: dict[int, tuple[int, int]] = {}
-    for (key, verdict, _), p_value in zip(tests, adjusted, strict=True):
-        faster, slower = counts.get(key, (0, 0))
-        if p_value < alpha:
-            faster += verdict == "faster"
-            slower += verdict == "slower"
-        counts[key] = (faster, slower)
-    return counts
+def _weakest(verdicts: Sequence[Verdict]) -> str:
+    """The weakest basis among a setting's verdicts (unjudged weakest of all)."""
+    bases = {UNJUDGED if verdict.call == UNJUDGED else verdict.basis for verdict in verdicts}
+    return next(name for name in _WEAKEST_FIRST if name in bases)
+
+
+def _evidence(verdicts: Sequence[Verdict]) -> TuneEvidence:
+    """The range's evidence: the calls counted, the verdict at the median effect."""
+    calls = {name: 0 for name in (FASTER, SLOWER, SAME, UNJUDGED)}
+    for verdict in verdicts:
+        calls[verdict.call] += 1
+    finite = sorted(
+        (verdict for verdict in verdicts if math.isfinite(verdict.effect_pct)),
+        key=lambda verdict: verdict.effect_pct,
+    )
+    middle = finite[(len(finite) - 1) // 2] if finite else verdicts[0]
+    return TuneEvidence(
+        basis=_weakest(verdicts),
+        baseline_repeats=min(verdict.base_repeats for verdict in verdicts),
+        candidate_repeats=min(verdict.cand_repeats for verdict in verdicts),
+        calls=calls,
+        effect_pct=middle.effect_pct,
+        low_pct=middle.low_pct,
+        high_pct=middle.high_pct,
+        floor_pct=middle.floor_pct,
+        floor_source=middle.floor_source,
+        p_holm=middle.p_holm,
+        verdict=middle.describe(),
+    )
 
 
 def _gain(busbw: float, base_busbw: float | None) -> float | None:
@@ -386,13 +505,15 @@ def _candidate(top: _Score | None, base_busbw: float | None) -> dict[str, Any] |
         "knobs": setting.as_dict(),
         "busbw_gbps": top.busbw_gbps,
         "gain": _gain(top.busbw_gbps, base_busbw),
+        "repeats": top.outcome.repeats,
     }
 
 
 def merge_adjacent(records: Sequence[BestRecord]) -> list[BestRecord]:
     """Neighbouring ranges of one collective that chose the same knobs, joined into one range
-    (a shorter nccl_tuner.conf). The joined record's busbw is the size-weighted geomean, and
-    it is confident only if every part was."""
+    (a shorter nccl_tuner.conf). The joined record's busbw is the size-weighted geomean, it
+    is confident only if every part was, and its evidence is the weaker part's (the smaller
+    effect)."""
     merged: list[BestRecord] = []
     for record in sorted(records, key=lambda item: (item.collective, item.min_bytes)):
         last = merged[-1] if merged else None
@@ -416,18 +537,19 @@ def _join(first: BestRecord, second: BestRecord) -> BestRecord:
 
     busbw = weighted(first.busbw_gbps, second.busbw_gbps)
     base = weighted(first.baseline_busbw_gbps, second.baseline_busbw_gbps)
-    return BestRecord(
-        **{
-            **asdict(first),
-            "max_bytes": second.max_bytes,
-            "busbw_gbps": busbw,
-            "baseline_busbw_gbps": base,
-            "gain": _gain(busbw or math.nan, base),
-            "confident": first.confident and second.confident,
-            "band": f"{first.band}..{second.band}",
-            "sizes": first.sizes + second.sizes,
-            "confidence": first.confidence if first.confidence == second.confidence else "mixed",
-            "reason": f"{first.reason}; {second.reason}",
-            "candidate": None,
-        }
+    parts = [item.evidence for item in (first, second) if item.evidence is not None]
+    weaker = min(parts, key=lambda item: abs(item.effect_pct), default=None)
+    return replace(
+        first,
+        max_bytes=second.max_bytes,
+        busbw_gbps=busbw,
+        baseline_busbw_gbps=base,
+        gain=_gain(busbw or math.nan, base),
+        confident=first.confident and second.confident,
+        band=f"{first.band}..{second.band}",
+        sizes=first.sizes + second.sizes,
+        confidence=first.confidence if first.confidence == second.confidence else "mixed",
+        reason=f"{first.reason}; {second.reason}",
+        candidate=None,
+        evidence=weaker,
     )

@@ -70,12 +70,21 @@ def load_tune_dir(path: Path) -> tuple[TuneSource, list[tuple[Path, Run, str]]]:
     """A tune directory's tune.json, choices and runs ((path, run, label), the baseline
     first). A setting's run directory or a `tune --from` RUN that cannot be read is left out
     with a warning; a tune.json that is not a tune's is a SpecError."""
+    import contextlib
+
+    from collbench.core.errors import SpecError
     from collbench.render.report_tune import TuneSource
 
     document = _tune_json(path)
     if any(item.get("run_dir") for item in document["settings"]):
         members, warnings = _setting_runs(path, document)
         rows = {label: tuple(run.sweep_rows) for _, run, label in members}
+        for item in document["settings"]:  # tune --repeats: the later repeats' rows too
+            for later in (item.get("run_dirs") or [])[1:]:
+                label = str(item.get("label"))
+                with contextlib.suppress(SpecError):  # a damaged repeat: its rows left out
+                    if label in rows:
+                        rows[label] += tuple(load_run_dir(path / str(later)).sweep_rows)
     else:
         members, rows, warnings = _from_runs(path, document)
     choices, choice_warnings = _choices(path / CHOICES_FILE)

@@ -25,7 +25,7 @@ from collbench.analysis.tune_select import SelectRule
 from collbench.cli.measure import SWEEP_OPTIONS
 from collbench.cli.options import Option, given_fields
 from collbench.core.spec import SweepSpec
-from collbench.core.tune_grid import DEFAULT_MAX_SETTINGS
+from collbench.core.tune_grid import DEFAULT_MAX_SETTINGS, DEFAULT_REPEATS
 from collbench.run.sweep import RunOptions
 
 # --ranges: the option's words for SelectRule.granularity (whose default is written there)
@@ -52,6 +52,7 @@ _NOT_FOR_TUNE = {
     "--compute-dtype",
     "--matmul-shape",
     "--compute-streams",
+    "--repeats",  # tune's own: each repeat in fresh processes, interleaved across settings
 }
 MEASURE_OPTIONS = tuple(option for option in SWEEP_OPTIONS if option.flag not in _NOT_FOR_TUNE)
 
@@ -71,6 +72,16 @@ TUNE_OPTIONS = (
         default="grid",
         panel=_TUNE,
         metavar="NAME",
+    ),
+    Option(
+        ("--repeats",),
+        "Measure every setting R times, each time in fresh processes, interleaved (A B C A B "
+        "C ...) so drift cancels; the winner's confidence comes from these repeats (3 or "
+        "more: a test; fewer: the measured noise floor).",
+        kind=int,
+        default_text=f"{DEFAULT_REPEATS}; --verify: the tune's own",
+        panel=_TUNE,
+        metavar="R",
     ),
     Option(
         ("--budget",),
@@ -236,6 +247,7 @@ def _launch(values: dict[str, Any], channels: int | None, rule: SelectRule) -> N
     options = _run_options(values)
     axes, warnings = parse_knobs(values["knob"], spec.backend)
     budget = values["budget"]
+    repeats = {"repeats": values["repeats"]} if values["repeats"] is not None else {}
     plan = TunePlan(
         axes,
         values["out"],
@@ -245,6 +257,7 @@ def _launch(values: dict[str, Any], channels: int | None, rule: SelectRule) -> N
         channels=channels,
         rule=rule,
         record_choices=not values["no_choices"],
+        **repeats,
     )
     if options.launcher == "slurm":
         raise typer.Exit(_tune_in_allocation(values, spec, plan, options))
@@ -266,6 +279,7 @@ def _tune_in_allocation(values: dict[str, Any], spec: SweepSpec, plan: Any, opti
     argv = [sys.executable, "-m", "collbench", "tune", "--launcher", "srun"]
     argv += [f"--knob={text}" for text in values["knob"]]
     argv += ["--search", plan.search, "--max-settings", str(plan.max_settings)]
+    argv += ["--repeats", str(plan.repeats)]
     argv += ["--ranges", values["ranges"]]
     if values["budget"] is not None:
         argv += ["--budget", values["budget"]]
@@ -275,11 +289,20 @@ def _tune_in_allocation(values: dict[str, Any], spec: SweepSpec, plan: Any, opti
         argv.append("--no-choices")
     if values["json_out"]:
         argv.append("--json")
-    argv += spec.to_args()
+    argv += _without_repeats(spec.to_args())  # tune's --repeats is its own (above)
     if spec.topology is not None:
         argv += ["--topology", spec.topology]
     argv += ["--out", str(Path(plan.out).absolute())]
     return tune_in_allocation(argv, options.extra, plan.out, _say)
+
+
+def _without_repeats(args: list[str]) -> list[str]:
+    """A sweep's options less its --repeats (runs in the same processes, which tune never
+    asks for: tune's --repeats starts fresh ones)."""
+    if "--repeats" not in args:
+        return args
+    at = args.index("--repeats")
+    return args[:at] + args[at + 2 :]
 
 
 def _run_options(values: dict[str, Any]) -> RunOptions:
@@ -312,6 +335,7 @@ def _verify(values: dict[str, Any]) -> None:
         command_line(),
         sink_factory("quiet"),
         _say,
+        values["repeats"],
     )
     if result is not None:
         print(render_verify(result, as_json=values["json_out"]), flush=True)

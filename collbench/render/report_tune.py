@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.analysis.bands import bands_legend
-from collbench.analysis.tune_select import BYTES_MAX, PLACEMENTS
+from collbench.analysis.tune_select import BYTES_MAX, PLACEMENTS, describe_evidence
 from collbench.core.stats import median
 from collbench.core.units import format_size
 from collbench.render.report_charts import RangeMark, SettingCurve, settings_chart
@@ -32,6 +32,7 @@ BEST_HEADER = (
     "default (GB/s)",
     "gain",
     "confident",
+    "evidence",
     "why",
 )
 CHOICES_HEADER = ("setting", "collective", "size", "algorithm", "protocol", "channels")
@@ -198,6 +199,7 @@ def _best_table(source: TuneSource) -> Table:
                 _gbps(item.get("baseline_busbw_gbps")),
                 "-" if gain is None else f"{float(gain) * 100:+.1f}%",
                 confident,
+                describe_evidence(_mapping(item.get("evidence"))),
                 item.get("reason") or "-",
             )
         )
@@ -205,6 +207,19 @@ def _best_table(source: TuneSource) -> Table:
     if not rows:
         caption += ": none (no setting measured a range the default measured)"
     return Table(BEST_HEADER, rows, caption=caption)
+
+
+def _mapping(value: Any) -> Mapping[str, Any] | None:
+    return value if isinstance(value, Mapping) else None
+
+
+def _run_dirs(item: Mapping[str, Any]) -> str:
+    """The setting's first run directory, and how many repeats it has beyond it."""
+    first = item.get("run_dir")
+    if not first:
+        return "-"
+    more = len(item.get("run_dirs") or [first]) - 1
+    return f"{first} (+{more} repeat{'s' if more != 1 else ''})" if more > 0 else str(first)
 
 
 def _settings_table(source: TuneSource) -> Table:
@@ -221,7 +236,7 @@ def _settings_table(source: TuneSource) -> Table:
                 Flagged(status) if status.startswith("failed") else status,
                 item.get("rows", "-"),
                 _seconds(item.get("duration_s")),
-                item.get("run_dir") or "-",
+                _run_dirs(item),
                 drawn,
             )
         )

@@ -1,6 +1,8 @@
 """`collbench tune` as text and JSON: per collective and size range the best setting (or
-"default is best"), its busbw, the default's, the gain and whether it is confident; then
-the notes and conflicts, and the files written.
+"default is best"), its busbw, the default's, the gain, whether it is confident and the
+evidence that rests on (the best other setting against the default: the median effect, its
+interval, the noise floor, the repeats per side and the rule's calls); then the notes and
+conflicts, and the files written.
 
 Pure: the use case's result in, a string out.
 """
@@ -8,9 +10,10 @@ Pure: the use case's result in, a string out.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from collbench.analysis.tune_select import BYTES_MAX
+from collbench.analysis.tune_select import BYTES_MAX, describe_evidence
 from collbench.core.units import format_number, format_size
 
 if TYPE_CHECKING:
@@ -18,7 +21,7 @@ if TYPE_CHECKING:
     from collbench.run.tune_from import TuneFromResult
     from collbench.run.tune_verify import VerifyLine, VerifyResult
 
-HEADER = ("collective", "range", "best", "busbw", "default", "gain", "confident")
+HEADER = ("collective", "range", "best", "busbw", "default", "gain", "confident", "evidence")
 DEFAULT_IS_BEST = "default is best"
 
 
@@ -57,6 +60,7 @@ def _cells(record: BestRecord) -> tuple[str, ...]:
         "-" if base is None else format_number(base),
         "-" if record.gain is None else f"{record.gain * 100:+.1f}%",
         "yes" if record.confident else f"no ({record.confidence})",
+        describe_evidence(asdict(record.evidence) if record.evidence else None),
     )
 
 
@@ -68,7 +72,8 @@ VERIFY_HEADER = (
     "default",
     "realised",
     "predicted",
-    "confident",
+    "call",
+    "evidence",
 )
 
 
@@ -106,5 +111,6 @@ def _verify_cells(line: VerifyLine) -> tuple[str, ...]:
         "-" if base is None else format_number(base),
         _percent(line.realised_gain),
         _percent(line.predicted_gain),
-        "yes" if line.confident else f"no ({line.confidence})",
+        line.call or "-",
+        line.evidence,
     )

@@ -8,13 +8,22 @@ master port + i, so a fast node never meets the previous round's store), a new m
 one srun step inside the allocation. The setting's knobs are exported for that sweep only;
 the baseline gets the environment exactly as given.
 
+--repeats R: every setting is measured R times, each time in fresh processes (NCCL reads its
+environment once per process, and what a process sets up, such as its channels, differs
+from one process to the next), interleaved: A B C A B C ... so drift over the tune falls
+on every setting alike. The decision rule (analysis.decision) takes its statistics from
+those repeats. A setting's rows are pooled with their repeat renumbered to the tune's.
+
 A setting that fails (the backend rejecting a value at init, a rank crash, a hang past
---timeout) is recorded with its error and the search goes on. Rows stream into one run
-directory per setting (settings/NN-<id>), so a killed tune keeps every finished setting.
+--timeout) is recorded with its error, is not repeated, and the search goes on. Rows stream
+into one run directory per setting and repeat (settings/NN-<id>; with --repeats above 1,
+settings/NN-<id>-rK for K = 1..R), so a killed tune keeps every finished repeat.
 
 Searches: grid (every setting), halving (probe rounds on a few sizes drop the clearly worse,
 then full sweeps for the survivors) and coordinate (numeric knobs one at a time, per
-algorithm/protocol pair); analysis/tune_search.py decides, this module measures.
+algorithm/protocol pair); analysis/tune_search.py decides, this module measures. Halving's
+probe rounds measure each setting once; full sweeps are repeated. Coordinate descent
+interleaves the repeats of each batch of settings it proposes (the baseline with the first).
 
 On NCCL/RCCL a short extra pass per setting runs with NCCL's debug output on
 (choices.jsonl: the algorithm, protocol and channels NCCL used). It is separate because
@@ -32,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from collbench.analysis.tune_from import as_repeats
 from collbench.analysis.tune_result import env_choice, render_best_env, tune_document
 from collbench.analysis.tune_search import (
     DescentRule,
@@ -46,6 +56,8 @@ from collbench.analysis.tune_select import SelectRule, SettingOutcome, select_be
 from collbench.core.errors import EXIT_RUN_FAILED, CollbenchError, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import (
+    DEFAULT_REPEATS,
+    MAX_REPEATS,
     KnobAxis,
     Setting,
     build_grid,
@@ -86,6 +98,7 @@ class TunePlan:
     channels: int | None = None
     rule: SelectRule = field(default_factory=SelectRule)
     record_choices: bool = True
+    repeats: int = DEFAULT_REPEATS  # runs of each setting, fresh processes, interleaved
 
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:
@@ -96,6 +109,8 @@ class TunePlan:
             )
         if self.budget_s is not None and not self.budget_s > 0:
             raise SpecError("--budget", self.budget_s, "must be more than 0 seconds")
+        if not (isinstance(self.repeats, int) and 1 <= self.repeats <= MAX_REPEATS):
+            raise SpecError("--repeats", self.repeats, f"must be from 1 to {MAX_REPEATS}")
 
 
 @dataclass
@@ -104,12 +119,18 @@ class _Measured:
 
     setting: Setting
     index: int
-    rows: tuple = ()
+    rows: tuple = ()  # the full sweeps' rows, every repeat's (probe rounds: the last round's)
     error: str | None = None
-    run_dir: str | None = None  # the full sweep's directory, relative to the tune directory
+    # the full sweeps' directories, one per repeat, relative to the tune directory
+    run_dirs: list[str] = field(default_factory=list)
     probes: list[str] = field(default_factory=list)
     dropped: str | None = None
     duration_s: float = 0.0
+
+    @property
+    def run_dir(self) -> str | None:
+        """The first repeat's directory (None: no full sweep ran)."""
+        return self.run_dirs[0] if self.run_dirs else None
 
     def outcome(self) -> SettingOutcome:
         return SettingOutcome(self.setting, tuple(self.rows), self.error)
@@ -118,6 +139,8 @@ class _Measured:
         """tune.json's per-setting keys beyond tune_document's."""
         return {
             "run_dir": self.run_dir,
+            "run_dirs": self.run_dirs,
+            "repeats": len(self.run_dirs),
             "probes": self.probes,
             "dropped": self.dropped,
             "duration_s": round(self.duration_s, 3),
@@ -154,9 +177,9 @@ class _Tuner:
             self.measured[setting] = _Measured(setting, len(self.measured))
         return self.measured[setting]
 
-    def folder(self, setting: Setting, parent: str, prefix: str = "") -> str:
+    def folder(self, setting: Setting, parent: str, prefix: str = "", suffix: str = "") -> str:
         item = self.record(setting)
-        return f"{parent}/{prefix}{item.index:02d}-{setting.id}"
+        return f"{parent}/{prefix}{item.index:02d}-{setting.id}{suffix}"
 
     def sweep(self, setting: Setting, spec: SweepSpec, relative: str) -> tuple[tuple, str | None]:
         """Run `spec` under `setting` into out/relative: (rows, error or None)."""
@@ -195,31 +218,41 @@ class _Tuner:
                 )
         return extra
 
-    def measure(self, setting: Setting, spec: SweepSpec, stage: str, position: str) -> _Measured:
-        """A full sweep (stage "") or a probe round of `setting`, with a progress line."""
+    def measure(
+        self, setting: Setting, spec: SweepSpec, stage: str, position: str, repeat: int = 0
+    ) -> _Measured:
+        """A full sweep (stage "": repeat `repeat` of it) or a probe round of `setting`,
+        with a progress line."""
         item = self.record(setting)
-        relative = (
-            self.folder(setting, SETTINGS_DIR)
-            if not stage
-            else self.folder(setting, PROBES_DIR, f"{stage}-")
-        )
+        several = not stage and self.plan.repeats > 1
+        if stage:
+            relative = self.folder(setting, PROBES_DIR, f"{stage}-")
+        else:
+            relative = self.folder(
+                setting, SETTINGS_DIR, suffix=f"-r{repeat + 1}" if several else ""
+            )
         begun = time.monotonic()
         rows, error = self.sweep(setting, spec, relative)
         took = time.monotonic() - begun
         self.durations.append(took)
+        item.duration_s += took
         if stage:
             item.probes.append(relative)
+            item.rows, item.error = rows, error
         else:
-            item.run_dir = relative
-        item.duration_s += took
-        item.rows, item.error = rows, error
+            item.run_dirs.append(relative)
+            # this tune's repeat K holds the sweep's own repeats (one, as tune runs it) at K
+            pooled = as_repeats(rows, repeat * spec.repeats)
+            item.rows = tuple(pooled) if repeat == 0 else (*item.rows, *pooled)
+            item.error = item.error or error
         if rows:
             self.warn_backend()
-        if not error and not stage and self.plan.record_choices:
+        if not error and not stage and repeat == 0 and self.plan.record_choices:
             self.record_choices(setting)
         status = "ok" if error is None else f"FAILED: {error}"
         label = f"{stage} " if stage else ""
-        self.say(f"tune: {label}setting {position} {setting.label}: {status} ({took:.1f} s)")
+        which = f" (repeat {repeat + 1}/{self.plan.repeats})" if several else ""
+        self.say(f"tune: {label}setting {position}{which} {setting.label}: {status} ({took:.1f} s)")
         return item
 
     def record_choices(self, setting: Setting) -> None:
@@ -267,20 +300,36 @@ class _Tuner:
 
     # -- searches -------------------------------------------------------------------------
 
-    def run_all(self, settings: Sequence[Setting], spec: SweepSpec, stage: str = "") -> None:
-        """Measure `settings` in order, numbered n/total; stop where --budget runs out."""
-        for number, setting in enumerate(settings, start=1):
-            if not self.within_budget(settings[number - 1 :]):
-                return
-            self.measure(setting, spec, stage, f"{number}/{len(settings)}")
+    def run_all(self, settings: Sequence[Setting], spec: SweepSpec, stage: str = "") -> bool:
+        """Measure `settings` in order, numbered n/total: full sweeps --repeats times,
+        interleaved (A B C A B C ...; a setting that failed is not repeated), a probe round
+        once. False where --budget ran out (and what did not run is recorded)."""
+        repeats = 1 if stage else self.plan.repeats
+        for repeat in range(repeats):
+            for number, setting in enumerate(settings, start=1):
+                item = self.measured.get(setting)
+                if repeat and (item is None or item.error is not None):
+                    continue
+                if not self.within_budget(settings[number - 1 :], repeat):
+                    return False
+                self.measure(setting, spec, stage, f"{number}/{len(settings)}", repeat)
+        return True
 
-    def within_budget(self, rest: Sequence[Setting]) -> bool:
-        """False (and the rest recorded as not run) once the budget has no room for another."""
+    def within_budget(self, rest: Sequence[Setting], repeat: int = 0) -> bool:
+        """False (and the settings never started recorded as not run) once the budget has
+        no room for another sweep."""
         if not self.durations or not self.out_of_budget():
             return True
-        for setting in rest:
+        never = rest if repeat == 0 else ()
+        for setting in never:
             self.skip(setting, f"--budget {self.plan.budget_s:g} s spent")
-        self.say(f"tune: --budget spent; {len(rest)} settings not run")
+        if repeat == 0:
+            self.say(f"tune: --budget spent; {len(never)} settings not run")
+        else:
+            self.say(
+                f"tune: --budget spent in repeat {repeat + 1} of {self.plan.repeats}; every "
+                "setting keeps the repeats it finished"
+            )
         return False
 
     def warn_backend(self) -> None:
@@ -293,10 +342,15 @@ class _Tuner:
                 if "does not apply" in warning:
                     self.say(f"collbench: warning: {warning}")
 
+    def repeat_words(self) -> str:
+        repeats = self.plan.repeats
+        return f", {repeats} times each, interleaved" if repeats > 1 else ""
+
     def grid(self) -> None:
         settings = build_grid(self.plan.axes, self.plan.max_settings, exhaustive=True)
         self.say(
-            f"tune: {len(settings)} settings (grid, the baseline first), each in fresh processes"
+            f"tune: {len(settings)} settings (grid, the baseline first), each in fresh "
+            f"processes{self.repeat_words()}"
         )
         self.run_all(settings, self.spec)
 
@@ -328,19 +382,18 @@ class _Tuner:
         self.run_all(settings, self.spec)
 
     def coordinate(self) -> None:
-        baseline = build_grid((), 1)[0]
         rule = DescentRule(max_settings=self.plan.max_settings)
         self.say("tune: coordinate descent (numeric knobs one at a time), the baseline first")
-        self.run_all([baseline], self.spec)
+        batch = [build_grid((), 1)[0]]  # the baseline, measured with the starting points
         while True:
             outcomes = [
                 item.outcome() for item in self.measured.values() if not item.setting.is_baseline
             ]
             proposal = descent_next(self.plan.axes, outcomes, rule)
-            for setting in proposal.settings:
-                if not self.within_budget(proposal.settings[proposal.settings.index(setting) :]):
-                    return
-                self.measure(setting, self.spec, "", f"{len(self.measured) + 1}")
+            batch += proposal.settings
+            if batch and not self.run_all(batch, self.spec):
+                return
+            batch = []
             if proposal.done or not proposal.settings or self.out_of_budget():
                 self.say(f"tune: descent stopped: {proposal.reason}")
                 return
@@ -384,7 +437,7 @@ def run_tune(
 
 def _result(tuner: _Tuner, items: list[_Measured], warnings: list[str]) -> TuneFromResult:
     plan = tuner.plan
-    full = [item for item in items if item.run_dir is not None or item.error is not None]
+    full = [item for item in items if item.run_dirs or item.error is not None]
     outcomes = [item.outcome() for item in full]
     best = select_best(outcomes, plan.rule)
     backend = tuner.backend()
@@ -396,6 +449,7 @@ def _result(tuner: _Tuner, items: list[_Measured], warnings: list[str]) -> TuneF
     extra = {
         "kind": "tune",
         "search": plan.search,
+        "repeats": plan.repeats,
         "budget_s": plan.budget_s,
         "command_line": tuner.command_line,
         "spec": tuner.spec.to_dict(),

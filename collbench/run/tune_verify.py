@@ -1,11 +1,14 @@
 """`collbench tune --verify DIR`: measure a tune result against the default, in fresh
 processes, and say what gain it really gives.
 
-The default (the environment as given) and best.env's setting each run as a full sweep, one
-after the other, through the same launcher; where DIR has an nccl_tuner.conf and the
-environment names a tuner plugin (NCCL_TUNER_PLUGIN), the config runs as a third setting.
-Per collective and range of the tune, the realised gain (busbw over the default's, with the
-same confidence call as the tune) stands next to the gain the tune predicted.
+The default (the environment as given) and best.env's setting each run as full sweeps in
+fresh processes through the same launcher, --repeats times (the tune's own count unless
+given), interleaved: default, setting, default, setting, ...; where DIR has an
+nccl_tuner.conf and the environment names a tuner plugin (NCCL_TUNER_PLUGIN), the config
+runs as a third setting. Per collective and range of the tune, the realised gain (busbw over
+the default's) stands next to the gain the tune predicted, with the decision rule's call
+(analysis.decision, through the tune's own selection): `kept` (called faster), `lost`
+(called slower), `no difference` (within the rule's noise) or `unjudged`.
 
 What is measured: the tune's own sweep (tune.json's spec), with any measurement option given
 on this command line replacing its value; a `tune --from` result records no spec, so its
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collbench.analysis.decision import SLOWER, UNJUDGED
 from collbench.analysis.tune_select import BestRecord, SettingOutcome, select_best
 from collbench.core.errors import EXIT_RUN_FAILED, SpecError
 from collbench.core.spec import SweepSpec
@@ -53,6 +57,12 @@ class VerifyLine:
     baseline_busbw_gbps: float | None
     confident: bool
     confidence: str
+    call: str = ""  # kept | lost | no difference | unjudged (VERIFY_CALLS)
+    evidence: str = "-"  # the evidence the call rests on, one line
+
+
+KEPT, LOST, NO_DIFFERENCE = "kept", "lost", "no difference"
+VERIFY_CALLS = (KEPT, LOST, NO_DIFFERENCE, UNJUDGED)
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,10 @@ def run_verify(
     command_line: list[str],
     make_sink: SinkFactory,
     say: Callable[[str], None],
+    repeats: int | None = None,
 ) -> tuple[VerifyResult | None, int]:
+    """Measure the default and the tune's choice side by side (see the module); `repeats`:
+    runs of each (None: the tune's own count, else TunePlan's default)."""
     document = load_tune(tune_dir)
     knobs = dict((document.get("env") or {}).get("knobs") or {})
     if not knobs:
@@ -113,10 +126,15 @@ def run_verify(
             f"{TUNER_CONF} not verified: set {TUNER_PLUGIN_VAR} to the tuner plugin's library "
             "to measure it too"
         )
-    plan = TunePlan(_axes(knobs), out, record_choices=False)
+    repeats = repeats or document.get("repeats")
+    counted = {"repeats": int(repeats)} if repeats else {}
+    plan = TunePlan(_axes(knobs), out, record_choices=False, **counted)
     tuner = _Tuner(spec, options, plan, command_line, make_sink, say)
     Path(out).mkdir(parents=True, exist_ok=True)
-    say(f"tune --verify: the default, then {', '.join(s.label for s in settings[1:])}")
+    say(
+        f"tune --verify: the default, then {', '.join(s.label for s in settings[1:])}"
+        f"{tuner.repeat_words()}"
+    )
     tuner.run_all(settings, spec)
     items = [tuner.measured[setting] for setting in settings if setting in tuner.measured]
     outcomes = [item.outcome() for item in items]
@@ -130,12 +148,14 @@ def run_verify(
             "status": "failed" if item.error else "ok",
             "error": item.error,
             "run_dir": item.run_dir,
+            "run_dirs": item.run_dirs,
         }
         for item in items
     ]
     result_doc = {
         "kind": "tune-verify",
         "tune_dir": str(tune_dir),
+        "repeats": plan.repeats,
         "settings": entries,
         "lines": [vars(line) for line in lines],
         "notes": notes,
@@ -199,9 +219,23 @@ def _lines(
                 record.baseline_busbw_gbps,
                 record.confident and not record.default_is_best,
                 record.confidence,
+                verify_call(record),
+                record.evidence.describe() if record.evidence is not None else "-",
             )
         )
     return lines
+
+
+def verify_call(record: BestRecord) -> str:
+    """The rule's call on the verified setting against the default in one range: kept when
+    it replaces the default there (called faster), lost when called slower at most sizes."""
+    evidence = record.evidence
+    if evidence is None or evidence.basis == UNJUDGED:
+        return UNJUDGED
+    if not record.default_is_best:
+        return KEPT
+    slower = evidence.calls.get(SLOWER, 0)
+    return LOST if slower > sum(evidence.calls.values()) / 2 else NO_DIFFERENCE
 
 
 def _tuned_for(tuned: list[dict[str, Any]], record: BestRecord) -> dict[str, Any] | None:

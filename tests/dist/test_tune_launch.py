@@ -16,7 +16,7 @@ from tests.helpers import collbench, meta_of, rows_of
 pytestmark = pytest.mark.slow  # real ranks per setting
 
 SWEEP = ["-c", "all_reduce", "-b", "1K", "-e", "256K", "-f", "16", "-n", "4", "-w", "1"]
-SWEEP += ["--nproc", "2", "--timeout", "60"]
+SWEEP += ["--nproc", "2", "--timeout", "60", "--repeats", "1"]  # mechanics: one run each
 
 
 def _tune(out, *args, env=None):

@@ -11,6 +11,7 @@ from tests.helpers import collbench, meta_of
 pytestmark = pytest.mark.slow  # a torchrun or mpirun job per setting
 
 SWEEP = ["-c", "all_reduce", "-b", "1K", "-e", "64K", "-f", "8", "-n", "3", "-w", "1"]
+SWEEP += ["--repeats", "1"]  # the launcher mechanics: one run per setting
 
 
 def _check(out, done, launcher):

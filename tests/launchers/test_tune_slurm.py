@@ -10,6 +10,7 @@ from tests.helpers import collbench, meta_of
 pytestmark = pytest.mark.slow  # a real Slurm job with a step per setting
 
 SWEEP = ["-c", "all_reduce", "-b", "1K", "-e", "64K", "-f", "8", "-n", "3", "-w", "1"]
+SWEEP += ["--repeats", "1"]  # the launcher mechanics: one run per setting
 
 
 def test_tune_runs_one_allocation_with_a_step_per_setting(tmp_path, slurm_cluster):

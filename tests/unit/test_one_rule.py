@@ -36,7 +36,7 @@ DECISION_SITES = {
     "tune's winner and confidence": "analysis/tune_select.py",
     "tune's halving search": "analysis/tune_search.py",
     "tune --verify": "collbench/run/tune_verify.py",
-    "doctor --baseline": "analysis/doctor_expect.py",
+    "doctor --baseline and the majority rule": "analysis/doctor_judge.py",
 }
 
 

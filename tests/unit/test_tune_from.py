@@ -1,5 +1,6 @@
 """`collbench tune --from RUN...` (analysis.tune_from): runs measured differently are refused
-naming what differs, and each run's rows go to the setting its recorded knobs say (pure)."""
+naming what differs, and each run's rows go to the setting its recorded knobs say, several
+runs of one setting pooled as its repeats (pure)."""
 
 import pytest
 
@@ -17,7 +18,7 @@ def _run(name, env, time_us=1000.0, samples=True, **columns):
             run_id=name,
             size_bytes=size,
             time_us=time_us,
-            time_us_samples=[time_us + step for step in range(10)] if samples else [],
+            time_us_samples=[time_us + step for step in range(12)] if samples else [],
             knobs={"env": env},
             **columns,
         )
@@ -64,9 +65,13 @@ def test_each_run_becomes_the_setting_its_knobs_say_baseline_first():
         {"NCCL_ALGO": "Tree"},
     ]
     assert [item.is_baseline for item in outcomes] == [True, False, False]
-    assert len(outcomes[1].rows) == 4  # both Ring runs pooled; the first one's rows count
+    ring = outcomes[1]  # both Ring runs pooled, each one a repeat of the setting
+    assert len(ring.rows) == 4 and ring.repeats == 2
+    assert [row.repeat for row in ring.rows] == [0, 0, 1, 1]
     (record,) = select_best(outcomes)
-    assert record.knobs == {"NCCL_ALGO": "Ring"} and record.gain == pytest.approx(1.0)
+    assert record.knobs == {"NCCL_ALGO": "Ring"}  # busbw: the geomean over its repeats
+    assert record.gain == pytest.approx(1000.0 / (500.0 * 400.0) ** 0.5 - 1)
+    assert record.evidence.candidate_repeats == 2 and record.evidence.basis == "noise floor"
 
 
 def test_imported_logs_labelled_with_knobs_tune_without_samples():
@@ -79,4 +84,18 @@ def test_imported_logs_labelled_with_knobs_tune_without_samples():
     assert outcomes[0].is_baseline and outcomes[0].setting.as_dict() == {"NCCL_PROTO": "LL"}
     (record,) = select_best(outcomes)
     assert record.default_is_best and record.knobs == {"NCCL_PROTO": "LL"}
-    assert record.confidence == "no samples" and not record.confident
+    assert record.confidence == "threshold only" and not record.confident
+
+
+def test_three_runs_of_each_setting_are_its_repeats_and_decide_on_a_test():
+    runs = []
+    for index, (base, ring) in enumerate(((1000.0, 700.0), (1010.0, 705.0), (990.0, 695.0))):
+        runs += [
+            _run(f"plain-{index}", {}, base),
+            _run(f"ring-{index}", {"NCCL_ALGO": "Ring"}, ring),
+        ]
+    outcomes = outcomes_from_runs(runs)
+    assert [item.repeats for item in outcomes] == [3, 3]
+    (record,) = select_best(outcomes)
+    assert record.knobs == {"NCCL_ALGO": "Ring"} and record.confidence == "significant"
+    assert record.evidence.basis == "repeats" and record.evidence.p_holm < 0.05

@@ -30,7 +30,7 @@ def _outcome(knobs, times, error=None):
         make_row(
             size_bytes=size,
             time_us=time_us,
-            time_us_samples=[time_us + step for step in range(10)],
+            time_us_samples=[time_us + step for step in range(12)],
         )
         for size, time_us in zip(PROBES, times, strict=True)
     )
@@ -59,7 +59,7 @@ def test_halving_drops_only_what_is_slower_at_every_probe_size():
     assert _labels(decision.keep) == ["baseline", "X_A=best", "X_A=small-only", "X_A=noise"]
     assert [(item.setting.label, why) for item, why in decision.drop] == [
         ("X_A=nosuch", "failed: no such interface"),
-        ("X_A=slow", "significantly slower than the leader at all 3 probe sizes"),
+        ("X_A=slow", "called slower than the leader at all 3 probe sizes"),
     ]
     assert not decision.done and decision.reason == "round 1 of 3"
     assert halving_round(outcomes, 2).done  # the last round
