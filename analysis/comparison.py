@@ -22,7 +22,7 @@ is 0 for every run: there both are on time.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -157,14 +157,21 @@ class Comparison:
         return json_safe(data)
 
 
-def compare(baseline: Run, candidate: Run, rule: Rule | None = None) -> Comparison:
-    """Compare a candidate run with the baseline; every size common to both is one family
-    of `rule` (analysis.decision.judge)."""
+def compare(
+    baseline: Run,
+    candidate: Run,
+    rule: Rule | None = None,
+    gated: Callable[[int], bool] | None = None,
+) -> Comparison:
+    """Compare a candidate run with the baseline (analysis.decision.judge). The sizes common
+    to both are one family of `rule`; with `gated` (the sizes a CI gate checks), those sizes
+    are one family and the others another, so that sizes the gate ignores do not dilute
+    its Holm correction."""
     rule = rule or Rule()
     base, cand = rows_by_key(baseline.rows), rows_by_key(candidate.rows)
     common = sorted(set(base) & set(cand))
     questions = [Question(evidence_of(base[key]), evidence_of(cand[key]), key[2]) for key in common]
-    verdicts = judge(questions, rule)
+    verdicts = _judge_families(questions, rule, gated)
     sizes = [
         _compare_size(key, (base[key], cand[key]), question, verdict)
         for key, question, verdict in zip(common, questions, verdicts, strict=True)
@@ -181,6 +188,21 @@ def compare(baseline: Run, candidate: Run, rule: Rule | None = None) -> Comparis
         threshold_pct=rule.threshold_pct,
         noise_floor=rule.floor.source if rule.floor else None,
     )
+
+
+def _judge_families(
+    questions: list[Question], rule: Rule, gated: Callable[[int], bool] | None
+) -> list[Verdict]:
+    """The verdicts in order, each family judged on its own."""
+    if gated is None:
+        return judge(questions, rule)
+    inside = [index for index, question in enumerate(questions) if gated(question.size_bytes)]
+    outside = [index for index in range(len(questions)) if index not in set(inside)]
+    verdicts: dict[int, Verdict] = {}
+    for family in (inside, outside):
+        judged = judge([questions[index] for index in family], rule)
+        verdicts.update(zip(family, judged, strict=True))
+    return [verdicts[index] for index in range(len(questions))]
 
 
 def common_keys(baseline: Run, candidate: Run) -> int:

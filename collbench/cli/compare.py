@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 GATE_HELP = (
     "CI gate: exit {code} when a size's busbw is more than PCT percent below the baseline's "
     "and the decision rule calls it slower: with 3+ repeats a side (--repeats), Welch's t on "
-    "the repeats (Holm-corrected over the sizes compared) below --alpha and the effect beyond "
+    "the repeats (Holm-corrected over the sizes the gate checks) below --alpha and the effect beyond "
     "the repeats' spread; with fewer, the effect beyond the noise floor measured from the "
     "data (iteration batches or repeats) or the recorded --noise-floor, whichever is larger "
     "(a run's iterations are not independent, so they give no p-value). Sizes without "
@@ -60,7 +60,7 @@ def compare(
         typer.Option(
             "--alpha",
             help="Significance level of the test on repeats (Holm-corrected over the sizes "
-            f"compared). (default: {ALPHA:g})",
+            f"compared, or those --fail-if-slower checks). (default: {ALPHA:g})",
             show_default=False,
         ),
     ] = ALPHA,
@@ -101,7 +101,8 @@ def compare(
     floor = load_noise_floor(noise_floor) if noise_floor is not None else None
     rule = Rule(alpha=alpha, threshold_pct=fail_if_slower, floor=floor)
     loaded = _load(runs)
-    comparisons = [compare_runs(loaded[0], candidate, rule) for candidate in loaded[1:]]
+    gated = selection.covers if selection is not None else None
+    comparisons = [compare_runs(loaded[0], cand, rule, gated) for cand in loaded[1:]]
     paths = [run.path for run in loaded[1:]]
     if strict:
         _refuse_differing(comparisons, paths)

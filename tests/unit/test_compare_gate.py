@@ -212,3 +212,20 @@ def test_bands_and_ranges_pick_the_sizes_checked():
 def test_bad_selections_name_the_flag(parse, text, needle):
     with pytest.raises(SpecError, match=needle):
         parse(text)
+
+
+def test_the_gate_corrects_over_the_sizes_it_checks_not_every_size():
+    base = _run("a", [100.0] * len(SIZES), seed=5, repeats=3)
+    cand = _run("b", [105.0] * len(SIZES), seed=6, repeats=3)
+    rule = Rule(threshold_pct=5.0)
+    selection = parse_size_range("8M:")
+    everything = compare(base, cand, rule)
+    gated = compare(base, cand, rule, selection.covers)
+    checked = [item for item in gated.sizes if selection.covers(item.size_bytes)]
+    assert len(checked) == 2
+    for item in checked:
+        whole = next(one for one in everything.sizes if one.size_bytes == item.size_bytes)
+        assert item.decision.basis == REPEATS
+        # two sizes in the gate's family against twelve in the whole comparison's
+        assert item.decision.p_holm <= 2 * item.decision.p_value + 1e-12
+        assert item.decision.p_holm <= whole.decision.p_holm
