@@ -17,19 +17,28 @@ Expectations, most specific first (`expectation_from`):
    scaled MADs (of the logarithms: a factor) below it, so the VM's ordinary noise (a wide
    MAD) is not a fault and a tight fleet does not flag a value 3% low.
 A stage the expectation has no figure for is judged against the fleet.
+
+A recorded A/A noise floor (`--noise-floor FILE`, `collbench noise`) widens the bar of
+1-3: the bar sits at least the floor of the size's band below the expected figure. The floor
+is a change either way and noise is multiplicative, so its bar factor is 1 / (1 + floor):
+threshold = expected x min(1 - tolerance, 1 - spread, 1 / (1 + floor)). Against a baseline
+the decision rule holds its verdicts against the same floor (decision.Rule(floor=...)). The
+fleet is its own reference and takes no floor.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from collbench.analysis.bands import band_of
 from collbench.analysis.costmodel import Efficiency, Group, predict
 from collbench.analysis.decision import MIN_REPEATS, Evidence, spread_pct
 from collbench.analysis.vs_topology import run_placement
 from collbench.core.doctor import STAGES, DoctorSpec
 from collbench.core.errors import SpecError
+from collbench.core.noise import NoiseFloor
 from collbench.core.stats import median
 from collbench.core.units import format_number, format_size, size_arg
 from collbench.topologies.schema import Topology
@@ -59,10 +68,27 @@ class Expectation:
     # A baseline's repeat figures per stage, for the decision rule (decision.judge).
     evidence: dict[str, Evidence] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # what the expectation could not give, and why
+    # A recorded A/A noise floor (--noise-floor) and its figure for the run's size band (%,
+    # a change either way; None: no floor, or none for that band).
+    noise_floor: NoiseFloor | None = None
+    floor_pct: float | None = None
 
     def margin_pct(self, stage: str) -> float:
-        """How far below the expected figure the bar sits for `stage` (%)."""
+        """How far below the expected figure the tolerance or the spread puts the bar (%)."""
         return max(self.tolerance_pct, self.spread_pct.get(stage, 0.0))
+
+    def bar_factor(self, stage: str) -> float:
+        """The bar for `stage` as a share of the expected figure: min(1 - margin,
+        1 / (1 + floor)), the margin capped at 99%."""
+        factor = 1 - min(self.margin_pct(stage), 99.0) / 100
+        if self.floor_pct is not None:
+            factor = min(factor, 1 / (1 + self.floor_pct / 100))
+        return factor
+
+    @property
+    def floor_source(self) -> str:
+        """Where the floor came from (the file's path), "" without one."""
+        return self.noise_floor.source if self.noise_floor is not None else ""
 
 
 @dataclass(frozen=True)
@@ -74,6 +100,8 @@ class Bar:
     source: str  # Expectation.source, or FLEET
     peers: int = 0  # fleet: how many values the median is over (0: an expectation)
     spread_pct: float | None = None  # a baseline's own spread, where it set the bar
+    floor_pct: float | None = None  # a recorded A/A floor for the size's band ...
+    floor_source: str = ""  # ... and where it came from
 
     def below(self, value_gbps: float) -> bool:
         return value_gbps < self.threshold_gbps
@@ -83,8 +111,13 @@ class Bar:
         figure = f"{gbps(self.reference_gbps)} GB/s"
         if self.source == FLEET:
             return f"fleet median of {self.peers} {what or 'values'} {figure}"
+        noise = []
         if self.spread_pct is not None:
-            return f"expected {figure} from {self.source} (its spread {self.spread_pct:.0f}%)"
+            noise.append(f"its spread {self.spread_pct:.0f}%")
+        if self.floor_pct is not None:
+            noise.append(f"A/A floor {self.floor_pct:.3g}% from {self.floor_source}")
+        if noise:
+            return f"expected {figure} from {self.source} ({', '.join(noise)})"
         return f"expected {figure} from {self.source}"
 
     def versus(self, value_gbps: float, what: str = "") -> str:
@@ -105,9 +138,16 @@ def bar_for(
     (None: fewer than MIN_FLEET values to take a median of)."""
     expected = expectation.busbw_gbps.get(stage)
     if expected is not None:
-        threshold = expected * (1 - min(expectation.margin_pct(stage), 99.0) / 100)
+        threshold = expected * expectation.bar_factor(stage)
         spread = expectation.spread_pct.get(stage)
-        return Bar(expected, threshold, expectation.source, spread_pct=spread)
+        return Bar(
+            expected,
+            threshold,
+            expectation.source,
+            spread_pct=spread,
+            floor_pct=expectation.floor_pct,
+            floor_source=expectation.floor_source,
+        )
     return fleet_bar(values, spec)
 
 
@@ -165,6 +205,7 @@ def expectation_from(
     backend: str | None = None,
     nodes: int | None = None,
     ranks_per_node: int | None = None,
+    noise_floor: NoiseFloor | None = None,
 ) -> Expectation:
     """The expectation of a doctor run: `--expect-busbw` > topology > baseline > fleet.
 
@@ -172,24 +213,55 @@ def expectation_from(
     run on it (default: the topology's own). baseline_rows: the rows of the run at
     `baseline_path` (the caller loads it). backend: this run's, to know its size when
     spec.size_bytes is None. SpecError("--baseline", ...) when the baseline has no doctor rows
-    or was measured at another size.
+    or was measured at another size. noise_floor: already loaded (--noise-floor); its figure
+    for the size's band widens the bar of every expectation but the fleet.
     """
+    size_bytes = spec.size_for(backend) if backend else spec.size_bytes
     tolerance = spec.tolerance_pct
     if spec.expect_busbw_gbps is not None:
         figures = dict.fromkeys(STAGES, spec.expect_busbw_gbps)
-        return Expectation("--expect-busbw", figures, tolerance)
-    size_bytes = spec.size_for(backend) if backend else spec.size_bytes
-    if topology is not None:
+        expectation = Expectation("--expect-busbw", figures, tolerance)
+    elif topology is not None:
         bounds = topology_bounds(
             topology, nodes=nodes, ranks_per_node=ranks_per_node, size_bytes=size_bytes
         )
         figures = {stage: bound * TOPOLOGY_EFFICIENCY for stage, bound in bounds.items()}
         source = f"topology {topology.name} at {TOPOLOGY_EFFICIENCY:.0%} of its bound"
-        return Expectation(source, figures, tolerance)
-    if baseline_rows is not None:
+        expectation = Expectation(source, figures, tolerance)
+    elif baseline_rows is not None:
         evidence = baseline_evidence(baseline_rows, baseline_path, size_bytes)
-        return _from_baseline(evidence, f"baseline {baseline_path}", tolerance)
-    return Expectation(FLEET, {}, tolerance)
+        expectation = _from_baseline(evidence, f"baseline {baseline_path}", tolerance)
+    else:
+        expectation = Expectation(FLEET, {}, tolerance)
+    return _with_floor(expectation, noise_floor, size_bytes)
+
+
+def _with_floor(
+    expectation: Expectation, noise_floor: NoiseFloor | None, size_bytes: int | None
+) -> Expectation:
+    """The expectation holding `noise_floor` and its figure for the band of `size_bytes`; a
+    note where the floor cannot be used (the fleet, an unknown size, a band it lacks)."""
+    if noise_floor is None:
+        return expectation
+    where = f"--noise-floor {noise_floor.source}"
+    if expectation.source == FLEET:
+        note = (
+            f"{where} not used: the fleet is its own reference; the floor holds against "
+            "--expect-busbw, --topology or --baseline"
+        )
+        return replace(expectation, notes=(*expectation.notes, note))
+    if size_bytes is None:
+        note = f"{where} not used: the run's size, and so its band, is unknown"
+        return replace(expectation, notes=(*expectation.notes, note))
+    band = band_of(size_bytes)
+    floor_pct = noise_floor.pct_for_band(band)
+    if floor_pct is None:
+        note = (
+            f"{where} holds no floor for the {band} band ({format_size(size_bytes)}): "
+            "the bar is not widened by it"
+        )
+        return replace(expectation, noise_floor=noise_floor, notes=(*expectation.notes, note))
+    return replace(expectation, noise_floor=noise_floor, floor_pct=float(floor_pct))
 
 
 def _from_baseline(evidence: dict[str, Evidence], source: str, tolerance: float) -> Expectation:

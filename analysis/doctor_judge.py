@@ -8,9 +8,10 @@ it is below the bar in a majority of its repeats, and only with at least MIN_DOC
 of them: one round slowed for a few seconds by a neighbour is not a finding. With fewer
 repeats the stage is unjudged, never healthy.
 
-Against a baseline run the bar is the baseline's figure less max(tolerance, its spread), and
-a slow item must also be `slower` than the baseline by the one decision rule
-(analysis.decision.judge: Welch on the repeats' logarithms, beyond their noise floor).
+Against a baseline run the bar is the baseline's figure less max(tolerance, its spread) (and
+at least a recorded A/A floor below it, see analysis.doctor_expect), and a slow item must also
+be `slower` than the baseline by the one decision rule (analysis.decision.judge: Welch on the
+repeats' logarithms, beyond their noise floor or the recorded one when larger).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from collbench.analysis.decision import SLOWER, Evidence, Question, Verdict, judge
+from collbench.analysis.decision import SLOWER, Evidence, Question, Rule, Verdict, judge
 from collbench.analysis.doctor_expect import Bar, Expectation, gbps, median_of
 from collbench.core.doctor import MIN_DOCTOR_REPEATS
 
@@ -144,13 +145,14 @@ def against_baseline(
     judgement: StageJudgement, stage: str, expectation: Expectation, size_bytes: int
 ) -> StageJudgement:
     """Every item's verdict against the baseline's repeats of `stage` (decision.judge, the
-    stage's items one family); unchanged when the expectation holds no baseline evidence."""
+    stage's items one family, held against the expectation's recorded A/A floor where it has
+    one); unchanged when the expectation holds no baseline evidence."""
     base = expectation.evidence.get(stage)
     if base is None or not judgement.items:
         return judgement
     items = list(judgement.items.items())
     questions = [Question(base, Evidence.of(judged.values), size_bytes) for _, judged in items]
-    verdicts = judge(questions)
+    verdicts = judge(questions, Rule(floor=expectation.noise_floor))
     judged_items = {
         item: replace(judged, verdict=verdict)
         for (item, judged), verdict in zip(items, verdicts, strict=True)

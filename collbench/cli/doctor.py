@@ -118,6 +118,16 @@ DOCTOR_OPTIONS = (
         metavar="RUN",
     ),
     Option(
+        ("--noise-floor",),
+        "A/A noise floor recorded by `collbench noise` (per size band): a baseline or "
+        "expectation check holds its bar at least this far below the reference, and the "
+        "decision rule against a --baseline uses it.",
+        DoctorSpec,
+        "noise_floor",
+        panel=_EXPECT,
+        metavar="FILE",
+    ),
+    Option(
         ("--tolerance",),
         "Flag what is more than this % below --expect-busbw, the topology or the baseline.",
         DoctorSpec,

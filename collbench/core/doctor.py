@@ -56,6 +56,9 @@ class DoctorSpec:
     topology: str | None = None
     # ... or an earlier doctor run on a healthy fabric (its directory).
     baseline: str | None = None
+    # An A/A noise floor `collbench noise` recorded (a file, as given): a check against an
+    # expectation holds its bar at least the floor of the size's band below it.
+    noise_floor: str | None = None
     # Flag what is more than this far below an expectation (busbw, topology or baseline);
     # SuperBench's rules use 5%.
     tolerance_pct: float = 5.0
@@ -113,6 +116,8 @@ class DoctorSpec:
             args += ["--topology", self.topology]
         if self.baseline is not None:
             args += ["--baseline", self.baseline]
+        if self.noise_floor is not None:
+            args += ["--noise-floor", self.noise_floor]
         return [
             *args,
             "--tolerance",

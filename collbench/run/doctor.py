@@ -14,11 +14,13 @@ from typing import Any
 from collbench.analysis.doctor import Diagnosis, Expectation, diagnose, expectation_from
 from collbench.core.doctor import DOCTOR, DoctorSpec
 from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecError
+from collbench.core.noise import NoiseFloor
 from collbench.core.spec import SweepSpec
 from collbench.launchers import LaunchResult
 from collbench.launchers.base import parent_launch
 from collbench.run.sweep import RunOptions, run_sweep
 from collbench.store.load import load_run
+from collbench.store.noise_floor import load_noise_floor
 from collbench.store.rows import DoctorRow
 from collbench.store.sink import SinkFactory
 from collbench.topologies.schema import TopologyError
@@ -54,6 +56,7 @@ class DoctorOutcome:
 class _Inputs:
     topology: Any
     baseline_rows: list[DoctorRow] | None
+    noise_floor: NoiseFloor | None = None
 
 
 def run_doctor(
@@ -86,17 +89,20 @@ def run_doctor(
             topology=inputs.topology,
             baseline_rows=inputs.baseline_rows,
             baseline_path=doctor.baseline,
+            noise_floor=inputs.noise_floor,
             **where,
         )
     except TopologyError as error:  # the run is done: judge it against the fleet instead
         warnings.append(f"--topology gives no bound for this run ({error}); judged by the fleet")
-        expectation = expectation_from(replace(doctor, topology=None), **where)
+        fleet = replace(doctor, topology=None)
+        expectation = expectation_from(fleet, noise_floor=inputs.noise_floor, **where)
     diagnosis = diagnose(rows, doctor, expectation, nodes)
     return DoctorOutcome(launch, run_dir, diagnosis, expectation, run.run_id, tuple(warnings))
 
 
 def _inputs(doctor: DoctorSpec) -> _Inputs:
-    """The topology and the baseline's rows, read once and checked before the run."""
+    """The topology, the baseline's rows and the noise floor, read once and checked before
+    the run."""
     topology = None
     if doctor.topology is not None:
         from collbench.topologies.loader import load_topology
@@ -109,4 +115,7 @@ def _inputs(doctor: DoctorSpec) -> _Inputs:
         baseline_rows = [row for row in run.rows if isinstance(row, DoctorRow)]
         if not baseline_rows:
             raise SpecError("--baseline", doctor.baseline, f"holds no doctor rows{hint}")
-    return _Inputs(topology, baseline_rows)
+    noise_floor = None
+    if doctor.noise_floor is not None:
+        noise_floor = load_noise_floor(Path(doctor.noise_floor), "--noise-floor")
+    return _Inputs(topology, baseline_rows, noise_floor)

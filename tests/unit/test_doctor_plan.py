@@ -64,10 +64,38 @@ def test_a_doctor_spec_travels_through_job_json_and_the_ranks_command():
     assert SweepSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
     args = spec.to_args()
     assert args[:2] == ["--size", "4M"] and "--bisect" in args and "--collective" not in args
+    assert "--noise-floor" not in args
     resolved = spec.with_backend("gloo")
     assert resolved.min_bytes == resolved.max_bytes == 4 << 20
     default = SweepSpec(sweep_rows=False, doctor=DoctorSpec(), collectives=("all_reduce",))
     assert default.with_backend("nccl").max_bytes == 256 << 20
+
+
+def test_the_noise_floor_travels_through_job_json_and_the_ranks_command(monkeypatch):
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    import collbench.run.doctor
+    from collbench.cli import app
+    from collbench.launchers.base import LaunchResult
+    from collbench.run.doctor import DoctorOutcome
+
+    doctor = DoctorSpec(baseline="runs/good", noise_floor="floors/a.json")
+    spec = SweepSpec(collectives=("all_reduce", "sendrecv"), sweep_rows=False, doctor=doctor)
+    assert SweepSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    args = spec.to_args()
+    assert args[args.index("--noise-floor") + 1] == "floors/a.json"
+    seen = []
+
+    def fake(spec, options, line, make_sink):
+        seen.append(spec)
+        return DoctorOutcome(LaunchResult(0), Path("run"))
+
+    monkeypatch.setattr(collbench.run.doctor, "run_doctor", fake)
+    result = CliRunner().invoke(app, ["doctor", *args, "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert seen == [spec]
 
 
 def test_a_doctor_row_reads_back_typed_and_refuses_a_bad_column():
