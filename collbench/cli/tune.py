@@ -243,7 +243,8 @@ def _launch(values: dict[str, Any], channels: int | None, rule: SelectRule) -> N
         )
     if values["out"] is None:
         raise SpecError("--out", "", "is required: the new directory to write the result in")
-    spec = SweepSpec(**given_fields(SweepSpec, MEASURE_OPTIONS, values))
+    # One pass per process: tune's own --repeats starts fresh processes for each repeat.
+    spec = SweepSpec(**given_fields(SweepSpec, MEASURE_OPTIONS, values), repeats=1)
     options = _run_options(values)
     axes, warnings = parse_knobs(values["knob"], spec.backend)
     budget = values["budget"]

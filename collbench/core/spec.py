@@ -25,6 +25,11 @@ BACKENDS = ("auto", "nccl", "rccl", "gloo")
 DEFAULT_MAX_BYTES = {"gloo": 16 * 1024**2, "nccl": 1024**3, "rccl": 1024**3}
 # Sizes grow by this factor per step when neither --factor nor --step-bytes is given.
 DEFAULT_FACTOR = 2.0
+# Repeats of a sweep when --repeats is not given: the fewest with which compare's gate kept
+# identical reruns within its 5% false-alarm promise here (benchmarks/decision_rates.py:
+# 1 repeat failed 4-21% of A/A pairs, 3 repeats 0 of 132); see README, "How collbench
+# decides".
+DEFAULT_REPEATS = 3
 
 
 # Most sizes one sweep may have (-f/-i): more is a typo (`-i 1 -e 16M`), not a benchmark.
@@ -121,7 +126,8 @@ class SweepSpec:
     # Times the whole measurement runs in the same rank processes, interleaved (every step
     # of repeat 0, then of repeat 1, ...) so drift spreads over all of them; rows record
     # their repeat. Decisions take their statistics from repeats (DESIGN.md, "Decisions").
-    repeats: int = 1
+    # DEFAULT_REPEATS: measured (README, "How collbench decides").
+    repeats: int = DEFAULT_REPEATS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "collectives", tuple(self.collectives))
@@ -339,4 +345,5 @@ class SweepSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> SweepSpec:
-        return cls(**data)
+        # A spec recorded before --repeats existed measured everything once.
+        return cls(**{"repeats": 1, **data})

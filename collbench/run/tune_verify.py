@@ -184,7 +184,8 @@ def _spec(document: Mapping[str, Any], spec_fields: Mapping[str, Any]) -> SweepS
         collectives = sorted({entry["collective"] for entry in document["best"]})
         if collectives:
             recorded["collectives"] = tuple(collectives)
-    return SweepSpec(**{**recorded, **spec_fields})
+    # One pass per process, as tune measured: verify's repeats start fresh processes.
+    return SweepSpec(**{**recorded, **spec_fields, "repeats": 1})
 
 
 def _lines(

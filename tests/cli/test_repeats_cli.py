@@ -29,4 +29,4 @@ def test_help_says_the_default_repeats(collbench):
     done = collbench("sweep", "--help")
     text = " ".join(done.stdout.replace("│", " ").split())
     assert "--repeats" in text and "every row records its repeat" in text
-    assert "(default: 1)" in text.split("--repeats", 1)[1].split("--", 1)[0]
+    assert "(default: 3)" in text.split("--repeats", 1)[1].split("--", 1)[0]

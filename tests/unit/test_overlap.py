@@ -109,7 +109,10 @@ def test_sweep_spec_carries_probes_through_dict_and_args():
 
 def test_probe_steps_follow_the_sweep_steps():
     spec = SweepSpec(
-        collectives=("all_reduce", "all_gather"), max_bytes=16, overlap=OverlapSpec(ratios=(1, 2))
+        collectives=("all_reduce", "all_gather"),
+        max_bytes=16,
+        overlap=OverlapSpec(ratios=(1, 2)),
+        repeats=1,
     ).with_backend("gloo")
     steps = spec.steps()
     sweep = [s for s in steps if s.kind == "sweep"]

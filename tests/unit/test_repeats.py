@@ -13,7 +13,9 @@ from collbench.render.export import group_sizes
 from collbench.store.rows import ROW_COLUMNS, RowBuilder, median_over_repeats, row_from_dict
 from tests.rows import make_row
 
-SPEC = SweepSpec(collectives=("all_reduce", "all_gather"), min_bytes=1024, max_bytes=2048)
+SPEC = SweepSpec(
+    collectives=("all_reduce", "all_gather"), min_bytes=1024, max_bytes=2048, repeats=1
+)
 
 
 @pytest.mark.parametrize("repeats", [0, -1, MAX_REPEATS + 1, 2.5, "3"])
@@ -198,7 +200,7 @@ def test_the_table_has_one_table_per_collective_and_repeat():
 
 
 def test_one_repeat_prints_no_repeat_line():
-    spec = SweepSpec(collectives=("all_reduce",), min_bytes=1024, max_bytes=2048)
+    spec = SweepSpec(collectives=("all_reduce",), min_bytes=1024, max_bytes=2048, repeats=1)
     rows = _repeated({1024: [10.0], 2048: [20.0]})
     lines = _table(spec, rows)
     assert not any(line.startswith("# Repeat") for line in lines)

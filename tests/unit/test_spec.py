@@ -132,7 +132,9 @@ def test_dtype_aliases_resolve_to_canonical_names():
 
 
 def test_steps_cover_collectives_sizes_and_supported_placements():
-    spec = SweepSpec(collectives=("all_reduce", "all_gather"), max_bytes=32).with_backend("gloo")
+    spec = SweepSpec(
+        collectives=("all_reduce", "all_gather"), max_bytes=32, repeats=1
+    ).with_backend("gloo")
     steps = spec.steps()
     assert [s for s in steps if s.collective == "all_reduce"] == [
         Step("sweep", "all_reduce", size, "in_place") for size in (8, 16, 32)

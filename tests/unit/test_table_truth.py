@@ -8,7 +8,9 @@ from collbench.render.console import ConsoleSink
 from collbench.render.table import preface_lines, summary_lines
 from tests.rows import make_row
 
-SPEC = SweepSpec(collectives=("all_reduce", "all_gather"), min_bytes=1024, max_bytes=8192)
+SPEC = SweepSpec(
+    collectives=("all_reduce", "all_gather"), min_bytes=1024, max_bytes=8192, repeats=1
+)
 
 
 def _rows(collective, sizes, wrong=0):

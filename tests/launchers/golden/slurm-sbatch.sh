@@ -16,5 +16,5 @@
 #SBATCH --reservation=fabric
 #SBATCH --output=/shared/results/collbench-%j.out
 
-srun --kill-on-bad-exit=1 PYTHON -m collbench sweep --launcher none --rank-env slurm --collective all_reduce,all_gather --min-bytes 1K --max-bytes 64M --dtype bfloat16 --op sum --placement both --warmup 10 --iters 50 --check --rank-stat avg --backend auto --timeout 300 --repeats 1 --out /shared/results/run-1-${SLURM_JOB_ID}
+srun --kill-on-bad-exit=1 PYTHON -m collbench sweep --launcher none --rank-env slurm --collective all_reduce,all_gather --min-bytes 1K --max-bytes 64M --dtype bfloat16 --op sum --placement both --warmup 10 --iters 50 --check --rank-stat avg --backend auto --timeout 300 --repeats 3 --out /shared/results/run-1-${SLURM_JOB_ID}
 
