@@ -16,7 +16,7 @@ Every figure printed is measured in this run; nothing is assumed.
 
     python benchmarks/decision_rates.py aa --runs 7                 # 42 ordered pairs
     python benchmarks/decision_rates.py slow --runs 7 --slowdown 10 # 49 B-vs-A pairs
-    python benchmarks/decision_rates.py aa --runs 7 -- --repeats 3  # extra sweep options
+    python benchmarks/decision_rates.py aa --runs 7 --sweep-args "--repeats 3"
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -212,12 +213,24 @@ def main() -> None:
     parser.add_argument(
         "--bandwidth-sizes", default="1M:", help="slow: sizes the gate checks (1M:)"
     )
-    parser.add_argument("--compare", nargs="*", default=[], help="extra compare options")
+    parser.add_argument(
+        "--compare-args", default="", help='extra compare options, one string: "--noise-floor F"'
+    )
     parser.add_argument("--json", type=Path, help="write the figures here as well")
-    parser.add_argument("sweep", nargs="*", help="extra sweep options (after --)")
+    parser.add_argument("--keep", type=Path, help="keep the runs in this new directory")
+    parser.add_argument(
+        "--sweep-args", default="", help='extra sweep options, one string: "--repeats 3"'
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="collbench-rates-") as folder:
-        results = (aa if args.experiment == "aa" else slow)(args, Path(folder))
+    args.sweep = shlex.split(args.sweep_args)
+    args.compare = shlex.split(args.compare_args)
+    experiment = aa if args.experiment == "aa" else slow
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=False)
+        results = experiment(args, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="collbench-rates-") as folder:
+            results = experiment(args, Path(folder))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 
