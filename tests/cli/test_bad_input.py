@@ -400,8 +400,9 @@ def test_status_and_wait_need_a_run_directory(tmp_path):
 def test_status_of_a_local_run_and_no_wait_for_it(tmp_path):
     out = tmp_path / "run"
     done = collbench(
-        "sweep", "-c", "all_reduce", "-e", "64", "-n", "2", "-w", "1", "--quiet", "--out", str(out)
-    )
+        "sweep", "-c", "all_reduce", "-e", "64", "-n", "2", "-w", "1", "--repeats", "1", "--quiet",
+        "--out", str(out),
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     status = collbench("status", str(out))
     assert status.returncode == 0

@@ -178,7 +178,7 @@ def test_real_2_and_4_rank_sweeps_compare_on_busbw(tmp_path):
         out = tmp_path / f"n{ranks}"
         done = collbench_process(
             "sweep", "-g", str(ranks), "--collective", "all_reduce", "--min-bytes", "1K",
-            "--max-bytes", "1M", "--iters", "10", "--warmup", "2", "--out", str(out), "--quiet",
+            "--max-bytes", "1M", "--iters", "10", "--warmup", "2", "--repeats", "1", "--out", str(out), "--quiet",
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         paths.append(str(out))

@@ -42,6 +42,6 @@ def test_a_baseline_that_is_no_run(tmp_path):
 def test_a_baseline_without_doctor_rows(tmp_path):
     run = tmp_path / "sweep"
     result = collbench("sweep", "-g", "2", "-b", "1K", "-e", "1K", "-c", "all_reduce",
-                       "--out", str(run))  # fmt: skip
+                       "--repeats", "1", "--out", str(run))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "no doctor rows" in _refused("--baseline", str(run))

@@ -82,7 +82,7 @@ def test_sweep_writes_csv_and_nccl_json_that_match_its_rows(tmp_path):
     run, table, doc = tmp_path / "run", tmp_path / "rows.csv", tmp_path / "nccl.json"
     done = collbench(
         "sweep", "-c", "all_gather,broadcast", "-e", "64", "-n", "3", "-w", "1", "-a", "max",
-        "--out", str(run), "--csv", str(table), "-J", str(doc),
+        "--repeats", "1", "--out", str(run), "--csv", str(table), "-J", str(doc),
         "--knob", "NCCL_MAX_NCHANNELS=4",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -234,7 +234,7 @@ def test_export_refusals_are_one_line_and_exit_2(tmp_path, imported, args, needl
 def test_a_killed_sweep_leaves_its_finished_rows_in_csv_and_json(tmp_path):
     run, table, doc = tmp_path / "run", tmp_path / "rows.csv", tmp_path / "nccl.json"
     process = start(
-        "sweep", "-c", "all_reduce", "-e", "4M", "-n", "3", "-w", "1", "-q",
+        "sweep", "-c", "all_reduce", "-e", "4M", "-n", "3", "-w", "1", "--repeats", "1", "-q",
         "--out", str(run), "--csv", str(table), "-J", str(doc),
     )  # fmt: skip
     try:

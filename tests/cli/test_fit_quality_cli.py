@@ -203,6 +203,7 @@ def test_a_real_gloo_sweep_fits_without_warnings_and_says_how_good_it_is(tmp_pat
 
     run = tmp_path / "gloo"
     sweep = ("-g", "2", "-c", "all_reduce", "-b", "8", "-e", "1M", "-n", "5", "-w", "1")
+    sweep += ("--repeats", "1")
     done = collbench("sweep", *sweep, "--out", str(run), "--quiet", timeout=600)
     assert done.returncode == 0, done.stderr
     text = collbench("fit", str(run), env={"PYTHONWARNINGS": "error::RuntimeWarning"})

@@ -101,6 +101,8 @@ def test_regular_install_runs_a_sweep_from_the_source_checkout(wheel, tmp_path):
             "8",
             "-n",
             "1",
+            "--repeats",
+            "1",
             "--out",
             str(tmp_path / "run"),
         ],

@@ -236,6 +236,7 @@ def test_a_broken_tune_json_is_one_line_and_exit_2(tmp_path, content, needle):
 # --- real sweeps -----------------------------------------------------------------------------
 
 SWEEP = ["sweep", "-c", "all_reduce", "-b", "1K", "-e", "64K", "-n", "3", "-w", "1", "--nproc", "2"]
+SWEEP += ["--repeats", "1"]  # as tune runs each setting's sweep: one pass per process
 
 
 def _sweep(out, knobs):

@@ -16,7 +16,7 @@ def test_a_sweep_records_the_nccl_conf_file_it_ran_under(tmp_path):
     conf.write_text("NCCL_ALGO=Ring\nNCCL_PROTO=Simple\n")
     out = tmp_path / "run"
     done = collbench(
-        "sweep", "-c", "all_reduce", "-b", "1K", "-e", "1K", "-n", "2", "-w", "1", "-q",
+        "sweep", "-c", "all_reduce", "-b", "1K", "-e", "1K", "-n", "2", "-w", "1", "--repeats", "1", "-q",
         "--out", str(out),
         env={"NCCL_CONF_FILE": str(conf), "HOME": str(tmp_path)},
     )  # fmt: skip
@@ -32,7 +32,7 @@ def test_a_sweep_records_the_nccl_conf_file_it_ran_under(tmp_path):
 def test_a_sweep_without_config_files_records_none(tmp_path):
     out = tmp_path / "run"
     done = collbench(
-        "sweep", "-c", "all_reduce", "-b", "1K", "-e", "1K", "-n", "2", "-w", "1", "-q",
+        "sweep", "-c", "all_reduce", "-b", "1K", "-e", "1K", "-n", "2", "-w", "1", "--repeats", "1", "-q",
         "--out", str(out),
         env={"HOME": str(tmp_path)},
     )  # fmt: skip

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.slow  # real gloo ranks, killed, hung and interrupted
 
 # Long enough that the faults below land mid-sweep.
 LONG_SWEEP = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "4M", "-n", "40", "-w", "2"]
+LONG_SWEEP += ["--repeats", "1"]  # fault mechanics: one pass
 
 
 def _finished_cleanly(out, process, stderr, code):
@@ -179,7 +180,7 @@ def test_finalize_refuses_a_run_that_is_still_running(tmp_path):
 
 def test_two_runs_on_one_out_one_is_refused(tmp_path):
     out = tmp_path / "run"
-    args = ("sweep", "-c", "all_reduce", "-e", "1K", "-n", "2", "-w", "1", "--quiet")
+    args = ("sweep", "-c", "all_reduce", "-e", "1K", "-n", "2", "-w", "1", "--repeats", "1", "-q")
     first, second = (start(*args, "--out", str(out)) for _ in range(2))
     results = sorted(
         (process.wait(timeout=120), process.communicate()[1]) for process in (first, second)

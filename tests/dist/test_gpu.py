@@ -29,6 +29,8 @@ def test_nccl_sweep_on_one_gpu(tmp_path, dtype):
         "256M",
         "-d",
         dtype,
+        "--repeats",
+        "1",
         "--out",
         str(out),
     )
@@ -62,6 +64,8 @@ def test_overlap_probe_on_one_gpu(tmp_path, streams):
         "0.5,1,2",
         "--compute-streams",
         str(streams),
+        "--repeats",
+        "1",
         "--out",
         str(out),
     )

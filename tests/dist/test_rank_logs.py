@@ -25,6 +25,8 @@ def test_local_ranks_fill_their_logs(tmp_path):
         "2",
         "-w",
         "1",
+        "--repeats",
+        "1",
         "--out",
         str(out),
         "--quiet",

@@ -14,6 +14,7 @@ from collbench.bench.distributed import rendezvous_bind
 from tests.helpers import collbench, meta_of, rank_pid, start, wait_for_rows
 
 LONG_SWEEP = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "4M", "-n", "40", "-w", "2"]
+LONG_SWEEP += ["--repeats", "1"]
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,8 @@ SWEEP = [
     "1",
     "--timeout",
     "120",
+    "--repeats",
+    "1",
     "--quiet",
 ]
 

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.slow  # two real gloo ranks started from the printed li
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["-c", "all_reduce", "-b", "1K", "-e", "4K", "-n", "2", "-w", "1"]
+SMALL += ["--repeats", "1"]  # launcher mechanics: one pass
 
 
 def test_printed_local_commands_run_in_order_in_a_shell(tmp_path):

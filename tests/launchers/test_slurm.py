@@ -15,8 +15,10 @@ from tests.helpers import collbench, meta_of, rank_pid, rows_of, start, wait_for
 pytestmark = pytest.mark.slow  # a real Slurm cluster and its jobs
 
 SMALL = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "16K", "-n", "5", "-w", "1"]
+SMALL += ["--repeats", "1"]  # launcher mechanics: one pass
 REPO = Path(__file__).resolve().parents[2]
 LONG = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "4M", "-n", "40", "-w", "2"]
+LONG += ["--repeats", "1"]  # launcher mechanics: one pass
 
 
 def _key(rows):

@@ -29,7 +29,9 @@ from tests.launchers.test_render import _check, _job
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["-c", "all_reduce", "-b", "1K", "-e", "4K", "-n", "3", "-w", "1"]
+SMALL += ["--repeats", "1"]  # launcher mechanics: one pass
 LONG = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "4M", "-n", "40", "-w", "2"]
+LONG += ["--repeats", "1"]  # launcher mechanics: one pass
 OUTSIDE = (
     "collbench: error: --launcher: 'srun' runs inside a Slurm allocation "
     "(salloc, or an sbatch script); --launcher slurm submits one"

@@ -14,7 +14,9 @@ from tests.helpers import collbench, meta_of, rank_pid, rows_of, start, wait_for
 pytestmark = pytest.mark.slow  # real torchrun and mpirun jobs
 
 SMALL = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "16K", "-n", "5", "-w", "1"]
+SMALL += ["--repeats", "1"]  # launcher mechanics: one pass
 LONG = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "4M", "-n", "40", "-w", "2"]
+LONG += ["--repeats", "1"]  # launcher mechanics: one pass
 
 
 def _same_measurements(rows, reference):

@@ -22,6 +22,8 @@ SWEEP = [
     "1",
     "--timeout",
     "60",
+    "--repeats",
+    "1",
 ]
 
 
