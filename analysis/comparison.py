@@ -64,7 +64,7 @@ NOTE_FEW_REPEATS = (
     "measured from the repeats' spread (or a recorded A/A floor, when larger)"
 )
 NOTE_REPEATS = (
-    "repeats on both sides: Welch's t on the repeats, Holm over the sizes compared, and the "
+    "repeats on both sides: Welch's t on the repeats, Holm over the sizes decided together, and the "
     "effect beyond the repeats' spread (or a recorded A/A floor, when larger)"
 )
 NOTE_THRESHOLD = (
