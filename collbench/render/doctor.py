@@ -180,6 +180,9 @@ def doctor_json(diagnosis: Diagnosis, run_id: str, expectation: Expectation) -> 
             "busbw_gbps": _numbers(expectation.busbw_gbps),
             "tolerance_pct": _number(expectation.tolerance_pct),
             "spread_pct": _numbers(expectation.spread_pct),
+            # the recorded A/A floor (--noise-floor) for the run's size band, and its file
+            "noise_floor_pct": _number(expectation.floor_pct),
+            "noise_floor_source": expectation.floor_source or None,
         },
     }
 

@@ -268,6 +268,8 @@ def test_doctor_json_shape_and_json_safe():
         "busbw_gbps": {},
         "tolerance_pct": 25.0,
         "spread_pct": {},
+        "noise_floor_pct": None,
+        "noise_floor_source": None,
     }
     assert document["verdict"] == "flagged" and document["reason"] is None
 
@@ -289,6 +291,20 @@ def test_doctor_json_healthy_has_no_findings():
     document = doctor_json(diagnosis(), "doctor-2", expectation)
     assert document["healthy"] is True and document["findings"] == []
     assert document["expectation"]["busbw_gbps"] == {"intra": 2.0, "pair": 0.9}
+
+
+def test_doctor_json_records_the_noise_floor_it_held_against():
+    from dataclasses import replace
+
+    from collbench.core.noise import NoiseFloor
+
+    floor = NoiseFloor({"large": 12.0}, "floor.json", runs=5)
+    expectation = replace(
+        Expectation("--expect-busbw", {"intra": 2.0}, 5.0), noise_floor=floor, floor_pct=12.0
+    )
+    document = doctor_json(diagnosis(), "doctor-4", expectation)
+    assert document["expectation"]["noise_floor_pct"] == 12.0
+    assert document["expectation"]["noise_floor_source"] == "floor.json"
 
 
 # --- progress while the rounds run ---
