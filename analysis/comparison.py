@@ -41,6 +41,7 @@ from collbench.analysis.decision import (
 )
 from collbench.analysis.methodology import Difference, differences
 from collbench.core.errors import EXIT_SLOWER, CollbenchError
+from collbench.core.stats import geomean
 from collbench.store.load import Run
 from collbench.store.rows import ResultRow
 
@@ -283,13 +284,7 @@ def _figure(evidence: Evidence) -> float:
 def _time_us(rows: list[ResultRow]) -> float:
     """A side's time: the geometric mean over its repeats (the figure's time)."""
     times = [float(row.time_us) for row in rows if row.time_us and row.time_us > 0]
-    return times[0] if len(times) == 1 else _geomean(times)
-
-
-def _geomean(values: list[float]) -> float:
-    import numpy as np  # here, not at import: the CLI reads ALPHA without loading numpy
-
-    return float(np.exp(np.mean(np.log(values)))) if values else math.nan
+    return times[0] if len(times) == 1 else geomean(times)
 
 
 def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
@@ -304,12 +299,11 @@ def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
     for (collective, placement, band), items in sorted(
         groups.items(), key=lambda kv: (kv[0][0], kv[0][1], order[kv[0][2]])
     ):
-        ratios = [item.ratio for item in items if item.ratio > 0 and math.isfinite(item.ratio)]
-        geomean = _geomean(ratios)
+        ratio = geomean(item.ratio for item in items)
         counts: dict[str, int] = {}
         for item in items:
             counts[item.verdict] = counts.get(item.verdict, 0) + 1
-        summaries.append(BandSummary(collective, placement, band, len(items), geomean, counts))
+        summaries.append(BandSummary(collective, placement, band, len(items), ratio, counts))
     return summaries
 
 

@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from collbench.analysis.bands import band_of
 from collbench.core.noise import NoiseFloor
+from collbench.core.stats import geomean
 from collbench.store.rows import ResultRow
 
 ALPHA = 0.05
@@ -73,9 +74,7 @@ class Evidence:
     @property
     def figure(self) -> float:
         """The side's figure: the geometric mean of its repeats (nan without one)."""
-        if not self.repeats:
-            return math.nan
-        return math.exp(sum(map(math.log, self.repeats)) / len(self.repeats))
+        return geomean(self.repeats)
 
     @property
     def n_repeats(self) -> int:
@@ -349,26 +348,20 @@ def _call(draft: _Draft, p_holm: float | None, rule: Rule) -> Verdict:
     if verdict.basis == THRESHOLD:
         if rule.threshold_pct is None:
             why = "no per-iteration samples (an imported log) and no threshold to decide by"
-            return _replace(verdict, call=UNJUDGED, reason=why)
+            return replace(verdict, call=UNJUDGED, reason=why)
         beyond = abs(effect) > rule.threshold_pct
-        return _replace(verdict, call=_direction(effect) if beyond else SAME)
+        return replace(verdict, call=_direction(effect) if beyond else SAME)
     # Beyond the floor in either direction alike: |log ratio| > log(1 + floor).
     beyond_floor = floor is not None and abs(math.log1p(effect / 100.0)) > math.log1p(floor / 100.0)
     if verdict.basis == REPEATS:
         significant = p_holm is not None and p_holm < rule.alpha
         call = _direction(effect) if significant and beyond_floor else SAME
-        return _replace(verdict, call=call, p_holm=p_holm)
-    return _replace(verdict, call=_direction(effect) if beyond_floor else SAME)
+        return replace(verdict, call=call, p_holm=p_holm)
+    return replace(verdict, call=_direction(effect) if beyond_floor else SAME)
 
 
 def _direction(effect_pct: float) -> str:
     return FASTER if effect_pct > 0 else SLOWER
-
-
-def _replace(verdict: Verdict, **changes) -> Verdict:
-    from dataclasses import replace
-
-    return replace(verdict, **changes)
 
 
 def _spread_figures(evidence: Evidence) -> list[float]:

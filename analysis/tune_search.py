@@ -36,12 +36,12 @@ from collbench.analysis.bands import band_of
 from collbench.analysis.decision import ALPHA, SLOWER, Question, Rule, evidence_of, judge
 from collbench.analysis.tune_select import (
     SettingOutcome,
-    geomean,
     repeats_busbw,
     row_busbw,
     sample_busbw,
     tuned_placement,
 )
+from collbench.core.stats import geomean
 from collbench.core.tune_grid import KnobAxis, Setting
 from collbench.store.rows import ResultRow
 

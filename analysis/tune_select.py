@@ -53,6 +53,7 @@ from collbench.analysis.decision import (
 )
 from collbench.analysis.tuner_conf_rules import SIZE_MAX as BYTES_MAX  # no upper end
 from collbench.core.bandwidth import busbw_gbps
+from collbench.core.stats import geomean
 from collbench.core.units import format_size
 from collbench.store.rows import ResultRow
 
@@ -341,12 +342,6 @@ def row_busbw(row: ResultRow, time_us: float | None = None) -> float:
 def sample_busbw(row: ResultRow) -> list[float]:
     """The per-iteration busbw of a row (empty: the source kept no samples)."""
     return [row_busbw(row, sample) for sample in row.time_us_samples or [] if sample > 0]
-
-
-def geomean(values: Sequence[float]) -> float:
-    """Geometric mean of the positive finite values; nan when there are none."""
-    kept = [value for value in values if value > 0 and math.isfinite(value)]
-    return math.exp(sum(map(math.log, kept)) / len(kept)) if kept else math.nan
 
 
 def repeats_busbw(rows: Sequence[ResultRow]) -> float:

@@ -6,6 +6,7 @@ stay light.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -65,3 +66,11 @@ def median(values: Iterable[float | None]) -> float | None:
     None when there are none. Sweep summaries, reports and mfu --overlap all use this one."""
     known = [float(value) for value in values if value is not None]
     return statistics.median(known) if known else None
+
+
+def geomean(values: Iterable[float]) -> float:
+    """The geometric mean of the positive finite values, or nan when there are none. Ratios
+    and bandwidths (compare's band summaries, a tune setting's busbw, a side's repeats) all
+    use this one."""
+    kept = [float(value) for value in values if value > 0 and math.isfinite(value)]
+    return math.exp(sum(map(math.log, kept)) / len(kept)) if kept else math.nan

@@ -26,3 +26,13 @@ def test_p95_and_single_sample():
     assert stats.time_us_p95 == pytest.approx(np.percentile(np.arange(1, 101), 95))
     one = combine_ranks(np.array([1e-6]), np.array([[1e-6]]), "avg")
     assert one.time_cv == 0.0 and one.time_us_p50 == pytest.approx(1.0)
+
+
+def test_geomean_of_the_positive_finite_values():
+    import math
+
+    from collbench.core.stats import geomean
+
+    assert geomean([1.0, 4.0]) == pytest.approx(2.0)
+    assert geomean([2.0, 0.0, -1.0, math.nan, math.inf, 8.0]) == pytest.approx(4.0)
+    assert math.isnan(geomean([])) and math.isnan(geomean([0.0]))
