@@ -33,6 +33,7 @@ A verdict that cannot be judged (too few iterations to batch) says `unjudged`, n
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -144,7 +145,7 @@ class Verdict:
     def describe(self) -> str:
         """One line: '-12.3% [-15.0%, -9.5%], noise floor 2.1% (repeat spread), repeats 5
         vs 5, Holm p=0.003: slower'."""
-        text = f"{self.effect_pct:+.1f}%"
+        text = f"{self.effect_pct:+.1f}%" if math.isfinite(self.effect_pct) else "no effect"
         if self.low_pct is not None and self.high_pct is not None:
             text += f" [{self.low_pct:+.1f}%, {self.high_pct:+.1f}%]"
         if self.floor_pct is not None:
@@ -285,7 +286,10 @@ def _draft(question: Question, rule: Rule) -> _Draft:
         return _Draft(verdict, question.size_bytes)
     if base.n_repeats >= MIN_REPEATS and cand.n_repeats >= MIN_REPEATS:
         return _repeats_draft(question, rule, effect, counts)
-    if base.has_samples and cand.has_samples:
+    # Samples on both sides (too few to batch: unjudged), or a spread on both (2+ repeats of
+    # figures without samples): the floor basis. Otherwise only a threshold can decide.
+    spreads = bool(_spread_figures(base)) and bool(_spread_figures(cand))
+    if (base.has_samples and cand.has_samples) or spreads:
         return _floor_draft(question, rule, effect, counts)
     reason = "no per-iteration samples (an imported log): decided by the threshold alone"
     source = f"threshold {rule.threshold_pct:g}%" if rule.threshold_pct is not None else ""
@@ -301,7 +305,7 @@ def _repeats_draft(question: Question, rule: Rule, effect: float, counts: dict) 
     spread = max(_std(base_logs), _std(cand_logs))
     floor, source = _floor(rule, question.size_bytes, (math.exp(spread) - 1.0) * 100.0, "repeat")
     if spread == 0.0:
-        p_value, low, high = (0.0 if base_logs[0] != cand_logs[0] else 1.0), None, None
+        p_value, low, high = (0.0 if base_logs[0] != cand_logs[0] else 1.0), effect, effect
         log_low = log_high = math.log(1 + effect / 100.0)
     else:
         test = stats.ttest_ind(cand_logs, base_logs, equal_var=False)
@@ -384,10 +388,7 @@ def _spread_figures(evidence: Evidence) -> list[float]:
 
 
 def _std(values: Sequence[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((value - mean) ** 2 for value in values) / (len(values) - 1))
+    return statistics.stdev(values) if len(values) >= 2 else 0.0
 
 
 def _pct(ratio: float) -> float:

@@ -214,3 +214,16 @@ def test_aa_floor_takes_the_largest_change_per_pair_and_band():
 def test_holm_matches_hand_computed_values():
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert holm([]) == []
+
+
+def test_repeats_without_samples_are_held_against_their_spread_not_a_threshold():
+    # two imported-style repeats a side (no per-iteration samples): their range is a floor
+    base, cand = Evidence.of([10.0, 10.2]), Evidence.of([7.0, 7.1])
+    verdict = judge_one(Question(base, cand, MIB), Rule(threshold_pct=5))
+    assert verdict.basis == FLOOR and verdict.call == SLOWER
+    assert verdict.floor_pct == pytest.approx(2.0 * decision.FLOOR_FACTOR, rel=0.01)  # 10.2/10
+
+
+def test_a_side_without_a_figure_is_unjudged_and_prints_no_nan():
+    verdict = judge_one(Question(Evidence.of([]), Evidence.of([1.0]), MIB))
+    assert verdict.call == UNJUDGED and "nan" not in verdict.describe()
