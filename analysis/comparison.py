@@ -198,7 +198,8 @@ def _judge_families(
     if gated is None:
         return judge(questions, rule)
     inside = [index for index, question in enumerate(questions) if gated(question.size_bytes)]
-    outside = [index for index in range(len(questions)) if index not in set(inside)]
+    chosen = set(inside)
+    outside = [index for index in range(len(questions)) if index not in chosen]
     verdicts: dict[int, Verdict] = {}
     for family in (inside, outside):
         judged = judge([questions[index] for index in family], rule)
@@ -308,11 +309,11 @@ def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
 
 
 def json_safe(value: Any) -> Any:
-    """JSON has no NaN/inf: such floats become None."""
+    """JSON has no NaN/inf: such floats become None (nested dicts, lists and tuples too)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
         return {key: json_safe(item) for key, item in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [json_safe(item) for item in value]
     return value

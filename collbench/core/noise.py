@@ -55,6 +55,13 @@ class NoiseFloor:
             raise SpecError(
                 "--noise-floor", where, "is not a noise-floor file (make one with collbench noise)"
             )
+        if data.get("version", NOISE_FLOOR_VERSION) != NOISE_FLOOR_VERSION:
+            raise SpecError(
+                "--noise-floor",
+                where,
+                f"is version {data.get('version')!r}; this collbench reads version "
+                f"{NOISE_FLOOR_VERSION} (record it again with collbench noise)",
+            )
         runs = data.get("runs", 0)
         if not isinstance(runs, int) or isinstance(runs, bool):
             raise SpecError("--noise-floor", where, f"has runs {runs!r}: not an integer")

@@ -70,6 +70,10 @@ def measure_noise(runs: Sequence[Run], out: Path) -> NoiseReport:
         (f"{key[0]} {key[1]}", key[2]): [evidence_of(keys[key]) for keys in keyed] for key in common
     }
     floor = aa_floor(by_size, _source(runs))
+    if not floor.pct_by_band:  # no size with a positive figure in every run
+        raise SpecError(
+            "RUN", " ".join(run.path for run in runs), "have no size with a time in every run"
+        )
     sizes = {band: sum(band_of(key[2]) == band for key in common) for band in BAND_NAMES}
     bands = [
         BandNoise(
