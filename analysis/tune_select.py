@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from collbench.analysis.bands import BANDS
+from collbench.analysis.comparison import json_safe
 from collbench.analysis.decision import (
     ALPHA,
     FASTER,
@@ -223,17 +224,6 @@ class BestRecord:
         data = asdict(self)
         data["sizes"] = list(self.sizes)
         return {key: json_safe(value) for key, value in data.items()}
-
-
-def json_safe(value: Any) -> Any:
-    """JSON has no NaN/inf: such floats become None (nested dicts and lists too)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(item) for item in value]
-    return value
 
 
 @dataclass

@@ -126,6 +126,8 @@ class _Measured:
     probes: list[str] = field(default_factory=list)
     dropped: str | None = None
     duration_s: float = 0.0
+    # a later repeat that failed after an earlier one measured: its error, the setting kept
+    repeat_errors: list[str] = field(default_factory=list)
 
     @property
     def run_dir(self) -> str | None:
@@ -143,6 +145,7 @@ class _Measured:
             "repeats": len(self.run_dirs),
             "probes": self.probes,
             "dropped": self.dropped,
+            "repeat_errors": self.repeat_errors,
             "duration_s": round(self.duration_s, 3),
         }
 
@@ -244,7 +247,11 @@ class _Tuner:
             # this tune's repeat K holds the sweep's own repeats (one, as tune runs it) at K
             pooled = as_repeats(rows, repeat * spec.repeats)
             item.rows = tuple(pooled) if repeat == 0 else (*item.rows, *pooled)
-            item.error = item.error or error
+            if error is not None and repeat > 0 and item.error is None:
+                # earlier repeats measured: keep them (and this one's finished rows), say so
+                item.repeat_errors.append(f"repeat {repeat + 1}: {error}")
+            else:
+                item.error = item.error or error
         if rows:
             self.warn_backend()
         if not error and not stage and repeat == 0 and self.plan.record_choices:

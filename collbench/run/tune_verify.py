@@ -126,8 +126,8 @@ def run_verify(
             f"{TUNER_CONF} not verified: set {TUNER_PLUGIN_VAR} to the tuner plugin's library "
             "to measure it too"
         )
-    repeats = repeats or document.get("repeats")
-    counted = {"repeats": int(repeats)} if repeats else {}
+    repeats = repeats if repeats is not None else document.get("repeats")
+    counted = {"repeats": int(repeats)} if repeats is not None else {}
     plan = TunePlan(_axes(knobs), out, record_choices=False, **counted)
     tuner = _Tuner(spec, options, plan, command_line, make_sink, say)
     Path(out).mkdir(parents=True, exist_ok=True)
