@@ -175,8 +175,8 @@ SPEC_OPTIONS = (
         ("--repeats",),
         "Repeat the whole measurement R times in the same rank processes, interleaved "
         "(repeat 1 of every size, then repeat 2, ...); every row records its repeat. "
-        "compare, tune and doctor decide from repeat-level statistics (see README "
-        "'How collbench decides').",
+        "compare and its CI gate decide from repeat-level statistics (tune and doctor repeat "
+        "their own way; see README 'How collbench decides').",
         SweepSpec,
         "repeats",
         kind=int,

@@ -77,7 +77,9 @@ class DoctorSpec:
                 self.shuffle_rounds,
                 f"must be between 0 and {MAX_SHUFFLE_ROUNDS}",
             )
-        if not (isinstance(self.repeats, int) and 1 <= self.repeats <= MAX_DOCTOR_REPEATS):
+        if isinstance(self.repeats, bool) or not (
+            isinstance(self.repeats, int) and 1 <= self.repeats <= MAX_DOCTOR_REPEATS
+        ):
             raise SpecError("--repeats", self.repeats, f"must be from 1 to {MAX_DOCTOR_REPEATS}")
         if self.expect_busbw_gbps is not None and not (
             math.isfinite(self.expect_busbw_gbps) and self.expect_busbw_gbps > 0

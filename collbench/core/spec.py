@@ -139,6 +139,10 @@ class SweepSpec:
             raise ValueError("a spec without sweep rows needs overlap probes")
         if self.doctor is not None and (self.sweep_rows or self.overlap is not None):
             raise ValueError("a doctor spec measures doctor rounds only")
+        if self.doctor is not None:
+            # A doctor repeats its rounds (DoctorSpec.repeats), never a sweep's steps: one
+            # field, so its argv (which carries the doctor's) parses back to the same spec.
+            object.__setattr__(self, "repeats", 1)
         for name in self.collectives:
             if name not in REGISTRY:
                 raise SpecError(
