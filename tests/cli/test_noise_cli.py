@@ -144,6 +144,6 @@ def test_a_bad_noise_floor_file_is_one_line_and_exit_2(collbench, tmp_path, cont
 
 def test_help_lists_noise(collbench):
     text = " ".join(collbench("--help").stdout.split())
-    assert "noise" in text
+    assert "noise Measure how far identical runs land apart" in text
     noise_help = " ".join(collbench("noise", "--help").stdout.split())
     assert "--out" in noise_help and "--noise-floor" in noise_help

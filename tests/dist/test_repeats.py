@@ -26,8 +26,12 @@ def test_repeats_write_every_row_once_per_repeat_interleaved(tmp_path):
     assert [row["repeat"] for row in rows] == [r for r in range(3) for _ in points]
     assert [(row["size_bytes"], row["placement"]) for row in rows] == points * 3
     assert all(row["n_wrong"] == 0 for row in rows)
-    # one set of rank processes measured all three repeats
-    assert len({row["run_id"] for row in rows}) == 1
+    # one set of rank processes measured all three repeats: each rank's log has one start
+    # line (its pid) and the steps of every repeat
+    for rank in range(2):
+        log = (repeated / "logs" / f"rank-{rank:05d}.log").read_text()
+        assert log.count(", pid ") == 1, log
+        assert all(f"(repeat {r}/3)" in log for r in (1, 2, 3)), log
     meta = meta_of(repeated)
     assert (meta["state"], meta["rows"], meta["spec"]["repeats"]) == ("completed", len(rows), 3)
     headings = [line for line in done.stdout.splitlines() if line.startswith("# Repeat")]

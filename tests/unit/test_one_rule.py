@@ -76,9 +76,34 @@ def test_no_second_test_statistic_outside_the_rule():
 
 @pytest.mark.parametrize("site", sorted(DECISION_SITES))
 def test_every_decision_site_uses_the_rule(site):
+    """The site calls decision.judge, or decides through a module that does (the gate
+    reads compare's verdicts, tune --verify tune's): importing a name is not enough."""
     path = ROOT / DECISION_SITES[site]
     tree = ast.parse(path.read_text(), str(path))
-    assert _imported_from_rule(tree), f"{site} ({path.relative_to(ROOT)}) does not use the rule"
+    judges = {_module_of(source) for source in _sources() if _calls_judge(_parse(source))}
+    through = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert _calls_judge(tree) or through & judges, (
+        f"{site} ({path.relative_to(ROOT)}) neither calls decision.judge nor decides through "
+        f"a module that does ({', '.join(sorted(judges))})"
+    )
+
+
+def _parse(path: Path) -> ast.AST:
+    return ast.parse(path.read_text(), str(path))
+
+
+def _calls_judge(tree: ast.AST) -> bool:
+    return "judge" in _imported_from_rule(tree) and any(
+        isinstance(node, ast.Call) and getattr(node.func, "id", None) == "judge"
+        for node in ast.walk(tree)
+    )
+
+
+def _module_of(path: Path) -> str:
+    """collbench.analysis.X for analysis/X.py, collbench.run.X for collbench/run/X.py."""
+    relative = path.relative_to(ROOT).with_suffix("")
+    parts = relative.parts if relative.parts[0] == "collbench" else ("collbench", *relative.parts)
+    return ".".join(parts)
 
 
 def _imported_from_rule(tree: ast.AST) -> set[str]:
