@@ -70,26 +70,42 @@ def load_tune_dir(path: Path) -> tuple[TuneSource, list[tuple[Path, Run, str]]]:
     """A tune directory's tune.json, choices and runs ((path, run, label), the baseline
     first). A setting's run directory or a `tune --from` RUN that cannot be read is left out
     with a warning; a tune.json that is not a tune's is a SpecError."""
-    import contextlib
-
-    from collbench.core.errors import SpecError
     from collbench.render.report_tune import TuneSource
 
     document = _tune_json(path)
     if any(item.get("run_dir") for item in document["settings"]):
         members, warnings = _setting_runs(path, document)
         rows = {label: tuple(run.sweep_rows) for _, run, label in members}
-        for item in document["settings"]:  # tune --repeats: the later repeats' rows too
-            for later in (item.get("run_dirs") or [])[1:]:
-                label = str(item.get("label"))
-                with contextlib.suppress(SpecError):  # a damaged repeat: its rows left out
-                    if label in rows:
-                        rows[label] += tuple(load_run_dir(path / str(later)).sweep_rows)
+        warnings += _later_repeats(path, document, rows)
     else:
         members, rows, warnings = _from_runs(path, document)
     choices, choice_warnings = _choices(path / CHOICES_FILE)
     source = TuneSource(str(path), document, rows, choices, tuple(warnings + choice_warnings))
     return source, members
+
+
+def _later_repeats(
+    path: Path, document: dict[str, Any], rows: dict[str, tuple[ResultRow, ...]]
+) -> list[str]:
+    """tune --repeats: add each setting's later repeats to `rows`, numbered as the tune
+    pooled them (repeat K's rows at K); a repeat that cannot be read is left out with a
+    warning, as a setting's first run is."""
+    from collbench.analysis.tune_from import as_repeats
+    from collbench.core.errors import SpecError
+
+    warnings = []
+    for item in document["settings"]:
+        label = str(item.get("label"))
+        if label not in rows:
+            continue
+        for index, later in enumerate((item.get("run_dirs") or [])[1:], start=1):
+            try:
+                measured = load_run_dir(path / str(later)).sweep_rows
+            except SpecError as error:
+                warnings.append(f"{label}: repeat {index + 1} ({later}) left out: {error}")
+                continue
+            rows[label] += tuple(as_repeats(measured, index))
+    return warnings
 
 
 def _tune_json(path: Path) -> dict[str, Any]:

@@ -47,3 +47,9 @@ def test_repeats_run_interleaved_in_fresh_processes_and_are_pooled(tmp_path):
         assert (evidence["baseline_repeats"], evidence["candidate_repeats"]) == (2, 2)
         assert evidence["basis"] == "noise floor" and evidence["p_holm"] is None
     assert "2v2 repeats" in done.stdout
+    # report reads a setting's repeats as the tune pooled them: repeat K's rows at K
+    from collbench.cli.runs import load_tune_dir
+
+    source, _ = load_tune_dir(out)
+    for label, rows in source.setting_rows.items():
+        assert sorted({row.repeat_index for row in rows}) == [0, 1], label
