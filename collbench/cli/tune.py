@@ -25,7 +25,7 @@ from collbench.analysis.tune_select import SelectRule
 from collbench.cli.measure import SWEEP_OPTIONS
 from collbench.cli.options import Option, given_fields
 from collbench.core.spec import SweepSpec
-from collbench.core.tune_grid import DEFAULT_MAX_SETTINGS, DEFAULT_REPEATS
+from collbench.core.tune_grid import DEFAULT_MAX_SETTINGS, DEFAULT_TUNE_REPEATS
 from collbench.run.sweep import RunOptions
 
 # --ranges: the option's words for SelectRule.granularity (whose default is written there)
@@ -79,7 +79,7 @@ TUNE_OPTIONS = (
         "C ...) so drift cancels; the winner's confidence comes from these repeats (3 or "
         "more: a test; fewer: the measured noise floor).",
         kind=int,
-        default_text=f"{DEFAULT_REPEATS}; --verify: the tune's own",
+        default_text=f"{DEFAULT_TUNE_REPEATS}; --verify: the tune's own",
         panel=_TUNE,
         metavar="R",
     ),

@@ -31,8 +31,8 @@ from collbench.core.tune_catalog import CATALOG, KNOWN_NAMES, is_reread, reads_k
 DEFAULT_MAX_SETTINGS = 64  # grid settings, the baseline not counted (tune --max-settings)
 # Runs of each setting, each in fresh processes, interleaved (tune --repeats). Measured on
 # A/A tunes (README "collbench tune"): the smallest count whose false winners stayed rare.
-DEFAULT_REPEATS = 3
-MAX_REPEATS = 100  # more runs of every setting is a typo that would run for days
+DEFAULT_TUNE_REPEATS = 3
+MAX_TUNE_REPEATS = 100  # more runs of every setting is a typo that would run for days
 GRID_LIMIT = 100_000  # no search enumerates more settings than this
 _NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 _TYPO_CUTOFF = 0.85  # difflib ratio from which an unknown name is a typo of a known one

@@ -56,8 +56,8 @@ from collbench.analysis.tune_select import SelectRule, SettingOutcome, select_be
 from collbench.core.errors import EXIT_RUN_FAILED, CollbenchError, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import (
-    DEFAULT_REPEATS,
-    MAX_REPEATS,
+    DEFAULT_TUNE_REPEATS,
+    MAX_TUNE_REPEATS,
     KnobAxis,
     Setting,
     build_grid,
@@ -98,7 +98,7 @@ class TunePlan:
     channels: int | None = None
     rule: SelectRule = field(default_factory=SelectRule)
     record_choices: bool = True
-    repeats: int = DEFAULT_REPEATS  # runs of each setting, fresh processes, interleaved
+    repeats: int = DEFAULT_TUNE_REPEATS  # runs of each setting, fresh processes, interleaved
 
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:
@@ -109,8 +109,10 @@ class TunePlan:
             )
         if self.budget_s is not None and not self.budget_s > 0:
             raise SpecError("--budget", self.budget_s, "must be more than 0 seconds")
-        if not (isinstance(self.repeats, int) and 1 <= self.repeats <= MAX_REPEATS):
-            raise SpecError("--repeats", self.repeats, f"must be from 1 to {MAX_REPEATS}")
+        if isinstance(self.repeats, bool) or not (
+            isinstance(self.repeats, int) and 1 <= self.repeats <= MAX_TUNE_REPEATS
+        ):
+            raise SpecError("--repeats", self.repeats, f"must be from 1 to {MAX_TUNE_REPEATS}")
 
 
 @dataclass
