@@ -22,10 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collbench.analysis import compute, gemm_model  # noqa: E402
-from collbench.analysis.mfu import EstimateOptions, estimate  # noqa: E402
-from collbench.analysis.mfu_inputs import DEFAULT_COMM_EFFICIENCY, cost_model_pricer  # noqa: E402
-from collbench.analysis.mfu_report import sized_for  # noqa: E402
+from collbench.analysis.mfu import compute
+from collbench.analysis.mfu.estimate import EstimateOptions, estimate  # noqa: E402
+from collbench.analysis.mfu.fabrics import sized_for  # noqa: E402
+from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY, cost_model_pricer  # noqa: E402
+from collbench.analysis.model import gemm_model  # noqa: E402
 from collbench.topologies.loader import load_topology  # noqa: E402
 from tests.published_runs import PUBLISHED, PublishedRun  # noqa: E402
 

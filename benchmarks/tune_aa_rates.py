@@ -59,7 +59,7 @@ def false_winners(settings, chosen: tuple[int, ...]) -> tuple[int, int]:
     """(ranges where a knob setting won, ranges) deciding on the repeats `chosen` only."""
     from dataclasses import replace
 
-    from collbench.analysis.tune_select import SettingOutcome, select_best
+    from collbench.analysis.tune.select import SettingOutcome, select_best
 
     outcomes = []
     for setting, by_repeat in settings:

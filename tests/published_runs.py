@@ -35,10 +35,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from collbench.analysis.mfu import Estimate, EstimateOptions, estimate
-from collbench.analysis.mfu_inputs import cost_model_pricer
-from collbench.analysis.mfu_report import sized_for
-from collbench.analysis.workload import Model, Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.estimate import Estimate, EstimateOptions, estimate
+from collbench.analysis.mfu.fabrics import sized_for
+from collbench.analysis.mfu.inputs import cost_model_pricer
+from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload, preset
 from collbench.topologies.loader import load_topology
 
 FULL = {"recompute": "full"}

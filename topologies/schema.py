@@ -37,7 +37,7 @@ class Accelerator:
     peak_bf16_tflops: float  # dense (no sparsity), the MFU denominator
     peak_fp8_tflops: float | None = None  # dense
     memory_gib: float | None = None
-    # What the compute model (analysis/compute.py) prices operators with: HBM bandwidth for
+    # What the compute model (analysis/mfu/compute.py) prices operators with: HBM bandwidth for
     # the memory-bound ones, the SM (CU) count for wave quantization, and the share of the
     # dense peak that large matmuls reach when measured (cited in `sources`). None: the
     # operators that need it are priced without (the output says so).

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from collbench.analysis.bands import BAND_NAMES, bands_legend
-from collbench.analysis.comparison import ALPHA
-from collbench.analysis.methodology import METHODOLOGY
+from collbench.analysis.compare.comparison import ALPHA
+from collbench.analysis.rules.bands import BAND_NAMES, bands_legend
+from collbench.analysis.rules.methodology import METHODOLOGY
 from collbench.core.errors import EXIT_SLOWER
 
 if TYPE_CHECKING:
-    from collbench.analysis.compare_gate import GateResult, SizeSelection
-    from collbench.analysis.comparison import Comparison
+    from collbench.analysis.compare.comparison import Comparison
+    from collbench.analysis.compare.gate import GateResult, SizeSelection
     from collbench.store.load import Run
 
 GATE_HELP = (
@@ -92,8 +92,8 @@ def compare(
     """Compare runs size by size: busbw ratio and whether the difference is beyond the noise
     (both on busbw, which normalises the world size), a summary per size band, and every
     difference in how they were measured. With --fail-if-slower it is a CI gate."""
-    from collbench.analysis.comparison import compare as compare_runs
-    from collbench.analysis.decision import Rule
+    from collbench.analysis.compare.comparison import compare as compare_runs
+    from collbench.analysis.rules.decision import Rule
     from collbench.render.compare import render_comparisons
     from collbench.store.noise_floor import load_noise_floor
 
@@ -130,7 +130,7 @@ def _gate_selection(
     threshold_pct: float | None, band: str | None, sizes: str | None
 ) -> SizeSelection | None:
     """The sizes --fail-if-slower checks; --band and --sizes only make sense with it."""
-    from collbench.analysis.compare_gate import SizeSelection, parse_bands, parse_size_range
+    from collbench.analysis.compare.gate import SizeSelection, parse_bands, parse_size_range
 
     if threshold_pct is None:
         for flag, value in (("--band", band), ("--sizes", sizes)):
@@ -147,7 +147,7 @@ def _gate_selection(
 
 
 def _load(runs: list[Path]) -> list[Run]:
-    from collbench.analysis.comparison import common_keys
+    from collbench.analysis.compare.comparison import common_keys
     from collbench.cli.runs import expand_runs
 
     # A tune directory stands for its settings' runs, the baseline first: `compare TUNE_DIR`
@@ -186,7 +186,7 @@ def _gate_results(
     selection: SizeSelection,
 ) -> list[GateResult]:
     """--fail-if-slower on every candidate; a selection that checks nothing is refused."""
-    from collbench.analysis.compare_gate import check_slower
+    from collbench.analysis.compare.gate import check_slower
 
     results = [check_slower(comparison, threshold_pct, selection) for comparison in comparisons]
     for result, path in zip(results, paths, strict=True):
@@ -202,7 +202,7 @@ def _report_gate(results: list[GateResult], paths: list[str]) -> None:
     """The gate's lines on stderr; exit EXIT_SLOWER, one summary line, when a size failed."""
     import sys
 
-    from collbench.analysis.comparison import SlowerThanAllowed
+    from collbench.analysis.compare.comparison import SlowerThanAllowed
     from collbench.render.compare import gate_lines, gate_summary
 
     summaries = []

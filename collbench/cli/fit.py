@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 # the measure's name and definition, written once (light: no numpy or scipy behind it)
-from collbench.analysis.vs_topology import MEASURE, MEASURE_DEFINITION, MODEL_WRONG_SPEEDUP
+from collbench.analysis.fit.vs_topology import MEASURE, MEASURE_DEFINITION, MODEL_WRONG_SPEEDUP
 
 if TYPE_CHECKING:
-    from collbench.analysis.fit import GroupFit
-    from collbench.analysis.vs_topology import TopologyComparison
+    from collbench.analysis.fit.hockney import GroupFit
+    from collbench.analysis.fit.vs_topology import TopologyComparison
     from collbench.store.rows import ResultRow
 
 
@@ -50,8 +50,8 @@ def fit(
     ] = None,  # noqa: E501, UP045
 ) -> None:
     """Fit t(S) = alpha + S/B per group, piecewise where the protocol changes."""
-    from collbench.analysis.fit import fit_rows
-    from collbench.analysis.vs_topology import compare_fits
+    from collbench.analysis.fit.hockney import fit_rows
+    from collbench.analysis.fit.vs_topology import compare_fits
     from collbench.render.fit import render_fits
     from collbench.topologies.loader import load_topology
 
@@ -85,7 +85,7 @@ def _compare_recorded(
     without it."""
     import sys
 
-    from collbench.analysis.vs_topology import compare_fits
+    from collbench.analysis.fit.vs_topology import compare_fits
     from collbench.core.errors import CollbenchError
 
     if fabric is None:
@@ -144,8 +144,8 @@ def check_poolable(rows: list[ResultRow], run_dirs: dict[str, Path]) -> None:
     methodology rule compare flags)."""
     from dataclasses import replace
 
-    from collbench.analysis import methodology
-    from collbench.analysis.fit import group_rows
+    from collbench.analysis.fit.hockney import group_rows
+    from collbench.analysis.rules import methodology
     from collbench.store.load import Run
     from collbench.store.meta import RunMeta
     from collbench.store.rundir import read_meta

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.gemm_model import Gemm
-from collbench.analysis.workload import Parallelism, Training, Workload
+from collbench.analysis.mfu.workload import Parallelism, Training, Workload
+from collbench.analysis.model.gemm_model import Gemm
 from collbench.cli.mfu import MFU_OPTIONS, model_from_options
 from collbench.cli.options import DEFAULT_RUN_DIR_TEXT, Option, command
 from collbench.core.errors import SpecError
@@ -133,7 +133,7 @@ def _gemms(values: dict[str, Any]) -> tuple[tuple[Gemm, ...], str]:
             "give a workload (--model or --layers --hidden --heads --vocab) or shapes "
             "(--shape MxNxK, --square MIN:MAX)"
         )
-    from collbench.analysis.compute import workload_gemms
+    from collbench.analysis.mfu.compute import workload_gemms
 
     micro = values["micro_batch"] or Training.micro_batch
     training = {"seq": values["seq"], "global_batch": micro, "micro_batch": micro}

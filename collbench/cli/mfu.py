@@ -14,9 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collbench.analysis.mfu import EstimateOptions
-from collbench.analysis.mfu_inputs import DEFAULT_COMM_EFFICIENCY
-from collbench.analysis.workload import (
+from collbench.analysis.mfu.estimate import EstimateOptions
+from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY
+from collbench.analysis.mfu.workload import (
     ATTENTION_KERNELS,
     COMPUTE_DTYPES,
     PRESETS,
@@ -39,7 +39,7 @@ from collbench.cli.options import (
 from collbench.core.errors import SpecError
 
 if TYPE_CHECKING:
-    from collbench.analysis.mfu_report import Fabric, Inputs
+    from collbench.analysis.mfu.fabrics import Fabric, Inputs
     from collbench.store.load import Run
 
 _SHAPE = "Model shape (instead of --model)"
@@ -284,7 +284,7 @@ MFU_OPTIONS = (
 def run_mfu(values: dict[str, Any]) -> None:
     """Parse the workload and the fabrics, estimate each, check that the workload fits
     their memory, warn about inputs that do not apply, print the table (or JSON)."""
-    from collbench.analysis.mfu_report import check_memory, estimate_fabrics
+    from collbench.analysis.mfu.fabrics import check_memory, estimate_fabrics
     from collbench.render.mfu import render_mfu
     from collbench.render.mfu_explain import explain_json, render_explain
 
@@ -416,14 +416,14 @@ def _derive_dp(topology: Any, nodes: int | None, model_parallel: int) -> int:
 
 def _inputs(values: dict[str, Any]) -> Inputs:
     """What the estimator assumes, with the overlap an --overlap run measured."""
-    from collbench.analysis.mfu_inputs import probe_overlap
-    from collbench.analysis.mfu_report import Inputs
+    from collbench.analysis.mfu.fabrics import Inputs
+    from collbench.analysis.mfu.inputs import probe_overlap
 
     options = EstimateOptions(**given_fields(EstimateOptions, MFU_OPTIONS, values))
     efficiency = values["comm_efficiency"]
     given: dict[str, Any] = {} if efficiency is None else {"comm_efficiency": efficiency}
     if values["gemm"] is not None:
-        from collbench.analysis.mfu_gemm import measured_gemms
+        from collbench.analysis.mfu.gemm_prices import measured_gemms
         from collbench.store.gemm_rows import load_gemm_rows
 
         given["gemms"] = measured_gemms(load_gemm_rows(values["gemm"]), str(values["gemm"]))
@@ -436,8 +436,8 @@ def _inputs(values: dict[str, Any]) -> Inputs:
 
 
 def _fabrics(workload: Workload, topologies: list[Any], curves: list[str]) -> list[Fabric]:
-    from collbench.analysis.mfu_inputs import fit_measured_curves
-    from collbench.analysis.mfu_report import Fabric, sized_for
+    from collbench.analysis.mfu.fabrics import Fabric, sized_for
+    from collbench.analysis.mfu.inputs import fit_measured_curves
     from collbench.core.errors import SpecError
 
     known = {topology.name for topology in topologies}

@@ -90,7 +90,7 @@ def _later_repeats(
     """tune --repeats: add each setting's later repeats to `rows`, numbered as the tune
     pooled them (repeat K's rows at K); a repeat that cannot be read is left out with a
     warning, as a setting's first run is."""
-    from collbench.analysis.tune_from import as_repeats
+    from collbench.analysis.tune.from_runs import as_repeats
     from collbench.core.errors import SpecError
 
     warnings = []
@@ -153,7 +153,7 @@ def _from_runs(
 ) -> tuple[list[tuple[Path, Run, str]], dict[str, tuple[ResultRow, ...]], list[str]]:
     """A `tune --from` result: its RUNs (as given to it, or relative to the tune directory),
     grouped into settings as tune --from grouped them; a RUN that is gone is left out."""
-    from collbench.analysis.tune_from import outcomes_from_runs, run_knobs, varying_knobs
+    from collbench.analysis.tune.from_runs import outcomes_from_runs, run_knobs, varying_knobs
     from collbench.core.errors import SpecError
     from collbench.core.tune_grid import Setting
 

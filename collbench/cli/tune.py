@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from collbench.analysis.tune_select import SelectRule
+from collbench.analysis.tune.select import SelectRule
 from collbench.cli.measure import SWEEP_OPTIONS
 from collbench.cli.options import Option, given_fields
 from collbench.core.spec import SweepSpec

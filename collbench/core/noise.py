@@ -1,6 +1,6 @@
 """A recorded noise floor: how far identical runs of one configuration land apart, per size
 band (pure vocabulary; `collbench noise` measures it, store/noise_floor.py reads and writes
-the file, analysis/decision.py holds verdicts against it).
+the file, analysis/rules/decision.py holds verdicts against it).
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from collbench.analysis.bands import bands_legend
+from collbench.analysis.rules.bands import bands_legend
 from collbench.core.units import format_number, format_size
 
 if TYPE_CHECKING:
-    from collbench.analysis.compare_gate import GateCheck, GateResult
-    from collbench.analysis.comparison import Comparison, SizeComparison
+    from collbench.analysis.compare.comparison import Comparison, SizeComparison
+    from collbench.analysis.compare.gate import GateCheck, GateResult
 
 
 def render_comparisons(

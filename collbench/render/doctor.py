@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
-from collbench.analysis.doctor import Diagnosis, Expectation, Finding
+from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, Finding
 from collbench.core.stats import median
 from collbench.core.units import format_number
 from collbench.render.tune import aligned_table

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from collbench.core.units import format_number, format_size
 
 if TYPE_CHECKING:
-    from collbench.analysis.fit import CurveFit, GroupFit
-    from collbench.analysis.vs_topology import SizeVsModel, TopologyComparison
+    from collbench.analysis.fit.hockney import CurveFit, GroupFit
+    from collbench.analysis.fit.vs_topology import SizeVsModel, TopologyComparison
 
 
 def render_fits(
@@ -187,7 +187,7 @@ def _prediction_lines(curve: CurveFit, sizes: list[int]) -> list[str]:
 
 def _versus_lines(versus: TopologyComparison) -> list[str]:
     """Per size band: its geomean, then its largest size; one measure, % of model speed."""
-    from collbench.analysis.vs_topology import MEASURE, MEASURE_DEFINITION, MODEL_WRONG_SPEEDUP
+    from collbench.analysis.fit.vs_topology import MEASURE, MEASURE_DEFINITION, MODEL_WRONG_SPEEDUP
 
     nodes = f"{versus.nodes} node" + ("s" if versus.nodes != 1 else "")
     head = (
@@ -232,7 +232,7 @@ def _size_versus(item: SizeVsModel) -> str:
 
 def _pct(ratio: float) -> str:
     """0.9 -> '90% of model speed' (MEASURE, said the same way on every line)."""
-    from collbench.analysis.vs_topology import MEASURE
+    from collbench.analysis.fit.vs_topology import MEASURE
 
     return f"{100 * ratio:.0f}{MEASURE}"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from collbench.analysis.gemm_model import Gemm, gemm_time
-from collbench.analysis.mfu_gemm import same_accelerator
+from collbench.analysis.mfu.gemm_prices import same_accelerator
+from collbench.analysis.model.gemm_model import Gemm, gemm_time
 from collbench.render.table import text_columns
 from collbench.store.gemm_rows import GemmRow
 

@@ -10,8 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from collbench.analysis.memory import GIB, breakdown_text
-from collbench.analysis.mfu import (
+from collbench.analysis.mfu.estimate import (
     MEASURED,
     MIXED,
     NOTHING_PRICED,
@@ -19,7 +18,8 @@ from collbench.analysis.mfu import (
     Estimate,
     combined_origin,
 )
-from collbench.analysis.workload import Workload
+from collbench.analysis.mfu.memory import GIB, breakdown_text
+from collbench.analysis.mfu.workload import Workload
 
 # The tag a number gets after it, saying where the collective times under it came from.
 ORIGIN_TAGS = {PREDICTED: "p", MEASURED: "m", MIXED: "m+p", NOTHING_PRICED: ""}

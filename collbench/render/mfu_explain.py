@@ -16,9 +16,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from collbench.analysis.compute import ATTENTION, GEMM, IN_STEP_SHARE, MEMORY, OperatorTime
-from collbench.analysis.mfu import Estimate
-from collbench.analysis.workload import Workload
+from collbench.analysis.mfu.compute import ATTENTION, GEMM, IN_STEP_SHARE, MEMORY, OperatorTime
+from collbench.analysis.mfu.estimate import Estimate
+from collbench.analysis.mfu.workload import Workload
 from collbench.render.mfu import to_json
 from collbench.render.table import text_columns
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from collbench.analysis.bands import bands_legend
+from collbench.analysis.rules.bands import bands_legend
 
 if TYPE_CHECKING:
     from collbench.run.noise import NoiseReport

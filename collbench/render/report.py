@@ -43,7 +43,7 @@ def run_label(run: Run) -> str:
 
 def build_report(runs: list[Run], options: ReportOptions | None = None) -> Report:
     """Everything the report shows, from loaded runs (fits are made here)."""
-    from collbench.analysis.fit import fit_rows
+    from collbench.analysis.fit.hockney import fit_rows
     from collbench.render.report_compare import compare_sections
 
     options = options or ReportOptions()

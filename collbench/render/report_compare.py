@@ -10,7 +10,7 @@ from collbench.render import charts, report_charts
 from collbench.render.report_doc import Chart, Section, Table
 
 if TYPE_CHECKING:
-    from collbench.analysis.comparison import Comparison
+    from collbench.analysis.compare.comparison import Comparison
     from collbench.store.load import Run
 
 # Verdicts of a difference the data back (analysis.decision): marked on the ratio chart
@@ -20,7 +20,7 @@ DECIDED = ("faster", "slower")
 def compare_sections(runs: list[Run], names: dict[str, str]) -> list[Section]:
     """One section per run after the first, compared with the first; none for one run.
     Runs without sweep rows (overlap probes) have nothing to compare and are skipped."""
-    from collbench.analysis.comparison import compare
+    from collbench.analysis.compare.comparison import compare
 
     baseline = runs[0]
     if len(runs) < 2 or not baseline.sweep_rows:
@@ -97,7 +97,7 @@ def _ratio_chart(result: Comparison, base: str, cand: str) -> Chart | None:
 
 
 def _band_table(result: Comparison) -> Table:
-    from collbench.analysis.bands import bands_legend
+    from collbench.analysis.rules.bands import bands_legend
 
     return Table(
         ("collective", "band", "sizes", "geomean ratio", "verdicts"),

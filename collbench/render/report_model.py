@@ -1,6 +1,6 @@
 """A topology's cost model on the report's busbw chart (`collbench report --topology`).
 
-The curve is analysis/costmodel.py's prediction at the link rates (`Efficiency` 1.0) for
+The curve is analysis/model/costmodel.py's prediction at the link rates (`Efficiency` 1.0) for
 each run's placement on the topology (analysis/vs_topology.run_placement), the same model
 `collbench fit --topology` compares with. Where a run measures faster than the model, the
 model understates the fabric there and the report says it is no bound at those sizes.
@@ -33,7 +33,7 @@ def model_curves(
     """One curve per distinct placement (ranks, nodes, ranks per node) among the series,
     over their sizes; and notes: the placement's caveats, why no curve could be drawn, where
     a run beats the model."""
-    from collbench.analysis.costmodel import MODELS
+    from collbench.analysis.model.costmodel import MODELS
 
     if collective not in MODELS:
         return [], [f"topology {topology.name}: the cost model has no {collective}; no curve"]
@@ -74,8 +74,8 @@ def _curve(
 ) -> tuple[charts.ModelCurve, list[str]]:
     """The model's busbw over the sizes for one placement, and the placement's caveats; a
     model some run beats is not called a bound."""
-    from collbench.analysis.costmodel import predict
-    from collbench.analysis.vs_topology import run_placement
+    from collbench.analysis.fit.vs_topology import run_placement
+    from collbench.analysis.model.costmodel import predict
 
     ranks, nodes, per_node = layout
     if ranks < 2:
@@ -105,7 +105,7 @@ def beats_model(topology: Topology, item: charts.Series) -> str | None:
     """A note when the run measures faster than the model at some sizes (by more than
     BEATS_MODEL), in `collbench fit --topology`'s measure; beyond MODEL_WRONG_SPEEDUP it
     says the model, not the fabric, is wrong there."""
-    from collbench.analysis.vs_topology import MEASURE, MODEL_WRONG_SPEEDUP, compare_rows
+    from collbench.analysis.fit.vs_topology import MEASURE, MODEL_WRONG_SPEEDUP, compare_rows
 
     try:
         versus = compare_rows(topology, item.rows)

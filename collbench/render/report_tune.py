@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.bands import bands_legend
-from collbench.analysis.tune_select import BYTES_MAX, PLACEMENTS, describe_evidence
+from collbench.analysis.rules.bands import bands_legend
+from collbench.analysis.tune.select import BYTES_MAX, PLACEMENTS, describe_evidence
 from collbench.core.stats import median
 from collbench.core.units import format_size
 from collbench.render.report_charts import RangeMark, SettingCurve, settings_chart

@@ -13,11 +13,11 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from collbench.analysis.tune_select import BYTES_MAX, describe_evidence
+from collbench.analysis.tune.select import BYTES_MAX, describe_evidence
 from collbench.core.units import format_number, format_size
 
 if TYPE_CHECKING:
-    from collbench.analysis.tune_select import BestRecord
+    from collbench.analysis.tune.select import BestRecord
     from collbench.run.tune_from import TuneFromResult
     from collbench.run.tune_verify import VerifyLine, VerifyResult
 

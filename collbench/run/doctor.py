@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.doctor import Diagnosis, Expectation, diagnose, expectation_from
+from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, diagnose, expectation_from
 from collbench.core.doctor import DOCTOR, DoctorSpec
 from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecError
 from collbench.core.noise import NoiseFloor

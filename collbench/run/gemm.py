@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from collbench.analysis.gemm_model import ELEMENT_BYTES, Gemm
+from collbench.analysis.model.gemm_model import ELEMENT_BYTES, Gemm
 from collbench.bench.gemm import DEVICES, GemmBench
 from collbench.bench.provenance import command_line, git_sha, versions
 from collbench.core.errors import SpecError

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.nccl_import import LOG_FIELD, ParsedLog
-from collbench.analysis.nccl_import_rows import build_import, parse_log, resolve_collective
+from collbench.analysis.imports.nccl_logs import LOG_FIELD, ParsedLog
+from collbench.analysis.imports.nccl_rows import build_import, parse_log, resolve_collective
 from collbench.core.errors import SpecError
 from collbench.core.knobs import is_knob, knob_listing
 from collbench.store.meta import RunMeta

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from collbench.analysis.bands import BAND_NAMES, band_of
-from collbench.analysis.comparison import rows_by_key
-from collbench.analysis.decision import Evidence, aa_floor, evidence_of
-from collbench.analysis.methodology import Difference, differences
+from collbench.analysis.compare.comparison import rows_by_key
+from collbench.analysis.rules.bands import BAND_NAMES, band_of
+from collbench.analysis.rules.decision import Evidence, aa_floor, evidence_of
+from collbench.analysis.rules.methodology import Difference, differences
 from collbench.core.errors import SpecError
 from collbench.core.noise import NoiseFloor
 from collbench.store.load import Run

@@ -21,7 +21,7 @@ settings/NN-<id>-rK for K = 1..R), so a killed tune keeps every finished repeat.
 
 Searches: grid (every setting), halving (probe rounds on a few sizes drop the clearly worse,
 then full sweeps for the survivors) and coordinate (numeric knobs one at a time, per
-algorithm/protocol pair); analysis/tune_search.py decides, this module measures. Halving's
+algorithm/protocol pair); analysis/tune/search.py decides, this module measures. Halving's
 probe rounds measure each setting once; full sweeps are repeated. Coordinate descent
 interleaves the repeats of each batch of settings it proposes (the baseline with the first).
 
@@ -41,9 +41,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.tune_from import as_repeats
-from collbench.analysis.tune_result import env_choice, render_best_env, tune_document
-from collbench.analysis.tune_search import (
+from collbench.analysis.tune.from_runs import as_repeats
+from collbench.analysis.tune.outputs import env_choice, render_best_env, tune_document
+from collbench.analysis.tune.search import (
     DescentRule,
     HalvingRule,
     descent_next,
@@ -52,7 +52,7 @@ from collbench.analysis.tune_search import (
     probe_sizes,
     settings_left,
 )
-from collbench.analysis.tune_select import SelectRule, SettingOutcome, select_best
+from collbench.analysis.tune.select import SelectRule, SettingOutcome, select_best
 from collbench.core.errors import EXIT_RUN_FAILED, CollbenchError, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import (

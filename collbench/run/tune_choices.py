@@ -1,7 +1,7 @@
 """What NCCL chose during a tune: the debug environment for the choices pass, and its log
 files read back into one choices.jsonl line per (setting, collective, size) NCCL decided.
 
-The parsing is analysis/nccl_choice.py's; this module only names files.
+The parsing is analysis/imports/nccl_choice.py's; this module only names files.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from collbench.analysis.nccl_choice import debug_env, parse_choices, summarize
+from collbench.analysis.imports.nccl_choice import debug_env, parse_choices, summarize
 
 DEBUG_FILE = "nccl-%h-%p.log"  # NCCL expands %h (host) and %p (pid): one file per process
 

@@ -1,5 +1,5 @@
 """`collbench tune --from RUN...`: the tune result from runs already measured, launching
-nothing (analysis/tune_from.py says how runs become settings).
+nothing (analysis/tune/from_runs.py says how runs become settings).
 
 Writes into a new directory: tune.json (every setting and the best per collective and size
 range), best.env (the one setting to export) and, where the tuner plugin can say the result,
@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.tune_from import check_tunable, outcomes_from_runs
-from collbench.analysis.tune_result import env_choice, render_best_env, tune_document
-from collbench.analysis.tune_select import BestRecord, SelectRule, select_best
-from collbench.analysis.tuner_conf import TunerConfUnavailable, render_tuner_conf
-from collbench.analysis.tuner_conf_rules import BACKENDS
+from collbench.analysis.tune.from_runs import check_tunable, outcomes_from_runs
+from collbench.analysis.tune.outputs import env_choice, render_best_env, tune_document
+from collbench.analysis.tune.select import BestRecord, SelectRule, select_best
+from collbench.analysis.tune.tuner_conf import TunerConfUnavailable, render_tuner_conf
+from collbench.analysis.tune.tuner_conf_rules import BACKENDS
 from collbench.core.errors import SpecError
 from collbench.store.load import Run, load_run
 from collbench.store.rundir import write_atomically, write_json_atomic

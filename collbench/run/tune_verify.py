@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.decision import SLOWER, UNJUDGED
-from collbench.analysis.tune_select import BestRecord, SettingOutcome, select_best
+from collbench.analysis.rules.decision import SLOWER, UNJUDGED
+from collbench.analysis.tune.select import BestRecord, SettingOutcome, select_best
 from collbench.core.errors import EXIT_RUN_FAILED, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import BASELINE, Setting

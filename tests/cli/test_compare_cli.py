@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from collbench.analysis.comparison import EXIT_SLOWER
+from collbench.analysis.compare.comparison import EXIT_SLOWER
 from tests.helpers import collbench as collbench_process
 from tests.rows import make_row, write_run
 

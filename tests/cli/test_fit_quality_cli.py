@@ -13,7 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from collbench.analysis.vs_topology import MEASURE, MEASURE_DEFINITION, MODEL_WRONG_SPEEDUP
+from collbench.analysis.fit.vs_topology import MEASURE, MEASURE_DEFINITION, MODEL_WRONG_SPEEDUP
 from collbench.cli import app
 from tests.rows import make_row, write_run
 

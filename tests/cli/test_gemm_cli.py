@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from collbench.analysis.compute import workload_gemms
-from collbench.analysis.workload import Model, Parallelism, Training, Workload
+from collbench.analysis.mfu.compute import workload_gemms
+from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
 from collbench.store.gemm_rows import GEMM_FILE, load_gemm_rows
 from tests.helpers import collbench
 

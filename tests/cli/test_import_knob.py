@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from collbench.analysis.tune_from import check_tunable, outcomes_from_runs, varying_knobs
+from collbench.analysis.tune.from_runs import check_tunable, outcomes_from_runs, varying_knobs
 from collbench.cli import app
 from collbench.core.errors import SpecError
 from collbench.run.import_logs import label_knobs

@@ -36,7 +36,7 @@ def wheel(tmp_path_factory):
 def test_wheel_maps_packages_under_collbench(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "collbench/launchers/local.py" in names
-    assert "collbench/analysis/fit.py" in names
+    assert "collbench/analysis/fit/hockney.py" in names
     assert "collbench/topologies/__init__.py" in names
     assert "collbench/core/collectives/all_reduce.py" in names
     for layer in ("core", "store", "bench", "run", "render", "cli"):

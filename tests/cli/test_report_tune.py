@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from collbench.analysis.tune_result import tune_document
-from collbench.analysis.tune_select import SettingOutcome, select_best
+from collbench.analysis.tune.outputs import tune_document
+from collbench.analysis.tune.select import SettingOutcome, select_best
 from collbench.cli.report import report
 from collbench.cli.runs import expand_runs, load_tune_dir
 from collbench.core.errors import SpecError

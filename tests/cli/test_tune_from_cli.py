@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from collbench.analysis.tuner_conf import SIZE_MAX, lookup, parse_tuner_conf, uncovered
+from collbench.analysis.tune.tuner_conf import SIZE_MAX, lookup, parse_tuner_conf, uncovered
 from tests.rows import make_row, write_run
 
 # small, medium and large bands (analysis.bands): two sizes each

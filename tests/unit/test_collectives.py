@@ -82,8 +82,8 @@ def test_registry_slots_are_consistent():
 
 def test_every_collective_fills_the_slots_import_and_the_cost_model_read():
     """Adding a collective is one module: nothing else keeps a list of them."""
-    from collbench.analysis.costmodel import AUTO_CHOICES, MODELS, TRAFFIC_MODELS
-    from collbench.analysis.nccl_import_rows import PROGRAMS
+    from collbench.analysis.imports.nccl_rows import PROGRAMS
+    from collbench.analysis.model.costmodel import AUTO_CHOICES, MODELS, TRAFFIC_MODELS
 
     for name, collective in REGISTRY.items():
         assert collective.traffic in TRAFFIC_MODELS, name

@@ -10,14 +10,14 @@ import math
 import numpy as np
 import pytest
 
-from collbench.analysis.compare_gate import (
+from collbench.analysis.compare.comparison import compare
+from collbench.analysis.compare.gate import (
     SizeSelection,
     check_slower,
     parse_bands,
     parse_size_range,
 )
-from collbench.analysis.comparison import compare
-from collbench.analysis.decision import FLOOR, REPEATS, THRESHOLD, Rule, aa_floor, evidence_of
+from collbench.analysis.rules.decision import FLOOR, REPEATS, THRESHOLD, Rule, aa_floor, evidence_of
 from collbench.core.errors import SpecError
 from tests.rows import make_row, make_run
 

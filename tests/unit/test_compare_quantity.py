@@ -7,8 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from collbench.analysis.comparison import QUANTITY, compare
-from collbench.analysis.methodology import differences
+from collbench.analysis.compare.comparison import QUANTITY, compare
+from collbench.analysis.rules.methodology import differences
 from collbench.render.compare import render_comparison
 from tests.rows import make_row, make_run
 

@@ -9,15 +9,15 @@ import math
 import numpy as np
 import pytest
 
-from collbench.analysis.bands import band_of, bands_legend
-from collbench.analysis.comparison import (
+from collbench.analysis.compare.comparison import (
     NOTE_ONE_REPEAT,
     NOTE_REPEATS,
     band_summaries,
     compare,
 )
-from collbench.analysis.decision import FLOOR, REPEATS, Rule
-from collbench.analysis.methodology import check_poolable, differences
+from collbench.analysis.rules.bands import band_of, bands_legend
+from collbench.analysis.rules.decision import FLOOR, REPEATS, Rule
+from collbench.analysis.rules.methodology import check_poolable, differences
 from collbench.core.errors import SpecError
 from tests.rows import make_row, make_run
 
@@ -212,7 +212,7 @@ def test_bands_legend_spells_the_band_edges():
 
 def test_fit_pooling_refuses_what_compare_flags():
     """One methodology rule: a field compare calls methodology also blocks pooling in fit."""
-    from collbench.analysis.methodology import METHODOLOGY
+    from collbench.analysis.rules.methodology import METHODOLOGY
 
     rows = [_row(1024, 10.0, [10.0] * 5)]
     base = make_run("a", rows)

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from collbench.analysis.compute import (
+from collbench.analysis.mfu.compute import (
     ATTENTION,
     GEMM,
     MEMORY,
@@ -16,8 +16,8 @@ from collbench.analysis.compute import (
     model_pricer,
     workload_gemms,
 )
-from collbench.analysis.gemm_model import K_RAMP, Gemm, gemm_time, shape_efficiency
-from collbench.analysis.workload import Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.workload import Parallelism, Training, Workload, preset
+from collbench.analysis.model.gemm_model import K_RAMP, Gemm, gemm_time, shape_efficiency
 from collbench.topologies.schema import Accelerator
 
 A100 = Accelerator(

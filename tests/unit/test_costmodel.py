@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from collbench.analysis.costmodel import (
+from collbench.analysis.fit.vs_topology import compare_rows, run_placement
+from collbench.analysis.model.costmodel import (
     AUTO_CHOICES,
     MODELS,
     Efficiency,
@@ -14,7 +15,6 @@ from collbench.analysis.costmodel import (
     group_for,
     predict,
 )
-from collbench.analysis.vs_topology import compare_rows, run_placement
 from collbench.core.bandwidth import bus_factor
 from collbench.core.errors import EXIT_USAGE, SpecError
 from collbench.topologies.schema import Topology, TopologyError, topology_from_dict

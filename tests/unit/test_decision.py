@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from collbench.analysis import decision
-from collbench.analysis.decision import (
+from collbench.analysis.rules import decision
+from collbench.analysis.rules.decision import (
     FASTER,
     FLOOR,
     REPEATS,

@@ -7,8 +7,7 @@ import math
 
 import pytest
 
-from collbench.analysis.decision import Evidence, spread_pct
-from collbench.analysis.doctor_expect import (
+from collbench.analysis.doctor.expect import (
     FLEET,
     TOPOLOGY_EFFICIENCY,
     bar_for,
@@ -16,6 +15,7 @@ from collbench.analysis.doctor_expect import (
     fleet_bar,
     topology_bounds,
 )
+from collbench.analysis.rules.decision import Evidence, spread_pct
 from collbench.core.doctor import STAGES, DoctorSpec
 from collbench.core.errors import SpecError
 from collbench.store.rows import DoctorRow

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from collbench.analysis.doctor import diagnose
-from collbench.analysis.doctor_expect import Expectation, bar_for, expectation_from
+from collbench.analysis.doctor.expect import Expectation, bar_for, expectation_from
+from collbench.analysis.doctor.verdicts import diagnose
 from collbench.core.doctor import DoctorSpec
 from collbench.core.noise import NoiseFloor
 from collbench.store.rows import DoctorRow

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from collbench.analysis.doctor import Diagnosis, Expectation, Finding
+from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, Finding
 from collbench.render.doctor import (
     HEALTHY,
     VERDICT_HEADER,

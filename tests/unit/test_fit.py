@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from collbench.analysis.fit import FitOptions, fit_curve, fit_rows, knobs_digest
-from collbench.analysis.regimes import SearchOptions
+from collbench.analysis.fit.hockney import FitOptions, fit_curve, fit_rows, knobs_digest
+from collbench.analysis.fit.regimes import SearchOptions
 from tests.helpers import SHARED_DATA, require_shared_data
 from tests.nccl_table import read_nccl_table
 from tests.rows import make_row

@@ -11,8 +11,8 @@ import warnings
 import numpy as np
 import pytest
 
-from collbench.analysis.fit import fit_curve
-from collbench.analysis.fit_quality import CLOCK_FLOOR_US, clock_resolution_us
+from collbench.analysis.fit.hockney import fit_curve
+from collbench.analysis.fit.quality import CLOCK_FLOOR_US, clock_resolution_us
 from collbench.render.fit import alpha_text, quality_text
 
 CPU_SIZES = 2.0 ** np.arange(3, 25)  # 8 B .. 16 MiB: gloo's default sweep, 22 sizes

@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import pytest
 
-from collbench.analysis.compute import IN_STEP_SHARE
-from collbench.analysis.gemm_model import DEFAULT_MATMUL_FRACTION
-from collbench.analysis.mfu import EstimateOptions, Priced, estimate
-from collbench.analysis.workload import PRESETS, Model, Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.compute import IN_STEP_SHARE
+from collbench.analysis.mfu.estimate import EstimateOptions, Priced, estimate
+from collbench.analysis.mfu.workload import PRESETS, Model, Parallelism, Training, Workload, preset
+from collbench.analysis.model.gemm_model import DEFAULT_MATMUL_FRACTION
 from collbench.core.errors import SpecError
 from collbench.topologies.schema import topology_from_dict
 
@@ -309,7 +309,7 @@ def test_absurd_or_inconsistent_magnitudes_are_refused(build, field):
 
 
 def test_params_may_refine_the_shape_within_the_margin():
-    from collbench.analysis.workload import PARAMS_MARGIN
+    from collbench.analysis.mfu.workload import PARAMS_MARGIN
 
     shape = PRESETS["llama3-8b"].shape_params
     for share in (1 - PARAMS_MARGIN * 0.9, 1 + PARAMS_MARGIN * 0.9):
@@ -319,7 +319,7 @@ def test_params_may_refine_the_shape_within_the_margin():
 
 
 def test_measured_curves_skip_rows_without_usable_figures():
-    from collbench.analysis.mfu_inputs import fit_measured_curves
+    from collbench.analysis.mfu.inputs import fit_measured_curves
     from tests.rows import make_row
 
     good = [

@@ -7,17 +7,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from collbench.analysis.compute import model_pricer, workload_gemms
-from collbench.analysis.mfu import estimate
-from collbench.analysis.mfu_gemm import (
+from collbench.analysis.mfu.compute import model_pricer, workload_gemms
+from collbench.analysis.mfu.estimate import estimate
+from collbench.analysis.mfu.fabrics import sized_for
+from collbench.analysis.mfu.gemm_prices import (
     accelerator_model,
     gemm_pricer_for,
     measured_gemms,
     same_accelerator,
 )
-from collbench.analysis.mfu_inputs import cost_model_pricer
-from collbench.analysis.mfu_report import sized_for
-from collbench.analysis.workload import Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.inputs import cost_model_pricer
+from collbench.analysis.mfu.workload import Parallelism, Training, Workload, preset
 from collbench.core.errors import SpecError
 from collbench.topologies.loader import load_topology
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from collbench.analysis.memory import (
+from collbench.analysis.mfu.memory import (
     GIB,
     OPTIMIZER_BYTES_PER_PARAM,
     layer_activation_bytes,
@@ -15,7 +15,7 @@ from collbench.analysis.memory import (
     oversubscribed,
     stage_params,
 )
-from collbench.analysis.workload import Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.workload import Parallelism, Training, Workload, preset
 
 S, B, H, A = 2048, 1, 12288, 96  # GPT-3 175B: seq, micro-batch, hidden, heads
 

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from collbench.analysis.nccl_import import parse_text_log
-from collbench.analysis.nccl_import_rows import (
+from collbench.analysis.imports.nccl_logs import parse_text_log
+from collbench.analysis.imports.nccl_rows import (
     build_import,
     implied_world_size,
     resolve_collective,

@@ -1,5 +1,5 @@
 """One rule for "is B different from A" (DESIGN.md, "Decisions"): every decision site calls
-analysis/decision.py, and no second test statistic appears anywhere else in the package."""
+analysis/rules/decision.py, and no second test statistic appears anywhere else in the package."""
 
 from __future__ import annotations
 
@@ -31,12 +31,12 @@ TEST_STATISTICS = {
 }
 # Each site that decides "is B different from A", and the module it must import the rule in.
 DECISION_SITES = {
-    "compare": "analysis/comparison.py",
-    "CI gate": "analysis/compare_gate.py",
-    "tune's winner and confidence": "analysis/tune_select.py",
-    "tune's halving search": "analysis/tune_search.py",
+    "compare": "analysis/compare/comparison.py",
+    "CI gate": "analysis/compare/gate.py",
+    "tune's winner and confidence": "analysis/tune/select.py",
+    "tune's halving search": "analysis/tune/search.py",
     "tune --verify": "collbench/run/tune_verify.py",
-    "doctor --baseline and the majority rule": "analysis/doctor_judge.py",
+    "doctor --baseline and the majority rule": "analysis/doctor/judge.py",
 }
 
 
@@ -71,7 +71,7 @@ def test_no_second_test_statistic_outside_the_rule():
         hits = [name for name in hits if name not in imported]
         if hits:
             found.append(f"{path.relative_to(ROOT)}: {', '.join(hits)}")
-    assert not found, "a test statistic outside analysis/decision.py: " + "; ".join(found)
+    assert not found, "a test statistic outside analysis/rules/decision.py: " + "; ".join(found)
 
 
 @pytest.mark.parametrize("site", sorted(DECISION_SITES))
@@ -109,7 +109,7 @@ def _module_of(path: Path) -> str:
 def _imported_from_rule(tree: ast.AST) -> set[str]:
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "collbench.analysis.decision":
+        if isinstance(node, ast.ImportFrom) and node.module == "collbench.analysis.rules.decision":
             names |= {alias.name for alias in node.names}
         if isinstance(node, ast.ImportFrom) and node.module == "collbench.analysis":
             names |= {"decision"} & {alias.name for alias in node.names}

@@ -161,7 +161,7 @@ def test_median_over_repeats_gives_one_row_per_size_at_the_median_time():
 
 
 def test_the_fit_takes_one_point_per_size_from_repeats():
-    from collbench.analysis.fit import fit_rows
+    from collbench.analysis.fit.hockney import fit_rows
 
     sizes = [2**k for k in range(10, 20)]
     clean = {size: 5.0 + size / 1e4 for size in sizes}

@@ -121,7 +121,7 @@ def test_latency_axis_starts_at_the_smallest_size_above_zero(drawn):
 
 def test_a_latency_with_no_number_gets_no_line(drawn):
     rows = _rows([2**k for k in range(3, 17)], alpha_us=20.0)
-    from collbench.analysis.fit import fit_rows
+    from collbench.analysis.fit.hockney import fit_rows
 
     (group,) = fit_rows(rows)
     series = charts.Series(

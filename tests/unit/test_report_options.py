@@ -107,8 +107,8 @@ def test_one_run_has_no_comparison():
 
 
 def test_topology_draws_the_cost_model_on_the_busbw_chart(drawn):  # noqa: F811
-    from collbench.analysis.costmodel import predict
-    from collbench.analysis.vs_topology import run_placement
+    from collbench.analysis.fit.vs_topology import run_placement
+    from collbench.analysis.model.costmodel import predict
 
     topology = load_topology("dgx-h100")
     run = _run("h100", _rows("h100", world_size=8, alpha_us=30.0, busbw_gbps=300.0))
@@ -172,7 +172,7 @@ def _noisy_rows(name):
 
 
 def test_a_poor_fit_is_flagged_as_collbench_fit_says_it(drawn):  # noqa: F811
-    from collbench.analysis.fit import fit_rows
+    from collbench.analysis.fit.hockney import fit_rows
     from collbench.render.fit import quality_text
 
     rows = _noisy_rows("noisy")
@@ -192,7 +192,7 @@ def test_a_poor_fit_is_flagged_as_collbench_fit_says_it(drawn):  # noqa: F811
 
 
 def test_a_latency_below_the_clock_resolution_is_never_a_number(drawn):  # noqa: F811
-    from collbench.analysis.fit import fit_rows
+    from collbench.analysis.fit.hockney import fit_rows
     from collbench.render.fit import alpha_text
 
     rows = [

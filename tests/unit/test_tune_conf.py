@@ -6,16 +6,16 @@ from dataclasses import replace
 
 import pytest
 
-from collbench.analysis.nccl_choice import ChoiceSummary, UsedChoice
-from collbench.analysis.tune_select import BYTES_MAX, BestRecord
-from collbench.analysis.tuner_conf import (
+from collbench.analysis.imports.nccl_choice import ChoiceSummary, UsedChoice
+from collbench.analysis.tune.select import BYTES_MAX, BestRecord
+from collbench.analysis.tune.tuner_conf import (
     ALGO_ENV_NAMES,
     ChannelsUnknown,
     TunerConfUnavailable,
     enabled_names,
     render_tuner_conf,
 )
-from collbench.analysis.tuner_conf_rules import (
+from collbench.analysis.tune.tuner_conf_rules import (
     MAX_LINE_CHARS,
     SIZE_MAX,
     Rule,

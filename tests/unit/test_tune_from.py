@@ -4,8 +4,8 @@ runs of one setting pooled as its repeats (pure)."""
 
 import pytest
 
-from collbench.analysis.tune_from import check_tunable, outcomes_from_runs, varying_knobs
-from collbench.analysis.tune_select import select_best
+from collbench.analysis.tune.from_runs import check_tunable, outcomes_from_runs, varying_knobs
+from collbench.analysis.tune.select import select_best
 from collbench.core.errors import SpecError
 from tests.rows import make_row, make_run
 

@@ -1,4 +1,4 @@
-"""What NCCL chose, read back from its debug output (collbench.analysis.nccl_choice).
+"""What NCCL chose, read back from its debug output (collbench.analysis.imports.nccl_choice).
 
 No line here was captured from a GPU. Each sample is written to the format string in NCCL's
 (or RCCL's) source at the tag named beside it, with the prefix of src/debug.cc
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from collbench.analysis.nccl_choice import (
+from collbench.analysis.imports.nccl_choice import (
     ALGORITHMS,
     COPY_ENGINE,
     HIERARCHICAL_CE,

@@ -5,7 +5,7 @@ combination to a local optimum or the budget (pure)."""
 
 import pytest
 
-from collbench.analysis.tune_search import (
+from collbench.analysis.tune.search import (
     DescentRule,
     HalvingRule,
     descent_next,
@@ -15,7 +15,7 @@ from collbench.analysis.tune_search import (
     probe_sizes,
     settings_left,
 )
-from collbench.analysis.tune_select import SettingOutcome
+from collbench.analysis.tune.select import SettingOutcome
 from collbench.core.tune_grid import KnobAxis, Setting
 from tests.rows import make_row
 

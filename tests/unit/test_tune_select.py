@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from collbench.analysis.bands import BANDS
-from collbench.analysis.tune_result import env_choice, render_best_env, tune_document
-from collbench.analysis.tune_select import (
+from collbench.analysis.rules.bands import BANDS
+from collbench.analysis.tune.outputs import env_choice, render_best_env, tune_document
+from collbench.analysis.tune.select import (
     BYTES_MAX,
     SelectRule,
     SettingOutcome,

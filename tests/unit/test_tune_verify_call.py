@@ -3,7 +3,7 @@ difference or unjudged, by the one decision rule through tune's own selection (p
 
 import pytest
 
-from collbench.analysis.tune_select import SettingOutcome, select_best
+from collbench.analysis.tune.select import SettingOutcome, select_best
 from collbench.core.tune_grid import Setting
 from collbench.run.tune_verify import verify_call
 from tests.rows import make_row

@@ -82,7 +82,7 @@ class Collective:
     # nccl-tests' program names for it, lower case without `_perf` or underscores
     # (all_reduce_perf -> "allreduce"): how an imported log or its file name is recognized.
     nccl_tests_names: tuple[str, ...] = ()
-    # How its bytes move, which picks its cost model (analysis/costmodel.py TRAFFIC_MODELS):
+    # How its bytes move, which picks its cost model (analysis/model/costmodel.py TRAFFIC_MODELS):
     # all_reduce, gather (all-gather, reduce-scatter), chain (broadcast, reduce), all_to_all,
     # point_to_point.
     traffic: str = ""

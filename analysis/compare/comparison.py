@@ -1,0 +1,319 @@
+"""Compare runs: per size, one quantity (busbw) for both the ratio and the verdict, a summary
+per size band, every difference in how the runs were measured, and the verdicts the CI gate
+`--fail-if-slower` reads (pure: rows and meta in, dataclasses out).
+
+The first run is the baseline. Rows match on (collective, placement, size_bytes), every repeat
+of a size (`--repeats R`) kept; a size measured by one run only is listed, never dropped
+silently. Differences in methodology (dtype, iterations, timing method, world size, nodes...)
+make a comparison unlike-for-like: they are flagged loudly. Differences in environment
+(versions, knobs, hosts) are what people usually compare on purpose: they are listed, not
+flagged.
+
+Each size's verdict comes from the one rule (analysis.decision, DESIGN.md "Decisions"): every
+size of a comparison is one family (Holm over it where repeats give p-values). The iterations
+of one run are not independent, so no p-value is ever taken from them.
+
+Why busbw: it normalises the world size (nccl-tests' bus factor), so a 2-rank and a 4-rank run
+compare on what the fabric delivers. The ratio and the verdict are both on busbw (each run's
+busbw from its own time and world size), so they cannot point opposite ways. At size 0 busbw
+is 0 for every run: there both are on time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from collbench.analysis.rules.bands import BAND_NAMES, band_of
+from collbench.analysis.rules.decision import (
+    ALPHA,
+    FLOOR,
+    REPEATS,
+    THRESHOLD,
+    Evidence,
+    Question,
+    Rule,
+    Verdict,
+    evidence_of,
+    judge,
+)
+from collbench.analysis.rules.methodology import Difference, differences
+from collbench.core.errors import EXIT_SLOWER, CollbenchError
+from collbench.core.stats import geomean
+from collbench.store.load import Run
+from collbench.store.rows import ResultRow
+
+QUANTITY = "busbw"
+QUANTITY_NOTE = (
+    "ratio and verdict on busbw: candidate / baseline, > 1 is faster (each run's busbw from "
+    "its own time and world size; at size 0, where busbw is 0, on time)"
+)
+NOTE_ONE_REPEAT = (
+    "one repeat on a side: no p-value is offered (a run's iterations are not independent); "
+    "decided against the noise floor measured from the data (iteration batches). Record an "
+    "A/A floor with `collbench noise` (--noise-floor) or measure with --repeats 3"
+)
+NOTE_ONE_REPEAT_RECORDED = (
+    "one repeat on a side: no p-value is offered (a run's iterations are not independent); "
+    "decided against the larger of the noise floor measured from the data (iteration "
+    "batches) and the recorded A/A floor"
+)
+NOTE_FEW_REPEATS = (
+    "fewer than 3 repeats on a side: no p-value is offered; decided against the noise floor "
+    "measured from the repeats' spread (or a recorded A/A floor, when larger)"
+)
+NOTE_REPEATS = (
+    "repeats on both sides: Welch's t on the repeats, Holm over the sizes decided together, and the "
+    "effect beyond the repeats' spread (or a recorded A/A floor, when larger)"
+)
+NOTE_THRESHOLD = (
+    "no per-iteration samples (imported logs): decided by the threshold alone "
+    "(--fail-if-slower PCT); without one, unjudged"
+)
+
+Key = tuple[str, str, int]
+
+
+class SlowerThanAllowed(CollbenchError):
+    """--fail-if-slower: a candidate is slower than the baseline by more than allowed."""
+
+    exit_code = EXIT_SLOWER
+
+
+@dataclass(frozen=True)
+class SizeComparison:
+    """One size measured by both runs."""
+
+    collective: str
+    placement: str
+    size_bytes: int
+    quantity: str  # busbw; time at size 0 (busbw is 0 there)
+    # each side's figure (the geometric mean over its repeats) as a time ...
+    baseline_time_us: float
+    candidate_time_us: float
+    # ... and as busbw, from each run's time at its own world size (not an imported log's
+    # 2-decimal column); None at size 0
+    baseline_busbw_gbps: float | None
+    candidate_busbw_gbps: float | None
+    # candidate / baseline busbw (size 0: baseline / candidate time): > 1 is faster
+    ratio: float
+    verdict: str  # the rule's call: faster | slower | same | unjudged
+    p_value: float | None  # Welch's p on the repeats (basis `repeats` only), before Holm
+    decision: Verdict  # the effect, its interval, the floor held against, the basis
+
+    @property
+    def change_pct(self) -> float:
+        """(ratio - 1) in percent: negative is slower."""
+        return (self.ratio - 1.0) * 100.0
+
+
+@dataclass(frozen=True)
+class BandSummary:
+    collective: str
+    placement: str
+    band: str
+    sizes: int
+    geomean_ratio: float
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    baseline: str
+    candidate: str
+    sizes: list[SizeComparison]
+    bands: list[BandSummary]
+    differences: list[Difference]
+    only_baseline: list[str] = field(default_factory=list)
+    only_candidate: list[str] = field(default_factory=list)
+    alpha: float = ALPHA
+    quantity: str = QUANTITY
+    threshold_pct: float | None = None  # the rule's threshold (--fail-if-slower)
+    noise_floor: str | None = None  # where a recorded A/A floor came from (--noise-floor)
+
+    @property
+    def quantity_note(self) -> str:
+        return QUANTITY_NOTE
+
+    @property
+    def basis_notes(self) -> list[str]:
+        """How the verdicts were reached, one line per basis in use."""
+        return basis_notes(self.sizes, recorded_floor=self.noise_floor is not None)
+
+    @property
+    def methodology(self) -> list[Difference]:
+        return [diff for diff in self.differences if diff.kind == "methodology"]
+
+    @property
+    def methodology_differs(self) -> bool:
+        return bool(self.methodology)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["quantity_note"] = self.quantity_note
+        data["basis_notes"] = self.basis_notes
+        data["methodology_differs"] = self.methodology_differs
+        return json_safe(data)
+
+
+def compare(
+    baseline: Run,
+    candidate: Run,
+    rule: Rule | None = None,
+    gated: Callable[[int], bool] | None = None,
+) -> Comparison:
+    """Compare a candidate run with the baseline (analysis.decision.judge). The sizes common
+    to both are one family of `rule`; with `gated` (the sizes a CI gate checks), those sizes
+    are one family and the others another, so that sizes the gate ignores do not dilute
+    its Holm correction."""
+    rule = rule or Rule()
+    base, cand = rows_by_key(baseline.rows), rows_by_key(candidate.rows)
+    common = sorted(set(base) & set(cand))
+    questions = [Question(evidence_of(base[key]), evidence_of(cand[key]), key[2]) for key in common]
+    verdicts = _judge_families(questions, rule, gated)
+    sizes = [
+        _compare_size(key, (base[key], cand[key]), question, verdict)
+        for key, question, verdict in zip(common, questions, verdicts, strict=True)
+    ]
+    return Comparison(
+        baseline=baseline.run_id,
+        candidate=candidate.run_id,
+        sizes=sizes,
+        bands=band_summaries(sizes),
+        differences=differences(baseline, candidate),
+        only_baseline=_labels(set(base) - set(cand)),
+        only_candidate=_labels(set(cand) - set(base)),
+        alpha=rule.alpha,
+        threshold_pct=rule.threshold_pct,
+        noise_floor=rule.floor.source if rule.floor else None,
+    )
+
+
+def _judge_families(
+    questions: list[Question], rule: Rule, gated: Callable[[int], bool] | None
+) -> list[Verdict]:
+    """The verdicts in order, each family judged on its own."""
+    if gated is None:
+        return judge(questions, rule)
+    inside = [index for index, question in enumerate(questions) if gated(question.size_bytes)]
+    chosen = set(inside)
+    outside = [index for index in range(len(questions)) if index not in chosen]
+    verdicts: dict[int, Verdict] = {}
+    for family in (inside, outside):
+        judged = judge([questions[index] for index in family], rule)
+        verdicts.update(zip(family, judged, strict=True))
+    return [verdicts[index] for index in range(len(questions))]
+
+
+def common_keys(baseline: Run, candidate: Run) -> int:
+    return len(set(rows_by_key(baseline.rows)) & set(rows_by_key(candidate.rows)))
+
+
+def rows_by_key(rows: Sequence[ResultRow]) -> dict[Key, list[ResultRow]]:
+    """A run's sweep rows per (collective, placement, size_bytes): every repeat of it."""
+    keyed: dict[Key, list[ResultRow]] = {}
+    for row in rows:
+        if row.kind == "sweep":
+            key = (str(row.collective), str(row.placement), int(row.size_bytes))
+            keyed.setdefault(key, []).append(row)
+    return keyed
+
+
+def basis_notes(sizes: Sequence[SizeComparison], recorded_floor: bool = False) -> list[str]:
+    """One line per basis the verdicts rest on (analysis.decision): what decided, and why
+    there is no p-value where there is none."""
+    notes = []
+    floor = [item.decision for item in sizes if item.decision.basis == FLOOR]
+    if any(min(v.base_repeats, v.cand_repeats) <= 1 for v in floor):
+        notes.append(NOTE_ONE_REPEAT_RECORDED if recorded_floor else NOTE_ONE_REPEAT)
+    elif floor:
+        notes.append(NOTE_FEW_REPEATS)
+    if any(item.decision.basis == REPEATS for item in sizes):
+        notes.append(NOTE_REPEATS)
+    threshold = [item.decision for item in sizes if item.decision.basis == THRESHOLD]
+    if any(math.isfinite(verdict.effect_pct) for verdict in threshold):
+        notes.append(NOTE_THRESHOLD)
+    return notes
+
+
+def _labels(keys: set[Key]) -> list[str]:
+    """Unmatched sizes, one entry per collective and placement: 'all_gather out_of_place:
+    1024, 4096 B'."""
+    grouped: dict[tuple[str, str], list[int]] = {}
+    for collective, placement, size in sorted(keys):
+        grouped.setdefault((collective, placement), []).append(size)
+    return [
+        f"{collective} {placement}: {', '.join(map(str, sizes))} B"
+        for (collective, placement), sizes in grouped.items()
+    ]
+
+
+def _compare_size(
+    key: Key, rows: tuple[list[ResultRow], list[ResultRow]], question: Question, verdict: Verdict
+) -> SizeComparison:
+    # From the times, not the busbw columns: imported logs print busbw with two decimals
+    # (0.00 at small sizes). Each side's busbw uses its own world size's bus factor.
+    base_speed, cand_speed = _figure(question.baseline), _figure(question.candidate)
+    busbw = key[2] > 0
+    return SizeComparison(
+        collective=key[0],
+        placement=key[1],
+        size_bytes=key[2],
+        quantity=QUANTITY if busbw else "time",
+        baseline_time_us=_time_us(rows[0]),
+        candidate_time_us=_time_us(rows[1]),
+        baseline_busbw_gbps=base_speed if busbw else None,
+        candidate_busbw_gbps=cand_speed if busbw else None,
+        # Verdict.ratio, from the figures themselves (no round trip through a percentage)
+        ratio=cand_speed / base_speed if math.isfinite(verdict.effect_pct) else math.nan,
+        verdict=verdict.call,
+        p_value=verdict.p_value if verdict.basis == REPEATS else None,
+        decision=verdict,
+    )
+
+
+def _figure(evidence: Evidence) -> float:
+    """A side's figure as a speed: the geometric mean over its repeats, a single repeat's
+    own figure unrounded; nan without one."""
+    if evidence.n_repeats == 1:
+        return evidence.repeats[0]
+    return evidence.figure if evidence.repeats else math.nan
+
+
+def _time_us(rows: list[ResultRow]) -> float:
+    """A side's time: the geometric mean over its repeats (the figure's time)."""
+    times = [float(row.time_us) for row in rows if row.time_us and row.time_us > 0]
+    return times[0] if len(times) == 1 else geomean(times)
+
+
+def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
+    """Per collective, placement and size band: the geometric mean ratio and the verdicts."""
+    groups: dict[tuple[str, str, str], list[SizeComparison]] = {}
+    for item in sizes:
+        groups.setdefault((item.collective, item.placement, band_of(item.size_bytes)), []).append(
+            item
+        )
+    order = {name: index for index, name in enumerate(BAND_NAMES)}
+    summaries = []
+    for (collective, placement, band), items in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], kv[0][1], order[kv[0][2]])
+    ):
+        ratio = geomean(item.ratio for item in items)
+        counts: dict[str, int] = {}
+        for item in items:
+            counts[item.verdict] = counts.get(item.verdict, 0) + 1
+        summaries.append(BandSummary(collective, placement, band, len(items), ratio, counts))
+    return summaries
+
+
+def json_safe(value: Any) -> Any:
+    """JSON has no NaN/inf: such floats become None (nested dicts, lists and tuples too)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value

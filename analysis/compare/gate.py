@@ -1,0 +1,126 @@
+"""The CI gate of `collbench compare --fail-if-slower PCT`: which sizes of a comparison are
+slower than the baseline by more than PCT percent, in a way the data can back (pure).
+
+A size fails when its busbw is more than PCT percent below the baseline's *and* the one rule
+(analysis.decision, DESIGN.md "Decisions") calls it `slower`: with repeats on both sides, a
+Holm-corrected p below alpha over the sizes compared and an effect beyond the noise floor;
+with fewer repeats, an effect beyond the noise floor measured from the data (or a recorded
+A/A floor, `--noise-floor`, when larger); without samples (imported logs), the threshold
+alone, and the gate says so. A size below the threshold that the rule could not judge (too
+few iterations to measure the noise) is named and keeps the gate from passing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collbench.analysis.compare.comparison import Comparison, SizeComparison
+from collbench.analysis.rules.bands import BAND_NAMES, band_of
+from collbench.analysis.rules.decision import SLOWER, UNJUDGED
+from collbench.core.errors import SpecError
+from collbench.core.units import format_size, parse_size
+
+
+@dataclass(frozen=True)
+class SizeSelection:
+    """The sizes the gate checks: every size, the sizes of some bands, or a byte range."""
+
+    bands: tuple[str, ...] = ()
+    min_bytes: int = 0
+    max_bytes: int | None = None  # inclusive; None: no upper end
+
+    def covers(self, size_bytes: int) -> bool:
+        if self.bands and band_of(size_bytes) not in self.bands:
+            return False
+        upper = self.max_bytes if self.max_bytes is not None else size_bytes
+        return self.min_bytes <= size_bytes <= upper
+
+    def describe(self) -> str:
+        if self.bands:
+            return f"band {', '.join(self.bands)}"
+        if self.min_bytes == 0 and self.max_bytes is None:
+            return "every size"
+        upper = format_size(self.max_bytes) if self.max_bytes is not None else "largest"
+        return f"sizes {format_size(self.min_bytes)} .. {upper}"
+
+
+def parse_bands(text: str) -> SizeSelection:
+    """`--band small` or `--band medium,large`; SpecError naming the bands otherwise."""
+    bands = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [band for band in bands if band not in BAND_NAMES]
+    if not bands or unknown:
+        raise SpecError("--band", text, f"is not a size band: use {', '.join(BAND_NAMES)}")
+    return SizeSelection(bands=bands)
+
+
+def parse_size_range(text: str) -> SizeSelection:
+    """`--sizes 1M:1G` (inclusive; either end may be left out: `:64K`, `16M:`)."""
+    if text.count(":") != 1:
+        raise SpecError("--sizes", text, "is not a range: use MIN:MAX, e.g. 1M:1G, :64K or 16M:")
+    low, high = (part.strip() for part in text.split(":"))
+    min_bytes = parse_size(low, "--sizes") if low else 0
+    max_bytes = parse_size(high, "--sizes") if high else None
+    if max_bytes is not None and max_bytes < min_bytes:
+        raise SpecError("--sizes", text, "ends below where it starts")
+    return SizeSelection(min_bytes=min_bytes, max_bytes=max_bytes)
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """One size the gate looked at."""
+
+    item: SizeComparison
+    failed: bool
+
+    @property
+    def holm_p(self) -> float | None:
+        """The Holm-corrected p-value (repeats on both sides only)."""
+        return self.item.decision.p_holm
+
+
+@dataclass(frozen=True)
+class GateResult:
+    threshold_pct: float
+    selection: SizeSelection
+    checks: list[GateCheck]
+    slower: list[GateCheck]  # slower than allowed by the effect alone
+    alpha: float
+
+    @property
+    def failed(self) -> list[GateCheck]:
+        return [check for check in self.slower if check.failed]
+
+    @property
+    def spared(self) -> list[GateCheck]:
+        """Below the threshold by the effect, but the rule does not call it slower (within
+        the noise floor, or not significant): not failed."""
+        return [c for c in self.slower if not c.failed and c.item.verdict != UNJUDGED]
+
+    @property
+    def unjudged(self) -> list[GateCheck]:
+        """Below the threshold by the effect, but the rule could not judge it (too few
+        iterations to measure the noise): not failed, but the gate cannot pass it either."""
+        return [c for c in self.slower if not c.failed and c.item.verdict == UNJUDGED]
+
+    @property
+    def passed(self) -> bool:
+        """Nothing failed and nothing below the threshold went unjudged: a gate that could
+        not judge a slowdown does not call it healthy."""
+        return not self.failed and not self.unjudged
+
+
+def check_slower(
+    comparison: Comparison, threshold_pct: float, selection: SizeSelection
+) -> GateResult:
+    """The gate's verdict on every selected size of a comparison (made with a rule whose
+    threshold is `threshold_pct`, so that sizes without samples are decided by it)."""
+    checks, slower = [], []
+    for item in comparison.sizes:
+        if not selection.covers(item.size_bytes):
+            continue
+        below = item.decision.effect_pct < -threshold_pct
+        check = GateCheck(item, below and item.verdict == SLOWER)
+        checks.append(check)
+        if below:
+            slower.append(check)
+    return GateResult(threshold_pct, selection, checks, slower, comparison.alpha)

@@ -1,0 +1,185 @@
+"""The doctor's vocabulary (pure): findings, the diagnosis, the actions for each backend, and
+the run context every stage's judgement reads (collbench.analysis.doctor.verdicts diagnoses)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from collbench.analysis.doctor.expect import (
+    ALL_REDUCE_STAGES,
+    FLEET,
+    MIN_FLEET,
+    PAIR_STAGES,
+    Bar,
+    Expectation,
+    bar_for,
+)
+from collbench.analysis.doctor.judge import StageJudgement, against_baseline, judge_stage
+from collbench.core.doctor import DoctorSpec
+from collbench.store.rows import DoctorRow
+
+FINDING_KINDS = ("node", "rail", "link", "rank", "segment")
+# A straggler: last in at least this share of its timed all-reduce iterations ...
+STRAGGLER_LAST_SHARE = 0.8
+# ... over groups of at least this many ranks (with two, one of them is always last) ...
+STRAGGLER_MIN_GROUP = 3
+# ... and at least this many iterations in all (fewer: chance).
+STRAGGLER_MIN_ITERS = 10
+DRAIN = "drain the node"
+LINK_ACTION = "reseat or replace the cable / check the switch port between them"
+RAIL_ACTION = "check that rail's NIC on every node / its switch plane"
+SEGMENT_ACTION = "check these nodes' leaf switch, uplinks and cables; rerun doctor on them"
+SPINE_ACTION = "check the spine / uplinks between the halves (switch error counters)"
+BISECT_ACTION = "rerun with --bisect to find the slow part of the fabric"
+JUDGE_HINT = "give --expect-busbw, --topology or --baseline"
+PAIR_NODES = "pair nodes"  # the pair stage's judgement of nodes (their scores)
+ONE_RANK = "one rank: its all-reduce moves nothing between ranks (busbw 0)"
+FULL_UNJUDGED = "judged only against an expectation (--expect-busbw, --topology or --baseline)"
+
+
+@dataclass(frozen=True)
+class Checks:
+    """What to look at on a slow node or rank, for the backend that measured it: GPU tools
+    mean nothing to a gloo run on CPUs."""
+
+    network: str
+    inside: str
+    rank: str
+
+
+GPU_CHECKS = Checks(
+    network="check its NICs/links (ibstat, ethtool)",
+    inside="check its GPUs and NVLink/PCIe (nvidia-smi topo -m, dcgmi diag) or CPU load",
+    rank="check the rank's host for CPU/GPU throttling or a noisy neighbour",
+)
+CPU_CHECKS = Checks(
+    network="check its NICs/links (ethtool, ip -s link) and its network namespace/shaping",
+    inside="check its CPU load, frequency and memory bandwidth (top, lscpu, numactl -H)",
+    rank="check the rank's host for CPU throttling or a noisy neighbour (top, lscpu)",
+)
+
+
+def checks_for(backend: str | None) -> Checks:
+    """The checks for rows measured on `backend` (gloo: CPUs; nccl/rccl/unknown: GPUs)."""
+    return CPU_CHECKS if backend == "gloo" else GPU_CHECKS
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the doctor flags, with the evidence and what to do about it."""
+
+    kind: str  # FINDING_KINDS
+    hosts: tuple[str, ...]
+    ranks: tuple[int, ...]
+    addresses: tuple[str, ...]  # one per host, "" where meta.json has none
+    measured_gbps: float | None
+    expected_gbps: float | None
+    expected_from: str  # Expectation.source, or FLEET
+    rounds: int  # measurements behind it (e.g. 3 of 3 pairs slow)
+    evidence: str  # one line a person reads
+    action: str  # "drain the node", "reseat or replace the cable", ...
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Everything the doctor concluded from one run."""
+
+    # True: something was measured against an expectation and nothing is flagged; False:
+    # something is flagged; None: nothing could be judged (`reason` says why).
+    healthy: bool | None
+    findings: tuple[Finding, ...]
+    hosts: tuple[str, ...]
+    # hosts x hosts pair busbw (GB/s), None on the diagonal and where no pair was measured.
+    matrix_gbps: tuple[tuple[float | None, ...], ...]
+    node_busbw_gbps: dict[str, float]  # intra stage, per host
+    rail_busbw_gbps: dict[int, float]  # rail stage, per local rank index
+    pass_ratio: dict[str, float]  # per host, share of its pairings (circle + shuffle) passed
+    full_busbw_gbps: float | None
+    notes: tuple[str, ...]
+    # Per host: the median of its pair busbw over its partners (what a node is judged by).
+    pair_score_gbps: dict[str, float] = field(default_factory=dict)
+    judged: tuple[str, ...] = ()  # the stages judged
+    unjudged: dict[str, str] = field(default_factory=dict)  # stage -> why it was not
+    reason: str = ""  # healthy None: why nothing was judged
+    repeats: int = 0  # repeats of the run's rounds (the most any stage has)
+
+    @property
+    def verdict(self) -> str:
+        """healthy | flagged | unjudged."""
+        if self.healthy is None:
+            return "unjudged"
+        return "healthy" if self.healthy else "flagged"
+
+
+@dataclass(frozen=True)
+class DoctorRun:
+    """The rows and the layout every stage's judgement reads."""
+
+    rows: tuple[DoctorRow, ...]
+    spec: DoctorSpec
+    expectation: Expectation
+    hosts: tuple[str, ...]
+    addresses: Mapping[str, str]
+    ranks_of: Mapping[str, tuple[int, ...]]
+    checks: Checks = GPU_CHECKS
+
+    @property
+    def size_bytes(self) -> int:
+        return int(self.rows[0].size_bytes) if self.rows else 0
+
+    def judge(
+        self, stage: str, table: Mapping[Any, Mapping[int, float]], what: str
+    ) -> StageJudgement:
+        """`table` (item -> repeat -> GB/s) judged repeat by repeat against the stage's bar;
+        against a baseline, each item also by the decision rule."""
+        count = len(table)
+        no_bar = f"a fleet median needs {MIN_FLEET} {what}, this run has {count}; {JUDGE_HINT}"
+        judgement = judge_stage(table, lambda values: self.bar(stage, values), no_bar)
+        return against_baseline(judgement, stage, self.expectation, self.size_bytes)
+
+    def stage_rows(self, *stages: str) -> list[DoctorRow]:
+        """The rows of `stages` that measured something (an all-reduce of one rank did not)."""
+        return [
+            row
+            for row in self.rows
+            if row.stage in stages
+            and math.isfinite(row.busbw_gbps)
+            and (row.stage not in ALL_REDUCE_STAGES or row.world_size >= 2)
+        ]
+
+    def bar(self, stage: str, values: Sequence[float]) -> Bar | None:
+        return bar_for(stage, values, self.expectation, self.spec)
+
+    def finding(
+        self, kind: str, hosts: Sequence[str], bar: Bar | None, measured: float | None, **columns
+    ) -> Finding:
+        """A Finding on `hosts` measured against `bar`, with the hosts' ranks (unless given)
+        and addresses; `columns`: rounds, evidence, action."""
+        ranks = columns.pop("ranks", None)
+        if ranks is None:
+            ranks = sorted(rank for host in hosts for rank in self.ranks_of.get(host, ()))
+        return Finding(
+            kind=kind,
+            hosts=tuple(hosts),
+            ranks=tuple(ranks),
+            addresses=tuple(self.addresses.get(host, "") for host in hosts),
+            measured_gbps=measured,
+            expected_gbps=None if bar is None else bar.reference_gbps,
+            expected_from=FLEET if bar is None else bar.source,
+            **columns,
+        )
+
+
+def row_hosts(row: DoctorRow) -> list[str]:
+    """The hosts of a row's group: group_hosts, else read off the group's name."""
+    if row.group_hosts:
+        return list(row.group_hosts)
+    group = row.group or ""
+    if row.stage in PAIR_STAGES and "<->" in group:
+        return group.split("<->")
+    if row.stage == "intra" and group.startswith("node "):
+        return [group.removeprefix("node ")]
+    return []

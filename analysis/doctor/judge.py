@@ -1,0 +1,160 @@
+"""The doctor's rule for one stage over its repeats (pure): a majority of repeats below the bar.
+
+A doctor runs every round R times in passes (collbench.bench.doctor), so the repeats of one
+round are a whole pass apart. Each repeat is judged on its own: its items (the nodes, node
+pairs, rails of a stage) against that repeat's bar (the fleet's median of that repeat, so
+drift that slows every group alike cancels, or a fixed expectation). An item is slow when
+it is below the bar in a majority of its repeats, and only with at least MIN_DOCTOR_REPEATS
+of them: one round slowed for a few seconds by a neighbour is not a finding. With fewer
+repeats the stage is unjudged, never healthy.
+
+Against a baseline run the bar is the baseline's figure less max(tolerance, its spread) (and
+at least a recorded A/A floor below it, see analysis.doctor_expect), and a slow item must also
+be `slower` than the baseline by the one decision rule (analysis.decision.judge: Welch on the
+repeats' logarithms, beyond their noise floor or the recorded one when larger).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from collbench.analysis.doctor.expect import Bar, Expectation, gbps, median_of
+from collbench.analysis.rules.decision import SLOWER, Evidence, Question, Rule, Verdict, judge
+from collbench.core.doctor import MIN_DOCTOR_REPEATS
+
+NOT_MEASURED = "not measured"
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One item of a stage over the repeats that had a bar: its value, the bar's reference
+    and threshold, and whether it was below, repeat by repeat."""
+
+    values: tuple[float, ...]
+    references: tuple[float, ...]
+    thresholds: tuple[float, ...]
+    bar: Bar  # the bars' medians (what evidence and findings show)
+    verdict: Verdict | None = None  # against a baseline: the decision rule's
+
+    @property
+    def value(self) -> float:
+        """The item's figure: the median over its repeats."""
+        return median_of(self.values)
+
+    @property
+    def repeats(self) -> int:
+        return len(self.values)
+
+    @property
+    def slow_repeats(self) -> int:
+        return sum(value < bar for value, bar in zip(self.values, self.thresholds, strict=True))
+
+    @property
+    def flagged(self) -> bool:
+        """Below the bar in a majority of at least MIN_DOCTOR_REPEATS repeats (and, against a
+        baseline, slower by the decision rule)."""
+        majority = self.repeats >= MIN_DOCTOR_REPEATS and 2 * self.slow_repeats > self.repeats
+        return majority and (self.verdict is None or self.verdict.call == SLOWER)
+
+    def evidence(self, what: str = "") -> str:
+        """'3 of 3 repeats below the bar: 0.21, 0.23, 0.22 GB/s vs fleet median of 4 nodes
+        0.61 GB/s (-64%, repeats within 9%)' (and the decision rule's verdict)."""
+        values = ", ".join(gbps(value) for value in self.values)
+        low, high = min(self.values), max(self.values)
+        spread = 100 * (high / low - 1) if low > 0 else float("inf")
+        text = (
+            f"{self.slow_repeats} of {self.repeats} repeats below the bar "
+            f"{gbps(self.bar.threshold_gbps)}: {values} GB/s vs {self.bar.describe(what)} "
+            f"({self._change():+.0f}%, repeats within {spread:.0f}%)"
+        )
+        if self.verdict is not None:
+            text += f"; decision rule: {self.verdict.describe()}"
+        return text
+
+    def _change(self) -> float:
+        reference = self.bar.reference_gbps
+        return 100 * (self.value / reference - 1) if reference else 0.0
+
+
+@dataclass(frozen=True)
+class StageJudgement:
+    """A stage's items judged over its repeats; `reason` says why it is unjudged ("": it
+    was judged)."""
+
+    items: dict[Hashable, Judged] = field(default_factory=dict)
+    bars: dict[int, Bar] = field(default_factory=dict)  # per repeat index
+    repeats: int = 0  # repeats that had a bar
+    reason: str = ""
+
+    @property
+    def judged(self) -> bool:
+        return not self.reason
+
+    def flagged(self) -> dict[Hashable, Judged]:
+        return {item: judged for item, judged in self.items.items() if judged.flagged}
+
+
+def judge_stage(
+    table: Mapping[Hashable, Mapping[int, float]],
+    bar_of: Callable[[list[float]], Bar | None],
+    no_bar: str,
+) -> StageJudgement:
+    """Judge `table` (item -> repeat index -> GB/s): each repeat's items against
+    bar_of(that repeat's values). `no_bar`: the reason when no repeat had a bar."""
+    repeats = sorted({repeat for by_repeat in table.values() for repeat in by_repeat})
+    if not repeats:
+        return StageJudgement(reason=NOT_MEASURED)
+    bars: dict[int, Bar] = {}
+    columns: dict[Hashable, list[tuple[float, Bar]]] = {item: [] for item in table}
+    for repeat in repeats:
+        values = {item: by[repeat] for item, by in table.items() if repeat in by}
+        bar = bar_of(list(values.values()))
+        if bar is None:
+            continue
+        bars[repeat] = bar
+        for item, value in values.items():
+            columns[item].append((value, bar))
+    if not bars:
+        return StageJudgement(reason=no_bar)
+    items = {item: _judged(pairs) for item, pairs in columns.items() if pairs}
+    reason = ""
+    if len(bars) < MIN_DOCTOR_REPEATS:
+        reason = (
+            f"{len(bars)} repeat(s); a finding needs the slow result in a majority of at "
+            f"least {MIN_DOCTOR_REPEATS} (--repeats {MIN_DOCTOR_REPEATS} or more)"
+        )
+    return StageJudgement(items, bars, len(bars), reason)
+
+
+def _judged(pairs: Sequence[tuple[float, Bar]]) -> Judged:
+    values = tuple(value for value, _ in pairs)
+    references = tuple(bar.reference_gbps for _, bar in pairs)
+    thresholds = tuple(bar.threshold_gbps for _, bar in pairs)
+    first = pairs[0][1]
+    summary = replace(
+        first,
+        reference_gbps=median_of(references),
+        threshold_gbps=median_of(thresholds),
+        peers=max(bar.peers for _, bar in pairs),
+    )
+    return Judged(values, references, thresholds, summary)
+
+
+def against_baseline(
+    judgement: StageJudgement, stage: str, expectation: Expectation, size_bytes: int
+) -> StageJudgement:
+    """Every item's verdict against the baseline's repeats of `stage` (decision.judge, the
+    stage's items one family, held against the expectation's recorded A/A floor where it has
+    one); unchanged when the expectation holds no baseline evidence."""
+    base = expectation.evidence.get(stage)
+    if base is None or not judgement.items:
+        return judgement
+    items = list(judgement.items.items())
+    questions = [Question(base, Evidence.of(judged.values), size_bytes) for _, judged in items]
+    verdicts = judge(questions, Rule(floor=expectation.noise_floor))
+    judged_items = {
+        item: replace(judged, verdict=verdict)
+        for (item, judged), verdict in zip(items, verdicts, strict=True)
+    }
+    return replace(judgement, items=judged_items)

@@ -1,0 +1,407 @@
+"""Doctor verdicts (pure): which node, rail, link or rank is slow, from a doctor run's rows.
+
+Takes rows and an expectation and returns data; reading runs and topologies lives in
+collbench.run.doctor, rendering in collbench.render.doctor. Every round ran R times
+(DoctorSpec.repeats, in passes); each repeat is judged against its own bar and a finding
+needs the slow result in a majority of at least 3 repeats (collbench.analysis.doctor.judge).
+How each stage is judged:
+- pair (and shuffle) rows: per node pair and repeat the median busbw over its rounds, the
+  node x node matrix (the median over repeats). A node whose median over its partners is
+  below the bar (needs two partners or more) is slow with everyone: a node finding. A pair
+  below the bar between two nodes that are not slow is a link finding (the cable or switch
+  port between them).
+- intra rows: each node's all-reduce against the bar; merged into that node's finding.
+- rail rows: each local-rank index across the nodes: a rail finding (a NIC or switch plane).
+- stragglers: a rank last in >= 80% of its all-reduce iterations (groups of 3 ranks or
+  more) whose own time is clearly shorter than its group's median, over at least 3 repeats:
+  a rank finding.
+- full: only against an explicit expectation. Below it with nothing above to explain it, the
+  bisect rows name the slower half, deepest level first: a segment finding.
+Bars come from collbench.analysis.doctor.expect (an expectation, or the fleet's median).
+A run where no stage could be judged (one node and no expectation, too few repeats) is
+neither healthy nor flagged: `healthy` is None and `reason` says why (exit code 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from collbench.analysis.doctor.expect import (
+    FLEET,
+    PAIR_STAGES,
+    Bar,
+    Expectation,
+    expectation_from,
+    gbps,
+    median_of,
+)
+from collbench.analysis.doctor.findings import (
+    CPU_CHECKS,
+    DRAIN,
+    FINDING_KINDS,
+    GPU_CHECKS,
+    JUDGE_HINT,
+    LINK_ACTION,
+    ONE_RANK,
+    PAIR_NODES,
+    RAIL_ACTION,
+    Checks,
+    Diagnosis,
+    DoctorRun,
+    Finding,
+    checks_for,
+    row_hosts,
+)
+from collbench.analysis.doctor.fleet import full_all_reduce, stragglers
+from collbench.analysis.doctor.judge import NOT_MEASURED, StageJudgement
+from collbench.core.doctor import MIN_BANDWIDTH_BYTES, DoctorSpec
+from collbench.core.units import format_size, size_arg
+from collbench.store.rows import DoctorRow
+
+__all__ = [
+    "CPU_CHECKS",
+    "FINDING_KINDS",
+    "FLEET",
+    "GPU_CHECKS",
+    "Checks",
+    "Diagnosis",
+    "Expectation",
+    "Finding",
+    "checks_for",
+    "diagnose",
+    "expectation_from",
+]
+
+
+@dataclass(frozen=True)
+class _NodeFlag:
+    """One stage's reason to flag a node (pair-wise, intra-node), merged per host later."""
+
+    host: str
+    measured_gbps: float
+    bar: Bar
+    rounds: int
+    evidence: str
+    check: str
+
+
+def diagnose(
+    rows: Sequence[DoctorRow],
+    spec: DoctorSpec,
+    expectation: Expectation,
+    nodes: Mapping[str, Any],
+) -> Diagnosis:
+    """The verdicts on a doctor run's rows. `nodes`: meta.json extra["doctor"] (hosts,
+    addresses, ranks_per_host, skipped). Flagged when anything is (a straggling rank
+    counts); healthy when not and at least one stage was judged; otherwise unjudged (healthy
+    None, with the reason). Notes say what could not be judged and why."""
+    run = _context(rows, spec, expectation, nodes)
+    stages: dict[str, StageJudgement] = {}
+    pairs = _pair_values(run)
+    scores, pair_flags, stages[PAIR_NODES] = _pair_nodes(run, pairs)
+    flagged = {flag.host for flag in pair_flags}
+    links, stages["pair"] = _links(run, pairs, flagged)
+    node_busbw, intra_flags, stages["intra"] = _intra(run)
+    rail_busbw, rails, stages["rail"] = _rails(run)
+    findings = [*_merge_nodes(run, [*pair_flags, *intra_flags]), *links, *rails]
+    findings += stragglers(run)
+    full_busbw, segments, full_notes, stages["full"] = full_all_reduce(run, findings)
+    findings += segments
+    if stages["intra"].reason == NOT_MEASURED and any(r.stage == "intra" for r in run.rows):
+        stages["intra"] = StageJudgement(reason=ONE_RANK)
+    judged = tuple(dict.fromkeys(_name(name) for name, stage in stages.items() if stage.judged))
+    unjudged: dict[str, str] = {}
+    for name, stage in stages.items():
+        if not stage.judged and stage.reason != NOT_MEASURED and _name(name) not in judged:
+            unjudged.setdefault(_name(name), stage.reason)
+    unjudged.update((nodes.get("skipped") or {}).items())
+    notes = _notes(run, nodes, unjudged) + full_notes
+    healthy = False if findings else (True if judged else None)
+    medians = {pair: median_of(list(by.values())) for pair, by in pairs.items()}
+    return Diagnosis(
+        healthy=healthy,
+        findings=tuple(findings),
+        hosts=run.hosts,
+        matrix_gbps=_matrix(run.hosts, medians),
+        node_busbw_gbps=node_busbw,
+        rail_busbw_gbps=rail_busbw,
+        pass_ratio=_pass_ratio(run, stages["pair"].bars),
+        full_busbw_gbps=full_busbw,
+        notes=tuple(notes),
+        pair_score_gbps=scores,
+        judged=judged,
+        unjudged=unjudged,
+        reason="" if healthy is not None else _nothing_judged(unjudged, nodes.get("skipped") or {}),
+        repeats=len({row.repeat_index for row in run.rows}),
+    )
+
+
+def _name(stage: str) -> str:
+    """The stage a judgement belongs to (the nodes' pair scores are the pair stage's)."""
+    return "pair" if stage == PAIR_NODES else stage
+
+
+def _nothing_judged(unjudged: Mapping[str, str], skipped: Mapping[str, str]) -> str:
+    """Why no stage was judged: each measured stage's reason, then the skipped ones."""
+    parts = [f"{stage}: {why}" for stage, why in unjudged.items() if stage not in skipped]
+    if skipped:
+        parts.append(f"skipped: {', '.join(skipped)}")
+    return "no stage could be judged (" + ("; ".join(parts) or "no rows measured anything") + ")"
+
+
+def _context(
+    rows: Sequence[DoctorRow], spec: DoctorSpec, expectation: Expectation, nodes: Mapping
+) -> DoctorRun:
+    doctor_rows = tuple(row for row in rows if getattr(row, "stage", None))
+    hosts = list(nodes.get("hosts") or [])
+    for row in doctor_rows:
+        hosts += [host for host in row_hosts(row) if host not in hosts]
+    ranks_of = {host: tuple(ranks) for host, ranks in (nodes.get("ranks_per_host") or {}).items()}
+    backend = doctor_rows[0].backend if doctor_rows else None
+    return DoctorRun(
+        doctor_rows,
+        spec,
+        expectation,
+        tuple(hosts),
+        nodes.get("addresses") or {},
+        ranks_of,
+        checks_for(backend),
+    )
+
+
+def _pair_values(run: DoctorRun) -> dict[tuple[str, str], dict[int, float]]:
+    """Each node pair's busbw per repeat (the median over its circle and shuffle rounds of
+    that repeat), keyed in host order."""
+    values: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for row in run.stage_rows(*PAIR_STAGES):
+        hosts = row_hosts(row)
+        if len(hosts) != 2 or hosts[0] == hosts[1]:
+            continue
+        host_a, host_b = sorted(hosts, key=run.hosts.index)
+        by_repeat = values.setdefault((host_a, host_b), {})
+        by_repeat.setdefault(row.repeat_index, []).append(float(row.busbw_gbps))
+    return {
+        pair: {repeat: median_of(v) for repeat, v in by_repeat.items()}
+        for pair, by_repeat in values.items()
+    }
+
+
+def _partners(host: str, values: Mapping[tuple[str, str], float]) -> dict[str, float]:
+    return {next(h for h in pair if h != host): v for pair, v in values.items() if host in pair}
+
+
+def _at(pairs: Mapping[tuple[str, str], Mapping[int, float]], repeat: int) -> dict:
+    return {pair: by[repeat] for pair, by in pairs.items() if repeat in by}
+
+
+def _pair_nodes(
+    run: DoctorRun, pairs: Mapping[tuple[str, str], Mapping[int, float]]
+) -> tuple[dict[str, float], list[_NodeFlag], StageJudgement]:
+    """Each host's score (median over its partners, per repeat) and the hosts slow with
+    every partner in a majority of repeats."""
+    repeats = sorted({repeat for by in pairs.values() for repeat in by})
+    table: dict[str, dict[int, float]] = {}  # hosts with two partners or more
+    all_scores: dict[str, list[float]] = {}
+    for repeat in repeats:
+        at = _at(pairs, repeat)
+        for host in run.hosts:
+            partners = _partners(host, at)
+            if partners:
+                score = median_of(list(partners.values()))
+                all_scores.setdefault(host, []).append(score)
+                if len(partners) >= 2:
+                    table.setdefault(host, {})[repeat] = score
+    scores = {host: median_of(values) for host, values in all_scores.items()}
+    judgement = run.judge("pair", table, "nodes with two partners")
+    medians = {pair: median_of(list(by.values())) for pair, by in pairs.items()}
+    flags = []
+    for host, judged in judgement.flagged().items():
+        partners = _partners(host, medians)
+        slow = sum(value < judged.bar.threshold_gbps for value in partners.values())
+        lead = "slow with every partner: " if slow == len(partners) else ""
+        evidence = (
+            f"{lead}pair busbw {gbps(judged.value)} GB/s, {slow} of {len(partners)} partners "
+            f"below {gbps(judged.bar.threshold_gbps)} GB/s; {judged.evidence('nodes')}"
+        )
+        rounds = sum(host in row_hosts(row) for row in run.stage_rows(*PAIR_STAGES))
+        flags.append(
+            _NodeFlag(host, judged.value, judged.bar, rounds, evidence, run.checks.network)
+        )
+    return scores, flags, judgement
+
+
+def _links(
+    run: DoctorRun,
+    pairs: Mapping[tuple[str, str], Mapping[int, float]],
+    flagged: set[str],
+) -> tuple[list[Finding], StageJudgement]:
+    """Slow pairs between nodes that are not slow themselves: the link between them."""
+    healthy = {pair: by for pair, by in pairs.items() if not set(pair) & flagged}
+    judgement = run.judge("pair", healthy, "node pairs")
+    medians = {pair: median_of(list(by.values())) for pair, by in pairs.items()}
+    findings = []
+    for (host_a, host_b), judged in judgement.flagged().items():
+        rounds = sum(
+            {host_a, host_b} == set(row_hosts(row)) for row in run.stage_rows(*PAIR_STAGES)
+        )
+        findings.append(
+            run.finding(
+                "link",
+                (host_a, host_b),
+                judged.bar,
+                judged.value,
+                rounds=rounds,
+                evidence=f"pair busbw {gbps(judged.value)} GB/s over {rounds} round(s); "
+                f"{_elsewhere(host_a, host_b, medians)}; {judged.evidence('pairs')}",
+                action=LINK_ACTION,
+            )
+        )
+    return findings, judgement
+
+
+def _elsewhere(host_a: str, host_b: str, medians: Mapping[tuple[str, str], float]) -> str:
+    """How the two nodes of a slow pair do with their other partners."""
+    parts = []
+    for host, other in ((host_a, host_b), (host_b, host_a)):
+        rest = [value for peer, value in _partners(host, medians).items() if peer != other]
+        if rest:
+            parts.append(f"{host} {gbps(median_of(rest))} GB/s")
+    if not parts:
+        return "two nodes only: a slow node and a slow link look alike"
+    return "with their other partners " + ", ".join(parts)
+
+
+def _intra(run: DoctorRun) -> tuple[dict[str, float], list[_NodeFlag], StageJudgement]:
+    """Each node's own all-reduce (scale-up) and the nodes below the bar."""
+    by_host: dict[str, dict[int, list[DoctorRow]]] = {}
+    for row in run.stage_rows("intra"):
+        hosts = row_hosts(row)
+        if len(hosts) == 1:
+            by_host.setdefault(hosts[0], {}).setdefault(row.repeat_index, []).append(row)
+    table = {
+        host: {repeat: median_of([r.busbw_gbps for r in rs]) for repeat, rs in by.items()}
+        for host, by in by_host.items()
+    }
+    judgement = run.judge("intra", table, "nodes")
+    values = {host: median_of(list(by.values())) for host, by in table.items()}
+    flags = []
+    for host, judged in judgement.flagged().items():
+        rows = [row for rs in by_host[host].values() for row in rs]
+        evidence = (
+            f"intra-node all-reduce {gbps(judged.value)} GB/s over {rows[0].world_size} "
+            f"ranks; {judged.evidence('nodes')}"
+        )
+        flags.append(
+            _NodeFlag(host, judged.value, judged.bar, len(rows), evidence, run.checks.inside)
+        )
+    return values, flags, judgement
+
+
+def _merge_nodes(run: DoctorRun, flags: Sequence[_NodeFlag]) -> list[Finding]:
+    """One node finding per host, whatever stages flagged it (pair-wise first)."""
+    findings = []
+    for host in run.hosts:
+        mine = [flag for flag in flags if flag.host == host]
+        if not mine:
+            continue
+        first = mine[0]
+        findings.append(
+            run.finding(
+                "node",
+                (host,),
+                first.bar,
+                first.measured_gbps,
+                rounds=sum(flag.rounds for flag in mine),
+                evidence="; ".join(flag.evidence for flag in mine),
+                action="; ".join([DRAIN, *(flag.check for flag in mine)]),
+            )
+        )
+    return findings
+
+
+def _rails(run: DoctorRun) -> tuple[dict[int, float], list[Finding], StageJudgement]:
+    """Each local-rank index's all-reduce across the nodes, and the rails below the bar."""
+    by_rail: dict[int, list[DoctorRow]] = {}
+    for row in run.stage_rows("rail"):
+        index = (row.group or "").removeprefix("rail ")
+        if index.isdigit():
+            by_rail.setdefault(int(index), []).append(row)
+    table: dict[int, dict[int, float]] = {}
+    for rail, rows in sorted(by_rail.items()):
+        by_repeat: dict[int, list[float]] = {}
+        for row in rows:
+            by_repeat.setdefault(row.repeat_index, []).append(row.busbw_gbps)
+        table[rail] = {repeat: median_of(v) for repeat, v in by_repeat.items()}
+    judgement = run.judge("rail", table, "rails")
+    values = {rail: median_of(list(by.values())) for rail, by in table.items()}
+    findings = []
+    for rail, judged in judgement.flagged().items():
+        rows = by_rail[rail]
+        hosts = [host for host in run.hosts if any(host in row_hosts(r) for r in rows)]
+        ranks = sorted({rank for row in rows for rank in row.group_ranks or ()})
+        findings.append(
+            run.finding(
+                "rail",
+                hosts,
+                judged.bar,
+                judged.value,
+                ranks=ranks,
+                rounds=len(rows),
+                evidence=f"rail {rail} all-reduce {gbps(judged.value)} GB/s across "
+                f"{len(hosts)} nodes; {judged.evidence('rails')}",
+                action=RAIL_ACTION,
+            )
+        )
+    return values, findings, judgement
+
+
+def _pass_ratio(run: DoctorRun, bars: Mapping[int, Bar]) -> dict[str, float]:
+    """Per host, the share of its pairings (every circle and shuffle round of every repeat)
+    at or above that repeat's pair bar (Imbue's pass ratio); {} when there is no bar."""
+    passed: dict[str, list[bool]] = {}
+    for row in run.stage_rows(*PAIR_STAGES):
+        bar = bars.get(row.repeat_index)
+        if bar is None:
+            continue
+        for host in row_hosts(row):
+            passed.setdefault(host, []).append(not bar.below(row.busbw_gbps))
+    return {host: sum(passed[host]) / len(passed[host]) for host in run.hosts if host in passed}
+
+
+def _matrix(
+    hosts: Sequence[str], medians: Mapping[tuple[str, str], float]
+) -> tuple[tuple[float | None, ...], ...]:
+    def cell(a: str, b: str) -> float | None:
+        return medians.get((a, b), medians.get((b, a)))
+
+    return tuple(tuple(None if a == b else cell(a, b) for b in hosts) for a in hosts)
+
+
+def _notes(run: DoctorRun, nodes: Mapping[str, Any], unjudged: Mapping[str, str]) -> list[str]:
+    """What could not be judged and why, and warnings about the measurement itself."""
+    skipped = nodes.get("skipped") or {}
+    notes = [f"{stage} stage skipped: {why}" for stage, why in skipped.items()]
+    if len(run.hosts) == 1 and "pair" not in skipped:
+        notes.append("one node: pair-wise and rail stages need two or more")
+    notes += [
+        f"{stage} stage not judged: {why}"
+        for stage, why in unjudged.items()
+        if stage not in skipped
+    ]
+    notes += list(run.expectation.notes)
+    sizes = sorted({row.size_bytes for row in run.rows}) or [run.spec.size_bytes or 0]
+    if 0 < sizes[0] < MIN_BANDWIDTH_BYTES:
+        notes.append(
+            f"size {format_size(sizes[0])} measures latency more than bandwidth: use "
+            f"--size {size_arg(MIN_BANDWIDTH_BYTES)} or more"
+        )
+    wrong = [row.group or row.stage for row in run.rows if row.n_wrong]
+    if wrong:
+        notes.append(f"data check failed in {len(wrong)} row(s) ({', '.join(wrong)})")
+    if run.stage_rows("bisect") and "full" not in run.expectation.busbw_gbps:
+        notes.append(
+            f"bisect rows not judged: the full all-reduce has no expectation; {JUDGE_HINT}"
+        )
+    return notes

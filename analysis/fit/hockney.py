@@ -1,0 +1,510 @@
+"""Robust piecewise alpha-beta (Hockney) fits of a size sweep: t(S) = alpha + S / B.
+
+Inside a regime, t(S) seconds = alpha_us * 1e-6 + S * bus_factor / (busbw_gbps * 1e9), so
+a regime's busbw_gbps is its asymptotic bus bandwidth, comparable to nccl-tests' busbw.
+
+How `fit_curve` works:
+1. regimes: `analysis.regimes.choose_regimes` picks 1..max_regimes contiguous size bands
+   with a BIC-like criterion (exact search over every segmentation, cheap robust costs);
+2. each band gets a robust fit with scipy.optimize.least_squares: residuals are
+   ln(t_fit / t_measured), so 8 B and 8 GB weigh the same, and the soft_l1 loss makes a
+   point beyond the noise scale count linearly instead of quadratically;
+3. points far outside the robust spread (5 MADs, and at least 5%) are flagged as outliers
+   and each band is refitted without them: the loss caps an outlier's pull, but one at a
+   band's end has the leverage to tilt a short band.
+The search assumes a timing noise of `SearchOptions.noise_rel` (2%). Data noisier than that
+(a loaded CPU box: 50% and more) would make every extra regime look worth its price, since
+a regime's line can pass through a few noisy points exactly (5 regimes from 22 points);
+so the noise is measured on the first choice's residuals (`_noise`) and, when it is over
+NOISIER times the assumed one, the search runs again at the measured noise. Clean logs
+(nccl-tests, 0.5-2% noise) never reach that, and keep their regimes.
+Quality on all points (outliers included) and a verdict: analysis/fit/quality.py.
+Confidence intervals: 95% Student-t intervals from the Jacobian of the robust fit (as
+scipy's curve_fit computes them: cov = (J^T J)^-1 * 2 cost / (n - 2)); the bandwidth
+interval is computed on ln(1/B) and mapped back, so it is asymmetric and never negative.
+
+Pure numpy/scipy: no I/O, no torch. `fit_rows` groups result rows and fits each group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+
+from collbench.analysis.fit.quality import FitQuality, assess, clock_resolution_us, goodness
+from collbench.analysis.fit.regimes import (
+    Points,
+    SearchOptions,
+    choose_regimes,
+    half_widths,
+    noise_readings,
+    robust_line,
+)
+from collbench.core.units import round_sig
+from collbench.store.rows import ResultRow, median_over_repeats
+
+CI_METHOD = (
+    "95% Student-t interval from the Jacobian of each regime's robust "
+    "least_squares fit (busbw interval computed on log(1/B))"
+)
+GROUP_KEYS = ("collective", "backend", "world_size", "topology", "placement", "dtype")
+LATENCY_BOUND_SHARE = 0.01
+# Measured noise beyond this multiple of SearchOptions.noise_rel redoes the regime search at
+# it; closer to it, the assumed scale stands (and the search is not paid twice).
+NOISIER = 2.0
+MAX_NOISE_ROUNDS = 4  # searches at a measured noise (they agree after one or two)
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """Knobs of the fit; the defaults suit nccl-tests-like sweeps (factor-2 sizes)."""
+
+    search: SearchOptions = field(default_factory=SearchOptions)
+    # A point is an outlier when |ln(t / t_fit)| exceeds both of these.
+    outlier_sigmas: float = 5.0
+    outlier_min_rel: float = 0.05
+    # The finest time step the data can show; None: read off the times (fit_quality.py).
+    clock_resolution_us: float | None = None
+
+
+@dataclass(frozen=True)
+class Regime:
+    """One alpha-beta line fitted over the measured sizes min_bytes..max_bytes."""
+
+    min_bytes: int
+    max_bytes: int
+    alpha_us: float
+    busbw_gbps: float
+    alpha_us_ci: tuple[float, float]
+    busbw_gbps_ci: tuple[float, float]
+    n_points: int
+
+    def time_us(self, size_bytes: Any, bus_factor: float) -> Any:
+        return self.alpha_us + size_bytes * bus_factor / (self.busbw_gbps * 1e3)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes,
+            "alpha_us": round_sig(self.alpha_us),
+            "busbw_gbps": round_sig(self.busbw_gbps),
+            "alpha_us_ci": _round_pair(self.alpha_us_ci),
+            "busbw_gbps_ci": _round_pair(self.busbw_gbps_ci),
+            "n_points": self.n_points,
+        }
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """A measured point the fit left out (a dip or a spike)."""
+
+    size_bytes: int
+    time_us: float
+    busbw_gbps: float
+    busbw_fit_gbps: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "size_bytes": self.size_bytes,
+            "time_us": round_sig(self.time_us),
+            "busbw_gbps": round_sig(self.busbw_gbps),
+            "busbw_fit_gbps": round_sig(self.busbw_fit_gbps),
+            "deviation_rel": round_sig(self.busbw_gbps / self.busbw_fit_gbps - 1, 4),
+        }
+
+
+@dataclass(frozen=True)
+class CurveFit:
+    """A fitted sweep. Regime k predicts sizes in [breakpoints[k-1], breakpoints[k])."""
+
+    bus_factor: float
+    regimes: tuple[Regime, ...]
+    breakpoints: tuple[int, ...]
+    n_half_bytes: int
+    r2_log_time: float
+    rmse_log_time: float
+    n_points: int
+    outliers: tuple[Outlier, ...]
+    # r2 and rms of ln(t / t_fit) on every point, the outliers included
+    r2_log_time_all: float = 1.0
+    rmse_log_time_all: float = 0.0
+    clock_resolution_us: float = 0.0
+    busbw_measured_max_gbps: float = 0.0  # the highest busbw of any measured point
+    busbw_measured_max_bytes: int = 0  # and its size
+    noise_rel: float = 0.0  # the timing noise scale the regime search used
+
+    @property
+    def quality(self) -> FitQuality:
+        """How far the fit can be trusted: verdict and reasons (analysis/fit/quality.py)."""
+        return assess(self)
+
+    def alpha_resolved(self, index: int = 0) -> bool:
+        """Whether regime `index`'s latency is at least the clock's resolution."""
+        return self.regimes[index].alpha_us >= self.clock_resolution_us
+
+    @property
+    def alpha_us(self) -> float:
+        """Latency: alpha of the smallest-size regime."""
+        return self.regimes[0].alpha_us
+
+    @property
+    def busbw_peak_gbps(self) -> float:
+        """Asymptotic bus bandwidth: that of the largest-size regime."""
+        return self.regimes[-1].busbw_gbps
+
+    @property
+    def alpha_us_ci(self) -> tuple[float, float]:
+        return self.regimes[0].alpha_us_ci
+
+    @property
+    def busbw_peak_gbps_ci(self) -> tuple[float, float]:
+        return self.regimes[-1].busbw_gbps_ci
+
+    @property
+    def busbw_at_max_bytes_gbps(self) -> float:
+        """Fitted busbw at the largest measured size (what the sweep actually reached)."""
+        return self.predict_busbw_gbps(self.regimes[-1].max_bytes)
+
+    def latency_bound(self, regime: Regime) -> bool:
+        """Whether the size term stays under 1% of the regime's time up to its largest size:
+        its fitted busbw is then unconstrained by the data (it can come out absurdly large)
+        and says nothing about the fabric."""
+        size_term_us = regime.max_bytes * self.bus_factor / (regime.busbw_gbps * 1e3)
+        return size_term_us < LATENCY_BOUND_SHARE * regime.time_us(
+            regime.max_bytes, self.bus_factor
+        )
+
+    def regime_index(self, size_bytes: float) -> int:
+        """The regime that predicts this size (first or last one outside the data)."""
+        return int(np.searchsorted(self.breakpoints, size_bytes, side="right"))
+
+    def is_extrapolated(self, size_bytes: float) -> bool:
+        return not self.regimes[0].min_bytes <= size_bytes <= self.regimes[-1].max_bytes
+
+    def predict_time_us(self, size_bytes: float) -> float:
+        regime = self.regimes[self.regime_index(size_bytes)]
+        return float(regime.time_us(size_bytes, self.bus_factor))
+
+    def predict_busbw_gbps(self, size_bytes: float) -> float:
+        return _busbw_gbps(size_bytes, self.predict_time_us(size_bytes), self.bus_factor)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "alpha_us": round_sig(self.alpha_us),
+            "alpha_us_ci": _round_pair(self.alpha_us_ci),
+            "busbw_peak_gbps": round_sig(self.busbw_peak_gbps),
+            "busbw_peak_gbps_ci": _round_pair(self.busbw_peak_gbps_ci),
+            "busbw_at_max_bytes_gbps": round_sig(self.busbw_at_max_bytes_gbps),
+            "n_half_bytes": self.n_half_bytes,
+            "breakpoints": list(self.breakpoints),
+            "regimes": [
+                {**regime.to_dict(), "latency_bound": self.latency_bound(regime)}
+                for regime in self.regimes
+            ],
+            "r2_log_time": round_sig(self.r2_log_time),
+            "rmse_log_time": round_sig(self.rmse_log_time),
+            "r2_log_time_all": round_sig(self.r2_log_time_all),
+            "rmse_log_time_all": round_sig(self.rmse_log_time_all),
+            "noise_rel": round_sig(self.noise_rel),
+            "quality": self.quality.to_dict(),
+            "ci_method": CI_METHOD,
+            "bus_factor": round_sig(self.bus_factor),
+            "min_bytes": self.regimes[0].min_bytes,
+            "max_bytes": self.regimes[-1].max_bytes,
+            "outliers": [outlier.to_dict() for outlier in self.outliers],
+        }
+
+
+def fit_curve(
+    sizes_bytes: Sequence[float],
+    times_us: Sequence[float],
+    bus_factor: float,
+    options: FitOptions = FitOptions(),
+) -> CurveFit:
+    """Fit t(S) = alpha + S/B piecewise and robustly. Sizes <= 0 and times <= 0 are dropped.
+
+    Raises ValueError when fewer than two distinct sizes remain or bus_factor is not > 0.
+    """
+    if not bus_factor > 0:
+        raise ValueError(f"bus_factor {bus_factor} is not positive (busbw is 0 on one rank)")
+    sizes, times = np.asarray(sizes_bytes, float), np.asarray(times_us, float)
+    keep = np.isfinite(sizes) & np.isfinite(times) & (sizes > 0) & (times > 0)
+    points = Points.from_arrays(sizes[keep], times[keep])
+    if len(points.unique_sizes_bytes) < 2:
+        raise ValueError("a fit needs at least two distinct positive sizes with a time")
+    if options.clock_resolution_us is None:
+        options = replace(options, clock_resolution_us=clock_resolution_us(points.times_us))
+    everything = np.ones(len(points.sizes_bytes), dtype=bool)
+    options, spans = _regimes_at_measured_noise(points, bus_factor, options)
+    regimes = [_fit_regime(points, span, everything, bus_factor, options) for span in spans]
+    residuals = _residuals(points, regimes, bus_factor)
+    limits = _outlier_limits(points, spans, residuals, options)
+    # The loss caps an outlier's pull, but one at a regime's end can still tilt the line.
+    suspects = np.abs(residuals) > limits
+    regimes = [_fit_regime(points, span, ~suspects, bus_factor, options) for span in spans]
+    residuals = _residuals(points, regimes, bus_factor)
+    fit = _assemble(points, regimes, bus_factor, residuals, np.abs(residuals) > limits)
+    return replace(
+        fit,
+        clock_resolution_us=float(options.clock_resolution_us or 0.0),
+        noise_rel=options.search.noise_rel,
+    )
+
+
+def _regimes_at_measured_noise(
+    points: Points, bus_factor: float, options: FitOptions
+) -> tuple[FitOptions, list[tuple[int, int]]]:
+    """Regimes chosen at the assumed noise, or, when the data are clearly noisier (the low
+    reading of `_noise` over NOISIER times the assumed), at the noise their own regimes
+    leave: searched again at the scale reading until the choice stops changing."""
+    weights = np.ones(len(points.sizes_bytes))
+    spans = choose_regimes(points, weights, options.search)
+    floor = options.search.noise_rel
+    if not _noise(points, spans, bus_factor, options)[0] > NOISIER * floor:
+        return options, spans
+    for _ in range(MAX_NOISE_ROUNDS):
+        noise = max(_noise(points, spans, bus_factor, options)[1], floor)
+        options = replace(options, search=replace(options.search, noise_rel=noise))
+        chosen = choose_regimes(points, weights, options.search)
+        if chosen == spans:
+            break
+        spans = chosen
+    return options, spans
+
+
+def _noise(
+    points: Points, spans: list[tuple[int, int]], bus_factor: float, options: FitOptions
+) -> tuple[float, float]:
+    """`regimes.noise_readings` of the residuals around these regimes' robust lines."""
+    everything = np.ones(len(points.sizes_bytes), dtype=bool)
+    regimes = [_fit_regime(points, span, everything, bus_factor, options) for span in spans]
+    return noise_readings(_residuals(points, regimes, bus_factor), 3 * len(spans) - 1)
+
+
+def _fit_regime(
+    points: Points, span: tuple[int, int], keep: np.ndarray, bus_factor: float, options: FitOptions
+) -> Regime:
+    """Robust fit of one regime over its `keep` points (over all if too few are kept)."""
+    whole = points.span(*span)
+    index = np.arange(whole.start, whole.stop)
+    kept = index[keep[index]]
+    if len(np.unique(points.sizes_bytes[kept])) >= 3 and 2 * len(kept) >= len(index):
+        index = kept
+    result = robust_line(
+        points.sizes_bytes[index], points.times_us[index], options.search.noise_rel
+    )
+    alpha_us, log_slope = (float(value) for value in result.x)
+    alpha_half, slope_half = (float(value) for value in half_widths(result, len(index)))
+
+    def to_busbw(log_us_per_byte: float) -> float:
+        return bus_factor / (math.exp(log_us_per_byte) * 1e3)
+
+    busbw_ci = (
+        (to_busbw(log_slope + slope_half), to_busbw(log_slope - slope_half))
+        if slope_half < 50
+        else (0.0, math.inf)
+    )  # 50: e^50, nothing pinned down
+    return Regime(
+        min_bytes=int(points.unique_sizes_bytes[span[0]]),
+        max_bytes=int(points.unique_sizes_bytes[span[1]]),
+        alpha_us=alpha_us,
+        busbw_gbps=to_busbw(log_slope),
+        alpha_us_ci=(max(0.0, alpha_us - alpha_half), alpha_us + alpha_half),
+        busbw_gbps_ci=busbw_ci,
+        n_points=whole.stop - whole.start,
+    )
+
+
+def _residuals(points: Points, regimes: list[Regime], bus_factor: float) -> np.ndarray:
+    """ln(t_measured / t_fit) for every point, each judged by its own regime."""
+    fitted = np.empty(len(points.sizes_bytes))
+    for regime in regimes:
+        inside = (points.sizes_bytes >= regime.min_bytes) & (points.sizes_bytes <= regime.max_bytes)
+        fitted[inside] = regime.time_us(points.sizes_bytes[inside], bus_factor)
+    return np.log(points.times_us / fitted)
+
+
+def _outlier_limits(
+    points: Points, spans: list[tuple[int, int]], residuals: np.ndarray, options: FitOptions
+) -> np.ndarray:
+    """Per point: how far |ln(t / t_fit)| may go before the point counts as an outlier.
+
+    The noise scale is the larger of the whole curve's and the point's own regime's robust
+    spread (MAD), so a regime that is noisy throughout has no outliers, only noise.
+    """
+    curve_spread = 1.4826 * float(np.median(np.abs(residuals)))
+    limits = np.empty(len(residuals))
+    for first, last in spans:
+        inside = points.span(first, last)
+        spread = max(curve_spread, 1.4826 * float(np.median(np.abs(residuals[inside]))))
+        limits[inside] = max(options.outlier_sigmas * spread, options.outlier_min_rel)
+    return limits
+
+
+def _assemble(
+    points: Points,
+    regimes: list[Regime],
+    bus_factor: float,
+    residuals: np.ndarray,
+    outliers: np.ndarray,
+) -> CurveFit:
+    breakpoints = tuple(
+        _breakpoint(before.max_bytes, after.min_bytes) for before, after in pairwise(regimes)
+    )
+    kept = ~outliers
+    r2_kept, rmse_kept = goodness(points.times_us[kept], residuals[kept])
+    r2_all, rmse_all = goodness(points.times_us, residuals)
+    measured = points.sizes_bytes * bus_factor / (points.times_us * 1e3)
+    flagged = tuple(
+        Outlier(
+            int(size),
+            float(time_us),
+            _busbw_gbps(size, time_us, bus_factor),
+            _busbw_gbps(size, time_us / math.exp(residual), bus_factor),
+        )
+        for size, time_us, residual in zip(
+            points.sizes_bytes[outliers],
+            points.times_us[outliers],
+            residuals[outliers],
+            strict=True,
+        )
+    )
+    fit = CurveFit(
+        bus_factor=bus_factor,
+        regimes=tuple(regimes),
+        breakpoints=breakpoints,
+        n_half_bytes=0,
+        r2_log_time=r2_kept,
+        rmse_log_time=rmse_kept,
+        n_points=len(points.sizes_bytes),
+        outliers=flagged,
+        r2_log_time_all=r2_all,
+        rmse_log_time_all=rmse_all,
+        busbw_measured_max_gbps=float(measured.max()),
+        busbw_measured_max_bytes=int(points.sizes_bytes[int(np.argmax(measured))]),
+    )
+    return replace(fit, n_half_bytes=n_half_bytes(fit))
+
+
+def _breakpoint(last_before: int, first_after: int) -> int:
+    """The geometric middle of the gap between two regimes' measured sizes."""
+    return max(last_before + 1, math.ceil(math.sqrt(last_before * first_after)))
+
+
+def n_half_bytes(fit: CurveFit) -> int:
+    """Smallest size whose fitted busbw reaches half of busbw_peak_gbps.
+
+    One regime t = alpha + S/B gives alpha * B, i.e. alpha_us * busbw_gbps * 1e3 / factor.
+    """
+    half_busbw = fit.busbw_peak_gbps / 2
+    lows, highs = (0, *fit.breakpoints), (*fit.breakpoints, math.inf)
+    for regime, low, high in zip(fit.regimes, lows, highs, strict=True):
+        if regime.busbw_gbps <= half_busbw:
+            continue  # busbw(S) stays below this regime's asymptote, so below half the peak
+        # factor * S / t(S) >= h  <=>  S >= alpha * h * B / (B - h), in bytes per us units
+        size = (
+            regime.alpha_us
+            * 1e3
+            / fit.bus_factor
+            * half_busbw
+            * regime.busbw_gbps
+            / (regime.busbw_gbps - half_busbw)
+        )
+        if max(size, low) < high:
+            return math.ceil(max(size, low))
+    raise AssertionError("unreachable: the last regime's asymptote is the peak")
+
+
+def _busbw_gbps(size_bytes: float, time_us: float, bus_factor: float) -> float:
+    return float(size_bytes / (time_us * 1e3) * bus_factor)
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    """The fit of one group of rows (same collective, backend, world size, ..., knobs)."""
+
+    key: dict[str, Any]
+    knobs_digest: str
+    runs: tuple[str, ...]
+    n_points: int
+    curve: CurveFit | None
+    skipped: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        head = {
+            **self.key,
+            "knobs_digest": self.knobs_digest,
+            "n_points": self.n_points,
+            "runs": list(self.runs),
+        }
+        if self.curve is None:
+            return {**head, "skipped": self.skipped}
+        return {**head, **self.curve.to_dict()}
+
+
+def knobs_digest(knobs: Any) -> str:
+    """Short stable id of a knob set (sha256 of its sorted JSON)."""
+    text = json.dumps(knobs, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def group_rows(rows: Iterable[ResultRow]) -> dict[tuple, list[ResultRow]]:
+    """Sweep rows by (collective, backend, world_size, topology, placement, dtype, knobs)."""
+    groups: dict[tuple, list[ResultRow]] = {}
+    for row in rows:
+        if row.kind != "sweep":
+            continue
+        key = (*(getattr(row, column) for column in GROUP_KEYS), knobs_digest(row.knobs))
+        groups.setdefault(key, []).append(row)
+    return dict(
+        sorted(groups.items(), key=lambda item: tuple("" if v is None else str(v) for v in item[0]))
+    )
+
+
+def fit_rows(rows: Iterable[ResultRow], options: FitOptions = FitOptions()) -> list[GroupFit]:
+    """Fit every group of sweep rows; rows of several runs in one group are pooled.
+
+    A run measured with --repeats gives one point per size: the median time over its
+    repeats (store.rows.median_over_repeats), so repeats steady a point instead of
+    counting as independent points that would narrow the intervals. A group that cannot
+    be fitted (one size, one rank, unknown collective) comes back with `curve=None` and
+    the reason in `skipped`.
+    """
+    from collbench.core.bandwidth import bus_factor
+
+    fits = []
+    for key, grouped in group_rows(rows).items():
+        members = median_over_repeats(grouped)
+        group = GroupFit(
+            key=dict(zip(GROUP_KEYS, key[:-1], strict=True)),
+            knobs_digest=key[-1],
+            runs=tuple(sorted({str(row.run_id) for row in members})),
+            n_points=sum((row.size_bytes or 0) > 0 for row in members),
+            curve=None,
+        )
+        try:
+            factor = bus_factor(str(group.key["collective"]), int(group.key["world_size"]))
+            curve = fit_curve(
+                [row.size_bytes or 0 for row in members],
+                [row.time_us or 0 for row in members],
+                factor,
+                options,
+            )
+        except KeyError:
+            fits.append(replace(group, skipped=f"unknown collective {key[0]!r}"))
+        except (TypeError, ValueError) as error:
+            fits.append(replace(group, skipped=str(error)))
+        else:
+            fits.append(replace(group, curve=curve))
+    return fits
+
+
+def _round_pair(pair: tuple[float, float]) -> list[float | None]:
+    return [round_sig(pair[0]), round_sig(pair[1])]

@@ -1,0 +1,209 @@
+"""How far a fitted curve can be trusted: a verdict ("good", "fair", "poor") and the reasons.
+
+The fit's own r2 and rms are computed on the points it kept; a buyer needs to know how well
+the curve explains everything that was measured, whether its latency is finer than the
+clock could see, and whether its peak busbw is a number the sweep ever reached. Each check
+below gives a one-line note and the worst verdict it allows; the fit's verdict is the worst
+of them.
+
+The clock's resolution is read off the times themselves: the finest decimal step they are
+recorded in (nccl-tests prints microseconds with 2 decimals below 100 us and 1 decimal up
+to 10 ms, so an imported log resolves 0.01 us, or 0.1 us when all its times are >= 100 us),
+and never finer than CLOCK_FLOOR_US: collbench records full floats from
+time.perf_counter (1 ns resolution on Linux) or CUDA events (about 0.5 us a reading,
+spread over a batch of iterations), and a per-operation latency under 1 ns means nothing.
+
+Pure: numbers in, dataclasses out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from collbench.core.units import format_number, format_size, round_sig
+
+if TYPE_CHECKING:
+    from collbench.analysis.fit.hockney import CurveFit
+
+VERDICTS = ("good", "fair", "poor")  # best first
+CLOCK_FLOOR_US = 1e-3
+# rms of ln(t / t_fit) over ALL points: up to GOOD_RMS good, up to FAIR_RMS fair, else poor.
+GOOD_RMS = 0.05
+FAIR_RMS = 0.20
+# A fitted peak busbw more than this far above the highest measured one is flagged.
+PEAK_ABOVE_MEASURED = 0.10
+# Outliers: more than this share of the points dropped makes a fit at best fair.
+OUTLIER_SHARE = 0.10
+# Fewer kept points than this per fitted parameter: the regimes may be fitting noise.
+POINTS_PER_PARAMETER = 2
+# A peak busbw whose 95% interval spans more than this factor is not pinned down.
+CI_SPAN = 2.0
+
+
+@dataclass(frozen=True)
+class FitQuality:
+    """A fit's verdict, the reasons for it (one line each) and the figures they quote."""
+
+    verdict: str
+    notes: tuple[str, ...]
+    clock_resolution_us: float
+    n_points_all: int
+    n_points_kept: int
+    busbw_measured_max_gbps: float
+    peak_above_measured: bool
+    alpha_resolved: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "notes": list(self.notes),
+            "clock_resolution_us": round_sig(self.clock_resolution_us),
+            "n_points_all": self.n_points_all,
+            "n_points_kept": self.n_points_kept,
+            "busbw_measured_max_gbps": round_sig(self.busbw_measured_max_gbps),
+            "peak_above_measured": self.peak_above_measured,
+            "alpha_resolved": self.alpha_resolved,
+        }
+
+
+def goodness(times_us: np.ndarray, residuals: np.ndarray) -> tuple[float, float]:
+    """(r2, rms) of the residuals ln(t / t_fit) of these points (r2 on ln t)."""
+    log_times = np.log(times_us)
+    total = float(np.sum((log_times - log_times.mean()) ** 2))
+    squared = float(np.sum(residuals**2))
+    return 1 - squared / total if total > 0 else 1.0, math.sqrt(squared / max(len(times_us), 1))
+
+
+def clock_resolution_us(times_us: Sequence[float]) -> float:
+    """The finest decimal step the times are recorded in (at least CLOCK_FLOOR_US)."""
+    for decimals in range(0, 4):
+        step = 10.0**-decimals
+        if all(_is_multiple(time_us, step) for time_us in times_us):
+            return max(step, CLOCK_FLOOR_US)
+    return CLOCK_FLOOR_US
+
+
+def _is_multiple(value: float, step: float) -> bool:
+    scaled = value / step
+    return abs(scaled - round(scaled)) <= 1e-6 * max(1.0, abs(scaled))
+
+
+def assess(curve: CurveFit) -> FitQuality:
+    """The verdict on `curve` and why: the worst of the checks below."""
+    findings = [
+        *_rms_check(curve),
+        *_outlier_check(curve),
+        *_parameter_check(curve),
+        *_alpha_check(curve),
+        *_peak_check(curve),
+    ]
+    verdict = max((level for level, _ in findings), key=VERDICTS.index, default="good")
+    return FitQuality(
+        verdict=verdict,
+        notes=tuple(note for _, note in findings),
+        clock_resolution_us=curve.clock_resolution_us,
+        n_points_all=curve.n_points,
+        n_points_kept=curve.n_points - len(curve.outliers),
+        busbw_measured_max_gbps=curve.busbw_measured_max_gbps,
+        peak_above_measured=peak_above_measured(curve),
+        alpha_resolved=curve.alpha_resolved(0),
+    )
+
+
+def peak_above_measured(curve: CurveFit) -> bool:
+    """Whether the fitted peak busbw is beyond anything measured (by PEAK_ABOVE_MEASURED)."""
+    return curve.busbw_peak_gbps > (1 + PEAK_ABOVE_MEASURED) * curve.busbw_measured_max_gbps
+
+
+def _rms_check(curve: CurveFit) -> list[tuple[str, str]]:
+    rms = curve.rmse_log_time_all
+    if rms <= GOOD_RMS:
+        return []
+    level = "fair" if rms <= FAIR_RMS else "poor"
+    return [(level, f"rms error {_pct(rms)} of time on all {curve.n_points} points")]
+
+
+def _outlier_check(curve: CurveFit) -> list[tuple[str, str]]:
+    dropped = len(curve.outliers)
+    if not dropped:
+        return []
+    kept = curve.n_points - dropped
+    level = "fair" if dropped > OUTLIER_SHARE * curve.n_points else "good"
+    return [
+        (
+            level,
+            f"{dropped} of {curve.n_points} points dropped as outliers: on all "
+            f"{curve.n_points} r2 {curve.r2_log_time_all:.4f}, rms "
+            f"{_pct(curve.rmse_log_time_all)} of time; on the {kept} kept r2 "
+            f"{curve.r2_log_time:.4f}, rms {_pct(curve.rmse_log_time)}",
+        )
+    ]
+
+
+def _parameter_check(curve: CurveFit) -> list[tuple[str, str]]:
+    parameters = 3 * len(curve.regimes) - 1  # alpha and busbw per regime, and each boundary
+    kept = curve.n_points - len(curve.outliers)
+    if len(curve.regimes) == 1 or kept >= POINTS_PER_PARAMETER * parameters:
+        return []
+    return [
+        (
+            "fair",
+            f"{len(curve.regimes)} regimes ({parameters} parameters) from {kept} points: "
+            "they may be fitting noise",
+        )
+    ]
+
+
+def _alpha_check(curve: CurveFit) -> list[tuple[str, str]]:
+    resolution = _num(curve.clock_resolution_us)
+    if not curve.alpha_resolved(0):
+        return [("fair", f"latency below the clock's resolution ({resolution} us): not measured")]
+    low, high = curve.alpha_us_ci
+    if low < curve.clock_resolution_us:
+        return [
+            (
+                "fair",
+                f"latency not told apart from 0: 95% CI [0, {_bound(high)}] us",
+            )
+        ]
+    return []
+
+
+def _peak_check(curve: CurveFit) -> list[tuple[str, str]]:
+    low, high = curve.busbw_peak_gbps_ci
+    interval = f"[{_num(low)}, {_bound(high)}]"
+    if peak_above_measured(curve):
+        above = curve.busbw_peak_gbps / curve.busbw_measured_max_gbps - 1
+        return [
+            (
+                "fair",
+                f"fitted peak busbw {_num(curve.busbw_peak_gbps)} GB/s {interval} is "
+                f"{_pct(above)} above the highest measured "
+                f"{_num(curve.busbw_measured_max_gbps)} GB/s (at "
+                f"{format_size(curve.busbw_measured_max_bytes)}): the sweep never reached it",
+            )
+        ]
+    if not curve.latency_bound(curve.regimes[-1]) and not (low > 0 and high <= CI_SPAN * low):
+        return [("fair", f"peak busbw not pinned down: 95% CI {interval} GB/s")]
+    return []
+
+
+def _pct(fraction: float) -> str:
+    """0.849 -> '85%', 0.0612 -> '6.1%', 0.002 -> '0.20%'."""
+    percent = 100 * fraction
+    if percent >= 10:
+        return f"{percent:.0f}%"
+    return f"{percent:.2g}%" if percent >= 1 else f"{percent:.2f}%"
+
+
+def _num(value: float) -> str:
+    return format_number(value, 4, scientific=True)
+
+
+def _bound(value: float) -> str:
+    return "inf" if math.isinf(value) else _num(value)

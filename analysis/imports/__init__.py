@@ -1,0 +1,2 @@
+"""nccl-tests / rccl-tests logs (pure): parsed into records (nccl_logs), turned into collbench
+rows (nccl_rows), and what NCCL chose per size from its debug output (nccl_choice)."""

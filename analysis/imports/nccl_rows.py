@@ -1,0 +1,515 @@
+"""nccl-tests / rccl-tests logs as collbench result rows and meta.json (pure: no I/O).
+
+`parse_log` parses one log's text (text or -J JSON, repairing a JSON file cut short);
+`build_import` turns ParsedLogs into result rows and meta. The figures are kept as the logs
+printed them; what does not add up (busbw that does not follow from algbw and the world
+size, a missing footer, failed data checks) becomes a warning in meta. Reading the logs and
+writing the run directory is collbench.run.import_logs's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from collbench.analysis.imports.nccl_logs import (
+    LOG_FIELD,
+    LogRow,
+    LogTable,
+    ParsedLog,
+    parse_json_log,
+    parse_text_log,
+)
+from collbench.core.bandwidth import bus_factor
+from collbench.core.collectives import REGISTRY
+from collbench.core.dtypes import lookup_dtype
+from collbench.core.errors import SpecError
+from collbench.core.stats import median
+from collbench.store.meta import RunMeta
+from collbench.store.rows import ResultRow
+
+BUSBW_TOLERANCE = 0.02  # relative disagreement of printed busbw beyond which we warn
+# Below 1 GB/s the two decimals nccl-tests prints make busbw/algbw too coarse to check.
+MIN_CHECKED_ALGBW_GBPS = 1.0
+MAX_IMPLIED_WORLD_SIZE = 4096
+# Binary stems (`all_reduce_perf`) and JSON experiment names (`AllReduce`), squeezed to
+# lower-case letters, mapped onto collbench's registry names.
+# nccl-tests program name (squeezed: `all_reduce_perf` -> "allreduce") -> registry name.
+PROGRAMS = {
+    alias: collective.name
+    for collective in REGISTRY.values()
+    for alias in collective.nccl_tests_names
+}
+# Names that are part of another's ("reduce" in "allreduce") only count as whole words.
+_PART_OF_ANOTHER = frozenset(
+    alias for alias in PROGRAMS if any(alias != other and alias in other for other in PROGRAMS)
+)
+
+
+@dataclass(frozen=True)
+class TableContext:
+    """What the rows of one table share: their log, collective and the system they ran on."""
+
+    log: ParsedLog
+    table: LogTable
+    collective: str
+    world_size: int
+    hosts: tuple[str, ...]
+    notes: tuple[str, ...] = ()  # how facts the log does not print were worked out
+
+    @property
+    def backend(self) -> str:
+        return "rccl" if self.log.tool == "rccl-tests" else "nccl"
+
+    @property
+    def nodes(self) -> int | None:
+        return len(self.hosts) or None
+
+
+def parse_log(text: str, path: str) -> ParsedLog:
+    """Parse one nccl-tests / rccl-tests log's text (a -J JSON file is detected); `path`
+    names it in errors and warnings."""
+    if not text.strip():
+        raise SpecError(LOG_FIELD, path, "is empty")
+    if not text.lstrip().startswith("{"):
+        return parse_text_log(text, path)
+    try:
+        return parse_json_log(json.loads(text), path)
+    except json.JSONDecodeError as error:
+        repaired = _repair_json(text)
+        if repaired is None:
+            raise SpecError(
+                LOG_FIELD,
+                path,
+                f"is not valid JSON (line {error.lineno}: "
+                f"{error.msg}) and holds no complete nccl-tests result",
+            ) from None
+        return parse_json_log(repaired, path, cut_short=True)
+
+
+def _repair_json(text: str) -> dict[str, Any] | None:
+    """Close a -J file cut short after its last complete result (nccl-tests writes each
+    result object in one piece, ending with `experiment_name`)."""
+    end = text.find("}", text.rfind('"experiment_name"'))
+    if '"experiment_name"' not in text or end < 0:
+        return None
+    try:
+        data = json.loads(text[: end + 1] + "]}")
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def collective_from_program(program: str) -> str | None:
+    """Registry name for a program (`alltoall_perf` -> `all_to_all`, `AllReduce`)."""
+    return PROGRAMS.get(re.sub(r"[^a-z]", "", program.lower().removesuffix("_perf")))
+
+
+def collective_from_file_name(path: str) -> str | None:
+    """Last-resort guess from a file name such as `h100_allreduce.txt` (None if none)."""
+    name = Path(path).name.lower()
+    squeezed = re.sub(r"[^a-z0-9]", "", name)
+    tokens = set(re.split(r"[^a-z0-9]+", name))
+    for alias, collective in PROGRAMS.items():
+        if alias not in _PART_OF_ANOTHER and alias in squeezed:
+            return collective
+    return next((PROGRAMS[alias] for alias in sorted(_PART_OF_ANOTHER) if alias in tokens), None)
+
+
+def resolve_collective(name: str) -> str:
+    """A --collective value as a registry name (`allreduce`, `all_reduce_perf` accepted)."""
+    key = name.strip().lower().replace("-", "_")
+    found = key if key in REGISTRY else collective_from_program(key)
+    if found is None:
+        raise SpecError("--collective", name, f"is unknown; choose one of {', '.join(REGISTRY)}")
+    return found
+
+
+def build_import(
+    logs: Sequence[ParsedLog],
+    run_id: str,
+    collective: str | None = None,
+    *,
+    imported_utc: str,
+) -> tuple[list[ResultRow], RunMeta]:
+    """Result rows and meta for parsed logs, stamped `imported_utc` (pure: nothing is read
+    or written; meta names the logs by the paths they were parsed under)."""
+    contexts = [table_context(log, table, collective) for log in logs for table in log.tables]
+    check_compatible(contexts)
+    rows: list[ResultRow] = []
+    warnings = [warning for log in logs for warning in log.warnings]
+    for context in contexts:
+        rows.extend(table_rows(context, run_id, imported_utc))
+        warnings.extend(context.notes)
+        warnings.extend(table_warnings(context))
+    warnings.extend(_duplicate_warnings(rows))
+    warnings.extend(_host_warnings(contexts))
+    return rows, import_meta(contexts, rows, run_id, warnings, imported_utc)
+
+
+def table_context(log: ParsedLog, table: LogTable, collective: str | None) -> TableContext:
+    """Work out a table's collective, world size and hosts; rows with a NaN or infinite
+    figure are dropped here, with a note (they are no measurement, and JSON cannot hold
+    them)."""
+    table, dropped = _finite_rows(log, table)
+    notes = [dropped] if dropped else []
+    name = collective or (collective_from_program(table.program) if table.program else None)
+    if name is None:
+        name = _collective_from_name(log, table)
+        notes.append(
+            f"{log.path}: the log does not name its program; took {name} from the "
+            "file name (pass --collective to override)"
+        )
+    world_size, note = table_world_size(log, table, name)
+    hosts = tuple(dict.fromkeys(str(rank["host"]) for rank in table.ranks if rank.get("host")))
+    return TableContext(
+        log, table, name, world_size, hosts, tuple(notes) + ((note,) if note else ())
+    )
+
+
+def _finite_rows(log: ParsedLog, table: LogTable) -> tuple[LogTable, str | None]:
+    """The table without rows whose time, algbw or busbw is NaN or infinite, and a warning
+    naming them (None when there are none)."""
+    kept = tuple(row for row in table.rows if _is_finite(row))
+    if len(kept) == len(table.rows):
+        return table, None
+    bad = [row for row in table.rows if not _is_finite(row)]
+    if not kept:
+        raise SpecError(
+            LOG_FIELD,
+            log.path,
+            f"has no row with finite figures: all {len(bad)} print a NaN or infinite "
+            "time/algbw/busbw",
+        )
+    sizes = list(dict.fromkeys(str(row.size_bytes) for row in bad))
+    sizes = ", ".join(sizes[:5]) + (f" and {len(sizes) - 5} more" if len(sizes) > 5 else "")
+    return replace(table, rows=kept), (
+        f"{log.path}: dropped {len(bad)} row(s) with a NaN or infinite time/algbw/busbw "
+        f"(sizes in bytes: {sizes}); they are not measurements"
+    )
+
+
+def _is_finite(row: LogRow) -> bool:
+    return all(math.isfinite(value) for value in (row.time_us, row.algbw_gbps, row.busbw_gbps))
+
+
+def _collective_from_name(log: ParsedLog, table: LogTable) -> str:
+    if table.program:
+        raise SpecError(
+            LOG_FIELD,
+            log.path,
+            f"is from {table.program}, which has no collbench "
+            f"collective; pass --collective NAME ({', '.join(REGISTRY)}) to import "
+            "it as one",
+        )
+    guess = collective_from_file_name(log.path)
+    if guess is None:
+        raise SpecError(
+            LOG_FIELD,
+            log.path,
+            "does not say which collective it measured (no "
+            "*_perf program in the text or the file name); pass --collective NAME "
+            f"({', '.join(REGISTRY)})",
+        )
+    return guess
+
+
+def table_world_size(log: ParsedLog, table: LogTable, collective: str) -> tuple[int, str | None]:
+    """Ranks in the collective, and a note when the log does not list them all."""
+    params = table.params
+    per_process = params.get("n_threads", 1) * params.get("n_gpus", 1)
+    if table.ranks:
+        groups = Counter(rank.get("group", 0) for rank in table.ranks)
+        listed = max(groups.values())
+        processes = len({(rank.get("host"), rank.get("pid")) for rank in table.ranks})
+        counted = processes * per_process // len(groups)
+        if counted > listed:
+            return counted, (
+                f"{log.path}: the device list shows {listed} ranks but "
+                f"{processes} processes x nThread x nGpus make {counted}; used "
+                f"{counted}"
+            )
+        return listed, None
+    if "n_threads" in params and "n_gpus" in params:
+        return per_process, (
+            f"{log.path}: no 'Using devices' block; assumed one process, "
+            f"nThread x nGpus = {per_process} rank(s)"
+        )
+    ratio = _median_ratio(table.rows)
+    implied = implied_world_size(collective, ratio) if ratio is not None else None
+    if implied is None:
+        raise SpecError(
+            LOG_FIELD,
+            log.path,
+            "does not say how many ranks ran (no 'Using "
+            "devices' block and no '# nThread ... nGpus' line)",
+        )
+    return implied, (
+        f"{log.path}: no device list or nThread/nGpus line; world size {implied} "
+        f"inferred from busbw/algbw = {ratio:.3f}"
+    )
+
+
+def implied_world_size(collective: str, ratio: float) -> int | None:
+    """The world size whose bus factor is nearest a busbw/algbw ratio (within 1%), if the
+    collective's factor depends on the world size at all."""
+    factors = {size: bus_factor(collective, size) for size in range(1, MAX_IMPLIED_WORLD_SIZE)}
+    if max(factors.values()) - min(factors.values()) < 1e-9:
+        return None
+    best = min(factors, key=lambda size: abs(factors[size] - ratio))
+    return best if abs(factors[best] - ratio) <= 0.01 * max(ratio, 1e-9) else None
+
+
+def check_compatible(contexts: Sequence[TableContext]) -> None:
+    """One run directory holds one system: refuse logs of different world sizes/backends."""
+    for label, key in (("world sizes", "world_size"), ("backends", "backend")):
+        seen: dict[Any, list[str]] = {}
+        for context in contexts:
+            seen.setdefault(getattr(context, key), []).append(context.log.path)
+        if len(seen) > 1:
+            detail = "; ".join(
+                f"{value}: {', '.join(dict.fromkeys(paths))}" for value, paths in seen.items()
+            )
+            raise SpecError(
+                LOG_FIELD,
+                ", ".join(dict.fromkeys(path for paths in seen.values() for path in paths)),
+                f"mix {label} ({detail}); import each system into its own run directory",
+            )
+
+
+def table_rows(context: TableContext, run_id: str, timestamp: str) -> list[ResultRow]:
+    """collbench result rows for one table: the figures the log printed, and no statistics
+    over iterations (nccl-tests prints none)."""
+    params, nodes = context.table.params, context.nodes
+    knobs = {"env": dict(context.log.env), "settings": {"imported": True}}
+    return [
+        ResultRow(
+            run_id=run_id,
+            timestamp_utc=timestamp,
+            collective=context.collective,
+            backend=context.backend,
+            world_size=context.world_size,
+            nodes=nodes,
+            ranks_per_node=context.world_size // nodes if nodes else None,
+            warmup=params.get("warmup_iters"),
+            iters=params.get("iters"),
+            time_us_p50=None,
+            time_us_p95=None,
+            time_us_min=None,
+            time_us_max=None,
+            time_cv=None,
+            topology=None,
+            knobs=knobs,
+            time_us_samples=[],
+            **_row_figures(row),
+        )
+        for row in context.table.rows
+    ]
+
+
+def _dtype_name(nccl_type: str) -> str:
+    dtype = lookup_dtype(nccl_type)
+    return dtype.name if dtype else nccl_type
+
+
+def _row_figures(row: LogRow) -> dict[str, Any]:
+    return {
+        "dtype": _dtype_name(row.nccl_type),
+        "op": None if row.redop.lower() == "none" else row.redop,
+        "root": row.root,
+        "size_bytes": row.size_bytes,
+        "count": row.count,
+        "placement": row.placement,
+        "time_us": row.time_us,
+        "algbw_gbps": row.algbw_gbps,
+        "busbw_gbps": row.busbw_gbps,
+        "n_wrong": row.n_wrong,
+    }
+
+
+def table_warnings(context: TableContext) -> list[str]:
+    """What a reader of these rows should know: busbw that does not add up, a missing
+    footer or header, failed data checks, element types collbench does not know."""
+    log, table = context.log, context.table
+    warnings = [busbw_warning(context)]
+    if not table.footer:
+        warnings.append(
+            f"{log.path}: no footer ('# Out of bounds values', '# Avg bus "
+            f"bandwidth'): the log may be cut short; kept its {len(table.rows)} "
+            "row(s)"
+        )
+    if table.layout == "headerless":
+        warnings.append(
+            f"{log.path}: no table header; the columns were inferred from the "
+            "number of fields in a row"
+        )
+    wrong = sum(1 for row in table.rows if row.n_wrong)
+    if wrong or table.footer.get("out_of_bounds_ok") is False:
+        warnings.append(
+            f"{log.path}: the data check failed ({wrong} row(s) with #wrong > 0, "
+            f"out of bounds values: {table.footer.get('out_of_bounds_values')})"
+        )
+    for name in sorted({row.nccl_type for row in table.rows if not lookup_dtype(row.nccl_type)}):
+        warnings.append(f"{log.path}: type {name!r} has no collbench dtype; kept as printed")
+    return [warning for warning in warnings if warning]
+
+
+def busbw_warning(context: TableContext) -> str | None:
+    """A warning when printed busbw differs from algbw x bus factor(collective, world
+    size) by more than BUSBW_TOLERANCE, with the world size the printed ratio fits."""
+    collective, world_size = context.collective, context.world_size
+    factor = bus_factor(collective, world_size)
+    checked = [row for row in context.table.rows if row.algbw_gbps >= MIN_CHECKED_ALGBW_GBPS]
+    bad = [
+        row
+        for row in checked
+        if abs(row.busbw_gbps - row.algbw_gbps * factor)
+        > BUSBW_TOLERANCE * row.algbw_gbps * factor + 0.005
+    ]
+    if not bad:
+        return None
+    ratio = _median_ratio(bad)
+    implied = implied_world_size(collective, ratio) if ratio is not None else None
+    fits = f"; that ratio fits {implied} ranks" if implied else ""
+    return (
+        f"{context.log.path}: printed busbw disagrees with algbw x bus factor in "
+        f"{len(bad)} of {len(checked)} checked row(s): busbw/algbw = {ratio:.3f}, but "
+        f"{collective} on {world_size} ranks gives {factor:.3f}{fits}. The printed "
+        "figures are kept; check the world size before comparing them"
+    )
+
+
+def _median_ratio(rows: Sequence[LogRow]) -> float | None:
+    ratios = [
+        row.busbw_gbps / row.algbw_gbps for row in rows if row.algbw_gbps >= MIN_CHECKED_ALGBW_GBPS
+    ]
+    return median(ratios)
+
+
+def _duplicate_warnings(rows: Sequence[ResultRow]) -> list[str]:
+    keys = Counter(
+        (row.collective, row.dtype, row.op, row.root, row.size_bytes, row.placement) for row in rows
+    )
+    repeated = sum(1 for count in keys.values() if count > 1)
+    if not repeated:
+        return []
+    return [
+        f"{repeated} (collective, dtype, op, root, size, placement) combination(s) appear "
+        "more than once (repeated runs or size-0 rows); all were kept"
+    ]
+
+
+def _host_warnings(contexts: Sequence[TableContext]) -> list[str]:
+    host_sets = list(dict.fromkeys(context.hosts for context in contexts if context.hosts))
+    if len(host_sets) < 2:
+        return []
+    listed = "; ".join(", ".join(hosts) for hosts in host_sets)
+    return [
+        f"the logs ran on different hosts ({listed}): same world size and backend, but "
+        "maybe not the same system; each row keeps its own node count"
+    ]
+
+
+def import_meta(
+    contexts: Sequence[TableContext],
+    rows: Sequence[ResultRow],
+    run_id: str,
+    warnings: list[str],
+    imported_utc: str,
+) -> RunMeta:
+    """meta.json for an import: the run-level facts a sweep records, plus the logs' own."""
+    first = contexts[0]
+    logs = list({id(context.log): context.log for context in contexts}.values())
+    hosts = list(dict.fromkeys(host for context in contexts for host in context.hosts))
+    versions: dict[str, str] = {}
+    env: dict[str, str] = {}
+    for log in logs:
+        versions.update({key: value for key, value in log.versions.items() if key not in versions})
+        env.update({key: value for key, value in log.env.items() if key not in env})
+    legacy = _legacy_errors(contexts)
+    return RunMeta(
+        run_id=run_id,
+        state="completed",
+        source=first.log.tool,
+        imported_from=[log.path for log in logs],
+        imported_utc=imported_utc,
+        timing_method="nccl-tests",
+        backend=first.backend,
+        world_size=first.world_size,
+        nodes=first.nodes,
+        ranks_per_node=first.world_size // first.nodes if first.nodes else None,
+        hosts=hosts,
+        ranks=list(first.table.ranks),
+        command_line=first.log.command_line,
+        comment=first.log.comment,
+        versions=versions,
+        knobs={"env": env, "settings": {"imported": True}},
+        topology=None,
+        warnings=list(dict.fromkeys(warnings)),
+        extra={
+            "version_lines": list(
+                dict.fromkeys(line for log in logs for line in log.version_lines)
+            ),
+            "header": dict(first.table.params),
+            "footer": dict(first.table.footer) or None,
+            "footer_missing": any(not context.table.footer for context in contexts),
+            "collectives": dict(Counter(row.collective for row in rows)),
+            "logs": [
+                _log_meta(log, [context for context in contexts if context.log is log])
+                for log in logs
+            ],
+            **({"legacy_errors": legacy} if legacy else {}),
+        },
+    )
+
+
+def _log_meta(log: ParsedLog, contexts: Sequence[TableContext]) -> dict[str, Any]:
+    return {
+        "path": log.path,
+        "tool": log.tool,
+        "format": log.form,
+        "comment": log.comment,
+        "command_line": log.command_line,
+        "versions": dict(log.versions),
+        "tables": [
+            {
+                "collective": context.collective,
+                "program": context.table.program,
+                "layout": context.table.layout,
+                "columns": list(context.table.columns),
+                "extra_columns": list(context.table.extra_columns),
+                "header": dict(context.table.params),
+                "world_size": context.world_size,
+                "nodes": context.nodes,
+                "hosts": list(context.hosts),
+                "ranks": list(context.table.ranks),
+                "footer": dict(context.table.footer) or None,
+                "footer_missing": not context.table.footer,
+                "rows": len(context.table.rows),
+            }
+            for context in contexts
+        ],
+    }
+
+
+def _legacy_errors(contexts: Sequence[TableContext]) -> list[dict[str, Any]]:
+    """Legacy logs' `error` column (largest deviation, not a count), which has no row field."""
+    return [
+        {
+            "log": context.log.path,
+            "collective": context.collective,
+            "dtype": _dtype_name(row.nccl_type),
+            "size_bytes": row.size_bytes,
+            "placement": row.placement,
+            "max_error": row.max_error,
+        }
+        for context in contexts
+        for row in context.table.rows
+        if row.max_error is not None
+    ]

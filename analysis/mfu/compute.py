@@ -1,0 +1,349 @@
+"""The compute of a training step, operator by operator, on one accelerator.
+
+For one micro-batch of b·s tokens on the busiest pipeline stage (Megatron's layer, split
+over t tensor-parallel ranks; h hidden, a heads, f the MLP width, d the head dim):
+- **GEMMs** at their real shapes after the TP split (M x N x K): QKV (b·s x (a + 2·kv)·d/t x
+  h), the attention projection (b·s x h x a·d/t), the MLP's up (b·s x f/t x h; 2·f/t fused
+  for a gated SwiGLU MLP) and down (b·s x h x f/t) projections, and on the last stage the
+  logits (b·s x vocab/t x h). The backward runs each twice with the dimensions swapped
+  (input gradient b·s x K x N, weight gradient K x N x b·s), each priced on its own;
+- the **attention core**: unfused (Megatron before FlashAttention): batched GEMMs for the
+  scores (b·a/t x s x s x d) and the weighted sum (b·a/t x s x d x s), their four backward
+  GEMMs, and the softmax and dropout over the b·a/t·s² scores, memory bound; or flash
+  (FlashAttention, cuDNN/TE fused attention): one kernel that skips the causal mask's
+  upper half, at FLASH_FORWARD (backward: FLASH_BACKWARD) of a large matmul's rate, its
+  backward 2.5x the forward's FLOPs;
+- **memory-bound operators** from HBM bandwidth: layer norms, bias + dropout + residual
+  adds, the activation (GeLU, or SwiGLU), the loss on the last stage, each reading and
+  writing its tensors once forward and twice as much backward; with sequence parallelism
+  the norms and dropouts see 1/t of the tokens;
+- **recompute**: full recompute runs the layer's forward again in the backward; selective
+  recompute runs the attention core's forward again;
+- the **optimizer step**, once per step, memory bound: Adam reads and writes the fp32
+  master weights, both moments and the gradient of the accelerator's (ZeRO: sharded) part.
+
+Every GEMM is priced by a `GemmPricer` (analysis.gemm_model from the shape and the
+accelerator; or measured rows of `collbench gemm`). Pure: no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from collbench.analysis.mfu.workload import Workload
+from collbench.analysis.model.gemm_model import (
+    Gemm,
+    GemmTime,
+    gemm_time,
+    matmul_fraction,
+    memory_time_s,
+)
+from collbench.topologies.schema import Accelerator
+
+# FlashAttention's share of a large matmul's rate on the same accelerator: FlashAttention-2
+# (Dao 2023, arXiv 2307.08691) reaches 50-73% of an A100's peak, the forward near the top
+# of that range and the backward lower; against the A100's measured 87% for a large matmul
+# that is ~0.8 and ~0.65. ASSUMED for other accelerators (FlashAttention-3 and cuDNN's
+# fused attention on H100 land in the same band).
+FLASH_FORWARD = 0.80
+FLASH_BACKWARD = 0.65
+FLASH_BACKWARD_FLOPS = 2.5  # 5 matmuls backward (one recomputes the scores) to 2 forward
+# The share of an isolated matmul's rate (the shape model's, or `collbench gemm`'s
+# measurement) that the same GEMM sustains inside a training step: there its operands come
+# cold from HBM (the kernel before evicted them from L2), the backward's layouts (NN, NT)
+# are not the benchmark's, the weight gradient accumulates into fp32 main gradients, and
+# cuBLAS runs its heuristic's kernel rather than the best one. Chosen once, on the A100
+# runs of shared/data/published_runs.md (their median error), never per run; the H100
+# runs were not used to choose it. Its sensitivity is in README's validation table.
+IN_STEP_SHARE = 0.92
+# Bytes per element each memory-bound operator moves in the forward (bf16 tensors, 1-byte
+# dropout masks), written from what the kernels read and write; the backward moves
+# BACKWARD_BYTES times as much (it reads the saved input and the incoming gradient and
+# writes the outgoing one).
+NORM_BYTES = 4  # read x, write y
+BIAS_DROPOUT_ADD_BYTES = 7  # read the GEMM's output and the residual, write, 1-byte mask
+GELU_BYTES = 4  # read, write (bias fused)
+SWIGLU_BYTES = 6  # read the gate and the up halves, write
+SOFTMAX_DROPOUT_BYTES = 9  # fused scale-mask-softmax (read, write), dropout (read, write, mask)
+LOSS_BYTES = 10  # logits read in bf16, fp32 softmax written and read again
+# fp8 (Transformer Engine): each GEMM's bf16 input is read and written again in fp8 before
+# it (its scale from an amax pass over it: read again).
+FP8_CAST_BYTES = 2 + 1 + 2
+BACKWARD_BYTES = 2.0
+# Adam in mixed precision per parameter: read the fp32 master weight, both moments and the
+# fp32 gradient, write the three back and the bf16 weight.
+OPTIMIZER_BYTES = 4 * 4 + 3 * 4 + 2
+GEMM, ATTENTION, MEMORY = "gemm", "attention", "memory-bound"
+
+GemmPricer = Callable[[Gemm], GemmTime]
+
+
+@dataclass(frozen=True)
+class OperatorTime:
+    """One operator of a layer (or of the stage) for one micro-batch: its seconds forward,
+    backward and recomputed, and what they rest on."""
+
+    op: str
+    category: str  # GEMM, ATTENTION or MEMORY
+    forward_s: float
+    backward_s: float
+    recompute_s: float = 0.0
+    flops: float = 0.0  # forward + backward (+ recompute) FLOPs
+    detail: str = ""  # shapes and efficiency, or bytes moved
+
+    @property
+    def total_s(self) -> float:
+        return self.forward_s + self.backward_s + self.recompute_s
+
+
+@dataclass(frozen=True)
+class MicroBatchCompute:
+    """A micro-batch's compute on the busiest pipeline stage, and the step's optimizer."""
+
+    layer: tuple[OperatorTime, ...]  # one transformer layer
+    layers: int  # layers on the stage
+    stage: tuple[OperatorTime, ...]  # the stage's own: logits and loss (last stage)
+    optimizer_s: float  # once per step, not per micro-batch
+    gemms: tuple[tuple[Gemm, GemmTime], ...]  # every distinct GEMM priced, and its price
+
+    @property
+    def forward_s(self) -> float:
+        return self.layers * sum(op.forward_s for op in self.layer) + sum(
+            op.forward_s for op in self.stage
+        )
+
+    @property
+    def total_s(self) -> float:
+        return self.layers * sum(op.total_s for op in self.layer) + sum(
+            op.total_s for op in self.stage
+        )
+
+    @property
+    def backward_s(self) -> float:
+        """Backward and recompute: what runs after the forward."""
+        return self.total_s - self.forward_s
+
+    def category_s(self, category: str) -> float:
+        """Seconds of one category over the stage's layers and its own operators."""
+        layer = sum(op.total_s for op in self.layer if op.category == category)
+        stage = sum(op.total_s for op in self.stage if op.category == category)
+        return self.layers * layer + stage
+
+
+def model_pricer(accelerator: Accelerator, peak_flops: float, dtype: str = "bf16") -> GemmPricer:
+    """GEMM prices from the shape model (analysis.gemm_model)."""
+
+    def price(gemm: Gemm) -> GemmTime:
+        return gemm_time(gemm, accelerator, peak_flops, dtype)
+
+    return price
+
+
+def layer_gemms(workload: Workload) -> tuple[Gemm, ...]:
+    """The weight GEMMs of one layer for one micro-batch, forward and backward, on one
+    tensor-parallel rank (the attention core's are in `attention_gemms`)."""
+    model, par = workload.model, workload.parallelism
+    tokens = workload.training.micro_batch * workload.training.seq
+    h, t = model.hidden, par.tp
+    heads = model.heads // t
+    kv_heads = max(1, model.kv_heads_or_heads // t)
+    ffn = math.ceil(model.ffn / t)
+    up = 2 * ffn if model.gated_mlp else ffn
+    forward = (
+        ("qkv", h, (heads + 2 * kv_heads) * model.head_dim),
+        ("attn_proj", heads * model.head_dim, h),
+        ("mlp_up", h, up),
+        ("mlp_down", ffn, h),
+    )
+    return tuple(gemm for op, k, n in forward for gemm in _three(op, tokens, n, k))
+
+
+def logits_gemms(workload: Workload) -> tuple[Gemm, ...]:
+    """The output layer's GEMMs (last stage), forward and backward."""
+    tokens = workload.training.micro_batch * workload.training.seq
+    vocab = math.ceil(workload.model.vocab / workload.parallelism.tp)
+    return _three("logits", tokens, vocab, workload.model.hidden)
+
+
+def attention_gemms(workload: Workload) -> tuple[Gemm, ...]:
+    """The unfused attention core's batched GEMMs, forward then backward."""
+    model, run = workload.model, workload.training
+    batch = run.micro_batch * model.heads // workload.parallelism.tp
+    s, d = run.seq, model.head_dim
+    return (
+        Gemm("attn_scores", "fwd", s, s, d, batch),
+        Gemm("attn_values", "fwd", s, d, s, batch),
+        Gemm("attn_scores", "dgrad", s, d, s, batch),  # dQ = dS·K
+        Gemm("attn_scores", "wgrad", s, d, s, batch),  # dK = dSᵀ·Q
+        Gemm("attn_values", "dgrad", s, s, d, batch),  # dP = dO·Vᵀ
+        Gemm("attn_values", "wgrad", s, d, s, batch),  # dV = Pᵀ·dO
+    )
+
+
+def workload_gemms(workload: Workload) -> tuple[Gemm, ...]:
+    """Every distinct GEMM shape a micro-batch runs (what `collbench gemm` measures for a
+    workload): the layer's, the logits', and the attention core's when it is unfused."""
+    gemms = [*layer_gemms(workload), *logits_gemms(workload)]
+    if workload.training.attention == "unfused":
+        gemms += attention_gemms(workload)
+    distinct: dict[str, Gemm] = {}
+    for gemm in gemms:
+        distinct.setdefault(gemm.shape, gemm)
+    return tuple(distinct.values())
+
+
+def micro_batch_compute(
+    workload: Workload, accelerator: Accelerator, peak_flops: float, pricer: GemmPricer
+) -> MicroBatchCompute:
+    """Price one micro-batch on the busiest stage, operator by operator."""
+    priced: dict[str, tuple[Gemm, GemmTime]] = {}
+
+    def time_of(gemm: Gemm) -> float:
+        if gemm.shape not in priced:
+            priced[gemm.shape] = (gemm, pricer(gemm))
+        return priced[gemm.shape][1].time_s / IN_STEP_SHARE
+
+    full = workload.training.recompute == "full"
+    layer = [
+        *_weight_operators(layer_gemms(workload), time_of, full),
+        _attention(workload, accelerator, peak_flops, time_of),
+        *_memory_operators(workload, accelerator, full),
+    ]
+    # The last stage adds the logits and the loss to its layers, the first only the
+    # embedding lookup (cheap): the last is the busiest (with pp = 1, the only one).
+    stage = [
+        *_weight_operators(logits_gemms(workload), time_of, False),
+        _loss(workload, accelerator),
+    ]
+    return MicroBatchCompute(
+        tuple(layer),
+        workload.layers_per_stage,
+        tuple(stage),
+        _optimizer_s(workload, accelerator),
+        tuple(priced.values()),
+    )
+
+
+def _three(op: str, tokens: int, n: int, k: int) -> tuple[Gemm, ...]:
+    """Forward (tokens x n x k), input gradient (tokens x k x n), weight gradient
+    (k x n x tokens)."""
+    return (
+        Gemm(op, "fwd", tokens, n, k),
+        Gemm(op, "dgrad", tokens, k, n),
+        Gemm(op, "wgrad", k, n, tokens),
+    )
+
+
+def _weight_operators(
+    gemms: tuple[Gemm, ...], time_of: Callable[[Gemm], float], recompute: bool
+) -> list[OperatorTime]:
+    out = []
+    for op in dict.fromkeys(gemm.op for gemm in gemms):
+        own = [gemm for gemm in gemms if gemm.op == op]
+        forward_s = sum(time_of(gemm) for gemm in own if gemm.pass_name == "fwd")
+        backward_s = sum(time_of(gemm) for gemm in own if gemm.pass_name != "fwd")
+        forward_flops = sum(gemm.flops for gemm in own if gemm.pass_name == "fwd")
+        flops = sum(gemm.flops for gemm in own) + (forward_flops if recompute else 0.0)
+        shape = next(gemm.shape for gemm in own if gemm.pass_name == "fwd")
+        out.append(
+            OperatorTime(
+                op,
+                GEMM,
+                forward_s,
+                backward_s,
+                forward_s if recompute else 0.0,
+                flops,
+                shape,
+            )
+        )
+    return out
+
+
+def _attention(
+    workload: Workload,
+    accelerator: Accelerator,
+    peak_flops: float,
+    time_of: Callable[[Gemm], float],
+) -> OperatorTime:
+    """The attention core: flash (one fused kernel, causal half) or unfused (batched
+    GEMMs and a memory-bound softmax + dropout over the scores)."""
+    model, run = workload.model, workload.training
+    heads = run.micro_batch * model.heads // workload.parallelism.tp
+    recompute = run.recompute in ("full", "selective")
+    full_flops = 4.0 * heads * run.seq * run.seq * model.head_dim
+    if run.attention == "flash":
+        # FP8 recipes (Transformer Engine) keep the attention core in bf16.
+        peak = accelerator.peak_bf16_tflops * 1e12 if run.dtype == "fp8" else peak_flops
+        rate = peak * matmul_fraction(accelerator) * IN_STEP_SHARE
+        forward_flops = full_flops / 2  # the causal mask's upper half is skipped
+        forward_s = forward_flops / (rate * FLASH_FORWARD)
+        backward_s = FLASH_BACKWARD_FLOPS * forward_flops / (rate * FLASH_BACKWARD)
+        flops = forward_flops * (1 + FLASH_BACKWARD_FLOPS + recompute)
+        detail = f"flash, {heads} heads x {run.seq}² causal"
+        return OperatorTime(
+            "attention", ATTENTION, forward_s, backward_s, forward_s * recompute, flops, detail
+        )
+    gemms = attention_gemms(workload)
+    scores = heads * run.seq * run.seq
+    softmax_s = memory_time_s(SOFTMAX_DROPOUT_BYTES * scores, accelerator)
+    forward_s = sum(time_of(gemm) for gemm in gemms if gemm.pass_name == "fwd") + softmax_s
+    backward_s = (
+        sum(time_of(gemm) for gemm in gemms if gemm.pass_name != "fwd") + BACKWARD_BYTES * softmax_s
+    )
+    flops = full_flops * (3 + recompute)
+    detail = f"unfused, {gemms[0].shape} + {gemms[1].shape}, softmax over {scores:,} scores"
+    return OperatorTime(
+        "attention", ATTENTION, forward_s, backward_s, forward_s * recompute, flops, detail
+    )
+
+
+def _memory_operators(
+    workload: Workload, accelerator: Accelerator, recompute: bool
+) -> list[OperatorTime]:
+    """Norms, bias + dropout + residual adds and the activation of one layer; with fp8,
+    the casts of the GEMMs' inputs."""
+    model, par = workload.model, workload.parallelism
+    tokens = workload.training.micro_batch * workload.training.seq
+    hidden = tokens * model.hidden / (par.tp if par.sequence_parallel else 1)
+    ffn = tokens * math.ceil(model.ffn / par.tp)
+    activation = ("swiglu", SWIGLU_BYTES) if model.gated_mlp else ("gelu", GELU_BYTES)
+    parts = [
+        ("layer norms", 2 * NORM_BYTES * hidden),
+        ("bias-dropout-add", 2 * BIAS_DROPOUT_ADD_BYTES * hidden),
+        (activation[0], activation[1] * ffn),
+    ]
+    if workload.training.dtype == "fp8":
+        inputs = sum(gemm.m * gemm.k for gemm in layer_gemms(workload) if gemm.pass_name == "fwd")
+        parts.append(("fp8 casts", FP8_CAST_BYTES * inputs))
+    out = []
+    for op, size_bytes in parts:
+        forward_s = memory_time_s(size_bytes, accelerator)
+        out.append(
+            OperatorTime(
+                op,
+                MEMORY,
+                forward_s,
+                BACKWARD_BYTES * forward_s,
+                forward_s if recompute else 0.0,
+                0.0,
+                f"{size_bytes / 1e6:,.3g} MB forward",
+            )
+        )
+    return out
+
+
+def _loss(workload: Workload, accelerator: Accelerator) -> OperatorTime:
+    tokens = workload.training.micro_batch * workload.training.seq
+    size_bytes = LOSS_BYTES * tokens * math.ceil(workload.model.vocab / workload.parallelism.tp)
+    forward_s = memory_time_s(size_bytes, accelerator)
+    return OperatorTime(
+        "loss", MEMORY, forward_s, forward_s, 0.0, 0.0, f"{size_bytes / 1e6:,.3g} MB forward"
+    )
+
+
+def _optimizer_s(workload: Workload, accelerator: Accelerator) -> float:
+    par = workload.parallelism
+    params = workload.model.n_params / (par.tp * par.pp) / (par.dp if par.zero else 1)
+    return memory_time_s(OPTIMIZER_BYTES * params, accelerator)

@@ -1,0 +1,454 @@
+"""The training-MFU estimator: one optimizer step of a workload on a fabric, and how much
+MFU its exposed collectives cost.
+
+Step model (Megatron's 1F1B pipeline schedule; TP innermost, then DP, then PP):
+- compute: each micro-batch on the busiest pipeline stage, operator by operator
+  (analysis.compute: GEMMs at their TP-split shapes priced by analysis.gemm_model or
+  measured by `collbench gemm`, the attention core, memory-bound operators from HBM
+  bandwidth, recompute), plus the optimizer step once;
+- TP: per layer and micro-batch, 2 all-reduces of the activations (b·s·h) in the forward,
+  2 in the backward and 2 more when full recompute repeats the forward; with sequence
+  parallelism each becomes a reduce-scatter + all-gather pair. They sit on the critical
+  path (Megatron issues them between the matmuls that need them) unless `tp_overlap` says
+  what share is hidden;
+- PP: per micro-batch, one activation send forward and one gradient send back between
+  neighbouring stages (b·s·h / tp each: Megatron's scatter/gather optimisation), exposed;
+- bubble: (p - 1) / v slots of the pipeline's (compute + exposed TP + PP) per micro-batch,
+  i.e. a (p - 1) / (v·m) share of the micro-batch work;
+- DP: the gradients are all-reduced after the last micro-batch (ZeRO 0), reduce-scattered
+  after it (ZeRO 1) or after every micro-batch (ZeRO 2/3, which keep only their shard); the
+  updated weights are all-gathered once (ZeRO 1/2), or for every forward and backward
+  (ZeRO 3 / FSDP). Each is issued in `dp_bucket_mb` MiB buckets. With `dp_overlap` a
+  reduction runs beside its backward and a gather beside the pass that needs the weights,
+  except one bucket (the last gradients are ready only when the backward ends, the first
+  weights are needed before it starts; one collective over everything cannot overlap at
+  all). Beside compute, `overlap_efficiency` of the collective is hidden (OSU's figure,
+  from an overlap probe when one is given, else ideal 1.0, said in the output); what is not
+  hidden is split into compute stretched by `compute_slowdown` and exposed communication.
+MFU = model FLOPs per step / (step time x accelerators x peak); HFU counts recompute too.
+`mfu_loss_comm` = the MFU with every collective hidden at no cost, minus the MFU.
+
+Collective prices come from a `Pricer` (measured curves or the topology cost model); the
+estimator itself is pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+from collbench.analysis.mfu.compute import (
+    IN_STEP_SHARE,
+    GemmPricer,
+    MicroBatchCompute,
+    micro_batch_compute,
+    model_pricer,
+)
+from collbench.analysis.mfu.memory import MemoryEstimate, memory_estimate
+from collbench.analysis.mfu.workload import Parallelism, Workload
+from collbench.analysis.model.gemm_model import Gemm, GemmTime
+from collbench.core.errors import SpecError
+from collbench.topologies.schema import Topology
+
+MIB = 1 << 20
+# Where a collective's time came from: a measured curve, the cost model, or both.
+MEASURED, PREDICTED, MIXED, NOTHING_PRICED = "measured", "predicted", "measured+predicted", "-"
+
+
+@dataclass(frozen=True)
+class Priced:
+    """One collective's time and where the figure came from (measured or predicted)."""
+
+    time_s: float
+    source: str
+    measured: bool = False  # from a measured curve (else predicted by a model)
+
+
+# (collective, size_bytes per rank as nccl-tests counts it, ranks, stride) -> Priced
+Pricer = Callable[[str, float, int, int], Priced]
+
+
+@dataclass(frozen=True)
+class EstimateOptions:
+    """What the estimator assumes beyond the workload and the fabric."""
+
+    # None: each GEMM's efficiency from its shape and the accelerator (analysis.gemm_model);
+    # a number: every GEMM at that share of the peak (--matmul-efficiency).
+    matmul_efficiency: float | None = None
+    overlap_efficiency: float = 1.0  # share of a collective hidden beside compute (OSU)
+    compute_slowdown: float = 0.0  # compute beside a collective takes (1 + this) x longer
+    tp_overlap: float = 0.0  # share of TP collectives hidden (0: Megatron's default)
+    overlap_source: str = "assumed ideal (no overlap probe given)"
+
+    def __post_init__(self) -> None:
+        if self.matmul_efficiency is not None and not 0 < self.matmul_efficiency <= 1:
+            raise SpecError("--matmul-efficiency", self.matmul_efficiency, "must be in (0, 1]")
+        if not 0 <= self.overlap_efficiency <= 1:
+            raise SpecError("overlap efficiency", self.overlap_efficiency, "must be in [0, 1]")
+        if not 0 <= self.tp_overlap <= 1:
+            raise SpecError("--tp-overlap", self.tp_overlap, "must be in [0, 1]")
+
+
+@dataclass(frozen=True)
+class CommKind:
+    """One kind of communication in a step: its total time and the part left exposed."""
+
+    kind: str  # "tp", "pp", "dp"
+    collectives: str  # e.g. "all_reduce 100.7 MB x 4/layer"
+    total_s: float
+    exposed_s: float
+    source: str
+    origin: str = NOTHING_PRICED  # MEASURED, PREDICTED, MIXED or NOTHING_PRICED
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One workload on one fabric: the step's breakdown and its MFU."""
+
+    topology: str
+    nodes: int
+    accelerators: int
+    peak_tflops: float
+    step_time_s: float
+    compute_s: float  # critical-path compute, recompute included, no bubble
+    bubble_s: float
+    comm: tuple[CommKind, ...]
+    slowdown_s: float  # compute stretched by the collectives beside it
+    mfu: float
+    hfu: float
+    mfu_loss_comm: float
+    tokens_per_s: float
+    model_tflops_per_accelerator: float
+    what_if: dict[str, float] = field(default_factory=dict)  # name -> MFU
+    # name -> where a what-if's collective times came from (absent: none are paid)
+    what_if_origin: dict[str, str] = field(default_factory=dict)
+    assumptions: tuple[str, ...] = ()
+    memory: MemoryEstimate | None = None
+    warnings: tuple[str, ...] = ()  # inputs that did not apply to this fabric, and why
+    micro: MicroBatchCompute | None = None  # one micro-batch's compute, operator by operator
+    microbatches: int = 0
+
+    @property
+    def exposed_comm_s(self) -> float:
+        return sum(kind.exposed_s for kind in self.comm)
+
+    @property
+    def origin(self) -> str:
+        """Where the step's collective times came from, all kinds together."""
+        return combined_origin(kind.origin for kind in self.comm)
+
+
+def estimate(
+    workload: Workload,
+    topology: Topology,
+    pricer: Pricer,
+    options: EstimateOptions = EstimateOptions(),
+    gemms: GemmPricer | None = None,
+) -> Estimate:
+    """Price one step of `workload` on `topology` (whose node count must fit it); GEMMs
+    from `gemms` (measured) where given, else from their shapes."""
+    accelerators = workload.parallelism.world_size
+    if accelerators > topology.world_size:
+        raise SpecError(
+            "--nodes",
+            topology.nodes,
+            f"x {topology.accelerators_per_node} "
+            f"accelerators on {topology.name} is fewer than tp x pp x dp = "
+            f"{accelerators}",
+        )
+    peak = peak_flops(workload, topology)
+    micro = micro_batch_compute(
+        workload,
+        topology.accelerator,
+        peak,
+        gemm_pricer(topology, peak, options, gemms, workload.training.dtype),
+    )
+    step = _step(workload, pricer, options, micro)
+    ideal = _step(
+        workload,
+        pricer,
+        replace(options, overlap_efficiency=1.0, compute_slowdown=0.0, tp_overlap=1.0),
+        micro,
+        hide_all=True,
+    )
+    model_flops = workload.model_flops_per_token * workload.tokens_per_step
+    hardware_flops = workload.hardware_flops_per_token * workload.tokens_per_step
+    mfu = model_flops / (step.total_s * accelerators * peak)
+    mfu_ideal = model_flops / (ideal.total_s * accelerators * peak)
+    return Estimate(
+        topology=topology.name,
+        nodes=topology.nodes,
+        accelerators=accelerators,
+        peak_tflops=peak / 1e12,
+        step_time_s=step.total_s,
+        compute_s=step.compute_s,
+        bubble_s=step.bubble_s,
+        comm=step.comm,
+        slowdown_s=step.slowdown_s,
+        mfu=mfu,
+        hfu=hardware_flops / (step.total_s * accelerators * peak),
+        mfu_loss_comm=mfu_ideal - mfu,
+        tokens_per_s=workload.tokens_per_step / step.total_s,
+        model_tflops_per_accelerator=model_flops / step.total_s / accelerators / 1e12,
+        what_if={"perfect_overlap": mfu_ideal},
+        assumptions=_assumptions(workload, options, micro),
+        memory=memory_estimate(workload, topology.accelerator.memory_gib),
+        micro=micro,
+        microbatches=workload.microbatches,
+    )
+
+
+def combined_origin(origins: Iterable[str]) -> str:
+    """MEASURED or PREDICTED when every priced part agrees, MIXED when they do not."""
+    seen = {origin for origin in origins if origin != NOTHING_PRICED}
+    if not seen:
+        return NOTHING_PRICED
+    return seen.pop() if len(seen) == 1 else MIXED
+
+
+def _origin(*priced: Priced | _Bucketed) -> str:
+    return combined_origin(MEASURED if item.measured else PREDICTED for item in priced)
+
+
+def _sources(named: dict[str, Priced | _Bucketed]) -> str:
+    """One source when every collective's agrees, else each collective's own."""
+    sources = {item.source for item in named.values()}
+    if len(sources) == 1:
+        return sources.pop()
+    return "; ".join(f"{name} {item.source}" for name, item in named.items())
+
+
+def peak_flops(workload: Workload, topology: Topology) -> float:
+    """The accelerator's dense peak in the workload's compute dtype (FLOP/s)."""
+    accelerator = topology.accelerator
+    if workload.training.dtype == "fp8":
+        if accelerator.peak_fp8_tflops is None:
+            raise SpecError(
+                "--dtype",
+                "fp8",
+                f"{topology.name}'s accelerator "
+                f"({accelerator.name}) has no fp8 peak in its topology file",
+            )
+        return accelerator.peak_fp8_tflops * 1e12
+    return accelerator.peak_bf16_tflops * 1e12
+
+
+@dataclass(frozen=True)
+class _Step:
+    total_s: float
+    compute_s: float
+    bubble_s: float
+    slowdown_s: float
+    comm: tuple[CommKind, ...]
+
+
+def _step(
+    workload: Workload,
+    pricer: Pricer,
+    options: EstimateOptions,
+    micro: MicroBatchCompute,
+    hide_all: bool = False,
+) -> _Step:
+    par = workload.parallelism
+    m = workload.microbatches
+    tp = _tp_comm(workload, pricer, options, hide_all)
+    pp = _pp_comm(workload, pricer, hide_all)
+    slot_s = micro.total_s + tp.exposed_s / m + pp.exposed_s / m
+    bubble_s = (par.pp - 1) / par.virtual_stages * slot_s
+    dp, slowdown_s = _dp_comm(workload, pricer, options, micro, hide_all)
+    compute_s = m * micro.total_s + micro.optimizer_s
+    total_s = compute_s + tp.exposed_s + pp.exposed_s + bubble_s + dp.exposed_s + slowdown_s
+    return _Step(total_s, compute_s, bubble_s, slowdown_s, (tp, pp, dp))
+
+
+def gemm_pricer(
+    topology: Topology,
+    peak_flops: float,
+    options: EstimateOptions,
+    measured: GemmPricer | None,
+    dtype: str = "bf16",
+) -> GemmPricer:
+    """Measured GEMM prices where given (they fall back on their own), else the shape
+    model; --matmul-efficiency prices every GEMM at one share of the peak instead."""
+    if measured is not None:
+        return measured
+    if options.matmul_efficiency is None:
+        return model_pricer(topology.accelerator, peak_flops, dtype)
+    efficiency = options.matmul_efficiency
+
+    def flat(gemm: Gemm) -> GemmTime:
+        return GemmTime(gemm.flops / (peak_flops * efficiency), efficiency, "given", "-", 1)
+
+    return flat
+
+
+def _tp_comm(
+    workload: Workload, pricer: Pricer, options: EstimateOptions, hide_all: bool
+) -> CommKind:
+    par, run = workload.parallelism, workload.training
+    if par.tp == 1:
+        return CommKind("tp", "none (tp = 1)", 0.0, 0.0, "-")
+    per_layer = 6 if run.recompute == "full" else 4
+    size = run.micro_batch * run.seq * workload.model.hidden * run.activation_bytes
+    if par.sequence_parallel:
+        named = {
+            "all_gather": pricer("all_gather", size, par.tp, 1),
+            "reduce_scatter": pricer("reduce_scatter", size, par.tp, 1),
+        }
+        what = f"all_gather + reduce_scatter {_mb(size)} x {per_layer}/layer"
+    else:
+        named = {"all_reduce": pricer("all_reduce", size, par.tp, 1)}
+        what = f"all_reduce {_mb(size)} x {per_layer}/layer"
+    one_s = sum(priced.time_s for priced in named.values())
+    layers = workload.layers_per_stage
+    total_s = one_s * per_layer * layers * workload.microbatches
+    hidden = 1.0 if hide_all else options.tp_overlap
+    exposed_s = total_s * (1 - hidden)
+    return CommKind("tp", what, total_s, exposed_s, _sources(named), _origin(*named.values()))
+
+
+def _pp_comm(workload: Workload, pricer: Pricer, hide_all: bool) -> CommKind:
+    par, run = workload.parallelism, workload.training
+    if par.pp == 1:
+        return CommKind("pp", "none (pp = 1)", 0.0, 0.0, "-")
+    size = run.micro_batch * run.seq * workload.model.hidden * run.activation_bytes / par.tp
+    priced = pricer("sendrecv", size, 2, par.tp * par.dp)
+    # Each micro-batch sends its activations forward and its gradients back once per
+    # stage boundary; interleaving multiplies the boundaries by v.
+    sends = 2 * workload.microbatches * par.virtual_stages
+    total_s = priced.time_s * sends
+    return CommKind(
+        "pp",
+        f"sendrecv {_mb(size)} x {sends}/step",
+        total_s,
+        0.0 if hide_all else total_s,
+        priced.source,
+        _origin(priced),
+    )
+
+
+def _dp_comm(
+    workload: Workload,
+    pricer: Pricer,
+    options: EstimateOptions,
+    micro: MicroBatchCompute,
+    hide_all: bool,
+) -> tuple[CommKind, float]:
+    """The data-parallel collectives, their exposed part and the compute they slow."""
+    par, run = workload.parallelism, workload.training
+    if par.dp == 1:
+        return CommKind("dp", "none (dp = 1)", 0.0, 0.0, "-"), 0.0
+    params = workload.model.n_params / (par.tp * par.pp)
+    grads, weights = params * run.grad_bytes, params * run.param_bytes
+    bucket = par.dp_bucket_mb * MIB
+    m = workload.microbatches
+    forward_s, backward_s = micro.forward_s, micro.backward_s
+    reduce = _bucketed(
+        pricer, "all_reduce" if par.zero == 0 else "reduce_scatter", grads, par, bucket
+    )
+    # ZeRO 0/1 reduce the accumulated gradients after the last micro-batch's backward;
+    # ZeRO 2/3 keep only their shard, so they reduce-scatter after every backward.
+    reductions = m if par.zero >= 2 else 1
+    windows = [(reduce, backward_s)] * reductions
+    what = f"{reduce.collective} {_mb(grads)} x {reductions}"
+    named = {reduce.collective: reduce}
+    if par.zero:
+        gather = _bucketed(pricer, "all_gather", weights, par, bucket)
+        # ZeRO 1/2 gather the updated weights once, beside the next step's first forward;
+        # ZeRO 3 gathers them for every forward and again for every backward.
+        windows += (
+            [(gather, forward_s)] * m + [(gather, backward_s)] * m
+            if par.zero == 3
+            else [(gather, forward_s)]
+        )
+        what += f" + all_gather {_mb(weights)} x {2 * m if par.zero == 3 else 1}"
+        named["all_gather"] = gather
+    what += f" in {par.dp_bucket_mb:g} MiB buckets" if bucket else " (one collective each)"
+    total_s = sum(comm.time_s for comm, _ in windows)
+    source, origin = _sources(named), _origin(*named.values())
+    if hide_all:
+        return CommKind("dp", what, total_s, 0.0, source, origin), 0.0
+    if not par.dp_overlap:
+        return CommKind("dp", what, total_s, total_s, source, origin), 0.0
+    exposed_s = slowdown_s = 0.0
+    for comm, window_s in windows:
+        exposed, slowdown = _beside(comm, window_s, options)
+        exposed_s, slowdown_s = exposed_s + exposed, slowdown_s + slowdown
+    return CommKind("dp", what, total_s, exposed_s, source, origin), slowdown_s
+
+
+@dataclass(frozen=True)
+class _Bucketed:
+    """A collective issued in buckets: its total time and that of the one bucket that
+    cannot overlap (the last gradient bucket is ready only when the backward ends; the
+    first weight bucket is needed before the forward can start)."""
+
+    collective: str
+    time_s: float
+    edge_s: float
+    source: str
+    measured: bool
+
+
+def _bucketed(
+    pricer: Pricer, collective: str, size_bytes: float, par: Parallelism, bucket_bytes: float
+) -> _Bucketed:
+    """One collective over all of `size_bytes` (none of it can overlap), or one per bucket
+    as DDP/Megatron issue them, each paying its latency at its own size's bandwidth."""
+    if not bucket_bytes or size_bytes <= bucket_bytes:
+        whole = pricer(collective, size_bytes, par.dp, par.tp)
+        return _Bucketed(collective, whole.time_s, whole.time_s, whole.source, whole.measured)
+    full, rest = divmod(size_bytes, bucket_bytes)
+    one = pricer(collective, bucket_bytes, par.dp, par.tp)
+    last_s = pricer(collective, rest, par.dp, par.tp).time_s if rest else 0.0
+    total_s = full * one.time_s + last_s
+    return _Bucketed(collective, total_s, last_s or one.time_s, one.source, one.measured)
+
+
+def _beside(comm: _Bucketed, window_s: float, options: EstimateOptions) -> tuple[float, float]:
+    """(exposed, compute slowdown) seconds of a bucketed collective beside a window.
+
+    The probe's overlap efficiency is OSU's share of the collective hidden while compute
+    runs beside it, measured on wall time: what is not hidden already includes the compute
+    it stretched. So the extra time is split, not added twice: the stretched compute
+    (slowdown x the time side by side, at most all of the extra; a negative measured
+    slowdown counts as none) and the rest, exposed communication.
+    """
+    overlappable_s = comm.time_s - comm.edge_s
+    side_by_side_s = min(overlappable_s, window_s)
+    extra_s = (1 - options.overlap_efficiency) * side_by_side_s
+    slowdown_s = min(extra_s, max(0.0, options.compute_slowdown) * side_by_side_s)
+    exposed_s = comm.edge_s + (overlappable_s - side_by_side_s) + extra_s - slowdown_s
+    return exposed_s, slowdown_s
+
+
+def _assumptions(
+    workload: Workload, options: EstimateOptions, micro: MicroBatchCompute
+) -> tuple[str, ...]:
+    par = workload.parallelism
+    measured = sum(1 for _, price in micro.gemms if price.bound == "measured")
+    gemms = (
+        "GEMMs priced by shape on the accelerator (tile and wave quantization, roofline)"
+        if options.matmul_efficiency is None
+        else f"every GEMM at {options.matmul_efficiency:.0%} of peak (--matmul-efficiency)"
+    )
+    if measured:
+        gemms = (
+            f"{measured} of {len(micro.gemms)} GEMM shapes at their measured rate (--gemm), "
+            f"the rest: {gemms}"
+        )
+    return (
+        gemms,
+        f"GEMMs and attention sustain {IN_STEP_SHARE:.0%} of their isolated rate in a step",
+        f"attention core: {workload.training.attention}",
+        f"overlap: {options.overlap_source}",
+        f"TP collectives {options.tp_overlap:.0%} hidden",
+        "DP reduction overlaps the backward"
+        if par.dp_overlap
+        else "DP reduction after the backward, not overlapped",
+        f"gradients reduced in {8 * workload.training.grad_bytes}-bit",
+    )
+
+
+def _mb(size_bytes: float) -> str:
+    return f"{size_bytes / 1e6:.1f} MB"

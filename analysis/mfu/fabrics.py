@@ -1,0 +1,140 @@
+"""`collbench mfu` glue: estimate one workload on several fabrics, with the what-ifs and
+the warnings about inputs that do not apply (collbench.render.mfu renders the side-by-side
+table and the JSON).
+
+Pure apart from what it is handed: measured runs come in loaded, nothing is read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from collbench.analysis.mfu.checks import run_warnings, unused_curve_warnings
+from collbench.analysis.mfu.compute import GemmPricer
+from collbench.analysis.mfu.estimate import (
+    Estimate,
+    EstimateOptions,
+    estimate,
+    gemm_pricer,
+    peak_flops,
+)
+from collbench.analysis.mfu.gemm_prices import MeasuredGemms, gemm_pricer_for
+from collbench.analysis.mfu.inputs import (
+    DEFAULT_COMM_EFFICIENCY,
+    CurvePricer,
+    MeasuredCurve,
+    cost_model_pricer,
+    scale_out_doubled,
+)
+from collbench.analysis.mfu.memory import oversubscribed
+from collbench.analysis.mfu.workload import Workload
+from collbench.core.errors import SpecError
+from collbench.store.load import Run
+from collbench.topologies.schema import Topology
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """One fabric to price on, with the measured curves that override its predictions
+    and the runs they were fitted from."""
+
+    topology: Topology
+    curves: tuple[MeasuredCurve, ...] = ()
+    curve_runs: tuple[Run, ...] = ()
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What every fabric is priced with beyond its own curves."""
+
+    options: EstimateOptions = EstimateOptions()
+    comm_efficiency: float = DEFAULT_COMM_EFFICIENCY
+    overlap_run: Run | None = None  # the --overlap probe run the options came from
+    gemms: MeasuredGemms | None = None  # --gemm: measured GEMM rates by shape
+
+
+def sized_for(workload: Workload, topology: Topology) -> Topology:
+    """The topology with as many nodes as the workload's tp x pp x dp accelerators need."""
+    return topology.with_nodes(
+        -(-workload.parallelism.world_size // topology.accelerators_per_node)
+    )
+
+
+def estimate_fabric(workload: Workload, fabric: Fabric, inputs: Inputs = Inputs()) -> Estimate:
+    """One fabric: the estimate, its what-ifs (perfect overlap; 2x scale-out) and the
+    warnings about the measured inputs that do not apply to it."""
+    topology, options = fabric.topology, inputs.options
+    pricer = CurvePricer(
+        fabric.curves, topology, cost_model_pricer(topology, inputs.comm_efficiency)
+    )
+    measured, gemm_warnings = _measured_gemms(workload, topology, inputs)
+    result = estimate(workload, topology, pricer, options, measured)
+    doubled = scale_out_doubled(topology)
+    # Curves measured on this fabric's scale-out say nothing about a faster one; those
+    # that stay inside a scale-up domain still hold.
+    local = [curve for curve in fabric.curves if curve.nodes <= topology.nodes_per_domain]
+    faster = CurvePricer(local, doubled, cost_model_pricer(doubled, inputs.comm_efficiency))
+    scaled = estimate(workload, doubled, faster, options, measured)
+    return replace(
+        result,
+        what_if={**result.what_if, "scale_out_2x": scaled.mfu},
+        what_if_origin={"scale_out_2x": scaled.origin},
+        warnings=tuple(_input_warnings(fabric, inputs, pricer) + gemm_warnings),
+    )
+
+
+def _measured_gemms(
+    workload: Workload, topology: Topology, inputs: Inputs
+) -> tuple[GemmPricer | None, list[str]]:
+    """The --gemm run's pricer on this fabric (None: not given, or it does not apply)."""
+    if inputs.gemms is None:
+        return None, []
+    peak = peak_flops(workload, topology)
+    fallback = gemm_pricer(topology, peak, inputs.options, None, workload.training.dtype)
+    return gemm_pricer_for(inputs.gemms, workload, topology, fallback)
+
+
+def estimate_fabrics(
+    workload: Workload, fabrics: Sequence[Fabric], inputs: Inputs = Inputs()
+) -> list[Estimate]:
+    """`estimate_fabric` on each fabric."""
+    return [estimate_fabric(workload, fabric, inputs) for fabric in fabrics]
+
+
+def check_memory(estimates: Sequence[Estimate], allow_oversubscribed: bool) -> list[str]:
+    """SpecError for the first fabric whose accelerators the workload does not fit; with
+    `allow_oversubscribed` (--allow-oversubscribed-memory) a warning for each instead."""
+    warnings = []
+    for result in estimates:
+        if result.memory is None or result.memory.fits is not False:
+            continue
+        if not allow_oversubscribed:
+            raise SpecError(
+                "--topology",
+                result.topology,
+                f"{oversubscribed(result.memory)}; shard it further (--tp, --pp, --zero), "
+                "recompute (--recompute), or pass --allow-oversubscribed-memory",
+            )
+        warnings.append(
+            f"--topology {result.topology} {oversubscribed(result.memory)}; estimated "
+            "anyway (--allow-oversubscribed-memory)"
+        )
+    return warnings
+
+
+def _input_warnings(fabric: Fabric, inputs: Inputs, pricer: CurvePricer) -> list[str]:
+    topology = fabric.topology
+    warnings: list[str] = []
+    for run in fabric.curve_runs:
+        warnings += run_warnings(run, "--curves", topology)
+        if not any(curve.run == run.path for curve in fabric.curves):
+            warnings.append(
+                f"--curves {run.path}: no curve could be fitted from its rows (one needs 3 "
+                "or more sizes of a collective at 2 or more ranks), so it was not used on "
+                f"{topology.name}"
+            )
+    warnings += unused_curve_warnings(pricer.unused_curves(), topology)
+    if inputs.overlap_run is not None:
+        warnings += run_warnings(inputs.overlap_run, "--overlap", topology)
+    return warnings

@@ -1,0 +1,132 @@
+"""`mfu --gemm RUN`: GEMM prices from `collbench gemm` rows, shape by shape, where the run
+was measured on the fabric's accelerator, with warnings for what does not apply.
+
+A run measured on another accelerator (or in another dtype) than the fabric's is not used
+there: its warning says so and the shape model prices that fabric. Shapes the workload
+runs that the run did not measure are priced by the shape model, and the warning names
+them; shapes the run measured that the workload never runs are named too.
+
+Pure: rows in, a pricer and warnings out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from collbench.analysis.mfu.compute import GemmPricer, workload_gemms
+from collbench.analysis.mfu.estimate import peak_flops
+from collbench.analysis.mfu.workload import Workload
+from collbench.analysis.model.gemm_model import Gemm, GemmTime
+from collbench.core.errors import SpecError
+from collbench.core.stats import median
+from collbench.topologies.schema import Topology
+
+GEMM_KIND = "gemm"
+# Accelerator model names as vendors and drivers spell them (torch.cuda.get_device_name
+# gives "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "AMD Instinct MI300X").
+_MODEL = re.compile(r"\b(GB200|GH200|[ABHL]\d{2,3}S?|MI\d{3}[A-Z]?|TPU ?v\d\w?|CPU)\b", re.I)
+SHOWN = 3  # shapes named in a warning before "and N more"
+
+
+@dataclass(frozen=True)
+class MeasuredGemms:
+    """Measured TFLOP/s by GEMM shape, from one `collbench gemm` run."""
+
+    run: str
+    accelerator: str
+    dtype: str
+    tflops: dict[str, float]  # shape -> median achieved TFLOP/s
+
+
+def measured_gemms(rows: Iterable[object], run: str) -> MeasuredGemms:
+    """The run's gemm rows by shape; SpecError when it holds none."""
+    gemm_rows = [row for row in rows if getattr(row, "kind", None) == GEMM_KIND]
+    if not gemm_rows:
+        raise SpecError(
+            "--gemm", run, "holds no gemm rows (no gemm.jsonl): pass a run of collbench gemm"
+        )
+    by_shape: dict[str, list[float]] = {}
+    for row in gemm_rows:
+        tflops = getattr(row, "tflops", None)
+        if isinstance(tflops, (int, float)) and tflops > 0:
+            by_shape.setdefault(str(row.shape), []).append(float(tflops))
+    first = gemm_rows[0]
+    return MeasuredGemms(
+        run,
+        str(getattr(first, "accelerator", "") or ""),
+        str(getattr(first, "dtype", "") or ""),
+        {shape: median(values) for shape, values in by_shape.items()},
+    )
+
+
+def accelerator_model(name: str) -> str | None:
+    """The model token of an accelerator name ("A100", "H100", "MI300X"), upper case."""
+    match = _MODEL.search(name)
+    return match.group(1).upper().replace(" ", "") if match else None
+
+
+def same_accelerator(measured: str, topology_name: str) -> bool:
+    """Whether a device name and a topology's accelerator name are the same model. Names
+    without a known model token (CPUs: "AMD EPYC" against "CPU (one vCPU of an AMD EPYC
+    VM)") are the same when one holds the other, case and spacing aside."""
+    left, right = accelerator_model(measured), accelerator_model(topology_name)
+    if left == "CPU" or right == "CPU":
+        left, right = (None if token == "CPU" else token for token in (left, right))
+    if left is None and right is None:
+        one, other = (" ".join(name.lower().split()) for name in (measured, topology_name))
+        return bool(one) and (one in other or other in one)
+    return left == right
+
+
+def gemm_pricer_for(
+    measured: MeasuredGemms, workload: Workload, topology: Topology, fallback: GemmPricer
+) -> tuple[GemmPricer | None, list[str]]:
+    """A pricer using the measured shapes (the fallback for the others) and the warnings;
+    (None, warnings) when the run does not apply to this fabric at all."""
+    where = f"--gemm {measured.run}"
+    name = topology.accelerator.name
+    if not same_accelerator(measured.accelerator, name):
+        return None, [
+            f"{where} was measured on {measured.accelerator or 'an unnamed device'}, not on "
+            f"{topology.name}'s {name}: not used there (its GEMMs priced by shape)"
+        ]
+    if measured.dtype != workload.training.dtype:
+        return None, [
+            f"{where} was measured in {measured.dtype}, the workload computes in "
+            f"{workload.training.dtype}: not used on {topology.name} (GEMMs priced by shape)"
+        ]
+    wanted = {gemm.shape: gemm for gemm in workload_gemms(workload)}
+    warnings = []
+    missing = [gemm for shape, gemm in wanted.items() if shape not in measured.tflops]
+    if missing:
+        warnings.append(
+            f"{where} did not measure {len(missing)} of the workload's {len(wanted)} GEMM "
+            f"shapes ({_named(f'{g.shape} {g.op} {g.pass_name}' for g in missing)}): "
+            f"priced by shape on {topology.name}"
+        )
+    foreign = [shape for shape in measured.tflops if shape not in wanted]
+    if foreign:
+        warnings.append(
+            f"{where}: {len(foreign)} measured shape{'' if len(foreign) == 1 else 's'} "
+            f"({_named(foreign)}) the workload does not run: not used"
+        )
+    if len(missing) == len(wanted):
+        return None, warnings
+
+    def price(gemm: Gemm) -> GemmTime:
+        tflops = measured.tflops.get(gemm.shape)
+        if tflops is None:
+            return fallback(gemm)
+        time_s = gemm.flops / (tflops * 1e12)
+        return GemmTime(time_s, tflops * 1e12 / peak_flops(workload, topology), "measured", "-", 0)
+
+    return price, warnings
+
+
+def _named(items: Iterable[str]) -> str:
+    listed: Sequence[str] = list(items)
+    shown = ", ".join(listed[:SHOWN])
+    more = len(listed) - SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown

@@ -1,0 +1,232 @@
+"""What the MFU estimator is fed: collective prices (measured curves or the topology cost
+model), overlap figures from probe runs, and the what-if fabrics.
+
+Concurrent groups share the fabric. In a step every accelerator runs its own TP, DP or
+PP group at the same time, so a group with r ranks on a node gets r / (accelerators per
+node) of that node's NICs: the cost model's groups (`costmodel.group_for` with the
+group's stride) are priced with exactly that share, and on a mesh with the links to the
+group's own peers only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from collbench.analysis.mfu.estimate import EstimateOptions, Priced, Pricer
+from collbench.core.errors import SpecError
+from collbench.core.stats import median
+from collbench.store.rows import ProbeRow, ResultRow
+from collbench.topologies.schema import Topology
+
+# nccl-tests' large-message busbw on the shared real logs reaches 70-90% of the link rate
+# (A100 NVLink 1 node, MI300X xGMI 1 node, H100 2 nodes over TCPXO): the MFU estimate
+# prices predicted collectives at this share of the hardware bound.
+DEFAULT_COMM_EFFICIENCY = 0.8
+# DP buckets and ZeRO gathers are megabytes: probe rows below this size say little.
+PROBE_MIN_BYTES = 1 << 20
+
+
+def nodes_spanned(topology: Topology, ranks: int, stride: int) -> int:
+    """Nodes a group of `ranks` ranks `stride` accelerators apart lands on."""
+    ranks_per_node = max(1, topology.accelerators_per_node // stride)
+    return math.ceil(ranks / min(ranks, ranks_per_node))
+
+
+def cost_model_pricer(
+    topology: Topology, comm_efficiency: float = DEFAULT_COMM_EFFICIENCY
+) -> Pricer:
+    """Prices from the topology cost model at `comm_efficiency` of the hardware bound."""
+    from collbench.analysis.model import costmodel
+
+    if not 0 < comm_efficiency <= 1:
+        raise SpecError("--comm-efficiency", comm_efficiency, "must be in (0, 1]")
+    efficiency = costmodel.Efficiency(scale_up=comm_efficiency, scale_out=comm_efficiency)
+
+    def price(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
+        group = costmodel.group_for(topology, ranks, stride)
+        prediction = costmodel.predict(
+            topology, collective, int(size_bytes), group, efficiency=efficiency
+        )
+        return Priced(
+            prediction.time_s,
+            f"predicted ({prediction.algorithm}, "
+            f"{comm_efficiency:.0%} of the {prediction.bottleneck} bound)",
+        )
+
+    return price
+
+
+@dataclass(frozen=True)
+class MeasuredCurve:
+    """A fitted sweep of one collective at one world size over some nodes."""
+
+    collective: str
+    world_size: int
+    nodes: int
+    curve: Any  # analysis.fit.CurveFit
+    run: str
+
+
+def fit_measured_curves(rows: Iterable[ResultRow], run: str) -> list[MeasuredCurve]:
+    """One curve per (collective, world size) of a run's sweep rows, fitted as `collbench
+    fit` fits them; of its fit groups the out-of-place one with the most points (in-place
+    is not what a trainer does)."""
+    from collbench.analysis.fit.hockney import fit_rows
+
+    rows = [row for row in rows if _timed(row)]
+    nodes = {(row.collective, row.world_size): int(row.nodes or 1) for row in rows}
+    best: dict[tuple[str, int], tuple[tuple[bool, int], Any]] = {}
+    for group in fit_rows(rows):
+        key = (str(group.key["collective"]), int(group.key["world_size"] or 0))
+        if group.curve is None or key[1] < 2 or group.n_points < 3:
+            continue
+        rank = (group.key["placement"] == "out_of_place", group.n_points)
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, group.curve)
+    return [
+        MeasuredCurve(collective, world, nodes[(collective, world)], curve, run)
+        for (collective, world), (_, curve) in sorted(best.items())
+    ]
+
+
+def _timed(row: ResultRow) -> bool:
+    """A row a curve can be fitted through: a finite positive time at a positive size
+    among 2+ ranks (a damaged or hand-edited run may hold nulls, zeros or inf)."""
+    figures = (row.time_us, row.size_bytes, row.world_size)
+    if any(isinstance(value, bool) or not isinstance(value, (int, float)) for value in figures):
+        return False
+    return (
+        math.isfinite(row.time_us)
+        and row.time_us > 0
+        and row.size_bytes > 0
+        and row.world_size >= 2
+    )
+
+
+class CurvePricer:
+    """Measured curves where one matches the group (collective, ranks, nodes); else the
+    fallback. A curve of the same group shape is used even from a bigger cluster: one
+    collective's time depends on its own group, not on the rest of the machine.
+
+    It remembers the groups it was asked about and the curves it used, so that a curve
+    no group matched can be named (`unused_curves`)."""
+
+    def __init__(
+        self, curves: Iterable[MeasuredCurve], topology: Topology, fallback: Pricer
+    ) -> None:
+        self.curves = list(curves)
+        self.topology = topology
+        self.fallback = fallback
+        self.groups: set[Group] = set()
+        self.used: set[int] = set()
+
+    def __call__(self, collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
+        nodes = nodes_spanned(self.topology, ranks, stride)
+        self.groups.add(Group(collective, ranks, nodes, stride))
+        for index, measured in enumerate(self.curves):
+            if (measured.collective, measured.world_size, measured.nodes) == (
+                collective,
+                ranks,
+                nodes,
+            ):
+                self.used.add(index)
+                tag = " (extrapolated)" if measured.curve.is_extrapolated(size_bytes) else ""
+                return Priced(
+                    measured.curve.predict_time_us(size_bytes) * 1e-6,
+                    f"measured {measured.run}{tag}",
+                    measured=True,
+                )
+        return self.fallback(collective, size_bytes, ranks, stride)
+
+    def unused_curves(self) -> list[tuple[MeasuredCurve, str]]:
+        """Each curve no group matched, with why: no group runs its collective, none has
+        its rank count, or none spans its node count."""
+        return [
+            (curve, _why_unused(curve, self.groups))
+            for index, curve in enumerate(self.curves)
+            if index not in self.used
+        ]
+
+
+@dataclass(frozen=True, order=True)
+class Group:
+    """One collective group a step runs: `ranks` ranks `stride` apart over `nodes` nodes."""
+
+    collective: str
+    ranks: int
+    nodes: int
+    stride: int
+
+
+def _why_unused(curve: MeasuredCurve, groups: set[Group]) -> str:
+    same = sorted(group for group in groups if group.collective == curve.collective)
+    if not same:
+        runs = ", ".join(sorted({group.collective for group in groups})) or "no collective"
+        return f"the workload runs no {curve.collective} (it runs {runs})"
+    shapes = ", ".join(f"{group.ranks} ranks over {_count(group.nodes, 'node')}" for group in same)
+    if curve.world_size not in {group.ranks for group in same}:
+        return (
+            f"no {curve.collective} group of the workload has {curve.world_size} ranks "
+            f"(its groups: {shapes})"
+        )
+    return (
+        f"the workload's {curve.world_size}-rank {curve.collective} spans another node "
+        f"count than the curve's {_count(curve.nodes, 'node')} (its groups: {shapes})"
+    )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def probe_overlap(rows: Iterable[ResultRow], run: str, options: EstimateOptions) -> EstimateOptions:
+    """The options with the overlap efficiency and compute slowdown a probe run measured:
+    medians over its probe rows of at least 1 MiB with at least as much compute as
+    communication (a 0.5 ratio can hide at most half of the collective, which says
+    nothing about a trainer's long windows); fewer filters where no row passes them."""
+    probes = [
+        row
+        for row in rows
+        if isinstance(row, ProbeRow)
+        and row.overlap_pct is not None
+        and row.compute_slowdown is not None
+    ]
+    if not probes:
+        raise SpecError(
+            "--overlap",
+            run,
+            "holds no overlap-probe rows: pass a run written by "
+            "collbench overlap or collbench sweep --overlap",
+        )
+    large = [row for row in probes if (row.size_bytes or 0) >= PROBE_MIN_BYTES] or probes
+    long = [row for row in large if _ratio(row) >= 1] or large
+    overlap = median(row.overlap_pct for row in long) / 100
+    slowdown = median(row.compute_slowdown for row in long)
+    source = (
+        f"measured by {run}: {overlap:.0%} of the collective hidden, compute "
+        f"{slowdown:+.0%} beside it (median of {len(long)} probe rows)"
+    )
+    return replace(
+        options,
+        overlap_efficiency=min(1.0, max(0.0, overlap)),
+        compute_slowdown=slowdown,
+        overlap_source=source,
+    )
+
+
+def _ratio(row: ProbeRow) -> float:
+    value = row.compute_ratio_actual or row.compute_ratio
+    return float(value) if value is not None else 1.0
+
+
+def scale_out_doubled(topology: Topology) -> Topology:
+    """The what-if fabric: every NIC twice as fast (None if there is no scale-out)."""
+    if topology.scale_out is None:
+        return topology
+    scale_out = replace(topology.scale_out, nic_gbits_s=2 * topology.scale_out.nic_gbits_s)
+    return replace(
+        topology, name=f"{topology.name} (2x scale-out)", scale_out=scale_out, curves=None
+    )

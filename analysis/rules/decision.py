@@ -1,0 +1,405 @@
+"""Is B different from A? The one rule that compare, the CI gate, tune's winner and
+confidence, tune --verify and doctor --baseline use (pure: figures in, verdicts out;
+DESIGN.md, "Decisions").
+
+Every figure here is a speed (busbw, or 1 / time at size 0): higher is faster. Noise on a
+bandwidth is multiplicative, so effects are ratios and spreads are taken of logarithms.
+
+What decides depends on what the two sides hold (`basis`):
+
+1. `repeats`: both sides have at least MIN_REPEATS repeat-level figures (`--repeats R`; each
+   repeat's figure comes from its own batch time). Welch's t-test on the logarithms of the
+   repeat figures gives a p-value and the interval of the ratio at 1 - alpha; p-values are
+   Holm-corrected over the family a caller decides together (every size a gate checks, every
+   (setting, size) of a tune range). A call needs the corrected p below alpha *and* the effect
+   beyond the noise floor: the repeats' own spread (the larger side's standard deviation of
+   the log figures, as a percentage), or a recorded A/A floor (`collbench noise`) when larger.
+2. `noise floor`: samples, but fewer repeats. The iterations of one run share its placement,
+   clocks, neighbours and warm-up, so a test on them measures within-run noise only and its
+   p-values are far too small: none is offered. The floor is measured from the data instead:
+   each side's repeats, or with one repeat its iterations cut into BATCHES consecutive
+   batches, give figures whose range (largest over smallest, as a percentage) times
+   FLOOR_FACTOR is the noise floor, the larger side's; a recorded A/A floor replaces it when
+   larger. A call needs the effect beyond the floor, either way alike (a ratio below
+   1 / (1 + floor) or above 1 + floor). The interval shown is the ratio divided and
+   multiplied by 1 + floor.
+3. `threshold`: no samples (imported nccl-tests logs). The effect against the caller's
+   threshold alone, and the verdict says so; without a threshold there is no call
+   (`unjudged`).
+
+A verdict that cannot be judged (too few iterations to batch) says `unjudged`, never `same`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from collbench.analysis.rules.bands import band_of
+from collbench.core.noise import NoiseFloor
+from collbench.core.stats import geomean
+from collbench.store.rows import ResultRow
+
+ALPHA = 0.05
+MIN_REPEATS = 3  # per side, for a test on repeat-level figures
+BATCHES = 4  # one repeat's iterations are cut into this many consecutive batches ...
+MIN_BATCH = 3  # ... of at least this many iterations each
+# The measured floor is this many times the range of the batch (or repeat) figures. Chosen on
+# this project's A/A measurements (benchmarks/decision_rates.py, README "How collbench
+# decides"): the smallest factor whose false-alarm rate stayed within 5%.
+FLOOR_FACTOR = 1.5
+
+REPEATS, FLOOR, THRESHOLD = "repeats", "noise floor", "threshold"
+FASTER, SLOWER, SAME, UNJUDGED = "faster", "slower", "same", "unjudged"
+CALLS = (FASTER, SLOWER, SAME, UNJUDGED)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One side's measurements of one thing (a collective, placement and size), as speeds.
+
+    repeats: one figure per repeat (from that repeat's batch time). samples: per repeat, the
+    per-iteration speeds in the order they were timed (empty: the source kept none)."""
+
+    repeats: tuple[float, ...]
+    samples: tuple[tuple[float, ...], ...] = ()
+
+    @classmethod
+    def of(cls, repeats: Sequence[float], samples: Sequence[Sequence[float]] = ()) -> Evidence:
+        known = tuple(float(value) for value in repeats if _positive(value))
+        series = tuple(tuple(float(v) for v in one if _positive(v)) for one in samples)
+        return cls(known, tuple(one for one in series if one))
+
+    @property
+    def figure(self) -> float:
+        """The side's figure: the geometric mean of its repeats (nan without one)."""
+        return geomean(self.repeats)
+
+    @property
+    def n_repeats(self) -> int:
+        return len(self.repeats)
+
+    @property
+    def has_samples(self) -> bool:
+        return bool(self.samples)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How a family of questions is decided; every default of the rule lives here.
+
+    threshold_pct: the caller's threshold, used alone where there are no samples (None: no
+    call there). floor: a recorded A/A noise floor (`--noise-floor FILE`), held against where
+    larger than what the data show."""
+
+    alpha: float = ALPHA
+    threshold_pct: float | None = None
+    floor: NoiseFloor | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            from collbench.core.errors import SpecError
+
+            raise SpecError("--alpha", self.alpha, "must be between 0 and 1")
+
+
+@dataclass(frozen=True)
+class Question:
+    """Is `candidate` different from `baseline` at `size_bytes`?"""
+
+    baseline: Evidence
+    candidate: Evidence
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One decision and its evidence: the effect, its interval, the floor it was held against.
+
+    Percentages are of the baseline's figure: -12 is 12% slower. `p_value` and `p_holm` only
+    with the repeats basis (None otherwise: no within-run p-value is offered)."""
+
+    call: str  # faster | slower | same | unjudged
+    basis: str  # repeats | noise floor | threshold
+    effect_pct: float
+    low_pct: float | None
+    high_pct: float | None
+    floor_pct: float | None
+    floor_source: str
+    p_value: float | None = None
+    p_holm: float | None = None
+    base_repeats: int = 0
+    cand_repeats: int = 0
+    reason: str = ""  # why unjudged, or how a threshold-only call was made
+
+    @property
+    def ratio(self) -> float:
+        return 1.0 + self.effect_pct / 100.0
+
+    @property
+    def decided(self) -> bool:
+        return self.call in (FASTER, SLOWER)
+
+    def describe(self) -> str:
+        """One line: '-12.3% [-15.0%, -9.5%], noise floor 2.1% (repeat spread), repeats 5
+        vs 5, Holm p=0.003: slower'."""
+        text = f"{self.effect_pct:+.1f}%" if math.isfinite(self.effect_pct) else "no effect"
+        if self.low_pct is not None and self.high_pct is not None:
+            text += f" [{self.low_pct:+.1f}%, {self.high_pct:+.1f}%]"
+        if self.floor_pct is not None:
+            text += f", noise floor {self.floor_pct:.1f}% ({self.floor_source})"
+        elif self.floor_source:
+            text += f", {self.floor_source}"
+        if self.basis == REPEATS:
+            text += f", repeats {self.base_repeats} vs {self.cand_repeats}"
+            if self.p_holm is not None:
+                text += f", Holm p={self.p_holm:.3g}"
+        elif self.basis == FLOOR:
+            text += f", {_repeat_words(self.base_repeats, self.cand_repeats)}: no p-value"
+        if self.reason:
+            text += f"; {self.reason}"
+        return f"{text}: {self.call}"
+
+
+def judge(questions: Sequence[Question], rule: Rule | None = None) -> list[Verdict]:
+    """The verdict on every question, in order; the repeat-based p-values are Holm-corrected
+    over the whole family (the questions a caller decides together)."""
+    rule = rule or Rule()
+    drafts = [_draft(question, rule) for question in questions]
+    tested = [index for index, draft in enumerate(drafts) if draft.p_value is not None]
+    adjusted = holm([drafts[index].p_value or 0.0 for index in tested])
+    corrected = dict(zip(tested, adjusted, strict=True))
+    return [_call(draft, corrected.get(index), rule) for index, draft in enumerate(drafts)]
+
+
+def judge_one(question: Question, rule: Rule | None = None) -> Verdict:
+    """`judge` of a family of one."""
+    return judge([question], rule)[0]
+
+
+def spread_pct(evidence: Evidence) -> float | None:
+    """One side's own noise as a percentage: FLOOR_FACTOR x the range of its repeat figures
+    (two or more repeats) or of its iteration batches (one repeat); None when it holds too
+    little to say."""
+    figures = _spread_figures(evidence)
+    if len(figures) < 2:
+        return None
+    return FLOOR_FACTOR * (max(figures) / min(figures) - 1.0) * 100.0
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the order given."""
+    order = sorted(range(len(p_values)), key=lambda index: p_values[index])
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def aa_floor(
+    runs_by_size: dict[tuple[str, int], Sequence[Evidence]], source: str, alpha: float = ALPHA
+) -> NoiseFloor:
+    """The A/A noise floor of identical runs: `runs_by_size[(label, size)]` holds each run's
+    evidence of that size (label: collective and placement). For every pair of runs, the
+    largest change between them over the sizes of a band; the band's floor is the 1 - alpha /
+    bands quantile of those maxima over pairs (the largest one for a few runs), so that a gate
+    checking every size of every band fails identical runs at most about alpha of the time."""
+    import numpy as np
+
+    per_pair: dict[str, dict[tuple[int, int], float]] = {}
+    runs = 0
+    for (_label, size_bytes), sides in runs_by_size.items():
+        figures = [side.figure for side in sides]
+        runs = max(runs, len(figures))
+        band = per_pair.setdefault(band_of(size_bytes), {})
+        for first in range(len(figures)):
+            for second in range(first + 1, len(figures)):
+                a, b = figures[first], figures[second]
+                if not (_positive(a) and _positive(b)):
+                    continue
+                change = (math.exp(abs(math.log(b / a))) - 1.0) * 100.0
+                key = (first, second)
+                band[key] = max(band.get(key, 0.0), change)
+    quantile = 1.0 - alpha / max(1, len(per_pair))
+    floors, detail = {}, {}
+    for band, pairs in per_pair.items():
+        if not pairs:
+            continue
+        maxima = sorted(pairs.values())
+        floors[band] = float(np.quantile(maxima, quantile))
+        detail[band] = {"pairs": len(maxima), "quantile": quantile, "largest_pct": maxima[-1]}
+    return NoiseFloor(floors, source, runs, detail)
+
+
+def speed_scale(row: ResultRow) -> float:
+    """busbw in GB/s = scale / time in us (each row's busbw from its own time and world size,
+    not an imported log's 2-decimal column); at size 0, where busbw is 0, speed = 1 / time."""
+    from collbench.core.bandwidth import bus_factor
+
+    if not row.size_bytes:
+        return 1.0
+    try:
+        factor = bus_factor(str(row.collective), int(row.world_size or 1))
+    except (KeyError, ValueError, ZeroDivisionError):
+        factor = 1.0
+    return int(row.size_bytes) * factor / 1e3
+
+
+def evidence_of(rows: Sequence[ResultRow]) -> Evidence:
+    """The evidence of one thing's rows (one row per repeat): each repeat's speed from its
+    batch time, and its per-iteration speeds."""
+    repeats, samples = [], []
+    for row in sorted(rows, key=lambda item: item.repeat_index):
+        scale = speed_scale(row)
+        if row.time_us and row.time_us > 0:
+            repeats.append(scale / row.time_us)
+        samples.append([scale / value for value in row.time_us_samples or [] if value > 0])
+    return Evidence.of(repeats, samples)
+
+
+# --- the rule itself -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Draft:
+    verdict: Verdict
+    size_bytes: int
+    log_low: float | None = None  # repeats: the interval of the mean log ratio
+    log_high: float | None = None
+
+    @property
+    def p_value(self) -> float | None:
+        return self.verdict.p_value
+
+
+def _draft(question: Question, rule: Rule) -> _Draft:
+    base, cand = question.baseline, question.candidate
+    effect = _pct(cand.figure / base.figure) if base.repeats and cand.repeats else math.nan
+    counts = {"base_repeats": base.n_repeats, "cand_repeats": cand.n_repeats}
+    if not math.isfinite(effect):
+        why = "a side has no figure"
+        verdict = Verdict(UNJUDGED, THRESHOLD, effect, None, None, None, "", reason=why, **counts)
+        return _Draft(verdict, question.size_bytes)
+    if base.n_repeats >= MIN_REPEATS and cand.n_repeats >= MIN_REPEATS:
+        return _repeats_draft(question, rule, effect, counts)
+    # Samples on both sides (too few to batch: unjudged), or a spread on both (2+ repeats of
+    # figures without samples): the floor basis. Otherwise only a threshold can decide.
+    spreads = bool(_spread_figures(base)) and bool(_spread_figures(cand))
+    if (base.has_samples and cand.has_samples) or spreads:
+        return _floor_draft(question, rule, effect, counts)
+    reason = "no per-iteration samples (an imported log): decided by the threshold alone"
+    source = f"threshold {rule.threshold_pct:g}%" if rule.threshold_pct is not None else ""
+    verdict = Verdict(SAME, THRESHOLD, effect, None, None, None, source, reason=reason, **counts)
+    return _Draft(verdict, question.size_bytes)
+
+
+def _repeats_draft(question: Question, rule: Rule, effect: float, counts: dict) -> _Draft:
+    from scipy import stats
+
+    base_logs = [math.log(value) for value in question.baseline.repeats]
+    cand_logs = [math.log(value) for value in question.candidate.repeats]
+    spread = max(_std(base_logs), _std(cand_logs))
+    floor, source = _floor(rule, question.size_bytes, (math.exp(spread) - 1.0) * 100.0, "repeat")
+    if spread == 0.0:
+        p_value, low, high = (0.0 if base_logs[0] != cand_logs[0] else 1.0), effect, effect
+        log_low = log_high = math.log(1 + effect / 100.0)
+    else:
+        test = stats.ttest_ind(cand_logs, base_logs, equal_var=False)
+        p_value = float(test.pvalue)
+        interval = test.confidence_interval(1 - rule.alpha)
+        log_low, log_high = float(interval.low), float(interval.high)
+        low, high = _pct(math.exp(log_low)), _pct(math.exp(log_high))
+    verdict = Verdict(SAME, REPEATS, effect, low, high, floor, source, p_value, **counts)
+    return _Draft(verdict, question.size_bytes, log_low, log_high)
+
+
+def _floor_draft(question: Question, rule: Rule, effect: float, counts: dict) -> _Draft:
+    spreads = [spread_pct(question.baseline), spread_pct(question.candidate)]
+    if any(spread is None for spread in spreads):
+        reason = (
+            f"too few iterations to measure the noise (fewer than {BATCHES} batches of {MIN_BATCH})"
+        )
+        verdict = Verdict(UNJUDGED, FLOOR, effect, None, None, None, "", reason=reason, **counts)
+        return _Draft(verdict, question.size_bytes)
+    what = "repeat" if min(counts.values()) >= 2 else "iteration-batch"
+    floor, source = _floor(rule, question.size_bytes, max(s or 0.0 for s in spreads), what)
+    # The interval is multiplicative, like the noise: the ratio divided and multiplied by
+    # (1 + floor), so a slowdown's interval never passes -100%.
+    ratio, scale = 1.0 + effect / 100.0, 1.0 + floor / 100.0
+    low, high = _pct(ratio / scale), _pct(ratio * scale)
+    verdict = Verdict(SAME, FLOOR, effect, low, high, floor, source, **counts)
+    return _Draft(verdict, question.size_bytes)
+
+
+def _floor(rule: Rule, size_bytes: int, measured_pct: float, what: str) -> tuple[float, str]:
+    """The floor a verdict is held against: what the data show, or the recorded one when
+    larger; and where it came from."""
+    recorded = rule.floor.pct_for_band(band_of(size_bytes)) if rule.floor else None
+    if recorded is not None and recorded > measured_pct:
+        return recorded, f"A/A {band_of(size_bytes)} band, {rule.floor.source}"
+    return measured_pct, f"{what} spread"
+
+
+def _call(draft: _Draft, p_holm: float | None, rule: Rule) -> Verdict:
+    verdict = draft.verdict
+    effect, floor = verdict.effect_pct, verdict.floor_pct
+    if verdict.call == UNJUDGED:
+        return verdict
+    if verdict.basis == THRESHOLD:
+        if rule.threshold_pct is None:
+            why = "no per-iteration samples (an imported log) and no threshold to decide by"
+            return replace(verdict, call=UNJUDGED, reason=why)
+        beyond = abs(effect) > rule.threshold_pct
+        return replace(verdict, call=_direction(effect) if beyond else SAME)
+    # Beyond the floor in either direction alike: |log ratio| > log(1 + floor).
+    beyond_floor = floor is not None and abs(math.log1p(effect / 100.0)) > math.log1p(floor / 100.0)
+    if verdict.basis == REPEATS:
+        significant = p_holm is not None and p_holm < rule.alpha
+        call = _direction(effect) if significant and beyond_floor else SAME
+        return replace(verdict, call=call, p_holm=p_holm)
+    return replace(verdict, call=_direction(effect) if beyond_floor else SAME)
+
+
+def _direction(effect_pct: float) -> str:
+    return FASTER if effect_pct > 0 else SLOWER
+
+
+def _spread_figures(evidence: Evidence) -> list[float]:
+    """The figures a side's own spread is taken over: its repeats, or with one repeat its
+    iteration batches (each batch's figure: the mean time of its iterations as a speed)."""
+    if evidence.n_repeats >= 2:
+        return list(evidence.repeats)
+    if not evidence.samples:
+        return []
+    series = evidence.samples[0]
+    per_batch = len(series) // BATCHES
+    if per_batch < MIN_BATCH:
+        return []
+    figures = []
+    for index in range(BATCHES):
+        batch = series[index * per_batch : (index + 1) * per_batch]
+        # The batch's speed from its mean time (speeds are 1 / time up to a scale).
+        figures.append(len(batch) / sum(1.0 / value for value in batch))
+    return figures
+
+
+def _std(values: Sequence[float]) -> float:
+    return statistics.stdev(values) if len(values) >= 2 else 0.0
+
+
+def _pct(ratio: float) -> float:
+    return (ratio - 1.0) * 100.0
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def _repeat_words(base: int, cand: int) -> str:
+    if base == cand:
+        return f"{base} repeat{'s' if base != 1 else ''} each"
+    return f"repeats {base} vs {cand}"

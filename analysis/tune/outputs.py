@@ -1,0 +1,126 @@
+"""`collbench tune`'s result documents: tune.json's content and best.env's text (pure).
+
+best.env sets variables for every size and collective at once, so where the best setting
+differs between ranges one file cannot express it. The rule: best.env exports exactly one
+measured setting (never a mix of knobs from several, which nobody measured), the one that
+wins the largest measured range of the most collectives (the bandwidth-bound sizes, where
+training traffic is); a tie goes to the higher gain there. Every range whose best setting
+differs is listed as a conflict, one line each; a tuner config (nccl_tuner.conf) is what
+can follow the choice per range.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from collbench.analysis.tune.select import BYTES_MAX, BestRecord, SelectRule, SettingOutcome
+from collbench.core.units import format_size
+
+
+@dataclass(frozen=True)
+class EnvChoice:
+    """What best.env exports, and every range where that is not the best setting."""
+
+    knobs: dict[str, str]  # {}: the default is the choice; nothing to export
+    setting: str  # the chosen setting's label ("baseline" for the default)
+    why: str
+    conflicts: list[str] = field(default_factory=list)
+
+
+def env_choice(best: Sequence[BestRecord]) -> EnvChoice:
+    """The one setting best.env exports (see the module's rule) and the conflicts."""
+    if not best:
+        return EnvChoice({}, "baseline", "nothing was tuned")
+    chosen = {_knob_key(record.knobs): record for record in best}
+    if len(chosen) == 1:
+        record = best[0]
+        return EnvChoice(dict(record.knobs), record.setting, "the best setting in every range")
+    largest = _largest_per_collective(best)
+    votes: dict[tuple[tuple[str, str], ...], list[BestRecord]] = {}
+    for record in largest:
+        votes.setdefault(_knob_key(record.knobs), []).append(record)
+    winner = max(
+        votes.values(), key=lambda records: (len(records), max(_gain(item) for item in records))
+    )
+    pick = winner[0]
+    names = ", ".join(record.collective for record in winner)
+    why = f"the best setting of the largest size range of {names}"
+    conflicts = [_conflict(record, pick.setting) for record in best if record.knobs != pick.knobs]
+    return EnvChoice(dict(pick.knobs), pick.setting, why, conflicts)
+
+
+def render_best_env(choice: EnvChoice) -> str:
+    """best.env: comment lines and `export NAME=VALUE` (shell-quoted), ending in a newline."""
+    lines = ["# collbench tune: the environment to export (every range is in tune.json)"]
+    if choice.knobs:
+        lines.append(f"# {choice.setting}: {choice.why}")
+        lines += [f"export {name}={shlex.quote(value)}" for name, value in choice.knobs.items()]
+    else:
+        lines.append(f"# the default environment: {choice.why}; nothing to export")
+    if choice.conflicts:
+        lines.append("# The best setting differs between size ranges; one environment cannot")
+        lines.append("# express it (nccl_tuner.conf can, per range). Not followed here:")
+        lines += [f"# {conflict}" for conflict in choice.conflicts]
+    return "\n".join(lines) + "\n"
+
+
+def tune_document(
+    outcomes: Sequence[SettingOutcome],
+    best: Sequence[BestRecord],
+    rule: SelectRule | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """tune.json's content: `settings` (knobs, status, error, then id, label, baseline,
+    rows, repeats), `best` (BestRecord.to_dict), `env` (best.env's choice and conflicts),
+    `rule`, and the caller's `extra` keys."""
+    choice = env_choice(best)
+    return {
+        "settings": [_setting_entry(outcome) for outcome in outcomes],
+        "best": [record.to_dict() for record in best],
+        "env": asdict(choice),
+        "rule": asdict(rule or SelectRule()),
+        **(extra or {}),
+    }
+
+
+def _setting_entry(outcome: SettingOutcome) -> dict[str, Any]:
+    setting = outcome.setting
+    return {
+        "knobs": setting.as_dict(),
+        "status": outcome.status,
+        "error": outcome.error,
+        "id": setting.id,
+        "label": setting.label,
+        "baseline": outcome.is_baseline,
+        "rows": len(outcome.rows),
+        "repeats": outcome.repeats,
+    }
+
+
+def _largest_per_collective(best: Sequence[BestRecord]) -> list[BestRecord]:
+    largest: dict[str, BestRecord] = {}
+    for record in best:
+        current = largest.get(record.collective)
+        if current is None or record.min_bytes > current.min_bytes:
+            largest[record.collective] = record
+    return list(largest.values())
+
+
+def _knob_key(knobs: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(knobs.items()))
+
+
+def _gain(record: BestRecord) -> float:
+    return record.gain if record.gain is not None else 0.0
+
+
+def _conflict(record: BestRecord, exported: str) -> str:
+    high = "largest" if record.max_bytes >= BYTES_MAX else format_size(record.max_bytes)
+    gain = f" {record.gain * 100:+.1f}%" if record.gain is not None else ""
+    return (
+        f"{record.collective} {record.band} ({format_size(record.min_bytes)} .. {high}): "
+        f"best is {record.setting}{gain}, best.env exports {exported}"
+    )
