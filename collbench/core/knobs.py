@@ -1,13 +1,27 @@
 """Knobs: the environment variables that change how a communication library behaves.
 
 One list, used to record provenance (every row's and meta.json's `knobs`), to accept
-`--knob NAME=VALUE`, and to pick knob settings out of imported nccl-tests/rccl-tests logs.
+`--knob NAME=VALUE`, and to pick knob settings out of imported nccl-tests/rccl-tests logs;
+and the one `--knob` parser and check (names, "did you mean", values against the catalog in
+core/tune_catalog.py, the backends that read a knob) that sweep, overlap, doctor, import and
+tune all use.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+
+from collbench.core.errors import SpecError
+from collbench.core.tune_catalog import CATALOG, KNOWN_NAMES
+
+KNOB_FLAG = "--knob"
+# An environment variable's name as the libraries spell them.
+_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+# difflib ratio from which an unknown name is a typo of a known one.
+TYPO_CUTOFF = 0.85
 
 # NCCL/RCCL and their transports (UCX, libfabric), the ROCm/CUDA runtimes under them, and
 # the torch.distributed and gloo settings above them.
@@ -62,3 +76,94 @@ def knob_mismatch(name: str, backend: str | None) -> str | None:
     if backends is None or backend in (None, "auto") or backend in backends:
         return None
     return f"{name} is read by {'/'.join(backends)}, not by {backend}"
+
+
+def reads_knob(name: str) -> tuple[str, ...] | None:
+    """The backends that read knob `name` (None: every backend): the catalog's entry where it
+    names fewer backends than the prefix rule (GLOO_SOCKET_IFNAME: gloo only)."""
+    spec = CATALOG.get(name)
+    if spec is not None and spec.backends is not None:
+        return spec.backends
+    return knob_backends(name)
+
+
+def backend_warning(name: str, backend: str | None) -> str | None:
+    """One line when `backend` (resolved, or None/"auto": not known yet) does not read knob
+    `name`, e.g. "--knob NCCL_ALGO does not apply to --backend gloo (NCCL_ALGO is read by
+    nccl/rccl, not by gloo)"; None when it may apply."""
+    backends = reads_knob(name)
+    if backends is None or backend in (None, "auto") or backend in backends:
+        return None
+    why = f"{name} is read by {'/'.join(backends)}, not by {backend}"
+    return f"{KNOB_FLAG} {name} does not apply to --backend {backend} ({why})"
+
+
+def check_knob_name(name: str, text: str, flag: str = KNOB_FLAG) -> list[str]:
+    """Refuse (SpecError naming `text`) a name that is no environment variable, no
+    communication knob, or a typo of one collbench knows ("did you mean"); return the warning
+    for an NCCL_*/RCCL_* name collbench does not know (newer releases add variables)."""
+    if not _NAME.fullmatch(name):
+        upper = name.upper()
+        hint = f"; did you mean {upper}?" if _NAME.fullmatch(upper) and is_knob(upper) else ""
+        raise SpecError(flag, text, f"names no environment variable (upper case, digits, _){hint}")
+    if not is_knob(name):
+        close = difflib.get_close_matches(name, CATALOG, n=1, cutoff=TYPO_CUTOFF)
+        hint = f"; did you mean {close[0]}?" if close else f" ({knob_listing()})"
+        raise SpecError(flag, text, f"does not name a communication knob{hint}")
+    if name in CATALOG or name in KNOWN_NAMES:
+        return []
+    close = difflib.get_close_matches(name, [*CATALOG, *KNOWN_NAMES], n=1, cutoff=TYPO_CUTOFF)
+    if close:
+        raise SpecError(flag, text, f"names no knob collbench knows; did you mean {close[0]}?")
+    if name.startswith(("NCCL_", "RCCL_")):
+        return [
+            f"{KNOB_FLAG} {name} is not a variable collbench knows (NCCL 2.30, RCCL): "
+            "its values are passed on unchecked"
+        ]
+    return []
+
+
+def check_knob_value(name: str, value: str, text: str, flag: str = KNOB_FLAG) -> str:
+    """`value` as it will be exported (NCCL_BUFFSIZE=4M -> 4194304), checked against the
+    catalog; SpecError naming `text` for a value the library would not take. A knob the
+    catalog does not list passes unchecked."""
+    spec = CATALOG.get(name)
+    if spec is None:
+        return value
+    try:
+        return spec.check(value)
+    except ValueError as error:
+        raise SpecError(flag, text, f"value {value!r} {error}") from None
+
+
+def parse_knob_settings(
+    texts: Sequence[str], flag: str = KNOB_FLAG
+) -> tuple[tuple[tuple[str, str], ...], list[str]]:
+    """`--knob NAME=VALUE` settings, one value each, taken as written (a comma is part of
+    the value, as NCCL reads NCCL_SOCKET_IFNAME=eth0,eth1), checked like tune checks its
+    axes: the (name, value) pairs in the order given, and the warnings to print. SpecError
+    for a malformed setting, an unknown or misspelt name, a bad value or a knob given twice.
+    (tune's `NAME=V1,V2,...` axes: core/tune_grid.py parse_knobs, on the same checks.)"""
+    settings: dict[str, str] = {}
+    warnings: list[str] = []
+    for text in texts:
+        name, sep, value = text.partition("=")
+        if not sep or not name:
+            raise SpecError(flag, text, "is not NAME=VALUE (e.g. NCCL_ALGO=Ring)")
+        warnings += check_knob_name(name, text, flag)
+        if name in settings:
+            raise SpecError(flag, text, f"repeats {name}: give each knob once")
+        settings[name] = check_knob_value(name, value, text, flag)
+    return tuple(settings.items()), warnings
+
+
+def knob_args(knobs: Sequence[tuple[str, str]]) -> list[str]:
+    """The `--knob NAME=VALUE` options that parse back to `knobs`."""
+    return [arg for name, value in knobs for arg in (KNOB_FLAG, f"{name}={value}")]
+
+
+def apply_knobs(knobs: Sequence[tuple[str, str]]) -> None:
+    """Set the knobs in this process's environment: before the communication library (or
+    the runtime under it) starts, so it reads them, and so processes started from here
+    inherit them."""
+    os.environ.update(dict(knobs))

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from collbench.core.errors import SpecError
-from collbench.core.knobs import knob_backends
 from collbench.core.units import parse_size
 
 Checker = Callable[[str], str]
@@ -246,14 +245,6 @@ KNOWN_NAMES = frozenset(
 def knob_spec(name: str) -> KnobSpec | None:
     """The catalog's entry for knob `name`, or None when collbench does not check it."""
     return CATALOG.get(name)
-
-
-def reads_knob(name: str) -> tuple[str, ...] | None:
-    """The backends that read knob `name` (None: every backend)."""
-    spec = CATALOG.get(name)
-    if spec is not None and spec.backends is not None:
-        return spec.backends
-    return knob_backends(name)
 
 
 def is_reread(name: str) -> bool:

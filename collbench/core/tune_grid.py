@@ -15,7 +15,6 @@ each knob's values in the order given.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import itertools
 import json
@@ -25,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from collbench.core.errors import SpecError
-from collbench.core.knobs import is_knob, knob_backends, knob_listing, knob_mismatch
-from collbench.core.tune_catalog import CATALOG, KNOWN_NAMES, is_reread, reads_knob
+from collbench.core.knobs import backend_warning, check_knob_name, check_knob_value
+from collbench.core.tune_catalog import CATALOG, is_reread
 
 DEFAULT_MAX_SETTINGS = 64  # grid settings, the baseline not counted (tune --max-settings)
 # Runs of each setting, each in fresh processes, interleaved (tune --repeats). Measured on
@@ -34,8 +33,6 @@ DEFAULT_MAX_SETTINGS = 64  # grid settings, the baseline not counted (tune --max
 DEFAULT_TUNE_REPEATS = 3
 MAX_TUNE_REPEATS = 100  # more runs of every setting is a typo that would run for days
 GRID_LIMIT = 100_000  # no search enumerates more settings than this
-_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
-_TYPO_CUTOFF = 0.85  # difflib ratio from which an unknown name is a typo of a known one
 
 
 @dataclass(frozen=True)
@@ -108,21 +105,13 @@ def join_values(values: Sequence[str]) -> str:
 
 
 def parse_knob(text: str) -> KnobAxis:
-    """`NAME=V1,V2,...` as an axis, the name and format checked, the values not yet
-    (check_axis); SpecError("--knob", text, reason) when it is malformed."""
+    """`NAME=V1,V2,...` as an axis, the name and format checked (core.knobs, as every
+    `--knob` is), the values not yet (check_axis); SpecError("--knob", text, reason) when it
+    is malformed."""
     name, sep, values_text = text.partition("=")
     if not sep or not name:
         raise SpecError("--knob", text, "is not NAME=V1,V2,... (e.g. NCCL_ALGO=Ring,Tree)")
-    if not _NAME.fullmatch(name):
-        upper = name.upper()
-        hint = f"; did you mean {upper}?" if _NAME.fullmatch(upper) and is_knob(upper) else ""
-        raise SpecError(
-            "--knob", text, f"names no environment variable (upper case, digits, _){hint}"
-        )
-    if not is_knob(name):
-        close = difflib.get_close_matches(name, CATALOG, n=1, cutoff=_TYPO_CUTOFF)
-        hint = f"; did you mean {close[0]}?" if close else f" ({knob_listing()})"
-        raise SpecError("--knob", text, f"does not name a communication knob{hint}")
+    check_knob_name(name, text)  # its warnings: check_axis
     if not values_text.strip():
         raise SpecError("--knob", text, f"gives {name} no values: NAME=V1,V2,...")
     values = split_values(values_text)
@@ -137,52 +126,20 @@ def check_axis(axis: KnobAxis, backend: str | None = None) -> tuple[KnobAxis, li
     a knob `backend` does not read, a name collbench does not know. SpecError for a bad
     value, a value given twice, or a name that is a typo of a known one."""
     text = f"{axis.name}={join_values(axis.values)}"
-    warnings = _name_warnings(axis.name, text)
+    warnings = check_knob_name(axis.name, text)
     spec = CATALOG.get(axis.name)
     values, seen = [], {}
     for value in axis.values:
-        if spec is not None:
-            try:
-                value = spec.check(value)
-            except ValueError as error:
-                raise SpecError("--knob", text, f"value {value!r} {error}") from None
+        value = check_knob_value(axis.name, value, text)
         key = value.lower() if spec is not None and spec.fold_case else value
         if key in seen:
             raise SpecError("--knob", text, f"gives {axis.name}={seen[key]} twice")
         seen[key] = value
         values.append(value)
-    mismatch = _mismatch(axis.name, backend)
+    mismatch = backend_warning(axis.name, backend)
     if mismatch:
-        warnings.append(f"--knob {axis.name} does not apply to --backend {backend} ({mismatch})")
+        warnings.append(mismatch)
     return KnobAxis(axis.name, tuple(values)), warnings
-
-
-def _name_warnings(name: str, text: str) -> list[str]:
-    """[] for a known name; SpecError for a close typo of one; else a one-line warning for
-    an NCCL_*/RCCL_* name (newer releases add variables), nothing for other prefixes."""
-    if name in CATALOG or name in KNOWN_NAMES:
-        return []
-    known = [*CATALOG, *KNOWN_NAMES]
-    close = difflib.get_close_matches(name, known, n=1, cutoff=_TYPO_CUTOFF)
-    if close:
-        raise SpecError("--knob", text, f"names no knob collbench knows; did you mean {close[0]}?")
-    if name.startswith(("NCCL_", "RCCL_")):
-        return [
-            f"--knob {name} is not a variable collbench knows (NCCL 2.30, RCCL): "
-            "its values are passed on unchecked"
-        ]
-    return []
-
-
-def _mismatch(name: str, backend: str | None) -> str | None:
-    """Why `backend` ignores knob `name`: core.knobs.knob_mismatch, unless the catalog
-    names fewer backends than core.knobs does (GLOO_SOCKET_IFNAME: gloo only)."""
-    backends = reads_knob(name)
-    if backends == knob_backends(name):
-        return knob_mismatch(name, backend)
-    if backends is None or backend in (None, "auto") or backend in backends:
-        return None
-    return f"{name} is read by {'/'.join(backends)}, not by {backend}"
 
 
 def parse_knobs(

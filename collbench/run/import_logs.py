@@ -8,7 +8,6 @@ meta.json and rows.parquet, as a sweep's does.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 from collbench.analysis.imports.nccl_logs import LOG_FIELD, ParsedLog
 from collbench.analysis.imports.nccl_rows import build_import, parse_log, resolve_collective
 from collbench.core.errors import SpecError
-from collbench.core.knobs import is_knob, knob_listing
+from collbench.core.knobs import check_knob_name, parse_knob_settings
 from collbench.store.meta import RunMeta
 from collbench.store.rows import ResultRow, utc_now
 from collbench.store.rundir import (
@@ -27,9 +26,6 @@ from collbench.store.rundir import (
     write_meta,
     write_parquet,
 )
-
-KNOB_FLAG = "--knob"
-_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")  # an environment variable's name, as a sweep sets it
 
 
 @dataclass(frozen=True)
@@ -65,6 +61,8 @@ def import_logs(
     rows, meta = build_import(logs, run_id, override, imported_utc=utc_now())
     if knobs:
         rows, meta = label_knobs(rows, meta, knobs)
+        unknown = [w for n, v in knobs.items() for w in check_knob_name(n, f"{n}={v}")]
+        meta = replace(meta, warnings=[*meta.warnings, *unknown])
     # meta.json names each log by its absolute path: the run may be read from elsewhere.
     meta = replace(meta, imported_from=[str(Path(path).resolve()) for path in meta.imported_from])
     _refuse_non_finite(rows, meta)
@@ -76,26 +74,11 @@ def import_logs(
 
 
 def parse_knob_labels(texts: Sequence[str]) -> dict[str, str]:
-    """`--knob NAME=VALUE` labels, in the order given: one value each, taken as written (a
-    comma is part of it, as in a sweep's `--knob`). SpecError("--knob", text, reason) for a
-    malformed one, a name that is no communication knob, or a knob given twice."""
-    labels: dict[str, str] = {}
-    for text in texts:
-        name, sep, value = text.partition("=")
-        if not sep or not name:
-            raise SpecError(KNOB_FLAG, text, "is not NAME=VALUE (e.g. NCCL_ALGO=Ring)")
-        if not _NAME.fullmatch(name):
-            raise SpecError(
-                KNOB_FLAG, text, "names no environment variable (upper case, digits, _)"
-            )
-        if not is_knob(name):
-            raise SpecError(
-                KNOB_FLAG, text, f"does not name a communication knob ({knob_listing()})"
-            )
-        if name in labels:
-            raise SpecError(KNOB_FLAG, text, f"repeats {name}: give each knob once")
-        labels[name] = value
-    return labels
+    """`--knob NAME=VALUE` labels, in the order given: one value each, checked as a sweep's
+    `--knob` is (core.knobs.parse_knob_settings: a comma is part of the value, a typo gets
+    "did you mean", a bad value or a knob given twice is refused); the warnings are the
+    run's meta.json records (import_logs)."""
+    return dict(parse_knob_settings(texts)[0])
 
 
 def label_knobs(
@@ -142,3 +125,19 @@ def read_log(path: Path) -> ParsedLog:
     except OSError as error:
         raise SpecError(LOG_FIELD, str(path), f"cannot be read: {error.strerror}") from None
     return parse_log(text, str(path))
+
+
+@dataclass(frozen=True)
+class ImportRequest:
+    """What `collbench import nccl-tests` was asked for."""
+
+    logs: tuple[Path, ...] = ()
+    out: Path | None = None  # None: a new run directory under results/
+    collective: str | None = None  # the collective measured, when the logs do not say
+    knobs: tuple[str, ...] = ()  # NAME=VALUE labels of what the logs were measured with
+
+
+def import_request(request: ImportRequest) -> ImportResult:
+    """`import_logs` for what the command line asked (SpecError on bad input)."""
+    labels = parse_knob_labels(request.knobs)
+    return import_logs(request.logs, out=request.out, collective=request.collective, knobs=labels)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from collbench.core.errors import EXIT_USAGE, SpecError
-from collbench.core.tune_catalog import CATALOG, KNOWN_NAMES, is_numeric, is_reread, reads_knob
+from collbench.core.knobs import reads_knob
+from collbench.core.tune_catalog import CATALOG, KNOWN_NAMES, is_numeric, is_reread
 from collbench.core.tune_grid import (
     BASELINE,
     DEFAULT_MAX_SETTINGS,
