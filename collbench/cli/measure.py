@@ -64,11 +64,20 @@ def _names(text: str, flag: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
-def _topology_name(text: str, flag: str) -> str:
-    """The name of the catalog topology or file (loaded, so a bad one fails before a run)."""
-    from collbench.topologies.loader import load_topology
+def _topology_ref(text: str, flag: str) -> tuple[str, str | None]:
+    """(name, absolute file or None for a catalog topology): loaded, so a bad one fails
+    before a run; the file travels with the spec so ranks and printed commands find it."""
+    from collbench.topologies.loader import catalog_names, load_topology
 
-    return load_topology(text).name
+    name = load_topology(text, flag).name
+    return name, None if text in catalog_names() else str(Path(text).absolute())
+
+
+def _knob_settings(texts: list[str], flag: str) -> tuple[tuple[str, str], ...]:
+    """`--knob NAME=VALUE`s, checked as every command checks them (core.knobs)."""
+    from collbench.core.knobs import parse_knob_settings
+
+    return parse_knob_settings(texts, flag)[0]
 
 
 def _per_backend(defaults: dict[str, int]) -> str:
@@ -260,15 +269,19 @@ RECORD_OPTIONS = (
         SweepSpec,
         "topology",
         panel=_MEASURE,
-        parse=_topology_name,
+        parse=_topology_ref,
     ),
     Option(
         ("--knob",),
         "Set a communication knob for every rank, e.g. NCCL_MAX_NCHANNELS=4 (repeatable; "
-        "recorded with the results).",
+        "checked as tune checks it, recorded with the results, part of every printed command).",
+        SweepSpec,
+        "knobs",
         kind=list[str],
         panel=_MEASURE,
+        parse=_knob_settings,
         metavar="NAME=VALUE",
+        name="knob",
     ),
 )
 
@@ -348,15 +361,14 @@ OVERLAP_COMMAND_OPTIONS = tuple(
 def run_measure(command: str, values: dict[str, Any]) -> None:
     """Shared body of `collbench sweep` and `collbench overlap`."""
     spec = measure_spec(command, values)
-    knobs = _set_knobs(values["knob"] or [])
+    apply_knobs(spec.knobs)
     options = run_options(values)
     exports = Exports.given(values, spec.collectives if spec.sweep_rows else ())
     # A given backend is known now (--print too); "auto" once the launcher resolves it.
     on_backend = None
-    if spec.backend == "auto" and knobs:
-        on_backend = lambda backend: warn_knobs(knobs, backend)  # noqa: E731
-    else:
-        warn_knobs(knobs, spec.backend)
+    warn_knobs(spec.knobs, spec.backend)
+    if spec.backend == "auto" and spec.knobs:
+        on_backend = lambda backend: warn_knobs(spec.knobs, backend, names=False)  # noqa: E731
     make_sink = SinkMaker(sink_factory(options.output), exports, on_backend)
     result, run_dir = sweep.run_sweep(spec, options, command_line(), make_sink)
     make_sink.done(result.error, options.output == "table" and result.is_primary)
@@ -379,8 +391,15 @@ def measure_spec(command: str, values: dict[str, Any]) -> SweepSpec:
     overlap = None
     if wants_overlap:
         overlap = OverlapSpec(**given_fields(OverlapSpec, OVERLAP_OPTIONS, values))
-    fields = given_fields(SweepSpec, SWEEP_OPTIONS, values)
+    fields = topology_fields(given_fields(SweepSpec, SWEEP_OPTIONS, values))
     return SweepSpec(overlap=overlap, sweep_rows=command == "sweep", **fields)
+
+
+def topology_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """The spec's fields with --topology's (name, file) as `topology` and `topology_file`."""
+    if "topology" in fields:
+        fields["topology"], fields["topology_file"] = fields["topology"]
+    return fields
 
 
 def run_options(values: dict[str, Any]) -> RunOptions:
@@ -401,38 +420,25 @@ def run_options(values: dict[str, Any]) -> RunOptions:
     return RunOptions(**given, output=output, extra=extra)
 
 
-def _set_knobs(settings: list[str]) -> list[str]:
-    """--knob NAME=VALUE: set in this process, so every launcher passes it to the ranks;
-    returns the names set."""
-    from collbench.core.knobs import is_knob, knob_listing
+def apply_knobs(knobs: tuple[tuple[str, str], ...]) -> None:
+    """Set the spec's knobs here: before anything starts the library, and for every process
+    a launcher starts from here (the ranks set them again from their argv)."""
+    from collbench.core.knobs import apply_knobs as apply
 
-    names = []
-    for setting in settings:
-        name, sep, value = setting.partition("=")
-        if not sep or not name:
-            raise SpecError("--knob", setting, "is not NAME=VALUE")
-        if not is_knob(name):
-            raise SpecError(
-                "--knob", setting, f"does not name a communication knob ({knob_listing()})"
-            )
-        os.environ[name] = value
-        names.append(name)
-    return names
+    apply(knobs)
 
 
-def warn_knobs(names: list[str], backend: str | None) -> None:
-    """One stderr line per --knob the backend does not read (set and recorded anyway)."""
-    from collbench.core.knobs import knob_mismatch
+def warn_knobs(knobs: tuple[tuple[str, str], ...], backend: str | None, names: bool = True) -> None:
+    """One stderr line per knob collbench does not know (`names`) or that the backend does
+    not read (set and recorded anyway)."""
+    from collbench.core.knobs import backend_warning, check_knob_name
 
-    for name in names:
-        why = knob_mismatch(name, backend)
-        if why:
-            print(
-                f"collbench: warning: --knob {name} does not apply to --backend {backend} "
-                f"({why}); set and recorded anyway",
-                file=sys.stderr,
-                flush=True,
-            )
+    for name, value in knobs:
+        lines = check_knob_name(name, f"{name}={value}") if names else []
+        mismatch = backend_warning(name, backend)
+        lines += [f"{mismatch}; set and recorded anyway"] if mismatch else []
+        for line in lines:
+            print(f"collbench: warning: {line}", file=sys.stderr, flush=True)
 
 
 def sink_factory(output: str) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
@@ -12,6 +13,7 @@ from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.doctor import DOCTOR, DoctorSpec
 from collbench.core.dtypes import DTYPES, lookup_dtype
 from collbench.core.errors import SpecError
+from collbench.core.knobs import knob_args
 from collbench.core.overlap import OverlapSpec
 from collbench.core.stats import RANK_COMBINERS
 from collbench.core.units import size_arg
@@ -119,8 +121,15 @@ class SweepSpec:
     overlap: OverlapSpec | None = None
     # Measure the plain sweep rows (False: probes only, as `collbench overlap`).
     sweep_rows: bool = True
-    # The fabric this runs on (a topology's name), recorded in every row and meta.json.
+    # The fabric this runs on (a topology's name), recorded in every row and meta.json ...
     topology: str | None = None
+    # ... and the file it was read from (absolute), when it is not a catalog topology, so a
+    # rank or a printed command finds it again.
+    topology_file: str | None = None
+    # Communication knobs (`--knob NAME=VALUE`), in the order given: every rank sets them
+    # in its environment before the library starts (core.knobs.apply_knobs), and they are
+    # part of every printed command, so a script run later measures what was asked for.
+    knobs: tuple[tuple[str, str], ...] = ()
     # `collbench doctor`'s rounds instead of sweep rows (sweep_rows False); None: a sweep.
     doctor: DoctorSpec | None = None
     # Times the whole measurement runs in the same rank processes, interleaved (every step
@@ -131,6 +140,12 @@ class SweepSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "collectives", tuple(self.collectives))
+        knobs = self.knobs.items() if isinstance(self.knobs, Mapping) else self.knobs
+        object.__setattr__(self, "knobs", tuple((str(n), str(v)) for n, v in knobs))
+        if len({name for name, _ in self.knobs}) != len(self.knobs):
+            raise SpecError("--knob", ",".join(n for n, _ in self.knobs), "repeats a knob")
+        if self.topology_file is not None and self.topology is None:
+            raise ValueError("a topology file needs the topology's name")
         if isinstance(self.overlap, dict):
             object.__setattr__(self, "overlap", OverlapSpec.from_dict(self.overlap))
         if isinstance(self.doctor, dict):
@@ -307,6 +322,7 @@ class SweepSpec:
             *self._timing_args(),
             "--repeats",
             str(self.repeats),
+            *self._record_args(),
             *self._overlap_args(),
         ]
 
@@ -317,7 +333,15 @@ class SweepSpec:
             "--dtype",
             self.dtype,
             *self._timing_args(),
+            *self._record_args(),
         ]
+
+    def _record_args(self) -> list[str]:
+        """The knobs and the topology: what every rank applies and records."""
+        args = knob_args(self.knobs)
+        if self.topology is not None and self.doctor is None:  # a doctor's: DoctorSpec's
+            args += ["--topology", self.topology_file or self.topology]
+        return args
 
     def _timing_args(self) -> list[str]:
         """How each size is measured and checked, and where: a sweep's and a doctor's alike."""
@@ -343,6 +367,7 @@ class SweepSpec:
     def to_dict(self) -> dict:
         data = asdict(self)
         data["collectives"] = list(self.collectives)
+        data["knobs"] = dict(self.knobs)
         if self.overlap is not None:
             data["overlap"]["ratios"] = list(self.overlap.ratios)
         return data
