@@ -38,14 +38,16 @@ class MpiSettings:
     nproc: int = DEFAULT_CPU_RANKS
     hostfile: str | None = None
     mpi_args: tuple[str, ...] = ()
-    # Variables mpirun must forward to ranks on other hosts (-x NAME).
-    export: tuple[str, ...] = ()
+    # Variables mpirun must forward to ranks on other hosts, with their values when planned:
+    # `-x NAME` when this collbench runs mpirun (its environment has them), `-x NAME=VALUE`
+    # in a printed line, which runs in a shell that may not.
+    export: tuple[tuple[str, str], ...] = ()
     as_root: bool = False
     oversubscribe: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mpi_args", tuple(self.mpi_args))
-        object.__setattr__(self, "export", tuple(self.export))
+        object.__setattr__(self, "export", tuple((str(n), str(v)) for n, v in self.export))
         if self.nproc < 1:
             raise SpecError("--nproc", self.nproc, "must be at least 1")
 
@@ -70,7 +72,7 @@ class MpiLauncher:
                 "needs mpirun on PATH (Open MPI: "
                 "apt-get install openmpi-bin), or use --print to see the command",
             )
-        if importlib.util.find_spec("mpi4py") is None and not options.print_only:
+        if importlib.util.find_spec("mpi4py") is None:  # the printed line needs it as much
             raise SpecError(
                 "--launcher", "mpi", "needs mpi4py in this Python: pip install 'collbench[mpi]'"
             )
@@ -103,9 +105,11 @@ class MpiLauncher:
             settings=vars(settings),
         )
 
-    def render(self, job: Job) -> LaunchPlan:
+    def render(self, job: Job, watched: bool = True) -> LaunchPlan:
+        """mpirun as this collbench runs it (`watched`: with the variables it watches the
+        ranks through), or as `--print` shows it, to run in a fresh shell."""
         settings = MpiSettings(**job.settings)
-        env = watch_env(job)
+        env = watch_env(job) if watched else {}
         argv = ["mpirun", "-np", str(settings.nproc)]
         if settings.hostfile:
             argv += ["--hostfile", settings.hostfile]
@@ -113,20 +117,22 @@ class MpiLauncher:
             argv += ["--allow-run-as-root"]
         if settings.oversubscribe:
             argv += ["--oversubscribe"]
-        for name in (*sorted(env), *settings.export):
+        for name in sorted(env):
             argv += ["-x", name]
+        for name, value in settings.export:
+            argv += ["-x", name if watched or name == "PATH" else f"{name}={value}"]
         argv += [*settings.mpi_args, *rank_argv(job, "mpi")]
         return LaunchPlan(self.name, (RankCommand(argv, env),))
 
     def describe(self, job: Job) -> str:
-        return RankCommand(self.render(job).commands[0].argv, {}).shell()
+        return self.render(job, watched=False).commands[0].shell()
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         (command,) = self.render(job).commands
         return launch_process(job, command, "mpirun", "mpirun.log", sink)
 
 
-def _exported(knobs: dict[str, str]) -> tuple[str, ...]:
+def _exported(knobs: dict[str, str]) -> tuple[tuple[str, str], ...]:
     """Knob variables and the Python environment, so remote ranks run like local ones."""
     python_env = [name for name in ("PATH", "PYTHONPATH", "VIRTUAL_ENV") if name in os.environ]
-    return tuple([*sorted(knobs), *python_env])
+    return (*sorted(knobs.items()), *((name, os.environ[name]) for name in python_env))

@@ -1,16 +1,20 @@
-"""`--launcher slurm`: submit the sweep to Slurm through submitit and watch it.
+"""`--launcher slurm`: submit the sweep to Slurm and watch it.
 
 Every task runs `collbench sweep --launcher none --rank-env slurm ...` (rank from
 SLURM_PROCID, rendezvous at the step's first node); rank 0 writes the run directory, which
 must be on a filesystem the nodes and this host share. While the job waits and runs, this
 process prints its state, streams the rows and watches the ranks' status files; Ctrl-C
 cancels the job. `--no-wait` returns after submitting: `collbench wait RUN` picks it up.
+
+The script submitted is the one `--print-sbatch` shows (`sbatch_script`, one function), with
+two differences a watching collbench needs: the run directory it prepared (a printed script
+appends the job id instead) and the variables that let it watch the ranks. It is written to
+the run directory (slurm/job.sbatch) and submitted with sbatch itself: submitit can only
+submit a script of its own, which runs pickled Python no printed script could carry.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import shlex
@@ -38,8 +42,12 @@ from collbench.store.job import Job
 from collbench.store.rundir import unclaim_run_dir, write_json_atomic
 
 SLURM_FILE = "slurm.json"
-# submitit's own files in a run directory: the script it submitted, per-task logs.
+# Slurm's files in a run directory: the script submitted and the job's output.
 SUBMITIT_FOLDER = "slurm"
+SUBMITTED_SCRIPT = "job.sbatch"
+# Where sbatch writes the job's output (%j: the job id): beside the submitted script, or
+# for a printed script in the directory it is submitted from (sbatch cannot create one).
+JOB_OUTPUT = "collbench-%j.out"
 DEFAULT_TIME = "30"
 JOB_NAME = "collbench"
 POLL_STATE_S = 1.0
@@ -214,7 +222,7 @@ class SlurmLauncher:
         return LaunchPlan(self.name, batch_options=settings.sbatch_options(), task=task)
 
     def describe(self, job: Job) -> str:
-        return sbatch_script(job, self.render(job))
+        return sbatch_script(job, self.render(job), watched=False)
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         try:
@@ -259,24 +267,36 @@ def watch(job: Job, job_id: str, sink: Any) -> LaunchResult:
     return result
 
 
-def sbatch_script(job: Job, plan: LaunchPlan) -> str:
-    """An sbatch script equivalent to what `--launcher slurm` submits (pure).
-
-    It may be submitted any number of times: each job writes its own run directory, the
-    --out given with `-JOBID` appended (a run directory holds exactly one run)."""
-    lines = [
-        "#!/bin/bash",
-        "# collbench sweep on Slurm: submit with `sbatch THIS_FILE`, as often as you like.",
-        "# Each job's rank 0 writes a new run directory, the --out below with the job id",
-        "# appended (-JOBID), which every node must see.",
-    ]
+def sbatch_script(job: Job, plan: LaunchPlan, watched: bool) -> str:
+    """The sbatch script of a job (pure): the one submitted (`watched`: into the run
+    directory this collbench prepared, with the variables it watches the ranks through) or
+    the one `--print-sbatch` shows, which runs as printed from any directory, any number of
+    times: each job writes its own run directory, the --out given with `-JOBID` appended (a
+    run directory holds exactly one run), and its output to collbench-JOBID.out where it
+    is submitted."""
+    command = f"collbench {job.spec.command}"
+    if watched:
+        lines = ["#!/bin/bash", f"# {command} on Slurm, as submitted by {command} --launcher slurm."]
+        output = shlex.quote(str(Path(job.run_dir) / SUBMITIT_FOLDER / JOB_OUTPUT))
+        run_dir = shlex.quote(str(job.run_dir))
+    else:
+        lines = [
+            "#!/bin/bash",
+            f"# {command} on Slurm: submit with `sbatch THIS_FILE`, as often as you like.",
+            "# Each job's rank 0 writes a new run directory, the --out below with the job id",
+            "# appended (-JOBID), which every node must see; Slurm writes the job's output to",
+            f"# {JOB_OUTPUT.replace('%j', 'JOBID')} in the directory it is submitted from.",
+        ]
+        output = JOB_OUTPUT
+        run_dir = shlex.quote(f"{job.run_dir}-") + "${SLURM_JOB_ID}"
     lines += sbatch_directives(plan.batch_options or {})
-    lines.append(f"#SBATCH --output={shlex.quote(str(Path(job.run_dir).parent))}/collbench-%j.out")
+    lines.append(f"#SBATCH --output={output}")
+    if watched:
+        lines += ["", *(f"export {k}={shlex.quote(v)}" for k, v in plan.task.env.items())]
     argv = list(plan.task.argv)
     out = len(argv) - 1 - argv[::-1].index("--out")
-    run_dir = shlex.quote(f"{argv[out + 1]}-") + "${SLURM_JOB_ID}"
-    command = shlex.join(argv[: out + 1]) + f" {run_dir} " + shlex.join(argv[out + 2 :])
-    lines += ["", "srun --kill-on-bad-exit=1 " + command.rstrip(), ""]
+    task = shlex.join(argv[: out + 1]) + f" {run_dir} " + shlex.join(argv[out + 2 :])
+    lines += ["", "srun --kill-on-bad-exit=1 " + task.rstrip(), ""]
     return "\n".join(lines)
 
 
@@ -289,42 +309,27 @@ def sbatch_directives(options: dict[str, Any]) -> list[str]:
 
 
 def submit(job: Job, plan: LaunchPlan) -> str:
-    """Submit through submitit; returns the Slurm job id."""
-    import submitit
-
+    """Write the job's script into its run directory and submit it; returns the job id."""
     folder = Path(job.run_dir) / SUBMITIT_FOLDER
-    executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
-    options = dict(plan.batch_options or {})
-    known = {
-        "job-name": "job_name",
-        "nodes": "nodes",
-        "ntasks-per-node": "ntasks_per_node",
-        "gpus-per-node": "gpus_per_node",
-        "partition": "partition",
-        "account": "account",
-        "qos": "qos",
-        "time": "time",
-        "constraint": "constraint",
-        "exclusive": "exclusive",
-    }
-    parameters = {known[k]: options.pop(k) for k in list(options) if k in known}
-    setup = [f"export {name}={shlex.quote(value)}" for name, value in plan.task.env.items()]
-    executor.update_parameters(
-        **parameters, additional_parameters=options, setup=setup, srun_args=["--kill-on-bad-exit=1"]
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / SUBMITTED_SCRIPT
+    script.write_text(sbatch_script(job, plan, watched=True), encoding="utf-8")
+    return sbatch_file(script)
+
+
+def sbatch_file(script: Path) -> str:
+    """`sbatch --parsable SCRIPT`; the job id, or a SpecError with sbatch's own words."""
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=60
     )
-    # submitit prints sbatch's stderr itself before raising it: keep it for the one error line
-    printed = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(printed):
-            submitted = executor.submit(
-                submitit.helpers.CommandFunction(plan.task.argv, verbose=False)
-            )
-    except Exception as error:  # noqa: BLE001 - sbatch's own message says what is wrong
-        raise SpecError(
-            "--launcher", "slurm", f"sbatch refused the job: {sbatch_errors(str(error))}"
-        ) from None
-    sys.stderr.write(printed.getvalue())  # sbatch's warnings on an accepted job stay visible
-    return str(submitted.job_id)
+    job_id = submitted.stdout.strip().split(";")[0]
+    if submitted.returncode != 0 or not job_id:
+        # sbatch's usage hint ("Try sbatch --help") would hide the line saying what is wrong
+        said = submitted.stderr or submitted.stdout
+        said = "\n".join(line for line in said.splitlines() if "--help" not in line) or said
+        raise SpecError("--launcher", "slurm", f"sbatch refused the job: {sbatch_errors(said)}")
+    sys.stderr.write(submitted.stderr)  # sbatch's warnings on an accepted job stay visible
+    return job_id
 
 
 def sbatch_errors(text: str) -> str:

@@ -25,7 +25,7 @@ from collbench.launchers.slurm import (
     check_cluster,
     job_state,
     sbatch_directives,
-    sbatch_errors,
+    sbatch_file,
 )
 
 DRIVER_SCRIPT = "driver.sbatch"
@@ -70,16 +70,7 @@ def submit_driver(
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / DRIVER_SCRIPT
     script.write_text(driver_script(argv, settings, folder, env), encoding="utf-8")
-    submitted = subprocess.run(
-        ["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=60
-    )
-    job_id = submitted.stdout.strip().split(";")[0]
-    if submitted.returncode != 0 or not job_id:
-        # sbatch's usage hint ("Try sbatch --help") would hide the line saying what is wrong
-        said = submitted.stderr or submitted.stdout
-        said = "\n".join(line for line in said.splitlines() if "--help" not in line) or said
-        raise SpecError("--launcher", "slurm", f"sbatch refused the job: {sbatch_errors(said)}")
-    return job_id
+    return sbatch_file(script)
 
 
 def wait_job(

@@ -10,7 +10,7 @@ report their status there too. `--print` shows the torchrun line to run by hand 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from collbench.core.errors import SpecError
@@ -141,7 +141,18 @@ class TorchrunLauncher:
         return LaunchPlan(self.name, (RankCommand(argv, watch_env(job)),))
 
     def describe(self, job: Job) -> str:
-        return RankCommand(self.render(job).commands[0].argv, {}).shell()
+        """The torchrun line of every node: one line that every node runs (one node, or a
+        c10d rendezvous where torchrun numbers the nodes), else one line per node, its
+        --node-rank K, each under a comment naming the node."""
+        settings = TorchrunSettings(**job.settings)
+        if settings.nnodes == 1 or settings.rdzv_endpoint is not None:
+            return RankCommand(self.render(job).commands[0].argv, {}).shell()
+        lines = []
+        for node in range(settings.nnodes):
+            at = {**job.settings, "node_rank": node}
+            (command,) = self.render(replace(job, settings=at)).commands
+            lines += [f"# node {node} of {settings.nnodes}:", RankCommand(command.argv, {}).shell()]
+        return "\n".join(lines)
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         node = job.settings["node_rank"]

@@ -13,7 +13,7 @@ import pytest
 from collbench.core.spec import SweepSpec
 from collbench.launchers import get_launcher
 from collbench.launchers.mpi import MpiSettings
-from collbench.launchers.slurm import SlurmSettings, parse_time_minutes
+from collbench.launchers.slurm import SlurmSettings, parse_time_minutes, sbatch_script
 from collbench.launchers.torchrun import TorchrunSettings
 from collbench.store.job import Job
 
@@ -26,6 +26,9 @@ SPEC = SweepSpec(
     dtype="bfloat16",
     iters=50,
     warmup=10,
+    # What the user asked for beyond the measurement reaches every printed line (issue 25).
+    knobs=(("NCCL_ALGO", "Ring"), ("NCCL_MIN_NCHANNELS", "4")),
+    topology="dgx-h100",
 )
 COMMAND = ["collbench", "sweep", "-c", "all_reduce,all_gather"]
 
@@ -74,7 +77,7 @@ CASES = {
             nproc=16,
             hostfile="/shared/hosts",
             mpi_args=("--map-by", "ppr:8:node"),
-            export=("NCCL_DEBUG", "PATH"),
+            export=(("NCCL_DEBUG", "INFO"), ("PATH", "/usr/bin:/bin")),
             as_root=False,
         ),
     ),
@@ -119,6 +122,20 @@ def test_slurm_render_and_sbatch_script():
     rendered = {"sbatch": plan.batch_options, "command": plan.task.argv, "env": env}
     _check("slurm-render.json", rendered)
     _check("slurm-sbatch.sh", launcher.describe(job))
+    submitted = sbatch_script(job, plan, watched=True)
+    _check("slurm-submitted.sh", submitted)
+    # The script submitted is the one shown, but for the run directory this collbench made
+    # (a printed one appends the job id), where the output goes, and the watch variables.
+    shown = launcher.describe(job).splitlines()
+    differ = {line for line in submitted.splitlines() if line not in shown}
+    assert all(
+        line.startswith(("#", "export COLLBENCH_", "srun ")) or not line for line in differ
+    ), differ
+    assert [line for line in shown if line.startswith("#SBATCH --") and "output" not in line] == [
+        line
+        for line in submitted.splitlines()
+        if line.startswith("#SBATCH --") and "output" not in line
+    ]
 
 
 def test_slurm_defaults_are_small_and_explicit():

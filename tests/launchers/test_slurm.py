@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import collbench, meta_of, rank_pid, rows_of, start, wait_for_rows
+from tests.helpers import collbench_process as collbench
+from tests.helpers import meta_of, rank_pid, rows_of, start, wait_for_rows
 
 pytestmark = pytest.mark.slow  # a real Slurm cluster and its jobs
 
@@ -289,20 +290,18 @@ def _wait_for_state(out, states=("completed", "failed"), timeout=180):
     raise AssertionError(f"{out} did not finish in {timeout} s")
 
 
-def test_printed_sbatch_script_runs_as_is_and_again(tmp_path, slurm_cluster):
-    out = tmp_path / "run"
+def test_printed_sbatch_script_runs_as_is_and_again(tmp_path, slurm_cluster, monkeypatch):
+    """Printed with a knob and a topology, from a directory with no results/, submitted
+    unchanged: every job completes and records both (issue 25)."""
+    submit_dir = tmp_path / "submit"
+    submit_dir.mkdir()
+    monkeypatch.chdir(submit_dir)
+    knob = ["--knob", "NCCL_ALGO=Ring", "--topology", "dgx-h100"]
     printed = collbench(
-        "sweep",
-        "--launcher",
-        "slurm",
-        "--print-sbatch",
-        *SMALL,
-        "--out",
-        str(out),
-        env=slurm_cluster.env,
+        "sweep", "--launcher", "slurm", "--print-sbatch", *SMALL, *knob, env=slurm_cluster.env
     )
     assert printed.returncode == 0, printed.stderr
-    assert not out.exists()  # printing prepares nothing
+    assert not (submit_dir / "results").exists()  # printing prepares nothing
     script = tmp_path / "sweep.sbatch"
     script.write_text(printed.stdout)
     job_ids = []
@@ -312,16 +311,25 @@ def test_printed_sbatch_script_runs_as_is_and_again(tmp_path, slurm_cluster):
             capture_output=True,
             text=True,
             env={**slurm_cluster.client_env(), "PYTHONPATH": str(REPO)},
-            cwd=tmp_path,
+            cwd=submit_dir,
         )
         assert submitted.returncode == 0, submitted.stderr
         job_ids.append(submitted.stdout.strip().split(";")[0])
     for job_id in job_ids:
-        run = tmp_path / f"run-{job_id}"
+        deadline = time.time() + 120
+        while not (runs := list(submit_dir.glob(f"results/*-{job_id}"))):
+            assert time.time() < deadline, f"job {job_id} made no run directory"
+            time.sleep(0.5)
+        (run,) = runs
         meta = _wait_for_state(run)
         assert (meta["state"], meta["world_size"], meta["launcher"]) == ("completed", 2, "none")
-        assert rows_of(run) and all(row["n_wrong"] == 0 for row in rows_of(run))
-    assert not out.exists()
+        assert (meta["topology"], meta["knobs"].get("NCCL_ALGO")) == ("dgx-h100", "Ring")
+        assert meta["spec"]["knobs"] == {"NCCL_ALGO": "Ring"}
+        rows = rows_of(run)
+        assert rows and all(row["n_wrong"] == 0 for row in rows)
+        assert {row["topology"] for row in rows} == {"dgx-h100"}
+        assert {row["knobs"]["env"].get("NCCL_ALGO") for row in rows} == {"Ring"}
+        assert (submit_dir / f"collbench-{job_id}.out").is_file()  # where sbatch could write
 
 
 def test_srun_starts_ranks_directly(tmp_path, slurm_cluster):
