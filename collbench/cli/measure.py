@@ -65,8 +65,9 @@ def _names(text: str, flag: str) -> tuple[str, ...]:
 
 
 def _topology_ref(text: str, flag: str) -> tuple[str, str | None]:
-    """(name, absolute file or None for a catalog topology): loaded, so a bad one fails
-    before a run; the file travels with the spec so ranks and printed commands find it."""
+    """(name, absolute file or None for a catalog topology), which SweepSpec takes as its
+    `topology` and `topology_file`: loaded, so a bad one fails before a run; the file
+    travels with the spec so ranks and printed commands find it."""
     from collbench.topologies.loader import catalog_names, load_topology
 
     name = load_topology(text, flag).name
@@ -391,15 +392,8 @@ def measure_spec(command: str, values: dict[str, Any]) -> SweepSpec:
     overlap = None
     if wants_overlap:
         overlap = OverlapSpec(**given_fields(OverlapSpec, OVERLAP_OPTIONS, values))
-    fields = topology_fields(given_fields(SweepSpec, SWEEP_OPTIONS, values))
+    fields = given_fields(SweepSpec, SWEEP_OPTIONS, values)
     return SweepSpec(overlap=overlap, sweep_rows=command == "sweep", **fields)
-
-
-def topology_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    """The spec's fields with --topology's (name, file) as `topology` and `topology_file`."""
-    if "topology" in fields:
-        fields["topology"], fields["topology_file"] = fields["topology"]
-    return fields
 
 
 def run_options(values: dict[str, Any]) -> RunOptions:

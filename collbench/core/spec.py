@@ -144,6 +144,10 @@ class SweepSpec:
         object.__setattr__(self, "knobs", tuple((str(n), str(v)) for n, v in knobs))
         if len({name for name, _ in self.knobs}) != len(self.knobs):
             raise SpecError("--knob", ",".join(n for n, _ in self.knobs), "repeats a knob")
+        if isinstance(self.topology, (tuple, list)):  # --topology's (name, file or None)
+            name, file = self.topology
+            object.__setattr__(self, "topology", name)
+            object.__setattr__(self, "topology_file", file)
         if self.topology_file is not None and self.topology is None:
             raise ValueError("a topology file needs the topology's name")
         if isinstance(self.overlap, dict):

@@ -24,6 +24,8 @@ SWEEP = [
     "60",
     "--repeats",
     "1",
+    "--topology",  # recorded by every rank under torchrun, as under the local launcher
+    "dgx-h100",
 ]
 
 
@@ -41,6 +43,7 @@ def test_torchrun_across_two_namespaces(tmp_path):
     rows = rows_of(out)
     assert rows and all(row["n_wrong"] == 0 for row in rows)
     assert {(r["world_size"], r["nodes"], r["ranks_per_node"]) for r in rows} == {(2, 2, 1)}
+    assert {r["topology"] for r in rows} == {"dgx-h100"}
     meta = meta_of(out)
     assert meta["hosts"] == ["cbnode0", "cbnode1"] and meta["launcher"] == "torchrun"
     assert meta["rendezvous"].startswith(f"{NODE_ADDRS[0]}:29561 ")
