@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIRS = ("collbench", "analysis", "launchers", "topologies")
-RULE_MODULE = ROOT / "analysis" / "decision.py"
+RULE_MODULE = ROOT / "analysis" / "rules" / "decision.py"
 # Names of hypothesis tests, corrections and their hand-written cousins.
 TEST_STATISTICS = {
     "mannwhitneyu",
@@ -111,6 +111,6 @@ def _imported_from_rule(tree: ast.AST) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "collbench.analysis.rules.decision":
             names |= {alias.name for alias in node.names}
-        if isinstance(node, ast.ImportFrom) and node.module == "collbench.analysis":
+        if isinstance(node, ast.ImportFrom) and node.module == "collbench.analysis.rules":
             names |= {"decision"} & {alias.name for alias in node.names}
     return names
