@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from collbench.bench.worker import RankLog, _Session
+from collbench.bench.session import RankLog, Session
 from collbench.core.bandwidth import busbw_gbps
 from collbench.core.collectives import REGISTRY
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
@@ -66,7 +66,7 @@ class _Measured:
     n_wrong: int | None
 
 
-class DoctorSession(_Session):
+class DoctorSession(Session):
     """One rank's doctor, after the process group is up."""
 
     def run(self, status: RankStatus, log: RankLog) -> int:

@@ -1,0 +1,250 @@
+"""One rank's measurement once its process group is up: `Session` runs a sweep's steps
+(the doctor's `DoctorSession` is one too) and rank 0 writes meta.json and the rows;
+`RankLog` is the few lines a watched rank logs.
+
+bench/worker.py (the rank process: join the group, run a session, report the outcome) and
+bench/doctor.py both import this module, and it imports neither of them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from collbench.bench import capacity
+from collbench.bench.distributed import rendezvous_bind, single_host, torch_backend
+from collbench.bench.rank_env import RunEnv
+from collbench.core.errors import SpecError
+from collbench.store.job import Job
+from collbench.store.meta import RunMeta
+from collbench.store.rank_status import RankStatus
+from collbench.store.rows import RowBuilder, utc_now
+from collbench.store.rundir import (
+    ResultWriter,
+    prepare_run_dir,
+    update_meta,
+    write_meta,
+    write_parquet,
+)
+from collbench.store.sink import RowSink
+
+
+class RankLog:
+    """A few lines per rank in its log (logs/rank-NNNNN.log): where it ran and each step's
+    wall time. Only for ranks a launching collbench watches, whose output is that log file;
+    a rank started by hand writes nothing but the table (rank 0) and errors."""
+
+    def __init__(self, rank: int, enabled: bool) -> None:
+        self.rank, self.enabled = rank, enabled
+
+    def write(self, text: str) -> None:
+        if self.enabled:
+            print(f"{utc_now()} collbench rank {self.rank}: {text}", file=sys.stderr, flush=True)
+
+
+class Session:
+    """One rank's sweep, after the process group is up."""
+
+    def __init__(self, job: Job, env: RunEnv, device: Any, sink: RowSink | None) -> None:
+        import torch
+        import torch.distributed as dist
+
+        from collbench.bench.timing import CpuTimer, CudaEventTimer
+
+        self.torch, self.dist = torch, dist
+        self.job, self.env, self.device, self.sink = job, env, device, sink
+        self.timer = CudaEventTimer(torch) if device.type == "cuda" else CpuTimer()
+
+    def run(self, status: RankStatus, log: RankLog) -> int:
+        from collbench.bench.provenance import rank_identity
+        from collbench.bench.runner import Runner
+        from collbench.core.knobs import knob_env
+
+        spec, env = self.job.spec, self.env
+        identities = self._gather(rank_identity(self.torch, self.device, env.rank))
+        runner = Runner(spec, self.device, self.timer)
+        probe, probe_problem = self._probe(runner)
+        self._agree(self._local_problems() or probe_problem)
+        hosts = sorted({identity["host"] for identity in identities})
+        env_knobs = knob_env()
+        writer = self._start(identities, hosts, env_knobs)
+        knobs = self._row_knobs(env_knobs)
+        builder = RowBuilder(
+            self.job.run_id, spec, env.world_size, len(hosts), knobs, topology=spec.topology
+        )
+        total_wrong = 0
+        steps = spec.steps()
+        for index, step in enumerate(steps):
+            status.step(index, _describe(step) + _repeat_of(step, spec.repeats))
+            started = time.perf_counter()
+            if step.kind == "overlap":
+                result = probe.measure(step)
+                row = builder.build_probe(
+                    step.collective, step.placement, result, probe.clock.method, step.repeat
+                )
+            else:
+                result = runner.measure(step.collective, step.size_bytes, step.placement)
+                row = builder.build(step.collective, step.placement, result, step.repeat)
+            total_wrong += result.n_wrong or 0
+            log.write(
+                f"step {index + 1}/{len(steps)}{_repeat_of(step, spec.repeats)} "
+                f"{_describe(step)}: {time.perf_counter() - started:.3f} s "
+                "(warm-up, timed iterations, check)"
+            )
+            if writer is not None:
+                writer.append(row)
+                if self.sink is not None:
+                    self.sink.row(row)
+        if writer is not None:
+            writer.close()
+            write_parquet(self.job.run_dir)
+            update_meta(
+                self.job.run_dir,
+                state="completed",
+                finished_utc=utc_now(),
+                rows=len(spec.steps()),
+                n_wrong_total=total_wrong,
+            )
+        return total_wrong
+
+    def _start(
+        self,
+        identities: list[dict[str, Any]],
+        hosts: list[str],
+        env_knobs: dict[str, str],
+        extra: dict[str, Any] | None = None,
+    ) -> ResultWriter | None:
+        """Rank 0 opens rows.jsonl and writes meta.json (with `extra` keys); others: None."""
+        if self.env.rank != 0:
+            return None
+        writer = ResultWriter(self.job.run_dir)
+        meta = self._meta(identities, hosts, env_knobs)
+        if extra:
+            meta = replace(meta, extra={**meta.extra, **extra})
+        write_meta(self.job.run_dir, meta)
+        if self.sink is not None:
+            self.sink.start(meta)
+        return writer
+
+    def _row_knobs(self, env_knobs: dict[str, str]) -> dict[str, Any]:
+        """Every row's knobs: the environment's and collbench's own settings."""
+        spec = self.job.spec
+        return {
+            "env": env_knobs,
+            "settings": {
+                "rank_stat": spec.rank_stat,
+                "check": spec.check,
+                "timing": self.timer.method,
+                "launcher": self.job.launcher,
+            },
+        }
+
+    def _probe(self, runner: Any) -> tuple[Any, str | None]:
+        """The overlap probe (None without --overlap), or why it cannot run on this rank."""
+        from collbench.bench.overlap.clock import CpuProbeClock, CudaProbeClock
+        from collbench.bench.overlap.probe import OverlapProbe
+
+        overlap = self.job.spec.overlap
+        if overlap is None:
+            return None, None
+        torch, device = self.torch, self.device
+        clock = CudaProbeClock(torch, device) if device.type == "cuda" else CpuProbeClock(torch)
+        try:
+            probe = OverlapProbe(runner, clock, overlap)
+        except SpecError as error:
+            return None, str(error)
+        return probe, probe.problem()
+
+    def _local_problems(self) -> str | None:
+        """This rank's reason the sweep cannot run here, checked before any allocation."""
+        spec, env = self.job.spec, self.env
+        try:
+            capacity.check_world_size(spec, env.world_size)
+            if self.device.type == "cuda":
+                free_bytes, _ = self.torch.cuda.mem_get_info(self.device)
+                capacity.check_memory(spec, env.world_size, 1, free_bytes, "GPU")
+            else:
+                capacity.check_memory(
+                    spec,
+                    env.world_size,
+                    env.local_world_size,
+                    capacity.host_memory_available(),
+                    "host",
+                )
+            # The local launcher prepared the directory; a rank of someone else's job does.
+            if env.rank == 0 and not self.job.dir_prepared:
+                prepare_run_dir(Path(self.job.run_dir), self.job.run_id)
+        except SpecError as error:
+            return str(error)
+        return None
+
+    def _agree(self, problem: str | None) -> None:
+        """Every rank stops together if any rank found a problem (no one left waiting)."""
+        problems = [p for p in self._gather(problem) if p]
+        if problems:
+            raise SpecError.from_message(problems[0])
+
+    def _gather(self, value: Any) -> list[Any]:
+        gathered: list[Any] = [None] * self.env.world_size
+        self.dist.all_gather_object(gathered, value)
+        return gathered
+
+    def _meta(
+        self, identities: list[dict[str, Any]], hosts: list[str], knobs: dict[str, str]
+    ) -> RunMeta:
+        from collbench.bench.provenance import git_sha, nccl_conf_files, versions
+
+        spec, env = self.job.spec, self.env
+        return RunMeta(
+            run_id=self.job.run_id,
+            state="running",
+            started_utc=utc_now(),
+            finished_utc=None,
+            command_line=self.job.command_line,
+            launcher=self.job.launcher,
+            backend=spec.backend,
+            world_size=env.world_size,
+            nodes=len(hosts),
+            ranks_per_node=env.world_size // max(1, len(hosts)),
+            hosts=hosts,
+            ranks=identities,
+            timing_method=self.timer.method,
+            versions=versions(self.torch, spec.backend),
+            git_sha=git_sha(),
+            knobs=knobs,
+            nccl_conf_files=nccl_conf_files(os.environ, os.environ.get("HOME")),
+            spec=spec.to_dict(),
+            topology=spec.topology,
+            extra={
+                "torch_backend": torch_backend(spec.backend),
+                "cwd": os.getcwd(),
+                "rank_env": env.source,
+                "rendezvous": f"{env.master_addr}:{env.master_port} ({env.rendezvous})",
+                "rendezvous_bind": _bound(env),
+            },
+        )
+
+
+def _bound(env: RunEnv) -> str:
+    """Where rank 0's rendezvous store listens, as meta.json records it."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return "torchrun agent"
+    bind = rendezvous_bind(str(env.master_addr), single_host(env))
+    return f"{bind or '*'}:{env.master_port}"
+
+
+def _describe(step: Any) -> str:
+    """A step as the status files and hang reports name it."""
+    text = f"{step.collective} {step.size_bytes} B {step.placement}"
+    if step.kind == "overlap":
+        text += f" overlap ratio {step.ratio:g}" if step.ratio is not None else " overlap"
+    return text
+
+
+def _repeat_of(step: Any, repeats: int) -> str:
+    """' (repeat 2/3)' in a rank log's step line when the run repeats, else ''."""
+    return f" (repeat {step.repeat + 1}/{repeats})" if repeats > 1 else ""
