@@ -39,11 +39,11 @@ from collbench.analysis.rules.decision import (
     evidence_of,
     judge,
 )
-from collbench.analysis.rules.methodology import Difference, differences
+from collbench.analysis.rules.methodology import COMPARE, WARN, Difference, differences
 from collbench.core.errors import EXIT_SLOWER, CollbenchError
 from collbench.core.stats import geomean
 from collbench.store.load import Run
-from collbench.store.rows import ResultRow
+from collbench.store.rows import SWEEP, ResultRow, row_is
 
 QUANTITY = "busbw"
 QUANTITY_NOTE = (
@@ -144,7 +144,8 @@ class Comparison:
 
     @property
     def methodology(self) -> list[Difference]:
-        return [diff for diff in self.differences if diff.kind == "methodology"]
+        """The differences the methodology rule's COMPARE purpose flags."""
+        return [diff for diff in self.differences if COMPARE.action(diff.field) == WARN]
 
     @property
     def methodology_differs(self) -> bool:
@@ -215,7 +216,7 @@ def rows_by_key(rows: Sequence[ResultRow]) -> dict[Key, list[ResultRow]]:
     """A run's sweep rows per (collective, placement, size_bytes): every repeat of it."""
     keyed: dict[Key, list[ResultRow]] = {}
     for row in rows:
-        if row.kind == "sweep":
+        if row_is(row, SWEEP):
             key = (str(row.collective), str(row.placement), int(row.size_bytes))
             keyed.setdefault(key, []).append(row)
     return keyed

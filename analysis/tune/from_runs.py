@@ -1,12 +1,13 @@
 """`collbench tune --from RUN...`: tune from runs already measured, without launching (pure).
 
-The runs must share a methodology: the collectives measured, the rank count, the node count
-and the dtype (SpecError naming every field that differs). Other methodology differences
-(iterations, timing method, an nccl-tests log next to a collbench sweep) are warnings.
+The runs must be measured alike as the one methodology rule's TUNE_FROM purpose says
+(analysis/rules/methodology.py): the collectives measured, the rank count, the node count and
+the dtype refuse (SpecError naming every field that differs); other methodology differences
+(iterations, timing method, an nccl-tests log next to a collbench sweep) and the backend warn.
 
-Each run's setting is read from the knobs it recorded (meta.json `knobs.env` as
-analysis.methodology reads it: a sweep's environment, or what an imported log printed and
-the `--knob` labels given at import). The knobs of a setting are the recorded variables
+Each run's setting is read from the knobs it recorded (meta.json `knobs.env` as the
+methodology rule reads it: a sweep's environment, or what an imported log printed and the
+`--knob` labels given at import). The knobs of a setting are the recorded variables
 whose values differ between the runs; logging variables (NCCL_DEBUG, ...) never count.
 Runs with the same knobs are one setting, and each run is a repeat of it: their rows are
 pooled with the repeat renumbered (the first RUN's repeats first, then the next RUN's, ...;
@@ -22,14 +23,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from collbench.analysis.rules.methodology import METHODOLOGY, describe_method
+from collbench.analysis.rules.methodology import TUNE_FROM, check, describe_method
 from collbench.analysis.tune.select import SettingOutcome
 from collbench.core.errors import SpecError
 from collbench.store.load import Run
 from collbench.store.rows import ResultRow
 
-# What tune --from refuses to pool (the issue's list; "collectives" is checked from the rows)
-TUNE_METHODOLOGY = ("world_size", "nodes", "dtype")
 # Variables that change what a library logs, not how it communicates.
 LOGGING_KNOBS = frozenset(
     {
@@ -46,34 +45,12 @@ _ENV = "env."
 
 
 def check_tunable(runs: Sequence[Run]) -> list[str]:
-    """SpecError("RUN", ...) when a run differs from the first in its collectives, rank
-    count, node count or dtype, naming each; otherwise one warning line per other
-    methodology field in which a run differs."""
+    """SpecError("RUN", ...) without runs; the methodology rule's refusal (one line naming
+    every field that differs) when they are not runs of one question; otherwise one warning
+    line per run that differs from the first in how it was measured."""
     if not runs:
         raise SpecError("RUN", "", "names no run: give the runs to tune from")
-    first, first_method = runs[0], _method(runs[0])
-    warnings = []
-    for run in runs[1:]:
-        method = _method(run)
-        differ = [
-            f"{name} {first_method.get(name)!r} vs {method.get(name)!r}"
-            for name in ("collectives", *TUNE_METHODOLOGY)
-            if method.get(name) != first_method.get(name)
-        ]
-        if differ:
-            raise SpecError(
-                "RUN",
-                f"{first.run_id}, {run.run_id}",
-                f"differ in {'; '.join(differ)}: tune needs runs of one collective, rank "
-                "count, node count and dtype",
-            )
-        warnings += [
-            f"{first.run_id} and {run.run_id} differ in {name}: {first_method.get(name)!r} vs "
-            f"{method.get(name)!r} (tuned anyway)"
-            for name in METHODOLOGY
-            if name not in TUNE_METHODOLOGY and method.get(name) != first_method.get(name)
-        ]
-    return warnings
+    return check(runs, TUNE_FROM).warnings
 
 
 def run_knobs(run: Run) -> dict[str, str]:
@@ -124,9 +101,3 @@ def as_repeats(rows: Sequence[ResultRow], offset: int) -> list[ResultRow]:
 
 def _repeats_in(rows: Sequence[ResultRow]) -> int:
     return max((row.repeat_index for row in rows), default=-1) + 1
-
-
-def _method(run: Run) -> dict[str, Any]:
-    method = describe_method(run)
-    method["collectives"] = ", ".join(sorted({str(row.collective) for row in run.sweep_rows}))
-    return method

@@ -65,21 +65,6 @@ def render_comparison(result: Comparison, base_path: str, cand_path: str) -> str
     return "\n".join(lines)
 
 
-def methodology_refusal(comparisons: Sequence[Comparison], cand_paths: Sequence[str]) -> str:
-    """--strict's one line: every methodology difference, or "" when there is none."""
-    named = []
-    for comparison, path in zip(comparisons, cand_paths, strict=True):
-        found = ", ".join(
-            f"{diff.field} {_shown(diff.baseline)} vs {_shown(diff.candidate)}"
-            for diff in comparison.methodology
-        )
-        if found:
-            named.append(found if len(cand_paths) == 1 else f"{path}: {found}")
-    if not named:
-        return ""
-    return f"runs measured differently ({'; '.join(named)}); drop --strict to compare anyway"
-
-
 def _shown(value: Any) -> str:
     return "(unset)" if value is None else str(value)
 

@@ -2,9 +2,10 @@
 identical reruns of it, written to a file that `compare --noise-floor FILE` holds verdicts
 against (DESIGN.md, "Decisions"; the rule is analysis.decision.aa_floor).
 
-Runs measured differently (analysis.methodology) or with different knobs are not reruns of
-one configuration: they are refused. Other environment differences (hosts, versions) are
-listed with the result: they are part of the noise the floor then covers.
+Runs measured differently or with different knobs are not reruns of one configuration: the
+methodology rule's NOISE purpose refuses them (analysis/rules/methodology.py). Other
+environment differences (hosts, versions) are listed with the result: they are part of the
+noise the floor then covers.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from collbench.analysis.compare.comparison import rows_by_key
 from collbench.analysis.rules.bands import BAND_NAMES, band_of
 from collbench.analysis.rules.decision import Evidence, aa_floor, evidence_of
-from collbench.analysis.rules.methodology import Difference, differences
+from collbench.analysis.rules.methodology import NOISE, Difference, check
 from collbench.core.errors import SpecError
 from collbench.core.noise import NoiseFloor
 from collbench.store.load import Run
@@ -46,6 +47,21 @@ class NoiseReport:
     sizes: int  # (collective, placement, size) measured by every run
     environment: list[Difference]  # differences kept (part of the noise measured)
     out: Path
+
+
+@dataclass(frozen=True)
+class NoiseRequest:
+    """What `collbench noise` was asked for."""
+
+    runs: tuple[Path, ...] = ()  # identical runs of one configuration
+    out: Path = Path("noise-floor.json")  # in the working directory; never overwritten
+
+
+def record_noise_of(request: NoiseRequest) -> NoiseReport:
+    """Load the runs given and record their floor (SpecError naming a bad RUN or --out)."""
+    from collbench.run.run_dirs import load_run_dir
+
+    return record_noise([load_run_dir(path) for path in request.runs], request.out)
 
 
 def record_noise(runs: Sequence[Run], out: Path) -> NoiseReport:
@@ -101,20 +117,7 @@ def _check_identical(runs: Sequence[Run]) -> list[Difference]:
             " ".join(run.path for run in runs),
             f"is not enough: an A/A floor needs at least {MIN_RUNS} identical runs",
         )
-    kept: list[Difference] = []
-    for run in runs[1:]:
-        found = differences(runs[0], run)
-        refused = [d for d in found if d.kind == "methodology" or d.field.startswith("env.")]
-        if refused:
-            named = ", ".join(f"{d.field} {d.baseline} vs {d.candidate}" for d in refused)
-            raise SpecError(
-                "RUN",
-                run.path,
-                f"is not a rerun of {runs[0].path} ({named}): an A/A floor needs runs of "
-                "one configuration measured the same way",
-            )
-        kept += [d for d in found if d not in kept]
-    return kept
+    return check(runs, NOISE, label=lambda run: run.path).differences
 
 
 def _source(runs: Sequence[Run]) -> str:

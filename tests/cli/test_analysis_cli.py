@@ -175,8 +175,8 @@ def test_fit_refuses_to_pool_runs_measured_differently(tmp_path):
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert (
-        "would be fitted together (all_reduce, gloo, 2 ranks) but were measured "
-        "differently: timing_method 'perf_counter' vs 'cuda_events'"
+        "(one fit group: all_reduce, gloo, 2 ranks) measured differently "
+        "(timing_method 'perf_counter' vs 'cuda_events'); fit them separately"
     ) in line
     same = write_run(tmp_path / "c", sizes)
     done = collbench("fit", str(base), str(same), "--json")
@@ -186,8 +186,8 @@ def test_fit_refuses_to_pool_runs_measured_differently(tmp_path):
 
 
 def test_a_report_that_fails_to_write_leaves_nothing_behind(tmp_path):
-    from collbench.cli.report import _write_report
     from collbench.core.errors import SpecError
+    from collbench.run.report import write_report as _write_report
 
     (tmp_path / "r.md").mkdir()  # the report's own write fails, after its images
     files = {tmp_path / "r_files" / "a.png": b"png", tmp_path / "r.md": b"# report"}

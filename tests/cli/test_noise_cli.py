@@ -9,6 +9,7 @@ import random
 import pytest
 
 from collbench.core.errors import EXIT_SLOWER, EXIT_USAGE
+from tests.helpers import collbench
 from tests.rows import make_row, write_run
 
 SIZES = [1024 << (2 * index) for index in range(8)]  # 1 KiB .. 16 MiB: every band
@@ -44,7 +45,7 @@ def aa_runs(tmp_path):
     return [_write(tmp_path / f"aa{i}", offset, seed=i) for i, offset in enumerate((1, 1.06, 0.97))]
 
 
-def test_noise_writes_a_floor_that_compare_holds_verdicts_against(collbench, aa_runs, tmp_path):
+def test_noise_writes_a_floor_that_compare_holds_verdicts_against(aa_runs, tmp_path):
     out = tmp_path / "floor.json"
     done = collbench("noise", *aa_runs, "--out", str(out))
     assert done.returncode == 0, done.stderr
@@ -77,7 +78,7 @@ def test_noise_writes_a_floor_that_compare_holds_verdicts_against(collbench, aa_
     assert done.returncode == EXIT_SLOWER and f"A/A large band, {out}" in done.stderr
 
 
-def test_noise_never_overwrites_a_file(collbench, aa_runs, tmp_path, monkeypatch):
+def test_noise_never_overwrites_a_file(aa_runs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert collbench("noise", *aa_runs).returncode == 0
     assert (tmp_path / "noise-floor.json").is_file()  # the default: the working directory
@@ -97,11 +98,11 @@ def test_noise_never_overwrites_a_file(collbench, aa_runs, tmp_path, monkeypatch
         (lambda t: [_write(t / "one")], "an A/A floor needs at least 2 identical runs"),
         (
             lambda t: [_write(t / "a"), _write(t / "b", iters=50)],
-            "is not a rerun of",
+            "measured differently (iters 20 vs 50)",
         ),
         (
             lambda t: [_write(t / "a"), _write(t / "b", dtype="bfloat16")],
-            "(dtype float32 vs bfloat16)",
+            "(dtype 'float32' vs 'bfloat16')",
         ),
         (
             lambda t: [_write(t / "a"), _write(t / "b", knobs={"env": {"NCCL_ALGO": "Tree"}})],
@@ -109,7 +110,7 @@ def test_noise_never_overwrites_a_file(collbench, aa_runs, tmp_path, monkeypatch
         ),
     ],
 )
-def test_noise_refuses_runs_that_are_not_reruns(collbench, tmp_path, make, needle):
+def test_noise_refuses_runs_that_are_not_reruns(tmp_path, make, needle):
     out = tmp_path / "floor.json"
     done = collbench("noise", *make(tmp_path), "--out", str(out))
     assert done.returncode == EXIT_USAGE, done.stdout
@@ -130,7 +131,7 @@ def test_noise_refuses_runs_that_are_not_reruns(collbench, tmp_path, make, needl
         ('{"pct_by_band": {"small": 3}, "runs": "many"}', "has runs 'many'"),
     ],
 )
-def test_a_bad_noise_floor_file_is_one_line_and_exit_2(collbench, tmp_path, content, needle):
+def test_a_bad_noise_floor_file_is_one_line_and_exit_2(tmp_path, content, needle):
     runs = [_write(tmp_path / "a", seed=1), _write(tmp_path / "b", seed=2)]
     floor = tmp_path / "floor.json"
     if content is not None:
@@ -142,7 +143,7 @@ def test_a_bad_noise_floor_file_is_one_line_and_exit_2(collbench, tmp_path, cont
     assert needle in lines[0] and str(floor) in lines[0]
 
 
-def test_help_lists_noise(collbench):
+def test_help_lists_noise():
     text = " ".join(collbench("--help").stdout.split())
     assert "noise Measure how far identical runs land apart" in text
     noise_help = " ".join(collbench("noise", "--help").stdout.split())
