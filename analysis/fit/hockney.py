@@ -48,7 +48,7 @@ from collbench.analysis.fit.regimes import (
     robust_line,
 )
 from collbench.core.units import round_sig
-from collbench.store.rows import ResultRow, median_over_repeats
+from collbench.store.rows import SWEEP, ResultRow, median_over_repeats, row_is
 
 CI_METHOD = (
     "95% Student-t interval from the Jacobian of each regime's robust "
@@ -459,7 +459,7 @@ def group_rows(rows: Iterable[ResultRow]) -> dict[tuple, list[ResultRow]]:
     """Sweep rows by (collective, backend, world_size, topology, placement, dtype, knobs)."""
     groups: dict[tuple, list[ResultRow]] = {}
     for row in rows:
-        if row.kind != "sweep":
+        if not row_is(row, SWEEP):
             continue
         key = (*(getattr(row, column) for column in GROUP_KEYS), knobs_digest(row.knobs))
         groups.setdefault(key, []).append(row)

@@ -12,12 +12,13 @@ can follow the choice per range.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from collbench.analysis.tune.select import BYTES_MAX, BestRecord, SelectRule, SettingOutcome
 from collbench.core.units import format_size
+from collbench.store.tune_result import EnvExport, TuneResult, TuneSetting
 
 
 @dataclass(frozen=True)
@@ -71,33 +72,34 @@ def tune_document(
     outcomes: Sequence[SettingOutcome],
     best: Sequence[BestRecord],
     rule: SelectRule | None = None,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """tune.json's content: `settings` (knobs, status, error, then id, label, baseline,
-    rows, repeats), `best` (BestRecord.to_dict), `env` (best.env's choice and conflicts),
-    `rule`, and the caller's `extra` keys."""
+    extra: Mapping[str, Any] | None = None,
+) -> TuneResult:
+    """tune.json's content: `settings` (knobs, status, error, id, label, baseline, rows,
+    repeats), `best` (BestRecord.to_dict), `env` (best.env's choice and conflicts), `rule`,
+    and the caller's `extra` keys as tune.json names them (a launched tune's, or `from`,
+    `tuner_conf`, `warnings`)."""
     choice = env_choice(best)
-    return {
-        "settings": [_setting_entry(outcome) for outcome in outcomes],
-        "best": [record.to_dict() for record in best],
-        "env": asdict(choice),
-        "rule": asdict(rule or SelectRule()),
-        **(extra or {}),
-    }
+    core = TuneResult(
+        settings=tuple(_setting_entry(outcome) for outcome in outcomes),
+        best=tuple(record.to_dict() for record in best),
+        env=EnvExport(choice.knobs, choice.setting, choice.why, tuple(choice.conflicts)),
+        rule=asdict(rule or SelectRule()),
+    )
+    return TuneResult.from_dict({**core.to_dict(), **(extra or {})}) if extra else core
 
 
-def _setting_entry(outcome: SettingOutcome) -> dict[str, Any]:
+def _setting_entry(outcome: SettingOutcome) -> TuneSetting:
     setting = outcome.setting
-    return {
-        "knobs": setting.as_dict(),
-        "status": outcome.status,
-        "error": outcome.error,
-        "id": setting.id,
-        "label": setting.label,
-        "baseline": outcome.is_baseline,
-        "rows": len(outcome.rows),
-        "repeats": outcome.repeats,
-    }
+    return TuneSetting(
+        knobs=setting.as_dict(),
+        status=outcome.status,
+        error=outcome.error,
+        id=setting.id,
+        label=setting.label,
+        baseline=outcome.is_baseline,
+        rows=len(outcome.rows),
+        repeats=outcome.repeats,
+    )
 
 
 def _largest_per_collective(best: Sequence[BestRecord]) -> list[BestRecord]:

@@ -43,7 +43,7 @@ from collbench.analysis.tune.select import (
 )
 from collbench.core.stats import geomean
 from collbench.core.tune_grid import KnobAxis, Setting
-from collbench.store.rows import ResultRow
+from collbench.store.rows import SWEEP, ResultRow, row_is
 
 Key = tuple[str, int]  # (collective, size_bytes)
 
@@ -99,7 +99,7 @@ def halving_round(
         str(row.collective): tuned_placement(str(row.collective), ran)
         for item in ran
         for row in item.rows
-        if row.kind == "sweep"
+        if row_is(row, SWEEP)
     }
     tables = {id(item): _probe_table(item, placements) for item in ran}
     keys = sorted(set.intersection(*(set(table) for table in tables.values())) if ran else [])
@@ -131,7 +131,7 @@ def _probe_table(
     table: dict[Key, dict[int, ResultRow]] = {}
     for row in outcome.rows:
         tuned = row.placement == placements.get(str(row.collective))
-        if row.kind == "sweep" and row.size_bytes > 0 and tuned:
+        if row_is(row, SWEEP) and row.size_bytes > 0 and tuned:
             key = (str(row.collective), int(row.size_bytes))
             table.setdefault(key, {}).setdefault(row.repeat_index, row)
     return {key: tuple(rows.values()) for key, rows in table.items()}
@@ -251,7 +251,7 @@ def _best_points(group: Sequence[SettingOutcome]) -> list[SettingOutcome]:
     scores: dict[tuple[str, str], dict[int, list[float]]] = {}
     for item in ran:
         for row in item.rows:
-            if row.kind == "sweep" and row.size_bytes > 0:
+            if row_is(row, SWEEP) and row.size_bytes > 0:
                 objective = (str(row.collective), band_of(int(row.size_bytes)))
                 scores.setdefault(objective, {}).setdefault(id(item), []).append(row_busbw(row))
     best = []

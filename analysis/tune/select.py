@@ -56,7 +56,7 @@ from collbench.analysis.tune.tuner_conf_rules import SIZE_MAX as BYTES_MAX  # no
 from collbench.core.bandwidth import busbw_gbps
 from collbench.core.stats import geomean
 from collbench.core.units import format_size
-from collbench.store.rows import ResultRow
+from collbench.store.rows import SWEEP, ResultRow, row_is, rows_of
 
 GRANULARITIES = ("band", "size")
 PLACEMENTS = ("out_of_place", "in_place")  # the first one measured is the one tuned
@@ -246,7 +246,7 @@ def select_best(
     ran = [outcome for outcome in outcomes if outcome.status == "ok" and outcome.rows]
     baseline = next((item for item in ran if item.is_baseline), None)
     records = []
-    measured = {row.collective for item in ran for row in item.rows if row.kind == "sweep"}
+    measured = {row.collective for item in ran for row in rows_of(item.rows, SWEEP)}
     for collective in sorted(measured):
         placement = tuned_placement(collective, ran)
         tables = {id(item): _table(item.rows, collective, placement) for item in ran}
@@ -276,7 +276,7 @@ def tuned_placement(collective: str, outcomes: Sequence[SettingOutcome]) -> str:
         row.placement
         for item in outcomes
         for row in item.rows
-        if row.collective == collective and row.kind == "sweep"
+        if row.collective == collective and row_is(row, SWEEP)
     }
     return next((name for name in PLACEMENTS if name in measured), sorted(measured)[0])
 
@@ -305,7 +305,7 @@ def _table(
     size, which no tune writes, is left out)."""
     table: dict[int, dict[int, ResultRow]] = {}
     for row in rows:
-        if row.kind == "sweep" and row.collective == collective and row.placement == placement:
+        if row_is(row, SWEEP) and row.collective == collective and row.placement == placement:
             table.setdefault(int(row.size_bytes), {}).setdefault(row.repeat_index, row)
     return {size: tuple(by_repeat.values()) for size, by_repeat in table.items()}
 

@@ -7,7 +7,7 @@ the command runs.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -16,7 +16,7 @@ from collbench.cli.measure import (
     RUN_OPTIONS,
     SWEEP_OPTIONS,
     _per_backend,
-    _set_knobs,
+    apply_knobs,
     command_line,
     exit_rank,
     print_error,
@@ -24,9 +24,13 @@ from collbench.cli.measure import (
     warn_knobs,
 )
 from collbench.cli.options import FROM_OWNER, Option, given_fields
-from collbench.core.doctor import DEFAULT_DOCTOR_BYTES, MIN_BANDWIDTH_BYTES, DoctorSpec
+from collbench.core.doctor import DEFAULT_DOCTOR_BYTES, DoctorSpec
 from collbench.core.spec import SweepSpec
-from collbench.core.units import parse_size, size_arg
+from collbench.core.units import parse_size
+from collbench.store.doctor_report import DOCTOR_JSON
+
+if TYPE_CHECKING:
+    from collbench.run.doctor import DoctorOutcome
 
 _EXPECT = "Expectation"
 _DOCTOR = None  # the main panel: the doctor's own options first
@@ -172,50 +176,39 @@ HELP = (
 
 
 def run_doctor_command(values: dict[str, Any]) -> None:
-    from collbench.render.doctor import DoctorConsole, doctor_json, render_doctor
-    from collbench.run.doctor import DOCTOR_JSON, run_doctor
-    from collbench.store.rundir import write_json_atomic
+    """Parse, run the rounds and judge them (run/doctor.py), then show the verdicts."""
+    from collbench.render.doctor import DoctorConsole
+    from collbench.run.doctor import doctor_sweep, run_doctor
 
     doctor = DoctorSpec(**given_fields(DoctorSpec, DOCTOR_OPTIONS, values))
-    topology = None
-    if doctor.topology is not None:
-        from collbench.topologies.loader import load_topology
-
-        topology = load_topology(doctor.topology).name
-    spec = SweepSpec(
-        collectives=("all_reduce", "sendrecv"),
-        sweep_rows=False,
-        doctor=doctor,
-        topology=topology,
-        **given_fields(SweepSpec, COMMAND_OPTIONS, values),
-    )
-    if doctor.size_bytes is not None and doctor.size_bytes < MIN_BANDWIDTH_BYTES:
-        print(
-            f"collbench: warning: --size {size_arg(doctor.size_bytes)} measures latency more "
-            f"than bandwidth; use {size_arg(MIN_BANDWIDTH_BYTES)} or more to compare links",
-            file=sys.stderr,
-            flush=True,
-        )
-    knobs = _set_knobs(values["knob"] or [])
+    spec, warnings = doctor_sweep(doctor, given_fields(SweepSpec, COMMAND_OPTIONS, values))
+    for warning in warnings:
+        print(f"collbench: warning: {warning}", file=sys.stderr, flush=True)
+    apply_knobs(spec.knobs)
     if spec.backend != "auto":
-        warn_knobs(knobs, spec.backend)
+        warn_knobs(spec.knobs, spec.backend)
     options = run_options({**{o.parameter_name: None for o in SWEEP_OPTIONS}, **values})
     outcome = run_doctor(spec, options, command_line(), lambda _spec: DoctorConsole(options.output))
-    diagnosis = outcome.diagnosis
+    _show(outcome, options.output)
+    if outcome.launch.is_rank:
+        exit_rank(outcome.code)
+    raise typer.Exit(outcome.code)
+
+
+def _show(outcome: DoctorOutcome, output: str) -> None:
+    """The warnings (stderr), notes, a launch error, the verdicts and where they were written."""
+    from collbench.render.doctor import render_doctor
+
     for warning in outcome.warnings:
         print(f"collbench: warning: {warning}", file=sys.stderr, flush=True)
-    if options.output == "table":
+    if output == "table":
         for note in outcome.notes:
             print(f"# {note}", flush=True)
     if outcome.launch.error:
         print_error(outcome.launch.error)
-    if diagnosis is not None:
-        document = doctor_json(diagnosis, outcome.run_id, outcome.expectation)
-        write_json_atomic(outcome.run_dir / DOCTOR_JSON, document)
-        if options.output != "quiet":
-            print(render_doctor(diagnosis, outcome.expectation), flush=True)
-        if options.output == "table":
-            print(f"# Results: {outcome.run_dir} ({DOCTOR_JSON})", flush=True)
-    if outcome.launch.is_rank:
-        exit_rank(outcome.code)
-    raise typer.Exit(outcome.code)
+    if outcome.diagnosis is None:
+        return
+    if output != "quiet":
+        print(render_doctor(outcome.diagnosis, outcome.expectation), flush=True)
+    if output == "table":
+        print(f"# Results: {outcome.run_dir} ({DOCTOR_JSON})", flush=True)

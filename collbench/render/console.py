@@ -18,7 +18,7 @@ from collbench.render.table import (
     summary_lines,
 )
 from collbench.store.meta import RunMeta
-from collbench.store.rows import ProbeRow, ResultRow
+from collbench.store.rows import OVERLAP, SWEEP, ResultRow, row_is
 
 
 class ConsoleSink:
@@ -37,7 +37,7 @@ class ConsoleSink:
         self._pending: dict[str, ResultRow] = {}
         self._collective_rows: list[ResultRow] = []
         self._collective: str | None = None
-        self._kind = "sweep"
+        self._kind = SWEEP
         self._repeat = 0  # the repeat of the table being printed
         self._repeat_shown: int | None = None  # the last "# Repeat r of R" line printed
         self._started = False
@@ -117,10 +117,10 @@ class ConsoleSink:
                 self._repeat_shown = row.repeat_index
                 self._print(f"# Repeat {row.repeat_index + 1} of {self.spec.repeats}")
             self._print(
-                *(probe_banner(row) if row.kind == "overlap" else collective_banner(row.collective))
+                *(probe_banner(row) if row_is(row, OVERLAP) else collective_banner(row.collective))
             )
         self._collective_rows.append(row)
-        if row.kind == "overlap":
+        if row_is(row, OVERLAP):
             self._print(format_probe_line(row))
             return
         self._pending[row.placement] = row
@@ -136,7 +136,7 @@ class ConsoleSink:
             return
         if self._pending:
             self._print_pending()
-        summary = probe_summary_lines if self._kind == "overlap" else summary_lines
+        summary = probe_summary_lines if self._kind == OVERLAP else summary_lines
         self._print(*summary(self._collective_rows, self._ending))
         self._collective = None
 
@@ -182,7 +182,7 @@ class _Progress:
         description = f"{row.collective} {row.size_bytes} B"
         if row.repeat:
             description += f" repeat {row.repeat + 1}"
-        if isinstance(row, ProbeRow):
+        if row_is(row, OVERLAP):
             description += f" overlap x{row.compute_ratio or 'tflop'}"
         self._bar.update(self._task, advance=1, description=description)
 

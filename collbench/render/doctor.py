@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
+from collbench.analysis.doctor.document import doctor_report
 from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, Finding
 from collbench.core.stats import median
 from collbench.core.units import format_number
@@ -152,65 +153,10 @@ def render_doctor(diagnosis: Diagnosis, expectation: Expectation | None = None) 
 
 
 def doctor_json(diagnosis: Diagnosis, run_id: str, expectation: Expectation) -> dict[str, Any]:
-    """doctor.json's content: healthy (true, false or null: unjudged, with "reason"), the
-    stages judged and why the others were not, findings, the pair matrix (hosts, GB/s), per node,
-    per rail, pass ratios, the full all-reduce, notes and the expectation used.
-    JSON-safe: a figure not measured (or not finite) is null; rail keys are strings."""
-    return {
-        "run_id": run_id,
-        # true, false, or null: nothing could be judged ("reason" says why; exit code 6)
-        "healthy": None if diagnosis.healthy is None else bool(diagnosis.healthy),
-        "verdict": diagnosis.verdict,
-        "reason": diagnosis.reason or None,
-        "judged": list(diagnosis.judged),
-        "unjudged": dict(diagnosis.unjudged),
-        "repeats": int(diagnosis.repeats),
-        "findings": [finding_json(item) for item in diagnosis.findings],
-        "matrix": {
-            "hosts": list(diagnosis.hosts),
-            "gbps": [[_number(value) for value in row] for row in diagnosis.matrix_gbps],
-        },
-        "nodes": _numbers(diagnosis.node_busbw_gbps),
-        "rails": _numbers(diagnosis.rail_busbw_gbps),
-        "pass_ratio": _numbers(diagnosis.pass_ratio),
-        "full_busbw_gbps": _number(diagnosis.full_busbw_gbps),
-        "notes": list(diagnosis.notes),
-        "expectation": {
-            "source": expectation.source,
-            "busbw_gbps": _numbers(expectation.busbw_gbps),
-            "tolerance_pct": _number(expectation.tolerance_pct),
-            "spread_pct": _numbers(expectation.spread_pct),
-            # the recorded A/A floor (--noise-floor) for the run's size band, and its file
-            "noise_floor_pct": _number(expectation.floor_pct),
-            "noise_floor_source": expectation.floor_source or None,
-        },
-    }
-
-
-def finding_json(finding: Finding) -> dict[str, Any]:
-    """One finding as doctor.json holds it."""
-    return {
-        "kind": finding.kind,
-        "hosts": list(finding.hosts),
-        "ranks": [int(rank) for rank in finding.ranks],
-        "addresses": list(finding.addresses),
-        "evidence": finding.evidence,
-        "measured_gbps": _number(finding.measured_gbps),
-        "expected_gbps": _number(finding.expected_gbps),
-        "expected_from": finding.expected_from,
-        "rounds": int(finding.rounds),
-        "action": finding.action,
-    }
-
-
-def _number(value: float | None) -> float | None:
-    if value is None or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _numbers(values: Mapping[Any, float]) -> dict[str, float | None]:
-    return {str(key): _number(value) for key, value in values.items()}
+    """doctor.json's content as the store saves it (DoctorReport.to_dict): healthy (true,
+    false or null: unjudged, with "reason"), the stages judged, findings, the pair matrix,
+    per node, per rail, pass ratios, the full all-reduce, notes and the expectation used."""
+    return doctor_report(diagnosis, run_id, expectation).to_dict()
 
 
 class DoctorConsole:

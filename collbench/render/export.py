@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from collbench.core.dtypes import DTYPES
 from collbench.store.load import Run
 from collbench.store.meta import RunMeta
-from collbench.store.rows import ALL_COLUMNS, ROW_COLUMNS, SWEEP, ProbeRow, ResultRow
+from collbench.store.rows import ALL_COLUMNS, OVERLAP, ROW_COLUMNS, SWEEP, ResultRow, row_is
 
 NCCL_TESTS_JSON_VERSION = 3  # nccl-tests' JSON_FILE_VERSION, the layout written here
 # Columns left out of the CSV: the per-iteration series (rows.jsonl keeps them).
@@ -222,7 +222,7 @@ def export_run(run: Run, csv_path: Path | None, json_path: Path | None) -> list[
     """Write a run directory's rows as CSV and/or nccl-tests JSON; the paths written."""
     written = []
     if csv_path is not None:
-        with_probes = any(isinstance(row, ProbeRow) for row in run.rows)
+        with_probes = bool(run.rows_of(OVERLAP))
         with open(csv_path, "w", newline="") as stream:
             table = _CsvStream(stream, csv_columns(with_probes))
             for row in run.rows:
@@ -299,7 +299,7 @@ class ExportSink:
             return
         if self._csv is not None:
             self._csv.write(row)
-        if self.json_path is not None and row.kind == SWEEP:
+        if self.json_path is not None and row_is(row, SWEEP):
             self._json_stream(row.collective).add(row)
 
     def finish(self, unfinished: str | None = None) -> None:

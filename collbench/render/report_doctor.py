@@ -29,8 +29,9 @@ from collbench.render.doctor import (
     pair_median_by_host,
 )
 from collbench.render.report_doc import Chart, Flagged, Report, Section, Table
-from collbench.run.doctor import DOCTOR_JSON
+from collbench.store.doctor_report import DOCTOR_JSON, DoctorFinding, DoctorReport
 from collbench.store.load import Run
+from collbench.store.rows import DOCTOR as DOCTOR_ROWS
 from collbench.store.rows import DoctorRow
 
 PAIR_STAGES = ("pair", "shuffle")  # stages whose rows are one node pair each
@@ -51,8 +52,8 @@ FINDINGS_HEADER = (
 
 
 def doctor_rows(run: Run) -> list[DoctorRow]:
-    """A run's doctor rows (kind "doctor"), in file order."""
-    return [row for row in run.rows if isinstance(row, DoctorRow) and row.kind == DOCTOR]
+    """A run's doctor rows, in file order."""
+    return run.rows_of(DOCTOR_ROWS)
 
 
 def doctor_nodes(run: Run) -> Mapping[str, Any]:
@@ -98,22 +99,20 @@ def stage_busbw_by_host(rows: Sequence[DoctorRow], stage: str = "intra") -> dict
     return {host: median(values) for host, values in samples.items()}
 
 
-def flagged(document: Mapping[str, Any] | None) -> tuple[set[str], set[frozenset[str]]]:
+def flagged(report: DoctorReport | None) -> tuple[set[str], set[frozenset[str]]]:
     """From doctor.json's findings: the hosts flagged as nodes, and the pairs flagged as links."""
     hosts: set[str] = set()
     links: set[frozenset[str]] = set()
-    for item in _findings(document):
-        named = [str(host) for host in item.get("hosts") or []]
-        if item.get("kind") == "node":
-            hosts.update(named)
-        elif item.get("kind") == "link" and len(named) == 2:
-            links.add(frozenset(named))
+    for item in _findings(report):
+        if item.kind == "node":
+            hosts.update(item.hosts)
+        elif item.kind == "link" and len(item.hosts) == 2:
+            links.add(frozenset(item.hosts))
     return hosts, links
 
 
-def _findings(document: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    found = (document or {}).get("findings") or []
-    return [item for item in found if isinstance(item, Mapping)]
+def _findings(report: DoctorReport | None) -> tuple[DoctorFinding, ...]:
+    return report.findings if report is not None else ()
 
 
 def heatmap_chart(
@@ -220,7 +219,7 @@ def node_bars_chart(
 
 
 def doctor_section(
-    run: Run, name: str, document: Mapping[str, Any] | None = None, named: bool = False
+    run: Run, name: str, document: DoctorReport | None = None, named: bool = False
 ) -> Section:
     """Everything the report says about one doctor run (`document`: its doctor.json)."""
     rows = doctor_rows(run)
@@ -235,9 +234,8 @@ def doctor_section(
     heatmap = heatmap_chart(f"{name}: pair busbw (GB/s)", hosts, matrix, slow_hosts, slow_links)
     if heatmap is not None:
         section.charts.append(Chart(f"doctor_{name}_pairs", f"{name}: pair matrix", heatmap))
-    expected = (document or {}).get("expectation") or {}
-    expected_gbps = expected.get("busbw_gbps") if isinstance(expected, Mapping) else None
-    expected_gbps = expected_gbps if isinstance(expected_gbps, Mapping) else {}
+    expectation = document.expectation if document is not None else None
+    expected_gbps = expectation.busbw_gbps if expectation is not None else {}
     panels = [
         ("intra-node all-reduce busbw per node", intra, expected_gbps.get("intra")),
         ("median pair busbw per node", pair_medians, expected_gbps.get("pair")),
@@ -254,7 +252,7 @@ def doctor_section(
 
 
 def _lead(
-    run: Run, rows: Sequence[DoctorRow], hosts: Sequence[str], document: Mapping[str, Any] | None
+    run: Run, rows: Sequence[DoctorRow], hosts: Sequence[str], document: DoctorReport | None
 ) -> list[str]:
     stages = [stage for stage in dict.fromkeys(row.stage for row in rows) if stage]
     size = format_size(rows[0].size_bytes) if rows else "-"
@@ -265,12 +263,11 @@ def _lead(
     ]
     if document is None:
         return lines
-    expectation = document.get("expectation") or {}
-    source = expectation.get("source") if isinstance(expectation, Mapping) else None
-    if document.get("healthy") is None:
-        reason = document.get("reason") or "nothing could be judged"
+    source = document.expectation.source if document.expectation is not None else None
+    if document.healthy is None:
+        reason = document.reason or "nothing could be judged"
         lines.append(f"{UNJUDGED}: {reason}.")
-    elif document.get("healthy"):
+    elif document.healthy:
         lines.append(HEALTHY + (f" (expectation source: {source})." if source else "."))
     else:
         count = len(_findings(document))
@@ -278,38 +275,37 @@ def _lead(
     return lines
 
 
-def _finding_lines(document: Mapping[str, Any] | None) -> list[str]:
+def _finding_lines(document: DoctorReport | None) -> list[str]:
     return [
-        f"{item.get('kind')} {_hosts_text(item)}: {item.get('evidence') or '-'}; "
-        f"{item.get('action') or '-'}"
+        f"{item.kind} {_hosts_text(item)}: {item.evidence or '-'}; {item.action or '-'}"
         for item in _findings(document)
     ]
 
 
-def _hosts_text(item: Mapping[str, Any]) -> str:
-    joiner = "<->" if item.get("kind") == "link" else ","
-    return joiner.join(str(host) for host in item.get("hosts") or []) or "-"
+def _hosts_text(item: DoctorFinding) -> str:
+    joiner = "<->" if item.kind == "link" else ","
+    return joiner.join(item.hosts) or "-"
 
 
-def findings_table(document: Mapping[str, Any]) -> Table:
+def findings_table(document: DoctorReport) -> Table:
     """doctor.json's findings, one line each (empty when healthy)."""
     rows = [
         (
-            Flagged(str(item.get("kind"))),
+            Flagged(item.kind),
             _hosts_text(item),
-            format_ranks(int(rank) for rank in item.get("ranks") or []),
-            ",".join(str(address) for address in item.get("addresses") or []) or "-",
-            _figure(item.get("measured_gbps")),
-            _figure(item.get("expected_gbps")),
-            item.get("rounds", "-"),
-            item.get("evidence") or "-",
-            item.get("action") or "-",
+            format_ranks(item.ranks),
+            ",".join(item.addresses) or "-",
+            _figure(item.measured_gbps),
+            _figure(item.expected_gbps),
+            item.rounds,
+            item.evidence or "-",
+            item.action or "-",
         )
         for item in _findings(document)
     ]
     empty = (
         ": none, nothing could be judged"
-        if document.get("healthy") is None
+        if document.healthy is None
         else (": none, the run was healthy")
     )
     caption = "findings (doctor.json)" + ("" if rows else empty)
@@ -325,13 +321,13 @@ def node_table(
     hosts: Sequence[str],
     intra: Mapping[str, float],
     matrix: Sequence[Sequence[float | None]],
-    document: Mapping[str, Any] | None,
+    document: DoctorReport | None,
 ) -> Table:
     """Per node: address, ranks, intra-node busbw, median and slowest pair, pass ratio."""
     nodes = doctor_nodes(run)
     addresses = nodes.get("addresses") if isinstance(nodes.get("addresses"), Mapping) else {}
     ranks = nodes.get("ranks_per_host") if isinstance(nodes.get("ranks_per_host"), Mapping) else {}
-    ratios = (document or {}).get("pass_ratio") or {}
+    ratios = document.pass_ratio if document is not None else {}
     slow_hosts, _ = flagged(document)
     rows = []
     for position, host in enumerate(hosts):
@@ -425,7 +421,7 @@ def _last_rank(row: DoctorRow) -> str:
     return f"rank {ranks[position]} ({counts[position]} of {row.iters or '?'} iters)"
 
 
-def _notes(run: Run, document: Mapping[str, Any] | None) -> list[str]:
+def _notes(run: Run, document: DoctorReport | None) -> list[str]:
     skipped = doctor_nodes(run).get("skipped") or {}
     notes = [f"{stage} stage skipped: {why}" for stage, why in dict(skipped).items()]
     notes.append(
@@ -437,7 +433,7 @@ def _notes(run: Run, document: Mapping[str, Any] | None) -> list[str]:
             f"no {DOCTOR_JSON} beside the rows: the findings are not shown, only the measurements"
         )
     else:
-        notes += [str(note) for note in document.get("notes") or []]
+        notes += list(document.notes)
     return list(dict.fromkeys(notes))  # doctor.json repeats the skipped stages
 
 
@@ -445,7 +441,7 @@ def with_doctor(
     report: Report,
     runs: Sequence[Run],
     names: Mapping[str, str],
-    documents: Mapping[str, Mapping[str, Any]] | None = None,
+    documents: Mapping[str, DoctorReport] | None = None,
 ) -> Report:
     """The report with a Doctor section per run that holds doctor rows, ahead of the others
     (`names`: run path -> label; `documents`: run path -> its doctor.json, where read)."""

@@ -23,6 +23,7 @@ from collbench.render.report_charts import RangeMark, SettingCurve, settings_cha
 from collbench.render.report_doc import Chart, Flagged, Report, Section, Table
 from collbench.render.tune import DEFAULT_IS_BEST
 from collbench.store.rows import ResultRow
+from collbench.store.tune_result import TuneResult, TuneSetting
 
 BEST_HEADER = (
     "collective",
@@ -44,7 +45,7 @@ class TuneSource:
     choices, and what could not be read (one line each)."""
 
     path: str
-    document: Mapping[str, Any]  # tune.json
+    document: TuneResult  # tune.json
     # setting label -> the sweep rows of its full run (settings that ran one and could be read)
     setting_rows: Mapping[str, tuple[ResultRow, ...]] = field(default_factory=dict)
     choices: tuple[Mapping[str, Any], ...] | None = None  # None: no choices.jsonl
@@ -55,18 +56,17 @@ class TuneSource:
         return Path(self.path).name or self.path
 
     @property
-    def settings(self) -> list[Mapping[str, Any]]:
-        return [item for item in self.document.get("settings") or [] if isinstance(item, dict)]
+    def settings(self) -> tuple[TuneSetting, ...]:
+        return self.document.settings
 
     @property
-    def best(self) -> list[Mapping[str, Any]]:
-        return [item for item in self.document.get("best") or [] if isinstance(item, dict)]
+    def best(self) -> tuple[Mapping[str, Any], ...]:
+        return self.document.best
 
     @property
     def baseline_label(self) -> str | None:
-        return next(
-            (str(item.get("label")) for item in self.settings if item.get("baseline")), None
-        )
+        baseline = self.document.baseline
+        return baseline.label if baseline is not None else None
 
 
 def with_tuning(report: Report, sources: Sequence[TuneSource]) -> Report:
@@ -98,15 +98,16 @@ def tune_section(source: TuneSource, named: bool = False) -> Section:
     section.tables += [table for table in _problem_tables(source) if table.rows]
     if source.choices is not None:
         section.tables.append(_choices_table(source))
-    section.notes += [str(line) for line in source.document.get("warnings") or []]
+    section.notes += list(source.document.warnings)
     return section
 
 
 def _lead(source: TuneSource) -> list[str]:
     settings = source.settings
-    failed = sum(item.get("status") == "failed" for item in settings)
-    dropped = sum(bool(item.get("dropped")) for item in settings)
-    search = source.document.get("search")
+    failed = sum(item.failed for item in settings)
+    dropped = sum(bool(item.dropped) for item in settings)
+    launch = source.document.launch
+    search = launch.search if launch is not None else None
     how = f"search {search}" if search else "from runs already measured (tune --from)"
     lines = [
         f"{source.path}: {len(settings)} settings ({how}): {len(settings) - failed} ran, "
@@ -114,11 +115,9 @@ def _lead(source: TuneSource) -> list[str]:
         f"{source.baseline_label or 'unknown (no baseline setting)'}. "
         f"Size bands: {bands_legend()}."
     ]
-    env = source.document.get("env")
-    if isinstance(env, dict):
-        exported = env.get("setting") or "baseline"
-        lines.append(f"best.env exports {exported}: {env.get('why') or '-'}.")
-        lines += [f"Not followed by best.env: {line}" for line in env.get("conflicts") or []]
+    env = source.document.env
+    lines.append(f"best.env exports {env.setting or 'baseline'}: {env.why or '-'}.")
+    lines += [f"Not followed by best.env: {line}" for line in env.conflicts]
     return lines
 
 
@@ -213,29 +212,29 @@ def _mapping(value: Any) -> Mapping[str, Any] | None:
     return value if isinstance(value, Mapping) else None
 
 
-def _run_dirs(item: Mapping[str, Any]) -> str:
+def _run_dirs(item: TuneSetting) -> str:
     """The setting's first run directory, and how many repeats it has beyond it."""
-    first = item.get("run_dir")
+    first = item.run_dir
     if not first:
         return "-"
-    more = len(item.get("run_dirs") or [first]) - 1
+    more = len(item.run_dirs) - 1
     return f"{first} (+{more} repeat{'s' if more != 1 else ''})" if more > 0 else str(first)
 
 
 def _settings_table(source: TuneSource) -> Table:
     rows = []
     for item in source.settings:
-        status = str(item.get("status") or "-")
-        if item.get("dropped"):
+        status = item.status or "-"
+        if item.dropped:
             status += ", dropped"
-        label = str(item.get("label"))
+        label = item.label
         drawn = "yes" if label in source.setting_rows else "no"
         rows.append(
             (
-                label + (" (default)" if item.get("baseline") else ""),
+                label + (" (default)" if item.baseline else ""),
                 Flagged(status) if status.startswith("failed") else status,
-                item.get("rows", "-"),
-                _seconds(item.get("duration_s")),
+                item.rows,
+                _seconds(item.runs.duration_s if item.runs else None),
                 _run_dirs(item),
                 drawn,
             )
@@ -253,15 +252,16 @@ def _problem_tables(source: TuneSource) -> list[Table]:
     settings never run (the budget ran out)."""
     settings = source.settings
     failed = [
-        (item.get("label"), Flagged(str(item.get("error") or "failed (no error recorded)")))
+        (item.label, Flagged(str(item.error or "failed (no error recorded)")))
         for item in settings
-        if item.get("status") == "failed"
+        if item.failed
     ]
-    dropped = [(item.get("label"), item.get("dropped")) for item in settings if item.get("dropped")]
+    dropped = [(item.label, item.dropped) for item in settings if item.dropped]
+    launch = source.document.launch
     not_run = [
         (item.get("label"), item.get("reason") or "-")
-        for item in source.document.get("not_run") or []
-        if isinstance(item, dict)
+        for item in (launch.not_run if launch is not None else ())
+        if isinstance(item, Mapping)
     ]
     return [
         Table(("setting", "error"), failed, caption="failed settings"),
@@ -272,7 +272,7 @@ def _problem_tables(source: TuneSource) -> list[Table]:
 
 def _choices_table(source: TuneSource) -> Table:
     """What NCCL chose per setting, collective and size (choices.jsonl), folded: it is long."""
-    labels = {str(item.get("id")): str(item.get("label")) for item in source.settings}
+    labels = {item.id: item.label for item in source.settings}
     rows = [
         (
             labels.get(str(line.get("setting")), str(line.get("setting"))),

@@ -28,10 +28,10 @@ DEFAULT_IS_BEST = "default is best"
 def render_tune(result: TuneFromResult, as_json: bool = False) -> str:
     """The table (or tune.json's content as JSON), then `# Wrote: PATH` lines."""
     if as_json:
-        return json.dumps(result.document, indent=2, default=str)
+        return json.dumps(result.document.to_dict(), indent=2, default=str)
     lines = aligned_table(HEADER, [_cells(record) for record in result.best])
     lines += [f"# {record.collective} {record.band}: {record.reason}" for record in result.best]
-    lines += [f"# conflict: {line}" for line in result.document["env"]["conflicts"]]
+    lines += [f"# conflict: {line}" for line in result.document.env.conflicts]
     lines += [f"# note: {note}" for note in result.notes]
     lines += [f"# Wrote: {path}" for path in result.written]
     return "\n".join(lines)

@@ -7,25 +7,32 @@ launching collbench on the first node, or rank 0 itself under `--launcher none`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from collbench.analysis.doctor.document import doctor_report
 from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, diagnose, expectation_from
-from collbench.core.doctor import DOCTOR, DoctorSpec
+from collbench.analysis.rules.methodology import DOCTOR_BASELINE, check
+from collbench.core.doctor import DOCTOR, MIN_BANDWIDTH_BYTES, DoctorSpec
 from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecError
 from collbench.core.noise import NoiseFloor
 from collbench.core.spec import SweepSpec
+from collbench.core.units import size_arg
 from collbench.launchers import LaunchResult
 from collbench.launchers.base import parent_launch
 from collbench.run.sweep import RunOptions, run_sweep
-from collbench.store.load import load_run
+from collbench.store.doctor_report import (
+    save_doctor_report,
+)
+from collbench.store.load import Run, load_run
 from collbench.store.noise_floor import load_noise_floor
+from collbench.store.rows import DOCTOR as DOCTOR_ROWS
 from collbench.store.rows import DoctorRow
 from collbench.store.sink import SinkFactory
 from collbench.topologies.schema import TopologyError
 
-DOCTOR_JSON = "doctor.json"
 FIRST_NODE_JUDGES = "the verdict (doctor.json, exit code) comes from the first node (--node-rank 0)"
 
 
@@ -40,6 +47,7 @@ class DoctorOutcome:
     run_id: str = ""
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    report: Path | None = None  # doctor.json, written once the verdicts are in
 
     @property
     def code(self) -> int:
@@ -57,6 +65,7 @@ class _Inputs:
     topology: Any
     baseline_rows: list[DoctorRow] | None
     noise_floor: NoiseFloor | None = None
+    baseline: Run | None = None
 
 
 def run_doctor(
@@ -78,11 +87,16 @@ def run_doctor(
         # collbench judges; an exit code of 5 here would read as a failed rank to the tool.
         return DoctorOutcome(launch, run_dir)
     run = load_run(run_dir)
-    rows = [row for row in run.rows if isinstance(row, DoctorRow)]
+    rows = run.rows_of(DOCTOR_ROWS)
     nodes = dict((run.meta.extra or {}).get(DOCTOR) or {})
     where = {"backend": run.meta.backend, "nodes": run.meta.nodes}
     where["ranks_per_node"] = run.meta.ranks_per_node
     warnings = []
+    if inputs.baseline is not None:  # measured like this run? (the one methodology rule)
+        names = (f"--baseline {doctor.baseline}", f"this run ({run_dir})")
+        pair = [inputs.baseline, run]
+        found = check(pair, DOCTOR_BASELINE, lambda one: names[one is run], " and ".join(names))
+        warnings += found.warnings
     try:
         expectation = expectation_from(
             doctor,
@@ -97,7 +111,34 @@ def run_doctor(
         fleet = replace(doctor, topology=None)
         expectation = expectation_from(fleet, noise_floor=inputs.noise_floor, **where)
     diagnosis = diagnose(rows, doctor, expectation, nodes)
-    return DoctorOutcome(launch, run_dir, diagnosis, expectation, run.run_id, tuple(warnings))
+    report = save_doctor_report(run_dir, doctor_report(diagnosis, run.run_id, expectation))
+    return DoctorOutcome(
+        launch, run_dir, diagnosis, expectation, run.run_id, tuple(warnings), report=report
+    )
+
+
+def doctor_sweep(doctor: DoctorSpec, fields: Mapping[str, Any]) -> tuple[SweepSpec, list[str]]:
+    """The sweep that runs the doctor's rounds (`fields`: the sweep options given), and the
+    warnings to show before it runs. A topology loads now, so a bad one fails first."""
+    topology = None
+    if doctor.topology is not None:
+        from collbench.topologies.loader import load_topology
+
+        topology = load_topology(doctor.topology).name
+    spec = SweepSpec(
+        collectives=("all_reduce", "sendrecv"),
+        sweep_rows=False,
+        doctor=doctor,
+        topology=topology,
+        **fields,
+    )
+    warnings = []
+    if doctor.size_bytes is not None and doctor.size_bytes < MIN_BANDWIDTH_BYTES:
+        warnings.append(
+            f"--size {size_arg(doctor.size_bytes)} measures latency more than bandwidth; use "
+            f"{size_arg(MIN_BANDWIDTH_BYTES)} or more to compare links"
+        )
+    return spec, warnings
 
 
 def _inputs(doctor: DoctorSpec) -> _Inputs:
@@ -108,14 +149,14 @@ def _inputs(doctor: DoctorSpec) -> _Inputs:
         from collbench.topologies.loader import load_topology
 
         topology = load_topology(doctor.topology)
-    baseline_rows = None
+    baseline_rows = baseline = None
     if doctor.baseline is not None:
         hint = ": give the directory of an earlier collbench doctor run"
-        run = load_run(doctor.baseline, "--baseline", hint)
-        baseline_rows = [row for row in run.rows if isinstance(row, DoctorRow)]
+        baseline = run = load_run(doctor.baseline, "--baseline", hint)
+        baseline_rows = run.rows_of(DOCTOR_ROWS)
         if not baseline_rows:
             raise SpecError("--baseline", doctor.baseline, f"holds no doctor rows{hint}")
     noise_floor = None
     if doctor.noise_floor is not None:
         noise_floor = load_noise_floor(Path(doctor.noise_floor), "--noise-floor")
-    return _Inputs(topology, baseline_rows, noise_floor)
+    return _Inputs(topology, baseline_rows, noise_floor, baseline)

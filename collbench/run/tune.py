@@ -56,6 +56,7 @@ from collbench.analysis.tune.select import SelectRule, SettingOutcome, select_be
 from collbench.core.errors import EXIT_RUN_FAILED, CollbenchError, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import (
+    DEFAULT_MAX_SETTINGS,
     DEFAULT_TUNE_REPEATS,
     MAX_TUNE_REPEATS,
     KnobAxis,
@@ -75,15 +76,36 @@ from collbench.run.tune_from import (
     write_result,
 )
 from collbench.store.load import load_run
+from collbench.store.rows import SWEEP
 from collbench.store.sink import SinkFactory
+from collbench.store.tune_result import (
+    CHOICES_FILE,
+    SettingRuns,
+    TuneLaunch,
+    TunerConfStatus,
+)
 
 SEARCHES = ("grid", "halving", "coordinate")
+# --ranges: the option's words for SelectRule.granularity (whose default is written there)
+RANGES = {"bands": "band", "sizes": "size"}
+DEFAULT_RANGES = next(name for name, value in RANGES.items() if value == SelectRule().granularity)
 SETTINGS_DIR = "settings"
 PROBES_DIR = "probes"
 CHOICES_DIR = "nccl-debug"
-CHOICES_FILE = "choices.jsonl"
-TUNE_JSON = "tune.json"
 NCCL_BACKENDS = ("nccl", "rccl")
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    """Which of tune's three forms the command line asks for (`--knob` measures settings,
+    `--from RUN...` chooses from runs already measured, `--verify DIR` checks a result),
+    and where the result goes."""
+
+    knob: tuple[str, ...] = ()  # `NAME=V1,V2,...` axes as given (core.tune_grid parses them)
+    from_runs: bool = False
+    runs: tuple[Path, ...] = ()
+    verify: Path | None = None
+    out: Path | None = None  # required, except by --verify (DIR/verify-<time>)
 
 
 @dataclass(frozen=True)
@@ -94,7 +116,7 @@ class TunePlan:
     out: Path
     search: str = "grid"
     budget_s: float | None = None
-    max_settings: int = 64
+    max_settings: int = DEFAULT_MAX_SETTINGS
     channels: int | None = None
     rule: SelectRule = field(default_factory=SelectRule)
     record_choices: bool = True
@@ -109,10 +131,29 @@ class TunePlan:
             )
         if self.budget_s is not None and not self.budget_s > 0:
             raise SpecError("--budget", self.budget_s, "must be more than 0 seconds")
+        check_channels(self.channels)
         if isinstance(self.repeats, bool) or not (
             isinstance(self.repeats, int) and 1 <= self.repeats <= MAX_TUNE_REPEATS
         ):
             raise SpecError("--repeats", self.repeats, f"must be from 1 to {MAX_TUNE_REPEATS}")
+
+
+def check_channels(channels: int | None) -> None:
+    """--channels: a count, or 0 for NCCL's own (None: not given)."""
+    if channels is not None and channels < 0:
+        raise SpecError("--channels", channels, "must be a count, or 0 for NCCL's own")
+
+
+def parse_ranges(text: str, flag: str = "--ranges") -> str:
+    """SelectRule.granularity of a --ranges word (bands, sizes), or SpecError."""
+    if text not in RANGES:
+        raise SpecError(flag, text, f"must be one of {', '.join(RANGES)}")
+    return RANGES[text]
+
+
+def ranges_word(granularity: str) -> str:
+    """The --ranges word of a SelectRule.granularity."""
+    return next(name for name, value in RANGES.items() if value == granularity)
 
 
 @dataclass
@@ -139,17 +180,15 @@ class _Measured:
     def outcome(self) -> SettingOutcome:
         return SettingOutcome(self.setting, tuple(self.rows), self.error)
 
-    def entry(self) -> dict[str, Any]:
-        """tune.json's per-setting keys beyond tune_document's."""
-        return {
-            "run_dir": self.run_dir,
-            "run_dirs": self.run_dirs,
-            "repeats": len(self.run_dirs),
-            "probes": self.probes,
-            "dropped": self.dropped,
-            "repeat_errors": self.repeat_errors,
-            "duration_s": round(self.duration_s, 3),
-        }
+    def runs(self) -> SettingRuns:
+        """What tune.json records of this setting's runs."""
+        return SettingRuns(
+            run_dirs=tuple(self.run_dirs),
+            probes=tuple(self.probes),
+            dropped=self.dropped,
+            repeat_errors=tuple(self.repeat_errors),
+            duration_s=round(self.duration_s, 3),
+        )
 
 
 class _Tuner:
@@ -203,7 +242,7 @@ class _Tuner:
         rows = ()
         if run_dir.is_dir():
             with contextlib.suppress(CollbenchError):
-                rows = tuple(row for row in load_run(run_dir).rows if row.kind == "sweep")
+                rows = tuple(load_run(run_dir).rows_of(SWEEP))
         return rows, error
 
     def _extra(self) -> dict[str, Any]:
@@ -455,22 +494,27 @@ def _result(tuner: _Tuner, items: list[_Measured], warnings: list[str]) -> TuneF
     if reason:
         warnings.append(reason)
         tuner.say(f"collbench: warning: {reason}")
-    extra = {
-        "kind": "tune",
-        "search": plan.search,
-        "repeats": plan.repeats,
-        "budget_s": plan.budget_s,
-        "command_line": tuner.command_line,
-        "spec": tuner.spec.to_dict(),
-        "launcher": tuner.options.launcher,
-        "not_run": tuner.not_run,
-        "tuner_conf": {"written": conf is not None, "reason": reason, "notes": notes},
-        "warnings": warnings,
-        "elapsed_s": round(time.monotonic() - tuner.started, 3),
-    }
-    document = tune_document([item.outcome() for item in items], best, plan.rule, extra)
-    for entry, item in zip(document["settings"], items, strict=True):
-        entry.update(item.entry())
+    launch = TuneLaunch(
+        search=plan.search,
+        repeats=plan.repeats,
+        budget_s=plan.budget_s,
+        command_line=tuple(tuner.command_line),
+        spec=tuner.spec.to_dict(),
+        launcher=tuner.options.launcher,
+        not_run=tuple(tuner.not_run),
+        elapsed_s=round(time.monotonic() - tuner.started, 3),
+    )
+    core = tune_document([item.outcome() for item in items], best, plan.rule)
+    document = replace(
+        core,
+        settings=tuple(
+            replace(entry, repeats=len(item.run_dirs), runs=item.runs())
+            for entry, item in zip(core.settings, items, strict=True)
+        ),
+        launch=launch,
+        tuner_conf=TunerConfStatus(conf is not None, reason, tuple(notes)),
+        warnings=tuple(warnings),
+    )
     written = write_result(plan.out, document, render_best_env(env_choice(best)), conf)
     choices = Path(plan.out) / CHOICES_FILE
     if choices.exists():

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from collbench.analysis.tune.from_runs import check_tunable, outcomes_from_runs
 from collbench.analysis.tune.outputs import env_choice, render_best_env, tune_document
@@ -22,11 +21,8 @@ from collbench.analysis.tune.tuner_conf import TunerConfUnavailable, render_tune
 from collbench.analysis.tune.tuner_conf_rules import BACKENDS
 from collbench.core.errors import SpecError
 from collbench.store.load import Run, load_run
-from collbench.store.rundir import write_atomically, write_json_atomic
+from collbench.store.tune_result import TUNER_CONF, TuneResult, save_tune_result
 
-TUNE_JSON = "tune.json"
-BEST_ENV = "best.env"
-TUNER_CONF = "nccl_tuner.conf"
 # tune --launcher slurm: the driver's batch script and output, made before the driver starts
 DRIVER_FOLDER = "slurm"
 
@@ -37,7 +33,7 @@ class TuneFromResult:
 
     out: Path
     best: list[BestRecord]
-    document: dict[str, Any]  # tune.json's content
+    document: TuneResult  # tune.json's content
     written: list[Path]
     warnings: list[str] = field(default_factory=list)  # one line each: `collbench: warning:`
     notes: list[str] = field(default_factory=list)  # nccl_tuner.conf's notes, one line each
@@ -111,18 +107,6 @@ def tuner_conf_text(
     return text, notes, None
 
 
-def write_result(out: Path, document: dict[str, Any], env: str, conf: str | None) -> list[Path]:
+def write_result(out: Path, document: TuneResult, env: str, conf: str | None) -> list[Path]:
     """tune.json, best.env and (when given) nccl_tuner.conf into `out`; the paths written."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    written = [out / TUNE_JSON, out / BEST_ENV]
-    write_json_atomic(written[0], document)
-    _write_text(written[1], env)
-    if conf is not None:
-        written.append(out / TUNER_CONF)
-        _write_text(written[-1], conf)
-    return written
-
-
-def _write_text(path: Path, text: str) -> None:
-    write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return save_tune_result(out, document, env, conf)

@@ -12,21 +12,76 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collbench.core.errors import EXIT_RUN_FAILED
 from collbench.run.tune_from import DRIVER_FOLDER, check_out
+
+if TYPE_CHECKING:
+    from collbench.core.spec import SweepSpec
+    from collbench.run.sweep import RunOptions
+    from collbench.run.tune import TunePlan
 
 POLL_S = 0.5
 
 
 def tune_in_allocation(
+    spec: SweepSpec,
+    plan: TunePlan,
+    knobs: Sequence[str],
+    json_out: bool,
+    options: RunOptions,
+    say: Callable[[str], None],
+) -> int:
+    """Submit the tune as a driver (`driver_argv`) and follow it to its end; the driver's
+    exit code (1 when Slurm ended it: cancelled, out of time, a node failure)."""
+    from collbench.core.tune_grid import build_grid
+
+    build_grid(plan.axes, plan.max_settings, exhaustive=plan.search == "grid")  # refuse early
+    argv = driver_argv(spec, plan, knobs, json_out)
+    return _submit(argv, options.extra, plan.out, say)
+
+
+def driver_argv(spec: SweepSpec, plan: TunePlan, knobs: Sequence[str], json_out: bool) -> list[str]:
+    """The driver's command line: this tune under `--launcher srun` (`knobs`: the --knob
+    values as given, each a knob and the values to try)."""
+    from collbench.run.tune import ranges_word
+
+    argv = [sys.executable, "-m", "collbench", "tune", "--launcher", "srun"]
+    argv += [f"--knob={text}" for text in knobs]
+    argv += ["--search", plan.search, "--max-settings", str(plan.max_settings)]
+    argv += ["--repeats", str(plan.repeats)]
+    argv += ["--ranges", ranges_word(plan.rule.granularity)]
+    if plan.budget_s is not None:
+        argv += ["--budget", f"{plan.budget_s:g}s"]
+    if plan.channels is not None:
+        argv += ["--channels", str(plan.channels)]
+    if not plan.record_choices:
+        argv.append("--no-choices")
+    if json_out:
+        argv.append("--json")
+    argv += _without_repeats(spec.to_args())  # tune's --repeats is its own (above)
+    if spec.topology is not None and "--topology" not in argv:
+        argv += ["--topology", spec.topology]
+    argv += ["--out", str(Path(plan.out).absolute())]
+    return argv
+
+
+def _without_repeats(args: list[str]) -> list[str]:
+    """A sweep's options less its --repeats (runs in the same processes, which tune never
+    asks for: tune's --repeats starts fresh ones)."""
+    if "--repeats" not in args:
+        return args
+    at = args.index("--repeats")
+    return args[:at] + args[at + 2 :]
+
+
+def _submit(
     argv: list[str], slurm_options: Mapping[str, Any], out: Path, say: Callable[[str], None]
 ) -> int:
-    """Submit the driver `argv`, follow it to its end; the driver's exit code (1 when Slurm
-    ended it: cancelled, out of time, a node failure)."""
+    """Submit the driver `argv`, follow it to its end; the driver's exit code."""
     from collbench.launchers.slurm import SlurmSettings
     from collbench.launchers.slurm_batch import DRIVER_OUTPUT, submit_driver, wait_job
 

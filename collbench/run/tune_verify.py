@@ -17,24 +17,24 @@ collectives and the defaults are used unless options say otherwise.
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from collbench.analysis.rules.decision import SLOWER, UNJUDGED
 from collbench.analysis.tune.select import BestRecord, SettingOutcome, select_best
-from collbench.core.errors import EXIT_RUN_FAILED, SpecError
+from collbench.core.errors import EXIT_RUN_FAILED
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import BASELINE, Setting
 from collbench.run.sweep import RunOptions
-from collbench.run.tune import TUNE_JSON, TunePlan, _Tuner
-from collbench.run.tune_from import TUNER_CONF, check_out
+from collbench.run.tune import TunePlan, _Tuner
+from collbench.run.tune_from import check_out
 from collbench.store.rundir import new_run_id, write_json_atomic
 from collbench.store.sink import SinkFactory
+from collbench.store.tune_result import TUNER_CONF, TuneResult, load_tune_result
 
 VERIFY_JSON = "verify.json"
 TUNER_PLUGIN_VAR = "NCCL_TUNER_PLUGIN"
@@ -75,27 +75,6 @@ class VerifyResult:
     notes: list[str] = field(default_factory=list)
 
 
-def load_tune(tune_dir: Path) -> dict[str, Any]:
-    """tune.json of a tune directory, or SpecError("--verify", ...) saying why it is not one."""
-    path = Path(tune_dir) / TUNE_JSON
-    reason = None
-    if not Path(tune_dir).is_dir():
-        reason = "is not a directory"
-    elif not path.is_file():
-        reason = f"is not a tune directory (no {TUNE_JSON}: run collbench tune first)"
-    if reason is None:
-        try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            reason = f"has a {TUNE_JSON} collbench cannot read ({error})"
-        else:
-            if not isinstance(document, dict) or not isinstance(document.get("best"), list):
-                reason = f"has a {TUNE_JSON} without a 'best' list: not written by collbench tune"
-            else:
-                return document
-    raise SpecError("--verify", str(tune_dir), reason)
-
-
 def run_verify(
     tune_dir: Path,
     out: Path | None,
@@ -108,8 +87,8 @@ def run_verify(
 ) -> tuple[VerifyResult | None, int]:
     """Measure the default and the tune's choice side by side (see the module); `repeats`:
     runs of each (None: the tune's own count, else TunePlan's default)."""
-    document = load_tune(tune_dir)
-    knobs = dict((document.get("env") or {}).get("knobs") or {})
+    document = load_tune_result(tune_dir, "--verify")
+    knobs = dict(document.env.knobs)
     if not knobs:
         say(f"tune --verify: {tune_dir}'s best.env exports nothing (the default is best)")
         return None, 0
@@ -126,7 +105,7 @@ def run_verify(
             f"{TUNER_CONF} not verified: set {TUNER_PLUGIN_VAR} to the tuner plugin's library "
             "to measure it too"
         )
-    repeats = repeats if repeats is not None else document.get("repeats")
+    repeats = repeats if repeats is not None else document.repeats
     counted = {"repeats": int(repeats)} if repeats is not None else {}
     plan = TunePlan(_axes(knobs), out, record_choices=False, **counted)
     tuner = _Tuner(spec, options, plan, command_line, make_sink, say)
@@ -177,21 +156,19 @@ def _outcome(items: list, setting: Setting) -> SettingOutcome:
     return item.outcome()
 
 
-def _spec(document: Mapping[str, Any], spec_fields: Mapping[str, Any]) -> SweepSpec:
+def _spec(document: TuneResult, spec_fields: Mapping[str, Any]) -> SweepSpec:
     """The tune's sweep with the options given now replacing its values."""
-    recorded = dict(document.get("spec") or {})
+    recorded = document.spec
     if not recorded:
-        collectives = sorted({entry["collective"] for entry in document["best"]})
+        collectives = sorted({str(entry.get("collective")) for entry in document.best})
         if collectives:
             recorded["collectives"] = tuple(collectives)
     # One pass per process, as tune measured: verify's repeats start fresh processes.
     return SweepSpec(**{**recorded, **spec_fields, "repeats": 1})
 
 
-def _lines(
-    document: Mapping[str, Any], setting: Setting, measured: list[BestRecord]
-) -> list[VerifyLine]:
-    tuned = document["best"]
+def _lines(document: TuneResult, setting: Setting, measured: list[BestRecord]) -> list[VerifyLine]:
+    tuned = document.best
     lines = []
     for record in measured:
         if record.default_is_best:
@@ -239,7 +216,7 @@ def verify_call(record: BestRecord) -> str:
     return LOST if slower > sum(evidence.calls.values()) / 2 else NO_DIFFERENCE
 
 
-def _tuned_for(tuned: list[dict[str, Any]], record: BestRecord) -> dict[str, Any] | None:
+def _tuned_for(tuned: Sequence[Mapping[str, Any]], record: BestRecord) -> Mapping[str, Any] | None:
     """The tune's best entry for the same collective whose range holds this one's sizes."""
     for entry in tuned:
         if entry.get("collective") != record.collective:

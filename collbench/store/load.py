@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from collbench.core.errors import SpecError
 from collbench.store.gemm_rows import GEMM_FILE
 from collbench.store.meta import RunMeta
-from collbench.store.rows import ProbeRow, ResultRow
+from collbench.store.rows import DOCTOR, OVERLAP, SWEEP, DoctorRow, ProbeRow, ResultRow, rows_of
 from collbench.store.rundir import load_rows, read_meta
 
 
@@ -25,15 +26,24 @@ class Run:
     def run_id(self) -> str:
         return str(self.meta.run_id or self.path)
 
+    def rows_of(self, kind: str) -> list[Any]:
+        """The rows of one kind (store.rows: SWEEP, OVERLAP, DOCTOR), in file order."""
+        return rows_of(self.rows, kind)
+
     @property
     def sweep_rows(self) -> list[ResultRow]:
-        """The rows a sweep measured (kind "sweep"), in file order."""
-        return [row for row in self.rows if row.kind == "sweep"]
+        """The rows a sweep measured (kind SWEEP), in file order."""
+        return self.rows_of(SWEEP)
 
     @property
     def probe_rows(self) -> list[ProbeRow]:
-        """The overlap-probe rows (kind "overlap"), in file order."""
-        return [row for row in self.rows if isinstance(row, ProbeRow)]
+        """The overlap-probe rows (kind OVERLAP), in file order."""
+        return self.rows_of(OVERLAP)
+
+    @property
+    def doctor_rows(self) -> list[DoctorRow]:
+        """The doctor's rows (kind DOCTOR), in file order."""
+        return self.rows_of(DOCTOR)
 
 
 def load_run(path: Path | str, field: str | None = None, hint: str = "") -> Run:

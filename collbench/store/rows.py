@@ -139,6 +139,9 @@ ROW_TYPES: dict[str, type[ResultRow]] = {
     OVERLAP: ProbeRow,
     DOCTOR: DoctorRow,
 }
+# The row kinds, a closed set: select rows by kind with `rows_of` (never `isinstance`, as
+# ProbeRow and DoctorRow are ResultRows too, nor a string of your own).
+ROW_KINDS = tuple(ROW_TYPES)
 ROW_COLUMNS = tuple(column.name for column in fields(ResultRow))
 ALL_COLUMNS = tuple(column.name for column in fields(ProbeRow))
 # Probe rows carry these after ROW_COLUMNS; sweep rows leave them out.
@@ -176,6 +179,20 @@ def row_from_dict(data: Any, where: str = "a row") -> ResultRow:
     if values["size_bytes"] < 0:
         raise SpecError("size_bytes", values["size_bytes"], f"in {where} is negative")
     return row_type(**{**values, "kind": kind})
+
+
+def rows_of(rows: Iterable[ResultRow], kind: str) -> list[Any]:
+    """The rows of one kind (SWEEP, OVERLAP or DOCTOR), in the order given: the one
+    selector of rows by kind. A kind outside ROW_KINDS is a ValueError (a typo would
+    otherwise select nothing)."""
+    return [row for row in rows if row_is(row, kind)]
+
+
+def row_is(row: ResultRow, kind: str) -> bool:
+    """Whether one row is of `kind` (rows_of for a row that arrives alone, as a sink's)."""
+    if kind not in ROW_TYPES:
+        raise ValueError(f"{kind!r} is not a row kind ({', '.join(ROW_KINDS)})")
+    return row.kind == kind
 
 
 def median_over_repeats(rows: Iterable[ResultRow]) -> list[ResultRow]:

@@ -7,13 +7,13 @@ from rows written here (fast) or from real sweeps (slow)."""
 
 import json
 import sys
+from dataclasses import replace
 
 import pytest
 
 from collbench.analysis.tune.outputs import tune_document
 from collbench.analysis.tune.select import SettingOutcome, select_best
 from collbench.cli.report import report
-from collbench.cli.runs import expand_runs, load_tune_dir
 from collbench.core.errors import SpecError
 from collbench.core.tune_grid import Setting
 from collbench.render.report_charts import (
@@ -22,11 +22,13 @@ from collbench.render.report_charts import (
     SettingCurve,
     settings_chart,
 )
+from collbench.render.report_files import tune_source
 from collbench.render.report_tune import setting_curves, tune_section
+from collbench.run.run_dirs import expand_runs, load_tune_dir
 from collbench.run.tune_from import tune_from
 from collbench.store.load import load_run
 from tests.cli.test_analysis_cli import write_run
-from tests.helpers import collbench
+from tests.helpers import collbench, collbench_process
 
 SIZES = [2**k for k in range(10, 25, 2)]  # 1 KiB .. 16 MiB: all three bands
 LO = {"GLOO_SOCKET_IFNAME": "lo"}
@@ -58,7 +60,9 @@ def _write_tune(tune_dir, entries, **extra):
             {"run_dir": run_dir, "probes": [], "dropped": dropped, "duration_s": 1.5 + index}
         )
     best = select_best(outcomes)
-    document = tune_document(outcomes, best, extra={"kind": "tune", "search": "grid", **extra})
+    document = tune_document(
+        outcomes, best, extra={"kind": "tune", "search": "grid", **extra}
+    ).to_dict()
     for entry, detail in zip(document["settings"], details, strict=True):
         entry.update(detail)
     tune_dir.mkdir(parents=True, exist_ok=True)
@@ -103,13 +107,13 @@ def test_tune_dir_expands_to_its_settings_runs_baseline_first(tune_dir):
         "baseline",
         "GLOO_SOCKET_IFNAME=fast",
     ]  # the failed setting has no run, the dropped one no full sweep
-    (source,) = expanded.tunes
+    (source,) = map(tune_source, expanded.tunes)
     assert source.baseline_label == "baseline" and source.warnings == ()
     assert len(source.choices) == 2
 
 
 def test_one_curve_per_setting_the_baseline_marked_and_the_winner(tune_dir):
-    source, _ = load_tune_dir(tune_dir)
+    source = tune_source(load_tune_dir(tune_dir)[0])
     curves = setting_curves(source, "all_reduce", "in_place")
     assert [(curve.label, curve.baseline, curve.winner) for curve in curves] == [
         ("baseline", True, False),
@@ -206,8 +210,8 @@ def test_a_tune_dir_with_ordinary_runs_and_a_second_tune(tmp_path, tune_dir):
 
 
 def test_tuning_section_without_best_says_so(tune_dir):
-    source, _ = load_tune_dir(tune_dir)
-    source = type(source)(source.path, {**source.document, "best": []}, source.setting_rows)
+    source = tune_source(load_tune_dir(tune_dir)[0])
+    source = replace(source, document=replace(source.document, best=()))
     section = tune_section(source)
     (best, *_) = section.tables
     assert best.rows == [] and best.caption.endswith("the default measured)")
@@ -241,7 +245,7 @@ SWEEP += ["--repeats", "1"]  # as tune runs each setting's sweep: one pass per p
 
 def _sweep(out, knobs):
     args = [arg for name, value in knobs.items() for arg in ("--knob", f"{name}={value}")]
-    return collbench(*SWEEP, *args, "--out", str(out), timeout=300)
+    return collbench_process(*SWEEP, *args, "--out", str(out), timeout=300)
 
 
 @pytest.mark.slow  # three real 2-rank sweeps (one fails at start-up) and a report, ~30 s
@@ -257,7 +261,7 @@ def test_report_of_a_tune_dir_built_from_real_sweeps(tmp_path):
         outcomes.append(SettingOutcome(setting, rows, error))
         entries.append({"run_dir": run_dir, "dropped": None, "duration_s": 9.0})
     assert outcomes[2].error and "nosuch0" in outcomes[2].error, outcomes[2]
-    document = tune_document(outcomes, select_best(outcomes), extra={"search": "grid"})
+    document = tune_document(outcomes, select_best(outcomes), extra={"search": "grid"}).to_dict()
     for entry, extra in zip(document["settings"], entries, strict=True):
         entry.update(extra)
     (path / "tune.json").write_text(json.dumps(document))

@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from tests.helpers import collbench
+
 CASES = {
     "unknown knob format": (["--knob", "NCCL_ALGO"], "is not NAME=V1,V2"),
     "empty value list": (["--knob", "NCCL_ALGO="], "no values"),
@@ -35,7 +37,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
-def test_bad_input_is_one_line_and_exit_2(collbench, tmp_path, case):
+def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
     args, words = CASES[case]
     out = tmp_path / "tuned"
     done = collbench("tune", *args, "--out", str(out))
@@ -45,7 +47,7 @@ def test_bad_input_is_one_line_and_exit_2(collbench, tmp_path, case):
     assert not out.exists()  # refused before anything was written or launched
 
 
-def test_verify_on_a_directory_that_is_not_a_tune_run(collbench, tmp_path):
+def test_verify_on_a_directory_that_is_not_a_tune_run(tmp_path):
     plain = tmp_path / "run"
     plain.mkdir()
     (plain / "meta.json").write_text(json.dumps({"run_id": "x"}))
@@ -56,10 +58,10 @@ def test_verify_on_a_directory_that_is_not_a_tune_run(collbench, tmp_path):
     broken.mkdir()
     (broken / "tune.json").write_text("{not json")
     done = collbench("tune", "--verify", str(broken))
-    assert done.returncode == 2 and "cannot read" in done.stderr
+    assert done.returncode == 2 and "cannot be read" in done.stderr
 
 
-def test_two_forms_at_once_are_refused(collbench, tmp_path):
+def test_two_forms_at_once_are_refused(tmp_path):
     done = collbench("tune", "--from", str(tmp_path), "--knob", "NCCL_ALGO=Ring", "--out", "x")
     assert done.returncode == 2 and "conflicts with --from" in done.stderr
 
@@ -71,7 +73,7 @@ def test_two_forms_at_once_are_refused(collbench, tmp_path):
         (["--budget", "10m"], "different setting"),
     ],
 )
-def test_several_torchrun_nodes_need_the_same_list(collbench, tmp_path, args, words):
+def test_several_torchrun_nodes_need_the_same_list(tmp_path, args, words):
     """Every torchrun node runs its own tune: only a grid without a clock is one list."""
     node = ["--launcher", "torchrun", "--nnodes", "2", "--master-addr", "127.0.0.1"]
     done = collbench("tune", "--knob", "NCCL_ALGO=Ring", *node, *args, "--out", str(tmp_path / "t"))

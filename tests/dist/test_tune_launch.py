@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from tests.helpers import collbench, meta_of, rows_of
+from tests.helpers import collbench_process as collbench
+from tests.helpers import meta_of, rows_of
 
 pytestmark = pytest.mark.slow  # real ranks per setting
 
@@ -130,7 +131,8 @@ def test_verify_measures_the_default_and_best_env_side_by_side(tmp_path):
         "setting": "GLOO_SOCKET_IFNAME=lo",
         "gain": 0.1,
     }
-    document = {"kind": "tune", "best": [best], "env": {"knobs": {"GLOO_SOCKET_IFNAME": "lo"}}}
+    document = {"kind": "tune", "settings": [], "best": [best]}
+    document["env"] = {"knobs": {"GLOO_SOCKET_IFNAME": "lo"}}
     (tuned / "tune.json").write_text(json.dumps({**document, "spec": spec}))
     out = tmp_path / "verified"
     done = collbench(

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from collbench.analysis.doctor.document import doctor_report
 from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, Finding
 from collbench.render.doctor import (
     HEALTHY,
@@ -392,7 +393,7 @@ def test_pair_matrix_medians_symmetric_with_shuffle_rounds():
 def test_stage_busbw_by_host_and_flagged():
     intra = stage_busbw_by_host(doctor_rows(slow_host=1))
     assert intra == {"cbnode0": 3.0, "cbnode1": 0.3, "cbnode2": 3.0, "cbnode3": 3.0}
-    document = doctor_json(diagnosis([NODE, LINK]), "doctor-1", FLEET)
+    document = doctor_report(diagnosis([NODE, LINK]), "doctor-1", FLEET)
     assert flagged(document) == ({"cbnode2"}, {frozenset({"cbnode0", "cbnode1"})})
     assert flagged(None) == (set(), set())
 

@@ -197,7 +197,7 @@ def test_failed_settings_and_settings_missing_sizes_take_no_part():
     records = select_best(outcomes)
     assert all(item.default_is_best for item in records)
     assert all(item.confidence == "baseline only" for item in records)
-    settings = tune_document(outcomes, records)["settings"]
+    settings = tune_document(outcomes, records).to_dict()["settings"]
     assert [entry["status"] for entry in settings] == ["ok", "failed", "ok"]
     assert settings[1]["error"] == "no such interface"
     assert settings[0]["knobs"] == {} and settings[0]["baseline"]
@@ -285,7 +285,7 @@ def test_best_env_exports_one_measured_setting_and_names_each_conflict():
     text = render_best_env(choice)
     assert "export NCCL_PROTO=Simple\n" in text
     assert "one environment cannot" in text and text.count("\n# all_reduce small") == 1
-    document = tune_document(outcomes, records)
+    document = tune_document(outcomes, records).to_dict()
     assert document["env"]["conflicts"] == choice.conflicts
     best = document["best"]
     keys = ["collective", "min_bytes", "max_bytes", "knobs", "busbw_gbps",

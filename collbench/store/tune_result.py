@@ -1,0 +1,340 @@
+"""A tune directory's result: tune.json as a typed value (`TuneResult`), with one load and
+one save. The save writes the result's three files together: tune.json, best.env (the one
+setting to export) and, where the tuner plugin can say the result, nccl_tuner.conf.
+
+tune.json: `settings` (one entry per setting: knobs, status, error, id, label, baseline,
+rows, repeats; a launched tune adds each setting's run directories, probe rounds, why the
+search dropped it, later repeats' errors and its time), `best` (per collective and size
+range, analysis.tune.select.BestRecord.to_dict), `env` (what best.env exports and the ranges
+it does not follow), `rule`; then a launched tune's kind "tune", search, repeats, budget,
+command line, spec, launcher and the settings never run, or a `tune --from` result's RUNs
+("from"); the tuner config's status and the warnings. The format is unchanged from the
+untyped document it replaces, so older files read; keys collbench does not know are kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collbench.core.errors import SpecError
+from collbench.store.rundir import write_atomically, write_json_atomic
+
+TUNE_JSON = "tune.json"
+BEST_ENV = "best.env"
+TUNER_CONF = "nccl_tuner.conf"
+CHOICES_FILE = "choices.jsonl"  # what NCCL chose per setting (a launched tune on NCCL/RCCL)
+TUNE_KIND = "tune"  # tune.json's "kind" for a launched tune
+
+
+@dataclass(frozen=True)
+class TuneSetting:
+    """One setting as tune.json lists it."""
+
+    knobs: dict[str, str]
+    status: str  # "ok" or "failed"
+    error: str | None
+    id: str
+    label: str
+    baseline: bool
+    rows: int
+    repeats: int
+    # A launched tune's: the full sweeps' run directories (one per repeat, relative to the
+    # tune directory), probe rounds, why the search dropped it, later repeats' errors, time.
+    # None: a `tune --from` setting, which ran nothing here.
+    runs: SettingRuns | None = None
+
+    @property
+    def run_dir(self) -> str | None:
+        """Its first full sweep's directory (None: none ran)."""
+        return self.runs.run_dirs[0] if self.runs and self.runs.run_dirs else None
+
+    @property
+    def run_dirs(self) -> tuple[str, ...]:
+        return self.runs.run_dirs if self.runs else ()
+
+    @property
+    def dropped(self) -> str | None:
+        return self.runs.dropped if self.runs else None
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "knobs": dict(self.knobs),
+            "status": self.status,
+            "error": self.error,
+            "id": self.id,
+            "label": self.label,
+            "baseline": self.baseline,
+            "rows": self.rows,
+            "repeats": self.repeats,
+        }
+        if self.runs is not None:
+            data.update(self.runs.to_dict())
+        return data
+
+
+@dataclass(frozen=True)
+class SettingRuns:
+    """What a launched tune ran of one setting."""
+
+    run_dirs: tuple[str, ...] = ()
+    probes: tuple[str, ...] = ()
+    dropped: str | None = None
+    repeat_errors: tuple[str, ...] = ()
+    duration_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_dir": self.run_dirs[0] if self.run_dirs else None,
+            "run_dirs": list(self.run_dirs),
+            "probes": list(self.probes),
+            "dropped": self.dropped,
+            "repeat_errors": list(self.repeat_errors),
+            "duration_s": self.duration_s,
+        }
+
+
+@dataclass(frozen=True)
+class EnvExport:
+    """What best.env exports ({}: the default is the choice) and the ranges it does not follow."""
+
+    knobs: dict[str, str] = field(default_factory=dict)
+    setting: str = "baseline"
+    why: str = ""
+    conflicts: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "knobs": dict(self.knobs),
+            "setting": self.setting,
+            "why": self.why,
+            "conflicts": list(self.conflicts),
+        }
+
+
+@dataclass(frozen=True)
+class TuneLaunch:
+    """How a launched tune ran (absent from a `tune --from` result)."""
+
+    search: str | None = None
+    repeats: int | None = None
+    budget_s: float | None = None
+    command_line: tuple[str, ...] = ()
+    spec: dict[str, Any] = field(default_factory=dict)  # SweepSpec.to_dict
+    launcher: str | None = None
+    not_run: tuple[dict[str, Any], ...] = ()  # knobs, label, reason
+    elapsed_s: float | None = None
+
+
+@dataclass(frozen=True)
+class TunerConfStatus:
+    """Whether nccl_tuner.conf was written, why not, and the notes that go with it."""
+
+    written: bool
+    reason: str | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"written": self.written, "reason": self.reason, "notes": list(self.notes)}
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """tune.json's content (see the module)."""
+
+    settings: tuple[TuneSetting, ...]
+    best: tuple[dict[str, Any], ...]  # BestRecord.to_dict per collective and size range
+    env: EnvExport = field(default_factory=EnvExport)
+    rule: dict[str, Any] = field(default_factory=dict)  # the SelectRule used
+    launch: TuneLaunch | None = None  # a launched tune's; None: `tune --from`
+    sources: tuple[str, ...] | None = None  # `tune --from`'s RUNs as given
+    tuner_conf: TunerConfStatus | None = None
+    warnings: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)  # keys collbench does not know
+
+    @property
+    def baseline(self) -> TuneSetting | None:
+        return next((item for item in self.settings if item.baseline), None)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The launched tune's sweep (SweepSpec.to_dict); {} for `tune --from`."""
+        return dict(self.launch.spec) if self.launch is not None else {}
+
+    @property
+    def repeats(self) -> int | None:
+        return self.launch.repeats if self.launch is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """tune.json's content, in its key order."""
+        data: dict[str, Any] = {
+            "settings": [item.to_dict() for item in self.settings],
+            "best": [dict(item) for item in self.best],
+            "env": self.env.to_dict(),
+            "rule": dict(self.rule),
+        }
+        launch = self.launch
+        if launch is not None:
+            data.update(
+                kind=TUNE_KIND,
+                search=launch.search,
+                repeats=launch.repeats,
+                budget_s=launch.budget_s,
+                command_line=list(launch.command_line),
+                spec=dict(launch.spec),
+                launcher=launch.launcher,
+                not_run=[dict(item) for item in launch.not_run],
+            )
+        if self.sources is not None:
+            data["from"] = list(self.sources)
+        if self.tuner_conf is not None:
+            data["tuner_conf"] = self.tuner_conf.to_dict()
+        data["warnings"] = list(self.warnings)
+        if launch is not None:
+            data["elapsed_s"] = launch.elapsed_s
+        return {**data, **self.extra}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = TUNE_JSON) -> TuneResult:
+        """The result of tune.json's content. SpecError(TUNE_JSON, where, ...) for content
+        that is not a tune's: it needs a settings list and a best list of objects."""
+        if not isinstance(data, Mapping):
+            raise SpecError(TUNE_JSON, where, "that is not a JSON object: not a tune directory")
+        for key in ("settings", "best"):
+            items = data.get(key)
+            if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
+                raise SpecError(TUNE_JSON, where, f"without a {key} list: not a tune directory")
+        try:
+            return _read(data)
+        except (TypeError, ValueError, AttributeError) as error:
+            raise SpecError(
+                TUNE_JSON, where, f"with a value of the wrong type ({error}): not a tune's"
+            ) from None
+
+
+_KNOWN = {"settings", "best", "env", "rule", "kind", "search", "repeats", "budget_s"}
+_KNOWN |= {"command_line", "spec", "launcher", "not_run", "elapsed_s", "from", "tuner_conf"}
+_KNOWN |= {"warnings"}
+_RUN_KEYS = ("run_dir", "run_dirs", "probes", "dropped", "repeat_errors", "duration_s")
+
+
+def _read(data: Mapping[str, Any]) -> TuneResult:
+    env = data.get("env") or {}
+    conf = data.get("tuner_conf")
+    launched = data.get("kind") == TUNE_KIND or "search" in data
+    return TuneResult(
+        settings=tuple(_setting(item) for item in data["settings"]),
+        best=tuple(dict(item) for item in data["best"]),
+        env=EnvExport(
+            knobs={str(k): str(v) for k, v in (env.get("knobs") or {}).items()},
+            setting=str(env.get("setting") or "baseline"),
+            why=str(env.get("why") or ""),
+            conflicts=tuple(str(line) for line in env.get("conflicts") or []),
+        ),
+        rule=dict(data.get("rule") or {}),
+        launch=_launch(data) if launched else None,
+        sources=tuple(str(run) for run in data["from"]) if "from" in data else None,
+        tuner_conf=None
+        if conf is None
+        else TunerConfStatus(
+            bool(conf.get("written")),
+            conf.get("reason"),
+            tuple(str(note) for note in conf.get("notes") or []),
+        ),
+        warnings=tuple(str(line) for line in data.get("warnings") or []),
+        extra={key: value for key, value in data.items() if key not in _KNOWN},
+    )
+
+
+def _launch(data: Mapping[str, Any]) -> TuneLaunch:
+    repeats = data.get("repeats")
+    return TuneLaunch(
+        search=data.get("search"),
+        repeats=None if repeats is None else int(repeats),
+        budget_s=data.get("budget_s"),
+        command_line=tuple(str(arg) for arg in data.get("command_line") or []),
+        spec=dict(data.get("spec") or {}),
+        launcher=data.get("launcher"),
+        not_run=tuple(dict(item) for item in data.get("not_run") or []),
+        elapsed_s=data.get("elapsed_s"),
+    )
+
+
+def _setting(item: Mapping[str, Any]) -> TuneSetting:
+    runs = None
+    if any(key in item for key in _RUN_KEYS):
+        first = item.get("run_dir")
+        run_dirs = item.get("run_dirs") or ([first] if first else [])
+        duration = item.get("duration_s")
+        runs = SettingRuns(
+            run_dirs=tuple(str(path) for path in run_dirs),
+            probes=tuple(str(path) for path in item.get("probes") or []),
+            dropped=item.get("dropped") or None,
+            repeat_errors=tuple(str(line) for line in item.get("repeat_errors") or []),
+            duration_s=None if duration is None else float(duration),
+        )
+    return TuneSetting(
+        knobs={str(k): str(v) for k, v in (item.get("knobs") or {}).items()},
+        status=str(item.get("status") or "ok"),
+        error=item.get("error"),
+        id=str(item.get("id") or ""),
+        label=str(item.get("label")),
+        baseline=bool(item.get("baseline")),
+        rows=int(item.get("rows") or 0),
+        repeats=int(item.get("repeats") or 0),
+        runs=runs,
+    )
+
+
+def is_tune_dir(path: Path) -> bool:
+    """A directory `collbench tune` (or `tune --from`) wrote: it holds tune.json."""
+    return (Path(path) / TUNE_JSON).is_file()
+
+
+def load_tune_result(tune_dir: Path, field: str) -> TuneResult:
+    """A tune directory's tune.json, or one SpecError naming `field` (the option that gave
+    the directory) and the directory, saying why it is not a tune's."""
+    path = Path(tune_dir) / TUNE_JSON
+    if not Path(tune_dir).is_dir():
+        raise SpecError(field, str(tune_dir), "is not a directory")
+    if not path.is_file():
+        raise SpecError(
+            field, str(tune_dir), f"is not a tune directory (no {TUNE_JSON}: run collbench tune)"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise SpecError(
+            field, str(tune_dir), f"has a {TUNE_JSON} that cannot be read ({error})"
+        ) from None
+    try:
+        return TuneResult.from_dict(data, str(path))
+    except SpecError as error:
+        raise SpecError(field, str(tune_dir), f"has a {TUNE_JSON} {error.hint}") from None
+
+
+def save_tune_result(
+    out: Path, result: TuneResult, best_env: str, tuner_conf: str | None
+) -> list[Path]:
+    """tune.json, best.env and (when given) nccl_tuner.conf into `out`, each atomically;
+    the paths written."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / TUNE_JSON, out / BEST_ENV]
+    write_json_atomic(written[0], result.to_dict())
+    _write_text(written[1], best_env)
+    if tuner_conf is not None:
+        written.append(out / TUNER_CONF)
+        _write_text(written[-1], tuner_conf)
+    return written
+
+
+def _write_text(path: Path, text: str) -> None:
+    write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
