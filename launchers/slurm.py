@@ -122,6 +122,8 @@ class SlurmSettings:
     exclusive: bool = False
     slurm_args: tuple[str, ...] = ()
     no_wait: bool = False
+    # Print the script (sbatch_script) instead of submitting it.
+    print_sbatch: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "slurm_args", tuple(self.slurm_args))
@@ -196,7 +198,7 @@ class SlurmLauncher:
                 options.nproc,
                 "does not apply to --launcher slurm: use --nodes and --ntasks-per-node",
             )
-        given = {k: v for k, v in options.extra.items() if k != "print_sbatch"}
+        given = dict(options.extra)
         given.setdefault("ntasks_per_node", given.get("gpus_per_node") or DEFAULT_CPU_RANKS)
         settings = SlurmSettings(**given)
         if not options.print_only:
@@ -276,7 +278,10 @@ def sbatch_script(job: Job, plan: LaunchPlan, watched: bool) -> str:
     is submitted."""
     command = f"collbench {job.spec.command}"
     if watched:
-        lines = ["#!/bin/bash", f"# {command} on Slurm, as submitted by {command} --launcher slurm."]
+        lines = [
+            "#!/bin/bash",
+            f"# {command} on Slurm, as submitted by {command} --launcher slurm.",
+        ]
         output = shlex.quote(str(Path(job.run_dir) / SUBMITIT_FOLDER / JOB_OUTPUT))
         run_dir = shlex.quote(str(job.run_dir))
     else:

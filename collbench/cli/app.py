@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -35,7 +35,7 @@ from collbench.cli.measure import (
 )
 from collbench.cli.mfu import mfu
 from collbench.cli.noise import noise
-from collbench.cli.options import command
+from collbench.cli.options import Argument, command
 from collbench.cli.report import report
 from collbench.cli.topo import topo_app
 from collbench.cli.tune import tune
@@ -106,39 +106,33 @@ app.command("tune")(tune)
 app.command("doctor")(command("doctor", DOCTOR_HELP, DOCTOR_OPTIONS_ALL, run_doctor_command))
 
 
-@app.command()
-def status(run: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
-    """Say how far a run has got (for a Slurm run, the job's state too)."""
+RUN_DIR = Argument("run", "A run directory.", kind=Path)
+WAIT_OPTIONS = (
+    Argument("run", "The run directory of a job submitted with --no-wait.", kind=Path),
+    QUIET,
+    JSON_ROWS,
+    *EXPORT_OPTIONS,
+)
+
+
+def _status(values: dict[str, Any]) -> None:
     from collbench.run.status import describe_run
 
-    print(describe_run(run), flush=True)
+    print(describe_run(values["run"]), flush=True)
 
 
-@app.command()
-def finalize(run: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
-    """Finish a run left `running` with no live process: write rows.parquet and its final
-    state (orphaned, or failed if a rank reported a failure)."""
+def _finalize(values: dict[str, Any]) -> None:
     from collbench.run.finalize import finalize_run
 
-    print(finalize_run(run), flush=True)
+    print(finalize_run(values["run"]), flush=True)
 
 
-@app.command()
-def wait(
-    run: Annotated[
-        Path, typer.Argument(help="The run directory of a job submitted with --no-wait.")
-    ],
-    quiet: Annotated[bool, QUIET.info()] = QUIET.default,
-    json_rows: Annotated[bool, JSON_ROWS.info()] = JSON_ROWS.default,
-    csv_file: Annotated[Path | None, EXPORT_OPTIONS[0].info()] = None,
-    nccl_json_file: Annotated[Path | None, EXPORT_OPTIONS[1].info()] = None,
-) -> None:
-    """Follow a submitted Slurm sweep to its end, printing its table like `sweep` does."""
+def _wait(values: dict[str, Any]) -> None:
     from collbench.run.status import wait_for_run
 
-    output = "quiet" if quiet else "json" if json_rows else "table"
-    exports = Exports.given({"csv_file": csv_file, "nccl_json_file": nccl_json_file}, _planned(run))
-    make_sink = SinkMaker(sink_factory(output), exports)
+    run = values["run"]
+    output = "quiet" if values["quiet"] else "json" if values["json_rows"] else "table"
+    make_sink = SinkMaker(sink_factory(output), Exports.given(values, _planned(run)))
     result = wait_for_run(run, make_sink)
     make_sink.done(result.error, output == "table")
     if result.error:
@@ -146,6 +140,33 @@ def wait(
     elif output == "table":
         print(f"# Results: {run}", flush=True)
     raise typer.Exit(result.code)
+
+
+app.command("status")(
+    command(
+        "status",
+        "Say how far a run has got (for a Slurm run, the job's state too).",
+        (RUN_DIR,),
+        _status,
+    )
+)
+app.command("finalize")(
+    command(
+        "finalize",
+        "Finish a run left `running` with no live process: write rows.parquet and its final\n"
+        "state (orphaned, or failed if a rank reported a failure).",
+        (RUN_DIR,),
+        _finalize,
+    )
+)
+app.command("wait")(
+    command(
+        "wait",
+        "Follow a submitted Slurm sweep to its end, printing its table like `sweep` does.",
+        WAIT_OPTIONS,
+        _wait,
+    )
+)
 
 
 def _planned(run: Path) -> list[str]:

@@ -10,33 +10,12 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
-from collbench.cli.options import Option
+from collbench.cli.options import Argument, Option, command, given_fields
 from collbench.core.errors import SpecError
 
 OUTPUT_PANEL = "Output"
-
-CSV_FILE = Option(
-    ("--csv",),
-    "Also write the rows to FILE as CSV, each as it finishes.",
-    kind=Path,
-    panel=OUTPUT_PANEL,
-    name="csv_file",
-    metavar="FILE",
-)
-NCCL_JSON_FILE = Option(
-    ("--nccl-json", "-J"),
-    "Also write FILE in nccl-tests' -J JSON layout (one file per collective: "
-    "FILE's stem.NAME.json when there are several).",
-    kind=Path,
-    panel=OUTPUT_PANEL,
-    name="nccl_json_file",
-    metavar="FILE",
-)
-EXPORT_OPTIONS = (CSV_FILE, NCCL_JSON_FILE)
 
 
 @dataclass(frozen=True)
@@ -52,9 +31,7 @@ class Exports:
         overwritten) or its folder does not; `collectives` name the -J files to check."""
         from collbench.render.export import json_paths
 
-        exports = cls(
-            values.get(CSV_FILE.parameter_name), values.get(NCCL_JSON_FILE.parameter_name)
-        )
+        exports = cls(**given_fields(cls, EXPORT_OPTIONS, values))
         checks = [(CSV_FILE.flag, exports.csv)] if exports.csv else []
         if exports.nccl_json:
             names = list(collectives) or ["all"]
@@ -72,6 +49,30 @@ def _check_new_file(flag: str, path: Path) -> None:
         raise SpecError(flag, str(path), "exists: remove it or name another file")
     if not path.parent.is_dir():
         raise SpecError(flag, str(path), f"is in no folder that exists ({path.parent})")
+
+
+CSV_FILE = Option(
+    ("--csv",),
+    "Also write the rows to FILE as CSV, each as it finishes.",
+    Exports,
+    "csv",
+    kind=Path,
+    panel=OUTPUT_PANEL,
+    name="csv_file",
+    metavar="FILE",
+)
+NCCL_JSON_FILE = Option(
+    ("--nccl-json", "-J"),
+    "Also write FILE in nccl-tests' -J JSON layout (one file per collective: "
+    "FILE's stem.NAME.json when there are several).",
+    Exports,
+    "nccl_json",
+    kind=Path,
+    panel=OUTPUT_PANEL,
+    name="nccl_json_file",
+    metavar="FILE",
+)
+EXPORT_OPTIONS = (CSV_FILE, NCCL_JSON_FILE)
 
 
 class SinkMaker:
@@ -115,17 +116,19 @@ class SinkMaker:
                     print(f"# Exported: {path}", flush=True)
 
 
-def export(
-    run: Annotated[Path, typer.Argument(help="A run directory (a sweep, import or Slurm run).")],
-    csv_file: Annotated[Path | None, CSV_FILE.info()] = None,
-    nccl_json_file: Annotated[Path | None, NCCL_JSON_FILE.info()] = None,
-) -> None:
-    """Write a run's rows as CSV and/or in nccl-tests' -J JSON layout."""
+EXPORT_COMMAND_OPTIONS = (
+    Argument("run", "A run directory (a sweep, import or Slurm run).", kind=Path),
+    *EXPORT_OPTIONS,
+)
+
+
+def run_export(values: dict[str, Any]) -> None:
     from collbench.render.export import export_run
     from collbench.store.load import load_run
 
-    values = {CSV_FILE.parameter_name: csv_file, NCCL_JSON_FILE.parameter_name: nccl_json_file}
-    if csv_file is None and nccl_json_file is None:
+    run = values["run"]
+    exports = Exports(**given_fields(Exports, EXPORT_OPTIONS, values))
+    if not exports:
         raise SpecError.from_message("export: give --csv FILE, -J FILE or both")
     loaded = load_run(run, "RUN")
     exports = Exports.given(values, [row.collective for row in loaded.sweep_rows])
@@ -133,3 +136,11 @@ def export(
         raise SpecError("-J", str(exports.nccl_json), f"{run} holds no sweep rows to write")
     for path in export_run(loaded, exports.csv, exports.nccl_json):
         print(f"# Exported: {path}", file=sys.stdout, flush=True)
+
+
+export = command(
+    "export",
+    "Write a run's rows as CSV and/or in nccl-tests' -J JSON layout.",
+    EXPORT_COMMAND_OPTIONS,
+    run_export,
+)

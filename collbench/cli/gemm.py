@@ -7,7 +7,6 @@ Keep this module's imports light: `collbench --help` must not import torch.
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,11 +14,17 @@ from typing import Any
 from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.analysis.model.gemm_model import Gemm
 from collbench.cli.mfu import MFU_OPTIONS, model_from_options
-from collbench.cli.options import DEFAULT_RUN_DIR_TEXT, Option, command
+from collbench.cli.options import (
+    DEFAULT_RUN_DIR_TEXT,
+    Option,
+    command,
+    given_fields,
+    listing,
+    request,
+)
 from collbench.core.errors import SpecError
+from collbench.run.gemm import DTYPE_BYTES, GemmJob, GemmSweep
 
-_SHAPE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)x(\d+)$")
-_SQUARE = re.compile(r"^(\d+):(\d+)$")
 _WORKLOAD_FLAGS = (
     "--model",
     "--layers",
@@ -43,54 +48,61 @@ GEMM_OPTIONS = (
     Option(
         ("--shape",),
         "A shape to measure, MxNxK (BxMxNxK: B batched matmuls); repeatable.",
+        GemmSweep,
+        "shapes",
         kind=list[str],
+        name="shape",
         panel=_SWEEP,
     ),
     Option(
         ("--square",),
         "Square shapes MIN:MAX, M = N = K doubling from MIN to MAX (e.g. 256:8192).",
+        GemmSweep,
+        "square",
         panel=_SWEEP,
     ),
-    Option(("--dtype",), "Operand dtype: bf16, fp16 or fp32.", default="bf16", name="gemm_dtype"),
-    Option(("--device",), "cuda or cpu (default: cuda when there is one)."),
-    Option(("--warmup", "-w"), "Untimed matmuls per shape.", kind=int, default=5),
-    Option(("--iters", "-n"), "Timed matmuls per shape.", kind=int, default=20),
+    Option(
+        ("--dtype",),
+        f"Operand dtype: {listing(DTYPE_BYTES, last=' or ')}.",
+        GemmJob,
+        "dtype",
+        name="gemm_dtype",
+    ),
+    Option(("--device",), "cuda or cpu (default: cuda when there is one).", GemmJob, "device"),
+    Option(("--warmup", "-w"), "Untimed matmuls per shape.", GemmJob, "warmup", kind=int),
+    Option(("--iters", "-n"), "Timed matmuls per shape.", GemmJob, "iters", kind=int),
     Option(
         ("--max-seconds",),
         "Refuse a job that would take longer (sized from one matmul of its largest shape).",
+        GemmJob,
+        "max_seconds",
         kind=float,
-        default=600.0,
     ),
     Option(
         ("--topology", "-T"),
         "Catalog name or file: show each shape's share of its accelerator's peak and what "
         "the shape model predicts.",
+        GemmSweep,
+        "topology",
         name="gemm_topology",
     ),
     Option(
         ("--out", "-o"),
-        f"Run directory (default: {DEFAULT_RUN_DIR_TEXT}).",
+        "Run directory.",
+        GemmJob,
+        "out",
         kind=Path,
-        default_text="",
+        default_text=DEFAULT_RUN_DIR_TEXT,
     ),
 )
 
 
 def run_gemm_command(values: dict[str, Any]) -> None:
     from collbench.render.gemm import render_gemm_line, render_gemm_table
-    from collbench.run.gemm import GemmJob, run_gemm
+    from collbench.run.gemm import run_gemm
 
     gemms, what = _gemms(values)
-    job = GemmJob(
-        gemms,
-        dtype=values["gemm_dtype"],
-        device=values["device"],
-        warmup=values["warmup"],
-        iters=values["iters"],
-        out=values["out"],
-        max_seconds=values["max_seconds"],
-        workload=what,
-    )
+    job = GemmJob(gemms, workload=what, **given_fields(GemmJob, GEMM_OPTIONS, values))
     topology = _topology(values["gemm_topology"])
 
     def progress(row: Any) -> None:
@@ -115,19 +127,15 @@ gemm = command(
 
 def _gemms(values: dict[str, Any]) -> tuple[tuple[Gemm, ...], str]:
     """The shapes to measure: a workload's (its model options) or a sweep's, not both."""
-    sweep = list(values["shape"] or [])
-    square = values["square"]
+    sweep: GemmSweep = request(GemmSweep, GEMM_OPTIONS, values)
     workload_given = values["model"] is not None or values["layers"] is not None
-    if sweep or square:
+    if sweep.shapes or sweep.square:
         if workload_given:
             raise SpecError.from_message(
                 "give a workload (--model or the shape flags) or a shape sweep (--shape, "
                 "--square), not both"
             )
-        gemms = [_parse_shape(text) for text in sweep]
-        if square:
-            gemms += _squares(square)
-        return tuple(dict.fromkeys(gemms)), "shape sweep"
+        return sweep.gemms(), "shape sweep"
     if not workload_given:
         raise SpecError.from_message(
             "give a workload (--model or --layers --hidden --heads --vocab) or shapes "
@@ -147,29 +155,6 @@ def _gemms(values: dict[str, Any]) -> tuple[tuple[Gemm, ...], str]:
         f"tp {workload.parallelism.tp}, {workload.training.attention} attention"
     )
     return workload_gemms(workload), what
-
-
-def _parse_shape(text: str) -> Gemm:
-    match = _SHAPE.match(text.strip().lower())
-    if not match:
-        raise SpecError("--shape", text, "must be MxNxK or BxMxNxK, e.g. 4096x4096x4096")
-    batch, m, n, k = (int(part) if part else 1 for part in match.groups())
-    if min(batch, m, n, k) < 1:
-        raise SpecError("--shape", text, "must have every dimension >= 1")
-    return Gemm("sweep", "-", m, n, k, batch)
-
-
-def _squares(text: str) -> list[Gemm]:
-    match = _SQUARE.match(text.strip())
-    low, high = (int(part) for part in match.groups()) if match else (0, 0)
-    if not match or not 1 <= low <= high:
-        raise SpecError("--square", text, "must be MIN:MAX with 1 <= MIN <= MAX, e.g. 256:8192")
-    sizes = []
-    size = low
-    while size <= high:
-        sizes.append(Gemm("sweep", "-", size, size, size))
-        size *= 2
-    return sizes
 
 
 def _topology(name: str | None) -> Any:

@@ -91,13 +91,11 @@ SLURM_OPTIONS = (
         "no_wait",
         kind=bool,
     ),
-    # Not a setting: the slurm launcher prints its script instead of submitting it.
-    Option(
+    _slurm(
         ("--print-sbatch",),
-        "slurm: print an equivalent sbatch script, and exit.",
+        "print the sbatch script --launcher slurm would submit, to submit yourself, and exit.",
+        "print_sbatch",
         kind=bool,
-        default=False,
-        panel="Slurm",
     ),
 )
 

@@ -288,9 +288,10 @@ RECORD_OPTIONS = (
 
 WANTS_OVERLAP = Option(
     ("--overlap",),
-    "Also run overlap probes (see collbench overlap).",
+    "Also run overlap probes (see collbench overlap), as the options below say.",
+    SweepSpec,
+    "overlap",
     kind=bool,
-    default=False,
     panel=_OVERLAP,
 )
 OVERLAP_OPTIONS = (
@@ -393,6 +394,7 @@ def measure_spec(command: str, values: dict[str, Any]) -> SweepSpec:
     if wants_overlap:
         overlap = OverlapSpec(**given_fields(OverlapSpec, OVERLAP_OPTIONS, values))
     fields = given_fields(SweepSpec, SWEEP_OPTIONS, values)
+    fields.pop(WANTS_OVERLAP.field, None)  # the switch; the probes are OverlapSpec's
     return SweepSpec(overlap=overlap, sweep_rows=command == "sweep", **fields)
 
 
@@ -405,11 +407,9 @@ def run_options(values: dict[str, Any]) -> RunOptions:
     extra = {}
     for settings in _LAUNCHER_SETTINGS:
         extra.update(given_fields(settings, SWEEP_OPTIONS, values))
-    print_sbatch = values["print_sbatch"]
-    if print_sbatch:
-        extra["print_sbatch"] = True
     given = given_fields(RunOptions, SWEEP_OPTIONS, values)
-    given["print_only"] = given["print_only"] or print_sbatch
+    # --print-sbatch is a Slurm setting (in `extra`) that prints instead of launching.
+    given["print_only"] = given["print_only"] or bool(extra.get("print_sbatch"))
     output = "quiet" if quiet else "json" if json_rows else "table"
     return RunOptions(**given, output=output, extra=extra)
 

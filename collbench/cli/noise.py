@@ -4,38 +4,44 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Any
 
-import typer
+from collbench.cli.options import Argument, Option, command, request
+from collbench.run.noise import NoiseRequest
 
-DEFAULT_OUT = "noise-floor.json"  # in the working directory
+NOISE_OPTIONS = (
+    Argument(
+        "runs",
+        "Identical runs of one configuration (reruns, measured the same way).",
+        NoiseRequest,
+        "runs",
+        kind=list[Path],
+        metavar="RUN RUN [RUN...]",
+    ),
+    Option(
+        ("--out", "-o"),
+        "Where to write the floor; an existing file is never overwritten.",
+        NoiseRequest,
+        "out",
+        kind=Path,
+        metavar="FILE",
+    ),
+)
 
 
-def noise(
-    runs: Annotated[
-        list[Path],
-        typer.Argument(
-            help="Identical runs of one configuration (reruns, measured the same way).",
-            metavar="RUN RUN [RUN...]",
-            show_default=False,
-        ),
-    ],
-    out: Annotated[
-        Path,
-        typer.Option(
-            "--out",
-            "-o",
-            metavar="FILE",
-            help="Where to write the floor; an existing file is never overwritten.",
-        ),
-    ] = Path(DEFAULT_OUT),
-) -> None:
-    """Measure how far identical runs land apart, per size band (the A/A noise floor), and
-    write it for `collbench compare --noise-floor FILE`, which then calls a size faster or
-    slower only beyond it."""
-    from collbench.cli.runs import load_run_dir
+def run_noise(values: dict[str, Any]) -> None:
     from collbench.render.noise import render_noise
-    from collbench.run.noise import record_noise
+    from collbench.run.noise import record_noise_of
 
-    report = record_noise([load_run_dir(path) for path in runs], out)
+    report = record_noise_of(request(NoiseRequest, NOISE_OPTIONS, values))
     print(render_noise(report), flush=True)
+
+
+noise = command(
+    "noise",
+    "Measure how far identical runs land apart, per size band (the A/A noise floor), and\n"
+    "write it for `collbench compare --noise-floor FILE`, which then calls a size faster or\n"
+    "slower only beyond it.",
+    NOISE_OPTIONS,
+    run_noise,
+)

@@ -103,14 +103,17 @@ class Option:
         return format_value(value)
 
     def info(self) -> Any:
-        """The typer.Option for a hand-written signature."""
-        return typer.Option(
+        """The typer.Option for a hand-written signature (it names this declaration, so a
+        test can tell an option that has an owner from one written by hand)."""
+        info = typer.Option(
             *self.flags,
             help=self.help_text or None,
             show_default=False,
             metavar=self.metavar,
             rich_help_panel=self.panel,
         )
+        info.collbench_option = self
+        return info
 
     def parameter(self) -> inspect.Parameter:
         """The typer parameter: Optional[kind] when "not given" is a value of its own."""
@@ -121,6 +124,45 @@ class Option:
             inspect.Parameter.KEYWORD_ONLY,
             default=default,
             annotation=Annotated[kind, self.info()],
+        )
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One positional argument (RUN...) and the field it fills: required, or (`required`
+    False) left out as None, the owner's default then applying."""
+
+    name: str
+    help: str
+    owner: type | None = None
+    field: str | None = None
+    kind: Any = str
+    metavar: str | None = None
+    required: bool = True
+
+    @property
+    def parameter_name(self) -> str:
+        return self.name
+
+    @property
+    def flag(self) -> str:
+        """As error messages name it: RUN."""
+        return (self.metavar or self.name.upper()).split(" ")[0].rstrip(".")
+
+    def parameter(self) -> inspect.Parameter:
+        info = typer.Argument(help=self.help, metavar=self.metavar, show_default=False)
+        info.collbench_option = self
+        if self.required:
+            return inspect.Parameter(
+                self.name,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                annotation=Annotated[self.kind, info],
+            )
+        return inspect.Parameter(
+            self.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=None,
+            annotation=Annotated[Optional[self.kind], info],  # noqa: UP045
         )
 
 
@@ -143,15 +185,24 @@ def listing(values: Iterable[str], notes: Mapping[str, str] | None = None, last:
 
 
 def command(
-    name: str, doc: str, options: Sequence[Option], run: Callable[[dict[str, Any]], None]
+    name: str,
+    doc: str,
+    options: Sequence[Option | Argument],
+    run: Callable[[dict[str, Any]], None],
 ) -> Callable[..., None]:
-    """A typer command whose parameters are `options`; it hands their values to `run`."""
-    parameters = [option.parameter() for option in options]
+    """A typer command whose parameters are `options` (its arguments first); it hands
+    their values to `run`."""
+    ordered = sorted(options, key=lambda option: not isinstance(option, Argument))
+    parameters = [option.parameter() for option in ordered]
 
-    def body(**values: Any) -> None:
-        run(values)
+    signature = inspect.Signature(parameters)
 
-    body.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    def body(*args: Any, **values: Any) -> None:
+        bound = signature.bind(*args, **values)
+        bound.apply_defaults()
+        run(dict(bound.arguments))
+
+    body.__signature__ = signature  # type: ignore[attr-defined]
     body.__annotations__ = {param.name: param.annotation for param in parameters}
     body.__doc__ = doc
     body.__name__ = name
@@ -159,7 +210,7 @@ def command(
 
 
 def given_fields(
-    owner: type, options: Sequence[Option], values: Mapping[str, Any]
+    owner: type, options: Sequence[Option | Argument], values: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The owner's fields that the command line gave, parsed; an option not given (None or
     an empty list) is left out, so the dataclass's own default applies."""
@@ -168,5 +219,11 @@ def given_fields(
         value = values.get(option.parameter_name)
         if option.owner is not owner or value is None or value == []:
             continue
-        fields[option.field] = value if option.parse is None else option.parse(value, option.flag)
+        parse = getattr(option, "parse", None)
+        fields[option.field] = value if parse is None else parse(value, option.flag)
     return fields
+
+
+def request(owner: type, options: Sequence[Option | Argument], values: Mapping[str, Any]) -> Any:
+    """The owner built from what the command line gave (its own defaults for the rest)."""
+    return owner(**given_fields(owner, options, values))

@@ -8,6 +8,7 @@ whole job, refused when it would take longer than `max_seconds`.
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from collbench.store.rows import utc_now
 from collbench.store.rundir import new_run_id, prepare_run_dir, write_meta
 
 DTYPE_BYTES = {"bf16": ELEMENT_BYTES, "fp16": ELEMENT_BYTES, "fp32": 4}
+_SHAPE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)x(\d+)$")
+_SQUARE = re.compile(r"^(\d+):(\d+)$")
 MEMORY_SHARE = 0.5  # of the free memory, at most, for one shape's operands
 PROBE_SIDE = 512  # the sizing matmul's largest side
 
@@ -53,6 +56,46 @@ class GemmJob:
             raise SpecError("--iters", self.iters, "must be >= 1")
         if not self.max_seconds > 0:
             raise SpecError("--max-seconds", self.max_seconds, "must be > 0")
+
+
+@dataclass(frozen=True)
+class GemmSweep:
+    """A shape sweep (instead of a workload's shapes), and the topology whose accelerator
+    each shape's rate is read against."""
+
+    shapes: tuple[str, ...] = ()  # MxNxK or BxMxNxK
+    square: str | None = None  # MIN:MAX, M = N = K doubling
+    topology: str | None = None  # a catalog name or a topology file
+
+    def gemms(self) -> tuple[Gemm, ...]:
+        """The shapes, each once (SpecError naming --shape or --square for a bad one)."""
+        gemms = [_parse_shape(text) for text in self.shapes]
+        if self.square:
+            gemms += _squares(self.square)
+        return tuple(dict.fromkeys(gemms))
+
+
+def _parse_shape(text: str) -> Gemm:
+    match = _SHAPE.match(text.strip().lower())
+    if not match:
+        raise SpecError("--shape", text, "must be MxNxK or BxMxNxK, e.g. 4096x4096x4096")
+    batch, m, n, k = (int(part) if part else 1 for part in match.groups())
+    if min(batch, m, n, k) < 1:
+        raise SpecError("--shape", text, "must have every dimension >= 1")
+    return Gemm("sweep", "-", m, n, k, batch)
+
+
+def _squares(text: str) -> list[Gemm]:
+    match = _SQUARE.match(text.strip())
+    low, high = (int(part) for part in match.groups()) if match else (0, 0)
+    if not match or not 1 <= low <= high:
+        raise SpecError("--square", text, "must be MIN:MAX with 1 <= MIN <= MAX, e.g. 256:8192")
+    sizes = []
+    size = low
+    while size <= high:
+        sizes.append(Gemm("sweep", "-", size, size, size))
+        size *= 2
+    return sizes
 
 
 def run_gemm(

@@ -1,5 +1,6 @@
-"""Run-directory arguments shared by the commands that read finished runs, and a tune
-directory (DIR/tune.json) read as the runs of its settings (`expand_runs`)."""
+"""RUN arguments of the commands that read finished runs (fit, compare, noise, report): run
+directories, and a tune directory (DIR/tune.json) read as the runs of its settings
+(`expand_runs`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from collbench.store.tune_result import CHOICES_FILE, TuneResult, is_tune_dir, load_tune_result
+
 if TYPE_CHECKING:
-    from collbench.render.report_tune import TuneSource
     from collbench.store.load import Run
     from collbench.store.rows import ResultRow
 
@@ -26,8 +28,21 @@ def load_run_dir(path: Path) -> Run:
     )
 
 
-TUNE_JSON = "tune.json"  # run.tune_from names it too; a directory holding it is a tune
-CHOICES_FILE = "choices.jsonl"
+@dataclass(frozen=True)
+class TuneDir:
+    """A tune directory as read: tune.json, each setting's sweep rows, NCCL's choices, and
+    what could not be read (one line each); the report's Tuning section draws it."""
+
+    path: str
+    document: TuneResult  # tune.json
+    # setting label -> the sweep rows of its full run (settings that ran one and could be read)
+    setting_rows: dict[str, tuple[ResultRow, ...]]
+    choices: tuple[dict[str, Any], ...] | None  # None: no choices.jsonl
+    warnings: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name or self.path
 
 
 @dataclass(frozen=True)
@@ -39,12 +54,7 @@ class ExpandedRuns:
     paths: list[Path]
     runs: list[Run]
     labels: dict[str, str]  # run path -> name, for runs a tune directory gave
-    tunes: list[TuneSource]
-
-
-def is_tune_dir(path: Path) -> bool:
-    """A directory `collbench tune` (or `tune --from`) wrote: it holds tune.json."""
-    return (Path(path) / TUNE_JSON).is_file()
+    tunes: list[TuneDir]
 
 
 def expand_runs(paths: list[Path]) -> ExpandedRuns:
@@ -66,26 +76,24 @@ def expand_runs(paths: list[Path]) -> ExpandedRuns:
     return expanded
 
 
-def load_tune_dir(path: Path) -> tuple[TuneSource, list[tuple[Path, Run, str]]]:
+def load_tune_dir(path: Path) -> tuple[TuneDir, list[tuple[Path, Run, str]]]:
     """A tune directory's tune.json, choices and runs ((path, run, label), the baseline
     first). A setting's run directory or a `tune --from` RUN that cannot be read is left out
     with a warning; a tune.json that is not a tune's is a SpecError."""
-    from collbench.render.report_tune import TuneSource
-
-    document = _tune_json(path)
-    if any(item.get("run_dir") for item in document["settings"]):
+    document = load_tune_result(path, "RUN")
+    if any(item.run_dir for item in document.settings):
         members, warnings = _setting_runs(path, document)
         rows = {label: tuple(run.sweep_rows) for _, run, label in members}
         warnings += _later_repeats(path, document, rows)
     else:
         members, rows, warnings = _from_runs(path, document)
     choices, choice_warnings = _choices(path / CHOICES_FILE)
-    source = TuneSource(str(path), document, rows, choices, tuple(warnings + choice_warnings))
+    source = TuneDir(str(path), document, rows, choices, tuple(warnings + choice_warnings))
     return source, members
 
 
 def _later_repeats(
-    path: Path, document: dict[str, Any], rows: dict[str, tuple[ResultRow, ...]]
+    path: Path, document: TuneResult, rows: dict[str, tuple[ResultRow, ...]]
 ) -> list[str]:
     """tune --repeats: add each setting's later repeats to `rows`, numbered as the tune
     pooled them (repeat K's rows at K); a repeat that cannot be read is left out with a
@@ -94,11 +102,11 @@ def _later_repeats(
     from collbench.core.errors import SpecError
 
     warnings = []
-    for item in document["settings"]:
-        label = str(item.get("label"))
+    for item in document.settings:
+        label = item.label
         if label not in rows:
             continue
-        for index, later in enumerate((item.get("run_dirs") or [])[1:], start=1):
+        for index, later in enumerate(item.run_dirs[1:], start=1):
             try:
                 measured = load_run_dir(path / str(later)).sweep_rows
             except SpecError as error:
@@ -108,48 +116,30 @@ def _later_repeats(
     return warnings
 
 
-def _tune_json(path: Path) -> dict[str, Any]:
-    from collbench.core.errors import SpecError
-
-    file = path / TUNE_JSON
-    try:
-        document = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise SpecError(
-            "RUN", str(path), f"has a {TUNE_JSON} that cannot be read: {error}"
-        ) from None
-    settings = document.get("settings") if isinstance(document, dict) else None
-    if not isinstance(settings, list) or not all(isinstance(item, dict) for item in settings):
-        raise SpecError(
-            "RUN", str(path), f"has a {TUNE_JSON} without a settings list: not a tune directory"
-        )
-    return document
-
-
 def _setting_runs(
-    path: Path, document: dict[str, Any]
+    path: Path, document: TuneResult
 ) -> tuple[list[tuple[Path, Run, str]], list[str]]:
     """The settings' full runs (entries with a run_dir), the baseline first. A failed
     setting is left out: the tune chose without its rows, and the Tuning section lists it."""
     from collbench.core.errors import SpecError
 
     members, warnings = [], []
-    settings = sorted(document["settings"], key=lambda item: not item.get("baseline"))
+    settings = sorted(document.settings, key=lambda item: not item.baseline)
     for item in settings:
-        if not item.get("run_dir") or item.get("status") == "failed":
+        if not item.run_dir or item.failed:
             continue
-        member = path / str(item["run_dir"])
+        member = path / item.run_dir
         try:
             run = load_run_dir(member)
         except SpecError as error:
-            warnings.append(f"setting {item.get('label')} left out: {error}")
+            warnings.append(f"setting {item.label} left out: {error}")
             continue
-        members.append((member, run, str(item.get("label"))))
+        members.append((member, run, item.label))
     return members, warnings
 
 
 def _from_runs(
-    path: Path, document: dict[str, Any]
+    path: Path, document: TuneResult
 ) -> tuple[list[tuple[Path, Run, str]], dict[str, tuple[ResultRow, ...]], list[str]]:
     """A `tune --from` result: its RUNs (as given to it, or relative to the tune directory),
     grouped into settings as tune --from grouped them; a RUN that is gone is left out."""
@@ -158,7 +148,7 @@ def _from_runs(
     from collbench.core.tune_grid import Setting
 
     loaded, warnings = [], []
-    for given in document.get("from") or []:
+    for given in document.sources or ():
         member = next(
             (where for where in (Path(given), path / given) if where.is_dir()), Path(given)
         )

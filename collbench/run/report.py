@@ -1,0 +1,205 @@
+"""`collbench report`'s use-case: what a report is drawn from (the runs, tune directories,
+doctor.json files, a topology, names) and writing its files. The document itself is drawn
+by collbench.render (report.py, report_tune.py, report_doctor.py, report_render.py).
+
+Imports stay light (the CLI imports ReportRequest for its defaults): matplotlib, numpy and
+the store load only when a report is made.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from collbench.core.errors import SpecError
+
+if TYPE_CHECKING:
+    from collbench.run.run_dirs import ExpandedRuns, TuneDir
+    from collbench.store.doctor_report import DoctorReport
+    from collbench.store.load import Run
+
+# --format: what each writes; the first is the default.
+REPORT_FORMATS = {
+    "html": "one self-contained file",
+    "md": "Markdown with PNGs in a folder beside it",
+}
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """What `collbench report` was asked for."""
+
+    runs: tuple[Path, ...] = ()
+    # None: report.FORMAT in the working directory.
+    out: Path | None = None
+    report_format: str = next(iter(REPORT_FORMATS))
+    # A catalog name or a topology file whose cost model the busbw charts draw.
+    topology: str | None = None
+    labels: tuple[str, ...] = ()  # RUN=NAME
+    title: str | None = None  # None: "collbench report:" and the run names
+
+    def __post_init__(self) -> None:
+        if self.report_format not in REPORT_FORMATS:
+            raise SpecError(
+                "--format", self.report_format, f"is not one of {', '.join(REPORT_FORMATS)}"
+            )
+        if not self.runs:
+            raise SpecError("RUN", "", "names no run directory")
+        if self.title is not None and not self.title.strip():
+            raise SpecError("--title", self.title, "is empty")
+
+    @property
+    def out_file(self) -> Path:
+        return Path(self.out) if self.out is not None else Path(f"report.{self.report_format}")
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Everything a report is drawn from, read and checked."""
+
+    request: ReportRequest
+    runs: list[Run]
+    tunes: list[TuneDir]
+    names: dict[str, str]  # run path -> its --label (or tune setting's name)
+    title: str | None  # None: the report's own default
+    fabric: Any  # the --topology, or None
+    doctor: dict[str, DoctorReport]  # run path -> its doctor.json, where it could be read
+    warnings: list[str] = field(default_factory=list)
+
+
+def gather_report(request: ReportRequest) -> ReportInputs:
+    """Check that the report can be written, then read what it is drawn from (SpecError
+    naming the option on bad input; what is left out is in `warnings`)."""
+    from collbench.run.run_dirs import expand_runs
+    from collbench.topologies.loader import load_topology
+
+    out = request.out_file
+    check_report_out(out, request.report_format)
+    fabric = None if request.topology is None else load_topology(request.topology)
+    expanded = expand_runs(list(request.runs))
+    warnings = [warning for source in expanded.tunes for warning in source.warnings]
+    labels = parse_labels(list(request.labels), expanded.paths, expanded.runs)
+    doctor, left_out = _doctor_documents(expanded.runs)
+    return ReportInputs(
+        request,
+        expanded.runs,
+        expanded.tunes,
+        {**expanded.labels, **labels},
+        request.title or _tune_title(expanded),
+        fabric,
+        doctor,
+        warnings + left_out,
+    )
+
+
+def _doctor_documents(runs: list[Run]) -> tuple[dict[str, DoctorReport], list[str]]:
+    """Each doctor run's doctor.json (run path -> report), where one can be read; one that
+    cannot is left out with a warning (its Doctor section then shows the rows alone)."""
+    from collbench.store.doctor_report import DOCTOR_JSON, load_doctor_report
+    from collbench.store.rows import DOCTOR
+
+    documents, warnings = {}, []
+    for run in runs:
+        if not run.rows_of(DOCTOR):
+            continue
+        try:
+            report = load_doctor_report(Path(run.path))
+        except SpecError as error:
+            warnings.append(f"{Path(run.path) / DOCTOR_JSON} left out: {error}")
+            continue
+        if report is not None:
+            documents[run.path] = report
+    return documents, warnings
+
+
+def _tune_title(expanded: ExpandedRuns) -> str | None:
+    """The default title when tune directories are given ("collbench report: tune DIR");
+    None otherwise (the report's own default)."""
+    if not expanded.tunes:
+        return None
+    title = "collbench report: " + ", ".join(f"tune {source.name}" for source in expanded.tunes)
+    others = sum(run.path not in expanded.labels for run in expanded.runs)
+    return title + (f" and {others} other run(s)" if others > 0 else "")
+
+
+def parse_labels(values: list[str], runs: list[Path], loaded: list[Run]) -> dict[str, str]:
+    """--label RUN=NAME values as {run path: NAME}; SpecError for a value without '=', an
+    empty NAME, a RUN that names no run given (or several), a run labelled twice, or one
+    NAME for two runs."""
+    labels: dict[str, str] = {}
+    for value in values:
+        which, sep, name = value.partition("=")
+        if not sep or not which or not name.strip():
+            raise SpecError("--label", value, "needs RUN=NAME, e.g. --label results/run-1=baseline")
+        matches = [
+            run for given, run in zip(runs, loaded, strict=True) if _names(which, given, run)
+        ]
+        if not matches:
+            given = ", ".join(str(run) for run in runs)
+            raise SpecError("--label", value, f"names no run given (the runs are {given})")
+        if len(matches) > 1:
+            raise SpecError("--label", value, f"matches {len(matches)} runs; give the path")
+        if matches[0].path in labels:
+            raise SpecError("--label", value, f"labels {matches[0].path} a second time")
+        if name.strip() in labels.values():
+            raise SpecError("--label", value, "gives a name another run has; names must differ")
+        labels[matches[0].path] = name.strip()
+    return labels
+
+
+def _names(which: str, given: Path, run: Run) -> bool:
+    """Whether RUN in --label RUN=NAME is this run: as given, the same folder, its name or id."""
+    if which in (str(given), given.name, run.run_id):
+        return True
+    return Path(which).exists() and Path(which).resolve() == given.resolve()
+
+
+def check_report_out(out: Path, report_format: str) -> None:
+    """SpecError before any run is read if the report (and a Markdown report's image
+    folder) cannot be written where --out says."""
+    if out.is_dir():
+        raise SpecError(
+            "--out",
+            str(out),
+            f"is a directory; give the report file, e.g. {out / f'report.{report_format}'}",
+        )
+    if not out.parent.is_dir():
+        raise SpecError("--out", str(out), "is in a folder that does not exist")
+    images = out.parent / f"{out.stem}_files"
+    if report_format == "md" and images.exists() and not images.is_dir():
+        raise SpecError("--out", str(out), f"needs {images} for its images, which is a file")
+    try:
+        if out.exists():
+            with out.open("ab"):  # opening to append changes nothing
+                pass
+        else:
+            handle, probe = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
+            os.close(handle)
+            os.unlink(probe)
+    except OSError as error:
+        raise SpecError("--out", str(out), f"cannot be written: {error.strerror}") from None
+
+
+def write_report(files: dict[Path, bytes], out: Path) -> None:
+    """Write the report's files (the report itself last); on failure remove what was
+    written, the image folder too if this made it, and raise SpecError."""
+    written: list[Path] = []
+    made: list[Path] = []
+    try:
+        for path, data in files.items():
+            if not path.parent.is_dir():
+                path.parent.mkdir()
+                made.append(path.parent)
+            written.append(path)
+            path.write_bytes(data)
+    except OSError as error:
+        for path in written:
+            if path.is_file():
+                path.unlink()
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise SpecError("--out", str(out), f"cannot be written: {error.strerror}") from None
