@@ -5,16 +5,18 @@ with it. Record them anew only for a change meant to alter output:
 
     python -m tests.cli.golden_cli --regold
 
-and say in the commit why each changed file changed.
+and say in the commit why each changed file changed. The commands run in this process
+(tests.helpers.collbench); COLLBENCH_TESTS_IN_PROCESS=0 runs each as a real process.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from tests.helpers import collbench
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-tests"
@@ -149,9 +151,7 @@ def run_case(argv: tuple[str, ...], tmp: Path) -> str:
             for name in ("meta.json", "rows.jsonl")
         )
     else:
-        done = subprocess.run(
-            [sys.executable, "-m", "collbench", *args], capture_output=True, text=True, timeout=300
-        )
+        done = collbench(*args)
         text = (
             f"$ collbench {' '.join(argv)}\n# exit {done.returncode}\n"
             f"# stdout\n{done.stdout}# stderr\n{done.stderr}"

@@ -12,7 +12,7 @@ import random
 import pytest
 
 from collbench.analysis.compare.comparison import EXIT_SLOWER
-from tests.helpers import collbench as collbench_process
+from tests.helpers import collbench, collbench_process
 from tests.rows import make_row, write_run
 
 SIZES = (1024, 65536, 1 << 20, 1 << 24)
@@ -50,7 +50,7 @@ def runs(tmp_path):
     return base, slow
 
 
-def test_fail_if_slower_names_each_offending_size_and_exits_4(collbench, runs):
+def test_fail_if_slower_names_each_offending_size_and_exits_4(runs):
     done = collbench("compare", *runs, "--fail-if-slower", "10")
     assert done.returncode == EXIT_SLOWER == 4, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -67,7 +67,7 @@ def test_fail_if_slower_names_each_offending_size_and_exits_4(collbench, runs):
     assert "# all_reduce (in_place)" in done.stdout  # the comparison itself is still printed
 
 
-def test_fail_if_slower_passes_under_the_threshold_and_outside_the_band(collbench, runs):
+def test_fail_if_slower_passes_under_the_threshold_and_outside_the_band(runs):
     for extra in (["--fail-if-slower", "25"], ["--fail-if-slower", "10", "--band", "small"]):
         done = collbench("compare", *runs, *extra, "--json")
         assert done.returncode == 0, done.stderr
@@ -77,7 +77,7 @@ def test_fail_if_slower_passes_under_the_threshold_and_outside_the_band(collbenc
     assert done.returncode == EXIT_SLOWER and "1 of 2 size(s) (sizes 0 B .. 64 KiB)" in done.stderr
 
 
-def test_without_the_gate_a_regression_still_exits_0(collbench, runs):
+def test_without_the_gate_a_regression_still_exits_0(runs):
     done = collbench("compare", *runs)
     assert done.returncode == 0
     # one repeat a side: the header says why there is no p-value and what decided
@@ -87,7 +87,7 @@ def test_without_the_gate_a_regression_still_exits_0(collbench, runs):
     assert "noise floor" in line and "(iteration-batch spread)" in line and "slower" in line
 
 
-def test_identical_runs_pass_the_gate_and_a_30_percent_slowdown_fails(collbench, tmp_path):
+def test_identical_runs_pass_the_gate_and_a_30_percent_slowdown_fails(tmp_path):
     """A/A: two runs drawn from one distribution (2% iteration noise) pass; a run 30% slower
     fails at every size."""
     sizes = [1024 << (2 * index) for index in range(8)]
@@ -102,7 +102,7 @@ def test_identical_runs_pass_the_gate_and_a_30_percent_slowdown_fails(collbench,
     assert f"{len(sizes)} of {len(sizes)} size(s) (every size)" in done.stderr
 
 
-def test_repeats_give_holm_p_values_and_intervals(collbench, tmp_path):
+def test_repeats_give_holm_p_values_and_intervals(tmp_path):
     times = dict.fromkeys(SIZES, 100.0)
     base = _write(tmp_path / "a", times, repeats=4, spread=0.02)
     slow = _write(tmp_path / "b", {**times, 1 << 24: 130.0}, repeats=4, spread=0.02)
@@ -119,7 +119,7 @@ def test_repeats_give_holm_p_values_and_intervals(collbench, tmp_path):
     assert decision["low_pct"] < decision["effect_pct"] < decision["high_pct"] < 0
 
 
-def test_imported_logs_are_decided_by_the_threshold_alone(collbench, tmp_path):
+def test_imported_logs_are_decided_by_the_threshold_alone(tmp_path):
     def log_run(name, time_us):
         rows = [make_row(run_id=name, size_bytes=1 << 20, time_us=time_us)]
         meta = {"run_id": name, "timing_method": "cuda_events", "source": "nccl-tests"}
@@ -145,7 +145,7 @@ def test_imported_logs_are_decided_by_the_threshold_alone(collbench, tmp_path):
         (["--fail-if-slower", "5", "--sizes", "1G:"], "the gate would check nothing"),
     ],
 )
-def test_bad_gate_input_is_one_line_and_exit_2(collbench, runs, extra, needle):
+def test_bad_gate_input_is_one_line_and_exit_2(runs, extra, needle):
     done = collbench("compare", *runs, *extra)
     assert done.returncode == 2, (done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
@@ -153,7 +153,7 @@ def test_bad_gate_input_is_one_line_and_exit_2(collbench, runs, extra, needle):
     assert done.stdout == ""
 
 
-def test_strict_refuses_in_one_plain_line(collbench, tmp_path):
+def test_strict_refuses_in_one_plain_line(tmp_path):
     base = _write(tmp_path / "a", {1024: 100.0})
     other = _write(tmp_path / "b", {1024: 100.0}, iters=50, world_size=4)
     done = collbench("compare", base, other, "--strict")
@@ -164,7 +164,7 @@ def test_strict_refuses_in_one_plain_line(collbench, tmp_path):
     ]
 
 
-def test_help_documents_the_gate(collbench):
+def test_help_documents_the_gate():
     text = " ".join(collbench("compare", "--help").stdout.split())
     assert "--fail-if-slower" in text and f"exit {EXIT_SLOWER}" in text
     assert "Holm" in text and "--band" in text and "--sizes" in text

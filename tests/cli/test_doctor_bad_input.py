@@ -3,6 +3,7 @@
 import pytest
 
 from tests.helpers import collbench
+from tests.rows import make_row, write_run
 
 
 def _refused(*args: str) -> str:
@@ -40,8 +41,5 @@ def test_a_baseline_that_is_no_run(tmp_path):
 
 
 def test_a_baseline_without_doctor_rows(tmp_path):
-    run = tmp_path / "sweep"
-    result = collbench("sweep", "-g", "2", "-b", "1K", "-e", "1K", "-c", "all_reduce",
-                       "--repeats", "1", "--out", str(run))  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    run = write_run(tmp_path / "sweep", [make_row(world_size=2)], {"backend": "gloo"})
     assert "no doctor rows" in _refused("--baseline", str(run))

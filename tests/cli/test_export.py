@@ -78,6 +78,7 @@ def test_export_of_an_imported_nccl_tests_file_gives_back_its_layout_and_numbers
     assert back["average_bus_bandwidth"] == reference["average_bus_bandwidth"]
 
 
+@pytest.mark.slow  # a real 2-rank sweep, ~4 s
 def test_sweep_writes_csv_and_nccl_json_that_match_its_rows(tmp_path):
     run, table, doc = tmp_path / "run", tmp_path / "rows.csv", tmp_path / "nccl.json"
     done = collbench(

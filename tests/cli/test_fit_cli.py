@@ -282,14 +282,11 @@ def test_a_multi_node_run_on_a_topology_without_scale_out_is_a_spec_error(tmp_pa
     assert isinstance(done.exception, SpecError) and "scale_out" in str(done.exception)
 
 
-def test_the_real_cli_exits_2_on_an_unknown_topology(tmp_path):
+def test_the_cli_exits_2_on_an_unknown_topology(tmp_path):
+    from tests.helpers import collbench
+
     run = _write_run(tmp_path / "a", "run-a")
-    done = subprocess.run(
-        [sys.executable, "-m", "collbench", "fit", str(run), "--topology", "no-such-fabric"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = collbench("fit", str(run), "--topology", "no-such-fabric")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "no-such-fabric" in done.stderr
 

@@ -199,7 +199,7 @@ def test_no_model_wrong_wording_within_the_threshold(tmp_path, latency_us):
 
 @pytest.mark.slow
 def test_a_real_gloo_sweep_fits_without_warnings_and_says_how_good_it_is(tmp_path):
-    from tests.helpers import collbench
+    from tests.helpers import collbench_process as collbench  # PYTHONWARNINGS needs a process
 
     run = tmp_path / "gloo"
     sweep = ("-g", "2", "-c", "all_reduce", "-b", "8", "-e", "1M", "-n", "5", "-w", "1")

@@ -4,10 +4,7 @@ backend does not read."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 import typer
@@ -83,13 +80,8 @@ def test_dash_h_is_help_for_the_root_and_every_command():
 
 
 def _help(*args: str, columns: int) -> str:
-    env = {**os.environ, "COLUMNS": str(columns), "TERM": "dumb", "NO_COLOR": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "collbench", *args, "--help"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
+    done = collbench(
+        *args, "--help", env={"COLUMNS": str(columns), "TERM": "dumb", "NO_COLOR": "1"}
     )
     assert done.returncode == 0, done.stderr
     return done.stdout

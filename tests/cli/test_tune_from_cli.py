@@ -10,6 +10,7 @@ import json
 import pytest
 
 from collbench.analysis.tune.tuner_conf import SIZE_MAX, lookup, parse_tuner_conf, uncovered
+from tests.helpers import collbench
 from tests.rows import make_row, write_run
 
 # small, medium and large bands (analysis.bands): two sizes each
@@ -53,9 +54,7 @@ def ring_wins_large(tmp_path):
     return base, ring
 
 
-def test_faster_setting_wins_its_band_and_files_have_the_issues_keys(
-    collbench, ring_wins_large, tmp_path
-):
+def test_faster_setting_wins_its_band_and_files_have_the_issues_keys(ring_wins_large, tmp_path):
     out = tmp_path / "tuned"
     done = collbench("tune", "--from", *ring_wins_large, "--out", str(out))
     assert done.returncode == 0, done.stderr
@@ -79,7 +78,7 @@ def test_faster_setting_wins_its_band_and_files_have_the_issues_keys(
     assert "export NCCL_ALGO=Ring" in env and "export NCCL_PROTO=Simple" in env
 
 
-def test_tuner_conf_parses_and_covers_every_size(collbench, ring_wins_large, tmp_path):
+def test_tuner_conf_parses_and_covers_every_size(ring_wins_large, tmp_path):
     out = tmp_path / "tuned"
     assert collbench("tune", "--from", *ring_wins_large, "--out", str(out)).returncode == 0
     rules = parse_tuner_conf((out / "nccl_tuner.conf").read_text())
@@ -90,7 +89,7 @@ def test_tuner_conf_parses_and_covers_every_size(collbench, ring_wins_large, tmp
     assert all(rule.channels >= 0 for rule in rules)
 
 
-def test_default_is_best_when_nothing_wins(collbench, tmp_path):
+def test_default_is_best_when_nothing_wins(tmp_path):
     base = _write(tmp_path / "base", _times())
     tree = _write(tmp_path / "tree", _times((1.2, 1.2, 1.2)), TREE)
     out = tmp_path / "tuned"
@@ -106,7 +105,7 @@ def test_default_is_best_when_nothing_wins(collbench, tmp_path):
     assert not (out / "nccl_tuner.conf").exists()
 
 
-def test_runs_of_different_world_size_are_refused(collbench, tmp_path):
+def test_runs_of_different_world_size_are_refused(tmp_path):
     base = _write(tmp_path / "base", _times())
     ring = _write(tmp_path / "ring", _times((1.0, 1.0, 0.7)), RING, world_size=4)
     out = tmp_path / "tuned"
@@ -117,7 +116,7 @@ def test_runs_of_different_world_size_are_refused(collbench, tmp_path):
     assert not out.exists()
 
 
-def test_existing_non_empty_out_is_refused(collbench, ring_wins_large, tmp_path):
+def test_existing_non_empty_out_is_refused(ring_wins_large, tmp_path):
     out = tmp_path / "tuned"
     out.mkdir()
     (out / "keep.txt").write_text("mine\n")
@@ -127,7 +126,7 @@ def test_existing_non_empty_out_is_refused(collbench, ring_wins_large, tmp_path)
     assert sorted(path.name for path in out.iterdir()) == ["keep.txt"]
 
 
-def test_runs_without_from_are_refused(collbench, ring_wins_large, tmp_path):
+def test_runs_without_from_are_refused(ring_wins_large, tmp_path):
     """RUN... is read only with --from: runs given without it are a mistake, not a launch."""
     done = collbench("tune", *ring_wins_large, "--out", str(tmp_path / "tuned"))
     assert done.returncode == 2
@@ -136,7 +135,7 @@ def test_runs_without_from_are_refused(collbench, ring_wins_large, tmp_path):
     assert not (tmp_path / "tuned").exists()
 
 
-def test_unwritable_tuner_conf_is_a_warning_and_the_rest_is_written(collbench, tmp_path):
+def test_unwritable_tuner_conf_is_a_warning_and_the_rest_is_written(tmp_path):
     """An imported log records no channel count: without --channels no nccl_tuner.conf."""
     base = _write(tmp_path / "base", _times())
     ring = _write(tmp_path / "ring", _times((0.7, 0.7, 0.7)), RING)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import collbench, meta_of
+from tests.helpers import collbench_process as collbench
+from tests.helpers import meta_of
 
 pytestmark = pytest.mark.slow  # each runs a real 2-rank sweep
 

@@ -9,7 +9,8 @@ import time
 import pandas as pd
 import pytest
 
-from tests.helpers import collbench, meta_of, rank_pid, rows_of, start, wait_for_rows
+from tests.helpers import collbench_process as collbench
+from tests.helpers import meta_of, rank_pid, rows_of, start, wait_for_rows
 
 pytestmark = pytest.mark.slow  # real gloo ranks, killed, hung and interrupted
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from tests.helpers import collbench, meta_of, rows_of
+from tests.helpers import collbench_process as collbench
+from tests.helpers import meta_of, rows_of
 
 torch = pytest.importorskip("torch")
 pytestmark = [

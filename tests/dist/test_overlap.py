@@ -14,7 +14,8 @@ import pytest
 
 from collbench.core.overlap import overlap_figures
 from collbench.store.rows import ALL_COLUMNS, PROBE_COLUMNS, ROW_COLUMNS
-from tests.helpers import collbench, meta_of, rows_of
+from tests.helpers import collbench_process as collbench
+from tests.helpers import meta_of, rows_of
 
 pytestmark = pytest.mark.slow  # real gloo ranks running matmuls beside the collectives
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tests.helpers import collbench
+from tests.helpers import collbench_process as collbench
 
 pytestmark = pytest.mark.slow  # real gloo ranks
 

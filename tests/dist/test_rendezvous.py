@@ -11,7 +11,8 @@ import pytest
 
 from collbench.bench import distributed
 from collbench.bench.distributed import rendezvous_bind
-from tests.helpers import collbench, meta_of, rank_pid, start, wait_for_rows
+from tests.helpers import collbench_process as collbench
+from tests.helpers import meta_of, rank_pid, start, wait_for_rows
 
 LONG_SWEEP = ["-c", "all_reduce,all_gather", "-b", "1K", "-e", "4M", "-n", "40", "-w", "2"]
 LONG_SWEEP += ["--repeats", "1"]

@@ -4,7 +4,8 @@ rank processes, interleaved (repeat 0 of every size, then repeat 1, ...)."""
 import pytest
 
 from collbench.store.rows import ROW_COLUMNS
-from tests.helpers import collbench, meta_of, rows_of
+from tests.helpers import collbench_process as collbench
+from tests.helpers import meta_of, rows_of
 
 SWEEP = ("sweep", "-c", "all_reduce", "-b", "1K", "-e", "4K", "-w", "1", "-n", "3", "-g", "2")
 

@@ -8,7 +8,8 @@ import pytest
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import DTYPES
 from collbench.store.rows import ROW_COLUMNS
-from tests.helpers import collbench, meta_of, rows_of
+from tests.helpers import collbench_process as collbench
+from tests.helpers import meta_of, rows_of
 
 ALL = ",".join(REGISTRY)
 

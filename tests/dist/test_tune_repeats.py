@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from tests.helpers import collbench, meta_of, rows_of
+from tests.helpers import collbench_process as collbench
+from tests.helpers import meta_of, rows_of
 
 pytestmark = pytest.mark.slow  # real ranks per setting and repeat
 
@@ -48,7 +49,7 @@ def test_repeats_run_interleaved_in_fresh_processes_and_are_pooled(tmp_path):
         assert evidence["basis"] == "noise floor" and evidence["p_holm"] is None
     assert "2v2 repeats" in done.stdout
     # report reads a setting's repeats as the tune pooled them: repeat K's rows at K
-    from collbench.cli.runs import load_tune_dir
+    from collbench.run.run_dirs import load_tune_dir
 
     source, _ = load_tune_dir(out)
     for label, rows in source.setting_rows.items():

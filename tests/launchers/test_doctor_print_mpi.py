@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from tests.helpers import collbench, rows_of
+from tests.helpers import collbench_process as collbench
+from tests.helpers import rows_of
 
 DOCTOR_ARGS = ["--size", "1M", "--shuffle-rounds", "2", "--bisect"]
 

@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from tests.helpers import collbench, rows_of
+from tests.helpers import collbench_process as collbench
+from tests.helpers import rows_of
 from tests.netns import reason_to_skip, torchrun_pair, two_nodes
 
 pytestmark = pytest.mark.slow  # network namespaces, tc shaping and real sweeps

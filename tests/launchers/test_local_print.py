@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import collbench, meta_of, rows_of
+from tests.helpers import collbench_process as collbench
+from tests.helpers import meta_of, rows_of
 
 pytestmark = pytest.mark.slow  # two real gloo ranks started from the printed lines
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.helpers import collbench, meta_of
+from tests.helpers import collbench_process as collbench
+from tests.helpers import meta_of
 
 pytestmark = pytest.mark.slow  # a torchrun or mpirun job per setting
 

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from tests.helpers import collbench, meta_of
+from tests.helpers import collbench_process as collbench
+from tests.helpers import meta_of
 
 pytestmark = pytest.mark.slow  # a real Slurm job with a step per setting
 
