@@ -23,8 +23,6 @@ PURE_CLI = {
     "--json-rows": "prints the rows as JSON lines instead of the table",
     "--help": "typer's own",
 }
-# Commands whose options are moved onto owners by other engineers at the same time.
-BEING_THINNED = {}
 
 
 def _commands(group: typer.Typer, prefix: tuple[str, ...] = ()):
@@ -85,8 +83,6 @@ def _problems(callback) -> list[str]:
 
 @pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
 def test_every_option_takes_its_default_from_its_owner(path):
-    if path in BEING_THINNED:
-        pytest.skip(BEING_THINNED[path])
     assert not _problems(COMMANDS[path])
 
 

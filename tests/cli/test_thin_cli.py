@@ -46,9 +46,6 @@ FILE_CALLS = {
     "tempfile.mkdtemp",
     "tempfile.NamedTemporaryFile",
 }
-# Files other engineers are thinning at the same time; removed when they are done.
-BEING_THINNED = {
-}
 
 
 def _body_lines(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
@@ -107,15 +104,11 @@ def test_the_cli_files_are_found():
 
 @pytest.mark.parametrize("path", CLI_FILES, ids=lambda path: path.name)
 def test_no_cli_function_runs_long(path):
-    if path.name in BEING_THINNED:
-        pytest.skip(BEING_THINNED[path.name])
     assert not long_functions(path.read_text(encoding="utf-8")), path
 
 
 @pytest.mark.parametrize("path", CLI_FILES, ids=lambda path: path.name)
 def test_no_cli_code_reads_or_writes_files(path):
-    if path.name in BEING_THINNED:
-        pytest.skip(BEING_THINNED[path.name])
     assert not file_io(path.read_text(encoding="utf-8")), path
 
 
