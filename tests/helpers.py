@@ -217,3 +217,19 @@ def wait_for_rows(run_dir: Path, count: int, timeout: float = 60) -> None:
 def rank_pid(run_dir: Path, rank: int) -> int:
     status = json.loads((Path(run_dir) / "ranks" / f"rank-{rank:05d}.json").read_text())
     return status["pid"]
+
+
+def assert_asked_for_is_recorded(
+    out: Path, world_size: int, knob=("NCCL_ALGO", "Ring"), topology="dgx-h100"
+) -> None:
+    """A completed run whose meta.json and every row carry the knob and the topology it was
+    given (printed commands and scripts measure what was asked for: issue 25)."""
+    name, value = knob
+    meta = meta_of(out)
+    assert (meta["state"], meta["world_size"]) == ("completed", world_size)
+    assert (meta["topology"], meta["knobs"].get(name)) == (topology, value)
+    assert meta["spec"]["knobs"] == {name: value}
+    rows = rows_of(out)
+    assert rows and all(row["n_wrong"] == 0 for row in rows)
+    assert {row["topology"] for row in rows} == {topology}
+    assert {row["knobs"]["env"].get(name) for row in rows} == {value}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import collbench_process, meta_of, rows_of
+from tests.helpers import assert_asked_for_is_recorded, collbench_process, meta_of
 from tests.netns import NODE_ADDRS, reason_to_skip, two_nodes
 
 pytestmark = pytest.mark.slow  # real torchrun and mpirun jobs
@@ -32,17 +32,6 @@ def _commands(printed: str) -> list[str]:
     return [line for line in printed.splitlines() if line.strip() and not line.startswith("#")]
 
 
-def _asked_for_is_recorded(out: Path, world_size: int) -> None:
-    meta = meta_of(out)
-    assert (meta["state"], meta["world_size"]) == ("completed", world_size)
-    assert (meta["topology"], meta["knobs"].get("NCCL_ALGO")) == ("dgx-h100", "Ring")
-    assert meta["spec"]["knobs"] == {"NCCL_ALGO": "Ring"}
-    rows = rows_of(out)
-    assert rows and all(row["n_wrong"] == 0 for row in rows)
-    assert {row["topology"] for row in rows} == {"dgx-h100"}
-    assert {row["knobs"]["env"].get("NCCL_ALGO") for row in rows} == {"Ring"}
-
-
 def test_printed_mpirun_line_runs_in_a_fresh_shell(tmp_path, mpirun):
     out = tmp_path / "run"
     printed = collbench_process(
@@ -56,7 +45,7 @@ def test_printed_mpirun_line_runs_in_a_fresh_shell(tmp_path, mpirun):
         ["bash", "-c", line], capture_output=True, text=True, env=_fresh_shell_env(), timeout=240
     )
     assert done.returncode == 0, done.stderr
-    _asked_for_is_recorded(out, 2)
+    assert_asked_for_is_recorded(out, 2)
 
 
 def test_printed_torchrun_lines_run_on_two_namespace_nodes(tmp_path):
@@ -94,7 +83,7 @@ def test_printed_torchrun_lines_run_on_two_namespace_nodes(tmp_path):
             procs.append(subprocess.Popen(wrapped, env=env, text=True, stderr=subprocess.PIPE))
         errors = [proc.communicate(timeout=240)[1] for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], errors
-    _asked_for_is_recorded(out, 2)
+    assert_asked_for_is_recorded(out, 2)
     assert meta_of(out)["hosts"] == ["cbnode0", "cbnode1"]
 
 
@@ -108,4 +97,4 @@ def test_printed_local_lines_carry_the_knob_and_topology(tmp_path):
         ["bash", "-c", script], capture_output=True, text=True, env=_fresh_shell_env(), timeout=240
     )
     assert done.returncode == 0, done.stderr
-    _asked_for_is_recorded(out, 2)
+    assert_asked_for_is_recorded(out, 2)

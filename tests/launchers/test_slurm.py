@@ -10,8 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import (
+    assert_asked_for_is_recorded,
+    meta_of,
+    rank_pid,
+    rows_of,
+    start,
+    wait_for_rows,
+)
 from tests.helpers import collbench_process as collbench
-from tests.helpers import meta_of, rank_pid, rows_of, start, wait_for_rows
 
 pytestmark = pytest.mark.slow  # a real Slurm cluster and its jobs
 
@@ -321,14 +328,8 @@ def test_printed_sbatch_script_runs_as_is_and_again(tmp_path, slurm_cluster, mon
             assert time.time() < deadline, f"job {job_id} made no run directory"
             time.sleep(0.5)
         (run,) = runs
-        meta = _wait_for_state(run)
-        assert (meta["state"], meta["world_size"], meta["launcher"]) == ("completed", 2, "none")
-        assert (meta["topology"], meta["knobs"].get("NCCL_ALGO")) == ("dgx-h100", "Ring")
-        assert meta["spec"]["knobs"] == {"NCCL_ALGO": "Ring"}
-        rows = rows_of(run)
-        assert rows and all(row["n_wrong"] == 0 for row in rows)
-        assert {row["topology"] for row in rows} == {"dgx-h100"}
-        assert {row["knobs"]["env"].get("NCCL_ALGO") for row in rows} == {"Ring"}
+        assert _wait_for_state(run)["launcher"] == "none"
+        assert_asked_for_is_recorded(run, 2)
         assert (submit_dir / f"collbench-{job_id}.out").is_file()  # where sbatch could write
 
 

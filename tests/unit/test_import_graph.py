@@ -10,7 +10,6 @@ imported from a public module."""
 from __future__ import annotations
 
 import ast
-import os
 from functools import cache
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import grimp
 import pytest
 
 import collbench
+from tests.source_tree import package_sources
 
 PACKAGE = "collbench"
 ANALYSIS = "collbench.analysis"
@@ -135,23 +135,13 @@ def _reach_ins(path: Path) -> list[str]:
     return found
 
 
-def _sources() -> list[Path]:
-    # collbench/analysis is a link to the top-level analysis/ (rglob does not follow it)
-    return sorted(
-        Path(folder, name)
-        for folder, _, names in os.walk(ROOT, followlinks=True)
-        for name in names
-        if name.endswith(".py")
-    )
-
-
 def test_the_walk_reaches_the_analysis_sub_packages():
-    names = {_module_name(path) for path in _sources()}
+    names = {_module_name(path) for path in package_sources()}
     assert {"collbench.analysis.rules.methodology", "collbench.cli.compare"} <= names
 
 
 def test_no_module_reaches_into_an_analysis_sub_package_private_names():
-    found = [line for path in _sources() for line in _reach_ins(path)]
+    found = [line for path in package_sources() for line in _reach_ins(path)]
     assert found == []
 
 

@@ -28,6 +28,7 @@ from collbench.analysis.rules.methodology import (
 from collbench.core.errors import SpecError
 from collbench.store.rows import DOCTOR
 from tests.rows import make_row, make_run
+from tests.source_tree import package_sources
 
 ROOT = Path(collbench.__file__).resolve().parent
 META = {"timing_method": "perf_counter", "hosts": ["vm"], "backend": "gloo"}
@@ -189,20 +190,9 @@ def _own_rules(source: str, where: str) -> list[str]:
     return found
 
 
-def _sources() -> list[Path]:
-    import os
-
-    return sorted(
-        Path(folder, name)
-        for folder, _, names in os.walk(ROOT, followlinks=True)
-        for name in names
-        if name.endswith(".py")
-    )
-
-
 def test_no_module_but_the_rule_lists_the_fields_a_command_checks():
     rule = Path(methodology.__file__).resolve()
-    sources = [path for path in _sources() if path.resolve() != rule]
+    sources = [path for path in package_sources() if path.resolve() != rule]
     assert any(path.name == "from_runs.py" for path in sources)  # the walk reaches analysis/
     found = [line for path in sources for line in _own_rules(path.read_text(), path.name)]
     assert found == []
