@@ -63,8 +63,6 @@ def driver_argv(spec: SweepSpec, plan: TunePlan, knobs: Sequence[str], json_out:
     if json_out:
         argv.append("--json")
     argv += _without_repeats(spec.to_args())  # tune's --repeats is its own (above)
-    if spec.topology is not None and "--topology" not in argv:
-        argv += ["--topology", spec.topology]
     argv += ["--out", str(Path(plan.out).absolute())]
     return argv
 

@@ -181,3 +181,51 @@ def test_every_field_is_covered():
     }  # fmt: skip
     for owner, names in covered.items():
         assert {item.name for item in dataclasses.fields(owner)} == names, owner.__name__
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_tune_driver_argv_parses_back_to_the_planned_tune(seed, topology_file, monkeypatch):
+    """`tune --launcher slurm` submits a driver running `collbench tune --launcher srun ...`:
+    that command line gives back the sweep (knobs axes, topology) and the plan it was made
+    from."""
+    from typer.testing import CliRunner
+
+    import collbench.run.tune
+    from collbench.analysis.tune.select import SelectRule
+    from collbench.cli import app
+    from collbench.core.tune_grid import parse_knobs
+    from collbench.run.tune import TunePlan
+    from collbench.run.tune_slurm import driver_argv
+
+    rng = random.Random(seed)
+    texts = ["NCCL_ALGO=Ring,Tree", "NCCL_MIN_NCHANNELS=2,4"][: rng.randint(1, 2)]
+    spec = SweepSpec(
+        collectives=("all_reduce",),
+        max_bytes=1024**2,
+        backend=rng.choice(["auto", "nccl"]),
+        iters=rng.randint(1, 50),
+        topology=rng.choice([None, "dgx-h100", ("my-fabric", str(topology_file))]),
+        repeats=1,
+    )
+    plan = TunePlan(
+        parse_knobs(texts, spec.backend)[0],
+        Path("/shared/tuned").absolute(),
+        search=rng.choice(["grid", "halving", "coordinate"]),
+        budget_s=rng.choice([None, 600.0]),
+        channels=rng.choice([None, 0, 8]),
+        rule=SelectRule(granularity=rng.choice(["band", "size"])),
+        record_choices=rng.random() < 0.5,
+        repeats=rng.randint(1, 5),
+    )
+    seen = []
+
+    def run_tune(spec, options, plan, *rest):
+        seen.append((spec, plan))
+        raise Captured
+
+    monkeypatch.setattr(collbench.run.tune, "run_tune", run_tune)
+    argv = driver_argv(spec, plan, texts, json_out=False)
+    assert argv[1:3] == ["-m", "collbench"]
+    result = CliRunner().invoke(app, argv[3:])
+    assert seen, result.output
+    assert seen[0] == (spec, plan), shlex.join(argv)
