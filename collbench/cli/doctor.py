@@ -52,11 +52,14 @@ _FROM_SWEEP = {
 
 
 def _topology(text: str, flag: str) -> str:
-    """A catalog name or file, loaded now so a bad one fails before any rank starts."""
-    from collbench.topologies.loader import load_topology
+    """A catalog name, or a file by its absolute path (ranks and a printed script run
+    elsewhere); loaded now so a bad one fails before any rank starts."""
+    from pathlib import Path
 
-    load_topology(text)
-    return text
+    from collbench.topologies.loader import catalog_names, load_topology
+
+    load_topology(text, flag)
+    return text if text in catalog_names() else str(Path(text).absolute())
 
 
 DOCTOR_OPTIONS = (

@@ -74,10 +74,11 @@ def _random_spec(rng: random.Random, topology_file: Path) -> SweepSpec:
             repeats=rng.randint(3, 5),
             seed=rng.randint(0, 9),
             tolerance_pct=rng.choice([5.0, 12.5]),
+            topology={None: None, "file": str(topology_file)}.get(topology, topology),
         )
-        return SweepSpec(
-            collectives=("all_reduce", "sendrecv"), sweep_rows=False, doctor=doctor, **fields
-        )
+        from collbench.run.doctor import doctor_sweep
+
+        return doctor_sweep(doctor, fields)[0]  # as `collbench doctor` builds it
     if topology == "file":
         fields.update(topology="my-fabric", topology_file=str(topology_file))
     elif topology:
