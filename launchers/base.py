@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from collbench.core.safe_text import refuse_control, refuse_control_args
 from collbench.store.job import Job
 from collbench.store.rank_status import STATUS_DIR_VAR
 
@@ -48,7 +49,9 @@ class RankCommand:
     env: dict[str, str]
 
     def shell(self) -> str:
-        """The command as one shell line (environment assignments first)."""
+        """The command as one shell line (environment assignments first); SpecError when a
+        value holds a control character (quoting cannot keep a newline on one line)."""
+        check_command(self.argv, self.env)
         assignments = [f"{name}={shlex.quote(value)}" for name, value in self.env.items()]
         return " ".join([*assignments, *map(shlex.quote, self.argv)])
 
@@ -84,6 +87,33 @@ class Launcher(Protocol):
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         """Run the job; rows reach `sink` as they are measured."""
+
+
+def check_command(argv: list[str], env: dict[str, str] | None = None) -> None:
+    """SpecError naming the option (or variable) whose value holds a control character: a
+    newline in a value written into a script or a printed command line starts a new command
+    there (an injected `#SBATCH` directive, a `touch` that runs). See core/safe_text.py."""
+    refuse_control_args(list(argv))
+    for name, value in (env or {}).items():
+        refuse_control(name, value, f"{name}{value}")
+
+
+def check_job_values(spec: Any, options: Any) -> None:
+    """Before a launcher makes the run directory: SpecError for a control character in the
+    sweep's options (a --topology path, ...), --out, or a launcher option as given
+    (`options`: run.sweep.RunOptions; the option named as the user spells it)."""
+    check_command([*spec.to_args(), "--out", str(options.out or "")])
+    for key, value in options.extra.items():
+        flag = option_flag(key)
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            refuse_control(flag, str(item))
+
+
+def option_flag(key: str) -> str:
+    """The command-line option of a launcher setting: slurm_args -> --slurm-arg."""
+    return "--" + key.replace("_", "-").replace("slurm-args", "slurm-arg").replace(
+        "mpi-args", "mpi-arg"
+    )
 
 
 def rank_argv(job: Job, rank_env: str) -> list[str]:

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from collbench.core.errors import SpecError
+from collbench.core.safe_text import refuse_control
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import (
     DEFAULT_CPU_RANKS,
     LaunchPlan,
     LaunchResult,
     RankCommand,
+    check_job_values,
     rank_argv,
     watch_env,
 )
@@ -50,6 +52,13 @@ class MpiSettings:
         object.__setattr__(self, "export", tuple((str(n), str(v)) for n, v in self.export))
         if self.nproc < 1:
             raise SpecError("--nproc", self.nproc, "must be at least 1")
+        # A printed line passes each as `-x NAME=VALUE`, run in a shell on another host.
+        if self.hostfile is not None:
+            refuse_control("--hostfile", self.hostfile)
+        for arg in self.mpi_args:
+            refuse_control("--mpi-arg", arg)
+        for name, value in self.export:
+            refuse_control(f"environment variable {name}", value, name + value)
 
 
 def _split_mpi_arg(text: str) -> list[str]:
@@ -65,6 +74,7 @@ class MpiLauncher:
     options = frozenset({"hostfile", "mpi_args"})
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
+        check_job_values(spec, options)
         if shutil.which("mpirun") is None and not options.print_only:
             raise SpecError(
                 "--launcher",

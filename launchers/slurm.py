@@ -15,7 +15,6 @@ submit a script of its own, which runs pickled Python no printed script could ca
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import shutil
@@ -27,18 +26,22 @@ from pathlib import Path
 from typing import Any
 
 from collbench.core.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, SpecError
+from collbench.core.safe_text import refuse_control
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import (
     DEFAULT_CPU_RANKS,
     LaunchPlan,
     LaunchResult,
     RankCommand,
+    check_command,
+    check_job_values,
     rank_argv,
     watch_env,
 )
 from collbench.launchers.process import external_run_dir
 from collbench.launchers.supervise import supervise
 from collbench.store.job import Job
+from collbench.store.reading import load_json
 from collbench.store.rundir import unclaim_run_dir, write_json_atomic
 
 SLURM_FILE = "slurm.json"
@@ -78,6 +81,8 @@ HOPELESS = {
 }
 # How long a hopeless reason must persist: Slurm sometimes shows one briefly while it decides.
 HOPELESS_AFTER_S = 3.0
+# A value an `#SBATCH` line holds unquoted (sbatch_quote): no space, quote, `#` or `\\`.
+_SBATCH_PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 _TIME_FORMATS = (  # sbatch --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
     r"(?P<m>\d+)",
     r"(?P<m>\d+):(?P<s>\d+)",
@@ -127,6 +132,18 @@ class SlurmSettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "slurm_args", tuple(self.slurm_args))
+        # Each value becomes an `#SBATCH` line: a newline in one would start a directive
+        # or a command of its own.
+        for flag, text in (
+            ("--partition", self.partition),
+            ("--account", self.account),
+            ("--qos", self.qos),
+            ("--time", self.time),
+            ("--constraint", self.constraint),
+            *(("--slurm-arg", item) for item in self.slurm_args),
+        ):
+            if text is not None:
+                refuse_control(flag, text)
         for flag, value in (("--nodes", self.nodes), ("--ntasks-per-node", self.ntasks_per_node)):
             if value < 1:
                 raise SpecError(flag, value, "must be at least 1")
@@ -198,6 +215,7 @@ class SlurmLauncher:
                 options.nproc,
                 "does not apply to --launcher slurm: use --nodes and --ntasks-per-node",
             )
+        check_job_values(spec, options)
         given = dict(options.extra)
         given.setdefault("ntasks_per_node", given.get("gpus_per_node") or DEFAULT_CPU_RANKS)
         settings = SlurmSettings(**given)
@@ -275,14 +293,15 @@ def sbatch_script(job: Job, plan: LaunchPlan, watched: bool) -> str:
     the one `--print-sbatch` shows, which runs as printed from any directory, any number of
     times: each job writes its own run directory, the --out given with `-JOBID` appended (a
     run directory holds exactly one run), and its output to collbench-JOBID.out where it
-    is submitted."""
+    is submitted. SpecError when a value holds a control character (check_command)."""
+    check_command(list(plan.task.argv), plan.task.env)
     command = f"collbench {job.spec.command}"
     if watched:
         lines = [
             "#!/bin/bash",
             f"# {command} on Slurm, as submitted by {command} --launcher slurm.",
         ]
-        output = shlex.quote(str(Path(job.run_dir) / SUBMITIT_FOLDER / JOB_OUTPUT))
+        output = sbatch_quote(str(Path(job.run_dir) / SUBMITIT_FOLDER / JOB_OUTPUT))
         run_dir = shlex.quote(str(job.run_dir))
     else:
         lines = [
@@ -306,11 +325,29 @@ def sbatch_script(job: Job, plan: LaunchPlan, watched: bool) -> str:
 
 
 def sbatch_directives(options: dict[str, Any]) -> list[str]:
-    """`#SBATCH` lines for sbatch long options (True: a flag), in their order."""
-    return [
-        f"#SBATCH --{key}" if value is True else f"#SBATCH --{key}={shlex.quote(str(value))}"
-        for key, value in options.items()
-    ]
+    """`#SBATCH` lines for sbatch long options (True: a flag), in their order, each value
+    quoted as sbatch reads it back (sbatch_quote); SpecError for a key that is no long option
+    or a value holding a control character (it would start a line of its own)."""
+    lines = []
+    for key, value in options.items():
+        refuse_control("--slurm-arg", f"{key}={value}")
+        if not re.fullmatch(r"[a-z][a-z0-9_-]*", key):
+            raise SpecError("--slurm-arg", key, "is not an sbatch long option")
+        lines.append(
+            f"#SBATCH --{key}" if value is True else f"#SBATCH --{key}={sbatch_quote(str(value))}"
+        )
+    return lines
+
+
+def sbatch_quote(value: str) -> str:
+    """`value` as sbatch reads it back from an `#SBATCH` line: as is when plain, else in
+    double quotes with `\\` and `"` escaped. sbatch's own parser (src/sbatch/opt.c,
+    _get_argument) takes double quotes and backslashes in every version, single quotes only
+    in newer ones, and ends the line at an unquoted `#`; bash skips the line (a comment)."""
+    refuse_control("#SBATCH", value)
+    if _SBATCH_PLAIN.fullmatch(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def submit(job: Job, plan: LaunchPlan) -> str:
@@ -486,10 +523,12 @@ def read_slurm_record(run_dir: Path) -> dict[str, Any] | None:
     path = Path(run_dir) / SLURM_FILE
     if not path.exists():
         return None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise SpecError(SLURM_FILE, str(path), f"is corrupt or unreadable ({error})") from None
+    try:  # within core.limits: a FIFO, a device or deep nesting is refused, never read
+        record = load_json(path, SLURM_FILE)
+    except SpecError as error:
+        raise SpecError(
+            SLURM_FILE, str(path), f"is corrupt or unreadable: it {error.hint}"
+        ) from None
     job_id = record.get("job_id") if isinstance(record, dict) else None
     if not isinstance(job_id, (str, int)) or isinstance(job_id, bool) or not str(job_id):
         raise SpecError(SLURM_FILE, str(path), "holds no job_id (not a Slurm submission record)")

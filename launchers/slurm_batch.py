@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from collbench.core.errors import SpecError
+from collbench.core.safe_text import ENV_NAME, refuse_control
+from collbench.launchers.base import check_command
 from collbench.launchers.slurm import (
     ENDED_STATES,
     HOPELESS,
@@ -26,6 +28,7 @@ from collbench.launchers.slurm import (
     job_state,
     sbatch_directives,
     sbatch_file,
+    sbatch_quote,
 )
 
 DRIVER_SCRIPT = "driver.sbatch"
@@ -44,13 +47,19 @@ def driver_output(folder: Path, job_id: str) -> Path:
 def driver_script(
     argv: list[str], settings: SlurmSettings, folder: Path, env: dict[str, str] | None = None
 ) -> str:
-    """The batch script that runs `argv` once, with `env` exported (pure)."""
+    """The batch script that runs `argv` once, with `env` exported (pure); SpecError when
+    a value holds a control character (base.check_command) or a variable name is no name."""
+    check_command(argv, env)
+    for name in env or {}:
+        if not ENV_NAME.fullmatch(name):
+            raise SpecError("environment variable", name, "is not a variable's name")
     folder = Path(folder).absolute()
+    refuse_control("--out", str(folder))
     lines = [
         "#!/bin/bash",
         "# collbench driver: runs once on the allocation's first node; it starts srun steps.",
         *sbatch_directives(settings.sbatch_options()),
-        f"#SBATCH --output={shlex.quote(str(folder / DRIVER_OUTPUT))}",
+        f"#SBATCH --output={sbatch_quote(str(folder / DRIVER_OUTPUT))}",
         "",
         *(f"export {name}={shlex.quote(value)}" for name, value in (env or {}).items()),
         "exec " + shlex.join(argv),

@@ -24,6 +24,7 @@ from collbench.launchers.base import (
     LaunchPlan,
     LaunchResult,
     RankCommand,
+    check_job_values,
     rank_argv,
     watch_env,
 )
@@ -128,6 +129,7 @@ class SrunLauncher:
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
         _refuse_allocation_options(options.extra)
+        check_job_values(spec, options)
         allocation = Allocation.detect()
         if allocation is None and not options.print_only:
             raise SpecError("--launcher", "srun", OUTSIDE)

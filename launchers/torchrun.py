@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from collbench.core.errors import SpecError
+from collbench.core.safe_text import refuse_control
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import (
     DEFAULT_CPU_RANKS,
@@ -21,6 +22,7 @@ from collbench.launchers.base import (
     LaunchPlan,
     LaunchResult,
     RankCommand,
+    check_job_values,
     rank_argv,
     watch_env,
 )
@@ -42,6 +44,12 @@ class TorchrunSettings:
     rdzv_endpoint: str | None = None
 
     def __post_init__(self) -> None:
+        for flag, text in (
+            ("--master-addr", self.master_addr),
+            ("--rdzv-endpoint", self.rdzv_endpoint),
+        ):
+            if text is not None:
+                refuse_control(flag, text)  # a printed line is run on every node
         if self.nproc_per_node < 1:
             raise SpecError("--nproc-per-node", self.nproc_per_node, "must be at least 1")
         if self.nnodes < 1:
@@ -89,6 +97,7 @@ class TorchrunLauncher:
                 options.nproc,
                 "does not apply to --launcher torchrun: use --nproc-per-node (and --nnodes)",
             )
+        check_job_values(spec, options)
         given = dict(options.extra)
         given.setdefault("nproc_per_node", _default_ranks_per_node(spec))
         settings = TorchrunSettings(**given)

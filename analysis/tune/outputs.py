@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from collbench.analysis.tune.select import BYTES_MAX, BestRecord, SelectRule, SettingOutcome
+from collbench.core.errors import SpecError
+from collbench.core.safe_text import ENV_NAME, escape_control, refuse_control
 from collbench.core.units import format_size
 from collbench.store.tune_result import EnvExport, TuneResult, TuneSetting
 
@@ -54,18 +56,40 @@ def env_choice(best: Sequence[BestRecord]) -> EnvChoice:
 
 
 def render_best_env(choice: EnvChoice) -> str:
-    """best.env: comment lines and `export NAME=VALUE` (shell-quoted), ending in a newline."""
-    lines = ["# collbench tune: the environment to export (every range is in tune.json)"]
+    """best.env: comment lines and `export NAME=VALUE`, ending in a newline; every line made
+    by best_env_line. SpecError when a knob to export is no variable name or holds a control
+    character (a recorded run's knobs can: `--knob` refuses them)."""
+    comments = ["collbench tune: the environment to export (every range is in tune.json)"]
+    exports: list[tuple[str, str]] = []
     if choice.knobs:
-        lines.append(f"# {choice.setting}: {choice.why}")
-        lines += [f"export {name}={shlex.quote(value)}" for name, value in choice.knobs.items()]
+        comments.append(f"{choice.setting}: {choice.why}")
+        exports = list(choice.knobs.items())
     else:
-        lines.append(f"# the default environment: {choice.why}; nothing to export")
+        comments.append(f"the default environment: {choice.why}; nothing to export")
+    lines = [*map(best_env_line, comments), *(best_env_line(export=pair) for pair in exports)]
     if choice.conflicts:
-        lines.append("# The best setting differs between size ranges; one environment cannot")
-        lines.append("# express it (nccl_tuner.conf can, per range). Not followed here:")
-        lines += [f"# {conflict}" for conflict in choice.conflicts]
+        notes = [
+            "The best setting differs between size ranges; one environment cannot",
+            "express it (nccl_tuner.conf can, per range). Not followed here:",
+            *choice.conflicts,
+        ]
+        lines += map(best_env_line, notes)
     return "\n".join(lines) + "\n"
+
+
+def best_env_line(comment: str = "", export: tuple[str, str] | None = None) -> str:
+    """One line of best.env, the only way one is made. `export=(NAME, VALUE)`: `export
+    NAME=VALUE`, the value shell-quoted, the name a variable's (SpecError otherwise) and
+    neither holding a control character (SpecError: quoting keeps `$(...)`, backticks and `;`
+    inert, but a newline is refused all the same). Otherwise `# comment`, its control
+    characters escaped, so nothing in a label or a reason can end the comment."""
+    if export is None:
+        return f"# {escape_control(comment)}"
+    name, value = export
+    refuse_control("best.env", f"{name}={value}")
+    if not ENV_NAME.fullmatch(name):
+        raise SpecError("best.env", name, "is not an environment variable's name: not exported")
+    return f"export {name}={shlex.quote(value)}"
 
 
 def tune_document(

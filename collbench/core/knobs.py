@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from collbench.core.errors import SpecError
+from collbench.core.safe_text import refuse_control
 from collbench.core.tune_catalog import CATALOG, KNOWN_NAMES
 
 KNOB_FLAG = "--knob"
@@ -101,7 +102,9 @@ def backend_warning(name: str, backend: str | None) -> str | None:
 def check_knob_name(name: str, text: str, flag: str = KNOB_FLAG) -> list[str]:
     """Refuse (SpecError naming `text`) a name that is no environment variable, no
     communication knob, or a typo of one collbench knows ("did you mean"); return the warning
-    for an NCCL_*/RCCL_* name collbench does not know (newer releases add variables)."""
+    for an NCCL_*/RCCL_* name collbench does not know (newer releases add variables).
+    A control character (a newline...) is refused first: see core/safe_text.py."""
+    refuse_control(flag, text, name)
     if not _NAME.fullmatch(name):
         upper = name.upper()
         hint = f"; did you mean {upper}?" if _NAME.fullmatch(upper) and is_knob(upper) else ""
@@ -126,7 +129,9 @@ def check_knob_name(name: str, text: str, flag: str = KNOB_FLAG) -> list[str]:
 def check_knob_value(name: str, value: str, text: str, flag: str = KNOB_FLAG) -> str:
     """`value` as it will be exported (NCCL_BUFFSIZE=4M -> 4194304), checked against the
     catalog; SpecError naming `text` for a value the library would not take. A knob the
-    catalog does not list passes unchecked."""
+    catalog does not list passes unchecked; a control character (a newline would end
+    best.env's line and run what follows) is refused for every knob."""
+    refuse_control(flag, text, value)
     spec = CATALOG.get(name)
     if spec is None:
         return value
@@ -142,11 +147,12 @@ def parse_knob_settings(
     """`--knob NAME=VALUE` settings, one value each, taken as written (a comma is part of
     the value, as NCCL reads NCCL_SOCKET_IFNAME=eth0,eth1), checked like tune checks its
     axes: the (name, value) pairs in the order given, and the warnings to print. SpecError
-    for a malformed setting, an unknown or misspelt name, a bad value or a knob given twice.
-    (tune's `NAME=V1,V2,...` axes: core/tune_grid.py parse_knobs, on the same checks.)"""
+    for a malformed setting, a control character, an unknown or misspelt name, a bad value
+    or a knob given twice. (tune's `NAME=V1,V2,...` axes: core/tune_grid.py parse_knobs, on the same checks.)"""
     settings: dict[str, str] = {}
     warnings: list[str] = []
     for text in texts:
+        refuse_control(flag, text)
         name, sep, value = text.partition("=")
         if not sep or not name:
             raise SpecError(flag, text, "is not NAME=VALUE (e.g. NCCL_ALGO=Ring)")

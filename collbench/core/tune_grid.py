@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from collbench.core.errors import SpecError
 from collbench.core.knobs import backend_warning, check_knob_name, check_knob_value
+from collbench.core.safe_text import find_control, refuse_control
 from collbench.core.tune_catalog import CATALOG, is_reread
 
 DEFAULT_MAX_SETTINGS = 64  # grid settings, the baseline not counted (tune --max-settings)
@@ -46,7 +47,9 @@ class KnobAxis:
 @dataclass(frozen=True)
 class Setting:
     """One point of the grid: knobs as sorted (name, value) pairs; () is the baseline,
-    the environment exactly as the user gave it."""
+    the environment exactly as the user gave it. A knob holding a control character (one
+    a recorded run or tune.json holds: `--knob` refuses them) is a SpecError: its label
+    and value reach best.env."""
 
     knobs: tuple[tuple[str, str], ...] = ()
 
@@ -55,6 +58,15 @@ class Setting:
         names = [name for name, _ in pairs]
         if len(set(names)) != len(names):
             raise ValueError(f"a setting sets a knob twice: {names}")
+        for name, value in pairs:
+            char = find_control(name + value)
+            if char is not None:
+                raise SpecError(
+                    "knob",
+                    f"{name}={value}",
+                    f"holds a control character ({char!r}): a knob's name and value must be "
+                    "one line of text (a recorded run's knobs too)",
+                )
         object.__setattr__(self, "knobs", pairs)
 
     @classmethod
@@ -107,7 +119,9 @@ def join_values(values: Sequence[str]) -> str:
 def parse_knob(text: str) -> KnobAxis:
     """`NAME=V1,V2,...` as an axis, the name and format checked (core.knobs, as every
     `--knob` is), the values not yet (check_axis); SpecError("--knob", text, reason) when it
-    is malformed."""
+    is malformed or holds a control character (checked on the whole text: splitting and
+    stripping the values could hide one)."""
+    refuse_control("--knob", text)
     name, sep, values_text = text.partition("=")
     if not sep or not name:
         raise SpecError("--knob", text, "is not NAME=V1,V2,... (e.g. NCCL_ALGO=Ring,Tree)")

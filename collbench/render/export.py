@@ -15,6 +15,7 @@ finished row behind, or all at once from a run directory (`export_run`).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -25,12 +26,15 @@ from typing import Any, TextIO
 from collbench.core.dtypes import DTYPES
 from collbench.store.load import Run
 from collbench.store.meta import RunMeta
+from collbench.store.outputs import OutputError, write_outputs
 from collbench.store.rows import ALL_COLUMNS, OVERLAP, ROW_COLUMNS, SWEEP, ResultRow, row_is
 
 NCCL_TESTS_JSON_VERSION = 3  # nccl-tests' JSON_FILE_VERSION, the layout written here
 # Columns left out of the CSV: the per-iteration series (rows.jsonl keeps them).
 _NOT_IN_CSV = ("time_us_samples", "probe_samples_us")
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%S"  # nccl-tests' TIME_STRING_FORMAT
+# What makes a spreadsheet read a cell as a formula (csv_text).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_columns(with_probes: bool) -> tuple[str, ...]:
@@ -40,7 +44,7 @@ def csv_columns(with_probes: bool) -> tuple[str, ...]:
 
 
 def csv_record(row: ResultRow, columns: Sequence[str]) -> list[str]:
-    """One CSV line's cells: None is empty, knobs are compact JSON."""
+    """One CSV line's cells: None is empty, knobs are compact JSON, text through csv_text."""
     cells = []
     for column in columns:
         value = getattr(row, column, None)
@@ -48,9 +52,18 @@ def csv_record(row: ResultRow, columns: Sequence[str]) -> list[str]:
             cells.append("")
         elif isinstance(value, (dict, list)):
             cells.append(json.dumps(value, separators=(",", ":"), sort_keys=True))
+        elif isinstance(value, str):
+            cells.append(csv_text(value))
         else:
             cells.append(str(value))
     return cells
+
+
+def csv_text(text: str) -> str:
+    """A text cell a spreadsheet shows as text: one starting with `= + - @`, tab or CR (a
+    formula to Excel, LibreOffice and Sheets: a topology named `=HYPERLINK(...)`) gets a
+    leading `'` (OWASP's CSV-injection rule). Numbers are written as numbers (-1.5 stays)."""
+    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 def json_paths(path: Path, collectives: Iterable[str]) -> dict[str, Path]:
@@ -219,15 +232,17 @@ def group_sizes(rows: Iterable[ResultRow]) -> list[list[ResultRow]]:
 
 
 def export_run(run: Run, csv_path: Path | None, json_path: Path | None) -> list[Path]:
-    """Write a run directory's rows as CSV and/or nccl-tests JSON; the paths written."""
-    written = []
+    """Write a run directory's rows as CSV and/or nccl-tests JSON (paths checked by
+    store/outputs.py); the paths written. Each file is written whole or not at all, and a
+    failure (a full disk) removes those written before it (write_outputs)."""
+    files: dict[Path, bytes] = {}
     if csv_path is not None:
         with_probes = bool(run.rows_of(OVERLAP))
-        with open(csv_path, "w", newline="") as stream:
-            table = _CsvStream(stream, csv_columns(with_probes))
-            for row in run.rows:
-                table.write(row)
-        written.append(Path(csv_path))
+        stream = io.StringIO(newline="")
+        table = _CsvStream(stream, csv_columns(with_probes))
+        for row in run.rows:
+            table.write(row)
+        files[Path(csv_path)] = stream.getvalue().encode()
     if json_path is not None:
         sweep = run.sweep_rows
         error = run.meta.extra.get("error")
@@ -246,9 +261,9 @@ def export_run(run: Run, csv_path: Path | None, json_path: Path | None) -> list[
                 "results": entries,
                 **nccl_footer(entries, [error] if error else (), end, average),
             }
-            Path(path).write_text(json.dumps(document, indent=1) + "\n")
-            written.append(Path(path))
-    return written
+            files[Path(path)] = (json.dumps(document, indent=1) + "\n").encode()
+    write_outputs("-J", files, flags={Path(csv_path): "--csv"} if csv_path else None)
+    return list(files)
 
 
 class ExportSink:
@@ -269,6 +284,9 @@ class ExportSink:
         self._csv: _CsvStream | None = None
         self._json: dict[str, _JsonStream] = {}
         self._exporting = True
+        # One line per side file dropped because it could not be written (_drop).
+        self.failures: list[str] = []
+        self._dropped: set[str] = set()
 
     @property
     def mode(self) -> str:
@@ -280,6 +298,11 @@ class ExportSink:
         self.inner.mode = value
         self._exporting = value != "quiet"
 
+    def side_files(self) -> tuple[Path | None, Path | None]:
+        """The --csv and -J files this sink writes ((None, None) on a node that writes none):
+        the launcher records them so `collbench finalize` can complete them."""
+        return (self.csv_path, self.json_path) if self._exporting else (None, None)
+
     def start(self, meta: RunMeta) -> None:
         self.inner.start(meta)
         if not self._exporting or self._meta is not None:
@@ -289,18 +312,29 @@ class ExportSink:
             self.on_start(meta)
         if self.csv_path is not None:
             with_probes = (meta.spec or {}).get("overlap") is not None
-            stream = open(self.csv_path, "w", newline="")  # noqa: SIM115 - closed in finish
-            self._csv = _CsvStream(stream, csv_columns(with_probes))
-            self.written.append(Path(self.csv_path))
+            stream = None
+            try:
+                stream = open(self.csv_path, "w", newline="")  # noqa: SIM115 - closed in finish
+                self._csv = _CsvStream(stream, csv_columns(with_probes))
+                self.written.append(Path(self.csv_path))
+            except OSError as error:
+                self._drop("--csv", self.csv_path, error, stream)
 
     def row(self, row: ResultRow) -> None:
         self.inner.row(row)
         if self._meta is None:
             return
         if self._csv is not None:
-            self._csv.write(row)
+            try:
+                self._csv.write(row)
+            except OSError as error:
+                self._drop("--csv", self.csv_path, error, self._csv.stream)
         if self.json_path is not None and row_is(row, SWEEP):
-            self._json_stream(row.collective).add(row)
+            if row.collective not in self._dropped:
+                try:
+                    self._json_stream(row.collective).add(row)
+                except OSError as error:
+                    self._drop_json(row.collective, error)
 
     def finish(self, unfinished: str | None = None) -> None:
         """The run is over: close the files (each JSON file gets its end_time). `unfinished`
@@ -310,25 +344,56 @@ class ExportSink:
         else:
             self.inner.finish(unfinished)
         if self._csv is not None:
-            self._csv.stream.close()
-            self._csv = None
+            try:
+                self._csv.stream.close()
+                self._csv = None
+            except OSError as error:
+                self._drop("--csv", self.csv_path, error, self._csv.stream)
         self.fail(f"run {unfinished}" if unfinished else None)
 
     def fail(self, error: str | None) -> None:
         """Say in each JSON file's errors how the run ended (nccl-tests: its last error)."""
         end = datetime.now(timezone.utc).strftime(_TIME_FORMAT)  # UTC, as start_time
-        for stream in self._json.values():
-            stream.close([error] if error else (), end)
+        for collective, stream in list(self._json.items()):
+            try:
+                stream.close([error] if error else (), end)
+            except OSError as failure:
+                self._drop_json(collective, failure)
+
+    def _drop_json(self, collective: str, error: OSError) -> None:
+        stream = self._json.pop(collective, None)
+        self._dropped.add(collective)
+        path = stream.path if stream is not None else self._json_path(collective)
+        self._drop("-J", path, error, stream.file if stream is not None else None)
+
+    def _drop(self, flag: str, path: Path | None, error: OSError, handle: Any = None) -> None:
+        """A side file that cannot be written (a full disk): closed and removed, so no half
+        file is left (the rows stay in rows.jsonl), and named in `failures`; the run goes on."""
+        if flag == "--csv":
+            self._csv = None
+        for step in (getattr(handle, "close", None), Path(str(path)).unlink):
+            try:
+                if step is not None:
+                    step()
+            except OSError:
+                pass
+        if Path(str(path)) in self.written:
+            self.written.remove(Path(str(path)))
+        kept = "removed it; `collbench export RUN` writes it from the run's rows"
+        self.failures.append(str(OutputError(flag, str(path), error, kept)))
 
     def _json_stream(self, collective: str) -> _JsonStream:
         if collective not in self._json:
-            collectives = (self._meta.spec or {}).get("collectives") or [collective]
-            path = json_paths(self.json_path, collectives).get(collective)
-            path = path or json_paths(self.json_path, [*collectives, collective])[collective]
+            path = self._json_path(collective)
             per_iter = (self._meta.spec or {}).get("rank_stat") == "max"
             self._json[collective] = _JsonStream(path, nccl_head(self._meta, per_iter))
             self.written.append(path)
         return self._json[collective]
+
+    def _json_path(self, collective: str) -> Path:
+        collectives = (self._meta.spec or {}).get("collectives") or [collective]
+        path = json_paths(self.json_path, collectives).get(collective)
+        return path or json_paths(self.json_path, [*collectives, collective])[collective]
 
 
 class _CsvStream:

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from collbench.core.errors import SpecError
+from collbench.core.safe_text import escape_control
 from collbench.launchers.base import LaunchResult
 from collbench.run.finalize import FINAL_STATES
 from collbench.store.gemm_rows import GEMM_FILE, count_gemm_rows
@@ -25,7 +26,6 @@ def _load_job(run: Path) -> Job:
 
 def describe_run(run: Path) -> str:
     """A few lines: launcher, Slurm job state, rows measured of rows planned, the run's state."""
-    from collbench.core.spec import SweepSpec
     from collbench.launchers.slurm import job_state, read_slurm_record
 
     loaded = load_run(run)
@@ -36,7 +36,7 @@ def describe_run(run: Path) -> str:
         logs = ", ".join(meta.imported_from or [])
         return (
             f"run {run}: imported from {meta.source} ({logs})\n"
-            f"rows: {len(rows)}; state: {meta.state}"
+            f"rows: {len(rows)}; state: {_unknown_state(meta.state) or meta.state}"
         )
     job = _load_job(run)
     lines = [f"run {run}: launcher {job.launcher}, {job.nproc} rank(s)"]
@@ -53,13 +53,11 @@ def describe_run(run: Path) -> str:
         )
         slurm_end = _slurm_end(state or remembered)
     if meta.spec is not None:  # rank 0 has written meta.json
-        spec = SweepSpec.from_dict(meta.spec)
-        # A doctor plans its rounds from the nodes it finds: no count ahead.
-        planned = "" if spec.doctor is not None else f" of {len(spec.steps())}"
+        planned = _planned(meta.spec)
         error = meta.extra.get("error")
         lines.append(
             f"rows: {len(rows)}{planned}; state: {_state(run, meta.state, slurm_end)}"
-            + (f"; error: {error}" if error else "")
+            + (f"; error: {escape_control(str(error))}" if error else "")
         )
     elif (Path(run) / META_FILE).exists():
         lines.append(f"{META_FILE} unreadable; {len(rows)} row(s) on disk")
@@ -70,6 +68,18 @@ def describe_run(run: Path) -> str:
     return "\n".join(lines)
 
 
+def _planned(spec_fields: dict) -> str:
+    """ " of N" rows planned; "" for a doctor (it plans its rounds from the nodes it finds)
+    or a spec meta.json does not hold whole (a damaged file: the state line still shows)."""
+    from collbench.core.spec import SweepSpec
+
+    try:
+        spec = SweepSpec.from_dict(spec_fields)
+        return "" if spec.doctor is not None else f" of {len(spec.steps())}"
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return ""
+
+
 def _describe_gemm_run(run: Path, meta: RunMeta) -> str:
     """A `collbench gemm` run: no job, no ranks; its shapes measured of those planned."""
     gemm = meta.extra.get("gemm") if isinstance(meta.extra.get("gemm"), dict) else {}
@@ -77,7 +87,8 @@ def _describe_gemm_run(run: Path, meta: RunMeta) -> str:
     planned = f" of {len(shapes)}" if isinstance(shapes, list) else ""
     where = f" on {gemm['accelerator']}" if gemm.get("accelerator") else ""
     dtype = f", {gemm['dtype']}" if gemm.get("dtype") else ""
-    state = meta.state or "unknown (no meta.json)"
+    state = "unknown (no meta.json)" if meta.state is None else meta.state
+    state = (meta.state is not None and _unknown_state(meta.state)) or state
     if state == "running":
         state += f" (if its process was killed: `collbench finalize {run}`)"
     return (
@@ -116,7 +127,11 @@ def _no_rows(run: Path, slurm_end: str | None) -> str:
 def _state(run: Path, state: str | None, slurm_end: str | None = None) -> str:
     """meta.json's state, unless it says running and no process of the run is left (the
     launcher and its ranks were killed before anyone could write the final state), or
-    Slurm has ended the job."""
+    Slurm has ended the job. A state collbench never writes (a damaged meta.json) is said
+    to be one, escaped to stay on its line."""
+    unknown = _unknown_state(state)
+    if unknown:
+        return unknown
     if state != "running":
         return str(state)
     if slurm_end:
@@ -128,6 +143,17 @@ def _state(run: Path, state: str | None, slurm_end: str | None = None) -> str:
     if not statuses or live_ranks(Path(run) / "ranks"):
         return state  # running, or unwatched ranks (no status files) that nobody can judge
     return f"dead (meta.json says running, but no rank is alive; run `collbench finalize {run}`)"
+
+
+def _unknown_state(state: object) -> str | None:
+    """What to say of a meta.json state collbench never writes (None: a state it writes)."""
+    if state in ("running", *FINAL_STATES):
+        return None
+    shown = "no state" if state is None else f"state {escape_control(repr(state))}"
+    return (
+        f"unknown (meta.json holds {shown}; collbench writes one of running, "
+        f"{', '.join(FINAL_STATES)}: the file is damaged)"
+    )
 
 
 def wait_for_run(run: Path, make_sink: SinkFactory) -> LaunchResult:

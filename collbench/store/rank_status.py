@@ -1,15 +1,21 @@
 """Per-rank status files and a heartbeat, so a watching launcher can tell who died or hung.
 
 Written only when the launcher sets COLLBENCH_STATUS_DIR (the local launcher does). Each
-rank writes ranks/rank-NNNNN.json atomically: its host and pid, the step it is in, when that
-step began, a heartbeat refreshed every second by a background thread, and its final state.
-A rank stopped by a signal or wedged in the interpreter stops its heartbeat; a rank stuck
-inside a collective keeps it but its step stops advancing.
+rank writes ranks/rank-NNNNN.json atomically: its host and pid, the process's start token,
+the step it is in, when that step began, a heartbeat refreshed every second by a background
+thread, and its final state. A rank stopped by a signal or wedged in the interpreter stops
+its heartbeat; a rank stuck inside a collective keeps it but its step stops advancing.
+
+A pid alone does not say a rank is alive: a zombie answers `kill(pid, 0)`, and after the
+rank's end its number can be given to another process (pid 1 is always there). So a rank on
+this host is alive only if its pid names a live process that is not a zombie and whose start
+token (the boot id and the start time, /proc/PID/stat field 22, in clock ticks since that
+boot: exact, and unlike a wall-clock time never shifted by the clock or a reboot) is the
+one the rank recorded.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
@@ -18,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from collbench.core.errors import SpecError
+from collbench.store.reading import read_json_file
 from collbench.store.rundir import write_json_atomic
 
 STATUS_DIR_VAR = "COLLBENCH_STATUS_DIR"
@@ -26,6 +34,10 @@ STATUS_DIR_VAR = "COLLBENCH_STATUS_DIR"
 PARENT_PID_VAR = "COLLBENCH_PARENT_PID"
 HEARTBEAT_S = 1.0
 EXIT_ORPHANED = 1
+# Linux's id of the current boot: a start time in ticks since boot means nothing without it.
+_BOOT_ID = "/proc/sys/kernel/random/boot_id"
+# /proc/PID/stat states of a process that has ended (zombie, dead).
+_DEAD_STATES = frozenset({"Z", "X", "x"})
 
 
 def status_path(status_dir: Path, rank: int) -> Path:
@@ -33,9 +45,9 @@ def status_path(status_dir: Path, rank: int) -> Path:
 
 
 def read_status(status_dir: Path, rank: int) -> dict[str, Any] | None:
-    try:
-        return json.loads(status_path(status_dir, rank).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    try:  # within core.limits: a FIFO or a device in its place is unreadable, not a hang
+        return read_json_file(status_path(status_dir, rank), "rank status")
+    except SpecError:
         return None
 
 
@@ -44,25 +56,59 @@ def read_statuses(status_dir: Path) -> list[dict[str, Any]]:
     statuses = []
     for path in sorted(Path(status_dir).glob("rank-*.json")):
         try:
-            status = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            status = read_json_file(path, "rank status")
+        except SpecError:
             continue
         if isinstance(status, dict) and isinstance(status.get("rank"), int):
             statuses.append(status)
     return statuses
 
 
-def is_alive(status: dict[str, Any]) -> bool:
-    """Is the rank behind this status still there? Its pid on this host, else its heartbeat."""
-    if status.get("host") == socket.gethostname():
-        try:
-            os.kill(int(status["pid"]), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
+def process_token(pid: int) -> str | None:
+    """`BOOT_ID:START_TICKS` of a live process (None: no such process, a zombie, or no /proc
+    to ask): the same pid with another token is another process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+        boot_id = Path(_BOOT_ID).read_text(encoding="ascii").strip()
+    except (OSError, ValueError):
+        return None
+    # Field 2 (the command) is in parentheses and may hold spaces and ")": split after the last.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if len(fields) < 20 or fields[0] in _DEAD_STATES:
+        return None
+    return f"{boot_id}:{fields[19]}"  # fields[0] is field 3 (state); fields[19] is field 22
+
+
+def pid_alive(pid: Any, token: Any = None) -> bool:
+    """Is `pid` a live process on this host (not a zombie), and the one that recorded `token`
+    (process_token) when one was recorded? A pid that is no positive number, pid 1 (init:
+    never a rank) and a reused pid (another token) are not. Without /proc: kill(pid, 0)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        return False
+    if Path(_BOOT_ID).exists():
+        current = process_token(pid)
+        return current is not None and (token is None or current == token)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
         return True
-    return time.time() - float(status.get("heartbeat") or 0) < 3 * HEARTBEAT_S
+    except (OverflowError, OSError):
+        return False
+    return True
+
+
+def is_alive(status: dict[str, Any]) -> bool:
+    """Is the rank behind this status still there? Its process on this host (pid_alive, with
+    the start token it recorded), else its heartbeat; a field that is not what collbench
+    writes (a pid that is no number, a heartbeat that is no time) reads as not alive."""
+    if status.get("host") == socket.gethostname():
+        return pid_alive(status.get("pid"), status.get("pid_token"))
+    heartbeat = status.get("heartbeat")
+    if not isinstance(heartbeat, (int, float)) or isinstance(heartbeat, bool):
+        return False
+    return time.time() - heartbeat < 3 * HEARTBEAT_S
 
 
 def live_ranks(status_dir: Path) -> list[dict[str, Any]]:
@@ -92,6 +138,7 @@ class RankStatus:
             "rank": rank,
             "host": socket.gethostname(),
             "pid": os.getpid(),
+            "pid_token": process_token(os.getpid()),
             "state": "starting",
             "step": -1,
             "label": "start-up",
