@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.errors import SpecError
 from collbench.core.knobs import KNOB_PREFIXES
+from collbench.core.limits import INT64_MAX
 
 LOG_FIELD = "LOG"
 
@@ -146,14 +148,31 @@ def nccl_version_from_code(code: int) -> str:
 
 def parse_text_log(text: str, path: str = "<log>") -> ParsedLog:
     """Parse the text output of nccl-tests or rccl-tests (see the module docstring)."""
+    return parse_text_lines(text.splitlines(keepends=True), path)
+
+
+def parse_text_lines(lines: Iterable[str], path: str = "<log>") -> ParsedLog:
+    """parse_text_log for a log given a line at a time, each with its line ending (a file
+    read as a stream, never whole: collbench.run.import_logs)."""
     parser = _TextParser(path)
-    lines = text.splitlines()
-    for number, raw in enumerate(lines, start=1):
-        parser.feed(_PREFIX.sub("", raw.rstrip("\r")).rstrip(), number)
-    last_line = max((number for number, raw in enumerate(lines, start=1) if raw.strip()), default=0)
-    return parser.finish(
-        cut_last_line=not text.endswith("\n") and parser.last_row_line == last_line
-    )
+    number = last_line = 0
+    ends_with_newline = True
+    for chunk in lines:
+        ends_with_newline = chunk.endswith("\n")
+        # The lines str.splitlines makes of the whole text (\r, \f, \u2028... end one too).
+        for raw in chunk.splitlines():
+            number += 1
+            if raw.strip():
+                last_line = number
+            try:
+                parser.feed(_PREFIX.sub("", raw.rstrip("\r")).rstrip(), number)
+            except SpecError:
+                raise
+            except ValueError:  # int() of a number of thousands of digits
+                raise SpecError(
+                    LOG_FIELD, path, f"line {number} holds a number too long to be a log's"
+                ) from None
+    return parser.finish(cut_last_line=not ends_with_newline and parser.last_row_line == last_line)
 
 
 @dataclass
@@ -272,6 +291,8 @@ class _TextParser:
 
     def finish(self, cut_last_line: bool) -> ParsedLog:
         drafts = [draft for draft in self.drafts if draft.lines]
+        if not self.seen_content:
+            raise SpecError(LOG_FIELD, self.path, "is empty")
         if not drafts:
             if any(draft.layout for draft in self.drafts):
                 raise SpecError(
@@ -314,6 +335,8 @@ class _TextParser:
             last = index == len(draft.lines) - 1 and not draft.footer
             cut = last and (cut_last_line or len(fields) < _width(layout))
             parsed = parse_row(fields, layout, cut=cut)
+            for row in parsed or ():
+                check_integers(row, self.path, f"line {number}: ")
             if parsed is None:
                 self.warnings.append(
                     f"{self.path} line {number}: skipped, not a table row "
@@ -497,6 +520,20 @@ def _row(
     )
 
 
+def check_integers(row: LogRow, path: str, where: str = "") -> None:
+    """SpecError naming the log (and `where`, e.g. "line 12: ") when a row's size, count,
+    root or #wrong lies beyond int64: rows.parquet stores them as 64-bit integers."""
+    for name in ("size_bytes", "count", "root", "n_wrong"):
+        value = getattr(row, name)
+        if value is not None and not -INT64_MAX - 1 <= value <= INT64_MAX:
+            raise SpecError(
+                LOG_FIELD,
+                path,
+                f"{where}{name} {value} lies beyond the 64-bit integer range collbench "
+                "stores; nothing was written",
+            )
+
+
 def _number(token: str | None) -> float | None:
     try:
         return float(token) if token is not None else None
@@ -511,8 +548,15 @@ def _finite(token: str | None) -> float | None:
 
 
 def _integer(token: str | None) -> int | None:
-    value = _finite(token)
-    return int(round(value)) if value is not None else None
+    """An integer as printed: exactly (a size above 2**53 keeps every digit), else a finite
+    number rounded; None where it is not a number."""
+    if token is None:
+        return None
+    try:
+        return int(token)
+    except ValueError:
+        value = _finite(token)
+        return int(round(value)) if value is not None else None
 
 
 def parse_json_log(data: Any, path: str = "<json>", cut_short: bool = False) -> ParsedLog:
@@ -605,6 +649,7 @@ def _json_rows(result: dict[str, Any], path: str) -> list[LogRow]:
                 n_wrong=None if wrong is None else _integer(str(wrong)),
             )
         )
+        check_integers(rows[-1], path, f"the result of size {size}: ")
     return rows
 
 

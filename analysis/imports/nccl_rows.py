@@ -9,6 +9,7 @@ writing the run directory is collbench.run.import_logs's.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -30,6 +31,7 @@ from collbench.core.bandwidth import bus_factor
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import lookup_dtype
 from collbench.core.errors import SpecError
+from collbench.core.limits import MAX_NESTING_DEPTH, too_deep
 from collbench.core.stats import median
 from collbench.store.meta import RunMeta
 from collbench.store.rows import ResultRow
@@ -79,8 +81,15 @@ def parse_log(text: str, path: str) -> ParsedLog:
         raise SpecError(LOG_FIELD, path, "is empty")
     if not text.lstrip().startswith("{"):
         return parse_text_log(text, path)
+    if too_deep(text):  # json.loads recurses once per level: refuse before parsing
+        raise SpecError(
+            LOG_FIELD,
+            path,
+            f"is JSON nested deeper than {MAX_NESTING_DEPTH} levels, collbench's limit "
+            "(nccl-tests -J output nests 4)",
+        )
     try:
-        return parse_json_log(json.loads(text), path)
+        data = json.loads(text)
     except json.JSONDecodeError as error:
         repaired = _repair_json(text)
         if repaired is None:
@@ -91,6 +100,9 @@ def parse_log(text: str, path: str) -> ParsedLog:
                 f"{error.msg}) and holds no complete nccl-tests result",
             ) from None
         return parse_json_log(repaired, path, cut_short=True)
+    except ValueError:  # int() of a number of thousands of digits
+        raise SpecError(LOG_FIELD, path, "is JSON with a number too long to be a log's") from None
+    return parse_json_log(data, path)
 
 
 def _repair_json(text: str) -> dict[str, Any] | None:
@@ -101,7 +113,7 @@ def _repair_json(text: str) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(text[: end + 1] + "]}")
-    except json.JSONDecodeError:
+    except ValueError:
         return None
     return data if isinstance(data, dict) else None
 
@@ -313,6 +325,7 @@ def table_rows(context: TableContext, run_id: str, timestamp: str) -> list[Resul
     ]
 
 
+@functools.lru_cache(maxsize=64)  # once per type, not once per row of a 200k-row log
 def _dtype_name(nccl_type: str) -> str:
     dtype = lookup_dtype(nccl_type)
     return dtype.name if dtype else nccl_type
@@ -355,7 +368,9 @@ def table_warnings(context: TableContext) -> list[str]:
             f"{log.path}: the data check failed ({wrong} row(s) with #wrong > 0, "
             f"out of bounds values: {table.footer.get('out_of_bounds_values')})"
         )
-    for name in sorted({row.nccl_type for row in table.rows if not lookup_dtype(row.nccl_type)}):
+    for name in sorted(
+        name for name in {row.nccl_type for row in table.rows} if not lookup_dtype(name)
+    ):
         warnings.append(f"{log.path}: type {name!r} has no collbench dtype; kept as printed")
     return [warning for warning in warnings if warning]
 

@@ -8,21 +8,32 @@ meta.json and rows.parquet, as a sweep's does.
 from __future__ import annotations
 
 import json
+import math
+import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.imports.nccl_logs import LOG_FIELD, ParsedLog
+from collbench.analysis.imports.nccl_logs import LOG_FIELD, ParsedLog, parse_text_lines
 from collbench.analysis.imports.nccl_rows import build_import, parse_log, resolve_collective
 from collbench.core.errors import SpecError
 from collbench.core.knobs import check_knob_name, parse_knob_settings
+from collbench.core.limits import INT64_MAX, LOG_MAX_BYTES, LOG_MAX_LINE_BYTES
 from collbench.store.meta import RunMeta
+from collbench.store.outputs import path_error
+from collbench.store.reading import iter_lines, open_regular, read_bytes
 from collbench.store.rows import ResultRow, utc_now
 from collbench.store.rundir import (
+    META_FILE,
+    PARQUET_FILE,
+    ROWS_FILE,
     append_rows,
     new_run_id,
     prepare_run_dir,
+    remove_temp_files,
+    unclaim_run_dir,
     write_meta,
     write_parquet,
 )
@@ -65,11 +76,20 @@ def import_logs(
         meta = replace(meta, warnings=[*meta.warnings, *unknown])
     # meta.json names each log by its absolute path: the run may be read from elsewhere.
     meta = replace(meta, imported_from=[str(Path(path).resolve()) for path in meta.imported_from])
-    _refuse_non_finite(rows, meta)
+    _refuse_unstorable(rows, meta)
+    made = out is None or not os.path.isdir(out)  # (isdir: a name too long is refused below)
     run_dir = prepare_run_dir(out, run_id)
-    append_rows(run_dir, rows)
-    write_meta(run_dir, meta)
-    write_parquet(run_dir)
+    try:
+        append_rows(run_dir, rows)
+        write_meta(run_dir, meta)
+        write_parquet(run_dir, list(rows))  # the rows in hand: not read back and checked
+    except BaseException as error:
+        # All or nothing: an import cut short (a full disk) leaves no run behind.
+        remove_temp_files(run_dir)
+        unclaim_run_dir(run_dir, (ROWS_FILE, META_FILE, PARQUET_FILE), remove_dir=made)
+        if isinstance(error, OSError):
+            raise path_error("--out", run_dir, error) from None
+        raise
     return ImportResult(run_dir=run_dir, rows=tuple(rows), meta=meta)
 
 
@@ -102,29 +122,77 @@ def _labelled(knobs: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, 
     }
 
 
-def _refuse_non_finite(rows: Sequence[ResultRow], meta: RunMeta) -> None:
-    """SpecError before anything is written if a figure is NaN or infinite: JSON has no
-    such numbers (the rows builder drops those rows; this keeps the promise for the rest)."""
+# Integer columns: rows.parquet stores them as int64 (a size beyond it is an OverflowError).
+_INTEGER_COLUMNS = (
+    "size_bytes",
+    "count",
+    "root",
+    "world_size",
+    "nodes",
+    "ranks_per_node",
+    "warmup",
+    "iters",
+    "n_wrong",
+)
+_FIGURE_COLUMNS = tuple(
+    column.name for column in fields(ResultRow) if str(column.type) in ("float", "float | None")
+)
+
+
+def _refuse_unstorable(rows: Sequence[ResultRow], meta: RunMeta) -> None:
+    """SpecError before anything is written if a figure is NaN or infinite (JSON has no
+    such numbers; the rows builder drops those rows, this keeps the promise for the rest) or
+    an integer column holds what is not a 64-bit integer. Linear and cheap: a 200k-row log."""
+    logs = ", ".join(meta.imported_from)
+    figures, integers = attrgetter(*_FIGURE_COLUMNS), attrgetter(*_INTEGER_COLUMNS)
+    for row in rows:
+        if not all(math.isfinite(value) for value in figures(row) if value is not None):
+            raise SpecError(LOG_FIELD, logs, _NON_FINITE)
+        for name, value in zip(_INTEGER_COLUMNS, integers(row), strict=True):
+            if value is not None and (
+                type(value) is not int or not -INT64_MAX - 1 <= value <= INT64_MAX
+            ):
+                raise SpecError(
+                    LOG_FIELD,
+                    logs,
+                    f"gives {name} {str(value)[:40]!r}, not an integer within the 64-bit range "
+                    "collbench stores; nothing was written",
+                )
     try:
-        for row in rows:
-            json.dumps(row.to_dict(), allow_nan=False)
         json.dumps(meta.to_dict(), allow_nan=False, default=str)
     except ValueError:
-        raise SpecError(
-            LOG_FIELD,
-            ", ".join(meta.imported_from),
-            "holds a NaN or infinite figure that JSON cannot store; nothing was written",
-        ) from None
+        raise SpecError(LOG_FIELD, logs, _NON_FINITE) from None
+
+
+_NON_FINITE = "holds a NaN or infinite figure that JSON cannot store; nothing was written"
 
 
 def read_log(path: Path) -> ParsedLog:
-    """Parse one nccl-tests / rccl-tests log file (text, or -J JSON)."""
+    """Parse one nccl-tests / rccl-tests log file (text, or -J JSON), read as a stream
+    within core.limits: a regular file (never /dev/zero or a FIFO) of at most LOG_MAX_BYTES,
+    a text log a line at a time, each at most LOG_MAX_LINE_BYTES (SpecError otherwise)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as error:
-        raise SpecError(LOG_FIELD, str(path), f"cannot be read: {error.strerror}") from None
-    return parse_log(text, str(path))
+    if _starts_json(path):  # -J output: one document, possibly on one line
+        text = read_bytes(path, LOG_FIELD, LOG_MAX_BYTES).decode("utf-8", errors="replace")
+        return parse_log(text, str(path))
+    lines = iter_lines(path, LOG_FIELD, LOG_MAX_LINE_BYTES, LOG_MAX_BYTES)
+    return parse_text_lines((raw.decode("utf-8", errors="replace") for _, raw in lines), str(path))
+
+
+def _starts_json(path: Path) -> bool:
+    """Is the log's first character other than white space "{" (nccl-tests -J output)?
+    Reads no further than that character, and no more than a log's longest line."""
+    with open_regular(path, LOG_FIELD, LOG_MAX_BYTES) as file:
+        for _ in range(LOG_MAX_LINE_BYTES // 4096 + 1):
+            try:
+                chunk = file.read(4096).lstrip()
+            except OSError as error:
+                raise SpecError(LOG_FIELD, str(path), f"cannot be read: {error.strerror}") from None
+            if chunk:
+                return chunk.startswith(b"{")
+            if file.tell() >= LOG_MAX_BYTES or not file.peek(1):
+                return False
+    return False
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ are not read.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.core.errors import SpecError
+from collbench.store.reading import load_json
 from collbench.store.rundir import write_json_atomic
 
 DOCTOR_JSON = "doctor.json"
@@ -188,7 +188,7 @@ def load_doctor_report(run_dir: Path) -> DoctorReport | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json(path, DOCTOR_JSON)  # within core.limits (store.reading)
     except (OSError, ValueError) as error:
         raise SpecError("doctor.json", str(path), f"cannot be read ({error})") from None
     return DoctorReport.from_dict(data, str(path))

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from collbench.core.errors import SpecError
+from collbench.core.limits import ROWS_MAX_BYTES, ROWS_MAX_LINE_BYTES
+from collbench.store.reading import iter_lines
 from collbench.store.rundir import read_json_lines
 
 GEMM_FILE = "gemm.jsonl"
@@ -102,12 +104,16 @@ def load_gemm_rows(run_dir: Path) -> list[GemmRow]:
     ]
 
 
+_LIMITS = (ROWS_MAX_LINE_BYTES, ROWS_MAX_BYTES)
+
+
 def count_gemm_rows(run_dir: Path) -> int:
     """How many whole rows gemm.jsonl holds (lines ended by a newline), read leniently for
     a status line: a damaged file is counted, not refused."""
-    try:
-        return (Path(run_dir) / GEMM_FILE).read_bytes().count(b"\n")
-    except OSError:
+    path = Path(run_dir) / GEMM_FILE
+    try:  # within core.limits: a FIFO or /dev/zero in its place is refused, not read
+        return sum(line.endswith(b"\n") for _, line in iter_lines(path, GEMM_FILE, *_LIMITS))
+    except SpecError:
         return 0
 
 

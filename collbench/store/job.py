@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from collbench.core.errors import SpecError
 from collbench.core.spec import SweepSpec
+from collbench.store.reading import load_json_object
 from collbench.store.rundir import write_json_atomic
 
 JOB_FILE = "job.json"
@@ -52,8 +52,15 @@ class Job:
     def load(cls, run_dir: Path) -> Job:
         """The job of a run directory; a job.json that is not one is a SpecError naming it."""
         path = Path(run_dir) / JOB_FILE
+        # Within core.limits, and an object: a list, a FIFO or deep nesting is refused here.
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = load_json_object(path, JOB_FILE)
+        except SpecError as error:
+            raise SpecError(
+                JOB_FILE, str(path), f"is corrupt or unreadable: it {error.hint}"
+            ) from None
+        _check_shape(data, path)
+        try:
             return cls(
                 spec=SweepSpec.from_dict(data["spec"]),
                 run_dir=Path(data["run_dir"]),
@@ -70,6 +77,48 @@ class Job:
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             why = f"lacks {error}" if isinstance(error, KeyError) else _first_line(error)
             raise SpecError(JOB_FILE, str(path), f"is corrupt or unreadable ({why})") from None
+
+
+# job.json's keys and the JSON types each must have (None: the key may be null or absent).
+_SHAPE = {
+    "spec": (dict,),
+    "run_dir": (str,),
+    "run_id": (str,),
+    "launcher": (str,),
+    "nproc": (int,),
+    "command_line": (list,),
+    "rank_env": (str, None),
+    "dir_prepared": (bool, None),
+    "settings": (dict, None),
+}
+
+_JSON_NAMES = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    int: "an integer",
+    bool: "a boolean",
+}
+
+
+def _check_shape(data: dict, path: Path) -> None:
+    """SpecError naming job.json and the first key whose value has the wrong JSON type."""
+    for key, kinds in _SHAPE.items():
+        value = data.get(key)
+        if value is None and None in kinds:
+            continue
+        typed = tuple(kind for kind in kinds if kind is not None)
+        if (
+            value is None
+            or isinstance(value, bool) != (bool in typed)
+            or not isinstance(value, typed)
+        ):
+            wanted = " or ".join(_JSON_NAMES[kind] for kind in typed)
+            raise SpecError(
+                JOB_FILE, str(path), f"is corrupt: {key} is {value!r:.40}, not {wanted}"
+            )
+    if not all(isinstance(word, str) for word in data["command_line"]):
+        raise SpecError(JOB_FILE, str(path), "is corrupt: command_line holds a non-string")
 
 
 def _first_line(error: BaseException) -> str:

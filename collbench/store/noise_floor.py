@@ -8,7 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from collbench.core.errors import SpecError
+from collbench.core.limits import JSON_MAX_BYTES
 from collbench.core.noise import NoiseFloor
+from collbench.store.reading import check_depth, read_text
 from collbench.store.rundir import write_json_atomic
 
 
@@ -17,10 +19,11 @@ def load_noise_floor(path: Path, flag: str = "--noise-floor") -> NoiseFloor:
     SpecError (one line, exit 2) for a missing, unreadable or malformed file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, flag, JSON_MAX_BYTES)  # a regular file within core.limits
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or "not readable as text"
         raise SpecError(flag, str(path), f"cannot be read ({reason})") from None
+    check_depth(text, flag, str(path))
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:

@@ -1,0 +1,62 @@
+"""Limits on what collbench reads back: file sizes, line lengths, nesting depth and integers.
+
+Every file collbench reads (a log to import, a run's rows.jsonl and meta.json, job.json,
+tune.json, doctor.json, a topology file) is read as a regular file within these bounds, so a
+hostile or broken input (/dev/zero, a FIFO, a 64 MiB line, JSON nested thousands deep) is
+one line and exit 2 in bounded time and memory, never a hang or a RecursionError. The README's
+"Limits" table lists them. Pure: the readers (store.reading, topologies.loader) do the I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import accumulate
+
+MIB = 1024 * 1024
+
+# nccl-tests / rccl-tests logs (`collbench import`): a 200k-row log is about 25 MiB.
+LOG_MAX_BYTES = 64 * MIB
+LOG_MAX_LINE_BYTES = 64 * 1024  # a table row is ~150 bytes; NCCL INFO lines a few hundred
+# A run's rows.jsonl: a row with every iteration's sample can be long, but not endless.
+ROWS_MAX_BYTES = 1024 * MIB
+ROWS_MAX_LINE_BYTES = 16 * MIB
+# meta.json, job.json, tune.json, doctor.json, a noise-floor file.
+JSON_MAX_BYTES = 256 * MIB
+TOPOLOGY_MAX_BYTES = 1 * MIB  # the catalog's largest file is a few KiB
+# Brackets or YAML collections inside one another; collbench's own files nest fewer than 10.
+MAX_NESTING_DEPTH = 100
+# An integer a row stores (sizes, counts): rows.parquet holds them as int64.
+INT64_MAX = 2**63 - 1
+
+_JSON_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_JSON_SKIPPED = re.compile(_JSON_STRING)
+# TOML adds literal strings and comments (multi-line strings are sequences of these).
+_TOML_SKIPPED = re.compile(_JSON_STRING + r"|'[^'\n]*'|#[^\n]*")
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def nesting_depth(text: str, toml: bool = False) -> int:
+    """How deep `text`'s brackets nest ([ and {, outside strings; with `toml`, outside
+    literal strings and comments too). Linear in the text and never recursive: it decides
+    whether a parser may be given the text (`too_deep`)."""
+    if text.count("[") + text.count("{") == 0:
+        return 0
+    skipped = (_TOML_SKIPPED if toml else _JSON_SKIPPED).sub("", text)
+    brackets = _NOT_BRACKET.sub("", skipped)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def too_deep(text: str, toml: bool = False, limit: int = MAX_NESTING_DEPTH) -> bool:
+    """True when `text` nests more than `limit` brackets deep (see nesting_depth)."""
+    if text.count("[") + text.count("{") <= limit:  # cannot nest deeper than it opens
+        return False
+    return nesting_depth(text, toml) > limit
+
+
+def size_text(n_bytes: int) -> str:
+    """A limit as the README states it: 64 MiB, 64 KiB, 100 bytes."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", MIB), ("KiB", 1024)):
+        if n_bytes >= scale and n_bytes % scale == 0:
+            return f"{n_bytes // scale} {unit}"
+    return f"{n_bytes} bytes"

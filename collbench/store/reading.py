@@ -1,0 +1,233 @@
+"""Bounded reads of the files collbench reads back: regular files only, within core.limits.
+
+A log to import, a run's rows.jsonl and meta.json, job.json, tune.json and doctor.json all
+come through here, so /dev/zero, /dev/urandom, a FIFO, a file of one endless line or JSON
+nested thousands deep is a SpecError naming the file (one line, exit 2) in bounded time and
+memory: a FIFO is refused before it is opened for reading (opening one blocks), a file's size
+is checked before it is read, and lines are read one at a time, each within a length limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from collbench.core.errors import SpecError
+from collbench.core.limits import (
+    JSON_MAX_BYTES,
+    MAX_NESTING_DEPTH,
+    ROWS_MAX_BYTES,
+    ROWS_MAX_LINE_BYTES,
+    size_text,
+    too_deep,
+)
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def open_regular(path: Path, field: str, max_bytes: int) -> BinaryIO:
+    """`path` opened for binary reading when it is a regular file of at most `max_bytes`;
+    a SpecError naming `field` and the path otherwise (missing, unreadable, a device, a FIFO,
+    too large). A FIFO is never opened for reading; a device is never read."""
+    path = Path(path)
+    try:
+        _check_regular(path, os.stat(path), field, max_bytes)
+        # O_NONBLOCK: should the path become a FIFO between the stat and the open, the open
+        # returns at once (and the fstat below refuses it) instead of waiting for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as error:
+        raise SpecError(field, str(path), f"cannot be read: {_reason(error)}") from None
+    try:
+        _check_regular(path, os.fstat(fd), field, max_bytes)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _check_regular(path: Path, info: os.stat_result, field: str, max_bytes: int) -> None:
+    kind = next((name for test, name in _KINDS if test(info.st_mode)), None)
+    if kind is not None or not stat.S_ISREG(info.st_mode):
+        raise SpecError(
+            field,
+            str(path),
+            f"cannot be read: it is {kind or 'not a regular file'}, and collbench reads only "
+            "regular files",
+        )
+    if info.st_size > max_bytes:
+        raise SpecError(field, str(path), _over_limit(info.st_size, max_bytes))
+
+
+def _over_limit(n_bytes: int | None, max_bytes: int) -> str:
+    size = f"is {n_bytes} bytes" if n_bytes is not None else "grew while it was read"
+    return f"{size}, over collbench's limit of {size_text(max_bytes)} for this file"
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error)
+
+
+def read_bytes(path: Path, field: str, max_bytes: int) -> bytes:
+    """A regular file's bytes, at most `max_bytes` of them (SpecError otherwise)."""
+    with open_regular(path, field, max_bytes) as file:
+        try:
+            data = file.read(max_bytes + 1)
+        except OSError as error:
+            raise SpecError(field, str(path), f"cannot be read: {_reason(error)}") from None
+    if len(data) > max_bytes:  # it grew after the size was checked
+        raise SpecError(field, str(path), _over_limit(None, max_bytes))
+    return data
+
+
+def read_text(path: Path, field: str, max_bytes: int) -> str:
+    """A regular file's UTF-8 text, at most `max_bytes` long (SpecError otherwise)."""
+    data = read_bytes(path, field, max_bytes)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SpecError(
+            field, str(path), f"is not UTF-8 text ({error.reason} at byte {error.start})"
+        ) from None
+
+
+def iter_lines(
+    path: Path, field: str, max_line_bytes: int, max_bytes: int
+) -> Iterator[tuple[int, bytes]]:
+    """(line number, the line's bytes with its b"\\n" if it has one) of a regular file, one
+    line read at a time: a line longer than `max_line_bytes` or a file larger than
+    `max_bytes` is a SpecError naming the file and line, found without reading further."""
+    with open_regular(path, field, max_bytes) as file:
+        total, number = 0, 0
+        while True:
+            try:
+                line = file.readline(max_line_bytes + 1)
+            except OSError as error:
+                raise SpecError(field, str(path), f"cannot be read: {_reason(error)}") from None
+            if not line:
+                return
+            number += 1
+            total += len(line)
+            if len(line) > max_line_bytes and not line.endswith(b"\n"):
+                raise SpecError(
+                    field,
+                    str(path),
+                    f"line {number} is longer than {size_text(max_line_bytes)}, collbench's "
+                    "limit for a line of this file",
+                )
+            if total > max_bytes:
+                raise SpecError(field, str(path), _over_limit(None, max_bytes))
+            yield number, line
+
+
+def check_depth(text: str, field: str, where: str, toml: bool = False) -> None:
+    """SpecError naming `where` when `text` nests deeper than MAX_NESTING_DEPTH (a parser
+    would recurse that deep)."""
+    if too_deep(text, toml):
+        raise SpecError(
+            field,
+            where,
+            f"nests deeper than {MAX_NESTING_DEPTH} levels, collbench's limit: "
+            "not a file it wrote or reads",
+        )
+
+
+def parse_json(text: str, field: str, where: str) -> Any:
+    """JSON text, its depth checked before it is parsed; SpecError naming `where` for text
+    that nests too deep or is not JSON."""
+    check_depth(text, field, where)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SpecError(field, where, f"is not JSON (line {error.lineno}: {error.msg})") from None
+    except (ValueError, RecursionError) as error:  # an integer of thousands of digits
+        raise SpecError(field, where, f"is not JSON collbench can read ({error})") from None
+
+
+def load_json(path: Path, field: str, max_bytes: int = JSON_MAX_BYTES) -> Any:
+    """A JSON file collbench wrote (meta.json, job.json, tune.json, doctor.json), read within
+    the limits; SpecError naming `field` and the path for anything else."""
+    return parse_json(read_text(path, field, max_bytes), field, str(path))
+
+
+def read_json_file(path: Path, field: str, max_bytes: int = JSON_MAX_BYTES) -> Any | None:
+    """A JSON file that may be missing or cut short (a run's meta.json): None when it is
+    missing or its content is not JSON; a SpecError naming `field` when it cannot be read
+    within the limits (a FIFO, a device, too large, unreadable, nested too deep)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    text = read_bytes(path, field, max_bytes).decode("utf-8", errors="replace")
+    check_depth(text, field, str(path))
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def load_json_object(path: Path, field: str, max_bytes: int = JSON_MAX_BYTES) -> dict[str, Any]:
+    """load_json for a file that holds one JSON object (SpecError for a list, a number...)."""
+    data = load_json(path, field, max_bytes)
+    if not isinstance(data, dict):
+        raise SpecError(field, str(path), f"holds a JSON {_json_kind(data)}, not an object")
+    return data
+
+
+def _json_kind(data: Any) -> str:
+    kinds = ((list, "list"), (str, "string"), (bool, "boolean"), ((int, float), "number"))
+    return next((name for kind, name in kinds if isinstance(data, kind)), "null")
+
+
+def json_lines(path: Path, warn: bool = True) -> Iterator[tuple[Any, str]]:
+    """(decoded line, "FILE line N") for each line of a JSON-lines file that rows are
+    appended to (rows.jsonl, gemm.jsonl; none when it is missing), read a line at a time
+    within ROWS_MAX_LINE_BYTES and ROWS_MAX_BYTES. The unterminated last line of a write cut
+    short is skipped, with a warning; any other line that is not JSON is a SpecError."""
+    path = Path(path)
+    if not path.exists():
+        return
+    for number, raw in iter_lines(path, path.name, ROWS_MAX_LINE_BYTES, ROWS_MAX_BYTES):
+        where = f"{path} line {number}"
+        cut_short = not raw.endswith(b"\n")  # only the last line can lack its newline
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if cut_short:  # cut inside a character
+                _warn_truncated(path, warn)
+                continue
+            raise SpecError("row", f"{len(raw)} bytes", f"in {where} are not UTF-8 text") from None
+        if not line.strip():
+            continue
+        check_depth(line, "row", where)
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as error:
+            if cut_short:
+                _warn_truncated(path, warn)
+                continue
+            raise SpecError("row", _cut(line), f"in {where} is not JSON ({error.msg})") from None
+        except ValueError as error:  # an integer of thousands of digits
+            raise SpecError("row", _cut(line), f"in {where}: {error}") from None
+        yield data, where
+
+
+def _warn_truncated(path: Path, warn: bool) -> None:
+    """A last line without its newline: a write cut short, skipped (never half-read)."""
+    if warn:
+        print(f"collbench: warning: skipped a truncated row in {path}", file=sys.stderr)
+
+
+def _cut(text: str) -> str:
+    text = text.rstrip("\n")
+    return text if len(text) <= 40 else text[:37] + "..."
