@@ -9,6 +9,7 @@ from typing import Any
 from collbench.launchers.base import LaunchResult, RankCommand
 from collbench.launchers.supervise import ProcessHandle, supervise
 from collbench.store.job import Job
+from collbench.store.outputs import path_error
 from collbench.store.rundir import new_run_id, prepare_run_dir
 
 # Entries a run directory may hold before rank 0 writes into it: another node's launcher
@@ -24,7 +25,10 @@ def external_run_dir(out: Path | None, print_only: bool, first_node: bool) -> tu
         if first_node:
             prepare_run_dir(run_dir, run_id, allowed=SHARED_ENTRIES)
         else:
-            run_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                run_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as error:  # one line, as prepare_run_dir says it (store/outputs.py)
+                raise path_error("--out", run_dir, error) from None
     return run_id, run_dir
 
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collbench.cli.options import Argument, Option, command, given_fields
-from collbench.core.errors import SpecError
+from collbench.cli.options import FROM_OWNER, Argument, Option, command, given_fields
+from collbench.core.errors import EXIT_OK, EXIT_RUN_FAILED, SpecError
+from collbench.store.outputs import FORCE_HELP
 
 OUTPUT_PANEL = "Output"
 
@@ -24,31 +25,28 @@ class Exports:
 
     csv: Path | None = None
     nccl_json: Path | None = None
+    force: bool = False  # write over existing files (never into a run directory)
 
     @classmethod
     def given(cls, values: dict[str, Any], collectives: Iterable[str] = ()) -> Exports:
-        """The --csv / -J files given, refused when one exists already (a file is never
-        overwritten) or its folder does not; `collectives` name the -J files to check."""
+        """The --csv / -J files given, checked before anything runs (store/outputs.py): an
+        existing file is refused (unless --force), and so is one inside the run directory
+        read or written (RUN, --out), one path given twice, and one that cannot be
+        written; `collectives` name the -J files to check."""
         from collbench.render.export import json_paths
+        from collbench.store.outputs import check_output_files
 
         exports = cls(**given_fields(cls, EXPORT_OPTIONS, values))
         checks = [(CSV_FILE.flag, exports.csv)] if exports.csv else []
         if exports.nccl_json:
             names = list(collectives) or ["all"]
             checks += [("-J", path) for path in json_paths(exports.nccl_json, names).values()]
-        for flag, path in checks:
-            _check_new_file(flag, Path(path))
+        runs = [values[name] for name in ("run", "out") if values.get(name) is not None]
+        check_output_files(checks, runs, exports.force)
         return exports
 
     def __bool__(self) -> bool:
         return self.csv is not None or self.nccl_json is not None
-
-
-def _check_new_file(flag: str, path: Path) -> None:
-    if path.exists():
-        raise SpecError(flag, str(path), "exists: remove it or name another file")
-    if not path.parent.is_dir():
-        raise SpecError(flag, str(path), f"is in no folder that exists ({path.parent})")
 
 
 CSV_FILE = Option(
@@ -72,7 +70,17 @@ NCCL_JSON_FILE = Option(
     name="nccl_json_file",
     metavar="FILE",
 )
-EXPORT_OPTIONS = (CSV_FILE, NCCL_JSON_FILE)
+FORCE = Option(
+    ("--force",),
+    FORCE_HELP,
+    Exports,
+    "force",
+    kind=bool,
+    default=FROM_OWNER,
+    default_text="",
+    panel=OUTPUT_PANEL,
+)
+EXPORT_OPTIONS = (CSV_FILE, NCCL_JSON_FILE, FORCE)
 
 
 class SinkMaker:
@@ -106,14 +114,21 @@ class SinkMaker:
         self.made.append(sink)
         return sink
 
-    def done(self, error: str | None, say: bool) -> None:
-        """The run is over: record its error in the JSON files; with `say`, name the files."""
+    def done(self, error: str | None, say: bool) -> int:
+        """The run is over: record its error in the JSON files; with `say`, name the files.
+        A file that could not be written (a full disk) is said on stderr: the exit code
+        then (1, EXIT_RUN_FAILED), else 0."""
+        failures = []
         for sink in self.made:
             if error:
                 sink.fail(error)
             if say:
                 for path in sink.written:
                     print(f"# Exported: {path}", flush=True)
+            failures += sink.failures
+        for failure in failures:
+            print(f"collbench: error: {failure}", file=sys.stderr, flush=True)
+        return EXIT_RUN_FAILED if failures else EXIT_OK
 
 
 EXPORT_COMMAND_OPTIONS = (

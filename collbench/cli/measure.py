@@ -373,14 +373,14 @@ def run_measure(command: str, values: dict[str, Any]) -> None:
         on_backend = lambda backend: warn_knobs(spec.knobs, backend, names=False)  # noqa: E731
     make_sink = SinkMaker(sink_factory(options.output), exports, on_backend)
     result, run_dir = sweep.run_sweep(spec, options, command_line(), make_sink)
-    make_sink.done(result.error, options.output == "table" and result.is_primary)
+    failed = make_sink.done(result.error, options.output == "table" and result.is_primary)
     if result.error:
         print_error(result.error)
     elif options.output == "table" and result.is_primary:
         print(f"# Results: {run_dir}", flush=True)
     if result.is_rank:
         exit_rank(result.code)
-    raise typer.Exit(result.code)
+    raise typer.Exit(result.code or failed)
 
 
 def measure_spec(command: str, values: dict[str, Any]) -> SweepSpec:

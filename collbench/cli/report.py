@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from collbench.cli.options import Argument, Option, command, request
+from collbench.cli.options import FROM_OWNER, Argument, Option, command, request
 from collbench.run.report import REPORT_FORMATS, ReportRequest
+from collbench.store.outputs import FORCE_HELP
 
 _DEFAULT_FORMAT = ReportRequest.report_format
 _OTHER_FORMATS = "".join(
@@ -67,6 +68,15 @@ REPORT_OPTIONS = (
         "title",
         metavar="TEXT",
         default_text="collbench report: and the run names",
+    ),
+    Option(
+        ("--force",),
+        FORCE_HELP,
+        ReportRequest,
+        "force",
+        kind=bool,
+        default=FROM_OWNER,
+        default_text="",
     ),
 )
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import typer
 
-from collbench.cli.options import Argument, Option, command, listing, request
+from collbench.cli.options import FROM_OWNER, Argument, Option, command, listing, request
 from collbench.run.topo import SHOW_FORMATS, SHOW_FORMATS_ALL, DetectRequest, ShowRequest
+from collbench.store.outputs import FORCE_HELP
 
 topo_app = typer.Typer(
     help="Fabric descriptions: the shipped catalog, your own files, and this node.",
@@ -58,6 +59,15 @@ VALIDATE_OPTIONS = (
 DETECT_OPTIONS = (
     Option(
         ("--out",), "Write the YAML here instead of printing it.", DetectRequest, "out", kind=Path
+    ),
+    Option(
+        ("--force",),
+        FORCE_HELP,
+        DetectRequest,
+        "force",
+        kind=bool,
+        default=FROM_OWNER,
+        default_text="",
     ),
 )
 

@@ -42,6 +42,7 @@ _NOT_FOR_TUNE = {
     "--out",
     "--csv",
     "--nccl-json",
+    "--force",
     "--quiet",
     "--json",
     "--knob",

@@ -8,6 +8,7 @@ whole job, refused when it would take longer than `max_seconds`.
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 from collections.abc import Callable
@@ -18,10 +19,19 @@ from collbench.analysis.model.gemm_model import ELEMENT_BYTES, Gemm
 from collbench.bench.gemm import DEVICES, GemmBench
 from collbench.bench.provenance import command_line, git_sha, versions
 from collbench.core.errors import SpecError
-from collbench.store.gemm_rows import GemmRow, append_gemm_row
+from collbench.store.gemm_rows import GEMM_FILE, GemmRow, append_gemm_row
 from collbench.store.meta import RunMeta
+from collbench.store.outputs import OutputError, check_output_dir, path_error
 from collbench.store.rows import utc_now
-from collbench.store.rundir import new_run_id, prepare_run_dir, write_meta
+from collbench.store.rundir import (
+    META_FILE,
+    new_run_id,
+    prepare_run_dir,
+    remove_temp_files,
+    unclaim_run_dir,
+    update_meta,
+    write_meta,
+)
 
 DTYPE_BYTES = {"bf16": ELEMENT_BYTES, "fp16": ELEMENT_BYTES, "fp32": 4}
 _SHAPE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)x(\d+)$")
@@ -104,13 +114,21 @@ def run_gemm(
     said: Callable[[str], None] = lambda text: None,
 ) -> tuple[Path, list[GemmRow]]:
     """Size, then measure every shape; rows are appended as each finishes."""
+    if job.out is not None:  # before the sizing runs: a path that cannot be a run
+        check_output_dir("--out", job.out)
     bench = GemmBench(job.device, job.dtype)
     _check_memory(job, bench)
     _check_time(job, bench, said)
     run_id = new_run_id()
+    made = job.out is None or not os.path.isdir(job.out)  # (isdir: bad names are refused below)
     run_dir = prepare_run_dir(job.out, run_id)
     started = utc_now()
-    write_meta(run_dir, _meta(job, bench, run_id, "running", started))
+    try:
+        write_meta(run_dir, _meta(job, bench, run_id, "running", started))
+    except OSError as error:  # nothing measured yet: leave no run behind
+        remove_temp_files(run_dir)
+        unclaim_run_dir(run_dir, (META_FILE,), remove_dir=made)
+        raise path_error("--out", run_dir, error) from None
     rows: list[GemmRow] = []
     try:
         for gemm in job.gemms:
@@ -118,11 +136,38 @@ def run_gemm(
             append_gemm_row(run_dir, row)
             rows.append(row)
             progress(row)
+    except OSError as error:
+        if not rows:  # nothing measured: leave no run behind
+            unclaim_run_dir(run_dir, (META_FILE, GEMM_FILE), remove_dir=made)
+            raise path_error("--out", run_dir, error) from None
+        _end(run_dir, job, bench, run_id, "failed", started)
+        raise OutputError(
+            "--out", run_dir, error, kept=f"the {len(rows)} finished shape(s) are kept there"
+        ) from None
     except BaseException:
-        write_meta(run_dir, _meta(job, bench, run_id, "interrupted", started))
+        _end(run_dir, job, bench, run_id, "interrupted", started)
         raise
-    write_meta(run_dir, _meta(job, bench, run_id, "completed", started))
+    try:
+        write_meta(run_dir, _meta(job, bench, run_id, "completed", started))
+    except OSError as error:
+        _end(run_dir, job, bench, run_id, "completed", started)
+        raise OutputError(
+            "--out", run_dir, error, kept=f"all {len(rows)} shape(s) are kept there"
+        ) from None
     return run_dir, rows
+
+
+def _end(
+    run_dir: Path, job: GemmJob, bench: GemmBench, run_id: str, state: str, started: str
+) -> None:
+    """meta.json's final state for a run cut short; on a full disk, written over the file's
+    own blocks where it fits (update_meta), else left as it was."""
+    meta = _meta(job, bench, run_id, state, started).to_dict()
+    try:
+        update_meta(run_dir, state=meta["state"], finished_utc=meta["finished_utc"])
+    except OSError:
+        pass
+    remove_temp_files(run_dir)
 
 
 def _measure(job: GemmJob, bench: GemmBench, gemm: Gemm, run_id: str) -> GemmRow:

@@ -10,6 +10,7 @@ noise the floor then covers.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from collbench.core.errors import SpecError
 from collbench.core.noise import NoiseFloor
 from collbench.store.load import Run
 from collbench.store.noise_floor import save_noise_floor
+from collbench.store.outputs import check_output_file, path_error
 
 MIN_RUNS = 2
 NAMED_RUNS = 3  # a floor's source names this many runs, then counts the rest
@@ -66,10 +68,15 @@ def record_noise_of(request: NoiseRequest) -> NoiseReport:
 
 def record_noise(runs: Sequence[Run], out: Path) -> NoiseReport:
     """Measure the A/A floor of `runs` and write it to `out` (never over an existing file)."""
-    if Path(out).exists():
+    # store/outputs.py's checks (never into a run); then this command's own: no overwriting.
+    check_output_file("--out", out, [run.path for run in runs], force=True)
+    if os.path.lexists(out):
         raise SpecError("--out", str(out), "already exists: remove it or pass another --out FILE")
     report = measure_noise(runs, Path(out))
-    save_noise_floor(report.floor, report.out)
+    try:
+        save_noise_floor(report.floor, report.out)
+    except OSError as error:  # a full disk: the atomic write left nothing behind
+        raise path_error("--out", out, error) from None
     return report
 
 

@@ -9,13 +9,12 @@ the store load only when a report is made.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collbench.core.errors import SpecError
+from collbench.store.outputs import check_output_file, write_outputs
 
 if TYPE_CHECKING:
     from collbench.run.run_dirs import ExpandedRuns, TuneDir
@@ -41,6 +40,7 @@ class ReportRequest:
     topology: str | None = None
     labels: tuple[str, ...] = ()  # RUN=NAME
     title: str | None = None  # None: "collbench report:" and the run names
+    force: bool = False  # write over an existing report (never into a run directory)
 
     def __post_init__(self) -> None:
         if self.report_format not in REPORT_FORMATS:
@@ -77,8 +77,7 @@ def gather_report(request: ReportRequest) -> ReportInputs:
     from collbench.run.run_dirs import expand_runs
     from collbench.topologies.loader import load_topology
 
-    out = request.out_file
-    check_report_out(out, request.report_format)
+    check_report_out(request)
     fabric = None if request.topology is None else load_topology(request.topology)
     expanded = expand_runs(list(request.runs))
     warnings = [warning for source in expanded.tunes for warning in source.warnings]
@@ -158,48 +157,35 @@ def _names(which: str, given: Path, run: Run) -> bool:
     return Path(which).exists() and Path(which).resolve() == given.resolve()
 
 
-def check_report_out(out: Path, report_format: str) -> None:
+def check_report_out(request: ReportRequest) -> None:
     """SpecError before any run is read if the report (and a Markdown report's image
-    folder) cannot be written where --out says."""
-    if out.is_dir():
+    folder) cannot be written where --out says: store/outputs.py's checks, the runs and the
+    topology file as the inputs it must not be written into or over."""
+    out, report_format = request.out_file, request.report_format
+    if os.path.isdir(out) and not os.path.islink(out):  # (os.path: a bad name is refused below)
         raise SpecError(
             "--out",
             str(out),
             f"is a directory; give the report file, e.g. {out / f'report.{report_format}'}",
         )
-    if not out.parent.is_dir():
-        raise SpecError("--out", str(out), "is in a folder that does not exist")
-    images = out.parent / f"{out.stem}_files"
-    if report_format == "md" and images.exists() and not images.is_dir():
-        raise SpecError("--out", str(out), f"needs {images} for its images, which is a file")
-    try:
-        if out.exists():
-            with out.open("ab"):  # opening to append changes nothing
-                pass
-        else:
-            handle, probe = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
-            os.close(handle)
-            os.unlink(probe)
-    except OSError as error:
-        raise SpecError("--out", str(out), f"cannot be written: {error.strerror}") from None
+    inputs = [*request.runs, *([request.topology] if _is_file(request.topology) else [])]
+    target = check_output_file("--out", out, inputs, request.force)
+    images = target.parent / f"{out.stem}_files"
+    if report_format == "md" and images.exists():
+        if not images.is_dir():
+            raise SpecError("--out", str(out), f"needs {images} for its images, which is a file")
+        if not request.force:
+            raise SpecError(
+                "--out", str(out), f"would write over the images in {images}: give --force"
+            )
+
+
+def _is_file(name: str | None) -> bool:
+    return name is not None and os.path.isfile(name)
 
 
 def write_report(files: dict[Path, bytes], out: Path) -> None:
-    """Write the report's files (the report itself last); on failure remove what was
-    written, the image folder too if this made it, and raise SpecError."""
-    written: list[Path] = []
-    made: list[Path] = []
-    try:
-        for path, data in files.items():
-            if not path.parent.is_dir():
-                path.parent.mkdir()
-                made.append(path.parent)
-            written.append(path)
-            path.write_bytes(data)
-    except OSError as error:
-        for path in written:
-            if path.is_file():
-                path.unlink()
-        for folder in made:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise SpecError("--out", str(out), f"cannot be written: {error.strerror}") from None
+    """Write the report's files (the report itself last), each whole or not at all; on
+    failure remove what was written, the image folder too if this made it, and raise
+    (store/outputs.py: one line)."""
+    write_outputs("--out", files)

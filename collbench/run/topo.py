@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collbench.core.errors import SpecError
+from collbench.store.outputs import check_output_file, write_output
 
 if TYPE_CHECKING:
     from collbench.topologies.detect import Detected
@@ -42,10 +43,12 @@ class DetectRequest:
     """What `collbench topo detect` was asked for."""
 
     out: Path | None = None  # where to write the YAML (None: print it)
+    force: bool = False  # write over an existing file (never into a run directory)
 
     def __post_init__(self) -> None:
-        if self.out is not None and not Path(self.out).parent.is_dir():
-            raise SpecError("--out", str(self.out), "cannot be written: its folder does not exist")
+        # Before the node is probed: a path that cannot be written is refused at once.
+        if self.out is not None:
+            check_output_file("--out", self.out, force=self.force)
 
 
 def catalog() -> list[Topology]:
@@ -84,8 +87,6 @@ def detect_node() -> Detected:
 
 
 def write_detected(out: Path, text: str) -> None:
-    """Write the detected topology's YAML (SpecError naming --out when it cannot be)."""
-    try:
-        Path(out).write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise SpecError("--out", str(out), f"cannot be written: {error.strerror}") from None
+    """Write the detected topology's YAML, whole or not at all (one line naming --out when
+    it cannot be)."""
+    write_output("--out", out, text)

@@ -11,7 +11,6 @@ import errno
 import json
 import os
 import secrets
-import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
@@ -20,6 +19,8 @@ from typing import Any
 
 from collbench.core.errors import SpecError
 from collbench.store.meta import RunMeta
+from collbench.store.outputs import CLAIM_MARKER, check_output_dir, is_disk_full, path_error
+from collbench.store.reading import json_lines, read_json_file
 from collbench.store.rows import (
     ALL_COLUMNS,
     DOCTOR_COLUMNS,
@@ -35,40 +36,43 @@ ROWS_FILE = "rows.jsonl"
 PARQUET_FILE = "rows.parquet"
 META_FILE = "meta.json"
 # Created exclusively by the one run that claims a directory (prepare_run_dir).
-CLAIM_FILE = ".claimed"
+CLAIM_FILE = CLAIM_MARKER
 
 
 def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
-def prepare_run_dir(out: Path | None, run_id: str, allowed: frozenset[str] = frozenset()) -> Path:
+def prepare_run_dir(
+    out: Path | None,
+    run_id: str,
+    allowed: frozenset[str] = frozenset(),
+    inputs: Iterable[Path | str] = (),
+) -> Path:
     """Create and claim the run directory; refuse one that already holds anything (but
-    `allowed`), or that another run has claimed.
+    `allowed`), that another run has claimed, that is inside one of `inputs`, or that cannot
+    be written (store/outputs.py: one line, exit 2; a full disk exit 1).
 
     The claim is the exclusive creation of CLAIM_FILE inside it: of two runs started on the
     same --out at the same moment, exactly one creates it, and the other is refused as if it
     had come second (a check of the directory's entries alone would let both through).
     """
     run_dir = Path(out) if out is not None else Path("results") / run_id
-    taken = SpecError(
-        "--out",
-        str(run_dir),
-        "is not an empty directory; choose a new one (collbench never mixes two runs)",
-    )
-    if run_dir.exists() and (
-        not run_dir.is_dir() or any(entry.name not in allowed for entry in run_dir.iterdir())
-    ):
-        raise taken
+    check_output_dir("--out", run_dir, inputs, allowed)
+    existed = run_dir.is_dir()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         os.close(os.open(run_dir / CLAIM_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
     except FileExistsError:
-        raise taken from None
-    except OSError as error:
         raise SpecError(
-            "--out", str(run_dir), f"cannot be created or written: {error.strerror}"
+            "--out",
+            str(run_dir),
+            "is not an empty directory; choose a new one (collbench never mixes two runs)",
         ) from None
+    except OSError as error:
+        if not existed:
+            unclaim_run_dir(run_dir, remove_dir=True)
+        raise path_error("--out", run_dir, error, folder=True) from None
     return run_dir
 
 
@@ -99,8 +103,12 @@ class ResultWriter:
         self.path = Path(run_dir) / ROWS_FILE
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
-    def append(self, row: ResultRow) -> None:
+    def append(self, row: ResultRow, sync: bool = True) -> None:
         self._file.write(json.dumps(row.to_dict(), separators=(",", ":")) + "\n")
+        if sync:
+            self.sync()
+
+    def sync(self) -> None:
         self._file.flush()
         os.fsync(self._file.fileno())
 
@@ -109,11 +117,13 @@ class ResultWriter:
 
 
 def append_rows(run_dir: Path, rows: Iterable[ResultRow]) -> None:
-    """Append rows that already exist as a whole (an import, a test's run) to rows.jsonl."""
+    """Append rows that already exist as a whole (an import, a test's run) to rows.jsonl,
+    synced to disk once at the end (a sync per row costs minutes for a 200k-row import)."""
     writer = ResultWriter(run_dir)
     try:
         for row in rows:
-            writer.append(row)
+            writer.append(row, sync=False)
+        writer.sync()
     finally:
         writer.close()
 
@@ -132,31 +142,8 @@ def read_json_lines(path: Path, warn: bool = True) -> Iterator[tuple[Any, str]]:
     """(decoded line, "FILE line N") for each line of a JSON-lines file that rows are
     appended to (none when it is missing). The unterminated last line of a write cut short
     is skipped, with a warning; any other line that is not JSON is a SpecError."""
-    if not path.exists():
-        return
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise SpecError(path.name, str(path), f"cannot be read: {error}") from None
-    lines = text.split("\n")
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as error:
-            if number == len(lines):  # the unterminated last line: a write cut short
-                if warn:
-                    print(f"collbench: warning: skipped a truncated row in {path}", file=sys.stderr)
-                continue
-            raise SpecError(
-                "row", _cut(line), f"in {path} line {number} is not JSON ({error.msg})"
-            ) from None
-        yield data, f"{path} line {number}"
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= 40 else text[:37] + "..."
+    # Read a line at a time, within core.limits (store.reading): never /dev/zero whole.
+    yield from json_lines(path, warn)
 
 
 def write_parquet(run_dir: Path, rows: list[ResultRow] | None = None) -> Path | None:
@@ -187,11 +174,8 @@ def read_meta(run_dir: Path) -> RunMeta | None:
 
 
 def _read_meta_file(run_dir: Path) -> dict[str, Any] | None:
-    path = Path(run_dir) / META_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
+    # None when missing or not JSON; a FIFO, a device or JSON nested too deep: SpecError.
+    data = read_json_file(Path(run_dir) / META_FILE, META_FILE)
     return data if isinstance(data, dict) else None
 
 
@@ -249,14 +233,6 @@ def _fsync(path: Path, flags: int) -> None:
             raise
     finally:
         os.close(fd)
-
-
-def is_disk_full(error: BaseException) -> bool:
-    """Did this error come from a full disk (or quota)?"""
-    if not isinstance(error, OSError):
-        return False
-    # pyarrow's write errors carry the errno only in their text
-    return error.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in str(error)
 
 
 def remove_temp_files(run_dir: Path) -> None:

@@ -213,7 +213,7 @@ def test_json_paths_one_file_per_collective():
     [
         (["export", "{run}"], "export: give --csv FILE, -J FILE or both"),
         (["export", "{run}", "--csv", "{existing}"], "exists: remove it or name another file"),
-        (["export", "{run}", "-J", "{tmp}/no/such/dir/x.json"], "is in no folder that exists"),
+        (["export", "{run}", "-J", "{tmp}/no/such/dir/x.json"], "folder that does not exist"),
         (["export", "{tmp}/nowhere", "--csv", "{tmp}/x.csv"], "holds no result rows"),
         (["sweep", "--csv", "{existing}"], "--csv: "),
         (["wait", "{run}", "-J", "{existing}"], "-J: "),
