@@ -447,6 +447,7 @@ def _assumptions(
         if par.dp_overlap
         else "DP reduction after the backward, not overlapped",
         f"gradients reduced in {8 * workload.training.grad_bytes}-bit",
+        *((workload.uneven_stages,) if workload.uneven_stages else ()),
     )
 
 

@@ -25,6 +25,9 @@ from collbench.topologies.schema import Topology
 # (A100 NVLink 1 node, MI300X xGMI 1 node, H100 2 nodes over TCPXO): the MFU estimate
 # prices predicted collectives at this share of the hardware bound.
 DEFAULT_COMM_EFFICIENCY = 0.8
+# Lowest --comm-efficiency: a fabric reaching less than 1% of its bound is broken, not a
+# fabric to estimate from a model (1e-300 priced every collective at ~1e300 s).
+MIN_COMM_EFFICIENCY = 0.01
 # DP buckets and ZeRO gathers are megabytes: probe rows below this size say little.
 PROBE_MIN_BYTES = 1 << 20
 
@@ -41,8 +44,14 @@ def cost_model_pricer(
     """Prices from the topology cost model at `comm_efficiency` of the hardware bound."""
     from collbench.analysis.model import costmodel
 
-    if not 0 < comm_efficiency <= 1:
-        raise SpecError("--comm-efficiency", comm_efficiency, "must be in (0, 1]")
+    if not MIN_COMM_EFFICIENCY <= comm_efficiency <= 1:
+        raise SpecError(
+            "--comm-efficiency",
+            comm_efficiency,
+            f"must be from {MIN_COMM_EFFICIENCY:g} to 1 (a share of the fabric's bound; "
+            f"below {MIN_COMM_EFFICIENCY:.0%} every collective would be priced at over "
+            f"{1 / MIN_COMM_EFFICIENCY:.0f}x its bound: measure the fabric and pass --curves)",
+        )
     efficiency = costmodel.Efficiency(scale_up=comm_efficiency, scale_out=comm_efficiency)
 
     def price(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:

@@ -166,8 +166,8 @@ class Training:
     def __post_init__(self) -> None:
         for name in (
             "seq",
-            "global_batch",
             "micro_batch",
+            "global_batch",
             "grad_bytes",
             "param_bytes",
             "activation_bytes",
@@ -206,6 +206,7 @@ class Workload:
                 f"x --virtual-stages {par.virtual_stages} is more "
                 f"than the layers ({self.model.layers})",
             )
+        self._check_interleaving()
         if self.model.heads % par.tp:
             raise SpecError("--tp", par.tp, f"must divide the heads ({self.model.heads})")
         if run.global_batch % (par.dp * run.micro_batch):
@@ -214,6 +215,44 @@ class Workload:
                 run.global_batch,
                 f"must be a multiple of --dp x --micro-batch ({par.dp} x {run.micro_batch})",
             )
+
+    def _check_interleaving(self) -> None:
+        """Megatron's interleaved 1F1B (--virtual-stages > 1) needs a pipeline to interleave
+        and equal model chunks: the layers split evenly over pp x virtual stages."""
+        par, layers = self.parallelism, self.model.layers
+        if par.virtual_stages == 1:
+            return
+        if par.pp == 1:
+            raise SpecError(
+                "--virtual-stages",
+                par.virtual_stages,
+                "interleaves pipeline stages: it needs --pp > 1 (with --pp 1 there is no "
+                "pipeline to interleave)",
+            )
+        chunks = par.pp * par.virtual_stages
+        if layers % chunks:
+            raise SpecError(
+                "--virtual-stages",
+                par.virtual_stages,
+                f"x --pp {par.pp} = {chunks} model chunks do not divide the {layers} layers "
+                f"({layers} = {layers // chunks} x {chunks} + {layers % chunks}); the "
+                "interleaved schedule needs equal chunks",
+            )
+
+    @property
+    def uneven_stages(self) -> str | None:
+        """What an uneven pipeline split means for the estimate (None: the layers split
+        evenly). Uneven stages are priced, not refused (Llama 3 405B trained 126 layers on
+        16 stages): the busiest stage sets the pace (`layers_per_stage`)."""
+        par, layers = self.parallelism, self.model.layers
+        if layers % par.pp == 0:
+            return None
+        low, extra = divmod(layers, par.pp)
+        return (
+            f"uneven pipeline (--pp {par.pp}): {layers} layers do not split evenly over "
+            f"{par.pp} stages ({extra} of {low + 1} layers, {par.pp - extra} of {low}); priced "
+            f"at the pace of the busiest stage ({low + 1} layers)"
+        )
 
     @property
     def microbatches(self) -> int:

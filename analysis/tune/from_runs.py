@@ -45,12 +45,30 @@ _ENV = "env."
 
 
 def check_tunable(runs: Sequence[Run]) -> list[str]:
-    """SpecError("RUN", ...) without runs; the methodology rule's refusal (one line naming
+    """SpecError("RUN", ...) without runs, with one run, or with runs that differ in no knob
+    (one setting: nothing to choose between); the methodology rule's refusal (one line naming
     every field that differs) when they are not runs of one question; otherwise one warning
     line per run that differs from the first in how it was measured."""
     if not runs:
         raise SpecError("RUN", "", "names no run: give the runs to tune from")
-    return check(runs, TUNE_FROM).warnings
+    if len(runs) == 1:
+        raise SpecError(
+            "RUN",
+            runs[0].path,
+            "is the only run: tune --from chooses between settings, so give at least two runs "
+            "measured with different knobs",
+        )
+    warnings = check(runs, TUNE_FROM).warnings
+    if not varying_knobs(runs):
+        knobs = run_knobs(runs[0])
+        same = ", ".join(f"{name}={value}" for name, value in sorted(knobs.items())) or "none"
+        raise SpecError(
+            "RUN",
+            ", ".join(run.path for run in runs),
+            f"differ in no knob (every run set the same: {same}): they are one setting, so "
+            "there is nothing to choose between; give runs measured with different knobs",
+        )
+    return warnings
 
 
 def run_knobs(run: Run) -> dict[str, str]:

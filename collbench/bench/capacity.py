@@ -9,6 +9,7 @@ from collbench.core.collectives import REGISTRY
 from collbench.core.collectives.base import IN_PLACE
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import SpecError
+from collbench.core.overlap import MAX_SQUARE
 from collbench.core.spec import SweepSpec
 from collbench.core.units import format_size
 
@@ -48,24 +49,54 @@ def sample_bytes(spec: SweepSpec, world_size: int) -> int:
     return spec.iters * (SAMPLE_BYTES_PER_ITER + SAMPLE_BYTES_PER_ITER_PER_RANK * world_size)
 
 
+def probe_operand_bytes(spec: SweepSpec, device_type: str) -> int:
+    """Memory one rank's overlap probe allocates for its matmul (0 without probes): A (M x K)
+    and B (K x N) once, and an M x N output per compute stream, in the compute dtype. An
+    automatic shape is at most the largest square the probe tries (MAX_SQUARE)."""
+    overlap = spec.overlap
+    if overlap is None:
+        return 0
+    side = MAX_SQUARE[device_type]
+    m, n, k = overlap.matmul_shape or (side, side, side)
+    elem_bytes = DTYPES[overlap.resolved_dtype(device_type)].elem_bytes
+    return (m * k + k * n + max(1, overlap.compute_streams) * m * n) * elem_bytes
+
+
 def check_memory(
     spec: SweepSpec, world_size: int, ranks_sharing: int, available_bytes: int, where: str
 ) -> None:
-    """SpecError when the ranks sharing one memory would not fit in it (buffers and
-    timing samples), naming whichever of --max-bytes and --iters needs more."""
-    buffers = peak_buffer_bytes(spec, world_size)
-    samples = sample_bytes(spec, world_size)
-    need = (buffers + samples) * ranks_sharing
-    if need > available_bytes * MEMORY_HEADROOM:
-        flag, value = (
-            ("--iters", spec.iters) if samples > buffers else ("--max-bytes", spec.max_bytes)
+    """SpecError when the ranks sharing one memory would not fit in it (buffers, timing
+    samples and an overlap probe's matmul operands), naming whichever of --max-bytes,
+    --iters and --matmul-shape needs most. `where` is "GPU" (a CUDA device) or "host"."""
+    device_type = "cuda" if where == "GPU" else "cpu"
+    parts = {
+        "--max-bytes": peak_buffer_bytes(spec, world_size),
+        "--iters": sample_bytes(spec, world_size),
+        "--matmul-shape": probe_operand_bytes(spec, device_type),
+    }
+    need = sum(parts.values()) * ranks_sharing
+    if need <= available_bytes * MEMORY_HEADROOM:
+        return
+    flag = max(parts, key=lambda name: parts[name])
+    value: object = {"--max-bytes": spec.max_bytes, "--iters": spec.iters}.get(flag)
+    if flag == "--matmul-shape":
+        shape = spec.overlap.matmul_shape if spec.overlap else None
+        value = "x".join(map(str, shape)) if shape else "auto"
+    detail = ", ".join(
+        f"{label} {format_size(parts[name])}"
+        for name, label in (
+            ("--max-bytes", "buffers"),
+            ("--iters", "timing samples"),
+            ("--matmul-shape", "matmul operands"),
         )
-        raise SpecError(
-            flag,
-            value,
-            f"needs {format_size(need)} of {where} memory for {ranks_sharing} "
-            f"rank(s) but {format_size(available_bytes)} is available; lower {flag}",
-        )
+        if parts[name]
+    )
+    raise SpecError(
+        flag,
+        value,
+        f"needs {format_size(need)} of {where} memory for {ranks_sharing} rank(s) "
+        f"({detail} each) but {format_size(available_bytes)} is available; lower {flag}",
+    )
 
 
 def check_rank_processes(nproc: int, available_bytes: int) -> None:

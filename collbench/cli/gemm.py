@@ -143,12 +143,14 @@ def _gemms(values: dict[str, Any]) -> tuple[tuple[Gemm, ...], str]:
         )
     from collbench.analysis.mfu.compute import workload_gemms
 
-    micro = values["micro_batch"] or Training.micro_batch
+    micro = Training.micro_batch if values["micro_batch"] is None else values["micro_batch"]
     training = {"seq": values["seq"], "global_batch": micro, "micro_batch": micro}
     if values["attention"]:
         training["attention"] = values["attention"]
     workload = Workload(
-        model_from_options(values), Training(**training), Parallelism(tp=values["tp"] or 1)
+        model_from_options(values),
+        Training(**training),
+        Parallelism(tp=1 if values["tp"] is None else values["tp"]),
     )
     what = (
         f"{workload.model.name}, seq {workload.training.seq}, micro-batch {micro}, "

@@ -42,6 +42,9 @@ MAX_ITERS = 1_000_000
 # Most repeats of a whole measurement (--repeats): a decision needs a handful; more is a
 # typo that would run for days.
 MAX_REPEATS = 1000
+# Longest --timeout (seconds without progress before a run is declared hung): a week. inf or
+# nan would pass "> 0" and break every rank's process-group timeout at start-up.
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 def iter_sizes(min_bytes: int, max_bytes: int, factor: float | None, step_bytes: int | None):
@@ -218,8 +221,12 @@ class SweepSpec:
             raise SpecError("--iters", self.iters, "must be at least 1")
         if self.iters > MAX_ITERS:
             raise SpecError("--iters", self.iters, f"is more than the maximum, {MAX_ITERS:,}")
-        if not self.timeout_s > 0:
-            raise SpecError("--timeout", self.timeout_s, "must be more than 0 seconds")
+        if not (isinstance(self.timeout_s, (int, float)) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
+            raise SpecError(
+                "--timeout",
+                self.timeout_s,
+                f"must be more than 0 and at most {MAX_TIMEOUT_S:,.0f} seconds (7 days)",
+            )
         if isinstance(self.repeats, bool) or not (
             isinstance(self.repeats, int) and 1 <= self.repeats <= MAX_REPEATS
         ):

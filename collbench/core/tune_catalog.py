@@ -29,6 +29,7 @@ NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
 # compared with case; a legacy integer level is accepted too.
 NCCL_PATH_LEVELS = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
 NCCL_MAX_CHANNELS = 64  # MAXCHANNELS in src/include/device.h; older releases cap at 32
+RCCL_MAX_CHANNELS = 128  # RCCL's MAXCHANNELS (its src/include/device.h)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,12 @@ def nccl_list(names: tuple[str, ...]) -> Checker:
             for item in items.split(","):
                 if item.lower() not in known:
                     raise ValueError(f"names no {'/'.join(names)}: {item!r}")
+            if elements.startswith("^") and known <= {item.lower() for item in items.split(",")}:
+                where = f" for {prefix}" if colon else ""
+                raise ValueError(
+                    f"excludes every one of {', '.join(names)}{where}: NCCL would have none "
+                    "left to run"
+                )
         return value
 
     return check
@@ -240,6 +247,19 @@ KNOWN_NAMES = frozenset(
     RCCL_PIVOT_ALLTOALL_ENABLE RCCL_STACK_SIZE_OVERRIDE RCCL_USE_ROCM_SMI_LIB
     """.split()
 )
+
+
+def max_channels(backend: str | None) -> tuple[int, str]:
+    """The most channels `backend` runs, and that limit in words: RCCL's 128 for rccl,
+    NCCL's 64 for any other (nccl; auto or gloo, where a channel count means NCCL's). None:
+    the backend is not known yet (a check before the ranks or the runs say), so the most
+    any backend has."""
+    if backend is None:
+        return RCCL_MAX_CHANNELS, f"any backend's most, {RCCL_MAX_CHANNELS} (RCCL's)"
+    if backend == "rccl":
+        return RCCL_MAX_CHANNELS, f"RCCL's most, {RCCL_MAX_CHANNELS}"
+    hint = f" (RCCL has {RCCL_MAX_CHANNELS}: give --backend rccl)" if backend == "auto" else ""
+    return NCCL_MAX_CHANNELS, f"NCCL's most, {NCCL_MAX_CHANNELS}{hint}"
 
 
 def knob_spec(name: str) -> KnobSpec | None:

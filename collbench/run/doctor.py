@@ -16,6 +16,7 @@ from collbench.analysis.doctor.document import doctor_report
 from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, diagnose, expectation_from
 from collbench.analysis.rules.methodology import DOCTOR_BASELINE, check
 from collbench.core.doctor import DOCTOR, MIN_BANDWIDTH_BYTES, DoctorSpec
+from collbench.core.dtypes import DTYPES
 from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecError
 from collbench.core.noise import NoiseFloor
 from collbench.core.spec import SweepSpec
@@ -23,9 +24,7 @@ from collbench.core.units import size_arg
 from collbench.launchers import LaunchResult
 from collbench.launchers.base import parent_launch
 from collbench.run.sweep import RunOptions, run_sweep
-from collbench.store.doctor_report import (
-    save_doctor_report,
-)
+from collbench.store.doctor_report import load_doctor_report, save_doctor_report
 from collbench.store.load import Run, load_run
 from collbench.store.noise_floor import load_noise_floor
 from collbench.store.rows import DOCTOR as DOCTOR_ROWS
@@ -132,6 +131,14 @@ def doctor_sweep(doctor: DoctorSpec, fields: Mapping[str, Any]) -> tuple[SweepSp
         topology=topology,
         **fields,
     )
+    elem_bytes = DTYPES[spec.dtype].elem_bytes
+    if doctor.size_bytes is not None and doctor.size_bytes < elem_bytes:
+        raise SpecError(
+            "--size",
+            doctor.size_bytes,
+            f"is less than one {spec.dtype} element ({elem_bytes} bytes): every collective "
+            f"would move 0 elements and measure nothing; give at least {elem_bytes}",
+        )
     warnings = []
     if doctor.size_bytes is not None and doctor.size_bytes < MIN_BANDWIDTH_BYTES:
         warnings.append(
@@ -149,14 +156,38 @@ def _inputs(doctor: DoctorSpec) -> _Inputs:
         from collbench.topologies.loader import load_topology
 
         topology = load_topology(doctor.topology)
-    baseline_rows = baseline = None
-    if doctor.baseline is not None:
-        hint = ": give the directory of an earlier collbench doctor run"
-        baseline = run = load_run(doctor.baseline, "--baseline", hint)
-        baseline_rows = run.rows_of(DOCTOR_ROWS)
-        if not baseline_rows:
-            raise SpecError("--baseline", doctor.baseline, f"holds no doctor rows{hint}")
+    baseline = _baseline(doctor.baseline) if doctor.baseline is not None else None
+    baseline_rows = None if baseline is None else baseline.rows_of(DOCTOR_ROWS)
     noise_floor = None
     if doctor.noise_floor is not None:
         noise_floor = load_noise_floor(Path(doctor.noise_floor), "--noise-floor")
     return _Inputs(topology, baseline_rows, noise_floor, baseline)
+
+
+def _baseline(path: str) -> Run:
+    """The --baseline run, refused in one line unless it is a finished doctor run: valid
+    doctor rows (the store refuses NaN, zero or negative figures, naming file and line) and
+    the doctor.json its verdicts were written to."""
+    hint = ": give the directory of an earlier collbench doctor run"
+    try:
+        run = load_run(path, "--baseline", hint)
+    except SpecError as error:
+        if error.field == "--baseline":
+            raise
+        raise SpecError("--baseline", path, f"cannot be used ({error})") from None
+    if not run.rows_of(DOCTOR_ROWS):
+        raise SpecError("--baseline", path, f"holds no doctor rows{hint}")
+    try:
+        report = load_doctor_report(Path(path))
+    except SpecError as error:
+        raise SpecError(
+            "--baseline", path, f"has a doctor.json that is not valid ({error})"
+        ) from None
+    if report is None:
+        raise SpecError(
+            "--baseline",
+            path,
+            "has no doctor.json: its doctor never finished judging (interrupted or failed); "
+            "give the directory of a finished collbench doctor run",
+        )
+    return run

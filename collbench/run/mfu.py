@@ -63,6 +63,12 @@ def estimate_mfu(
     from collbench.analysis.mfu.fabrics import check_memory, estimate_fabrics
 
     topologies = _topologies(list(request.topology))
+    if request.fsdp and parallelism.get("zero", 3) != 3:
+        raise SpecError(
+            "--zero",
+            parallelism["zero"],
+            "conflicts with --fsdp (= --zero 3): give one of them",
+        )
     given = {**parallelism, **({"zero": 3} if request.fsdp else {})}
     sized = _sized(Parallelism(**given), "dp" in given, request.nodes, topologies[0])
     workload = Workload(model, training, sized)

@@ -20,8 +20,17 @@ from collbench.analysis.tune.select import BestRecord, SelectRule, select_best
 from collbench.analysis.tune.tuner_conf import TunerConfUnavailable, render_tuner_conf
 from collbench.analysis.tune.tuner_conf_rules import BACKENDS
 from collbench.core.errors import SpecError
+from collbench.core.tune_catalog import max_channels
 from collbench.store.load import Run, load_run
-from collbench.store.tune_result import TUNER_CONF, TuneResult, save_tune_result
+from collbench.store.outputs import check_output_dir, path_error
+from collbench.store.rundir import remove_temp_files
+from collbench.store.tune_result import (
+    BEST_ENV,
+    TUNE_JSON,
+    TUNER_CONF,
+    TuneResult,
+    save_tune_result,
+)
 
 # tune --launcher slurm: the driver's batch script and output, made before the driver starts
 DRIVER_FOLDER = "slurm"
@@ -46,12 +55,14 @@ def tune_from(
     into `out` (a new or empty directory; SpecError otherwise, or when the runs differ in
     what tune needs them to share)."""
     rule = rule or SelectRule()
-    check_out(out)
+    check_out(out, inputs=paths)
+    _check_distinct(paths)
     runs = [_load(path) for path in paths]
     warnings = check_tunable(runs)
+    backends = sorted({str(row.backend) for run in runs for row in run.sweep_rows})
+    check_channels(channels, backends[0] if len(backends) == 1 else "nccl")
     outcomes = outcomes_from_runs(runs)
     best = select_best(outcomes, rule)
-    backends = sorted({str(row.backend) for run in runs for row in run.sweep_rows})
     imported = any(run.meta.source for run in runs)
     conf, notes, reason = tuner_conf_text(", ".join(backends), imported, best, channels)
     if reason:
@@ -66,15 +77,36 @@ def tune_from(
     return TuneFromResult(out, best, document, written, warnings, notes)
 
 
-def check_out(out: Path, allowed: tuple[str, ...] = ()) -> None:
-    """--out must be a new or empty directory (but for the `allowed` entries)."""
-    out = Path(out)
-    if out.exists() and (
-        not out.is_dir() or any(entry.name not in allowed for entry in out.iterdir())
-    ):
-        raise SpecError(
-            "--out", str(out), "exists and is not an empty directory: give a new directory"
-        )
+def check_out(out: Path, allowed: tuple[str, ...] = (), inputs: Sequence[Path] = ()) -> None:
+    """--out must be a new or empty directory (but for the `allowed` entries) that can be
+    written, and not inside an input run (store/outputs.py)."""
+    check_output_dir("--out", out, inputs, allowed)
+
+
+def _check_distinct(paths: Sequence[Path]) -> None:
+    """Each RUN once: the same directory twice would count one measurement as two repeats."""
+    seen: dict[Path, Path] = {}
+    for path in paths:
+        real = Path(path).resolve()
+        if real in seen:
+            raise SpecError(
+                "RUN",
+                str(path),
+                f"is given twice (as {seen[real]} too): one run is one measurement, not two "
+                "repeats; give each run once",
+            )
+        seen[real] = Path(path)
+
+
+def check_channels(channels: int | None, backend: str | None = None) -> None:
+    """--channels: a count, or 0 for NCCL's own (None: not given), at most what `backend`
+    has (core.tune_catalog.max_channels; None: not known yet, the most any backend has).
+    tune checks it again once the backend is known: its spec's, or the --from runs'."""
+    if channels is not None and channels < 0:
+        raise SpecError("--channels", channels, "must be a count, or 0 for NCCL's own")
+    most, limit = max_channels(backend)
+    if channels is not None and channels > most:
+        raise SpecError("--channels", channels, f"is more than {limit}")
 
 
 def _load(path: Path) -> Run:
@@ -108,5 +140,13 @@ def tuner_conf_text(
 
 
 def write_result(out: Path, document: TuneResult, env: str, conf: str | None) -> list[Path]:
-    """tune.json, best.env and (when given) nccl_tuner.conf into `out`; the paths written."""
-    return save_tune_result(out, document, env, conf)
+    """tune.json, best.env and (when given) nccl_tuner.conf into `out`; the paths written.
+    All or none: a failure (a full disk) removes those written and is one line
+    (store/outputs.py: exit 1 for a full disk); an empty `out` may be used again."""
+    try:
+        return save_tune_result(out, document, env, conf)
+    except OSError as error:
+        for name in (TUNE_JSON, BEST_ENV, TUNER_CONF):
+            (Path(out) / name).unlink(missing_ok=True)
+        remove_temp_files(Path(out))
+        raise path_error("--out", out, error) from None

@@ -26,7 +26,7 @@ from typing import Any
 
 from collbench.analysis.rules.decision import SLOWER, UNJUDGED
 from collbench.analysis.tune.select import BestRecord, SettingOutcome, select_best
-from collbench.core.errors import EXIT_RUN_FAILED
+from collbench.core.errors import EXIT_RUN_FAILED, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import BASELINE, Setting
 from collbench.run.sweep import RunOptions
@@ -34,7 +34,14 @@ from collbench.run.tune import TunePlan, _Tuner
 from collbench.run.tune_from import check_out
 from collbench.store.rundir import new_run_id, write_json_atomic
 from collbench.store.sink import SinkFactory
-from collbench.store.tune_result import TUNER_CONF, TuneResult, load_tune_result
+from collbench.store.tune_result import (
+    BEST_ENV,
+    TUNE_JSON,
+    TUNER_CONF,
+    TuneResult,
+    load_tune_result,
+    read_best_env,
+)
 
 VERIFY_JSON = "verify.json"
 TUNER_PLUGIN_VAR = "NCCL_TUNER_PLUGIN"
@@ -89,6 +96,14 @@ def run_verify(
     runs of each (None: the tune's own count, else TunePlan's default)."""
     document = load_tune_result(tune_dir, "--verify")
     knobs = dict(document.env.knobs)
+    exported = read_best_env(tune_dir, "--verify")
+    if exported != knobs:
+        raise SpecError(
+            "--verify",
+            str(tune_dir),
+            f"has a {BEST_ENV} that exports {_words(exported)} but its {TUNE_JSON} chose "
+            f"{_words(knobs)}: one of them was changed; run the tune again",
+        )
     if not knobs:
         say(f"tune --verify: {tune_dir}'s best.env exports nothing (the default is best)")
         return None, 0
@@ -226,3 +241,9 @@ def _tuned_for(tuned: Sequence[Mapping[str, Any]], record: BestRecord) -> Mappin
         ):
             return entry
     return None
+
+
+def _words(knobs: Mapping[str, str]) -> str:
+    """Knobs as one short phrase: `NAME=VALUE NAME=VALUE`, or `nothing`."""
+    text = " ".join(f"{name}={value}" for name, value in knobs.items()) or "nothing"
+    return text if len(text) <= 80 else text[:77] + "..."

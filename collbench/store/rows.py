@@ -8,6 +8,8 @@ a column exists in one place: its field.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
@@ -21,6 +23,13 @@ SWEEP = "sweep"
 OVERLAP = "overlap"
 # The probe's timed series (bench.overlap.clock.SERIES): each has t_<name>_us, _us_p50, _cv.
 PROBE_SERIES = ("comm", "comp", "both", "comp_during", "comm_during")
+
+
+@functools.cache
+def _column_names(cls: type) -> tuple[str, ...]:
+    """A row class's columns in order, worked out once (dataclasses.fields per row made
+    writing a 200k-row import take seconds on its own)."""
+    return tuple(column.name for column in fields(cls))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,7 +80,7 @@ class ResultRow:
 
     def to_dict(self) -> dict[str, Any]:
         """The row as rows.jsonl holds it: every column, in column order."""
-        return {column.name: getattr(self, column.name) for column in fields(self)}
+        return {name: getattr(self, name) for name in _column_names(type(self))}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,9 +185,22 @@ def row_from_dict(data: Any, where: str = "a row") -> ResultRow:
         problem = _type_problem(_COLUMN_TYPES[column], value)
         if problem:
             raise SpecError(column, _short(value), f"in {where} {problem}")
-    if values["size_bytes"] < 0:
-        raise SpecError("size_bytes", values["size_bytes"], f"in {where} is negative")
+    for column, value in values.items():
+        problem = _range_problem(column, value)
+        if problem:
+            raise SpecError(column, _short(value), f"in {where} {problem}")
     return row_type(**{**values, "kind": kind})
+
+
+def check_ranges(row: ResultRow, where: str = "a row") -> ResultRow:
+    """The row, if every column is in its range (what `row_from_dict` checks on read); else
+    a SpecError naming the column and `where`. For a writer holding typed rows (an import),
+    so it never writes a row that no command could read back."""
+    for column, value in row.to_dict().items():
+        problem = _range_problem(column, value)
+        if problem:
+            raise SpecError(column, _short(value), f"in {where} {problem}")
+    return row
 
 
 def rows_of(rows: Iterable[ResultRow], kind: str) -> list[Any]:
@@ -281,6 +303,59 @@ def _type_problem(annotation: str, value: Any) -> str | None:
     if base.startswith("dict["):
         return None if isinstance(value, Mapping) else "is not a JSON object"
     return None
+
+
+# Ranges, checked after types: a row outside them is not a measurement (a world of 0 ranks
+# divides by zero in fit; a NaN, zero or negative time has no bandwidth). None passes.
+_AT_LEAST = {
+    "world_size": 1,
+    "nodes": 1,
+    "ranks_per_node": 1,
+    "size_bytes": 0,
+    "count": 0,
+    "warmup": 0,
+    "iters": 0,
+    "repeat": 0,
+    "n_wrong": 0,
+    "matmul_reps": 0,
+    "compute_streams": 0,
+    "round_index": 0,
+}
+# Float columns that must be more than 0 (a batch time); every other float column (and
+# each item of a list of floats) must be finite, and these non-negative too.
+_POSITIVE = ("time_us",)
+_NON_NEGATIVE = ("time_us_p50", "time_us_p95", "time_us_min", "time_us_max", "time_cv")
+_NON_NEGATIVE += ("algbw_gbps", "busbw_gbps", "time_us_samples", "rank_time_us")
+_NON_NEGATIVE += tuple(f"t_{name}_us{end}" for name in PROBE_SERIES for end in ("", "_p50"))
+
+
+def _range_problem(column: str, value: Any) -> str | None:
+    """Why a value of the right type is out of its column's range (None: it is in it)."""
+    if value is None:
+        return None
+    if column in _AT_LEAST:
+        least = _AT_LEAST[column]
+        return None if value >= least else f"must be at least {least}"
+    if column in ("rank_last_count", "group_ranks"):
+        return None if all(item >= 0 for item in value) else "has a negative item"
+    if _COLUMN_TYPES.get(column, "").removesuffix(" | None") not in ("float", "list[float]"):
+        return None
+    items = value if isinstance(value, list) else [value]
+    if not all(_finite(item) for item in items):
+        return "is not finite (NaN or infinite)"
+    if column in _POSITIVE and not value > 0:
+        return "must be more than 0"
+    if column in _NON_NEGATIVE and not all(item >= 0 for item in items):
+        return "must not be negative"
+    return None
+
+
+def _finite(value: float) -> bool:
+    """Whether a JSON number is finite as a float (an integer beyond a float's range is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _is_number(value: Any) -> bool:

@@ -8,19 +8,22 @@ search dropped it, later repeats' errors and its time), `best` (per collective a
 range, analysis.tune.select.BestRecord.to_dict), `env` (what best.env exports and the ranges
 it does not follow), `rule`; then a launched tune's kind "tune", search, repeats, budget,
 command line, spec, launcher and the settings never run, or a `tune --from` result's RUNs
-("from"); the tuner config's status and the warnings. The format is unchanged from the
+("from"); the tuner config's status and the warnings; `interrupted` (only in a tune cut short
+by Ctrl-C, SIGTERM or SIGHUP: how it was stopped; its settings and not_run say what ran). The format is unchanged from the
 untyped document it replaces, so older files read; keys collbench does not know are kept.
 """
 
 from __future__ import annotations
 
-import json
+import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from collbench.core.errors import SpecError
+from collbench.store.reading import load_json
 from collbench.store.rundir import write_atomically, write_json_atomic
 
 TUNE_JSON = "tune.json"
@@ -157,6 +160,8 @@ class TuneResult:
     sources: tuple[str, ...] | None = None  # `tune --from`'s RUNs as given
     tuner_conf: TunerConfStatus | None = None
     warnings: tuple[str, ...] = ()
+    # How a launched tune was cut short ("interrupted (Ctrl-C)"); None: it ran to its end.
+    interrupted: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # keys collbench does not know
 
     @property
@@ -199,6 +204,8 @@ class TuneResult:
         data["warnings"] = list(self.warnings)
         if launch is not None:
             data["elapsed_s"] = launch.elapsed_s
+        if self.interrupted is not None:
+            data["interrupted"] = self.interrupted
         return {**data, **self.extra}
 
     @classmethod
@@ -221,7 +228,7 @@ class TuneResult:
 
 _KNOWN = {"settings", "best", "env", "rule", "kind", "search", "repeats", "budget_s"}
 _KNOWN |= {"command_line", "spec", "launcher", "not_run", "elapsed_s", "from", "tuner_conf"}
-_KNOWN |= {"warnings"}
+_KNOWN |= {"warnings", "interrupted"}
 _RUN_KEYS = ("run_dir", "run_dirs", "probes", "dropped", "repeat_errors", "duration_s")
 
 
@@ -249,6 +256,7 @@ def _read(data: Mapping[str, Any]) -> TuneResult:
             tuple(str(note) for note in conf.get("notes") or []),
         ),
         warnings=tuple(str(line) for line in data.get("warnings") or []),
+        interrupted=None if data.get("interrupted") is None else str(data["interrupted"]),
         extra={key: value for key, value in data.items() if key not in _KNOWN},
     )
 
@@ -300,7 +308,8 @@ def is_tune_dir(path: Path) -> bool:
 
 def load_tune_result(tune_dir: Path, field: str) -> TuneResult:
     """A tune directory's tune.json, or one SpecError naming `field` (the option that gave
-    the directory) and the directory, saying why it is not a tune's."""
+    the directory) and the directory, saying why it is not a tune's, or that a setting's
+    run directory lies outside it (never followed)."""
     path = Path(tune_dir) / TUNE_JSON
     if not Path(tune_dir).is_dir():
         raise SpecError(field, str(tune_dir), "is not a directory")
@@ -309,15 +318,73 @@ def load_tune_result(tune_dir: Path, field: str) -> TuneResult:
             field, str(tune_dir), f"is not a tune directory (no {TUNE_JSON}: run collbench tune)"
         )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json(path, TUNE_JSON)  # within core.limits (store.reading)
     except (OSError, ValueError) as error:
         raise SpecError(
             field, str(tune_dir), f"has a {TUNE_JSON} that cannot be read ({error})"
         ) from None
     try:
-        return TuneResult.from_dict(data, str(path))
+        result = TuneResult.from_dict(data, str(path))
     except SpecError as error:
         raise SpecError(field, str(tune_dir), f"has a {TUNE_JSON} {error.hint}") from None
+    _check_contained(result, tune_dir, field)
+    return result
+
+
+def _check_contained(result: TuneResult, tune_dir: Path, field: str) -> None:
+    """Every setting's run and probe directories lie inside the tune directory (relative,
+    no `..`, not leading out through a link): a tune.json edited to point elsewhere
+    (`../../etc`) is refused, never followed."""
+    root = Path(tune_dir).resolve()
+    for item in result.settings:
+        runs = item.runs
+        for path in (*runs.run_dirs, *runs.probes) if runs else ():
+            inside = not Path(path).is_absolute() and ".." not in Path(path).parts
+            if not inside or not (root / path).resolve().is_relative_to(root):
+                raise SpecError(
+                    field,
+                    str(tune_dir),
+                    f"has a {TUNE_JSON} whose setting {item.label!r} names the run directory "
+                    f"{path!r}, outside the tune directory: refused, not followed",
+                )
+
+
+# best.env is a few lines; more than this is not one collbench wrote.
+BEST_ENV_MAX_BYTES = 1 << 20
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def read_best_env(tune_dir: Path, field: str) -> dict[str, str]:
+    """What a tune directory's best.env exports ({NAME: VALUE}, in order): comment and blank
+    lines, and `export NAME=VALUE` lines (the value shell-quoted, as best.env is written).
+    One SpecError naming `field` and the file (and line) for a missing, unreadable or
+    oversized file or any other line."""
+    path = Path(tune_dir) / BEST_ENV
+    if not path.is_file():
+        raise SpecError(field, str(tune_dir), f"has no {BEST_ENV}: not a complete tune result")
+    if path.stat().st_size > BEST_ENV_MAX_BYTES:
+        raise SpecError(field, str(path), f"is over {BEST_ENV_MAX_BYTES:,} bytes: not a best.env")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError(field, str(path), f"cannot be read ({error})") from None
+    exports: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            words = []
+        name, equals, value = words[1].partition("=") if len(words) == 2 else ("", "", "")
+        if words[:1] != ["export"] or not equals or not _ENV_NAME.fullmatch(name):
+            raise SpecError(
+                field,
+                f"{path} line {number}",
+                "is not a comment or an `export NAME=VALUE` line: not a best.env collbench wrote",
+            )
+        exports[name] = value
+    return exports
 
 
 def save_tune_result(

@@ -218,7 +218,7 @@ def test_overlap_probe_figures_are_used_and_said(tmp_path):
         ),
         (
             ["--model", "llama3-8b", "--global-batch", "8", "--comm-efficiency", "0"],
-            "--comm-efficiency: 0.0 must be in (0, 1]",
+            "--comm-efficiency: 0.0 must be from 0.01 to 1",
         ),
         (
             [

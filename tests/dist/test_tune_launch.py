@@ -134,6 +134,7 @@ def test_verify_measures_the_default_and_best_env_side_by_side(tmp_path):
     document = {"kind": "tune", "settings": [], "best": [best]}
     document["env"] = {"knobs": {"GLOO_SOCKET_IFNAME": "lo"}}
     (tuned / "tune.json").write_text(json.dumps({**document, "spec": spec}))
+    (tuned / "best.env").write_text("# chosen\nexport GLOO_SOCKET_IFNAME=lo\n")  # as tune writes
     out = tmp_path / "verified"
     done = collbench(
         "tune", "--verify", str(tuned), "--out", str(out), "-n", "4", "-w", "1", "--nproc", "2"

@@ -53,7 +53,7 @@ def test_halving_drops_only_what_is_slower_at_every_probe_size():
         _outcome({"X_A": "small-only"}, (100.0, 2000.0, 2000.0)),  # wins one band: stays
         _outcome({"X_A": "slow"}, 2000.0),
         _outcome({"X_A": "noise"}, (501.0, 501.0, 501.0)),  # not distinguishable from best
-        _outcome({"X_A": "nosuch"}, 0.0, error="no such interface"),
+        _outcome({"X_A": "nosuch"}, 1.0, error="no such interface"),  # failed: rows unused
     ]
     decision = halving_round(outcomes, 0, HalvingRule(min_keep=2))
     assert _labels(decision.keep) == ["baseline", "X_A=best", "X_A=small-only", "X_A=noise"]
