@@ -9,6 +9,7 @@ started has exited: each rank process (local), or the one process that started t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from collbench.core.errors import (
+    EXIT_HANGUP,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_RUN_FAILED,
@@ -28,6 +30,7 @@ from collbench.core.errors import (
 )
 from collbench.launchers.base import LaunchResult
 from collbench.store.job import Job
+from collbench.store.meta import RunMeta
 from collbench.store.rank_status import HEARTBEAT_S, is_alive, read_status
 from collbench.store.rows import row_from_dict, utc_now
 from collbench.store.rundir import (
@@ -39,8 +42,10 @@ from collbench.store.rundir import (
     read_meta,
     remove_temp_files,
     update_meta,
+    write_json_atomic,
     write_parquet,
 )
+from collbench.store.side_files import SideFiles, read_side_files
 
 POLL_S = 0.1
 # After a first rank fails, how long to wait for the others' exits before assigning blame.
@@ -79,36 +84,83 @@ class Handle(Protocol):
         """Make sure it has ended: wait a little after terminate(), then force it."""
 
 
-class _Terminated(Exception):
-    """SIGTERM reached the launcher: stop the ranks as for Ctrl-C."""
+# The signals that stop a run as Ctrl-C does, with the exit code and words of each: SIGHUP
+# is a closed terminal or a dropped ssh session, and ends the run like SIGTERM.
+STOP_SIGNALS = {
+    signal.SIGINT: (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+    signal.SIGTERM: (EXIT_TERMINATED, "terminated (SIGTERM)"),
+    signal.SIGHUP: (EXIT_HANGUP, "terminated (SIGHUP: the terminal or connection closed)"),
+}
+STOPPED_CODES = tuple(code for code, _ in STOP_SIGNALS.values())
 
 
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise _Terminated()
+class Stopped(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP reached the launching process: stop the ranks, keep the
+    rows. A KeyboardInterrupt, so whatever lets Ctrl-C through lets these through too."""
+
+    def __init__(self, signum: int) -> None:
+        self.code, self.message = STOP_SIGNALS[signal.Signals(signum)]
+        super().__init__(self.message)
+
+
+class StopSignals:
+    """Inside `with StopSignals() as stops:` the first stop signal raises Stopped; from then
+    on (and after `stops.shield()`) every further one is noted and ignored, so a second
+    Ctrl-C cannot cut short the clean-up the first one began (meta.json's final state,
+    rows.parquet). The handlers in place before are put back on leaving, unless a stop
+    signal came: the process is then on its way out with the signal's exit code, which a
+    second Ctrl-C pressed a moment later must not turn into death by SIGINT."""
+
+    def __init__(self) -> None:
+        self.shielded = False
+        self.stopped = False
+        self.ignored: list[int] = []
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        for signum in STOP_SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, signal.SIG_IGN if self.stopped else handler)
+
+    def shield(self) -> None:
+        self.shielded = True
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.shielded:
+            self.ignored.append(signum)
+            return
+        self.shielded = self.stopped = True
+        raise Stopped(signum)
 
 
 def supervise(job: Job, handles: list[Handle], sink: Any, per_rank: bool) -> LaunchResult:
-    """Watch the job to its end; Ctrl-C (130) and SIGTERM (143) stop it. Rows are kept."""
+    """Watch the job to its end; Ctrl-C (130), SIGTERM (143) and SIGHUP (129) stop it, and
+    a second one waits for the clean-up the first began. Rows are kept."""
     monitor = Monitor(job, handles, sink, per_rank)
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        result = monitor.watch()
-    except KeyboardInterrupt:
-        result = LaunchResult(EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
-    except _Terminated:
-        result = LaunchResult(EXIT_TERMINATED, "terminated (SIGTERM)")
-    finally:
-        running = [handle for handle in handles if handle.poll() is None]
-        for handle in running:
-            handle.terminate()
-        for handle in running:
-            handle.stop()
-        if not per_rank:
-            monitor.kill_leftover_ranks()
-        signal.signal(signal.SIGTERM, previous)
-    monitor.drain()
-    sink.finish(how_it_ended(result, handles))
-    return finalize(job, result)
+    with StopSignals() as stops:
+        try:
+            result = monitor.watch()
+        except Stopped as stopped:
+            result = LaunchResult(stopped.code, stopped.message)
+        except KeyboardInterrupt:  # a SIGINT handler of someone else's
+            result = LaunchResult(EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
+        finally:
+            stops.shield()
+            running = [handle for handle in handles if handle.poll() is None]
+            for handle in running:
+                handle.terminate()
+            for handle in running:
+                handle.stop()
+            if not per_rank:
+                monitor.kill_leftover_ranks()
+        monitor.drain()
+        sink.finish(how_it_ended(result, handles))
+        monitor.side_files_done()
+        return finalize(job, result)
 
 
 def how_it_ended(result: LaunchResult, handles: list[Handle]) -> str | None:
@@ -116,7 +168,7 @@ def how_it_ended(result: LaunchResult, handles: list[Handle]) -> str | None:
     one word for the table's footer: interrupted, cancelled (or another scheduler end), failed."""
     if result.code in (EXIT_OK, EXIT_WRONG_DATA):
         return None
-    if result.code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+    if result.code in STOPPED_CODES:
         return "interrupted"
     for handle in handles:
         ended = getattr(handle, "scheduler_end", None)
@@ -141,9 +193,11 @@ def finalize(job: Job, result: LaunchResult) -> LaunchResult:
     error = result.error
     if full or "disk full: " in (error or ""):
         error = _disk_full_error(run_dir, full)
-    state = "interrupted" if result.code in (EXIT_INTERRUPTED, EXIT_TERMINATED) else "failed"
+    state = "interrupted" if result.code in STOPPED_CODES else "failed"
     meta = read_meta(run_dir)
-    if meta is not None and meta.state in ("running", None):
+    if meta is None and error:  # rank 0 never wrote one (a rank died at the rendezvous)
+        _unless_disk_full(lambda: write_launcher_meta(job, state, error), run_dir / META_FILE, full)
+    elif meta is not None and meta.state in ("running", None):
         final = {"state": state, "finished_utc": utc_now(), "error": error}
         _unless_disk_full(lambda: update_meta(run_dir, **final), run_dir / META_FILE, full)
     elif meta is not None:
@@ -155,6 +209,31 @@ def finalize(job: Job, result: LaunchResult) -> LaunchResult:
         error = _disk_full_error(run_dir, full)
     kept = f"{len(rows)} finished row(s) kept in {run_dir / ROWS_FILE}"
     return LaunchResult(result.code, f"{error}; {kept}")
+
+
+def write_launcher_meta(job: Job, state: str, error: str) -> None:
+    """meta.json for a run whose rank 0 never wrote one: the job as planned, its final state
+    and why. Created only where none exists (a rank 0 starting late writes over it)."""
+    meta = RunMeta(
+        run_id=job.run_id,
+        state=state,
+        finished_utc=utc_now(),
+        command_line=job.command_line,
+        launcher=job.launcher,
+        backend=job.spec.backend,
+        world_size=job.nproc or None,
+        spec=job.spec.to_dict(),
+        topology=job.spec.topology,
+        extra={"error": error, "written_by": "launcher (rank 0 never wrote meta.json)"},
+    )
+    path = Path(job.run_dir) / META_FILE
+    tmp = path.with_name(f"{META_FILE}.tmp{os.getpid()}-launcher")
+    try:
+        write_json_atomic(tmp, meta.to_dict())
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)  # never over a meta.json rank 0 wrote meanwhile
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _disk_full_error(run_dir: Path, full: list[Path]) -> str:
@@ -230,7 +309,26 @@ class Monitor:
                 return False
             self.sink.start(meta)
             self._meta_seen = True
+            self._record_side_files(meta)
         return True
+
+    def _record_side_files(self, meta: RunMeta) -> None:
+        """Name the sink's --csv / -J files in the run (store/side_files.py), so that
+        `collbench finalize` can complete them should this process die before the ranks."""
+        csv_path, json_path = getattr(self.sink, "side_files", lambda: (None, None))()
+        if csv_path is None and json_path is None:
+            return
+        collectives = tuple((meta.spec or {}).get("collectives") or ())
+        record = SideFiles.of_launcher(csv_path, json_path, collectives)
+        with contextlib.suppress(OSError):  # a full disk: the files are written anyway
+            record.save(self.job.run_dir)
+
+    def side_files_done(self) -> None:
+        """The sink has written every row to its side files and closed them."""
+        record = read_side_files(self.job.run_dir)
+        if record is not None and record.pid == os.getpid() and not record.complete:
+            with contextlib.suppress(OSError):
+                record.completed().save(self.job.run_dir)
 
     def _settle(self) -> list[int | None]:
         deadline = time.time() + SETTLE_S

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +32,11 @@ from collbench.store.rundir import (
     write_parquet,
 )
 from collbench.store.sink import RowSink
+
+# Held by rank 0 while it appends a row or finishes the run, and by the thread that finishes
+# a run whose launcher vanished (bench/worker.py): that thread's rows.parquet is then the
+# whole of rows.jsonl, and its `orphaned` never lands over a `completed`.
+WRITE_LOCK = threading.Lock()
 
 
 class RankLog:
@@ -96,19 +102,21 @@ class Session:
                 "(warm-up, timed iterations, check)"
             )
             if writer is not None:
-                writer.append(row)
+                with WRITE_LOCK:
+                    writer.append(row)
                 if self.sink is not None:
                     self.sink.row(row)
         if writer is not None:
-            writer.close()
-            write_parquet(self.job.run_dir)
-            update_meta(
-                self.job.run_dir,
-                state="completed",
-                finished_utc=utc_now(),
-                rows=len(spec.steps()),
-                n_wrong_total=total_wrong,
-            )
+            with WRITE_LOCK:
+                writer.close()
+                write_parquet(self.job.run_dir)
+                update_meta(
+                    self.job.run_dir,
+                    state="completed",
+                    finished_utc=utc_now(),
+                    rows=len(spec.steps()),
+                    n_wrong_total=total_wrong,
+                )
         return total_wrong
 
     def _start(

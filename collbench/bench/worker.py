@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 from collbench.bench.distributed import finalize_mpi, init_distributed, teardown
 from collbench.bench.rank_env import RunEnv
-from collbench.bench.session import RankLog, Session
+from collbench.bench.session import WRITE_LOCK, RankLog, Session
 from collbench.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -29,7 +28,7 @@ from collbench.core.knobs import apply_knobs
 from collbench.store.job import Job
 from collbench.store.rank_status import STATUS_DIR_VAR, RankStatus
 from collbench.store.rows import utc_now
-from collbench.store.rundir import META_FILE, is_disk_full, update_meta, write_parquet
+from collbench.store.rundir import META_FILE, is_disk_full, read_meta, update_meta, write_parquet
 from collbench.store.sink import RowSink
 
 # When a launcher watches the ranks, it decides about hangs first (and names the rank);
@@ -104,7 +103,8 @@ def _finish(job: Job, state: str, message: str, last: bool = False) -> None:
     (the other thread must not start a write that the exit would cut in half)."""
     _FINISH_LOCK.acquire()
     try:
-        if (Path(job.run_dir) / META_FILE).exists():
+        meta = read_meta(job.run_dir)
+        if (Path(job.run_dir) / META_FILE).exists() and not (meta and meta.state == "completed"):
             write_parquet(job.run_dir)
             update_meta(job.run_dir, state=state, finished_utc=utc_now(), error=message)
     except Exception:  # noqa: BLE001, S110 - a full disk: the launching collbench retries
@@ -114,7 +114,7 @@ def _finish(job: Job, state: str, message: str, last: bool = False) -> None:
             _FINISH_LOCK.release()
 
 
-_FINISH_LOCK = threading.Lock()
+_FINISH_LOCK = WRITE_LOCK  # also held while rank 0 appends a row (bench/session.py)
 
 
 def _describe_error(error: Exception, job: Job, env: RunEnv) -> str:

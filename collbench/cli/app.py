@@ -122,9 +122,10 @@ def _status(values: dict[str, Any]) -> None:
 
 
 def _finalize(values: dict[str, Any]) -> None:
+    from collbench.render.side_files import complete_side_files
     from collbench.run.finalize import finalize_run
 
-    print(finalize_run(values["run"]), flush=True)
+    print(finalize_run(values["run"], complete_side_files), flush=True)
 
 
 def _wait(values: dict[str, Any]) -> None:
@@ -134,12 +135,12 @@ def _wait(values: dict[str, Any]) -> None:
     output = "quiet" if values["quiet"] else "json" if values["json_rows"] else "table"
     make_sink = SinkMaker(sink_factory(output), Exports.given(values, _planned(run)))
     result = wait_for_run(run, make_sink)
-    make_sink.done(result.error, output == "table")
+    failed = make_sink.done(result.error, output == "table")
     if result.error:
         print_error(result.error)
     elif output == "table":
         print(f"# Results: {run}", flush=True)
-    raise typer.Exit(result.code)
+    raise typer.Exit(result.code or failed)
 
 
 app.command("status")(

@@ -9,6 +9,7 @@ EXIT_WRONG_DATA = 3
 EXIT_SLOWER = 4  # compare --fail-if-slower found a regression
 EXIT_FLAGGED = 5  # doctor flagged a node, rail, link or rank
 EXIT_UNJUDGED = 6  # doctor measured but could judge nothing (not healthy, not flagged)
+EXIT_HANGUP = 129  # SIGHUP: the terminal or connection closed (128 + 1)
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 

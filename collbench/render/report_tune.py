@@ -115,6 +115,13 @@ def _lead(source: TuneSource) -> list[str]:
         f"{source.baseline_label or 'unknown (no baseline setting)'}. "
         f"Size bands: {bands_legend()}."
     ]
+    interrupted = source.document.interrupted
+    if interrupted:
+        not_run = len(launch.not_run) if launch is not None else 0
+        lines.append(
+            f"This tune was interrupted ({interrupted}): the result is chosen from the "
+            f"settings that ran before it stopped; {not_run} setting(s) never started."
+        )
     env = source.document.env
     lines.append(f"best.env exports {env.setting or 'baseline'}: {env.why or '-'}.")
     lines += [f"Not followed by best.env: {line}" for line in env.conflicts]

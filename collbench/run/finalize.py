@@ -2,14 +2,20 @@
 
 A run whose launcher and ranks were all killed at once (SIGKILL, a lost node) stays `running`
 in meta.json for ever; `collbench status` shows it as dead, and this command finishes it.
+It also completes the run's --csv / -J files from rows.jsonl when the collbench writing them
+was killed while its ranks went on (a run final or not): `complete_side_files`, given by the
+command line (the writer is the renderer's), rewrites them (render/side_files.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from collbench.core.errors import SpecError
 from collbench.store.gemm_rows import GEMM_FILE, count_gemm_rows
+from collbench.store.job import JOB_FILE, Job
 from collbench.store.rank_status import live_ranks, read_statuses
 from collbench.store.rows import utc_now
 from collbench.store.rundir import (
@@ -27,16 +33,23 @@ from collbench.store.rundir import (
 FINAL_STATES = ("completed", "failed", "interrupted", "orphaned")
 
 
-def finalize_run(run: Path) -> str:
-    """Write rows.parquet and the final state of a run left `running` with no live process;
-    returns what was done, in one line. SpecError for a run that is final or still alive."""
+def finalize_run(run: Path, complete_side_files: Callable[[Path], Any] | None = None) -> str:
+    """Write rows.parquet and the final state of a run left `running` with no live process,
+    and complete its side files (`complete_side_files(run)`: what it did, falsy for nothing,
+    `.describe()` in one clause); returns what was done, in one line. SpecError for a run
+    still alive, or final with nothing left to complete."""
     run = Path(run)
     meta = read_meta(run)
     if meta is None:
         raise SpecError(
             "RUN", str(run), f"has no readable {META_FILE}: not a run collbench can finalize"
         )
+    if (run / JOB_FILE).exists():
+        Job.load(run)  # a job.json that is not a job (a list, a FIFO): refused, nothing written
     if meta.state in FINAL_STATES:
+        completed = complete_side_files(run) if complete_side_files is not None else None
+        if completed:
+            return f"run {run}: already final (state {meta.state}); {completed.describe()}"
         raise SpecError("RUN", str(run), f"is already final (state {meta.state}); nothing to do")
     alive = live_ranks(run / "ranks")
     if alive:
@@ -59,7 +72,9 @@ def finalize_run(run: Path) -> str:
     )
     update_meta(run, state=state, finished_utc=utc_now(), error=error)
     remove_temp_files(run)
+    completed = complete_side_files(run) if complete_side_files is not None else None
+    side = f"; {completed.describe()}" if completed else ""
     if not rows and (run / GEMM_FILE).exists():  # a collbench gemm run
         return f"run {run}: state {state}; {count_gemm_rows(run)} row(s) kept in {GEMM_FILE}"
     kept = f"{ROWS_FILE} and {PARQUET_FILE}" if rows else ROWS_FILE
-    return f"run {run}: state {state}; {len(rows)} row(s) kept in {kept}"
+    return f"run {run}: state {state}; {len(rows)} row(s) kept in {kept}{side}"

@@ -25,6 +25,11 @@ algorithm/protocol pair); analysis/tune/search.py decides, this module measures.
 probe rounds measure each setting once; full sweeps are repeated. Coordinate descent
 interleaves the repeats of each batch of settings it proposes (the baseline with the first).
 
+Ctrl-C, SIGTERM or SIGHUP (or a full disk: exit 1) ends the tune, not only the sweep running: the settings measured so
+far are chosen from as usual, tune.json says `interrupted` (its not_run lists the settings of
+the round under way that never started) and the exit code is the signal's (130, 143, 129).
+A second signal waits for that result to be written.
+
 On NCCL/RCCL a short extra pass per setting runs with NCCL's debug output on
 (choices.jsonl: the algorithm, protocol and channels NCCL used). It is separate because
 NCCL prints a line per collective call, which would slow the timed iterations it reports on.
@@ -35,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -66,17 +72,20 @@ from collbench.core.tune_grid import (
     conf_file_warnings,
     setting_env,
 )
+from collbench.launchers.supervise import STOPPED_CODES, Stopped, StopSignals
 from collbench.run.sweep import RunOptions, run_sweep
 from collbench.run.tune_choices import choices_env, collect_choices
 from collbench.run.tune_from import (
     DRIVER_FOLDER,
     TuneFromResult,
+    check_channels,
     check_out,
     tuner_conf_text,
     write_result,
 )
 from collbench.store.load import load_run
 from collbench.store.rows import SWEEP
+from collbench.store.rundir import META_FILE
 from collbench.store.sink import SinkFactory
 from collbench.store.tune_result import (
     CHOICES_FILE,
@@ -108,6 +117,11 @@ class TuneRequest:
     out: Path | None = None  # required, except by --verify (DIR/verify-<time>)
 
 
+# Most settings a tune may measure (--max-settings): each is a whole sweep in fresh ranks,
+# so 10,000 is already weeks; more is a typo (1e20), not a plan.
+MAX_SETTINGS = 10_000
+
+
 @dataclass(frozen=True)
 class TunePlan:
     """What `collbench tune --knob ...` searches and how."""
@@ -132,16 +146,16 @@ class TunePlan:
         if self.budget_s is not None and not self.budget_s > 0:
             raise SpecError("--budget", self.budget_s, "must be more than 0 seconds")
         check_channels(self.channels)
+        if isinstance(self.max_settings, bool) or not (
+            isinstance(self.max_settings, int) and 1 <= self.max_settings <= MAX_SETTINGS
+        ):
+            raise SpecError(
+                "--max-settings", self.max_settings, f"must be from 1 to {MAX_SETTINGS:,}"
+            )
         if isinstance(self.repeats, bool) or not (
             isinstance(self.repeats, int) and 1 <= self.repeats <= MAX_TUNE_REPEATS
         ):
             raise SpecError("--repeats", self.repeats, f"must be from 1 to {MAX_TUNE_REPEATS}")
-
-
-def check_channels(channels: int | None) -> None:
-    """--channels: a count, or 0 for NCCL's own (None: not given)."""
-    if channels is not None and channels < 0:
-        raise SpecError("--channels", channels, "must be a count, or 0 for NCCL's own")
 
 
 def parse_ranges(text: str, flag: str = "--ranges") -> str:
@@ -213,6 +227,10 @@ class _Tuner:
         self.not_run: list[dict[str, Any]] = []
         self.rounds = 0  # sweeps launched: each gets its own rendezvous port
         self.warned = False
+        # (exit code, how) once a stop signal ended the tune; the settings of the round
+        # under way (those never started are listed as not run)
+        self.stopped: tuple[int, str] | None = None
+        self.round: Sequence[Setting] = ()
 
     # -- one sweep of one setting ---------------------------------------------------------
 
@@ -237,9 +255,17 @@ class _Tuner:
             try:
                 result, _ = run_sweep(spec, options, self.command_line, self.make_sink)
                 error = result.error or (f"exit code {result.code}" if result.code else None)
+                if result.code in STOPPED_CODES:
+                    self.stopped = (result.code, str(result.error).split(";")[0])
+                elif (error or "").startswith("disk full"):  # every later setting would fail
+                    self.stopped = (EXIT_RUN_FAILED, str(error).split(";")[0])
             except CollbenchError as caught:
                 error = str(caught)
         rows = ()
+        if run_dir.is_dir() and not (run_dir / META_FILE).exists():
+            # Not even the launcher could write meta.json (a full disk): no half-made
+            # setting directory is left for tune.json to point at.
+            shutil.rmtree(run_dir, ignore_errors=True)
         if run_dir.is_dir():
             with contextlib.suppress(CollbenchError):
                 rows = tuple(load_run(run_dir).rows_of(SWEEP))
@@ -284,7 +310,8 @@ class _Tuner:
             item.probes.append(relative)
             item.rows, item.error = rows, error
         else:
-            item.run_dirs.append(relative)
+            if (self.out / relative).is_dir():  # gone: a full disk kept nothing of it
+                item.run_dirs.append(relative)
             # this tune's repeat K holds the sweep's own repeats (one, as tune runs it) at K
             pooled = as_repeats(rows, repeat * spec.repeats)
             item.rows = tuple(pooled) if repeat == 0 else (*item.rows, *pooled)
@@ -301,7 +328,22 @@ class _Tuner:
         label = f"{stage} " if stage else ""
         which = f" (repeat {repeat + 1}/{self.plan.repeats})" if several else ""
         self.say(f"tune: {label}setting {position}{which} {setting.label}: {status} ({took:.1f} s)")
+        if self.stopped is not None:
+            raise _TuneStopped()
         return item
+
+    def stop(self, stopped: Stopped | None) -> None:
+        """The tune was cut short (`stopped`: by a signal outside any sweep): the settings
+        of the round under way that never started are recorded as not run."""
+        if self.stopped is None and stopped is not None:
+            self.stopped = (stopped.code, stopped.message)
+        how = self.stopped[1] if self.stopped else "interrupted"
+        for setting in self.round:
+            item = self.measured.get(setting)
+            if item is not None and not (item.run_dirs or item.probes or item.error):
+                item.error = f"{how} before it ran"
+            elif item is None:
+                self.skip(setting, f"the tune was {how.split(' ')[0]} before it ran")
 
     def record_choices(self, setting: Setting) -> None:
         """NCCL/RCCL: a short pass with NCCL's debug output on; its lines into choices.jsonl."""
@@ -353,6 +395,7 @@ class _Tuner:
         interleaved (A B C A B C ...; a setting that failed is not repeated), a probe round
         once. False where --budget ran out (and what did not run is recorded)."""
         repeats = 1 if stage else self.plan.repeats
+        self.round = settings
         for repeat in range(repeats):
             for number, setting in enumerate(settings, start=1):
                 item = self.measured.get(setting)
@@ -459,6 +502,7 @@ def run_tune(
     """Measure the settings and write the result into plan.out; (result, exit code). On a
     torchrun node other than 0, nothing is written: (None, code)."""
     build_grid(plan.axes, plan.max_settings, exhaustive=plan.search == "grid")  # refuse early
+    check_channels(plan.channels, spec.backend)
     _check_nodes_agree(plan, options)
     writes = _writes_result(options)
     if writes:
@@ -468,7 +512,22 @@ def run_tune(
     warnings = [*warnings, *_conf_warnings(plan, tuner.base_env)]
     for warning in warnings:
         say(f"collbench: warning: {warning}")
-    getattr(tuner, plan.search)()
+    with StopSignals() as stops:
+        try:
+            getattr(tuner, plan.search)()
+        except _TuneStopped:  # the sweep's launcher caught the signal
+            stops.stopped = True  # so a second one stays ignored to the exit
+            tuner.stop(None)
+        except Stopped as stopped:
+            tuner.stop(stopped)
+        finally:
+            stops.shield()  # a second Ctrl-C waits for tune.json
+        return _finish(tuner, writes, warnings)
+
+
+def _finish(tuner: _Tuner, writes: bool, warnings: list[str]) -> tuple[TuneFromResult | None, int]:
+    """The exit code and, where this node writes it, the result of the settings measured."""
+    say = tuner.say
     items = sorted(tuner.measured.values(), key=lambda item: item.index)
     baseline = next((item for item in items if item.setting.is_baseline), None)
     ok = [item for item in items if item.error is None and item.rows]
@@ -477,6 +536,13 @@ def run_tune(
         say(f"tune: the baseline failed, so no gain can be measured: {baseline.error}")
     elif not ok:
         say("tune: every setting failed")
+    if tuner.stopped is not None:
+        code = tuner.stopped[0]
+        ran = sum(1 for item in items if item.run_dirs)
+        say(
+            f"tune: {tuner.stopped[1]}: {ran} setting(s) ran a full sweep; the result is "
+            "chosen from them and tune.json says interrupted"
+        )
     if not writes:
         say(f"tune: this node walked {len(items)} settings; node 0 writes the result")
         return None, code
@@ -514,12 +580,17 @@ def _result(tuner: _Tuner, items: list[_Measured], warnings: list[str]) -> TuneF
         launch=launch,
         tuner_conf=TunerConfStatus(conf is not None, reason, tuple(notes)),
         warnings=tuple(warnings),
+        interrupted=tuner.stopped[1] if tuner.stopped is not None else None,
     )
     written = write_result(plan.out, document, render_best_env(env_choice(best)), conf)
     choices = Path(plan.out) / CHOICES_FILE
     if choices.exists():
         written.append(choices)
     return TuneFromResult(Path(plan.out), best, document, written, warnings, notes)
+
+
+class _TuneStopped(Exception):
+    """A sweep of the tune was stopped by a signal (the tune's _Tuner.stopped says which)."""
 
 
 def _check_nodes_agree(plan: TunePlan, options: RunOptions) -> None:

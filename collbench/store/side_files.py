@@ -1,0 +1,97 @@
+"""exports.json: which `--csv` / `-J` files a run's launching collbench writes its rows to.
+
+The launching process writes those files as rows arrive (render/export.py's ExportSink); the
+ranks write rows.jsonl. When the launcher is killed (SIGKILL, a lost ssh session) the ranks
+may go on measuring, and the side files stop short of rows.jsonl. The record lets
+`collbench finalize RUN` rewrite them whole from rows.jsonl: it names the files (absolute
+paths), the collectives the -J files are named after, the launcher's pid and host (no
+completion while it is alive), and `complete` once the launcher closed them itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from collbench.store.rank_status import is_alive
+from collbench.store.rundir import write_json_atomic
+
+SIDE_FILES = "exports.json"
+
+
+@dataclass(frozen=True)
+class SideFiles:
+    """The --csv and -J files of one run, as its launcher recorded them."""
+
+    csv: str | None = None
+    nccl_json: str | None = None  # the -J FILE as given (render.export.json_paths names each)
+    collectives: tuple[str, ...] = ()
+    pid: int | None = None  # the launching collbench
+    host: str | None = None
+    complete: bool = False  # the launcher wrote every row to them and closed them
+
+    @classmethod
+    def of_launcher(
+        cls, csv: Path | None, nccl_json: Path | None, collectives: tuple[str, ...]
+    ) -> SideFiles:
+        """This process's record of the files it is about to write."""
+        return cls(
+            csv=None if csv is None else str(Path(csv).absolute()),
+            nccl_json=None if nccl_json is None else str(Path(nccl_json).absolute()),
+            collectives=tuple(collectives),
+            pid=os.getpid(),
+            host=socket.gethostname(),
+        )
+
+    def writer_alive(self) -> bool:
+        """Is the launching collbench that writes them still there?"""
+        if self.pid is None or self.pid == os.getpid():
+            return False
+        return is_alive({"pid": self.pid, "host": self.host, "heartbeat": 0})
+
+    def completed(self) -> SideFiles:
+        return replace(self, complete=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "csv": self.csv,
+            "nccl_json": self.nccl_json,
+            "collectives": list(self.collectives),
+            "pid": self.pid,
+            "host": self.host,
+            "complete": self.complete,
+        }
+
+    def save(self, run_dir: Path) -> None:
+        write_json_atomic(Path(run_dir) / SIDE_FILES, self.to_dict())
+
+
+def read_side_files(run_dir: Path) -> SideFiles | None:
+    """A run's record (None: none, or one that is not a record: nothing to complete)."""
+    try:
+        data = json.loads((Path(run_dir) / SIDE_FILES).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    paths = [data.get("csv"), data.get("nccl_json")]
+    collectives = data.get("collectives") or []
+    if (
+        not isinstance(collectives, list)
+        or not all(path is None or isinstance(path, str) for path in paths)
+        or not all(isinstance(name, str) for name in collectives)
+    ):
+        return None
+    pid = data.get("pid")
+    return SideFiles(
+        csv=paths[0],
+        nccl_json=paths[1],
+        collectives=tuple(collectives),
+        pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+        host=data.get("host") if isinstance(data.get("host"), str) else None,
+        complete=data.get("complete") is True,
+    )
