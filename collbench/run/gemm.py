@@ -22,6 +22,7 @@ from collbench.core.errors import SpecError
 from collbench.store.gemm_rows import GEMM_FILE, GemmRow, append_gemm_row
 from collbench.store.meta import RunMeta
 from collbench.store.outputs import OutputError, check_output_dir, path_error
+from collbench.store.rank_status import process_token
 from collbench.store.rows import utc_now
 from collbench.store.rundir import (
     META_FILE,
@@ -268,6 +269,10 @@ def _meta(job: GemmJob, bench: GemmBench, run_id: str, state: str, started: str)
                 "warmup": job.warmup,
                 "iters": job.iters,
                 "shapes": [gemm.shape for gemm in job.gemms],
+                # The one process measuring, so `status` can tell a killed run from a live one.
+                "pid": os.getpid(),
+                "pid_token": process_token(os.getpid()),
+                "host": socket.gethostname(),
             },
         },
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from collbench.store.gemm_rows import GEMM_FILE, count_gemm_rows
 from collbench.store.job import JOB_FILE, Job
 from collbench.store.load import load_run
 from collbench.store.meta import RunMeta
-from collbench.store.rank_status import live_ranks, read_statuses
+from collbench.store.rank_status import live_ranks, pid_alive, read_statuses
 from collbench.store.rundir import META_FILE, read_meta
 from collbench.store.sink import SinkFactory
 
@@ -90,11 +91,25 @@ def _describe_gemm_run(run: Path, meta: RunMeta) -> str:
     state = "unknown (no meta.json)" if meta.state is None else meta.state
     state = (meta.state is not None and _unknown_state(meta.state)) or state
     if state == "running":
-        state += f" (if its process was killed: `collbench finalize {run}`)"
+        state = _gemm_running(run, gemm)
     return (
         f"run {run}: collbench gemm{where}{dtype}\n"
         f"shapes: {count_gemm_rows(Path(run))}{planned} in {GEMM_FILE}; state: {state}"
     )
+
+
+def _gemm_running(run: Path, gemm: dict) -> str:
+    """A gemm run meta.json calls running: dead when its process (recorded with its start
+    token) is gone from this host; on another host, or recorded before gemm kept its pid,
+    running with what to do if it was killed."""
+    if gemm.get("host") == socket.gethostname() and "pid" in gemm:
+        if not pid_alive(gemm.get("pid"), gemm.get("pid_token")):
+            return (
+                "dead (meta.json says running, but its process is gone; "
+                f"run `collbench finalize {run}`)"
+            )
+        return "running"
+    return f"running (if its process was killed: `collbench finalize {run}`)"
 
 
 def _slurm_end(state: str | None) -> str | None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -102,8 +103,15 @@ def test_status_and_finalize_read_a_gemm_run(gemm_run, tmp_path):
     killed.mkdir()
     (killed / GEMM_FILE).write_text((out / GEMM_FILE).read_text())
     meta = json.loads((out / "meta.json").read_text())
+    # the run measured in this process, which is alive: running
     (killed / "meta.json").write_text(json.dumps({**meta, "state": "running"}))
-    assert "collbench finalize" in collbench("status", str(killed)).stdout
+    assert collbench("status", str(killed)).stdout.rstrip().endswith("state: running")
+    gone = subprocess.Popen(["true"])  # a process that has ended (and been reaped)
+    gone.wait()
+    meta["gemm"]["pid"] = gone.pid
+    (killed / "meta.json").write_text(json.dumps({**meta, "state": "running"}))
+    said = collbench("status", str(killed)).stdout
+    assert "state: dead" in said and f"collbench finalize {killed}" in said
     done = collbench("finalize", str(killed))
     assert done.returncode == 0, done.stderr
     assert f"state orphaned; {shapes} row(s) kept in gemm.jsonl" in done.stdout
