@@ -10,14 +10,15 @@ completion while it is alive), and `complete` once the launcher closed them itse
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from collbench.store.rank_status import is_alive
+from collbench.core.errors import SpecError
+from collbench.store.rank_status import is_alive, process_token
+from collbench.store.reading import read_json_file
 from collbench.store.rundir import write_json_atomic
 
 SIDE_FILES = "exports.json"
@@ -31,6 +32,7 @@ class SideFiles:
     nccl_json: str | None = None  # the -J FILE as given (render.export.json_paths names each)
     collectives: tuple[str, ...] = ()
     pid: int | None = None  # the launching collbench
+    pid_token: str | None = None  # its start token (rank_status.process_token): not a reused pid
     host: str | None = None
     complete: bool = False  # the launcher wrote every row to them and closed them
 
@@ -44,6 +46,7 @@ class SideFiles:
             nccl_json=None if nccl_json is None else str(Path(nccl_json).absolute()),
             collectives=tuple(collectives),
             pid=os.getpid(),
+            pid_token=process_token(os.getpid()),
             host=socket.gethostname(),
         )
 
@@ -51,7 +54,8 @@ class SideFiles:
         """Is the launching collbench that writes them still there?"""
         if self.pid is None or self.pid == os.getpid():
             return False
-        return is_alive({"pid": self.pid, "host": self.host, "heartbeat": 0})
+        status = {"pid": self.pid, "pid_token": self.pid_token, "host": self.host}
+        return is_alive({**status, "heartbeat": 0})
 
     def completed(self) -> SideFiles:
         return replace(self, complete=True)
@@ -62,6 +66,7 @@ class SideFiles:
             "nccl_json": self.nccl_json,
             "collectives": list(self.collectives),
             "pid": self.pid,
+            "pid_token": self.pid_token,
             "host": self.host,
             "complete": self.complete,
         }
@@ -73,8 +78,8 @@ class SideFiles:
 def read_side_files(run_dir: Path) -> SideFiles | None:
     """A run's record (None: none, or one that is not a record: nothing to complete)."""
     try:
-        data = json.loads((Path(run_dir) / SIDE_FILES).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json_file(Path(run_dir) / SIDE_FILES, SIDE_FILES)
+    except SpecError:  # not a record collbench could have written: nothing to complete
         return None
     if not isinstance(data, dict):
         return None
@@ -92,6 +97,7 @@ def read_side_files(run_dir: Path) -> SideFiles | None:
         nccl_json=paths[1],
         collectives=tuple(collectives),
         pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+        pid_token=data.get("pid_token") if isinstance(data.get("pid_token"), str) else None,
         host=data.get("host") if isinstance(data.get("host"), str) else None,
         complete=data.get("complete") is True,
     )
