@@ -17,6 +17,7 @@ from collbench.store.meta import RunMeta
 from collbench.store.rank_status import live_ranks, pid_alive, read_statuses
 from collbench.store.rundir import META_FILE, read_meta
 from collbench.store.sink import SinkFactory
+from collbench.store.tune_result import is_tune_dir, load_tune_result
 
 
 def _load_job(run: Path) -> Job:
@@ -29,6 +30,9 @@ def describe_run(run: Path) -> str:
     """A few lines: launcher, Slurm job state, rows measured of rows planned, the run's state."""
     from collbench.launchers.slurm import job_state, read_slurm_record
 
+    tune = _describe_tune_dir(Path(run))
+    if tune is not None:
+        return tune
     loaded = load_run(run)
     meta, rows = loaded.meta, loaded.rows
     if not rows and (Path(run) / GEMM_FILE).exists() and not (Path(run) / JOB_FILE).is_file():
@@ -96,6 +100,36 @@ def _describe_gemm_run(run: Path, meta: RunMeta) -> str:
         f"run {run}: collbench gemm{where}{dtype}\n"
         f"shapes: {count_gemm_rows(Path(run))}{planned} in {GEMM_FILE}; state: {state}"
     )
+
+
+def _describe_tune_dir(tune: Path) -> str | None:
+    """A `collbench tune` directory (its settings/ and probes/ hold one run directory per
+    setting and repeat; tune.json once it has chosen): each setting run's rows and state, dead
+    ones included, and how the tune ended. None: not a tune's directory."""
+    setting_runs = sorted(
+        path.parent
+        for folder in ("settings", "probes")
+        for path in (tune / folder).glob(f"*/{JOB_FILE}")
+    )
+    chosen = is_tune_dir(tune)
+    if not setting_runs and not chosen:
+        return None
+    lines = [f"tune {tune}: {len(setting_runs)} setting run(s)"]
+    for run in setting_runs:
+        meta = read_meta(run)
+        state = "starting (no meta.json yet)" if meta is None else _state(run, meta.state)
+        rows = len(load_run(run).rows) if meta is not None else 0
+        lines.append(f"  {run.relative_to(tune)}: {rows} row(s); state: {state}")
+    if chosen:
+        result = load_tune_result(tune, "RUN")
+        ended = f"interrupted: {result.interrupted}" if result.interrupted else "completed"
+        lines.append(f"tune.json: {len(result.settings)} setting(s); {ended}")
+    else:
+        lines.append(
+            "no tune.json: the tune is still running, or it was killed before it could choose "
+            "(its finished setting runs are kept; `collbench tune --from` can choose from them)"
+        )
+    return "\n".join(lines)
 
 
 def _gemm_running(run: Path, gemm: dict) -> str:
