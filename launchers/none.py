@@ -61,7 +61,9 @@ class NoneLauncher:
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         from collbench.bench.distributed import resolve_backend
-        from collbench.bench.worker import run_rank
+        from collbench.bench.worker import reset_stop_signals, run_rank
+
+        reset_stop_signals()
 
         env = RunEnv.detect(choice=job.rank_env)
         _redirect_output(env.rank)

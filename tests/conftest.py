@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from tests.helpers import SHARED_DATA, SHARED_DATA_ABSENT
@@ -28,3 +30,21 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             yellow=True,
             bold=True,
         )
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def _stop_signals_given_back():
+    """Every test leaves SIGINT, SIGTERM and SIGHUP as it found them: a handler left ignored
+    would be inherited by every process a later test starts (its ranks would ignore their
+    launcher's SIGTERM)."""
+    saved = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
+    yield
+    changed = [
+        signum.name for signum, handler in saved.items() if signal.getsignal(signum) != handler
+    ]
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+    assert not changed, f"the test left {', '.join(changed)} changed"

@@ -8,7 +8,9 @@ the torch rank environment), or called in-process by `--launcher none`.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,18 @@ WATCHED_GRACE_S = 30.0
 class RankOutcome:
     code: int
     error: str | None = None
+
+
+def reset_stop_signals() -> None:
+    """A rank ends on its launcher's SIGTERM (and SIGHUP) and on Ctrl-C whatever it
+    inherited: a signal ignored where the launcher started (nohup, a CI runner, a launcher
+    that had begun stopping) stays ignored across exec, and a rank ignoring SIGTERM would go on
+    measuring, and mark a stopped run completed."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
@@ -157,6 +171,7 @@ def _first_line(error: BaseException) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of a rank process started by a launcher."""
     argv = sys.argv[1:] if argv is None else argv
+    reset_stop_signals()
     job = Job.load(Path(argv[0]))
     outcome = run_rank(job, RunEnv.detect(choice=job.rank_env))
     sys.stdout.flush()

@@ -109,6 +109,36 @@ def test_sighup_stops_the_run_like_sigterm(tmp_path):
 
 
 @pytest.mark.slow
+def test_ranks_stop_even_when_started_with_sigterm_ignored(tmp_path):
+    """nohup, a CI runner or a stopping launcher may hand collbench SIGTERM/SIGHUP ignored,
+    which exec keeps: the ranks must still end on their launcher's SIGTERM, not measure on
+    and call the run completed."""
+    import subprocess
+    import sys
+
+    def ignore_stops():
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
+
+    out = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "collbench", "sweep", *LONG_SWEEP, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ignore_stops,
+    )
+    wait_for_rows(out, 3)
+    pids = [rank_pid(out, rank) for rank in range(2)]
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == EXIT_INTERRUPTED, stderr
+    _final_with_parquet(out, "interrupted")
+    assert len(rows_of(out)) < 52  # stopped, not run to its end
+    assert not any(_alive(pid) for pid in pids)
+
+
+@pytest.mark.slow
 def test_a_rank_killed_at_the_rendezvous_leaves_a_failed_meta(tmp_path):
     out = tmp_path / "run"
     # rank 1 is killed as soon as its status file exists: before the group is up
@@ -134,7 +164,9 @@ def test_a_rank_killed_at_the_rendezvous_leaves_a_failed_meta(tmp_path):
 def test_the_first_stop_signal_raises_and_the_next_are_ignored():
     cases = [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
     for signum, code in cases:
-        before = signal.getsignal(signum)
+        # a stop leaves all three ignored (the process is on its way out): put them back
+        saved = {other: signal.getsignal(other) for other, _ in cases}
+        before = saved[signum]
         with pytest.raises(Stopped) as raised, StopSignals() as stops:
             os.kill(os.getpid(), signum)
             time.sleep(1)  # the handler runs before this ends
@@ -147,6 +179,8 @@ def test_the_first_stop_signal_raises_and_the_next_are_ignored():
             os.kill(os.getpid(), signum)
             time.sleep(0.1)
         assert stops.ignored == [signum] and signal.getsignal(signum) == before
+        for other, handler in saved.items():
+            signal.signal(other, handler)
 
 
 def test_the_launcher_writes_meta_only_where_rank_0_wrote_none(tmp_path):
