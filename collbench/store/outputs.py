@@ -162,7 +162,7 @@ def write_output_with(flag: str, path: Path | str, write: Callable[[Path], objec
     tmp = target.parent / f".collbench-{secrets.token_hex(4)}.tmp"
     try:
         write(tmp)
-        _fsync(tmp, os.O_RDONLY)
+        fsync_path(tmp, os.O_RDONLY)
         os.replace(tmp, target)
     except OSError as error:
         tmp.unlink(missing_ok=True)
@@ -171,7 +171,7 @@ def write_output_with(flag: str, path: Path | str, write: Callable[[Path], objec
         tmp.unlink(missing_ok=True)
         raise
     try:
-        _fsync(target.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        fsync_path(target.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:  # the file is whole; its folder's entry is the system's to sync
         pass
     return Path(path)
@@ -311,7 +311,8 @@ def _probe(flag: str, path: Path, folder: Path, run_dir: bool = False) -> None:
             pass
 
 
-def _fsync(path: Path, flags: int) -> None:
+def fsync_path(path: Path, flags: int) -> None:
+    """fsync a file (O_RDONLY) or a directory (O_DIRECTORY): data, then the name, on disk."""
     fd = os.open(path, flags)
     try:
         os.fsync(fd)

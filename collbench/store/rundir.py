@@ -7,7 +7,6 @@ run-level provenance.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import secrets
@@ -19,7 +18,13 @@ from typing import Any
 
 from collbench.core.errors import SpecError
 from collbench.store.meta import RunMeta
-from collbench.store.outputs import CLAIM_MARKER, check_output_dir, is_disk_full, path_error
+from collbench.store.outputs import (
+    CLAIM_MARKER,
+    check_output_dir,
+    fsync_path,
+    is_disk_full,
+    path_error,
+)
 from collbench.store.reading import json_lines, read_json_file
 from collbench.store.rows import (
     ALL_COLUMNS,
@@ -215,24 +220,13 @@ def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}-{threading.get_ident()}")
     try:
         write(tmp)
-        _fsync(tmp, os.O_RDONLY)  # the data is on disk before the name points at it
+        fsync_path(tmp, os.O_RDONLY)  # the data is on disk before the name points at it
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     # ... and so is the rename: a power loss cannot leave an empty or missing file.
-    _fsync(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-
-
-def _fsync(path: Path, flags: int) -> None:
-    fd = os.open(path, flags)
-    try:
-        os.fsync(fd)
-    except OSError as error:
-        if error.errno not in (errno.EINVAL, errno.EBADF):  # a file system without fsync
-            raise
-    finally:
-        os.close(fd)
+    fsync_path(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
 
 
 def remove_temp_files(run_dir: Path) -> None:
