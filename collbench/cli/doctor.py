@@ -16,7 +16,6 @@ from collbench.cli.measure import (
     RUN_OPTIONS,
     SWEEP_OPTIONS,
     _per_backend,
-    apply_knobs,
     command_line,
     exit_rank,
     print_error,
@@ -25,6 +24,7 @@ from collbench.cli.measure import (
 )
 from collbench.cli.options import FROM_OWNER, Option, given_fields
 from collbench.core.doctor import DEFAULT_DOCTOR_BYTES, DoctorSpec
+from collbench.core.knobs import apply_knobs
 from collbench.core.spec import SweepSpec
 from collbench.core.units import parse_size
 from collbench.store.doctor_report import DOCTOR_JSON

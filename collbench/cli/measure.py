@@ -26,6 +26,7 @@ from collbench.cli.options import DEFAULT_RUN_DIR_TEXT, FROM_OWNER, Option, give
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import SpecError
+from collbench.core.knobs import apply_knobs
 from collbench.core.overlap import (
     AUTO,
     COMPUTE_DTYPES,
@@ -412,14 +413,6 @@ def run_options(values: dict[str, Any]) -> RunOptions:
     given["print_only"] = given["print_only"] or bool(extra.get("print_sbatch"))
     output = "quiet" if quiet else "json" if json_rows else "table"
     return RunOptions(**given, output=output, extra=extra)
-
-
-def apply_knobs(knobs: tuple[tuple[str, str], ...]) -> None:
-    """Set the spec's knobs here: before anything starts the library, and for every process
-    a launcher starts from here (the ranks set them again from their argv)."""
-    from collbench.core.knobs import apply_knobs as apply
-
-    apply(knobs)
 
 
 def warn_knobs(knobs: tuple[tuple[str, str], ...], backend: str | None, names: bool = True) -> None:
