@@ -1,0 +1,97 @@
+"""Every collective one training step issues, as a list: which communicator (tp, pp, dp),
+the collective, its size per rank (nccl-tests' size), how many calls per step, the group
+it runs on (ranks, and the stride between them in accelerators) and whether the estimator
+lets it overlap compute.
+
+The list follows the estimator's step model (analysis/mfu/estimate.py, whose module says
+why each collective is there) call for call: pricing each entry with a `Pricer` and
+summing `count x time` gives the estimator's total per communicator (a unit test holds the
+two together). `collbench tune --workload` weighs each collective and size by it.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collbench.analysis.mfu.estimate import MIB, Pricer
+from collbench.analysis.mfu.workload import Workload
+
+# How the estimator treats a collective beside compute.
+EXPOSED = "exposed"  # on the critical path: nothing hides it
+TP_SHARE = "tp-overlap"  # on the critical path but for --tp-overlap's share
+BESIDE_COMPUTE = "beside compute"  # DP buckets beside a pass, all but one bucket
+
+
+@dataclass(frozen=True)
+class StepCollective:
+    """One collective at one size that a step issues `count` times."""
+
+    kind: str  # the communicator: "tp", "pp" or "dp"
+    collective: str
+    size_bytes: float  # per rank, as nccl-tests counts it
+    count: float  # calls per step
+    ranks: int  # the communicator's size
+    stride: int  # accelerators between neighbouring ranks of it
+    overlap: str  # EXPOSED, TP_SHARE or BESIDE_COMPUTE
+
+    def time_s(self, pricer: Pricer) -> float:
+        """Seconds per step spent in this collective at `pricer`'s prices."""
+        return self.count * pricer(self.collective, self.size_bytes, self.ranks, self.stride).time_s
+
+
+def step_collectives(workload: Workload) -> tuple[StepCollective, ...]:
+    """The collectives of one step: tp's, then pp's, then dp's."""
+    return (*_tp(workload), *_pp(workload), *_dp(workload))
+
+
+def _tp(workload: Workload) -> list[StepCollective]:
+    par, run = workload.parallelism, workload.training
+    if par.tp == 1:
+        return []
+    per_layer = 6 if run.recompute == "full" else 4
+    size = run.micro_batch * run.seq * workload.model.hidden * run.activation_bytes
+    count = per_layer * workload.layers_per_stage * workload.microbatches
+    names = ("all_gather", "reduce_scatter") if par.sequence_parallel else ("all_reduce",)
+    return [StepCollective("tp", name, size, count, par.tp, 1, TP_SHARE) for name in names]
+
+
+def _pp(workload: Workload) -> list[StepCollective]:
+    par, run = workload.parallelism, workload.training
+    if par.pp == 1:
+        return []
+    size = run.micro_batch * run.seq * workload.model.hidden * run.activation_bytes / par.tp
+    sends = 2 * workload.microbatches * par.virtual_stages
+    return [StepCollective("pp", "sendrecv", size, sends, 2, par.tp * par.dp, EXPOSED)]
+
+
+def _dp(workload: Workload) -> list[StepCollective]:
+    par, run = workload.parallelism, workload.training
+    if par.dp == 1:
+        return []
+    params = workload.model.n_params / (par.tp * par.pp)
+    m = workload.microbatches
+    reduce = "all_reduce" if par.zero == 0 else "reduce_scatter"
+    out = _buckets(workload, reduce, params * run.grad_bytes, m if par.zero >= 2 else 1)
+    if par.zero:
+        gathers = 2 * m if par.zero == 3 else 1
+        out += _buckets(workload, "all_gather", params * run.param_bytes, gathers)
+    return out
+
+
+def _buckets(
+    workload: Workload, collective: str, size_bytes: float, times: int
+) -> list[StepCollective]:
+    """`times` passes over `size_bytes`, each one collective or DDP's buckets of it."""
+    par = workload.parallelism
+    bucket = par.dp_bucket_mb * MIB
+    overlap = BESIDE_COMPUTE if par.dp_overlap else EXPOSED
+
+    def one(size: float, count: float) -> StepCollective:
+        return StepCollective("dp", collective, size, count, par.dp, par.tp, overlap)
+
+    if not bucket or size_bytes <= bucket:
+        return [one(size_bytes, times)]
+    full, rest = divmod(size_bytes, bucket)
+    return [one(bucket, full * times), *([one(rest, times)] if rest else [])]
