@@ -127,6 +127,10 @@ class Estimate:
     warnings: tuple[str, ...] = ()  # inputs that did not apply to this fabric, and why
     micro: MicroBatchCompute | None = None  # one micro-batch's compute, operator by operator
     microbatches: int = 0
+    # `mfu --curves LABEL=RUN`: the label of the measured curves this column was priced
+    # with ("": the fabric's own), and whether they are the default's (the baseline's)
+    curves_label: str = ""
+    curves_default: bool = False
 
     @property
     def exposed_comm_s(self) -> float:

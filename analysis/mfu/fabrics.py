@@ -37,11 +37,14 @@ from collbench.topologies.schema import Topology
 @dataclass(frozen=True)
 class Fabric:
     """One fabric to price on, with the measured curves that override its predictions
-    and the runs they were fitted from."""
+    and the runs they were fitted from; one topology priced with several labelled sets of
+    curves (settings of a tune) is one Fabric per label."""
 
     topology: Topology
     curves: tuple[MeasuredCurve, ...] = ()
     curve_runs: tuple[Run, ...] = ()
+    label: str = ""  # `--curves LABEL=RUN`: the setting these curves were measured under
+    default: bool = False  # the label is the default's (baseline) among the fabric's labels
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,8 @@ def estimate_fabric(workload: Workload, fabric: Fabric, inputs: Inputs = Inputs(
         what_if={**result.what_if, "scale_out_2x": scaled.mfu},
         what_if_origin={"scale_out_2x": scaled.origin},
         warnings=tuple(_input_warnings(fabric, inputs, pricer) + gemm_warnings),
+        curves_label=fabric.label,
+        curves_default=fabric.default,
     )
 
 

@@ -7,40 +7,33 @@ the dtype refuse (SpecError naming every field that differs); other methodology 
 
 Each run's setting is read from the knobs it recorded (meta.json `knobs.env` as the
 methodology rule reads it: a sweep's environment, or what an imported log printed and the
-`--knob` labels given at import). The knobs of a setting are the recorded variables
-whose values differ between the runs; logging variables (NCCL_DEBUG, ...) never count.
-Runs with the same knobs are one setting, and each run is a repeat of it: their rows are
-pooled with the repeat renumbered (the first RUN's repeats first, then the next RUN's, ...;
-a run measured with --repeats keeps its own repeats, offset), so the decision rule reads
-several runs of one setting as its repeats (3 or more a side: a test on the repeats). The
-baseline is the setting with no knob set; when every run set one, the first RUN stands for
-the default (its knobs stay in its record).
+`--knob` labels given at import). A setting is the whole environment its runs had (a knob
+every run set, such as NCCL_PROTO=Simple beside NCCL_ALGO=Ring and NCCL_ALGO=Tree, stays in
+each setting: it is what was measured, and what best.env and nccl_tuner.conf must say); it
+is labelled by the knobs whose values differ between the runs. Variables that never make a
+setting (core.knobs.is_setting_knob: logging, device visibility, versions, install paths)
+are left out. Runs with the same knobs are one setting, and each run is a repeat of it:
+their rows are pooled with the repeat renumbered (the first RUN's repeats first, then the
+next RUN's, ...; a run measured with --repeats keeps its own repeats, offset), so the
+decision rule reads several runs of one setting as its repeats (3 or more a side: a test on
+the repeats). The baseline is the setting that sets no knob beyond those every run shares;
+when every run set one, the first RUN stands for the default.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from collbench.analysis.rules.methodology import TUNE_FROM, check, describe_method
 from collbench.analysis.tune.select import SettingOutcome
 from collbench.core.errors import SpecError
+from collbench.core.knobs import is_setting_knob
+from collbench.core.tune_grid import Setting
 from collbench.store.load import Run
 from collbench.store.rows import ResultRow
 
-# Variables that change what a library logs, not how it communicates.
-LOGGING_KNOBS = frozenset(
-    {
-        "NCCL_DEBUG",
-        "NCCL_DEBUG_SUBSYS",
-        "NCCL_DEBUG_FILE",
-        "RCCL_LOG_LEVEL",
-        "TORCH_CPP_LOG_LEVEL",
-        "TORCH_DISTRIBUTED_DEBUG",
-        "TORCH_SHOW_CPP_STACKTRACES",
-    }
-)
 _ENV = "env."
 
 
@@ -72,11 +65,11 @@ def check_tunable(runs: Sequence[Run]) -> list[str]:
 
 
 def run_knobs(run: Run) -> dict[str, str]:
-    """The knob variables a run recorded, logging variables left out."""
+    """The knob variables a run recorded that make a setting (core.knobs.is_setting_knob)."""
     return {
         name[len(_ENV) :]: str(value)
         for name, value in describe_method(run).items()
-        if name.startswith(_ENV) and name[len(_ENV) :] not in LOGGING_KNOBS and value is not None
+        if name.startswith(_ENV) and is_setting_knob(name[len(_ENV) :]) and value is not None
     }
 
 
@@ -87,25 +80,54 @@ def varying_knobs(runs: Sequence[Run]) -> list[str]:
     return [name for name in names if len({item.get(name) for item in knobs}) > 1]
 
 
+@dataclass(frozen=True)
+class RunSetting:
+    """A `tune --from` setting: the whole environment its runs had (`as_dict`: what
+    best.env exports and nccl_tuner.conf reads), labelled by the knobs that differ between
+    the runs (`label`, as the table shows it)."""
+
+    env: Setting  # every knob the runs recorded
+    shown: Setting  # the knobs that differ between the runs
+    baseline: bool
+
+    @property
+    def id(self) -> str:
+        return self.env.id
+
+    @property
+    def label(self) -> str:
+        return self.shown.label
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.baseline
+
+    def as_dict(self) -> dict[str, str]:
+        return self.env.as_dict()
+
+
 def outcomes_from_runs(runs: Sequence[Run]) -> list[SettingOutcome]:
     """One outcome per distinct setting among the runs, the baseline first (see the module's
     rules); every sweep row of each run is kept."""
-    from collbench.core.tune_grid import Setting
-
     names = varying_knobs(runs)
     groups: dict[tuple[tuple[str, str], ...], list[Any]] = {}
+    whole: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
     for run in runs:
         recorded = run_knobs(run)
         key = tuple((name, recorded[name]) for name in names if name in recorded)
+        whole.setdefault(key, recorded)
         pooled = groups.setdefault(key, [])
         pooled.extend(as_repeats(run.sweep_rows, _repeats_in(pooled)))
     baseline_key = () if () in groups else next(iter(groups))
     ordered = [baseline_key] + [key for key in groups if key != baseline_key]
     return [
         SettingOutcome(
-            Setting.from_mapping(dict(key)),
+            RunSetting(
+                Setting.from_mapping(whole[key]),
+                Setting.from_mapping(dict(key)),
+                key == baseline_key,
+            ),
             tuple(groups[key]),
-            baseline=key == baseline_key,
         )
         for key in ordered
     ]

@@ -7,19 +7,26 @@ wins the largest measured range of the most collectives (the bandwidth-bound siz
 training traffic is); a tie goes to the higher gain there. Every range whose best setting
 differs is listed as a conflict, one line each; a tuner config (nccl_tuner.conf) is what
 can follow the choice per range.
+
+With a workload (`tune --workload`), best.env exports the setting that makes the workload's
+modelled step fastest (analysis/tune/workload.py); the ranges it does not follow are still
+listed, and the workload's own losses (which collective and size, by how much) are in
+tune.json's `workload` entry.
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from collbench.analysis.tune.select import BYTES_MAX, BestRecord, SelectRule, SettingOutcome
+from collbench.analysis.tune.select import BestRecord, SelectRule, SettingOutcome, sizes_text
+from collbench.analysis.tune.tuner_conf_rules import PLUGIN_COLLECTIVE
+from collbench.analysis.tune.validity import split_collectives
+from collbench.analysis.tune.workload import WorkloadChoice
 from collbench.core.errors import SpecError
 from collbench.core.safe_text import ENV_NAME, escape_control, refuse_control
-from collbench.core.units import format_size
 from collbench.store.tune_result import EnvExport, TuneResult, TuneSetting
 
 
@@ -33,8 +40,48 @@ class EnvChoice:
     conflicts: list[str] = field(default_factory=list)
 
 
-def env_choice(best: Sequence[BestRecord]) -> EnvChoice:
-    """The one setting best.env exports (see the module's rule) and the conflicts."""
+def env_choice(best: Sequence[BestRecord], workload: WorkloadChoice | None = None) -> EnvChoice:
+    """The one setting best.env exports (see the module's rule; with a `workload`, the
+    setting that makes its modelled step fastest) and the conflicts, made safe for a whole
+    job (`deployable`)."""
+    choice = _env_choice(best, workload)
+    knobs, note = deployable(choice.knobs)
+    if note is None:
+        return choice
+    return replace(choice, knobs=knobs, why=f"{choice.why}; {note}")
+
+
+def deployable(knobs: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """`knobs` as a whole job can export them: a plain NCCL_ALGO list that leaves some
+    collective nothing NCCL runs (NCCL_ALGO=Tree: every all-gather, reduce-scatter, broadcast
+    and reduce would fail with "no algorithm/protocol available") is written in NCCL
+    2.24+'s per-collective form for the collectives that can run it (`allreduce:tree`),
+    leaving the others to NCCL, which is what the tune measured for them. The note says so
+    (None: nothing changed)."""
+    value = knobs.get("NCCL_ALGO")
+    if not value or ":" in value or ";" in value:
+        return dict(knobs), None
+    algo_only = {"NCCL_ALGO": value}
+    kept, skipped = split_collectives(algo_only, tuple(PLUGIN_COLLECTIVE))
+    if not skipped or not kept:
+        return dict(knobs), None
+    form = ";".join(f"{PLUGIN_COLLECTIVE[name]}:{value.lower()}" for name in kept)
+    note = (
+        f"NCCL_ALGO={value} alone would fail every {', '.join(item.collective for item in skipped)} "
+        f"of the job (NCCL runs no such pair), so it is exported as NCCL_ALGO={form} "
+        "(NCCL 2.24+; older NCCL refuses this form: export it only to jobs without those "
+        "collectives)"
+    )
+    return {**knobs, "NCCL_ALGO": form}, note
+
+
+def _env_choice(best: Sequence[BestRecord], workload: WorkloadChoice | None) -> EnvChoice:
+    if workload is not None:
+        pick = workload.chosen
+        conflicts = [
+            _conflict(record, pick.setting) for record in best if record.knobs != pick.knobs
+        ]
+        return EnvChoice(dict(pick.knobs), pick.setting, workload.why, conflicts)
     if not best:
         return EnvChoice({}, "baseline", "nothing was tuned")
     chosen = {_knob_key(record.knobs): record for record in best}
@@ -97,12 +144,15 @@ def tune_document(
     best: Sequence[BestRecord],
     rule: SelectRule | None = None,
     extra: Mapping[str, Any] | None = None,
+    workload: WorkloadChoice | None = None,
 ) -> TuneResult:
     """tune.json's content: `settings` (knobs, status, error, id, label, baseline, rows,
     repeats), `best` (BestRecord.to_dict), `env` (best.env's choice and conflicts), `rule`,
     and the caller's `extra` keys as tune.json names them (a launched tune's, or `from`,
-    `tuner_conf`, `warnings`)."""
-    choice = env_choice(best)
+    `tuner_conf`, `warnings`); with a `workload`, its choice (`workload`)."""
+    choice = env_choice(best, workload)
+    if workload is not None:
+        extra = {**(extra or {}), "workload": workload.to_dict()}
     core = TuneResult(
         settings=tuple(_setting_entry(outcome) for outcome in outcomes),
         best=tuple(record.to_dict() for record in best),
@@ -144,9 +194,10 @@ def _gain(record: BestRecord) -> float:
 
 
 def _conflict(record: BestRecord, exported: str) -> str:
-    high = "largest" if record.max_bytes >= BYTES_MAX else format_size(record.max_bytes)
+    """`all_reduce 16 MiB .. 512 MiB: best is baseline, best.env exports X` (a fixed band
+    keeps its name: `large: 16 MiB .. 8 GiB`)."""
+    held = sizes_text(record.sizes[0], record.sizes[-1]) if record.sizes else ""
+    where = record.band if not held or record.band == held else f"{record.band}: {held}"
     gain = f" {record.gain * 100:+.1f}%" if record.gain is not None else ""
-    return (
-        f"{record.collective} {record.band} ({format_size(record.min_bytes)} .. {high}): "
-        f"best is {record.setting}{gain}, best.env exports {exported}"
-    )
+    best = "the default" if record.default_is_best else record.setting
+    return f"{record.collective} {where}: best is {best}{gain}, best.env exports {exported}"

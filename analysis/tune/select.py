@@ -4,26 +4,38 @@ gain over the baseline and the evidence it rests on (pure: outcomes in, records 
 Rules, each written once here:
 - Placement: out_of_place where a collective was measured so (nccl-tests' first columns, and
   what NCCL users call), else in_place. One placement per collective, never a mix.
-- Ranges (`SelectRule.granularity`): "band" uses analysis.bands (small, medium, large), the
-  last band open to BYTES_MAX; "size" gives each measured size its own range, split at the
-  geometric midpoint between neighbours, from 0 to BYTES_MAX, for a finer tuner config.
-  `merge_adjacent` joins neighbours that chose the same knobs.
+- Ranges (`SelectRule.granularity`): "crossover" (the default) follows the data: each
+  measured size is called on its own, neighbours with the same winner are joined into one
+  range, and the joined range is called again as a whole; a range ends where the winner
+  changes, so a crossover inside a fixed band is never averaged away. A run of sizes where
+  the default stays best between two runs of one winner joins them only when the rule still
+  calls the whole that winner's; a joined range the rule calls differently stays split per
+  size. "band" uses analysis.bands (small, medium, large), the last band open to
+  BYTES_MAX; "size" gives each measured size its own range. Per-size ranges split at the
+  geometric midpoint between neighbouring measured sizes, from 0 to BYTES_MAX; a range is
+  named by the measured sizes it holds (`1 GiB .. 8 GiB`). `merge_adjacent` joins
+  neighbours that chose the same knobs.
 - The sizes of a range are the baseline's measured sizes in it (size 0 has no busbw and is
-  left out). A setting competes in a range only if it measured all of them.
+  left out). A setting competes on the sizes of the range it measured (a setting that failed
+  part-way keeps what it finished): settings are ranked by their gain over the baseline on
+  those sizes, the call is made on them, and the reason says "measured k of n sizes" when
+  that is fewer than the range's.
 - A setting's rows of one size are its repeats (`tune --repeats`: each repeat a run of its
   own, in fresh processes; rows carry their repeat). Its busbw there is the geometric mean
   over the repeats (busbw from each row's time, as compare does, not an imported log's
-  2-decimal column); best is the highest geometric mean over the range's sizes.
+  2-decimal column); best is the highest gain of that geometric mean over the baseline's
+  on the same sizes (without a baseline: the highest geometric mean).
 - Confidence: the one decision rule (analysis.decision, DESIGN.md "Decisions"). Per size a
   Question (the baseline's repeats against the setting's), one `judge` family per range over
-  every (setting, size), since the winner was picked among all settings: with 3 or more
+  every (setting, size), since the winner was picked among all settings (crossover: one
+  family per collective, since its ranges are drawn from those calls): with 3 or more
   repeats a side, Welch's test on the repeat figures with Holm's correction plus the noise
   floor ("significant"); with fewer, the effect against the measured noise floor ("beyond
   noise floor", no p-value); imported logs without samples against `unsampled_min_gain` as
   the threshold ("threshold only"). The best other setting replaces the default when the
   rule calls it faster at more than half of the range's sizes and slower at none, and it
   gains at least `min_gain`; confident then, unless only the threshold decided. Otherwise
-  the default is best: knobs {}, gain 0, confident when the best other setting is called
+  the default is best: the baseline's knobs, gain 0, confident when the best other setting is called
   slower at more than half of the sizes. The record keeps the evidence (`TuneEvidence`).
 """
 
@@ -31,13 +43,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from collbench.analysis.compare.comparison import json_safe
 from collbench.analysis.rules.bands import BANDS
 from collbench.analysis.rules.decision import (
-    ALPHA,
     FASTER,
     FLOOR,
     REPEATS,
@@ -47,19 +57,52 @@ from collbench.analysis.rules.decision import (
     UNJUDGED,
     Evidence,
     Question,
-    Rule,
     Verdict,
     evidence_of,
     judge,
 )
-from collbench.analysis.tune.tuner_conf_rules import SIZE_MAX as BYTES_MAX  # no upper end
-from collbench.core.bandwidth import busbw_gbps
+from collbench.analysis.tune.records import (
+    BYTES_MAX,
+    GRANULARITIES,
+    PLACEMENTS,
+    BestRecord,
+    SelectRule,
+    SettingLike,
+    SettingOutcome,
+    SizeRange,
+    TuneEvidence,
+    describe_evidence,
+    gain_over,
+    merge_adjacent,
+    repeats_busbw,
+    row_busbw,
+    sample_busbw,
+    sizes_text,
+)
 from collbench.core.stats import geomean
 from collbench.core.units import format_size
 from collbench.store.rows import SWEEP, ResultRow, row_is, rows_of
 
-GRANULARITIES = ("band", "size")
-PLACEMENTS = ("out_of_place", "in_place")  # the first one measured is the one tuned
+__all__ = [  # the records are re-exported: one import for tune's callers
+    "BYTES_MAX",
+    "GRANULARITIES",
+    "PLACEMENTS",
+    "BestRecord",
+    "SelectRule",
+    "SettingLike",
+    "SettingOutcome",
+    "SizeRange",
+    "TuneEvidence",
+    "describe_evidence",
+    "merge_adjacent",
+    "repeats_busbw",
+    "row_busbw",
+    "sample_busbw",
+    "select_best",
+    "size_ranges",
+    "sizes_text",
+    "tuned_placement",
+]
 # What `confidence` says, by the basis the rule decided on: (called, not called)
 CONFIDENCE = {
     REPEATS: ("significant", "not significant"),
@@ -69,205 +112,163 @@ CONFIDENCE = {
 _WEAKEST_FIRST = (UNJUDGED, THRESHOLD, FLOOR, REPEATS)
 
 
-class SettingLike(Protocol):
-    """What selection reads of a setting (core.tune_grid.Setting)."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def label(self) -> str: ...
-
-    @property
-    def is_baseline(self) -> bool: ...
-
-    def as_dict(self) -> dict[str, str]: ...
-
-
-@dataclass(frozen=True)
-class SettingOutcome:
-    """One setting's result: the rows it measured (every repeat's, each row carrying its
-    repeat), or the error it failed with."""
-
-    setting: SettingLike
-    rows: tuple[ResultRow, ...] = ()
-    error: str | None = None  # None: the setting ran
-    # None: the setting's own `is_baseline`; True: this outcome stands for the default
-    # (tune --from without a run of the plain environment: the first RUN)
-    baseline: bool | None = None
-
-    @property
-    def status(self) -> str:
-        return "failed" if self.error is not None else "ok"
-
-    @property
-    def is_baseline(self) -> bool:
-        return self.setting.is_baseline if self.baseline is None else self.baseline
-
-    @property
-    def repeats(self) -> int:
-        """How many repeats its rows hold (0: none)."""
-        return len({row.repeat_index for row in self.rows})
-
-
-@dataclass(frozen=True)
-class SelectRule:
-    """How a winner is called; every default of `collbench tune`'s selection lives here."""
-
-    granularity: str = "band"  # band: small/medium/large; size: one range per measured size
-    alpha: float = ALPHA
-    min_gain: float = 0.02  # a called winner must gain at least this much
-    unsampled_min_gain: float = 0.05  # without samples: the rule's threshold, per size
-
-    def __post_init__(self) -> None:
-        if self.granularity not in GRANULARITIES:
-            from collbench.core.errors import SpecError
-
-            raise SpecError(
-                "--granularity", self.granularity, f"is not one of {', '.join(GRANULARITIES)}"
-            )
-
-    @property
-    def decision_rule(self) -> Rule:
-        """analysis.decision's Rule: imported logs are decided by unsampled_min_gain."""
-        return Rule(alpha=self.alpha, threshold_pct=self.unsampled_min_gain * 100.0)
-
-
-@dataclass(frozen=True)
-class SizeRange:
-    """An inclusive byte range and its name."""
-
-    name: str
-    min_bytes: int
-    max_bytes: int
-
-    def covers(self, size_bytes: int) -> bool:
-        return self.min_bytes <= size_bytes <= self.max_bytes
-
-
-@dataclass(frozen=True)
-class TuneEvidence:
-    """What a range's call rests on: the best other setting against the default, over the
-    range's sizes. `basis` is the weakest basis among the sizes (repeats | noise floor |
-    threshold | unjudged); `calls` counts the rule's call per size; the effect, interval,
-    floor and Holm p are the verdict at the median effect (percent of the default's busbw)."""
-
-    basis: str
-    baseline_repeats: int
-    candidate_repeats: int
-    calls: dict[str, int]
-    effect_pct: float
-    low_pct: float | None
-    high_pct: float | None
-    floor_pct: float | None
-    floor_source: str
-    p_holm: float | None
-    verdict: str  # Verdict.describe() of that median size
-
-    def describe(self) -> str:
-        """'+30.1% [+25.3%, +35.2%], floor 2.0%, 3v3 repeats, significant at 2/2 sizes'."""
-        return describe_evidence(asdict(self))
-
-
-def describe_evidence(evidence: Mapping[str, Any] | None) -> str:
-    """A TuneEvidence (or tune.json's "evidence" entry) in one short line; '-' for none."""
-    if not evidence:
-        return "-"
-    effect = evidence.get("effect_pct")
-    if effect is None or not math.isfinite(effect):
-        return f"no effect measured ({evidence.get('basis')})"
-    text = f"{effect:+.1f}%"
-    low, high = evidence.get("low_pct"), evidence.get("high_pct")
-    if low is not None and high is not None:
-        text += f" [{low:+.1f}%, {high:+.1f}%]"
-    if evidence.get("floor_pct") is not None:
-        text += f", floor {evidence['floor_pct']:.1f}%"
-    base, cand = evidence.get("baseline_repeats"), evidence.get("candidate_repeats")
-    text += f", {base}v{cand} repeat{'s' if max(base or 0, cand or 0) != 1 else ''}"
-    calls = evidence.get("calls") or {}
-    sizes = sum(calls.values())
-    called = [f"{calls[name]} {name}" for name in (FASTER, SLOWER) if calls.get(name)]
-    text += f", {evidence.get('basis')}: {', '.join(called) or 'none called'} of {sizes}"
-    return text
-
-
-@dataclass(frozen=True)
-class BestRecord:
-    """One collective x size range: what to deploy there. `to_dict` is a tune.json "best"
-    entry (the issue's keys first)."""
-
-    collective: str
-    min_bytes: int
-    max_bytes: int
-    # the chosen setting's knobs: {} when the default is best (tune --from where every run
-    # set a knob: the knobs of the first RUN, which stands for the default)
-    knobs: dict[str, str]
-    busbw_gbps: float
-    baseline_busbw_gbps: float | None
-    gain: float | None  # busbw_gbps / baseline_busbw_gbps - 1
-    confident: bool
-    band: str
-    placement: str
-    sizes: tuple[int, ...]
-    setting: str  # the chosen setting's label
-    setting_id: str
-    default_is_best: bool
-    # significant | not significant (repeats) | beyond noise floor | within noise floor
-    # (noise floor) | threshold only (no samples) | unjudged | no baseline | baseline only;
-    # "mixed" for ranges merge_adjacent joined with different calls
-    confidence: str
-    reason: str
-    candidate: dict[str, Any] | None = field(default=None)  # the best other setting
-    evidence: TuneEvidence | None = None  # the best other setting against the default
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["sizes"] = list(self.sizes)
-        return {key: json_safe(value) for key, value in data.items()}
-
-
 @dataclass
 class _Score:
-    """One setting over one range: geomean busbw, its evidence per size and (once judged)
-    the verdict per size against the baseline."""
+    """One setting over the sizes of one range it measured: geomean busbw there, the
+    baseline's over the same sizes, its evidence per size and (once judged) the verdict per
+    size against the baseline."""
 
     outcome: SettingOutcome
+    sizes: tuple[int, ...]
     busbw_gbps: float
+    base_gbps: float | None  # the baseline's geomean over `sizes` (None: no baseline)
     evidence: dict[int, Evidence]
     verdicts: list[Verdict] = field(default_factory=list)
 
+    @property
+    def gain(self) -> float | None:
+        """busbw over the baseline's on the same sizes, minus 1."""
+        return gain_over(self.busbw_gbps, self.base_gbps)
+
 
 def select_best(
-    outcomes: Sequence[SettingOutcome], rule: SelectRule | None = None
+    outcomes: Sequence[SettingOutcome],
+    rule: SelectRule | None = None,
+    ranges: Mapping[str, Sequence[SizeRange]] | None = None,
 ) -> list[BestRecord]:
-    """Per collective and size range, the best setting (see the module's rules). Failed
-    settings take no part; a collective the baseline did not measure is chosen without gains."""
+    """Per collective and size range, the best setting (see the module's rules). A setting
+    takes part with whatever rows it has (one that failed part-way keeps the collectives and
+    sizes it finished); a collective the baseline did not measure is chosen without gains.
+    `ranges`: per collective, ranges already drawn (tune --verify judges a tune's own
+    ranges again), in place of the rule's granularity."""
     rule = rule or SelectRule()
-    ran = [outcome for outcome in outcomes if outcome.status == "ok" and outcome.rows]
+    ran = [outcome for outcome in outcomes if outcome.rows]
     baseline = next((item for item in ran if item.is_baseline), None)
-    records = []
+    records: list[BestRecord] = []
     measured = {row.collective for item in ran for row in rows_of(item.rows, SWEEP)}
     for collective in sorted(measured):
         placement = tuned_placement(collective, ran)
         tables = {id(item): _table(item.rows, collective, placement) for item in ran}
         base_table = tables.get(id(baseline)) or None
         sizes = sorted(size for size in base_table or _union(tables.values()) if size > 0)
-        for size_range in size_ranges(sizes, rule.granularity):
-            in_range = tuple(size for size in sizes if size_range.covers(size))
-            if not in_range:
-                continue
-            scores = [
-                _score(item, tables[id(item)], in_range)
-                for item in ran
-                if all(size in tables[id(item)] for size in in_range)
-            ]
-            if not scores:
-                continue
-            base = next((score for score in scores if score.outcome is baseline), None)
-            _judge_range(scores, base, in_range, rule)
-            context = (collective, placement, size_range, in_range)
-            records.append(_decide(context, scores, base, rule))
+        field = _Field(collective, placement, tuple(sizes), ran, tables, baseline, rule)
+        drawn = (ranges or {}).get(collective)
+        if drawn is None and rule.granularity == "crossover":
+            records += _crossover(field)
+            continue
+        for size_range in drawn or size_ranges(sizes, rule.granularity):
+            record = field.record(size_range)
+            if record is not None:
+                records.append(record)
     return records
+
+
+@dataclass(frozen=True)
+class _Field:
+    """One collective's measurements: every setting's rows by size, the baseline's sizes."""
+
+    collective: str
+    placement: str
+    sizes: tuple[int, ...]  # the baseline's measured sizes (all settings' without one)
+    ran: Sequence[SettingOutcome]
+    tables: Mapping[int, Mapping[int, tuple[ResultRow, ...]]]
+    baseline: SettingOutcome | None
+    rule: SelectRule
+    # crossover: every (setting, size) judged in one family up front, since the ranges
+    # themselves are chosen from those calls: {(id(outcome), size): verdict}
+    verdicts: Mapping[tuple[int, int], Verdict] | None = None
+
+    def judged_together(self) -> _Field:
+        """This field with every other setting judged against the baseline at every size
+        both measured, as one family (Holm over all of them)."""
+        base_table = self.tables.get(id(self.baseline)) if self.baseline is not None else None
+        if base_table is None:
+            return self
+        keys, questions = [], []
+        for item in self.ran:
+            if item is self.baseline:
+                continue
+            table = self.tables[id(item)]
+            for size in self.sizes:
+                if size in table and size in base_table:
+                    keys.append((id(item), size))
+                    questions.append(
+                        Question(evidence_of(base_table[size]), evidence_of(table[size]), size)
+                    )
+        verdicts = judge(questions, self.rule.decision_rule)
+        return replace(self, verdicts=dict(zip(keys, verdicts, strict=True)))
+
+    def record(self, size_range: SizeRange) -> BestRecord | None:
+        """The range's call over its sizes: each setting scored on the sizes it measured
+        there (None: no size of the range was measured)."""
+        in_range = tuple(size for size in self.sizes if size_range.covers(size))
+        if not in_range:
+            return None
+        base_table = self.tables.get(id(self.baseline)) if self.baseline is not None else None
+        scores = []
+        for item in self.ran:
+            table = self.tables[id(item)]
+            common = tuple(size for size in in_range if size in table)
+            if common:
+                scores.append(_score(item, table, common, base_table))
+        if not scores:
+            return None
+        base = next((score for score in scores if score.outcome is self.baseline), None)
+        _judge_range(scores, base, self.rule, self.verdicts)
+        context = (self.collective, self.placement, size_range, in_range)
+        return _decide(context, scores, base, self.rule)
+
+
+def _crossover(field: _Field) -> list[BestRecord]:
+    """Ranges that follow the data: each measured size called on its own, neighbours with
+    the same winner joined, and the joined range called again as a whole. Every call rests
+    on one family judged up front (every setting at every size), since the ranges are
+    chosen from those very calls: a range never earns a smaller family after the fact. A
+    run of sizes where the default stays best between two runs of one winner joins them
+    when the whole is still that winner's (the rule calls it faster at most sizes and slower
+    at none); a joined range the rule calls differently stays split per size."""
+    field = field.judged_together()
+    per_size = [field.record(item) for item in size_ranges(field.sizes, "size")]
+    segments: list[list[BestRecord]] = []
+    for record in per_size:
+        if record is None:
+            continue
+        if segments and segments[-1][-1].setting_id == record.setting_id:
+            segments[-1].append(record)
+        else:
+            segments.append([record])
+    records: list[BestRecord] = []
+    index = 0
+    while index < len(segments):
+        segment = segments[index]
+        if index + 2 < len(segments) and segment[0].default_is_best is False:
+            gap, after = segments[index + 1], segments[index + 2]
+            if gap[0].default_is_best and after[0].setting_id == segment[0].setting_id:
+                bridged = _joined(field, [*segment, *gap, *after])
+                if bridged is not None:
+                    segments[index + 2] = [*segment, *gap, *after]
+                    index += 2
+                    continue
+        whole = _joined(field, segment)
+        records += [whole] if whole is not None else segment
+        index += 1
+    return records
+
+
+def _joined(field: _Field, segment: Sequence[BestRecord]) -> BestRecord | None:
+    """The segment's sizes called as one range; None where the whole is not the winner its
+    sizes share."""
+    if len(segment) == 1:
+        return segment[0]
+    span = SizeRange(
+        sizes_text(segment[0].sizes[0], segment[-1].sizes[-1]),
+        segment[0].min_bytes,
+        segment[-1].max_bytes,
+    )
+    whole = field.record(span)
+    if whole is None or whole.setting_id != segment[-1].setting_id:
+        return None
+    return whole
 
 
 def tuned_placement(collective: str, outcomes: Sequence[SettingOutcome]) -> str:
@@ -318,49 +319,44 @@ def _union(tables: Any) -> dict[int, Any]:
     return merged
 
 
-def row_busbw(row: ResultRow, time_us: float | None = None) -> float:
-    """busbw in GB/s from a row's time (or one sample of it) at the row's world size."""
-    time_us = row.time_us if time_us is None else time_us
-    if not time_us or time_us <= 0:
-        return math.nan
-    try:
-        return busbw_gbps(str(row.collective), int(row.world_size or 1), row.size_bytes, time_us)
-    except (KeyError, ValueError, ZeroDivisionError):
-        return math.nan
-
-
-def sample_busbw(row: ResultRow) -> list[float]:
-    """The per-iteration busbw of a row (empty: the source kept no samples)."""
-    return [row_busbw(row, sample) for sample in row.time_us_samples or [] if sample > 0]
-
-
-def repeats_busbw(rows: Sequence[ResultRow]) -> float:
-    """One size's busbw over its repeats: the geometric mean of each repeat's busbw."""
-    return geomean([row_busbw(row) for row in rows])
-
-
 def _score(
-    outcome: SettingOutcome, table: Mapping[int, Sequence[ResultRow]], sizes: Sequence[int]
+    outcome: SettingOutcome,
+    table: Mapping[int, Sequence[ResultRow]],
+    sizes: Sequence[int],
+    base_table: Mapping[int, Sequence[ResultRow]] | None,
 ) -> _Score:
+    """A setting over the sizes of a range it measured, and the baseline over the same."""
     busbw = geomean([repeats_busbw(table[size]) for size in sizes])
-    return _Score(outcome, busbw, {size: evidence_of(table[size]) for size in sizes})
+    base = None
+    if base_table is not None and all(size in base_table for size in sizes):
+        base = geomean([repeats_busbw(base_table[size]) for size in sizes])
+    evidence = {size: evidence_of(table[size]) for size in sizes}
+    return _Score(outcome, tuple(sizes), busbw, base, evidence)
 
 
 def _judge_range(
-    scores: Sequence[_Score], base: _Score | None, sizes: Sequence[int], rule: SelectRule
+    scores: Sequence[_Score],
+    base: _Score | None,
+    rule: SelectRule,
+    known: Mapping[tuple[int, int], Verdict] | None = None,
 ) -> None:
-    """One family: every other setting against the baseline at every size of the range."""
+    """One family: every other setting against the baseline at every size of the range it
+    measured (`known`: the verdicts of a larger family already judged)."""
     if base is None:
         return
     others = [score for score in scores if score is not base]
+    if known is not None:
+        for score in others:
+            score.verdicts = [known[(id(score.outcome), size)] for size in score.sizes]
+        return
     questions = [
         Question(base.evidence[size], score.evidence[size], size)
         for score in others
-        for size in sizes
+        for size in score.sizes
     ]
     verdicts = iter(judge(questions, rule.decision_rule))
     for score in others:
-        score.verdicts = [next(verdicts) for _ in sizes]
+        score.verdicts = [next(verdicts) for _ in score.sizes]
 
 
 def _decide(
@@ -369,24 +365,27 @@ def _decide(
     base: _Score | None,
     rule: SelectRule,
 ) -> BestRecord:
+    """The range's record. Settings are ranked by their gain over the default on the sizes
+    each measured (busbw where there is no default): geomeans over different sizes are not
+    comparable, ratios on common sizes are."""
     collective, placement, size_range, sizes = context
     others = sorted(
         (score for score in scores if score is not base),
-        key=lambda score: -_key(score.busbw_gbps),
+        key=lambda score: -_key(score.gain if base is not None else score.busbw_gbps),
     )
     top = others[0] if others else None
-    base_busbw = base.busbw_gbps if base is not None else None
-    call = _call(top, base, rule)
+    call = _call(top, base, rule, len(sizes))
     chosen = base if call.default_is_best else top
     assert chosen is not None  # a range has a baseline or some other setting
+    base_busbw = base.busbw_gbps if chosen is base and base is not None else chosen.base_gbps
     return BestRecord(
         collective=collective,
         min_bytes=size_range.min_bytes,
         max_bytes=size_range.max_bytes,
         knobs=chosen.outcome.setting.as_dict(),
         busbw_gbps=chosen.busbw_gbps,
-        baseline_busbw_gbps=base_busbw,
-        gain=_gain(chosen.busbw_gbps, base_busbw),
+        baseline_busbw_gbps=base_busbw if base is not None else None,
+        gain=gain_over(chosen.busbw_gbps, base_busbw) if base is not None else None,
         confident=call.confident,
         band=size_range.name,
         placement=placement,
@@ -396,7 +395,7 @@ def _decide(
         default_is_best=call.default_is_best,
         confidence=call.confidence,
         reason=call.reason,
-        candidate=_candidate(top, base_busbw),
+        candidate=_candidate(top, len(sizes)),
         evidence=_evidence(top.verdicts) if top is not None and top.verdicts else None,
     )
 
@@ -409,17 +408,20 @@ class _Call:
     reason: str
 
 
-def _call(top: _Score | None, base: _Score | None, rule: SelectRule) -> _Call:
-    """Whether the best other setting replaces the default, and how sure that is."""
+def _call(top: _Score | None, base: _Score | None, rule: SelectRule, sizes: int) -> _Call:
+    """Whether the best other setting replaces the default, and how sure that is (decided
+    on the sizes it measured; the reason says so when that is fewer than the range's)."""
     if base is None:
         return _Call(False, False, "no baseline", "the baseline has no result here")
     if top is None:
         return _Call(True, False, "baseline only", "no other setting measured these sizes")
-    gain = _gain(top.busbw_gbps, base.busbw_gbps) or 0.0
+    gain = top.gain or 0.0
     calls = [verdict.call for verdict in top.verdicts]
     faster, slower = calls.count(FASTER), calls.count(SLOWER)
     majority = len(calls) / 2
     label = f"{top.outcome.setting.label} {gain * 100:+.1f}%"
+    if len(top.sizes) < sizes:
+        label += f" (measured {len(top.sizes)} of {sizes} sizes; decided on those)"
     basis = _weakest(top.verdicts)
     if basis == UNJUDGED:
         why = next((v.reason for v in top.verdicts if v.call == UNJUDGED), "")
@@ -471,17 +473,11 @@ def _evidence(verdicts: Sequence[Verdict]) -> TuneEvidence:
     )
 
 
-def _gain(busbw: float, base_busbw: float | None) -> float | None:
-    if base_busbw is None or not base_busbw > 0 or not math.isfinite(busbw):
-        return None
-    return busbw / base_busbw - 1.0
-
-
 def _key(value: float) -> float:
     return value if math.isfinite(value) else -math.inf
 
 
-def _candidate(top: _Score | None, base_busbw: float | None) -> dict[str, Any] | None:
+def _candidate(top: _Score | None, sizes: int) -> dict[str, Any] | None:
     if top is None:
         return None
     setting = top.outcome.setting
@@ -489,52 +485,8 @@ def _candidate(top: _Score | None, base_busbw: float | None) -> dict[str, Any] |
         "setting": setting.label,
         "knobs": setting.as_dict(),
         "busbw_gbps": top.busbw_gbps,
-        "gain": _gain(top.busbw_gbps, base_busbw),
+        "gain": top.gain,
         "repeats": top.outcome.repeats,
+        "sizes_measured": len(top.sizes),
+        "sizes_in_range": sizes,
     }
-
-
-def merge_adjacent(records: Sequence[BestRecord]) -> list[BestRecord]:
-    """Neighbouring ranges of one collective that chose the same knobs, joined into one range
-    (a shorter nccl_tuner.conf). The joined record's busbw is the size-weighted geomean, it
-    is confident only if every part was, and its evidence is the weaker part's (the smaller
-    effect)."""
-    merged: list[BestRecord] = []
-    for record in sorted(records, key=lambda item: (item.collective, item.min_bytes)):
-        last = merged[-1] if merged else None
-        if (
-            last is not None
-            and last.collective == record.collective
-            and last.knobs == record.knobs
-            and last.max_bytes + 1 == record.min_bytes
-        ):
-            merged[-1] = _join(last, record)
-        else:
-            merged.append(record)
-    return merged
-
-
-def _join(first: BestRecord, second: BestRecord) -> BestRecord:
-    def weighted(a: float | None, b: float | None) -> float | None:
-        if a is None or b is None:
-            return None
-        return geomean([a] * len(first.sizes) + [b] * len(second.sizes))
-
-    busbw = weighted(first.busbw_gbps, second.busbw_gbps)
-    base = weighted(first.baseline_busbw_gbps, second.baseline_busbw_gbps)
-    parts = [item.evidence for item in (first, second) if item.evidence is not None]
-    weaker = min(parts, key=lambda item: abs(item.effect_pct), default=None)
-    return replace(
-        first,
-        max_bytes=second.max_bytes,
-        busbw_gbps=busbw,
-        baseline_busbw_gbps=base,
-        gain=_gain(busbw or math.nan, base),
-        confident=first.confident and second.confident,
-        band=f"{first.band}..{second.band}",
-        sizes=first.sizes + second.sizes,
-        confidence=first.confidence if first.confidence == second.confidence else "mixed",
-        reason=f"{first.reason}; {second.reason}",
-        candidate=None,
-        evidence=weaker,
-    )

@@ -9,12 +9,27 @@ analysis/tune/tuner_conf_rules.py; the rules of writing it, each written once he
   and only when exactly one of each is left for that collective. Other knobs (NCCL_BUFFSIZE,
   NCCL_IB_*, ...) cannot be said here; the notes name them (best.env carries knobs).
 - NCCL: every byte range of a tuned collective, 0 to SIZE_MAX, gets a rule with an explicit
-  channel count, because NCCL's plugin runs anything no rule matches (and `-1`) on 1 channel.
+  channel count, because NCCL's example plugin (plugins/tuner/example/plugin.c,
+  pluginGetCollInfo) starts every call from `*nChannels = 1` and leaves the cost table
+  alone when no rule matches: NCCL's own algorithm/protocol, on 1 channel. A rule cannot
+  say "leave it to NCCL": it always names a pair, whose cost it sets to 0 (a pair NCCL marks
+  unavailable is passed over, and the call falls through to the next rule or to 1 channel).
   Ranges the sweep did not reach take the rule of the nearest measured range below them (the
-  first one extends down to 0), and the notes say so. A range where the default is best
-  still needs a pair: the one NCCL itself used at every size of it in the baseline (from
-  its debug log, `baseline_choices`), else the best other setting's, when it measured at
-  least the default's busbw there; otherwise the file cannot be written
+  first one extends down to 0), and the notes say so.
+- NCCL's own choice (`baseline_choices`: what the baseline run's debug log, choices.jsonl or
+  `tune --from --nccl-log`, says NCCL used, per collective and size) stands in where a rule
+  must name a pair the winner does not: a range where the default is best, and a range whose
+  winner names no single pair (NCCL_MIN_CTAS, NCCL_IB_QPS_PER_CONNECTION, NCCL_BUFFSIZE ...).
+  The range is cut where NCCL's pair changed, each part naming the pair NCCL printed at its
+  sizes, with channels 0 (a part holds from a printed size to just below the next size that
+  printed another pair). A size where NCCL used several pairs, or a path the plugin cannot
+  name (one rank, symmetric kernels, copy engine), leaves the range without a known pair.
+  Such a rule says what NCCL itself does; its comment never carries the winner's gain, and
+  the notes say that gain needs best.env's knobs. A collective no range tuned but the
+  choices cover (a job's own debug log) gets NCCL's own pairs the same way, so the job's
+  other collectives do not drop to 1 channel.
+  Without known choices: where the default is best, the best other setting's pair, when it
+  measured at least the default's busbw; otherwise the file cannot be written
   (TunerConfUnavailable says where).
 - RCCL: its tuner supports ring and tree with simple, ll and ll128 only, and its plugin
   leaves a size no rule matches to RCCL (channels 0). So a range where the default is best,
@@ -22,10 +37,20 @@ analysis/tune/tuner_conf_rules.py; the rules of writing it, each written once he
 - Channels: a count the setting pins (NCCL_MAX_NCHANNELS or NCCL_MAX_CTAS; the rule forces
   it at every size of the range, where NCCL would have used fewer for small sizes); else the
   caller's `channels`; else 0, NCCL's own count, which is what was measured when the setting
-  leaves channels alone. Imported nccl-tests/rccl-tests logs record no environment, so there
-  the count is unknown: without `channels`, ChannelsUnknown (the caller writes the rest).
-- nNodes/nRanks: the caller's (rules then match only jobs of that shape; any other job runs
-  every collective as if no rule existed), else -1. numPipeOps and regBuff: -1.
+  leaves channels alone. NVLS is different (src/transport/nvls.cc, ncclNvlsTuning): its
+  channels are set once at init from NCCL_NVLS_NCHANNELS (16 on H100) within
+  NCCL_MIN_CTAS..NCCL_MAX_CTAS, and NCCL_MAX_NCHANNELS does not cap them (only a multi-node
+  nvls call, topoGetAlgoInfo, stays within the ring channel count when NCCL picks the count
+  itself), so an nvls or nvls_tree rule takes NCCL_MAX_CTAS or NCCL_NVLS_NCHANNELS as its
+  count and never NCCL_MAX_NCHANNELS (0 instead: NCCL's own, which applies it where it
+  applies, with best.env exported; a note says so). A floor (NCCL_MIN_NCHANNELS, NCCL_MIN_CTAS)
+  is not a count: channels 0, and the notes say the floor needs best.env. Imported
+  nccl-tests/rccl-tests logs record no environment, so there the count is unknown: without
+  `channels`, ChannelsUnknown (the caller writes the rest).
+- nNodes/nRanks: the caller's, the tuned communicator's shape (tune writes it unless
+  --tuner-shape any), else -1. A communicator of any other shape (a training job's TP, DP or
+  PP groups) then matches no rule and runs every collective on 1 channel; the header and the
+  notes say so, because no rule can hand those calls back to NCCL. numPipeOps, regBuff: -1.
 """
 
 from __future__ import annotations
@@ -34,6 +59,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from collbench.analysis.tune.tuner_conf_choices import collectives as choice_collectives
+from collbench.analysis.tune.tuner_conf_choices import own_parts, words
+from collbench.analysis.tune.tuner_conf_knobs import (
+    ALGO_ENV_NAMES,
+    PROTO_ENV_NAMES,
+    enabled_names,
+    single_name,
+)
 from collbench.analysis.tune.tuner_conf_rules import (
     ANY,
     BACKENDS,
@@ -52,6 +85,8 @@ from collbench.core.errors import CollbenchError, SpecError
 from collbench.core.units import format_size
 
 __all__ = [  # the reader's API is re-exported: one import for tune's callers
+    "ALGO_ENV_NAMES",
+    "PROTO_ENV_NAMES",
     "ChannelsUnknown",
     "Rule",
     "TunerConfSyntaxError",
@@ -60,31 +95,28 @@ __all__ = [  # the reader's API is re-exported: one import for tune's callers
     "enabled_names",
     "lookup",
     "parse_tuner_conf",
+    "communicator_shape",
+    "parse_tuner_shape",
     "render_tuner_conf",
     "uncovered",
 ]
 
 RCCL_ALGORITHMS = ("tree", "ring")
 RCCL_PROTOCOLS = ("ll", "ll128", "simple")
-# NCCL's names in NCCL_ALGO / NCCL_PROTO (ncclAlgoStr, ncclProtoStr; compared ignoring case)
-# and the plugin's names for them.
-ALGO_ENV_NAMES = {
-    "tree": "tree",
-    "ring": "ring",
-    "collnetdirect": "collnet_direct",
-    "collnetchain": "collnet_chain",
-    "nvls": "nvls",
-    "nvlstree": "nvls_tree",
-    "pat": "pat",
-}
-PROTO_ENV_NAMES = {"ll": "ll", "ll128": "ll128", "simple": "simple"}
-CHANNEL_CAPS = ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS")
+PAIR_KNOBS = ("NCCL_ALGO", "NCCL_PROTO")
+CHANNEL_CAPS = ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS")  # ring, tree, collnet, pat
+# NVLS's channels are fixed at init (ncclNvlsTuning): NCCL_NVLS_NCHANNELS within the CTA bounds
+NVLS_ALGORITHMS = ("nvls", "nvls_tree")
+NVLS_CAPS = ("NCCL_MAX_CTAS", "NCCL_NVLS_NCHANNELS")
 CHANNEL_FLOORS = ("NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS")
-EXPRESSED = ("NCCL_ALGO", "NCCL_PROTO", *CHANNEL_CAPS, *CHANNEL_FLOORS)
+# --tuner-shape: rules name the tuned communicator's nNodes/nRanks, or match any (-1)
+TUNER_SHAPES = ("tuned", "any")
+DEFAULT_TUNER_SHAPE = "tuned"
 SHIPPED = {
     "nccl": "# NCCL >= 2.27 ships it (ext-tuner/example, later plugins/tuner/example).",
     "rccl": "# RCCL: ext-tuner/example's CSV version (its older model-based example reads no file).",
 }
+_CHOICES_HINT = "tune records it with --choices on NCCL, or reads it from --nccl-log FILE"
 COMMENT_CHARS = 200  # comment lines are cut here; the plugin reads 255 characters a line
 
 
@@ -149,10 +181,11 @@ def render_tuner_conf(
     max_bytes, knobs, and optionally setting, gain, confidence, candidate).
 
     channels: the count for ranges whose setting pins none (0: the library's own).
+    nodes, ranks: the tuned communicator's shape for nNodes/nRanks (None: -1, any).
     imported: the records come from imported logs (the channel count is unknown).
     baseline_choices: what NCCL used in the baseline run (analysis.nccl_choice
-    ChoiceSummary, or its to_dict); where the default is best and NCCL used one pair at every
-    size of the range, the rule names that pair with channels 0, reproducing the default.
+    ChoiceSummary, its to_dict, or choices.jsonl lines): NCCL's own pair where a rule must
+    name one the winner does not (see the module's rules).
     Raises ChannelsUnknown / TunerConfUnavailable where the file cannot say the result (see
     the module's rules), SpecError for bad arguments."""
     options = replace(
@@ -163,11 +196,14 @@ def render_tuner_conf(
     rules, comments, problems = [], [], []
     for collective in COLLECTIVES:
         mine = _cover([item for item in ranges if item.collective == collective], options, notes)
-        for item in mine:
-            rule, comment = _decide(item, options, notes, problems)
+        if not mine:
+            made, comment = _untuned(collective, options, notes)
+            rules += made
             comments.append(comment)
-            if rule is not None:
-                rules.append(rule)
+        for item in mine:
+            made, comment = _decide(item, options, notes, problems)
+            comments.append(comment)
+            rules += made
     if not rules and not problems:
         problems.append(("empty", "no range of a collective the tuner plugin consults"))
     if problems:
@@ -177,7 +213,24 @@ def render_tuner_conf(
     notes += _scope_notes(rules, options)
     text = _text(_merge(rules), comments, options)
     parse_tuner_conf(text)  # what we write, the plugin reads without fallbacks
-    return text, notes
+    return text, list(dict.fromkeys(notes))
+
+
+def communicator_shape(rows: Sequence[Any]) -> tuple[int | None, int | None]:
+    """(nodes, ranks) of the communicator the rows were measured on, for nNodes/nRanks; None
+    where the rows do not say it or disagree."""
+    nodes = {_get(row, "nodes") for row in rows}
+    ranks = {_get(row, "world_size") for row in rows}
+    one_node = next(iter(nodes)) if len(nodes) == 1 else None
+    one_rank = next(iter(ranks)) if len(ranks) == 1 else None
+    return one_node, one_rank
+
+
+def parse_tuner_shape(text: str, flag: str = "--tuner-shape") -> str:
+    """A --tuner-shape word (TUNER_SHAPES), or SpecError."""
+    if text not in TUNER_SHAPES:
+        raise SpecError(flag, text, f"must be one of {', '.join(TUNER_SHAPES)}")
+    return text
 
 
 # ---- inputs ----
@@ -210,6 +263,12 @@ def _ranges(records: Sequence[Any], notes: list[str]) -> list[_Range]:
             skipped.add(name)
             continue
         knobs = dict(_get(record, "knobs") or {})
+        plugin_name = PLUGIN_COLLECTIVE.get(name, name)
+        named = all(single_name(knobs, kind, plugin_name) for kind in ("ALGO", "PROTO"))
+        if _get(record, "default_is_best") and not named:
+            # the default's own environment (tune --from keeps the knobs every run shared)
+            # names no pair: the range is NCCL's own choice, as for a default with no knobs
+            knobs = {}
         ranges.append(
             _Range(
                 collective=PLUGIN_COLLECTIVE.get(name, name),
@@ -258,18 +317,22 @@ def _cover(ranges: list[_Range], options: _Options, notes: list[str]) -> list[_R
 
 def _decide(
     item: _Range, options: _Options, notes: list[str], problems: list[tuple[str, str]]
-) -> tuple[Rule | None, str]:
-    """A range's rule (None: no rule) and its comment line; what stops the file goes to
+) -> tuple[list[Rule], str]:
+    """A range's rules (none: no rule) and its comment line; what stops the file goes to
     `problems` as (kind, reason)."""
     knobs, how = item.knobs, f"{item.label}{_gain(item.gain, item.confidence)}"
     if not knobs:
         if options.backend == "rccl":
             notes.append(f"{item.span}: the default is best; no rule, so RCCL chooses")
-            return None, f"{item.span}: default is best; no rule (RCCL chooses)"
-        knobs, how = _stand_in(item, options, problems)
+            return [], f"{item.span}: default is best; no rule (RCCL chooses)"
+        parts = own_parts(options.choices, item.collective, item.min_bytes, item.max_bytes)
+        if parts is not None:
+            rules = [_rule(item, low, high, pair, 0, options) for low, high, pair in parts]
+            return rules, f"{item.span}: default is best; NCCL's own choice there: {words(parts)}"
+        knobs, how = _stand_in(item, problems)
         if knobs is None:
-            return None, ""
-    algorithm, protocol = (_single(knobs, name, item.collective) for name in ("ALGO", "PROTO"))
+            return [], ""
+    algorithm, protocol = (single_name(knobs, name, item.collective) for name in ("ALGO", "PROTO"))
     if algorithm is None or protocol is None:
         return _no_pair(item, knobs, options, notes, problems)
     if options.backend == "rccl" and (
@@ -279,13 +342,20 @@ def _decide(
             f"{item.span}: {algorithm}/{protocol} is not in RCCL's tuner (ring/tree with "
             "simple/ll/ll128); no rule, so RCCL chooses"
         )
-        return None, f"{item.span}: {how}; no rule (RCCL's tuner lacks {algorithm}/{protocol})"
-    count = _channels(item, knobs, options, problems)
+        return [], f"{item.span}: {how}; no rule (RCCL's tuner lacks {algorithm}/{protocol})"
+    count, counted = _channels(item, knobs, algorithm, options, notes, problems)
     if count is None:
-        return None, ""
-    _note_unexpressed(item, knobs, notes)
-    rule = Rule(item.collective, item.min_bytes, item.max_bytes, algorithm, protocol, count)
-    return replace(rule, nnodes=options.nodes, nranks=options.ranks), f"{item.span}: {how}"
+        return [], ""
+    _note_unexpressed(item, knobs, counted, notes)
+    rule = _rule(item, item.min_bytes, item.max_bytes, (algorithm, protocol), count, options)
+    return [rule], f"{item.span}: {how}"
+
+
+def _rule(
+    item: _Range, low: int, high: int, pair: tuple[str, str], count: int, options: _Options
+) -> Rule:
+    rule = Rule(item.collective, low, high, pair[0], pair[1], count)
+    return replace(rule, nnodes=options.nodes, nranks=options.ranks)
 
 
 def _gain(gain: float | None, confidence: str) -> str:
@@ -294,19 +364,30 @@ def _gain(gain: float | None, confidence: str) -> str:
     return f" {gain * 100:+.1f}%" + (f" ({confidence})" if confidence else "")
 
 
+def _untuned(collective: str, options: _Options, notes: list[str]) -> tuple[list[Rule], str]:
+    """NCCL: a collective no range tuned, covered with NCCL's own pairs where the baseline's
+    choices say them (a job's debug log), so it does not drop to 1 channel."""
+    if options.backend != "nccl" or collective not in choice_collectives(options.choices):
+        return [], ""
+    parts = own_parts(options.choices, collective, 0, SIZE_MAX)
+    if parts is None:
+        notes.append(f"{collective}: not tuned, and NCCL's own choice is not one pair a size")
+        return [], ""
+    item = _Range(collective, 0, SIZE_MAX, {}, "baseline", None, "", None)
+    notes.append(f"{item.span}: not tuned; NCCL's own choice from the baseline: {words(parts)}")
+    rules = [_rule(item, low, high, pair, 0, options) for low, high, pair in parts]
+    return rules, f"{item.span}: not tuned; NCCL's own choice: {words(parts)}"
+
+
 def _stand_in(
-    item: _Range, options: _Options, problems: list[tuple[str, str]]
+    item: _Range, problems: list[tuple[str, str]]
 ) -> tuple[Mapping[str, str] | None, str]:
-    """For NCCL where the default is best (a rule must name a pair): the one pair NCCL
-    itself used there in the baseline, else the best other setting, if it measured at least
-    the default's busbw and names a pair."""
-    seen = _baseline_pair(item, options.choices)
-    if seen is not None:
-        knobs = {"NCCL_ALGO": seen[0].replace("_", ""), "NCCL_PROTO": seen[1]}
-        return knobs, f"default is best; NCCL's own choice there: {seen[0]}/{seen[1]}"
+    """For NCCL where the default is best and its own choice there is not known (a rule
+    must name a pair): the best other setting, if it measured at least the default's busbw
+    and names a pair."""
     candidate = item.candidate or {}
     knobs, gain = candidate.get("knobs") or {}, candidate.get("gain")
-    named = all(_single(knobs, name, item.collective) for name in ("ALGO", "PROTO"))
+    named = all(single_name(knobs, name, item.collective) for name in ("ALGO", "PROTO"))
     if named and gain is not None and gain >= 0:
         label = candidate.get("setting") or _label(knobs)
         return knobs, f"default is best; the plugin must name a pair: {label} {gain * 100:+.1f}%"
@@ -318,29 +399,11 @@ def _stand_in(
         (
             "pair",
             f"{item.span}: the default is best and NCCL's example plugin cannot leave the "
-            f"algorithm/protocol to NCCL (a size without a rule runs on 1 channel); {why}",
+            f"algorithm/protocol to NCCL (a size without a rule runs on 1 channel); {why}, "
+            f"and NCCL's own choice there is not known ({_CHOICES_HINT})",
         )
     )
     return None, ""
-
-
-def _baseline_pair(item: _Range, choices: Sequence[Any]) -> tuple[str, str] | None:
-    """The one (algorithm, protocol) NCCL used at every size of the range it printed, or
-    None (nothing printed there, several pairs, or a path the plugin cannot name)."""
-    pairs = set()
-    for summary in choices:
-        name = _get(summary, "collective")
-        if PLUGIN_COLLECTIVE.get(name, name) != item.collective or _get(summary, "size_is_logged"):
-            continue
-        if item.min_bytes <= int(_get(summary, "size_bytes")) <= item.max_bytes:
-            pairs |= {
-                (_get(used, "algorithm"), _get(used, "protocol")) for used in _get(summary, "used")
-            }
-    if len(pairs) != 1:
-        return None
-    algorithm, protocol = pairs.pop()
-    known = algorithm in ALGO_ENV_NAMES.values() and protocol in PROTO_ENV_NAMES.values()
-    return (algorithm, protocol) if known else None
 
 
 def _no_pair(
@@ -349,69 +412,68 @@ def _no_pair(
     options: _Options,
     notes: list[str],
     problems: list[tuple[str, str]],
-) -> tuple[None, str]:
+) -> tuple[list[Rule], str]:
+    """A winner that names no single pair (CTAs, QPs, buffers ...): NCCL's own pairs from the
+    baseline with the winner's channel count where it pins one, never claiming its gain."""
     what = f"{item.label} names no single algorithm and protocol for {item.collective}"
     if options.backend == "rccl":
         notes.append(f"{item.span}: {what}; no rule, so RCCL chooses")
-        return None, f"{item.span}: {item.label}; no rule (no single pair)"
-    problems.append(("pair", f"{item.span}: {what}; the example plugin needs both"))
-    return None, ""
-
-
-def _single(knobs: Mapping[str, str], kind: str, collective: str) -> str | None:
-    """The one algorithm (kind ALGO) or protocol (PROTO) NCCL_<kind> leaves for a collective
-    in the plugin's names, or None when it leaves several (or is not set)."""
-    name = f"NCCL_{kind}"
-    value = knobs.get(name)
-    if value is None:
-        return None
-    names = ALGO_ENV_NAMES if kind == "ALGO" else PROTO_ENV_NAMES
-    enabled = enabled_names(name, value, names, collective)
-    return enabled[0] if len(enabled) == 1 else None
-
-
-def enabled_names(knob: str, value: str, names: Mapping[str, str], collective: str) -> list[str]:
-    """What NCCL_ALGO/NCCL_PROTO `value` enables for `collective` (plugin names), read as
-    NCCL's parseList does: `a,b` (all collectives), then `coll:a,b` entries that replace the
-    list of one collective; `^a,b` enables all but those. SpecError where NCCL refuses it."""
-    enabled = list(names.values())
-    for index, entry in enumerate(part for part in value.split(";") if part):
-        prefix, _, elements = entry.rpartition(":")
-        if index > 0 and not prefix:
-            raise SpecError(
-                knob, value, "needs a 'collective:' prefix on every entry but the first"
+        return [], f"{item.span}: {item.label}; no rule (no single pair)"
+    parts = own_parts(options.choices, item.collective, item.min_bytes, item.max_bytes)
+    if parts is None:
+        problems.append(
+            (
+                "pair",
+                f"{item.span}: {what}, and NCCL's own choice there is not known; the example "
+                f"plugin needs both ({_CHOICES_HINT})",
             )
-        if prefix and prefix.lower() not in COLLECTIVES:
-            raise SpecError(knob, value, f"names an unknown collective {prefix!r}")
-        exclude = elements.startswith("^")
-        listed = [item.lower() for item in elements.lstrip("^").split(",") if item]
-        unknown = [item for item in listed if item not in names]
-        if unknown:
-            raise SpecError(knob, value, f"names {unknown[0]!r}; NCCL knows {', '.join(names)}")
-        if prefix and prefix.lower() != collective:
-            continue
-        chosen = {names[item] for item in listed}
-        enabled = [name for name in names.values() if (name in chosen) != exclude]
-    return enabled
+        )
+        return [], ""
+    rules = []
+    for low, high, pair in parts:
+        count, _ = _channels(item, knobs, pair[0], options, notes, problems)
+        if count is None:
+            return [], ""
+        rules.append(_rule(item, low, high, pair, count, options))
+    notes.append(
+        f"{item.span}: {item.label} is best{_gain(item.gain, item.confidence)} but names no "
+        f"algorithm/protocol; the rule is NCCL's own choice ({words(parts)}) and its gain "
+        "needs best.env's knobs exported"
+    )
+    comment = (
+        f"{item.span}: NCCL's own choice in the baseline, {words(parts)}: the winner names no "
+        f"pair, and its gain needs best.env, not this rule ({item.label})"
+    )
+    return rules, comment
 
 
 def _channels(
-    item: _Range, knobs: Mapping[str, str], options: _Options, problems: list[tuple[str, str]]
-) -> int | None:
-    caps = [_count(knobs, name) for name in CHANNEL_CAPS if name in knobs]
-    if caps:
-        return min(caps)
+    item: _Range,
+    knobs: Mapping[str, str],
+    algorithm: str,
+    options: _Options,
+    notes: list[str],
+    problems: list[tuple[str, str]],
+) -> tuple[int | None, tuple[str, ...]]:
+    """The rule's channel count (None: unknown, the reason in `problems`) and the knobs that
+    count says (see the module's rules on channels)."""
+    nvls = algorithm in NVLS_ALGORITHMS
+    names = [name for name in (NVLS_CAPS if nvls else CHANNEL_CAPS) if name in knobs]
+    if nvls and "NCCL_MAX_NCHANNELS" in knobs:
+        notes.append(
+            f"{item.span}: NCCL_MAX_NCHANNELS={knobs['NCCL_MAX_NCHANNELS']} caps ring/tree "
+            f"channels, not {algorithm}'s (NCCL_NVLS_NCHANNELS within NCCL_MIN_CTAS.."
+            "NCCL_MAX_CTAS, 16 on H100); not written as its channel count"
+        )
+    if names:
+        return min(_count(knobs, name) for name in names), tuple(names)
     if options.channels is not None:
-        return options.channels
-    floors = [name for name in CHANNEL_FLOORS if name in knobs]
-    if floors:
-        why = f"{floors[0]}={knobs[floors[0]]} sets a floor, not a count"
-    elif options.imported:
-        why = "imported logs record no environment, so NCCL's channel count there is unknown"
-    else:
-        return 0
+        return options.channels, ()
+    if not options.imported:
+        return 0, ()
+    why = "imported logs record no environment, so NCCL's channel count there is unknown"
     problems.append(("channels", f"{item.span}: {why}; pass --channels N (0: NCCL's own)"))
-    return None
+    return None, ()
 
 
 def _count(knobs: Mapping[str, str], name: str) -> int:
@@ -421,11 +483,16 @@ def _count(knobs: Mapping[str, str], name: str) -> int:
     return int(text)
 
 
-def _note_unexpressed(item: _Range, knobs: Mapping[str, str], notes: list[str]) -> None:
-    others = [f"{name}={value}" for name, value in knobs.items() if name not in EXPRESSED]
+def _note_unexpressed(
+    item: _Range, knobs: Mapping[str, str], counted: Sequence[str], notes: list[str]
+) -> None:
+    said = (*PAIR_KNOBS, *counted)
+    others = [f"{name}={value}" for name, value in knobs.items() if name not in said]
+    floors = [name for name in CHANNEL_FLOORS if name in knobs and name not in counted]
     if others:
+        floor = f" ({', '.join(floors)}: a floor, not a count)" if floors else ""
         notes.append(
-            f"{item.span}: {' '.join(others)} cannot be said in nccl_tuner.conf; "
+            f"{item.span}: {' '.join(others)} cannot be said in nccl_tuner.conf{floor}; "
             "export it (best.env) for the gain measured"
         )
 
@@ -436,19 +503,36 @@ def _note_unexpressed(item: _Range, knobs: Mapping[str, str], notes: list[str]) 
 def _scope_notes(rules: Sequence[Rule], options: _Options) -> list[str]:
     notes = []
     ruled = {rule.collective for rule in rules}
-    if options.backend == "nccl" and ruled:
+    nccl = options.backend == "nccl"
+    if nccl and ruled:
         missing = [name for name in COLLECTIVES if name not in ruled]
         if missing:
             notes.append(
                 f"{', '.join(missing)}: no rule; NCCL's example plugin runs them on 1 channel "
-                "(load it only where the tuned collectives are the ones that matter)"
+                "(give tune a debug log of the job, --nccl-log, to cover them with "
+                "NCCL's own choice, or load the file only where the tuned collectives are all "
+                "a job issues)"
             )
     if options.nodes != ANY or options.ranks != ANY:
+        fallback = "on 1 channel" if nccl else "as RCCL chooses"
         notes.append(
-            f"rules match only {options.nodes} node(s) and {options.ranks} rank(s); other jobs "
-            "get the plugin's no-rule behaviour for every collective"
+            f"rules match only communicators of {_shape(options)} (the tuned one); any other "
+            f"(a job's TP, DP or PP groups) matches none and runs every collective {fallback}"
+            + (
+                ", and no rule can hand it back to NCCL: load the file only in jobs whose "
+                "communicators all have this shape, or write it for any shape "
+                "(--tuner-shape any: the tuned pairs, untested on other shapes)"
+                if nccl
+                else ""
+            )
         )
     return notes
+
+
+def _shape(options: _Options) -> str:
+    nodes = "any number of nodes" if options.nodes == ANY else f"{options.nodes} node(s)"
+    ranks = "any number of ranks" if options.ranks == ANY else f"{options.ranks} rank(s)"
+    return f"{nodes} and {ranks}"
 
 
 def _merge(rules: Sequence[Rule]) -> list[Rule]:
@@ -481,6 +565,11 @@ def _text(rules: Sequence[Rule], comments: Sequence[str], options: _Options) -> 
     ]
     if options.backend == "rccl":
         header.append("# RCCL's tuner: ring/tree with simple/ll/ll128 only; other ranges: no rule.")
+    if options.nodes != ANY or options.ranks != ANY:
+        header += [
+            f"# Rules match only communicators of {_shape(options)}: any other shape",
+            f"# matches none, so every collective of it gets {unmatched}.",
+        ]
     body = [f"# {_one_line(comment)}" for comment in comments if comment]
     return "\n".join([*header, *body, *(rule.line() for rule in rules)]) + "\n"
 

@@ -19,6 +19,11 @@ _REDUCE_OPS = {"sum": "SUM", "prod": "PRODUCT", "min": "MIN", "max": "MAX", "avg
 # Test hook: the rank named here adds 1 to one received element before the data check,
 # so tests can prove a wrong result reaches the row and the exit status end to end.
 CORRUPT_RANK_VAR = "COLLBENCH_TEST_CORRUPT_RANK"
+# Test hook: `all_gather` (or `all_gather:NAME=VALUE`, only while the rank's environment
+# has NAME=VALUE) makes every rank refuse that collective when it starts it, as NCCL's
+# enqueue refuses a collective its NCCL_ALGO/NCCL_PROTO leave nothing for; so a gloo tune
+# can show a setting that fails in one collective only.
+REFUSE_COLLECTIVE_VAR = "COLLBENCH_TEST_REFUSE_COLLECTIVE"
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class Runner:
 
     def prepare(self, collective: str, size_bytes: int, placement: str) -> Bound:
         """Buffers and the bound operation for one step."""
+        _refuse_for_test(collective)
         coll = REGISTRY[collective]
         geometry = coll.geometry(size_bytes, self.dtype.elem_bytes, self.world_size, self.rank)
         send, recv = self._buffers(geometry, placement)
@@ -127,3 +133,17 @@ class Runner:
         gathered = [torch.empty_like(mine) for _ in range(self.world_size)]
         self.dist.all_gather(gathered, mine)
         return torch.stack(gathered).cpu().numpy()
+
+
+def _refuse_for_test(collective: str) -> None:
+    """REFUSE_COLLECTIVE_VAR's test hook (see there): a RuntimeError worded like NCCL's."""
+    hook = os.environ.get(REFUSE_COLLECTIVE_VAR)
+    if not hook:
+        return
+    name, _, condition = hook.partition(":")
+    variable, _, value = condition.partition("=")
+    if name == collective and (not condition or os.environ.get(variable) == value):
+        raise RuntimeError(
+            f"No algorithm/protocol available for function {collective} "
+            f"({REFUSE_COLLECTIVE_VAR}={hook})"
+        )

@@ -307,13 +307,7 @@ def run_mfu(values: dict[str, Any]) -> None:
     from collbench.render.mfu_explain import explain_json, render_explain
     from collbench.run.mfu import estimate_mfu
 
-    wanted: MfuRequest = request(MfuRequest, MFU_OPTIONS, values)
-    model = model_from_options(values)
-    parallelism = given_fields(Parallelism, MFU_OPTIONS, values)
-    if values["global_batch"] is None:
-        raise SpecError.from_message("--global-batch is required (sequences per optimizer step)")
-    training = Training(seq=wanted.seq, **given_fields(Training, MFU_OPTIONS, values))
-    options = EstimateOptions(**given_fields(EstimateOptions, MFU_OPTIONS, values))
+    wanted, model, training, parallelism, options = workload_parts(values)
     result = estimate_mfu(wanted, model, training, parallelism, options)
     for text in result.warnings:
         print(f"collbench: warning: {text}", file=sys.stderr)
@@ -333,6 +327,22 @@ mfu = command(
     MFU_OPTIONS,
     run_mfu,
 )
+
+
+def workload_parts(
+    values: dict[str, Any], options: tuple[Option, ...] = MFU_OPTIONS
+) -> tuple[MfuRequest, Model, Training, dict[str, Any], EstimateOptions]:
+    """The workload's parts from the command line's `values`, read through `options` (mfu's
+    own, or the subset another command offers, e.g. `tune --workload`): the request, the
+    model, the training, the Parallelism fields given and the estimator's options."""
+    wanted: MfuRequest = request(MfuRequest, options, values)
+    model = model_from_options(values)
+    parallelism = given_fields(Parallelism, options, values)
+    if values["global_batch"] is None:
+        raise SpecError.from_message("--global-batch is required (sequences per optimizer step)")
+    training = Training(seq=wanted.seq, **given_fields(Training, options, values))
+    estimate = EstimateOptions(**given_fields(EstimateOptions, options, values))
+    return wanted, model, training, parallelism, estimate
 
 
 def model_from_options(values: dict[str, Any]) -> Model:

@@ -15,25 +15,23 @@ the command runs.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from collbench.analysis.tune.select import SelectRule
+from collbench.analysis.tune.tuner_conf import DEFAULT_TUNER_SHAPE, parse_tuner_shape
 from collbench.cli.measure import SWEEP_OPTIONS
+from collbench.cli.mfu import MFU_OPTIONS
 from collbench.cli.options import FROM_OWNER, Argument, Option, command, given_fields
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import DEFAULT_TUNE_REPEATS
 from collbench.core.units import parse_duration
 from collbench.run.sweep import RunOptions
-from collbench.run.tune import (
-    DEFAULT_RANGES,
-    TunePlan,
-    TuneRequest,
-    check_channels,
-    parse_ranges,
-)
+from collbench.run.tune_from import TunerConfRequest, check_channels
+from collbench.run.tune_plan import DEFAULT_RANGES, TunePlan, TuneRequest, parse_ranges
 
 _TUNE = None  # the main panel: tune's own options first
 # The sweep's options that do not apply to tune: it names its own output and runs its own
@@ -159,15 +157,72 @@ TUNE_OPTIONS = (
         metavar="N",
     ),
     Option(
+        ("--tuner-shape",),
+        "nccl_tuner.conf's nNodes/nRanks. tuned: the tuned communicator's, so its rules "
+        "match only that shape (NCCL's example plugin runs any other communicator's calls "
+        "on 1 channel); any: -1, the tuned pairs for every communicator, untested there.",
+        TunerConfRequest,
+        "shape",
+        parse=parse_tuner_shape,
+        default_text=DEFAULT_TUNER_SHAPE,
+        metavar="tuned|any",
+    ),
+    Option(
+        ("--nccl-log",),
+        "An NCCL debug log of the baseline or of the job, with NCCL_DEBUG=INFO and "
+        "NCCL_DEBUG_SUBSYS TUNING (repeatable): what NCCL chose, written into nccl_tuner.conf where the "
+        "default wins, where the winner names no algorithm/protocol, and for collectives "
+        "not tuned.",
+        TunerConfRequest,
+        "nccl_logs",
+        kind=list[Path],
+        metavar="FILE",
+    ),
+    Option(
         ("--ranges",),
-        "bands: one result per size band; sizes: one per measured size.",
+        "crossovers: a range ends where the winner changes; bands: small, medium and "
+        "large; sizes: one per measured size.",
         SelectRule,
         "granularity",
         default_text=DEFAULT_RANGES,
         parse=parse_ranges,
-        metavar="bands|sizes",
+        metavar="crossovers|bands|sizes",
     ),
     Option(("--json",), "Print tune.json as JSON.", kind=bool, default=False, name="json_out"),
+)
+
+
+WORKLOAD_PANEL = "Workload (with --workload: mfu's model options)"
+# mfu's options a workload takes here; tune has its own --topology (the fabric, which the
+# workload trains on too), --nodes, --dtype and --json, and mfu's inputs do not apply.
+_NOT_FOR_WORKLOAD = {
+    "--topology",
+    "--nodes",
+    "--dtype",
+    "--json",
+    "--curves",
+    "--overlap",
+    "--gemm",
+    "--explain",
+    "--allow-oversubscribed-memory",
+}
+WORKLOAD_OPTIONS = (
+    Option(
+        ("--workload",),
+        "Choose best.env for a training job: the setting that makes its modelled step "
+        "fastest (the MFU model, its collectives priced from each setting's measured busbw; "
+        "the job trains on --topology). Give the job with mfu's options below.",
+        TuneRequest,
+        "workload",
+        kind=bool,
+        default=FROM_OWNER,
+        panel=WORKLOAD_PANEL,
+    ),
+    *(
+        replace(option, panel=WORKLOAD_PANEL)
+        for option in MFU_OPTIONS
+        if option.flag not in _NOT_FOR_WORKLOAD
+    ),
 )
 
 
@@ -189,7 +244,7 @@ def _build() -> Any:
         GLOO_SOCKET_IFNAME ...) per collective and size band: --knob measures each setting
         in fresh processes, --from chooses from runs already measured, --verify checks a
         result. Writes tune.json, best.env and nccl_tuner.conf.""",
-        (RUNS, *TUNE_OPTIONS, *MEASURE_OPTIONS),
+        (RUNS, *TUNE_OPTIONS, *WORKLOAD_OPTIONS, *MEASURE_OPTIONS),
         run_tune_command,
     )
 
@@ -232,7 +287,8 @@ def _plan_fields(values: dict[str, Any]) -> dict[str, Any]:
     from collbench.analysis.tune.select import SelectRule
 
     rule = SelectRule(**given_fields(SelectRule, TUNE_OPTIONS, values))
-    return {**given_fields(TunePlan, TUNE_OPTIONS, values), "rule": rule}
+    conf = TunerConfRequest(**given_fields(TunerConfRequest, TUNE_OPTIONS, values))
+    return {**given_fields(TunePlan, TUNE_OPTIONS, values), "rule": rule, "tuner_conf": conf}
 
 
 def _tune_from(values: dict[str, Any]) -> None:
@@ -244,7 +300,14 @@ def _tune_from(values: dict[str, Any]) -> None:
         raise SpecError("--out", "", "is required: the new directory to write the result in")
     plan = _plan_fields(values)
     check_channels(plan.get("channels"))
-    result = tune_from(values["runs"] or [], values["out"], plan.get("channels"), plan["rule"])
+    result = tune_from(
+        values["runs"] or [],
+        values["out"],
+        plan.get("channels"),
+        plan["rule"],
+        workload=_workload(values),
+        conf_request=plan["tuner_conf"],
+    )
     for warning in result.warnings:
         _say(f"collbench: warning: {warning}")
     print(render_tune(result, as_json=values["json_out"]), flush=True)
@@ -271,8 +334,15 @@ def _launch(values: dict[str, Any]) -> None:
     spec = SweepSpec(**given_fields(SweepSpec, MEASURE_OPTIONS, values), repeats=1)
     options = _run_options(values)
     axes, warnings = parse_knobs(values["knob"], spec.backend)
-    plan = TunePlan(axes, values["out"], **_plan_fields(values))
+    plan = TunePlan(axes, values["out"], **_plan_fields(values), workload=_workload(values))
     if options.launcher == "slurm":
+        if plan.workload is not None:
+            raise SpecError(
+                "--workload",
+                "",
+                "does not reach the driver of --launcher slurm yet: tune without it, then "
+                "run tune --from DIR/settings/* --workload ... on the settings' runs",
+            )
         code = tune_in_allocation(spec, plan, values["knob"], values["json_out"], options, _say)
         raise typer.Exit(code)
     result, code = run_tune(
@@ -281,6 +351,26 @@ def _launch(values: dict[str, Any]) -> None:
     if result is not None:
         print(render_tune(result, as_json=values["json_out"]), flush=True)
     raise typer.Exit(code)
+
+
+def _workload(values: dict[str, Any]) -> Any:
+    """The training job of --workload (run/tune_workload.py's TuneWorkload), or None;
+    SpecError for a workload option given without --workload."""
+    from collbench.cli.mfu import workload_parts
+    from collbench.core.errors import SpecError
+    from collbench.run.tune_workload import tune_workload
+
+    if not values["workload"]:
+        given = [
+            option.flag
+            for option in WORKLOAD_OPTIONS[1:]
+            if values[option.parameter_name] not in (option.default_value, [])
+        ]
+        if given:
+            raise SpecError(given[0], "", "describes a training job: it needs --workload")
+        return None
+    parts = workload_parts(values, WORKLOAD_OPTIONS)
+    return tune_workload(*parts, values["topology"])
 
 
 def _run_options(values: dict[str, Any]) -> RunOptions:
@@ -302,9 +392,12 @@ def _run_options(values: dict[str, Any]) -> RunOptions:
 
 def _verify(values: dict[str, Any]) -> None:
     from collbench.cli.measure import command_line, sink_factory
+    from collbench.core.errors import SpecError
     from collbench.render.tune import render_verify
     from collbench.run.tune_verify import run_verify
 
+    if values["workload"]:
+        raise SpecError("--workload", "", "does not apply to --verify (it measures best.env as is)")
     result, code = run_verify(
         values["verify"],
         values["out"],

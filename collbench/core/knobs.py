@@ -45,6 +45,39 @@ _READ_BY: dict[str, tuple[str, ...]] = {
 }
 
 
+# Recorded variables that never make two runs different settings (tune --from) and that
+# best.env never exports: what the library logs, which devices a process sees (a property
+# of the job's placement, not a tuning), and what versions or install paths it reports.
+LOGGING_KNOBS = frozenset(
+    {
+        "NCCL_DEBUG",
+        "NCCL_DEBUG_SUBSYS",
+        "NCCL_DEBUG_FILE",
+        "NCCL_DEBUG_TIMESTAMP_FORMAT",
+        "NCCL_WARN_ENABLE_DEBUG_INFO",
+        "RCCL_LOG_LEVEL",
+        "TORCH_CPP_LOG_LEVEL",
+        "TORCH_DISTRIBUTED_DEBUG",
+        "TORCH_SHOW_CPP_STACKTRACES",
+        "TORCH_LOGS",
+    }
+)
+PLACEMENT_KNOBS = frozenset(
+    {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"}
+)
+_REPORT_SUFFIXES = ("_VERSION", "_HOME", "_PATH", "_ROOT")  # CUDA_VERSION, CUDA_HOME, ...
+
+
+def is_setting_knob(name: str) -> bool:
+    """Whether a recorded knob is part of a setting (see LOGGING_KNOBS, PLACEMENT_KNOBS)."""
+    return not (
+        name in LOGGING_KNOBS
+        or name in PLACEMENT_KNOBS
+        or (name.endswith(_REPORT_SUFFIXES) and not name.startswith(("NCCL_", "RCCL_")))
+        or name in ("NCCL_VERSION", "RCCL_VERSION")
+    )
+
+
 def is_knob(name: str) -> bool:
     """Whether an environment variable is one `knob_env` records."""
     return name.startswith(KNOB_PREFIXES) or name in KNOB_NAMES

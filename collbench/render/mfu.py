@@ -77,6 +77,12 @@ def to_json(workload: Workload, estimates: Sequence[Estimate]) -> dict[str, Any]
 def _estimate_json(result: Estimate) -> dict[str, Any]:
     return {
         "topology": result.topology,
+        # only for a column priced with labelled curves (`--curves LABEL=RUN`, a tune)
+        **(
+            {"curves_label": result.curves_label, "curves_default": result.curves_default}
+            if result.curves_label
+            else {}
+        ),
         "nodes": result.nodes,
         "accelerators": result.accelerators,
         "peak_tflops": result.peak_tflops,
@@ -127,7 +133,7 @@ def render_table(workload: Workload, estimates: Sequence[Estimate]) -> str:
         ("what if: perfect overlap", lambda e: f"{e.what_if['perfect_overlap']:.1%}"),
         ("what if: 2x scale-out", _what_if("scale_out_2x")),
     ]
-    header = ["", *(result.topology for result in estimates)]
+    header = ["", *(column_name(result) for result in estimates)]
     body = [[label, *(cell(result) for result in estimates)] for label, cell in rows]
     widths = [max(len(str(line[i])) for line in [header, *body]) for i in range(len(header))]
     lines = [
@@ -141,7 +147,42 @@ def render_table(workload: Workload, estimates: Sequence[Estimate]) -> str:
         "p: from predicted collective times (topology cost model); m: from measured curves "
         "(--curves); m+p: both; untagged: no collective time in it"
     )
-    return "\n".join([_headline(workload), "", *lines, legend, "", *_notes(estimates)])
+    recovered = recovery_lines(estimates)
+    return "\n".join([_headline(workload), "", *lines, legend, *recovered, "", *_notes(estimates)])
+
+
+def column_name(result: Estimate) -> str:
+    """A column's name: the topology, and the label of the curves it was priced with."""
+    return f"{result.topology} [{result.curves_label}]" if result.curves_label else result.topology
+
+
+def recovery_lines(estimates: Sequence[Estimate]) -> list[str]:
+    """Per topology priced with labelled curves (settings of a tune): the MFU points the
+    best labelled setting recovers over the default's ("tuning recovers X MFU points")."""
+    lines = []
+    for topology in dict.fromkeys(result.topology for result in estimates):
+        columns = [r for r in estimates if r.topology == topology and r.curves_label]
+        default = next((r for r in columns if r.curves_default), None)
+        others = [r for r in columns if r is not default]
+        if default is None or not others:
+            continue
+        best = max(others, key=lambda r: r.mfu)
+        if MEASURED not in (best.origin, default.origin) and MIXED not in (
+            best.origin,
+            default.origin,
+        ):
+            lines.append(
+                f"{topology}: the curves price none of the workload's collectives (no group "
+                "of its matches their collective, rank and node count; see the warnings): no "
+                "MFU recovered to show"
+            )
+            continue
+        points = (best.mfu - default.mfu) * 100
+        lines.append(
+            f"tuning recovers {points:+.2f} MFU points on this fabric ({topology}): "
+            f"{best.curves_label} {best.mfu:.1%} against {default.curves_label} {default.mfu:.1%}"
+        )
+    return lines
 
 
 def _tag(text: str, origin: str) -> str:
@@ -220,7 +261,7 @@ def _notes(estimates: Sequence[Estimate]) -> list[str]:
         sources = "; ".join(
             f"{kind.kind} {kind.source}" for kind in result.comm if kind.total_s > 0
         )
-        notes.append(f"  {result.topology}: {sources or 'nothing to price'}")
+        notes.append(f"  {column_name(result)}: {sources or 'nothing to price'}")
     notes += _memory_notes(estimates)
     return notes + [f"assumed: {text}" for text in first.assumptions]
 
@@ -238,5 +279,6 @@ def _memory_notes(estimates: Sequence[Estimate]) -> list[str]:
     ]
     unknown = [e.topology for e in estimates if e.memory and e.memory.capacity_bytes is None]
     if unknown:
-        notes.append(f"  not checked against {', '.join(unknown)}: no accelerator.memory_gib given")
+        names = ", ".join(dict.fromkeys(unknown))
+        notes.append(f"  not checked against {names}: no accelerator.memory_gib given")
     return notes

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from collbench.analysis.rules.bands import bands_legend
-from collbench.analysis.tune.select import BYTES_MAX, PLACEMENTS, describe_evidence
+from collbench.analysis.tune.select import PLACEMENTS, describe_evidence
 from collbench.core.stats import median
 from collbench.core.units import format_size
 from collbench.render.report_charts import RangeMark, SettingCurve, settings_chart
 from collbench.render.report_doc import Chart, Flagged, Report, Section, Table
-from collbench.render.tune import DEFAULT_IS_BEST
+from collbench.render.tune import DEFAULT_IS_BEST, range_label
 from collbench.store.rows import ResultRow
 from collbench.store.tune_result import TuneResult, TuneSetting
 
@@ -112,8 +112,7 @@ def _lead(source: TuneSource) -> list[str]:
     lines = [
         f"{source.path}: {len(settings)} settings ({how}): {len(settings) - failed} ran, "
         f"{failed} failed, {dropped} dropped by the search; the default is "
-        f"{source.baseline_label or 'unknown (no baseline setting)'}. "
-        f"Size bands: {bands_legend()}."
+        f"{source.baseline_label or 'unknown (no baseline setting)'}. {_ranges_words(source)}"
     ]
     interrupted = source.document.interrupted
     if interrupted:
@@ -126,6 +125,16 @@ def _lead(source: TuneSource) -> list[str]:
     lines.append(f"best.env exports {env.setting or 'baseline'}: {env.why or '-'}.")
     lines += [f"Not followed by best.env: {line}" for line in env.conflicts]
     return lines
+
+
+def _ranges_words(source: TuneSource) -> str:
+    """How the tune drew its size ranges (tune.json's rule)."""
+    granularity = (source.document.rule or {}).get("granularity")
+    if granularity == "band":
+        return f"Size bands: {bands_legend()}."
+    if granularity == "size":
+        return "One range per measured size."
+    return "Ranges end where the winner changes."
 
 
 def _charts(source: TuneSource) -> list[Chart]:
@@ -181,10 +190,8 @@ def setting_curves(source: TuneSource, collective: str, placement: str) -> list[
 
 
 def _range_text(item: Mapping[str, Any]) -> str:
-    """`small [0 B, 64 KiB)` as `collbench tune` prints it; `end]` for the open last range."""
-    low, high = int(item.get("min_bytes") or 0), int(item.get("max_bytes") or BYTES_MAX)
-    end = "end]" if high >= BYTES_MAX else f"{format_size(high + 1)})"
-    return f"{item.get('band')} [{format_size(low)}, {end}"
+    """The range as `collbench tune` prints it: by the measured sizes it holds."""
+    return range_label(str(item.get("band") or ""), [int(size) for size in item.get("sizes") or ()])
 
 
 def _gbps(value: Any) -> str:

@@ -10,10 +10,12 @@ Pure: the use case's result in, a string out.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from collbench.analysis.tune.select import BYTES_MAX, describe_evidence
+from collbench.analysis.rules.bands import BAND_NAMES
+from collbench.analysis.tune.select import BYTES_MAX, describe_evidence, sizes_text
 from collbench.core.units import format_number, format_size
 
 if TYPE_CHECKING:
@@ -21,20 +23,69 @@ if TYPE_CHECKING:
     from collbench.run.tune_from import TuneFromResult
     from collbench.run.tune_verify import VerifyLine, VerifyResult
 
-HEADER = ("collective", "range", "best", "busbw", "default", "gain", "confident", "evidence")
+HEADER = (
+    "collective",
+    "sizes",
+    "best",
+    "busbw GB/s",
+    "default GB/s",
+    "gain",
+    "confident",
+    "evidence",
+)
 DEFAULT_IS_BEST = "default is best"
+LEGEND = (
+    "# busbw: the geometric mean over the range's measured sizes (and repeats), in GB/s as "
+    "nccl-tests computes it; gain: best over default on the same sizes. A range covers the "
+    "sizes between its measured ones up to the geometric midpoint (tune.json has each range's "
+    "bytes)."
+)
 
 
 def render_tune(result: TuneFromResult, as_json: bool = False) -> str:
-    """The table (or tune.json's content as JSON), then `# Wrote: PATH` lines."""
+    """The table (or tune.json's content as JSON), then the reasons per collective, the
+    ranges best.env does not follow, the notes, and `# Wrote: PATH` lines."""
     if as_json:
         return json.dumps(result.document.to_dict(), indent=2, default=str)
     lines = aligned_table(HEADER, [_cells(record) for record in result.best])
-    lines += [f"# {record.collective} {record.band}: {record.reason}" for record in result.best]
-    lines += [f"# conflict: {line}" for line in result.document.env.conflicts]
-    lines += [f"# note: {note}" for note in result.notes]
+    lines.append(LEGEND)
+    lines += _grouped(result.best)
+    conflicts = result.document.env.conflicts
+    if conflicts:
+        lines.append(f"# best.env exports {result.document.env.setting}; not followed in:")
+        lines += [f"#   {line}" for line in conflicts]
+    if result.notes:
+        lines.append("# notes:")
+        lines += [f"#   {note}" for note in result.notes]
+    lines += workload_lines(result.document.extra.get("workload"))
     lines += [f"# Wrote: {path}" for path in result.written]
     return "\n".join(lines)
+
+
+def _grouped(best: list[BestRecord]) -> list[str]:
+    """Why each range was called, under one heading per collective."""
+    lines: list[str] = []
+    current = None
+    for record in best:
+        if record.collective != current:
+            current = record.collective
+            lines.append(f"# {current}:")
+        lines.append(f"#   {range_text(record)}: {record.reason}")
+    return lines
+
+
+def range_text(record: BestRecord) -> str:
+    """A range as a person says it (see `range_label`)."""
+    return range_label(record.band, record.sizes)
+
+
+def range_label(band: str, sizes: Sequence[int]) -> str:
+    """A range by the measured sizes it holds (`1 GiB .. 8 GiB`), after its band's name
+    where it has one (`large: 16 MiB .. 8 GiB`)."""
+    held = sizes_text(min(sizes), max(sizes)) if sizes else ""
+    if not held or band == held:
+        return band or held
+    return f"{band}: {held}"
 
 
 def aligned_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
@@ -49,12 +100,11 @@ def aligned_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[
 
 
 def _cells(record: BestRecord) -> tuple[str, ...]:
-    high = "end]" if record.max_bytes >= BYTES_MAX else f"{format_size(record.max_bytes + 1)})"
     best = DEFAULT_IS_BEST if record.default_is_best else record.setting
     base = record.baseline_busbw_gbps
     return (
         record.collective,
-        f"{record.band} [{format_size(record.min_bytes)}, {high}",
+        range_text(record),
         best,
         format_number(record.busbw_gbps),
         "-" if base is None else format_number(base),
@@ -103,9 +153,11 @@ def _percent(value: float | None) -> str:
 def _verify_cells(line: VerifyLine) -> tuple[str, ...]:
     high = "end]" if line.max_bytes >= BYTES_MAX else f"{format_size(line.max_bytes + 1)})"
     base = line.baseline_busbw_gbps
+    # a fixed band's name says no sizes; a range named by its measured sizes says them
+    where = f"{line.band} [{format_size(line.min_bytes)}, {high}"
     return (
         line.collective,
-        f"{line.band} [{format_size(line.min_bytes)}, {high}",
+        where if line.band in BAND_NAMES else line.band,
         line.setting,
         "-" if line.busbw_gbps is None else format_number(line.busbw_gbps),
         "-" if base is None else format_number(base),
@@ -114,3 +166,49 @@ def _verify_cells(line: VerifyLine) -> tuple[str, ...]:
         line.call or "-",
         line.evidence,
     )
+
+
+def workload_lines(workload: dict | None) -> list[str]:
+    """tune --workload's section: the job, the modelled step under the default and under
+    best.env's setting (step time, exposed communication, MFU), the collectives and sizes
+    where best.env's setting is not the fastest, and the notes ([] without a workload)."""
+    if not workload:
+        return []
+    job = workload["workload"]
+    steps = {step["setting"]: step for step in workload["settings"]}
+    chosen = steps[workload["chosen"]]
+    default = next((step for step in workload["settings"] if step["baseline"]), None)
+    shown = [default] if default is not None and default is not chosen else []
+    table = [
+        (
+            f"{step['setting']}{' (default)' if step['baseline'] else ''}"
+            f"{' (best.env)' if step is chosen else ''}",
+            f"{step['step_time_s'] * 1e3:,.3f}",
+            f"{step['exposed_comm_s'] * 1e3:,.3f}",
+            f"{step['comm_s'] * 1e3:,.3f}",
+            f"{step['mfu']:.2%}",
+        )
+        for step in [*shown, chosen]
+    ]
+    params = job["params"]
+    size = f"{params / 1e9:.3g}B" if params >= 1e9 else f"{params / 1e6:.3g}M"
+    buckets = job["dp_bucket_mb"]
+    dp = f"DP buckets of {buckets:g} MiB" if buckets else "one DP collective (no buckets)"
+    lines = [
+        f"# workload: {job['model']} ({size} params), tp {job['tp']} pp {job['pp']} dp "
+        f"{job['dp']}, zero {job['zero']}, seq {job['seq']}, global batch "
+        f"{job['global_batch']}, {dp}, on {workload['topology']}: best.env is the setting "
+        "with the shortest modelled step",
+        *aligned_table(_WORKLOAD_HEADER, table),
+    ]
+    if default is not None and default is not chosen:
+        points = (chosen["mfu"] - default["mfu"]) * 100
+        lines.append(f"# tuning recovers {points:+.2f} MFU points on this fabric (modelled)")
+    if workload["losses"]:
+        lines.append(f"# where {chosen['setting']} is not the fastest for the workload:")
+        lines += [f"#   {loss['text']}" for loss in workload["losses"]]
+    lines.append("# workload notes:")
+    return lines + [f"#   {note}" for note in workload["notes"]]
+
+
+_WORKLOAD_HEADER = ("setting", "step ms", "exposed comm ms", "all comm ms", "MFU")

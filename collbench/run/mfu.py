@@ -63,6 +63,24 @@ def estimate_mfu(
     from collbench.analysis.mfu.fabrics import check_memory, estimate_fabrics
 
     topologies = _topologies(list(request.topology))
+    workload = size_workload(request, model, training, parallelism, topologies[0])
+    inputs = _inputs(request, options)
+    fabrics = _fabrics(workload, topologies, list(request.curves))
+    estimates = estimate_fabrics(workload, fabrics, inputs)
+    warnings = check_memory(estimates, request.allow_oversubscribed_memory)
+    warnings = [*warnings, *(text for result in estimates for text in result.warnings)]
+    return MfuEstimate(workload, estimates, warnings)
+
+
+def size_workload(
+    request: MfuRequest,
+    model: Model,
+    training: Training,
+    parallelism: dict[str, Any],
+    first: Any,
+) -> Workload:
+    """The workload (`parallelism`: the Parallelism fields given; --fsdp is ZeRO 3), its
+    dp from --nodes of the `first` topology (or its file's node count) unless given."""
     if request.fsdp and parallelism.get("zero", 3) != 3:
         raise SpecError(
             "--zero",
@@ -70,14 +88,8 @@ def estimate_mfu(
             "conflicts with --fsdp (= --zero 3): give one of them",
         )
     given = {**parallelism, **({"zero": 3} if request.fsdp else {})}
-    sized = _sized(Parallelism(**given), "dp" in given, request.nodes, topologies[0])
-    workload = Workload(model, training, sized)
-    inputs = _inputs(request, options)
-    fabrics = _fabrics(workload, topologies, list(request.curves))
-    estimates = estimate_fabrics(workload, fabrics, inputs)
-    warnings = check_memory(estimates, request.allow_oversubscribed_memory)
-    warnings = [*warnings, *(text for result in estimates for text in result.warnings)]
-    return MfuEstimate(workload, estimates, warnings)
+    sized = _sized(Parallelism(**given), "dp" in given, request.nodes, first)
+    return Workload(model, training, sized)
 
 
 def _sized(parallelism: Parallelism, dp_given: bool, nodes: int | None, first: Any) -> Parallelism:
@@ -160,25 +172,103 @@ def _inputs(request: MfuRequest, options: EstimateOptions) -> Inputs:
 
 
 def _fabrics(workload: Workload, topologies: list[Any], curves: list[str]) -> list[Fabric]:
+    """One Fabric per topology, or per (topology, label) where labelled curves were given
+    (`--curves LABEL=RUN`, or a tune directory: its baseline and best.env's setting)."""
     from collbench.analysis.mfu.fabrics import Fabric, sized_for
     from collbench.analysis.mfu.inputs import fit_measured_curves
 
-    known = {topology.name for topology in topologies}
-    runs: dict[str, list[str]] = {}
-    for text in curves:
-        name, sep, run = text.partition("=")
-        if sep and name not in known and not Path(text).exists():
-            raise SpecError("--curves", name, f"names no --topology given ({', '.join(known)})")
-        if not sep or name not in known:  # a plain run directory (its path may hold '=')
-            name, run = topologies[0].name, text
-        runs.setdefault(name, []).append(run)
+    sets, defaults = _curve_sets(topologies, curves)
     fabrics = []
     for topology in topologies:
-        own = [_run(Path(run), "--curves") for run in runs.get(topology.name, [])]
-        own += [_run(Path(run), "--curves") for run in _file_curves(topology)]
-        measured = [curve for run in own for curve in fit_measured_curves(run.rows, run.path)]
-        fabrics.append(Fabric(sized_for(workload, topology), tuple(measured), tuple(own)))
+        labels = [label for name, label in sets if name == topology.name] or [""]
+        if "" not in labels and not any((topology.name, label) in defaults for label in labels):
+            defaults.add((topology.name, _default_label(labels)))
+        file_runs = [_run(Path(run), "--curves") for run in _file_curves(topology)]
+        for label in labels:
+            own = [*sets.get((topology.name, label), []), *file_runs]
+            measured = [curve for run in own for curve in fit_measured_curves(run.rows, run.path)]
+            default = (topology.name, label) in defaults
+            sized = sized_for(workload, topology)
+            fabrics.append(Fabric(sized, tuple(measured), tuple(own), label, default))
     return fabrics
+
+
+def _curve_sets(
+    topologies: list[Any], curves: list[str]
+) -> tuple[dict[tuple[str, str], list[Run]], set[tuple[str, str]]]:
+    """The runs of each (topology, label) --curves gives ("": unlabelled) and the labels
+    that are a tune's baseline. `NAME=RUN`: NAME a --topology given, or a label for the
+    first (a catalog topology not given is refused, as a likely slip); RUN a run directory
+    or a tune directory (its baseline and best.env's setting, labelled by setting)."""
+    from collbench.store.tune_result import is_tune_dir
+    from collbench.topologies.loader import catalog_names
+
+    known = [topology.name for topology in topologies]
+    sets: dict[tuple[str, str], list[Run]] = {}
+    defaults: set[tuple[str, str]] = set()
+    for text in curves:
+        name, sep, source = text.partition("=")
+        label = ""
+        if not sep or (Path(text).exists() and name not in known):
+            name, source = known[0], text  # a plain directory (its path may hold '=')
+        elif name not in known:
+            if name in catalog_names():
+                raise SpecError("--curves", name, f"names no --topology given ({', '.join(known)})")
+            name, label = known[0], name
+        if is_tune_dir(Path(source)):
+            for setting, runs, baseline in _tune_curves(Path(source)):
+                sets.setdefault((name, setting), []).extend(runs)
+                if baseline:
+                    defaults.add((name, setting))
+        else:
+            sets.setdefault((name, label), []).append(_run(Path(source), "--curves"))
+    return sets, defaults
+
+
+def _default_label(labels: list[str]) -> str:
+    """The default among labels given by hand: "default" or "baseline", else the first."""
+    return next((label for label in labels if label in ("default", "baseline")), labels[0])
+
+
+def _tune_curves(tune_dir: Path) -> list[tuple[str, list[Run], bool]]:
+    """A tune directory's baseline and best.env's setting: (label, runs, is baseline). A
+    launched tune names each setting's run directories; a `tune --from` result, its RUNs."""
+    from collbench.store.tune_result import load_tune_result
+
+    result = load_tune_result(tune_dir, "--curves")
+    chosen = next((item for item in result.settings if item.label == result.env.setting), None)
+    if chosen is None:
+        raise SpecError(
+            "--curves",
+            str(tune_dir),
+            f"exports {result.env.setting!r} in best.env, which is none of its settings",
+        )
+    picked = [result.baseline] if chosen.baseline else [result.baseline, chosen]
+    out = []
+    for item in (item for item in picked if item is not None):
+        runs = [_run(tune_dir / path, "--curves") for path in item.run_dirs]
+        if not runs and result.sources:
+            runs = _from_runs(result.sources, item.id, tune_dir)
+        if not runs:
+            raise SpecError(
+                "--curves", str(tune_dir), f"holds no run of its setting {item.label!r}"
+            )
+        out.append((item.label, runs, item.baseline))
+    return out
+
+
+def _from_runs(sources: tuple[str, ...], setting_id: str, tune_dir: Path) -> list[Run]:
+    """The RUNs of a `tune --from` result that measured the setting `setting_id`, pooled."""
+    from collbench.analysis.tune.from_runs import outcomes_from_runs
+    from collbench.store.load import Run
+    from collbench.store.meta import RunMeta
+
+    runs = [_run(Path(path), f"--curves {tune_dir}: its RUN") for path in sources]
+    for outcome in outcomes_from_runs(runs):
+        if outcome.setting.id == setting_id or (not setting_id and outcome.is_baseline):
+            label = outcome.setting.label
+            return [Run(f"{tune_dir} ({label})", RunMeta(), list(outcome.rows))]
+    return []
 
 
 def _file_curves(topology: Any) -> list[str]:

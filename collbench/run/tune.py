@@ -3,9 +3,10 @@ best per collective and size range (the same choice and files as `tune --from`).
 
 Each setting is one sweep through the chosen launcher, so it runs in new rank processes
 however that launcher starts them: a new local spawn, a new torchrun round (every node's
-`collbench tune` walks the same settings in the same order; setting i rendezvouses at the
-master port + i, so a fast node never meets the previous round's store), a new mpirun, or
-one srun step inside the allocation. The setting's knobs are exported for that sweep only;
+`collbench tune` walks the same settings in the same order; each sweep rendezvouses at a
+port derived from its setting's index, repeat and kind alone (round_port), never from what
+a node has seen, so every node meets at it and a fast node never meets the previous round's
+store), a new mpirun, or one srun step inside the allocation. The setting's knobs are exported for that sweep only;
 the baseline gets the environment exactly as given.
 
 --repeats R: every setting is measured R times, each time in fresh processes (NCCL reads its
@@ -14,8 +15,16 @@ from one process to the next), interleaved: A B C A B C ... so drift over the tu
 on every setting alike. The decision rule (analysis.decision) takes its statistics from
 those repeats. A setting's rows are pooled with their repeat renumbered to the tune's.
 
+Validity is judged per collective, before launching (NCCL/RCCL; analysis/tune/validity.py):
+a collective NCCL cannot run under a setting (NCCL_ALGO=Tree for an all-gather) is left
+out of that setting's sweeps, with one progress line, and tune.json lists the pairing under
+the setting's `skipped` with the reason; a setting left with no collective is not run
+(not_run, with the reason). The baseline is never judged.
+
 A setting that fails (the backend rejecting a value at init, a rank crash, a hang past
---timeout) is recorded with its error, is not repeated, and the search goes on. Rows stream
+--timeout) is recorded with its error and the search goes on. What it finished is kept: its
+rows (chosen from like any other's) and, in tune.json's `failed_in`, the collective it failed
+in with the error; later repeats measure only the collectives it finished. Rows stream
 into one run directory per setting and repeat (settings/NN-<id>; with --repeats above 1,
 settings/NN-<id>-rK for K = 1..R), so a killed tune keeps every finished repeat.
 
@@ -31,41 +40,36 @@ the round under way that never started) and the exit code is the signal's (130, 
 A second signal waits for that result to be written.
 
 On NCCL/RCCL a short extra pass per setting runs with NCCL's debug output on
-(choices.jsonl: the algorithm, protocol and channels NCCL used). It is separate because
+(choices.jsonl: the algorithm, protocol and channels NCCL used, for the collectives and
+sizes measured only). Every torchrun node runs it (its ranks take part); node 0 records it. It is separate because
 NCCL prints a line per collective call, which would slow the timed iterations it reports on.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from collbench.analysis.tune.from_runs import as_repeats
-from collbench.analysis.tune.outputs import env_choice, render_best_env, tune_document
 from collbench.analysis.tune.search import (
     DescentRule,
     HalvingRule,
     descent_next,
     halving_iters,
     halving_round,
-    probe_sizes,
     settings_left,
 )
-from collbench.analysis.tune.select import SelectRule, SettingOutcome, select_best
+from collbench.analysis.tune.select import SettingOutcome
+from collbench.analysis.tune.validity import Skipped, per_collective_hint, split_collectives
 from collbench.core.errors import EXIT_RUN_FAILED, CollbenchError, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import (
-    DEFAULT_MAX_SETTINGS,
-    DEFAULT_TUNE_REPEATS,
-    MAX_TUNE_REPEATS,
-    KnobAxis,
     Setting,
     build_grid,
     check_axis,
@@ -75,13 +79,22 @@ from collbench.core.tune_grid import (
 from collbench.launchers.supervise import STOPPED_CODES, Stopped, StopSignals
 from collbench.run.sweep import RunOptions, run_sweep
 from collbench.run.tune_choices import choices_env, collect_choices
+from collbench.run.tune_finish import finish_tune
 from collbench.run.tune_from import (
     DRIVER_FOLDER,
     TuneFromResult,
     check_channels,
     check_out,
-    tuner_conf_text,
-    write_result,
+)
+from collbench.run.tune_plan import (
+    TunePlan,
+)
+from collbench.run.tune_rounds import (
+    environment,
+    failed_collective,
+    probe_spec,
+    round_port,
+    sized_spec,
 )
 from collbench.store.load import load_run
 from collbench.store.rows import SWEEP
@@ -90,88 +103,16 @@ from collbench.store.sink import SinkFactory
 from collbench.store.tune_result import (
     CHOICES_FILE,
     SettingRuns,
-    TuneLaunch,
-    TunerConfStatus,
 )
 
-SEARCHES = ("grid", "halving", "coordinate")
-# --ranges: the option's words for SelectRule.granularity (whose default is written there)
-RANGES = {"bands": "band", "sizes": "size"}
-DEFAULT_RANGES = next(name for name, value in RANGES.items() if value == SelectRule().granularity)
 SETTINGS_DIR = "settings"
 PROBES_DIR = "probes"
 CHOICES_DIR = "nccl-debug"
 NCCL_BACKENDS = ("nccl", "rccl")
 
 
-@dataclass(frozen=True)
-class TuneRequest:
-    """Which of tune's three forms the command line asks for (`--knob` measures settings,
-    `--from RUN...` chooses from runs already measured, `--verify DIR` checks a result),
-    and where the result goes."""
-
-    knob: tuple[str, ...] = ()  # `NAME=V1,V2,...` axes as given (core.tune_grid parses them)
-    from_runs: bool = False
-    runs: tuple[Path, ...] = ()
-    verify: Path | None = None
-    out: Path | None = None  # required, except by --verify (DIR/verify-<time>)
-
-
-# Most settings a tune may measure (--max-settings): each is a whole sweep in fresh ranks,
-# so 10,000 is already weeks; more is a typo (1e20), not a plan.
-MAX_SETTINGS = 10_000
-
-
-@dataclass(frozen=True)
-class TunePlan:
-    """What `collbench tune --knob ...` searches and how."""
-
-    axes: tuple[KnobAxis, ...]
-    out: Path
-    search: str = "grid"
-    budget_s: float | None = None
-    max_settings: int = DEFAULT_MAX_SETTINGS
-    channels: int | None = None
-    rule: SelectRule = field(default_factory=SelectRule)
-    record_choices: bool = True
-    repeats: int = DEFAULT_TUNE_REPEATS  # runs of each setting, fresh processes, interleaved
-
-    def __post_init__(self) -> None:
-        if self.search not in SEARCHES:
-            raise SpecError("--search", self.search, f"is not one of {', '.join(SEARCHES)}")
-        if not self.axes:
-            raise SpecError(
-                "--knob", "", "is required: the knobs to tune, e.g. --knob NCCL_ALGO=Ring,Tree"
-            )
-        if self.budget_s is not None and not self.budget_s > 0:
-            raise SpecError("--budget", self.budget_s, "must be more than 0 seconds")
-        check_channels(self.channels)
-        if isinstance(self.max_settings, bool) or not (
-            isinstance(self.max_settings, int) and 1 <= self.max_settings <= MAX_SETTINGS
-        ):
-            raise SpecError(
-                "--max-settings", self.max_settings, f"must be from 1 to {MAX_SETTINGS:,}"
-            )
-        if isinstance(self.repeats, bool) or not (
-            isinstance(self.repeats, int) and 1 <= self.repeats <= MAX_TUNE_REPEATS
-        ):
-            raise SpecError("--repeats", self.repeats, f"must be from 1 to {MAX_TUNE_REPEATS}")
-
-
-def parse_ranges(text: str, flag: str = "--ranges") -> str:
-    """SelectRule.granularity of a --ranges word (bands, sizes), or SpecError."""
-    if text not in RANGES:
-        raise SpecError(flag, text, f"must be one of {', '.join(RANGES)}")
-    return RANGES[text]
-
-
-def ranges_word(granularity: str) -> str:
-    """The --ranges word of a SelectRule.granularity."""
-    return next(name for name, value in RANGES.items() if value == granularity)
-
-
 @dataclass
-class _Measured:
+class Measured:
     """One setting as the tune saw it (mutable while the search runs)."""
 
     setting: Setting
@@ -185,6 +126,10 @@ class _Measured:
     duration_s: float = 0.0
     # a later repeat that failed after an earlier one measured: its error, the setting kept
     repeat_errors: list[str] = field(default_factory=list)
+    # the pairings (collectives) NCCL cannot run under this setting, never launched
+    skipped: tuple[Skipped, ...] = ()
+    # where a sweep failed part-way: {"collective": ..., "error": ...} (its rows are kept)
+    failed_in: dict[str, str] | None = None
 
     @property
     def run_dir(self) -> str | None:
@@ -202,10 +147,12 @@ class _Measured:
             dropped=self.dropped,
             repeat_errors=tuple(self.repeat_errors),
             duration_s=round(self.duration_s, 3),
+            skipped=tuple(item.to_dict() for item in self.skipped),
+            failed_in=self.failed_in,
         )
 
 
-class _Tuner:
+class Tuner:
     """Runs settings one after another and keeps what each gave."""
 
     def __init__(
@@ -221,12 +168,14 @@ class _Tuner:
         self.command_line, self.make_sink, self.say = command_line, make_sink, say
         self.base_env = dict(os.environ)
         self.out = Path(plan.out).absolute()
-        self.measured: dict[Setting, _Measured] = {}
+        self.measured: dict[Setting, Measured] = {}
         self.started = time.monotonic()
         self.durations: list[float] = []
         self.not_run: list[dict[str, Any]] = []
-        self.rounds = 0  # sweeps launched: each gets its own rendezvous port
         self.warned = False
+        # settings NCCL can run none of the spec's collectives under: the reason (not run)
+        self.unrunnable: dict[Setting, str] = {}
+        self.library: str | None = None  # the backend as judged before launching
         # (exit code, how) once a stop signal ended the tune; the settings of the round
         # under way (those never started are listed as not run)
         self.stopped: tuple[int, str] | None = None
@@ -234,24 +183,30 @@ class _Tuner:
 
     # -- one sweep of one setting ---------------------------------------------------------
 
-    def record(self, setting: Setting) -> _Measured:
+    def record(self, setting: Setting) -> Measured:
         if setting not in self.measured:
-            self.measured[setting] = _Measured(setting, len(self.measured))
+            self.measured[setting] = Measured(setting, len(self.measured))
         return self.measured[setting]
 
     def folder(self, setting: Setting, parent: str, prefix: str = "", suffix: str = "") -> str:
         item = self.record(setting)
         return f"{parent}/{prefix}{item.index:02d}-{setting.id}{suffix}"
 
-    def sweep(self, setting: Setting, spec: SweepSpec, relative: str) -> tuple[tuple, str | None]:
-        """Run `spec` under `setting` into out/relative: (rows, error or None)."""
+    def sweep(
+        self, setting: Setting, spec: SweepSpec, relative: str, slot: int
+    ) -> tuple[tuple, str | None]:
+        """Run `spec` under `setting` into out/relative as its sweep `slot` (round_port):
+        (rows, error or None)."""
         run_dir = self.out / relative
         options = replace(
-            self.options, out=run_dir, output="quiet", print_only=False, extra=self._extra()
+            self.options,
+            out=run_dir,
+            output="quiet",
+            print_only=False,
+            extra=self._extra(setting, slot),
         )
-        self.rounds += 1
         error = None
-        with _environment(setting_env(setting, self.base_env)):
+        with environment(setting_env(setting, self.base_env)):
             try:
                 result, _ = run_sweep(spec, options, self.command_line, self.make_sink)
                 error = result.error or (f"exit code {result.code}" if result.code else None)
@@ -271,26 +226,27 @@ class _Tuner:
                 rows = tuple(load_run(run_dir).rows_of(SWEEP))
         return rows, error
 
-    def _extra(self) -> dict[str, Any]:
-        """The launcher's options for this round: torchrun's rendezvous port moves on by one
-        per round, the same on every node (they walk the same settings in order)."""
+    def _extra(self, setting: Setting, slot: int) -> dict[str, Any]:
+        """The launcher's options for sweep `slot` of `setting`: torchrun's rendezvous port
+        is round_port's, from the setting's index and the slot alone, so every node (each
+        walks the same settings in order, seeing rows or not) meets at the same one."""
         extra = dict(self.options.extra)
+        index, repeats = self.record(setting).index, self.plan.repeats
         if self.options.launcher == "torchrun":
             endpoint = extra.get("rdzv_endpoint")
             if endpoint:
                 host, _, port = str(endpoint).rpartition(":")
-                extra["rdzv_endpoint"] = f"{host}:{int(port) + self.rounds}"
+                extra["rdzv_endpoint"] = f"{host}:{round_port(int(port), index, slot, repeats)}"
             elif extra.get("nnodes", 1) > 1 or extra.get("master_addr"):
                 from collbench.launchers.base import DEFAULT_MASTER_PORT
 
-                extra["master_port"] = (extra.get("master_port") or DEFAULT_MASTER_PORT) + (
-                    self.rounds
-                )
+                port = extra.get("master_port") or DEFAULT_MASTER_PORT
+                extra["master_port"] = round_port(port, index, slot, repeats)
         return extra
 
     def measure(
         self, setting: Setting, spec: SweepSpec, stage: str, position: str, repeat: int = 0
-    ) -> _Measured:
+    ) -> Measured:
         """A full sweep (stage "": repeat `repeat` of it) or a probe round of `setting`,
         with a progress line."""
         item = self.record(setting)
@@ -302,7 +258,8 @@ class _Tuner:
                 setting, SETTINGS_DIR, suffix=f"-r{repeat + 1}" if several else ""
             )
         begun = time.monotonic()
-        rows, error = self.sweep(setting, spec, relative)
+        slot = self.plan.repeats + int(stage.lstrip("r")) if stage else repeat
+        rows, error = self.sweep(setting, spec, relative, slot)
         took = time.monotonic() - begun
         self.durations.append(took)
         item.duration_s += took
@@ -320,10 +277,13 @@ class _Tuner:
                 item.repeat_errors.append(f"repeat {repeat + 1}: {error}")
             else:
                 item.error = item.error or error
+            if error is not None and item.failed_in is None:
+                failed = failed_collective(spec, rows, error)
+                item.failed_in = failed and {"collective": failed, "error": error}
         if rows:
             self.warn_backend()
         if not error and not stage and repeat == 0 and self.plan.record_choices:
-            self.record_choices(setting)
+            self.record_choices(setting, spec)
         status = "ok" if error is None else f"FAILED: {error}"
         label = f"{stage} " if stage else ""
         which = f" (repeat {repeat + 1}/{self.plan.repeats})" if several else ""
@@ -342,34 +302,42 @@ class _Tuner:
             item = self.measured.get(setting)
             if item is not None and not (item.run_dirs or item.probes or item.error):
                 item.error = f"{how} before it ran"
-            elif item is None:
+            elif item is None and setting not in self.unrunnable:
                 self.skip(setting, f"the tune was {how.split(' ')[0]} before it ran")
 
-    def record_choices(self, setting: Setting) -> None:
-        """NCCL/RCCL: a short pass with NCCL's debug output on; its lines into choices.jsonl."""
-        backend = self.backend()
-        if backend not in NCCL_BACKENDS:
+    def record_choices(self, setting: Setting, spec: SweepSpec) -> None:
+        """NCCL/RCCL: a short pass of `spec` with NCCL's debug output on; its lines into
+        choices.jsonl. Every node runs the pass (its ranks are part of it), decided before
+        any run (judged_backend) so that nodes without rows agree; only the node that
+        writes the result turns the debug output on and records it."""
+        if self.judged_backend() not in NCCL_BACKENDS:
             return
         folder = self.out / CHOICES_DIR / f"{self.record(setting).index:02d}-{setting.id}"
-        folder.mkdir(parents=True, exist_ok=True)
-        spec = replace(self.spec, warmup=0, iters=1, check=False)
+        writes = _writes_result(self.options)
         env = {**setting_env(setting, self.base_env)}
-        env.update(choices_env(folder, env))
-        with _environment(env):
+        if writes:
+            folder.mkdir(parents=True, exist_ok=True)
+            env.update(choices_env(folder, env))
+        with environment(env):
             options = replace(
                 self.options,
                 out=folder / "run",
                 output="quiet",
                 print_only=False,
-                extra=self._extra(),
+                extra=self._extra(setting, self.plan.repeats),
             )
-            self.rounds += 1
             try:
-                run_sweep(spec, options, self.command_line, self.make_sink)
+                run_sweep(
+                    replace(spec, warmup=0, iters=1, check=False),
+                    options,
+                    self.command_line,
+                    self.make_sink,
+                )
             except CollbenchError as caught:
                 self.say(f"tune: NCCL's choices for {setting.label} not recorded: {caught}")
                 return
-        collect_choices(folder, setting.id, self.out / CHOICES_FILE)
+        if writes:
+            collect_choices(folder, setting.id, self.out / CHOICES_FILE, spec)
 
     def backend(self) -> str:
         if self.spec.backend != "auto":
@@ -378,6 +346,48 @@ class _Tuner:
             for row in item.rows:
                 return str(row.backend)
         return "auto"
+
+    def judged_backend(self) -> str:
+        """The backend the ranks run, judged before launching and alike on every node: the
+        spec's, or "auto" resolved here (as the ranks resolve it); where that finds no GPU
+        and the ranks run elsewhere (an srun or mpirun driver off the GPU nodes), what the
+        rows say (the baseline runs first). A torchrun node runs its ranks itself, and
+        only node 0 sees rows: its own answer is the one every node shares."""
+        if self.library is None:
+            from collbench.bench.distributed import resolve_backend
+
+            auto = self.spec.backend == "auto"
+            self.library = resolve_backend("auto") if auto else self.spec.backend
+        elsewhere = self.options.launcher in ("mpi", "slurm", "srun")
+        if self.library not in NCCL_BACKENDS and self.spec.backend == "auto" and elsewhere:
+            return self.backend()
+        return self.library
+
+    def runnable(self, setting: Setting, spec: SweepSpec) -> SweepSpec | None:
+        """`spec` without the collectives NCCL cannot run under `setting` (validity's
+        table; NCCL/RCCL only, never the baseline), said once per setting and recorded;
+        None where none is left (the setting is then not run, with the reason)."""
+        if setting.is_baseline or self.judged_backend() not in NCCL_BACKENDS:
+            return spec
+        if setting in self.unrunnable:
+            return None
+        kept, skipped = split_collectives(setting.as_dict(), spec.collectives)
+        if not skipped:
+            return spec
+        reasons = "; ".join(dict.fromkeys(entry.reason for entry in skipped))
+        item = self.measured.get(setting)
+        if item is None or not item.skipped:  # the first time: say it
+            names = ", ".join(entry.collective for entry in skipped)
+            hint = per_collective_hint(setting.as_dict(), kept, skipped)
+            more = f" ({hint})" if hint else ""
+            self.say(f"tune: {setting.label} skips {names}: {reasons}{more}")
+        if not kept:
+            reason = f"NCCL cannot run any of its collectives: {reasons}"
+            self.unrunnable[setting] = reason
+            self.skip(setting, reason)
+            return None
+        self.record(setting).skipped = skipped
+        return replace(spec, collectives=kept)
 
     # -- budget ---------------------------------------------------------------------------
 
@@ -392,18 +402,22 @@ class _Tuner:
 
     def run_all(self, settings: Sequence[Setting], spec: SweepSpec, stage: str = "") -> bool:
         """Measure `settings` in order, numbered n/total: full sweeps --repeats times,
-        interleaved (A B C A B C ...; a setting that failed is not repeated), a probe round
-        once. False where --budget ran out (and what did not run is recorded)."""
+        interleaved (A B C A B C ...; a setting that failed is repeated only in the
+        collectives it finished), a probe round once; each without the collectives NCCL
+        cannot run under it (runnable). False where --budget ran out (and what did not run
+        is recorded)."""
         repeats = 1 if stage else self.plan.repeats
         self.round = settings
         for repeat in range(repeats):
             for number, setting in enumerate(settings, start=1):
-                item = self.measured.get(setting)
-                if repeat and (item is None or item.error is not None):
+                runnable = self.runnable(setting, spec)
+                if repeat and runnable is not None:
+                    runnable = _repeatable(self.measured.get(setting), runnable)
+                if runnable is None:
                     continue
                 if not self.within_budget(settings[number - 1 :], repeat):
                     return False
-                self.measure(setting, spec, stage, f"{number}/{len(settings)}", repeat)
+                self.measure(setting, runnable, stage, f"{number}/{len(settings)}", repeat)
         return True
 
     def within_budget(self, rest: Sequence[Setting], repeat: int = 0) -> bool:
@@ -411,7 +425,7 @@ class _Tuner:
         no room for another sweep."""
         if not self.durations or not self.out_of_budget():
             return True
-        never = rest if repeat == 0 else ()
+        never = [item for item in rest if item not in self.unrunnable] if repeat == 0 else []
         for setting in never:
             self.skip(setting, f"--budget {self.plan.budget_s:g} s spent")
         if repeat == 0:
@@ -447,15 +461,15 @@ class _Tuner:
 
     def halving(self) -> None:
         settings = list(build_grid(self.plan.axes, self.plan.max_settings, exhaustive=False))
-        probe_spec = _probe_spec(_sized(self.spec))
+        probes = probe_spec(sized_spec(self.spec))
         rule = HalvingRule()
         self.say(
             f"tune: {len(settings)} settings (successive halving on "
-            f"{', '.join(str(size) for size in probe_spec.sizes())} B, then full sweeps)"
+            f"{', '.join(str(size) for size in probes.sizes())} B, then full sweeps)"
         )
         for round_index in range(rule.max_rounds):
             iters = halving_iters(self.spec.iters, round_index, rule)
-            self.run_all(settings, replace(probe_spec, iters=iters), f"r{round_index + 1}")
+            self.run_all(settings, replace(probes, iters=iters), f"r{round_index + 1}")
             ran = [self.measured[s] for s in settings if s in self.measured]
             decision = halving_round([item.outcome() for item in ran], round_index, rule)
             for outcome, reason in decision.drop:
@@ -479,6 +493,10 @@ class _Tuner:
         while True:
             outcomes = [
                 item.outcome() for item in self.measured.values() if not item.setting.is_baseline
+            ]
+            # settings NCCL can run none of the collectives under count as tried (failed)
+            outcomes += [
+                SettingOutcome(setting, (), why) for setting, why in self.unrunnable.items()
             ]
             proposal = descent_next(self.plan.axes, outcomes, rule)
             batch += proposal.settings
@@ -508,7 +526,7 @@ def run_tune(
     if writes:
         check_out(plan.out, allowed=(DRIVER_FOLDER,) if options.launcher == "srun" else ())
         Path(plan.out).mkdir(parents=True, exist_ok=True)
-    tuner = _Tuner(spec, options, plan, command_line, make_sink, say)
+    tuner = Tuner(spec, options, plan, command_line, make_sink, say)
     warnings = [*warnings, *_conf_warnings(plan, tuner.base_env)]
     for warning in warnings:
         say(f"collbench: warning: {warning}")
@@ -522,75 +540,11 @@ def run_tune(
             tuner.stop(stopped)
         finally:
             stops.shield()  # a second Ctrl-C waits for tune.json
-        return _finish(tuner, writes, warnings)
-
-
-def _finish(tuner: _Tuner, writes: bool, warnings: list[str]) -> tuple[TuneFromResult | None, int]:
-    """The exit code and, where this node writes it, the result of the settings measured."""
-    say = tuner.say
-    items = sorted(tuner.measured.values(), key=lambda item: item.index)
-    baseline = next((item for item in items if item.setting.is_baseline), None)
-    ok = [item for item in items if item.error is None and item.rows]
-    code = 0 if baseline is not None and baseline.error is None and ok else EXIT_RUN_FAILED
-    if baseline is not None and baseline.error is not None:
-        say(f"tune: the baseline failed, so no gain can be measured: {baseline.error}")
-    elif not ok:
-        say("tune: every setting failed")
-    if tuner.stopped is not None:
-        code = tuner.stopped[0]
-        ran = sum(1 for item in items if item.run_dirs)
-        say(
-            f"tune: {tuner.stopped[1]}: {ran} setting(s) ran a full sweep; the result is "
-            "chosen from them and tune.json says interrupted"
-        )
-    if not writes:
-        say(f"tune: this node walked {len(items)} settings; node 0 writes the result")
-        return None, code
-    return _result(tuner, items, warnings), code
-
-
-def _result(tuner: _Tuner, items: list[_Measured], warnings: list[str]) -> TuneFromResult:
-    plan = tuner.plan
-    full = [item for item in items if item.run_dirs or item.error is not None]
-    outcomes = [item.outcome() for item in full]
-    best = select_best(outcomes, plan.rule)
-    backend = tuner.backend()
-    conf, notes, reason = tuner_conf_text(backend, False, best, plan.channels)
-    warnings = list(warnings)
-    if reason:
-        warnings.append(reason)
-        tuner.say(f"collbench: warning: {reason}")
-    launch = TuneLaunch(
-        search=plan.search,
-        repeats=plan.repeats,
-        budget_s=plan.budget_s,
-        command_line=tuple(tuner.command_line),
-        spec=tuner.spec.to_dict(),
-        launcher=tuner.options.launcher,
-        not_run=tuple(tuner.not_run),
-        elapsed_s=round(time.monotonic() - tuner.started, 3),
-    )
-    core = tune_document([item.outcome() for item in items], best, plan.rule)
-    document = replace(
-        core,
-        settings=tuple(
-            replace(entry, repeats=len(item.run_dirs), runs=item.runs())
-            for entry, item in zip(core.settings, items, strict=True)
-        ),
-        launch=launch,
-        tuner_conf=TunerConfStatus(conf is not None, reason, tuple(notes)),
-        warnings=tuple(warnings),
-        interrupted=tuner.stopped[1] if tuner.stopped is not None else None,
-    )
-    written = write_result(plan.out, document, render_best_env(env_choice(best)), conf)
-    choices = Path(plan.out) / CHOICES_FILE
-    if choices.exists():
-        written.append(choices)
-    return TuneFromResult(Path(plan.out), best, document, written, warnings, notes)
+        return finish_tune(tuner, writes, warnings)
 
 
 class _TuneStopped(Exception):
-    """A sweep of the tune was stopped by a signal (the tune's _Tuner.stopped says which)."""
+    """A sweep of the tune was stopped by a signal (the tune's Tuner.stopped says which)."""
 
 
 def _check_nodes_agree(plan: TunePlan, options: RunOptions) -> None:
@@ -630,39 +584,12 @@ def _conf_warnings(plan: TunePlan, base_env: Mapping[str, str]) -> list[str]:
     return conf_file_warnings(conf_files(), plan.axes, base_env)
 
 
-def _probe_spec(spec: SweepSpec) -> SweepSpec:
-    """The sweep a halving round measures: a few sizes across the bands (probe_sizes), as
-    a geometric series so one sweep measures them all."""
-    probes = probe_sizes(spec.sizes())
-    low, high = min(probes), max(probes)
-    if len(probes) == 1 or low == high:
-        return replace(spec, min_bytes=low, max_bytes=low, factor=None, step_bytes=None)
-    steps = len(probes) - 1
-    factor = 2.0 ** max(1, round(math.log2(high / low) / steps))
-    return replace(
-        spec, min_bytes=low, max_bytes=int(low * factor**steps), factor=factor, step_bytes=None
-    )
-
-
-@contextlib.contextmanager
-def _environment(env: Mapping[str, str]) -> Iterator[None]:
-    """os.environ is exactly `env` inside (every launcher hands os.environ to the ranks)."""
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-def _sized(spec: SweepSpec) -> SweepSpec:
-    """`spec` with its largest size known: the backend's default when not given (the
-    backend itself stays as given: the ranks resolve "auto" where they run)."""
-    if spec.max_bytes is not None:
-        return spec
-    from collbench.bench.distributed import resolve_backend
-    from collbench.core.spec import DEFAULT_MAX_BYTES
-
-    return replace(spec, max_bytes=DEFAULT_MAX_BYTES[resolve_backend(spec.backend)])
+def _repeatable(item: Measured | None, spec: SweepSpec) -> SweepSpec | None:
+    """What a later repeat of a setting measures: `spec`; for a setting whose first sweep
+    failed, only the collectives it finished (None: nothing, as after a failure at init)."""
+    if item is None or item.error is None:
+        return None if item is None else spec
+    failed = item.failed_in["collective"] if item.failed_in else None
+    finished = {row.collective for row in item.rows} - {failed}
+    kept = tuple(name for name in spec.collectives if name in finished)
+    return replace(spec, collectives=kept) if kept and failed else None

@@ -1,7 +1,11 @@
 """What NCCL chose during a tune: the debug environment for the choices pass, and its log
-files read back into one choices.jsonl line per (setting, collective, size) NCCL decided.
+files read back into one choices.jsonl line per (setting, collective, size) NCCL decided,
+for the collectives and sizes the sweep measured only (not collbench's own barrier, gathers
+and data-check reductions).
 
-The parsing is analysis/imports/nccl_choice.py's; this module only names files.
+The parsing is analysis/imports/nccl_choice.py's; this module only names and reads files:
+choices.jsonl back (`load_choices`), and a user's NCCL debug logs (`read_debug_logs`, tune
+--from --nccl-log).
 """
 
 from __future__ import annotations
@@ -11,7 +15,19 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from collbench.analysis.imports.nccl_choice import debug_env, parse_choices, summarize
+from collbench.analysis.imports.nccl_choice import (
+    Choice,
+    ChoiceSummary,
+    debug_env,
+    parse_choices,
+    summarize,
+)
+from collbench.core.errors import CollbenchError, SpecError
+from collbench.core.limits import LOG_MAX_BYTES, LOG_MAX_LINE_BYTES
+from collbench.core.spec import SweepSpec
+from collbench.store.load import load_run
+from collbench.store.reading import iter_lines
+from collbench.store.rows import SWEEP
 
 DEBUG_FILE = "nccl-%h-%p.log"  # NCCL expands %h (host) and %p (pid): one file per process
 
@@ -22,15 +38,24 @@ def choices_env(folder: Path, environ: Mapping[str, str]) -> dict[str, str]:
     return debug_env(None, str(Path(folder).absolute() / DEBUG_FILE), environ)
 
 
-def collect_choices(folder: Path, setting_id: str, out_file: Path) -> int:
+def collect_choices(
+    folder: Path, setting_id: str, out_file: Path, spec: SweepSpec | None = None
+) -> int:
     """Append what the debug files in `folder` say NCCL used, one JSON line per collective
-    and size, to `out_file`; returns the lines written."""
+    and size, to `out_file`; returns the lines written. With `spec` (the pass's sweep, its
+    run in folder/run): only the (collective, size) pairs the sweep measured, in its dtype;
+    collbench's own control collectives (the barrier's all-reduce, the gathers of timings
+    and identities, the data check's reductions) print the same lines and are dropped."""
     lines: list[str] = []
     for path in sorted(Path(folder).glob("nccl-*.log")):
         lines += path.read_text(encoding="utf-8", errors="replace").splitlines()
+    choices = parse_choices(lines, _world_size(Path(folder) / "run"))
+    if spec is not None:
+        measured = measured_pairs(spec, Path(folder) / "run")
+        choices = [item for item in choices if _measured(item, measured, spec.dtype)]
     written = 0
     with open(out_file, "a", encoding="utf-8") as handle:
-        for summary in summarize(parse_choices(lines)):
+        for summary in summarize(choices):
             for used in summary.used:
                 entry = {
                     "setting": setting_id,
@@ -47,8 +72,78 @@ def collect_choices(folder: Path, setting_id: str, out_file: Path) -> int:
     return written
 
 
+def measured_pairs(spec: SweepSpec, run_dir: Path) -> set[tuple[str, int]]:
+    """The (collective, size_bytes) pairs a sweep of `spec` measures: its run's rows (sizes
+    as aligned to the world size) and, where known here, the spec's own sizes."""
+    pairs = {(row.collective, row.size_bytes) for row in _rows(run_dir)}
+    try:
+        pairs |= {(name, size) for name in spec.collectives for size in spec.sizes()}
+    except ValueError:  # the backend's default largest size: the rows say
+        pass
+    return pairs
+
+
+def _measured(choice: Choice, measured: set[tuple[str, int]], dtype: str) -> bool:
+    size = choice.size_bytes if choice.size_bytes is not None else choice.logged_bytes
+    return (choice.collective, size) in measured and choice.dtype in (None, dtype)
+
+
+def _rows(run_dir: Path) -> list:
+    if not Path(run_dir).is_dir():
+        return []
+    try:
+        return load_run(run_dir).rows_of(SWEEP)
+    except CollbenchError:
+        return []
+
+
+def _world_size(run_dir: Path) -> int | None:
+    """The pass's world size (its rows'), for NCCL's per-rank byte counts; None unknown."""
+    rows = _rows(run_dir)
+    return int(rows[0].world_size) if rows else None
+
+
 def conf_files() -> dict[str, str]:
     """The NCCL/RCCL config files this host has (they set variables silently)."""
     from collbench.bench.provenance import nccl_conf_files
 
     return nccl_conf_files(os.environ, os.environ.get("HOME"))
+
+
+def load_choices(path: Path, setting_id: str) -> list[dict]:
+    """The lines of a choices.jsonl (collect_choices) for one setting; [] without the file.
+    A line that is not a JSON object (a tune killed mid-write) is skipped."""
+    if not Path(path).is_file():
+        return []
+    lines = []
+    for _, raw in iter_lines(Path(path), "choices.jsonl", LOG_MAX_LINE_BYTES, LOG_MAX_BYTES):
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("setting") == setting_id:
+            lines.append(entry)
+    return lines
+
+
+def read_debug_logs(
+    paths: list[Path], world_size: int | None, flag: str = "--nccl-log"
+) -> list[ChoiceSummary]:
+    """What NCCL used per collective and size, from debug logs (NCCL_DEBUG=INFO,
+    NCCL_DEBUG_SUBSYS=TUNING, NCCL 2.20+); SpecError naming the log that holds no choice."""
+    summaries: list[ChoiceSummary] = []
+    for path in paths:
+        lines = [
+            raw.decode("utf-8", errors="replace")
+            for _, raw in iter_lines(Path(path), flag, LOG_MAX_LINE_BYTES, LOG_MAX_BYTES)
+        ]
+        found = summarize(parse_choices(lines, world_size))
+        if not found:
+            raise SpecError(
+                flag,
+                str(path),
+                "holds no line saying what NCCL chose: run with NCCL_DEBUG=INFO "
+                "NCCL_DEBUG_SUBSYS=TUNING (NCCL 2.20 or later prints it, on rank 0)",
+            )
+        summaries += found
+    return summaries

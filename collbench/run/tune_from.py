@@ -5,7 +5,10 @@ Writes into a new directory: tune.json (every setting and the best per collectiv
 range), best.env (the one setting to export) and, where the tuner plugin can say the result,
 nccl_tuner.conf. Where it cannot (an unknown channel count without --channels, a backend with
 no tuner plugin, a range no single algorithm/protocol pair expresses), the reason is a
-warning and the other two files are still written.
+warning and the other two files are still written. nccl_tuner.conf names the runs'
+communicator shape (TunerConfRequest.shape) and takes NCCL's own choices from --nccl-log
+debug logs: `collbench import` keeps no TUNING line of an nccl-tests log (its meta.json only
+names the log's path), so the same log is given again there.
 """
 
 from __future__ import annotations
@@ -13,14 +16,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from collbench.analysis.tune.from_runs import check_tunable, outcomes_from_runs
 from collbench.analysis.tune.outputs import env_choice, render_best_env, tune_document
 from collbench.analysis.tune.select import BestRecord, SelectRule, select_best
-from collbench.analysis.tune.tuner_conf import TunerConfUnavailable, render_tuner_conf
+from collbench.analysis.tune.tuner_conf import (
+    DEFAULT_TUNER_SHAPE,
+    TunerConfUnavailable,
+    communicator_shape,
+    parse_tuner_shape,
+    render_tuner_conf,
+)
 from collbench.analysis.tune.tuner_conf_rules import BACKENDS
 from collbench.core.errors import SpecError
 from collbench.core.tune_catalog import max_channels
+from collbench.run.tune_choices import read_debug_logs
+from collbench.run.tune_workload import TuneWorkload, workload_choice
 from collbench.store.load import Run, load_run
 from collbench.store.outputs import check_output_dir, path_error
 from collbench.store.rundir import remove_temp_files
@@ -37,6 +49,40 @@ DRIVER_FOLDER = "slurm"
 
 
 @dataclass(frozen=True)
+class ConfInputs:
+    """What nccl_tuner.conf is written from besides the best records: the tuned
+    communicator's shape for nNodes/nRanks ((None, None): -1, any) and what NCCL itself
+    chose in the baseline (choices.jsonl lines or ChoiceSummary), where a rule must name
+    NCCL's own pair."""
+
+    shape: tuple[int | None, int | None] = (None, None)
+    choices: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class TunerConfRequest:
+    """How tune writes nccl_tuner.conf: `shape` "tuned" names the tuned communicator's
+    nNodes/nRanks in every rule, "any" writes -1; `nccl_logs` are NCCL debug logs
+    (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING) of the baseline or of the job, saying what NCCL
+    chose where a rule must name NCCL's own pair."""
+
+    shape: str = DEFAULT_TUNER_SHAPE
+    nccl_logs: tuple[Path, ...] = ()
+
+    def __post_init__(self) -> None:
+        parse_tuner_shape(self.shape)
+        object.__setattr__(self, "nccl_logs", tuple(Path(path) for path in self.nccl_logs))
+
+    def inputs(self, rows: Sequence[Any], choices: Sequence[Any] = ()) -> ConfInputs:
+        """ConfInputs for runs of these rows: their shape (unless "any") and `choices` with
+        those the logs hold."""
+        shape = communicator_shape(rows)
+        logged = read_debug_logs(list(self.nccl_logs), shape[1]) if self.nccl_logs else []
+        kept = shape if self.shape == "tuned" else (None, None)
+        return ConfInputs(kept, (*choices, *logged))
+
+
+@dataclass(frozen=True)
 class TuneFromResult:
     """What `tune --from` decided and wrote."""
 
@@ -49,12 +95,19 @@ class TuneFromResult:
 
 
 def tune_from(
-    paths: Sequence[Path], out: Path, channels: int | None = None, rule: SelectRule | None = None
+    paths: Sequence[Path],
+    out: Path,
+    channels: int | None = None,
+    rule: SelectRule | None = None,
+    workload: TuneWorkload | None = None,
+    conf_request: TunerConfRequest | None = None,
 ) -> TuneFromResult:
-    """Load the runs, choose the best setting per collective and range, and write the files
-    into `out` (a new or empty directory; SpecError otherwise, or when the runs differ in
-    what tune needs them to share)."""
+    """Load the runs, choose the best setting per collective and range (and, for a
+    `workload`, the setting that makes its step fastest), and write the files into `out` (a
+    new or empty directory; SpecError otherwise, or when the runs differ in what tune needs
+    them to share). `conf_request`: how nccl_tuner.conf is written (TunerConfRequest)."""
     rule = rule or SelectRule()
+    conf_request = conf_request or TunerConfRequest()
     check_out(out, inputs=paths)
     _check_distinct(paths)
     runs = [_load(path) for path in paths]
@@ -64,7 +117,8 @@ def tune_from(
     outcomes = outcomes_from_runs(runs)
     best = select_best(outcomes, rule)
     imported = any(run.meta.source for run in runs)
-    conf, notes, reason = tuner_conf_text(", ".join(backends), imported, best, channels)
+    inputs = conf_request.inputs([row for run in runs for row in run.sweep_rows])
+    conf, notes, reason = tuner_conf_text(", ".join(backends), imported, best, channels, inputs)
     if reason:
         warnings.append(reason)
     extra = {
@@ -72,8 +126,10 @@ def tune_from(
         "tuner_conf": {"written": conf is not None, "reason": reason, "notes": notes},
         "warnings": warnings,
     }
-    document = tune_document(outcomes, best, rule, extra)
-    written = write_result(out, document, render_best_env(env_choice(best)), conf)
+    choice, why_not = workload_choice(outcomes, workload)
+    warnings += why_not
+    document = tune_document(outcomes, best, rule, extra, choice)
+    written = write_result(out, document, render_best_env(env_choice(best, choice)), conf)
     return TuneFromResult(out, best, document, written, warnings, notes)
 
 
@@ -118,11 +174,17 @@ def _load(path: Path) -> Run:
 
 
 def tuner_conf_text(
-    backend: str, imported: bool, best: Sequence[BestRecord], channels: int | None
+    backend: str,
+    imported: bool,
+    best: Sequence[BestRecord],
+    channels: int | None,
+    inputs: ConfInputs | None = None,
 ) -> tuple[str | None, list[str], str | None]:
     """nccl_tuner.conf's text and notes, or (None, [], why it is not written). `backend`:
     the runs' backend (several joined by ", " never have a tuner plugin); `imported`: some
-    runs are imported logs, which record no channel count."""
+    runs are imported logs, which record no channel count; `inputs`: the shape and NCCL's
+    own choices (ConfInputs)."""
+    inputs = inputs or ConfInputs()
     if backend not in BACKENDS:
         return (
             None,
@@ -133,7 +195,15 @@ def tuner_conf_text(
             ),
         )
     try:
-        text, notes = render_tuner_conf(best, channels=channels, backend=backend, imported=imported)
+        text, notes = render_tuner_conf(
+            best,
+            channels=channels,
+            backend=backend,
+            nodes=inputs.shape[0],
+            ranks=inputs.shape[1],
+            imported=imported,
+            baseline_choices=inputs.choices,
+        )
     except TunerConfUnavailable as error:
         return None, [], str(error)
     return text, notes, None

@@ -22,7 +22,7 @@ from collbench.run.tune_from import DRIVER_FOLDER, check_out
 if TYPE_CHECKING:
     from collbench.core.spec import SweepSpec
     from collbench.run.sweep import RunOptions
-    from collbench.run.tune import TunePlan
+    from collbench.run.tune_plan import TunePlan
 
 POLL_S = 0.5
 
@@ -47,7 +47,7 @@ def tune_in_allocation(
 def driver_argv(spec: SweepSpec, plan: TunePlan, knobs: Sequence[str], json_out: bool) -> list[str]:
     """The driver's command line: this tune under `--launcher srun` (`knobs`: the --knob
     values as given, each a knob and the values to try)."""
-    from collbench.run.tune import ranges_word
+    from collbench.run.tune_plan import ranges_word
 
     argv = [sys.executable, "-m", "collbench", "tune", "--launcher", "srun"]
     argv += [f"--knob={text}" for text in knobs]
@@ -58,6 +58,8 @@ def driver_argv(spec: SweepSpec, plan: TunePlan, knobs: Sequence[str], json_out:
         argv += ["--budget", f"{plan.budget_s:g}s"]
     if plan.channels is not None:
         argv += ["--channels", str(plan.channels)]
+    argv += ["--tuner-shape", plan.tuner_conf.shape]
+    argv += [f"--nccl-log={Path(path).absolute()}" for path in plan.tuner_conf.nccl_logs]
     if not plan.record_choices:
         argv.append("--no-choices")
     if json_out:

@@ -5,10 +5,12 @@ The default (the environment as given) and best.env's setting each run as full s
 fresh processes through the same launcher, --repeats times (the tune's own count unless
 given), interleaved: default, setting, default, setting, ...; where DIR has an
 nccl_tuner.conf and the environment names a tuner plugin (NCCL_TUNER_PLUGIN), the config
-runs as a third setting. Per collective and range of the tune, the realised gain (busbw over
-the default's) stands next to the gain the tune predicted, with the decision rule's call
-(analysis.decision, through the tune's own selection): `kept` (called faster), `lost`
-(called slower), `no difference` (within the rule's noise) or `unjudged`.
+runs as a third setting. The plugin goes only with its config: the default and best.env's
+setting run without NCCL_TUNER_PLUGIN and NCCL_TUNER_CONFIG_FILE (verify_sides). Per
+collective and range of the tune, the realised gain (busbw over the default's) stands next
+to the gain the tune predicted, with the decision rule's call (analysis.decision, through
+the tune's own selection): `kept` (called faster), `lost` (called slower), `no difference`
+(within the rule's noise) or `unjudged`.
 
 What is measured: the tune's own sweep (tune.json's spec), with any measurement option given
 on this command line replacing its value; a `tune --from` result records no spec, so its
@@ -25,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from collbench.analysis.rules.decision import SLOWER, UNJUDGED
-from collbench.analysis.tune.select import BestRecord, SettingOutcome, select_best
+from collbench.analysis.tune.select import BestRecord, SettingOutcome, SizeRange, select_best
 from collbench.core.errors import EXIT_RUN_FAILED, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import BASELINE, Setting
 from collbench.run.sweep import RunOptions
-from collbench.run.tune import TunePlan, _Tuner
+from collbench.run.tune import TunePlan, Tuner
 from collbench.run.tune_from import check_out
 from collbench.store.rundir import new_run_id, write_json_atomic
 from collbench.store.sink import SinkFactory
@@ -110,20 +112,15 @@ def run_verify(
     out = Path(out) if out is not None else Path(tune_dir) / f"verify-{new_run_id()}"
     check_out(out)
     spec = _spec(document, spec_fields)
-    settings = [BASELINE, Setting.from_mapping(knobs)]
-    notes = []
-    conf = Path(tune_dir) / TUNER_CONF
-    if conf.is_file() and os.environ.get(TUNER_PLUGIN_VAR):
-        settings.append(Setting.from_mapping({TUNER_CONFIG_VAR: str(conf.absolute())}))
-    elif conf.is_file():
-        notes.append(
-            f"{TUNER_CONF} not verified: set {TUNER_PLUGIN_VAR} to the tuner plugin's library "
-            "to measure it too"
-        )
+    sides = verify_sides(knobs, Path(tune_dir) / TUNER_CONF, os.environ)
+    settings, notes = sides.settings, list(sides.notes)
+    for warning in sides.warnings:
+        say(f"collbench: warning: {warning}")
     repeats = repeats if repeats is not None else document.repeats
     counted = {"repeats": int(repeats)} if repeats is not None else {}
     plan = TunePlan(_axes(knobs), out, record_choices=False, **counted)
-    tuner = _Tuner(spec, options, plan, command_line, make_sink, say)
+    tuner = Tuner(spec, options, plan, command_line, make_sink, say)
+    tuner.base_env = dict(sides.base_env)  # the plugin goes only with its config
     Path(out).mkdir(parents=True, exist_ok=True)
     say(
         f"tune --verify: the default, then {', '.join(s.label for s in settings[1:])}"
@@ -134,7 +131,8 @@ def run_verify(
     outcomes = [item.outcome() for item in items]
     lines = []
     for setting in settings[1:]:
-        lines += _lines(document, setting, select_best([outcomes[0], _outcome(items, setting)]))
+        pair = [outcomes[0], _outcome(items, setting)]
+        lines += _lines(document, setting, select_best(pair, ranges=tuned_ranges(document)))
     entries = [
         {
             "label": item.setting.label,
@@ -153,11 +151,60 @@ def run_verify(
         "settings": entries,
         "lines": [vars(line) for line in lines],
         "notes": notes,
+        "warnings": list(sides.warnings),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     write_json_atomic(Path(out) / VERIFY_JSON, result_doc)
     code = 0 if all(entry["status"] == "ok" for entry in entries) else EXIT_RUN_FAILED
     return VerifyResult(Path(tune_dir), Path(out), entries, lines, result_doc, notes), code
+
+
+@dataclass(frozen=True)
+class VerifySides:
+    """What --verify runs: the settings (the default, best.env's, and the nccl_tuner.conf
+    one when a plugin is named), the environment they start from, and what to say."""
+
+    settings: list[Setting]
+    base_env: Mapping[str, str]
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def verify_sides(knobs: Mapping[str, str], conf: Path, environ: Mapping[str, str]) -> VerifySides:
+    """The settings --verify measures from the environment as given. The tuner plugin goes
+    only with its config: NCCL_TUNER_PLUGIN and NCCL_TUNER_CONFIG_FILE are taken out of the
+    environment the default and best.env's setting run with (NCCL's example plugin gives a
+    call no rule matches 1 channel, so a plugin without the tune's config would slow them),
+    and only the config setting names both; a warning says so when the environment loaded a
+    plugin. NCCL may still load libnccl-tuner.so, or a network plugin's tuner, by itself
+    (NCCL_TUNER_PLUGIN=none stops that): the warning names it."""
+    plugin = environ.get(TUNER_PLUGIN_VAR)
+    base_env = {
+        name: value
+        for name, value in environ.items()
+        if name not in (TUNER_PLUGIN_VAR, TUNER_CONFIG_VAR)
+    }
+    settings = [BASELINE, Setting.from_mapping(knobs)]
+    notes, warnings = [], []
+    names = (TUNER_PLUGIN_VAR, TUNER_CONFIG_VAR)
+    loaded = [f"{name}={environ[name]}" for name in names if environ.get(name)]
+    if loaded:
+        warnings.append(
+            f"the environment loads a tuner plugin ({' and '.join(loaded)}): the default and "
+            f"best.env's setting run without it, so the default is NCCL's own choice; only "
+            f"the {TUNER_CONF} setting loads the plugin, with its config "
+            f"({TUNER_PLUGIN_VAR}=none also stops NCCL loading libnccl-tuner.so or a network "
+            "plugin's tuner by itself)"
+        )
+    if conf.is_file() and plugin:
+        with_conf = {TUNER_PLUGIN_VAR: plugin, TUNER_CONFIG_VAR: str(conf.absolute())}
+        settings.append(Setting.from_mapping(with_conf))
+    elif conf.is_file():
+        notes.append(
+            f"{TUNER_CONF} not verified: set {TUNER_PLUGIN_VAR} to the tuner plugin's library "
+            "to measure it too"
+        )
+    return VerifySides(settings, base_env, tuple(notes), tuple(warnings))
 
 
 def _axes(knobs: Mapping[str, str]) -> tuple:
@@ -229,6 +276,21 @@ def verify_call(record: BestRecord) -> str:
         return KEPT
     slower = evidence.calls.get(SLOWER, 0)
     return LOST if slower > sum(evidence.calls.values()) / 2 else NO_DIFFERENCE
+
+
+def tuned_ranges(document: TuneResult) -> dict[str, list[SizeRange]]:
+    """The tune's own ranges per collective (tune.json's best entries), judged again on the
+    verify runs: ranges drawn afresh from those runs would not line up with the tune's."""
+    ranges: dict[str, list[SizeRange]] = {}
+    for entry in document.best:
+        ranges.setdefault(str(entry.get("collective")), []).append(
+            SizeRange(
+                str(entry.get("band") or ""),
+                int(entry.get("min_bytes") or 0),
+                int(entry.get("max_bytes") or 0),
+            )
+        )
+    return ranges
 
 
 def _tuned_for(tuned: Sequence[Mapping[str, Any]], record: BestRecord) -> Mapping[str, Any] | None:

@@ -4,8 +4,9 @@ setting to export) and, where the tuner plugin can say the result, nccl_tuner.co
 
 tune.json: `settings` (one entry per setting: knobs, status, error, id, label, baseline,
 rows, repeats; a launched tune adds each setting's run directories, probe rounds, why the
-search dropped it, later repeats' errors and its time), `best` (per collective and size
-range, analysis.tune.select.BestRecord.to_dict), `env` (what best.env exports and the ranges
+search dropped it, later repeats' errors and its time, the collectives NCCL cannot run
+under it (`skipped`, never launched) and the collective its sweep failed in (`failed_in`),
+each only where there is one), `best` (per collective and size range, analysis.tune.select.BestRecord.to_dict), `env` (what best.env exports and the ranges
 it does not follow), `rule`; then a launched tune's kind "tune", search, repeats, budget,
 command line, spec, launcher and the settings never run, or a `tune --from` result's RUNs
 ("from"); the tuner config's status and the warnings; `interrupted` (only in a tune cut short
@@ -92,6 +93,10 @@ class SettingRuns:
     dropped: str | None = None
     repeat_errors: tuple[str, ...] = ()
     duration_s: float | None = None
+    # pairings NCCL cannot run under the setting, never launched: {collective, reason} each
+    skipped: tuple[dict[str, str], ...] = ()
+    # the pairing its sweep failed in, its finished rows kept: {collective, error}
+    failed_in: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -101,6 +106,9 @@ class SettingRuns:
             "dropped": self.dropped,
             "repeat_errors": list(self.repeat_errors),
             "duration_s": self.duration_s,
+            # written only where they say something: an older tune.json reads back unchanged
+            **({"skipped": [dict(item) for item in self.skipped]} if self.skipped else {}),
+            **({"failed_in": dict(self.failed_in)} if self.failed_in is not None else {}),
         }
 
 
@@ -287,6 +295,8 @@ def _setting(item: Mapping[str, Any]) -> TuneSetting:
             dropped=item.get("dropped") or None,
             repeat_errors=tuple(str(line) for line in item.get("repeat_errors") or []),
             duration_s=None if duration is None else float(duration),
+            skipped=tuple(_pairing(entry) for entry in item.get("skipped") or []),
+            failed_in=None if not item.get("failed_in") else _pairing(item["failed_in"]),
         )
     return TuneSetting(
         knobs={str(k): str(v) for k, v in (item.get("knobs") or {}).items()},
@@ -299,6 +309,11 @@ def _setting(item: Mapping[str, Any]) -> TuneSetting:
         repeats=int(item.get("repeats") or 0),
         runs=runs,
     )
+
+
+def _pairing(entry: Mapping[str, Any]) -> dict[str, str]:
+    """A skipped or failed pairing as tune.json holds it (strings only)."""
+    return {str(key): str(value) for key, value in entry.items()}
 
 
 def is_tune_dir(path: Path) -> bool:

@@ -49,10 +49,12 @@ def test_one_log_imported_under_two_labels_is_two_settings(tmp_path):
     assert check_tunable(runs) == []
     assert varying_knobs(runs) == ["NCCL_ALGO"]
     outcomes = outcomes_from_runs(runs)
+    shared = {"NCCL_IB_HCA": "mlx5_0", "NCCL_MAX_NCHANNELS": "8"}  # stays in each setting
     assert [outcome.setting.as_dict() for outcome in outcomes] == [
-        {"NCCL_ALGO": "Ring"},
-        {"NCCL_ALGO": "Tree"},
+        {**shared, "NCCL_ALGO": "Ring"},
+        {**shared, "NCCL_ALGO": "Tree"},
     ]
+    assert [outcome.setting.label for outcome in outcomes] == ["NCCL_ALGO=Ring", "NCCL_ALGO=Tree"]
     for outcome, run in zip(outcomes, runs, strict=True):
         assert {row.run_id for row in outcome.rows} == {run.run_id}
         assert len(outcome.rows) == len(run.sweep_rows) > 0

@@ -132,10 +132,11 @@ def test_the_report_has_the_tuning_section_winners_failures_and_choices(tmp_path
     assert tuning.count("<img ") == 1  # one collective: one chart of every setting
     assert 'alt="all_reduce in_place: busbw per setting"' in tuning
     winners = tuning[tuning.index("the winner per collective") :].split("</table>")[0]
-    assert "<td>all_reduce</td><td>large [16 MiB, end]</td><td>GLOO_SOCKET_IFNAME=fast</td>" in (
+    # the ranges end where the winner changes: fast from 1 MiB up
+    assert "<td>all_reduce</td><td>1 MiB .. 16 MiB</td><td>GLOO_SOCKET_IFNAME=fast</td>" in (
         winners
     )
-    assert "<td>default is best</td>" in winners  # the small band: no difference
+    assert "<td>all_reduce</td><td>1 KiB .. 256 KiB</td><td>default is best</td>" in winners
     assert "+100.0%" in winners
     assert f'<td class="flag">{ERROR}</td>' in tuning  # the failed setting and its error
     assert "<td>GLOO_SOCKET_IFNAME=slow</td><td>round 1: slowest half of 2</td>" in tuning
@@ -272,7 +273,8 @@ def test_report_of_a_tune_dir_built_from_real_sweeps(tmp_path):
     text = out.read_text()
     tuning = text[text.index("<h2>Tuning</h2>") : text.index("<h2>all_reduce (in_place)</h2>")]
     assert tuning.count("<img ") == 1
-    assert "<td>all_reduce</td><td>small [0 B, 64 KiB)</td>" in tuning
+    # ranges by the sizes they hold (how many depends on this box's noise)
+    assert "<td>all_reduce</td><td>1 KiB" in tuning
     assert "Unable to find address for: nosuch0" in tuning
     assert "<h2>Compare: GLOO_SOCKET_IFNAME=lo against baseline (the baseline)</h2>" in text
     print(out, file=sys.stderr)

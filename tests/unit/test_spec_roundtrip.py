@@ -196,6 +196,7 @@ def test_the_tune_driver_argv_parses_back_to_the_planned_tune(seed, topology_fil
     from collbench.cli import app
     from collbench.core.tune_grid import parse_knobs
     from collbench.run.tune import TunePlan
+    from collbench.run.tune_from import TunerConfRequest
     from collbench.run.tune_slurm import driver_argv
 
     rng = random.Random(seed)
@@ -217,6 +218,10 @@ def test_the_tune_driver_argv_parses_back_to_the_planned_tune(seed, topology_fil
         rule=SelectRule(granularity=rng.choice(["band", "size"])),
         record_choices=rng.random() < 0.5,
         repeats=rng.randint(1, 5),
+        tuner_conf=TunerConfRequest(
+            shape=rng.choice(["tuned", "any"]),
+            nccl_logs=rng.choice([(), (Path("/shared/nccl-debug.log").absolute(),)]),
+        ),
     )
     seen = []
 

@@ -176,8 +176,11 @@ def test_channel_knobs():
     assert channels(TREE_LL) == 0  # measured with NCCL's own count
     assert channels({**TREE_LL, "NCCL_MAX_NCHANNELS": "4"}) == 4
     assert channels({**TREE_LL, "NCCL_MAX_CTAS": "2", "NCCL_MAX_NCHANNELS": "4"}) == 2
-    with pytest.raises(ChannelsUnknown, match="floor, not a count"):
-        channels({**TREE_LL, "NCCL_MIN_NCHANNELS": "4"})
+    # a floor is not a count: NCCL's own (which honours the floor with best.env exported)
+    floor = [_record("all_reduce", 0, BYTES_MAX, {**TREE_LL, "NCCL_MIN_CTAS": "24"})]
+    text, notes = render_tuner_conf(floor)
+    assert parse_tuner_conf(text)[0].channels == 0
+    assert any("NCCL_MIN_CTAS=24 cannot be said" in note and "a floor" in note for note in notes)
     assert channels({**TREE_LL, "NCCL_MIN_NCHANNELS": "4"}, channels=6) == 6
     with pytest.raises(SpecError, match="not a channel count"):
         channels({**TREE_LL, "NCCL_MAX_NCHANNELS": "lots"})
@@ -373,8 +376,15 @@ def test_default_is_best_reproduced_with_the_pair_nccl_itself_used():
     assert "NCCL's own choice there: nvls_tree/simple" in text
     as_dicts = [summary.to_dict() for summary in choices]
     assert render_tuner_conf(default, baseline_choices=as_dicts)[0] == text
+    # NCCL changed its pair inside the range: the range is cut where it did
+    changed = [*choices, seen(4 * MIB, ("ring", "ll128"))]
+    text, _ = render_tuner_conf(default, baseline_choices=changed)
+    assert [rule.line() for rule in parse_tuner_conf(text)] == [
+        "allreduce,0,4194303,nvls_tree,simple,0,-1,-1,-1,-1",
+        "allreduce,4194304,18446744073709551615,ring,ll128,0,-1,-1,-1,-1",
+    ]
+    assert "nvls_tree/simple, ring/ll128 from 4 MiB" in text
     unusable = [
-        [*choices, seen(4 * MIB, ("ring", "ll128"))],  # NCCL changed pair inside the range
         [seen(MIB, ("nvls_tree", "simple"), ("ring", "simple"))],  # mixed at one size
         [seen(MIB, ("one_rank", None))],  # a path the plugin cannot name
         [seen(MIB, ("ring", "ll"), collective="all_gather")],  # another collective

@@ -59,17 +59,24 @@ def test_each_run_becomes_the_setting_its_knobs_say_baseline_first():
     ]
     assert varying_knobs(runs) == ["NCCL_ALGO"]
     outcomes = outcomes_from_runs(runs)
+    # a setting is the whole environment its runs had, labelled by the knobs that differ
+    hca = {"NCCL_IB_HCA": "mlx5_0"}
     assert [item.setting.as_dict() for item in outcomes] == [
-        {},
-        {"NCCL_ALGO": "Ring"},
-        {"NCCL_ALGO": "Tree"},
+        hca,
+        {**hca, "NCCL_ALGO": "Ring"},
+        {**hca, "NCCL_ALGO": "Tree"},
+    ]
+    assert [item.setting.label for item in outcomes] == [
+        "baseline",
+        "NCCL_ALGO=Ring",
+        "NCCL_ALGO=Tree",
     ]
     assert [item.is_baseline for item in outcomes] == [True, False, False]
     ring = outcomes[1]  # both Ring runs pooled, each one a repeat of the setting
     assert len(ring.rows) == 4 and ring.repeats == 2
     assert [row.repeat for row in ring.rows] == [0, 0, 1, 1]
     (record,) = select_best(outcomes)
-    assert record.knobs == {"NCCL_ALGO": "Ring"}  # busbw: the geomean over its repeats
+    assert record.knobs == {**hca, "NCCL_ALGO": "Ring"}  # busbw: the geomean over its repeats
     assert record.gain == pytest.approx(1000.0 / (500.0 * 400.0) ** 0.5 - 1)
     assert record.evidence.candidate_repeats == 2 and record.evidence.basis == "noise floor"
 

@@ -32,6 +32,7 @@ def setting(**knobs):
 
 
 SMALL, LARGE = (4 * KIB, 16 * KIB), (32 * MIB, 64 * MIB)
+BANDS_RULE = SelectRule(granularity="band")  # the fixed bands (tune --ranges bands)
 
 
 def _rows(times, sizes=SMALL + LARGE, samples=True, **columns):
@@ -74,7 +75,8 @@ def test_a_clear_winner_is_chosen_with_its_gain_and_confidence():
                 {**dict.fromkeys(SMALL, 100.0), **dict.fromkeys(LARGE, 500.0)},
             ),
             _outcome({"GLOO_SOCKET_IFNAME": "slow"}, 2000.0),
-        ]
+        ],
+        BANDS_RULE,
     )
     assert [(item.band, item.min_bytes) for item in records] == [("small", 0), ("large", 16 * MIB)]
     large = _record(records)
@@ -95,11 +97,11 @@ def test_a_clear_winner_is_chosen_with_its_gain_and_confidence():
 def test_a_significant_win_over_one_setting_is_not_one_over_many():
     # 3 repeats each, 4% faster: Welch p = 0.031 alone, 0.124 after Holm over 4 settings
     one = [_repeated({}, (105.5, 104.0, 102.5)), _repeated({"X_A": "1"}, (101.5, 100.0, 98.5))]
-    (alone,) = select_best(one)
+    (alone,) = select_best(one, BANDS_RULE)
     assert alone.confident and alone.knobs == {"X_A": "1"}
     assert alone.evidence.p_holm == pytest.approx(0.031, abs=1e-3)
     same = [_repeated({"X_B": str(n)}, (105.5, 104.0, 102.5)) for n in range(3)]
-    (among_many,) = select_best(one + same)
+    (among_many,) = select_best(one + same, BANDS_RULE)
     assert among_many.default_is_best and not among_many.confident
     assert among_many.confidence == "not significant"
     assert among_many.candidate["knobs"] == {"X_A": "1"}
@@ -110,7 +112,7 @@ def test_a_significant_but_tiny_gain_keeps_the_default():
         _repeated({}, (1000.0, 1000.1, 1000.2)),
         _repeated({"X_A": "1"}, (990.0, 990.1, 990.2)),
     ]
-    record = _record(select_best(outcomes))
+    record = _record(select_best(outcomes, BANDS_RULE))
     assert record.default_is_best and record.confidence == "significant"
     assert "below 2%" in record.reason
 
@@ -122,7 +124,7 @@ def test_a_30_percent_faster_setting_with_3_repeats_wins_on_the_repeats():
         return tuple(time_us * rng.uniform(0.98, 1.02) for _ in range(3))
 
     outcomes = [_repeated({}, noisy(1000.0), LARGE), _repeated({"X_A": "1"}, noisy(770.0), LARGE)]
-    record = _record(select_best(outcomes))
+    record = _record(select_best(outcomes, BANDS_RULE))
     assert record.knobs == {"X_A": "1"} and record.confident
     assert record.confidence == "significant"
     evidence = record.evidence
@@ -154,13 +156,13 @@ def _aa_outcomes(rng, settings=4, repeats=3, spread=0.03):
 
 
 def test_an_aa_tune_with_3_repeats_picks_the_default():
-    record = _record(select_best(_aa_outcomes(random.Random(1))))
+    record = _record(select_best(_aa_outcomes(random.Random(1)), BANDS_RULE))
     assert record.default_is_best and record.knobs == {}
     assert record.evidence.basis == "repeats" and record.confidence == "not significant"
     # and rarely otherwise: over 200 A/A tunes (3 settings against the default), false
     # winners stay within the rule's alpha
     winners = sum(
-        not _record(select_best(_aa_outcomes(random.Random(seed)))).default_is_best
+        not _record(select_best(_aa_outcomes(random.Random(seed)), BANDS_RULE)).default_is_best
         for seed in range(200)
     )
     assert winners <= 10
@@ -171,34 +173,43 @@ def test_imported_logs_without_samples_are_judged_on_the_threshold():
         _outcome({}, 1000.0, samples=False),
         _outcome({"NCCL_ALGO": "Ring"}, 900.0, samples=False),  # +11%
     ]
-    record = _record(select_best(outcomes))
+    record = _record(select_best(outcomes, BANDS_RULE))
     assert record.knobs == {"NCCL_ALGO": "Ring"}
     assert not record.confident and record.confidence == "threshold only"
     assert record.evidence.basis == "threshold" and record.evidence.floor_pct is None
     assert "not confident (threshold only)" in record.reason
-    strict = select_best(outcomes, SelectRule(unsampled_min_gain=0.2))
+    strict = select_best(outcomes, SelectRule(granularity="band", unsampled_min_gain=0.2))
     assert _record(strict).default_is_best and "below 20%" in _record(strict).reason
 
 
 def test_default_is_best_is_confident_when_the_rest_is_clearly_slower():
-    record = _record(select_best([_outcome({}, 500.0), _outcome({"X_A": "1"}, 1000.0)]))
+    record = _record(select_best([_outcome({}, 500.0), _outcome({"X_A": "1"}, 1000.0)], BANDS_RULE))
     assert record.default_is_best and record.confident and record.knobs == {}
     assert record.confidence == "beyond noise floor"
     assert record.candidate["gain"] == pytest.approx(-0.5)
 
 
-def test_failed_settings_and_settings_missing_sizes_take_no_part():
+def test_a_failed_setting_keeps_what_it_finished_and_partial_ranges_decide_on_common_sizes():
     outcomes = [
         _outcome({}, 1000.0),
         SettingOutcome(setting(GLOO_SOCKET_IFNAME="nosuch"), (), error="no such interface"),
-        # dropped after the probe sizes: fast where measured, but not every size of the band
+        # failed part-way: its small sizes were finished, and take part
+        SettingOutcome(
+            setting(X_B="1"), _rows(500.0, sizes=SMALL), error="no algorithm/protocol available"
+        ),
+        # measured one of the two large sizes: it competes there, decided on that size
         _outcome({"X_A": "1"}, 100.0, sizes=(LARGE[0],)),
     ]
-    records = select_best(outcomes)
-    assert all(item.default_is_best for item in records)
-    assert all(item.confidence == "baseline only" for item in records)
+    records = select_best(outcomes, BANDS_RULE)
+    small, large = _record(records, band="small"), _record(records)
+    assert small.knobs == {"X_B": "1"} and small.gain == pytest.approx(1.0)
+    assert large.knobs == {"X_A": "1"} and large.sizes == LARGE
+    assert "(measured 1 of 2 sizes; decided on those)" in large.reason
+    assert large.candidate["sizes_measured"] == 1 and large.candidate["sizes_in_range"] == 2
+    # the gain is on the common size: 1000 us against 100 us there
+    assert large.gain == pytest.approx(9.0)
     settings = tune_document(outcomes, records).to_dict()["settings"]
-    assert [entry["status"] for entry in settings] == ["ok", "failed", "ok"]
+    assert [entry["status"] for entry in settings] == ["ok", "failed", "failed", "ok"]
     assert settings[1]["error"] == "no such interface"
     assert settings[0]["knobs"] == {} and settings[0]["baseline"]
     assert list(settings[0])[:3] == ["knobs", "status", "error"]  # the keys first
@@ -218,7 +229,7 @@ def test_placement_rule_and_collectives_the_baseline_lacks():
         SettingOutcome(setting(), (*base, probe)),
         SettingOutcome(setting(X_A="1"), _rows(1000.0) + fast_in_place + broadcast + gather),
     ]
-    records = select_best(outcomes)
+    records = select_best(outcomes, BANDS_RULE)
     assert {item.collective for item in records} == {"all_reduce", "broadcast", "all_gather"}
     assert _record(records).placement == "out_of_place" and _record(records).default_is_best
     assert _record(records, "broadcast").placement == "in_place"
@@ -274,11 +285,11 @@ def test_best_env_exports_one_measured_setting_and_names_each_conflict():
         _outcome({"NCCL_PROTO": "LL"}, {**times, **dict.fromkeys(SMALL, 50.0)}),
         _outcome({"NCCL_PROTO": "Simple"}, {**times, **dict.fromkeys(LARGE, 500.0)}),
     ]
-    records = select_best(outcomes)
+    records = select_best(outcomes, BANDS_RULE)
     choice = env_choice(records)
     assert choice.knobs == {"NCCL_PROTO": "Simple"}  # the large range's winner
     assert len(choice.conflicts) == 1
-    assert choice.conflicts[0].startswith("all_reduce small (0 B .. ")
+    assert choice.conflicts[0].startswith("all_reduce small: 4 KiB .. 16 KiB: ")
     assert (
         "best is NCCL_PROTO=LL +100.0%, best.env exports NCCL_PROTO=Simple" in (choice.conflicts[0])
     )
@@ -295,7 +306,7 @@ def test_best_env_exports_one_measured_setting_and_names_each_conflict():
 
 
 def test_best_env_is_empty_when_the_default_wins_everywhere():
-    records = select_best([_outcome({}, 100.0), _outcome({"X_A": "1"}, 100.0)])
+    records = select_best([_outcome({}, 100.0), _outcome({"X_A": "1"}, 100.0)], BANDS_RULE)
     choice = env_choice(records)
     assert choice.knobs == {} and not choice.conflicts
     assert "\nexport " not in render_best_env(choice)

@@ -1,0 +1,277 @@
+"""`collbench tune`'s records: what selection reads (a setting's outcome, the rule) and what it
+writes (a size range, its best record and evidence), with the busbw figures they rest on
+(pure). The rules that fill them are analysis/tune/select.py's."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Protocol
+
+from collbench.analysis.compare.comparison import json_safe
+from collbench.analysis.rules.decision import ALPHA, FASTER, SLOWER, Rule
+from collbench.analysis.tune.tuner_conf_rules import SIZE_MAX as BYTES_MAX  # no upper end
+from collbench.core.bandwidth import busbw_gbps
+from collbench.core.stats import geomean
+from collbench.core.units import format_size
+from collbench.store.rows import ResultRow
+
+GRANULARITIES = ("crossover", "band", "size")
+PLACEMENTS = ("out_of_place", "in_place")  # the first one measured is the one tuned
+__all__ = [
+    "BYTES_MAX",
+    "GRANULARITIES",
+    "PLACEMENTS",
+    "SettingLike",
+    "SettingOutcome",
+    "SelectRule",
+    "SizeRange",
+    "TuneEvidence",
+    "describe_evidence",
+    "BestRecord",
+    "sizes_text",
+    "row_busbw",
+    "sample_busbw",
+    "repeats_busbw",
+    "merge_adjacent",
+    "gain_over",
+]
+
+
+class SettingLike(Protocol):
+    """What selection reads of a setting (core.tune_grid.Setting)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def is_baseline(self) -> bool: ...
+
+    def as_dict(self) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True)
+class SettingOutcome:
+    """One setting's result: the rows it measured (every repeat's, each row carrying its
+    repeat), or the error it failed with."""
+
+    setting: SettingLike
+    rows: tuple[ResultRow, ...] = ()
+    error: str | None = None  # None: the setting ran
+    # None: the setting's own `is_baseline`; True: this outcome stands for the default
+    # (tune --from without a run of the plain environment: the first RUN)
+    baseline: bool | None = None
+
+    @property
+    def status(self) -> str:
+        return "failed" if self.error is not None else "ok"
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.setting.is_baseline if self.baseline is None else self.baseline
+
+    @property
+    def repeats(self) -> int:
+        """How many repeats its rows hold (0: none)."""
+        return len({row.repeat_index for row in self.rows})
+
+
+@dataclass(frozen=True)
+class SelectRule:
+    """How a winner is called; every default of `collbench tune`'s selection lives here."""
+
+    # crossover: ranges end where the winner changes; band: small/medium/large; size: one
+    # range per measured size
+    granularity: str = "crossover"
+    alpha: float = ALPHA
+    min_gain: float = 0.02  # a called winner must gain at least this much
+    unsampled_min_gain: float = 0.05  # without samples: the rule's threshold, per size
+
+    def __post_init__(self) -> None:
+        if self.granularity not in GRANULARITIES:
+            from collbench.core.errors import SpecError
+
+            raise SpecError(
+                "--granularity", self.granularity, f"is not one of {', '.join(GRANULARITIES)}"
+            )
+
+    @property
+    def decision_rule(self) -> Rule:
+        """analysis.decision's Rule: imported logs are decided by unsampled_min_gain."""
+        return Rule(alpha=self.alpha, threshold_pct=self.unsampled_min_gain * 100.0)
+
+
+@dataclass(frozen=True)
+class SizeRange:
+    """An inclusive byte range and its name."""
+
+    name: str
+    min_bytes: int
+    max_bytes: int
+
+    def covers(self, size_bytes: int) -> bool:
+        return self.min_bytes <= size_bytes <= self.max_bytes
+
+
+@dataclass(frozen=True)
+class TuneEvidence:
+    """What a range's call rests on: the best other setting against the default, over the
+    range's sizes. `basis` is the weakest basis among the sizes (repeats | noise floor |
+    threshold | unjudged); `calls` counts the rule's call per size; the effect, interval,
+    floor and Holm p are the verdict at the median effect (percent of the default's busbw)."""
+
+    basis: str
+    baseline_repeats: int
+    candidate_repeats: int
+    calls: dict[str, int]
+    effect_pct: float
+    low_pct: float | None
+    high_pct: float | None
+    floor_pct: float | None
+    floor_source: str
+    p_holm: float | None
+    verdict: str  # Verdict.describe() of that median size
+
+    def describe(self) -> str:
+        """'+30.1% [+25.3%, +35.2%], floor 2.0%, 3v3 repeats, significant at 2/2 sizes'."""
+        return describe_evidence(asdict(self))
+
+
+def describe_evidence(evidence: Mapping[str, Any] | None) -> str:
+    """A TuneEvidence (or tune.json's "evidence" entry) in one short line; '-' for none."""
+    if not evidence:
+        return "-"
+    effect = evidence.get("effect_pct")
+    if effect is None or not math.isfinite(effect):
+        return f"no effect measured ({evidence.get('basis')})"
+    text = f"{effect:+.1f}%"
+    low, high = evidence.get("low_pct"), evidence.get("high_pct")
+    if low is not None and high is not None:
+        text += f" [{low:+.1f}%, {high:+.1f}%]"
+    if evidence.get("floor_pct") is not None:
+        text += f", floor {evidence['floor_pct']:.1f}%"
+    base, cand = evidence.get("baseline_repeats"), evidence.get("candidate_repeats")
+    text += f", {base}v{cand} repeat{'s' if max(base or 0, cand or 0) != 1 else ''}"
+    calls = evidence.get("calls") or {}
+    sizes = sum(calls.values())
+    called = [f"{calls[name]} {name}" for name in (FASTER, SLOWER) if calls.get(name)]
+    text += f", {evidence.get('basis')}: {', '.join(called) or 'none called'} of {sizes}"
+    return text
+
+
+@dataclass(frozen=True)
+class BestRecord:
+    """One collective x size range: what to deploy there. `to_dict` is a tune.json "best"
+    entry (the issue's keys first)."""
+
+    collective: str
+    min_bytes: int
+    max_bytes: int
+    # the chosen setting's knobs: {} when the default is best (tune --from where every run
+    # set a knob: the knobs of the first RUN, which stands for the default)
+    knobs: dict[str, str]
+    busbw_gbps: float
+    baseline_busbw_gbps: float | None
+    gain: float | None  # busbw_gbps / baseline_busbw_gbps - 1
+    confident: bool
+    band: str
+    placement: str
+    sizes: tuple[int, ...]
+    setting: str  # the chosen setting's label
+    setting_id: str
+    default_is_best: bool
+    # significant | not significant (repeats) | beyond noise floor | within noise floor
+    # (noise floor) | threshold only (no samples) | unjudged | no baseline | baseline only;
+    # "mixed" for ranges merge_adjacent joined with different calls
+    confidence: str
+    reason: str
+    candidate: dict[str, Any] | None = field(default=None)  # the best other setting
+    evidence: TuneEvidence | None = None  # the best other setting against the default
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["sizes"] = list(self.sizes)
+        return {key: json_safe(value) for key, value in data.items()}
+
+
+def sizes_text(first: int, last: int) -> str:
+    """A range by the measured sizes it holds, as a person writes it: `1 GiB .. 8 GiB`."""
+    return format_size(first) if first == last else f"{format_size(first)} .. {format_size(last)}"
+
+
+def row_busbw(row: ResultRow, time_us: float | None = None) -> float:
+    """busbw in GB/s from a row's time (or one sample of it) at the row's world size."""
+    time_us = row.time_us if time_us is None else time_us
+    if not time_us or time_us <= 0:
+        return math.nan
+    try:
+        return busbw_gbps(str(row.collective), int(row.world_size or 1), row.size_bytes, time_us)
+    except (KeyError, ValueError, ZeroDivisionError):
+        return math.nan
+
+
+def sample_busbw(row: ResultRow) -> list[float]:
+    """The per-iteration busbw of a row (empty: the source kept no samples)."""
+    return [row_busbw(row, sample) for sample in row.time_us_samples or [] if sample > 0]
+
+
+def repeats_busbw(rows: Sequence[ResultRow]) -> float:
+    """One size's busbw over its repeats: the geometric mean of each repeat's busbw."""
+    return geomean([row_busbw(row) for row in rows])
+
+
+def merge_adjacent(records: Sequence[BestRecord]) -> list[BestRecord]:
+    """Neighbouring ranges of one collective that chose the same knobs, joined into one range
+    (a shorter nccl_tuner.conf). The joined record's busbw is the size-weighted geomean, it
+    is confident only if every part was, and its evidence is the weaker part's (the smaller
+    effect)."""
+    merged: list[BestRecord] = []
+    for record in sorted(records, key=lambda item: (item.collective, item.min_bytes)):
+        last = merged[-1] if merged else None
+        if (
+            last is not None
+            and last.collective == record.collective
+            and last.knobs == record.knobs
+            and last.max_bytes + 1 == record.min_bytes
+        ):
+            merged[-1] = _join(last, record)
+        else:
+            merged.append(record)
+    return merged
+
+
+def _join(first: BestRecord, second: BestRecord) -> BestRecord:
+    def weighted(a: float | None, b: float | None) -> float | None:
+        if a is None or b is None:
+            return None
+        return geomean([a] * len(first.sizes) + [b] * len(second.sizes))
+
+    busbw = weighted(first.busbw_gbps, second.busbw_gbps)
+    base = weighted(first.baseline_busbw_gbps, second.baseline_busbw_gbps)
+    parts = [item.evidence for item in (first, second) if item.evidence is not None]
+    weaker = min(parts, key=lambda item: abs(item.effect_pct), default=None)
+    return replace(
+        first,
+        max_bytes=second.max_bytes,
+        busbw_gbps=busbw,
+        baseline_busbw_gbps=base,
+        gain=gain_over(busbw or math.nan, base),
+        confident=first.confident and second.confident,
+        band=f"{first.band}..{second.band}",
+        sizes=first.sizes + second.sizes,
+        confidence=first.confidence if first.confidence == second.confidence else "mixed",
+        reason=f"{first.reason}; {second.reason}",
+        candidate=None,
+        evidence=weaker,
+    )
+
+
+def gain_over(busbw: float, base_busbw: float | None) -> float | None:
+    """busbw over the baseline's, minus 1 (None: no baseline figure)."""
+    if base_busbw is None or not base_busbw > 0 or not math.isfinite(busbw):
+        return None
+    return busbw / base_busbw - 1.0

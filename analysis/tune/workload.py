@@ -1,0 +1,254 @@
+"""`collbench tune --workload`: the one setting that makes a training job's step fastest
+(pure: measured settings and priced steps in, the choice out).
+
+The rules, each written once here:
+- A setting's busbw table: per collective the placement tune tunes (select.tuned_placement)
+  and per measured size the geometric mean of its repeats' busbw (select.repeats_busbw), as
+  the per-range choice reads them. The step is priced from these tables
+  (analysis/mfu/busbw_prices.py) by the MFU model (run/tune_workload.py does the pricing).
+- A collective the workload issues that no setting measured is priced by the fabric's cost
+  model, the same for every setting, so it cannot change the choice (said in the notes).
+  A setting that lacks a collective the workload issues and another setting measured is
+  no candidate (exporting it would run that collective in a way nobody measured; NCCL may
+  refuse the pairing outright), and is listed with why.
+- best.env's setting is the candidate with the shortest modelled step time; a tie goes to
+  the default. The exposed communication is shown beside it: with the compute the same
+  under every setting, the step differs only by what its collectives leave exposed.
+- Where the chosen setting is not the fastest at one of the step's collectives, that
+  collective and size is listed as a loss: how much longer it takes per step under the
+  chosen setting than under the one fastest there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from collbench.analysis.tune.select import SettingOutcome, repeats_busbw, tuned_placement
+from collbench.core.units import format_size
+from collbench.store.rows import SWEEP, row_is
+
+
+class StepItem(Protocol):
+    """What the choice reads of one of the step's collectives (mfu's StepCollective)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def collective(self) -> str: ...
+
+    @property
+    def size_bytes(self) -> float: ...
+
+    @property
+    def count(self) -> float: ...
+
+    @property
+    def ranks(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class SettingStep:
+    """One setting's modelled step for the workload."""
+
+    setting: str  # label
+    setting_id: str
+    knobs: dict[str, str]
+    baseline: bool
+    step_time_s: float
+    exposed_comm_s: float
+    comm_s: float  # every collective's time, hidden or not
+    mfu: float
+    item_s: tuple[float, ...] = ()  # seconds per step in each of the step's collectives
+    excluded: str | None = None  # why it is no candidate (None: it is one)
+    outside: tuple[str, ...] = ()  # collectives priced beyond the sizes it measured
+
+
+@dataclass(frozen=True)
+class WorkloadLoss:
+    """A collective and size at which the exported setting is not the fastest."""
+
+    kind: str
+    collective: str
+    size_bytes: float
+    count: float
+    fastest: str  # the setting fastest there
+    fastest_s: float  # seconds per step in it under that setting
+    exported_s: float  # ... and under the exported one
+
+    def describe(self, exported: str) -> str:
+        extra_s = self.exported_s - self.fastest_s
+        share = extra_s / self.fastest_s if self.fastest_s > 0 else math.inf
+        return (
+            f"{self.kind} {self.collective} {format_size(int(self.size_bytes))} x "
+            f"{self.count:g}/step: fastest under {self.fastest}; {exported} takes "
+            f"{_ms(extra_s)} more per step ({share:+.1%})"
+        )
+
+
+@dataclass(frozen=True)
+class WorkloadChoice:
+    """The workload, each setting's modelled step, the choice and what it gives up."""
+
+    workload: dict[str, Any]  # the workload as tune.json says it
+    collectives: tuple[dict[str, Any], ...]  # the step's collectives and how each was priced
+    steps: tuple[SettingStep, ...]
+    chosen: SettingStep
+    losses: tuple[WorkloadLoss, ...] = ()
+    notes: tuple[str, ...] = ()
+    topology: str = ""
+
+    @property
+    def default(self) -> SettingStep | None:
+        return next((step for step in self.steps if step.baseline), None)
+
+    @property
+    def why(self) -> str:
+        """best.env's reason, one line."""
+        text = (
+            f"the shortest modelled step of the workload ({_ms(self.chosen.step_time_s)}, "
+            f"exposed communication {_ms(self.chosen.exposed_comm_s)}"
+        )
+        default = self.default
+        if default is not None and default is not self.chosen:
+            text += f"; default {_ms(default.step_time_s)}, exposed {_ms(default.exposed_comm_s)}"
+        return text + ")"
+
+    def loss_lines(self) -> list[str]:
+        return [loss.describe(self.chosen.setting) for loss in self.losses]
+
+    def to_dict(self) -> dict[str, Any]:
+        """tune.json's `workload` entry."""
+        return {
+            "workload": dict(self.workload),
+            "topology": self.topology,
+            "collectives": [dict(item) for item in self.collectives],
+            "settings": [
+                {**asdict(step), "item_s": list(step.item_s), "outside": list(step.outside)}
+                for step in self.steps
+            ],
+            "chosen": self.chosen.setting,
+            "chosen_id": self.chosen.setting_id,
+            "losses": [
+                {**asdict(loss), "text": loss.describe(self.chosen.setting)} for loss in self.losses
+            ],
+            "notes": list(self.notes),
+        }
+
+
+def busbw_tables(
+    outcomes: Sequence[SettingOutcome],
+) -> dict[int, dict[str, dict[int, float]]]:
+    """Per outcome (by id) that measured something: {collective: {size: busbw}}, the busbw
+    the geometric mean over its repeats at the placement tune tunes for that collective."""
+    ran = [outcome for outcome in outcomes if outcome.rows]
+    collectives = sorted(
+        {row.collective for item in ran for row in item.rows if row_is(row, SWEEP)}
+    )
+    placements = {name: tuned_placement(name, ran) for name in collectives}
+    tables: dict[int, dict[str, dict[int, float]]] = {}
+    for outcome in ran:
+        by_size: dict[str, dict[int, dict[int, Any]]] = {}
+        for row in outcome.rows:
+            if not row_is(row, SWEEP) or row.placement != placements.get(row.collective):
+                continue
+            if row.size_bytes and row.size_bytes > 0:
+                sizes = by_size.setdefault(str(row.collective), {})
+                sizes.setdefault(int(row.size_bytes), {}).setdefault(row.repeat_index, row)
+        tables[id(outcome)] = {
+            name: {
+                size: busbw
+                for size, repeats in sizes.items()
+                if math.isfinite(busbw := repeats_busbw(tuple(repeats.values()))) and busbw > 0
+            }
+            for name, sizes in by_size.items()
+        }
+    return tables
+
+
+def exclusions(
+    outcomes: Sequence[SettingOutcome],
+    tables: Mapping[int, Mapping[str, Mapping[int, float]]],
+    issued: Sequence[str],
+) -> tuple[dict[int, str], list[str]]:
+    """(why each setting that lacks a collective the workload issues and another setting
+    measured is no candidate, by outcome id; the issued collectives no setting measured)."""
+    measured = {name for table in tables.values() for name, sizes in table.items() if sizes}
+    wanted = [name for name in dict.fromkeys(issued) if name in measured]
+    reasons = {}
+    for outcome in outcomes:
+        table = tables.get(id(outcome), {})
+        lacking = [name for name in wanted if not table.get(name)]
+        if id(outcome) in tables and lacking:
+            reasons[id(outcome)] = (
+                f"it measured no {', '.join(lacking)}, which the workload issues and another "
+                "setting measured"
+            )
+    unmeasured = [name for name in dict.fromkeys(issued) if name not in measured]
+    return reasons, unmeasured
+
+
+def choose(
+    steps: Sequence[SettingStep],
+    items: Sequence[StepItem],
+    workload: Mapping[str, Any],
+    notes: Sequence[str] = (),
+    collectives: Sequence[Mapping[str, Any]] = (),
+    topology: str = "",
+) -> WorkloadChoice:
+    """The candidate with the shortest modelled step (a tie: the default), and each of the
+    step's collectives at which another candidate is faster. ValueError without one."""
+    candidates = [step for step in steps if step.excluded is None]
+    if not candidates:
+        raise ValueError("no setting is a candidate for the workload")
+    chosen = min(candidates, key=lambda step: (step.step_time_s, not step.baseline))
+    losses = []
+    for index, item in enumerate(items):
+        fastest = min(candidates, key=lambda step: (step.item_s[index], step is not chosen))
+        if fastest is not chosen and fastest.item_s[index] < chosen.item_s[index]:
+            losses.append(
+                WorkloadLoss(
+                    item.kind,
+                    item.collective,
+                    item.size_bytes,
+                    item.count,
+                    fastest.setting,
+                    fastest.item_s[index],
+                    chosen.item_s[index],
+                )
+            )
+    return WorkloadChoice(
+        dict(workload),
+        tuple(dict(item) for item in collectives),
+        tuple(steps),
+        chosen,
+        tuple(losses),
+        tuple(notes),
+        topology,
+    )
+
+
+def group_note(items: Sequence[StepItem], world_sizes: Mapping[str, Sequence[int]]) -> str:
+    """The assumption pricing by busbw rests on, naming the measured and the workload's
+    group sizes."""
+    groups = ", ".join(
+        f"{item.kind} {item.collective} on {item.ranks}"
+        for item in {(item.kind, item.collective): item for item in items}.values()
+    )
+    measured = ", ".join(
+        f"{name} on {'/'.join(str(size) for size in sorted(sizes))}"
+        for name, sizes in sorted(world_sizes.items())
+    )
+    return (
+        f"priced by busbw: the settings were measured with {measured or 'no'} ranks, the "
+        f"workload's groups are {groups or 'none'} ranks; busbw (nccl-tests' bus bandwidth, "
+        "which takes out the group size's factor) is assumed to hold at the workload's group "
+        "sizes and node spans, so the choice is as good as that assumption"
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.3f} ms"

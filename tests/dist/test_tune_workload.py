@@ -1,0 +1,39 @@
+"""`collbench tune --knob ... --workload` for real: two settings, each a fresh spawn of 2 gloo
+ranks, and best.env is the one whose measured busbw makes the training job's modelled step
+fastest (a 2-rank data-parallel job on this machine's topology, cpu-local)."""
+
+import json
+
+import pytest
+
+from tests.helpers import collbench_process as collbench
+
+pytestmark = pytest.mark.slow  # real ranks per setting
+
+SWEEP = ["-c", "all_reduce", "-b", "64K", "-e", "1M", "-f", "4", "-n", "4", "-w", "1"]
+SWEEP += ["--nproc", "2", "--timeout", "60", "--repeats", "1"]
+JOB = ["--workload", "--topology", "cpu-local", "--layers", "2", "--hidden", "256"]
+JOB += ["--heads", "4", "--vocab", "1000", "--seq", "128", "--global-batch", "4"]
+JOB += ["--dp", "2", "--dp-bucket-mb", "0.125"]
+
+
+def test_tune_workload_exports_the_setting_with_the_fastest_modelled_step(tmp_path):
+    out = tmp_path / "tuned"
+    done = collbench(
+        "tune", "--knob", "GLOO_SOCKET_IFNAME=lo", *JOB, *SWEEP, "--out", str(out), timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads((out / "tune.json").read_text())
+    entry = document["workload"]
+    steps = {step["setting"]: step for step in entry["settings"]}
+    assert set(steps) == {"baseline", "GLOO_SOCKET_IFNAME=lo"}
+    fastest = min(steps, key=lambda name: steps[name]["step_time_s"])
+    assert entry["chosen"] == fastest == document["env"]["setting"]
+    # the modelled step: 2 ranks' DP all-reduce in 128 KiB buckets, priced from each
+    # setting's own rows (which differ: two fresh measurements)
+    assert [item["collective"] for item in entry["collectives"]] == ["all_reduce"] * 2
+    assert {item["priced"] for item in entry["collectives"]} == {"busbw"}
+    assert steps["baseline"]["comm_s"] != steps["GLOO_SOCKET_IFNAME=lo"]["comm_s"]
+    exported = "export GLOO_SOCKET_IFNAME=lo" in (out / "best.env").read_text()
+    assert exported == (fastest != "baseline")
+    assert "# workload: custom" in done.stdout and "(best.env)" in done.stdout
