@@ -5,7 +5,8 @@ a regime's busbw_gbps is its asymptotic bus bandwidth, comparable to nccl-tests'
 
 How `fit_curve` works:
 1. regimes: `analysis.regimes.choose_regimes` picks 1..max_regimes contiguous size bands
-   with a BIC-like criterion (exact search over every segmentation, cheap robust costs);
+   with a BIC-like criterion (exact search over every segmentation, cheap robust costs; a
+   sweep of over 128 distinct sizes searches candidate starts instead, linear in the sizes);
 2. each band gets a robust fit with scipy.optimize.least_squares: residuals are
    ln(t_fit / t_measured), so 8 B and 8 GB weigh the same, and the soft_l1 loss makes a
    point beyond the noise scale count linearly instead of quadratically;
@@ -458,10 +459,14 @@ def knobs_digest(knobs: Any) -> str:
 def group_rows(rows: Iterable[ResultRow]) -> dict[tuple, list[ResultRow]]:
     """Sweep rows by (collective, backend, world_size, topology, placement, dtype, knobs)."""
     groups: dict[tuple, list[ResultRow]] = {}
+    digests: dict[str, str] = {}  # repr of a knob set -> its digest: one sha256 per knob set
     for row in rows:
         if not row_is(row, SWEEP):
             continue
-        key = (*(getattr(row, column) for column in GROUP_KEYS), knobs_digest(row.knobs))
+        shown = repr(row.knobs)
+        if shown not in digests:
+            digests[shown] = knobs_digest(row.knobs)
+        key = (*(getattr(row, column) for column in GROUP_KEYS), digests[shown])
         groups.setdefault(key, []).append(row)
     return dict(
         sorted(groups.items(), key=lambda item: tuple("" if v is None else str(v) for v in item[0]))

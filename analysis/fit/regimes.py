@@ -5,8 +5,11 @@ measured time is a few alpha-beta lines, one per size band. The search here pick
 bands (1..max_regimes) and where they start, by a BIC-like criterion over every
 segmentation into contiguous runs of measured sizes (exact dynamic programming, so the
 answer is deterministic). Each band's cost is the capped soft_l1 misfit of a cheap robust
-line (reweighted non-negative least squares); the full robust fit of a chosen band is
-`robust_line` (scipy least_squares), its confidence intervals `half_widths`.
+line (reweighted non-negative least squares, analysis/fit/segments.py); the full robust fit
+of a chosen band is `robust_line` (scipy least_squares), its confidence intervals
+`half_widths`. A sweep of more than MAX_EXACT_SIZES distinct sizes is searched over
+candidate starts instead of every segmentation (segments.candidate_search: linear in the
+sizes), and only the chosen bands' robust costs enter the criterion.
 
 Pure numpy/scipy: no I/O, no torch.
 """
@@ -22,8 +25,17 @@ from scipy.optimize import least_squares, nnls
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
+from collbench.analysis.fit.segments import (
+    best_segmentations,
+    candidate_search,
+    robust_costs_from,
+)
+
 # ln(us per byte) >= this: a latency-bound regime (flat time) gets a huge but finite busbw.
 MIN_LOG_US_PER_BYTE = math.log(1e-12)
+# Up to this many distinct sizes the search weighs every segmentation (cubic in the sizes,
+# 0.1 s at 128); longer sweeps search candidate starts (analysis/fit/segments.py).
+MAX_EXACT_SIZES = 128
 
 
 @dataclass(frozen=True)
@@ -87,75 +99,14 @@ def linear_fit_rel(
     return float(alpha_us), float(us_per_byte), float(residual_norm) ** 2
 
 
-def capped_soft_l1(residuals: np.ndarray, scale: float, cap_sigmas: float) -> np.ndarray:
-    """scipy's soft_l1 loss of residual/scale, capped at its value for cap_sigmas.
-
-    Quadratic near 0 and linear beyond the noise, so a curve that bends away from a line
-    over many sizes costs a lot; capped, so one wild point cannot pay for a regime.
-    """
-    loss = 2 * (np.sqrt(1 + (residuals / scale) ** 2) - 1)
-    return np.minimum(loss, 2 * (math.sqrt(1 + cap_sigmas**2) - 1))
-
-
-def robust_line_cost(
-    sizes_bytes: np.ndarray, times_us: np.ndarray, weights: np.ndarray, options: SearchOptions
-) -> float:
-    """Robust misfit of one line: capped soft_l1 of ln(t / t_fit) over weighted points.
-
-    The line comes from three reweighted non-negative least-squares solves with cauchy
-    weights (outliers fade out): a cheap stand-in for the full robust fit, since the
-    search needs one line for every candidate band.
-    """
-    row_weights = weights.astype(float)
-    for _ in range(3):
-        alpha_us, us_per_byte, _ = linear_fit_rel(sizes_bytes, times_us, row_weights)
-        fitted = np.maximum(alpha_us + us_per_byte * sizes_bytes, 1e-300)
-        residuals = np.log(times_us / fitted)
-        row_weights = weights / np.sqrt(1 + (residuals / options.noise_rel) ** 2)
-    losses = capped_soft_l1(residuals, options.noise_rel, options.cap_sigmas)
-    return float(np.sum(weights * losses))
-
-
 def segment_costs(
     points: Points, weights: np.ndarray, options: SearchOptions, min_sizes: int
 ) -> np.ndarray:
     """cost[i, j]: robust misfit of one line over distinct sizes i..j (inf if too short)."""
     count = len(points.unique_sizes_bytes)
-    cost = np.full((count, count), np.inf)
-    for start in range(count):
-        for end in range(start + min_sizes - 1, count):
-            span = points.span(start, end)
-            if weights[span].sum() < 2:
-                continue  # outliers left too few points to place a line
-            cost[start, end] = robust_line_cost(
-                points.sizes_bytes[span], points.times_us[span], weights[span], options
-            )
-    return cost
-
-
-def best_segmentations(cost: np.ndarray, max_regimes: int) -> dict[int, tuple[float, list[int]]]:
-    """For each regime count k: (total cost, start index of each regime) minimizing cost."""
-    count = cost.shape[0]
-    # total[k][j]: best cost of sizes 0..j in k+1 regimes; start[k][j]: where the last begins
-    total = np.full((max_regimes, count), np.inf)
-    start = np.zeros((max_regimes, count), dtype=int)
-    total[0] = cost[0]
-    for k in range(1, max_regimes):
-        for end in range(count):
-            candidates = total[k - 1, :end] + cost[1 : end + 1, end]
-            if len(candidates) and np.isfinite(candidates.min()):
-                best = int(np.argmin(candidates))  # first minimum: deterministic ties
-                total[k, end], start[k, end] = candidates[best], best + 1
-    found = {}
-    for k in range(max_regimes):
-        if not np.isfinite(total[k, -1]):
-            continue
-        starts, end = [], count - 1
-        for level in range(k, 0, -1):
-            starts.append(int(start[level, end]))
-            end = starts[-1] - 1
-        found[k + 1] = (float(total[k, -1]), [0, *reversed(starts)])
-    return found
+    return np.array(
+        [robust_costs_from(points, weights, options, start, min_sizes) for start in range(count)]
+    ).reshape(count, count)
 
 
 def information_criterion(robust_cost: float, n_points: int, n_regimes: int) -> float:
@@ -176,8 +127,10 @@ def choose_regimes(
     count = len(points.unique_sizes_bytes)
     min_sizes = min(options.min_sizes_per_regime, count)
     max_regimes = max(1, min(options.max_regimes, count // min_sizes))
-    costs = segment_costs(points, weights, options, min_sizes)
-    found = best_segmentations(costs, max_regimes)
+    if count <= MAX_EXACT_SIZES:
+        found = best_segmentations(segment_costs(points, weights, options, min_sizes), max_regimes)
+    else:
+        found = candidate_search(points, weights, options, min_sizes, max_regimes)
     if not found:  # too few usable points for the minimum: one line over everything
         return [(0, count - 1)]
     n_points = int(weights.sum())

@@ -111,7 +111,7 @@ def load_sweep_rows(runs: list[Path]) -> list[ResultRow]:
     for run in dict.fromkeys(Path(run).resolve() for run in runs):  # a run given twice: once
         loaded = load_run(run, "RUN", ": pass a directory written by collbench sweep")
         run_id = loaded.meta.run_id or run.name
-        tagged = [replace(row, run_id=row.run_id or run_id) for row in loaded.rows]
+        tagged = [row if row.run_id else replace(row, run_id=run_id) for row in loaded.rows]
         run_dirs.update({str(row.run_id): run for row in tagged})
         rows.extend(tagged)
     sweep = rows_of(rows, SWEEP)
