@@ -12,10 +12,9 @@ from collbench.launchers.base import LaunchResult
 from collbench.run.finalize import FINAL_STATES
 from collbench.store.gemm_rows import GEMM_FILE, count_gemm_rows
 from collbench.store.job import JOB_FILE, Job
-from collbench.store.load import load_run
 from collbench.store.meta import RunMeta
 from collbench.store.rank_status import live_ranks, pid_alive, read_statuses
-from collbench.store.rundir import META_FILE, read_meta
+from collbench.store.rundir import META_FILE, count_rows, read_meta
 from collbench.store.sink import SinkFactory
 from collbench.store.tune_result import is_tune_dir, load_tune_result
 
@@ -33,15 +32,15 @@ def describe_run(run: Path) -> str:
     tune = _describe_tune_dir(Path(run))
     if tune is not None:
         return tune
-    loaded = load_run(run)
-    meta, rows = loaded.meta, loaded.rows
+    # meta.json and a count of the rows: the rows themselves are never decoded here.
+    meta, rows = read_meta(Path(run)) or RunMeta(), count_rows(Path(run))
     if not rows and (Path(run) / GEMM_FILE).exists() and not (Path(run) / JOB_FILE).is_file():
         return _describe_gemm_run(run, meta)
     if meta.source and not (Path(run) / JOB_FILE).is_file():
         logs = ", ".join(meta.imported_from or [])
         return (
             f"run {run}: imported from {meta.source} ({logs})\n"
-            f"rows: {len(rows)}; state: {_unknown_state(meta.state) or meta.state}"
+            f"rows: {rows}; state: {_unknown_state(meta.state) or meta.state}"
         )
     job = _load_job(run)
     lines = [f"run {run}: launcher {job.launcher}, {job.nproc} rank(s)"]
@@ -61,13 +60,13 @@ def describe_run(run: Path) -> str:
         planned = _planned(meta.spec)
         error = meta.extra.get("error")
         lines.append(
-            f"rows: {len(rows)}{planned}; state: {_state(run, meta.state, slurm_end)}"
+            f"rows: {rows}{planned}; state: {_state(run, meta.state, slurm_end)}"
             + (f"; error: {escape_control(str(error))}" if error else "")
         )
     elif (Path(run) / META_FILE).exists():
-        lines.append(f"{META_FILE} unreadable; {len(rows)} row(s) on disk")
+        lines.append(f"{META_FILE} unreadable; {rows} row(s) on disk")
     elif rows:
-        lines.append(f"{META_FILE} missing; {len(rows)} row(s) on disk")
+        lines.append(f"{META_FILE} missing; {rows} row(s) on disk")
     else:
         lines.append(_no_rows(run, slurm_end))
     return "\n".join(lines)
@@ -118,7 +117,7 @@ def _describe_tune_dir(tune: Path) -> str | None:
     for run in setting_runs:
         meta = read_meta(run)
         state = "starting (no meta.json yet)" if meta is None else _state(run, meta.state)
-        rows = len(load_run(run).rows) if meta is not None else 0
+        rows = count_rows(run) if meta is not None else 0
         lines.append(f"  {run.relative_to(tune)}: {rows} row(s); state: {state}")
     if chosen:
         result = load_tune_result(tune, "RUN")

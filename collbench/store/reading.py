@@ -13,7 +13,7 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -231,3 +231,129 @@ def _warn_truncated(path: Path, warn: bool) -> None:
 def _cut(text: str) -> str:
     text = text.rstrip("\n")
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def count_json_lines(path: Path, warn: bool = True, check: Check | None = None) -> int:
+    """How many lines `json_lines` would yield (0 when the file is missing), without decoding
+    the lines that look like JSON objects: what a status line counts. The file is read in
+    chunks within the same limits, checked as UTF-8 a chunk at a time, and refused as
+    json_lines refuses it (naming the file and line) where a line is not UTF-8 text or, when
+    it does not look like an object, not JSON (json_lines decodes those to say so, and
+    `check(data, where)` may refuse them too). The unterminated last line of a write cut
+    short counts only when it is whole JSON."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    count, number, tail = 0, 0, b""
+    with open_regular(path, path.name, ROWS_MAX_BYTES) as file:
+        total = 0
+        while True:
+            chunk = _read_chunk(file, path)
+            total += len(chunk)
+            if total > ROWS_MAX_BYTES:
+                raise SpecError(path.name, str(path), _over_limit(None, ROWS_MAX_BYTES))
+            if not chunk:
+                break
+            lines = (tail + chunk).split(b"\n")
+            tail = lines.pop()  # the part after the last newline: read on with the next chunk
+            if len(tail) > ROWS_MAX_LINE_BYTES:
+                _too_long(path, number + len(lines) + 1)
+            count += _count_whole(path, lines, number, warn, check)
+            number += len(lines)
+    if tail.strip():  # the last line, without its newline
+        number += 1
+        count += _count_decoded(path, [(number, tail)], warn, check)
+    return count
+
+
+_CHUNK_BYTES = 4 << 20
+# Checks a decoded line (the data, "FILE line N"): raises SpecError when it is not a row.
+Check = Callable[[Any, str], Any]
+
+
+def _read_chunk(file: BinaryIO, path: Path) -> bytes:
+    try:
+        return file.read(_CHUNK_BYTES)
+    except OSError as error:
+        raise SpecError(path.name, str(path), f"cannot be read: {_reason(error)}") from None
+
+
+def _too_long(path: Path, number: int) -> None:
+    raise SpecError(
+        path.name,
+        str(path),
+        f"line {number} is longer than {size_text(ROWS_MAX_LINE_BYTES)}, collbench's limit "
+        "for a line of this file",
+    )
+
+
+def _count_whole(
+    path: Path, lines: list[bytes], number: int, warn: bool, check: Check | None
+) -> int:
+    """How many of these newline-ended lines (the first is line `number` + 1) are rows."""
+    try:
+        b"\n".join(lines).decode("utf-8")
+    except UnicodeDecodeError:
+        for offset, line in enumerate(lines, number + 1):
+            if not _is_utf8(line):
+                raise SpecError(
+                    "row", f"{len(line) + 1} bytes", f"in {path} line {offset} are not UTF-8 text"
+                ) from None
+    count, odd = 0, []
+    for offset, line in enumerate(lines, number + 1):
+        if len(line) >= ROWS_MAX_LINE_BYTES:
+            _too_long(path, offset)
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith(b"{") and text.endswith(b"}"):
+            count += 1
+        else:  # decoded as json_lines decodes it: refused with its reason, or counted
+            odd.append((offset, line + b"\n"))
+    return count + _count_decoded(path, odd, warn, check)
+
+
+def _count_decoded(
+    path: Path, lines: list[tuple[int, bytes]], warn: bool, check: Check | None
+) -> int:
+    count = 0
+    for data, where in _decoded(path, lines, warn):
+        if check is not None:
+            check(data, where)
+        count += 1
+    return count
+
+
+def _decoded(path: Path, lines: list[tuple[int, bytes]], warn: bool) -> Iterator[tuple[Any, str]]:
+    """json_lines' reading of the given (number, line) pairs: each line's JSON, the cut-short
+    last line skipped (with a warning) when it is not whole, a SpecError otherwise."""
+    for number, raw in lines:
+        where = f"{path} line {number}"
+        if not raw.endswith(b"\n") and (not _is_utf8(raw) or not _is_json(raw)):
+            _warn_truncated(path, warn)
+            continue
+        line = raw.decode("utf-8")
+        check_depth(line, "row", where)
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise SpecError("row", _cut(line), f"in {where} is not JSON ({error.msg})") from None
+        except ValueError as error:
+            raise SpecError("row", _cut(line), f"in {where}: {error}") from None
+        yield data, where
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except ValueError:
+        return False
+    return True

@@ -9,7 +9,6 @@ a column exists in one place: its field.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
@@ -17,6 +16,14 @@ from typing import Any
 
 from collbench.core.doctor import DOCTOR
 from collbench.core.errors import SpecError
+from collbench.store.row_values import (
+    RangeLimits,
+    as_plain,
+    pack_samples,
+    range_check,
+    short,
+    type_check,
+)
 
 SCHEMA_VERSION = 1
 SWEEP = "sweep"
@@ -71,6 +78,7 @@ class ResultRow:
     n_wrong: int | None  # None: data check off
     topology: str | None
     knobs: dict[str, Any]  # {"env": NCCL_*/... variables, "settings": collbench's own}
+    # A row read back holds them packed (store.row_values.Samples, equal to the list).
     time_us_samples: list[float]
 
     @property
@@ -80,7 +88,12 @@ class ResultRow:
 
     def to_dict(self) -> dict[str, Any]:
         """The row as rows.jsonl holds it: every column, in column order."""
-        return {name: getattr(self, name) for name in _column_names(type(self))}
+        columns = _column_names(type(self))
+        data = dict(self.__dict__)  # the fields in column order (set so by __init__)
+        if len(data) != len(columns):  # something else was set on the row: by name
+            data = {name: getattr(self, name) for name in columns}
+        data["time_us_samples"] = as_plain(self.time_us_samples)
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,9 +145,11 @@ class DoctorRow(ResultRow):
     round_index: int | None  # pair/shuffle round (0-based), bisect level; else 0
     group_hosts: list[str] | None  # hosts in the group (a pair: its two, in order)
     group_ranks: list[int] | None  # global ranks in the group
-    rank_time_us: list[float] | None  # each group rank's own batch time, group_ranks' order
-    # Per group rank: timed iterations in which its time was the group's shortest (it came
-    # last, the others waited for it).
+    # Each group rank's own time, group_ranks' order: all-reduce, its median wait in the
+    # arrival-timed collectives (bench.arrival); send/recv, its batch time.
+    rank_time_us: list[float] | None
+    # Per group rank: iterations in which its wait was the group's shortest (it came last,
+    # the others waited for it); all-reduce: the arrival-timed ones.
     rank_last_count: list[int] | None
 
 
@@ -181,25 +196,38 @@ def row_from_dict(data: Any, where: str = "a row") -> ResultRow:
     for column in _REQUIRED:
         if values[column] is None:
             raise SpecError(column, None, f"is missing in {where}: not a result row")
-    for column, value in values.items():
-        problem = _type_problem(_COLUMN_TYPES[column], value)
-        if problem:
-            raise SpecError(column, _short(value), f"in {where} {problem}")
-    for column, value in values.items():
-        problem = _range_problem(column, value)
-        if problem:
-            raise SpecError(column, _short(value), f"in {where} {problem}")
+    values["time_us_samples"] = pack_samples(values["time_us_samples"])
+    _check(values, _CHECKS_OF[row_type], where)
     return row_type(**{**values, "kind": kind})
+
+
+def _check(values: dict[str, Any], checks: tuple[Any, ...], where: str) -> None:
+    """SpecError naming the first column (in column order) of a wrong type, or else the
+    first one out of its range. `checks`: (column, type check, range check) in column order;
+    a value that is None passes both."""
+    out_of_range = None
+    for column, of_type, in_range in checks:
+        value = values[column]
+        if value is None:
+            continue
+        problem = of_type(value) if of_type is not None else None
+        if problem:
+            raise SpecError(column, short(value), f"in {where} {problem}")
+        if out_of_range is None and in_range is not None:
+            problem = in_range(value)
+            if problem:
+                out_of_range = (column, value, problem)
+    if out_of_range is not None:
+        column, value, problem = out_of_range
+        raise SpecError(column, short(value), f"in {where} {problem}")
 
 
 def check_ranges(row: ResultRow, where: str = "a row") -> ResultRow:
     """The row, if every column is in its range (what `row_from_dict` checks on read); else
     a SpecError naming the column and `where`. For a writer holding typed rows (an import),
     so it never writes a row that no command could read back."""
-    for column, value in row.to_dict().items():
-        problem = _range_problem(column, value)
-        if problem:
-            raise SpecError(column, _short(value), f"in {where} {problem}")
+    data = row.to_dict()
+    _check(data, tuple((column, None, _RANGE_CHECKS.get(column)) for column in data), where)
     return row
 
 
@@ -277,34 +305,6 @@ def check_collective(row: ResultRow, where: str) -> ResultRow:
     return row
 
 
-def _type_problem(annotation: str, value: Any) -> str | None:
-    """Why `value` does not fit a column annotated `annotation` (None: it fits)."""
-    if value is None:
-        return None
-    base = annotation.removesuffix(" | None")
-    if base == "int":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        return None if ok else "is not an integer"
-    if base == "float":
-        return None if _is_number(value) else "is not a number"
-    if base == "str":
-        return None if isinstance(value, str) else "is not a string"
-    if base == "list[float]":
-        ok = isinstance(value, list) and all(_is_number(item) for item in value)
-        return None if ok else "is not a list of numbers"
-    if base == "list[int]":
-        ok = isinstance(value, list) and all(
-            isinstance(item, int) and not isinstance(item, bool) for item in value
-        )
-        return None if ok else "is not a list of integers"
-    if base == "list[str]":
-        ok = isinstance(value, list) and all(isinstance(item, str) for item in value)
-        return None if ok else "is not a list of strings"
-    if base.startswith("dict["):
-        return None if isinstance(value, Mapping) else "is not a JSON object"
-    return None
-
-
 # Ranges, checked after types: a row outside them is not a measurement (a world of 0 ranks
 # divides by zero in fit; a NaN, zero or negative time has no bandwidth). None passes.
 _AT_LEAST = {
@@ -329,43 +329,21 @@ _NON_NEGATIVE += ("algbw_gbps", "busbw_gbps", "time_us_samples", "rank_time_us")
 _NON_NEGATIVE += tuple(f"t_{name}_us{end}" for name in PROBE_SERIES for end in ("", "_p50"))
 
 
-def _range_problem(column: str, value: Any) -> str | None:
-    """Why a value of the right type is out of its column's range (None: it is in it)."""
-    if value is None:
-        return None
-    if column in _AT_LEAST:
-        least = _AT_LEAST[column]
-        return None if value >= least else f"must be at least {least}"
-    if column in ("rank_last_count", "group_ranks"):
-        return None if all(item >= 0 for item in value) else "has a negative item"
-    if _COLUMN_TYPES.get(column, "").removesuffix(" | None") not in ("float", "list[float]"):
-        return None
-    items = value if isinstance(value, list) else [value]
-    if not all(_finite(item) for item in items):
-        return "is not finite (NaN or infinite)"
-    if column in _POSITIVE and not value > 0:
-        return "must be more than 0"
-    if column in _NON_NEGATIVE and not all(item >= 0 for item in items):
-        return "must not be negative"
-    return None
-
-
-def _finite(value: float) -> bool:
-    """Whether a JSON number is finite as a float (an integer beyond a float's range is not)."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _short(value: Any) -> Any:
-    """A value as an error line shows it: long containers and strings cut short."""
-    text = value if isinstance(value, str) else repr(value)
-    return value if len(text) <= 40 else text[:37] + "..."
+_RANGE_LIMITS = RangeLimits(_AT_LEAST, ("rank_last_count", "group_ranks"), _POSITIVE, _NON_NEGATIVE)
+# Each column's checks, compiled once (a value that is None passes both).
+_TYPE_CHECKS = {column: type_check(annotation) for column, annotation in _COLUMN_TYPES.items()}
+_RANGE_CHECKS = {
+    column: range_check(column, annotation, _RANGE_LIMITS)
+    for column, annotation in _COLUMN_TYPES.items()
+}
+_CHECKS_OF = {
+    row_type: tuple(
+        (column, _TYPE_CHECKS[column], _RANGE_CHECKS[column])
+        for column in columns
+        if _TYPE_CHECKS[column] is not None or _RANGE_CHECKS[column] is not None
+    )
+    for row_type, columns in _COLUMNS_OF.items()
+}
 
 
 class RowBuilder:

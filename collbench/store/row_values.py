@@ -1,0 +1,192 @@
+"""What a row's values may be: each column's type and range check, compiled once per column,
+and `Samples`, the packed form a row keeps its per-iteration samples in.
+
+Every row read back goes through these checks (store.rows.row_from_dict), so they are paid
+once per value of every command that loads a run: a 10k-row run of 2,000 samples each holds
+20 M of them. A list column is checked as a whole (the set of its items' types, then numpy on
+its packed floats), never item by item in Python, and refuses exactly what an item-by-item
+check refuses. Samples are kept as 8-byte doubles (Samples, an `array.array`): as Python
+floats in lists such a run took 640 MB per run in memory, packed it takes 160 MB.
+"""
+
+from __future__ import annotations
+
+import array
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Check = Callable[[Any], "str | None"]
+
+# Items a JSON list of numbers holds: a set of these types is checked at C speed; any other
+# item type (a float subclass, say) goes through the item-by-item check.
+_NUMBER_TYPES = frozenset((int, float))
+
+
+class Samples(array.array):
+    """A row's per-iteration samples, packed as doubles: a sequence of floats that compares
+    equal to a list (or tuple) of the same values, prints like one, and is written as one
+    (ResultRow.to_dict). Treat it as read-only, like the row that holds it."""
+
+    __slots__ = ()
+
+    def __new__(cls, values: Any = ()) -> Samples:
+        return super().__new__(cls, "d", values)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, array.array)):
+            return len(self) == len(other) and self.tolist() == list(other)
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = None  # type: ignore[assignment]  # like the list it stands for
+
+    def __repr__(self) -> str:
+        return repr(self.tolist())
+
+    def __copy__(self) -> Samples:
+        return Samples(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Samples:
+        return Samples(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Samples, (self.tolist(),))
+
+
+def pack_samples(value: Any) -> Any:
+    """A list of numbers as Samples; anything else (None, a list that is not all numbers, an
+    integer beyond a float) unchanged, for the checks to refuse."""
+    if isinstance(value, list) and _all_numbers(value):
+        try:
+            return Samples(value)
+        except (OverflowError, TypeError):
+            return value
+    return value
+
+
+def as_plain(value: Any) -> Any:
+    """A value as JSON holds it: Samples as a list, anything else as it is."""
+    return value.tolist() if isinstance(value, Samples) else value
+
+
+def type_check(annotation: str) -> Check | None:
+    """The check of a column annotated `annotation` (None: any value fits). It is given a
+    value that is not None and says why it does not fit (None: it fits)."""
+    base = annotation.removesuffix(" | None")
+    checks: dict[str, Check] = {
+        "int": lambda value: None if _is_int(value) else "is not an integer",
+        "float": lambda value: None if _is_number(value) else "is not a number",
+        "str": lambda value: None if isinstance(value, str) else "is not a string",
+        "list[float]": _floats_type,
+        "list[int]": _ints_type,
+        "list[str]": _strs_type,
+    }
+    if base.startswith("dict["):
+        return lambda value: None if isinstance(value, Mapping) else "is not a JSON object"
+    return checks.get(base)
+
+
+def range_check(column: str, annotation: str, limits: RangeLimits) -> Check | None:
+    """The range check of a value of the right type in `column` (None: no range)."""
+    if column in limits.at_least:
+        least = limits.at_least[column]
+        return lambda value: None if value >= least else f"must be at least {least}"
+    if column in limits.no_negative_items:
+        return lambda value: None if all(item >= 0 for item in value) else "has a negative item"
+    base = annotation.removesuffix(" | None")
+    positive, non_negative = column in limits.positive, column in limits.non_negative
+    if base == "float":
+        return lambda value: _float_range(value, positive, non_negative)
+    if base == "list[float]":
+        return lambda value: _floats_range(value, non_negative)
+    return None
+
+
+@dataclass(frozen=True)
+class RangeLimits:
+    """The ranges store.rows gives its columns (see there)."""
+
+    at_least: dict[str, int]  # an integer column's least value
+    no_negative_items: tuple[str, ...]  # lists of integers
+    positive: tuple[str, ...]  # float columns that must be more than 0
+    non_negative: tuple[str, ...]  # float columns (or lists of floats) that must be >= 0
+
+
+def short(value: Any) -> Any:
+    """A value as an error line shows it: long containers and strings cut short."""
+    text = value if isinstance(value, str) else repr(value)
+    return value if len(text) <= 40 else text[:37] + "..."
+
+
+def _floats_type(value: Any) -> str | None:
+    if isinstance(value, Samples):
+        return None
+    ok = isinstance(value, list) and _all_numbers(value)
+    return None if ok else "is not a list of numbers"
+
+
+def _ints_type(value: Any) -> str | None:
+    ok = isinstance(value, list) and (
+        {int}.issuperset(map(type, value)) or all(_is_int(item) for item in value)
+    )
+    return None if ok else "is not a list of integers"
+
+
+def _strs_type(value: Any) -> str | None:
+    ok = isinstance(value, list) and (
+        {str}.issuperset(map(type, value)) or all(isinstance(item, str) for item in value)
+    )
+    return None if ok else "is not a list of strings"
+
+
+def _all_numbers(items: list[Any]) -> bool:
+    # The set of the items' types at C speed; item by item only for other types (subclasses).
+    return _NUMBER_TYPES.issuperset(map(type, items)) or all(_is_number(item) for item in items)
+
+
+def _float_range(value: Any, positive: bool, non_negative: bool) -> str | None:
+    if not _finite(value):
+        return "is not finite (NaN or infinite)"
+    if positive and not value > 0:
+        return "must be more than 0"
+    if non_negative and not value >= 0:
+        return "must not be negative"
+    return None
+
+
+def _floats_range(value: Any, non_negative: bool) -> str | None:
+    if not value:
+        return None
+    if not isinstance(value, Samples):  # an integer beyond a float could not be packed
+        value = pack_samples(value)
+        if not isinstance(value, Samples):
+            return "is not finite (NaN or infinite)"
+    import numpy as np
+
+    packed = np.frombuffer(value, dtype=np.float64)
+    if not np.isfinite(packed).all():
+        return "is not finite (NaN or infinite)"
+    if non_negative and not (packed >= 0).all():
+        return "must not be negative"
+    return None
+
+
+def _finite(value: float) -> bool:
+    """Whether a JSON number is finite as a float (an integer beyond a float's range is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
