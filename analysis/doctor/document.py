@@ -22,6 +22,7 @@ def doctor_report(diagnosis: Diagnosis, run_id: str, expectation: Expectation) -
         findings=tuple(_finding(item) for item in diagnosis.findings),
         hosts=tuple(diagnosis.hosts),
         matrix_gbps=tuple(tuple(row) for row in diagnosis.matrix_gbps),
+        pairs=tuple(diagnosis.pair_gbps),
         nodes=dict(diagnosis.node_busbw_gbps),
         rails={str(rail): value for rail, value in diagnosis.rail_busbw_gbps.items()},
         pass_ratio=dict(diagnosis.pass_ratio),

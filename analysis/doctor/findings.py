@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from collbench.analysis.doctor.expect import (
@@ -92,7 +93,8 @@ class Diagnosis:
     healthy: bool | None
     findings: tuple[Finding, ...]
     hosts: tuple[str, ...]
-    # hosts x hosts pair busbw (GB/s), None on the diagonal and where no pair was measured.
+    # hosts x hosts pair busbw (GB/s), None on the diagonal and where no pair was measured;
+    # empty above store.doctor_report.MATRIX_DENSE_MAX_HOSTS hosts (pair_gbps holds them).
     matrix_gbps: tuple[tuple[float | None, ...], ...]
     node_busbw_gbps: dict[str, float]  # intra stage, per host
     rail_busbw_gbps: dict[int, float]  # rail stage, per local rank index
@@ -105,6 +107,9 @@ class Diagnosis:
     unjudged: dict[str, str] = field(default_factory=dict)  # stage -> why it was not
     reason: str = ""  # healthy None: why nothing was judged
     repeats: int = 0  # repeats of the run's rounds (the most any stage has)
+    # Every measured node pair as (i, j, GB/s), indices into hosts with i < j: the matrix
+    # without its empty cells (what a fleet of thousands keeps).
+    pair_gbps: tuple[tuple[int, int, float], ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -141,14 +146,23 @@ class DoctorRun:
         return against_baseline(judgement, stage, self.expectation, self.size_bytes)
 
     def stage_rows(self, *stages: str) -> list[DoctorRow]:
-        """The rows of `stages` that measured something (an all-reduce of one rank did not)."""
-        return [
-            row
-            for row in self.rows
-            if row.stage in stages
-            and math.isfinite(row.busbw_gbps)
-            and (row.stage not in ALL_REDUCE_STAGES or row.world_size >= 2)
-        ]
+        """The rows of `stages` that measured something (an all-reduce of one rank did not),
+        stage by stage in the order first seen, each stage's in file order."""
+        if len(stages) == 1:
+            return list(self._measured.get(stages[0], ()))
+        wanted = set(stages)
+        return [row for rows in self._measured.values() for row in rows if row.stage in wanted]
+
+    @cached_property
+    def _measured(self) -> dict[str | None, list[DoctorRow]]:
+        """The rows that measured something, by stage (sorted out once, not per question)."""
+        by_stage: dict[str | None, list[DoctorRow]] = {}
+        for row in self.rows:
+            if math.isfinite(row.busbw_gbps) and (
+                row.stage not in ALL_REDUCE_STAGES or row.world_size >= 2
+            ):
+                by_stage.setdefault(row.stage, []).append(row)
+        return by_stage
 
     def bar(self, stage: str, values: Sequence[float]) -> Bar | None:
         return bar_for(stage, values, self.expectation, self.spec)

@@ -106,18 +106,24 @@ def judge_stage(
     if not repeats:
         return StageJudgement(reason=NOT_MEASURED)
     bars: dict[int, Bar] = {}
-    columns: dict[Hashable, list[tuple[float, Bar]]] = {item: [] for item in table}
     for repeat in repeats:
-        values = {item: by[repeat] for item, by in table.items() if repeat in by}
-        bar = bar_of(list(values.values()))
-        if bar is None:
-            continue
-        bars[repeat] = bar
-        for item, value in values.items():
-            columns[item].append((value, bar))
+        bar = bar_of([by[repeat] for by in table.values() if repeat in by])
+        if bar is not None:
+            bars[repeat] = bar
     if not bars:
         return StageJudgement(reason=no_bar)
-    items = {item: _judged(pairs) for item, pairs in columns.items() if pairs}
+    # Items measured in the same repeats share their bars' summary: worked out once each.
+    shared: dict[tuple[int, ...], tuple[tuple[float, ...], tuple[float, ...], Bar]] = {}
+    items = {}
+    for item, by_repeat in table.items():
+        present = tuple(repeat for repeat in bars if repeat in by_repeat)
+        if not present:
+            continue
+        if present not in shared:
+            shared[present] = _summary([bars[repeat] for repeat in present])
+        references, thresholds, summary = shared[present]
+        values = tuple(by_repeat[repeat] for repeat in present)
+        items[item] = Judged(values, references, thresholds, summary)
     reason = ""
     if len(bars) < MIN_DOCTOR_REPEATS:
         reason = (
@@ -127,18 +133,17 @@ def judge_stage(
     return StageJudgement(items, bars, len(bars), reason)
 
 
-def _judged(pairs: Sequence[tuple[float, Bar]]) -> Judged:
-    values = tuple(value for value, _ in pairs)
-    references = tuple(bar.reference_gbps for _, bar in pairs)
-    thresholds = tuple(bar.threshold_gbps for _, bar in pairs)
-    first = pairs[0][1]
+def _summary(bars: Sequence[Bar]) -> tuple[tuple[float, ...], tuple[float, ...], Bar]:
+    """Repeats' bars: their references, thresholds, and the bar evidence shows (medians)."""
+    references = tuple(bar.reference_gbps for bar in bars)
+    thresholds = tuple(bar.threshold_gbps for bar in bars)
     summary = replace(
-        first,
+        bars[0],
         reference_gbps=median_of(references),
         threshold_gbps=median_of(thresholds),
-        peers=max(bar.peers for _, bar in pairs),
+        peers=max(bar.peers for bar in bars),
     )
-    return Judged(values, references, thresholds, summary)
+    return references, thresholds, summary
 
 
 def against_baseline(

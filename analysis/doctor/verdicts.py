@@ -56,8 +56,10 @@ from collbench.analysis.doctor.findings import (
 )
 from collbench.analysis.doctor.fleet import full_all_reduce, stragglers
 from collbench.analysis.doctor.judge import NOT_MEASURED, StageJudgement
+from collbench.analysis.doctor.pairs import PairFold, fold_pairs
 from collbench.core.doctor import MIN_BANDWIDTH_BYTES, DoctorSpec
 from collbench.core.units import format_size, size_arg
+from collbench.store.doctor_report import MATRIX_DENSE_MAX_HOSTS
 from collbench.store.rows import DoctorRow
 
 __all__ = [
@@ -99,7 +101,7 @@ def diagnose(
     None, with the reason). Notes say what could not be judged and why."""
     run = _context(rows, spec, expectation, nodes)
     stages: dict[str, StageJudgement] = {}
-    pairs = _pair_values(run)
+    pairs = fold_pairs(run.stage_rows(*PAIR_STAGES), run.hosts)
     scores, pair_flags, stages[PAIR_NODES] = _pair_nodes(run, pairs)
     flagged = {flag.host for flag in pair_flags}
     links, stages["pair"] = _links(run, pairs, flagged)
@@ -119,12 +121,13 @@ def diagnose(
     unjudged.update((nodes.get("skipped") or {}).items())
     notes = _notes(run, nodes, unjudged) + full_notes
     healthy = False if findings else (True if judged else None)
-    medians = {pair: median_of(list(by.values())) for pair, by in pairs.items()}
+    dense = len(run.hosts) <= MATRIX_DENSE_MAX_HOSTS
     return Diagnosis(
         healthy=healthy,
         findings=tuple(findings),
         hosts=run.hosts,
-        matrix_gbps=_matrix(run.hosts, medians),
+        matrix_gbps=_matrix(run.hosts, pairs.medians) if dense else (),
+        pair_gbps=pairs.sparse(),
         node_busbw_gbps=node_busbw,
         rail_busbw_gbps=rail_busbw,
         pass_ratio=_pass_ratio(run, stages["pair"].bars),
@@ -155,9 +158,11 @@ def _context(
     rows: Sequence[DoctorRow], spec: DoctorSpec, expectation: Expectation, nodes: Mapping
 ) -> DoctorRun:
     doctor_rows = tuple(row for row in rows if getattr(row, "stage", None))
-    hosts = list(nodes.get("hosts") or [])
+    hosts = dict.fromkeys(nodes.get("hosts") or [])  # in order, each once
     for row in doctor_rows:
-        hosts += [host for host in row_hosts(row) if host not in hosts]
+        for host in row.group_hosts or row_hosts(row):
+            if host not in hosts:
+                hosts[host] = None
     ranks_of = {host: tuple(ranks) for host, ranks in (nodes.get("ranks_per_host") or {}).items()}
     backend = doctor_rows[0].backend if doctor_rows else None
     return DoctorRun(
@@ -171,61 +176,25 @@ def _context(
     )
 
 
-def _pair_values(run: DoctorRun) -> dict[tuple[str, str], dict[int, float]]:
-    """Each node pair's busbw per repeat (the median over its circle and shuffle rounds of
-    that repeat), keyed in host order."""
-    values: dict[tuple[str, str], dict[int, list[float]]] = {}
-    for row in run.stage_rows(*PAIR_STAGES):
-        hosts = row_hosts(row)
-        if len(hosts) != 2 or hosts[0] == hosts[1]:
-            continue
-        host_a, host_b = sorted(hosts, key=run.hosts.index)
-        by_repeat = values.setdefault((host_a, host_b), {})
-        by_repeat.setdefault(row.repeat_index, []).append(float(row.busbw_gbps))
-    return {
-        pair: {repeat: median_of(v) for repeat, v in by_repeat.items()}
-        for pair, by_repeat in values.items()
-    }
-
-
-def _partners(host: str, values: Mapping[tuple[str, str], float]) -> dict[str, float]:
-    return {next(h for h in pair if h != host): v for pair, v in values.items() if host in pair}
-
-
-def _at(pairs: Mapping[tuple[str, str], Mapping[int, float]], repeat: int) -> dict:
-    return {pair: by[repeat] for pair, by in pairs.items() if repeat in by}
-
-
 def _pair_nodes(
-    run: DoctorRun, pairs: Mapping[tuple[str, str], Mapping[int, float]]
+    run: DoctorRun, pairs: PairFold
 ) -> tuple[dict[str, float], list[_NodeFlag], StageJudgement]:
     """Each host's score (median over its partners, per repeat) and the hosts slow with
     every partner in a majority of repeats."""
-    repeats = sorted({repeat for by in pairs.values() for repeat in by})
-    table: dict[str, dict[int, float]] = {}  # hosts with two partners or more
-    all_scores: dict[str, list[float]] = {}
-    for repeat in repeats:
-        at = _at(pairs, repeat)
-        for host in run.hosts:
-            partners = _partners(host, at)
-            if partners:
-                score = median_of(list(partners.values()))
-                all_scores.setdefault(host, []).append(score)
-                if len(partners) >= 2:
-                    table.setdefault(host, {})[repeat] = score
-    scores = {host: median_of(values) for host, values in all_scores.items()}
+    table, scores = pairs.node_scores()  # table: hosts with two partners or more
     judgement = run.judge("pair", table, "nodes with two partners")
-    medians = {pair: median_of(list(by.values())) for pair, by in pairs.items()}
+    flagged = judgement.flagged()
+    partners_of = pairs.partners(flagged)
     flags = []
-    for host, judged in judgement.flagged().items():
-        partners = _partners(host, medians)
+    for host, judged in flagged.items():
+        partners = partners_of[host]
         slow = sum(value < judged.bar.threshold_gbps for value in partners.values())
         lead = "slow with every partner: " if slow == len(partners) else ""
         evidence = (
             f"{lead}pair busbw {gbps(judged.value)} GB/s, {slow} of {len(partners)} partners "
             f"below {gbps(judged.bar.threshold_gbps)} GB/s; {judged.evidence('nodes')}"
         )
-        rounds = sum(host in row_hosts(row) for row in run.stage_rows(*PAIR_STAGES))
+        rounds = pairs.host_rounds[host]
         flags.append(
             _NodeFlag(host, judged.value, judged.bar, rounds, evidence, run.checks.network)
         )
@@ -233,19 +202,20 @@ def _pair_nodes(
 
 
 def _links(
-    run: DoctorRun,
-    pairs: Mapping[tuple[str, str], Mapping[int, float]],
-    flagged: set[str],
+    run: DoctorRun, pairs: PairFold, flagged: set[str]
 ) -> tuple[list[Finding], StageJudgement]:
     """Slow pairs between nodes that are not slow themselves: the link between them."""
-    healthy = {pair: by for pair, by in pairs.items() if not set(pair) & flagged}
+    healthy = {
+        pair: by
+        for pair, by in pairs.values.items()
+        if pair[0] not in flagged and pair[1] not in flagged
+    }
     judgement = run.judge("pair", healthy, "node pairs")
-    medians = {pair: median_of(list(by.values())) for pair, by in pairs.items()}
+    slow = judgement.flagged()
+    partners_of = pairs.partners({host for pair in slow for host in pair})
     findings = []
-    for (host_a, host_b), judged in judgement.flagged().items():
-        rounds = sum(
-            {host_a, host_b} == set(row_hosts(row)) for row in run.stage_rows(*PAIR_STAGES)
-        )
+    for (host_a, host_b), judged in slow.items():
+        rounds = pairs.rounds[(host_a, host_b)]
         findings.append(
             run.finding(
                 "link",
@@ -254,18 +224,18 @@ def _links(
                 judged.value,
                 rounds=rounds,
                 evidence=f"pair busbw {gbps(judged.value)} GB/s over {rounds} round(s); "
-                f"{_elsewhere(host_a, host_b, medians)}; {judged.evidence('pairs')}",
+                f"{_elsewhere(host_a, host_b, partners_of)}; {judged.evidence('pairs')}",
                 action=LINK_ACTION,
             )
         )
     return findings, judgement
 
 
-def _elsewhere(host_a: str, host_b: str, medians: Mapping[tuple[str, str], float]) -> str:
+def _elsewhere(host_a: str, host_b: str, partners_of: Mapping[str, Mapping[str, float]]) -> str:
     """How the two nodes of a slow pair do with their other partners."""
     parts = []
     for host, other in ((host_a, host_b), (host_b, host_a)):
-        rest = [value for peer, value in _partners(host, medians).items() if peer != other]
+        rest = [value for peer, value in partners_of[host].items() if peer != other]
         if rest:
             parts.append(f"{host} {gbps(median_of(rest))} GB/s")
     if not parts:
@@ -301,9 +271,12 @@ def _intra(run: DoctorRun) -> tuple[dict[str, float], list[_NodeFlag], StageJudg
 
 def _merge_nodes(run: DoctorRun, flags: Sequence[_NodeFlag]) -> list[Finding]:
     """One node finding per host, whatever stages flagged it (pair-wise first)."""
+    by_host: dict[str, list[_NodeFlag]] = {}
+    for flag in flags:
+        by_host.setdefault(flag.host, []).append(flag)
     findings = []
     for host in run.hosts:
-        mine = [flag for flag in flags if flag.host == host]
+        mine = by_host.get(host)
         if not mine:
             continue
         first = mine[0]
@@ -339,7 +312,8 @@ def _rails(run: DoctorRun) -> tuple[dict[int, float], list[Finding], StageJudgem
     findings = []
     for rail, judged in judgement.flagged().items():
         rows = by_rail[rail]
-        hosts = [host for host in run.hosts if any(host in row_hosts(r) for r in rows)]
+        on_rail = {host for row in rows for host in row_hosts(row)}
+        hosts = [host for host in run.hosts if host in on_rail]
         ranks = sorted({rank for row in rows for rank in row.group_ranks or ()})
         findings.append(
             run.finding(
@@ -360,14 +334,19 @@ def _rails(run: DoctorRun) -> tuple[dict[int, float], list[Finding], StageJudgem
 def _pass_ratio(run: DoctorRun, bars: Mapping[int, Bar]) -> dict[str, float]:
     """Per host, the share of its pairings (every circle and shuffle round of every repeat)
     at or above that repeat's pair bar (Imbue's pass ratio); {} when there is no bar."""
-    passed: dict[str, list[bool]] = {}
+    passed: dict[str, list[int]] = {}  # host -> [passed, pairings]
     for row in run.stage_rows(*PAIR_STAGES):
         bar = bars.get(row.repeat_index)
         if bar is None:
             continue
-        for host in row_hosts(row):
-            passed.setdefault(host, []).append(not bar.below(row.busbw_gbps))
-    return {host: sum(passed[host]) / len(passed[host]) for host in run.hosts if host in passed}
+        ok = int(not bar.below(row.busbw_gbps))
+        for host in row.group_hosts or row_hosts(row):
+            tally = passed.get(host)
+            if tally is None:
+                tally = passed[host] = [0, 0]
+            tally[0] += ok
+            tally[1] += 1
+    return {host: passed[host][0] / passed[host][1] for host in run.hosts if host in passed}
 
 
 def _matrix(

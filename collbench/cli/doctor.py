@@ -23,7 +23,8 @@ from collbench.cli.measure import (
     warn_knobs,
 )
 from collbench.cli.options import FROM_OWNER, Option, given_fields
-from collbench.core.doctor import DEFAULT_DOCTOR_BYTES, DoctorSpec
+from collbench.core.doctor import DEFAULT_DOCTOR_BYTES, PAIR_MODES, DoctorSpec
+from collbench.core.doctor_plan import DEFAULT_SAMPLED_ROUNDS, SAMPLE_ABOVE_NODES
 from collbench.core.knobs import apply_knobs
 from collbench.core.spec import SweepSpec
 from collbench.core.units import parse_size
@@ -75,11 +76,22 @@ DOCTOR_OPTIONS = (
     ),
     Option(
         ("--shuffle-rounds",),
-        "Rounds of random node pairings after the pair-wise rounds (a pass ratio per host).",
+        "Rounds of random node pairings after the pair-wise rounds (a pass ratio per host); "
+        "with sampled --pairs, the rounds that replace them (0: the default K).",
         DoctorSpec,
         "shuffle_rounds",
         kind=int,
         metavar="K",
+    ),
+    Option(
+        ("--pairs",),
+        "Node pairs of the pair stage: all (the circle method, N-1 rounds, every pair), "
+        "sampled (only --shuffle-rounds K random rounds, default "
+        f"{DEFAULT_SAMPLED_ROUNDS}), or auto (all up to {SAMPLE_ABOVE_NODES} nodes, "
+        "sampled above).",
+        DoctorSpec,
+        "pairs",
+        metavar="|".join(PAIR_MODES),
     ),
     Option(
         ("--bisect",),
@@ -204,14 +216,14 @@ def _show(outcome: DoctorOutcome, output: str) -> None:
 
     for warning in outcome.warnings:
         print(f"collbench: warning: {warning}", file=sys.stderr, flush=True)
-    if output == "table":
-        for note in outcome.notes:
-            print(f"# {note}", flush=True)
+    notes = [f"# {note}" for note in outcome.notes] if output == "table" else []
+    if outcome.diagnosis is None and notes:  # no verdict: they say why (the first node judges)
+        print(*notes, sep="\n", flush=True)
     if outcome.launch.error:
         print_error(outcome.launch.error)
     if outcome.diagnosis is None:
         return
     if output != "quiet":
         print(render_doctor(outcome.diagnosis, outcome.expectation), flush=True)
-    if output == "table":
-        print(f"# Results: {outcome.run_dir} ({DOCTOR_JSON})", flush=True)
+    if output == "table":  # after the verdict, which stays the first line
+        print(*notes, f"# Results: {outcome.run_dir} ({DOCTOR_JSON})", sep="\n", flush=True)

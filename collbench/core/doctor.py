@@ -7,7 +7,9 @@ slowest link and per-rank times barely say who is slow (DESIGN.md, "doctor"):
 - `rail`: one all-reduce per local-rank index across the nodes (nccl-tests' MOD split);
 - `pair`: the circle method, N-1 rounds of floor(N/2) node pairs at once, local rank i of
   one node exchanging with local rank i of the other, both directions at once;
-- `shuffle`: random pairings (Imbue's cluster-health), a pass ratio per host;
+- `shuffle`: random pairings (Imbue's cluster-health), a pass ratio per host; with
+  `pairs` "sampled" (the default above SAMPLE_ABOVE_NODES nodes, core.doctor_plan.pair_plan)
+  K of them replace the circle's N-1 rounds;
 - `bisect`: halves of the node set, an all-reduce in each half at once, recursing into the
   slower half.
 No torch here: the CLI validates a DoctorSpec before any rank starts.
@@ -32,6 +34,9 @@ MAX_DOCTOR_REPEATS = 100
 # A finding needs the slow result in a majority of at least this many repeats of its round
 # (with fewer, a stage is unjudged): one round can be slowed by a neighbour for seconds.
 MIN_DOCTOR_REPEATS = 3
+# How the pair stage pairs the nodes (core.doctor_plan.pair_plan): every pair once (the
+# circle method), K random rounds, or by fleet size.
+PAIR_MODES = ("auto", "all", "sampled")
 
 
 @dataclass(frozen=True)
@@ -40,8 +45,12 @@ class DoctorSpec:
 
     # Bytes per rank per operation; None: DEFAULT_DOCTOR_BYTES for the backend.
     size_bytes: int | None = None
-    # Extra rounds of random node pairings after the circle method (0: none).
+    # Extra rounds of random node pairings after the circle method (0: none); with
+    # sampled pairs, the rounds that replace it (0: DEFAULT_SAMPLED_ROUNDS).
     shuffle_rounds: int = 0
+    # "all": the circle method, every node pair once (N-1 rounds); "sampled": only the
+    # random rounds; "auto": all up to SAMPLE_ABOVE_NODES nodes, sampled above.
+    pairs: str = "auto"
     # Halve the node set and re-test until the slow part is found.
     bisect: bool = False
     # Every round runs this many times, in passes (all rounds, then all rounds again), so a
@@ -77,6 +86,8 @@ class DoctorSpec:
                 self.shuffle_rounds,
                 f"must be between 0 and {MAX_SHUFFLE_ROUNDS}",
             )
+        if self.pairs not in PAIR_MODES:
+            raise SpecError("--pairs", self.pairs, f"must be one of {', '.join(PAIR_MODES)}")
         if isinstance(self.repeats, bool) or not (
             isinstance(self.repeats, int) and 1 <= self.repeats <= MAX_DOCTOR_REPEATS
         ):
@@ -112,6 +123,7 @@ class DoctorSpec:
         args += ["--shuffle-rounds", str(self.shuffle_rounds), "--seed", str(self.seed)]
         args += ["--repeats", str(self.repeats)]
         args += ["--bisect"] if self.bisect else []
+        args += ["--pairs", self.pairs]
         if self.expect_busbw_gbps is not None:
             args += ["--expect-busbw", f"{self.expect_busbw_gbps:g}"]
         if self.topology is not None:
@@ -135,5 +147,6 @@ class DoctorSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> DoctorSpec:
-        """From to_dict's output; a spec written before `repeats` existed ran each round once."""
-        return cls(**{"repeats": 1, **data})
+        """From to_dict's output; a spec written before `repeats` existed ran each round once,
+        and one written before `pairs` ran every circle round."""
+        return cls(**{"repeats": 1, "pairs": "all", **data})

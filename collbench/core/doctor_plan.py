@@ -1,12 +1,30 @@
 """Which groups each doctor round runs (pure): the node layout, the circle method's pairs,
 random pairings and bisection halves. Every rank computes the same plan from the same
-inputs, so no rank has to tell another what comes next."""
+inputs, so no rank has to tell another what comes next.
+
+What the pair stage costs, per repeat, on N nodes: `--pairs all` N-1 rounds (N when odd) of
+floor(N/2) node pairs, every pair measured once, plus `--shuffle-rounds` random rounds;
+`--pairs sampled` K random rounds only (K = --shuffle-rounds, default 16), every node with K
+partners but only about K/(N-1) of the links measured. `--pairs auto` (the default) is all up
+to SAMPLE_ABOVE_NODES nodes and sampled above. The other stages add 3 rounds (full, intra,
+rail), and --bisect a level per halving."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
+
+from collbench.core.doctor import DoctorSpec
+
+# `--pairs auto` measures every node pair (the circle method, N-1 rounds) up to this many
+# nodes and samples above it: 256 nodes are 255 rounds a pass, 4,096 nodes would be 4,095
+# rounds and 8.4 million pair rows a pass.
+SAMPLE_ABOVE_NODES = 256
+# Random rounds of a sampled pair stage when --shuffle-rounds is not given: each node meets
+# 16 partners a pass, enough for the median over them to name a slow node.
+DEFAULT_SAMPLED_ROUNDS = 16
 
 
 @dataclass(frozen=True)
@@ -27,6 +45,11 @@ class Layout:
     @property
     def nodes(self) -> int:
         return len(self.hosts)
+
+    @cached_property
+    def host_of(self) -> dict[int, str]:
+        """rank -> its host, built once (a scan of every host per rank is slow at 1k nodes)."""
+        return {rank: host for host, ranks in self.ranks_per_host.items() for rank in ranks}
 
     @property
     def max_local(self) -> int:
@@ -49,26 +72,94 @@ class Layout:
         return tuple(sorted(rank for host in hosts for rank in self.ranks_per_host[host]))
 
 
-def circle_rounds(count: int) -> list[list[tuple[int, int]]]:
+def circle_rounds(count: int) -> CircleRounds:
     """Round-robin pairings of `count` items (the circle method): count-1 rounds (count
     rounds when odd, one item sitting out each), every pair exactly once, every item in at
-    most one pair per round."""
-    if count < 2:
-        return []
-    items: list[int | None] = list(range(count))
-    if count % 2:
-        items.append(None)  # the one paired with None sits the round out
-    size = len(items)
-    rounds = []
-    for _ in range(size - 1):
-        pairs = []
-        for i in range(size // 2):
-            a, b = items[i], items[size - 1 - i]
-            if a is not None and b is not None:
-                pairs.append((min(a, b), max(a, b)))
-        rounds.append(sorted(pairs))
-        items = [items[0], items[-1], *items[1:-1]]  # keep the first, rotate the rest
-    return rounds
+    most one pair per round. Each round is worked out when asked for (circle_round), so a
+    fleet of thousands does not hold its N^2/2 pairs at once."""
+    return CircleRounds(count)
+
+
+class CircleRounds(Sequence[list[tuple[int, int]]]):
+    """The circle method's rounds of `count` items, as a sequence computed on demand."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __len__(self) -> int:
+        if self.count < 2:
+            return 0
+        return self.count - 1 if self.count % 2 == 0 else self.count
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[position] for position in range(len(self))[index]]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        return circle_round(self.count, index % len(self))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+
+def circle_round(count: int, index: int) -> list[tuple[int, int]]:
+    """Round `index` of the circle method: item 0 stays, the others (and a stand-in that
+    makes an odd count even) turn `index` places; position k faces position size-1-k."""
+    size = count + count % 2
+    turn = size - 1
+
+    def at(position: int) -> int:
+        return 0 if position == 0 else 1 + (position - 1 - index) % turn
+
+    pairs = []
+    for position in range(size // 2):
+        a, b = at(position), at(size - 1 - position)
+        if a < count and b < count:  # the stand-in (count, when odd) sits one item out
+            pairs.append((min(a, b), max(a, b)))
+    return sorted(pairs)
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """The pair stage's rounds of one pass: the circle method's (every node pair once) and
+    random ones (shuffle rows). Sampled, the random rounds replace the circle's."""
+
+    mode: str  # "all" or "sampled" ("auto" resolved by the node count)
+    circle: Sequence[list[tuple[int, int]]]
+    shuffle: Sequence[list[tuple[int, int]]]
+
+    @property
+    def rounds(self) -> int:
+        """Pair rounds per pass (each repeat runs them all again)."""
+        return len(self.circle) + len(self.shuffle)
+
+
+def pair_mode(nodes: int, pairs: str) -> str:
+    """ "all" or "sampled": `pairs` as given, or ("auto") sampled above SAMPLE_ABOVE_NODES."""
+    if pairs == "auto":
+        return "sampled" if nodes > SAMPLE_ABOVE_NODES else "all"
+    return pairs
+
+
+def sampled_rounds(shuffle_rounds: int) -> int:
+    """Random rounds of a sampled pair stage: --shuffle-rounds, else DEFAULT_SAMPLED_ROUNDS."""
+    return shuffle_rounds or DEFAULT_SAMPLED_ROUNDS
+
+
+def pair_plan(nodes: int, spec: DoctorSpec) -> PairPlan:
+    """The pair stage's rounds for `nodes` nodes under `spec` (pairs, shuffle_rounds, seed).
+    All: N-1 circle rounds (N when odd) of floor(N/2) pairs, every pair measured, then
+    --shuffle-rounds random ones. Sampled: K random rounds only (K = --shuffle-rounds, or
+    DEFAULT_SAMPLED_ROUNDS): every node meets K partners, so a slow node still stands out,
+    but a link is measured only when drawn (about K/(N-1) of them)."""
+    if nodes < 2:
+        return PairPlan("all", [], [])
+    mode = pair_mode(nodes, spec.pairs)
+    if mode == "sampled":
+        shuffle = random_rounds(nodes, sampled_rounds(spec.shuffle_rounds), spec.seed)
+        return PairPlan(mode, [], shuffle)
+    shuffle = random_rounds(nodes, spec.shuffle_rounds, spec.seed)
+    return PairPlan(mode, circle_rounds(nodes), shuffle)
 
 
 def random_rounds(count: int, rounds: int, seed: int) -> list[list[tuple[int, int]]]:

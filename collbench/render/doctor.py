@@ -1,12 +1,15 @@
 """`collbench doctor` as text and JSON: the verdict table (one line per finding), the node x
 node pair matrix, the per-node and per-rail figures, the notes, doctor.json's content, and
-the progress lines printed while the rounds run (DoctorConsole, a RowSink).
+the progress lines printed while the rounds run (DoctorConsole, a RowSink). Above
+MATRIX_DENSE_MAX_HOSTS hosts the matrix and the per-node lines become a summary (the
+measured pairs, the slowest pairs and nodes); doctor.json keeps every figure.
 
 Pure apart from DoctorConsole's printing: a Diagnosis in, a string or a dict out.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import sys
@@ -16,9 +19,11 @@ from typing import Any, TextIO
 
 from collbench.analysis.doctor.document import doctor_report
 from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, Finding
+from collbench.core.doctor_plan import pair_mode, sampled_rounds
 from collbench.core.stats import median
 from collbench.core.units import format_number
 from collbench.render.tune import aligned_table
+from collbench.store.doctor_report import DOCTOR_JSON, MATRIX_DENSE_MAX_HOSTS
 from collbench.store.meta import RunMeta
 from collbench.store.rows import DoctorRow, ResultRow
 
@@ -28,6 +33,7 @@ UNJUDGED = "unjudged (no health check)"
 NONE = "-"  # a figure not measured (the matrix's diagonal, a pair never paired)
 MATRIX_DIGITS = 3  # significant digits of the GB/s figures in the text tables
 PREFIX = "doctor: "  # every progress line starts with it
+SUMMARY_COUNT = 10  # above MATRIX_DENSE_MAX_HOSTS hosts: the slowest pairs and nodes shown
 
 
 def verdict_table(diagnosis: Diagnosis, expectation: Expectation | None = None) -> str:
@@ -97,8 +103,11 @@ def gbps(value: float | None) -> str:
 
 def matrix_table(diagnosis: Diagnosis) -> str:
     """The pair matrix: hosts x hosts pair busbw (GB/s), "-" on the diagonal and for pairs
-    not measured; empty with fewer than two hosts."""
+    not measured; empty with fewer than two hosts. Above MATRIX_DENSE_MAX_HOSTS hosts, a
+    summary instead (matrix_summary)."""
     hosts = list(diagnosis.hosts)
+    if len(hosts) > MATRIX_DENSE_MAX_HOSTS:
+        return "\n".join(matrix_summary(diagnosis))
     if len(hosts) < 2 or not diagnosis.matrix_gbps:
         return ""
     header = ("pair busbw (GB/s)", *hosts)
@@ -109,12 +118,44 @@ def matrix_table(diagnosis: Diagnosis) -> str:
     return "\n".join(aligned_table(header, rows))
 
 
+def matrix_summary(diagnosis: Diagnosis) -> list[str]:
+    """A large fleet's pair matrix in a few lines: how many pairs were measured, their
+    median, and the SUMMARY_COUNT slowest (doctor.json holds every one)."""
+    hosts, pairs = diagnosis.hosts, diagnosis.pair_gbps
+    possible = len(hosts) * (len(hosts) - 1) // 2
+    if not pairs:
+        return [f"# pair matrix: {len(hosts)} nodes, no pair measured"]
+    share = 100 * len(pairs) / possible
+    middle = median(value for _, _, value in pairs)
+    lines = [
+        f"# pair matrix: {len(hosts)} nodes, {len(pairs)} of {possible} pairs measured "
+        f"({share:.3g}%), median {gbps(middle)} GB/s; every pair is in {DOCTOR_JSON} "
+        '("matrix": "pairs")'
+    ]
+    slowest = heapq.nsmallest(SUMMARY_COUNT, pairs, key=lambda cell: cell[2])
+    cells = [f"{hosts[first]}<->{hosts[second]} {gbps(value)}" for first, second, value in slowest]
+    lines.append(f"# slowest {len(cells)} pairs (GB/s): " + ", ".join(cells))
+    return lines
+
+
 def node_lines(diagnosis: Diagnosis) -> list[str]:
-    """Per node its intra-node busbw, its median pair busbw and pass ratio (pair and shuffle rounds); per rail
-    its busbw; the full all-reduce's busbw (each only where measured)."""
+    """Per node its intra-node busbw, its median pair busbw and pass ratio (pair and shuffle
+    rounds); per rail its busbw; the full all-reduce's busbw (each only where measured).
+    Above MATRIX_DENSE_MAX_HOSTS hosts, only the flagged nodes and the SUMMARY_COUNT lowest by
+    pair and by intra-node busbw, and a line saying so."""
     hosts = list(diagnosis.hosts) or sorted(diagnosis.node_busbw_gbps)
-    pair_medians = pair_median_by_host(hosts, diagnosis.matrix_gbps)
     lines = []
+    if len(hosts) > MATRIX_DENSE_MAX_HOSTS:
+        pair_medians: Mapping[str, float | None] = diagnosis.pair_score_gbps
+        shown = _lowest_nodes(diagnosis)
+        lines.append(
+            f"# nodes: {len(hosts)}; shown: the {len(shown)} flagged or among the "
+            f"{SUMMARY_COUNT} lowest by median pair or intra-node busbw (every node is in "
+            f"{DOCTOR_JSON})"
+        )
+        hosts = [host for host in hosts if host in shown]
+    else:
+        pair_medians = pair_median_by_host(hosts, diagnosis.matrix_gbps)
     for host in hosts:
         parts = []
         if host in diagnosis.node_busbw_gbps:
@@ -130,6 +171,14 @@ def node_lines(diagnosis: Diagnosis) -> list[str]:
     if diagnosis.full_busbw_gbps is not None:
         lines.append(f"# full all-reduce: busbw {gbps(diagnosis.full_busbw_gbps)} GB/s")
     return lines
+
+
+def _lowest_nodes(diagnosis: Diagnosis) -> set[str]:
+    """The flagged hosts and the SUMMARY_COUNT lowest by pair score and by intra busbw."""
+    shown = {host for finding in diagnosis.findings for host in finding.hosts}
+    for figures in (diagnosis.pair_score_gbps, diagnosis.node_busbw_gbps):
+        shown.update(heapq.nsmallest(SUMMARY_COUNT, figures, key=figures.__getitem__))
+    return shown
 
 
 def pair_median_by_host(
@@ -187,7 +236,11 @@ class DoctorConsole:
         self._hosts = [str(host) for host in doctor.get("hosts") or []]
         spec = meta.spec if isinstance(meta.spec, Mapping) else {}
         rounds = spec.get("shuffle_rounds", doctor.get("shuffle_rounds"))
-        self._shuffle_rounds = rounds if isinstance(rounds, int) and rounds > 0 else None
+        rounds = rounds if isinstance(rounds, int) and rounds > 0 else 0
+        asked = spec.get("doctor") if isinstance(spec.get("doctor"), Mapping) else {}
+        if pair_mode(len(self._hosts), str(asked.get("pairs") or "all")) == "sampled":
+            rounds = sampled_rounds(rounds)  # they replace the circle's rounds
+        self._shuffle_rounds = rounds or None
         repeats = doctor.get("repeats")
         self._repeats = repeats if isinstance(repeats, int) and repeats > 1 else None
         if self._hosts:

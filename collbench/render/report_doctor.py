@@ -10,7 +10,8 @@ doctor.json (DOCTOR_JSON) and hands its content in; nothing here reads a file.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import heapq
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,24 +21,27 @@ import numpy as np
 from collbench.core.doctor import DOCTOR
 from collbench.core.stats import median
 from collbench.core.units import format_size
-from collbench.render import charts
 from collbench.render.doctor import (
     HEALTHY,
     UNJUDGED,
     format_ranks,
     gbps,
-    pair_median_by_host,
 )
 from collbench.render.report_doc import Chart, Flagged, Report, Section, Table
+from collbench.render.report_doctor_charts import (
+    LABEL_MAX_HOSTS,
+    as_array,
+    heatmap_chart,
+    node_bars_chart,
+)
 from collbench.store.doctor_report import DOCTOR_JSON, DoctorFinding, DoctorReport
 from collbench.store.load import Run
 from collbench.store.rows import DOCTOR as DOCTOR_ROWS
 from collbench.store.rows import DoctorRow
 
 PAIR_STAGES = ("pair", "shuffle")  # stages whose rows are one node pair each
-ANNOTATE_MAX_HOSTS = 16  # larger matrices: colors only, no figure in each cell
-LABEL_MAX_HOSTS = 64  # larger matrices: no host names on the axes (the table names them)
-SLOW_COLOR = "#d62728"
+# More doctor rows than this: the rows table holds the slowest this many (rows.jsonl all).
+ROWS_TABLE_MAX = 2000
 FINDINGS_HEADER = (
     "kind",
     "hosts",
@@ -64,30 +68,50 @@ def doctor_nodes(run: Run) -> Mapping[str, Any]:
 
 def doctor_hosts(run: Run, rows: Sequence[DoctorRow]) -> list[str]:
     """The nodes in meta.json's order, then any other host the rows name, as first seen."""
-    hosts = [str(host) for host in doctor_nodes(run).get("hosts") or []]
+    hosts = dict.fromkeys(str(host) for host in doctor_nodes(run).get("hosts") or [])
     for row in rows:
         for host in row.group_hosts or []:
             if host not in hosts:
-                hosts.append(host)
-    return hosts
+                hosts[host] = None
+    return list(hosts)
 
 
 def pair_matrix(rows: Sequence[DoctorRow], hosts: Sequence[str]) -> list[list[float | None]]:
     """hosts x hosts: the median busbw of each node pair over its pair and shuffle rows
     (symmetric; None on the diagonal and for pairs never measured)."""
+    values = pair_array(rows, hosts)
+    return [[None if np.isnan(value) else float(value) for value in row] for row in values]
+
+
+def pair_array(rows: Sequence[DoctorRow], hosts: Sequence[str]) -> np.ndarray:
+    """pair_matrix as a float array, NaN where None (what the report draws from: a fleet
+    of thousands has millions of cells)."""
     index = {host: position for position, host in enumerate(hosts)}
     samples: dict[tuple[int, int], list[float]] = {}
     for row in rows:
         pair = row.group_hosts or []
         if row.stage not in PAIR_STAGES or len(pair) != 2 or pair[0] == pair[1]:
             continue
-        if pair[0] in index and pair[1] in index:
-            key = tuple(sorted((index[pair[0]], index[pair[1]])))
+        first, second = index.get(pair[0]), index.get(pair[1])
+        if first is not None and second is not None:
+            key = (first, second) if first < second else (second, first)
             samples.setdefault(key, []).append(float(row.busbw_gbps))
-    matrix: list[list[float | None]] = [[None] * len(hosts) for _ in hosts]
-    for (first, second), values in samples.items():
-        matrix[first][second] = matrix[second][first] = median(values)
+    matrix = np.full((len(hosts), len(hosts)), np.nan)
+    if samples:
+        cells = np.array(list(samples), dtype=np.intp).reshape(-1, 2)
+        medians = [median(values) for values in samples.values()]
+        matrix[cells[:, 0], cells[:, 1]] = medians
+        matrix[cells[:, 1], cells[:, 0]] = medians
     return matrix
+
+
+def pair_medians(hosts: Sequence[str], matrix: np.ndarray) -> dict[str, float | None]:
+    """Per host the median of its measured pairs (its row of pair_array), None without."""
+    result: dict[str, float | None] = {}
+    for host, row in zip(hosts, matrix, strict=False):
+        measured = row[np.isfinite(row)]
+        result[host] = float(np.median(measured)) if measured.size else None
+    return result
 
 
 def stage_busbw_by_host(rows: Sequence[DoctorRow], stage: str = "intra") -> dict[str, float]:
@@ -115,118 +139,15 @@ def _findings(report: DoctorReport | None) -> tuple[DoctorFinding, ...]:
     return report.findings if report is not None else ()
 
 
-def heatmap_chart(
-    title: str,
-    hosts: Sequence[str],
-    matrix: Sequence[Sequence[float | None]],
-    slow_hosts: Collection[str] = frozenset(),
-    slow_links: Collection[frozenset[str]] = frozenset(),
-) -> bytes | None:
-    """The pair matrix as a heat map (red: slow, green: fast, from 0 GB/s up; grey: not
-    measured), each cell's GB/s written in it, flagged links outlined, flagged hosts' names
-    in red. None without a measured pair."""
-    values = np.array(
-        [[np.nan if value is None else value for value in row] for row in matrix], dtype=float
-    )
-    if values.size == 0 or not np.isfinite(values).any():
-        return None
-    plt = charts.pyplot()
-    side_in = min(12.0, 3.0 + 0.55 * len(hosts))
-    figure, axes = plt.subplots(figsize=(side_in + 1.5, side_in))
-    colormap = plt.get_cmap("RdYlGn").with_extremes(bad="#e0e0e0")
-    image = axes.imshow(
-        np.ma.masked_invalid(values), cmap=colormap, vmin=0.0, vmax=float(np.nanmax(values))
-    )
-    figure.colorbar(image, ax=axes, label="pair busbw (GB/s)", shrink=0.8)
-    _host_ticks(axes, hosts, slow_hosts)
-    _annotate(axes, values, hosts, slow_links)
-    axes.set_title(title)
-    return charts.save_png(figure)
-
-
-def _host_ticks(axes: Any, hosts: Sequence[str], slow_hosts: Collection[str]) -> None:
-    """Host names on both axes, flagged hosts' in red (none past LABEL_MAX_HOSTS)."""
-    if len(hosts) > LABEL_MAX_HOSTS:
-        axes.set_xticks([])
-        axes.set_yticks([])
-        return
-    labels = [charts.short(host, 24) for host in hosts]
-    axes.set_xticks(range(len(hosts)), labels, rotation=45, ha="right")
-    axes.set_yticks(range(len(hosts)), labels)
-    for ticks in (axes.get_xticklabels(), axes.get_yticklabels()):
-        for host, tick in zip(hosts, ticks, strict=True):
-            if host in slow_hosts:
-                tick.set_color(SLOW_COLOR)
-                tick.set_fontweight("bold")
-
-
-def _annotate(
-    axes: Any, values: np.ndarray, hosts: Sequence[str], slow_links: Collection[frozenset[str]]
-) -> None:
-    """Each measured cell's GB/s (small matrices), and a box around each flagged link."""
-    from matplotlib.patches import Rectangle
-
-    size = len(hosts)
-    for row in range(size):
-        for column in range(size):
-            value = values[row, column]
-            if size <= ANNOTATE_MAX_HOSTS and np.isfinite(value):
-                axes.text(column, row, gbps(float(value)), ha="center", va="center", fontsize=8)
-            if row != column and frozenset((hosts[row], hosts[column])) in slow_links:
-                box = Rectangle(
-                    (column - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=2.5
-                )
-                axes.add_patch(box)
-
-
-def node_bars_chart(
-    title: str,
-    hosts: Sequence[str],
-    panels: Sequence[tuple[str, Mapping[str, float | None], float | None]],
-    slow_hosts: Collection[str] = frozenset(),
-) -> bytes | None:
-    """One bar panel per (label, busbw per host, expected GB/s or None) that has a figure:
-    a bar per host (flagged hosts red), the fleet median dashed, the expectation dotted.
-    None when no panel has a figure."""
-    drawn = [panel for panel in panels if any(v is not None for v in panel[1].values())]
-    if not drawn:
-        return None
-    plt = charts.pyplot()
-    height_in = 1.2 + 2.6 * len(drawn)
-    figure, axes_list = plt.subplots(len(drawn), 1, figsize=(charts.FIGSIZE_IN[0], height_in))
-    axes_list = np.atleast_1d(axes_list)
-    positions = np.arange(len(hosts))
-    for axes, (label, busbw, expected_gbps) in zip(axes_list, drawn, strict=True):
-        heights = [busbw.get(host) or 0.0 for host in hosts]
-        colors = [SLOW_COLOR if host in slow_hosts else charts.COLORS[0] for host in hosts]
-        axes.bar(positions, heights, color=colors)
-        measured = [value for value in busbw.values() if value is not None]
-        handles, names = [], []
-        handles.append(axes.axhline(median(measured), color=charts.MODEL_COLOR, linestyle="--"))
-        names.append(f"fleet median {gbps(median(measured))} GB/s")
-        if expected_gbps is not None:
-            handles.append(axes.axhline(expected_gbps, color=SLOW_COLOR, linestyle=":"))
-            names.append(f"expected {gbps(expected_gbps)} GB/s")
-        names_shown = len(hosts) <= LABEL_MAX_HOSTS
-        labels = [charts.short(host, 24) for host in hosts] if names_shown else []
-        axes.set_xticks(positions if names_shown else [], labels, rotation=30)
-        axes.set_ylabel("busbw (GB/s)")
-        axes.set_title(label, fontsize=10)
-        axes.legend(handles, names, fontsize=8, loc="lower right")
-        axes.set_ylim(0, max([*heights, expected_gbps or 0.0, 1e-9]) * charts.HEADROOM)
-    figure.suptitle(title)
-    return charts.save_png(figure)
-
-
 def doctor_section(
     run: Run, name: str, document: DoctorReport | None = None, named: bool = False
 ) -> Section:
     """Everything the report says about one doctor run (`document`: its doctor.json)."""
     rows = doctor_rows(run)
     hosts = doctor_hosts(run, rows)
-    matrix = pair_matrix(rows, hosts)
+    matrix = pair_array(rows, hosts)
     intra = stage_busbw_by_host(rows)
-    pair_medians = pair_median_by_host(hosts, matrix)
+    pair_median = pair_medians(hosts, matrix)
     slow_hosts, slow_links = flagged(document)
     section = Section(f"Doctor: {name}" if named else "Doctor")
     section.lead += _lead(run, rows, hosts, document)
@@ -238,7 +159,7 @@ def doctor_section(
     expected_gbps = expectation.busbw_gbps if expectation is not None else {}
     panels = [
         ("intra-node all-reduce busbw per node", intra, expected_gbps.get("intra")),
-        ("median pair busbw per node", pair_medians, expected_gbps.get("pair")),
+        ("median pair busbw per node", pair_median, expected_gbps.get("pair")),
     ]
     bars = node_bars_chart(f"{name}: per node", hosts, panels, slow_hosts)
     if bars is not None:
@@ -258,7 +179,7 @@ def _lead(
     size = format_size(rows[0].size_bytes) if rows else "-"
     backend = run.meta.backend or (rows[0].backend if rows else None) or "?"
     lines = [
-        f"{len(hosts)} node(s) ({', '.join(hosts) or '-'}), {size} per operation, backend "
+        f"{len(hosts)} node(s) ({_host_list(hosts)}), {size} per operation, backend "
         f"{backend}; stages measured: {', '.join(stages) or 'none'} ({len(rows)} rows)."
     ]
     if document is None:
@@ -273,6 +194,13 @@ def _lead(
         count = len(_findings(document))
         lines.append(f"Flagged: {count} finding(s) (expectation source: {source or '-'}).")
     return lines
+
+
+def _host_list(hosts: Sequence[str]) -> str:
+    """The hosts, or the first and last few of a large fleet."""
+    if len(hosts) <= LABEL_MAX_HOSTS:
+        return ", ".join(hosts) or "-"
+    return f"{', '.join(hosts[:3])}, ..., {', '.join(hosts[-3:])}"
 
 
 def _finding_lines(document: DoctorReport | None) -> list[str]:
@@ -320,10 +248,12 @@ def node_table(
     run: Run,
     hosts: Sequence[str],
     intra: Mapping[str, float],
-    matrix: Sequence[Sequence[float | None]],
+    matrix: Sequence[Sequence[float | None]] | np.ndarray,
     document: DoctorReport | None,
 ) -> Table:
     """Per node: address, ranks, intra-node busbw, median and slowest pair, pass ratio."""
+    values = as_array(matrix)
+    medians = pair_medians(hosts, values)
     nodes = doctor_nodes(run)
     addresses = nodes.get("addresses") if isinstance(nodes.get("addresses"), Mapping) else {}
     ranks = nodes.get("ranks_per_host") if isinstance(nodes.get("ranks_per_host"), Mapping) else {}
@@ -331,12 +261,7 @@ def node_table(
     slow_hosts, _ = flagged(document)
     rows = []
     for position, host in enumerate(hosts):
-        pairs = [
-            (value, hosts[other])
-            for other, value in enumerate(matrix[position])
-            if value is not None
-        ]
-        slowest = min(pairs) if pairs else None
+        slowest = _slowest(hosts, values[position])
         ratio = ratios.get(host) if isinstance(ratios, Mapping) else None
         rows.append(
             (
@@ -344,7 +269,7 @@ def node_table(
                 addresses.get(host) or "-",
                 format_ranks(int(rank) for rank in ranks.get(host) or []),
                 gbps(intra.get(host)),
-                gbps(median([value for value, _ in pairs]) if pairs else None),
+                gbps(medians[host]),
                 f"{gbps(slowest[0])} with {slowest[1]}" if slowest else "-",
                 f"{100 * float(ratio):.0f}%" if isinstance(ratio, int | float) else "-",
             )
@@ -359,6 +284,16 @@ def node_table(
         "pass ratio (pair + shuffle rounds)",
     )
     return Table(header, rows, caption="per node")
+
+
+def _slowest(hosts: Sequence[str], row: np.ndarray) -> tuple[float, str] | None:
+    """A host's slowest pair in its matrix row: (GB/s, partner), the partner's name first
+    in order on a tie; None without a measured pair."""
+    measured = np.isfinite(row)
+    if not measured.any():
+        return None
+    lowest = float(row[measured].min())
+    return lowest, min(hosts[other] for other in np.flatnonzero(row == lowest))
 
 
 def stage_table(rows: Sequence[DoctorRow]) -> Table:
@@ -385,7 +320,11 @@ def stage_table(rows: Sequence[DoctorRow]) -> Table:
 
 def rows_table(rows: Sequence[DoctorRow]) -> Table:
     """Every doctor row, folded: stage, round, group, ranks, busbw, time and which rank came
-    last most often."""
+    last most often; above ROWS_TABLE_MAX rows, the slowest ROWS_TABLE_MAX, slowest first."""
+    caption = f"every doctor row ({len(rows)})"
+    if len(rows) > ROWS_TABLE_MAX:
+        caption = f"the {ROWS_TABLE_MAX} slowest of {len(rows)} doctor rows (rows.jsonl has all)"
+        rows = heapq.nsmallest(ROWS_TABLE_MAX, rows, key=lambda row: row.busbw_gbps)
     lines = [
         (
             row.stage or "-",
@@ -409,7 +348,7 @@ def rows_table(rows: Sequence[DoctorRow]) -> Table:
         "time (us)",
         "last most often",
     )
-    return Table(header, lines, caption=f"every doctor row ({len(lines)})", folded=True)
+    return Table(header, lines, caption=caption, folded=True)
 
 
 def _last_rank(row: DoctorRow) -> str:

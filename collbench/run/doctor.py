@@ -111,9 +111,24 @@ def run_doctor(
         expectation = expectation_from(fleet, noise_floor=inputs.noise_floor, **where)
     diagnosis = diagnose(rows, doctor, expectation, nodes)
     report = save_doctor_report(run_dir, doctor_report(diagnosis, run.run_id, expectation))
+    notes = (setup,) if (setup := group_setup_line(nodes)) else ()
     return DoctorOutcome(
-        launch, run_dir, diagnosis, expectation, run.run_id, tuple(warnings), report=report
+        launch, run_dir, diagnosis, expectation, run.run_id, tuple(warnings), notes, report
     )
+
+
+def group_setup_line(nodes: Mapping[str, Any]) -> str | None:
+    """One line on the seconds the doctor spent making process groups (meta.json's
+    doctor.group_setup, written by bench.doctor_groups), or None when it made none."""
+    setup = nodes.get("group_setup") or {}
+    seconds = setup.get("seconds") or {}
+    if not seconds:
+        return None
+    stages = ", ".join(
+        f"{stage} {value:.3g} s ({(setup.get('groups') or {}).get(stage, '?')} groups)"
+        for stage, value in seconds.items()
+    )
+    return f"process groups by {setup.get('method')}: {setup.get('total_s', 0):.3g} s ({stages})"
 
 
 def doctor_sweep(doctor: DoctorSpec, fields: Mapping[str, Any]) -> tuple[SweepSpec, list[str]]:

@@ -2,7 +2,8 @@
 load and one save. It sits beside the run's rows.
 
 `healthy` is true, false, or null (nothing could be judged; `reason` says why). A figure not
-measured (or not finite) is null; rail keys are strings. Keys an older doctor.json lacks read
+measured (or not finite) is null; rail keys are strings. The pair matrix is whole up to
+MATRIX_DENSE_MAX_HOSTS hosts ("gbps") and its measured pairs above ("pairs"). Keys an older doctor.json lacks read
 as empty (judged, unjudged, repeats, verdict, the noise floor); keys collbench does not know
 are not read.
 """
@@ -20,6 +21,10 @@ from collbench.store.reading import load_json
 from collbench.store.rundir import write_json_atomic
 
 DOCTOR_JSON = "doctor.json"
+# Up to this many hosts doctor.json holds the pair matrix whole ("gbps": hosts x hosts, null
+# where not measured) and `collbench doctor` prints it; above, only the measured pairs
+# ("pairs": [i, j, GB/s], i < j) and a summary: 4,096 hosts are 16.8 million cells.
+MATRIX_DENSE_MAX_HOSTS = 64
 
 Figures = dict[str, float | None]  # a figure per host, rail or group ("intra", "pair")
 
@@ -90,6 +95,9 @@ class DoctorReport:
     findings: tuple[DoctorFinding, ...] = ()
     hosts: tuple[str, ...] = ()  # the pair matrix's hosts, in its order
     matrix_gbps: tuple[tuple[float | None, ...], ...] = ()
+    # Every measured pair (i, j, GB/s), i < j indices into hosts: what doctor.json holds of
+    # the matrix above MATRIX_DENSE_MAX_HOSTS hosts (and the matrix is then empty).
+    pairs: tuple[tuple[int, int, float | None], ...] = ()
     nodes: Figures = field(default_factory=dict)
     rails: Figures = field(default_factory=dict)
     pass_ratio: Figures = field(default_factory=dict)
@@ -108,10 +116,7 @@ class DoctorReport:
             "unjudged": dict(self.unjudged),
             "repeats": int(self.repeats),
             "findings": [finding.to_dict() for finding in self.findings],
-            "matrix": {
-                "hosts": list(self.hosts),
-                "gbps": [[figure(value) for value in row] for row in self.matrix_gbps],
-            },
+            "matrix": self._matrix(),
             "nodes": figures(self.nodes),
             "rails": figures(self.rails),
             "pass_ratio": figures(self.pass_ratio),
@@ -119,6 +124,14 @@ class DoctorReport:
             "notes": list(self.notes),
             "expectation": (self.expectation or DoctorExpectation()).to_dict(),
         }
+
+    def _matrix(self) -> dict[str, Any]:
+        """The pair matrix whole up to MATRIX_DENSE_MAX_HOSTS hosts, else its measured pairs."""
+        if len(self.hosts) <= MATRIX_DENSE_MAX_HOSTS:
+            rows = [[figure(value) for value in row] for row in self.matrix_gbps]
+            return {"hosts": list(self.hosts), "gbps": rows}
+        pairs = [[int(first), int(second), figure(value)] for first, second, value in self.pairs]
+        return {"hosts": list(self.hosts), "pairs": pairs}
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> DoctorReport:
@@ -156,6 +169,7 @@ class DoctorReport:
             findings=tuple(_finding(item) for item in findings),
             hosts=tuple(str(host) for host in matrix.get("hosts") or []),
             matrix_gbps=tuple(tuple(row) for row in matrix.get("gbps") or []),
+            pairs=tuple(_pair(cell, where) for cell in matrix.get("pairs") or []),
             nodes=_figures(data, "nodes", where),
             rails=_figures(data, "rails", where),
             pass_ratio=_figures(data, "pass_ratio", where),
@@ -219,6 +233,14 @@ def _finding(item: Mapping[str, Any]) -> DoctorFinding:
         rounds=int(item.get("rounds") or 0),
         action=str(item.get("action") or ""),
     )
+
+
+def _pair(cell: Any, where: str) -> tuple[int, int, float | None]:
+    """One measured pair of a large matrix: [i, j, GB/s or null]."""
+    if not isinstance(cell, list) or len(cell) != 3:
+        raise SpecError("doctor.json", where, f"has a matrix pair {cell!r}: not [i, j, GB/s]")
+    first, second, value = cell
+    return int(first), int(second), None if value is None else float(value)
 
 
 def _list(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
