@@ -60,16 +60,17 @@ class NoneLauncher:
         return ""
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
-        from collbench.bench.distributed import resolve_backend
+        from collbench.bench.distributed import resolve_rank_backend
         from collbench.bench.worker import reset_stop_signals, run_rank
 
         reset_stop_signals()
 
         env = RunEnv.detect(choice=job.rank_env)
         _redirect_output(env.rank)
-        job = replace(
-            job, nproc=env.world_size, spec=job.spec.with_backend(resolve_backend(job.spec.backend))
-        )
+        # Each rank resolves --backend for itself; the ranks compare what they resolved
+        # before they join (bench/agreement.py), so a node that differs stops the run.
+        backend = resolve_rank_backend(job.spec.backend, env.rank)
+        job = replace(job, nproc=env.world_size, spec=job.spec.with_backend(backend))
         outcome = run_rank(job, env, sink if env.rank == 0 else None)
         if env.rank == 0:  # the last collective's summary, even after a failure
             ended = {EXIT_OK: None, EXIT_WRONG_DATA: None, EXIT_INTERRUPTED: "interrupted"}

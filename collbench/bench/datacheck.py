@@ -4,12 +4,15 @@ Rank r's input element g holds v(r, g), a small integer chosen so that every par
 result of the reduction stays exactly representable in the dtype (floats included), for
 any reduction order and any world size: where every rank cannot contribute (a bfloat16
 sum over hundreds of ranks), only a rank- and position-dependent window of ranks does and
-the others send zeros, which add exactly. Only avg, which divides, gets a tolerance.
+the others send zeros, which add exactly. Only avg, which divides, gets a tolerance, and
+it is derived from how NCCL computes it (avg_relative_bound), not fixed.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 from collbench.core.collectives.base import Block
 from collbench.core.dtypes import DType
@@ -140,8 +143,73 @@ def _mismatches(torch, got, expected, pattern: Pattern) -> int:
         # Casting the exact result to the dtype is what a correct collective produces
         # (rounding is monotone, so min/max commute with it; integers wrap alike).
         return int((got != expected.to(got.dtype)).sum().item())
-    # avg: the sum is exact, then divided (or each input pre-scaled by 1/n, as NCCL may).
-    tolerance = torch.finfo(got.dtype).eps * 4
+    # avg: the sum is exact, then divided (gloo), or each input pre-scaled by 1/n rounded to
+    # the dtype and summed with a rounding at every hop (NCCL): avg_relative_bound.
+    tolerance = avg_relative_bound(pattern.dtype, pattern.world_size)
     reference = expected.double()
     error = (got.double() - reference).abs()
     return int((error > tolerance * reference.abs().clamp(min=1)).sum().item())
+
+
+def avg_relative_bound(dtype: DType, world_size: int) -> float:
+    """Largest relative error of a correct avg of non-negative inputs over `world_size` ranks.
+
+    NCCL computes avg of a float type as a sum of inputs premultiplied by s = 1/n rounded to
+    the type (through double and float: `(T)float(1.0/n)`), rounding the product and the
+    partial sum at every hop: a ring adds n - 1 times along one chunk's path, and no
+    algorithm (tree, NVLS, CollNet) adds more often along one path. With u the unit roundoff
+    (half an eps) and d = |n*s - 1| the rounding of 1/n, the error relative to the exact
+    mean is at most d + (1 + d) * ((1 + u)**n - 1): one rounding for the product, n - 1 for
+    the additions (Higham, recursive summation of non-negative terms). A sum, then one
+    division (gloo) stays inside it. The bound grows with n: at bfloat16 it is ~3.3 eps at 6
+    ranks, ~6.4 at 12, ~12.8 at 24, so a fixed 4 eps would fail correct results."""
+    bits = _significand_bits(dtype)
+    unit = 2.0**-bits
+    n = max(1, world_size)
+    scale = Fraction(1 / n)  # the double 1.0/n: float64's scale; narrower types go via float
+    if bits <= _FLOAT_BITS:
+        scale = _round_to_bits(_round_to_bits(scale, _FLOAT_BITS), bits)
+    scale_error = float(abs(n * scale - 1))
+    return scale_error + (1 + scale_error) * math.expm1(n * math.log1p(unit))
+
+
+_FLOAT_BITS = 24
+
+
+def _significand_bits(dtype: DType) -> int:
+    """Bits of a float type's significand: its exact-integer limit is 2**bits."""
+    return dtype.exact_limit.bit_length() - 1
+
+
+def _round_to_bits(value: Fraction, bits: int) -> Fraction:
+    """`value` (> 0) rounded to nearest-even with `bits` significant bits (no exponent limit:
+    1/n for any world size is far from a type's underflow)."""
+    exponent = math.floor(math.log2(value))
+    while Fraction(2) ** exponent > value:  # log2 of a Fraction is a float: correct it
+        exponent -= 1
+    while Fraction(2) ** (exponent + 1) <= value:
+        exponent += 1
+    step = Fraction(2) ** (exponent - bits + 1)
+    return round(value / step) * step
+
+
+def ones_window(dtype: DType, group_size: int) -> int:
+    """How many members of a group contribute a one to each element of a sum-of-ones check
+    (bench/doctor.py's all-reduce check), and so the exact result: every member while the
+    count is exact in the dtype, else exact_limit of them. A bfloat16 sum of 257 ones is not
+    257: past 256 adding 1 rounds back (257 -> 256), so ones from every rank of a large
+    group would be compared with a value no correct reduction produces."""
+    return min(group_size, dtype.exact_limit)
+
+
+def fill_ones_window(torch, tensor, member: int, group_size: int, dtype: DType) -> None:
+    """Member `member`'s input to a sum-of-ones check: element g holds 1 when the member is
+    in the cyclic window of ones_window members starting at g (every member sends ones to
+    some elements, zeros to the rest), so each element sums to exactly ones_window ones, in
+    any order, with every partial sum exact."""
+    window = ones_window(dtype, group_size)
+    for start in range(0, tensor.numel(), CHUNK_ELEMS):
+        stop = min(start + CHUNK_ELEMS, tensor.numel())
+        index = torch.arange(start, stop, device=tensor.device, dtype=torch.int64)
+        ones = (member - index) % group_size < window
+        tensor[start:stop].copy_(ones.to(tensor.dtype))

@@ -10,6 +10,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from collbench.bench.agreement import collect_facts, exchange
 from collbench.bench.rank_env import RunEnv
 from collbench.core.errors import SpecError
 
@@ -104,8 +105,28 @@ def finalize_mpi(clean: bool) -> None:
         module.Finalize()
 
 
-def init_distributed(env: RunEnv, backend: str, timeout_s: float) -> tuple[Any, RunEnv]:
-    """Join the process group; returns this rank's device and its completed RunEnv."""
+# Test hook: "RANK:BACKEND" makes that rank resolve --backend to BACKEND, as a rank on a
+# node whose GPUs are unusable resolves auto to gloo while its peers resolve nccl.
+RESOLVE_BACKEND_VAR = "COLLBENCH_TEST_RESOLVE_BACKEND"
+
+
+def resolve_rank_backend(requested: str, rank: int) -> str:
+    """resolve_backend on one rank of a job whose ranks resolve it each for themselves
+    (--launcher none); RESOLVE_BACKEND_VAR's test hook stands in for a broken node."""
+    named, _, backend = os.environ.get(RESOLVE_BACKEND_VAR, "").partition(":")
+    if backend and named == str(rank):
+        return backend
+    return resolve_backend(requested)
+
+
+def init_distributed(
+    env: RunEnv, backend: str, timeout_s: float, plan: str = ""
+) -> tuple[Any, RunEnv]:
+    """Join the process group; returns this rank's device and its completed RunEnv.
+
+    First every rank agrees with the others through the rendezvous store (bench/agreement.py:
+    same backend, versions and plan; no GPU shared; the local rank where no variable gave
+    it), so a rank that resolved differently stops the run in seconds, not at --timeout."""
     import torch
     import torch.distributed as dist
 
@@ -114,17 +135,21 @@ def init_distributed(env: RunEnv, backend: str, timeout_s: float) -> tuple[Any, 
     os.environ.setdefault("MASTER_ADDR", env.master_addr)
     os.environ.setdefault("MASTER_PORT", str(env.master_port))
     kwargs: dict[str, Any] = {}
+    timeout = timedelta(seconds=timeout_s)
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        # torchrun's agent already serves the store; the ranks only connect to it.
+        kwargs["init_method"] = f"tcp://{_host_for_url(env.master_addr)}:{env.master_port}"
+        store = dist.TCPStore(
+            str(env.master_addr), int(env.master_port), env.world_size, False, timeout=timeout
+        )
+    else:
+        kwargs["store"] = store = _rendezvous_store(env, timeout)
+    env = _agree(torch, store, env, backend, timeout_s, plan)
     device = torch.device("cpu")
     if backend in ("nccl", "rccl"):
         device = torch.device("cuda", env.local_rank % max(1, torch.cuda.device_count()))
         torch.cuda.set_device(device)
         kwargs["device_id"] = device
-    timeout = timedelta(seconds=timeout_s)
-    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
-        # torchrun's agent already serves the store; the ranks only connect to it.
-        kwargs["init_method"] = f"tcp://{_host_for_url(env.master_addr)}:{env.master_port}"
-    else:
-        kwargs["store"] = _rendezvous_store(env, timeout)
     dist.init_process_group(
         torch_backend(backend),
         rank=env.rank,
@@ -133,6 +158,27 @@ def init_distributed(env: RunEnv, backend: str, timeout_s: float) -> tuple[Any, 
         **kwargs,
     )
     return device, env
+
+
+def _agree(
+    torch: Any, store: Any, env: RunEnv, backend: str, timeout_s: float, plan: str
+) -> RunEnv:
+    """The ranks' agreement (bench/agreement.py): raises its one-line error; returns env with
+    the local rank derived from the hosts where no variable gave it."""
+    local = env.local_rank if env.local_known else None
+    facts = collect_facts(torch, backend, plan, local)
+    verdict = exchange(store, env.rank, env.world_size, facts, timeout_s)
+    verdict.raise_error()
+    place = verdict.placement(env.rank)
+    if env.local_known or place is None:
+        return env
+    return replace(
+        env,
+        local_rank=place.local_rank,
+        local_world_size=place.local_world_size,
+        node_rank=place.node_rank,
+        local_known=True,
+    )
 
 
 def rendezvous_bind(master_addr: str, single_host: bool = False) -> str:

@@ -46,6 +46,10 @@ class RunEnv:
     evidence: str = ""
     # How the rendezvous address was found (provenance, in meta.json).
     rendezvous: str = ""
+    # False when no variable gave the local rank (some MPI launchers): local_rank and
+    # local_world_size are then placeholders until the ranks derive them from their hosts
+    # (bench/agreement.py), never a silent 0 that puts every rank on GPU 0.
+    local_known: bool = True
 
     @classmethod
     def detect(cls, environ: Mapping[str, str] | None = None, choice: str | None = None) -> RunEnv:
@@ -172,6 +176,7 @@ def read_torch(environ: Mapping[str, str]) -> RunEnv | None:
             source="torch",
             node_rank=_int(environ, "GROUP_RANK", 0),
             evidence=f"RANK={environ['RANK']}, WORLD_SIZE={environ['WORLD_SIZE']}",
+            local_known=bool(environ.get("LOCAL_RANK")),
         )
     )
 
@@ -205,6 +210,7 @@ def read_slurm(environ: Mapping[str, str]) -> RunEnv | None:
             node_rank=node_rank,
             evidence=f"SLURM_PROCID={environ['SLURM_PROCID']}, "
             f"SLURM_NTASKS={environ.get('SLURM_NTASKS')}",
+            local_known=bool(environ.get("SLURM_LOCALID")),
         )
     )
 
@@ -224,6 +230,7 @@ def read_mpi(environ: Mapping[str, str]) -> RunEnv | None:
                     source="mpi",
                     node_rank=_int(environ, node_var, 0),
                     evidence=f"{rank_var}={environ[rank_var]}, {size_var}={environ[size_var]}",
+                    local_known=bool(environ.get(local_var)),
                 )
             )
     return None

@@ -15,6 +15,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from collbench.bench.agreement import plan_digest
 from collbench.bench.distributed import finalize_mpi, init_distributed, teardown
 from collbench.bench.rank_env import RunEnv
 from collbench.bench.session import WRITE_LOCK, RankLog, Session
@@ -24,9 +25,11 @@ from collbench.core.errors import (
     EXIT_RUN_FAILED,
     EXIT_USAGE,
     EXIT_WRONG_DATA,
+    CollbenchError,
     SpecError,
 )
 from collbench.core.knobs import apply_knobs
+from collbench.core.watchdog import process_group_timeout_s
 from collbench.store.job import Job
 from collbench.store.rank_status import STATUS_DIR_VAR, RankStatus
 from collbench.store.rows import utc_now
@@ -34,7 +37,8 @@ from collbench.store.rundir import META_FILE, is_disk_full, read_meta, update_me
 from collbench.store.sink import RowSink
 
 # When a launcher watches the ranks, it decides about hangs first (and names the rank);
-# the process group's own timeout is the backstop.
+# the process group's own timeout is the backstop (with the longest queued batch on top:
+# core/watchdog.py).
 WATCHED_GRACE_S = 30.0
 
 
@@ -67,8 +71,12 @@ def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
     spec = job.spec
     clean = False
     try:
+        grace_s = WATCHED_GRACE_S if watched else 0.0
         device, env = init_distributed(
-            env, spec.backend, spec.timeout_s + (WATCHED_GRACE_S if watched else 0.0)
+            env,
+            spec.backend,
+            process_group_timeout_s(spec, env.world_size, grace_s),
+            plan_digest(spec),
         )
         log = RankLog(env.rank, watched)
         log.write(
@@ -87,6 +95,8 @@ def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
         return RankOutcome(EXIT_WRONG_DATA if total_wrong else EXIT_OK)
     except SpecError as error:
         return _failed(job, env, status, EXIT_USAGE, str(error))
+    except CollbenchError as error:  # a one-line error of its own (the ranks' agreement)
+        return _failed(job, env, status, error.exit_code, str(error))
     except KeyboardInterrupt:
         return _failed(job, env, status, EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
     except Exception as error:  # noqa: BLE001 - every failure becomes an outcome
