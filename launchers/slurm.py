@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from collbench.launchers.base import (
     watch_env,
 )
 from collbench.launchers.process import external_run_dir
+from collbench.launchers.slurm_cpus import cpus_per_task, node_cpus
 from collbench.launchers.supervise import supervise
 from collbench.store.job import Job
 from collbench.store.reading import load_json
@@ -119,6 +120,9 @@ class SlurmSettings:
     nodes: int = 1
     ntasks_per_node: int = DEFAULT_CPU_RANKS
     gpus_per_node: int | None = None
+    # None: the node's CPUs shared out among its tasks (launchers.slurm_cpus, at submission);
+    # 0: left to Slurm (one CPU a task)
+    cpus_per_task: int | None = None
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
@@ -147,8 +151,12 @@ class SlurmSettings:
         for flag, value in (("--nodes", self.nodes), ("--ntasks-per-node", self.ntasks_per_node)):
             if value < 1:
                 raise SpecError(flag, value, "must be at least 1")
-        if self.gpus_per_node is not None and self.gpus_per_node < 0:
-            raise SpecError("--gpus-per-node", self.gpus_per_node, "must not be negative")
+        for flag, count in (
+            ("--gpus-per-node", self.gpus_per_node),
+            ("--cpus-per-task", self.cpus_per_task),
+        ):
+            if count is not None and count < 0:
+                raise SpecError(flag, count, "must not be negative")
         parse_time_minutes(self.time)
         for item in self.slurm_args:
             key = item.split("=", 1)[0]
@@ -169,6 +177,7 @@ class SlurmSettings:
         }
         optional = {
             "gpus-per-node": self.gpus_per_node,
+            "cpus-per-task": self.cpus_per_task or None,
             "partition": self.partition,
             "account": self.account,
             "qos": self.qos,
@@ -186,7 +195,7 @@ class SlurmSettings:
 
 # The options that shape each step (srun takes them too) and those that shape only the
 # allocation (an srun step inside one already has them: its time limit, partition ...).
-STEP_SHAPE = frozenset({"nodes", "ntasks_per_node", "gpus_per_node"})
+STEP_SHAPE = frozenset({"nodes", "ntasks_per_node", "gpus_per_node", "cpus_per_task"})
 ALLOCATION_ONLY = frozenset(
     {
         "partition",
@@ -221,6 +230,7 @@ class SlurmLauncher:
         settings = SlurmSettings(**given)
         if not options.print_only:
             check_cluster(settings)
+            settings = with_node_cpus(settings)
         self._made_dir = options.out is None or not Path(options.out).exists()
         run_id, run_dir = external_run_dir(options.out, options.print_only, first_node=True)
         job = Job(
@@ -320,8 +330,21 @@ def sbatch_script(job: Job, plan: LaunchPlan, watched: bool) -> str:
     argv = list(plan.task.argv)
     out = len(argv) - 1 - argv[::-1].index("--out")
     task = shlex.join(argv[: out + 1]) + f" {run_dir} " + shlex.join(argv[out + 2 :])
-    lines += ["", "srun --kill-on-bad-exit=1 " + task.rstrip(), ""]
+    srun = "srun --kill-on-bad-exit=1"
+    cpus = (plan.batch_options or {}).get("cpus-per-task")
+    if cpus:  # a step does not inherit it from the allocation (Slurm >= 22.05)
+        srun += f" --cpus-per-task={cpus}"
+    lines += ["", f"{srun} {task.rstrip()}", ""]
     return "\n".join(lines)
+
+
+def with_node_cpus(settings: SlurmSettings) -> SlurmSettings:
+    """The settings with --cpus-per-task from the node's CPUs when not given
+    (launchers.slurm_cpus: sinfo's smallest node of the partition, shared among its tasks)."""
+    if settings.cpus_per_task is not None:
+        return settings
+    share = cpus_per_task(node_cpus(settings.partition), settings.ntasks_per_node)
+    return replace(settings, cpus_per_task=share) if share else settings
 
 
 def sbatch_directives(options: dict[str, Any]) -> list[str]:

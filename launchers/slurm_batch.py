@@ -29,6 +29,7 @@ from collbench.launchers.slurm import (
     sbatch_directives,
     sbatch_file,
     sbatch_quote,
+    with_node_cpus,
 )
 
 DRIVER_SCRIPT = "driver.sbatch"
@@ -75,6 +76,7 @@ def submit_driver(
     in an allocation shaped by `settings`; returns the job id. SpecError (exit 2) when
     Slurm is missing, the partition is unknown or sbatch refuses the job."""
     check_cluster(settings)
+    settings = with_node_cpus(settings)  # the allocation's; each srun step reads it back
     folder = Path(folder).absolute()
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / DRIVER_SCRIPT

@@ -30,6 +30,7 @@ from collbench.launchers.base import (
 )
 from collbench.launchers.process import external_run_dir, launch_process
 from collbench.launchers.slurm import ALLOCATION_ONLY, STEP_SHAPE
+from collbench.launchers.slurm_cpus import step_cpus_per_task
 from collbench.store.job import Job
 
 # Slurm's step ids for what is not a task of an srun step (the batch script, the extern one).
@@ -48,6 +49,8 @@ class SrunSettings:
     # Given only when every node runs the same number of ranks (else srun spreads ntasks).
     ntasks_per_node: int | None = None
     gpus_per_node: int | None = None
+    # CPUs per rank: given, else the allocation's (launchers.slurm_cpus.step_cpus_per_task)
+    cpus_per_task: int | None = None
     # The allocation the step runs in (provenance in job.json; None for --print outside one).
     job_id: str | None = None
 
@@ -73,6 +76,8 @@ class SrunSettings:
             options += ["--ntasks-per-node", str(self.ntasks_per_node)]
         if self.gpus_per_node is not None:
             options += ["--gpus-per-node", str(self.gpus_per_node)]
+        if self.cpus_per_task:  # a step does not inherit it from the allocation
+            options += ["--cpus-per-task", str(self.cpus_per_task)]
         return options
 
 
@@ -189,7 +194,11 @@ def step_settings(
         ntasks = nodes * per_node
     else:
         ntasks, nodes = held.ntasks, held.nodes
-    return SrunSettings(ntasks, nodes, per_node, gpus, allocation.job_id if allocation else None)
+    cpus = extra.get("cpus_per_task")
+    if cpus is None and allocation is not None:
+        cpus = step_cpus_per_task(os.environ, -(-ntasks // max(1, nodes)))
+    job_id = allocation.job_id if allocation else None
+    return SrunSettings(ntasks, nodes, per_node, gpus, cpus, job_id)
 
 
 def _refuse_allocation_options(extra: Mapping[str, Any]) -> None:

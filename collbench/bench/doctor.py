@@ -11,6 +11,11 @@ neighbour, a burst of other traffic) slows one repeat of a round, not all of the
 analysis needs the slow result in a majority of repeats. Bisection comes after the passes,
 each level's repeats back to back: which half it recurses into depends on that level's
 figures (the median over its repeats), so its levels cannot be spread over the passes.
+
+A round's process groups are made by one split when it runs and destroyed after it
+(bench.doctor_groups; their setup time goes to meta.json). Every all-reduce group also
+times its ranks' arrivals (bench.arrival): the rows' rank_time_us and rank_last_count,
+which the straggler verdict reads, come from those, on CPU and GPU alike.
 """
 
 from __future__ import annotations
@@ -22,11 +27,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from collbench.bench.arrival import arrival_waits, late_s
+from collbench.bench.datacheck import fill_ones_window, ones_window
+from collbench.bench.doctor_groups import StageGroups
 from collbench.bench.session import RankLog, Session
 from collbench.core.bandwidth import busbw_gbps
 from collbench.core.collectives import REGISTRY
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
-from collbench.core.doctor_plan import Layout, circle_rounds, halves, random_rounds
+from collbench.core.doctor_plan import Layout, halves, pair_plan
+from collbench.core.dtypes import DTYPES
 from collbench.core.errors import SpecError
 from collbench.core.stats import combine_ranks, median
 from collbench.store.rank_status import RankStatus
@@ -41,13 +50,13 @@ TEST_NODE_SIZE_VAR = "COLLBENCH_TEST_DOCTOR_NODE_SIZE"
 
 @dataclass(frozen=True)
 class PlannedGroup:
-    """One group of a round: who takes part, and (all-reduce) its process group."""
+    """One group of a round: who takes part (its process group is made when the round
+    runs: bench.doctor_groups)."""
 
     label: str
     hosts: tuple[str, ...]
     ranks: tuple[int, ...]
     collective: str
-    pg: Any = None  # all-reduce: the process group (None: the world)
     pairs: tuple[tuple[int, int], ...] = ()  # send/recv: the rank pairs
 
 
@@ -87,16 +96,16 @@ class DoctorSession(Session):
         self.level_results = []
         env_knobs = knob_env()
         hosts = sorted(self.layout.hosts)
-        self.writer = self._start(
-            identities, hosts, env_knobs, extra={"doctor": self._nodes(identities)}
-        )
+        self.groups = StageGroups(self.dist, env.rank)
+        self.doctor_meta = self._nodes(identities)
+        self.writer = self._start(identities, hosts, env_knobs, extra={"doctor": self.doctor_meta})
         knobs = self._row_knobs(env_knobs)
         self.builder = RowBuilder(
             self.job.run_id, spec, env.world_size, len(hosts), knobs, topology=spec.topology
         )
         repeats = spec.doctor.repeats
         count = 0
-        fixed = list(self._rounds())  # planned once: every pass reuses the process groups
+        fixed = list(self._rounds())  # planned once; groups are made as each round runs
         for repeat in range(repeats):
             for planned in fixed:
                 self._step(status, log, count, planned, repeat)
@@ -106,6 +115,7 @@ class DoctorSession(Session):
                 for repeat in range(repeats):
                     self._step(status, log, count, planned, repeat)
                     count += 1
+        self.groups.close()
         self._finish()
         log.write(f"doctor done: {count} round(s), {self.rows_written} row(s)")
         return self.total_wrong
@@ -115,10 +125,26 @@ class DoctorSession(Session):
         repeats = self.job.spec.doctor.repeats
         text = planned.description + (f" (repeat {repeat + 1}/{repeats})" if repeats > 1 else "")
         status.step(count, text)
+        pg = self._enter_groups(planned, log)
         started = time.perf_counter()
-        results = self._run_round(planned, repeat)
+        results = self._run_round(planned, repeat, pg)
         self.level_results.append(results)
         log.write(f"{text}: {time.perf_counter() - started:.3f} s")
+
+    def _enter_groups(self, planned: Round, log: RankLog) -> Any:
+        """This rank's process group for the round (None: the world, or in no group)."""
+        members = [g.ranks for g in planned.groups if g.collective == ALL_REDUCE]
+        if not members or members == [tuple(range(self.env.world_size))]:
+            self.groups.close()
+            return None
+        before = self.groups.seconds.get(planned.stage, 0.0)
+        pg = self.groups.enter(planned.stage, planned.round_index, members)
+        spent = self.groups.seconds.get(planned.stage, 0.0) - before
+        if spent:
+            log.write(
+                f"{planned.stage}: {len(members)} group(s) by {self.groups.method}: {spent:.3f} s"
+            )
+        return pg
 
     def _nodes(self, identities: list[dict[str, Any]]) -> dict[str, Any]:
         """What meta.json records of the nodes (extra["doctor"])."""
@@ -146,6 +172,7 @@ class DoctorSession(Session):
             finished_utc=utc_now(),
             rows=self.rows_written,
             n_wrong_total=self.total_wrong,
+            doctor={**self.doctor_meta, "group_setup": self.groups.record()},
         )
 
     rows_written = 0
@@ -189,16 +216,11 @@ class DoctorSession(Session):
             ]
             yield Round("rail", 0, tuple(g for g in rails if g), "doctor per-rail all-reduce")
         if "pair" not in self.skipped:
-            rounds = circle_rounds(layout.nodes)
-            for index, pairs in enumerate(rounds):
-                text = f"doctor pair round {index + 1}/{len(rounds)}"
-                yield Round("pair", index, self._pair_groups(pairs), text)
-            shuffles = self.job.spec.doctor.shuffle_rounds
-            for index, pairs in enumerate(
-                random_rounds(layout.nodes, shuffles, self.job.spec.doctor.seed)
-            ):
-                text = f"doctor shuffle round {index + 1}/{shuffles}"
-                yield Round("shuffle", index, self._pair_groups(pairs), text)
+            plan = pair_plan(layout.nodes, self.job.spec.doctor)  # circle, or sampled
+            for stage, rounds in (("pair", plan.circle), ("shuffle", plan.shuffle)):
+                for index, pairs in enumerate(rounds):
+                    text = f"doctor {stage} round {index + 1}/{len(rounds)}"
+                    yield Round(stage, index, self._pair_groups(pairs), text)
 
     def _intra(self) -> Iterator[Round]:
         layout, world = self.layout, self.env.world_size
@@ -215,18 +237,12 @@ class DoctorSession(Session):
         yield Round("intra", 0, tuple(g for g in groups if g), "doctor intra-node all-reduce")
 
     def _all_reduce_group(self, label: str, ranks: tuple[int, ...]) -> PlannedGroup | None:
-        """A group of these ranks (every rank creates every group, in the same order)."""
+        """A group of these ranks (its process group is made when its round runs)."""
         if len(ranks) < 2:
             return None
-        hosts = tuple(dict.fromkeys(self._host_of(rank) for rank in ranks))
-        pg = self.dist.new_group(list(ranks))
-        return PlannedGroup(label, hosts, tuple(ranks), ALL_REDUCE, pg=pg)
-
-    def _host_of(self, rank: int) -> str:
-        for host, ranks in self.layout.ranks_per_host.items():
-            if rank in ranks:
-                return host
-        raise KeyError(rank)
+        host_of = self.layout.host_of
+        hosts = tuple(dict.fromkeys(host_of[rank] for rank in ranks))
+        return PlannedGroup(label, hosts, tuple(ranks), ALL_REDUCE)
 
     def _pair_groups(self, node_pairs: list[tuple[int, int]]) -> tuple[PlannedGroup, ...]:
         groups = []
@@ -274,50 +290,61 @@ class DoctorSession(Session):
 
     # -- measuring ------------------------------------------------------------------------
 
-    def _run_round(self, planned: Round, repeat: int) -> list[tuple[PlannedGroup, _Measured]]:
-        """Run a round's groups at once; every rank gets every group's figures back."""
+    def _run_round(
+        self, planned: Round, repeat: int, pg: Any
+    ) -> list[tuple[PlannedGroup, _Measured]]:
+        """Run a round's groups at once; every rank gets every group's figures back:
+        [group index, batch s, wrong, iters samples s, iters arrival waits s]."""
         rank, iters = self.env.rank, self.job.spec.iters
         mine = next((i for i, g in enumerate(planned.groups) if rank in g.ranks), None)
         self._barrier()
-        figures = [-1.0, 0.0, 0.0] + [0.0] * iters
+        figures = [-1.0, 0.0, 0.0] + [0.0] * (2 * iters)
         if mine is not None:
             group = planned.groups[mine]
-            batch_s, samples_s, wrong = self._measure(group)
-            figures = [float(mine), batch_s, float(wrong), *samples_s]
+            batch_s, samples_s, wrong, waits_s = self._measure(group, pg)
+            figures = [float(mine), batch_s, float(wrong), *samples_s, *waits_s]
         table = self._gather_table(figures)
         results = []
         for group in planned.groups:
             members = table[list(group.ranks)]
-            measured, last = self._combine(group, members)
+            measured, last, rank_time_s = self._combine(group, members)
             results.append((group, measured))
             self.total_wrong += measured.n_wrong or 0
             if self.writer is not None:
-                self._write(planned, group, measured, members, last, repeat)
+                self._write(planned, group, measured, (rank_time_s, last), repeat)
         return results
 
-    def _measure(self, group: PlannedGroup) -> tuple[float, list[float], int]:
+    def _measure(self, group: PlannedGroup, pg: Any) -> tuple[float, list[float], int, list]:
+        """(batch s, samples s, wrong, arrival waits s); a pair's waits are its samples."""
         if group.collective == ALL_REDUCE:
-            return self._measure_all_reduce(group)
-        return self._measure_pair(group)
+            return self._measure_all_reduce(group, pg)
+        batch_s, samples_s, wrong = self._measure_pair(group)
+        return batch_s, samples_s, wrong, samples_s
 
-    def _measure_all_reduce(self, group: PlannedGroup) -> tuple[float, list[float], int]:
+    def _measure_all_reduce(
+        self, group: PlannedGroup, pg: Any
+    ) -> tuple[float, list[float], int, list[float]]:
         torch, dist, spec = self.torch, self.dist, self.job.spec
         geometry = self._geometry(ALL_REDUCE, len(group.ranks))
         # Zeros stay zeros however often they are summed (ones would overflow at scale).
         tensor = torch.zeros(geometry.send_elems, dtype=self._dtype(), device=self.device)
 
         def run() -> None:
-            dist.all_reduce(tensor, group=group.pg)
+            dist.all_reduce(tensor, group=pg)
 
         batch_s, samples_s = self._timed(run)
+        waits_s = arrival_waits(run, self.timer.synchronize, spec.iters, late_s(self.env.rank))
         wrong = 0
         if spec.check:
-            tensor.fill_(1)
+            # ones from a window of at most the dtype's exact count of members per element
+            # (bf16 rounds a sum of 257 ones to 256): the expected sum is exact at any size
+            dtype, size = DTYPES[spec.dtype], len(group.ranks)
+            fill_ones_window(torch, tensor, group.ranks.index(self.env.rank), size, dtype)
             run()
             self.timer.synchronize()
-            expected = torch.full_like(tensor, len(group.ranks))
+            expected = torch.full_like(tensor, ones_window(dtype, size))
             wrong = int((tensor != expected).sum().item())
-        return batch_s, samples_s, wrong
+        return batch_s, samples_s, wrong, waits_s
 
     def _measure_pair(self, group: PlannedGroup) -> tuple[float, list[float], int]:
         torch, dist, spec, rank = self.torch, self.dist, self.job.spec, self.env.rank
@@ -347,24 +374,28 @@ class DoctorSession(Session):
         self.timer.synchronize()
         return self.timer.time_batch(run, self.job.spec.iters)
 
-    def _combine(self, group: PlannedGroup, members: Any) -> tuple[_Measured, list[int]]:
-        """The group's figures across its ranks, and how often each rank came last."""
-        samples = members[:, 3:]
+    def _combine(self, group: PlannedGroup, members: Any) -> tuple[_Measured, list[int], list]:
+        """The group's figures across its ranks, how often each rank came last (the
+        shortest wait: the others waited for it) and each rank's own time (all-reduce: its
+        median arrival wait; send/recv: its batch)."""
+        iters = self.job.spec.iters
+        samples, waits = members[:, 3 : 3 + iters], members[:, 3 + iters :]
         stats = combine_ranks(members[:, 1], samples, self.job.spec.rank_stat)
         wrong = int(members[:, 2].sum()) if self.job.spec.check else None
         last = [0] * len(group.ranks)
-        for column in range(samples.shape[1]):
-            last[int(samples[:, column].argmin())] += 1
+        for column in range(waits.shape[1]):
+            last[int(waits[:, column].argmin())] += 1
+        own = members[:, 1] if group.collective == SENDRECV else waits
+        rank_time_s = [float(median(list(row)) or 0.0) for row in own.reshape(len(own), -1)]
         geometry = self._geometry(group.collective, len(group.ranks))
-        return _Measured(geometry, stats, wrong), last
+        return _Measured(geometry, stats, wrong), last, rank_time_s
 
     def _write(
         self,
         planned: Round,
         group: PlannedGroup,
         measured: _Measured,
-        members: Any,
-        last: list,
+        per_rank: tuple[list[float], list[int]],
         repeat: int,
     ) -> None:
         placement = IN_PLACE if group.collective == ALL_REDUCE else OUT_OF_PLACE
@@ -378,8 +409,8 @@ class DoctorSession(Session):
                 round_index=planned.round_index,
                 hosts=group.hosts,
                 ranks=group.ranks,
-                rank_time_us=tuple(float(value) * 1e6 for value in members[:, 1]),
-                rank_last_count=tuple(last),
+                rank_time_us=tuple(value * 1e6 for value in per_rank[0]),
+                rank_last_count=tuple(per_rank[1]),
             ),
             repeat=repeat,
         )

@@ -1,19 +1,27 @@
 """`collbench gemm`'s measurement: one matmul shape on the local accelerator, timed as
 nccl-tests times a collective.
 
-After `warmup` untimed matmuls, one batch of `iters` matmuls back to back is timed whole
+A short batch runs at boost clock on cache-hot operands, which no training step sees. So
+each shape warms up for `warmup` matmuls and at least `warmup_s` seconds (clocks settle
+under load), and a shape whose operands fit in the last-level cache rotates through enough
+operand sets to fill twice that cache (rotation_sets; on CPU at most CPU_MAX_SETS, to keep
+a CPU run quick). Clocks and power are read before and after the timed batch
+(bench.device_clocks). After the warm-up, one batch of `iters` matmuls back to back is timed whole
 (GPU: a CUDA event before and after it on the stream; CPU: perf_counter around it), and
 its time / iters is the row's figure. A second batch, timed matmul by matmul, gives the
 per-iteration median, minimum and maximum, so the per-call timers never inflate the
-headline figure. The operands are the overlap probe's (bench.overlap.matmul): random, drawn
-on the device, with one output buffer.
+headline figure. The operands are random, drawn on the device, each set with its own output.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from collbench.bench.device_clocks import clock_reader, read_clocks
 from collbench.bench.overlap.clock import CpuProbeClock, CudaProbeClock
 from collbench.bench.overlap.matmul import MatmulKernel
 from collbench.bench.provenance import device_name
@@ -23,6 +31,10 @@ from collbench.core.stats import median
 DEVICES = ("cuda", "cpu")
 # collbench gemm's dtype names (as mfu's --dtype says them) -> core.dtypes names
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+# Rotated operand sets fill this many times the last-level cache (one set: A, B and C).
+CACHE_FILL = 2
+GPU_MAX_SETS, CPU_MAX_SETS = 64, 4
+UNKNOWN_CACHE_BYTES = 32 * 1024**2  # when the device does not say
 
 
 @dataclass(frozen=True)
@@ -32,6 +44,9 @@ class GemmTiming:
     time_us: float
     samples_us: tuple[float, ...]
     timing: str
+    warmup_s: float = 0.0  # the warm-up's wall time
+    operand_sets: int = 1
+    clocks: dict[str, Any] = field(default_factory=dict)  # "before" / "after" the batch
 
     @property
     def p50_us(self) -> float:
@@ -61,6 +76,8 @@ class GemmBench:
             self.clock = CpuProbeClock(torch)
             self.timing = "perf_counter"
         self.accelerator = device_name(torch, self.device)
+        self.clocks, self.no_clocks_why = clock_reader(torch, self.device)
+        self.operands: RotatingOperands | None = None
 
     def free_bytes(self) -> int | None:
         """Memory free for operands on the device (None: unknown)."""
@@ -83,16 +100,118 @@ class GemmBench:
         return self.clock.time(lambda: self.kernel.run(1))
 
     def measure(
-        self, shape: tuple[int, int, int], batch: int, warmup: int, iters: int
+        self, shape: tuple[int, int, int], batch: int, warmup: int, iters: int, warmup_s: float
     ) -> GemmTiming:
-        kernel = self.kernel
-        kernel.set_shape(shape, batch)
-        kernel.run(warmup)
+        """Warm up (`warmup` matmuls and `warmup_s` seconds), then time the batch."""
+        self.kernel.set_shape((1, 1, 1))  # the sizing operands go before the sets come
+        self.operands = None
+        set_bytes = operand_set_bytes(shape, batch, self.kernel.dtype.itemsize)
+        sets = rotation_sets(set_bytes, self.cache_bytes(), self.max_sets)
+        operands = self.operands = RotatingOperands(self.torch, self.device, self.kernel.dtype)
+        operands.allocate(shape, batch, sets)
+        warmed_s = self._warm_up(operands, warmup, warmup_s)
+        before = read_clocks(self.clocks, self.no_clocks_why)
+        batch_s = self.clock.time(lambda: operands.run(iters))
+        after = read_clocks(self.clocks, self.no_clocks_why)
+        samples = tuple(self.clock.time(lambda: operands.run(1)) * 1e6 for _ in range(iters))
+        clocks = {"before": before, "after": after}
+        return GemmTiming(batch_s / iters * 1e6, samples, self.timing, warmed_s, sets, clocks)
+
+    def _warm_up(self, operands: RotatingOperands, warmup: int, warmup_s: float) -> float:
+        """`warmup` matmuls, then more in chunks until `warmup_s` have passed (the clock
+        is read after a sync, so queued work counts only once it ran)."""
+        started = time.perf_counter()
+        operands.run(warmup)
         self._sync()
-        batch_s = self.clock.time(lambda: kernel.run(iters))
-        samples = tuple(self.clock.time(lambda: kernel.run(1)) * 1e6 for _ in range(iters))
-        return GemmTiming(batch_s / iters * 1e6, samples, self.timing)
+        chunk = max(1, operands.sets)
+        while time.perf_counter() - started < warmup_s:
+            operands.run(chunk)
+            self._sync()
+            chunk = min(chunk * 2, 1024)
+        return time.perf_counter() - started
+
+    @property
+    def max_sets(self) -> int:
+        return GPU_MAX_SETS if self.device.type == "cuda" else CPU_MAX_SETS
+
+    def cache_bytes(self) -> int:
+        """The last-level cache a set of operands could stay in: a GPU's L2, a CPU's
+        largest cache (sysfs); UNKNOWN_CACHE_BYTES when the device does not say."""
+        if self.device.type == "cuda":
+            props = self.torch.cuda.get_device_properties(self.device)
+            return int(getattr(props, "L2_cache_size", 0) or UNKNOWN_CACHE_BYTES)
+        return cpu_cache_bytes() or UNKNOWN_CACHE_BYTES
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
+
+
+class RotatingOperands:
+    """`sets` sets of random operands (A, B and an output each) of one shape; each matmul
+    takes the next set, so a small shape reads operands that are not still in cache."""
+
+    def __init__(self, torch: Any, device: Any, dtype: Any) -> None:
+        self.torch, self.device, self.dtype = torch, device, dtype
+        self.batch = 1
+        self._sets: list[tuple[Any, Any, Any]] = []
+        self._next = 0
+
+    @property
+    def sets(self) -> int:
+        return len(self._sets)
+
+    def allocate(self, shape: tuple[int, int, int], batch: int, sets: int) -> None:
+        torch, (m, n, k) = self.torch, shape
+        lead = (batch,) if batch > 1 else ()
+        # drawn on the device: an 8192 x 8192 draw on the host takes seconds
+        generator = torch.Generator(device=self.device).manual_seed(1234)
+
+        def draw(*size: int) -> Any:
+            return torch.randn(*size, generator=generator, device=self.device, dtype=self.dtype)
+
+        self._sets = [
+            (draw(*lead, m, k), draw(*lead, k, n), torch.empty(*lead, m, n, **self._kind()))
+            for _ in range(sets)
+        ]
+        self.batch, self._next = batch, 0
+
+    def _kind(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "device": self.device}
+
+    def run(self, reps: int) -> None:
+        """Enqueue `reps` matmuls (CPU: run them), each on the next set."""
+        mm = self.torch.bmm if self.batch > 1 else self.torch.mm
+        for _ in range(reps):
+            a, b, out = self._sets[self._next]
+            mm(a, b, out=out)
+            self._next = (self._next + 1) % len(self._sets)
+
+
+def operand_set_bytes(shape: tuple[int, int, int], batch: int, element_bytes: int) -> int:
+    """Bytes of one set of operands: A (M x K), B (K x N) and the output (M x N)."""
+    m, n, k = shape
+    return element_bytes * batch * (m * k + k * n + m * n)
+
+
+def rotation_sets(set_bytes: int, cache_bytes: int, max_sets: int) -> int:
+    """Operand sets to rotate through so they fill CACHE_FILL x the cache: 1 when one set
+    already does, at most `max_sets`."""
+    if set_bytes <= 0 or set_bytes >= CACHE_FILL * cache_bytes:
+        return 1
+    return max(1, min(max_sets, math.ceil(CACHE_FILL * cache_bytes / set_bytes)))
+
+
+def cpu_cache_bytes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
+    """The largest cache of CPU 0 as sysfs lists it (index*/size, e.g. "32768K"), or None."""
+    sizes = []
+    for path in root.glob("index*/size"):
+        try:
+            text = path.read_text(encoding="ascii").strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes, default=None)

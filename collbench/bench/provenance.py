@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import collbench
+from collbench.bench.binding import rank_binding
 
 
 def versions(torch: Any, backend: str) -> dict[str, Any]:
@@ -86,6 +87,7 @@ def rank_identity(torch: Any, device: Any, rank: int) -> dict[str, Any]:
         "pid": os.getpid(),
         "device": str(device),
         "device_name": device_name(torch, device),
+        "binding": rank_binding(),  # its CPUs and Slurm's binding (bench.binding)
     }
 
 

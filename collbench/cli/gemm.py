@@ -23,7 +23,7 @@ from collbench.cli.options import (
     request,
 )
 from collbench.core.errors import SpecError
-from collbench.run.gemm import DTYPE_BYTES, GemmJob, GemmSweep
+from collbench.run.gemm import DTYPE_BYTES, WARMUP_SECONDS, GemmJob, GemmSweep
 
 _WORKLOAD_FLAGS = (
     "--model",
@@ -71,6 +71,15 @@ GEMM_OPTIONS = (
     Option(("--device",), "cuda or cpu (default: cuda when there is one).", GemmJob, "device"),
     Option(("--warmup", "-w"), "Untimed matmuls per shape.", GemmJob, "warmup", kind=int),
     Option(("--iters", "-n"), "Timed matmuls per shape.", GemmJob, "iters", kind=int),
+    Option(
+        ("--warmup-seconds",),
+        "Warm each shape up for at least this long (GPU clocks settle under load).",
+        GemmJob,
+        "warmup_s",
+        kind=float,
+        metavar="S",
+        default_text=", ".join(f"{device} {s:g}" for device, s in WARMUP_SECONDS.items()),
+    ),
     Option(
         ("--max-seconds",),
         "Refuse a job that would take longer (sized from one matmul of its largest shape).",

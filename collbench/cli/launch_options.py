@@ -73,6 +73,13 @@ SLURM_OPTIONS = (
         default_text=f"--gpus-per-node, else {DEFAULT_CPU_RANKS}; srun: the allocation's tasks",
     ),
     _slurm(("--gpus-per-node",), "GPUs per node.", "gpus_per_node", kind=int),
+    _slurm(
+        ("--cpus-per-task",),
+        "CPUs per rank (0: Slurm's default, one).",
+        "cpus_per_task",
+        kind=int,
+        default_text="the node's CPUs (sinfo) / --ntasks-per-node; srun: the allocation's",
+    ),
     _slurm(("--partition", "-p"), "partition.", "partition"),
     _slurm(("--account", "-A"), "account.", "account"),
     _slurm(("--qos",), "quality of service.", "qos"),

@@ -1,6 +1,11 @@
 """`collbench gemm`: measure matmul throughput on this machine's accelerator, shape by
 shape, into a run directory (meta.json, gemm.jsonl), nothing lost if it is killed.
 
+Each shape warms up for at least `warmup_s` seconds (a GPU's first tens of milliseconds
+run at a boost clock that sustained work does not keep), and small shapes rotate operand
+sets larger than the cache (bench.gemm); meta.json records torch's matmul math settings
+(TF32) and each row the clocks read before and after its timed batch.
+
 Before anything is measured the job is sized: shapes whose operands do not fit half the
 free memory are refused, and one matmul of the largest shape is timed to estimate the
 whole job, refused when it would take longer than `max_seconds`.
@@ -12,10 +17,11 @@ import os
 import re
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from collbench.analysis.model.gemm_model import ELEMENT_BYTES, Gemm
+from collbench.bench.device_clocks import math_settings
 from collbench.bench.gemm import DEVICES, GemmBench
 from collbench.bench.provenance import command_line, git_sha, versions
 from collbench.core.errors import SpecError
@@ -38,6 +44,10 @@ DTYPE_BYTES = {"bf16": ELEMENT_BYTES, "fp16": ELEMENT_BYTES, "fp32": 4}
 _SHAPE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)x(\d+)$")
 _SQUARE = re.compile(r"^(\d+):(\d+)$")
 MEMORY_SHARE = 0.5  # of the free memory, at most, for one shape's operands
+# Seconds each shape warms up for when --warmup-seconds is not given, by device: long
+# enough for a GPU's clocks to leave their first boost; a CPU needs little.
+WARMUP_SECONDS = {"cuda": 1.0, "cpu": 0.1}
+MIN_GPU_WARMUP_S = 0.5  # below this a GPU figure is a burst (a warning, not an error)
 PROBE_SIDE = 512  # the sizing matmul's largest side
 
 
@@ -50,6 +60,7 @@ class GemmJob:
     device: str | None = None  # None: cuda when there is one, else cpu
     warmup: int = 5
     iters: int = 20
+    warmup_s: float | None = None  # None: WARMUP_SECONDS for the device
     out: Path | None = None
     max_seconds: float = 600.0
     workload: str = ""  # what the shapes are (a workload, or "shape sweep")
@@ -63,6 +74,8 @@ class GemmJob:
             raise SpecError("--device", self.device, f"must be {' or '.join(DEVICES)}")
         if self.warmup < 0:
             raise SpecError("--warmup", self.warmup, "must be >= 0")
+        if self.warmup_s is not None and not 0 <= self.warmup_s <= 3600:
+            raise SpecError("--warmup-seconds", self.warmup_s, "must be between 0 and 3600")
         if self.iters < 1:
             raise SpecError("--iters", self.iters, "must be >= 1")
         if not self.max_seconds > 0:
@@ -119,6 +132,7 @@ def run_gemm(
         check_output_dir("--out", job.out)
     bench = GemmBench(job.device, job.dtype)
     _check_memory(job, bench)
+    job = _with_warmup(job, bench, said)
     _check_time(job, bench, said)
     run_id = new_run_id()
     made = job.out is None or not os.path.isdir(job.out)  # (isdir: bad names are refused below)
@@ -172,7 +186,8 @@ def _end(
 
 
 def _measure(job: GemmJob, bench: GemmBench, gemm: Gemm, run_id: str) -> GemmRow:
-    timing = bench.measure((gemm.m, gemm.n, gemm.k), gemm.batch, job.warmup, job.iters)
+    shape = (gemm.m, gemm.n, gemm.k)
+    timing = bench.measure(shape, gemm.batch, job.warmup, job.iters, job.warmup_s or 0.0)
     samples = timing.samples_us
     return GemmRow(
         run_id=run_id,
@@ -196,7 +211,23 @@ def _measure(job: GemmJob, bench: GemmBench, gemm: Gemm, run_id: str) -> GemmRow
         time_us_min=min(samples),
         time_us_max=max(samples),
         time_us_samples=list(samples),
+        warmup_s=round(timing.warmup_s, 6),
+        operand_sets=timing.operand_sets,
+        clocks=timing.clocks,
     )
+
+
+def _with_warmup(job: GemmJob, bench: GemmBench, said: Callable[[str], None]) -> GemmJob:
+    """The job with its warm-up seconds settled (WARMUP_SECONDS for the device when not
+    given); a GPU warm-up under MIN_GPU_WARMUP_S is said to measure a burst."""
+    if job.warmup_s is None:
+        return replace(job, warmup_s=WARMUP_SECONDS[bench.device.type])
+    if bench.device.type == "cuda" and job.warmup_s < MIN_GPU_WARMUP_S:
+        said(
+            f"warning: --warmup-seconds {job.warmup_s:g} is under {MIN_GPU_WARMUP_S:g} s: "
+            "the figures may be a burst at boost clock"
+        )
+    return job
 
 
 def _operand_bytes(gemm: Gemm, dtype: str) -> float:
@@ -232,7 +263,7 @@ def _check_time(job: GemmJob, bench: GemmBench, said: Callable[[str], None]) -> 
         once_s = bench.once_s((biggest.m, biggest.n, biggest.k), biggest.batch)
         rate = biggest.flops / max(once_s, 1e-9)
     total_flops = sum(gemm.flops for gemm in job.gemms) * (job.warmup + 2 * job.iters)
-    estimate_s = total_flops / rate
+    estimate_s = total_flops / rate + len(job.gemms) * (job.warmup_s or 0.0)
     if estimate_s > job.max_seconds:
         raise SpecError(
             "--max-seconds",
@@ -267,7 +298,11 @@ def _meta(job: GemmJob, bench: GemmBench, run_id: str, state: str, started: str)
                 "accelerator": bench.accelerator,
                 "dtype": job.dtype,
                 "warmup": job.warmup,
+                "warmup_s": job.warmup_s,
                 "iters": job.iters,
+                "math": math_settings(bench.torch),
+                "clocks_source": bench.clocks.source if bench.clocks else None,
+                "clocks_why": bench.no_clocks_why or None,
                 "shapes": [gemm.shape for gemm in job.gemms],
                 # The one process measuring, so `status` can tell a killed run from a live one.
                 "pid": os.getpid(),

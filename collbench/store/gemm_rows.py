@@ -52,6 +52,11 @@ class GemmRow:
     time_us_min: float | None = None
     time_us_max: float | None = None
     time_us_samples: list[float] = field(default_factory=list)
+    warmup_s: float | None = None  # the warm-up's wall time (bench.gemm)
+    operand_sets: int | None = None  # operand sets rotated through (1: none)
+    # clocks/power "before" and "after" the timed batch, with their source (NVML, amdsmi)
+    # or why there are none (bench.device_clocks)
+    clocks: dict[str, Any] | None = None
 
     @property
     def flops(self) -> float:
