@@ -59,11 +59,11 @@ class Session:
         import torch
         import torch.distributed as dist
 
-        from collbench.bench.timing import CpuTimer, CudaEventTimer
+        from collbench.bench.graph_timing import make_timer
 
         self.torch, self.dist = torch, dist
         self.job, self.env, self.device, self.sink = job, env, device, sink
-        self.timer = CudaEventTimer(torch) if device.type == "cuda" else CpuTimer()
+        self.timer = make_timer(torch, device, job.spec)
 
     def run(self, status: RankStatus, log: RankLog) -> int:
         from collbench.bench.provenance import rank_identity
@@ -103,7 +103,7 @@ class Session:
             )
             if writer is not None:
                 with WRITE_LOCK:
-                    writer.append(row)
+                    writer.append(row, sync=True)  # a finished size is on disk
                 if self.sink is not None:
                     self.sink.row(row)
         if writer is not None:

@@ -28,11 +28,15 @@ from collbench.core.dtypes import DTYPES
 from collbench.core.errors import SpecError
 from collbench.core.knobs import apply_knobs
 from collbench.core.overlap import (
+    ALLOW_BLOCKING_FLAG,
     AUTO,
+    BLOCKING_ENV,
     COMPUTE_DTYPES,
     DEFAULT_RATIOS,
     MAX_SQUARE,
     OverlapSpec,
+    blocking_env,
+    check_blocking_env,
     parse_ratios,
     parse_shape,
 )
@@ -195,6 +199,17 @@ SPEC_OPTIONS = (
         metavar="R",
     ),
 )
+# nccl-tests' -G (sweep rows only: `collbench overlap` has no sweep rows).
+CUDA_GRAPH = Option(
+    ("--cuda-graph",),
+    "Time each size as replays of a CUDA graph that captured its iterations (nccl-tests' -G; "
+    "GPU backends only): small sizes read NCCL's latency without torch's per-call cost; "
+    "meta.json's timing_method says cuda_graph.",
+    SweepSpec,
+    "cuda_graph",
+    kind=bool,
+    panel=_MEASURE,
+)
 
 RUN_OPTIONS = (
     Option(
@@ -338,6 +353,15 @@ OVERLAP_OPTIONS = (
         kind=int,
         panel=_OVERLAP,
     ),
+    Option(
+        (ALLOW_BLOCKING_FLAG,),
+        f"Measure on a GPU backend even with {listing(BLOCKING_ENV, last=' or ')} set "
+        "(overlap then reads ~0; warned instead of refused).",
+        OverlapSpec,
+        "allow_blocking_env",
+        kind=bool,
+        panel=_OVERLAP,
+    ),
 )
 
 _LAUNCHER_SETTINGS = (TorchrunSettings, SlurmSettings, MpiSettings)
@@ -347,6 +371,7 @@ SWEEP_OPTIONS = (
     NPROC,
     *OUTPUT_OPTIONS,
     *SPEC_OPTIONS[8:],
+    CUDA_GRAPH,
     *RECORD_OPTIONS,
     *RUN_OPTIONS,
     *TORCHRUN_OPTIONS,
@@ -357,7 +382,7 @@ SWEEP_OPTIONS = (
 )
 # Probes have no nccl-tests layout: `overlap` takes --csv but not -J.
 OVERLAP_COMMAND_OPTIONS = tuple(
-    option for option in SWEEP_OPTIONS if option not in (WANTS_OVERLAP, NCCL_JSON_FILE)
+    option for option in SWEEP_OPTIONS if option not in (WANTS_OVERLAP, NCCL_JSON_FILE, CUDA_GRAPH)
 )
 
 
@@ -370,8 +395,13 @@ def run_measure(command: str, values: dict[str, Any]) -> None:
     # A given backend is known now (--print too); "auto" once the launcher resolves it.
     on_backend = None
     warn_knobs(spec.knobs, spec.backend)
-    if spec.backend == "auto" and spec.knobs:
-        on_backend = lambda backend: warn_knobs(spec.knobs, backend, names=False)  # noqa: E731
+    warn_blocking_env(spec, spec.backend)
+    if spec.backend == "auto" and (spec.knobs or blocking_env(os.environ)):
+
+        def on_backend(backend: str | None) -> None:
+            warn_knobs(spec.knobs, backend, names=False)
+            warn_blocking_env(spec, backend, refuse=False)  # a rank refused already
+
     make_sink = SinkMaker(sink_factory(options.output), exports, on_backend)
     result, run_dir = sweep.run_sweep(spec, options, command_line(), make_sink)
     failed = make_sink.done(result.error, options.output == "table" and result.is_primary)
@@ -426,6 +456,17 @@ def warn_knobs(knobs: tuple[tuple[str, str], ...], backend: str | None, names: b
         lines += [f"{mismatch}; set and recorded anyway"] if mismatch else []
         for line in lines:
             print(f"collbench: warning: {line}", file=sys.stderr, flush=True)
+
+
+def warn_blocking_env(spec: SweepSpec, backend: str | None, refuse: bool = True) -> None:
+    """On a GPU backend, one stderr line when the environment (knobs included) makes the
+    host wait for the GPU; SpecError instead for overlap probes without their flag
+    (core.overlap.check_blocking_env), when `refuse`."""
+    if backend not in ("nccl", "rccl"):
+        return
+    line = check_blocking_env(os.environ, spec.overlap if refuse else None)
+    if line:
+        print(f"collbench: warning: {line}", file=sys.stderr, flush=True)
 
 
 def sink_factory(output: str) -> Any:

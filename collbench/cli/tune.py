@@ -241,7 +241,7 @@ def _build() -> Any:
     return command(
         "tune",
         """Find the best setting of communication knobs (NCCL_ALGO, NCCL_PROTO, channels,
-        GLOO_SOCKET_IFNAME ...) per collective and size band: --knob measures each setting
+        GLOO_SOCKET_IFNAME ...) per collective and size range: --knob measures each setting
         in fresh processes, --from chooses from runs already measured, --verify checks a
         result. Writes tune.json, best.env and nccl_tuner.conf.""",
         (RUNS, *TUNE_OPTIONS, *WORKLOAD_OPTIONS, *MEASURE_OPTIONS),

@@ -25,9 +25,28 @@ _NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 TYPO_CUTOFF = 0.85
 
 # NCCL/RCCL and their transports (UCX, libfabric), the ROCm/CUDA runtimes under them, and
-# the torch.distributed and gloo settings above them.
-KNOB_PREFIXES = ("NCCL_", "RCCL_", "HSA_", "HIP_", "CUDA_", "UCX_", "FI_", "TORCH_", "GLOO_")
-KNOB_NAMES = ("ROCR_VISIBLE_DEVICES", "OMP_NUM_THREADS")
+# the torch.distributed and gloo settings above them. GPU_*: ROCm's runtime (CLR) reads
+# GPU_MAX_HW_QUEUES (hardware queues the streams share: with fewer queues than streams, a
+# collective and a matmul can serialise) and other GPU_* settings; AMD_SERIALIZE_* make it
+# wait around every kernel or copy (no overlap at all).
+KNOB_PREFIXES = (
+    "NCCL_",
+    "RCCL_",
+    "HSA_",
+    "HIP_",
+    "GPU_",
+    "CUDA_",
+    "UCX_",
+    "FI_",
+    "TORCH_",
+    "GLOO_",
+)
+KNOB_NAMES = (
+    "ROCR_VISIBLE_DEVICES",
+    "AMD_SERIALIZE_KERNEL",
+    "AMD_SERIALIZE_COPY",
+    "OMP_NUM_THREADS",
+)
 
 # The backends (SweepSpec.backend, resolved) that read a knob, by name or prefix; a knob
 # not listed here (TORCH_*, GLOO_*, OMP_NUM_THREADS) applies to every backend. RCCL reads
@@ -38,7 +57,10 @@ _READ_BY: dict[str, tuple[str, ...]] = {
     "RCCL_": ("rccl",),
     "HSA_": ("rccl",),
     "HIP_": ("rccl",),
+    "GPU_": ("rccl",),
     "ROCR_VISIBLE_DEVICES": ("rccl",),
+    "AMD_SERIALIZE_KERNEL": ("rccl",),
+    "AMD_SERIALIZE_COPY": ("rccl",),
     "CUDA_": ("nccl", "rccl"),
     "UCX_": ("nccl", "rccl"),
     "FI_": ("nccl", "rccl"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from collbench.core.dtypes import lookup_dtype
@@ -29,6 +30,47 @@ MAX_COMPUTE_STREAMS = 32
 # target times.
 MAX_SQUARE = {"cuda": 8192, "cpu": 1024}
 _SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX,]\s*(\d+)\s*[xX,]\s*(\d+)\s*$")
+ALLOW_BLOCKING_FLAG = "--allow-blocking-env"
+# Variables that make the host wait for the GPU (or the GPU for itself) on a CUDA/ROCm
+# backend, so that a collective and a matmul never run at once: overlap reads ~0 however
+# the hardware would do. Name -> what it does (torch, CUDA and HIP runtime documentation).
+BLOCKING_ENV = {
+    "TORCH_NCCL_BLOCKING_WAIT": "makes every wait() block the host until the collective is "
+    "done, so the compute is launched after it",
+    "NCCL_BLOCKING_WAIT": "(torch's older TORCH_NCCL_BLOCKING_WAIT) makes every wait() block "
+    "the host until the collective is done",
+    "CUDA_LAUNCH_BLOCKING": "makes every kernel launch wait until the GPU has run it",
+    "HIP_LAUNCH_BLOCKING": "makes every kernel launch wait until the GPU has run it",
+    "AMD_SERIALIZE_KERNEL": "makes the HIP runtime wait for the GPU around every kernel",
+}
+# Values the libraries read as "off" (torch's getCvarBool, CUDA's and HIP's 0).
+_OFF = ("", "0", "false", "no", "n", "off")
+
+
+def blocking_env(environ: Mapping[str, str]) -> list[str]:
+    """The BLOCKING_ENV variables switched on in `environ`, in BLOCKING_ENV's order. They
+    matter on GPU backends (nccl, rccl) only; the caller knows which it runs."""
+    return [name for name in BLOCKING_ENV if environ.get(name, "").strip().lower() not in _OFF]
+
+
+def check_blocking_env(environ: Mapping[str, str], overlap: OverlapSpec | None) -> str:
+    """The warning for a run on a GPU backend under `environ` ("" when no BLOCKING_ENV
+    variable is on): `NAME=VALUE makes ...` for each. With overlap probes that do not allow
+    them (ALLOW_BLOCKING_FLAG), a SpecError naming the first instead: the probe would read
+    ~0%."""
+    found = blocking_env(environ)
+    if not found:
+        return ""
+    if overlap is not None and not overlap.allow_blocking_env:
+        name = found[0]
+        raise SpecError(
+            name,
+            environ[name],
+            f"{BLOCKING_ENV[name]}: overlap probes would read ~0%; unset it, or give "
+            f"{ALLOW_BLOCKING_FLAG} to measure it anyway",
+        )
+    why = "the host waits for the GPU (overlap reads ~0%, small sizes pay launch latency)"
+    return f"{why}: " + "; ".join(f"{name}={environ[name]} {BLOCKING_ENV[name]}" for name in found)
 
 
 def parse_ratios(text: str) -> tuple[float, ...]:
@@ -68,6 +110,9 @@ class OverlapSpec:
     matmul_shape: tuple[int, int, int] | None = None
     # GPU streams the compute is spread over (round robin); CPU compute is the main thread.
     compute_streams: int = 1
+    # Measure on a GPU backend even where BLOCKING_ENV variables make overlap impossible
+    # (warned, not refused): to show what they cost.
+    allow_blocking_env: bool = False
 
     def __post_init__(self) -> None:
         ratios = tuple(float(r) for r in self.ratios) if self.ratios is not None else None
@@ -135,6 +180,8 @@ class OverlapSpec:
         ]
         if self.matmul_shape is not None:
             args += ["--matmul-shape", "x".join(str(v) for v in self.matmul_shape)]
+        if self.allow_blocking_env:
+            args.append(ALLOW_BLOCKING_FLAG)
         return args
 
     @classmethod

@@ -140,6 +140,10 @@ class SweepSpec:
     # their repeat. Decisions take their statistics from repeats (DESIGN.md, "Decisions").
     # DEFAULT_REPEATS: measured (README, "How collbench decides").
     repeats: int = DEFAULT_REPEATS
+    # Time the sweep rows' iterations as replays of a CUDA graph that captured them
+    # (nccl-tests' -G): small sizes then read NCCL's latency without torch's per-call cost.
+    # GPU backends only; meta.json's timing_method says "cuda_graph" (bench/graph_timing.py).
+    cuda_graph: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "collectives", tuple(self.collectives))
@@ -189,6 +193,12 @@ class SweepSpec:
                     self.placement,
                     f"cannot be measured for {name}: {note}; use --placement both",
                 )
+        if self.cuda_graph and self.backend == "gloo":
+            raise SpecError(
+                "--cuda-graph", True, "needs a GPU backend (nccl/rccl); gloo runs on CPU"
+            )
+        if self.cuda_graph and not self.sweep_rows:
+            raise SpecError("--cuda-graph", True, "times sweep rows; overlap probes have their own")
         if self.op == "avg" and not dtype.is_float:
             # torch divides in floating point and cannot cast back (gloo raises; checked)
             raise SpecError("--op", self.op, f"needs a floating-point --dtype, not {dtype.name}")
@@ -333,6 +343,7 @@ class SweepSpec:
             *self._timing_args(),
             "--repeats",
             str(self.repeats),
+            *(["--cuda-graph"] if self.cuda_graph else []),
             *self._record_args(),
             *self._overlap_args(),
         ]

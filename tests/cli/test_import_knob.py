@@ -100,6 +100,6 @@ def test_a_bad_label_exits_2_with_one_line(tmp_path):
         assert done.returncode == 2
         assert done.stderr.strip().splitlines() == [
             "collbench: error: --knob: 'FOO=1' does not name a communication knob (NCCL_*, "
-            "RCCL_*, HSA_*, HIP_*, CUDA_*, UCX_*, FI_*, TORCH_*, GLOO_*, ROCR_VISIBLE_DEVICES, "
-            "OMP_NUM_THREADS)"
+            "RCCL_*, HSA_*, HIP_*, GPU_*, CUDA_*, UCX_*, FI_*, TORCH_*, GLOO_*, "
+            "ROCR_VISIBLE_DEVICES, AMD_SERIALIZE_KERNEL, AMD_SERIALIZE_COPY, OMP_NUM_THREADS)"
         ]

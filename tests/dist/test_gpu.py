@@ -76,7 +76,7 @@ def test_overlap_probe_on_one_gpu(tmp_path, streams):
     assert len(rows) == 2 * 3 * 3
     for row in rows:
         assert row["kind"] == "overlap" and row["n_wrong"] == 0
-        assert row["probe_timing"] == "cuda_events_two_streams"
+        assert row["probe_timing"] == "cuda_events_two_streams_held"
         assert row["compute_dtype"] == "bfloat16" and row["compute_streams"] == streams
         assert 0 <= row["overlap_pct"] <= 100
         assert row["t_comm_during_us"] is not None and row["compute_tflops"] > 0

@@ -11,6 +11,7 @@ import pytest
 from collbench.bench.overlap.clock import CudaProbeClock
 
 COMM_MS, MATMUL_MS = 3.0, 2.0
+CYCLES_PER_MS = 1e6
 
 
 class _Stream:
@@ -47,6 +48,13 @@ class _Sim:
             def elapsed_time(self, other):
                 return other.at_ms - self.at_ms
 
+            def query(self):
+                return False  # the host always enqueues the span before the spin ends
+
+        def spin(cycles):
+            """torch.cuda._sleep: the current stream busy for `cycles` at 1 GHz."""
+            sim.current.t_ms += cycles / CYCLES_PER_MS
+
         def new_stream(device=None):
             stream = _Stream(sim, f"side{len(sim.side)}")
             sim.side.append(stream)
@@ -66,6 +74,7 @@ class _Sim:
             stream=use,
             current_stream=lambda device=None: sim.current,
             synchronize=lambda device=None: None,
+            _sleep=spin,
         )
         return types.SimpleNamespace(cuda=cuda)
 

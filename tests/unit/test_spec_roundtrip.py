@@ -70,6 +70,7 @@ def _random_spec(rng: random.Random, topology_file: Path) -> SweepSpec:
         doctor = DoctorSpec(
             size_bytes=rng.choice([None, 4 * 1024**2]),
             shuffle_rounds=rng.randint(0, 3),
+            pairs=rng.choice(["auto", "all", "sampled"]),
             bisect=rng.random() < 0.5,
             repeats=rng.randint(3, 5),
             seed=rng.randint(0, 9),
@@ -91,6 +92,7 @@ def _random_spec(rng: random.Random, topology_file: Path) -> SweepSpec:
         max_bytes=rng.choice([None, minimum + 4096, 1024**2]),
         op=rng.choice(["sum", "max", "min", "prod", "avg"]),
         repeats=rng.randint(1, 4),
+        cuda_graph=kind == "sweep" and fields["backend"] != "gloo" and rng.random() < 0.5,
     )
     if rng.random() < 0.5:  # nccl-tests' -i: a few sizes, not the backend's default range
         fields.update(step_bytes=rng.choice([8, 1024]), max_bytes=minimum + 4096)
@@ -103,6 +105,7 @@ def _random_spec(rng: random.Random, topology_file: Path) -> SweepSpec:
             compute_dtype=rng.choice(["auto", *COMPUTE_DTYPES]),
             compute_streams=rng.randint(1, 3),
             matmul_shape=rng.choice([None, (64, 32, 16)]),
+            allow_blocking_env=rng.random() < 0.5,
         )
     return SweepSpec(overlap=overlap, sweep_rows=kind != "overlap", **fields)
 
@@ -177,8 +180,12 @@ def test_every_field_is_covered():
             "collectives", "min_bytes", "max_bytes", "factor", "step_bytes", "dtype", "op",
             "placement", "warmup", "iters", "check", "rank_stat", "backend", "timeout_s",
             "overlap", "sweep_rows", "topology", "topology_file", "doctor", "repeats", "knobs",
+            "cuda_graph",
         },
-        OverlapSpec: {"ratios", "compute_tflop", "compute_dtype", "matmul_shape", "compute_streams"},
+        OverlapSpec: {
+            "ratios", "compute_tflop", "compute_dtype", "matmul_shape", "compute_streams",
+            "allow_blocking_env",
+        },
     }  # fmt: skip
     for owner, names in covered.items():
         assert {item.name for item in dataclasses.fields(owner)} == names, owner.__name__

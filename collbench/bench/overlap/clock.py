@@ -14,7 +14,12 @@ is late by at most the Python overhead between two matmuls.
 GPU: the collective is issued from a side stream (ProcessGroupNCCL runs it on its internal
 stream, which waits for the side stream, and `wait()` makes the side stream wait for it);
 the compute runs on the current stream. CUDA events on each stream time both spans without
-synchronizing the host inside a round.
+synchronizing the host inside a round. Every span starts on a held stream (`StreamHold`): a
+device-side spin is queued before its start event, so the collective and every matmul are
+enqueued before the clock starts. Without it the start event lands on an idle GPU (the
+barrier just drained it) and the span includes the host's enqueue cost (torch's c10d
+bookkeeping, ~10-50 us per collective): at small sizes that cost is the whole "collective"
+and overlap reads ~0.
 """
 
 from __future__ import annotations
@@ -115,23 +120,74 @@ class CpuProbeClock:
         return True
 
 
-class CudaProbeClock:
-    """CUDA events on the compute stream and on the collective's side stream."""
+class StreamHold:
+    """A device-side spin (torch.cuda._sleep) queued before a span's start event, long
+    enough that the host enqueues the whole span while the GPU still spins.
 
-    method = "cuda_events_two_streams"
+    Whether it was long enough is known right after the enqueue: if the start event has
+    already completed (`Event.query()`), the GPU caught up with the host inside the span.
+    Then the hold doubles for the next span (up to HOLD_MAX_S); `short` counts such spans,
+    so the warm-up rounds size it and a timed round that still caught up is on record."""
+
+    HOLD_START_S = 200e-6
+    HOLD_MAX_S = 0.1
+    # Cycles of the spin timed once to learn the device's cycles per second.
+    CALIBRATION_CYCLES = 2_000_000
+
+    def __init__(self, cuda: Any, device: Any) -> None:
+        self._cuda, self._device = cuda, device
+        self.seconds = self.HOLD_START_S
+        self.short = 0
+        self._cycles_per_s: float | None = None
+
+    def hold(self, stream: Any) -> None:
+        """Queue the spin on `stream` (the span's start event follows it)."""
+        cycles = max(1, round(self.seconds * self.cycles_per_second()))
+        with self._cuda.stream(stream):
+            self._cuda._sleep(cycles)
+
+    def enqueued(self, start: Any) -> None:
+        """The host has enqueued the span that `start` opens: was the spin still running?"""
+        if start.query():
+            self.short += 1
+            self.seconds = min(self.HOLD_MAX_S, 2 * self.seconds)
+
+    def cycles_per_second(self) -> float:
+        if self._cycles_per_s is None:
+            cuda = self._cuda
+            stream = cuda.current_stream(self._device)
+            start, end = (cuda.Event(enable_timing=True) for _ in range(2))
+            with cuda.stream(stream):
+                cuda._sleep(self.CALIBRATION_CYCLES // 10)  # first launch: load the kernel
+                start.record(stream)
+                cuda._sleep(self.CALIBRATION_CYCLES)
+                end.record(stream)
+            end.synchronize()
+            self._cycles_per_s = self.CALIBRATION_CYCLES / (start.elapsed_time(end) * 1e-3)
+        return self._cycles_per_s
+
+
+class CudaProbeClock:
+    """CUDA events on the compute stream and on the collective's side stream, every span
+    opened on a held stream (StreamHold)."""
+
+    method = "cuda_events_two_streams_held"
 
     def __init__(self, torch: Any, device: Any) -> None:
         self._torch = torch
         self._cuda = torch.cuda
         self._comm_stream = torch.cuda.Stream(device=device)
         self._device = device
+        self.hold = StreamHold(torch.cuda, device)
 
     def time(self, run: Callable[[], None]) -> float:
         start, end = self._events(2)
         current = self._cuda.current_stream(self._device)
+        self.hold.hold(current)
         start.record(current)
         run()
         end.record(current)
+        self.hold.enqueued(start)
         end.synchronize()
         return start.elapsed_time(end) * 1e-3
 
@@ -164,6 +220,7 @@ class CudaProbeClock:
         names = ("start", "end", "comm_end", "comp_start", "comp_end")
         events = dict(zip(names, self._events(len(names)), strict=True))
         current = self._cuda.current_stream(self._device)
+        self.hold.hold(current)
         events["start"].record(current)
         if launch is not None:
             side = self._comm_stream
@@ -178,6 +235,7 @@ class CudaProbeClock:
         if launch is not None:
             current.wait_stream(self._comm_stream)
         events["end"].record(current)
+        self.hold.enqueued(events["start"])
         return events
 
     def _events(self, count: int) -> list[Any]:

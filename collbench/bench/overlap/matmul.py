@@ -44,6 +44,11 @@ class MatmulKernel:
             return
         m, n, k = shape
         torch = self.torch
+        # Free the previous shape's tensors first: the capacity check (bench/capacity.py,
+        # probe_operand_bytes) counts one set of A, B and the outputs, never two.
+        self._a = self._b = None
+        self._out = []
+        self.shape = None
         lead = (batch,) if batch > 1 else ()
         # Random operands (zeros would let some kernels take shortcuts), drawn on the device:
         # an 8192 x 8192 draw on the host takes seconds.

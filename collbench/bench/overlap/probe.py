@@ -8,6 +8,7 @@ shared by that size's ratios.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,13 @@ from collbench.bench.overlap.clock import SERIES, wait_all
 from collbench.bench.overlap.matmul import MatmulKernel, square_ladder
 from collbench.bench.runner import Bound, Runner
 from collbench.core.collectives import Geometry
-from collbench.core.overlap import OverlapFigures, OverlapSpec, overlap_figures
+from collbench.core.errors import SpecError
+from collbench.core.overlap import (
+    OverlapFigures,
+    OverlapSpec,
+    check_blocking_env,
+    overlap_figures,
+)
 from collbench.core.spec import Step
 from collbench.core.stats import TimeStats, combine_ranks
 
@@ -79,7 +86,14 @@ class OverlapProbe:
         self._seconds_per_matmul: dict[tuple[int, int, int], float] = {}
 
     def problem(self) -> str | None:
-        """Why the compute cannot run on this rank, or None (checked before any step)."""
+        """Why the compute cannot run on this rank, or None (checked before any step): the
+        dtype, or (GPU) an environment that makes the host wait for every kernel or
+        collective, unless the spec allows it (core.overlap.check_blocking_env)."""
+        if self.runner.device.type == "cuda":
+            try:
+                check_blocking_env(os.environ, self.overlap)
+            except SpecError as error:
+                return str(error)
         return self.kernel.check_supported()
 
     def measure(self, step: Step) -> ProbeResult:

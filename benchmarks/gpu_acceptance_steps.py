@@ -1,0 +1,317 @@
+"""The GPU acceptance kit's steps (see gpu_acceptance.py): one function per step, each with
+its GPU run and its dry-run (CPU, gloo, small sizes) part. Expected ranges: 8x H100 SXM,
+public DGX H100 figures, to confirm (issue 27)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import statistics
+import sys
+from pathlib import Path
+
+from gpu_acceptance import Kit, Step, read_jsonl
+
+from collbench.core.collectives import REGISTRY
+
+ALL_COLLECTIVES = tuple(REGISTRY)
+# busbw (GB/s) at 1 GiB on 8x H100 SXM: all-reduce 400-480 with NVLS, ~360 without; all-gather
+# and reduce-scatter 330-380 (issue 27; nccl-tests figures published for DGX H100).
+BUSBW_1G = {"all_reduce": (340.0, 480.0), "all_gather": (330.0, 380.0), "reduce_scatter": (330.0, 380.0)}  # fmt: skip
+# An 8 B all-reduce: nccl-tests (and a CUDA graph) 8-15 us; torch's eager per-call path 15-40.
+LATENCY_8B_US = {"cuda_graph": (5.0, 15.0), "cuda_events": (10.0, 40.0)}
+GEMM_BF16_TFLOPS = (600.0, 750.0)  # 8192..16384 square, H100 SXM dense bf16
+TF32_SPEEDUP = (2.0, 20.0)  # fp32 with TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 over without
+BLOCKED_OVERLAP_PCT = (0.0, 10.0)  # TORCH_NCCL_BLOCKING_WAIT=1: nothing can overlap
+
+
+def _small(kit: Kit, gpu: str) -> str:
+    return "64K" if kit.dry_run else gpu
+
+
+def _sweep_args(kit: Kit, collectives: str, max_bytes: str, ranks: int | None = None) -> list[str]:
+    quick = ["-f", "8", "-w", "1", "-n", "3"] if kit.dry_run else []  # a few sizes, iterations
+    return [
+        "-c", collectives, "-b", "8", "-e", max_bytes, "-g", str(ranks or kit.gpus),
+        "--repeats", "1", *quick, *kit.backend,
+    ]  # fmt: skip
+
+
+def _largest(rows: list[dict], collective: str) -> dict | None:
+    """The largest size's row (out of place where the backend has it, as nccl-tests
+    reports busbw), None if the collective has no rows."""
+    mine = [r for r in rows if r["collective"] == collective]
+    key = lambda r: (r["size_bytes"], r["placement"] == "out_of_place")  # noqa: E731
+    return max(mine, key=key) if mine else None
+
+
+def _figure(value: float | None) -> float | None:
+    """Four significant digits (a CPU's TFLOP/s are small, not zero)."""
+    return None if value is None else float(f"{value:.4g}")
+
+
+def sweep_all(kit: Kit, step: Step) -> None:
+    done = kit.run(step, "sweep", ["sweep", *_sweep_args(kit, ",".join(ALL_COLLECTIVES), _small(kit, "1G"))])  # fmt: skip
+    step.code_is(done, 0)
+    rows = read_jsonl(done.run_dir / "rows.jsonl")
+    wrong = sum(row["n_wrong"] or 0 for row in rows)
+    step.check("n_wrong total", wrong, 0, bool(rows) and wrong == 0)
+    for name in ALL_COLLECTIVES:
+        row = _largest(rows, name)
+        step.figures[f"busbw_gbps {name} at {row['size_bytes'] if row else '-'} B"] = row and round(
+            row["busbw_gbps"], 2
+        )
+        if name in BUSBW_1G and not kit.dry_run:
+            step.within(f"busbw {name} at 1 GiB", row and row["busbw_gbps"], *BUSBW_1G[name], kit.judged)  # fmt: skip
+
+
+def graph_latency(kit: Kit, step: Step) -> None:
+    """Item 12: the same small all-reduces timed eagerly and as CUDA-graph replays."""
+    if kit.dry_run:
+        done = kit.run(step, "refused", ["sweep", *_sweep_args(kit, "all_reduce", "1K"), "--cuda-graph"])  # fmt: skip
+        step.code_is(done, 2)
+        step.check("one-line refusal", done.stderr.strip(), "--cuda-graph ... gloo", "--cuda-graph" in done.stderr and done.stderr.count("\n") == 1)  # fmt: skip
+        step.note = "CPU part: --cuda-graph refused on gloo; the timing needs a GPU"
+        return
+    times = {}
+    for method, extra in (("cuda_events", []), ("cuda_graph", ["--cuda-graph"])):
+        done = kit.run(step, method, ["sweep", *_sweep_args(kit, "all_reduce", "1M"), *extra])
+        step.code_is(done, 0)
+        meta = json.loads((done.run_dir / "meta.json").read_text())
+        step.check(f"{method}: timing_method", meta["timing_method"], method, meta["timing_method"] == method)  # fmt: skip
+        rows = read_jsonl(done.run_dir / "rows.jsonl")
+        small = [r["time_us"] for r in rows if r["size_bytes"] == 8]
+        times[method] = min(small) if small else None
+        step.within(f"{method}: 8 B all_reduce time_us", times[method], *LATENCY_8B_US[method], kit.judged)  # fmt: skip
+        step.check(f"{method}: n_wrong", sum(r["n_wrong"] or 0 for r in rows), 0, all(not r["n_wrong"] for r in rows))  # fmt: skip
+    if None not in times.values():
+        ratio = times["cuda_graph"] / times["cuda_events"]
+        step.check("graph / eager at 8 B", round(ratio, 3), "< 1", ratio < 1)
+
+
+def avg_odd_world(kit: Kit, step: Step) -> None:
+    ranks = 6 if kit.gpus >= 6 else 3
+    if kit.gpus < ranks:
+        return step.skip(f"needs {ranks} GPUs, this node has {kit.gpus}")
+    dtypes = ("bfloat16",) if kit.dry_run else ("bfloat16", "float16")
+    for dtype in dtypes:
+        args = _sweep_args(kit, "all_reduce,reduce_scatter", _small(kit, "256M"), ranks)
+        done = kit.run(step, dtype, ["sweep", *args, "-d", dtype, "-o", "avg"])
+        step.code_is(done, 0)
+        rows = read_jsonl(done.run_dir / "rows.jsonl")
+        wrong = sum(row["n_wrong"] or 0 for row in rows)
+        step.check(f"{dtype} avg at {ranks} ranks: n_wrong", wrong, 0, bool(rows) and wrong == 0)
+
+
+def corrupt_rank(kit: Kit, step: Step) -> None:
+    env = {"COLLBENCH_TEST_CORRUPT_RANK": "1"}
+    done = kit.run(step, "corrupt", ["sweep", *_sweep_args(kit, "all_reduce", "1K")], env)
+    step.code_is(done, 3)
+
+
+def too_many_ranks(kit: Kit, step: Step) -> None:
+    if kit.dry_run:
+        return step.skip("counts GPUs: needs a GPU node")
+    args = _sweep_args(kit, "all_reduce", "1K", kit.gpus + 1)
+    done = kit.run(step, "refused", ["sweep", *args])
+    step.check("refused (exit != 0)", done.code, "!= 0", done.code != 0)
+    host = socket.gethostname().split(".")[0]
+    step.check("the host is named", host in done.stderr, True, host in done.stderr)
+
+
+def nccl_choices(kit: Kit, step: Step) -> None:
+    """NCCL's algorithm/protocol per size, from its debug output, parsed by collbench."""
+    if kit.dry_run:
+        return step.skip("NCCL's debug output: needs a GPU node")
+    from collbench.core.spec import SweepSpec
+    from collbench.run.tune_choices import choices_env, collect_choices
+
+    folder = kit.out / "runs" / "nccl_choices"
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = SweepSpec(collectives=("all_reduce", "all_gather", "reduce_scatter"), min_bytes=8, max_bytes=1024**3, factor=4.0, repeats=1, iters=5)  # fmt: skip
+    env = choices_env(folder, os.environ)
+    args = ["sweep", *spec.to_args(), "-g", str(kit.gpus), "--out", str(folder / "run")]
+    step.code_is(kit.run(step, "sweep", args, env), 0)
+    lines = collect_choices(folder, "default", folder / "choices.jsonl", spec)
+    choices = read_jsonl(folder / "choices.jsonl")
+    step.figures["choice lines"] = lines
+    for name in spec.collectives:
+        mine = [c for c in choices if c["collective"] == name]
+        step.figures[name] = sorted({(c["size_bytes"], c["algorithm"], c["protocol"]) for c in mine})  # fmt: skip
+        sizes = {c["size_bytes"] for c in mine}
+        step.check(f"{name}: sizes with a choice", len(sizes), len(spec.sizes()), len(sizes) >= len(spec.sizes()) - 1)  # fmt: skip
+
+
+def _mean_overlap(run_dir: Path, min_bytes: int = 0) -> float | None:
+    rows = [r for r in read_jsonl(run_dir / "rows.jsonl") if r["size_bytes"] >= min_bytes]
+    return round(statistics.fmean(r["overlap_pct"] for r in rows), 2) if rows else None
+
+
+def overlap_channels(kit: Kit, step: Step) -> None:
+    """Item 1 and the knobs: overlap by size, as NCCL comes, with NCCL_MAX_NCHANNELS=4 and
+    with NCCL_MAX_CTAS=4 (fewer SMs for NCCL, more for the matmul)."""
+    settings = {"default": []} if kit.dry_run else {
+        "default": [], "max_nchannels_4": ["--knob", "NCCL_MAX_NCHANNELS=4"],
+        "max_ctas_4": ["--knob", "NCCL_MAX_CTAS=4"],
+    }  # fmt: skip
+    for label, knobs in settings.items():
+        args = ["overlap", *_sweep_args(kit, "all_reduce", _small(kit, "256M")), "-f", "32"]
+        done = kit.run(step, label, [*args, "--compute-ratio", "1,2", *knobs])
+        step.code_is(done, 0)
+        rows = read_jsonl(done.run_dir / "rows.jsonl")
+        step.figures[label] = {
+            f"{r['size_bytes']} B x{r['compute_ratio']:g}": round(r["overlap_pct"], 1) for r in rows
+        }
+        if rows and not kit.dry_run:
+            timing = {r["probe_timing"] for r in rows}
+            step.check(f"{label}: probe timing", sorted(timing), ["cuda_events_two_streams_held"], timing == {"cuda_events_two_streams_held"})  # fmt: skip
+
+
+def overlap_blocking(kit: Kit, step: Step) -> None:
+    """Item 2: TORCH_NCCL_BLOCKING_WAIT=1 refused for probes, warned when allowed, ~0%."""
+    env = {"TORCH_NCCL_BLOCKING_WAIT": "1"}
+    args = ["overlap", *_sweep_args(kit, "all_reduce", "64M"), "-b", "1M", "-f", "8"]
+    if kit.dry_run:  # the refusal and the warning come before any GPU is needed
+        args = [*args[: args.index("--backend")], "--backend", "nccl", "--print"]
+    refused = kit.run(step, "refused", args, env)
+    step.code_is(refused, 2)
+    step.check("refusal names the variable", "TORCH_NCCL_BLOCKING_WAIT" in refused.stderr, True, "TORCH_NCCL_BLOCKING_WAIT" in refused.stderr)  # fmt: skip
+    allowed = kit.run(step, "allowed", [*args, "--allow-blocking-env"], env)
+    warned = "warning" in allowed.stderr and "TORCH_NCCL_BLOCKING_WAIT=1" in allowed.stderr
+    step.check("warned when allowed", warned, True, warned)
+    if kit.dry_run:
+        step.note = "CPU part: refusal and warning at the command line (--print)"
+        return
+    step.code_is(allowed, 0)
+    value = _mean_overlap(allowed.run_dir)
+    step.within("mean overlap_pct under BLOCKING_WAIT", value, *BLOCKED_OVERLAP_PCT, True)
+
+
+def _tune(kit: Kit, step: Step, label: str, collectives: str, knobs: list[str], env=None):
+    args = ["tune", *knobs, *_sweep_args(kit, collectives, _small(kit, "1G")), "-f", "8"]
+    done = kit.run(step, label, [*args, *(["--no-choices"] if kit.dry_run else [])], env)
+    step.code_is(done, 0)
+    path = done.run_dir / "tune.json" if done.run_dir else None
+    result = json.loads(path.read_text()) if path and path.exists() else {"settings": []}
+    settings = {s["label"]: {"status": s["status"], "rows": s["rows"], "error": s["error"]} for s in result["settings"]}  # fmt: skip
+    step.figures[f"{label}: settings"] = settings
+    step.figures[f"{label}: best"] = [
+        {k: best.get(k) for k in ("collective", "min_bytes", "max_bytes", "label", "gain_pct")}
+        for best in result.get("best", [])
+    ]
+    return settings
+
+
+def tune_algo_proto(kit: Kit, step: Step) -> None:
+    if kit.dry_run:
+        return step.skip("NCCL_ALGO x NCCL_PROTO: needs NCCL (tune_ring_tree runs the CPU part)")
+    knobs = ["--knob", "NCCL_ALGO=Ring,NVLS,Tree", "--knob", "NCCL_PROTO=Simple,LL,LL128"]
+    settings = _tune(kit, step, "all_reduce", "all_reduce", knobs)
+    ok = [label for label, s in settings.items() if s["status"] == "ok"]
+    step.check("settings completed", len(ok), f">= 1 of {len(settings)}", len(ok) > 1)
+
+
+def tune_ring_tree(kit: Kit, step: Step) -> None:
+    """Tree exists for all-reduce only: its all-gather must fail alone, all-reduce kept."""
+    # gloo ignores NCCL_ALGO: the rank's test hook refuses all-gather under Tree, as NCCL does.
+    env = {"COLLBENCH_TEST_REFUSE_COLLECTIVE": "all_gather:NCCL_ALGO=Tree"} if kit.dry_run else None
+    settings = _tune(kit, step, "ring_tree", "all_reduce,all_gather", ["--knob", "NCCL_ALGO=Ring,Tree"], env)  # fmt: skip
+    tree = settings.get("NCCL_ALGO=Tree")
+    step.check("Tree's all_reduce rows kept", tree and tree["rows"], "> 0", bool(tree and tree["rows"]))  # fmt: skip
+
+
+def doctor(kit: Kit, step: Step, nodes: int) -> None:
+    ranks = kit.gpus if not kit.dry_run else 4 if nodes > 1 else 2
+    env = {"COLLBENCH_TEST_DOCTOR_NODE_SIZE": str(ranks // nodes)} if nodes > 1 else None
+    size = ["--size", "1M"] if kit.dry_run else []
+    done = kit.run(step, f"{nodes}-nodes", ["doctor", "-g", str(ranks), *kit.backend, *size], env)
+    codes = (0, 5, 6) if kit.dry_run else (0, 6)  # a loaded CPU host may flag itself
+    step.code_is(done, *codes)
+    path = done.run_dir / "doctor.json" if done.run_dir else None
+    report = json.loads(path.read_text()) if path and path.exists() else {}
+    step.check("doctor.json written", bool(report), True, bool(report))
+    step.figures.update({k: report[k] for k in ("verdict", "summary", "nodes", "stages") if k in report})  # fmt: skip
+
+
+def gemm_bf16(kit: Kit, step: Step) -> None:
+    square = "64:128" if kit.dry_run else "1024:16384"
+    done = kit.run(step, "square", ["gemm", "--square", square, "--dtype", "bf16", *_gemm_device(kit)])  # fmt: skip
+    step.code_is(done, 0)
+    for row in read_jsonl(done.run_dir / "gemm.jsonl"):
+        step.figures[f"{row['shape']} TFLOP/s"] = _figure(row["tflops"])
+        if row["m"] >= 8192:
+            step.within(f"bf16 {row['shape']} TFLOP/s", row["tflops"], *GEMM_BF16_TFLOPS, kit.judged)  # fmt: skip
+
+
+def gemm_tf32(kit: Kit, step: Step) -> None:
+    shape = "128x128x128" if kit.dry_run else "8192x8192x8192"
+    tflops = {}
+    for label, env in (("fp32", {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "0"}), ("tf32_override", {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"})):  # fmt: skip
+        done = kit.run(step, label, ["gemm", "--shape", shape, "--dtype", "fp32", *_gemm_device(kit)], env)  # fmt: skip
+        step.code_is(done, 0)
+        rows = read_jsonl(done.run_dir / "gemm.jsonl")
+        tflops[label] = rows[0]["tflops"] if rows else None
+        step.figures[f"{label} TFLOP/s"] = _figure(tflops[label])
+        step.figures[f"{label} meta.gemm"] = _meta_gemm(done.run_dir)
+    if None not in tflops.values():
+        speedup = tflops["tf32_override"] / tflops["fp32"]
+        step.within("TF32 override speedup", round(speedup, 2), *TF32_SPEEDUP, not kit.dry_run)
+
+
+def gemm_long(kit: Kit, step: Step) -> None:
+    """A long run (~1 min on an H100) at one shape: sustained throughput and, where the
+    gemm records them (NVML), clocks and power."""
+    if kit.dry_run:
+        return step.skip("gemm_bf16 runs the same command on CPU; the long run needs a GPU")
+    args = ["gemm", "--shape", "8192x8192x8192", "--dtype", "bf16", "-n", "40000"]
+    done = kit.run(step, "long", args)
+    step.code_is(done, 0)
+    rows = read_jsonl(done.run_dir / "gemm.jsonl")
+    step.figures["TFLOP/s"] = rows and _figure(rows[0]["tflops"])
+    step.figures["meta.gemm"] = _meta_gemm(done.run_dir)
+    if rows:
+        step.within("sustained bf16 TFLOP/s", rows[0]["tflops"], *GEMM_BF16_TFLOPS, kit.judged)
+
+
+def _gemm_device(kit: Kit) -> list[str]:
+    return ["--device", "cpu", "-w", "1", "-n", "3"] if kit.dry_run else []
+
+
+def _meta_gemm(run_dir: Path | None) -> object:
+    path = run_dir / "meta.json" if run_dir else None
+    return json.loads(path.read_text()).get("gemm") if path and path.exists() else None
+
+
+def pytest_gpu(kit: Kit, step: Step) -> None:
+    """Every `pytest -m gpu` test, multi-rank ones on every visible GPU."""
+    if kit.dry_run:
+        return step.skip("pytest -m gpu: needs a GPU")
+    root = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", str(root / "tests")]  # fmt: skip
+    done = kit.command(step, "pytest", argv)
+    tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    counts = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped|error)", tail)}
+    step.figures.update(counts, summary=tail)
+    step.check("failed", counts.get("failed", 0) + counts.get("error", 0), 0, done.code == 0)
+
+
+STEPS = (
+    ("pytest_gpu", "pytest -m gpu, multi-rank tests on every visible GPU", pytest_gpu),
+    ("sweep_all", "all seven collectives to 1 GiB, #wrong 0, busbw at 1 GiB", sweep_all),
+    ("graph_latency", "8 B..1 MiB all-reduce eager vs --cuda-graph (nccl-tests -G)", graph_latency),
+    ("avg_odd_world", "bf16/fp16 avg at 6 ranks (a world size NCCL's 1/n rounds at)", avg_odd_world),
+    ("corrupt_rank", "a corrupted rank's result gives exit 3", corrupt_rank),
+    ("too_many_ranks", "more ranks than GPUs refused, naming the host", too_many_ranks),
+    ("nccl_choices", "NCCL's algorithm/protocol per size, NCCL_DEBUG parsed", nccl_choices),
+    ("overlap_channels", "overlap by size: default, NCCL_MAX_NCHANNELS=4, NCCL_MAX_CTAS=4", overlap_channels),
+    ("overlap_blocking", "TORCH_NCCL_BLOCKING_WAIT=1: refused, warned when allowed, ~0%", overlap_blocking),
+    ("tune_algo_proto", "tune Ring/NVLS/Tree x Simple/LL/LL128 on all-reduce", tune_algo_proto),
+    ("tune_ring_tree", "tune Ring/Tree over all-reduce + all-gather (Tree: all-reduce only)", tune_ring_tree),
+    ("doctor_one_node", "doctor on this node (intra stage)", lambda kit, step: doctor(kit, step, 1)),
+    ("doctor_four_nodes", "doctor with 4 test 'nodes' (COLLBENCH_TEST_DOCTOR_NODE_SIZE)", lambda kit, step: doctor(kit, step, 4)),
+    ("gemm_bf16", "gemm square 1024..16384 bf16", gemm_bf16),
+    ("gemm_tf32", "gemm fp32 with and without TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", gemm_tf32),
+    ("gemm_long", "a long bf16 gemm run (clocks and power where recorded)", gemm_long),
+)  # fmt: skip
