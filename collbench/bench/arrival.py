@@ -3,7 +3,7 @@
 A straggler is a rank the others wait for. Timing a batch of collectives cannot show one
 on a GPU: the batch is queued back to back and every rank's collectives finish together,
 whichever host enqueued late. So each all-reduce group of the doctor also runs `iters`
-blocking collectives, each on its own, and every rank keeps its host's wait in each: from a
+blocking collectives (one-element all-reduces: the lateness is the host's), each on its own, and every rank keeps its host's wait in each: from a
 timestamp taken just before the call to the collective's end (after a device synchronize).
 The end is common to all ranks (they leave a blocking collective together, within a hop's
 latency), so it serves as the synchronised clock: no wall clocks are compared, and the rank
