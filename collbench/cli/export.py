@@ -138,18 +138,25 @@ EXPORT_COMMAND_OPTIONS = (
 
 
 def run_export(values: dict[str, Any]) -> None:
-    from collbench.render.export import export_run
+    from collbench.render.export_run import export_run, write_export
     from collbench.store.load import load_run
+    from collbench.store.meta import RunMeta
+    from collbench.store.rundir import iter_rows, read_meta
 
     run = values["run"]
     exports = Exports(**given_fields(Exports, EXPORT_OPTIONS, values))
     if not exports:
         raise SpecError.from_message("export: give --csv FILE, -J FILE or both")
-    loaded = load_run(run, "RUN")
-    exports = Exports.given(values, [row.collective for row in loaded.sweep_rows])
-    if exports.nccl_json is not None and not loaded.sweep_rows:
+    # A row at a time (render/export_run.py): memory follows the files, not the samples.
+    rows = iter_rows(Path(run)) if Path(run).is_dir() else iter(())
+    built = export_run(rows, exports.csv, exports.nccl_json)
+    if not built.rows:
+        load_run(run, "RUN")  # says why there are none (no rows.jsonl, gemm rows)
+    exports = Exports.given(values, built.collectives)
+    if exports.nccl_json is not None and not built.collectives:
         raise SpecError("-J", str(exports.nccl_json), f"{run} holds no sweep rows to write")
-    for path in export_run(loaded, exports.csv, exports.nccl_json):
+    meta = read_meta(Path(run)) or RunMeta()
+    for path in write_export(built, meta, exports.csv, exports.nccl_json):
         print(f"# Exported: {path}", file=sys.stdout, flush=True)
 
 

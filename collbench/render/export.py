@@ -9,13 +9,12 @@ string; so does this file, so a dashboard that reads one reads the other. One nc
 binary measures one collective: a sweep of several writes one JSON file per collective.
 
 Both formats are written as rows arrive (`ExportSink`), so a run cut short leaves every
-finished row behind, or all at once from a run directory (`export_run`).
+finished row behind, or from a run directory, a row at a time (render/export_run.py).
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -24,10 +23,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from collbench.core.dtypes import DTYPES
-from collbench.store.load import Run
 from collbench.store.meta import RunMeta
-from collbench.store.outputs import OutputError, write_outputs
-from collbench.store.rows import ALL_COLUMNS, OVERLAP, ROW_COLUMNS, SWEEP, ResultRow, row_is
+from collbench.store.outputs import OutputError
+from collbench.store.rows import ALL_COLUMNS, ROW_COLUMNS, SWEEP, ResultRow, row_is
 
 NCCL_TESTS_JSON_VERSION = 3  # nccl-tests' JSON_FILE_VERSION, the layout written here
 # Columns left out of the CSV: the per-iteration series (rows.jsonl keeps them).
@@ -91,7 +89,7 @@ def nccl_head(meta: RunMeta, per_iter: bool) -> dict[str, Any]:
     knobs = meta.knobs.get("env") if isinstance(meta.knobs.get("env"), dict) else meta.knobs
     return {
         "version": NCCL_TESTS_JSON_VERSION,
-        "start_time": _time(meta.started_utc),
+        "start_time": nccl_time(meta.started_utc),
         "args": _args(meta.command_line),
         "env": [f"{name}={value}" for name, value in sorted(knobs.items())],
         "nccl_version": _nccl_version(meta.versions.get("nccl") or meta.versions.get("rccl")),
@@ -154,7 +152,7 @@ def nccl_entry(rows: Sequence[ResultRow]) -> dict[str, Any]:
     for placement in ("out_of_place", "in_place"):
         row = by_placement.get(placement)
         entry[placement] = None if row is None else _body(row)
-        series = None if row is None else _per_iter_series(row)
+        series = None if row is None else per_iter_series(row)
         if series is not None:
             entry[f"{placement}_per_iter"] = iteration_stats(series)
     entry["actual_iterations"] = first.iters
@@ -180,12 +178,21 @@ def nccl_footer(
     ]
     wrong = int(sum(body["nwrong"] or 0 for body in bodies))
     busbw = [body["bus_bw"] for body in bodies]
+    bandwidth = average if average is not None else _mean(busbw)
+    return footer_of(wrong, bandwidth, errors, end, finished)
+
+
+def footer_of(
+    wrong: int,
+    bandwidth: float,
+    errors: Sequence[str] = (),
+    end: str | None = None,
+    finished: bool = True,
+) -> dict[str, Any]:
+    """nccl_footer from its figures: #wrong in total and the average busbw."""
     footer: dict[str, Any] = {
         "out_of_bounds": {"count": wrong, "okay": _bool(wrong == 0)},
-        "average_bus_bandwidth": {
-            "bandwidth": average if average is not None else _mean(busbw),
-            "okay": "unchecked",
-        },
+        "average_bus_bandwidth": {"bandwidth": bandwidth, "okay": "unchecked"},
         "errors": list(errors),
     }
     if finished:
@@ -224,46 +231,11 @@ def group_sizes(rows: Iterable[ResultRow]) -> list[list[ResultRow]]:
     every repeat's lines in turn (one entry per size and repeat)."""
     groups: list[list[ResultRow]] = []
     for row in rows:
-        if groups and _same_line(groups[-1], row):
+        if groups and same_line(groups[-1], row):
             groups[-1].append(row)
         else:
             groups.append([row])
     return groups
-
-
-def export_run(run: Run, csv_path: Path | None, json_path: Path | None) -> list[Path]:
-    """Write a run directory's rows as CSV and/or nccl-tests JSON (paths checked by
-    store/outputs.py); the paths written. Each file is written whole or not at all, and a
-    failure (a full disk) removes those written before it (write_outputs)."""
-    files: dict[Path, bytes] = {}
-    if csv_path is not None:
-        with_probes = bool(run.rows_of(OVERLAP))
-        stream = io.StringIO(newline="")
-        table = _CsvStream(stream, csv_columns(with_probes))
-        for row in run.rows:
-            table.write(row)
-        files[Path(csv_path)] = stream.getvalue().encode()
-    if json_path is not None:
-        sweep = run.sweep_rows
-        error = run.meta.extra.get("error")
-        end = _time(run.meta.finished_utc)
-        # An import of one log keeps that log's own average (nccl-tests' figure).
-        footer = run.meta.extra.get("footer") or {}
-        single = run.meta.source and len(run.meta.imported_from) == 1
-        average = footer.get("avg_bus_bandwidth_gbps") if single else None
-        paths = json_paths(json_path, [row.collective for row in sweep])
-        for collective, path in paths.items():
-            rows = [row for row in sweep if row.collective == collective]
-            entries = [nccl_entry(group) for group in group_sizes(rows)]
-            per_iter = bool(rows) and all(_per_iter_series(row) is not None for row in rows)
-            document = {
-                **nccl_head(run.meta, per_iter),
-                "results": entries,
-                **nccl_footer(entries, [error] if error else (), end, average),
-            }
-            files[Path(path)] = (json.dumps(document, indent=1) + "\n").encode()
-    write_outputs("-J", files, flags={Path(csv_path): "--csv"} if csv_path else None)
-    return list(files)
 
 
 class ExportSink:
@@ -422,7 +394,7 @@ class _JsonStream:
         self._write_tail(())
 
     def add(self, row: ResultRow) -> None:
-        if self.pending and not _same_line(self.pending, row):
+        if self.pending and not same_line(self.pending, row):
             self._commit()
         self.pending.append(row)
         self._write_tail(())
@@ -457,7 +429,7 @@ class _JsonStream:
         self.file.flush()
 
 
-def _same_line(group: Sequence[ResultRow], row: ResultRow) -> bool:
+def same_line(group: Sequence[ResultRow], row: ResultRow) -> bool:
     first = group[0]
     key = (first.collective, first.size_bytes, first.dtype, first.op, first.root, first.repeat)
     placements = {member.placement for member in group}
@@ -474,7 +446,7 @@ def _body(row: ResultRow) -> dict[str, Any]:
     }
 
 
-def _per_iter_series(row: ResultRow) -> list[float] | None:
+def per_iter_series(row: ResultRow) -> list[float] | None:
     """The samples, when they mean what nccl-tests' per-iteration times mean: each
     iteration's slowest rank (collbench combines ranks by --rank-stat; `max` matches)."""
     settings = (row.knobs or {}).get("settings") or {}
@@ -516,7 +488,7 @@ def _nccl_version(version: Any) -> int | None:
     return major * 10000 + minor * 100 + patch
 
 
-def _time(utc: str | None) -> str | None:
+def nccl_time(utc: str | None) -> str | None:
     """A recorded UTC timestamp as nccl-tests writes times (its local time; UTC here)."""
     if not utc:
         return None

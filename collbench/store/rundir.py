@@ -172,10 +172,13 @@ def load_rows(run_dir: Path, warn: bool = True) -> list[ResultRow]:
     """Rows of a run, typed and checked against the row schema. A last line cut short by a
     crash (no newline at its end) is skipped with a warning, never half-read; any other line
     that is not a row is a SpecError naming its file and line."""
-    return [
-        check_collective(row_from_dict(data, where), where)
-        for data, where in read_json_lines(Path(run_dir) / ROWS_FILE, warn)
-    ]
+    return list(iter_rows(run_dir, warn))
+
+
+def iter_rows(run_dir: Path, warn: bool = True) -> Iterator[ResultRow]:
+    """load_rows one row at a time, in file order: what a reader that streams (export) uses."""
+    for data, where in read_json_lines(Path(run_dir) / ROWS_FILE, warn):
+        yield check_collective(row_from_dict(data, where), where)
 
 
 def count_rows(run_dir: Path, warn: bool = True) -> int:
