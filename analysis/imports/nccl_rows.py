@@ -27,6 +27,7 @@ from collbench.analysis.imports.nccl_logs import (
     parse_json_log,
     parse_text_log,
 )
+from collbench.analysis.imports.row_build import make_rows
 from collbench.core.bandwidth import bus_factor
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import lookup_dtype
@@ -300,29 +301,27 @@ def table_rows(context: TableContext, run_id: str, timestamp: str) -> list[Resul
     over iterations (nccl-tests prints none)."""
     params, nodes = context.table.params, context.nodes
     knobs = {"env": dict(context.log.env), "settings": {"imported": True}}
-    return [
-        ResultRow(
-            run_id=run_id,
-            timestamp_utc=timestamp,
-            collective=context.collective,
-            backend=context.backend,
-            world_size=context.world_size,
-            nodes=nodes,
-            ranks_per_node=context.world_size // nodes if nodes else None,
-            warmup=params.get("warmup_iters"),
-            iters=params.get("iters"),
-            time_us_p50=None,
-            time_us_p95=None,
-            time_us_min=None,
-            time_us_max=None,
-            time_cv=None,
-            topology=None,
-            knobs=knobs,
-            time_us_samples=[],
-            **_row_figures(row),
-        )
-        for row in context.table.rows
-    ]
+    shared = dict(
+        run_id=run_id,
+        timestamp_utc=timestamp,
+        collective=context.collective,
+        backend=context.backend,
+        world_size=context.world_size,
+        nodes=nodes,
+        ranks_per_node=context.world_size // nodes if nodes else None,
+        warmup=params.get("warmup_iters"),
+        iters=params.get("iters"),
+        time_us_p50=None,
+        time_us_p95=None,
+        time_us_min=None,
+        time_us_max=None,
+        time_cv=None,
+        topology=None,
+        knobs=knobs,
+    )
+    # ResultRow(**shared, **figures) per row, built without its __init__ (row_build)
+    figures = (_row_figures(row) for row in context.table.rows)
+    return make_rows(ResultRow, shared, _FIGURE_NAMES, figures)
 
 
 @functools.lru_cache(maxsize=64)  # once per type, not once per row of a 200k-row log
@@ -331,19 +330,36 @@ def _dtype_name(nccl_type: str) -> str:
     return dtype.name if dtype else nccl_type
 
 
-def _row_figures(row: LogRow) -> dict[str, Any]:
-    return {
-        "dtype": _dtype_name(row.nccl_type),
-        "op": None if row.redop.lower() == "none" else row.redop,
-        "root": row.root,
-        "size_bytes": row.size_bytes,
-        "count": row.count,
-        "placement": row.placement,
-        "time_us": row.time_us,
-        "algbw_gbps": row.algbw_gbps,
-        "busbw_gbps": row.busbw_gbps,
-        "n_wrong": row.n_wrong,
-    }
+_FIGURE_NAMES = (
+    "dtype",
+    "op",
+    "root",
+    "size_bytes",
+    "count",
+    "placement",
+    "time_us",
+    "algbw_gbps",
+    "busbw_gbps",
+    "n_wrong",
+    "time_us_samples",
+)
+
+
+def _row_figures(row: LogRow) -> tuple[Any, ...]:
+    """A row's own values, in _FIGURE_NAMES order."""
+    return (
+        _dtype_name(row.nccl_type),
+        None if row.redop.lower() == "none" else row.redop,
+        row.root,
+        row.size_bytes,
+        row.count,
+        row.placement,
+        row.time_us,
+        row.algbw_gbps,
+        row.busbw_gbps,
+        row.n_wrong,
+        [],  # time_us_samples: nccl-tests prints no per-iteration times
+    )
 
 
 def table_warnings(context: TableContext) -> list[str]:

@@ -144,6 +144,33 @@ def _refuse_unstorable(rows: Sequence[ResultRow], meta: RunMeta) -> None:
     such numbers; the rows builder drops those rows, this keeps the promise for the rest) or
     an integer column holds what is not a 64-bit integer. Linear and cheap: a 200k-row log."""
     logs = ", ".join(meta.imported_from)
+    if not _all_storable(rows):  # column by column, fast; the row loop names the first
+        _refuse_first(rows, logs)
+    try:
+        json.dumps(meta.to_dict(), allow_nan=False, default=str)
+    except ValueError:
+        raise SpecError(LOG_FIELD, logs, _NON_FINITE) from None
+
+
+def _all_storable(rows: Sequence[ResultRow]) -> bool:
+    """Every figure finite (or None) and every integer column a 64-bit int (or None)?"""
+    for name in _FIGURE_COLUMNS:
+        values = [value for value in map(attrgetter(name), rows) if value is not None]
+        if not all(map(math.isfinite, values)):
+            return False
+    for name in _INTEGER_COLUMNS:
+        values = [value for value in map(attrgetter(name), rows) if value is not None]
+        if values and not (
+            set(map(type, values)) == {int}  # bool, float, str: not int
+            and -INT64_MAX - 1 <= min(values)
+            and max(values) <= INT64_MAX
+        ):
+            return False
+    return True
+
+
+def _refuse_first(rows: Sequence[ResultRow], logs: str) -> None:
+    """SpecError for the first row, in order, that _all_storable found unstorable."""
     figures, integers = attrgetter(*_FIGURE_COLUMNS), attrgetter(*_INTEGER_COLUMNS)
     for row in rows:
         if not all(math.isfinite(value) for value in figures(row) if value is not None):
@@ -158,10 +185,6 @@ def _refuse_unstorable(rows: Sequence[ResultRow], meta: RunMeta) -> None:
                     f"gives {name} {str(value)[:40]!r}, not an integer within the 64-bit range "
                     "collbench stores; nothing was written",
                 )
-    try:
-        json.dumps(meta.to_dict(), allow_nan=False, default=str)
-    except ValueError:
-        raise SpecError(LOG_FIELD, logs, _NON_FINITE) from None
 
 
 _NON_FINITE = "holds a NaN or infinite figure that JSON cannot store; nothing was written"
