@@ -106,6 +106,17 @@ class RunSetting:
         return self.env.as_dict()
 
 
+def differing_knobs(run: Run, names: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """The knobs among `names` (varying_knobs) a run set: what labels its setting."""
+    recorded = run_knobs(run)
+    return tuple((name, recorded[name]) for name in names if name in recorded)
+
+
+def run_label(run: Run, names: Sequence[str]) -> str:
+    """The label tune --from gives a run's setting (RunSetting.label)."""
+    return Setting.from_mapping(dict(differing_knobs(run, names))).label
+
+
 def outcomes_from_runs(runs: Sequence[Run]) -> list[SettingOutcome]:
     """One outcome per distinct setting among the runs, the baseline first (see the module's
     rules); every sweep row of each run is kept."""
@@ -113,9 +124,8 @@ def outcomes_from_runs(runs: Sequence[Run]) -> list[SettingOutcome]:
     groups: dict[tuple[tuple[str, str], ...], list[Any]] = {}
     whole: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
     for run in runs:
-        recorded = run_knobs(run)
-        key = tuple((name, recorded[name]) for name in names if name in recorded)
-        whole.setdefault(key, recorded)
+        key = differing_knobs(run, names)
+        whole.setdefault(key, run_knobs(run))
         pooled = groups.setdefault(key, [])
         pooled.extend(as_repeats(run.sweep_rows, _repeats_in(pooled)))
     baseline_key = () if () in groups else next(iter(groups))

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from collbench.analysis.tune.select import BestRecord, SelectRule, SettingOutcome, sizes_text
+from collbench.analysis.tune.select import BestRecord, SelectRule, SettingOutcome, range_label
 from collbench.analysis.tune.tuner_conf_rules import PLUGIN_COLLECTIVE
 from collbench.analysis.tune.validity import split_collectives
 from collbench.analysis.tune.workload import WorkloadChoice
@@ -196,8 +196,7 @@ def _gain(record: BestRecord) -> float:
 def _conflict(record: BestRecord, exported: str) -> str:
     """`all_reduce 16 MiB .. 512 MiB: best is baseline, best.env exports X` (a fixed band
     keeps its name: `large: 16 MiB .. 8 GiB`)."""
-    held = sizes_text(record.sizes[0], record.sizes[-1]) if record.sizes else ""
-    where = record.band if not held or record.band == held else f"{record.band}: {held}"
+    where = range_label(record.band, record.sizes)
     gain = f" {record.gain * 100:+.1f}%" if record.gain is not None else ""
     best = "the default" if record.default_is_best else record.setting
     return f"{record.collective} {where}: best is {best}{gain}, best.env exports {exported}"

@@ -31,6 +31,7 @@ __all__ = [
     "describe_evidence",
     "BestRecord",
     "sizes_text",
+    "range_label",
     "row_busbw",
     "sample_busbw",
     "repeats_busbw",
@@ -201,6 +202,16 @@ class BestRecord:
 def sizes_text(first: int, last: int) -> str:
     """A range by the measured sizes it holds, as a person writes it: `1 GiB .. 8 GiB`."""
     return format_size(first) if first == last else f"{format_size(first)} .. {format_size(last)}"
+
+
+def range_label(band: str, sizes: Sequence[int]) -> str:
+    """A range by the measured sizes it holds (`1 GiB .. 8 GiB`), after its band's name
+    where it has one (`large: 16 MiB .. 8 GiB`): the table, the report and best.env say it
+    so."""
+    held = sizes_text(min(sizes), max(sizes)) if sizes else ""
+    if not held or band == held:
+        return band or held
+    return f"{band}: {held}"
 
 
 def row_busbw(row: ResultRow, time_us: float | None = None) -> float:

@@ -74,6 +74,7 @@ from collbench.analysis.tune.records import (
     describe_evidence,
     gain_over,
     merge_adjacent,
+    range_label,
     repeats_busbw,
     row_busbw,
     sample_busbw,
@@ -101,6 +102,7 @@ __all__ = [  # the records are re-exported: one import for tune's callers
     "select_best",
     "size_ranges",
     "sizes_text",
+    "range_label",
     "tuned_placement",
 ]
 # What `confidence` says, by the basis the rule decided on: (called, not called)

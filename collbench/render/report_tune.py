@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from collbench.analysis.rules.bands import bands_legend
-from collbench.analysis.tune.select import PLACEMENTS, describe_evidence
+from collbench.analysis.tune.select import PLACEMENTS, describe_evidence, range_label
 from collbench.core.stats import median
 from collbench.core.units import format_size
 from collbench.render.report_charts import RangeMark, SettingCurve, settings_chart
 from collbench.render.report_doc import Chart, Flagged, Report, Section, Table
-from collbench.render.tune import DEFAULT_IS_BEST, range_label
+from collbench.render.tune import DEFAULT_IS_BEST
 from collbench.store.rows import ResultRow
 from collbench.store.tune_result import TuneResult, TuneSetting
 

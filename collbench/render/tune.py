@@ -10,12 +10,11 @@ Pure: the use case's result in, a string out.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from collbench.analysis.rules.bands import BAND_NAMES
-from collbench.analysis.tune.select import BYTES_MAX, describe_evidence, sizes_text
+from collbench.analysis.tune.select import BYTES_MAX, describe_evidence, range_label
 from collbench.core.units import format_number, format_size
 
 if TYPE_CHECKING:
@@ -77,15 +76,6 @@ def _grouped(best: list[BestRecord]) -> list[str]:
 def range_text(record: BestRecord) -> str:
     """A range as a person says it (see `range_label`)."""
     return range_label(record.band, record.sizes)
-
-
-def range_label(band: str, sizes: Sequence[int]) -> str:
-    """A range by the measured sizes it holds (`1 GiB .. 8 GiB`), after its band's name
-    where it has one (`large: 16 MiB .. 8 GiB`)."""
-    held = sizes_text(min(sizes), max(sizes)) if sizes else ""
-    if not held or band == held:
-        return band or held
-    return f"{band}: {held}"
 
 
 def aligned_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:

@@ -143,9 +143,8 @@ def _from_runs(
 ) -> tuple[list[tuple[Path, Run, str]], dict[str, tuple[ResultRow, ...]], list[str]]:
     """A `tune --from` result: its RUNs (as given to it, or relative to the tune directory),
     grouped into settings as tune --from grouped them; a RUN that is gone is left out."""
-    from collbench.analysis.tune.from_runs import outcomes_from_runs, run_knobs, varying_knobs
+    from collbench.analysis.tune.from_runs import outcomes_from_runs, run_label, varying_knobs
     from collbench.core.errors import SpecError
-    from collbench.core.tune_grid import Setting
 
     loaded, warnings = [], []
     for given in document.sources or ():
@@ -161,7 +160,7 @@ def _from_runs(
     runs = [run for _, run in loaded]
     outcomes = outcomes_from_runs(runs)
     names = varying_knobs(runs)
-    labels = [Setting.from_mapping(_chosen(run_knobs(run), names)).label for run in runs]
+    labels = [run_label(run, names) for run in runs]
     baseline = next(item.setting.label for item in outcomes if item.is_baseline)
     members = [
         (member, run, label if labels.count(label) == 1 else f"{label} ({member.name})")
@@ -170,10 +169,6 @@ def _from_runs(
         )
     ]
     return members, {item.setting.label: item.rows for item in outcomes}, warnings
-
-
-def _chosen(knobs: dict[str, str], names: list[str]) -> dict[str, str]:
-    return {name: knobs[name] for name in names if name in knobs}
 
 
 def _choices(file: Path) -> tuple[tuple[dict[str, Any], ...] | None, list[str]]:
