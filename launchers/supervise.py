@@ -141,6 +141,10 @@ def supervise(job: Job, handles: list[Handle], sink: Any, per_rank: bool) -> Lau
     """Watch the job to its end; Ctrl-C (130), SIGTERM (143) and SIGHUP (129) stop it, and
     a second one waits for the clean-up the first began. Rows are kept."""
     monitor = Monitor(job, handles, sink, per_rank)
+    # Import now what reading rows may need: a stop raised inside a C extension's first
+    # import (numpy's) leaves it unimportable, and the drain after the stop needs it.
+    import numpy  # noqa: F401
+
     with StopSignals() as stops:
         try:
             result = monitor.watch()

@@ -71,6 +71,22 @@ def test_a_bad_sample_list_is_refused_as_before(samples, needle):
     assert "time_us_samples" in str(error.value) and "rows.jsonl line 3" in str(error.value)
 
 
+@pytest.mark.parametrize("count", [3, 500])  # below and above the plain/numpy crossover
+@pytest.mark.parametrize(
+    "bad, needle",
+    [
+        (float("nan"), "is not finite"),
+        (float("inf"), "is not finite"),
+        (-0.5, "must not be negative"),
+    ],
+)
+def test_a_short_and_a_long_sample_list_are_checked_alike(count, bad, needle):
+    good = [1e308] * count  # sums past a float's range, yet every value is finite
+    assert row_from_dict(_row_dict(time_us_samples=good)).time_us_samples == good
+    with pytest.raises(SpecError, match=needle):
+        row_from_dict(_row_dict(time_us_samples=[*good[:-1], bad]))
+
+
 def test_a_float_subclass_in_a_list_is_still_a_number():
     row = row_from_dict(_row_dict(time_us_samples=[np.float64(2.5), 3.0]))
     assert row.time_us_samples == [2.5, 3.0]
