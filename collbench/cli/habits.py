@@ -53,9 +53,32 @@ HABITS = (
         "-T is --topology here; nccl-tests' -T (timeout) is --timeout",
         numeric=True,
     ),
+    Habit(
+        "-N",
+        "--nodes",
+        "-N is the Slurm --nodes here; nccl-tests' -N (run cycles) is --repeats",
+        numeric=True,
+    ),
     Habit("-m", None, "nccl-tests' -m (aggregated iterations) has no collbench option"),
     Habit("-z", None, "nccl-tests' -z (blocking) has no collbench option"),
-    Habit("-G", None, "nccl-tests' -G (CUDA graphs) has no collbench option"),
+    Habit(
+        "-G",
+        None,
+        "nccl-tests' -G N (CUDA graph launches) is --cuda-graph here (nccl and rccl "
+        "backends)",
+    ),
+    Habit(
+        "-I",
+        None,
+        "nccl-tests' -I (per-iteration timing) is always on here: every row keeps its "
+        "per-iteration times (time_us_samples in rows.jsonl)",
+    ),
+    Habit(
+        "-R",
+        None,
+        "nccl-tests' -R (buffer registration) has no collbench option: torch allocates "
+        "and registers the buffers",
+    ),
 )
 
 

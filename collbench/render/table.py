@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from collbench.core.bandwidth import bus_factor
+from collbench.core.collectives import REGISTRY
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.dtypes import DTYPES
 from collbench.core.stats import median
@@ -91,10 +93,25 @@ def summary_lines(rows: Sequence[ResultRow], unfinished: str | None = None) -> l
     return [
         f"# Out of bounds values : {check}",
         f"# Avg bus bandwidth    : {average:g}",
-        f"# Peak bus bandwidth   : {peak.busbw_gbps:.2f} GB/s at {peak.size_bytes} B "
+        _one_rank_line(rows)
+        or f"# Peak bus bandwidth   : {peak.busbw_gbps:.2f} GB/s at {peak.size_bytes} B "
         f"({format_size(peak.size_bytes)}, {peak.placement})",
         "#",
     ]
+
+
+def _one_rank_line(rows: Sequence[ResultRow]) -> str | None:
+    """In place of the peak line when one rank ran a collective whose bus factor is 0 there
+    (all-reduce 2(n-1)/n, ...): busbw is 0 by definition, not a measured 0."""
+    first = rows[0]
+    if first.world_size != 1 or first.collective not in REGISTRY:
+        return None
+    if bus_factor(first.collective, 1) != 0:
+        return None
+    return (
+        "# Peak bus bandwidth   : none: with one rank busbw is 0 by definition "
+        "(-g is the total number of ranks here)"
+    )
 
 
 def preface_lines(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]:

@@ -29,6 +29,10 @@ HINT = "collbench: hint: "
         (["-g", "8", "--launcher", "slurm"], "-g is --nproc here, the total number of ranks"),
         (["-a", "1"], "nccl-tests' -a 0/1/2/3 is --rank-stat rank0/avg/min/max"),
         (["-z", "1"], "nccl-tests' -z (blocking) has no collbench option"),
+        (["-N", "5"], "nccl-tests' -N (run cycles) is --repeats"),
+        (["-I", "1"], "nccl-tests' -I (per-iteration timing) is always on here"),
+        (["-R", "1"], "nccl-tests' -R (buffer registration) has no collbench option"),
+        (["-G", "10"], "nccl-tests' -G N (CUDA graph launches) is --cuda-graph here"),
     ],
 )
 def test_an_nccl_tests_reflex_gets_a_hint_under_the_usual_error(args, hint):

@@ -119,3 +119,18 @@ def test_renders_real_nccl_tests_lines_identically():
                 n_wrong=int(f[base + 3]),
             )
         assert format_line(rows) == line
+
+
+def test_one_rank_says_busbw_is_zero_by_definition_instead_of_a_peak():
+    # nccl-tests' -g 1 typed here runs one rank: all-reduce's 2(n-1)/n is 0 there.
+    rows = [
+        make_row(collective="all_reduce", world_size=1, nodes=1, size_bytes=s) for s in (8, 1024)
+    ]
+    lines = summary_lines(rows)
+    assert not any("GB/s at" in line for line in lines)
+    assert any("none: with one rank busbw is 0 by definition" in line for line in lines)
+    # broadcast's bus factor is 1 at any size: its one-rank peak is a measured figure
+    rows = [make_row(collective="broadcast", world_size=1, nodes=1, root=0)]
+    assert any("GB/s at" in line for line in summary_lines(rows))
+    two = [make_row(collective="all_reduce", world_size=2, nodes=1)]
+    assert any("GB/s at" in line for line in summary_lines(two))
