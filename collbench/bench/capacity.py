@@ -30,7 +30,8 @@ RANK_PROCESS_BYTES = 300 * 1024**2
 
 def peak_buffer_bytes(spec: SweepSpec, world_size: int) -> int:
     """Largest memory one rank needs at once for the sweep's biggest size."""
-    elem_bytes = DTYPES[spec.dtype].elem_bytes
+    # The widest dtype rounds sizes up the most (a size is whole elements).
+    elem_bytes = max(DTYPES[name].elem_bytes for name in spec.dtypes)
     peak = 0
     for name in spec.collectives:
         coll = REGISTRY[name]

@@ -45,6 +45,8 @@ class Bound:
     recv: Any
     # run(async_op=False): one operation (see Collective.bind).
     run: Callable[..., Any]
+    dtype: Any = None  # its core.dtypes.DType
+    op: str = "sum"  # its reduction (unused where the collective does not reduce)
 
 
 class Runner:
@@ -61,11 +63,14 @@ class Runner:
         self.timer = timer
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
-        self.dtype = DTYPES[spec.dtype]
+        self.dtype = DTYPES[spec.dtypes[0]]  # a Step without a dtype: overlap probes
         self._corrupt = os.environ.get(CORRUPT_RANK_VAR) == str(self.rank)
 
-    def measure(self, collective: str, size_bytes: int, placement: str) -> Measured:
-        bound = self.prepare(collective, size_bytes, placement)
+    def measure(
+        self, collective: str, size_bytes: int, placement: str, dtype: str = "", op: str = ""
+    ) -> Measured:
+        """One step, in `dtype` with `op` ("": the spec's first, as a Step without them)."""
+        bound = self.prepare(collective, size_bytes, placement, dtype, op)
         for _ in range(self.spec.warmup):
             bound.run()
         self.timer.synchronize()
@@ -79,19 +84,23 @@ class Runner:
         n_wrong = int(table[:, 1].sum()) if self.spec.check else None
         return Measured(geometry, stats, n_wrong)
 
-    def prepare(self, collective: str, size_bytes: int, placement: str) -> Bound:
+    def prepare(
+        self, collective: str, size_bytes: int, placement: str, dtype: str = "", op: str = ""
+    ) -> Bound:
         """Buffers and the bound operation for one step."""
         _refuse_for_test(collective)
         coll = REGISTRY[collective]
-        geometry = coll.geometry(size_bytes, self.dtype.elem_bytes, self.world_size, self.rank)
-        send, recv = self._buffers(geometry, placement)
-        reduce_op = getattr(self.dist.ReduceOp, _REDUCE_OPS[self.spec.op]) if coll.reduces else None
+        kind = DTYPES[dtype] if dtype else self.dtype
+        op = op or self.spec.ops[0]
+        geometry = coll.geometry(size_bytes, kind.elem_bytes, self.world_size, self.rank)
+        send, recv = self._buffers(geometry, placement, kind)
+        reduce_op = getattr(self.dist.ReduceOp, _REDUCE_OPS[op]) if coll.reduces else None
         context = RankContext(self.dist, self.rank, self.world_size, reduce_op)
-        return Bound(coll, geometry, send, recv, coll.bind(send, recv, context))
+        return Bound(coll, geometry, send, recv, coll.bind(send, recv, context), kind, op)
 
-    def _buffers(self, geometry: Geometry, placement: str):
+    def _buffers(self, geometry: Geometry, placement: str, kind: Any):
         zeros = self.torch.zeros
-        dtype = torch_dtype(self.dtype)
+        dtype = torch_dtype(kind)
         if placement == IN_PLACE:
             shared = zeros(
                 max(geometry.send_elems, geometry.recv_elems), dtype=dtype, device=self.device
@@ -108,7 +117,7 @@ class Runner:
         """Fill the inputs with the check pattern, run `operate` (one complete operation on
         bound's buffers, however it is scheduled) and count the wrong elements."""
         coll, geometry, recv = bound.collective, bound.geometry, bound.recv
-        pattern = Pattern(self.dtype, self.spec.op if coll.reduces else None, self.world_size)
+        pattern = Pattern(bound.dtype, bound.op if coll.reduces else None, self.world_size)
         fill(self.torch, bound.send, pattern, self.rank)
         self.timer.synchronize()
         self.barrier()

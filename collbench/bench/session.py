@@ -93,8 +93,12 @@ class Session:
                     step.collective, step.placement, result, probe.clock.method, step.repeat
                 )
             else:
-                result = runner.measure(step.collective, step.size_bytes, step.placement)
-                row = builder.build(step.collective, step.placement, result, step.repeat)
+                result = runner.measure(
+                    step.collective, step.size_bytes, step.placement, step.dtype, step.op
+                )
+                row = builder.build(
+                    step.collective, step.placement, result, step.repeat, step.dtype, step.op
+                )
             total_wrong += result.n_wrong or 0
             log.write(
                 f"step {index + 1}/{len(steps)}{_repeat_of(step, spec.repeats)} "

@@ -64,8 +64,7 @@ HABITS = (
     Habit(
         "-G",
         None,
-        "nccl-tests' -G N (CUDA graph launches) is --cuda-graph here (nccl and rccl "
-        "backends)",
+        "nccl-tests' -G N (CUDA graph launches) is --cuda-graph here (nccl and rccl backends)",
     ),
     Habit(
         "-I",

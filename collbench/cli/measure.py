@@ -136,8 +136,20 @@ SPEC_OPTIONS = (
         default_text=f"{DEFAULT_FACTOR:g}",
         metavar="X",
     ),
-    Option(("--dtype", "-d"), f"{listing(DTYPES)}.", SweepSpec, "dtype", metavar="NAME"),
-    Option(("--op", "-o"), f"{listing(REDUCE_OPS)}.", SweepSpec, "op", metavar="NAME"),
+    Option(
+        ("--dtype", "-d"),
+        f"{listing(DTYPES)}; several comma-separated, or all (nccl-tests' -d all).",
+        SweepSpec,
+        "dtype",
+        metavar="NAME",
+    ),
+    Option(
+        ("--op", "-o"),
+        f"{listing(REDUCE_OPS)}; several comma-separated, or all (avg: float dtypes only).",
+        SweepSpec,
+        "op",
+        metavar="NAME",
+    ),
     Option(("--warmup", "-w"), "Untimed operations per size.", SweepSpec, "warmup", kind=int),
     Option(("--iters", "-n"), "Timed operations per size.", SweepSpec, "iters", kind=int),
     Option(

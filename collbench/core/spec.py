@@ -96,6 +96,8 @@ class Step(NamedTuple):
     placement: str
     ratio: float | None = None  # probes: compute:comm ratio (None: fixed compute_tflop)
     repeat: int = 0  # which repeat of the whole measurement (0-based; SweepSpec.repeats)
+    dtype: str = ""  # this step's dtype, one of SweepSpec.dtypes ("": the spec's first)
+    op: str = ""  # this step's reduction, one of SweepSpec.ops ("": the spec's first)
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,10 @@ class SweepSpec:
     factor: float | None = None
     # ... or add this many bytes per step (nccl-tests -i). Not both.
     step_bytes: int | None = None
+    # One dtype, or several comma-separated (`all`: every one), as nccl-tests' `-d all`:
+    # sweep rows then run every size of each in turn (SweepSpec.dtypes) ...
     dtype: str = "float32"
+    # ... and likewise one reduction or several (`all`), for the collectives that reduce.
     op: str = "sum"
     placement: str = "both"
     warmup: int = 5
@@ -176,11 +181,8 @@ class SweepSpec:
                 )
         if not self.collectives:
             raise SpecError("--collective", "", "names no collective")
-        dtype = lookup_dtype(self.dtype)
-        if dtype is None:
-            raise SpecError("--dtype", self.dtype, f"is unknown; choose from {', '.join(DTYPES)}")
-        object.__setattr__(self, "dtype", dtype.name)
-        self._check_choice("--op", self.op, REDUCE_OPS)
+        object.__setattr__(self, "dtype", _dtype_list(self.dtype))
+        object.__setattr__(self, "op", _op_list(self.op))
         self._check_choice("--placement", self.placement, PLACEMENT_CHOICES)
         self._check_choice("--rank-stat", self.rank_stat, RANK_STATS)
         self._check_choice("--backend", self.backend, BACKENDS)
@@ -199,9 +201,41 @@ class SweepSpec:
             )
         if self.cuda_graph and not self.sweep_rows:
             raise SpecError("--cuda-graph", True, "times sweep rows; overlap probes have their own")
-        if self.op == "avg" and not dtype.is_float:
+        self._check_lists()
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        """The dtypes sweep rows are measured in, in order."""
+        return tuple(self.dtype.split(","))
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """The reductions sweep rows of reducing collectives are measured with, in order."""
+        return tuple(self.op.split(","))
+
+    def pairs_for(self, collective: str) -> list[tuple[str, str]]:
+        """The (dtype, op) pairs a collective is measured with: every op of every dtype
+        for a reduction, the first op alone otherwise (its rows record none); `avg` only
+        with a floating-point dtype (torch divides in floating point and cannot cast back:
+        gloo raises; checked)."""
+        ops = self.ops if REGISTRY[collective].reduces else self.ops[:1]
+        return [
+            (dtype, op)
+            for dtype in self.dtypes
+            for op in ops
+            if op != "avg" or DTYPES[dtype].is_float or not REGISTRY[collective].reduces
+        ]
+
+    def _check_lists(self) -> None:
+        several = len(self.dtypes) > 1 or len(self.ops) > 1
+        if several and (self.overlap is not None or self.doctor is not None):
+            what = "a doctor" if self.doctor is not None else "overlap probes"
+            flag = "--dtype" if len(self.dtypes) > 1 else "--op"
+            value = self.dtype if flag == "--dtype" else self.op
+            raise SpecError(flag, value, f"lists several; {what} take one at a time")
+        if "avg" in self.ops and not any(DTYPES[name].is_float for name in self.dtypes):
             # torch divides in floating point and cannot cast back (gloo raises; checked)
-            raise SpecError("--op", self.op, f"needs a floating-point --dtype, not {dtype.name}")
+            raise SpecError("--op", "avg", f"needs a floating-point --dtype, not {self.dtype}")
 
     @staticmethod
     def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
@@ -292,15 +326,24 @@ class SweepSpec:
         once = []
         if self.sweep_rows:
             once += [
-                Step("sweep", name, size, placement)
+                Step("sweep", name, size, placement, dtype=dtype, op=op)
                 for name in self.collectives
+                for dtype, op in self.pairs_for(name)
                 for size in self.sizes()
                 for placement in self.placements_for(name)
             ]
         if self.overlap is not None:
             # One placement per probe: overlap does not depend on where the result lands.
             once += [
-                Step("overlap", name, size, self.placements_for(name)[0], ratio)
+                Step(
+                    "overlap",
+                    name,
+                    size,
+                    self.placements_for(name)[0],
+                    ratio,
+                    dtype=self.dtype,
+                    op=self.op,
+                )
                 for name in self.collectives
                 for size in self.sizes()
                 for ratio in self.overlap.points()
@@ -398,3 +441,33 @@ class SweepSpec:
     def from_dict(cls, data: dict) -> SweepSpec:
         # A spec recorded before --repeats existed measured everything once.
         return cls(**{"repeats": 1, **data})
+
+
+def _dtype_list(text: str) -> str:
+    """`--dtype`: one name or alias, several comma-separated, or `all`; canonical names."""
+    names = list(DTYPES) if text.strip().lower() == "all" else text.split(",")
+    canonical = []
+    for name in names:
+        dtype = lookup_dtype(name)
+        if dtype is None:
+            which = f"names {name.strip()!r}, which " if len(names) > 1 else ""
+            raise SpecError(
+                "--dtype", text, f"{which}is unknown; choose from {', '.join(DTYPES)} or all"
+            )
+        canonical.append(dtype.name)
+    if len(set(canonical)) != len(canonical):
+        raise SpecError("--dtype", text, "names a dtype twice")
+    return ",".join(canonical)
+
+
+def _op_list(text: str) -> str:
+    """`--op`: one reduction, several comma-separated, or `all`."""
+    names = list(REDUCE_OPS) if text.strip().lower() == "all" else text.split(",")
+    names = [name.strip() for name in names]
+    for name in names:
+        if name not in REDUCE_OPS:
+            which = f"names {name!r}, which " if len(names) > 1 else ""
+            raise SpecError("--op", text, f"{which}is not one of {', '.join(REDUCE_OPS)} or all")
+    if len(set(names)) != len(names):
+        raise SpecError("--op", text, "names a reduction twice")
+    return ",".join(names)

@@ -39,7 +39,7 @@ def planned_batch_s(spec: SweepSpec, world_size: int) -> float:
     if spec.backend not in QUEUEING_BACKENDS or spec.max_bytes is None:
         return 0.0
     depth = max(spec.warmup, spec.iters)
-    elem_bytes = DTYPES[spec.dtype].elem_bytes
+    elem_bytes = max(DTYPES[name].elem_bytes for name in spec.dtypes)  # the widest rounds up most
     longest = 0.0
     for name in spec.collectives:
         for size in (spec.min_bytes, spec.max_bytes):  # op time grows with size

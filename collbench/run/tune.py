@@ -86,9 +86,7 @@ from collbench.run.tune_from import (
     check_channels,
     check_out,
 )
-from collbench.run.tune_plan import (
-    TunePlan,
-)
+from collbench.run.tune_plan import TunePlan, check_one_dtype
 from collbench.run.tune_rounds import (
     environment,
     failed_collective,
@@ -521,6 +519,7 @@ def run_tune(
     torchrun node other than 0, nothing is written: (None, code)."""
     build_grid(plan.axes, plan.max_settings, exhaustive=plan.search == "grid")  # refuse early
     check_channels(plan.channels, spec.backend)
+    check_one_dtype(spec)
     _check_nodes_agree(plan, options)
     writes = _writes_result(options)
     if writes:

@@ -52,7 +52,7 @@ def collect_choices(
     choices = parse_choices(lines, _world_size(Path(folder) / "run"))
     if spec is not None:
         measured = measured_pairs(spec, Path(folder) / "run")
-        choices = [item for item in choices if _measured(item, measured, spec.dtype)]
+        choices = [item for item in choices if _measured(item, measured, spec.dtypes)]
     written = 0
     with open(out_file, "a", encoding="utf-8") as handle:
         for summary in summarize(choices):
@@ -83,9 +83,11 @@ def measured_pairs(spec: SweepSpec, run_dir: Path) -> set[tuple[str, int]]:
     return pairs
 
 
-def _measured(choice: Choice, measured: set[tuple[str, int]], dtype: str) -> bool:
+def _measured(choice: Choice, measured: set[tuple[str, int]], dtypes: tuple[str, ...]) -> bool:
     size = choice.size_bytes if choice.size_bytes is not None else choice.logged_bytes
-    return (choice.collective, size) in measured and choice.dtype in (None, dtype)
+    return (choice.collective, size) in measured and (
+        choice.dtype is None or choice.dtype in dtypes
+    )
 
 
 def _rows(run_dir: Path) -> list:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from collbench.analysis.tune.select import SelectRule
 from collbench.core.errors import SpecError
+from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import (
     DEFAULT_MAX_SETTINGS,
     DEFAULT_TUNE_REPEATS,
@@ -94,3 +95,13 @@ def parse_ranges(text: str, flag: str = "--ranges") -> str:
 def ranges_word(granularity: str) -> str:
     """The --ranges word of a SelectRule.granularity."""
     return next(name for name, value in RANGES.items() if value == granularity)
+
+
+def check_one_dtype(spec: SweepSpec) -> None:
+    """A tune judges settings per collective: one dtype and one reduction at a time."""
+    for flag, value, several in (
+        ("--dtype", spec.dtype, len(spec.dtypes) > 1),
+        ("--op", spec.op, len(spec.ops) > 1),
+    ):
+        if several:
+            raise SpecError(flag, value, "lists several; tune one at a time")

@@ -365,10 +365,18 @@ class RowBuilder:
         self.knobs = knobs
         self.topology = topology
 
-    def build(self, collective: str, placement: str, measured: Any, repeat: int = 0) -> ResultRow:
+    def build(
+        self,
+        collective: str,
+        placement: str,
+        measured: Any,
+        repeat: int = 0,
+        dtype: str = "",
+        op: str = "",
+    ) -> ResultRow:
         """A sweep row from a `bench.runner.Measured` (geometry, stats, n_wrong), measured
-        in repeat `repeat` (0-based)."""
-        return ResultRow(**self._base(collective, placement, measured, repeat))
+        in repeat `repeat` (0-based), in `dtype` with `op` ("": the spec's first)."""
+        return ResultRow(**self._base(collective, placement, measured, repeat, dtype, op))
 
     def build_probe(
         self, collective: str, placement: str, probe: Any, timing: str, repeat: int = 0
@@ -439,7 +447,15 @@ class RowBuilder:
             rank_last_count=list(group.rank_last_count),
         )
 
-    def _base(self, collective: str, placement: str, measured: Any, repeat: int) -> dict[str, Any]:
+    def _base(
+        self,
+        collective: str,
+        placement: str,
+        measured: Any,
+        repeat: int,
+        dtype: str = "",
+        op: str = "",
+    ) -> dict[str, Any]:
         """The sweep columns, by name."""
         from collbench.core.bandwidth import algbw_gbps, bus_factor
         from collbench.core.collectives import REGISTRY
@@ -454,8 +470,8 @@ class RowBuilder:
             "kind": SWEEP,
             "collective": collective,
             "backend": self.spec.backend,
-            "dtype": self.spec.dtype,
-            "op": self.spec.op if coll.reduces else None,
+            "dtype": dtype or self.spec.dtypes[0],
+            "op": (op or self.spec.ops[0]) if coll.reduces else None,
             "root": coll.root,
             "size_bytes": measured.geometry.size_bytes,
             "count": measured.geometry.count,

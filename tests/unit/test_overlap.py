@@ -121,10 +121,10 @@ def test_probe_steps_follow_the_sweep_steps():
     assert len(sweep) == 2 + 4  # all_reduce in place; all_gather both placements
     # one placement per probe (the first supported), one probe per ratio
     assert probes[:4] == [
-        Step("overlap", "all_reduce", 8, "in_place", 1.0),
-        Step("overlap", "all_reduce", 8, "in_place", 2.0),
-        Step("overlap", "all_reduce", 16, "in_place", 1.0),
-        Step("overlap", "all_reduce", 16, "in_place", 2.0),
+        Step("overlap", "all_reduce", 8, "in_place", 1.0, dtype="float32", op="sum"),
+        Step("overlap", "all_reduce", 8, "in_place", 2.0, dtype="float32", op="sum"),
+        Step("overlap", "all_reduce", 16, "in_place", 1.0, dtype="float32", op="sum"),
+        Step("overlap", "all_reduce", 16, "in_place", 2.0, dtype="float32", op="sum"),
     ]
     assert {s.placement for s in probes if s.collective == "all_gather"} == {"out_of_place"}
     only = SweepSpec(max_bytes=16, overlap=OverlapSpec(), sweep_rows=False)

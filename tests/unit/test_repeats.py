@@ -35,8 +35,10 @@ def test_steps_run_every_step_once_per_repeat_in_the_same_order():
     for repeat in range(3):
         chunk = steps[repeat * len(once) : (repeat + 1) * len(once)]
         assert chunk == [step._replace(repeat=repeat) for step in once]
-    assert steps[0] == Step("sweep", "all_reduce", 1024, "in_place")  # repeat 0: the default
-    assert Step._fields[-1] == "repeat"
+    assert steps[0] == Step(
+        "sweep", "all_reduce", 1024, "in_place", dtype="float32", op="sum"
+    )  # repeat 0: the default
+    assert Step._field_defaults["repeat"] == 0
 
 
 def test_probe_steps_repeat_after_the_sweep_steps_of_each_repeat():

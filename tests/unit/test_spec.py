@@ -137,7 +137,8 @@ def test_steps_cover_collectives_sizes_and_supported_placements():
     ).with_backend("gloo")
     steps = spec.steps()
     assert [s for s in steps if s.collective == "all_reduce"] == [
-        Step("sweep", "all_reduce", size, "in_place") for size in (8, 16, 32)
+        Step("sweep", "all_reduce", size, "in_place", dtype="float32", op="sum")
+        for size in (8, 16, 32)
     ]
     assert len([s for s in steps if s.collective == "all_gather"]) == 6
     assert SweepSpec.from_dict(spec.to_dict()) == spec
