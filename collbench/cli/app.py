@@ -36,6 +36,7 @@ from collbench.cli.measure import (
 from collbench.cli.mfu import mfu
 from collbench.cli.noise import noise
 from collbench.cli.options import Argument, command
+from collbench.cli.predict import predict
 from collbench.cli.report import report
 from collbench.cli.topo import topo_app
 from collbench.cli.tune import tune
@@ -100,6 +101,7 @@ app.command("compare")(compare)
 app.command("noise")(noise)
 app.command("report")(report)
 app.command("mfu")(mfu)
+app.command("predict")(predict)
 app.command("gemm")(gemm)
 app.command("export")(export)
 app.command("tune")(tune)

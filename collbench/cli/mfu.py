@@ -285,6 +285,15 @@ MFU_OPTIONS = (
         default=FROM_OWNER,
     ),
     Option(
+        ("--price",),
+        "NAME=USD: the price per GPU-hour of fabric NAME (a --topology given), to print the "
+        "cost per step and per million tokens; repeatable.",
+        MfuRequest,
+        "price",
+        kind=list[str],
+        metavar="NAME=USD",
+    ),
+    Option(
         ("--allow-oversubscribed-memory",),
         "Estimate a workload even when its memory per accelerator exceeds the fabric's "
         "(warned, not refused).",
@@ -314,7 +323,7 @@ def run_mfu(values: dict[str, Any]) -> None:
     if values["json_out"] and wanted.explain:
         print(explain_json(result.workload, result.estimates))
         return
-    print(render_mfu(result.workload, result.estimates, as_json=values["json_out"]))
+    print(render_mfu(result.workload, result.estimates, values["json_out"], result.costs))
     if wanted.explain:
         print(render_explain(result.workload, result.estimates))
 

@@ -19,22 +19,33 @@ from collbench.analysis.mfu.estimate import (
     combined_origin,
 )
 from collbench.analysis.mfu.memory import GIB, breakdown_text
+from collbench.analysis.mfu.price import TrainingCost
 from collbench.analysis.mfu.workload import Workload
+from collbench.render.mfu_price import cost_json, price_lines
 
 # The tag a number gets after it, saying where the collective times under it came from.
 ORIGIN_TAGS = {PREDICTED: "p", MEASURED: "m", MIXED: "m+p", NOTHING_PRICED: ""}
 
 
-def render_mfu(workload: Workload, estimates: Sequence[Estimate], as_json: bool = False) -> str:
-    """The side-by-side table, or its figures as indented JSON."""
+def render_mfu(
+    workload: Workload,
+    estimates: Sequence[Estimate],
+    as_json: bool = False,
+    costs: Sequence[TrainingCost | None] = (),
+) -> str:
+    """The side-by-side table, or its figures as indented JSON (`costs`: per estimate its
+    cost at `--price`, None where not priced; render/mfu_price.py)."""
     if as_json:
-        return json.dumps(to_json(workload, estimates), indent=2)
-    return render_table(workload, estimates)
+        return json.dumps(to_json(workload, estimates, costs), indent=2)
+    return render_table(workload, estimates, costs)
 
 
-def to_json(workload: Workload, estimates: Sequence[Estimate]) -> dict[str, Any]:
-    """`mfu`, `mfu_loss_comm`, `step_time_s` and the breakdown, per fabric."""
+def to_json(
+    workload: Workload, estimates: Sequence[Estimate], costs: Sequence[TrainingCost | None] = ()
+) -> dict[str, Any]:
+    """`mfu`, `mfu_loss_comm`, `step_time_s` and the breakdown (and cost), per fabric."""
     model = workload.model
+    costs = list(costs) or [None] * len(estimates)
     return {
         "workload": {
             "model": model.name,
@@ -70,7 +81,10 @@ def to_json(workload: Workload, estimates: Sequence[Estimate]) -> dict[str, Any]
             "microbatches": workload.microbatches,
             "model_flops_per_token": workload.model_flops_per_token,
         },
-        "fabrics": [_estimate_json(result) for result in estimates],
+        "fabrics": [
+            {**_estimate_json(result), **cost_json(cost)}
+            for result, cost in zip(estimates, costs, strict=True)
+        ],
     }
 
 
@@ -112,8 +126,11 @@ def _estimate_json(result: Estimate) -> dict[str, Any]:
     }
 
 
-def render_table(workload: Workload, estimates: Sequence[Estimate]) -> str:
-    """Fabrics side by side, one column each: the step, its breakdown, MFU and what-ifs."""
+def render_table(
+    workload: Workload, estimates: Sequence[Estimate], costs: Sequence[TrainingCost | None] = ()
+) -> str:
+    """Fabrics side by side, one column each: the step, its breakdown, MFU and what-ifs
+    (and under it, with `costs`, each fabric's cost)."""
     rows: list[tuple[str, Any]] = [
         ("collectives priced by", lambda e: e.origin.replace(NOTHING_PRICED, "nothing")),
         ("accelerators (nodes)", lambda e: f"{e.accelerators} ({e.nodes})"),
@@ -148,6 +165,9 @@ def render_table(workload: Workload, estimates: Sequence[Estimate]) -> str:
         "(--curves); m+p: both; untagged: no collective time in it"
     )
     recovered = recovery_lines(estimates)
+    if costs:
+        tags = [ORIGIN_TAGS.get(result.origin, result.origin) for result in estimates]
+        recovered += price_lines(estimates, costs, header[1:], tags)
     return "\n".join([_headline(workload), "", *lines, legend, *recovered, "", *_notes(estimates)])
 
 

@@ -8,7 +8,7 @@ when the estimate runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ from collbench.core.errors import SpecError
 
 if TYPE_CHECKING:
     from collbench.analysis.mfu.fabrics import Fabric, FabricEstimate, Inputs
+    from collbench.analysis.mfu.price import TrainingCost
     from collbench.analysis.mfu.workload import Model
     from collbench.store.load import Run
 
@@ -41,6 +42,7 @@ class MfuRequest:
     gemm: Path | None = None  # a run directory of `collbench gemm` rows
     explain: bool = False  # also say where a step's time goes
     allow_oversubscribed_memory: bool = False  # warn instead of refuse
+    price: tuple[str, ...] = ()  # NAME=USD per GPU-hour of a --topology given
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ class MfuEstimate:
     workload: Workload
     estimates: list[FabricEstimate]
     warnings: list[str]
+    # per estimate (in its order) its cost at the --price of its topology; None: not priced
+    costs: list[TrainingCost | None] = field(default_factory=list)
 
 
 def estimate_mfu(
@@ -61,15 +65,23 @@ def estimate_mfu(
     fields given; dp from --nodes unless given), estimate each, and check that the workload
     fits their memory."""
     from collbench.analysis.mfu.fabrics import check_memory, estimate_fabrics
+    from collbench.analysis.mfu.price import parse_prices, training_cost
 
-    topologies = _topologies(list(request.topology))
+    topologies = load_topologies(list(request.topology))
+    prices = parse_prices(request.price, [topology.name for topology in topologies])
     workload = size_workload(request, model, training, parallelism, topologies[0])
     inputs = _inputs(request, options)
     fabrics = _fabrics(workload, topologies, list(request.curves))
     estimates = estimate_fabrics(workload, fabrics, inputs)
     warnings = check_memory(estimates, request.allow_oversubscribed_memory)
     warnings = [*warnings, *(text for result in estimates for text in result.warnings)]
-    return MfuEstimate(workload, estimates, warnings)
+    costs = [
+        training_cost(result, workload.tokens_per_step, prices[result.topology])
+        if result.topology in prices
+        else None
+        for result in estimates
+    ]
+    return MfuEstimate(workload, estimates, warnings, costs)
 
 
 def size_workload(
@@ -120,7 +132,8 @@ def _check_nodes_agree(topology: Any, nodes: int, parallelism: Parallelism) -> N
         )
 
 
-def _topologies(names: list[str]) -> list[Any]:
+def load_topologies(names: list[str]) -> list[Any]:
+    """The topologies named (catalog names or files), each once; two of one name refused."""
     from collbench.topologies.loader import load_topology
 
     topologies = [load_topology(name) for name in dict.fromkeys(names)]
@@ -183,7 +196,7 @@ def _fabrics(workload: Workload, topologies: list[Any], curves: list[str]) -> li
         labels = [label for name, label in sets if name == topology.name] or [""]
         if "" not in labels and not any((topology.name, label) in defaults for label in labels):
             defaults.add((topology.name, _default_label(labels)))
-        file_runs = [_run(Path(run), "--curves") for run in _file_curves(topology)]
+        file_runs = [_run(Path(run), "--curves") for run in file_curves(topology)]
         for label in labels:
             own = [*sets.get((topology.name, label), []), *file_runs]
             measured = [curve for run in own for curve in fit_measured_curves(run.rows, run.path)]
@@ -271,7 +284,7 @@ def _from_runs(sources: tuple[str, ...], setting_id: str, tune_dir: Path) -> lis
     return []
 
 
-def _file_curves(topology: Any) -> list[str]:
+def file_curves(topology: Any) -> list[str]:
     """The topology file's own `curves` run directory, relative to the file."""
     if not topology.curves:
         return []

@@ -110,6 +110,10 @@ CASES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "--json",
         ),
     ),
+    (
+        "predict-catalog",
+        ("predict", "-T", "dgx-h100", "-T", "mi300x", "-c", "all_reduce", "-b", "1M", "-e", "8G"),
+    ),
     ("topo-show", ("topo", "show", "dgx-h100")),
     ("topo-list", ("topo", "list")),
     (

@@ -1,0 +1,123 @@
+"""`collbench predict`: what two (or more) fabrics should give each collective, size by size,
+side by side, before any is bought; a measured run can stand in for a fabric's model.
+
+Its size and collective options are `collbench sweep`'s own (cli/measure.py's SPEC_OPTIONS,
+filling PredictRequest instead of SweepSpec), so sizes parse and step as nccl-tests'.
+Imports stay light: no torch, no numpy unless --curves needs a fit or --html draws charts.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from collbench.cli.measure import SPEC_OPTIONS
+from collbench.cli.options import FROM_OWNER, REQUIRED, Option, command, request
+from collbench.core.units import size_arg
+from collbench.run.predict import PredictRequest
+from collbench.store.outputs import FORCE_HELP
+
+_SWEEP_FLAGS = ("--collective", "--min-bytes", "--max-bytes", "--factor", "--step-bytes")
+
+
+def _sweep_option(option: Option) -> Option:
+    """A sweep option filling PredictRequest's field of the same name (no panel)."""
+    text = size_arg(PredictRequest.max_bytes) if option.flag == "--max-bytes" else None
+    return replace(
+        option, owner=PredictRequest, panel=None, default_text=text or option.default_text
+    )
+
+
+PREDICT_OPTIONS = (
+    Option(
+        ("--topology", "-T"),
+        "Catalog name or topology file; repeat to compare fabrics side by side (the first is "
+        "A, the reference of the ratios).",
+        PredictRequest,
+        "topology",
+        kind=list[str],
+        default=REQUIRED,
+        metavar="NAME|FILE",
+    ),
+    *(_sweep_option(option) for option in SPEC_OPTIONS if option.flag in _SWEEP_FLAGS),
+    Option(
+        ("--nodes",),
+        "Nodes of every fabric (default: each topology's own node count).",
+        PredictRequest,
+        "nodes",
+        kind=int,
+        metavar="N",
+    ),
+    Option(
+        ("--curves",),
+        "NAME=RUN: a measured run directory replaces fabric NAME's predictions (a plain RUN: "
+        "the first fabric's); repeatable.",
+        PredictRequest,
+        "curves",
+        kind=list[str],
+        metavar="NAME=RUN",
+    ),
+    Option(
+        ("--comm-efficiency",),
+        "Share of the link rates predictions assume (1: the hardware bound).",
+        PredictRequest,
+        "comm_efficiency",
+        kind=float,
+        default=FROM_OWNER,
+        metavar="X",
+    ),
+    Option(
+        ("--json",), "Print JSON instead of the tables.", kind=bool, default=False, name="json_out"
+    ),
+    Option(
+        ("--html",),
+        "Also write the comparison as a self-contained HTML report (tables and busbw charts).",
+        PredictRequest,
+        "html",
+        kind=Path,
+        metavar="FILE",
+    ),
+    Option(
+        ("--force",),
+        FORCE_HELP,
+        PredictRequest,
+        "force",
+        kind=bool,
+        default=FROM_OWNER,
+        default_text="",
+    ),
+)
+
+
+def run_predict(values: dict[str, Any]) -> None:
+    """Compare the fabrics (run/predict.py), print the tables (or JSON), write --html."""
+    from collbench.render.predict import render_predict
+    from collbench.run.predict import predict_fabrics
+    from collbench.store.outputs import check_output_file, write_output
+
+    wanted: PredictRequest = request(PredictRequest, PREDICT_OPTIONS, values)
+    html = wanted.html
+    if html is not None:
+        check_output_file("--html", html, force=wanted.force)
+    prediction = predict_fabrics(wanted)
+    for text in prediction.warnings:
+        print(f"collbench: warning: {text}", file=sys.stderr)
+    print(render_predict(prediction, as_json=values["json_out"]), flush=True)
+    if html is not None:
+        from collbench.render.report_predict import predict_html
+
+        write_output("--html", html, predict_html(prediction))
+        print(f"# Report: {html}", file=sys.stderr if values["json_out"] else sys.stdout)
+
+
+predict = command(
+    "predict",
+    "Compare fabrics before buying: predicted time and busbw side by side.\n\n"
+    "Per collective and size, the cost model's time and busbw on each fabric, the regime "
+    "and bound each hits, and each fabric's time over the first's (a measured run can "
+    "stand in for a fabric with --curves).",
+    PREDICT_OPTIONS,
+    run_predict,
+)

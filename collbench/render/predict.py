@@ -1,0 +1,186 @@
+"""`collbench predict` as text and JSON: per collective, one line per size with each fabric's
+time, busbw, where the figure came from (m/p, as `mfu` tags them), the model's regime and
+bound, and each fabric's time over the first's.
+
+Pure: a prediction in, strings out.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Sequence
+from typing import Any
+
+from collbench.analysis.model.fabric_compare import (
+    EXTRAPOLATED,
+    FITTED,
+    MEASURED,
+    PREDICTED,
+    Cell,
+    Line,
+)
+from collbench.core.units import format_number, round_sig, size_arg
+from collbench.run.predict import Fabric, Prediction
+
+# The tag after a time, saying where it came from (mfu's m/p, with how a measured run gave it).
+SOURCE_TAGS = {PREDICTED: "p", MEASURED: "m", FITTED: "m~", EXTRAPOLATED: "m*"}
+LEGEND = (
+    "p: predicted (topology cost model); m: measured (--curves) at that size; m~: the measured\n"
+    "run's fit between its sizes; m*: its fit outside them. regime: the model's largest term;\n"
+    "bound: the busbw the model's algorithm reaches as the size grows."
+)
+CELL_HEADER = ("time(us)", "busbw(GB/s)", "regime", "bound(GB/s)")
+
+
+def letters(count: int) -> list[str]:
+    """A, B, C ... for the fabrics in the order given (the first is the reference)."""
+    return list(string.ascii_uppercase[:count]) if count <= 26 else [str(i) for i in range(count)]
+
+
+def render_predict(prediction: Prediction, as_json: bool = False) -> str:
+    """The side-by-side tables (one per collective), or the same figures as JSON."""
+    if as_json:
+        return json.dumps(to_json(prediction), indent=2)
+    names = letters(len(prediction.fabrics))
+    parts = [*header_lines(prediction), ""]
+    for collective in dict.fromkeys(line.collective for line in prediction.lines):
+        lines = [line for line in prediction.lines if line.collective == collective]
+        parts += [f"# {collective}", *_table(lines, names), ""]
+    return "\n".join([*parts, LEGEND])
+
+
+def header_lines(prediction: Prediction) -> list[str]:
+    """What is compared: the size convention, the efficiency, and each fabric's shape."""
+    request = prediction.request
+    efficiency = request.comm_efficiency
+    bound = " (the hardware bound)" if efficiency == 1 else ""
+    lines = [
+        f"collbench predict: cost model at {efficiency:.0%} of the link rates{bound}",
+        "size: nccl-tests' (a rank's larger buffer); X/A: a fabric's time over A's (< 1: faster)",
+    ]
+    for name, fabric in zip(letters(len(prediction.fabrics)), prediction.fabrics, strict=True):
+        lines.append(f"  {name} = {fabric_line(fabric)}")
+    return lines
+
+
+def fabric_line(fabric: Fabric) -> str:
+    """'dgx-h100: 2 nodes x 8 = 16 ranks (--nodes); nvlink 450 GB/s ...; measured: RUN'."""
+    topology = fabric.topology
+    whence = "--nodes" if fabric.nodes_given else "its topology's node count"
+    up = topology.scale_up
+    text = (
+        f"{topology.name}: {topology.nodes} nodes x {topology.accelerators_per_node} = "
+        f"{topology.world_size} ranks ({whence}); {up.kind} {up.bandwidth_gbytes_s:g} GB/s"
+    )
+    out = topology.scale_out
+    if out is not None:
+        text += f", {out.nics_per_node} x {out.nic_gbits_s:g} Gb/s {out.kind}"
+    if fabric.runs:
+        text += f"; measured: {', '.join(fabric.runs)}"
+    return text
+
+
+def _table(lines: Sequence[Line], names: list[str]) -> list[str]:
+    """Aligned columns: size, per fabric its cells, then the ratios to A."""
+    ratio_names = [f"{name}/{names[0]}" for name in names[1:]]
+    groups = ["", *(f"{name}" for name in names for _ in CELL_HEADER), *("" for _ in ratio_names)]
+    header = ["size", *(CELL_HEADER * len(names)), *ratio_names]
+    body = [
+        [
+            size_arg(line.size_bytes),
+            *(text for item in line.cells for text in cell_texts(item)),
+            *(_ratio(value) for value in line.ratios[1:]),
+        ]
+        for line in lines
+    ]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    group_line = _group_line(groups, widths)
+    rendered = [
+        "  ".join(
+            text.ljust(w) if i == 0 else text.rjust(w)
+            for i, (text, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in [header, *body]
+    ]
+    return [group_line, *rendered]
+
+
+def _group_line(groups: list[str], widths: list[int]) -> str:
+    """The fabric letter centred over its columns."""
+    out, index = [], 0
+    while index < len(groups):
+        name = groups[index]
+        span = 1
+        while name and index + span < len(groups) and groups[index + span] == name:
+            span += 1
+        width = sum(widths[index : index + span]) + 2 * (span - 1)
+        out.append(f"[{name}]".center(width, "-") if name else " " * width)
+        index += span
+    return "  ".join(out).rstrip()
+
+
+def cell_texts(item: Cell) -> tuple[str, ...]:
+    """time and its tag, busbw, regime, bound: as the table prints them."""
+    bound = f"{item.bound_busbw_gbps:.1f} {item.algorithm}" if item.bound_busbw_gbps else "-"
+    return (
+        f"{format_number(item.time_s * 1e6, 4)} {SOURCE_TAGS[item.source]}",
+        f"{item.busbw_gbps:.2f}",
+        item.regime,
+        bound,
+    )
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def to_json(prediction: Prediction) -> dict[str, Any]:
+    """The request, each fabric and every line, in units named by their keys."""
+    request = prediction.request
+    return {
+        "comm_efficiency": request.comm_efficiency,
+        "size_convention": "nccl-tests: the larger of a rank's send and receive buffers",
+        "ratio": "a fabric's time over the first fabric's at the same collective and size",
+        "fabrics": [_fabric_json(fabric) for fabric in prediction.fabrics],
+        "lines": [_line_json(line, prediction.fabrics) for line in prediction.lines],
+        "warnings": list(prediction.warnings),
+    }
+
+
+def _fabric_json(fabric: Fabric) -> dict[str, Any]:
+    topology = fabric.topology
+    return {
+        "topology": topology.name,
+        "origin": topology.origin,
+        "nodes": topology.nodes,
+        "nodes_from": "--nodes" if fabric.nodes_given else "topology",
+        "accelerators_per_node": topology.accelerators_per_node,
+        "ranks": topology.world_size,
+        "curves": list(fabric.runs),
+    }
+
+
+def _line_json(line: Line, fabrics: Sequence[Fabric]) -> dict[str, Any]:
+    return {
+        "collective": line.collective,
+        "size_bytes": line.size_bytes,
+        "fabrics": [
+            {
+                "topology": fabric.topology.name,
+                "time_us": round_sig(item.time_s * 1e6),
+                "algbw_gbps": round_sig(item.algbw_gbps),
+                "busbw_gbps": round_sig(item.busbw_gbps),
+                "source": item.source,
+                "tag": SOURCE_TAGS[item.source],
+                "regime": item.regime,
+                "algorithm": item.algorithm,
+                "bound_busbw_gbps": round_sig(item.bound_busbw_gbps),
+                **({"run": item.run} if item.run else {}),
+            }
+            for fabric, item in zip(fabrics, line.cells, strict=True)
+        ],
+        "time_ratio_to_first": [
+            None if value is None else round_sig(value) for value in line.ratios
+        ],
+    }

@@ -1,0 +1,219 @@
+"""`collbench predict`'s use-case: the fabrics to compare (topologies from the catalog or
+files, as `mfu -T` loads them, at their own node count or --nodes), the measured runs that
+replace a fabric's predictions (`--curves NAME=RUN`), and the comparison
+(analysis/model/fabric_compare.py).
+
+A measured run gives a fabric's time at a collective and size from its sweep rows at that
+fabric's rank count (and node count, where the rows record it), out-of-place where it has
+them: the median of its rows at a measured size (repeats and runs pooled), else the curve
+`mfu --curves` fits through them (analysis/mfu/inputs.py), flagged where it extrapolates.
+
+Imports stay light (the CLI imports PredictRequest for its defaults): no torch, and scipy
+loads only when a measured run has to be fitted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from collbench.core.collectives import DEFAULT_COLLECTIVES
+from collbench.core.errors import SpecError
+from collbench.core.spec import DEFAULT_MAX_BYTES, SweepSpec
+
+if TYPE_CHECKING:
+    from collbench.analysis.model.fabric_compare import Line, Measured
+    from collbench.store.load import Run
+    from collbench.store.rows import ResultRow
+    from collbench.topologies.schema import Topology
+
+OUT_OF_PLACE = "out_of_place"
+
+
+@dataclass(frozen=True)
+class PredictRequest:
+    """What `collbench predict` was asked for."""
+
+    topology: tuple[str, ...] = ()  # catalog names or files, compared side by side
+    collectives: tuple[str, ...] = DEFAULT_COLLECTIVES
+    min_bytes: int = SweepSpec.min_bytes
+    # A sweep's default on a GPU backend, so that a measured run's sizes line up.
+    max_bytes: int = DEFAULT_MAX_BYTES["nccl"]
+    factor: float | None = None  # multiply the size by this each step (None: the sweep's)
+    step_bytes: int | None = None  # or add this many bytes each step
+    nodes: int | None = None  # of every fabric (None: each topology's own)
+    curves: tuple[str, ...] = ()  # NAME=RUN (or RUN, for the first): measured runs
+    comm_efficiency: float = 1.0  # share of the link rates predictions assume
+    html: Path | None = None  # also write the comparison as an HTML report there
+    force: bool = False  # write over an existing --html file
+
+    def sizes(self) -> list[int]:
+        """The sizes, checked and spelled as `collbench sweep` does (SweepSpec)."""
+        spec = SweepSpec(
+            collectives=self.collectives,
+            min_bytes=self.min_bytes,
+            max_bytes=self.max_bytes,
+            factor=self.factor,
+            step_bytes=self.step_bytes,
+        )
+        return spec.sizes()
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """One fabric as compared: its topology at the node count priced, and its runs."""
+
+    topology: Topology
+    nodes_given: bool  # --nodes set its node count (else its file's)
+    runs: tuple[str, ...] = ()  # the measured runs that replace its predictions
+
+
+@dataclass(frozen=True)
+class Prediction:
+    request: PredictRequest
+    fabrics: list[Fabric]
+    lines: list[Line]
+    warnings: list[str]
+
+
+def predict_fabrics(request: PredictRequest) -> Prediction:
+    """Load the fabrics and runs, and compare every collective and size on them."""
+    from collbench.analysis.model.costmodel import Efficiency
+    from collbench.analysis.model.fabric_compare import Side, compare_fabrics
+    from collbench.run.mfu import file_curves, load_topologies
+
+    sizes = request.sizes()
+    if len(request.topology) < 1:
+        raise SpecError("--topology", "", "names no fabric: give -T NAME (twice to compare)")
+    if request.nodes is not None and request.nodes < 1:
+        raise SpecError("--nodes", request.nodes, "must be an integer >= 1")
+    efficiency = _efficiency(request.comm_efficiency, Efficiency)
+    topologies = [
+        _at_nodes(topology, request.nodes) for topology in load_topologies(list(request.topology))
+    ]
+    given = _curve_runs(topologies, list(request.curves))
+    fabrics, sides, warnings = [], [], []
+    for topology in topologies:
+        runs = [*given.get(topology.name, []), *(_run(path) for path in file_curves(topology))]
+        times = MeasuredTimes(runs, topology) if runs else None
+        if times is not None:
+            warnings += times.unmatched(request.collectives)
+        fabrics.append(Fabric(topology, request.nodes is not None, tuple(r.path for r in runs)))
+        sides.append(Side(topology, times))
+    lines = compare_fabrics(sides, request.collectives, sizes, efficiency)
+    return Prediction(request, fabrics, lines, warnings)
+
+
+def _efficiency(fraction: float, efficiency: Any) -> Any:
+    if isinstance(fraction, bool) or not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
+        raise SpecError(
+            "--comm-efficiency", fraction, "must be a share of the link rates in (0, 1]"
+        )
+    return efficiency.uniform(float(fraction))
+
+
+def _at_nodes(topology: Topology, nodes: int | None) -> Topology:
+    """The topology at --nodes nodes (its own count when not given)."""
+    if nodes is None or nodes == topology.nodes:
+        return topology
+    try:
+        return topology.with_nodes(nodes)
+    except SpecError as error:  # e.g. several nodes of a topology without scale-out
+        raise SpecError("--nodes", nodes, f"does not fit {topology.name}: {error}") from None
+
+
+def _curve_runs(topologies: list[Topology], curves: list[str]) -> dict[str, list[Run]]:
+    """The runs each fabric's `--curves` gives: `NAME=RUN` with NAME a --topology given, or
+    a plain RUN (whose path may hold '=') for the first."""
+    known = [topology.name for topology in topologies]
+    runs: dict[str, list[Run]] = {}
+    for text in curves:
+        name, sep, source = text.partition("=")
+        if not sep or (Path(text).exists() and name not in known):
+            name, source = known[0], text
+        elif name not in known:
+            raise SpecError("--curves", text, f"names no --topology given ({', '.join(known)})")
+        runs.setdefault(name, []).append(_run(source))
+    return runs
+
+
+def _run(path: str | Path) -> Run:
+    from collbench.store.load import load_run
+
+    return load_run(path, "--curves")
+
+
+class MeasuredTimes:
+    """A fabric's measured times (a fabric_compare.MeasuredLookup): its runs' sweep rows at
+    its rank count and node count (rows that do not record nodes count as matching)."""
+
+    def __init__(self, runs: Sequence[Run], topology: Topology) -> None:
+        self.runs = list(runs)
+        self.ranks, self.nodes = topology.world_size, topology.nodes
+        self.label = ", ".join(run.path for run in self.runs)
+        rows = [row for run in self.runs for row in run.sweep_rows if self._matches(row)]
+        self.rows = _preferred_placement(rows)
+        self.curves: dict[str, Any] = {}
+
+    def _matches(self, row: ResultRow) -> bool:
+        time_us = row.time_us
+        if isinstance(time_us, bool) or not isinstance(time_us, (int, float)):
+            return False
+        timed = math.isfinite(time_us) and time_us > 0
+        return timed and row.world_size == self.ranks and row.nodes in (None, self.nodes)
+
+    def __call__(self, collective: str, size_bytes: int) -> Measured | None:
+        from collbench.analysis.model.fabric_compare import EXTRAPOLATED, FITTED, MEASURED, Measured
+        from collbench.core.stats import median
+
+        times = [
+            row.time_us for row in self.rows.get(collective, []) if row.size_bytes == size_bytes
+        ]
+        if times:
+            return Measured(float(median(times)) * 1e-6, MEASURED, self.label)
+        curve = self._curve(collective)
+        if curve is None or size_bytes <= 0:
+            return None
+        source = EXTRAPOLATED if curve.is_extrapolated(size_bytes) else FITTED
+        return Measured(curve.predict_time_us(size_bytes) * 1e-6, source, self.label)
+
+    def _curve(self, collective: str) -> Any:
+        """The curve `mfu --curves` fits through the collective's rows (None: too few)."""
+        from collbench.analysis.mfu.inputs import fit_measured_curves
+
+        if collective not in self.curves:
+            fitted = fit_measured_curves(self.rows.get(collective, []), self.label)
+            self.curves[collective] = fitted[0].curve if fitted else None
+        return self.curves[collective]
+
+    def unmatched(self, collectives: Sequence[str]) -> list[str]:
+        """Why the runs replace no prediction of some collectives (they stay predicted)."""
+        missing = [name for name in collectives if name not in self.rows]
+        if not missing:
+            return []
+        rows = [row for run in self.runs for row in run.sweep_rows]
+        held = sorted({(row.collective, row.world_size, row.nodes or 0) for row in rows})
+        shapes = ", ".join(
+            f"{name} at {ranks} ranks over {nodes or '?'}" for name, ranks, nodes in held
+        )
+        other_shape = any((ranks, nodes) != (self.ranks, self.nodes) for _, ranks, nodes in held)
+        hint = " (--nodes sets the node count priced)" if other_shape else ""
+        return [
+            f"--curves {self.label}: no timed {', '.join(missing)} rows at {self.ranks} ranks "
+            f"over {self.nodes} nodes (it holds {shapes or 'no sweep rows'}): "
+            f"{'it stays' if len(missing) == 1 else 'they stay'} predicted{hint}"
+        ]
+
+
+def _preferred_placement(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
+    """Per collective its out-of-place rows (what a trainer runs), else its in-place ones."""
+    by_collective: dict[str, list[ResultRow]] = {}
+    for row in rows:
+        by_collective.setdefault(row.collective, []).append(row)
+    return {
+        name: [row for row in group if row.placement == OUT_OF_PLACE] or group
+        for name, group in by_collective.items()
+    }
