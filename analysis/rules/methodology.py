@@ -38,6 +38,12 @@ METHODOLOGY = (
     "ranks_per_node",
 )
 PLACEMENT = ("world_size", "nodes", "ranks_per_node")
+# `source` is how a run's numbers were made, by family: rccl-tests is nccl-tests' fork and
+# keeps its timer (a host timer around the launches and a stream synchronize, common.cu) and
+# its algbw/busbw formulas, so the two are one source here; which tool printed the log is
+# `tool`, the environment (listed, never an alarm).
+SOURCE_FAMILY = {"rccl-tests": "nccl-tests"}
+TOOL = "tool"
 COLLECTIVES = "collectives"  # what a run measured (looked at only where a purpose names it)
 KNOBS = "env.*"  # in a purpose: every knob variable a run recorded (fields `env.NAME`)
 _ENV = "env."
@@ -202,7 +208,10 @@ def differences(baseline: Run, candidate: Run) -> list[Difference]:
 
 def _differing(base: dict[str, Any], cand: dict[str, Any]) -> list[Difference]:
     found = []
-    for name in sorted(set(base) | set(cand), key=lambda n: (n not in METHODOLOGY, n)):
+    names = set(base) | set(cand)
+    if base.get("source") != cand.get("source"):
+        names.discard(TOOL)  # the source names it already
+    for name in sorted(names, key=lambda n: (n not in METHODOLOGY, n)):
         if base.get(name) != cand.get(name):
             kind = "methodology" if name in METHODOLOGY else "environment"
             found.append(Difference(name, base.get(name), cand.get(name), kind))
@@ -215,7 +224,8 @@ def describe_method(run: Run, kind: str = SWEEP) -> dict[str, Any]:
     meta, rows = run.meta, run.rows_of(kind)
     spec = meta.spec or {}
     facts: dict[str, Any] = {
-        "source": meta.source or "collbench",
+        "source": SOURCE_FAMILY.get(meta.source or "", meta.source or "collbench"),
+        TOOL: meta.source or "collbench",
         "timing_method": meta.timing_method,
         # nccl-tests averages the ranks' times unless told otherwise (-a 1 is its default)
         "rank_stat": spec.get("rank_stat") or ("avg" if meta.source else None),

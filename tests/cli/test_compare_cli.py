@@ -193,3 +193,22 @@ def test_real_2_and_4_rank_sweeps_compare_on_busbw(tmp_path):
         assert direction.get(item["verdict"], True), item
     strict = collbench_process("compare", *paths, "--strict")
     assert strict.returncode == 2 and "world_size 2 vs 4" in strict.stderr
+
+
+def test_an_nccl_tests_log_against_an_rccl_tests_log_raises_no_methodology_alarm(tmp_path):
+    # rccl-tests is nccl-tests' fork: same timer, same busbw; only the tool differs (listed).
+    from tests.nccl_log import nccl_tests_log
+
+    sizes = [1024 * 4**i for i in range(6)]
+    text = nccl_tests_log("all_reduce", 8, 1, sizes, lambda size: 10 + size / 1e4)
+    (tmp_path / "nccl.log").write_text(text)
+    rccl = text.replace("# nccl-tests version 2.17.6", "# rccl-tests: Version develop:4e1b6ea")
+    (tmp_path / "rccl.log").write_text(rccl.replace("NVIDIA H100 80GB HBM3", "AMD MI300X"))
+    for name in ("nccl", "rccl"):
+        done = collbench("import", "nccl-tests", str(tmp_path / f"{name}.log"), "--out",
+                         str(tmp_path / name))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    done = collbench("compare", str(tmp_path / "nccl"), str(tmp_path / "rccl"))
+    assert done.returncode == 0, done.stderr
+    assert "METHODOLOGY DIFFERS" not in done.stdout
+    assert "tool" in done.stdout and "rccl-tests" in done.stdout

@@ -209,3 +209,17 @@ def test_no_module_but_the_rule_lists_the_fields_a_command_checks():
 )
 def test_the_scan_finds_a_rebuilt_subset(source):
     assert _own_rules(source, "example.py")
+
+
+def test_nccl_tests_and_rccl_tests_are_one_method_and_the_tool_is_listed():
+    # rccl-tests keeps nccl-tests' timer and busbw formulas: no methodology alarm between
+    # them, the tool is an environment difference; collbench against either is one.
+    timed = {"timing_method": "nccl-tests"}
+    nccl = _run("nccl", meta={**timed, "source": "nccl-tests"})
+    rccl = _run("rccl", meta={**timed, "source": "rccl-tests"})
+    checked = check([nccl, rccl], COMPARE)
+    assert checked.warnings == []
+    assert [(d.field, d.kind) for d in checked.differences] == [("tool", "environment")]
+    ours = _run("ours")
+    checked = check([ours, rccl], COMPARE)
+    assert "source 'collbench' vs 'nccl-tests'" in checked.warnings[0]
