@@ -131,6 +131,9 @@ class Estimate:
     # with ("": the fabric's own), and whether they are the default's (the baseline's)
     curves_label: str = ""
     curves_default: bool = False
+    # The workload does not fit this fabric's memory (and --allow-oversubscribed-memory was
+    # not given): its column says so instead of figures (analysis/mfu/fabrics.check_memory).
+    does_not_fit: bool = False
 
     @property
     def exposed_comm_s(self) -> float:

@@ -58,10 +58,20 @@ class Inputs:
 
 
 def sized_for(workload: Workload, topology: Topology) -> Topology:
-    """The topology with as many nodes as the workload's tp x pp x dp accelerators need."""
-    return topology.with_nodes(
-        -(-workload.parallelism.world_size // topology.accelerators_per_node)
-    )
+    """The topology with as many nodes as the workload's tp x pp x dp accelerators need;
+    SpecError naming it when it cannot have that many (no scale-out fabric)."""
+    par = workload.parallelism
+    nodes = -(-par.world_size // topology.accelerators_per_node)
+    if topology.scale_out is None and nodes > topology.nodes_per_domain:
+        accelerators = topology.nodes_per_domain * topology.accelerators_per_node
+        raise SpecError(
+            "--topology",
+            topology.name,
+            f"has no scale-out fabric, so at most {accelerators:,} accelerators (one scale-up "
+            f"domain); tp {par.tp} x pp {par.pp} x dp {par.dp} = {par.world_size:,} need "
+            f"{nodes:,} nodes",
+        )
+    return topology.with_nodes(nodes)
 
 
 def estimate_fabric(workload: Workload, fabric: Fabric, inputs: Inputs = Inputs()) -> Estimate:
@@ -107,25 +117,35 @@ def estimate_fabrics(
     return [estimate_fabric(workload, fabric, inputs) for fabric in fabrics]
 
 
-def check_memory(estimates: Sequence[Estimate], allow_oversubscribed: bool) -> list[str]:
-    """SpecError for the first fabric whose accelerators the workload does not fit; with
-    `allow_oversubscribed` (--allow-oversubscribed-memory) a warning for each instead."""
-    warnings = []
-    for result in estimates:
-        if result.memory is None or result.memory.fits is not False:
-            continue
-        if not allow_oversubscribed:
-            raise SpecError(
-                "--topology",
-                result.topology,
-                f"{oversubscribed(result.memory)}; shard it further (--tp, --pp, --zero), "
-                "recompute (--recompute), or pass --allow-oversubscribed-memory",
-            )
-        warnings.append(
-            f"--topology {result.topology} {oversubscribed(result.memory)}; estimated "
-            "anyway (--allow-oversubscribed-memory)"
+def check_memory(
+    estimates: Sequence[Estimate], allow_oversubscribed: bool
+) -> tuple[list[Estimate], list[str]]:
+    """(the estimates, warnings) for the fabrics whose accelerators the workload does not
+    fit. With `allow_oversubscribed` (--allow-oversubscribed-memory) each is estimated
+    anyway, with a warning; else each is marked `does_not_fit` (its column says so), and
+    when no fabric fits at all, SpecError for the first."""
+    over = [r for r in estimates if r.memory is not None and r.memory.fits is False]
+    if over and not allow_oversubscribed and len(over) == len(estimates):
+        raise SpecError(
+            "--topology",
+            over[0].topology,
+            f"{oversubscribed(over[0].memory)}; shard it further (--tp, --pp, --zero), "
+            "recompute (--recompute), or pass --allow-oversubscribed-memory",
         )
-    return warnings
+    if allow_oversubscribed:
+        warnings = [
+            f"--topology {r.topology} {oversubscribed(r.memory)}; estimated anyway "
+            "(--allow-oversubscribed-memory)"
+            for r in over
+        ]
+        return list(estimates), warnings
+    warnings = [
+        f"--topology {r.topology} {oversubscribed(r.memory)}: its column says it does not fit "
+        "(--allow-oversubscribed-memory estimates it anyway)"
+        for r in over
+    ]
+    marked = [replace(r, does_not_fit=True) if any(r is o for o in over) else r for r in estimates]
+    return marked, warnings
 
 
 def _input_warnings(fabric: Fabric, inputs: Inputs, pricer: CurvePricer) -> list[str]:

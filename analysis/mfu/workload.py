@@ -196,6 +196,8 @@ class Workload:
     model: Model
     training: Training
     parallelism: Parallelism = field(default_factory=Parallelism)
+    # How dp was chosen when --dp was not given (the headline says it); "": given.
+    dp_origin: str = ""
 
     def __post_init__(self) -> None:
         par, run = self.parallelism, self.training
@@ -210,10 +212,11 @@ class Workload:
         if self.model.heads % par.tp:
             raise SpecError("--tp", par.tp, f"must divide the heads ({self.model.heads})")
         if run.global_batch % (par.dp * run.micro_batch):
+            dp = f"dp {par.dp} ({self.dp_origin})" if self.dp_origin else f"--dp {par.dp}"
             raise SpecError(
                 "--global-batch",
                 run.global_batch,
-                f"must be a multiple of --dp x --micro-batch ({par.dp} x {run.micro_batch})",
+                f"must be a multiple of {dp} x --micro-batch {run.micro_batch}",
             )
 
     def _check_interleaving(self) -> None:

@@ -78,6 +78,7 @@ def to_json(
                     "dp_bucket_mb",
                 )
             },
+            "dp_origin": workload.dp_origin or "given",
             "microbatches": workload.microbatches,
             "model_flops_per_token": workload.model_flops_per_token,
         },
@@ -97,6 +98,7 @@ def _estimate_json(result: Estimate) -> dict[str, Any]:
             if result.curves_label
             else {}
         ),
+        "does_not_fit": result.does_not_fit,
         "nodes": result.nodes,
         "accelerators": result.accelerators,
         "peak_tflops": result.peak_tflops,
@@ -151,7 +153,7 @@ def render_table(
         ("what if: 2x scale-out", _what_if("scale_out_2x")),
     ]
     header = ["", *(column_name(result) for result in estimates)]
-    body = [[label, *(cell(result) for result in estimates)] for label, cell in rows]
+    body = [[label, *(_cell(label, cell, result) for result in estimates)] for label, cell in rows]
     widths = [max(len(str(line[i])) for line in [header, *body]) for i in range(len(header))]
     lines = [
         "  ".join(
@@ -169,6 +171,17 @@ def render_table(
         tags = [ORIGIN_TAGS.get(result.origin, result.origin) for result in estimates]
         recovered += price_lines(estimates, costs, header[1:], tags)
     return "\n".join([_headline(workload), "", *lines, legend, *recovered, "", *_notes(estimates)])
+
+
+# A column of a fabric the workload does not fit (Estimate.does_not_fit): these rows still
+# show their figures, the MFU row says so, the others are blank.
+_SHOWN_WHEN_UNFIT = ("accelerators (nodes)", "peak TFLOP/s", "memory per acc. (GiB)")
+
+
+def _cell(label: str, cell: Any, result: Estimate) -> Any:
+    if not result.does_not_fit or label in _SHOWN_WHEN_UNFIT:
+        return cell(result)
+    return "does not fit" if label == "MFU" else "-"
 
 
 def column_name(result: Estimate) -> str:
@@ -261,13 +274,16 @@ def _headline(workload: Workload) -> str:
         "sp" if par.sequence_parallel else "",
         f"v {par.virtual_stages}" if par.virtual_stages > 1 else "",
     ]
-    return (
+    headline = (
         f"# {model.name}: {model.n_params / 1e9:.1f}B params, {model.layers} layers, "
         f"hidden {model.hidden}, seq {run.seq}, global batch {run.global_batch} "
         f"(micro {run.micro_batch}, {workload.microbatches} per pipeline), "
         f"{' '.join(flag for flag in flags if flag)}, "
         f"recompute {run.recompute}, {run.dtype}"
     )
+    if workload.dp_origin:
+        headline += f"\n# dp {par.dp} on every fabric: {workload.dp_origin}"
+    return headline
 
 
 def _notes(estimates: Sequence[Estimate]) -> list[str]:

@@ -8,6 +8,7 @@ when the estimate runs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,15 +70,15 @@ def estimate_mfu(
 
     topologies = load_topologies(list(request.topology))
     prices = parse_prices(request.price, [topology.name for topology in topologies])
-    workload = size_workload(request, model, training, parallelism, topologies[0])
+    workload = size_workload(request, model, training, parallelism, *topologies)
     inputs = _inputs(request, options)
     fabrics = _fabrics(workload, topologies, list(request.curves))
     estimates = estimate_fabrics(workload, fabrics, inputs)
-    warnings = check_memory(estimates, request.allow_oversubscribed_memory)
+    estimates, warnings = check_memory(estimates, request.allow_oversubscribed_memory)
     warnings = [*warnings, *(text for result in estimates for text in result.warnings)]
     costs = [
         training_cost(result, workload.tokens_per_step, prices[result.topology])
-        if result.topology in prices
+        if result.topology in prices and not result.does_not_fit
         else None
         for result in estimates
     ]
@@ -90,9 +91,12 @@ def size_workload(
     training: Training,
     parallelism: dict[str, Any],
     first: Any,
+    *others: Any,
 ) -> Workload:
-    """The workload (`parallelism`: the Parallelism fields given; --fsdp is ZeRO 3), its
-    dp from --nodes of the `first` topology (or its file's node count) unless given."""
+    """The workload (`parallelism`: the Parallelism fields given; --fsdp is ZeRO 3). One dp
+    for every fabric: as given; else from --nodes of the `first` topology; else the most
+    that each fabric's own node count holds and that divides a step's micro-batches (so
+    fabrics of other sizes compare one job)."""
     if request.fsdp and parallelism.get("zero", 3) != 3:
         raise SpecError(
             "--zero",
@@ -100,19 +104,47 @@ def size_workload(
             "conflicts with --fsdp (= --zero 3): give one of them",
         )
     given = {**parallelism, **({"zero": 3} if request.fsdp else {})}
-    sized = _sized(Parallelism(**given), "dp" in given, request.nodes, first)
-    return Workload(model, training, sized)
-
-
-def _sized(parallelism: Parallelism, dp_given: bool, nodes: int | None, first: Any) -> Parallelism:
-    """The parallelism as given; without dp, what fills --nodes of the first fabric."""
+    nodes, fabrics = request.nodes, (first, *others)
     if nodes is not None and nodes < 1:
         raise SpecError("--nodes", nodes, "must be an integer >= 1")
-    if dp_given:
+    par = Parallelism(**given)
+    if "dp" in given:
         if nodes is not None:
-            _check_nodes_agree(first, nodes, parallelism)
-        return parallelism
-    return replace(parallelism, dp=_derive_dp(first, nodes, parallelism.tp * parallelism.pp))
+            _check_nodes_agree(first, nodes, par)
+        return Workload(model, training, par)
+    if nodes is not None:
+        dp = _derive_dp(first, nodes, par.tp * par.pp)
+        origin = f"from --nodes {nodes} x {first.accelerators_per_node} on {first.name}"
+    else:
+        dp, origin = _dp_every_fabric_holds(fabrics, par, training)
+    return Workload(model, training, replace(par, dp=dp), dp_origin=origin)
+
+
+def _dp_every_fabric_holds(
+    fabrics: Sequence[Any], par: Parallelism, training: Training
+) -> tuple[int, str]:
+    """(dp, how it was chosen) without --dp or --nodes: the largest dp that each fabric's
+    node count holds (tp x pp x dp accelerators) and that divides the micro-batches of a
+    step, so the batch splits evenly."""
+    model_parallel = par.tp * par.pp
+    holds = {t.name: t.nodes * t.accelerators_per_node // model_parallel for t in fabrics}
+    smallest = min(holds, key=holds.__getitem__)
+    if holds[smallest] < 1:
+        topology = next(t for t in fabrics if t.name == smallest)
+        raise SpecError(
+            "--topology",
+            smallest,
+            f"has {topology.nodes * topology.accelerators_per_node:,} accelerators, fewer "
+            f"than tp {par.tp} x pp {par.pp} = {model_parallel:,}: give --nodes or --dp",
+        )
+    steps = max(1, training.global_batch // training.micro_batch)
+    dp = max(d for d in range(1, holds[smallest] + 1) if steps % d == 0)
+    which = f"{smallest}'s {holds[smallest]}" if len(fabrics) > 1 else str(holds[smallest])
+    origin = (
+        f"not given: the most that divides the {steps:,} micro-batches of a step, up to "
+        f"{which} (its nodes' accelerators / tp x pp); --dp or --nodes sets it"
+    )
+    return dp, origin
 
 
 def _check_nodes_agree(topology: Any, nodes: int, parallelism: Parallelism) -> None:
