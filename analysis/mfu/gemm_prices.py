@@ -114,6 +114,7 @@ def gemm_pricer_for(
         )
     if len(missing) == len(wanted):
         return None, warnings
+    warnings += _above_peak(measured, wanted, workload, topology)
 
     def price(gemm: Gemm) -> GemmTime:
         tflops = measured.tflops.get(gemm.shape)
@@ -123,6 +124,25 @@ def gemm_pricer_for(
         return GemmTime(time_s, tflops * 1e12 / peak_flops(workload, topology), "measured", "-", 0)
 
     return price, warnings
+
+
+def _above_peak(
+    measured: MeasuredGemms, wanted: dict[str, Gemm], workload: Workload, topology: Topology
+) -> list[str]:
+    """A measured rate above the topology's peak says the catalog entry is wrong for the
+    device measured (its peak is too low): MFU against it would read above 100%."""
+    peak = peak_flops(workload, topology) / 1e12
+    over = {
+        shape: rate for shape, rate in measured.tflops.items() if shape in wanted and rate > peak
+    }
+    if not over:
+        return []
+    shape, rate = max(over.items(), key=lambda item: item[1])
+    return [
+        f"--gemm {measured.run} measured {rate:.3g} TFLOP/s ({shape}), above {topology.name}'s "
+        f"{workload.training.dtype} peak of {peak:.3g} TFLOP/s: the topology's peak is wrong "
+        "for this device (give a topology file with its peak); MFU above 100% is not printed"
+    ]
 
 
 def _named(items: Iterable[str]) -> str:

@@ -103,8 +103,10 @@ def _estimate_json(result: Estimate) -> dict[str, Any]:
         "accelerators": result.accelerators,
         "peak_tflops": result.peak_tflops,
         "priced_by": result.origin,
-        "mfu": result.mfu,
-        "hfu": result.hfu,
+        # above 1 the peak is wrong for the device (a warning says so): null, never printed
+        "mfu": _at_most_one(result.mfu),
+        "hfu": _at_most_one(result.hfu),
+        "above_peak": result.mfu > 1 or result.hfu > 1,
         "mfu_loss_comm": result.mfu_loss_comm,
         "step_time_s": result.step_time_s,
         "tokens_per_s": result.tokens_per_s,
@@ -121,7 +123,7 @@ def _estimate_json(result: Estimate) -> dict[str, Any]:
             for kind in result.comm
         },
         "memory_per_accelerator": None if result.memory is None else result.memory.to_dict(),
-        "what_if_mfu": result.what_if,
+        "what_if_mfu": {name: _at_most_one(value) for name, value in result.what_if.items()},
         "what_if_priced_by": result.what_if_origin,
         "assumptions": list(result.assumptions),
         "warnings": list(result.warnings),
@@ -136,7 +138,7 @@ def render_table(
     rows: list[tuple[str, Any]] = [
         ("collectives priced by", lambda e: e.origin.replace(NOTHING_PRICED, "nothing")),
         ("accelerators (nodes)", lambda e: f"{e.accelerators} ({e.nodes})"),
-        ("peak TFLOP/s", lambda e: f"{e.peak_tflops:,.0f}"),
+        ("peak TFLOP/s", lambda e: _tflops(e.peak_tflops)),
         ("memory per acc. (GiB)", _memory),
         ("step time (s)", _tagged(lambda e: f"{e.step_time_s:.3f}")),
         ("  compute", lambda e: _share(e.compute_s, e)),
@@ -144,12 +146,12 @@ def render_table(
         ("  pipeline bubble", _tagged(lambda e: _share(e.bubble_s, e), "tp", "pp")),
         *[(f"  exposed {kind}", _exposed(kind)) for kind in ("tp", "pp", "dp")],
         ("  compute slowdown", _tagged(lambda e: _share(e.slowdown_s, e), "dp")),
-        ("MFU", _tagged(lambda e: f"{e.mfu:.1%}")),
-        ("HFU (with recompute)", _tagged(lambda e: f"{e.hfu:.1%}")),
+        ("MFU", _tagged(lambda e: _fraction(e.mfu))),
+        ("HFU (with recompute)", _tagged(lambda e: _fraction(e.hfu))),
         ("MFU lost to exposed comm", _tagged(lambda e: f"{e.mfu_loss_comm:.1%}")),
-        ("model TFLOP/s per acc.", _tagged(lambda e: f"{e.model_tflops_per_accelerator:.0f}")),
+        ("model TFLOP/s per acc.", _tagged(lambda e: _tflops(e.model_tflops_per_accelerator))),
         ("tokens/s", _tagged(lambda e: f"{e.tokens_per_s:,.0f}")),
-        ("what if: perfect overlap", lambda e: f"{e.what_if['perfect_overlap']:.1%}"),
+        ("what if: perfect overlap", lambda e: _fraction(e.what_if["perfect_overlap"])),
         ("what if: 2x scale-out", _what_if("scale_out_2x")),
     ]
     header = ["", *(column_name(result) for result in estimates)]
@@ -176,6 +178,22 @@ def render_table(
 # A column of a fabric the workload does not fit (Estimate.does_not_fit): these rows still
 # show their figures, the MFU row says so, the others are blank.
 _SHOWN_WHEN_UNFIT = ("accelerators (nodes)", "peak TFLOP/s", "memory per acc. (GiB)")
+
+
+def _at_most_one(value: float) -> float | None:
+    return value if value <= 1 else None
+
+
+def _tflops(value: float) -> str:
+    """A rate: whole TFLOP/s from 100 up, three significant digits below (a CPU's 0.08 is
+    not 0)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _fraction(value: float) -> str:
+    """MFU or HFU; above 100% the peak it is held against is wrong (a warning says which),
+    and no such figure is printed."""
+    return f"{value:.1%}" if value <= 1 else "over 100%: peak too low"
 
 
 def _cell(label: str, cell: Any, result: Estimate) -> Any:
@@ -246,7 +264,7 @@ def _exposed(kind: str) -> Any:
 
 def _what_if(name: str) -> Any:
     def cell(result: Estimate) -> str:
-        return _tag(f"{result.what_if[name]:.1%}", result.what_if_origin.get(name, ""))
+        return _tag(_fraction(result.what_if[name]), result.what_if_origin.get(name, ""))
 
     return cell
 

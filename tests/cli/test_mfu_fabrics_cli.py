@@ -51,3 +51,29 @@ def test_a_fabric_without_scale_out_is_named_when_the_job_needs_more_nodes(tmp_p
         "collbench: error: --topology: 'cpu-local' has no scale-out fabric, so at most 2 "
         "accelerators (one scale-up domain); tp 2 x pp 1 x dp 4 = 8 need 4 nodes"
     )
+
+
+TINY = ["--layers", "1", "--hidden", "64", "--heads", "2", "--vocab", "128", "--seq", "32"]
+
+
+def test_a_measured_rate_above_the_peak_is_said_and_no_mfu_above_100_is_printed(tmp_path):
+    gemm = collbench("gemm", *TINY, "--dtype", "bf16", "--device", "cpu", "--iters", "3",
+                     "--warmup", "1", "--out", str(tmp_path / "gemm"))  # fmt: skip
+    assert gemm.returncode == 0, gemm.stderr
+    # this device, with a peak far below anything a CPU measures
+    fabric = write_fabric(
+        tmp_path, "tiny-peak", nodes=1, accelerators_per_node=2, scale_out=None,
+        accelerator={"name": "CPU (one vCPU of an AMD EPYC VM)", "peak_bf16_tflops": 1e-7,
+                     "memory_gib": 8},
+        scale_up={"kind": "shm", "bandwidth_gbytes_s": 1.3, "latency_us": 20, "domain_size": 2},
+    )  # fmt: skip
+    args = ["--gemm", str(tmp_path / "gemm"), "-T", fabric, *TINY, "--global-batch", "2"]
+    done = collbench("mfu", *args)
+    assert done.returncode == 0, done.stderr
+    assert "above tiny-peak's bf16 peak of 1e-07 TFLOP/s" in done.stderr
+    figures = [line for line in done.stdout.splitlines() if line.startswith(("MFU  ", "HFU (with"))]
+    assert len(figures) == 2 and all("over 100%: peak too low" in line for line in figures)
+    assert "over 100%: peak too low" in done.stdout
+    assert "peak TFLOP/s" in done.stdout and " 1e-07" in done.stdout  # not "0"
+    fabric_json = json.loads(collbench("mfu", *args, "--json").stdout)["fabrics"][0]
+    assert fabric_json["mfu"] is None and fabric_json["above_peak"] is True
