@@ -236,6 +236,8 @@ def _gpu_accelerator(
             "sm_count",
             "matmul_fraction",
             "matmul_fraction_fp8",
+            "peak_fp32_tflops",
+            "peak_tf32_tflops",
         ):
             if getattr(known, name):
                 accelerator[name] = getattr(known, name)

@@ -45,6 +45,11 @@ class Accelerator:
     sm_count: int | None = None
     matmul_fraction: float | None = None
     matmul_fraction_fp8: float | None = None  # the same for fp8 matmuls (of the fp8 peak)
+    # Dense fp32 peaks, what `collbench gemm --dtype fp32 -T` reads its rows against: fp32
+    # (CUDA cores / vector units; torch's default fp32 matmul) and tf32 (tensor cores, when
+    # torch allows TF32). None: the entry does not give one (gemm says so).
+    peak_fp32_tflops: float | None = None
+    peak_tf32_tflops: float | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,8 @@ def _accelerator(section: _Fields) -> Accelerator:
         sm_count=section.integer("sm_count", minimum=1, default=None),
         matmul_fraction=section.number("matmul_fraction", default=None),
         matmul_fraction_fp8=section.number("matmul_fraction_fp8", default=None),
+        peak_fp32_tflops=section.number("peak_fp32_tflops", default=None),
+        peak_tf32_tflops=section.number("peak_tf32_tflops", default=None),
     )
     for name in ("matmul_fraction", "matmul_fraction_fp8"):
         value = getattr(accelerator, name)

@@ -48,6 +48,8 @@ K_RAMP = 32
 DEFAULT_MATMUL_FRACTION = 0.80
 MEMORY_FRACTION = 0.85
 ELEMENT_BYTES = 2  # bf16 / fp16 operands
+# Operand bytes by dtype, for the memory time (fp32 matmuls, TF32 or not, read fp32 operands).
+DTYPE_ELEMENT_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,8 @@ def shape_efficiency(gemm: Gemm, sm_count: int | None) -> tuple[float, str, int]
 
 def matmul_fraction(accelerator: Accelerator, dtype: str = "bf16") -> float:
     """The accelerator's measured share of its peak for large matmuls in `dtype` (fp8:
-    its own figure where the entry has one, else the bf16 one); the default otherwise."""
+    its own figure where the entry has one, else the bf16 one; fp32 and tf32: the bf16
+    one, ASSUMED, as the catalog measures none); the default otherwise."""
     if dtype == "fp8" and accelerator.matmul_fraction_fp8:
         return accelerator.matmul_fraction_fp8
     return accelerator.matmul_fraction or DEFAULT_MATMUL_FRACTION
@@ -118,12 +121,13 @@ def gemm_time(
     gemm: Gemm, accelerator: Accelerator, peak_flops: float, dtype: str = "bf16"
 ) -> GemmTime:
     """Predicted time of `gemm` in `dtype` on `accelerator` whose dense peak in that dtype
-    is `peak_flops` (fp8 operands move half the bytes)."""
+    is `peak_flops` (fp8 operands move half the bytes, fp32 twice: DTYPE_ELEMENT_BYTES)."""
     fraction = matmul_fraction(accelerator, dtype)
     shape, tile, waves = shape_efficiency(gemm, accelerator.sm_count)
     efficiency = fraction * shape
     compute_s = gemm.flops / (peak_flops * efficiency)
-    memory_s = memory_time_s(gemm.bytes_moved / (2 if dtype == "fp8" else 1), accelerator)
+    scale = DTYPE_ELEMENT_BYTES.get(dtype, ELEMENT_BYTES) / ELEMENT_BYTES
+    memory_s = memory_time_s(gemm.bytes_moved * scale, accelerator)
     if memory_s > compute_s:
         return GemmTime(memory_s, gemm.flops / memory_s / peak_flops, "memory", tile, waves)
     return GemmTime(compute_s, efficiency, "compute", tile, waves)

@@ -6,11 +6,15 @@ each shape warms up for `warmup` matmuls and at least `warmup_s` seconds (clocks
 under load), and a shape whose operands fit in the last-level cache rotates through enough
 operand sets to fill twice that cache (rotation_sets; on CPU at most CPU_MAX_SETS, to keep
 a CPU run quick). Clocks and power are read before and after the timed batch
-(bench.device_clocks). After the warm-up, one batch of `iters` matmuls back to back is timed whole
-(GPU: a CUDA event before and after it on the stream; CPU: perf_counter around it), and
-its time / iters is the row's figure. A second batch, timed matmul by matmul, gives the
-per-iteration median, minimum and maximum, so the per-call timers never inflate the
-headline figure. The operands are random, drawn on the device, each set with its own output.
+(bench.device_clocks). After the warm-up, one batch of `iters` matmuls runs back to back as
+BATCH_CHUNKS chunks, each timed whole (GPU: a CUDA event before and after it on the stream;
+CPU: perf_counter around it). The row's figure is the median of the chunks' per-matmul
+times (time_stat): a stall on a busy machine that hits fewer than half the chunks leaves it
+at a typical chunk's figure, where it can make the whole batch's mean ten times the typical
+matmul; the mean is kept beside it. A second batch, timed matmul by matmul, gives the per-iteration median,
+minimum and maximum, so the per-call timers never inflate the headline figure. The warm-up
+runs in chunks sized to the time it has left, so it overshoots `warmup_s` by about one
+matmul. The operands are random, drawn on the device, each set with its own output.
 """
 
 from __future__ import annotations
@@ -35,15 +39,22 @@ DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 CACHE_FILL = 2
 GPU_MAX_SETS, CPU_MAX_SETS = 64, 4
 UNKNOWN_CACHE_BYTES = 32 * 1024**2  # when the device does not say
+BATCH_CHUNKS = 5  # the timed batch runs as this many chunks (fewer when iters is smaller)
+MAX_WARMUP_CHUNK = 1024  # matmuls enqueued at once while warming up
+MAX_CALIBRATION_CALLS = 1000  # timed calls of one calibration probe, at most
 
 
 @dataclass(frozen=True)
 class GemmTiming:
-    """One shape's timed batch and its per-iteration spread, in microseconds."""
+    """One shape's timed batch and its per-iteration spread, in microseconds: `time_us` is
+    the median of `chunks_us` (each chunk's time per matmul), `mean_us` the whole batch's
+    mean (batch_figures)."""
 
     time_us: float
     samples_us: tuple[float, ...]
     timing: str
+    mean_us: float = 0.0
+    chunks_us: tuple[float, ...] = ()
     warmup_s: float = 0.0  # the warm-up's wall time
     operand_sets: int = 1
     clocks: dict[str, Any] = field(default_factory=dict)  # "before" / "after" the batch
@@ -93,11 +104,28 @@ class GemmBench:
             return None
         return None
 
-    def once_s(self, shape: tuple[int, int, int], batch: int) -> float:
-        """One matmul of the shape, timed (to size the job before running it)."""
+    def calibration_s(
+        self, shape: tuple[int, int, int], batch: int, repeats: int, min_s: float = 0.0
+    ) -> tuple[float, list[float]]:
+        """(seconds to draw the shape's operands, wall seconds of each synced matmul of it
+        after one untimed call, which pays for the library's setup: at least `repeats`, and
+        more until `min_s` have passed, at most MAX_CALIBRATION_CALLS), to size the job
+        before running it (run.gemm_estimate)."""
+        started = time.perf_counter()
         self.kernel.set_shape(shape, batch)
-        self.kernel.run(1)  # the first call pays for the library's setup
-        return self.clock.time(lambda: self.kernel.run(1))
+        self._sync()
+        drawn_s = time.perf_counter() - started
+        self.kernel.run(1)
+        self._sync()
+        calls_s: list[float] = []
+        while len(calls_s) < repeats or (
+            sum(calls_s) < min_s and len(calls_s) < MAX_CALIBRATION_CALLS
+        ):
+            begun = time.perf_counter()
+            self.kernel.run(1)
+            self._sync()
+            calls_s.append(time.perf_counter() - begun)
+        return drawn_s, calls_s
 
     def measure(
         self, shape: tuple[int, int, int], batch: int, warmup: int, iters: int, warmup_s: float
@@ -111,23 +139,35 @@ class GemmBench:
         operands.allocate(shape, batch, sets)
         warmed_s = self._warm_up(operands, warmup, warmup_s)
         before = read_clocks(self.clocks, self.no_clocks_why)
-        batch_s = self.clock.time(lambda: operands.run(iters))
+        sizes = chunk_sizes(iters, BATCH_CHUNKS)
+        chunk_s = [self.clock.time(lambda size=size: operands.run(size)) for size in sizes]
         after = read_clocks(self.clocks, self.no_clocks_why)
         samples = tuple(self.clock.time(lambda: operands.run(1)) * 1e6 for _ in range(iters))
-        clocks = {"before": before, "after": after}
-        return GemmTiming(batch_s / iters * 1e6, samples, self.timing, warmed_s, sets, clocks)
+        time_us, mean_us, chunks_us = batch_figures(chunk_s, sizes)
+        return GemmTiming(
+            time_us=time_us,
+            samples_us=samples,
+            timing=self.timing,
+            mean_us=mean_us,
+            chunks_us=chunks_us,
+            warmup_s=warmed_s,
+            operand_sets=sets,
+            clocks={"before": before, "after": after},
+        )
 
     def _warm_up(self, operands: RotatingOperands, warmup: int, warmup_s: float) -> float:
         """`warmup` matmuls, then more in chunks until `warmup_s` have passed (the clock
-        is read after a sync, so queued work counts only once it ran)."""
+        is read after a sync, so queued work counts only once it ran). Each chunk doubles
+        the last, but holds no more matmuls than the last one's rate fits in the time left."""
         started = time.perf_counter()
         operands.run(warmup)
         self._sync()
         chunk = max(1, operands.sets)
-        while time.perf_counter() - started < warmup_s:
+        while (left_s := warmup_s - (time.perf_counter() - started)) > 0:
+            begun = time.perf_counter()
             operands.run(chunk)
             self._sync()
-            chunk = min(chunk * 2, 1024)
+            chunk = next_warmup_chunk(chunk, time.perf_counter() - begun, left_s)
         return time.perf_counter() - started
 
     @property
@@ -192,6 +232,35 @@ def operand_set_bytes(shape: tuple[int, int, int], batch: int, element_bytes: in
     """Bytes of one set of operands: A (M x K), B (K x N) and the output (M x N)."""
     m, n, k = shape
     return element_bytes * batch * (m * k + k * n + m * n)
+
+
+def next_warmup_chunk(chunk: int, spent_s: float, left_s: float) -> int:
+    """The warm-up's next chunk after one of `chunk` matmuls took `spent_s` with `left_s`
+    left before it: twice as many (at most MAX_WARMUP_CHUNK), but no more than that rate
+    fits in the time left after it, and at least one."""
+    fits = math.ceil((left_s - spent_s) / max(spent_s / chunk, 1e-9))
+    return max(1, min(chunk * 2, MAX_WARMUP_CHUNK, fits))
+
+
+def time_stat(chunks: int) -> str:
+    """What a row's time_us is, in words (its `time_stat`)."""
+    return f"median of {chunks} timed chunks of the batch, per matmul"
+
+
+def batch_figures(
+    chunk_s: list[float], sizes: tuple[int, ...]
+) -> tuple[float, float, tuple[float, ...]]:
+    """(the median of the chunks' per-matmul times, the whole batch's mean, the per-matmul
+    time of each chunk), in microseconds, from each chunk's seconds and matmul count."""
+    per_matmul_us = tuple(spent / size * 1e6 for spent, size in zip(chunk_s, sizes, strict=True))
+    mean_us = sum(chunk_s) / sum(sizes) * 1e6
+    return median(per_matmul_us) or 0.0, mean_us, per_matmul_us
+
+
+def chunk_sizes(iters: int, chunks: int) -> tuple[int, ...]:
+    """`iters` split into min(iters, chunks) chunks as even as they come (7, 5: 2 2 1 1 1)."""
+    count = max(1, min(iters, chunks))
+    return tuple(iters // count + (1 if index < iters % count else 0) for index in range(count))
 
 
 def rotation_sets(set_bytes: int, cache_bytes: int, max_sets: int) -> int:

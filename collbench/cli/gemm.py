@@ -53,6 +53,7 @@ GEMM_OPTIONS = (
         kind=list[str],
         name="shape",
         panel=_SWEEP,
+        metavar="MxNxK",
     ),
     Option(
         ("--square",),
@@ -60,6 +61,7 @@ GEMM_OPTIONS = (
         GemmSweep,
         "square",
         panel=_SWEEP,
+        metavar="MIN:MAX",
     ),
     Option(
         ("--dtype",),
@@ -67,8 +69,15 @@ GEMM_OPTIONS = (
         GemmJob,
         "dtype",
         name="gemm_dtype",
+        metavar="NAME",
     ),
-    Option(("--device",), "cuda or cpu (default: cuda when there is one).", GemmJob, "device"),
+    Option(
+        ("--device",),
+        "cuda or cpu (default: cuda when there is one).",
+        GemmJob,
+        "device",
+        metavar="NAME",
+    ),
     Option(("--warmup", "-w"), "Untimed matmuls per shape.", GemmJob, "warmup", kind=int),
     Option(("--iters", "-n"), "Timed matmuls per shape.", GemmJob, "iters", kind=int),
     Option(
@@ -86,6 +95,7 @@ GEMM_OPTIONS = (
         GemmJob,
         "max_seconds",
         kind=float,
+        metavar="S",
     ),
     Option(
         ("--topology", "-T"),
@@ -94,34 +104,46 @@ GEMM_OPTIONS = (
         GemmSweep,
         "topology",
         name="gemm_topology",
+        metavar="NAME|FILE",
     ),
     Option(
-        ("--out", "-o"),
+        ("--json",),
+        "Print the rows as JSON instead of the table (time_us: the median, time_stat says).",
+        kind=bool,
+        default=False,
+        name="json_out",
+    ),
+    Option(
+        ("--out",),  # not -o: that is --op, as in nccl-tests (tests/cli/test_short_flags.py)
         "Run directory.",
         GemmJob,
         "out",
         kind=Path,
         default_text=DEFAULT_RUN_DIR_TEXT,
+        metavar="DIR",
     ),
 )
 
 
 def run_gemm_command(values: dict[str, Any]) -> None:
-    from collbench.render.gemm import render_gemm_line, render_gemm_table
-    from collbench.run.gemm import run_gemm
+    from collbench.render.gemm import render_gemm_json, render_gemm_line, render_gemm_table
+    from collbench.run.gemm import run_gemm, tf32_matmuls
 
     gemms, what = _gemms(values)
     job = GemmJob(gemms, workload=what, **given_fields(GemmJob, GEMM_OPTIONS, values))
     topology = _topology(values["gemm_topology"])
 
     def progress(row: Any) -> None:
-        print(render_gemm_line(row, topology), file=sys.stderr, flush=True)
+        print(render_gemm_line(row), file=sys.stderr, flush=True)
 
     def said(text: str) -> None:
         print(f"collbench: {text}", file=sys.stderr, flush=True)
 
     run_dir, rows = run_gemm(job, progress, said)
-    print(render_gemm_table(rows, topology, what))
+    if values["json_out"]:
+        print(render_gemm_json(rows, run_dir))
+        return
+    print(render_gemm_table(rows, topology, what, tf32_matmuls(run_dir)))
     print(f"results: {run_dir} (collbench mfu --gemm {run_dir} ...)")
 
 

@@ -1,13 +1,19 @@
 """`collbench gemm` as text: a progress line per shape, then the table.
 
-With a topology, each shape's share of the accelerator's dense peak and what the shape
-model (analysis.gemm_model) predicts for it, side by side: the measured/predicted ratio is
-what calibrates the catalog's `matmul_fraction`. Pure: rows in, strings out.
+The headline time is each row's `time_stat` (the median of the timed batch's chunks), named
+in a footnote, with the batch's mean beside it. With a topology, each shape's share of the
+accelerator's dense peak in the rows' dtype (model_peak: bf16; fp32 or tf32 for fp32 rows)
+and what the shape model (analysis.gemm_model) predicts for it, side by side: the
+measured/predicted ratio is what calibrates the catalog's `matmul_fraction`. A topology
+without that peak gets one line saying so, not silently no columns. Pure: rows in, strings
+out.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from collbench.analysis.mfu.gemm_prices import same_accelerator
@@ -16,65 +22,108 @@ from collbench.render.table import text_columns
 from collbench.store.gemm_rows import GemmRow
 
 
-def render_gemm_line(row: GemmRow, topology: Any = None) -> str:
-    share = _share(row, topology)
+@dataclass(frozen=True)
+class ModelPeak:
+    """The dense peak a run's rows are read against (None: the topology gives none)."""
+
+    flops: float | None
+    kind: str  # the peak's dtype: bf16 (bf16 and fp16 rows), fp32 or tf32
+    field: str  # the accelerator entry's field it comes from
+
+
+def model_peak(topology: Any, dtype: str, tf32: bool = False) -> ModelPeak:
+    """bf16 and fp16 rows: the dense bf16 peak (fp16's is the same on every catalog
+    accelerator). fp32 rows: the tf32 peak when torch allowed TF32 matmuls (`tf32`), else
+    the fp32 one; either may be missing from an entry."""
+    if dtype != "fp32":
+        return ModelPeak(topology.accelerator.peak_bf16_tflops * 1e12, "bf16", "peak_bf16_tflops")
+    kind = "tf32" if tf32 else "fp32"
+    value = getattr(topology.accelerator, f"peak_{kind}_tflops")
+    return ModelPeak(None if value is None else value * 1e12, kind, f"peak_{kind}_tflops")
+
+
+def render_gemm_line(row: GemmRow) -> str:
+    """One shape's progress line (its share of a peak waits for the table, which knows
+    the run's math settings)."""
+    mean = "" if row.time_us_mean is None else f"; mean {row.time_us_mean:,.1f}"
     return (
-        f"  {row.op} {row.pass_name} {row.shape}: {row.time_us:,.1f} us, "
-        f"{row.tflops:,.2f} TFLOP/s{f' ({share})' if share else ''}"
+        f"  {row.op} {row.pass_name} {row.shape}: {row.time_us:,.1f} us (median{mean}), "
+        f"{row.tflops:,.2f} TFLOP/s"
     )
 
 
-def render_gemm_table(rows: Sequence[GemmRow], topology: Any, what: str) -> str:
+def render_gemm_table(rows: Sequence[GemmRow], topology: Any, what: str, tf32: bool = False) -> str:
+    """The table; `tf32`: the run's fp32 matmuls may have run as TF32 (its math settings)."""
     if not rows:
         return "# no shapes measured"
     first = rows[0]
     lines = [
         f"# gemm: {what}; {first.dtype} on {first.accelerator} ({first.device}), "
-        f"{first.iters} timed after {first.warmup} warm-up, {first.timing}"
+        f"{first.iters} timed after {first.warmup} warm-up, {first.timing}",
+        f"# median us: {first.time_stat or 'the timed batch mean'} (TFLOP/s is from it); "
+        "mean us: the whole batch's mean, which one stall inflates",
     ]
-    header = ["op", "pass", "shape", "time us", "p50 us", "TFLOP/s"]
-    if first.dtype == "fp32":
-        topology = None  # the catalog's peaks and fractions are bf16 / fp8 ones
+    header = ["op", "pass", "shape", "median us", "mean us", "TFLOP/s"]
+    peak = None
     if topology is not None:
-        header += ["of peak", "model", "measured/model"]
-        name = topology.accelerator.name
-        if not same_accelerator(first.accelerator, name):
-            lines.append(
-                f"# note: measured on {first.accelerator}, not on {topology.name}'s {name}: "
-                "the shares below compare different accelerators"
-            )
+        found = model_peak(topology, first.dtype, tf32 and first.device == "cuda")
+        lines += _model_notes(first, topology, found)
+        if found.flops is not None:
+            peak = found
+            header += ["of peak", "model", "measured/model"]
     body = []
     for row in rows:
-        cells = [
-            row.op,
-            row.pass_name,
-            row.shape,
-            f"{row.time_us:,.1f}",
-            "-" if row.time_us_p50 is None else f"{row.time_us_p50:,.1f}",
-            f"{row.tflops:,.3f}",
-        ]
-        if topology is not None:
-            predicted = _predicted(row, topology)
-            cells += [
-                _share(row, topology),
-                f"{predicted:.1%}",
-                f"{row.tflops * 1e12 / _peak(topology) / predicted:.2f}",
-            ]
+        mean = "-" if row.time_us_mean is None else f"{row.time_us_mean:,.1f}"
+        cells = [row.op, row.pass_name, row.shape, f"{row.time_us:,.1f}", mean]
+        cells.append(f"{row.tflops:,.3f}")
+        if peak is not None:
+            predicted = _predicted(row, topology, peak)
+            cells += [_share(row, peak), f"{predicted:.1%}", f"{_of(row, peak) / predicted:.2f}"]
         body.append(cells)
     lines += text_columns([header, *body], left=(0, 1, 2))
     return "\n".join(lines)
 
 
-def _peak(topology: Any) -> float:
-    return topology.accelerator.peak_bf16_tflops * 1e12
+def render_gemm_json(rows: Sequence[GemmRow], run_dir: Any) -> str:
+    """The rows as gemm.jsonl holds them, under what their time_us is."""
+    stat = rows[0].time_stat if rows else None
+    data = {"run_dir": str(run_dir), "time_us": stat, "rows": [row.to_dict() for row in rows]}
+    return json.dumps(data, indent=2)
 
 
-def _share(row: GemmRow, topology: Any) -> str:
-    if topology is None:
+def _model_notes(first: GemmRow, topology: Any, peak: ModelPeak) -> list[str]:
+    """What the model columns read the rows against, or the one line saying why there are
+    none; and a note when the rows come from another accelerator."""
+    name = topology.accelerator.name
+    if peak.flops is None:
+        tf32 = " (torch allowed TF32 matmuls)" if peak.kind == "tf32" else ""
+        return [
+            f"# no model columns: {topology.name}'s {name} gives no {peak.kind} peak "
+            f"(accelerator.{peak.field}){tf32}"
+        ]
+    notes = [
+        f"# of peak: of {topology.name}'s dense {peak.kind} peak, {peak.flops / 1e12:,.4g} "
+        f"TFLOP/s (accelerator.{peak.field}); model: the shape model's share of it"
+        + (" (with the bf16 matmul_fraction, ASSUMED)" if peak.kind != "bf16" else "")
+    ]
+    if not same_accelerator(first.accelerator, name):
+        notes.append(
+            f"# note: measured on {first.accelerator}, not on {topology.name}'s {name}: "
+            "the shares below compare different accelerators"
+        )
+    return notes
+
+
+def _of(row: GemmRow, peak: ModelPeak) -> float:
+    return row.tflops * 1e12 / (peak.flops or 1.0)
+
+
+def _share(row: GemmRow, peak: ModelPeak | None) -> str:
+    if peak is None or peak.flops is None:
         return ""
-    return f"{row.tflops * 1e12 / _peak(topology):.1%}"
+    return f"{_of(row, peak):.1%}"
 
 
-def _predicted(row: GemmRow, topology: Any) -> float:
+def _predicted(row: GemmRow, topology: Any, peak: ModelPeak) -> float:
     gemm = Gemm(row.op, row.pass_name, row.m, row.n, row.k, row.batch)
-    return gemm_time(gemm, topology.accelerator, _peak(topology)).efficiency
+    return gemm_time(gemm, topology.accelerator, peak.flops or 1.0, peak.kind).efficiency

@@ -7,8 +7,9 @@ sets larger than the cache (bench.gemm); meta.json records torch's matmul math s
 (TF32) and each row the clocks read before and after its timed batch.
 
 Before anything is measured the job is sized: shapes whose operands do not fit half the
-free memory are refused, and one matmul of the largest shape is timed to estimate the
-whole job, refused when it would take longer than `max_seconds`.
+free memory are refused, and a quick calibration (a few matmuls, run.gemm_estimate)
+estimates the whole job, said with its basis and refused when it would take longer than
+`max_seconds`.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from collbench.analysis.model.gemm_model import ELEMENT_BYTES, Gemm
-from collbench.bench.device_clocks import math_settings
-from collbench.bench.gemm import DEVICES, GemmBench
+from collbench.bench.device_clocks import TF32_OVERRIDE_VAR, math_settings
+from collbench.bench.gemm import DEVICES, GemmBench, time_stat
 from collbench.bench.provenance import command_line, git_sha, versions
 from collbench.core.errors import SpecError
+from collbench.run.gemm_estimate import calibrate, job_seconds, seconds_text
 from collbench.store.gemm_rows import GEMM_FILE, GemmRow, append_gemm_row
 from collbench.store.meta import RunMeta
 from collbench.store.outputs import OutputError, check_output_dir, path_error
@@ -34,6 +36,7 @@ from collbench.store.rundir import (
     META_FILE,
     new_run_id,
     prepare_run_dir,
+    read_meta,
     remove_temp_files,
     unclaim_run_dir,
     update_meta,
@@ -48,7 +51,6 @@ MEMORY_SHARE = 0.5  # of the free memory, at most, for one shape's operands
 # enough for a GPU's clocks to leave their first boost; a CPU needs little.
 WARMUP_SECONDS = {"cuda": 1.0, "cpu": 0.1}
 MIN_GPU_WARMUP_S = 0.5  # below this a GPU figure is a burst (a warning, not an error)
-PROBE_SIDE = 512  # the sizing matmul's largest side
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,20 @@ def run_gemm(
     return run_dir, rows
 
 
+def tf32_matmuls(run_dir: Path) -> bool:
+    """Whether the run's fp32 matmuls may have run as TF32 on tensor cores, as its
+    meta.json's gemm.math recorded torch's settings (TF32 allowed, a float32 matmul
+    precision below "highest", torch >= 2.9's fp32_precision "tf32", or the override)."""
+    meta = read_meta(run_dir)
+    math = (meta.extra.get("gemm") or {}).get("math") or {} if meta else {}
+    return bool(
+        math.get("allow_tf32")
+        or math.get("float32_matmul_precision") in ("high", "medium")
+        or math.get("fp32_precision") == "tf32"
+        or math.get(TF32_OVERRIDE_VAR) == "1"
+    )
+
+
 def _end(
     run_dir: Path, job: GemmJob, bench: GemmBench, run_id: str, state: str, started: str
 ) -> None:
@@ -207,6 +223,9 @@ def _measure(job: GemmJob, bench: GemmBench, gemm: Gemm, run_id: str) -> GemmRow
         timing=timing.timing,
         warmup=job.warmup,
         iters=job.iters,
+        time_stat=time_stat(len(timing.chunks_us)),
+        time_us_mean=timing.mean_us,
+        time_us_chunks=list(timing.chunks_us),
         time_us_p50=timing.p50_us,
         time_us_min=min(samples),
         time_us_max=max(samples),
@@ -250,29 +269,25 @@ def _check_memory(job: GemmJob, bench: GemmBench) -> None:
 
 
 def _check_time(job: GemmJob, bench: GemmBench, said: Callable[[str], None]) -> None:
-    """Refuse a job that would run past max_seconds. Its rate is read off one matmul of
-    the largest shape cut to PROBE_SIDE a side (cheap everywhere), then off one of the
-    largest shape itself when that projects to under a second (small shapes run slower
-    than large ones: the cut probe alone overestimates a GPU's job)."""
+    """Estimate the job from a quick calibration on its device (run.gemm_estimate), say the
+    estimate and its basis, and refuse the job when it runs past max_seconds."""
     biggest = max(job.gemms, key=lambda gemm: gemm.flops)
-    probe = Gemm(
-        "probe", "-", *(min(side, PROBE_SIDE) for side in (biggest.m, biggest.n, biggest.k))
-    )
-    rate = probe.flops / max(bench.once_s((probe.m, probe.n, probe.k), 1), 1e-9)
-    if biggest.flops / rate < 1.0 and probe != biggest:
-        once_s = bench.once_s((biggest.m, biggest.n, biggest.k), biggest.batch)
-        rate = biggest.flops / max(once_s, 1e-9)
-    total_flops = sum(gemm.flops for gemm in job.gemms) * (job.warmup + 2 * job.iters)
-    estimate_s = total_flops / rate + len(job.gemms) * (job.warmup_s or 0.0)
+    element_bytes = DTYPE_BYTES[job.dtype]
+    calibration = calibrate(bench, biggest, element_bytes)
+    estimate_s = job_seconds(job, calibration, element_bytes, bench.cache_bytes(), bench.max_sets)
+    basis = f"{calibration.basis()}; {job.warmup_s or 0:g} s warm-up a shape"
     if estimate_s > job.max_seconds:
         raise SpecError(
             "--max-seconds",
             job.max_seconds,
-            f"is less than the ~{estimate_s:,.0f} s this job would take on "
-            f"{bench.accelerator} at {rate / 1e12:.3g} TFLOP/s (its largest shape: "
-            f"{biggest.shape}); measure fewer or smaller shapes, or raise --max-seconds",
+            f"is less than the ~{seconds_text(estimate_s)} of measuring this job is estimated "
+            f"to take on {bench.accelerator} ({basis}); measure fewer or smaller shapes, or "
+            "raise --max-seconds",
         )
-    said(f"{len(job.gemms)} shapes, about {estimate_s:,.0f} s on {bench.accelerator}")
+    said(
+        f"{len(job.gemms)} shapes, about {seconds_text(estimate_s)} of measuring on "
+        f"{bench.accelerator} (estimated from matmuls {basis})"
+    )
 
 
 def _meta(job: GemmJob, bench: GemmBench, run_id: str, state: str, started: str) -> RunMeta:

@@ -22,7 +22,9 @@ from collbench.store.rundir import read_json_lines
 
 GEMM_FILE = "gemm.jsonl"
 GEMM = "gemm"
-SCHEMA_VERSION = 1
+# 2: time_us is the median of the timed batch's chunks (time_stat says so; time_us_mean is
+# the batch's mean); rows of schema 1 have no time_stat and their time_us is that mean.
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,12 +45,15 @@ class GemmRow:
     dtype: str
     device: str  # "cuda" or "cpu"
     accelerator: str  # torch.cuda.get_device_name, or the CPU's model name
-    time_us: float  # mean time of one matmul over the timed batch
-    tflops: float  # 2·batch·M·N·K / time
+    time_us: float  # one matmul's time: `time_stat` (None: schema 1, the batch's mean)
+    tflops: float  # 2·batch·M·N·K / time_us
     timing: str  # "cuda_events" or "perf_counter"
     warmup: int
     iters: int
-    time_us_p50: float | None = None
+    time_stat: str | None = None  # what time_us is, in words (bench.gemm.time_stat)
+    time_us_mean: float | None = None  # the whole timed batch's mean
+    time_us_chunks: list[float] = field(default_factory=list)  # each chunk's, per matmul
+    time_us_p50: float | None = None  # of the per-iteration samples
     time_us_min: float | None = None
     time_us_max: float | None = None
     time_us_samples: list[float] = field(default_factory=list)

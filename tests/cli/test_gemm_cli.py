@@ -28,7 +28,7 @@ def tiny_workload(tp: int = 1) -> Workload:
 @pytest.fixture(scope="module")
 def gemm_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("gemm") / "run"
-    done = collbench("gemm", *TINY, *QUICK, "-T", "cpu-local", "-o", str(out))
+    done = collbench("gemm", *TINY, *QUICK, "-T", "cpu-local", "--out", str(out))
     assert done.returncode == 0, done.stderr
     return out, done
 
@@ -79,7 +79,7 @@ def test_other_shapes_and_accelerators_are_warned_not_used_silently(gemm_run):
 
 def test_a_shape_sweep(tmp_path):
     out = tmp_path / "sweep"
-    done = collbench("gemm", "--square", "16:64", "--shape", "2x8x16x32", *QUICK, "-o", str(out))
+    done = collbench("gemm", "--square", "16:64", "--shape", "2x8x16x32", *QUICK, "--out", str(out))
     assert done.returncode == 0, done.stderr
     shapes = [row.shape for row in load_gemm_rows(out)]
     assert shapes == ["2x8x16x32", "16x16x16", "32x32x32", "64x64x64"]
@@ -120,7 +120,7 @@ def test_status_and_finalize_read_a_gemm_run(gemm_run, tmp_path):
 
 def test_a_killed_run_keeps_its_finished_shapes(tmp_path):
     out = tmp_path / "cut"
-    done = collbench("gemm", "--square", "16:32", *QUICK, "-o", str(out))
+    done = collbench("gemm", "--square", "16:32", *QUICK, "--out", str(out))
     assert done.returncode == 0, done.stderr
     path = out / GEMM_FILE
     text = path.read_text()
@@ -146,7 +146,7 @@ def test_a_killed_run_keeps_its_finished_shapes(tmp_path):
 )
 def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
     device = [] if "--device" in args else ["--device", "cpu"]
-    done = collbench("gemm", *args, *device, "-o", str(tmp_path / "x"))
+    done = collbench("gemm", *args, *device, "--out", str(tmp_path / "x"))
     assert done.returncode == 2, (args, done.stdout, done.stderr)
     assert message in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "x" / GEMM_FILE).exists()
@@ -158,7 +158,7 @@ def test_cuda_events_time_the_gpu(tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     out = tmp_path / "gpu"
-    done = collbench("gemm", "--square", "1024:4096", "--device", "cuda", "-o", str(out))
+    done = collbench("gemm", "--square", "1024:4096", "--device", "cuda", "--out", str(out))
     assert done.returncode == 0, done.stderr
     rows = load_gemm_rows(out)
     assert {row.timing for row in rows} == {"cuda_events"}
