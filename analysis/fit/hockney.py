@@ -39,7 +39,14 @@ from typing import Any
 
 import numpy as np
 
-from collbench.analysis.fit.quality import FitQuality, assess, clock_resolution_us, goodness
+from collbench.analysis.fit.quality import (
+    FitQuality,
+    alpha_undetermined,
+    assess,
+    clock_resolution_us,
+    goodness,
+    regime_busbw_undetermined,
+)
 from collbench.analysis.fit.regimes import (
     Points,
     SearchOptions,
@@ -197,30 +204,47 @@ class CurveFit:
         return _busbw_gbps(size_bytes, self.predict_time_us(size_bytes), self.bus_factor)
 
     def to_dict(self) -> dict[str, Any]:
+        """The fit as `fit --json` writes it: a figure the fit could not determine is null
+        (quality.not_determined says why; the keys stay the same)."""
+        quality = self.quality
+        missing = dict(quality.not_determined)
         return {
-            "alpha_us": round_sig(self.alpha_us),
-            "alpha_us_ci": _round_pair(self.alpha_us_ci),
-            "busbw_peak_gbps": round_sig(self.busbw_peak_gbps),
-            "busbw_peak_gbps_ci": _round_pair(self.busbw_peak_gbps_ci),
+            **_figure("alpha_us", self.alpha_us, self.alpha_us_ci, missing),
+            **_figure("busbw_peak_gbps", self.busbw_peak_gbps, self.busbw_peak_gbps_ci, missing),
             "busbw_at_max_bytes_gbps": round_sig(self.busbw_at_max_bytes_gbps),
-            "n_half_bytes": self.n_half_bytes,
+            "n_half_bytes": None if "n_half_bytes" in missing else self.n_half_bytes,
             "breakpoints": list(self.breakpoints),
-            "regimes": [
-                {**regime.to_dict(), "latency_bound": self.latency_bound(regime)}
-                for regime in self.regimes
-            ],
+            "regimes": [self._regime_dict(index) for index in range(len(self.regimes))],
             "r2_log_time": round_sig(self.r2_log_time),
             "rmse_log_time": round_sig(self.rmse_log_time),
             "r2_log_time_all": round_sig(self.r2_log_time_all),
             "rmse_log_time_all": round_sig(self.rmse_log_time_all),
             "noise_rel": round_sig(self.noise_rel),
-            "quality": self.quality.to_dict(),
+            "quality": quality.to_dict(),
             "ci_method": CI_METHOD,
             "bus_factor": round_sig(self.bus_factor),
             "min_bytes": self.regimes[0].min_bytes,
             "max_bytes": self.regimes[-1].max_bytes,
             "outliers": [outlier.to_dict() for outlier in self.outliers],
         }
+
+    def _regime_dict(self, index: int) -> dict[str, Any]:
+        regime = self.regimes[index]
+        data = {**regime.to_dict(), "latency_bound": self.latency_bound(regime)}
+        if regime_busbw_undetermined(self, index) is not None:
+            data.update(busbw_gbps=None, busbw_gbps_ci=[None, None])
+        if index == 0 and alpha_undetermined(self) is not None:
+            data.update(alpha_us=None, alpha_us_ci=[None, None])
+        return data
+
+
+def _figure(
+    key: str, value: float, interval: tuple[float, float], missing: dict[str, str]
+) -> dict[str, Any]:
+    """`key` and `key_ci` as fit --json writes them: null (a pair of nulls) when missing."""
+    if key in missing:
+        return {key: None, f"{key}_ci": [None, None]}
+    return {key: round_sig(value), f"{key}_ci": _round_pair(interval)}
 
 
 def fit_curve(
@@ -429,7 +453,9 @@ def _busbw_gbps(size_bytes: float, time_us: float, bus_factor: float) -> float:
 
 @dataclass(frozen=True)
 class GroupFit:
-    """The fit of one group of rows (same collective, backend, world size, ..., knobs)."""
+    """The fit of one group of rows (same collective, backend, world size, ..., knobs).
+
+    knobs_digest is the knob set's machine key (fit --json); people read `knobs` by name."""
 
     key: dict[str, Any]
     knobs_digest: str
@@ -437,6 +463,7 @@ class GroupFit:
     n_points: int
     curve: CurveFit | None
     skipped: str | None = None
+    knobs: dict[str, Any] = field(default_factory=dict)  # the rows' knobs (env and settings)
 
     def to_dict(self) -> dict[str, Any]:
         head = {
@@ -493,6 +520,7 @@ def fit_rows(rows: Iterable[ResultRow], options: FitOptions = FitOptions()) -> l
             runs=tuple(sorted({str(row.run_id) for row in members})),
             n_points=sum((row.size_bytes or 0) > 0 for row in members),
             curve=None,
+            knobs=dict(members[0].knobs or {}),
         )
         try:
             factor = bus_factor(str(group.key["collective"]), int(group.key["world_size"]))

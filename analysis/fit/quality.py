@@ -6,6 +6,23 @@ clock could see, and whether its peak busbw is a number the sweep ever reached. 
 below gives a one-line note and the worst verdict it allows; the fit's verdict is the worst
 of them.
 
+A fit is poor, and a figure it could not determine is never printed as a number (the text,
+the report and `fit --json`, where it is null and `quality.not_determined` says why), when:
+- its peak busbw is not determined: the last regime is latency-bound (its size term under
+  1% of its time), its 95% interval is unbounded, or it is more than PEAK_DETERMINED_FACTOR
+  (2x) the highest measured busbw, i.e. busbw is still rising at the largest size and the
+  sweep never reached half of the asymptote. n_half is half of that peak, so it is
+  determined exactly when the peak is (a peak within 2x of the data puts n_half inside the
+  sweep, so no separate n_half rule is needed); a prediction above the largest size leans
+  on the peak and is not determined either;
+- its latency's 95% interval is unbounded (no degree of freedom left);
+- it has fewer than POINTS_PER_PARAMETER kept points per fitted parameter (a single regime
+  has 2 parameters, so it needs 4 points);
+- its r2 on all points (log time) is negative: the curve explains the times no better than
+  their mean.
+A fitted peak above the highest measured busbw by PEAK_ABOVE_MEASURED up to 2x stays a
+figure, flagged, and makes the fit at best fair.
+
 The clock's resolution is read off the times themselves: the finest decimal step they are
 recorded in (nccl-tests prints microseconds with 2 decimals below 100 us and 1 decimal up
 to 10 ms, so an imported log resolves 0.01 us, or 0.1 us when all its times are >= 100 us),
@@ -39,7 +56,9 @@ FAIR_RMS = 0.20
 PEAK_ABOVE_MEASURED = 0.10
 # Outliers: more than this share of the points dropped makes a fit at best fair.
 OUTLIER_SHARE = 0.10
-# Fewer kept points than this per fitted parameter: the regimes may be fitting noise.
+# A fitted peak busbw over this many times the highest measured one is not determined.
+PEAK_DETERMINED_FACTOR = 2.0
+# Fewer kept points than this per fitted parameter: the fit may be fitting noise (poor).
 POINTS_PER_PARAMETER = 2
 # A peak busbw whose 95% interval spans more than this factor is not pinned down.
 CI_SPAN = 2.0
@@ -57,6 +76,12 @@ class FitQuality:
     busbw_measured_max_gbps: float
     peak_above_measured: bool
     alpha_resolved: bool
+    # (fit --json key, why) for each figure the fit could not determine (null in the JSON)
+    not_determined: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def peak_determined(self) -> bool:
+        return not any(key == "busbw_peak_gbps" for key, _ in self.not_determined)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +93,8 @@ class FitQuality:
             "busbw_measured_max_gbps": round_sig(self.busbw_measured_max_gbps),
             "peak_above_measured": self.peak_above_measured,
             "alpha_resolved": self.alpha_resolved,
+            "peak_determined": self.peak_determined,
+            "not_determined": dict(self.not_determined),
         }
 
 
@@ -97,6 +124,7 @@ def assess(curve: CurveFit) -> FitQuality:
     """The verdict on `curve` and why: the worst of the checks below."""
     findings = [
         *_rms_check(curve),
+        *_r2_check(curve),
         *_outlier_check(curve),
         *_parameter_check(curve),
         *_alpha_check(curve),
@@ -104,6 +132,7 @@ def assess(curve: CurveFit) -> FitQuality:
     ]
     verdict = max((level for level, _ in findings), key=VERDICTS.index, default="good")
     return FitQuality(
+        not_determined=not_determined(curve),
         verdict=verdict,
         notes=tuple(note for _, note in findings),
         clock_resolution_us=curve.clock_resolution_us,
@@ -118,6 +147,66 @@ def assess(curve: CurveFit) -> FitQuality:
 def peak_above_measured(curve: CurveFit) -> bool:
     """Whether the fitted peak busbw is beyond anything measured (by PEAK_ABOVE_MEASURED)."""
     return curve.busbw_peak_gbps > (1 + PEAK_ABOVE_MEASURED) * curve.busbw_measured_max_gbps
+
+
+def peak_undetermined(curve: CurveFit) -> str | None:
+    """Why the fitted peak busbw (and so n_half) is not a figure, or None when it is."""
+    last = curve.regimes[-1]
+    largest = format_size(last.max_bytes)
+    if curve.latency_bound(last):
+        return (
+            f"peak busbw not determined: the largest sizes (up to {largest}) are "
+            "latency-bound, their time barely grows with size"
+        )
+    if math.isinf(curve.busbw_peak_gbps_ci[1]):
+        return "peak busbw not determined: its 95% interval is unbounded"
+    if curve.busbw_peak_gbps > PEAK_DETERMINED_FACTOR * curve.busbw_measured_max_gbps:
+        return (
+            f"peak busbw not determined: busbw is still rising at the largest size, "
+            f"{largest} (the curve has not flattened; its asymptote is over "
+            f"{PEAK_DETERMINED_FACTOR:g}x the highest measured busbw, "
+            f"{_num(curve.busbw_measured_max_gbps)} GB/s): sweep larger sizes"
+        )
+    return None
+
+
+def regime_busbw_undetermined(curve: CurveFit, index: int) -> str | None:
+    """Why regime `index`'s busbw is not a figure (the last one's is the peak), or None."""
+    if index in (-1, len(curve.regimes) - 1):
+        return peak_undetermined(curve)
+    if math.isinf(curve.regimes[index].busbw_gbps_ci[1]):
+        return f"regime {index + 1}'s busbw not determined: its 95% interval is unbounded"
+    return None
+
+
+def alpha_undetermined(curve: CurveFit) -> str | None:
+    """Why the latency is not a figure (its interval is unbounded), or None."""
+    if math.isinf(curve.alpha_us_ci[1]):
+        return "latency not determined: its 95% interval is unbounded"
+    return None
+
+
+def not_determined(curve: CurveFit) -> tuple[tuple[str, str], ...]:
+    """(`fit --json` key, why) for each figure of `curve` that is not determined."""
+    found = []
+    if (why := alpha_undetermined(curve)) is not None:
+        found.append(("alpha_us", why))
+    if (why := peak_undetermined(curve)) is not None:
+        half = "n_half not determined: it is where busbw reaches half the peak, not determined"
+        found += [("busbw_peak_gbps", why), ("n_half_bytes", half)]
+    return tuple(found)
+
+
+def _r2_check(curve: CurveFit) -> list[tuple[str, str]]:
+    if curve.r2_log_time_all >= 0:
+        return []
+    return [
+        (
+            "poor",
+            f"r2 {curve.r2_log_time_all:.5f} on all {curve.n_points} points (log time): the "
+            "curve explains the times no better than their mean",
+        )
+    ]
 
 
 def _rms_check(curve: CurveFit) -> list[tuple[str, str]]:
@@ -148,19 +237,22 @@ def _outlier_check(curve: CurveFit) -> list[tuple[str, str]]:
 def _parameter_check(curve: CurveFit) -> list[tuple[str, str]]:
     parameters = 3 * len(curve.regimes) - 1  # alpha and busbw per regime, and each boundary
     kept = curve.n_points - len(curve.outliers)
-    if len(curve.regimes) == 1 or kept >= POINTS_PER_PARAMETER * parameters:
+    if kept >= POINTS_PER_PARAMETER * parameters:
         return []
+    regimes = f"{len(curve.regimes)} regime" + ("s" if len(curve.regimes) != 1 else "")
     return [
         (
-            "fair",
-            f"{len(curve.regimes)} regimes ({parameters} parameters) from {kept} points: "
-            "they may be fitting noise",
+            "poor",
+            f"{regimes} ({parameters} parameters) from {kept} points: fewer than "
+            f"{POINTS_PER_PARAMETER} points per parameter, it may be fitting noise",
         )
     ]
 
 
 def _alpha_check(curve: CurveFit) -> list[tuple[str, str]]:
     resolution = _num(curve.clock_resolution_us)
+    if (why := alpha_undetermined(curve)) is not None:
+        return [("poor", why)]
     if not curve.alpha_resolved(0):
         return [("fair", f"latency below the clock's resolution ({resolution} us): not measured")]
     low, high = curve.alpha_us_ci
@@ -177,6 +269,8 @@ def _alpha_check(curve: CurveFit) -> list[tuple[str, str]]:
 def _peak_check(curve: CurveFit) -> list[tuple[str, str]]:
     low, high = curve.busbw_peak_gbps_ci
     interval = f"[{_num(low)}, {_bound(high)}]"
+    if (why := peak_undetermined(curve)) is not None:
+        return [("poor", why)]
     if peak_above_measured(curve):
         above = curve.busbw_peak_gbps / curve.busbw_measured_max_gbps - 1
         return [

@@ -269,6 +269,8 @@ class _TextParser:
             self._new_table_if_started().banner = tuple(line.lstrip("#").split())
         elif _REDUCED_MAX.search(line):
             self.draft.params["max_bytes_reduced"] = int(_REDUCED_MAX.search(line).group(1))
+        elif "Blocking Enabled" in line:  # -z 1, 2 or 3: the host waits for each collective
+            self.draft.params["blocking"] = True
         else:
             return self._footer_line(line) or "(B)" in line or "Using devices" in line
         return True
@@ -694,7 +696,10 @@ def _json_params(config: dict[str, Any]) -> dict[str, Any]:
         ("validation", "validation"),
         ("graph", "graph"),
     )
-    return {ours: config[theirs] for ours, theirs in keys if theirs in config}
+    params = {ours: config[theirs] for ours, theirs in keys if theirs in config}
+    if str(config.get("blocking_collectives")).lower() == "true":
+        params["blocking"] = True
+    return params
 
 
 def _json_rank(device: dict[str, Any]) -> dict[str, Any]:

@@ -226,9 +226,10 @@ def _draw_measured(
             continue
         handles.append((marks, _draw_fit(axes, item.fit, color)))
         poor = " (POOR FIT)" if item.poor else ""
-        labels.append(
-            f"{short(item.label)}: fit peak {number(item.fit.busbw_peak_gbps)} GB/s{poor}"
-        )
+        peak = f"{number(item.fit.busbw_peak_gbps)} GB/s"
+        if not item.fit.quality.peak_determined:  # analysis/fit/quality.py: never a figure
+            peak = "not determined"
+        labels.append(f"{short(item.label)}: fit peak {peak}{poor}")
     return sizes_all, busbw_all
 
 
@@ -313,6 +314,8 @@ def _draw_regimes(axes: Any, fit: Any, color: str, alpha_texts: Sequence[str] = 
 
 
 def latency_chart(title: str, series: Sequence[Series]) -> bytes | None:
+    from collbench.analysis.fit.quality import regime_busbw_undetermined
+
     """Time vs size at small sizes, with each fit's latency alpha; None without small sizes.
 
     The axis starts at the smallest positive size: size 0 has no place on a log axis, so its
@@ -325,6 +328,8 @@ def latency_chart(title: str, series: Sequence[Series]) -> bytes | None:
     handles: list[Any] = []
     labels: list[str] = []
     for index, item in enumerate(series):
+        if not fit.latency_bound(regime) and regime_busbw_undetermined(fit, index) is not None:
+            busbw = "busbw not determined"
         color = COLORS[index % len(COLORS)]
         small = [row for row in item.rows if row.size_bytes <= SMALL_MAX_BYTES]
         points = sorted((row.size_bytes, row.time_us) for row in small if row.size_bytes > 0)

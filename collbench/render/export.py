@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from collbench.core.dtypes import DTYPES
+from collbench.render.export_blocking import blocking_collectives
 from collbench.store.meta import RunMeta
 from collbench.store.outputs import OutputError
 from collbench.store.rows import ALL_COLUMNS, ROW_COLUMNS, SWEEP, ResultRow, row_is
@@ -80,7 +81,7 @@ def nccl_head(meta: RunMeta, per_iter: bool) -> dict[str, Any]:
     setting the run did not record is null (an import keeps no start time)."""
     config = {
         **(_imported_config(meta) if meta.source else _sweep_config(meta)),
-        "blocking_collectives": "false",
+        "blocking_collectives": _bool(blocking_collectives(meta, _args(meta.command_line))),
         "per_iter_timing": _bool(per_iter),
         "per_iter_skip": 0,
         "parallel_init": "false",

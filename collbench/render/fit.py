@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from collbench.analysis.fit.hockney import CurveFit, GroupFit
     from collbench.analysis.fit.vs_topology import SizeVsModel, TopologyComparison
 
+UNKNOWN = "unknown"  # a table cell the fit did not determine (analysis/fit/quality.py)
+PREDICTED = ("time_us", "busbw_gbps")
+
 
 def render_fits(
     pairs: Sequence[tuple[GroupFit, TopologyComparison | None]],
@@ -25,23 +28,56 @@ def render_fits(
     """Every group with its comparison: a JSON list, or the text blocks one blank line apart."""
     if as_json:
         return json.dumps([group_dict(group, sizes, vs) for group, vs in pairs], indent=2)
-    return "\n\n".join(render_group(group, sizes, vs) for group, vs in pairs)
+    knobs = knobs_texts([group for group, _ in pairs])
+    return "\n\n".join(
+        render_group(group, sizes, vs, knobs[index]) for index, (group, vs) in enumerate(pairs)
+    )
+
+
+def knobs_text(knobs: Any) -> str:
+    """A knob set as people read it: the environment's knobs `NCCL_ALGO=Ring
+    NCCL_PROTO=Simple` (sorted by name), or `default` when none is set."""
+    return _pairs(knobs, "env") or "default"
+
+
+def knobs_texts(groups: Sequence[GroupFit]) -> list[str]:
+    """Each group's knobs_text; where two groups would read the same (their knob sets differ
+    only in collbench's own settings: the rank statistic, the timing), their settings too."""
+    texts = [knobs_text(group.knobs) for group in groups]
+    digests: dict[tuple[str, ...], set[str]] = {}
+    for group, text in zip(groups, texts, strict=True):
+        digests.setdefault((*map(str, group.key.values()), text), set()).add(group.knobs_digest)
+    return [
+        f"{text} ({_pairs(group.knobs, 'settings')})"
+        if len(digests[(*map(str, group.key.values()), text)]) > 1
+        else text
+        for group, text in zip(groups, texts, strict=True)
+    ]
+
+
+def _pairs(knobs: Any, part: str) -> str:
+    """`NAME=VALUE ...` of knobs[part] (the env or the settings), sorted by name."""
+    mapping = knobs.get(part) if isinstance(knobs, dict) else None
+    mapping = mapping if isinstance(mapping, dict) else {}
+    return " ".join(f"{name}={value}" for name, value in sorted(mapping.items()))
 
 
 def predictions(curve: CurveFit, sizes: list[int]) -> list[dict[str, Any]]:
     """Predicted time and busbw at each size, from the regime that covers it."""
     result = []
+    peak = curve.quality.peak_determined
     for size in sizes:
         extrapolated = None
         if size < curve.regimes[0].min_bytes:
             extrapolated = "below"
         elif size > curve.regimes[-1].max_bytes:
             extrapolated = "above"
+        known = peak or extrapolated != "above"  # above the sweep the peak rules the time
         result.append(
             {
                 "size_bytes": size,
-                "time_us": round(curve.predict_time_us(size), 4),
-                "busbw_gbps": round(curve.predict_busbw_gbps(size), 4),
+                "time_us": round(curve.predict_time_us(size), 4) if known else None,
+                "busbw_gbps": round(curve.predict_busbw_gbps(size), 4) if known else None,
                 "regime_index": curve.regime_index(size),
                 "extrapolated": extrapolated,
             }
@@ -61,15 +97,18 @@ def group_dict(
 
 
 def render_group(
-    group: GroupFit, sizes: list[int], versus: TopologyComparison | None = None
+    group: GroupFit,
+    sizes: list[int],
+    versus: TopologyComparison | None = None,
+    knobs: str | None = None,
 ) -> str:
-    """One compact plain-text block per group."""
+    """One compact plain-text block per group (`knobs`: its knobs as knobs_texts says them)."""
     key = group.key
     runs = f"{len(group.runs)} run" + ("s" if len(group.runs) != 1 else "")
     lines = [
         f"{key['collective']} | {key['backend']} | {key['world_size']} ranks | "
         f"{key['dtype']} | {key['placement']} | {topology_text(key['topology'], versus)} | "
-        f"knobs {group.knobs_digest} | {group.n_points} points from {runs}"
+        f"knobs {knobs or knobs_text(group.knobs)} | {group.n_points} points from {runs}"
     ]
     versus_lines = [] if versus is None else _versus_lines(versus)
     if group.curve is None:
@@ -97,8 +136,13 @@ def topology_text(recorded: str | None, versus: TopologyComparison | None) -> st
 def alpha_text(curve: CurveFit, regime_index: int = 0, ci: bool = True) -> str:
     """A regime's latency as `collbench fit` and the report show it: '9.23 us [9.211, 9.249]',
     or '< 0.01 us (below the clock's resolution) [0, 2944]' when it is finer than the
-    clock could see (never as a number then)."""
+    clock could see, or 'not determined' when its interval is unbounded (never as a number
+    then)."""
+    from collbench.analysis.fit.quality import alpha_undetermined
+
     regime = curve.regimes[regime_index]
+    if regime_index == 0 and alpha_undetermined(curve) is not None:
+        return "not determined"
     low, high = regime.alpha_us_ci
     interval = f" [{_latency(curve, low)}, {_latency(curve, high)}]" if ci else ""
     if not curve.alpha_resolved(regime_index):
@@ -114,10 +158,22 @@ def quality_text(curve: CurveFit) -> str:
     return f"fit quality {quality.verdict}" + (f": {notes}" if notes else "")
 
 
-def _summary(curve: CurveFit) -> list[str]:
+def _peak_and_n_half(curve: CurveFit) -> str:
+    """'peak busbw 89.3 GB/s [88.3, 90.2]   n_half 536 KiB', flagged when above every measured
+    busbw; 'not determined' for both where the sweep does not determine the peak (quality.py:
+    the reason is on the quality line)."""
+    if not curve.quality.peak_determined:
+        return "peak busbw not determined   n_half not determined"
     peak_flag = ""
     if curve.quality.peak_above_measured:
         peak_flag = f" (!) above the highest measured {_num(curve.busbw_measured_max_gbps)} GB/s"
+    return (
+        f"peak busbw {_num(curve.busbw_peak_gbps)} GB/s {_ci(curve.busbw_peak_gbps_ci)}"
+        f"{peak_flag}   n_half {format_size(curve.n_half_bytes)}"
+    )
+
+
+def _summary(curve: CurveFit) -> list[str]:
     kept = curve.n_points - len(curve.outliers)
     if curve.outliers:
         goodness = (
@@ -131,9 +187,7 @@ def _summary(curve: CurveFit) -> list[str]:
             f"{_goodness(curve.rmse_log_time, curve.r2_log_time)} (log time)"
         )
     return [
-        f"  alpha {alpha_text(curve)}   "
-        f"peak busbw {_num(curve.busbw_peak_gbps)} GB/s {_ci(curve.busbw_peak_gbps_ci)}"
-        f"{peak_flag}   n_half {format_size(curve.n_half_bytes)}",
+        f"  alpha {alpha_text(curve)}   {_peak_and_n_half(curve)}",
         f"  {goodness}; busbw at {format_size(curve.regimes[-1].max_bytes)}: "
         f"{_num(curve.busbw_at_max_bytes_gbps)} GB/s; CI 95% from the fit's Jacobian",
         f"  {quality_text(curve)}",
@@ -145,11 +199,21 @@ def _goodness(rms: float, r2: float) -> str:
 
 
 def _regime_lines(curve: CurveFit) -> list[str]:
+    """The regime table; a figure the fit did not determine reads `unknown` (the quality
+    line says why)."""
+    from collbench.analysis.fit.quality import alpha_undetermined, regime_busbw_undetermined
+
     lines = [f"  {'regime':>6}  {'sizes':<23} {'alpha_us':>10} {'busbw_gbps':>11} {'points':>6}"]
     for number, regime in enumerate(curve.regimes, 1):
         span = f"{format_size(regime.min_bytes)} .. {format_size(regime.max_bytes)}"
-        busbw = "latency" if curve.latency_bound(regime) else _num(regime.busbw_gbps)
+        busbw = _num(regime.busbw_gbps)
+        if curve.latency_bound(regime):
+            busbw = "latency"
+        elif regime_busbw_undetermined(curve, number - 1) is not None:
+            busbw = UNKNOWN
         alpha = _latency(curve, regime.alpha_us)
+        if number == 1 and alpha_undetermined(curve) is not None:
+            alpha = UNKNOWN
         lines.append(f"  {number:>6}  {span:<23} {alpha:>10} {busbw:>11} {regime.n_points:>6}")
     return lines
 
@@ -178,9 +242,12 @@ def _prediction_lines(curve: CurveFit, sizes: list[int]) -> list[str]:
             note = f"  extrapolated below the smallest measured size, {format_size(curve.regimes[0].min_bytes)}"
         elif item["extrapolated"] == "above":
             note = f"  extrapolated above the largest measured size, {format_size(curve.regimes[-1].max_bytes)}"
+        if item["time_us"] is None:
+            note += " (the peak busbw it needs is not determined)"
+        time_us, busbw = (UNKNOWN if item[k] is None else _num(item[k]) for k in PREDICTED)
         lines.append(
-            f"  {format_size(item['size_bytes']):>7}  {_num(item['time_us']):>10} "
-            f"{_num(item['busbw_gbps']):>11} {item['regime_index'] + 1:>6}{note}"
+            f"  {format_size(item['size_bytes']):>7}  {time_us:>10} "
+            f"{busbw:>11} {item['regime_index'] + 1:>6}{note}"
         )
     return lines
 

@@ -1,6 +1,7 @@
 """A fit as the report says it: the same latency text and quality line as `collbench fit`
-(render/fit.py's alpha_text and quality_text), a poor fit flagged, and a latency below the
-clock's resolution never shown as a number (not in a table, a label or a drawn line)."""
+(render/fit.py's alpha_text and quality_text), a poor fit flagged, a latency below the
+clock's resolution never shown as a number (not in a table, a label or a drawn line), and
+a peak busbw or n_half the fit did not determine (analysis/fit/quality.py) never a figure."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collbench.render.report_doc import Flagged
 from collbench.store.rows import ResultRow
 
 POOR = "poor"  # FitQuality.verdict of a fit that explains its data badly
+NOT_DETERMINED = "not determined"  # a figure the fit could not determine
 
 
 def series_for(label: str, rows: list[ResultRow], curve: Any) -> charts.Series:
@@ -40,11 +42,23 @@ def regime_rows(item: charts.Series) -> list[tuple[Any, ...]]:
             item.label,
             f"{charts.size_label(regime.min_bytes)} .. {charts.size_label(regime.max_bytes)}",
             item.alpha_texts[index],
-            "latency-bound" if fit.latency_bound(regime) else f"{regime.busbw_gbps:.4g}",
+            regime_busbw_text(fit, index),
             regime.n_points,
         )
         for index, regime in enumerate(fit.regimes)
     ]
+
+
+def regime_busbw_text(fit: Any, index: int) -> str:
+    """A regime's busbw: 'latency-bound', 'not determined' or the figure."""
+    from collbench.analysis.fit.quality import regime_busbw_undetermined
+
+    regime = fit.regimes[index]
+    if fit.latency_bound(regime):
+        return "latency-bound"
+    if regime_busbw_undetermined(fit, index) is not None:
+        return NOT_DETERMINED
+    return f"{regime.busbw_gbps:.4g}"
 
 
 def quality_line(curve: Any) -> str:
@@ -65,7 +79,7 @@ def summary_cells(curve: Any) -> tuple[Any, ...]:
     return (
         peak_text(curve),
         alpha_text(curve),
-        approx_size(curve.n_half_bytes),
+        approx_size(curve.n_half_bytes) if curve.quality.peak_determined else NOT_DETERMINED,
         len(curve.regimes),
         Flagged(f"{verdict}: see the notes") if verdict == POOR else verdict,
     )
@@ -73,7 +87,10 @@ def summary_cells(curve: Any) -> tuple[Any, ...]:
 
 def peak_text(curve: Any) -> str:
     """'317', or, fitted above every measured busbw, 'flagged: 0.78 [0.41, 2.1], above the
-    highest measured 0.46'."""
+    highest measured 0.46', or, not determined by the sweep, flagged 'not determined: see
+    the notes' (never the fitted number)."""
+    if not curve.quality.peak_determined:
+        return Flagged(f"{NOT_DETERMINED}: see the notes")
     peak = f"{curve.busbw_peak_gbps:.4g}"
     if not curve.quality.peak_above_measured:
         return peak

@@ -218,17 +218,41 @@ def test_a_latency_below_the_clock_resolution_is_never_a_number(drawn):  # noqa:
 def test_a_fitted_peak_above_every_measured_busbw_shows_its_interval_and_a_flag():
     rows = [
         make_row(run_id="short", placement="in_place", size_bytes=size, time_us=2000 + size / 5e3)
-        for size in SIZES
-        if size <= 4 << 20  # the sweep stops far below the asymptote (1.5 of 5 GB/s)
+        for size in SIZES  # up to 16 MiB, past n_half (9.5 MiB): 3.1 of the 5 GB/s asymptote
     ]
     document = build_report([_run("short", rows)])
     cells = dict(zip(document.summary.header, document.summary.rows[0], strict=True))
     peak = cells["fitted peak busbw (GB/s)"]
     assert type(peak).__name__ == "Flagged"
-    assert peak == "5 [5, 5], above the highest measured 1.48"
-    assert '<td class="flag">5 [5, 5], above the highest measured 1.48</td>' in render_html(
+    assert peak == "5 [5, 5], above the highest measured 3.13"
+    assert '<td class="flag">5 [5, 5], above the highest measured 3.13</td>' in render_html(
         document
     )
+    assert cells["n_half (B)"] == "9.54M" and cells["fit quality"] == "fair"
+
+
+def test_a_peak_the_sweep_never_approached_is_not_a_figure(drawn):  # noqa: F811
+    # issue 30: the report said "181075140022% above the highest measured" of such a peak
+    rows = [
+        make_row(run_id="short", placement="in_place", size_bytes=size, time_us=2000 + size / 5e3)
+        for size in SIZES
+        if size <= 4 << 20  # the sweep stops at 1.5 of the 5 GB/s asymptote: under half of it
+    ]
+    document = build_report([_run("short", rows)])
+    cells = dict(zip(document.summary.header, document.summary.rows[0], strict=True))
+    peak = cells["fitted peak busbw (GB/s)"]
+    assert type(peak).__name__ == "Flagged" and peak == "not determined: see the notes"
+    assert cells["n_half (B)"] == "not determined"
+    assert cells["fit quality"].startswith("poor")
+    (warning,) = document.sections[0].warnings
+    assert "peak busbw not determined: busbw is still rising at the largest size, 4 MiB" in warning
+    assert "above the highest measured" not in warning
+    assert document.sections[0].tables[0].rows[0][3] == "not determined"
+    text = render_html(document) + render_markdown(document, "r_files")[0]
+    assert "5 [5, 5]" not in text and "% above" not in text
+    assert any("fit peak not determined (POOR FIT)" in legend for legend in _legends(drawn))
+    labels = " ".join(label.get_text() for label in drawn[0].axes[0].texts)
+    assert "busbw not determined" in labels and "5 GB/s" not in labels
 
 
 def test_a_model_far_above_the_run_runs_off_the_chart_and_says_so(drawn):  # noqa: F811
