@@ -62,7 +62,8 @@ CI_METHOD = (
     "95% Student-t interval from the Jacobian of each regime's robust "
     "least_squares fit (busbw interval computed on log(1/B))"
 )
-GROUP_KEYS = ("collective", "backend", "world_size", "topology", "placement", "dtype")
+# op: a sweep of several reductions (`-o all`) times each apart; one curve per reduction
+GROUP_KEYS = ("collective", "backend", "world_size", "topology", "placement", "dtype", "op")
 LATENCY_BOUND_SHARE = 0.01
 # Measured noise beyond this multiple of SearchOptions.noise_rel redoes the regime search at
 # it; closer to it, the assumed scale stands (and the search is not paid twice).

@@ -96,6 +96,11 @@ def group_dict(
     return data
 
 
+def _op_text(op: str | None) -> str:
+    """The group's reduction after its dtype, unless it is the default sum (or none)."""
+    return f" {op}" if op and op != "sum" else ""
+
+
 def render_group(
     group: GroupFit,
     sizes: list[int],
@@ -107,7 +112,8 @@ def render_group(
     runs = f"{len(group.runs)} run" + ("s" if len(group.runs) != 1 else "")
     lines = [
         f"{key['collective']} | {key['backend']} | {key['world_size']} ranks | "
-        f"{key['dtype']} | {key['placement']} | {topology_text(key['topology'], versus)} | "
+        f"{key['dtype']}{_op_text(key.get('op'))} | {key['placement']} | "
+        f"{topology_text(key['topology'], versus)} | "
         f"knobs {knobs or knobs_text(group.knobs)} | {group.n_points} points from {runs}"
     ]
     versus_lines = [] if versus is None else _versus_lines(versus)
