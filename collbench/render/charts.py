@@ -26,6 +26,7 @@ LEGEND_CHARS_PER_IN = 14  # legend text at 8 pt, with room to spare
 LABEL_STEPS = (1, 2, 5, 10, 20)
 LABEL_GAP_PX = 6
 MODEL_COLOR = "#333333"
+OTHER_COLOR = "#9a9a9a"  # runs of a crowded chart beyond the ones drawn in full
 MODEL_CLIP = 3.0  # a model curve above this many times the measured peak runs off the chart
 
 
@@ -167,10 +168,15 @@ def save_png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
-def busbw_chart(title: str, series: Sequence[Series], models: Sequence[ModelCurve] = ()) -> bytes:
+def busbw_chart(
+    title: str,
+    series: Sequence[Series],
+    models: Sequence[ModelCurve] = (),
+    others: Sequence[Series] = (),
+) -> bytes:
     """busbw vs size: measured points, fitted curve, regime boundaries and outliers, and
     any cost-model curves (dashed; one far above the data runs off the top, its legend
-    saying so).
+    saying so); `others` (a crowded overlay's remaining runs) as grey points only.
 
     Regimes are drawn for the first series with a fit (in its color); one legend entry per
     run (points and fitted line together).
@@ -180,6 +186,10 @@ def busbw_chart(title: str, series: Sequence[Series], models: Sequence[ModelCurv
     handles: list[Any] = []
     labels: list[str] = []
     sizes_all, busbw_all = _draw_measured(axes, series, handles, labels)
+    points = [(row.size_bytes, row.busbw_gbps) for item in others for row in item.rows]
+    drawn = draw_others(axes, points, len(others), handles, labels)
+    sizes_all += [size for size, _ in drawn]
+    busbw_all += [value for _, value in drawn]
     top = _draw_models(axes, models, max(busbw_all, default=0.0), handles, labels)
     if not sizes_all:  # no measured size above 0: the models' sizes make the axis
         sizes_all = [size for model in models for size in model.sizes]
@@ -202,6 +212,26 @@ def busbw_chart(title: str, series: Sequence[Series], models: Sequence[ModelCurv
     axes.set_title(title)
     legend_below(axes, handles, labels)
     return save_png(figure)
+
+
+def draw_others(
+    axes: Any,
+    points: Sequence[tuple[float, float]],
+    count: int,
+    handles: list[Any],
+    labels: list[str],
+) -> list[tuple[float, float]]:
+    """The runs a crowded chart does not draw in full: their points (sizes above 0) small
+    and grey, under everything else, in one legend entry; the points drawn."""
+    drawn = [(size, value) for size, value in points if size > 0]
+    if drawn:
+        sizes, values = zip(*drawn, strict=True)
+        (marks,) = axes.plot(
+            sizes, values, "o", color=OTHER_COLOR, markersize=2.5, alpha=0.6, zorder=1
+        )
+        handles.append(marks)
+        labels.append(f"{count} other run{'s' if count != 1 else ''} (points only)")
+    return drawn
 
 
 def _draw_measured(
@@ -284,6 +314,8 @@ def _draw_regimes(axes: Any, fit: Any, color: str, alpha_texts: Sequence[str] = 
     (`alpha_texts[k]` for regime k when given, else the fitted number)."""
     from matplotlib.transforms import blended_transform_factory
 
+    from collbench.analysis.fit.quality import regime_busbw_undetermined
+
     on_top = blended_transform_factory(axes.transData, axes.transAxes)
     boundary = None
     for size in fit.breakpoints:
@@ -296,6 +328,8 @@ def _draw_regimes(axes: Any, fit: Any, color: str, alpha_texts: Sequence[str] = 
         busbw = (
             "latency-bound" if fit.latency_bound(regime) else f"{number(regime.busbw_gbps)} GB/s"
         )
+        if not fit.latency_bound(regime) and regime_busbw_undetermined(fit, index) is not None:
+            busbw = "busbw not determined"
         alpha = alpha_texts[index] if index < len(alpha_texts) else f"{number(regime.alpha_us)} us"
         axes.text(
             middle,
@@ -313,10 +347,11 @@ def _draw_regimes(axes: Any, fit: Any, color: str, alpha_texts: Sequence[str] = 
     return boundary
 
 
-def latency_chart(title: str, series: Sequence[Series]) -> bytes | None:
-    from collbench.analysis.fit.quality import regime_busbw_undetermined
-
-    """Time vs size at small sizes, with each fit's latency alpha; None without small sizes.
+def latency_chart(
+    title: str, series: Sequence[Series], others: Sequence[Series] = ()
+) -> bytes | None:
+    """Time vs size at small sizes, with each fit's latency alpha (`others`, a crowded
+    overlay's remaining runs, as grey points only); None without small sizes.
 
     The axis starts at the smallest positive size: size 0 has no place on a log axis, so its
     time is given in the legend instead. A latency the report does not show as a number
@@ -328,8 +363,6 @@ def latency_chart(title: str, series: Sequence[Series]) -> bytes | None:
     handles: list[Any] = []
     labels: list[str] = []
     for index, item in enumerate(series):
-        if not fit.latency_bound(regime) and regime_busbw_undetermined(fit, index) is not None:
-            busbw = "busbw not determined"
         color = COLORS[index % len(COLORS)]
         small = [row for row in item.rows if row.size_bytes <= SMALL_MAX_BYTES]
         points = sorted((row.size_bytes, row.time_us) for row in small if row.size_bytes > 0)
@@ -351,6 +384,13 @@ def latency_chart(title: str, series: Sequence[Series]) -> bytes | None:
             line = axes.axhline(latency, color=color, linestyle="--", linewidth=1)
             handles.append((measured, line))
         labels.append(f"{label}: fitted latency {alpha}")
+    points = [
+        (row.size_bytes, row.time_us)
+        for item in others
+        for row in item.rows
+        if row.size_bytes <= SMALL_MAX_BYTES
+    ]
+    sizes_all += [size for size, _ in draw_others(axes, points, len(others), handles, labels)]
     if not sizes_all:
         pyplot().close(figure)
         return None

@@ -3,12 +3,18 @@
 Sections: a summary per run and collective, per collective the busbw and latency charts with
 fits, regimes and (with a topology) the cost model's curve, a comparison of every further
 run with the first, overlap probes, and each run's provenance.
+
+Many runs (a tune directory of 32 settings) stay readable and cheap to draw: past
+OVERLAID_MAX the busbw and latency charts draw the first run and the best by ratio to it in
+full and the rest as grey points, and the comparisons share one overview chart
+(report_compare.py). Every number stays in the tables.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +41,10 @@ __all__ = [
     "render_markdown",
 ]
 
+# More runs than this: the busbw and latency charts draw the baseline and the best others in
+# full (in color, with fits) and the rest as grey points, so no two runs share a color
+OVERLAID_MAX = len(charts.COLORS)
+
 
 def run_label(run: Run) -> str:
     """A run's default name in legends and headings: its directory's name."""
@@ -44,14 +54,19 @@ def run_label(run: Run) -> str:
 def build_report(runs: list[Run], options: ReportOptions | None = None) -> Report:
     """Everything the report shows, from loaded runs (fits are made here)."""
     from collbench.analysis.fit.hockney import fit_rows
-    from collbench.render.report_compare import compare_sections
+    from collbench.render.report_compare import compare_runs, compare_sections
 
     options = options or ReportOptions()
     names = {run.path: options.labels.get(run.path) or run_label(run) for run in runs}
     fits = {run.path: fit_rows(run.rows) for run in runs}
     keys = sorted({(row.collective, row.placement) for run in runs for row in run.sweep_rows})
-    sections = [_collective_section(runs, names, fits, key, options.topology) for key in keys]
-    sections += compare_sections(runs, names)
+    compared = compare_runs(runs)
+    drawn = _drawn_in_full(runs, compared)
+    sections = [
+        _collective_section(runs, names, fits, key, options.topology, drawn) for key in keys
+    ]
+    colors = {path: charts.COLORS[index % len(charts.COLORS)] for index, path in enumerate(drawn)}
+    sections += compare_sections(names[runs[0].path], compared, names, colors)
     sections += [section for run in runs for section in _overlap_sections(run, names)]
     title = options.title or "collbench report: " + ", ".join(names.values())
     return Report(
@@ -96,44 +111,73 @@ def _rows(run: Run, key: tuple[str, str]) -> list[ResultRow]:
     )
 
 
+def _drawn_in_full(runs: list[Run], compared: list[Any]) -> list[str]:
+    """The runs with sweep rows that the charts draw in full (in color, with fits), in run
+    order: every one, up to OVERLAID_MAX; beyond, the first and the best by geometric-mean
+    ratio to it (the next ones without any comparison). A run's color is its place in this
+    list, in every chart of a collective that each of them measured."""
+    from collbench.render.report_compare import ranked
+
+    swept = [run.path for run in runs if run.sweep_rows]
+    if len(swept) <= OVERLAID_MAX:
+        return swept
+    best = [item.run.path for item in ranked(compared)] or swept[1:]
+    chosen = {swept[0], *best[: OVERLAID_MAX - 1]}
+    return [path for path in swept if path in chosen]
+
+
 def _collective_section(
     runs: list[Run],
     names: dict[str, str],
     fits: dict[str, list[Any]],
     key: tuple[str, str],
     topology: Topology | None,
+    drawn: list[str] | None = None,
 ) -> Section:
     from collbench.render.report_fit import series_for
     from collbench.render.report_model import model_curves
 
     collective, placement = key
-    series = [
-        series_for(names[run.path], _rows(run, key), _curve(fits, run, key))
+    measured = [
+        (run.path, series_for(names[run.path], rows, _curve(fits, run, key)))
         for run in runs
-        if _rows(run, key)
+        if (rows := _rows(run, key))
     ]
+    series = [item for _, item in measured]
+    full = [item for path, item in measured if drawn is None or path in drawn]
+    others = [item for path, item in measured if drawn is not None and path not in drawn]
     stem = f"{collective}_{placement}"
     section = Section(f"{collective} ({placement})")
     models: list[charts.ModelCurve] = []
     if topology is not None:
-        models, model_notes = model_curves(topology, collective, series)
+        models, model_notes = model_curves(topology, collective, [*full, *others])
+        models = [_shared_past(model, len(full)) for model in models]
         section.notes += model_notes
     section.charts.append(
         Chart(
             f"{stem}_busbw",
             f"{collective} {placement}: bus bandwidth",
             charts.busbw_chart(
-                f"{collective} ({placement}): bus bandwidth vs size", series, models
+                f"{collective} ({placement}): bus bandwidth vs size", full, models, others
             ),
         )
     )
-    latency = charts.latency_chart(f"{collective} ({placement}): latency at small sizes", series)
+    latency = charts.latency_chart(
+        f"{collective} ({placement}): latency at small sizes", full, others
+    )
     if latency is not None:
         section.charts.append(
             Chart(f"{stem}_latency", f"{collective} {placement}: latency", latency)
         )
     _fit_tables_and_notes(section, series)
     return section
+
+
+def _shared_past(model: charts.ModelCurve, colored: int) -> charts.ModelCurve:
+    """A model curve of one run drawn grey (no color of its own) keeps no series color."""
+    if model.series_index is None or model.series_index < colored:
+        return model
+    return replace(model, series_index=None)
 
 
 def _fit_tables_and_notes(section: Section, series: list[charts.Series]) -> None:

@@ -1,11 +1,20 @@
 """The report's comparison: every run after the first against the first (the baseline), as
 `collbench compare` does, from analysis.comparison.compare: methodology warnings first, a
-ratio chart, the per-band summary, the sizes one by one (folded), and the environment."""
+ratio chart, the per-band summary, the sizes one by one (folded), and the environment.
+
+Past RATIO_CHARTS_MAX runs (a tune directory of many settings), one overview section comes
+first: every run's ratios in one figure (a panel per collective and placement, the best in
+color) and a table ranking the runs by geometric-mean ratio; each run's section then keeps
+its tables and draws no chart of its own (one figure, not one per run: issue 31)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from collbench.core.stats import geomean
 from collbench.render import charts, report_charts
 from collbench.render.report_doc import Chart, Section, Table
 
@@ -15,25 +24,155 @@ if TYPE_CHECKING:
 
 # Verdicts of a difference the data back (analysis.decision): marked on the ratio chart
 DECIDED = ("faster", "slower")
+# More candidates than this: one overview chart draws them all (one figure, not one each)
+RATIO_CHARTS_MAX = 3
+COLORED_MAX = len(charts.COLORS)  # the overview's best candidates drawn in color
 
 
-def compare_sections(runs: list[Run], names: dict[str, str]) -> list[Section]:
-    """One section per run after the first, compared with the first; none for one run.
-    Runs without sweep rows (overlap probes) have nothing to compare and are skipped."""
+@dataclass(frozen=True)
+class Compared:
+    """A run after the first and its comparison with the first."""
+
+    run: Run
+    result: Comparison
+
+    @property
+    def geomean_ratio(self) -> float:
+        """The geometric mean of its ratios over every size compared (nan without one)."""
+        return geomean(item.ratio for item in self.result.sizes)
+
+
+def compare_runs(runs: list[Run]) -> list[Compared]:
+    """Every run after the first compared with the first; none for one run. Runs without
+    sweep rows (overlap probes) have nothing to compare and are skipped."""
     from collbench.analysis.compare.comparison import compare
 
     baseline = runs[0]
     if len(runs) < 2 or not baseline.sweep_rows:
         return []
-    return [
-        comparison_section(compare(baseline, run), names[baseline.path], names[run.path])
-        for run in runs[1:]
-        if run.sweep_rows
+    return [Compared(run, compare(baseline, run)) for run in runs[1:] if run.sweep_rows]
+
+
+def ranked(compared: Sequence[Compared]) -> list[Compared]:
+    """Best first: by geometric-mean ratio (those with none last), ties in run order."""
+    return sorted(compared, key=lambda item: -_finite(item.geomean_ratio))
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else -math.inf
+
+
+def compare_sections(
+    baseline: str,
+    compared: Sequence[Compared],
+    names: dict[str, str],
+    colors: Mapping[str, str] | None = None,
+) -> list[Section]:
+    """One section per compared run, each with its own ratio chart; past RATIO_CHARTS_MAX
+    runs, an overview section first draws them all in one chart (and ranks them), and the
+    runs' sections keep their tables. colors: run path -> its color in the report's other
+    charts, for the runs the overview draws in color (None: the best COLORED_MAX)."""
+    drawn_each = len(compared) <= RATIO_CHARTS_MAX
+    sections = [
+        comparison_section(item.result, baseline, names[item.run.path], drawn_each)
+        for item in compared
     ]
+    if drawn_each:
+        return sections
+    if colors is None:
+        best = [item.run.path for item in ranked(compared)[:COLORED_MAX]]
+        colors = {path: charts.COLORS[index] for index, path in enumerate(best)}
+    return [overview_section(baseline, compared, names, colors), *sections]
 
 
-def comparison_section(result: Comparison, base: str, cand: str) -> Section:
-    """A candidate against the baseline: warnings, chart, bands, sizes, environment."""
+def overview_section(
+    baseline: str,
+    compared: Sequence[Compared],
+    names: dict[str, str],
+    colors: Mapping[str, str],
+) -> Section:
+    """Every compared run in one chart (a panel per collective and placement, the runs in
+    `colors` in color, best first in the legend, the rest grey) and a table ranking them."""
+    order = ranked(compared)
+    labels = {
+        item.run.path: f"{names[item.run.path]}: {_times(item.geomean_ratio)}" for item in order
+    }
+    ratios = [(labels[item.run.path], _by_key(item.result)) for item in order]
+    keys = list(dict.fromkeys(key for _, by_key in ratios for key in by_key))
+    colored = {
+        labels[item.run.path]: colors[item.run.path] for item in order if item.run.path in colors
+    }
+    quantity = order[0].result.quantity
+    section = Section(f"Compare: every run against {baseline} (the baseline)")
+    section.lead.append(
+        f"{len(order)} runs compared with {baseline} in one chart (its ratio axes zoomed to "
+        f"the ratios): {len(colored)} in color, as in the charts above, the others grey; the "
+        "legend gives each run's geometric-mean ratio, best first. Each run's bands, sizes "
+        "and environment follow in its own section."
+    )
+    panels = [
+        report_charts.RatioPanel(
+            f"{key[0]} ({key[1]})",
+            tuple(replace(by_key[key], label=label) for label, by_key in ratios if key in by_key),
+        )
+        for key in keys
+    ]
+    png = report_charts.ratio_overview_chart(
+        f"every run / {baseline}: {quantity} ratio per size (> 1: faster)",
+        panels,
+        f"{quantity} ratio to {charts.short(baseline, 20)}",
+        colored,
+    )
+    if png is not None:
+        section.charts.append(
+            Chart(f"compare_all_vs_{_stem(baseline)}", f"every run against {baseline}", png)
+        )
+    section.tables.append(_ranking_table(order, names, keys))
+    return section
+
+
+def _ranking_table(
+    order: Sequence[Compared], names: dict[str, str], keys: Sequence[tuple[str, str]]
+) -> Table:
+    """Rank, run, geometric-mean ratio over every size and per (collective, placement), and
+    how many sizes each verdict got."""
+    rows = []
+    for rank, item in enumerate(order, start=1):
+        sizes = item.result.sizes
+        verdicts = [size.verdict for size in sizes]
+        per_key = [
+            geomean(size.ratio for size in sizes if (size.collective, size.placement) == key)
+            for key in keys
+        ]
+        faster, slower = verdicts.count("faster"), verdicts.count("slower")
+        rows.append(
+            (
+                rank,
+                names[item.run.path],
+                _times(item.geomean_ratio),
+                *map(_times, per_key),
+                faster,
+                slower,
+                len(verdicts) - faster - slower,
+            )
+        )
+    keyed = (f"{collective} ({placement})" for collective, placement in keys)
+    return Table(
+        ("rank", "run", "geomean ratio", *keyed, "faster", "slower", "same or unjudged"),
+        rows,
+        caption=f"the runs ranked by the geometric mean of their {order[0].result.quantity} "
+        "ratio over every size compared, and per collective over its sizes; how many sizes "
+        "each verdict got (as in each run's section)",
+    )
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.3f}x" if math.isfinite(ratio) else "-"
+
+
+def comparison_section(result: Comparison, base: str, cand: str, drawn: bool = True) -> Section:
+    """A candidate against the baseline: warnings, chart (unless `drawn` is False: the
+    overview draws it), bands, sizes, environment."""
     section = Section(f"Compare: {cand} against {base} (the baseline)")
     if not result.sizes:
         section.notes.append(
@@ -52,9 +191,13 @@ def comparison_section(result: Comparison, base: str, cand: str) -> Section:
         )
     section.lead.append(result.quantity_note)
     section.lead += result.basis_notes
-    chart = _ratio_chart(result, base, cand)
+    chart = _ratio_chart(result, base, cand) if drawn else None
     if chart is not None:
         section.charts.append(chart)
+    elif not drawn:
+        section.lead.append(
+            f"Its ratios are drawn in the overview: Compare: every run against {base}."
+        )
     section.tables += [_band_table(result), _size_table(result)]
     environment = [diff for diff in result.differences if diff.kind == "environment"]
     if environment:
@@ -73,22 +216,26 @@ def comparison_section(result: Comparison, base: str, cand: str) -> Section:
     return section
 
 
-def _ratio_chart(result: Comparison, base: str, cand: str) -> Chart | None:
-    keys = list(dict.fromkeys((item.collective, item.placement) for item in result.sizes))
-    series = []
-    for collective, placement in keys:
-        items = [i for i in result.sizes if (i.collective, i.placement) == (collective, placement)]
-        series.append(
-            report_charts.RatioSeries(
-                f"{collective} ({placement})",
-                tuple(item.size_bytes for item in items),
-                tuple(item.ratio for item in items),
-                tuple(item.verdict in DECIDED for item in items),
-            )
+def _by_key(result: Comparison) -> dict[tuple[str, str], report_charts.RatioSeries]:
+    """The comparison's ratios per (collective, placement), each labelled by that key."""
+    grouped: dict[tuple[str, str], list[Any]] = {}
+    for item in result.sizes:
+        grouped.setdefault((item.collective, item.placement), []).append(item)
+    return {
+        (collective, placement): report_charts.RatioSeries(
+            f"{collective} ({placement})",
+            tuple(item.size_bytes for item in items),
+            tuple(item.ratio for item in items),
+            tuple(item.verdict in DECIDED for item in items),
         )
+        for (collective, placement), items in grouped.items()
+    }
+
+
+def _ratio_chart(result: Comparison, base: str, cand: str) -> Chart | None:
     png = report_charts.ratio_chart(
         f"{cand} / {base}: {result.quantity} ratio per size (> 1: {cand} is faster)",
-        series,
+        list(_by_key(result).values()),
         f"{result.quantity} ratio, {charts.short(cand, 20)} / {charts.short(base, 20)}",
     )
     if png is None:
