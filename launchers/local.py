@@ -2,7 +2,9 @@
 
 The parent starts `python -m collbench.bench.worker RUN_DIR` per rank, each in its own session
 (so Ctrl-C reaches only the parent, which then tears the ranks down), and watches them
-(launchers/monitor.py): a rank's own exit code says who died.
+(launchers/supervise.py): a rank's own exit code says who died. CPU (gloo) ranks run the same
+worker forked from one process that imported torch once (launchers/forked.py); GPU ranks are
+never forked. The parent itself imports no torch for gloo (bench/distributed.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collbench.launchers.base import (
     RankCommand,
     rank_argv,
 )
+from collbench.launchers.forked import RankForker, forks_ranks, preload_parquet_writer
 from collbench.launchers.supervise import Handle, ProcessHandle, supervise
 from collbench.store.job import Job
 from collbench.store.rank_status import PARENT_PID_VAR, STATUS_DIR_VAR
@@ -78,11 +81,19 @@ class LocalLauncher:
         job.save()
         log_dir = Path(job.run_dir) / "logs"
         log_dir.mkdir(exist_ok=True)
+        commands = self.render(job, free_port()).commands
+        if forks_ranks(job.spec.backend):  # CPU ranks: torch imported once, not per rank
+            forker = RankForker.start(Path(job.run_dir), commands, log_dir)
+            preload_parquet_writer()  # while the forker imports torch
+            try:
+                return supervise(job, list(forker.handles()), sink, per_rank=True)
+            finally:
+                forker.close()
         handles: list[Handle] = [
             ProcessHandle.spawn(
                 command, log_dir / f"rank-{rank:05d}.log", f"rank {rank} (pid {{pid}})"
             )
-            for rank, command in enumerate(self.render(job, free_port()).commands)
+            for rank, command in enumerate(commands)
         ]
         return supervise(job, handles, sink, per_rank=True)
 

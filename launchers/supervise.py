@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -187,7 +188,7 @@ def finalize(job: Job, result: LaunchResult) -> LaunchResult:
     A full disk is said in one line (what could not be written, how many rows are kept); the
     final state is set when meta.json can still be written, and no temporary file is left."""
     if result.code in (EXIT_OK, EXIT_WRONG_DATA):
-        return result
+        return _complete_parquet(job, result)
     run_dir = Path(job.run_dir)
     # A row cut short at the end is expected here (a rank died writing it): no warning.
     rows = load_rows(run_dir, warn=False)
@@ -213,6 +214,18 @@ def finalize(job: Job, result: LaunchResult) -> LaunchResult:
         error = _disk_full_error(run_dir, full)
     kept = f"{len(rows)} finished row(s) kept in {run_dir / ROWS_FILE}"
     return LaunchResult(result.code, f"{error}; {kept}")
+
+
+def _complete_parquet(job: Job, result: LaunchResult) -> LaunchResult:
+    """rows.parquet of a completed run whose rank 0 left it to the launcher (forked ranks:
+    bench/session.py PARQUET_BY_LAUNCHER_VAR); a full disk is the run's one-line error."""
+    run_dir = Path(job.run_dir)
+    if (run_dir / PARQUET_FILE).exists() or not (run_dir / ROWS_FILE).exists():
+        return result
+    full: list[Path] = []
+    _unless_disk_full(lambda: write_parquet(run_dir), run_dir / PARQUET_FILE, full)
+    remove_temp_files(run_dir)
+    return LaunchResult(EXIT_RUN_FAILED, _disk_full_error(run_dir, full)) if full else result
 
 
 def write_launcher_meta(job: Job, state: str, error: str) -> None:
@@ -285,7 +298,7 @@ class Monitor:
             hang = self._hang()
             if hang:
                 return LaunchResult(EXIT_RUN_FAILED, hang)
-            time.sleep(POLL_S)
+            pause(self.handles, POLL_S)
 
     def drain(self) -> None:
         """Hand every complete new row to the sink (the meta first, once it exists)."""
@@ -497,6 +510,17 @@ class Monitor:
             f"responding: no heartbeat for {silent:.0f} s during {_label(status)} "
             "(stopped or wedged)"
         )
+
+
+def pause(handles: list[Handle], seconds: float) -> None:
+    """Wait `seconds`, or less: until a handle with a wake-up descriptor (a forked rank's
+    forker, launchers/forked.py) has news, so a rank's end is seen when it happens."""
+    wakeups = (getattr(handle, "wakeup_fd", lambda: None)() for handle in handles)
+    fds = sorted({fd for fd in wakeups if fd is not None})
+    if fds:
+        select.select(fds, [], [], seconds)
+    else:
+        time.sleep(seconds)
 
 
 def statuses_or_empty(statuses: list[dict | None]) -> list[dict]:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import importlib.util
 import ipaddress
 import os
 import socket
 import sys
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from collbench.bench.agreement import collect_facts, exchange
@@ -16,7 +20,14 @@ from collbench.core.errors import SpecError
 
 
 def resolve_backend(requested: str) -> str:
-    """auto -> nccl on CUDA torch, rccl on ROCm torch, gloo otherwise; check the rest."""
+    """auto -> nccl on CUDA torch, rccl on ROCm torch, gloo otherwise; check the rest.
+
+    Torch is imported only to ask about GPUs (a launcher must not pay ~1 s of import to
+    start gloo ranks, or to --print them): not for gloo, nor for auto on a CPU-only build."""
+    if requested not in ("auto", "nccl", "rccl"):
+        return requested
+    if requested == "auto" and _torch_build_has_gpu() is False:
+        return "gloo"
     import torch
 
     has_gpu = torch.cuda.is_available()
@@ -36,6 +47,31 @@ def resolve_backend(requested: str) -> str:
         # RCCL is reached through torch's "nccl" backend; record what really runs.
         return "rccl" if on_rocm else "nccl"
     return requested
+
+
+def _torch_build_has_gpu() -> bool | None:
+    """Was the installed torch built for CUDA or ROCm? Read from its generated version.py
+    without importing torch; None when that cannot tell (torch then answers itself)."""
+    if "torch" in sys.modules:
+        return None
+    try:
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.origin is None:
+            return None
+        tree = ast.parse(Path(spec.origin).with_name("version.py").read_text())
+    except (OSError, ValueError, SyntaxError, ImportError):
+        return None
+    values: dict[str, Any] = {}
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        if isinstance(target, ast.Name) and node.value is not None:
+            with contextlib.suppress(ValueError, TypeError, SyntaxError):
+                values[target.id] = ast.literal_eval(node.value)
+    if "cuda" not in values or "hip" not in values:
+        return None
+    return bool(values["cuda"] or values["hip"])
 
 
 def torch_backend(backend: str) -> str:

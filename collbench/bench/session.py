@@ -37,6 +37,9 @@ from collbench.store.sink import RowSink
 # a run whose launcher vanished (bench/worker.py): that thread's rows.parquet is then the
 # whole of rows.jsonl, and its `orphaned` never lands over a `completed`.
 WRITE_LOCK = threading.Lock()
+# Set for ranks whose launcher writes a completed run's rows.parquet (launchers/forked.py:
+# it imports pandas while the ranks start, so rank 0 does not import it at the end).
+PARQUET_BY_LAUNCHER_VAR = "COLLBENCH_PARQUET_BY_LAUNCHER"
 
 
 class RankLog:
@@ -113,7 +116,8 @@ class Session:
         if writer is not None:
             with WRITE_LOCK:
                 writer.close()
-                write_parquet(self.job.run_dir)
+                if not os.environ.get(PARQUET_BY_LAUNCHER_VAR):
+                    write_parquet(self.job.run_dir)
                 update_meta(
                     self.job.run_dir,
                     state="completed",
