@@ -28,7 +28,7 @@ from collbench.analysis.mfu.fabrics import sized_for  # noqa: E402
 from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY, cost_model_pricer  # noqa: E402
 from collbench.analysis.model import gemm_model  # noqa: E402
 from collbench.topologies.loader import load_topology  # noqa: E402
-from tests.published_runs import PUBLISHED, PublishedRun  # noqa: E402
+from tests.published_runs import PUBLISHED, PublishedRun, _topology_path  # noqa: E402
 
 WHAT = {
     "mfu": "MFU",
@@ -41,7 +41,7 @@ WHAT = {
 
 def predict(run: PublishedRun, fraction_scale: float = 1.0, comm: float = 1.0) -> float:
     workload = run.workload()
-    topology = sized_for(workload, load_topology(run.topology))
+    topology = sized_for(workload, load_topology(_topology_path(run.topology)))
     accelerator = topology.accelerator
     fraction = gemm_model.matmul_fraction(accelerator) * fraction_scale
     fp8 = gemm_model.matmul_fraction(accelerator, "fp8") * fraction_scale

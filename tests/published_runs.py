@@ -23,11 +23,14 @@ token rate is compared). What the tables do not say is what the recipes they nam
 (scripts/performance): sequence parallelism with TP, the distributed optimizer (ZeRO 1),
 gradient reduction overlapped, Transformer Engine's fused attention, no recompute, and for
 the 70B model TP communication overlapped with userbuffers (COMM_OVERLAP_CONFIG_MAP, llama3_70b
-h100 fp8), given here as --tp-overlap 1. NVIDIA's dgxc-benchmarking recipes (BF16 on DGX
-H100, NeMo 24.05/24.09) publish their launch configuration beside the step time: the
+h100 fp8), given here as --tp-overlap 1 (priced chunk by chunk, analysis/mfu/tp_overlap.py,
+at Transformer Engine's default chunks and SMs). NVIDIA's dgxc-benchmarking recipes (BF16 on
+DGX H100, NeMo 24.05/24.09) publish their launch configuration beside the step time: the
 distributed optimizer, sequence parallelism, TP communication overlap (ub_tp_comm_overlap,
---tp-overlap 1), no recompute, flash or cuDNN fused attention. None of these runs chose a
-default of collbench.
+--tp-overlap 1; Nemotron-4 15B with TE's default ub config, 175B with its own:
+pipelined reduce-scatters on 24 and 20 SMs, bulk ones on 2 to 8, which one --tp-overlap-sms
+cannot state, so TE's default 16 is kept), no recompute, flash or cuDNN fused attention.
+None of these runs chose a default of collbench.
 """
 
 from __future__ import annotations
@@ -48,6 +51,19 @@ KORTHIKANTI = "Korthikanti et al. 2022 (arXiv 2205.05198)"
 KORTHIKANTI_T5 = f"{KORTHIKANTI}, Table 5"
 BRIDGE = "NVIDIA Megatron-Bridge performance summary"
 DGXC = "NVIDIA dgxc-benchmarking v24.11.1 (github.com/NVIDIA/dgxc-benchmarking @35a9aec)"
+DEEPSEEK_V3 = "DeepSeek-V3 Technical Report (arXiv 2412.19437), sections 1, 3.1-3.3, 4.2"
+# DeepSeek-V3's H800 cluster: not in the catalog (tests/fixtures/hgx-h800.yaml cites it).
+H800 = "hgx-h800"
+
+
+def _topology_path(name: str) -> str:
+    """A catalog name, or the fixture file of a fabric the catalog does not ship."""
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "fixtures" / f"{name}.yaml"
+    return str(fixture) if name == H800 else name
+
+
 # Nemotron-4 15B Technical Report (arXiv 2402.16819), Table 1: squared-ReLU MLP of 4h, GQA.
 NEMOTRON4_15B = Model(
     "nemotron4-15b",
@@ -82,11 +98,19 @@ class PublishedRun:
 
     @property
     def hardware(self) -> str:
-        return f"{self.tp * self.pp * self.dp} x {load_topology(self.topology).accelerator.name}"
+        accelerator = load_topology(_topology_path(self.topology)).accelerator.name
+        return f"{self.workload().parallelism.world_size} x {accelerator}"
 
     def workload(self) -> Workload:
         model = preset(self.model) if isinstance(self.model, str) else self.model
-        training_fields = {"micro_batch", "recompute", "attention", "dtype"}
+        training_fields = {
+            "micro_batch",
+            "recompute",
+            "attention",
+            "dtype",
+            "capacity_factor",
+            "dispatch_bytes",
+        }
         training = {k: v for k, v in self.setup.items() if k in training_fields}
         parallel = {k: v for k, v in self.setup.items() if k not in training_fields}
         return Workload(
@@ -97,7 +121,7 @@ class PublishedRun:
 
     def estimate(self) -> Estimate:
         workload = self.workload()
-        topology = sized_for(workload, load_topology(self.topology))
+        topology = sized_for(workload, load_topology(_topology_path(self.topology)))
         options = EstimateOptions(**self.options)
         return estimate(workload, topology, cost_model_pricer(topology), options)
 
@@ -163,4 +187,27 @@ PUBLISHED: tuple[PublishedRun, ...] = (
                  f"{DGXC}, nemotron/README_15b.md, 16 GPUs",
                  {"sequence_parallel": True, "zero": 1, "micro_batch": 4}, seq=4096,
                  options={"tp_overlap": 1.0}),
+    # Context parallelism: Megatron-Bridge's 26.02 row, DGX-H100 (recipe llama31_405b_
+    # pretrain_1024gpu_h100_fp8cs_config: CP 2, VP 8, sequence parallelism, userbuffer TP
+    # overlap; 126 layers + embedding + loss = 128 over pp 8 x v 8).
+    PublishedRun("llama31-405b-fp8-cp2", "llama3-405b", "dgx-h100", 8, 8, 8, 1536, "tokens", 311,
+                 f"{BRIDGE}, 26.02 container, DGX-H100 (CP 2)",
+                 {**_BRIDGE, "virtual_stages": 8, "cp": 2}, seq=8192,
+                 options={"tp_overlap": 1.0}),
+)  # fmt: skip
+
+
+# Whole-training figures: GPU-hours over a training run's tokens. They hold what a step
+# model does not (the batch-size ramp, checkpoints, restarts, evaluation, the MTP module),
+# so they are shown beside the validation set (README) with their error, not held to its
+# goal. test_mfu_moe.py pins how the figure is derived.
+WHOLE_TRAINING: tuple[PublishedRun, ...] = (
+    # Mixture of experts: DeepSeek-V3 (arXiv 2412.19437) as trained, derived in README:
+    # 180K H800 GPU-hours per trillion tokens (section 1) = 1e12 / (180e3 x 3600) = 1543
+    # tokens/s per GPU; 2048 H800 (3.1), PP 16, EP 64 over 8 nodes, ZeRO-1 DP, TP 1 (3.2),
+    # DualPipe (3.2.1), node-limited routing to 4 nodes (2.1.2), FP8 GEMMs and FP8
+    # dispatch (3.3), seq 4096 and batch 15360 (4.2). Micro-batch 1 is ASSUMED (not stated).
+    PublishedRun("deepseek-v3-h800", "deepseek-v3", H800, 1, 16, 128, 15360, "tokens", 1543,
+                 DEEPSEEK_V3, {"dtype": "fp8", "zero": 1, "ep": 64, "ep_overlap": "dualpipe",
+                               "ep_route_nodes": 4, "dispatch_bytes": 1}, seq=4096),
 )  # fmt: skip

@@ -32,6 +32,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from collbench.analysis.mfu import moe
 from collbench.analysis.mfu.workload import Workload
 from collbench.analysis.model.gemm_model import (
     Gemm,
@@ -145,24 +146,30 @@ def layer_gemms(workload: Workload) -> tuple[Gemm, ...]:
     """The weight GEMMs of one layer for one micro-batch, forward and backward, on one
     tensor-parallel rank (the attention core's are in `attention_gemms`)."""
     model, par = workload.model, workload.parallelism
-    tokens = workload.training.micro_batch * workload.training.seq
+    tokens = workload.micro_tokens
     h, t = model.hidden, par.tp
     heads = model.heads // t
     kv_heads = max(1, model.kv_heads_or_heads // t)
     ffn = math.ceil(model.ffn / t)
     up = 2 * ffn if model.gated_mlp else ffn
-    forward = (
-        ("qkv", h, (heads + 2 * kv_heads) * model.head_dim),
-        ("attn_proj", heads * model.head_dim, h),
-        ("mlp_up", h, up),
-        ("mlp_down", ffn, h),
+    attention = (
+        model.mla.projections(h, heads)
+        if model.mla
+        else (
+            ("qkv", h, (heads + 2 * kv_heads) * model.head_dim),
+            ("attn_proj", heads * model.head_dim, h),
+        )
     )
-    return tuple(gemm for op, k, n in forward for gemm in _three(op, tokens, n, k))
+    # A MoE layer's MLP is its router and experts (analysis.mfu.moe).
+    mlp = () if model.experts else (("mlp_up", h, up), ("mlp_down", ffn, h))
+    forward = (*attention, *mlp)
+    gemms = tuple(gemm for op, k, n in forward for gemm in _three(op, tokens, n, k))
+    return gemms + moe.expert_gemms(workload)
 
 
 def logits_gemms(workload: Workload) -> tuple[Gemm, ...]:
     """The output layer's GEMMs (last stage), forward and backward."""
-    tokens = workload.training.micro_batch * workload.training.seq
+    tokens = workload.micro_tokens
     vocab = math.ceil(workload.model.vocab / workload.parallelism.tp)
     return _three("logits", tokens, vocab, workload.model.hidden)
 
@@ -272,7 +279,10 @@ def _attention(
     model, run = workload.model, workload.training
     heads = run.micro_batch * model.heads // workload.parallelism.tp
     recompute = run.recompute in ("full", "selective")
-    full_flops = 4.0 * heads * run.seq * run.seq * model.head_dim
+    # Scores (qk dims) and their weighted sum (v dims); with context parallelism the
+    # rank's seq / cp queries meet all seq keys.
+    dims = model.qk_head_dim + model.v_head_dim
+    full_flops = 2.0 * heads * run.seq * run.seq * dims / workload.parallelism.cp
     if run.attention == "flash":
         # FP8 recipes (Transformer Engine) keep the attention core in bf16.
         peak = accelerator.peak_bf16_tflops * 1e12 if run.dtype == "fp8" else peak_flops
@@ -281,7 +291,8 @@ def _attention(
         forward_s = forward_flops / (rate * FLASH_FORWARD)
         backward_s = FLASH_BACKWARD_FLOPS * forward_flops / (rate * FLASH_BACKWARD)
         flops = forward_flops * (1 + FLASH_BACKWARD_FLOPS + recompute)
-        detail = f"flash, {heads} heads x {run.seq}² causal"
+        cp = workload.parallelism.cp
+        detail = f"flash, {heads} heads x {run.seq}² causal" + (f" / cp {cp}" if cp > 1 else "")
         return OperatorTime(
             "attention", ATTENTION, forward_s, backward_s, forward_s * recompute, flops, detail
         )
@@ -305,9 +316,9 @@ def _memory_operators(
     """Norms, bias + dropout + residual adds and the activation of one layer; with fp8,
     the casts of the GEMMs' inputs."""
     model, par = workload.model, workload.parallelism
-    tokens = workload.training.micro_batch * workload.training.seq
+    tokens = workload.micro_tokens
     hidden = tokens * model.hidden / (par.tp if par.sequence_parallel else 1)
-    ffn = tokens * math.ceil(model.ffn / par.tp)
+    ffn = tokens * math.ceil(moe.mlp_width(workload) / par.tp)
     activation = ("swiglu", SWIGLU_BYTES) if model.gated_mlp else ("gelu", GELU_BYTES)
     parts = [
         ("layer norms", 2 * NORM_BYTES * hidden),
@@ -317,6 +328,8 @@ def _memory_operators(
     if workload.training.dtype == "fp8":
         inputs = sum(gemm.m * gemm.k for gemm in layer_gemms(workload) if gemm.pass_name == "fwd")
         parts.append(("fp8 casts", FP8_CAST_BYTES * inputs))
+    if model.experts:
+        parts.append(("moe permute", moe.permute_bytes(workload)))
     out = []
     for op, size_bytes in parts:
         forward_s = memory_time_s(size_bytes, accelerator)
@@ -335,7 +348,7 @@ def _memory_operators(
 
 
 def _loss(workload: Workload, accelerator: Accelerator) -> OperatorTime:
-    tokens = workload.training.micro_batch * workload.training.seq
+    tokens = workload.micro_tokens
     size_bytes = LOSS_BYTES * tokens * math.ceil(workload.model.vocab / workload.parallelism.tp)
     forward_s = memory_time_s(size_bytes, accelerator)
     return OperatorTime(
@@ -345,5 +358,10 @@ def _loss(workload: Workload, accelerator: Accelerator) -> OperatorTime:
 
 def _optimizer_s(workload: Workload, accelerator: Accelerator) -> float:
     par = workload.parallelism
-    params = workload.model.n_params / (par.tp * par.pp) / (par.dp if par.zero else 1)
+    # A ZeRO shard is every parameter / (tp pp dp cp): the experts' are sharded over their
+    # dp x cp / ep data-parallel ranks, which hold 1/ep of them.
+    if par.zero:
+        params = workload.model.n_params / (par.tp * par.pp * par.dp_ranks)
+    else:
+        params = moe.rank_params(workload)
     return memory_time_s(OPTIMIZER_BYTES * params, accelerator)

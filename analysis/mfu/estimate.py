@@ -9,8 +9,9 @@ Step model (Megatron's 1F1B pipeline schedule; TP innermost, then DP, then PP):
 - TP: per layer and micro-batch, 2 all-reduces of the activations (b·s·h) in the forward,
   2 in the backward and 2 more when full recompute repeats the forward; with sequence
   parallelism each becomes a reduce-scatter + all-gather pair. They sit on the critical
-  path (Megatron issues them between the matmuls that need them) unless `tp_overlap` says
-  what share is hidden;
+  path (Megatron issues them between the matmuls that need them) unless `tp_overlap` is 1:
+  Transformer Engine's userbuffers chunk them beside their GEMMs (analysis.mfu.tp_overlap
+  prices what stays exposed and what the GEMMs lose to chunking and to the SMs taken);
 - PP: per micro-batch, one activation send forward and one gradient send back between
   neighbouring stages (b·s·h / tp each: Megatron's scatter/gather optimisation), exposed;
 - bubble: (p - 1) / v slots of the pipeline's (compute + exposed TP + PP) per micro-batch,
@@ -37,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from collbench.analysis.mfu import cp, moe
 from collbench.analysis.mfu.compute import (
     IN_STEP_SHARE,
     GemmPricer,
@@ -45,10 +47,17 @@ from collbench.analysis.mfu.compute import (
     model_pricer,
 )
 from collbench.analysis.mfu.memory import MemoryEstimate, memory_estimate
+from collbench.analysis.mfu.tp_overlap import (
+    DEFAULT_CHUNKS,
+    DEFAULT_SMS,
+    TpOverlapSettings,
+    describe,
+    overlapped_tp,
+)
 from collbench.analysis.mfu.workload import Parallelism, Workload
 from collbench.analysis.model.gemm_model import Gemm, GemmTime
 from collbench.core.errors import SpecError
-from collbench.topologies.schema import Topology
+from collbench.topologies.schema import Accelerator, Topology
 
 MIB = 1 << 20
 # Where a collective's time came from: a measured curve, the cost model, or both.
@@ -77,7 +86,11 @@ class EstimateOptions:
     matmul_efficiency: float | None = None
     overlap_efficiency: float = 1.0  # share of a collective hidden beside compute (OSU)
     compute_slowdown: float = 0.0  # compute beside a collective takes (1 + this) x longer
-    tp_overlap: float = 0.0  # share of TP collectives hidden (0: Megatron's default)
+    # 0: TP collectives on the critical path (Megatron's default); 1: Transformer Engine's
+    # userbuffer overlap, priced chunk by chunk (analysis.mfu.tp_overlap)
+    tp_overlap: float = 0.0
+    tp_overlap_chunks: int = DEFAULT_CHUNKS  # the pipelined reduce-scatter's GEMM chunks
+    tp_overlap_sms: int = DEFAULT_SMS  # SMs the overlap's communication kernels take
     overlap_source: str = "assumed ideal (no overlap probe given)"
 
     def __post_init__(self) -> None:
@@ -85,8 +98,14 @@ class EstimateOptions:
             raise SpecError("--matmul-efficiency", self.matmul_efficiency, "must be in (0, 1]")
         if not 0 <= self.overlap_efficiency <= 1:
             raise SpecError("overlap efficiency", self.overlap_efficiency, "must be in [0, 1]")
-        if not 0 <= self.tp_overlap <= 1:
-            raise SpecError("--tp-overlap", self.tp_overlap, "must be in [0, 1]")
+        if self.tp_overlap not in (0, 1):
+            raise SpecError(
+                "--tp-overlap",
+                self.tp_overlap,
+                "is 0 (TP collectives exposed) or 1 (userbuffer overlap, priced chunk by "
+                "chunk); a share hidden is not taken, it follows from the GEMMs and collectives",
+            )
+        TpOverlapSettings(self.tp_overlap_chunks, self.tp_overlap_sms)  # validates both
 
 
 @dataclass(frozen=True)
@@ -99,6 +118,7 @@ class CommKind:
     exposed_s: float
     source: str
     origin: str = NOTHING_PRICED  # MEASURED, PREDICTED, MIXED or NOTHING_PRICED
+    slowdown_s: float = 0.0  # compute it stretched (TP overlap: GEMM chunks, SM share)
 
 
 @dataclass(frozen=True)
@@ -164,13 +184,11 @@ def estimate(
             f"{accelerators}",
         )
     peak = peak_flops(workload, topology)
-    micro = micro_batch_compute(
-        workload,
-        topology.accelerator,
-        peak,
-        gemm_pricer(topology, peak, options, gemms, workload.training.dtype),
+    priced_gemms = gemm_pricer(topology, peak, options, gemms, workload.training.dtype)
+    micro = micro_batch_compute(workload, topology.accelerator, peak, priced_gemms)
+    step = _step(
+        workload, pricer, options, micro, tp_gemms=_TpGemms(priced_gemms, topology.accelerator)
     )
-    step = _step(workload, pricer, options, micro)
     ideal = _step(
         workload,
         pricer,
@@ -198,7 +216,7 @@ def estimate(
         tokens_per_s=workload.tokens_per_step / step.total_s,
         model_tflops_per_accelerator=model_flops / step.total_s / accelerators / 1e12,
         what_if={"perfect_overlap": mfu_ideal},
-        assumptions=_assumptions(workload, options, micro),
+        assumptions=_assumptions(workload, options, micro, topology.accelerator.sm_count),
         memory=memory_estimate(workload, topology.accelerator.memory_gib),
         micro=micro,
         microbatches=workload.microbatches,
@@ -249,23 +267,67 @@ class _Step:
     comm: tuple[CommKind, ...]
 
 
+@dataclass(frozen=True)
+class _TpGemms:
+    """What TP overlap prices its GEMM chunks with: the step's GEMM pricer and the
+    accelerator (its SM count)."""
+
+    pricer: GemmPricer
+    accelerator: Accelerator
+
+    def seconds(self, gemm: Gemm) -> float:
+        """A GEMM's time inside the step, as analysis.compute prices it."""
+        return self.pricer(gemm).time_s / IN_STEP_SHARE
+
+
 def _step(
     workload: Workload,
     pricer: Pricer,
     options: EstimateOptions,
     micro: MicroBatchCompute,
     hide_all: bool = False,
+    tp_gemms: _TpGemms | None = None,
 ) -> _Step:
     par = workload.parallelism
     m = workload.microbatches
-    tp = _tp_comm(workload, pricer, options, hide_all)
+    tp = _tp_comm(workload, pricer, options, hide_all, tp_gemms)
     pp = _pp_comm(workload, pricer, hide_all)
-    slot_s = micro.total_s + tp.exposed_s / m + pp.exposed_s / m
+    cp_ep = _cp_ep_comm(workload, pricer, micro, hide_all)
+    in_micro_s = tp.exposed_s + tp.slowdown_s + pp.exposed_s + sum(k.exposed_s for k in cp_ep)
+    slot_s = micro.total_s + in_micro_s / m
     bubble_s = (par.pp - 1) / par.virtual_stages * slot_s
+    dualpipe = moe.dualpipe_bubble_s(workload, micro.forward_s, micro.backward_s)
+    if dualpipe is not None:
+        bubble_s = dualpipe * slot_s / micro.total_s
     dp, slowdown_s = _dp_comm(workload, pricer, options, micro, hide_all)
     compute_s = m * micro.total_s + micro.optimizer_s
-    total_s = compute_s + tp.exposed_s + pp.exposed_s + bubble_s + dp.exposed_s + slowdown_s
-    return _Step(total_s, compute_s, bubble_s, slowdown_s, (tp, pp, dp))
+    total_s = compute_s + in_micro_s + bubble_s + dp.exposed_s + slowdown_s
+    slowdown_s += tp.slowdown_s  # (in in_micro_s already)
+    return _Step(total_s, compute_s, bubble_s, slowdown_s, (tp, *cp_ep, pp, dp))
+
+
+def _cp_ep_comm(
+    workload: Workload, pricer: Pricer, micro: MicroBatchCompute, hide_all: bool
+) -> tuple[CommKind, ...]:
+    """The context-parallel K/V ring and the expert-parallel all-to-alls (analysis.mfu.cp,
+    analysis.mfu.moe), where the workload has them."""
+    attention = next(op for op in micro.layer if op.op == "attention")
+    exchanges = (
+        ("cp", cp.cp_exchange(workload, pricer, attention.forward_s, attention.backward_s)),
+        ("ep", moe.ep_exchange(workload, pricer, moe.overlap_window_s(workload, micro.layer))),
+    )
+    return tuple(
+        CommKind(
+            kind,
+            exchange.what,
+            exchange.total_s,
+            0.0 if hide_all else exchange.exposed_s,
+            _sources(exchange.priced),
+            _origin(*exchange.priced.values()),
+        )
+        for kind, exchange in exchanges
+        if exchange.priced
+    )
 
 
 def gemm_pricer(
@@ -290,13 +352,17 @@ def gemm_pricer(
 
 
 def _tp_comm(
-    workload: Workload, pricer: Pricer, options: EstimateOptions, hide_all: bool
+    workload: Workload,
+    pricer: Pricer,
+    options: EstimateOptions,
+    hide_all: bool,
+    tp_gemms: _TpGemms | None = None,
 ) -> CommKind:
     par, run = workload.parallelism, workload.training
     if par.tp == 1:
         return CommKind("tp", "none (tp = 1)", 0.0, 0.0, "-")
     per_layer = 6 if run.recompute == "full" else 4
-    size = run.micro_batch * run.seq * workload.model.hidden * run.activation_bytes
+    size = workload.micro_tokens * workload.model.hidden * run.activation_bytes
     if par.sequence_parallel:
         named = {
             "all_gather": pricer("all_gather", size, par.tp, 1),
@@ -309,17 +375,27 @@ def _tp_comm(
     one_s = sum(priced.time_s for priced in named.values())
     layers = workload.layers_per_stage
     total_s = one_s * per_layer * layers * workload.microbatches
-    hidden = 1.0 if hide_all else options.tp_overlap
-    exposed_s = total_s * (1 - hidden)
-    return CommKind("tp", what, total_s, exposed_s, _sources(named), _origin(*named.values()))
+    source, origin = _sources(named), _origin(*named.values())
+    if hide_all or not options.tp_overlap:
+        return CommKind("tp", what, total_s, 0.0 if hide_all else total_s, source, origin)
+    assert tp_gemms is not None  # estimate() passes them
+    overlap = overlapped_tp(
+        workload,
+        tp_gemms.seconds,
+        lambda *collective: pricer(*collective).time_s,
+        TpOverlapSettings(options.tp_overlap_chunks, options.tp_overlap_sms),
+        tp_gemms.accelerator.sm_count,
+    )
+    what += ", userbuffer overlap"
+    return CommKind("tp", what, total_s, overlap.exposed_s, source, origin, overlap.slowdown_s)
 
 
 def _pp_comm(workload: Workload, pricer: Pricer, hide_all: bool) -> CommKind:
     par, run = workload.parallelism, workload.training
     if par.pp == 1:
         return CommKind("pp", "none (pp = 1)", 0.0, 0.0, "-")
-    size = run.micro_batch * run.seq * workload.model.hidden * run.activation_bytes / par.tp
-    priced = pricer("sendrecv", size, 2, par.tp * par.dp)
+    size = workload.micro_tokens * workload.model.hidden * run.activation_bytes / par.tp
+    priced = pricer("sendrecv", size, 2, par.tp * par.dp_ranks)
     # Each micro-batch sends its activations forward and its gradients back once per
     # stage boundary; interleaving multiplies the boundaries by v.
     sends = 2 * workload.microbatches * par.virtual_stages
@@ -343,9 +419,11 @@ def _dp_comm(
 ) -> tuple[CommKind, float]:
     """The data-parallel collectives, their exposed part and the compute they slow."""
     par, run = workload.parallelism, workload.training
-    if par.dp == 1:
+    if par.dp_ranks == 1:
         return CommKind("dp", "none (dp = 1)", 0.0, 0.0, "-"), 0.0
-    params = workload.model.n_params / (par.tp * par.pp)
+    # Each rank's parameters (a MoE model's experts: 1/ep of them), all priced over the
+    # dp x cp group (the experts' own group is dp x cp / ep ranks: ASSUMED alike).
+    params = moe.rank_params(workload)
     grads, weights = params * run.grad_bytes, params * run.param_bytes
     bucket = par.dp_bucket_mb * MIB
     m = workload.microbatches
@@ -403,11 +481,11 @@ def _bucketed(
     """One collective over all of `size_bytes` (none of it can overlap), or one per bucket
     as DDP/Megatron issue them, each paying its latency at its own size's bandwidth."""
     if not bucket_bytes or size_bytes <= bucket_bytes:
-        whole = pricer(collective, size_bytes, par.dp, par.tp)
+        whole = pricer(collective, size_bytes, par.dp_ranks, par.tp)
         return _Bucketed(collective, whole.time_s, whole.time_s, whole.source, whole.measured)
     full, rest = divmod(size_bytes, bucket_bytes)
-    one = pricer(collective, bucket_bytes, par.dp, par.tp)
-    last_s = pricer(collective, rest, par.dp, par.tp).time_s if rest else 0.0
+    one = pricer(collective, bucket_bytes, par.dp_ranks, par.tp)
+    last_s = pricer(collective, rest, par.dp_ranks, par.tp).time_s if rest else 0.0
     total_s = full * one.time_s + last_s
     return _Bucketed(collective, total_s, last_s or one.time_s, one.source, one.measured)
 
@@ -430,7 +508,10 @@ def _beside(comm: _Bucketed, window_s: float, options: EstimateOptions) -> tuple
 
 
 def _assumptions(
-    workload: Workload, options: EstimateOptions, micro: MicroBatchCompute
+    workload: Workload,
+    options: EstimateOptions,
+    micro: MicroBatchCompute,
+    sm_count: int | None = None,
 ) -> tuple[str, ...]:
     par = workload.parallelism
     measured = sum(1 for _, price in micro.gemms if price.bound == "measured")
@@ -449,13 +530,39 @@ def _assumptions(
         f"GEMMs and attention sustain {IN_STEP_SHARE:.0%} of their isolated rate in a step",
         f"attention core: {workload.training.attention}",
         f"overlap: {options.overlap_source}",
-        f"TP collectives {options.tp_overlap:.0%} hidden",
+        _tp_assumption(workload, options, sm_count),
         "DP reduction overlaps the backward"
         if par.dp_overlap
         else "DP reduction after the backward, not overlapped",
         f"gradients reduced in {8 * workload.training.grad_bytes}-bit",
         *((workload.uneven_stages,) if workload.uneven_stages else ()),
+        *_cp_ep_assumptions(workload),
     )
+
+
+def _cp_ep_assumptions(workload: Workload) -> tuple[str, ...]:
+    par, run = workload.parallelism, workload.training
+    out = []
+    if workload.model.experts:
+        routing = f"capacity factor {run.capacity_factor:g}" if run.capacity_factor else "dropless"
+        out.append(
+            f"MoE: tokens spread evenly over the experts ({routing}); EP all-to-alls "
+            f"overlap: {par.ep_overlap}"
+        )
+    if par.cp > 1:
+        out.append(
+            f"context parallel: K/V by {par.cp_comm}, each ring step beside 1/cp of the attention"
+            if par.cp_comm == "p2p"
+            else "context parallel: K/V all-gathered, exposed"
+        )
+    return tuple(out)
+
+
+def _tp_assumption(workload: Workload, options: EstimateOptions, sm_count: int | None) -> str:
+    if not options.tp_overlap:
+        return "TP collectives on the critical path (no --tp-overlap)"
+    settings = TpOverlapSettings(options.tp_overlap_chunks, options.tp_overlap_sms)
+    return describe(settings, workload.parallelism.tp, sm_count)
 
 
 def _mb(size_bytes: float) -> str:

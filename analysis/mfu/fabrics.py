@@ -27,7 +27,7 @@ from collbench.analysis.mfu.inputs import (
     cost_model_pricer,
     scale_out_doubled,
 )
-from collbench.analysis.mfu.memory import oversubscribed
+from collbench.analysis.mfu.memory import oversubscribed, within_error
 from collbench.analysis.mfu.workload import Workload
 from collbench.core.errors import SpecError
 from collbench.store.load import Run
@@ -121,10 +121,28 @@ def check_memory(
     estimates: Sequence[Estimate], allow_oversubscribed: bool
 ) -> tuple[list[Estimate], list[str]]:
     """(the estimates, warnings) for the fabrics whose accelerators the workload does not
-    fit. With `allow_oversubscribed` (--allow-oversubscribed-memory) each is estimated
-    anyway, with a warning; else each is marked `does_not_fit` (its column says so), and
-    when no fabric fits at all, SpecError for the first."""
-    over = [r for r in estimates if r.memory is not None and r.memory.fits is False]
+    fit. Over the capacity by no more than the estimate's demonstrated error (`may_fit`):
+    estimated, with a warning that shows the margin. Beyond it: with `allow_oversubscribed`
+    (--allow-oversubscribed-memory) each is estimated anyway, with a warning; else each is
+    marked `does_not_fit` (its column says so), and when no fabric fits at all, SpecError
+    for the first."""
+    may_fit = [
+        f"--topology {r.topology} {within_error(r.memory)}"
+        for r in estimates
+        if r.memory is not None and r.memory.may_fit
+    ]
+    checked, warnings = _refuse_oversubscribed(estimates, allow_oversubscribed)
+    return checked, may_fit + warnings
+
+
+def _refuse_oversubscribed(
+    estimates: Sequence[Estimate], allow_oversubscribed: bool
+) -> tuple[list[Estimate], list[str]]:
+    over = [
+        r
+        for r in estimates
+        if r.memory is not None and r.memory.fits is False and not r.memory.may_fit
+    ]
     if over and not allow_oversubscribed and len(over) == len(estimates):
         raise SpecError(
             "--topology",

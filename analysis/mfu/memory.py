@@ -6,8 +6,8 @@ bf16), the gradients at `grad_bytes` (4 by default: a trainer that reduces its g
 in fp32, as the step model assumes, keeps fp32 main gradients; 2 with bf16 gradients, the
 usual 2 + 2 + 12 split), and 12 bytes of optimizer state (fp32 master weights, Adam's two
 moments). ZeRO 1 shards the optimizer state over dp, ZeRO 2 the gradients too, ZeRO 3 the
-weights too. The busiest pipeline stage is the first one: its layers plus the input
-embedding (with pp = 1 the output layer as well), split over tp.
+weights too. A stage holds its layers (the first also the input embedding, the last the
+output layer), split over tp.
 
 Activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
 Transformer Models", section 4), in bytes for 16-bit activations and 1-byte dropout masks,
@@ -20,12 +20,22 @@ per layer and micro-batch of s·b tokens:
   FlashAttention (`attention = "flash"`), which never stores the scores;
 - full recompute keeps only each layer's input, 2·s·b·h (/ t with sequence parallelism),
   plus one layer's full activations while it is recomputed.
-With 1F1B the first stage holds the activations of min(pp, micro-batches) micro-batches
-(interleaving: x (1 + (pp − 1)/(pp·v))). With pp = 1 the same accelerator also holds the
-output layer's fp32 logits, 4·s·b·vocab/t.
+Without dropout (Llama 3, Nemotron-4) the two masks and the scores' mask are not stored.
 
-This is a lower bound: the CUDA context, the allocator's fragmentation, communication
-buffers and temporary workspaces come on top. A workload it says does not fit does not.
+Every pipeline stage is estimated and the busiest one reported. Stage r of 1F1B holds
+pp − r micro-batches (Megatron-LM's schedules.py: pp − r − 1 warm-up forwards); with v
+interleaved chunks it holds 2·(pp − r − 1) + (v − 1)·pp + 1 chunks of 1/v of its layers,
+on the first stage Korthikanti et al.'s pp·(1 + (pp − 1)/(pp·v)). The first stage holds
+the input embedding, the last the output layer and one micro-batch's fp32 logits,
+4·s·b·vocab/t; an uneven split leaves its short stages at the ends (Llama 3 405B).
+
+Not counted: the CUDA context, the allocator's fragmentation, communication buffers
+(NCCL, userbuffers), CUDA graphs, FP8 weight copies and temporary workspaces; FP8 inputs
+saved at 1 byte are counted at 2. benchmarks/mfu_memory.py checks the estimate against
+published configurations (tests/published_memory.py): every one that ran fits, and where a
+peak is known the estimate was up to DEMONSTRATED_ERROR off. So a workload estimated over
+the capacity by no more than that "may fit" (a warning with the margin); beyond it, it
+does not fit.
 
 Pure: no I/O, no torch.
 """
@@ -34,11 +44,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from collbench.analysis.mfu import moe
 from collbench.analysis.mfu.workload import Workload
 
 GIB = float(1 << 30)
 # Adam in mixed precision: fp32 master weights, first and second moments.
 OPTIMIZER_BYTES_PER_PARAM = 12
+# The loss over the vocabulary: Megatron's vocab-parallel cross-entropy keeps the fp32
+# softmax of the logits for its backward.
+LOGIT_BYTES = 4
+# How far the estimate was off on published configurations (benchmarks/mfu_memory.py
+# prints the table; tests/unit/test_mfu_memory_published.py recomputes both figures from
+# it): above the capacity by up to this share, a workload may still fit; beyond, it does not.
+DEMONSTRATED_ERROR = 0.17
+VALIDATED_CONFIGURATIONS = 21
 
 
 @dataclass(frozen=True)
@@ -50,7 +69,8 @@ class MemoryEstimate:
     optimizer_bytes: float
     activations_bytes: float
     capacity_bytes: float | None  # None: the topology gives no accelerator.memory_gib
-    in_flight: float  # micro-batches whose activations the first stage holds
+    in_flight: float  # micro-batches whose activations this stage holds (whole stages)
+    stage: int = 0  # the pipeline stage estimated: the busiest one
 
     @property
     def terms(self) -> dict[str, float]:
@@ -79,6 +99,13 @@ class MemoryEstimate:
         return self.total_bytes <= self.capacity_bytes
 
     @property
+    def may_fit(self) -> bool:
+        """Over the capacity, but by no more than the estimate's demonstrated error."""
+        if self.capacity_bytes is None or self.fits:
+            return False
+        return self.total_bytes <= self.capacity_bytes * (1 + DEMONSTRATED_ERROR)
+
+    @property
     def headroom(self) -> float | None:
         """The share of the capacity left free (negative: oversubscribed)."""
         if self.capacity_bytes is None:
@@ -93,84 +120,122 @@ class MemoryEstimate:
             "total_gib": self.total_bytes / GIB,
             "capacity_gib": None if capacity is None else capacity / GIB,
             "fits": self.fits,
+            "may_fit": self.may_fit,
             "microbatches_in_flight": self.in_flight,
+            "pipeline_stage": self.stage,
         }
 
 
 def memory_estimate(workload: Workload, capacity_gib: float | None) -> MemoryEstimate:
-    """The busiest accelerator's memory for `workload`, against `capacity_gib` (or None)."""
+    """The busiest accelerator's memory for `workload`, against `capacity_gib` (or None):
+    every pipeline stage is estimated, and the largest one is returned."""
+    capacity = None if capacity_gib is None else capacity_gib * GIB
+    stages = [_stage_estimate(workload, rank, capacity) for rank in range(workload.parallelism.pp)]
+    return max(stages, key=lambda stage: stage.total_bytes)
+
+
+def _stage_estimate(workload: Workload, rank: int, capacity: float | None) -> MemoryEstimate:
+    """Pipeline stage `rank`: its weights, gradients and optimizer state (sharded as the
+    ZeRO stage says) and its activations."""
     par, run = workload.parallelism, workload.training
-    params = stage_params(workload) / par.tp
-    weights = params * run.param_bytes
-    gradients = params * run.grad_bytes
-    optimizer = params * OPTIMIZER_BYTES_PER_PARAM
-    shards = {1: (1, 1, par.dp), 2: (1, par.dp, par.dp), 3: (par.dp, par.dp, par.dp)}
+    stage = stage_params(workload, rank)
+    params = moe.on_rank(workload, stage, stage_layers(workload, rank)) / par.tp
+    # A ZeRO shard is stage / (tp x dp x cp): the experts, 1/ep of them on a rank, shard
+    # over their dp x cp / ep data-parallel ranks.
+    dp = par.dp_ranks * params * par.tp / stage
+    shards = {1: (1, 1, dp), 2: (1, dp, dp), 3: (dp, dp, dp)}
     weight_share, gradient_share, optimizer_share = shards.get(par.zero, (1, 1, 1))
-    in_flight = microbatches_in_flight(workload)
+    in_flight = microbatches_in_flight(workload, rank)
     return MemoryEstimate(
-        weights_bytes=weights / weight_share,
-        gradients_bytes=gradients / gradient_share,
-        optimizer_bytes=optimizer / optimizer_share,
-        activations_bytes=activation_bytes(workload, in_flight),
-        capacity_bytes=None if capacity_gib is None else capacity_gib * GIB,
+        weights_bytes=params * run.param_bytes / weight_share,
+        gradients_bytes=params * run.grad_bytes / gradient_share,
+        optimizer_bytes=params * OPTIMIZER_BYTES_PER_PARAM / optimizer_share,
+        activations_bytes=activation_bytes(workload, in_flight, rank),
+        capacity_bytes=capacity,
         in_flight=in_flight,
+        stage=rank,
     )
 
 
-def stage_params(workload: Workload) -> float:
-    """Parameters of the first pipeline stage: its layers and the input embedding (with
-    pp = 1 the output layer too), scaled as --params scales the shape's count."""
-    model, par = workload.model, workload.parallelism
-    embedding = model.vocab * model.hidden
-    if par.pp == 1:
-        embedding = model.embedding_params
-    params = workload.layers_per_stage * model.layer_params + embedding
+def stage_layers(workload: Workload, rank: int = 0) -> int:
+    """Transformer layers on pipeline stage `rank`. An uneven split puts its shorter
+    stages at the ends of the pipeline, first and last stage first (they also hold the
+    embedding and the output layer): Llama 3 405B's 126 layers on 16 stages are 7 + 14 x 8
+    + 7 (arXiv 2407.21783, section 3.3.2), as Megatron's --decoder-first-pipeline-num-layers
+    and --account-for-embedding-in-pipeline-split place them."""
+    pp, layers = workload.parallelism.pp, workload.model.layers
+    if layers % pp == 0:
+        return workload.layers_per_stage
+    low, extra = divmod(layers, pp)
+    short = pp - extra
+    ends = [0, pp - 1] + list(range(pp - 2, 0, -1))  # first, last, then back to front
+    return low if rank in ends[:short] else low + 1
+
+
+def stage_params(workload: Workload, rank: int = 0) -> float:
+    """Parameters of pipeline stage `rank`: its layers, the input embedding on the first
+    stage and the output layer on the last (with pp > 1 Megatron keeps a copy of a tied
+    embedding there; with pp = 1 a tied one is held once), scaled as --params scales the
+    shape's count."""
+    model, pp = workload.model, workload.parallelism.pp
+    table = model.vocab * model.hidden
+    if pp == 1:
+        embedding = float(model.embedding_params)
+    else:
+        embedding = table * ((rank == 0) + (rank == pp - 1))
+    params = stage_layers(workload, rank) * model.layer_params + embedding
     return params * model.n_params / model.shape_params
 
 
-def microbatches_in_flight(workload: Workload) -> float:
-    """Micro-batches whose activations the first stage holds at once under 1F1B."""
-    par = workload.parallelism
+def microbatches_in_flight(workload: Workload, rank: int = 0) -> float:
+    """Micro-batches whose activations pipeline stage `rank` holds at once, in whole-stage
+    equivalents. 1F1B: stage r runs pp - r - 1 warm-up forwards, so it holds pp - r
+    (fewer if a step has fewer). Interleaved (v model chunks per stage): Megatron-LM's
+    schedules.get_pp_rank_microbatches warms up 2·(pp - r - 1) + (v - 1)·pp chunk
+    forwards, so 2·(pp - r - 1) + (v - 1)·pp + 1 chunks of 1/v of the stage are held: on
+    the first stage pp + (pp - 1)/v, Korthikanti et al.'s pp·(1 + (pp - 1)/(pp·v))."""
+    par, microbatches = workload.parallelism, workload.microbatches
     if par.pp == 1:
         return 1.0
-    in_flight = float(min(par.pp, workload.microbatches))
-    if par.virtual_stages > 1:
-        in_flight *= 1 + (par.pp - 1) / (par.pp * par.virtual_stages)
-    return in_flight
+    chunks = par.virtual_stages
+    if chunks == 1:
+        return float(min(par.pp - rank, microbatches))
+    held = 2 * (par.pp - rank - 1) + (chunks - 1) * par.pp + 1
+    return min(held, microbatches * chunks) / chunks
 
 
-def activation_bytes(workload: Workload, in_flight: float) -> float:
-    """Activations on the first stage: `in_flight` micro-batches of its layers, what a
-    full recompute is working on, and with pp = 1 the logits."""
+def activation_bytes(workload: Workload, in_flight: float, rank: int = 0) -> float:
+    """Activations on pipeline stage `rank`: `in_flight` micro-batches of its layers, what
+    a full recompute is working on, and on the last stage the logits."""
     model, par, run = workload.model, workload.parallelism, workload.training
-    tokens = run.seq * run.micro_batch
-    full = layer_activation_bytes(workload, recompute="none")
+    tokens = workload.micro_tokens  # seq / cp of each sequence
+    layers = stage_layers(workload, rank)
     if run.recompute == "full":
         split = par.tp if par.sequence_parallel else 1
         stored = 2 * tokens * model.hidden / split
-        total = stored * workload.layers_per_stage * in_flight + full
+        total = stored * layers * in_flight + layer_activation_bytes(workload, "none")
     else:
-        total = layer_activation_bytes(workload, run.recompute) * workload.layers_per_stage
-        total *= in_flight
-    if par.pp == 1:
-        total += 4 * tokens * model.vocab / par.tp
+        total = layer_activation_bytes(workload, run.recompute) * layers * in_flight
+    if rank == par.pp - 1:
+        total += LOGIT_BYTES * tokens * model.vocab / par.tp
     return total
 
 
 def layer_activation_bytes(workload: Workload, recompute: str) -> float:
     """One layer's stored activations for one micro-batch (Korthikanti et al. 2022, eq. 1,
-    with the attention and MLP widths of the shape)."""
+    with the attention and MLP widths of the shape; without dropout, no masks)."""
     model, par, run = workload.model, workload.parallelism, workload.training
-    tokens = run.seq * run.micro_batch
+    tokens = workload.micro_tokens  # seq / cp of each sequence
     kv_width = model.kv_heads_or_heads * model.head_dim
     # Layer norm inputs (2 x 2 bytes), attention and MLP inputs (2 x 2), 2 dropout masks.
-    replicated = 10 * model.hidden
+    replicated = (10 if model.dropout else 8) * model.hidden
     # Q, K, V and the output projection's input; the MLP's up (and gate) outputs and the
     # activation's output.
     attention = 4 * model.hidden + 4 * kv_width
-    mlp = (6 if model.gated_mlp else 4) * model.ffn
+    mlp = (6 if model.gated_mlp else 4) * moe.mlp_width(workload)
     split = tokens * (attention + mlp) / par.tp
-    core = 5 * model.heads * run.seq * tokens / par.tp  # softmax, its mask and dropout
+    # Softmax output (2 bytes), its dropout mask (1) and the dropout's output (2).
+    core = (5 if model.dropout else 2) * model.heads * run.seq * tokens / par.tp
     if par.sequence_parallel:
         per_layer = tokens * replicated / par.tp + split
     else:
@@ -196,4 +261,19 @@ def oversubscribed(memory: MemoryEstimate) -> str:
         f"is too small for the workload: it needs ~{memory.total_bytes / GIB:,.1f} GiB per "
         f"accelerator ({parts}; the biggest is {memory.biggest}), more than the "
         f"{capacity / GIB:,.4g} GiB each has"
+    )
+
+
+def within_error(memory: MemoryEstimate) -> str:
+    """One line for a workload over the capacity by no more than the estimate's error:
+    'estimated 92.0 GiB of 80: within the estimate's error (+/-17% on 21 published
+    configurations): may fit'."""
+    capacity = memory.capacity_bytes or 0.0
+    margin = memory.total_bytes / capacity - 1 if capacity else 0.0
+    return (
+        f"estimated {memory.total_bytes / GIB:,.1f} GiB per accelerator of "
+        f"{capacity / GIB:,.4g} ({margin:+.0%}; {breakdown_text(memory)}): within the "
+        f"estimate's error (+/-{DEMONSTRATED_ERROR:.0%} on {VALIDATED_CONFIGURATIONS} "
+        "published configurations, benchmarks/mfu_memory.py): may fit; the check refuses "
+        f"beyond +{DEMONSTRATED_ERROR:.0%}"
     )

@@ -15,26 +15,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from collbench.analysis.mfu import cp, moe
 from collbench.analysis.mfu.estimate import MIB, Pricer
 from collbench.analysis.mfu.workload import Workload
 
 # How the estimator treats a collective beside compute.
 EXPOSED = "exposed"  # on the critical path: nothing hides it
-TP_SHARE = "tp-overlap"  # on the critical path but for --tp-overlap's share
+TP_SHARE = "tp-overlap"  # on the critical path, or chunked beside GEMMs (--tp-overlap 1)
 BESIDE_COMPUTE = "beside compute"  # DP buckets beside a pass, all but one bucket
+PARTLY_HIDDEN = "partly hidden"  # the CP ring beside the attention; EP per --ep-overlap
 
 
 @dataclass(frozen=True)
 class StepCollective:
     """One collective at one size that a step issues `count` times."""
 
-    kind: str  # the communicator: "tp", "pp" or "dp"
+    kind: str  # the communicator: "tp", "cp", "ep", "pp" or "dp"
     collective: str
     size_bytes: float  # per rank, as nccl-tests counts it
     count: float  # calls per step
     ranks: int  # the communicator's size
     stride: int  # accelerators between neighbouring ranks of it
-    overlap: str  # EXPOSED, TP_SHARE or BESIDE_COMPUTE
+    overlap: str  # EXPOSED, TP_SHARE, BESIDE_COMPUTE or PARTLY_HIDDEN
 
     def time_s(self, pricer: Pricer) -> float:
         """Seconds per step spent in this collective at `pricer`'s prices."""
@@ -42,8 +44,24 @@ class StepCollective:
 
 
 def step_collectives(workload: Workload) -> tuple[StepCollective, ...]:
-    """The collectives of one step: tp's, then pp's, then dp's."""
-    return (*_tp(workload), *_pp(workload), *_dp(workload))
+    """The collectives of one step: tp's, cp's, ep's, then pp's, then dp's."""
+    return (*_tp(workload), *_cp_ep(workload), *_pp(workload), *_dp(workload))
+
+
+def _cp_ep(workload: Workload) -> list[StepCollective]:
+    """Context parallelism's K/V ring (per layer) and expert parallelism's all-to-alls
+    (per MoE layer), per micro-batch: analysis.mfu.cp and .moe price them alike."""
+    m = workload.microbatches
+    cp_layers = workload.layers_per_stage * m
+    ep_layers = moe.moe_layers_on_stage(workload) * m
+    return [
+        StepCollective(kind, collective, size, count * layers, ranks, stride, PARTLY_HIDDEN)
+        for kind, calls, layers in (
+            ("cp", cp.cp_calls(workload), cp_layers),
+            ("ep", moe.ep_calls(workload), ep_layers),
+        )
+        for _, collective, size, count, ranks, stride in calls
+    ]
 
 
 def _tp(workload: Workload) -> list[StepCollective]:
@@ -51,7 +69,7 @@ def _tp(workload: Workload) -> list[StepCollective]:
     if par.tp == 1:
         return []
     per_layer = 6 if run.recompute == "full" else 4
-    size = run.micro_batch * run.seq * workload.model.hidden * run.activation_bytes
+    size = workload.micro_tokens * workload.model.hidden * run.activation_bytes
     count = per_layer * workload.layers_per_stage * workload.microbatches
     names = ("all_gather", "reduce_scatter") if par.sequence_parallel else ("all_reduce",)
     return [StepCollective("tp", name, size, count, par.tp, 1, TP_SHARE) for name in names]
@@ -61,16 +79,16 @@ def _pp(workload: Workload) -> list[StepCollective]:
     par, run = workload.parallelism, workload.training
     if par.pp == 1:
         return []
-    size = run.micro_batch * run.seq * workload.model.hidden * run.activation_bytes / par.tp
+    size = workload.micro_tokens * workload.model.hidden * run.activation_bytes / par.tp
     sends = 2 * workload.microbatches * par.virtual_stages
-    return [StepCollective("pp", "sendrecv", size, sends, 2, par.tp * par.dp, EXPOSED)]
+    return [StepCollective("pp", "sendrecv", size, sends, 2, par.tp * par.dp_ranks, EXPOSED)]
 
 
 def _dp(workload: Workload) -> list[StepCollective]:
     par, run = workload.parallelism, workload.training
-    if par.dp == 1:
+    if par.dp_ranks == 1:
         return []
-    params = workload.model.n_params / (par.tp * par.pp)
+    params = moe.rank_params(workload)
     m = workload.microbatches
     reduce = "all_reduce" if par.zero == 0 else "reduce_scatter"
     out = _buckets(workload, reduce, params * run.grad_bytes, m if par.zero >= 2 else 1)
@@ -89,7 +107,7 @@ def _buckets(
     overlap = BESIDE_COMPUTE if par.dp_overlap else EXPOSED
 
     def one(size: float, count: float) -> StepCollective:
-        return StepCollective("dp", collective, size, count, par.dp, par.tp, overlap)
+        return StepCollective("dp", collective, size, count, par.dp_ranks, par.tp, overlap)
 
     if not bucket or size_bytes <= bucket:
         return [one(size_bytes, times)]

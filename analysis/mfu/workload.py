@@ -7,6 +7,14 @@ hardware FLOPs add what recomputation does again: full recompute repeats the for
 (8·N + 16·L·H·Q·T); selective recompute (Korthikanti et al. 2022) repeats only the
 attention core, the 4·L·H·Q·T of its forward (6·N + 16·L·H·Q·T).
 
+Mixture of experts (Shazeer et al. 2017; Fedus et al. 2021): N in the FLOPs is the
+*active* count, the parameters one token passes through (the top-k routed experts, the
+shared experts and the router; DeepSeek-V3's 37B of 671B), while the memory holds them
+all. Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, section 2.1; DeepSeek-V3,
+arXiv 2412.19437, section 2.1.1) is priced as what it computes: its low-rank projections
+are GEMMs, and its attention core multiplies queries by keys of qk_nope + qk_rope dims and
+weights values of v_dim, so 12·L·H·Q·T becomes 6·L·H·(Q_qk + Q_v)·T.
+
 Pure: no I/O, no torch.
 """
 
@@ -17,6 +25,13 @@ from dataclasses import dataclass, field
 from collbench.core.errors import SpecError
 
 RECOMPUTE = ("none", "selective", "full")
+# How the expert-parallel all-to-alls sit beside compute (analysis/mfu/moe.py): exposed;
+# beside the shared experts (Megatron's --moe-shared-expert-overlap); beside another
+# micro-batch's compute (DeepSeek-V3's DualPipe, Megatron's EP A2A overlap).
+EP_OVERLAPS = ("none", "shared-expert", "dualpipe")
+# How context parallelism exchanges K/V (analysis/mfu/cp.py): a ring of send/recv
+# (Megatron's default, cp_comm_type p2p) or one all-gather.
+CP_COMMS = ("p2p", "all_gather")
 COMPUTE_DTYPES = ("bf16", "fp8")
 # The attention core's kernel: FlashAttention / cuDNN fused attention, or Megatron's
 # unfused batched GEMMs around a fused softmax (before 2022).
@@ -32,6 +47,46 @@ PARAMS_MARGIN = 0.25
 
 
 @dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention's widths (DeepSeek-V3, arXiv 2412.19437, section 2.1.1
+    and its appendix B table of hyper-parameters)."""
+
+    q_rank: int  # d_c' : the queries' compression (0: queries projected directly)
+    kv_rank: int  # d_c : the keys' and values' joint compression
+    qk_nope: int  # per-head query/key dims without rotary embedding
+    qk_rope: int  # per-head decoupled rotary dims (one shared key head)
+    v_dim: int  # per-head value dims
+
+    def params(self, hidden: int, heads: int) -> float:
+        """Down- and up-projections, the output projection and the two latent norms."""
+        q = (
+            hidden * self.q_rank + self.q_rank * heads * (self.qk_nope + self.qk_rope)
+            if self.q_rank
+            else hidden * heads * (self.qk_nope + self.qk_rope)
+        )
+        kv = hidden * (self.kv_rank + self.qk_rope) + self.kv_rank * heads * (
+            self.qk_nope + self.v_dim
+        )
+        return q + kv + heads * self.v_dim * hidden + self.q_rank + self.kv_rank
+
+    def projections(self, hidden: int, heads: int) -> tuple[tuple[str, int, int], ...]:
+        """(op, K, N) of each attention GEMM on a rank of `heads` heads: the down-
+        projections replicated on every tensor-parallel rank, the others split by head."""
+        qk = self.qk_nope + self.qk_rope
+        queries = (
+            (("q_down", hidden, self.q_rank), ("q_up", self.q_rank, heads * qk))
+            if self.q_rank
+            else (("q_proj", hidden, heads * qk),)
+        )
+        return (
+            *queries,
+            ("kv_down", hidden, self.kv_rank + self.qk_rope),
+            ("kv_up", self.kv_rank, heads * (self.qk_nope + self.v_dim)),
+            ("attn_proj", heads * self.v_dim, hidden),
+        )
+
+
+@dataclass(frozen=True)
 class Model:
     """A decoder-only transformer. `params` defaults to the count its shape implies."""
 
@@ -44,12 +99,25 @@ class Model:
     kv_heads: int = 0  # 0: heads (multi-head attention); fewer: grouped-query attention
     gated_mlp: bool = False  # SwiGLU: three ffn matrices instead of two
     tied_embeddings: bool = True  # GPT ties input and output embeddings; Llama 3 does not
+    # Dropout in training (Megatron's default 0.1; Llama 3 and Nemotron-4 train without):
+    # its masks are stored activations (analysis/mfu/memory.py).
+    dropout: bool = True
     params: float = 0.0  # 0: computed from the shape
     source: str = ""
+    # Mixture of experts (0 experts: a dense model). Each MoE layer routes a token to
+    # top_k of `experts` MLPs of moe_ffn_hidden (0: ffn_hidden) and through
+    # `shared_experts` more; the first `dense_layers` layers keep a dense MLP.
+    experts: int = 0
+    top_k: int = 0
+    moe_ffn_hidden: int = 0
+    shared_experts: int = 0
+    dense_layers: int = 0
+    mla: MLA | None = None  # multi-head latent attention (None: multi-head / GQA)
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "vocab"):
             _positive(f"model.{name}", getattr(self, name))
+        self._check_moe()
         if not 0 <= self.params < float("inf"):
             raise SpecError("--params", self.params, "must be a finite number >= 0")
         for name in ("ffn_hidden", "kv_heads"):
@@ -60,6 +128,25 @@ class Model:
         if self.heads % self.kv_heads_or_heads:
             raise SpecError("--kv-heads", self.kv_heads, f"must divide --heads ({self.heads})")
         self._check_magnitude()
+
+    def _check_moe(self) -> None:
+        for name in ("experts", "top_k", "moe_ffn_hidden", "shared_experts", "dense_layers"):
+            if isinstance(getattr(self, name), bool) or getattr(self, name) < 0:
+                raise SpecError(f"--{name.replace('_', '-')}", getattr(self, name), "must be >= 0")
+        if not self.experts:
+            given = [n for n in ("top_k", "moe_ffn_hidden", "shared_experts") if getattr(self, n)]
+            if given:
+                flag = f"--{given[0].replace('_', '-')}"
+                raise SpecError(flag, getattr(self, given[0]), "needs --experts (a MoE model)")
+            return
+        if not 1 <= self.top_k <= self.experts:
+            raise SpecError("--top-k", self.top_k, f"must be from 1 to --experts ({self.experts})")
+        if self.dense_layers >= self.layers:
+            raise SpecError(
+                "--dense-layers",
+                self.dense_layers,
+                f"must be fewer than the layers ({self.layers})",
+            )
 
     def _check_magnitude(self) -> None:
         shape = self.shape_params
@@ -96,21 +183,75 @@ class Model:
         return self.ffn_hidden or 4 * self.hidden
 
     @property
-    def layer_params(self) -> float:
-        """Weights of one layer: attention (q, k, v, o) and the MLP; norms and biases."""
+    def qk_head_dim(self) -> int:
+        """Per-head dims of queries and keys (MLA: nope + rope)."""
+        return self.mla.qk_nope + self.mla.qk_rope if self.mla else self.head_dim
+
+    @property
+    def v_head_dim(self) -> int:
+        return self.mla.v_dim if self.mla else self.head_dim
+
+    @property
+    def moe_ffn(self) -> int:
+        return self.moe_ffn_hidden or self.ffn
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.experts else 0
+
+    @property
+    def expert_params(self) -> float:
+        """One expert's MLP weights."""
+        return (3 if self.gated_mlp else 2) * self.hidden * self.moe_ffn
+
+    @property
+    def attention_params(self) -> float:
+        """One layer's attention weights (q, k, v, o; MLA's projections), norms included."""
+        if self.mla:
+            return self.mla.params(self.hidden, self.heads) + 4 * self.hidden
         kv_dim = self.kv_heads_or_heads * self.head_dim
-        attention = self.hidden * (2 * self.hidden + 2 * kv_dim)
-        mlp = (3 if self.gated_mlp else 2) * self.hidden * self.ffn
-        return attention + mlp + 4 * self.hidden
+        return self.hidden * (2 * self.hidden + 2 * kv_dim) + 4 * self.hidden
+
+    @property
+    def dense_layer_params(self) -> float:
+        """Weights of a layer with a dense MLP."""
+        return self.attention_params + (3 if self.gated_mlp else 2) * self.hidden * self.ffn
+
+    def moe_layer_params(self, routed: int) -> float:
+        """Weights of a MoE layer holding `routed` routed experts, its shared ones and the
+        router (a token passes through top_k of the routed: its active weights)."""
+        experts = (routed + self.shared_experts) * self.expert_params
+        return self.attention_params + experts + self.hidden * self.experts
+
+    @property
+    def layer_params(self) -> float:
+        """Weights of one layer (a MoE model: of a MoE layer, every expert held)."""
+        if self.experts:
+            return self.moe_layer_params(self.experts)
+        return self.dense_layer_params
 
     @property
     def embedding_params(self) -> float:
         return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
 
+    def _params(self, routed: int) -> float:
+        dense = self.layers - self.moe_layers
+        moe = self.moe_layers * self.moe_layer_params(routed) if self.experts else 0
+        return dense * self.dense_layer_params + moe + self.embedding_params
+
     @property
     def shape_params(self) -> float:
         """The parameter count the shape implies (whatever --params says)."""
-        return self.layers * self.layer_params + self.embedding_params
+        return self._params(self.experts)
+
+    @property
+    def active_params(self) -> float:
+        """Parameters one token passes through: a MoE model's top_k routed experts (and
+        its shared ones); every parameter of a dense model. Scaled as --params scales
+        the shape's count."""
+        if not self.experts:
+            return self.n_params
+        return self._params(self.top_k) * self.n_params / self.shape_params
 
     @property
     def n_params(self) -> float:
@@ -133,10 +274,34 @@ class Parallelism:
     # DP collectives issued in buckets of this many MiB (PyTorch DDP's bucket_cap_mb
     # default); 0: one collective over all of it, which cannot overlap anything.
     dp_bucket_mb: float = 25.0
+    cp: int = 1  # context parallel: each rank holds seq / cp of every sequence
+    ep: int = 1  # expert parallel: the experts split over ep ranks of the dp x cp ones
+    ep_overlap: str = "none"  # EP_OVERLAPS
+    # Node-limited routing (DeepSeek-V3 section 2.1.2: 4): a token crosses the scale-out to
+    # at most this many nodes, once per node (DeepEP); 0: every routed copy is sent.
+    ep_route_nodes: int = 0
+    cp_comm: str = "p2p"  # CP_COMMS
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp", "virtual_stages"):
+        for name in ("tp", "pp", "dp", "virtual_stages", "cp", "ep"):
             _positive(f"--{name.replace('_', '-')}", getattr(self, name))
+        if self.ep_overlap not in EP_OVERLAPS:
+            raise SpecError(
+                "--ep-overlap", self.ep_overlap, f"must be one of {', '.join(EP_OVERLAPS)}"
+            )
+        if isinstance(self.ep_route_nodes, bool) or self.ep_route_nodes < 0:
+            raise SpecError("--ep-route-nodes", self.ep_route_nodes, "must be >= 0")
+        if self.cp_comm not in CP_COMMS:
+            raise SpecError("--cp-comm", self.cp_comm, f"must be one of {', '.join(CP_COMMS)}")
+        # Megatron-Core folds EP into the expert layers' data-parallel ranks (with CP:
+        # its dp x cp ranks; expert tensor parallelism = tp).
+        if (self.dp * self.cp) % self.ep:
+            raise SpecError(
+                "--ep",
+                self.ep,
+                f"must divide --dp x --cp ({self.dp} x {self.cp}): "
+                "expert parallelism splits the data-parallel ranks of the expert layers",
+            )
         if self.zero not in (0, 1, 2, 3):
             raise SpecError("--zero", self.zero, "must be 0, 1, 2 or 3")
         if not 0 <= self.dp_bucket_mb < float("inf"):
@@ -146,7 +311,13 @@ class Parallelism:
 
     @property
     def world_size(self) -> int:
-        return self.tp * self.pp * self.dp
+        """Megatron's order: TP innermost, then CP, then DP, then PP."""
+        return self.tp * self.cp * self.dp * self.pp
+
+    @property
+    def dp_ranks(self) -> int:
+        """The gradient reduction's group: the weights are replicated over dp x cp."""
+        return self.dp * self.cp
 
 
 @dataclass(frozen=True)
@@ -159,6 +330,10 @@ class Training:
     recompute: str = "none"
     dtype: str = "bf16"
     attention: str = "flash"
+    # MoE: each expert computes and exchanges this multiple of its balanced share of the
+    # tokens (padded to capacity); 0: dropless, balanced (NVIDIA's benchmarks force it).
+    capacity_factor: float = 0.0
+    dispatch_bytes: int = 0  # bytes per element the all-to-all dispatch moves (0: activation)
     grad_bytes: int = 4  # gradients reduced in fp32 (Megatron's default for bf16; FSDP's too)
     param_bytes: int = 2  # parameters gathered in bf16 (ZeRO / FSDP)
     activation_bytes: int = 2
@@ -173,6 +348,12 @@ class Training:
             "activation_bytes",
         ):
             _positive(f"--{name.replace('_', '-')}", getattr(self, name))
+        if not (self.capacity_factor == 0 or 1 <= self.capacity_factor < float("inf")):
+            raise SpecError(
+                "--capacity-factor", self.capacity_factor, "must be >= 1 (or 0: dropless)"
+            )
+        if isinstance(self.dispatch_bytes, bool) or self.dispatch_bytes not in (0, 1, 2, 4):
+            raise SpecError("--dispatch-bytes", self.dispatch_bytes, "must be 0, 1, 2 or 4")
         if self.recompute not in RECOMPUTE:
             raise SpecError("--recompute", self.recompute, f"must be one of {', '.join(RECOMPUTE)}")
         if self.attention not in ATTENTION_KERNELS:
@@ -209,6 +390,7 @@ class Workload:
                 f"than the layers ({self.model.layers})",
             )
         self._check_interleaving()
+        self._check_cp_ep()
         if self.model.heads % par.tp:
             raise SpecError("--tp", par.tp, f"must divide the heads ({self.model.heads})")
         if run.global_batch % (par.dp * run.micro_batch):
@@ -233,7 +415,9 @@ class Workload:
                 "pipeline to interleave)",
             )
         chunks = par.pp * par.virtual_stages
-        if layers % chunks:
+        # Megatron's account_for_embedding/loss_in_pipeline_split count the embedding and
+        # the loss as a layer each (Llama 3.1 405B: 126 + 2 = 128 over pp 8 x v 8).
+        if layers % chunks and (layers + 2) % chunks:
             raise SpecError(
                 "--virtual-stages",
                 par.virtual_stages,
@@ -241,6 +425,34 @@ class Workload:
                 f"({layers} = {layers // chunks} x {chunks} + {layers % chunks}); the "
                 "interleaved schedule needs equal chunks",
             )
+
+    def _check_cp_ep(self) -> None:
+        """Context parallelism splits each sequence into 2 x cp chunks (Megatron's load
+        balancing of the causal mask) and needs a fused attention kernel; expert
+        parallelism needs experts to split; Megatron-Core refuses MoE with TP but without
+        sequence parallelism (TransformerConfig.__post_init__)."""
+        par, run, model = self.parallelism, self.training, self.model
+        if par.cp > 1 and run.seq % (2 * par.cp):
+            raise SpecError("--cp", par.cp, f"x 2 chunks must divide --seq ({run.seq})")
+        if par.cp > 1 and run.attention != "flash":
+            raise SpecError("--cp", par.cp, "needs --attention flash (a fused attention kernel)")
+        if not model.experts:
+            if par.ep > 1 or par.ep_overlap != "none" or run.capacity_factor:
+                raise SpecError("--ep", par.ep, "and its options need --experts (a MoE model)")
+            return
+        if model.experts % par.ep:
+            raise SpecError("--ep", par.ep, f"must divide --experts ({model.experts})")
+        if par.tp > 1 and not par.sequence_parallel:
+            raise SpecError(
+                "--tp", par.tp, "with --experts needs --sequence-parallel (as Megatron-Core)"
+            )
+        if par.ep_overlap == "dualpipe" and par.pp > 1 and par.pp % 2:
+            raise SpecError("--ep-overlap", "dualpipe", f"needs an even --pp (not {par.pp})")
+
+    @property
+    def micro_tokens(self) -> int:
+        """Tokens of one micro-batch on one rank: its sequences' seq / cp."""
+        return self.training.micro_batch * self.training.seq // self.parallelism.cp
 
     @property
     def uneven_stages(self) -> str | None:
@@ -275,21 +487,23 @@ class Workload:
 
     @property
     def attention_flops_per_token(self) -> float:
-        """PaLM's 12·L·H·Q·T: attention scores and their weighted sum, forward + backward."""
+        """PaLM's 12·L·H·Q·T: attention scores and their weighted sum, forward + backward
+        (MLA: 6·L·H·(Q_qk + Q_v)·T)."""
         model = self.model
-        return 12 * model.layers * model.heads * model.head_dim * self.training.seq
+        dims = model.qk_head_dim + model.v_head_dim
+        return 6 * model.layers * model.heads * dims * self.training.seq
 
     @property
     def model_flops_per_token(self) -> float:
-        """6·N + 12·L·H·Q·T: the MFU numerator (no recompute)."""
-        return 6 * self.model.n_params + self.attention_flops_per_token
+        """6·N + 12·L·H·Q·T: the MFU numerator (no recompute; N: the active parameters)."""
+        return 6 * self.model.active_params + self.attention_flops_per_token
 
     @property
     def hardware_flops_per_token(self) -> float:
         """Model FLOPs plus what recompute does again (the HFU numerator)."""
         recompute = self.training.recompute
         if recompute == "full":
-            return 8 * self.model.n_params + 4 / 3 * self.attention_flops_per_token
+            return 8 * self.model.active_params + 4 / 3 * self.attention_flops_per_token
         if recompute == "selective":
             return self.model_flops_per_token + self.attention_flops_per_token / 3
         return self.model_flops_per_token
@@ -355,6 +569,7 @@ PRESETS: dict[str, Model] = {
             vocab=128256,
             gated_mlp=True,
             tied_embeddings=False,
+            dropout=False,
             source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
         ),
         Model(
@@ -367,6 +582,7 @@ PRESETS: dict[str, Model] = {
             vocab=128256,
             gated_mlp=True,
             tied_embeddings=False,
+            dropout=False,
             source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
         ),
         Model(
@@ -379,7 +595,55 @@ PRESETS: dict[str, Model] = {
             vocab=128256,
             gated_mlp=True,
             tied_embeddings=False,
+            dropout=False,
             source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
+        ),
+        Model(
+            "mixtral-8x7b",
+            layers=32,
+            hidden=4096,
+            heads=32,
+            kv_heads=8,
+            ffn_hidden=14336,
+            vocab=32000,
+            gated_mlp=True,
+            tied_embeddings=False,
+            experts=8,
+            top_k=2,
+            source="Mixtral of Experts (Jiang et al. 2024, arXiv 2401.04088), Table 1",
+        ),
+        Model(
+            "mixtral-8x22b",
+            layers=56,
+            hidden=6144,
+            heads=48,
+            kv_heads=8,
+            ffn_hidden=16384,
+            vocab=32768,
+            gated_mlp=True,
+            tied_embeddings=False,
+            experts=8,
+            top_k=2,
+            source="mistralai/Mixtral-8x22B-v0.1 config.json (Hugging Face)",
+        ),
+        Model(
+            "deepseek-v3",
+            layers=61,
+            hidden=7168,
+            heads=128,
+            ffn_hidden=18432,
+            vocab=129280,
+            gated_mlp=True,
+            tied_embeddings=False,
+            experts=256,
+            top_k=8,
+            moe_ffn_hidden=2048,
+            shared_experts=1,
+            dense_layers=3,
+            mla=MLA(q_rank=1536, kv_rank=512, qk_nope=128, qk_rope=64, v_dim=128),
+            source="DeepSeek-V3 Technical Report (arXiv 2412.19437), section 4.2 "
+            "(hyper-parameters; 671B total, 37B active); dense ffn 18432 and vocab 129280 "
+            "from deepseek-ai/DeepSeek-V3 config.json; the MTP module is not included",
         ),
     )
 }

@@ -144,7 +144,12 @@ def render_table(
         ("  compute", lambda e: _share(e.compute_s, e)),
         # The bubble idles for the stages' exposed TP and PP; the slowdown is DP's.
         ("  pipeline bubble", _tagged(lambda e: _share(e.bubble_s, e), "tp", "pp")),
-        *[(f"  exposed {kind}", _exposed(kind)) for kind in ("tp", "pp", "dp")],
+        # cp and ep rows only where a fabric's step has them (analysis.mfu.cp, .moe)
+        *[
+            (f"  exposed {kind}", _exposed(kind))
+            for kind in ("tp", "cp", "ep", "pp", "dp")
+            if kind in ("tp", "pp", "dp") or any(c.kind == kind for e in estimates for c in e.comm)
+        ],
         ("  compute slowdown", _tagged(lambda e: _share(e.slowdown_s, e), "dp")),
         ("MFU", _tagged(lambda e: _fraction(e.mfu))),
         ("HFU (with recompute)", _tagged(lambda e: _fraction(e.hfu))),
@@ -256,7 +261,9 @@ def _tagged(cell: Any, *kinds: str) -> Any:
 
 def _exposed(kind: str) -> Any:
     def cell(result: Estimate) -> str:
-        comm = next(c for c in result.comm if c.kind == kind)
+        comm = next((c for c in result.comm if c.kind == kind), None)
+        if comm is None:
+            return "-"
         return _tag(_share(comm.exposed_s, result), comm.origin)
 
     return cell
@@ -277,7 +284,9 @@ def _memory(result: Estimate) -> str:
     if memory.capacity_bytes is None:
         return f"{total} of ?"
     capacity = f"{total} of {memory.capacity_bytes / GIB:,.4g}"
-    return capacity if memory.fits else f"{capacity} OVER"
+    if memory.fits:
+        return capacity
+    return f"{capacity} may fit" if memory.may_fit else f"{capacity} OVER"
 
 
 def _share(seconds: float, result: Estimate) -> str:
@@ -288,6 +297,8 @@ def _headline(workload: Workload) -> str:
     model, run, par = workload.model, workload.training, workload.parallelism
     flags = [
         f"tp {par.tp} pp {par.pp} dp {par.dp}",
+        f"cp {par.cp}" if par.cp > 1 else "",
+        f"ep {par.ep}" if par.ep > 1 else "",
         f"zero {par.zero}" if par.zero else "",
         "sp" if par.sequence_parallel else "",
         f"v {par.virtual_stages}" if par.virtual_stages > 1 else "",
@@ -327,7 +338,7 @@ def _memory_notes(estimates: Sequence[Estimate]) -> list[str]:
     if memory is None:
         return []
     notes = [
-        f"memory per accelerator (first pipeline stage, {memory.in_flight:g} micro-batch"
+        f"memory per accelerator ({_stage_name(memory.stage)}, {memory.in_flight:g} micro-batch"
         f"{'' if memory.in_flight == 1 else 'es'} of activations): {breakdown_text(memory)}; "
         "a lower bound (CUDA context, fragmentation and buffers come on top)"
     ]
@@ -336,3 +347,8 @@ def _memory_notes(estimates: Sequence[Estimate]) -> list[str]:
         names = ", ".join(dict.fromkeys(unknown))
         notes.append(f"  not checked against {names}: no accelerator.memory_gib given")
     return notes
+
+
+def _stage_name(stage: int) -> str:
+    """The pipeline stage the memory estimate is for: the busiest."""
+    return "first pipeline stage" if stage == 0 else f"pipeline stage {stage}, the busiest"

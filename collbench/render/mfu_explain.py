@@ -3,8 +3,10 @@
 Per fabric, one table: each operator of a layer (GEMMs, the attention core, the
 memory-bound ones) with its forward, backward and recompute milliseconds for one
 micro-batch, then the stage's own operators (logits, loss), the optimizer, the pipeline
-bubble, the exposed communication and the compute slowed beside it, each with its seconds
-per step and share of the step. The per-step column adds up to the step time. Below it,
+bubble, the exposed communication (and how much of each communicator's time is hidden)
+and the compute slowed beside it (TP overlap: the GEMMs' chunks and the SMs the
+communication kernels take; DP: compute beside the buckets), each with its seconds per
+step and share of the step. The per-step column adds up to the step time. Below it,
 every GEMM shape with its efficiency and what bounds it.
 
 Pure: estimates in, strings out.
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from collbench.analysis.mfu.compute import ATTENTION, GEMM, IN_STEP_SHARE, MEMORY, OperatorTime
-from collbench.analysis.mfu.estimate import Estimate
+from collbench.analysis.mfu.estimate import CommKind, Estimate
 from collbench.analysis.mfu.workload import Workload
 from collbench.render.mfu import to_json
 from collbench.render.table import text_columns
@@ -33,13 +35,17 @@ def explain_rows(result: Estimate) -> list[dict[str, Any]]:
     rows += [_operator(op, m, "stage") for op in micro.stage]
     rows.append(_part("optimizer step", MEMORY, micro.optimizer_s))
     rows.append(_part("pipeline bubble", "bubble", result.bubble_s))
-    rows += [
-        _part(f"exposed {kind.kind}", "exposed comm", kind.exposed_s)
-        for kind in result.comm
-        if kind.total_s > 0
-    ]
-    if result.slowdown_s:
-        rows.append(_part("compute slowed by DP", "exposed comm", result.slowdown_s))
+    for kind in result.comm:
+        if kind.total_s > 0:
+            rows.append(_comm_part(kind))
+    for kind in result.comm:
+        if kind.slowdown_s:
+            slowed = _part(f"GEMMs slowed by {kind.kind} overlap", "exposed comm", kind.slowdown_s)
+            slowed["detail"] = "smaller GEMM chunks, SMs taken by the communication kernels"
+            rows.append(slowed)
+    dp_slowdown_s = result.slowdown_s - sum(kind.slowdown_s for kind in result.comm)
+    if dp_slowdown_s > 1e-12:
+        rows.append(_part("compute slowed by DP", "exposed comm", dp_slowdown_s))
     for row in rows:
         row["share"] = row["step_s"] / result.step_time_s
     return rows
@@ -114,6 +120,15 @@ def _operator(op: OperatorTime, repeats: int, scope: str) -> dict[str, Any]:
         "flops": op.flops,
         "detail": op.detail,
     }
+
+
+def _comm_part(kind: CommKind) -> dict[str, Any]:
+    """A communicator's exposed seconds; the detail says how much of it is hidden."""
+    row = _part(f"exposed {kind.kind}", "exposed comm", kind.exposed_s)
+    hidden_s = kind.total_s - kind.exposed_s
+    if hidden_s > 1e-12:
+        row["detail"] = f"{hidden_s:.3f} s of {kind.total_s:.3f} s hidden"
+    return row
 
 
 def _part(name: str, category: str, seconds: float) -> dict[str, Any]:

@@ -113,7 +113,7 @@ def size_workload(
             _check_nodes_agree(first, nodes, par)
         return Workload(model, training, par)
     if nodes is not None:
-        dp = _derive_dp(first, nodes, par.tp * par.pp)
+        dp = _derive_dp(first, nodes, par.tp * par.cp * par.pp)
         origin = f"from --nodes {nodes} x {first.accelerators_per_node} on {first.name}"
     else:
         dp, origin = _dp_every_fabric_holds(fabrics, par, training)
@@ -126,7 +126,7 @@ def _dp_every_fabric_holds(
     """(dp, how it was chosen) without --dp or --nodes: the largest dp that each fabric's
     node count holds (tp x pp x dp accelerators) and that divides the micro-batches of a
     step, so the batch splits evenly."""
-    model_parallel = par.tp * par.pp
+    model_parallel = par.tp * par.cp * par.pp
     holds = {t.name: t.nodes * t.accelerators_per_node // model_parallel for t in fabrics}
     smallest = min(holds, key=holds.__getitem__)
     if holds[smallest] < 1:
@@ -142,7 +142,7 @@ def _dp_every_fabric_holds(
     which = f"{smallest}'s {holds[smallest]}" if len(fabrics) > 1 else str(holds[smallest])
     origin = (
         f"not given: the most that divides the {steps:,} micro-batches of a step, up to "
-        f"{which} (its nodes' accelerators / tp x pp); --dp or --nodes sets it"
+        f"{which} (its nodes' accelerators / tp x cp x pp); --dp or --nodes sets it"
     )
     return dp, origin
 
