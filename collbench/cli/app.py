@@ -23,8 +23,10 @@ from collbench.cli.doctor import run_doctor_command
 from collbench.cli.export import EXPORT_OPTIONS, Exports, SinkMaker, export
 from collbench.cli.fit import fit
 from collbench.cli.gemm import gemm
+from collbench.cli.help import use_help_classes
 from collbench.cli.imports import import_app
 from collbench.cli.measure import (
+    FOLDED_PANELS,
     JSON_ROWS,
     OVERLAP_COMMAND_OPTIONS,
     QUIET,
@@ -81,6 +83,7 @@ app.command("sweep")(
         "Measure collectives over a range of sizes; print an nccl-tests-style table.",
         SWEEP_OPTIONS,
         lambda values: run_measure("sweep", values),
+        FOLDED_PANELS,
     )
 )
 app.command("overlap")(
@@ -91,6 +94,7 @@ app.command("overlap")(
         "costs the other.",
         OVERLAP_COMMAND_OPTIONS,
         lambda values: run_measure("overlap", values),
+        FOLDED_PANELS,
     )
 )
 
@@ -105,7 +109,9 @@ app.command("predict")(predict)
 app.command("gemm")(gemm)
 app.command("export")(export)
 app.command("tune")(tune)
-app.command("doctor")(command("doctor", DOCTOR_HELP, DOCTOR_OPTIONS_ALL, run_doctor_command))
+app.command("doctor")(
+    command("doctor", DOCTOR_HELP, DOCTOR_OPTIONS_ALL, run_doctor_command, FOLDED_PANELS)
+)
 
 
 RUN_DIR = Argument("run", "A run directory.", kind=Path)
@@ -170,6 +176,8 @@ app.command("wait")(
         _wait,
     )
 )
+# Every command's help: flags without a metavar, one-sentence summaries, --help-all.
+use_help_classes(app)
 
 
 def _planned(run: Path) -> list[str]:

@@ -76,6 +76,7 @@ COMPARE_OPTIONS = (
         f"comma-separated): {bands_legend()}.",
         CompareRequest,
         "band",
+        metavar="LIST",
     ),
     Option(
         ("--sizes",),

@@ -23,7 +23,7 @@ from collbench.cli.measure import (
     warn_knobs,
 )
 from collbench.cli.options import FROM_OWNER, Option, given_fields
-from collbench.core.doctor import DEFAULT_DOCTOR_BYTES, PAIR_MODES, DoctorSpec
+from collbench.core.doctor import DEFAULT_DOCTOR_BYTES, DoctorSpec
 from collbench.core.doctor_plan import DEFAULT_SAMPLED_ROUNDS, SAMPLE_ABOVE_NODES
 from collbench.core.knobs import apply_knobs
 from collbench.core.spec import SweepSpec
@@ -91,7 +91,7 @@ DOCTOR_OPTIONS = (
         "sampled above).",
         DoctorSpec,
         "pairs",
-        metavar="|".join(PAIR_MODES),
+        metavar="MODE",
     ),
     Option(
         ("--bisect",),
@@ -127,6 +127,7 @@ DOCTOR_OPTIONS = (
         "topology",
         panel=_EXPECT,
         parse=_topology,
+        metavar="NAME|FILE",
     ),
     Option(
         ("--baseline",),

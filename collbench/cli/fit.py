@@ -37,6 +37,7 @@ FIT_OPTIONS = (
         "Comma list of sizes (K/M/G = powers of 1024) to predict time and busbw at, e.g. 3M,48M.",
         FitRequest,
         "predict",
+        metavar="SIZES",
     ),
     Option(
         ("--topology",),
@@ -46,6 +47,7 @@ FIT_OPTIONS = (
         FitRequest,
         "topology",
         default_text="the catalog topology the rows record, from sweep --topology",
+        metavar="NAME|FILE",
     ),
 )
 

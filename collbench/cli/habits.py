@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+MEASURING_COMMANDS = ("sweep", "overlap")
+
 
 @dataclass(frozen=True)
 class Habit:
@@ -19,9 +21,10 @@ class Habit:
     hint: str
     # Only when the value typed is a number, as nccl-tests' is (-c 1, -a 1, -T 30).
     numeric: bool = False
+    # The commands it is typed at (nccl-tests' flags: the measuring ones).
+    commands: tuple[str, ...] = MEASURING_COMMANDS
 
 
-MEASURING_COMMANDS = ("sweep", "overlap")
 HABITS = (
     Habit(
         "-c",
@@ -72,6 +75,13 @@ HABITS = (
         "nccl-tests' -I (per-iteration timing) is always on here: every row keeps its "
         "per-iteration times (time_us_samples in rows.jsonl)",
     ),
+    # -o is --op wherever it exists (nccl-tests' letter): an output is --out, never -o.
+    Habit(
+        "-o",
+        None,
+        "-o is --op in collbench (nccl-tests' letter); the output is --out",
+        commands=("report", "gemm", "noise"),
+    ),
     Habit(
         "-R",
         None,
@@ -83,14 +93,12 @@ HABITS = (
 
 def nccl_tests_hint(argv: Sequence[str], field: str | None) -> str | None:
     """The hint for an error on `field` (the option it names; None: an unknown option)
-    when `argv` used the nccl-tests flag behind it; None when no habit explains it. Only
-    the measuring commands, the ones nccl-tests' flags are typed at, get hints."""
+    when `argv` used the nccl-tests flag behind it; None when no habit explains it. A
+    habit hints only at its commands (nccl-tests' flags: the measuring ones)."""
     command = next((arg for arg in argv if not arg.startswith("-")), None)
-    if command not in MEASURING_COMMANDS:
-        return None
     for habit in HABITS:
         values = _typed(argv, habit.flag)
-        if habit.field != field or not values:
+        if command not in habit.commands or habit.field != field or not values:
             continue
         if not habit.numeric or any(value.lstrip("-").isdigit() for value in values):
             return habit.hint

@@ -37,6 +37,7 @@ IMPORT_OPTIONS = (
         ImportRequest,
         "logs",
         kind=list[Path],
+        metavar="LOG...",
     ),
     Option(
         ("--out",),
@@ -45,12 +46,14 @@ IMPORT_OPTIONS = (
         "out",
         kind=Path,
         default_text=DEFAULT_RUN_DIR_TEXT,
+        metavar="DIR",
     ),
     Option(
         ("--collective", "-c"),
         f"Collective the logs measured, when they do not say ({listing(REGISTRY)}).",
         ImportRequest,
         "collective",
+        metavar="NAME",
     ),
     Option(
         ("--knob",),
@@ -70,6 +73,12 @@ IMPORT_OPTIONS = (
         default=False,
         name="json_meta",
     ),
+    Option(
+        ("--quiet", "-q"),
+        "Print nothing on stdout (warnings and errors still go to stderr).",
+        kind=bool,
+        default=False,
+    ),
 )
 
 
@@ -83,6 +92,8 @@ def run_import(values: dict[str, Any]) -> None:
     result = import_request(request(ImportRequest, IMPORT_OPTIONS, values))
     for warning in result.warnings:
         print(f"collbench: warning: {warning}", file=sys.stderr)
+    if values["quiet"]:
+        return
     if values["json_meta"]:
         typer.echo(json.dumps(result.meta.to_dict(), indent=2, default=str))
         return

@@ -42,7 +42,12 @@ TORCHRUN_OPTIONS = (
     ),
     _torchrun(("--nnodes",), "nodes in the job.", "nnodes", kind=int),
     _torchrun(("--node-rank",), "this node's index.", "node_rank", kind=int),
-    _torchrun(("--master-addr",), "node 0's address (static rendezvous).", "master_addr"),
+    _torchrun(
+        ("--master-addr",),
+        "node 0's address (static rendezvous).",
+        "master_addr",
+        metavar="HOST",
+    ),
     _torchrun(
         ("--master-port",),
         "node 0's port.",
@@ -54,6 +59,7 @@ TORCHRUN_OPTIONS = (
         ("--rdzv-endpoint",),
         "HOST:PORT of a c10d rendezvous instead of --master-addr.",
         "rdzv_endpoint",
+        metavar="HOST:PORT",
     ),
 )
 
@@ -80,17 +86,18 @@ SLURM_OPTIONS = (
         kind=int,
         default_text="the node's CPUs (sinfo) / --ntasks-per-node; srun: the allocation's",
     ),
-    _slurm(("--partition", "-p"), "partition.", "partition"),
-    _slurm(("--account", "-A"), "account.", "account"),
-    _slurm(("--qos",), "quality of service.", "qos"),
-    _slurm(("--time", "-t"), "time limit (MM, HH:MM:SS, D-HH:MM...).", "time"),
-    _slurm(("--constraint", "-C"), "node features.", "constraint"),
+    _slurm(("--partition", "-p"), "partition.", "partition", metavar="NAME"),
+    _slurm(("--account", "-A"), "account.", "account", metavar="NAME"),
+    _slurm(("--qos",), "quality of service.", "qos", metavar="NAME"),
+    _slurm(("--time", "-t"), "time limit (MM, HH:MM:SS, D-HH:MM...).", "time", metavar="TIME"),
+    _slurm(("--constraint", "-C"), "node features.", "constraint", metavar="FEATURES"),
     _slurm(("--exclusive",), "whole nodes only.", "exclusive", kind=bool),
     _slurm(
         ("--slurm-arg",),
         "any other sbatch option as KEY=VALUE (repeatable).",
         "slurm_args",
         kind=list[str],
+        metavar="KEY=VALUE",
     ),
     _slurm(
         ("--no-wait",),
@@ -107,11 +114,12 @@ SLURM_OPTIONS = (
 )
 
 MPI_OPTIONS = (
-    _mpi(("--hostfile",), "Open MPI hostfile.", "hostfile"),
+    _mpi(("--hostfile",), "Open MPI hostfile.", "hostfile", metavar="FILE"),
     _mpi(
         ("--mpi-arg",),
         "extra mpirun arguments (repeatable, shell-split).",
         "mpi_args",
         kind=list[str],
+        metavar="ARG",
     ),
 )

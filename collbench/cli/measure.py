@@ -62,6 +62,9 @@ _OUTPUT = OUTPUT_PANEL
 _MEASURE = "Measurement"
 _LAUNCH = "Launch"
 _OVERLAP = "Overlap probes"
+MEASUREMENT_PANEL = _MEASURE
+# The rarer panels: `-h` names them, `--help-all` shows them (cli/help.py).
+FOLDED_PANELS = (_MEASURE, _LAUNCH, "torchrun", "Slurm", "MPI", _OVERLAP)
 
 
 def _names(text: str, flag: str) -> tuple[str, ...]:
@@ -167,6 +170,7 @@ SPEC_OPTIONS = (
         SweepSpec,
         "placement",
         panel=_MEASURE,
+        metavar="NAME",
     ),
     Option(
         ("--check/--no-check",),
@@ -182,6 +186,7 @@ SPEC_OPTIONS = (
         SweepSpec,
         "rank_stat",
         panel=_MEASURE,
+        metavar="NAME",
     ),
     Option(
         ("--backend",),
@@ -189,6 +194,7 @@ SPEC_OPTIONS = (
         SweepSpec,
         "backend",
         panel=_MEASURE,
+        metavar="NAME",
     ),
     Option(
         ("--timeout",),
@@ -197,6 +203,7 @@ SPEC_OPTIONS = (
         "timeout_s",
         kind=float,
         panel=_MEASURE,
+        metavar="S",
     ),
     Option(
         ("--repeats",),
@@ -232,6 +239,7 @@ RUN_OPTIONS = (
         "launcher",
         default=FROM_OWNER,
         panel=_LAUNCH,
+        metavar="NAME",
     ),
     Option(
         ("--rank-env",),
@@ -240,6 +248,7 @@ RUN_OPTIONS = (
         RunOptions,
         "rank_env",
         panel=_LAUNCH,
+        metavar="NAME",
     ),
     Option(
         ("--print",),
@@ -299,6 +308,7 @@ RECORD_OPTIONS = (
         "topology",
         panel=_MEASURE,
         parse=_topology_ref,
+        metavar="NAME|FILE",
     ),
     Option(
         ("--knob",),
@@ -331,6 +341,7 @@ OVERLAP_OPTIONS = (
         default_text=",".join(f"{ratio:g}" for ratio in DEFAULT_RATIOS),
         panel=_OVERLAP,
         parse=lambda text, flag: parse_ratios(text),
+        metavar="LIST",
     ),
     Option(
         ("--compute-tflop",),
@@ -346,6 +357,7 @@ OVERLAP_OPTIONS = (
         OverlapSpec,
         "compute_dtype",
         panel=_OVERLAP,
+        metavar="NAME",
     ),
     Option(
         ("--matmul-shape",),
@@ -356,6 +368,7 @@ OVERLAP_OPTIONS = (
         f"{MAX_SQUARE['cpu']} on CPU, that fits the smallest target",
         panel=_OVERLAP,
         parse=lambda text, flag: parse_shape(text),
+        metavar="MxNxK",
     ),
     Option(
         ("--compute-streams",),

@@ -19,6 +19,8 @@ from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY
 from collbench.analysis.mfu.workload import (
     ATTENTION_KERNELS,
     COMPUTE_DTYPES,
+    CP_COMMS,
+    EP_OVERLAPS,
     PRESETS,
     RECOMPUTE,
     Model,
@@ -42,7 +44,14 @@ from collbench.run.mfu import MfuRequest
 _SHAPE = "Model shape (instead of --model)"
 _PAR = "Parallelism"
 _EST = "Estimator"
+_MOE_CP = "Experts and context parallelism"
 _SHAPE_FIELDS = ("layers", "hidden", "heads", "vocab")
+_SHAPE_HELP = {
+    "layers": "Transformer layers.",
+    "hidden": "Hidden size: the model width (d_model).",
+    "heads": "Attention heads (they divide --hidden).",
+    "vocab": "Vocabulary size, in tokens.",
+}
 
 MFU_OPTIONS = (
     Option(
@@ -52,9 +61,13 @@ MFU_OPTIONS = (
         "topology",
         kind=list[str],
         default=REQUIRED,
+        metavar="NAME|FILE",
     ),
-    Option(("--model", "-m"), f"Preset: {listing(PRESETS)}.", MfuRequest, "model"),
-    *(Option((f"--{name}",), "", Model, name, kind=int, panel=_SHAPE) for name in _SHAPE_FIELDS),
+    Option(("--model", "-m"), f"Preset: {listing(PRESETS)}.", MfuRequest, "model", metavar="NAME"),
+    *(
+        Option((f"--{name}",), _SHAPE_HELP[name], Model, name, kind=int, panel=_SHAPE)
+        for name in _SHAPE_FIELDS
+    ),
     Option(
         ("--ffn-hidden",),
         "MLP width (0: 4 x hidden).",
@@ -91,6 +104,25 @@ MFU_OPTIONS = (
         kind=bool,
         default=FROM_OWNER,
         panel=_SHAPE,
+    ),
+    *(
+        Option(
+            (f"--{name.replace('_', '-')}",),
+            text,
+            Model,
+            name,
+            kind=int,
+            default=FROM_OWNER,
+            panel=_SHAPE,
+            metavar="N",
+        )
+        for name, text in (
+            ("experts", "Routed experts per MoE layer (0: a dense model)."),
+            ("top_k", "Routed experts each token goes through."),
+            ("moe_ffn_hidden", "Each expert's MLP width (0: --ffn-hidden)."),
+            ("shared_experts", "Experts every token goes through besides (DeepSeek: 1)."),
+            ("dense_layers", "First layers that keep a dense MLP (DeepSeek-V3: 3)."),
+        )
     ),
     Option(
         ("--params",),
@@ -173,6 +205,76 @@ MFU_OPTIONS = (
         panel=_PAR,
     ),
     Option(
+        ("--cp",),
+        "Context parallel size (ring attention over seq / cp per rank).",
+        Parallelism,
+        "cp",
+        kind=int,
+        default=FROM_OWNER,
+        panel=_PAR,
+        metavar="N",
+    ),
+    Option(
+        ("--cp-comm",),
+        f"How --cp exchanges K/V: {listing(CP_COMMS, last=' or ')}.",
+        Parallelism,
+        "cp_comm",
+        default=FROM_OWNER,
+        panel=_MOE_CP,
+        metavar="NAME",
+    ),
+    Option(
+        ("--ep",),
+        "Expert parallel size (of the dp x cp ranks).",
+        Parallelism,
+        "ep",
+        kind=int,
+        default=FROM_OWNER,
+        panel=_PAR,
+        metavar="N",
+    ),
+    Option(
+        ("--ep-overlap",),
+        f"What hides the EP all-to-alls: {listing(EP_OVERLAPS)} (dualpipe: another "
+        "micro-batch's compute, DeepSeek-V3's DualPipe).",
+        Parallelism,
+        "ep_overlap",
+        default=FROM_OWNER,
+        panel=_MOE_CP,
+        metavar="NAME",
+    ),
+    Option(
+        ("--ep-route-nodes",),
+        "Node-limited routing: a token crosses the scale-out to at most N nodes, once each "
+        "(DeepSeek-V3: 4; 0: every routed copy is sent).",
+        Parallelism,
+        "ep_route_nodes",
+        kind=int,
+        default=FROM_OWNER,
+        panel=_MOE_CP,
+        metavar="N",
+    ),
+    Option(
+        ("--capacity-factor",),
+        "MoE: each expert computes and exchanges X times its balanced share (0: dropless).",
+        Training,
+        "capacity_factor",
+        kind=float,
+        default=FROM_OWNER,
+        panel=_MOE_CP,
+        metavar="X",
+    ),
+    Option(
+        ("--dispatch-bytes",),
+        "Bytes per element the MoE dispatch moves (0: the activations'; 1: fp8).",
+        Training,
+        "dispatch_bytes",
+        kind=int,
+        default=FROM_OWNER,
+        panel=_MOE_CP,
+        metavar="N",
+    ),
+    Option(
         ("--virtual-stages",),
         "Interleaved pipeline: model chunks per stage.",
         Parallelism,
@@ -187,6 +289,7 @@ MFU_OPTIONS = (
         Training,
         "recompute",
         default=FROM_OWNER,
+        metavar="NAME",
     ),
     Option(
         ("--dtype",),
@@ -194,6 +297,7 @@ MFU_OPTIONS = (
         Training,
         "dtype",
         default=FROM_OWNER,
+        metavar="NAME",
     ),
     Option(
         ("--attention",),
@@ -202,6 +306,7 @@ MFU_OPTIONS = (
         Training,
         "attention",
         default=FROM_OWNER,
+        metavar="NAME",
     ),
     Option(
         ("--dp-overlap/--no-dp-overlap",),
@@ -224,12 +329,38 @@ MFU_OPTIONS = (
     ),
     Option(
         ("--tp-overlap",),
-        "Share of TP collectives hidden (0: Megatron's default; ~1: userbuffer overlap).",
+        "TP communication overlap: 0 none (Megatron's default); 1 Transformer Engine's "
+        "userbuffer overlap (--tp-comm-overlap, needs --sequence-parallel), priced chunk by "
+        "chunk: what stays exposed and what the GEMMs lose to chunking and to the SMs the "
+        "communication takes.",
         EstimateOptions,
         "tp_overlap",
         kind=float,
         default=FROM_OWNER,
         panel=_EST,
+        metavar="0|1",
+    ),
+    Option(
+        ("--tp-overlap-chunks",),
+        "With --tp-overlap 1: GEMM chunks of each pipelined reduce-scatter (TE's num_splits; "
+        "all-gathers always run in TP chunks).",
+        EstimateOptions,
+        "tp_overlap_chunks",
+        kind=int,
+        default=FROM_OWNER,
+        panel=_EST,
+        metavar="N",
+    ),
+    Option(
+        ("--tp-overlap-sms",),
+        "With --tp-overlap 1: SMs the reduce-scatter kernels take from the GEMMs beside "
+        "them (TE's num_sm).",
+        EstimateOptions,
+        "tp_overlap_sms",
+        kind=int,
+        default=FROM_OWNER,
+        panel=_EST,
+        metavar="N",
     ),
     Option(
         ("--matmul-efficiency",),
@@ -257,6 +388,7 @@ MFU_OPTIONS = (
         "curves",
         kind=list[str],
         panel=_EST,
+        metavar="[NAME=]RUN",
     ),
     Option(
         ("--overlap",),
@@ -265,6 +397,7 @@ MFU_OPTIONS = (
         "overlap",
         kind=Path,
         panel=_EST,
+        metavar="RUN",
     ),
     Option(
         ("--gemm",),
@@ -274,6 +407,7 @@ MFU_OPTIONS = (
         "gemm",
         kind=Path,
         panel=_EST,
+        metavar="RUN",
     ),
     Option(
         ("--explain",),
@@ -330,11 +464,11 @@ def run_mfu(values: dict[str, Any]) -> None:
 
 mfu = command(
     "mfu",
-    # The line break of the docstring this was: `collbench --help` lists both lines.
-    "Estimate training MFU on fabrics: step time breakdown, MFU lost to exposed\n"
+    "Estimate training MFU on fabrics: step time breakdown, MFU lost to exposed "
     "collectives, and what-ifs (perfect overlap, 2x scale-out bandwidth).",
     MFU_OPTIONS,
     run_mfu,
+    (_SHAPE, _EST, _MOE_CP, "Memory check"),
 )
 
 
@@ -358,7 +492,12 @@ def model_from_options(values: dict[str, Any]) -> Model:
     """A preset (--model), or the shape given flag by flag; --params overrides either."""
     name = values["model"]
     shape = [option for option in MFU_OPTIONS if option.panel == _SHAPE]
-    given = [option for option in shape if values[option.parameter_name] != option.default_value]
+    # (a command offering a subset of the shape, e.g. `gemm`, leaves the rest out of values)
+    given = [
+        option
+        for option in shape
+        if values.get(option.parameter_name, option.default_value) != option.default_value
+    ]
     if name is not None:
         if given:
             value = values[given[0].parameter_name]

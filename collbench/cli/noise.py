@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from collbench.cli.options import Argument, Option, command, request
+from collbench.cli.options import FROM_OWNER, Argument, Option, command, request
 from collbench.run.noise import NoiseRequest
+from collbench.store.outputs import FORCE_HELP
 
 NOISE_OPTIONS = (
     Argument(
@@ -19,12 +20,21 @@ NOISE_OPTIONS = (
         metavar="RUN RUN [RUN...]",
     ),
     Option(
-        ("--out", "-o"),
-        "Where to write the floor; an existing file is never overwritten.",
+        ("--out",),  # not -o: that is --op, as in nccl-tests (tests/cli/test_short_flags.py)
+        "Where to write the floor (an existing file: only with --force).",
         NoiseRequest,
         "out",
         kind=Path,
         metavar="FILE",
+    ),
+    Option(
+        ("--force",),
+        FORCE_HELP,
+        NoiseRequest,
+        "force",
+        kind=bool,
+        default=FROM_OWNER,
+        default_text="",
     ),
 )
 

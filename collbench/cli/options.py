@@ -9,14 +9,27 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import typing
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
 # What `--out` means when it is not given (the store names new run directories so).
 DEFAULT_RUN_DIR_TEXT = "results/<UTC time>-<id>"
+# What the help shows for a value an option declares no metavar for, by what it parses, in
+# the ecosystem's words (click's TEXT and PATH, N a count, X a number); a flag shows none,
+# a list its item's (typer's own would be <bool>, <int>, <list[str]> ...).
+KIND_METAVARS: dict[Any, str] = {bool: "", int: "N", float: "X", Path: "PATH", str: "TEXT"}
+
+
+def kind_metavar(kind: Any) -> str:
+    """The metavar of a value of `kind` (a list's: its item's)."""
+    if typing.get_origin(kind) in (list, tuple):
+        kind = typing.get_args(kind)[0]
+    return KIND_METAVARS.get(kind, "TEXT")
 
 
 class _FromOwner:
@@ -56,7 +69,7 @@ class Option:
     parse: Callable[[Any, str], Any] | None = None
     # The parameter name; None: the field, else the long flag in snake_case.
     name: str | None = None
-    # What the help shows for the value (SIZE, LIST, N); None: typer's own.
+    # What the help shows for the value (SIZE, LIST, N); None: kind_metavar(kind).
     metavar: str | None = None
 
     @property
@@ -102,20 +115,22 @@ class Option:
             return None
         return format_value(value)
 
-    def info(self) -> Any:
+    def info(self, folded: bool = False) -> Any:
         """The typer.Option for a hand-written signature (it names this declaration, so a
-        test can tell an option that has an owner from one written by hand)."""
+        test can tell an option that has an owner from one written by hand). A `folded`
+        one is left out of -h and shown by --help-all (cli/help.py)."""
         info = typer.Option(
             *self.flags,
             help=self.help_text or None,
             show_default=False,
-            metavar=self.metavar,
+            metavar=kind_metavar(self.kind) if self.metavar is None else self.metavar,
             rich_help_panel=self.panel,
+            hidden=folded,
         )
         info.collbench_option = self
         return info
 
-    def parameter(self) -> inspect.Parameter:
+    def parameter(self, folded: bool = False) -> inspect.Parameter:
         """The typer parameter: Optional[kind] when "not given" is a value of its own."""
         default = self.default_value
         kind = self.kind if default is not None else Optional[self.kind]  # noqa: UP045
@@ -123,7 +138,7 @@ class Option:
             self.parameter_name,
             inspect.Parameter.KEYWORD_ONLY,
             default=default,
-            annotation=Annotated[kind, self.info()],
+            annotation=Annotated[kind, self.info(folded)],
         )
 
 
@@ -149,8 +164,9 @@ class Argument:
         """As error messages name it: RUN."""
         return (self.metavar or self.name.upper()).split(" ")[0].rstrip(".")
 
-    def parameter(self) -> inspect.Parameter:
-        info = typer.Argument(help=self.help, metavar=self.metavar, show_default=False)
+    def parameter(self, folded: bool = False) -> inspect.Parameter:
+        metavar = self.metavar or self.name.upper()
+        info = typer.Argument(help=self.help, metavar=metavar, show_default=False)
         info.collbench_option = self
         if self.required:
             return inspect.Parameter(
@@ -189,11 +205,13 @@ def command(
     doc: str,
     options: Sequence[Option | Argument],
     run: Callable[[dict[str, Any]], None],
+    folded: Collection[str] = (),
 ) -> Callable[..., None]:
     """A typer command whose parameters are `options` (its arguments first); it hands
-    their values to `run`."""
+    their values to `run`. The options of `folded` panels are the rarer ones: -h leaves
+    them out (naming their panels) and --help-all shows them (cli/help.py)."""
     ordered = sorted(options, key=lambda option: not isinstance(option, Argument))
-    parameters = [option.parameter() for option in ordered]
+    parameters = [option.parameter(getattr(option, "panel", None) in folded) for option in ordered]
 
     signature = inspect.Signature(parameters)
 

@@ -31,18 +31,20 @@ REPORT_OPTIONS = (
         metavar="RUN...",
     ),
     Option(
-        ("--out", "-o"),
+        ("--out",),  # not -o: that is --op, as in nccl-tests (tests/cli/test_short_flags.py)
         "The report file to write.",
         ReportRequest,
         "out",
         kind=Path,
         default_text=f"report.{_DEFAULT_FORMAT}{_OTHER_FORMATS}",
+        metavar="FILE",
     ),
     Option(
         ("--format",),
         "; ".join(f"{name}: {text}" for name, text in REPORT_FORMATS.items()) + ".",
         ReportRequest,
         "report_format",
+        metavar="NAME",
     ),
     Option(
         ("--topology",),

@@ -50,6 +50,7 @@ SHOW_OPTIONS = (
         ShowRequest,
         "output_format",
         name="output",
+        metavar="NAME",
     ),
     Option(("--json",), "Same as --format json.", kind=bool, default=False, name=_JSON),
 )
@@ -58,7 +59,12 @@ VALIDATE_OPTIONS = (
 )
 DETECT_OPTIONS = (
     Option(
-        ("--out",), "Write the YAML here instead of printing it.", DetectRequest, "out", kind=Path
+        ("--out",),
+        "Write the YAML here instead of printing it.",
+        DetectRequest,
+        "out",
+        kind=Path,
+        metavar="FILE",
     ),
     Option(
         ("--force",),

@@ -23,7 +23,7 @@ import typer
 
 from collbench.analysis.tune.select import SelectRule
 from collbench.analysis.tune.tuner_conf import DEFAULT_TUNER_SHAPE, parse_tuner_shape
-from collbench.cli.measure import SWEEP_OPTIONS
+from collbench.cli.measure import FOLDED_PANELS, MEASUREMENT_PANEL, SWEEP_OPTIONS
 from collbench.cli.mfu import MFU_OPTIONS
 from collbench.cli.options import FROM_OWNER, Argument, Option, command, given_fields
 from collbench.core.spec import SweepSpec
@@ -34,6 +34,9 @@ from collbench.run.tune_from import TunerConfRequest, check_channels
 from collbench.run.tune_plan import DEFAULT_RANGES, TunePlan, TuneRequest, parse_ranges
 
 _TUNE = None  # the main panel: tune's own options first
+# Rarer panels of tune's own (folded by -h, with the sweep's rarer ones).
+_SEARCH = "Search"
+_CONF = "nccl_tuner.conf"
 # The sweep's options that do not apply to tune: it names its own output and runs its own
 # ranks (--knob is tune's own, with value lists).
 _NOT_FOR_TUNE = {
@@ -56,7 +59,15 @@ _NOT_FOR_TUNE = {
     "--compute-streams",
     "--repeats",  # tune's own: each repeat in fresh processes, interleaved across settings
 }
-MEASURE_OPTIONS = tuple(option for option in SWEEP_OPTIONS if option.flag not in _NOT_FOR_TUNE)
+# The sweep's common options tune keeps on its common path; -f -d -o -w -n go to Measurement.
+_COMMON_SWEEP = {"--collective", "--min-bytes", "--max-bytes", "--nproc"}
+MEASURE_OPTIONS = tuple(
+    option
+    if option.panel or option.flag in _COMMON_SWEEP
+    else replace(option, panel=MEASUREMENT_PANEL)
+    for option in SWEEP_OPTIONS
+    if option.flag not in _NOT_FOR_TUNE
+)
 
 TUNE_OPTIONS = (
     Option(
@@ -67,7 +78,7 @@ TUNE_OPTIONS = (
         "knob",
         kind=list[str],
         panel=_TUNE,
-        metavar="NAME=V1,V2,...",
+        metavar="NAME=V1,V2",
     ),
     Option(
         ("--search",),
@@ -75,14 +86,14 @@ TUNE_OPTIONS = (
         "sweeps; coordinate: numeric knobs one at a time (AutoCCL).",
         TunePlan,
         "search",
-        panel=_TUNE,
+        panel=_SEARCH,
         metavar="NAME",
     ),
     Option(
         ("--repeats",),
-        "Measure every setting R times, each time in fresh processes, interleaved (A B C A B "
-        "C ...) so drift cancels; the winner's confidence comes from these repeats (3 or "
-        "more: a test; fewer: the measured noise floor).",
+        "Measure every setting R times in fresh processes, interleaved (A B C A B C ...) so "
+        "drift cancels; the winner's confidence comes from them (3 or more: a test; fewer: "
+        "the noise floor).",
         TunePlan,
         "repeats",
         kind=int,
@@ -96,7 +107,7 @@ TUNE_OPTIONS = (
         "time of those measured so far.",
         TunePlan,
         "budget_s",
-        panel=_TUNE,
+        panel=_SEARCH,
         parse=parse_duration,
         name="budget",
         metavar="DURATION",
@@ -108,7 +119,7 @@ TUNE_OPTIONS = (
         TunePlan,
         "max_settings",
         kind=int,
-        panel=_TUNE,
+        panel=_SEARCH,
         metavar="N",
     ),
     Option(
@@ -119,7 +130,7 @@ TUNE_OPTIONS = (
         "record_choices",
         kind=bool,
         default=FROM_OWNER,
-        panel=_TUNE,
+        panel=_SEARCH,
     ),
     Option(
         ("--from",),
@@ -154,6 +165,7 @@ TUNE_OPTIONS = (
         TunePlan,
         "channels",
         kind=int,
+        panel=_CONF,
         metavar="N",
     ),
     Option(
@@ -165,7 +177,8 @@ TUNE_OPTIONS = (
         "shape",
         parse=parse_tuner_shape,
         default_text=DEFAULT_TUNER_SHAPE,
-        metavar="tuned|any",
+        panel=_CONF,
+        metavar="NAME",
     ),
     Option(
         ("--nccl-log",),
@@ -176,6 +189,7 @@ TUNE_OPTIONS = (
         TunerConfRequest,
         "nccl_logs",
         kind=list[Path],
+        panel=_CONF,
         metavar="FILE",
     ),
     Option(
@@ -186,7 +200,8 @@ TUNE_OPTIONS = (
         "granularity",
         default_text=DEFAULT_RANGES,
         parse=parse_ranges,
-        metavar="crossovers|bands|sizes",
+        panel=_CONF,
+        metavar="RULE",
     ),
     Option(("--json",), "Print tune.json as JSON.", kind=bool, default=False, name="json_out"),
 )
@@ -246,6 +261,7 @@ def _build() -> Any:
         result. Writes tune.json, best.env and nccl_tuner.conf.""",
         (RUNS, *TUNE_OPTIONS, *WORKLOAD_OPTIONS, *MEASURE_OPTIONS),
         run_tune_command,
+        (_SEARCH, _CONF, WORKLOAD_PANEL, *FOLDED_PANELS),
     )
 
 

@@ -10,7 +10,6 @@ noise the floor then covers.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -56,25 +55,25 @@ class NoiseRequest:
     """What `collbench noise` was asked for."""
 
     runs: tuple[Path, ...] = ()  # identical runs of one configuration
-    out: Path = Path("noise-floor.json")  # in the working directory; never overwritten
+    out: Path = Path("noise-floor.json")  # in the working directory
+    force: bool = False  # write over an existing file (never into a run directory)
 
 
 def record_noise_of(request: NoiseRequest) -> NoiseReport:
     """Load the runs given and record their floor (SpecError naming a bad RUN or --out)."""
     from collbench.run.run_dirs import load_run_dir
 
-    return record_noise([load_run_dir(path) for path in request.runs], request.out)
+    runs = [load_run_dir(path) for path in request.runs]
+    return record_noise(runs, request.out, request.force)
 
 
-def record_noise(runs: Sequence[Run], out: Path) -> NoiseReport:
-    """Measure the A/A floor of `runs` and write it to `out` (never over an existing file)."""
-    # store/outputs.py's checks (never into a run); then this command's own: no overwriting.
-    check_output_file("--out", out, [run.path for run in runs], force=True)
-    if os.path.lexists(out):
-        raise SpecError("--out", str(out), "already exists: remove it or pass another --out FILE")
+def record_noise(runs: Sequence[Run], out: Path, force: bool = False) -> NoiseReport:
+    """Measure the A/A floor of `runs` and write it to `out` (over an existing file only
+    with `force`; never into a run: store/outputs.py's checks)."""
+    check_output_file("--out", out, [run.path for run in runs], force)
     report = measure_noise(runs, Path(out))
     try:
-        save_noise_floor(report.floor, report.out)
+        save_noise_floor(report.floor, report.out, force=force)
     except OSError as error:  # a full disk: the atomic write left nothing behind
         raise path_error("--out", out, error) from None
     return report

@@ -41,11 +41,13 @@ def load_noise_floor(path: Path, flag: str = "--noise-floor") -> NoiseFloor:
     return replace(floor, source=str(path))
 
 
-def save_noise_floor(floor: NoiseFloor, path: Path, flag: str = "--out") -> Path:
-    """Write the floor to `path`; an existing file is never overwritten (SpecError)."""
+def save_noise_floor(
+    floor: NoiseFloor, path: Path, flag: str = "--out", force: bool = False
+) -> Path:
+    """Write the floor to `path`; an existing file only with `force` (else SpecError)."""
     path = Path(path)
-    if path.exists():
-        raise SpecError(flag, str(path), "already exists: remove it or pass another --out FILE")
+    if path.exists() and not force:
+        raise SpecError(flag, str(path), "exists: remove it or name another file (or give --force)")
     if not path.parent.is_dir():
         raise SpecError(flag, str(path), "is in a directory that does not exist")
     write_json_atomic(path, floor.to_dict())

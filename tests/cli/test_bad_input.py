@@ -252,7 +252,8 @@ def test_help_does_not_import_torch():
 
 
 def test_sweep_help_lists_the_options_people_use():
-    done = collbench("sweep", "--help", env={"COLUMNS": "200"})
+    # --help-all: -h shows the common path, this every option (cli/help.py)
+    done = collbench("sweep", "--help-all", env={"COLUMNS": "200"})
     assert done.returncode == 0
     # rich would swallow "[default: 8]" as markup: the defaults must really be shown
     for default in (
@@ -316,7 +317,7 @@ def test_sweep_help_lists_the_options_people_use():
 
 
 def test_overlap_help_lists_its_options():
-    done = collbench("overlap", "--help", env={"COLUMNS": "200"})
+    done = collbench("overlap", "--help-all", env={"COLUMNS": "200"})
     assert done.returncode == 0
     assert "(default: 0.5,1,2)" in done.stdout and "(default: auto)" in done.stdout
     for option in (

@@ -83,28 +83,34 @@ def test_dash_h_is_help_for_the_root_and_every_command():
         assert short.output == runner.invoke(app, [*path, "--help"], env={"COLUMNS": "120"}).output
 
 
-def _help(*args: str, columns: int) -> str:
-    done = collbench(
-        *args, "--help", env={"COLUMNS": str(columns), "TERM": "dumb", "NO_COLOR": "1"}
-    )
+def _help(*args: str, columns: int, flag: str = "--help") -> str:
+    done = collbench(*args, flag, env={"COLUMNS": str(columns), "TERM": "dumb", "NO_COLOR": "1"})
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
+def _titles(lines: list[str]) -> list[str]:
+    return [line.split("─ ")[1].split(" ─")[0] for line in lines if line.startswith("╭─ ")]
+
+
 @pytest.mark.parametrize("columns", [80, 120])
 def test_sweep_help_fits_the_common_path_on_one_screen_and_cuts_no_word(columns):
-    text = _help("sweep", columns=columns)
-    lines = text.splitlines()
-    # Options, then Output: the common path; every rarer panel comes after, below one screen.
-    panels = [index for index, line in enumerate(lines) if line.startswith("╭─ ")]
-    titles = [lines[index].split("─ ")[1].split(" ")[0] for index in panels]
-    assert titles[:3] == ["Options", "Output", "Measurement"]
-    assert panels[2] <= 40, f"the common path takes {panels[2]} lines at {columns} columns"
+    lines = _help("sweep", columns=columns).splitlines()
+    # -h: Options, then Output (the common path) on one screen; it names the rarer panels.
+    assert _titles(lines) == ["Options", "Output"]
+    assert len(lines) <= 60, f"sweep -h takes {len(lines)} lines at {columns} columns"
     for flag in ("--collective", "--min-bytes", "--max-bytes", "--nproc", "--out", "--csv"):
-        assert any(flag in line for line in lines[: panels[2]]), flag
-    # Nothing is cut: no ellipsis, and every word of every help text (defaults included)
-    # appears whole (rich wraps between words, never inside one, when there is room).
-    assert "…" not in text
+        assert any(flag in line for line in lines), flag
+    more = " ".join(" ".join(lines).split())
+    assert "More options (Measurement, Launch, torchrun, Slurm, MPI, Overlap probes):" in more
+    assert "collbench sweep --help-all" in more
+    # --help-all: every panel, the common path first. Nothing is cut: no ellipsis, and every
+    # word of every help text (defaults included) appears whole (rich wraps between words,
+    # never inside one, when there is room).
+    text = _help("sweep", columns=columns, flag="--help-all")
+    titles = _titles(text.splitlines())
+    assert titles[:3] == ["Options", "Output", "Measurement"] and "Slurm" in titles
+    assert "…" not in text and "More options" not in text
     words = set(re.sub(r"[│╭╮╰╯─]", " ", text).split())
     for option in SWEEP_OPTIONS:
         for word in option.help_text.split():

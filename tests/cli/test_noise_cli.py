@@ -78,7 +78,7 @@ def test_noise_writes_a_floor_that_compare_holds_verdicts_against(aa_runs, tmp_p
     assert done.returncode == EXIT_SLOWER and f"A/A large band, {out}" in done.stderr
 
 
-def test_noise_never_overwrites_a_file(aa_runs, tmp_path, monkeypatch):
+def test_noise_overwrites_a_file_only_with_force(aa_runs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert collbench("noise", *aa_runs).returncode == 0
     assert (tmp_path / "noise-floor.json").is_file()  # the default: the working directory
@@ -86,10 +86,14 @@ def test_noise_never_overwrites_a_file(aa_runs, tmp_path, monkeypatch):
     done = collbench("noise", *aa_runs)
     assert done.returncode == EXIT_USAGE and done.stdout == ""
     assert done.stderr.strip().splitlines() == [
-        "collbench: error: --out: 'noise-floor.json' already exists: remove it or pass "
-        "another --out FILE"
+        "collbench: error: --out: 'noise-floor.json' exists: remove it or name another file "
+        "(or give --force)"
     ]
     assert (tmp_path / "noise-floor.json").read_text() == before
+    (tmp_path / "noise-floor.json").write_text("stale\n")
+    assert collbench("noise", *aa_runs, "--force").returncode == 0
+    assert (tmp_path / "noise-floor.json").read_text() == before  # the same runs, rewritten
+    assert not [path for path in tmp_path.iterdir() if path.name.startswith(".collbench-")]
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ LOG = (
     Path(__file__).resolve().parents[1] / "fixtures" / "nccl-tests" / "current_all_gather_2node.log"
 )
 SWEEP = ("-n", "2", "-c", "all_reduce", "-b", "1K", "-e", "1K")
+PREDICT = ("-T", "cpu-local", "-c", "all_reduce", "-b", "1K", "-e", "4K")
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ WRITERS = (
         "dir",
     ),
     Writer("gemm", "--out", lambda w, out: ["gemm", "--shape", "8x8x8", "--out", out], "dir"),
+    Writer("predict", "--html", lambda w, out: ["predict", *PREDICT, "--html", out]),
     Writer(
         "tune",
         "--out",
@@ -144,8 +146,10 @@ IDS = [f"{writer.name} {writer.flag}" for writer in WRITERS]
 FILE_IDS = [f"{writer.name} {writer.flag}" for writer in FILE_WRITERS]
 INPUT_WRITERS = [writer for writer in WRITERS if writer.input_run is not None]
 INPUT_IDS = [f"{writer.name} {writer.flag}" for writer in INPUT_WRITERS]
-# Writers whose --force run is cheap (no ranks): an existing file is written over.
-FORCED = ("report", "topo detect", "export")
+# Writers whose --force run is cheap (no ranks): an existing file is written over. One
+# policy (README, "Output files"): every output file a user names is refused if it exists,
+# unless --force (noise's --force: tests/cli/test_noise_cli.py, with identical runs).
+FORCED = ("report", "topo detect", "export", "predict")
 
 
 @pytest.fixture(scope="module")
@@ -321,14 +325,15 @@ def test_one_path_for_csv_and_json_is_refused(world, argv, tmp_path):
 
 
 def test_the_table_names_every_writing_option():
-    """A command that grows --out, --csv or -J is added to WRITERS (and so to every class)."""
+    """A command that grows --out, --csv, -J or --html is added to WRITERS (and so to every
+    class)."""
     from tests.cli.test_option_owners import COMMANDS, _declared
 
     writing = set()
     for path, callback in COMMANDS.items():
         for _name, info, _default in _declared(callback):
             flags = set(getattr(info, "param_decls", None) or ())
-            for flag in flags & {"--out", "--csv", "-J"}:
+            for flag in flags & {"--out", "--csv", "-J", "--html"}:
                 writing.add((" ".join(path), flag))
     covered = {(writer.name.split(" --")[0], writer.flag) for writer in WRITERS}
     assert writing - covered == set()

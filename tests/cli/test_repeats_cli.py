@@ -28,7 +28,7 @@ def test_every_rank_is_given_the_repeats(tmp_path, command):
 
 
 def test_help_says_the_default_repeats():
-    done = collbench("sweep", "--help")
+    done = collbench("sweep", "--help-all")  # Measurement: a panel -h folds
     text = " ".join(done.stdout.replace("│", " ").split())
     assert "--repeats" in text and "every row records its repeat" in text
     assert "(default: 3)" in text.split("--repeats", 1)[1].split("--", 1)[0]
