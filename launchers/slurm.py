@@ -40,12 +40,17 @@ from collbench.launchers.base import (
 )
 from collbench.launchers.process import external_run_dir
 from collbench.launchers.slurm_cpus import cpus_per_task, node_cpus
+from collbench.launchers.slurm_state import (
+    SLURM_FILE,
+    SlurmEnd,
+    job_state,
+    keep_end,
+    read_slurm_record,
+)
 from collbench.launchers.supervise import supervise
 from collbench.store.job import Job
-from collbench.store.reading import load_json
 from collbench.store.rundir import unclaim_run_dir, write_json_atomic
 
-SLURM_FILE = "slurm.json"
 # Slurm's files in a run directory: the script submitted and the job's output.
 SUBMITIT_FOLDER = "slurm"
 SUBMITTED_SCRIPT = "job.sbatch"
@@ -284,16 +289,13 @@ class SlurmLauncher:
 
 def watch(job: Job, job_id: str, sink: Any) -> LaunchResult:
     """Follow a submitted job to its end (also `collbench wait`); slurm.json keeps the state
-    Slurm ended it in (scontrol forgets a job minutes after its end)."""
+    Slurm ended it in and why (scontrol forgets a job minutes after its end), and a job
+    cancelled before rank 0 wrote anything leaves its run `cancelled` (slurm_state.keep_end)."""
     handle = SlurmJobHandle(job_id)
     result = supervise(job, [handle], sink, per_rank=False)
-    if handle.ended_state:
-        path = Path(job.run_dir) / SLURM_FILE
-        record = read_slurm_record(job.run_dir) or {"job_id": job_id}
-        try:
-            write_json_atomic(path, {**record, "state": handle.ended_state})
-        except OSError:  # a full disk: the run's own files say what they can
-            pass
+    end = handle.end()
+    if end is not None:
+        keep_end(Path(job.run_dir), read_slurm_record(job.run_dir) or {"job_id": job_id}, end)
     return result
 
 
@@ -469,6 +471,14 @@ class SlurmJobHandle:
         """Slurm's final state of the job (None while it may still run)."""
         return self._state if self._state in ENDED_STATES else None
 
+    def end(self) -> SlurmEnd | None:
+        """The job's end with Slurm's reason: the pending reason it was cancelled for when
+        it could never start (None while it may still run)."""
+        if self.ended_state is None:
+            return None
+        reason = self._hopeless or ("" if self._reason in ("", "None") else self._reason)
+        return SlurmEnd(self.job_id, self.ended_state, reason, HOPELESS.get(reason, ""))
+
     @property
     def scheduler_end(self) -> str | None:
         """How Slurm, not a rank, ended the job ("cancelled", ...), for the table's footer."""
@@ -516,43 +526,3 @@ class SlurmJobHandle:
         if line != self._announced:
             self._announced = line
             print(f"collbench: {line}", file=sys.stderr, flush=True)
-
-
-def job_state(job_id: str) -> tuple[str, str, str]:
-    """(state, reason, exit code) from scontrol, else sacct; ("", "", "") if neither knows."""
-    shown = subprocess.run(
-        ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30
-    )
-    if shown.returncode == 0 and "JobState=" in shown.stdout:
-        fields = dict(re.findall(r"(\w+)=(\S*)", shown.stdout))
-        return fields.get("JobState", ""), fields.get("Reason", ""), fields.get("ExitCode", "")
-    if shutil.which("sacct"):
-        accounted = subprocess.run(
-            ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,Reason,ExitCode"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        first = accounted.stdout.strip().splitlines()[:1]
-        if accounted.returncode == 0 and first:
-            state, reason, exit_code = (first[0].split("|") + ["", "", ""])[:3]
-            return state.split()[0], reason, exit_code
-    return "", "", ""
-
-
-def read_slurm_record(run_dir: Path) -> dict[str, Any] | None:
-    """slurm.json of a submitted run (None: not a Slurm submission). One that exists but is
-    not a record with a job id is a SpecError naming it."""
-    path = Path(run_dir) / SLURM_FILE
-    if not path.exists():
-        return None
-    try:  # within core.limits: a FIFO, a device or deep nesting is refused, never read
-        record = load_json(path, SLURM_FILE)
-    except SpecError as error:
-        raise SpecError(
-            SLURM_FILE, str(path), f"is corrupt or unreadable: it {error.hint}"
-        ) from None
-    job_id = record.get("job_id") if isinstance(record, dict) else None
-    if not isinstance(job_id, (str, int)) or isinstance(job_id, bool) or not str(job_id):
-        raise SpecError(SLURM_FILE, str(path), "holds no job_id (not a Slurm submission record)")
-    return record

@@ -20,6 +20,19 @@ ANNOTATE_MAX_HOSTS = 16  # larger matrices: colors only, no figure in each cell
 HEATMAP_MAX_CELLS = 512
 LABEL_MAX_HOSTS = 64  # larger matrices: no host names on the axes (the table names them)
 SLOW_COLOR = "#d62728"
+# A heat map cell's text is black where the color is light (this share of the scale's top,
+# RdYlGn's middle), white on the dark red and green ends.
+DARK_CELLS = (0.2, 0.8)
+# Host names along an axis: the first of these angles at which neighbouring names clear each
+# other (parallel names do where their spacing x sin(angle) exceeds a line's height), else
+# upright in a font shrunk to fit, down to MIN_NAME_FONT_PT.
+NAME_ANGLES_DEG = (30.0, 45.0, 90.0)
+NAME_FONT_PT = 9.0
+MIN_NAME_FONT_PT = 5.0
+LINE_HEIGHT = 1.3  # a name's height, in font sizes
+# The share of the spacing measured before the names are set that is counted on: the final
+# layout gives some room back to the names themselves, a colorbar or a legend.
+LAYOUT_MARGIN = 0.85
 
 
 def heatmap_chart(
@@ -37,6 +50,18 @@ def heatmap_chart(
         return None
     if len(hosts) > HEATMAP_MAX_CELLS:
         return _block_heatmap(title, values, slow_hosts)
+    return charts.save_png(heatmap_figure(title, hosts, values, slow_hosts, slow_links))
+
+
+def heatmap_figure(
+    title: str,
+    hosts: Sequence[str],
+    values: np.ndarray,
+    slow_hosts: Collection[str] = frozenset(),
+    slow_links: Collection[frozenset[str]] = frozenset(),
+) -> Any:
+    """heatmap_chart's figure for a matrix drawn cell by cell (at most HEATMAP_MAX_CELLS
+    hosts, a measured pair among them), not yet laid out."""
     plt = charts.pyplot()
     side_in = min(12.0, 3.0 + 0.55 * len(hosts))
     figure, axes = plt.subplots(figsize=(side_in + 1.5, side_in))
@@ -45,26 +70,49 @@ def heatmap_chart(
         np.ma.masked_invalid(values), cmap=colormap, vmin=0.0, vmax=float(np.nanmax(values))
     )
     figure.colorbar(image, ax=axes, label="pair busbw (GB/s)", shrink=0.8)
-    _host_ticks(axes, hosts, slow_hosts)
-    _annotate(axes, values, hosts, slow_links)
     axes.set_title(title)
-    return charts.save_png(figure)
+    _host_names(figure, axes, hosts, slow_hosts, both_axes=True)
+    _annotate(axes, values, hosts, slow_links)
+    return figure
 
 
-def _host_ticks(axes: Any, hosts: Sequence[str], slow_hosts: Collection[str]) -> None:
-    """Host names on both axes, flagged hosts' in red (none past LABEL_MAX_HOSTS)."""
+def _host_names(
+    figure: Any, axes: Any, hosts: Sequence[str], slow_hosts: Collection[str], both_axes: bool
+) -> None:
+    """Host names under the x axis (and along y: `both_axes`), flagged hosts' in bold red,
+    at the angle and size that keep neighbours apart (name_style); none past
+    LABEL_MAX_HOSTS (the tables name them)."""
+    axis_list = [axes.xaxis, axes.yaxis] if both_axes else [axes.xaxis]
     if len(hosts) > LABEL_MAX_HOSTS:
-        axes.set_xticks([])
-        axes.set_yticks([])
+        for axis in axis_list:
+            axis.set_ticks([])
         return
+    figure.tight_layout()  # the spacing the names get: measured, not guessed
+    left, right = axes.transData.transform([(0.0, 0.0), (1.0, 0.0)])[:, 0]
+    spacing_pt = abs(right - left) * 72.0 / figure.dpi * LAYOUT_MARGIN
+    angle, font_pt = name_style(spacing_pt)
     labels = [charts.short(host, 24) for host in hosts]
-    axes.set_xticks(range(len(hosts)), labels, rotation=45, ha="right")
-    axes.set_yticks(range(len(hosts)), labels)
-    for ticks in (axes.get_xticklabels(), axes.get_yticklabels()):
-        for host, tick in zip(hosts, ticks, strict=True):
+    axes.xaxis.set_ticks(range(len(hosts)), labels, fontsize=font_pt, rotation=angle)
+    for tick in axes.xaxis.get_ticklabels():  # each name ends at its tick
+        tick.set(ha="right", va="center" if angle >= 90 else "top", rotation_mode="anchor")
+    if both_axes:  # upright rows of names: they clear each other where a line fits between
+        axes.yaxis.set_ticks(range(len(hosts)), labels, fontsize=name_style(spacing_pt, (90.0,))[1])
+    for axis in axis_list:
+        for host, tick in zip(hosts, axis.get_ticklabels(), strict=True):
             if host in slow_hosts:
-                tick.set_color(SLOW_COLOR)
-                tick.set_fontweight("bold")
+                tick.set(color=SLOW_COLOR, fontweight="bold")
+
+
+def name_style(spacing_pt: float, angles: Sequence[float] = NAME_ANGLES_DEG) -> tuple[float, float]:
+    """(angle in degrees, font size in points) for names `spacing_pt` apart along an axis:
+    the first angle at which neighbours clear each other at NAME_FONT_PT, else the last one
+    with the font shrunk to fit (MIN_NAME_FONT_PT at the least)."""
+    clear_pt = 0.0
+    for angle in angles:
+        clear_pt = spacing_pt * math.sin(math.radians(angle))
+        if clear_pt >= LINE_HEIGHT * NAME_FONT_PT:
+            return angle, NAME_FONT_PT
+    return angles[-1], max(MIN_NAME_FONT_PT, clear_pt / LINE_HEIGHT)
 
 
 def _annotate(
@@ -75,9 +123,12 @@ def _annotate(
 
     size = len(hosts)
     if size <= ANNOTATE_MAX_HOSTS:
+        top = float(np.nanmax(values)) or 1.0
         for row, column in zip(*np.nonzero(np.isfinite(values)), strict=True):
-            text = gbps(float(values[row, column]))
-            axes.text(column, row, text, ha="center", va="center", fontsize=8)
+            value = float(values[row, column])
+            # RdYlGn is dark at both ends (red near 0, green near the top): white text there
+            color = "black" if DARK_CELLS[0] <= value / top <= DARK_CELLS[1] else "white"
+            axes.text(column, row, gbps(value), ha="center", va="center", fontsize=8, color=color)
     index = {host: position for position, host in enumerate(hosts)}
     for link in slow_links:
         ends = [index[host] for host in link if host in index]
@@ -130,6 +181,19 @@ def node_bars_chart(
     """One bar panel per (label, busbw per host, expected GB/s or None) that has a figure:
     a bar per host (flagged hosts red), the fleet median dashed, the expectation dotted.
     None when no panel has a figure."""
+    figure = node_bars_figure(title, hosts, panels, slow_hosts)
+    return None if figure is None else charts.save_png(figure)
+
+
+def node_bars_figure(
+    title: str,
+    hosts: Sequence[str],
+    panels: Sequence[tuple[str, Mapping[str, float | None], float | None]],
+    slow_hosts: Collection[str] = frozenset(),
+) -> Any:
+    """node_bars_chart's matplotlib figure, not yet laid out (None: nothing to draw). Each
+    panel's legend stands right of its axes: inside, a bar or the median line would lie under
+    it at some fleet's figures."""
     drawn = [panel for panel in panels if any(v is not None for v in panel[1].values())]
     if not drawn:
         return None
@@ -152,12 +216,13 @@ def node_bars_chart(
         if expected_gbps is not None:
             handles.append(axes.axhline(expected_gbps, color=SLOW_COLOR, linestyle=":"))
             names.append(f"expected {gbps(expected_gbps)} GB/s")
-        names_shown = len(hosts) <= LABEL_MAX_HOSTS
-        labels = [charts.short(host, 24) for host in hosts] if names_shown else []
-        axes.set_xticks(positions if names_shown else [], labels, rotation=30)
         axes.set_ylabel("busbw (GB/s)")
         axes.set_title(label, fontsize=10)
-        axes.legend(handles, names, fontsize=8, loc="lower right")
+        axes.legend(
+            handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False
+        )
         axes.set_ylim(0, max([*heights, expected_gbps or 0.0, 1e-9]) * charts.HEADROOM)
     figure.suptitle(title)
-    return charts.save_png(figure)
+    for axes in axes_list:
+        _host_names(figure, axes, hosts, slow_hosts, both_axes=False)
+    return figure

@@ -29,8 +29,9 @@ from collbench.store.rundir import (
     write_parquet,
 )
 
-# Final states; `orphaned`: the launcher went away, and with it the ranks.
-FINAL_STATES = ("completed", "failed", "interrupted", "orphaned")
+# Final states; `orphaned`: the launcher went away, and with it the ranks; `cancelled`: the
+# scheduler cancelled the job before rank 0 wrote anything (launchers/slurm_state.py).
+FINAL_STATES = ("completed", "failed", "interrupted", "orphaned", "cancelled")
 
 
 def finalize_run(run: Path, complete_side_files: Callable[[Path], Any] | None = None) -> str:

@@ -27,7 +27,7 @@ def _load_job(run: Path) -> Job:
 
 def describe_run(run: Path) -> str:
     """A few lines: launcher, Slurm job state, rows measured of rows planned, the run's state."""
-    from collbench.launchers.slurm import job_state, read_slurm_record
+    from collbench.launchers.slurm_state import read_slurm_record
 
     tune = _describe_tune_dir(Path(run))
     if tune is not None:
@@ -47,15 +47,8 @@ def describe_run(run: Path) -> str:
     record = read_slurm_record(run)
     slurm_end = None
     if record:
-        state, reason, exit_code = job_state(record["job_id"])
-        detail = f" ({reason})" if reason and reason != "None" else ""
-        remembered = record.get("state")  # written when a watching collbench saw it end
-        shown = state or (f"{remembered} (as last seen)" if remembered else "unknown to Slurm now")
-        lines.append(
-            f"Slurm job {record['job_id']}: {shown}{detail}"
-            + (f", exit code {exit_code}" if exit_code and state else "")
-        )
-        slurm_end = _slurm_end(state or remembered)
+        slurm_line, slurm_end = _slurm_job(run, record)
+        lines.append(slurm_line)
     if meta.spec is not None:  # rank 0 has written meta.json
         planned = _planned(meta.spec)
         error = meta.extra.get("error")
@@ -143,6 +136,31 @@ def _gemm_running(run: Path, gemm: dict) -> str:
             )
         return "running"
     return f"running (if its process was killed: `collbench finalize {run}`)"
+
+
+def _slurm_job(run: Path, record: dict) -> tuple[str, str | None]:
+    """The Slurm job's line and how Slurm ended it (None while it may run). Its state and
+    reason come from scontrol, else from slurm.json (what a watching collbench last saw: Slurm
+    forgets a job minutes after its end); a job pending for a reason no wait cures says so."""
+    from collbench.launchers.slurm import ENDED_STATES, HOPELESS
+    from collbench.launchers.slurm_state import job_state
+
+    job_id = record["job_id"]
+    state, reason, exit_code = job_state(job_id)
+    remembered = str(record.get("state") or "")
+    reason = reason if state else str(record.get("reason") or "")
+    detail = f" ({reason})" if reason and reason != "None" else ""
+    if state:
+        ended = exit_code and state in ENDED_STATES  # a pending job's 0:0 says nothing
+        shown = f"{state}{detail}" + (f", exit code {exit_code}" if ended else "")
+    else:
+        shown = f"{remembered}{detail}, as last seen" if remembered else "unknown to Slurm now"
+    if state == "PENDING" and reason in HOPELESS:
+        shown += (
+            f"; it can never start as asked ({HOPELESS[reason]}): `collbench wait {run}` "
+            f"cancels it and marks the run cancelled, or scancel {job_id}"
+        )
+    return f"Slurm job {job_id}: {escape_control(shown)}", _slurm_end(state or remembered)
 
 
 def _slurm_end(state: str | None) -> str | None:

@@ -78,7 +78,7 @@ class RunMeta:
 
     schema_version: int | None = SCHEMA_VERSION
     run_id: str | None = None
-    state: str | None = None  # running | completed | failed | interrupted | orphaned
+    state: str | None = None  # running | completed | failed | interrupted | orphaned | cancelled
     # The tool whose logs were imported ("nccl-tests", "rccl-tests"); None: collbench.
     source: str | None = None
     command_line: list[str] | str | None = None  # argv of a sweep; the logged line of an import

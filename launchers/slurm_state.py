@@ -1,0 +1,109 @@
+"""A Slurm job's state: what Slurm says of it now (job_state), and what its run directory
+keeps of it (slurm.json: the submission, and how the job ended) for `status` and `report`.
+
+scontrol forgets a job minutes after its end (MinJobAge) and sacct needs slurmdbd, which
+many clusters lack: the collbench that watched the job writes Slurm's final state and
+reason into slurm.json. A job Slurm cancelled before rank 0 wrote anything (one that can
+never start, e.g. PartitionNodeLimit, which the watcher cancels; or a scancel while it
+pended) leaves no rows and a meta.json only the launcher wrote: that run's state is
+`cancelled`, not `failed` (a run that started and broke), and meta.json keeps Slurm's reason
+under `scheduler`.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collbench.core.errors import SpecError
+from collbench.store.reading import load_json
+from collbench.store.rundir import read_meta, update_meta, write_json_atomic
+
+SLURM_FILE = "slurm.json"
+# meta.json's `written_by` when the launcher wrote it (launchers.supervise.write_launcher_meta)
+_BY_LAUNCHER = "launcher"
+
+
+@dataclass(frozen=True)
+class SlurmEnd:
+    """A job's end as the watcher saw it."""
+
+    job_id: str
+    state: str  # Slurm's final state: CANCELLED, TIMEOUT, COMPLETED ...
+    reason: str = ""  # Slurm's reason for the state ("": none given)
+    meaning: str = ""  # what the reason means for the user ("": not one collbench knows)
+
+    def record(self) -> dict[str, Any]:
+        """The keys slurm.json and meta.json's `scheduler` keep (no empty ones)."""
+        kept = {"state": self.state, "reason": self.reason, "reason_means": self.meaning}
+        return {key: value for key, value in kept.items() if value}
+
+
+def keep_end(run_dir: Path, record: dict[str, Any], end: SlurmEnd) -> None:
+    """slurm.json (`record`, the submission's) with the job's end; a job cancelled before
+    rank 0 wrote meta.json marks the run `cancelled`. A full disk keeps what it can: the
+    run's own files say the rest."""
+    try:
+        write_json_atomic(Path(run_dir) / SLURM_FILE, {**record, **end.record()})
+        if end.state == "CANCELLED" and _launcher_meta(Path(run_dir)):
+            scheduler = {"name": "slurm", "job_id": end.job_id, **end.record()}
+            update_meta(Path(run_dir), state="cancelled", scheduler=scheduler)
+    except OSError:
+        pass
+
+
+def _launcher_meta(run_dir: Path) -> bool:
+    """True when meta.json is the one the launcher wrote because rank 0 never wrote one (no
+    rank measured anything), with the state it gives a failed run."""
+    meta = read_meta(run_dir)
+    written_by = str((meta.extra.get("written_by") if meta else None) or "")
+    return meta is not None and meta.state == "failed" and written_by.startswith(_BY_LAUNCHER)
+
+
+def job_state(job_id: str) -> tuple[str, str, str]:
+    """(state, reason, exit code) from scontrol, else sacct; ("", "", "") if neither knows
+    (a job forgotten, or a controller that does not answer: asked again at the next poll)."""
+    shown = _ask_slurm(["scontrol", "show", "job", "-o", job_id])
+    if "JobState=" in shown:
+        fields = dict(re.findall(r"(\w+)=(\S*)", shown))
+        return fields.get("JobState", ""), fields.get("Reason", ""), fields.get("ExitCode", "")
+    if shutil.which("sacct"):
+        accounted = _ask_slurm(
+            ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,Reason,ExitCode"]
+        )
+        first = accounted.strip().splitlines()[:1]
+        if first:
+            state, reason, exit_code = (first[0].split("|") + ["", "", ""])[:3]
+            return (state.split() or [""])[0], reason, exit_code  # "CANCELLED by 0"
+    return "", "", ""
+
+
+def _ask_slurm(argv: list[str]) -> str:
+    """A Slurm command's output; "" when it fails, is missing or does not answer in 30 s."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+def read_slurm_record(run_dir: Path) -> dict[str, Any] | None:
+    """slurm.json of a submitted run (None: not a Slurm submission). One that exists but is
+    not a record with a job id is a SpecError naming it."""
+    path = Path(run_dir) / SLURM_FILE
+    if not path.exists():
+        return None
+    try:  # within core.limits: a FIFO, a device or deep nesting is refused, never read
+        record = load_json(path, SLURM_FILE)
+    except SpecError as error:
+        raise SpecError(
+            SLURM_FILE, str(path), f"is corrupt or unreadable: it {error.hint}"
+        ) from None
+    job_id = record.get("job_id") if isinstance(record, dict) else None
+    if not isinstance(job_id, (str, int)) or isinstance(job_id, bool) or not str(job_id):
+        raise SpecError(SLURM_FILE, str(path), "holds no job_id (not a Slurm submission record)")
+    return record
