@@ -85,7 +85,8 @@ def sweep_rows(sizes_per_group: int, samples: int, seed: int, run_id: str, shift
 
 
 def write_sweep(path: Path, rows: int, samples: int = 0, seed: int = 1, shift: float = 1.0) -> Path:
-    """A run directory of about `rows` rows (9 groups), built once per path."""
+    """A run directory of about `rows` rows (9 groups), built once per path, finished as a
+    sweep finishes one (rows.parquet, the copy that compare reads its samples from)."""
     from collbench.core.spec import SweepSpec
     from collbench.store.job import Job
     from collbench.store.meta import RunMeta
@@ -96,6 +97,12 @@ def write_sweep(path: Path, rows: int, samples: int = 0, seed: int = 1, shift: f
     path.mkdir(parents=True)
     per_group = max(2, round(rows / len(COLLECTIVES) / len(DTYPES)))
     append_rows(path, sweep_rows(per_group, samples, seed, path.name, shift))
+    # In a process of its own: the peak memory of a timed command, read from its rusage,
+    # includes this process's at the moment it started the command.
+    parquet = (
+        "import sys; from collbench.store.rundir import write_parquet; write_parquet(sys.argv[1])"
+    )
+    subprocess.run([sys.executable, "-c", parquet, str(path)], check=True, cwd=ROOT)
     write_meta(path, RunMeta.from_dict({"run_id": path.name, "state": "done"}))
     Job(SweepSpec().with_backend("gloo"), path, path.name, "local", 2).save()  # for status
     return path

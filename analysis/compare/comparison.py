@@ -170,13 +170,16 @@ def compare(
     are one family and the others another, so that sizes the gate ignores do not dilute
     its Holm correction."""
     rule = rule or Rule()
-    base, cand = rows_by_key(baseline.rows), rows_by_key(candidate.rows)
+    base, cand = _indices_by_key(baseline.rows), _indices_by_key(candidate.rows)
     common = sorted(set(base) & set(cand))
-    questions = [Question(evidence_of(base[key]), evidence_of(cand[key]), key[2]) for key in common]
+    questions = [
+        Question(_evidence(baseline, base[key]), _evidence(candidate, cand[key]), key[2])
+        for key in common
+    ]
     verdicts = _judge_families(questions, rule, gated)
     sizes = [
-        _compare_size(key, (base[key], cand[key]), question, verdict)
-        for key, question, verdict in zip(common, questions, verdicts, strict=True)
+        _compare_size(key, (_rows(baseline, base[key]), _rows(candidate, cand[key])), *judged)
+        for key, *judged in zip(common, questions, verdicts, strict=True)
     ]
     return Comparison(
         baseline=baseline.run_id,
@@ -209,17 +212,34 @@ def _judge_families(
 
 
 def common_keys(baseline: Run, candidate: Run) -> int:
-    return len(set(rows_by_key(baseline.rows)) & set(rows_by_key(candidate.rows)))
+    return len(set(_indices_by_key(baseline.rows)) & set(_indices_by_key(candidate.rows)))
 
 
 def rows_by_key(rows: Sequence[ResultRow]) -> dict[Key, list[ResultRow]]:
     """A run's sweep rows per (collective, placement, size_bytes): every repeat of it."""
-    keyed: dict[Key, list[ResultRow]] = {}
-    for row in rows:
+    return {key: [rows[i] for i in found] for key, found in _indices_by_key(rows).items()}
+
+
+def _indices_by_key(rows: Sequence[ResultRow]) -> dict[Key, list[int]]:
+    """rows_by_key as the rows' positions."""
+    keyed: dict[Key, list[int]] = {}
+    for index, row in enumerate(rows):
         if row_is(row, SWEEP):
             key = (str(row.collective), str(row.placement), int(row.size_bytes))
-            keyed.setdefault(key, []).append(row)
+            keyed.setdefault(key, []).append(index)
     return keyed
+
+
+def _rows(run: Run, indices: list[int]) -> list[ResultRow]:
+    return [run.rows[index] for index in indices]
+
+
+def _evidence(run: Run, indices: list[int]) -> Evidence:
+    """The evidence of some of a run's rows; a run loaded with its samples apart gives what
+    the rule keeps of them (run/compare.py: decision.sample_summary)."""
+    reduced = run.reduced
+    summaries = None if reduced is None else [reduced[index] for index in indices]
+    return evidence_of(_rows(run, indices), summaries)
 
 
 def basis_notes(sizes: Sequence[SizeComparison], recorded_floor: bool = False) -> list[str]:

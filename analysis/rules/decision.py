@@ -36,6 +36,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from collbench.analysis.rules.bands import band_of
 from collbench.core.noise import NoiseFloor
@@ -63,16 +64,24 @@ class Evidence:
     repeats: one figure per repeat (from that repeat's batch time). samples: per repeat, the
     per-iteration speeds in the order they were timed (empty: the source kept none); a
     numpy array each when given as one (evidence_of: a 10k-size run of 2,000 samples a size
-    holds 20 M of them, 640 MB as Python floats)."""
+    holds 20 M of them, 640 MB as Python floats). first_batches: what the rule reads of the
+    samples when a reader reduced them as it read (sample_summary, compare at scale): the
+    first series' batch figures (empty: too few iterations to batch); None when not reduced."""
 
     repeats: tuple[float, ...]
     samples: tuple[Sequence[float], ...] = ()
+    first_batches: tuple[float, ...] | None = None
 
     @classmethod
-    def of(cls, repeats: Sequence[float], samples: Sequence[Sequence[float]] = ()) -> Evidence:
+    def of(
+        cls,
+        repeats: Sequence[float],
+        samples: Sequence[Sequence[float]] = (),
+        first_batches: tuple[float, ...] | None = None,
+    ) -> Evidence:
         known = tuple(float(value) for value in repeats if _positive(value))
         series = tuple(_positive_series(one) for one in samples)
-        return cls(known, tuple(one for one in series if len(one)))
+        return cls(known, tuple(one for one in series if len(one)), first_batches)
 
     @property
     def figure(self) -> float:
@@ -85,7 +94,7 @@ class Evidence:
 
     @property
     def has_samples(self) -> bool:
-        return bool(self.samples)
+        return bool(self.samples) or self.first_batches is not None
 
 
 @dataclass(frozen=True)
@@ -251,19 +260,38 @@ def speed_scale(row: ResultRow) -> float:
     return int(row.size_bytes) * factor / 1e3
 
 
-def evidence_of(rows: Sequence[ResultRow]) -> Evidence:
+def evidence_of(rows: Sequence[ResultRow], summaries: Sequence[Any] | None = None) -> Evidence:
     """The evidence of one thing's rows (one row per repeat): each repeat's speed from its
-    batch time, and its per-iteration speeds."""
+    batch time, and its per-iteration speeds; with `summaries` (one per row, sample_summary's
+    of rows read with their samples apart), what the rule reads of those instead."""
+    order = sorted(range(len(rows)), key=lambda index: rows[index].repeat_index)
+    repeats, samples = [], []
+    for index in order:
+        row = rows[index]
+        if row.time_us and row.time_us > 0:
+            repeats.append(speed_scale(row) / row.time_us)
+        if summaries is None:
+            samples.append(_speeds(row, row.time_us_samples))  # numpy arrays: see Evidence
+    if summaries is None:
+        return Evidence.of(repeats, samples)
+    reduced = [summaries[index] for index in order if summaries[index] is not None]
+    return Evidence.of(repeats, first_batches=reduced[0] if reduced else None)
+
+
+def sample_summary(row: ResultRow, times: Sequence[float]) -> tuple[float, ...] | None:
+    """What the rule reads of one row's per-iteration times, given apart from the row (store:
+    a run read with its samples apart never holds them all): the batch figures of its speeds
+    (empty: too few iterations to batch); None when it holds no usable sample."""
+    series = _positive_series(_speeds(row, times))
+    return tuple(batch_figures(series)) if len(series) else None
+
+
+def _speeds(row: ResultRow, times: Sequence[float] | None) -> Any:
+    """A row's per-iteration times above 0 as speeds (a numpy array), in order."""
     import numpy as np
 
-    repeats, samples = [], []
-    for row in sorted(rows, key=lambda item: item.repeat_index):
-        scale = speed_scale(row)
-        if row.time_us and row.time_us > 0:
-            repeats.append(scale / row.time_us)
-        times = np.asarray(row.time_us_samples or [], dtype=np.float64)
-        samples.append(scale / times[times > 0])  # as numpy arrays: see Evidence
-    return Evidence.of(repeats, samples)
+    values = np.asarray(times if times is not None else [], dtype=np.float64)
+    return speed_scale(row) / values[values > 0]
 
 
 # --- the rule itself -------------------------------------------------------------------------
@@ -378,9 +406,14 @@ def _spread_figures(evidence: Evidence) -> list[float]:
     iteration batches (each batch's figure: the mean time of its iterations as a speed)."""
     if evidence.n_repeats >= 2:
         return list(evidence.repeats)
-    if not evidence.samples:
-        return []
-    series = evidence.samples[0]
+    if evidence.first_batches is not None:
+        return list(evidence.first_batches)
+    return batch_figures(evidence.samples[0]) if evidence.samples else []
+
+
+def batch_figures(series: Sequence[float]) -> list[float]:
+    """A series of speeds cut into BATCHES consecutive batches, each batch's figure (its mean
+    time as a speed); none when a batch would hold fewer than MIN_BATCH."""
     per_batch = len(series) // BATCHES
     if per_batch < MIN_BATCH:
         return []

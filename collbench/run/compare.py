@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from collbench.analysis.compare.comparison import ALPHA
 from collbench.core.errors import SpecError
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from collbench.analysis.compare.comparison import Comparison
     from collbench.analysis.compare.gate import GateResult, SizeSelection
     from collbench.store.load import Run
+    from collbench.store.rows import ResultRow
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,9 @@ def load_compared(runs: list[Path]) -> list[Run]:
     from collbench.analysis.compare.comparison import common_keys
     from collbench.run.run_dirs import expand_runs
 
-    loaded = expand_runs(runs).runs if runs else []
+    # A run directory's samples are reduced as they are read (never all in memory at once);
+    # a tune directory's runs come whole.
+    loaded = expand_runs(runs, _sample_summary).runs if runs else []
     if len(loaded) < 2:
         raise SpecError(
             "RUN",
@@ -111,6 +114,14 @@ def load_compared(runs: list[Path]) -> list[Run]:
                 f"common with {loaded[0].path}: nothing to compare",
             )
     return loaded
+
+
+def _sample_summary(row: ResultRow, times: Any) -> Any:
+    """What compare keeps of a row's samples: the decision rule's summary of a sweep row's."""
+    from collbench.analysis.rules.decision import sample_summary
+    from collbench.store.rows import SWEEP, row_is
+
+    return sample_summary(row, times) if row_is(row, SWEEP) else None
 
 
 def gate_results(request: CompareRequest, compared: Compared) -> list[GateResult]:

@@ -12,19 +12,19 @@ from typing import TYPE_CHECKING, Any
 from collbench.store.tune_result import CHOICES_FILE, TuneResult, is_tune_dir, load_tune_result
 
 if TYPE_CHECKING:
-    from collbench.store.load import Run
+    from collbench.store.load import Reduce, Run
     from collbench.store.rows import ResultRow
 
 
-def load_run_dir(path: Path) -> Run:
-    """A run directory's meta and rows, or SpecError naming the path."""
+def load_run_dir(path: Path, reduce: Reduce | None = None) -> Run:
+    """A run directory's meta and rows, or SpecError naming the path (`reduce`: store.load)."""
     from collbench.core.errors import SpecError
     from collbench.store.load import load_run
 
     if not Path(path).is_dir():
         raise SpecError("RUN", str(path), "is not a run directory")
     return load_run(
-        path, "RUN", ": pass a directory written by collbench sweep or collbench import"
+        path, "RUN", ": pass a directory written by collbench sweep or collbench import", reduce
     )
 
 
@@ -57,15 +57,16 @@ class ExpandedRuns:
     tunes: list[TuneDir]
 
 
-def expand_runs(paths: list[Path]) -> ExpandedRuns:
+def expand_runs(paths: list[Path], reduce: Reduce | None = None) -> ExpandedRuns:
     """Load RUN arguments, a tune directory as the runs of its settings (see ExpandedRuns).
-    With several tune directories, each setting's name starts with its directory's."""
+    With several tune directories, each setting's name starts with its directory's.
+    `reduce`: run directories are read with their samples apart (store.load)."""
     several = sum(is_tune_dir(path) for path in paths) > 1
     expanded = ExpandedRuns([], [], {}, [])
     for path in paths:
         if not is_tune_dir(path):
             expanded.paths.append(Path(path))
-            expanded.runs.append(load_run_dir(path))
+            expanded.runs.append(load_run_dir(path, reduce))
             continue
         source, members = load_tune_dir(Path(path))
         expanded.tunes.append(source)

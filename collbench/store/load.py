@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from collbench.core.errors import SpecError
+from collbench.core.safe_text import escape_control
+from collbench.store.columns import read_rows_apart
 from collbench.store.gemm_rows import GEMM_FILE
 from collbench.store.meta import RunMeta
 from collbench.store.rows import DOCTOR, OVERLAP, SWEEP, DoctorRow, ProbeRow, ResultRow, rows_of
@@ -21,6 +23,9 @@ class Run:
     path: str
     meta: RunMeta  # empty (every field unknown) when the directory has no meta.json
     rows: Sequence[ResultRow]
+    # Loaded with its samples apart (load_run's `reduce`): per row, what `reduce` made of its
+    # samples, and the rows hold none (time_us_samples empty). None: the rows hold them.
+    reduced: tuple[Any, ...] | None = None
 
     @property
     def run_id(self) -> str:
@@ -46,14 +51,23 @@ class Run:
         return self.rows_of(DOCTOR)
 
 
-def load_run(path: Path | str, field: str | None = None, hint: str = "") -> Run:
+# What a reader keeps of one row's samples: reduce(row, samples as a float64 numpy array).
+Reduce = Callable[[ResultRow, Any], Any]
+
+
+def load_run(
+    path: Path | str, field: str | None = None, hint: str = "", reduce: Reduce | None = None
+) -> Run:
     """A run directory's meta and rows (none yet: empty rows, an empty RunMeta).
 
     With `field`, a path that holds no result rows is a SpecError naming that field and the
     path: "holds no result rows (no rows.jsonl)" followed by the caller's `hint`. A row
     collbench cannot read is a SpecError naming its file and line.
+
+    With `reduce`, the rows are read with their samples apart (store.columns: column-wise
+    from a faithful rows.parquet), and the Run keeps what `reduce` made of each row's.
     """
-    rows = load_rows(Path(path)) if Path(path).is_dir() else []
+    rows, reduced = _read_rows(Path(path), reduce) if Path(path).is_dir() else ([], None)
     if field is not None and not rows and (Path(path) / GEMM_FILE).exists():
         raise SpecError(
             field,
@@ -62,5 +76,25 @@ def load_run(path: Path | str, field: str | None = None, hint: str = "") -> Run:
             "reads them",
         )
     if field is not None and not rows:
-        raise SpecError(field, str(path), f"holds no result rows (no rows.jsonl){hint}")
-    return Run(str(path), read_meta(Path(path)) or RunMeta(), rows)
+        raise SpecError(field, str(path), f"holds no result rows {_why_no_rows(Path(path), hint)}")
+    return Run(str(path), read_meta(Path(path)) or RunMeta(), rows, reduced)
+
+
+def _why_no_rows(run_dir: Path, hint: str) -> str:
+    """Why a directory holds no rows: the end its meta.json records, state and error (a run
+    cancelled or failed before it measured, e.g. a Slurm job that could never start), else
+    "(no rows.jsonl)" and the caller's `hint`."""
+    meta = read_meta(run_dir) if run_dir.is_dir() else None
+    error = meta.extra.get("error") if meta is not None else None
+    if meta is None or meta.state in (None, "running", "completed") or not error:
+        return f"(no rows.jsonl){hint}"
+    return f"(the run ended {meta.state} before measuring any: {escape_control(str(error))})"
+
+
+def _read_rows(
+    run_dir: Path, reduce: Reduce | None
+) -> tuple[list[ResultRow], tuple[Any, ...] | None]:
+    if reduce is None:
+        return load_rows(run_dir), None
+    pairs = read_rows_apart(run_dir, reduce)
+    return [row for row, _ in pairs], tuple(made for _, made in pairs)

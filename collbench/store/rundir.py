@@ -203,9 +203,12 @@ def read_json_lines(path: Path, warn: bool = True) -> Iterator[tuple[Any, str]]:
 
 def write_parquet(run_dir: Path, rows: list[ResultRow] | None = None) -> Path | None:
     """rows.parquet from rows.jsonl, or from its `rows` already loaded (knobs kept as a JSON
-    string column)."""
+    string column). Its metadata records rows.jsonl's stamp (`rows_stamp`), taken before the
+    rows are read, so that a reader can tell a copy of what rows.jsonl holds now from a stale
+    one (store/columns.py); given `rows`, they are what rows.jsonl holds now."""
     import pandas as pd
 
+    stamp = rows_stamp(run_dir)  # before the rows are read: a row appended later shows
     rows = load_rows(run_dir) if rows is None else rows
     if not rows:
         return None
@@ -219,8 +222,29 @@ def write_parquet(run_dir: Path, rows: list[ResultRow] | None = None) -> Path | 
     for column in ("knobs", "probe_samples_us") if probes else ("knobs",):
         frame[column] = _as_json(list(frame[column]))  # nested values, kept as JSON strings
     path = Path(run_dir) / PARQUET_FILE
-    write_atomically(path, lambda tmp: frame.to_parquet(tmp, index=False))
+    if stamp is not None:
+        frame.attrs[COPY_OF] = stamp  # pandas keeps attrs in the file's metadata (PANDAS_ATTRS)
+    write_atomically(
+        path, lambda tmp: frame.to_parquet(tmp, index=False, row_group_size=PARQUET_GROUP_ROWS)
+    )
     return path
+
+
+# The frame attribute (in rows.parquet's metadata) holding the stamp of the rows.jsonl it copies.
+COPY_OF = "collbench.copy_of"
+# Rows per row group of rows.parquet: a reader a group at a time holds this many rows'
+# samples (16 MB at 2,000 a row), not the whole file's.
+PARQUET_GROUP_ROWS = 1024
+
+
+def rows_stamp(run_dir: Path) -> str | None:
+    """rows.jsonl's size and modification time, "BYTES:MTIME_NS" (None: missing): any append
+    or rewrite changes it."""
+    try:
+        info = os.stat(Path(run_dir) / ROWS_FILE)
+    except OSError:
+        return None
+    return f"{info.st_size}:{info.st_mtime_ns}"
 
 
 def _as_json(values: list[Any]) -> list[str]:
