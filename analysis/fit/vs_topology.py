@@ -33,6 +33,10 @@ MEASURE = "% of model speed"
 MEASURE_DEFINITION = "predicted time / measured time (= measured busbw / predicted busbw)"
 # Measured this much faster than the model: the model is wrong there, not the fabric.
 MODEL_WRONG_SPEEDUP = 1.5
+# Measured faster than the model by more than this (ratio of times) counts as faster than
+# it, in fit and in the report alike: below it, timing noise and the model's rounding.
+FASTER_THAN_MODEL = 1.05
+FASTER_RULE = f"more than {FASTER_THAN_MODEL:.0%} of model speed"
 
 
 def model_wrong(ratio: float) -> bool:
@@ -118,6 +122,11 @@ class TopologyComparison:
     skipped: str | None = None
 
     @property
+    def faster_sizes(self) -> list[SizeVsModel]:
+        """The sizes measured faster than the model (FASTER_THAN_MODEL: the one rule)."""
+        return [item for item in self.sizes if item.ratio > FASTER_THAN_MODEL]
+
+    @property
     def bands(self) -> list[BandVsModel]:
         order = list(BAND_NAMES)
         by_band: dict[str, list[SizeVsModel]] = {}
@@ -140,6 +149,7 @@ class TopologyComparison:
             return {**head, "skipped": self.skipped}
         return {
             **head,
+            "faster_than_model": {"rule": FASTER_RULE, "sizes": len(self.faster_sizes)},
             "bands": [band.to_dict() for band in self.bands],
             "sizes": [item.to_dict() for item in self.sizes],
         }

@@ -49,10 +49,12 @@ REPORT_OPTIONS = (
     Option(
         ("--topology",),
         "A catalog name or a YAML/TOML file, as for fit --topology: draw its cost model's "
-        "busbw (at link rate) on the busbw charts.",
+        "busbw (at link rate) on the busbw charts of every run; RUN=NAME|FILE for one run's "
+        "own (RUN as --label names it). Repeatable.",
         ReportRequest,
         "topology",
-        metavar="NAME|FILE",
+        kind=list[str],
+        metavar="[RUN=]NAME|FILE",
     ),
     Option(
         ("--label",),

@@ -260,7 +260,12 @@ def _prediction_lines(curve: CurveFit, sizes: list[int]) -> list[str]:
 
 def _versus_lines(versus: TopologyComparison) -> list[str]:
     """Per size band: its geomean, then its largest size; one measure, % of model speed."""
-    from collbench.analysis.fit.vs_topology import MEASURE, MEASURE_DEFINITION, MODEL_WRONG_SPEEDUP
+    from collbench.analysis.fit.vs_topology import (
+        FASTER_RULE,
+        MEASURE,
+        MEASURE_DEFINITION,
+        MODEL_WRONG_SPEEDUP,
+    )
 
     nodes = f"{versus.nodes} node" + ("s" if versus.nodes != 1 else "")
     head = (
@@ -270,9 +275,13 @@ def _versus_lines(versus: TopologyComparison) -> list[str]:
     notes = [f"    note: {note}" for note in versus.notes]
     if versus.skipped is not None:
         return [f"{head}: not compared, {versus.skipped}", *notes]
+    faster = (
+        f"; faster than it ({FASTER_RULE}) at {len(versus.faster_sizes)} of "
+        f"{len(versus.sizes)} sizes"
+    )
     lines = [
         f"{head}: {MEASURE} = {MEASURE_DEFINITION}; 100% = as fast as the model, over "
-        f"{MODEL_WRONG_SPEEDUP:.0%} = the model is wrong there",
+        f"{MODEL_WRONG_SPEEDUP:.0%} = the model is wrong there{faster}",
         *notes,
     ]
     for band in versus.bands:

@@ -62,9 +62,8 @@ def build_report(runs: list[Run], options: ReportOptions | None = None) -> Repor
     keys = sorted({(row.collective, row.placement) for run in runs for row in run.sweep_rows})
     compared = compare_runs(runs)
     drawn = _drawn_in_full(runs, compared)
-    sections = [
-        _collective_section(runs, names, fits, key, options.topology, drawn) for key in keys
-    ]
+    topologies = {run.path: options.topologies.get(run.path, options.topology) for run in runs}
+    sections = [_collective_section(runs, names, fits, key, topologies, drawn) for key in keys]
     colors = {path: charts.COLORS[index % len(charts.COLORS)] for index, path in enumerate(drawn)}
     sections += compare_sections(names[runs[0].path], compared, names, colors)
     sections += [section for run in runs for section in _overlap_sections(run, names)]
@@ -89,10 +88,14 @@ def _about(options: ReportOptions) -> tuple[str, ...]:
     if options.topology is not None:
         topology = options.topology
         origin = "catalog" if topology.origin == topology.name else topology.origin
+        others = " of every run without its own" if options.topologies else ""
         lines.append(
             f"topology {topology.name} ({origin}): its cost model at link rate is drawn on the "
-            "busbw charts"
+            f"busbw charts{others}"
         )
+    for path, topology in options.topologies.items():
+        name = options.labels.get(path) or Path(path).name
+        lines.append(f"topology {topology.name} for {name}: its cost model is drawn for it")
     return tuple(lines)
 
 
@@ -131,7 +134,7 @@ def _collective_section(
     names: dict[str, str],
     fits: dict[str, list[Any]],
     key: tuple[str, str],
-    topology: Topology | None,
+    topologies: dict[str, Topology | None],
     drawn: list[str] | None = None,
 ) -> Section:
     from collbench.render.report_fit import series_for
@@ -149,9 +152,16 @@ def _collective_section(
     stem = f"{collective}_{placement}"
     section = Section(f"{collective} ({placement})")
     models: list[charts.ModelCurve] = []
-    if topology is not None:
-        models, model_notes = model_curves(topology, collective, [*full, *others])
-        models = [_shared_past(model, len(full)) for model in models]
+    ordered = [*full, *others]
+    paths = [path for path, item in measured if drawn is None or path in drawn]
+    paths += [path for path, item in measured if drawn is not None and path not in drawn]
+    # each topology's curves over the runs it is drawn for (series_index: in `ordered`)
+    for topology in {id(t): t for t in topologies.values() if t is not None}.values():
+        mine = [index for index, path in enumerate(paths) if topologies.get(path) is topology]
+        curves, model_notes = model_curves(topology, collective, [ordered[i] for i in mine])
+        for curve in curves:
+            index = None if curve.series_index is None else mine[curve.series_index]
+            models.append(_shared_past(replace(curve, series_index=index), len(full)))
         section.notes += model_notes
     section.charts.append(
         Chart(

@@ -48,6 +48,8 @@ class ReportOptions:
     title: str | None = None  # None: "collbench report: " and the run labels
     labels: Mapping[str, str] = field(default_factory=dict)  # run path -> its legend name
     topology: Topology | None = None  # its cost model's busbw is drawn on the busbw charts
+    # run path -> a topology of its own (--topology RUN=NAME), drawn for that run instead
+    topologies: Mapping[str, Topology] = field(default_factory=dict)
     generated_utc: datetime | None = None  # None: now
 
 

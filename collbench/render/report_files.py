@@ -26,7 +26,7 @@ def report_document(inputs: ReportInputs) -> Report:
     tunes = [tune_source(tune) for tune in inputs.tunes]
     if not inputs.runs:  # tune directories whose every setting failed
         return tune_only_report(inputs.title or "collbench report", tunes)
-    options = ReportOptions(inputs.title, inputs.names, inputs.fabric)
+    options = ReportOptions(inputs.title, inputs.names, inputs.fabric, topologies=inputs.fabrics)
     document = with_tuning(build_report(inputs.runs, options), tunes)
     names = {run.path: inputs.names.get(run.path) or run_label(run) for run in inputs.runs}
     return with_doctor(document, inputs.runs, names, inputs.doctor)

@@ -22,9 +22,6 @@ if TYPE_CHECKING:
     from collbench.topologies.schema import Topology
 
 GRID_POINTS = 80  # sizes the curve is evaluated at, spread evenly on the log axis
-# Measured faster than the model by more than this (ratio of times) is called out: below it,
-# timing noise and the model's rounding.
-BEATS_MODEL = 1.05
 
 
 def model_curves(
@@ -103,21 +100,27 @@ def _curve(
 
 def beats_model(topology: Topology, item: charts.Series) -> str | None:
     """A note when the run measures faster than the model at some sizes (by more than
-    BEATS_MODEL), in `collbench fit --topology`'s measure; beyond MODEL_WRONG_SPEEDUP it
+    vs_topology.FASTER_THAN_MODEL, the rule fit counts with); beyond MODEL_WRONG_SPEEDUP it
     says the model, not the fabric, is wrong there."""
-    from collbench.analysis.fit.vs_topology import MEASURE, MODEL_WRONG_SPEEDUP, compare_rows
+    from collbench.analysis.fit.vs_topology import (
+        FASTER_RULE,
+        MEASURE,
+        MODEL_WRONG_SPEEDUP,
+        compare_rows,
+    )
 
     try:
         versus = compare_rows(topology, item.rows)
     except CollbenchError:
         return None
-    faster = [size for size in versus.sizes if size.ratio > BEATS_MODEL]
+    faster = versus.faster_sizes
     if versus.skipped is not None or not faster:
         return None
     best = max(faster, key=lambda size: size.ratio)
     head = (
         f"{item.label} is faster than the {topology.name} model at {len(faster)} of "
-        f"{len(versus.sizes)} sizes ({format_size(faster[0].size_bytes)} .. "
+        f"{len(versus.sizes)} sizes ({FASTER_RULE}, as fit counts; "
+        f"{format_size(faster[0].size_bytes)} .. "
         f"{format_size(faster[-1].size_bytes)}; up to {100 * best.ratio:.0f}{MEASURE}, at "
         f"{format_size(best.size_bytes)})"
     )

@@ -36,8 +36,9 @@ class ReportRequest:
     # None: report.FORMAT in the working directory.
     out: Path | None = None
     report_format: str = next(iter(REPORT_FORMATS))
-    # A catalog name or a topology file whose cost model the busbw charts draw.
-    topology: str | None = None
+    # Catalog names or topology files whose cost model the busbw charts draw: NAME|FILE for
+    # every run (once), RUN=NAME|FILE for one run (RUN as --label names it).
+    topology: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()  # RUN=NAME
     title: str | None = None  # None: "collbench report:" and the run names
     force: bool = False  # write over an existing report (never into a run directory)
@@ -66,22 +67,22 @@ class ReportInputs:
     tunes: list[TuneDir]
     names: dict[str, str]  # run path -> its --label (or tune setting's name)
     title: str | None  # None: the report's own default
-    fabric: Any  # the --topology, or None
+    fabric: Any  # the --topology of every run without its own, or None
     doctor: dict[str, DoctorReport]  # run path -> its doctor.json, where it could be read
     warnings: list[str] = field(default_factory=list)
+    fabrics: dict[str, Any] = field(default_factory=dict)  # run path -> its RUN=NAME topology
 
 
 def gather_report(request: ReportRequest) -> ReportInputs:
     """Check that the report can be written, then read what it is drawn from (SpecError
     naming the option on bad input; what is left out is in `warnings`)."""
     from collbench.run.run_dirs import expand_runs
-    from collbench.topologies.loader import load_topology
 
     check_report_out(request)
-    fabric = None if request.topology is None else load_topology(request.topology)
     expanded = expand_runs(list(request.runs))
     warnings = [warning for source in expanded.tunes for warning in source.warnings]
     labels = parse_labels(list(request.labels), expanded.paths, expanded.runs)
+    fabric, fabrics = parse_topologies(list(request.topology), expanded.paths, expanded.runs)
     doctor, left_out = _doctor_documents(expanded.runs)
     return ReportInputs(
         request,
@@ -92,6 +93,7 @@ def gather_report(request: ReportRequest) -> ReportInputs:
         fabric,
         doctor,
         warnings + left_out,
+        fabrics,
     )
 
 
@@ -123,6 +125,38 @@ def _tune_title(expanded: ExpandedRuns) -> str | None:
     title = "collbench report: " + ", ".join(f"tune {source.name}" for source in expanded.tunes)
     others = sum(run.path not in expanded.labels for run in expanded.runs)
     return title + (f" and {others} other run(s)" if others > 0 else "")
+
+
+def parse_topologies(
+    values: list[str], runs: list[Path], loaded: list[Run]
+) -> tuple[Any, dict[str, Any]]:
+    """--topology values as (the topology of every run without its own or None, {run path:
+    its topology}). A value whose part before '=' names a given run (as --label's RUN does)
+    is that run's; any other value is every run's, given once at most."""
+    from collbench.topologies.loader import load_topology
+
+    every, own = None, {}
+    for value in values:
+        which, sep, name = value.partition("=")
+        matches = [
+            run for given, run in zip(runs, loaded, strict=True) if _names(which, given, run)
+        ]
+        if not sep or not matches:
+            if every is not None:
+                raise SpecError(
+                    "--topology",
+                    value,
+                    f"is a second topology for every run (after {every.name}); give "
+                    "RUN=NAME for a run's own",
+                )
+            every = load_topology(value)
+            continue
+        if len(matches) > 1:
+            raise SpecError("--topology", value, f"matches {len(matches)} runs; give the path")
+        if matches[0].path in own:
+            raise SpecError("--topology", value, f"gives {matches[0].path} a second topology")
+        own[matches[0].path] = load_topology(name)
+    return every, own
 
 
 def parse_labels(values: list[str], runs: list[Path], loaded: list[Run]) -> dict[str, str]:
@@ -168,7 +202,8 @@ def check_report_out(request: ReportRequest) -> None:
             str(out),
             f"is a directory; give the report file, e.g. {out / f'report.{report_format}'}",
         )
-    inputs = [*request.runs, *([request.topology] if _is_file(request.topology) else [])]
+    files = [value.partition("=")[2] or value for value in request.topology]
+    inputs = [*request.runs, *(name for name in {*request.topology, *files} if _is_file(name))]
     target = check_output_file("--out", out, inputs, request.force)
     images = target.parent / f"{out.stem}_files"
     if report_format == "md" and images.exists():

@@ -276,3 +276,38 @@ def test_size_zero_is_said_in_the_notes_even_without_a_latency_chart():
     assert "big: size 0 B took 12.5 us; it is not drawn, as a log size axis has no 0" in (
         section.notes
     )
+
+
+def test_each_run_gets_its_own_topology_and_the_faster_count_is_fits(drawn):  # noqa: F811
+    from collbench.analysis.fit.vs_topology import FASTER_RULE, compare_rows
+
+    h100, mi300x = load_topology("dgx-h100"), load_topology("mi300x")
+    first = _run("a100run", _rows("a100run", world_size=8, alpha_us=30.0, busbw_gbps=300.0))
+    second = _run("mi300run", _rows("mi300run", world_size=8, alpha_us=30.0, busbw_gbps=300.0))
+    options = ReportOptions(topologies={first.path: h100, second.path: mi300x})
+    document = build_report([first, second], options)
+    assert any(line.startswith("topology dgx-h100 for a100run") for line in document.about)
+    assert any(line.startswith("topology mi300x for mi300run") for line in document.about)
+    legends = _legends([drawn[0]])
+    assert any(text.startswith("dgx-h100 model, 8 ranks") for text in legends)
+    assert any(text.startswith("mi300x model, 8 ranks") for text in legends)
+    # the note counts as fit --topology counts (one rule, stated)
+    fast = _run("fast", _rows("fast"))
+    topology = load_topology("cpu-local")
+    notes = " ".join(build_report([fast], ReportOptions(topology=topology)).sections[0].notes)
+    versus = compare_rows(topology, fast.rows)
+    expected = f"at {len(versus.faster_sizes)} of {len(versus.sizes)} sizes ({FASTER_RULE}"
+    assert expected in notes
+
+
+def test_a_second_topology_for_every_run_is_refused(tmp_path):
+    from collbench.core.errors import SpecError
+    from collbench.run.report import ReportRequest, gather_report
+    from tests.rows import write_run
+
+    run = write_run(tmp_path / "r", _rows("r"))
+    request = ReportRequest(runs=(run,), out=tmp_path / "x.html", topology=("dgx-h100", "mi300x"))
+    with pytest.raises(SpecError, match="is a second topology for every run"):
+        gather_report(request)
+    own = ReportRequest(runs=(run,), out=tmp_path / "y.html", topology=("r=mi300x",))
+    assert gather_report(own).fabrics[str(run)].name == "mi300x"
