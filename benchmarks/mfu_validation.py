@@ -72,6 +72,8 @@ def table() -> str:
         if par.zero:
             setup.append(f"ZeRO {par.zero}")
         setup.append(f"recompute {training.recompute}")
+        if training.recompute_layers:
+            setup.append(f"{training.recompute_layers} layers/chunk in full")
         setup.append(f"{training.attention} attention")
         if training.dtype != "bf16":
             setup.append(training.dtype)

@@ -29,13 +29,21 @@ DGX H100, NeMo 24.05/24.09) publish their launch configuration beside the step t
 distributed optimizer, sequence parallelism, TP communication overlap (ub_tp_comm_overlap,
 --tp-overlap 1; Nemotron-4 15B with TE's default ub config, 175B with its own:
 pipelined reduce-scatters on 24 and 20 SMs, bulk ones on 2 to 8, which one --tp-overlap-sms
-cannot state, so TE's default 16 is kept), no recompute, flash or cuDNN fused attention.
+cannot state, so TE's default 16 is kept), no recompute, flash or cuDNN fused attention,
+and their distributed_fused_adam's gradient reduction in bf16 (grad_sync_dtype: bf16,
+--grad-bytes 2) in buckets of bucket_cap_mb (220 MB for 175B, 100 for 15B); Nemotron-4
+15B trains without dropout (its yaml's dropouts are 0.0).
+Llama 3 8B (25.11 row): the row's FSDP column says 8 (Megatron FSDP, ZeRO 3), which is
+the recipe as of Megatron-Bridge 278b9baad (2025-11-19: use_megatron_fsdp=True, no
+recompute). From 1420e3fa9 (2025-11-21, and the v0.2.0 tag) the recipe drops FSDP for
+recompute_num_layers=5 (--recompute-layers 5, ZeRO 1): the row's own FSDP 8 says the
+first, so it is entered as that; no H100 figure of the second is published.
 None of these runs chose a default of collbench.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from collbench.analysis.mfu.estimate import Estimate, EstimateOptions, estimate
@@ -74,6 +82,7 @@ NEMOTRON4_15B = Model(
     kv_heads=8,
     ffn_hidden=24576,
     tied_embeddings=False,
+    dropout=False,  # dgxc recipe nemotron4-15b-synth.yaml: hidden/attention/ffn_dropout 0.0
     source="Nemotron-4 15B Technical Report (arXiv 2402.16819), Table 1",
 )
 
@@ -103,14 +112,7 @@ class PublishedRun:
 
     def workload(self) -> Workload:
         model = preset(self.model) if isinstance(self.model, str) else self.model
-        training_fields = {
-            "micro_batch",
-            "recompute",
-            "attention",
-            "dtype",
-            "capacity_factor",
-            "dispatch_bytes",
-        }
+        training_fields = {f.name for f in fields(Training)}
         training = {k: v for k, v in self.setup.items() if k in training_fields}
         parallel = {k: v for k, v in self.setup.items() if k not in training_fields}
         return Workload(
@@ -181,11 +183,13 @@ PUBLISHED: tuple[PublishedRun, ...] = (
                  {"dtype": "fp8", "zero": 3}, seq=8192),
     PublishedRun("gpt3-175b-bf16-dgxc", "gpt3-175b", "dgx-h100", 4, 8, 4, 256, "step", 8.91,
                  f"{DGXC}, nemo_megatron/README_175b.md, 128 GPUs",
-                 {"sequence_parallel": True, "zero": 1, "virtual_stages": 12},
+                 {"sequence_parallel": True, "zero": 1, "virtual_stages": 12,
+                  "grad_bytes": 2, "dp_bucket_mb": 220},
                  options={"tp_overlap": 1.0}),
     PublishedRun("nemotron4-15b-bf16-dgxc", NEMOTRON4_15B, "dgx-h100", 4, 1, 4, 64, "step", 2.83,
                  f"{DGXC}, nemotron/README_15b.md, 16 GPUs",
-                 {"sequence_parallel": True, "zero": 1, "micro_batch": 4}, seq=4096,
+                 {"sequence_parallel": True, "zero": 1, "micro_batch": 4, "grad_bytes": 2,
+                  "dp_bucket_mb": 100}, seq=4096,
                  options={"tp_overlap": 1.0}),
     # Context parallelism: Megatron-Bridge's 26.02 row, DGX-H100 (recipe llama31_405b_
     # pretrain_1024gpu_h100_fp8cs_config: CP 2, VP 8, sequence parallelism, userbuffer TP
@@ -207,7 +211,31 @@ WHOLE_TRAINING: tuple[PublishedRun, ...] = (
     # tokens/s per GPU; 2048 H800 (3.1), PP 16, EP 64 over 8 nodes, ZeRO-1 DP, TP 1 (3.2),
     # DualPipe (3.2.1), node-limited routing to 4 nodes (2.1.2), FP8 GEMMs and FP8
     # dispatch (3.3), seq 4096 and batch 15360 (4.2). Micro-batch 1 is ASSUMED (not stated).
+    # DeepEP's kernels hold 20 of the 132 SMs (section 3.2.2): --ep-sms 20.
     PublishedRun("deepseek-v3-h800", "deepseek-v3", H800, 1, 16, 128, 15360, "tokens", 1543,
                  DEEPSEEK_V3, {"dtype": "fp8", "zero": 1, "ep": 64, "ep_overlap": "dualpipe",
-                               "ep_route_nodes": 4, "dispatch_bytes": 1}, seq=4096),
+                               "ep_route_nodes": 4, "dispatch_bytes": 1, "ep_sms": 20}, seq=4096),
+)  # fmt: skip
+
+# Per-step MoE figures, entered as their recipes configure them, shown beside the
+# validation set (README) with their error: they land far outside its goal and what the
+# step model misses there is not established (README, "MoE validation").
+# Megatron-Bridge performance summary, 25.09 container, DGX-H100 (docs/performance-
+# summary.md @fa0315ae2, Oct 2025): DeepSeekV3 (dropless), 1024 GPUs, GBS 8192, MBS 1,
+# seq 4096, TP 2 PP 8 VP 4 EP 64, 1297 tokens/s per GPU (FP8). The recipe at that commit
+# (scripts/performance/run_script.py, configs/deepseek/deepseek_v3_llm_pretrain.yaml,
+# src/megatron/bridge/recipes/deepseek/deepseek_v3.py): expert TP 1, sequence parallel,
+# distributed optimizer, DeepEP (flex dispatcher, Megatron-Core's 20 SMs: TransformerConfig
+# moe_deepep_num_sms), forced load balancing, overlap_moe_expert_parallel_comm (--ep-overlap
+# 1f1b), overlap_grad_reduce off on H100 (dp_overlap False), MTP 1 in the layout
+# "Et|(tt|)*30mL" (61 + 3 = 64 over pp 8 x v 4), group-limited routing of 8 groups, top 4
+# (DeepSeekV3ModelProvider): a group is 32 experts = one node's 8 EP ranks, so a token
+# reaches at most 4 nodes (--ep-route-nodes 4). Recompute of mla_up_proj and the dense
+# layers' mlp: not stated (--recompute none; the up-projections are ~3% of the compute).
+DEEPSEEK_V3_MTP = replace(preset("deepseek-v3"), mtp_layers=1)
+MOE_STEP: tuple[PublishedRun, ...] = (
+    PublishedRun("deepseek-v3-fp8-h100", DEEPSEEK_V3_MTP, "dgx-h100", 2, 8, 64, 8192, "tokens",
+                 1297, f"{BRIDGE}, 25.09 container, DGX-H100",
+                 {**_BRIDGE, "virtual_stages": 4, "ep": 64, "etp": 1, "ep_overlap": "1f1b",
+                  "ep_sms": 20, "ep_route_nodes": 4, "dp_overlap": False}, seq=4096),
 )  # fmt: skip

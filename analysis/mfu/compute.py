@@ -18,7 +18,9 @@ over t tensor-parallel ranks; h hidden, a heads, f the MLP width, d the head dim
   writing its tensors once forward and twice as much backward; with sequence parallelism
   the norms and dropouts see 1/t of the tokens;
 - **recompute**: full recompute runs the layer's forward again in the backward; selective
-  recompute runs the attention core's forward again;
+  recompute runs the attention core's forward again; partial recompute (`recompute_layers`)
+  runs the whole forward again on that many layers of each model chunk, what their
+  operators have not already recomputed (`MicroBatchCompute.recomputed`);
 - the **optimizer step**, once per step, memory bound: Adam reads and writes the fp32
   master weights, both moments and the gradient of the accelerator's (ZeRO: sharded) part.
 
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from collbench.analysis.mfu import moe
 from collbench.analysis.mfu.workload import Workload
@@ -108,6 +110,10 @@ class MicroBatchCompute:
     stage: tuple[OperatorTime, ...]  # the stage's own: logits and loss (last stage)
     optimizer_s: float  # once per step, not per micro-batch
     gemms: tuple[tuple[Gemm, GemmTime], ...]  # every distinct GEMM priced, and its price
+    # Partial recompute: what `recomputed_layers` of the stage's layers run again on top of
+    # `layer` (their forward, less what `layer` already recomputes).
+    recomputed: tuple[OperatorTime, ...] = ()
+    recomputed_layers: int = 0
 
     @property
     def forward_s(self) -> float:
@@ -117,8 +123,10 @@ class MicroBatchCompute:
 
     @property
     def total_s(self) -> float:
-        return self.layers * sum(op.total_s for op in self.layer) + sum(
-            op.total_s for op in self.stage
+        return (
+            self.layers * sum(op.total_s for op in self.layer)
+            + self.recomputed_layers * sum(op.total_s for op in self.recomputed)
+            + sum(op.total_s for op in self.stage)
         )
 
     @property
@@ -129,8 +137,9 @@ class MicroBatchCompute:
     def category_s(self, category: str) -> float:
         """Seconds of one category over the stage's layers and its own operators."""
         layer = sum(op.total_s for op in self.layer if op.category == category)
+        again = sum(op.total_s for op in self.recomputed if op.category == category)
         stage = sum(op.total_s for op in self.stage if op.category == category)
-        return self.layers * layer + stage
+        return self.layers * layer + self.recomputed_layers * again + stage
 
 
 def model_pricer(accelerator: Accelerator, peak_flops: float, dtype: str = "bf16") -> GemmPricer:
@@ -212,24 +221,62 @@ def micro_batch_compute(
             priced[gemm.shape] = (gemm, pricer(gemm))
         return priced[gemm.shape][1].time_s / IN_STEP_SHARE
 
-    full = workload.training.recompute == "full"
-    layer = [
-        *_weight_operators(layer_gemms(workload), time_of, full),
-        _attention(workload, accelerator, peak_flops, time_of),
-        *_memory_operators(workload, accelerator, full),
-    ]
+    layer = _layer_operators(workload, accelerator, peak_flops, time_of)
     # The last stage adds the logits and the loss to its layers, the first only the
     # embedding lookup (cheap): the last is the busiest (with pp = 1, the only one).
     stage = [
         *_weight_operators(logits_gemms(workload), time_of, False),
         _loss(workload, accelerator),
     ]
+    partial = 0 if workload.training.recompute == "full" else workload.recomputed_layers
+    recomputed: tuple[OperatorTime, ...] = ()
+    if partial:
+        full = replace(
+            workload, training=replace(workload.training, recompute="full", recompute_layers=0)
+        )
+        recomputed = _recomputed(layer, _layer_operators(full, accelerator, peak_flops, time_of))
     return MicroBatchCompute(
         tuple(layer),
         workload.layers_per_stage,
         tuple(stage),
         _optimizer_s(workload, accelerator),
         tuple(priced.values()),
+        recomputed,
+        partial,
+    )
+
+
+def _layer_operators(
+    workload: Workload,
+    accelerator: Accelerator,
+    peak_flops: float,
+    time_of: Callable[[Gemm], float],
+) -> list[OperatorTime]:
+    """One layer's operators for one micro-batch: forward, backward and recompute."""
+    full = workload.training.recompute == "full"
+    return [
+        *_weight_operators(layer_gemms(workload), time_of, full),
+        _attention(workload, accelerator, peak_flops, time_of),
+        *_memory_operators(workload, accelerator, full),
+    ]
+
+
+def _recomputed(layer: list[OperatorTime], full: list[OperatorTime]) -> tuple[OperatorTime, ...]:
+    """What a fully recomputed layer runs on top of `layer`: its operators as --recompute
+    full recomputes them, less what `layer` already recomputes (selective: the attention
+    core)."""
+    return tuple(
+        OperatorTime(
+            f"{own.op} (recomputed)",
+            own.category,
+            0.0,
+            0.0,
+            again.recompute_s - own.recompute_s,
+            again.flops - own.flops,
+            "its forward again (--recompute-layers)",
+        )
+        for own, again in zip(layer, full, strict=True)
+        if again.recompute_s > own.recompute_s
     )
 
 

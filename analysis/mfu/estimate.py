@@ -292,8 +292,10 @@ def _step(
     m = workload.microbatches
     tp = _tp_comm(workload, pricer, options, hide_all, tp_gemms)
     pp = _pp_comm(workload, pricer, hide_all)
-    cp_ep = _cp_ep_comm(workload, pricer, micro, hide_all)
-    in_micro_s = tp.exposed_s + tp.slowdown_s + pp.exposed_s + sum(k.exposed_s for k in cp_ep)
+    sm_count = tp_gemms.accelerator.sm_count if tp_gemms else None
+    cp_ep = _cp_ep_comm(workload, pricer, micro, hide_all, sm_count)
+    cp_ep_s = sum(k.exposed_s + k.slowdown_s for k in cp_ep)
+    in_micro_s = tp.exposed_s + tp.slowdown_s + pp.exposed_s + cp_ep_s
     slot_s = micro.total_s + in_micro_s / m
     bubble_s = (par.pp - 1) / par.virtual_stages * slot_s
     dualpipe = moe.dualpipe_bubble_s(workload, micro.forward_s, micro.backward_s)
@@ -302,19 +304,25 @@ def _step(
     dp, slowdown_s = _dp_comm(workload, pricer, options, micro, hide_all)
     compute_s = m * micro.total_s + micro.optimizer_s
     total_s = compute_s + in_micro_s + bubble_s + dp.exposed_s + slowdown_s
-    slowdown_s += tp.slowdown_s  # (in in_micro_s already)
+    slowdown_s += tp.slowdown_s + sum(k.slowdown_s for k in cp_ep)  # (in in_micro_s already)
     return _Step(total_s, compute_s, bubble_s, slowdown_s, (tp, *cp_ep, pp, dp))
 
 
 def _cp_ep_comm(
-    workload: Workload, pricer: Pricer, micro: MicroBatchCompute, hide_all: bool
+    workload: Workload,
+    pricer: Pricer,
+    micro: MicroBatchCompute,
+    hide_all: bool,
+    sm_count: int | None = None,
 ) -> tuple[CommKind, ...]:
     """The context-parallel K/V ring and the expert-parallel all-to-alls (analysis.mfu.cp,
-    analysis.mfu.moe), where the workload has them."""
+    analysis.mfu.moe), where the workload has them; `sm_count` prices the SMs the EP
+    kernels hold (None: not priced)."""
     attention = next(op for op in micro.layer if op.op == "attention")
+    window_s = moe.overlap_window_s(workload, micro.layer)
     exchanges = (
         ("cp", cp.cp_exchange(workload, pricer, attention.forward_s, attention.backward_s)),
-        ("ep", moe.ep_exchange(workload, pricer, moe.overlap_window_s(workload, micro.layer))),
+        ("ep", moe.ep_exchange(workload, pricer, window_s, None if hide_all else sm_count)),
     )
     return tuple(
         CommKind(
@@ -324,6 +332,7 @@ def _cp_ep_comm(
             0.0 if hide_all else exchange.exposed_s,
             _sources(exchange.priced),
             _origin(*exchange.priced.values()),
+            slowdown_s=exchange.slowdown_s,
         )
         for kind, exchange in exchanges
         if exchange.priced
@@ -361,20 +370,21 @@ def _tp_comm(
     par, run = workload.parallelism, workload.training
     if par.tp == 1:
         return CommKind("tp", "none (tp = 1)", 0.0, 0.0, "-")
-    per_layer = 6 if run.recompute == "full" else 4
+    # 4 per layer, 2 more on each layer whose forward is recomputed (all: full recompute)
+    per_stage = 4 * workload.layers_per_stage + 2 * workload.recomputed_layers
+    per_layer = per_stage / workload.layers_per_stage
     size = workload.micro_tokens * workload.model.hidden * run.activation_bytes
     if par.sequence_parallel:
         named = {
             "all_gather": pricer("all_gather", size, par.tp, 1),
             "reduce_scatter": pricer("reduce_scatter", size, par.tp, 1),
         }
-        what = f"all_gather + reduce_scatter {_mb(size)} x {per_layer}/layer"
+        what = f"all_gather + reduce_scatter {_mb(size)} x {per_layer:g}/layer"
     else:
         named = {"all_reduce": pricer("all_reduce", size, par.tp, 1)}
-        what = f"all_reduce {_mb(size)} x {per_layer}/layer"
+        what = f"all_reduce {_mb(size)} x {per_layer:g}/layer"
     one_s = sum(priced.time_s for priced in named.values())
-    layers = workload.layers_per_stage
-    total_s = one_s * per_layer * layers * workload.microbatches
+    total_s = one_s * per_stage * workload.microbatches
     source, origin = _sources(named), _origin(*named.values())
     if hide_all or not options.tp_overlap:
         return CommKind("tp", what, total_s, 0.0 if hide_all else total_s, source, origin)

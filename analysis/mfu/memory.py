@@ -19,7 +19,9 @@ per layer and micro-batch of s·b tokens:
 - selective recompute drops the attention core (the 5·a·s²·b term), and so does
   FlashAttention (`attention = "flash"`), which never stores the scores;
 - full recompute keeps only each layer's input, 2·s·b·h (/ t with sequence parallelism),
-  plus one layer's full activations while it is recomputed.
+  plus one layer's full activations while it is recomputed; partial recompute
+  (--recompute-layers R) keeps that for R layers of each model chunk and the rest as
+  --recompute says.
 Without dropout (Llama 3, Nemotron-4) the two masks and the scores' mask are not stored.
 
 Every pipeline stage is estimated and the busiest one reported. Stage r of 1F1B holds
@@ -210,12 +212,15 @@ def activation_bytes(workload: Workload, in_flight: float, rank: int = 0) -> flo
     model, par, run = workload.model, workload.parallelism, workload.training
     tokens = workload.micro_tokens  # seq / cp of each sequence
     layers = stage_layers(workload, rank)
-    if run.recompute == "full":
-        split = par.tp if par.sequence_parallel else 1
-        stored = 2 * tokens * model.hidden / split
-        total = stored * layers * in_flight + layer_activation_bytes(workload, "none")
-    else:
-        total = layer_activation_bytes(workload, run.recompute) * layers * in_flight
+    # Fully recomputed layers (all of them, or --recompute-layers of each chunk) keep only
+    # their input, plus one layer's activations while it is recomputed; the rest keep what
+    # --recompute says.
+    full = layers if run.recompute == "full" else min(layers, workload.recomputed_layers)
+    split = par.tp if par.sequence_parallel else 1
+    stored = 2 * tokens * model.hidden / split
+    total = layer_activation_bytes(workload, run.recompute) * (layers - full) * in_flight
+    if full:
+        total += stored * full * in_flight + layer_activation_bytes(workload, "none")
     if rank == par.pp - 1:
         total += LOGIT_BYTES * tokens * model.vocab / par.tp
     return total

@@ -30,11 +30,18 @@ compute it runs beside), exposed = the rest:
   --moe-shared-expert-overlap runs them on another stream during dispatch and combine);
 - "dualpipe": beside the whole layer of another micro-batch (DeepSeek-V3 section 3.2.1:
   DualPipe pairs one micro-batch's forward chunk with another's backward chunk so that
-  "both all-to-all and PP communication can be fully hidden"; Megatron-Core's
-  overlap_moe_expert_parallel_comm does the same within 1F1B). ASSUMED: the SMs the
-  communication kernels take (20 of 132 on H800) do not slow the compute beside them. Its
-  bubble is DualPipe's (PP/2 - 1)(F&B + B - 3W) (Table 2), with F&B = F + B and
-  W = B / 2: (pp/2 - 1)(F + B/2) per micro-batch slot.
+  "both all-to-all and PP communication can be fully hidden"). Its bubble is DualPipe's
+  (PP/2 - 1)(F&B + B - 3W) (Table 2), with F&B = F + B and W = B / 2: (pp/2 - 1)(F + B/2)
+  per micro-batch slot;
+- "1f1b": Megatron-Core's overlap_moe_expert_parallel_comm, phase by phase (each all-to-
+  all beside its own phase of the paired micro-batch: `_one_f_one_b_exposed_s`), with the
+  interleaved schedule's bubble.
+Expert tensor parallelism `etp` (Megatron's expert_tensor_parallel_size, 0: = tp): the
+expert layers fold etp x ep over the tp x dp x cp ranks; with etp < tp each rank keeps
+whole experts (/ etp), its tp-split tokens go out directly and only etp ranks gather.
+The SMs the dispatch/combine kernels hold (`ep_sms`; DeepEP's 20 of 132, DeepSeek-V3
+section 3.2.2, Megatron-Core's moe_deepep_num_sms default) slow the compute beside the
+hidden part: `sm_slowdown_s`.
 
 Pure: no I/O.
 """
@@ -63,6 +70,7 @@ class Exchange:
     total_s: float
     exposed_s: float
     priced: dict[str, Any]
+    slowdown_s: float = 0.0  # compute stretched by the SMs the hidden part held
 
     @property
     def hidden_s(self) -> float:
@@ -71,27 +79,29 @@ class Exchange:
 
 def rank_params(workload: Workload) -> float:
     """Parameters one rank holds unsharded: the dense ones / (tp x pp), the routed
-    experts' / (tp x pp x ep); scaled as --params scales the shape's count."""
+    experts' / (etp x pp x ep); scaled as --params scales the shape's count."""
     model, par = workload.model, workload.parallelism
     routed = model.moe_layers * model.experts * model.expert_params
     routed *= model.n_params / model.shape_params
     dense = model.n_params - routed
-    return (dense + routed / par.ep) / (par.tp * par.pp)
+    return (dense / par.tp + routed / (par.ep * par.expert_tp)) / par.pp
 
 
 def on_rank(workload: Workload, params: float, layers: int) -> float:
-    """Of `params` on a pipeline stage of `layers` layers, those one EP rank holds: its
-    routed experts are 1/ep of the stage's."""
-    model, ep = workload.model, workload.parallelism.ep
+    """Of `params` on a pipeline stage of `layers` layers, those one EP rank holds before
+    the tp split: its routed experts are 1/ep of the stage's, split by etp, not tp."""
+    model, par = workload.model, workload.parallelism
     routed = min(layers, model.moe_layers) * model.experts * model.expert_params
     routed *= model.n_params / model.shape_params
-    return params - routed * (1 - 1 / ep)
+    return params - routed * (1 - par.tp / (par.ep * par.expert_tp))
 
 
 def routed_rows(workload: Workload) -> float:
-    """Routed copies of tokens one rank's experts compute per micro-batch."""
-    model, run = workload.model, workload.training
-    return workload.micro_tokens * model.top_k * (run.capacity_factor or 1.0)
+    """Routed copies of tokens one rank's experts compute per micro-batch: the micro-
+    batch's tokens / tp (sequence parallel) gathered over the etp ranks, x top_k."""
+    model, run, par = workload.model, workload.training, workload.parallelism
+    tokens = workload.micro_tokens * par.expert_tp / par.tp
+    return tokens * model.top_k * (run.capacity_factor or 1.0)
 
 
 def mlp_width(workload: Workload) -> float:
@@ -113,14 +123,14 @@ def expert_gemms(workload: Workload) -> tuple[Gemm, ...]:
     h, t = model.hidden, par.tp
     local = model.experts // par.ep
     rows = math.ceil(routed_rows(workload) / local)
-    ffn = math.ceil(model.moe_ffn / t)
+    ffn = math.ceil(model.moe_ffn / par.expert_tp)
     up = 2 * ffn if model.gated_mlp else ffn
     gemms = [
         *_three("router", workload.micro_tokens // t, model.experts, h),
         *_three("experts_up", rows, up, h, local),
         *_three("experts_down", rows, h, ffn, local),
     ]
-    if model.shared_experts:
+    if model.shared_experts:  # split by tp, as the attention (not etp)
         shared = math.ceil(model.shared_experts * model.moe_ffn / t)
         tokens = workload.micro_tokens
         gemms += _three("shared_up", tokens, 2 * shared if model.gated_mlp else shared, h)
@@ -151,10 +161,11 @@ def ep_calls(workload: Workload) -> list[tuple[str, str, float, int, int, int]]:
     """(name, collective, size per rank, calls per MoE layer and micro-batch, ranks,
     stride) of the expert-parallel exchange."""
     model, par, run = workload.model, workload.parallelism, workload.training
-    if not model.experts or (par.ep == 1 and par.tp == 1):
+    if not model.experts or (par.ep == 1 and par.expert_tp == 1):
         return []
     passes = 3 if run.recompute == "full" else 2
-    elements = routed_rows(workload) / par.tp * model.hidden
+    etp = par.expert_tp
+    elements = routed_rows(workload) / etp * model.hidden
     if par.ep_route_nodes and par.ep_route_nodes < model.top_k:
         # Each token crosses to at most ep_route_nodes nodes, once each, and is forwarded
         # to its experts there over scale-up: the scale-out carries that share of it.
@@ -164,20 +175,27 @@ def ep_calls(workload: Workload) -> list[tuple[str, str, float, int, int, int]]:
     calls = []
     if par.ep > 1:
         calls += [
-            ("dispatch", "all_to_all", dispatch, passes, par.ep, par.tp),
-            ("combine", "all_to_all", combine, passes, par.ep, par.tp),
+            ("dispatch", "all_to_all", dispatch, passes, par.ep, etp),
+            ("combine", "all_to_all", combine, passes, par.ep, etp),
         ]
-    if par.tp > 1:  # the received tokens gathered over (and scattered back to) the TP ranks
+    if etp > 1:  # the received tokens gathered over (and scattered back to) the etp ranks
         calls += [
-            ("tp gather", "all_gather", combine * par.tp, passes, par.tp, 1),
-            ("tp scatter", "reduce_scatter", combine * par.tp, passes, par.tp, 1),
+            ("tp gather", "all_gather", combine * etp, passes, etp, 1),
+            ("tp scatter", "reduce_scatter", combine * etp, passes, etp, 1),
         ]
     return calls
 
 
-def ep_exchange(workload: Workload, pricer: Callable[..., Any], window_s: float) -> Exchange:
+def ep_exchange(
+    workload: Workload,
+    pricer: Callable[..., Any],
+    window_s: float | tuple[float, float, float],
+    sm_count: int | None = None,
+) -> Exchange:
     """The step's expert-parallel communication; `window_s`: the compute per MoE layer and
-    micro-batch it may hide behind (`overlap_window_s`)."""
+    micro-batch it may hide behind, or 1F1B's three windows (`overlap_window_s`);
+    `sm_count`: the accelerator's SMs (the compute beside the hidden part loses `ep_sms`
+    of them: `sm_slowdown_s`)."""
     calls = ep_calls(workload)
     if not calls:
         return Exchange("none (no expert parallelism)", 0.0, 0.0, {})
@@ -186,25 +204,89 @@ def ep_exchange(workload: Workload, pricer: Callable[..., Any], window_s: float)
     }
     layer_s = sum(priced[name].time_s * count for name, _, _, count, _, _ in calls)
     repeats = moe_layers_on_stage(workload) * workload.microbatches
-    exposed_s = max(0.0, layer_s - window_s) * repeats
+    if isinstance(window_s, tuple):
+        exposed_s = _one_f_one_b_exposed_s(workload, calls, priced, window_s) * repeats
+    else:
+        exposed_s = max(0.0, layer_s - window_s) * repeats
+    slowdown_s = sm_slowdown_s(workload, layer_s * repeats - exposed_s, sm_count)
     size = calls[0][2]
     what = (
         f"all_to_all {size / 1e6:.1f} MB x {2 * calls[0][3]}/MoE layer"
-        + (" + tp all_gather/reduce_scatter" if workload.parallelism.tp > 1 else "")
+        + (" + tp all_gather/reduce_scatter" if workload.parallelism.expert_tp > 1 else "")
         + f", overlap {workload.parallelism.ep_overlap}"
+        + (f", {workload.parallelism.ep_sms} SMs held" if slowdown_s else "")
     )
-    return Exchange(what, layer_s * repeats, exposed_s, priced)
+    return Exchange(what, layer_s * repeats, exposed_s, priced, slowdown_s)
 
 
-def overlap_window_s(workload: Workload, layer_ops: Any) -> float:
+def sm_slowdown_s(workload: Workload, hidden_s: float, sm_count: int | None) -> float:
+    """What the compute beside `hidden_s` of all-to-all loses to the SMs its kernels hold:
+    for those seconds it runs on (S - s) of S SMs, so it finishes hidden_s x s / S later
+    (DeepEP's normal kernels hold 20 of an H800's 132 SMs, DeepSeek-V3 section 3.2.2)."""
+    sms = workload.parallelism.ep_sms
+    if not sms or not sm_count or hidden_s <= 0:
+        return 0.0
+    return hidden_s * min(sms, sm_count) / sm_count
+
+
+def overlap_window_s(workload: Workload, layer_ops: Any) -> float | tuple[float, float, float]:
     """Seconds of compute per MoE layer and micro-batch the all-to-alls run beside:
-    `layer_ops` are the layer's OperatorTime (analysis.compute)."""
+    `layer_ops` are the layer's OperatorTime (analysis.compute). 1F1B: its three windows,
+    (pre-dispatch forward, the MLP forward + backward, pre-dispatch backward)."""
     choice = workload.parallelism.ep_overlap
     if choice == "shared-expert":
         return sum(op.total_s for op in layer_ops if op.op.startswith("shared_"))
     if choice == "dualpipe":
         return sum(op.total_s for op in layer_ops)
+    if choice == "1f1b":
+        mlp = [op for op in layer_ops if op.op.startswith(MLP_OPS)]
+        rest = [op for op in layer_ops if not op.op.startswith(MLP_OPS)]
+        return (
+            sum(op.forward_s for op in rest),
+            sum(op.total_s for op in mlp),
+            sum(op.backward_s + op.recompute_s for op in rest),
+        )
     return 0.0
+
+
+# The MoE layer's MLP side (after dispatch, before combine); the rest of a layer is its
+# pre-dispatch side (norms, attention, router).
+MLP_OPS = ("experts_", "shared_", "swiglu", "gelu", "moe permute")
+
+
+def _one_f_one_b_exposed_s(
+    workload: Workload,
+    calls: list[tuple[str, str, float, int, int, int]],
+    priced: dict[str, Any],
+    windows: tuple[float, float, float],
+) -> float:
+    """Exposed all-to-all per MoE layer and micro-batch under Megatron-Core's EP overlap
+    (overlap_moe_expert_parallel_comm; megatron/core/models/common/
+    model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run), which pairs one
+    micro-batch's forward layer with another's backward layer on two streams:
+        comm: combine bwd        | dispatch fwd, dispatch bwd | combine fwd
+        comp: pre-dispatch fwd   | MLP bwd, MLP fwd           | pre-dispatch bwd
+    Each communication hides behind its phase's compute only. A chunk of the interleaved
+    schedule's warm-up (rank 0: (pp - 1) x 2 + (v - 1) x pp of the m x v forward chunks;
+    Megatron's schedules.py) and as many cool-down backwards run unpaired, exposed; so
+    does a full recompute's extra forward."""
+    dispatch = sum(priced[c[0]].time_s for c in calls if c[0] in ("dispatch", "tp gather"))
+    combine = sum(priced[c[0]].time_s for c in calls if c[0] in ("combine", "tp scatter"))
+    pre_forward, mlp, pre_backward = windows
+    paired = (
+        max(0.0, combine - pre_forward)
+        + max(0.0, 2 * dispatch - mlp)
+        + max(0.0, combine - pre_backward)
+    )
+    alone = 2 * (dispatch + combine)
+    par = workload.parallelism
+    chunks = workload.microbatches * par.virtual_stages
+    warmup = (par.pp - 1) * 2 + (par.virtual_stages - 1) * par.pp if par.pp > 1 else 0
+    unpaired = (
+        min(1.0, warmup / chunks) if par.virtual_stages > 1 else min(1.0, (par.pp - 1) / chunks)
+    )
+    extra = (calls[0][3] - 2) * (dispatch + combine)
+    return (1 - unpaired) * paired + unpaired * alone + extra
 
 
 def dualpipe_bubble_s(workload: Workload, forward_s: float, backward_s: float) -> float | None:

@@ -29,8 +29,8 @@ this module prices each pair, per layer and micro-batch (s = one collective's si
   reduce-scatter beside the weight-gradient GEMM of the same layer, its kernels on `sms`
   SMs; the GEMM runs on the rest while both run, and what the GEMM does not cover is
   exposed.
-Full recompute repeats the forward's pairs. The collectives' total stays what they would
-cost unoverlapped (analysis/mfu/step_collectives.py lists the same ones); the exposed part
+Recomputing a layer's forward (full recompute, --recompute-layers) repeats its pairs.
+The collectives' total stays what they would cost unoverlapped (analysis/mfu/step_collectives.py lists the same ones); the exposed part
 is what the chunks leave on the critical path, and the GEMM slowdown is what chunking
 (smaller GEMMs, priced at their own shape) and the SM share add to the GEMMs' time.
 
@@ -193,8 +193,11 @@ def overlapped_tp(
         + ring("attn_proj", "dgrad")
         + beside_wgrad("qkv")
     )
-    per_layer = forward.times(2 if run.recompute == "full" else 1) + backward
-    return per_layer.times(workload.layers_per_stage * workload.microbatches)
+    # Each recomputed layer (all of them with full recompute) runs its forward pairs again.
+    per_stage = (forward + backward).times(workload.layers_per_stage) + forward.times(
+        workload.recomputed_layers
+    )
+    return per_stage.times(workload.microbatches)
 
 
 def describe(settings: TpOverlapSettings, tp: int, sm_count: int | None) -> str:

@@ -5,7 +5,12 @@ FLOP counts follow PaLM (Chowdhery et al. 2022, appendix B): model FLOPs per tok
 6·N + 12·L·H·Q·T (N parameters, L layers, H heads, Q head dim, T sequence length). The
 hardware FLOPs add what recomputation does again: full recompute repeats the forward
 (8·N + 16·L·H·Q·T); selective recompute (Korthikanti et al. 2022) repeats only the
-attention core, the 4·L·H·Q·T of its forward (6·N + 16·L·H·Q·T).
+attention core, the 4·L·H·Q·T of its forward (6·N + 16·L·H·Q·T). Partial recompute
+(`recompute_layers` R: Megatron's recompute_granularity full with recompute_method block
+and recompute_num_layers R) repeats the whole forward of the first R layers of each model
+chunk (pp·v·R of the L layers) and treats the rest as `recompute` says (none or
+selective): the recomputed layers add 2·N_layers + 4·L·H·Q·T of their share, N_layers
+being the active parameters outside the embeddings.
 
 Mixture of experts (Shazeer et al. 2017; Fedus et al. 2021): N in the FLOPs is the
 *active* count, the parameters one token passes through (the top-k routed experts, the
@@ -27,8 +32,9 @@ from collbench.core.errors import SpecError
 RECOMPUTE = ("none", "selective", "full")
 # How the expert-parallel all-to-alls sit beside compute (analysis/mfu/moe.py): exposed;
 # beside the shared experts (Megatron's --moe-shared-expert-overlap); beside another
-# micro-batch's compute (DeepSeek-V3's DualPipe, Megatron's EP A2A overlap).
-EP_OVERLAPS = ("none", "shared-expert", "dualpipe")
+# micro-batch's compute, in DeepSeek-V3's DualPipe (its own bubble) or in Megatron-Core's
+# 1F1B (overlap_moe_expert_parallel_comm: the interleaved schedule's bubble).
+EP_OVERLAPS = ("none", "shared-expert", "dualpipe", "1f1b")
 # How context parallelism exchanges K/V (analysis/mfu/cp.py): a ring of send/recv
 # (Megatron's default, cp_comm_type p2p) or one all-gather.
 CP_COMMS = ("p2p", "all_gather")
@@ -113,6 +119,9 @@ class Model:
     shared_experts: int = 0
     dense_layers: int = 0
     mla: MLA | None = None  # multi-head latent attention (None: multi-head / GQA)
+    # Multi-token prediction modules (DeepSeek-V3 section 2.2: D = 1), each a layer with
+    # its own projection and the shared output head, on the last pipeline stage.
+    mtp_layers: int = 0
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "vocab"):
@@ -120,7 +129,7 @@ class Model:
         self._check_moe()
         if not 0 <= self.params < float("inf"):
             raise SpecError("--params", self.params, "must be a finite number >= 0")
-        for name in ("ffn_hidden", "kv_heads"):
+        for name in ("ffn_hidden", "kv_heads", "mtp_layers"):
             if getattr(self, name) < 0:
                 raise SpecError(f"--{name.replace('_', '-')}", getattr(self, name), "must be >= 0")
         if self.hidden % self.heads:
@@ -277,6 +286,12 @@ class Parallelism:
     cp: int = 1  # context parallel: each rank holds seq / cp of every sequence
     ep: int = 1  # expert parallel: the experts split over ep ranks of the dp x cp ones
     ep_overlap: str = "none"  # EP_OVERLAPS
+    # Expert tensor parallelism (Megatron's expert_tensor_parallel_size; 0: = tp). The
+    # expert layers fold etp x ep x expert-dp over the tp x cp x dp ranks of a stage.
+    etp: int = 0
+    # SMs the dispatch/combine kernels hold while they run beside compute (DeepEP: 20,
+    # DeepSeek-V3 section 3.2.2); 0: not priced (analysis/mfu/moe.py).
+    ep_sms: int = 0
     # Node-limited routing (DeepSeek-V3 section 2.1.2: 4): a token crosses the scale-out to
     # at most this many nodes, once per node (DeepEP); 0: every routed copy is sent.
     ep_route_nodes: int = 0
@@ -293,14 +308,19 @@ class Parallelism:
             raise SpecError("--ep-route-nodes", self.ep_route_nodes, "must be >= 0")
         if self.cp_comm not in CP_COMMS:
             raise SpecError("--cp-comm", self.cp_comm, f"must be one of {', '.join(CP_COMMS)}")
-        # Megatron-Core folds EP into the expert layers' data-parallel ranks (with CP:
-        # its dp x cp ranks; expert tensor parallelism = tp).
-        if (self.dp * self.cp) % self.ep:
+        if isinstance(self.etp, bool) or self.etp < 0 or self.etp > self.tp:
+            raise SpecError("--etp", self.etp, f"must be from 1 to --tp ({self.tp}), or 0 (= tp)")
+        if isinstance(self.ep_sms, bool) or self.ep_sms < 0:
+            raise SpecError("--ep-sms", self.ep_sms, "must be >= 0")
+        # Megatron-Core folds etp x ep into a stage's tp x cp x dp ranks (etp = tp: EP
+        # splits the dp x cp ranks of the expert layers).
+        if (self.tp * self.dp * self.cp) % (self.ep * self.expert_tp):
             raise SpecError(
                 "--ep",
                 self.ep,
-                f"must divide --dp x --cp ({self.dp} x {self.cp}): "
-                "expert parallelism splits the data-parallel ranks of the expert layers",
+                f"x expert TP {self.expert_tp} must divide --tp x --dp x --cp "
+                f"({self.tp} x {self.dp} x {self.cp}): expert parallelism splits the "
+                "ranks of the expert layers",
             )
         if self.zero not in (0, 1, 2, 3):
             raise SpecError("--zero", self.zero, "must be 0, 1, 2 or 3")
@@ -313,6 +333,11 @@ class Parallelism:
     def world_size(self) -> int:
         """Megatron's order: TP innermost, then CP, then DP, then PP."""
         return self.tp * self.cp * self.dp * self.pp
+
+    @property
+    def expert_tp(self) -> int:
+        """The expert layers' tensor parallelism (etp, or tp when not given)."""
+        return self.etp or self.tp
 
     @property
     def dp_ranks(self) -> int:
@@ -328,6 +353,9 @@ class Training:
     global_batch: int  # sequences per step
     micro_batch: int = 1
     recompute: str = "none"
+    # Layers of each model chunk fully recomputed (Megatron's recompute_num_layers with
+    # recompute_method block); the others as `recompute` says. 0: none.
+    recompute_layers: int = 0
     dtype: str = "bf16"
     attention: str = "flash"
     # MoE: each expert computes and exchanges this multiple of its balanced share of the
@@ -356,6 +384,15 @@ class Training:
             raise SpecError("--dispatch-bytes", self.dispatch_bytes, "must be 0, 1, 2 or 4")
         if self.recompute not in RECOMPUTE:
             raise SpecError("--recompute", self.recompute, f"must be one of {', '.join(RECOMPUTE)}")
+        if isinstance(self.recompute_layers, bool) or self.recompute_layers < 0:
+            raise SpecError("--recompute-layers", self.recompute_layers, "must be >= 0")
+        if self.recompute_layers and self.recompute == "full":
+            raise SpecError(
+                "--recompute-layers",
+                self.recompute_layers,
+                "recomputes that many layers of each model chunk in full; with --recompute "
+                "full every layer already is (give --recompute none or selective for the rest)",
+            )
         if self.attention not in ATTENTION_KERNELS:
             raise SpecError(
                 "--attention", self.attention, f"must be one of {', '.join(ATTENTION_KERNELS)}"
@@ -391,6 +428,14 @@ class Workload:
             )
         self._check_interleaving()
         self._check_cp_ep()
+        chunk_layers = self.layers_per_stage // par.virtual_stages
+        if run.recompute_layers > chunk_layers:
+            raise SpecError(
+                "--recompute-layers",
+                run.recompute_layers,
+                f"is more than the {chunk_layers} layers of a model chunk "
+                f"(--pp {par.pp} x --virtual-stages {par.virtual_stages})",
+            )
         if self.model.heads % par.tp:
             raise SpecError("--tp", par.tp, f"must divide the heads ({self.model.heads})")
         if run.global_batch % (par.dp * run.micro_batch):
@@ -416,8 +461,10 @@ class Workload:
             )
         chunks = par.pp * par.virtual_stages
         # Megatron's account_for_embedding/loss_in_pipeline_split count the embedding and
-        # the loss as a layer each (Llama 3.1 405B: 126 + 2 = 128 over pp 8 x v 8).
-        if layers % chunks and (layers + 2) % chunks:
+        # the loss as a layer each (Llama 3.1 405B: 126 + 2 = 128 over pp 8 x v 8), a
+        # pipeline layout the MTP modules too (DeepSeek-V3 "Et|(tt|)*30mL": 61 + 3 = 64).
+        padded = layers + 2 + self.model.mtp_layers
+        if layers % chunks and padded % chunks:
             raise SpecError(
                 "--virtual-stages",
                 par.virtual_stages,
@@ -482,6 +529,23 @@ class Workload:
         return -(-self.model.layers // chunks) * self.parallelism.virtual_stages
 
     @property
+    def recomputed_layers(self) -> int:
+        """Layers of the busiest stage whose whole forward runs again in the backward: all
+        of them with full recompute, else `recompute_layers` of each of its v chunks."""
+        if self.training.recompute == "full":
+            return self.layers_per_stage
+        return self.training.recompute_layers * self.parallelism.virtual_stages
+
+    @property
+    def recomputed_share(self) -> float:
+        """The share of the model's layers fully recomputed (pp·v chunks of R layers)."""
+        if self.training.recompute == "full":
+            return 1.0
+        par = self.parallelism
+        chunks = par.pp * par.virtual_stages
+        return min(1.0, self.training.recompute_layers * chunks / self.model.layers)
+
+    @property
     def tokens_per_step(self) -> int:
         return self.training.global_batch * self.training.seq
 
@@ -504,9 +568,16 @@ class Workload:
         recompute = self.training.recompute
         if recompute == "full":
             return 8 * self.model.active_params + 4 / 3 * self.attention_flops_per_token
+        attention = self.attention_flops_per_token
+        share = self.recomputed_share
+        # The recomputed layers' forward again: 2 FLOPs per active layer parameter and
+        # their attention forward (a third of forward + backward); selective recompute
+        # repeats the attention forward of the others.
+        layer_params = self.model.active_params - self.model.embedding_params
+        extra = share * (2 * layer_params + attention / 3)
         if recompute == "selective":
-            return self.model_flops_per_token + self.attention_flops_per_token / 3
-        return self.model_flops_per_token
+            extra += (1 - share) * attention / 3
+        return self.model_flops_per_token + extra
 
 
 def _positive(name: str, value: int) -> None:

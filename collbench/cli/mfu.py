@@ -122,6 +122,7 @@ MFU_OPTIONS = (
             ("moe_ffn_hidden", "Each expert's MLP width (0: --ffn-hidden)."),
             ("shared_experts", "Experts every token goes through besides (DeepSeek: 1)."),
             ("dense_layers", "First layers that keep a dense MLP (DeepSeek-V3: 3)."),
+            ("mtp_layers", "Multi-token prediction modules on the last stage (DeepSeek-V3: 1)."),
         )
     ),
     Option(
@@ -236,7 +237,8 @@ MFU_OPTIONS = (
     Option(
         ("--ep-overlap",),
         f"What hides the EP all-to-alls: {listing(EP_OVERLAPS)} (dualpipe: another "
-        "micro-batch's compute, DeepSeek-V3's DualPipe).",
+        "micro-batch's compute, DeepSeek-V3's DualPipe; 1f1b: Megatron-Core's EP overlap, "
+        "phase by phase).",
         Parallelism,
         "ep_overlap",
         default=FROM_OWNER,
@@ -249,6 +251,27 @@ MFU_OPTIONS = (
         "(DeepSeek-V3: 4; 0: every routed copy is sent).",
         Parallelism,
         "ep_route_nodes",
+        kind=int,
+        default=FROM_OWNER,
+        panel=_MOE_CP,
+        metavar="N",
+    ),
+    Option(
+        ("--etp",),
+        "Expert tensor parallelism: the experts split over N of the tp ranks (Megatron's "
+        "expert tensor parallel size; 0: = --tp).",
+        Parallelism,
+        "etp",
+        kind=int,
+        default=FROM_OWNER,
+        panel=_MOE_CP,
+        metavar="N",
+    ),
+    Option(
+        ("--ep-sms",),
+        "SMs the dispatch/combine kernels hold beside compute (DeepEP: 20; 0: not priced).",
+        Parallelism,
+        "ep_sms",
         kind=int,
         default=FROM_OWNER,
         panel=_MOE_CP,
@@ -290,6 +313,16 @@ MFU_OPTIONS = (
         "recompute",
         default=FROM_OWNER,
         metavar="NAME",
+    ),
+    Option(
+        ("--recompute-layers",),
+        "Fully recompute N layers of each model chunk, the rest as --recompute says "
+        "(Megatron's recompute_num_layers, method block).",
+        Training,
+        "recompute_layers",
+        kind=int,
+        default=FROM_OWNER,
+        metavar="N",
     ),
     Option(
         ("--dtype",),

@@ -308,7 +308,9 @@ def _headline(workload: Workload) -> str:
         f"hidden {model.hidden}, seq {run.seq}, global batch {run.global_batch} "
         f"(micro {run.micro_batch}, {workload.microbatches} per pipeline), "
         f"{' '.join(flag for flag in flags if flag)}, "
-        f"recompute {run.recompute}, {run.dtype}"
+        f"recompute {run.recompute}"
+        + (f" + {run.recompute_layers} layers/chunk in full" if run.recompute_layers else "")
+        + f", {run.dtype}"
     )
     if workload.dp_origin:
         headline += f"\n# dp {par.dp} on every fabric: {workload.dp_origin}"

@@ -32,6 +32,7 @@ def explain_rows(result: Estimate) -> list[dict[str, Any]]:
     micro, m = result.micro, result.microbatches
     assert micro is not None  # every estimate carries its compute
     rows = [_operator(op, micro.layers * m, "layer") for op in micro.layer]
+    rows += [_operator(op, micro.recomputed_layers * m, "layer") for op in micro.recomputed]
     rows += [_operator(op, m, "stage") for op in micro.stage]
     rows.append(_part("optimizer step", MEMORY, micro.optimizer_s))
     rows.append(_part("pipeline bubble", "bubble", result.bubble_s))

@@ -32,8 +32,8 @@ PINNED = {
     "1t-full-step": (49.2, None),
     "1t-hfu": (49.2, None),
     "145b-hfu": (43.6, None),
-    "gpt3-175b-bf16-dgxc": (67.4, None),
-    "nemotron4-15b-bf16-dgxc": (59.7, None),
+    "gpt3-175b-bf16-dgxc": (57.0, None),  # bf16 gradient buffer (grad_sync_dtype)
+    "nemotron4-15b-bf16-dgxc": (50.9, None),  # bf16 gradients, no dropout masks
     "llama3-70b-fp8-gbs128": (71.6, None),
     "llama3-8b-fp8-fsdp": (52.9, None),
     "nemotron4-340b-256gpu": (63.3, None),
