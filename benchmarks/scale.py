@@ -115,7 +115,7 @@ def prepare_fit(scratch: Path, rows: int) -> list[str]:
 def prepare_report(scratch: Path, rows: int) -> list[str]:
     run = write_sweep(scratch / f"sweep-{rows}", rows)
     out = scratch / f"report-{rows}.html"
-    return collbench("report", str(run), "-o", str(out), "--force")
+    return collbench("report", str(run), "--out", str(out), "--force")
 
 
 def prepare_compare(scratch: Path, samples: int) -> list[str]:
@@ -197,7 +197,7 @@ def tune_dir(scratch: Path, settings: int) -> Path:
 
 def prepare_report_tune(scratch: Path, settings: int) -> list[str]:
     out = scratch / f"report-tune-{settings}.html"
-    return collbench("report", str(tune_dir(scratch, settings)), "-o", str(out), "--force")
+    return collbench("report", str(tune_dir(scratch, settings)), "--out", str(out), "--force")
 
 
 def prepare_tune_from(scratch: Path, settings: int) -> list[str]:
