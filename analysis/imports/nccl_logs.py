@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collbench.analysis.imports.log_columns import LogColumns, whole_lines_columns
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.errors import SpecError
 from collbench.core.knobs import KNOB_PREFIXES
@@ -81,6 +82,7 @@ _TOOL_BANNERS = (
 )
 _TIME_NAMES = ("time", "cputime", "hipevt")
 _COLUMN_ALIASES = {"#wrong": "wrong"}
+_COLUMN_RUN = 1024  # whole lines parsed a column at a time together (log_columns)
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ class LogRow:
 class LogTable:
     """One result table and the run parameters and devices printed with it."""
 
-    rows: tuple[LogRow, ...]
+    data: LogColumns  # the rows, column by column
     params: dict[str, Any]
     ranks: tuple[dict[str, Any], ...]
     program: str | None  # the program the log names (`all_reduce_perf`, `AllReduce`), if any
@@ -112,6 +114,11 @@ class LogTable:
     columns: tuple[str, ...] = ()
     extra_columns: tuple[str, ...] = ()
     footer: dict[str, Any] = field(default_factory=dict)  # empty when the log has none
+
+    @functools.cached_property
+    def rows(self) -> tuple[LogRow, ...]:
+        """The rows as LogRows, made when first asked for (an import reads `data`)."""
+        return self.data.rows(LogRow)
 
 
 @dataclass(frozen=True)
@@ -153,16 +160,21 @@ def parse_text_log(text: str, path: str = "<log>") -> ParsedLog:
 
 
 def parse_text_lines(lines: Iterable[str], path: str = "<log>") -> ParsedLog:
-    """parse_text_log for a log given a line at a time, each with its line ending (a file
-    read as a stream, never whole: collbench.run.import_logs)."""
+    """parse_text_log for a log given a line (or a few whole lines) at a time, each with its
+    line ending (a file read as a stream, never whole: collbench.run.import_logs)."""
     parser = _TextParser(path)
     number = last_line = 0
     ends_with_newline = True
-    for chunk in lines:
+    row_start = _ROW_START.match
+    for chunk in lines:  # a line or several, each with its line ending
         ends_with_newline = chunk.endswith("\n")
         # The lines str.splitlines makes of the whole text (\r, \f, \u2028... end one too).
         for raw in chunk.splitlines():
             number += 1
+            if row_start(raw):  # a table row, as feed takes it (no prefix can precede it)
+                last_line = number
+                parser.row(raw.split(), number)
+                continue
             if raw.strip():
                 last_line = number
             try:
@@ -217,8 +229,7 @@ class _TextParser:
             return
         first, self.seen_content = not self.seen_content, True
         if _ROW_START.match(line):
-            self.draft.lines.append((number, line.split()))
-            self.last_row_line = number
+            self.row(line.split(), number)
             return
         self._note_facts(line)
         if (
@@ -229,6 +240,12 @@ class _TextParser:
             and not any(banner in line for banner in _TOOL_BANNERS)
         ):
             self.comment = line.lstrip("#").strip()
+
+    def row(self, fields: list[str], number: int) -> None:
+        """A table row's fields (parsed when its table is finished)."""
+        self.seen_content = True
+        self.drafts[-1].lines.append((number, fields))
+        self.last_row_line = number
 
     def _note_facts(self, line: str) -> None:
         for fixed_key, pattern in _VERSIONS:
@@ -331,27 +348,44 @@ class _TextParser:
             warnings=tuple(self.warnings),
         )
 
+    def _line_rows(self, line: tuple[int, list[str]], layout: Layout, cut: bool) -> list[LogRow]:
+        """parse_row of one table line, checked, with a warning if it is skipped or cut."""
+        number, fields = line
+        parsed = parse_row(fields, layout, cut=cut)
+        for row in parsed or ():
+            check_integers(row, self.path, f"line {number}: ")
+        if parsed is None:
+            self.warnings.append(
+                f"{self.path} line {number}: skipped, not a table row ({' '.join(fields)[:60]!r})"
+            )
+        elif cut and len(parsed) < len(layout.groups):
+            self.warnings.append(
+                f"{self.path} line {number}: the last row is cut short; "
+                f"kept {len(parsed)} of its {len(layout.groups)} "
+                "placement(s)"
+            )
+        return parsed or []
+
     def _table(self, draft: _TableDraft, cut_last_line: bool) -> LogTable:
         layout = draft.layout or layout_from_fields(draft.lines[0][1], self.path)
-        rows: list[LogRow] = []
-        for index, (number, fields) in enumerate(draft.lines):
-            last = index == len(draft.lines) - 1 and not draft.footer
-            cut = last and (cut_last_line or len(fields) < _width(layout))
-            parsed = parse_row(fields, layout, cut=cut)
-            for row in parsed or ():
-                check_integers(row, self.path, f"line {number}: ")
-            if parsed is None:
-                self.warnings.append(
-                    f"{self.path} line {number}: skipped, not a table row "
-                    f"({' '.join(fields)[:60]!r})"
-                )
-            elif cut and len(parsed) < len(layout.groups):
-                self.warnings.append(
-                    f"{self.path} line {number}: the last row is cut short; "
-                    f"kept {len(parsed)} of its {len(layout.groups)} "
-                    "placement(s)"
-                )
-            rows.extend(parsed or ())
+        data, lines, whole = LogColumns(), draft.lines, _width(layout)
+        # Runs of whole lines a column at a time (log_columns), up to _COLUMN_RUN lines each,
+        # any other line alone; a table without a footer may end in a line cut short.
+        end, start = len(lines) - (0 if draft.footer else 1), 0
+        while start < len(lines):
+            stop = start
+            while stop < min(end, start + _COLUMN_RUN) and len(lines[stop][1]) == whole:
+                stop += 1
+            run = [fields for _, fields in lines[start:stop]]
+            columns = whole_lines_columns(run, layout.prefix, layout.groups)
+            if columns is not None:
+                data.extend(columns)
+            else:
+                for index in range(start, max(stop, start + 1)):
+                    last = index == len(lines) - 1 and not draft.footer
+                    cut = last and (cut_last_line or len(lines[index][1]) < whole)
+                    data.extend(LogColumns.from_rows(self._line_rows(lines[index], layout, cut)))
+            start = max(stop, start + 1)
         extras = tuple(
             name
             for _, names in layout.groups
@@ -359,7 +393,7 @@ class _TextParser:
             if name not in ("time", "algbw", "busbw", "wrong", "error")
         )
         return LogTable(
-            rows=tuple(rows),
+            data=data,
             params=dict(draft.params),
             ranks=tuple(draft.ranks),
             program=draft.program,
@@ -601,7 +635,7 @@ def parse_json_log(data: Any, path: str = "<json>", cut_short: bool = False) -> 
     code = data.get("nccl_version")
     versions = {"nccl": nccl_version_from_code(code)} if isinstance(code, int) and code else {}
     table = LogTable(
-        rows=tuple(rows),
+        data=LogColumns.from_rows(rows),
         params=_json_params(config),
         ranks=tuple(
             _json_rank(device) for device in config.get("devices") or data.get("devices") or []

@@ -21,7 +21,6 @@ from typing import Any
 
 from collbench.analysis.imports.nccl_logs import (
     LOG_FIELD,
-    LogRow,
     LogTable,
     ParsedLog,
     parse_json_log,
@@ -35,6 +34,7 @@ from collbench.core.errors import SpecError
 from collbench.core.limits import MAX_NESTING_DEPTH, too_deep
 from collbench.core.stats import median
 from collbench.store.meta import RunMeta
+from collbench.store.row_block import RowBlock
 from collbench.store.rows import ResultRow
 
 BUSBW_TOLERANCE = 0.02  # relative disagreement of printed busbw beyond which we warn
@@ -153,17 +153,51 @@ def build_import(
 ) -> tuple[list[ResultRow], RunMeta]:
     """Result rows and meta for parsed logs, stamped `imported_utc` (pure: nothing is read
     or written; meta names the logs by the paths they were parsed under)."""
+    blocks, meta = build_import_blocks(logs, run_id, collective, imported_utc=imported_utc)
+    return [row for block in blocks for row in block_rows(block)], meta
+
+
+def build_import_blocks(
+    logs: Sequence[ParsedLog],
+    run_id: str,
+    collective: str | None = None,
+    *,
+    imported_utc: str,
+) -> tuple[list[RowBlock], RunMeta]:
+    """build_import's rows as one RowBlock per table (store.row_block: written a column at
+    a time), and its meta."""
     contexts = [table_context(log, table, collective) for log in logs for table in log.tables]
     check_compatible(contexts)
-    rows: list[ResultRow] = []
+    blocks: list[RowBlock] = []
     warnings = [warning for log in logs for warning in log.warnings]
     for context in contexts:
-        rows.extend(table_rows(context, run_id, imported_utc))
+        blocks.append(table_block(context, run_id, imported_utc))
         warnings.extend(context.notes)
         warnings.extend(table_warnings(context))
-    warnings.extend(_duplicate_warnings(rows))
+    warnings.extend(_duplicate_warnings(blocks))
     warnings.extend(_host_warnings(contexts))
-    return rows, import_meta(contexts, rows, run_id, warnings, imported_utc)
+    return blocks, import_meta(contexts, blocks, run_id, warnings, imported_utc)
+
+
+def block_rows(block: RowBlock) -> list[ResultRow]:
+    """A block's rows as ResultRows (make_rows); shared samples (an import's empty list) are
+    each row's own copy, as the rows' constructor would have them."""
+    if "time_us_samples" not in block.shared:
+        return make_rows(
+            block.row_type,
+            block.shared,
+            tuple(block.columns),
+            zip(*block.columns.values(), strict=True),
+        )
+    shared = {name: value for name, value in block.shared.items() if name != "time_us_samples"}
+    samples = block.shared["time_us_samples"]
+    own = zip(*block.columns.values(), strict=True)
+    return make_rows(
+        block.row_type,
+        shared,
+        (*block.columns, "time_us_samples"),
+        ((*values, list(samples)) for values in own),
+    )
 
 
 def table_context(log: ParsedLog, table: LogTable, collective: str | None) -> TableContext:
@@ -189,27 +223,27 @@ def table_context(log: ParsedLog, table: LogTable, collective: str | None) -> Ta
 def _finite_rows(log: ParsedLog, table: LogTable) -> tuple[LogTable, str | None]:
     """The table without rows whose time, algbw or busbw is NaN or infinite, and a warning
     naming them (None when there are none)."""
-    kept = tuple(row for row in table.rows if _is_finite(row))
-    if len(kept) == len(table.rows):
+    data = table.data
+    figures = (data.time_us, data.algbw_gbps, data.busbw_gbps)
+    if all(math.isfinite(sum(column)) for column in figures):  # a NaN or inf makes its sum so
         return table, None
-    bad = [row for row in table.rows if not _is_finite(row)]
-    if not kept:
+    keep = [all(map(math.isfinite, values)) for values in zip(*figures, strict=True)]
+    if all(keep):
+        return table, None
+    bad = [size for size, kept in zip(data.size_bytes, keep, strict=True) if not kept]
+    if not any(keep):
         raise SpecError(
             LOG_FIELD,
             log.path,
             f"has no row with finite figures: all {len(bad)} print a NaN or infinite "
             "time/algbw/busbw",
         )
-    sizes = list(dict.fromkeys(str(row.size_bytes) for row in bad))
+    sizes = list(dict.fromkeys(map(str, bad)))
     sizes = ", ".join(sizes[:5]) + (f" and {len(sizes) - 5} more" if len(sizes) > 5 else "")
-    return replace(table, rows=kept), (
+    return replace(table, data=data.take(keep)), (
         f"{log.path}: dropped {len(bad)} row(s) with a NaN or infinite time/algbw/busbw "
         f"(sizes in bytes: {sizes}); they are not measurements"
     )
-
-
-def _is_finite(row: LogRow) -> bool:
-    return all(math.isfinite(value) for value in (row.time_us, row.algbw_gbps, row.busbw_gbps))
 
 
 def _collective_from_name(log: ParsedLog, table: LogTable) -> str:
@@ -254,7 +288,7 @@ def table_world_size(log: ParsedLog, table: LogTable, collective: str) -> tuple[
             f"{log.path}: no 'Using devices' block; assumed one process, "
             f"nThread x nGpus = {per_process} rank(s)"
         )
-    ratio = _median_ratio(table.rows)
+    ratio = _median_ratio(table.data.algbw_gbps, table.data.busbw_gbps)
     implied = implied_world_size(collective, ratio) if ratio is not None else None
     if implied is None:
         raise SpecError(
@@ -296,10 +330,10 @@ def check_compatible(contexts: Sequence[TableContext]) -> None:
             )
 
 
-def table_rows(context: TableContext, run_id: str, timestamp: str) -> list[ResultRow]:
-    """collbench result rows for one table: the figures the log printed, and no statistics
-    over iterations (nccl-tests prints none)."""
-    params, nodes = context.table.params, context.nodes
+def table_block(context: TableContext, run_id: str, timestamp: str) -> RowBlock:
+    """collbench result rows for one table, as a RowBlock: the figures the log printed, and
+    no statistics over iterations (nccl-tests prints none)."""
+    params, nodes, data = context.table.params, context.nodes, context.table.data
     knobs = {"env": dict(context.log.env), "settings": {"imported": True}}
     shared = dict(
         run_id=run_id,
@@ -318,48 +352,29 @@ def table_rows(context: TableContext, run_id: str, timestamp: str) -> list[Resul
         time_cv=None,
         topology=None,
         knobs=knobs,
+        time_us_samples=[],  # nccl-tests prints no per-iteration times
     )
-    # ResultRow(**shared, **figures) per row, built without its __init__ (row_build)
-    figures = (_row_figures(row) for row in context.table.rows)
-    return make_rows(ResultRow, shared, _FIGURE_NAMES, figures)
+    dtypes = {name: _dtype_name(name) for name in set(data.nccl_type)}
+    ops = {redop: None if redop.lower() == "none" else redop for redop in set(data.redop)}
+    columns = dict(
+        dtype=list(map(dtypes.__getitem__, data.nccl_type)),
+        op=list(map(ops.__getitem__, data.redop)),
+        root=data.root,
+        size_bytes=data.size_bytes,
+        count=data.count,
+        placement=data.placement,
+        time_us=data.time_us,
+        algbw_gbps=data.algbw_gbps,
+        busbw_gbps=data.busbw_gbps,
+        n_wrong=data.n_wrong,
+    )
+    return RowBlock(ResultRow, shared, columns)
 
 
 @functools.lru_cache(maxsize=64)  # once per type, not once per row of a 200k-row log
 def _dtype_name(nccl_type: str) -> str:
     dtype = lookup_dtype(nccl_type)
     return dtype.name if dtype else nccl_type
-
-
-_FIGURE_NAMES = (
-    "dtype",
-    "op",
-    "root",
-    "size_bytes",
-    "count",
-    "placement",
-    "time_us",
-    "algbw_gbps",
-    "busbw_gbps",
-    "n_wrong",
-    "time_us_samples",
-)
-
-
-def _row_figures(row: LogRow) -> tuple[Any, ...]:
-    """A row's own values, in _FIGURE_NAMES order."""
-    return (
-        _dtype_name(row.nccl_type),
-        None if row.redop.lower() == "none" else row.redop,
-        row.root,
-        row.size_bytes,
-        row.count,
-        row.placement,
-        row.time_us,
-        row.algbw_gbps,
-        row.busbw_gbps,
-        row.n_wrong,
-        [],  # time_us_samples: nccl-tests prints no per-iteration times
-    )
 
 
 def table_warnings(context: TableContext) -> list[str]:
@@ -370,7 +385,7 @@ def table_warnings(context: TableContext) -> list[str]:
     if not table.footer:
         warnings.append(
             f"{log.path}: no footer ('# Out of bounds values', '# Avg bus "
-            f"bandwidth'): the log may be cut short; kept its {len(table.rows)} "
+            f"bandwidth'): the log may be cut short; kept its {len(table.data)} "
             "row(s)"
         )
     if table.layout == "headerless":
@@ -378,15 +393,13 @@ def table_warnings(context: TableContext) -> list[str]:
             f"{log.path}: no table header; the columns were inferred from the "
             "number of fields in a row"
         )
-    wrong = sum(1 for row in table.rows if row.n_wrong)
+    wrong = sum(1 for n_wrong in table.data.n_wrong if n_wrong)
     if wrong or table.footer.get("out_of_bounds_ok") is False:
         warnings.append(
             f"{log.path}: the data check failed ({wrong} row(s) with #wrong > 0, "
             f"out of bounds values: {table.footer.get('out_of_bounds_values')})"
         )
-    for name in sorted(
-        name for name in {row.nccl_type for row in table.rows} if not lookup_dtype(name)
-    ):
+    for name in sorted(name for name in set(table.data.nccl_type) if not lookup_dtype(name)):
         warnings.append(f"{log.path}: type {name!r} has no collbench dtype; kept as printed")
     return [warning for warning in warnings if warning]
 
@@ -396,16 +409,20 @@ def busbw_warning(context: TableContext) -> str | None:
     size) by more than BUSBW_TOLERANCE, with the world size the printed ratio fits."""
     collective, world_size = context.collective, context.world_size
     factor = bus_factor(collective, world_size)
-    checked = [row for row in context.table.rows if row.algbw_gbps >= MIN_CHECKED_ALGBW_GBPS]
+    data = context.table.data
+    checked = [
+        (algbw, busbw)
+        for algbw, busbw in zip(data.algbw_gbps, data.busbw_gbps, strict=True)
+        if algbw >= MIN_CHECKED_ALGBW_GBPS
+    ]
     bad = [
-        row
-        for row in checked
-        if abs(row.busbw_gbps - row.algbw_gbps * factor)
-        > BUSBW_TOLERANCE * row.algbw_gbps * factor + 0.005
+        (algbw, busbw)
+        for algbw, busbw in checked
+        if abs(busbw - algbw * factor) > BUSBW_TOLERANCE * algbw * factor + 0.005
     ]
     if not bad:
         return None
-    ratio = _median_ratio(bad)
+    ratio = _median_ratio(*zip(*bad, strict=True))
     implied = implied_world_size(collective, ratio) if ratio is not None else None
     fits = f"; that ratio fits {implied} ranks" if implied else ""
     return (
@@ -416,17 +433,16 @@ def busbw_warning(context: TableContext) -> str | None:
     )
 
 
-def _median_ratio(rows: Sequence[LogRow]) -> float | None:
+def _median_ratio(algbw: Sequence[float], busbw: Sequence[float]) -> float | None:
     ratios = [
-        row.busbw_gbps / row.algbw_gbps for row in rows if row.algbw_gbps >= MIN_CHECKED_ALGBW_GBPS
+        bus / alg for alg, bus in zip(algbw, busbw, strict=True) if alg >= MIN_CHECKED_ALGBW_GBPS
     ]
     return median(ratios)
 
 
-def _duplicate_warnings(rows: Sequence[ResultRow]) -> list[str]:
-    keys = Counter(
-        (row.collective, row.dtype, row.op, row.root, row.size_bytes, row.placement) for row in rows
-    )
+def _duplicate_warnings(blocks: Sequence[RowBlock]) -> list[str]:
+    names = ("collective", "dtype", "op", "root", "size_bytes", "placement")
+    keys = Counter(key for block in blocks for key in zip(*map(block.column, names), strict=True))
     repeated = sum(1 for count in keys.values() if count > 1)
     if not repeated:
         return []
@@ -449,7 +465,7 @@ def _host_warnings(contexts: Sequence[TableContext]) -> list[str]:
 
 def import_meta(
     contexts: Sequence[TableContext],
-    rows: Sequence[ResultRow],
+    blocks: Sequence[RowBlock],
     run_id: str,
     warnings: list[str],
     imported_utc: str,
@@ -490,7 +506,9 @@ def import_meta(
             "header": dict(first.table.params),
             "footer": dict(first.table.footer) or None,
             "footer_missing": any(not context.table.footer for context in contexts),
-            "collectives": dict(Counter(row.collective for row in rows)),
+            "collectives": dict(
+                Counter(name for block in blocks for name in block.column("collective"))
+            ),
             "logs": [
                 _log_meta(log, [context for context in contexts if context.log is log])
                 for log in logs
@@ -522,7 +540,7 @@ def _log_meta(log: ParsedLog, contexts: Sequence[TableContext]) -> dict[str, Any
                 "ranks": list(context.table.ranks),
                 "footer": dict(context.table.footer) or None,
                 "footer_missing": not context.table.footer,
-                "rows": len(context.table.rows),
+                "rows": len(context.table.data),
             }
             for context in contexts
         ],
@@ -535,12 +553,18 @@ def _legacy_errors(contexts: Sequence[TableContext]) -> list[dict[str, Any]]:
         {
             "log": context.log.path,
             "collective": context.collective,
-            "dtype": _dtype_name(row.nccl_type),
-            "size_bytes": row.size_bytes,
-            "placement": row.placement,
-            "max_error": row.max_error,
+            "dtype": _dtype_name(nccl_type),
+            "size_bytes": size,
+            "placement": placement,
+            "max_error": max_error,
         }
         for context in contexts
-        for row in context.table.rows
-        if row.max_error is not None
+        for nccl_type, size, placement, max_error in zip(
+            context.table.data.nccl_type,
+            context.table.data.size_bytes,
+            context.table.data.placement,
+            context.table.data.max_error,
+            strict=True,
+        )
+        if max_error is not None
     ]

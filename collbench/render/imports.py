@@ -9,22 +9,30 @@ from collbench.run.import_logs import ImportResult
 
 
 def describe_import(result: ImportResult) -> list[str]:
-    """The short summary `collbench import` prints: rows and peak busbw per collective."""
+    """The short summary `collbench import` prints: rows and peak busbw per collective (the
+    first row of the highest busbw, in file order)."""
     meta = result.meta
     nodes = meta.nodes
     where = f"{meta.world_size} ranks" + (f" on {nodes} node(s)" if nodes else "")
+    counts: Counter[str] = Counter()
+    sizes: dict[str, set[int]] = {}
+    peaks: dict[str, tuple[float, int, str]] = {}  # the first row of the highest busbw
+    for block in result.blocks:  # a column at a time: no row objects
+        names = ("collective", "busbw_gbps", "size_bytes", "placement")
+        for collective, busbw, size, placement in zip(*map(block.column, names), strict=True):
+            counts[collective] += 1
+            sizes.setdefault(collective, set()).add(size)
+            if collective not in peaks or busbw > peaks[collective][0]:
+                peaks[collective] = (busbw, size, placement)
     lines = [
-        f"imported {len(result.rows)} row(s) from {len(meta.imported_from)} "
+        f"imported {counts.total()} row(s) from {len(meta.imported_from)} "
         f"{meta.source} log(s): {meta.backend}, {where}"
     ]
-    for collective, count in Counter(row.collective for row in result.rows).items():
-        rows = [row for row in result.rows if row.collective == collective]
-        peak = max(rows, key=lambda row: row.busbw_gbps)
-        sizes = len({row.size_bytes for row in rows})
+    for collective, count in counts.items():
+        busbw, size, placement = peaks[collective]
         lines.append(
-            f"  {collective}: {count} row(s), {sizes} size(s), peak busbw "
-            f"{peak.busbw_gbps:.2f} GB/s at {peak.size_bytes} B "
-            f"({format_size(peak.size_bytes)}, {peak.placement})"
+            f"  {collective}: {count} row(s), {len(sizes[collective])} size(s), peak busbw "
+            f"{busbw:.2f} GB/s at {size} B ({format_size(size)}, {placement})"
         )
     if meta.warnings:
         lines.append(f"  {len(meta.warnings)} warning(s), also in meta.json")

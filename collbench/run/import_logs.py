@@ -7,49 +7,63 @@ meta.json and rows.parquet, as a sweep's does.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
+from itertools import islice
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 from collbench.analysis.imports.nccl_logs import LOG_FIELD, ParsedLog, parse_text_lines
-from collbench.analysis.imports.nccl_rows import build_import, parse_log, resolve_collective
+from collbench.analysis.imports.nccl_rows import (
+    block_rows,
+    build_import_blocks,
+    parse_log,
+    resolve_collective,
+)
 from collbench.core.errors import SpecError
 from collbench.core.knobs import check_knob_name, parse_knob_settings
 from collbench.core.limits import INT64_MAX, LOG_MAX_BYTES, LOG_MAX_LINE_BYTES
 from collbench.store.meta import RunMeta
 from collbench.store.outputs import path_error
 from collbench.store.reading import iter_lines, open_regular, read_bytes
+from collbench.store.row_block import RowBlock, block_lines, write_blocks_parquet
 from collbench.store.rows import ResultRow, utc_now
 from collbench.store.rundir import (
     META_FILE,
     PARQUET_FILE,
     ROWS_FILE,
-    append_rows,
+    append_lines,
     new_run_id,
     prepare_run_dir,
     remove_temp_files,
     unclaim_run_dir,
     write_meta,
-    write_parquet,
 )
 
 
 @dataclass(frozen=True)
 class ImportResult:
-    """A written import: where it went, its rows and its meta."""
+    """A written import: where it went, its rows (a RowBlock per table) and its meta."""
 
     run_dir: Path
-    rows: tuple[ResultRow, ...]
+    blocks: tuple[RowBlock, ...]
     meta: RunMeta
 
     @property
     def warnings(self) -> list[str]:
         return list(self.meta.warnings)
+
+    @functools.cached_property
+    def rows(self) -> tuple[ResultRow, ...]:
+        """The rows as ResultRows, made when first asked for (the CLI never asks)."""
+        return tuple(row for block in self.blocks for row in block_rows(block))
 
 
 def import_logs(
@@ -57,32 +71,60 @@ def import_logs(
     out: Path | None = None,
     collective: str | None = None,
     knobs: Mapping[str, str] | None = None,
+    *,
+    run_id: str | None = None,
+    imported_utc: str | None = None,
 ) -> ImportResult:
     """Import nccl-tests / rccl-tests logs into a new run directory (`out`, new or empty).
 
     Several logs become one run when they come from one system (same world size and
     backend); `collective` names the collective when the logs do not; `knobs` (from
-    parse_knob_labels) labels what the logs were measured with (see label_knobs).
+    parse_knob_labels) labels what the logs were measured with (see label_knobs). `run_id`
+    and `imported_utc` are new ones unless given (a test that compares outputs pins them).
     """
     if not paths:
         raise SpecError(LOG_FIELD, "", "is missing: give at least one log file")
     override = resolve_collective(collective) if collective is not None else None
-    logs = [read_log(Path(path)) for path in paths]
-    run_id = new_run_id()
-    rows, meta = build_import(logs, run_id, override, imported_utc=utc_now())
+    with _cycle_collection_paused():
+        logs = [read_log(Path(path)) for path in paths]
+        run_id = run_id or new_run_id()
+        blocks, meta = build_import_blocks(
+            logs, run_id, override, imported_utc=imported_utc or utc_now()
+        )
+        return _write_import(blocks, meta, out, knobs)
+
+
+@contextlib.contextmanager
+def _cycle_collection_paused() -> Iterator[None]:
+    """Python's cycle collector off while an import runs: a 100k-row log makes millions of
+    objects and no cycles, and the collector's passes over them were a fifth of its time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _write_import(
+    blocks: list[RowBlock], meta: RunMeta, out: Path | None, knobs: Mapping[str, str] | None
+) -> ImportResult:
+    """Label, check and write an import's rows and meta (all or nothing)."""
+    run_id = meta.run_id
     if knobs:
-        rows, meta = label_knobs(rows, meta, knobs)
+        blocks, meta = label_blocks(blocks, meta, knobs)
         unknown = [w for n, v in knobs.items() for w in check_knob_name(n, f"{n}={v}")]
         meta = replace(meta, warnings=[*meta.warnings, *unknown])
     # meta.json names each log by its absolute path: the run may be read from elsewhere.
     meta = replace(meta, imported_from=[str(Path(path).resolve()) for path in meta.imported_from])
-    _refuse_unstorable(rows, meta)
+    _refuse_unstorable(blocks, meta)
     made = out is None or not os.path.isdir(out)  # (isdir: a name too long is refused below)
     run_dir = prepare_run_dir(out, run_id)
     try:
-        append_rows(run_dir, rows)
+        append_lines(run_dir, (text for block in blocks for text in block_lines(block)))
         write_meta(run_dir, meta)
-        write_parquet(run_dir, list(rows))  # the rows in hand: not read back and checked
+        write_blocks_parquet(run_dir, blocks)  # the rows in hand: not read back and checked
     except BaseException as error:
         # All or nothing: an import cut short (a full disk) leaves no run behind.
         remove_temp_files(run_dir)
@@ -90,7 +132,7 @@ def import_logs(
         if isinstance(error, OSError):
             raise path_error("--out", run_dir, error) from None
         raise
-    return ImportResult(run_dir=run_dir, rows=tuple(rows), meta=meta)
+    return ImportResult(run_dir=run_dir, blocks=tuple(blocks), meta=meta)
 
 
 def parse_knob_labels(texts: Sequence[str]) -> dict[str, str]:
@@ -110,6 +152,17 @@ def label_knobs(
         [replace(row, knobs=_labelled(row.knobs, labels)) for row in rows],
         replace(meta, knobs=_labelled(meta.knobs, labels)),
     )
+
+
+def label_blocks(
+    blocks: Sequence[RowBlock], meta: RunMeta, labels: Mapping[str, str]
+) -> tuple[list[RowBlock], RunMeta]:
+    """label_knobs for rows held as RowBlocks (an import's: one knobs value per block)."""
+    labelled = [
+        replace(block, shared={**block.shared, "knobs": _labelled(block.shared["knobs"], labels)})
+        for block in blocks
+    ]
+    return labelled, replace(meta, knobs=_labelled(meta.knobs, labels))
 
 
 def _labelled(knobs: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
@@ -139,27 +192,28 @@ _FIGURE_COLUMNS = tuple(
 )
 
 
-def _refuse_unstorable(rows: Sequence[ResultRow], meta: RunMeta) -> None:
+def _refuse_unstorable(blocks: Sequence[RowBlock], meta: RunMeta) -> None:
     """SpecError before anything is written if a figure is NaN or infinite (JSON has no
     such numbers; the rows builder drops those rows, this keeps the promise for the rest) or
     an integer column holds what is not a 64-bit integer. Linear and cheap: a 200k-row log."""
     logs = ", ".join(meta.imported_from)
-    if not _all_storable(rows):  # column by column, fast; the row loop names the first
-        _refuse_first(rows, logs)
+    for block in blocks:  # column by column, fast; the row loop names the first
+        if not _all_storable(block):
+            _refuse_first(block_rows(block), logs)
     try:
         json.dumps(meta.to_dict(), allow_nan=False, default=str)
     except ValueError:
         raise SpecError(LOG_FIELD, logs, _NON_FINITE) from None
 
 
-def _all_storable(rows: Sequence[ResultRow]) -> bool:
+def _all_storable(block: RowBlock) -> bool:
     """Every figure finite (or None) and every integer column a 64-bit int (or None)?"""
     for name in _FIGURE_COLUMNS:
-        values = [value for value in map(attrgetter(name), rows) if value is not None]
+        values = [value for value in block.values(name) if value is not None]
         if not all(map(math.isfinite, values)):
             return False
     for name in _INTEGER_COLUMNS:
-        values = [value for value in map(attrgetter(name), rows) if value is not None]
+        values = [value for value in block.values(name) if value is not None]
         if values and not (
             set(map(type, values)) == {int}  # bool, float, str: not int
             and -INT64_MAX - 1 <= min(values)
@@ -199,7 +253,14 @@ def read_log(path: Path) -> ParsedLog:
         text = read_bytes(path, LOG_FIELD, LOG_MAX_BYTES).decode("utf-8", errors="replace")
         return parse_log(text, str(path))
     lines = iter_lines(path, LOG_FIELD, LOG_MAX_LINE_BYTES, LOG_MAX_BYTES)
-    return parse_text_lines((raw.decode("utf-8", errors="replace") for _, raw in lines), str(path))
+    return parse_text_lines(_decoded(raw for _, raw in lines), str(path))
+
+
+def _decoded(lines: Iterator[bytes], batch: int = 1024) -> Iterator[str]:
+    """Whole lines as text, `batch` lines decoded at once (a line ends in b"\n", which no
+    UTF-8 sequence holds: the text is what decoding each line alone gives)."""
+    while chunk := b"".join(islice(lines, batch)):
+        yield chunk.decode("utf-8", errors="replace")
 
 
 def _starts_json(path: Path) -> bool:

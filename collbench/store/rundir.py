@@ -30,7 +30,7 @@ from collbench.store.outputs import (
     path_error,
 )
 from collbench.store.reading import count_json_lines, json_lines, read_json_file
-from collbench.store.row_values import as_plain
+from collbench.store.row_values import Samples
 from collbench.store.rows import (
     ALL_COLUMNS,
     DOCTOR_COLUMNS,
@@ -107,7 +107,7 @@ def unclaim_run_dir(run_dir: Path, made: Iterable[str] = (), remove_dir: bool = 
 
 
 # One encoder for every row (json.dumps with separators builds a new one per call).
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
+JSON_ENCODER = json.JSONEncoder(separators=(",", ":"))
 # Group commit: rows appended without a sync of their own are synced once this many have
 # gathered, or this long after the last sync (an fsync per row was 40 of 66 s of a 100k-row
 # import, and minutes of a 1,024-node doctor's ~525k rows).
@@ -131,7 +131,7 @@ class ResultWriter:
         """Write one row. sync: True syncs it to disk now (a sweep's finished size); None
         writes it through to the operating system and syncs when the group is due; False
         leaves it buffered (a writer of rows it already has whole, that syncs at the end)."""
-        self._file.write(_ENCODER.encode(row.to_dict()) + "\n")
+        self._file.write(JSON_ENCODER.encode(row.to_dict()) + "\n")
         self._unsynced += 1
         if sync is False:
             return
@@ -166,6 +166,16 @@ def append_rows(run_dir: Path, rows: Iterable[ResultRow]) -> None:
         writer.sync()
     finally:
         writer.close()
+
+
+def append_lines(run_dir: Path, chunks: Iterable[str]) -> None:
+    """Append ready rows.jsonl text (whole lines, each row as ResultWriter writes it: a
+    columnar writer's, store.row_block) and sync it to disk once at the end."""
+    with open(Path(run_dir) / ROWS_FILE, "a", encoding="utf-8") as file:
+        for chunk in chunks:
+            file.write(chunk)
+        file.flush()
+        os.fsync(file.fileno())
 
 
 def load_rows(run_dir: Path, warn: bool = True) -> list[ResultRow]:
@@ -217,8 +227,19 @@ def write_parquet(run_dir: Path, rows: list[ResultRow] | None = None) -> Path | 
     if any(isinstance(row, DoctorRow) for row in rows):
         columns += DOCTOR_COLUMNS
     # The rows' own fields (ResultRow.to_dict per row cost seconds at 100k rows).
-    frame = pd.DataFrame([row.__dict__ for row in rows], columns=columns)
-    frame["time_us_samples"] = [as_plain(samples) for samples in frame["time_us_samples"]]
+    return write_frame(
+        run_dir, pd.DataFrame([row.__dict__ for row in rows], columns=columns), stamp
+    )
+
+
+def write_frame(run_dir: Path, frame: Any, stamp: str | None) -> Path:
+    """rows.parquet from a pandas frame of rows' fields, one column per field in column
+    order (write_parquet's, or a columnar writer's: store.row_block), stamped `stamp`."""
+    probes = "probe_samples_us" in frame.columns
+    frame["time_us_samples"] = [
+        samples.tolist() if isinstance(samples, Samples) else samples  # as_plain, inlined
+        for samples in frame["time_us_samples"]
+    ]
     for column in ("knobs", "probe_samples_us") if probes else ("knobs",):
         frame[column] = _as_json(list(frame[column]))  # nested values, kept as JSON strings
     path = Path(run_dir) / PARQUET_FILE
@@ -250,14 +271,9 @@ def rows_stamp(run_dir: Path) -> str | None:
 def _as_json(values: list[Any]) -> list[str]:
     """Each value as a JSON string (sorted keys), a value the rows share encoded once (an
     import's rows share one knobs dict)."""
-    encoded: dict[int, str] = {}
-    texts = []
-    for value in values:
-        text = encoded.get(id(value))
-        if text is None:
-            text = encoded[id(value)] = json.dumps(value, sort_keys=True)
-        texts.append(text)
-    return texts
+    distinct = {id(value): value for value in values}  # (held here: an id stays unique)
+    encoded = {key: json.dumps(value, sort_keys=True) for key, value in distinct.items()}
+    return list(map(encoded.__getitem__, map(id, values)))
 
 
 def read_meta(run_dir: Path) -> RunMeta | None:

@@ -1,0 +1,142 @@
+"""Rows held column by column: a block of rows of one type that share most of their values
+(an import's table: one run, collective and system), written without a row object each.
+
+rows.jsonl and rows.parquet come out exactly as the row-by-row writers make them
+(rundir.ResultWriter: `ResultRow.to_dict` through one JSON encoder; rundir.write_parquet:
+a frame of the rows' fields). Rules:
+- a block names every field of its row type once: in `shared` (one value for every row,
+  defaults filled in) or in `columns` (one value per row, all of one length; at least one);
+- a line is the row's JSON object with its keys in column order: the shared values encoded
+  once, the others a column at a time by the encoder's own rules (a float by float.__repr__,
+  an int by int.__repr__, a string by the encoder's string escape; any other column value by
+  the encoder itself);
+- the columns are read, never changed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import MISSING, dataclass, fields
+from json.encoder import encode_basestring_ascii
+from pathlib import Path
+from typing import Any
+
+from collbench.core.limits import INT64_MAX
+from collbench.store.row_values import as_plain
+from collbench.store.rows import ROW_COLUMNS, ResultRow
+from collbench.store.rundir import JSON_ENCODER, rows_stamp, write_frame
+
+# Rows formatted into one string before it is written: bounds the text held at once.
+CHUNK_ROWS = 4096
+_INT64_MIN = -INT64_MAX - 1
+
+
+@dataclass(frozen=True)
+class RowBlock:
+    """Rows of `row_type`: each field in `shared` (one value) or `columns` (one per row)."""
+
+    row_type: type
+    shared: Mapping[str, Any]
+    columns: Mapping[str, Sequence[Any]]
+
+    def __post_init__(self) -> None:
+        names = [column.name for column in fields(self.row_type)]
+        defaults = {
+            column.name: column.default
+            for column in fields(self.row_type)
+            if column.default is not MISSING
+        }
+        shared = {**{k: v for k, v in defaults.items() if k not in self.columns}, **self.shared}
+        given = [*shared, *self.columns]
+        if sorted(given) != sorted(names):
+            raise TypeError(
+                f"{self.row_type.__name__} block: fields {sorted(set(names) ^ set(given))} are "
+                "missing, unknown or given twice"
+            )
+        if len({len(column) for column in self.columns.values()}) != 1:
+            raise ValueError(
+                f"{self.row_type.__name__} block: no column, or columns of different lengths"
+            )
+        object.__setattr__(self, "shared", shared)
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+    def values(self, name: str) -> Sequence[Any]:
+        """The column `name`, or its shared value as a list of one (for checks of values)."""
+        return self.columns[name] if name in self.columns else [self.shared[name]]
+
+    def column(self, name: str) -> Sequence[Any]:
+        """The column `name`, one value per row (a shared value repeated)."""
+        return self.columns[name] if name in self.columns else [self.shared[name]] * len(self)
+
+
+def block_lines(block: RowBlock) -> Iterator[str]:
+    """rows.jsonl's lines for the block's rows, CHUNK_ROWS rows to a string."""
+    pieces, slots = [], []
+    for index, name in enumerate(field.name for field in fields(block.row_type)):
+        key = ("{" if index == 0 else ",") + encode_basestring_ascii(name) + ":"
+        if name in block.shared:
+            pieces.append(
+                (key + JSON_ENCODER.encode(as_plain(block.shared[name]))).replace("%", "%%")
+            )
+        else:
+            pieces.append(key.replace("%", "%%") + "%s")
+            slots.append(name)
+    line = "".join(pieces) + "}\n"
+    encoded = [_encoded(block.columns[name]) for name in slots]
+    for start in range(0, len(block), CHUNK_ROWS):
+        parts = zip(*(column[start : start + CHUNK_ROWS] for column in encoded), strict=True)
+        yield "".join(map(line.__mod__, parts))
+
+
+def _encoded(values: Sequence[Any]) -> list[str]:
+    """Each value as JSON_ENCODER writes it, a column at a time where its type allows."""
+    kinds = set(map(type, values))
+    if kinds == {float} and all(map(math.isfinite, values)):
+        return list(map(float.__repr__, values))
+    if kinds == {int}:
+        return list(map(int.__repr__, values))
+    if kinds <= {str, type(None)}:  # few distinct values (types, placements): each once
+        text = {value: JSON_ENCODER.encode(value) for value in set(values)}
+        return list(map(text.__getitem__, values))
+    return list(map(JSON_ENCODER.encode, map(as_plain, values)))
+
+
+def write_blocks_parquet(run_dir: Path, blocks: Sequence[RowBlock]) -> Path | None:
+    """rows.parquet of ResultRow blocks' rows, as rundir.write_parquet writes those rows
+    (None when there are none); rows.jsonl holds them already."""
+    import pandas as pd
+
+    if any(block.row_type is not ResultRow for block in blocks):
+        raise TypeError("write_blocks_parquet writes ResultRow blocks only")
+    stamp = rows_stamp(run_dir)
+    blocks = [block for block in blocks if len(block)]
+    if not blocks:
+        return None
+    data = {name: _frame_column(pd, blocks, name) for name in ROW_COLUMNS}
+    return write_frame(run_dir, pd.DataFrame(data, columns=list(ROW_COLUMNS)), stamp)
+
+
+def _frame_column(pd: Any, blocks: Sequence[RowBlock], name: str) -> Any:
+    """A frame column over all blocks, of the type pandas infers from every row's value (the
+    row-wise frame's), made without that inference where its outcome is known: one value
+    that every row shares is typed once; plain floats are float64, plain ints within
+    int64 are int64."""
+    import numpy as np
+
+    total = sum(map(len, blocks))
+    shared = [block.shared[name] for block in blocks if name in block.shared]
+    first = shared[0] if shared else None
+    if len(shared) == len(blocks) and all(
+        value is first or (type(value) is type(first) and value == first) for value in shared
+    ):
+        return pd.Series([first]).repeat(total).reset_index(drop=True)
+    values = [value for block in blocks for value in block.column(name)]
+    kinds = set(map(type, values))
+    if kinds == {float}:
+        return np.array(values, dtype=np.float64)
+    if kinds == {int} and _INT64_MIN <= min(values) and max(values) <= INT64_MAX:
+        return np.array(values, dtype=np.int64)
+    return values
