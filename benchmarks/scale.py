@@ -13,7 +13,8 @@ two largest sizes (log time ratio / log size ratio: 1 is linear).
     python benchmarks/scale.py --keep /tmp/scale  # keep the synthetic runs
 
 Not a test: it measures, and its exit status is 0 whatever the figures (non-zero only if a
-command fails). The doctor row times the pure parts in-process (`--inner doctor N`).
+command fails). The doctor row runs benchmarks/doctor_scale.py for one fleet size (whole
+process: plan, synthetic rows, diagnose, text, doctor.json, report; `--pairs auto`).
 """
 
 from __future__ import annotations
@@ -208,7 +209,11 @@ def prepare_tune_from(scratch: Path, settings: int) -> list[str]:
 
 
 def prepare_doctor(scratch: Path, nodes: int) -> list[str]:
-    return [sys.executable, str(Path(__file__).resolve()), "--inner", "doctor", str(nodes)]
+    """benchmarks/doctor_scale.py for one fleet: the plan, synthetic rows, diagnose, the text,
+    doctor.json and the report section, with the default --pairs auto (every pair up to 256
+    nodes, sampled rounds above), one slow node that must be found."""
+    script = Path(__file__).resolve().parent / "doctor_scale.py"
+    return [sys.executable, str(script), "--one", str(nodes), "--pairs", "auto", "--repeats", "3"]
 
 
 def prepare_mfu(scratch: Path, nodes: int) -> list[str]:
@@ -256,7 +261,13 @@ WORKS = (
     Work("import nccl-tests", "rows", (98, 994, 9_996, 99_996), (98, 994), prepare_import),
     Work("report TUNEDIR", "settings", (2, 8, 32), (2, 4), prepare_report_tune),
     Work("tune --from (200 samples)", "settings", (2, 8, 32), (2, 4), prepare_tune_from),
-    Work("doctor diagnose (8 ranks/node)", "nodes", (16, 64, 256, 1_024), (16, 32), prepare_doctor),
+    Work(
+        "doctor, --pairs auto (8 ranks/node; whole process)",
+        "nodes",
+        (64, 256, 1_024, 4_096),
+        (16, 32),
+        prepare_doctor,
+    ),
     Work("mfu 405B, 2 fabrics, --explain", "nodes", (64, 4_096), (64,), prepare_mfu),
     Work("sweep 1M, gloo (whole process)", "ranks", (2,), (2,), prepare_sweep),
     Work("plain torch script, fork (same work)", "ranks", (2,), (2,), prepare_plain),
@@ -322,35 +333,13 @@ def table(rows: list[tuple[Work, list[tuple[int, float, float]]]]) -> str:
     return "\n".join(lines)
 
 
-def inner_doctor(nodes: int) -> None:
-    """Doctor's pure parts at `nodes` nodes of 8 ranks, one slow node: plan, diagnose,
-    render, timed in this process (building the synthetic rows is not)."""
-    from collbench.analysis.doctor.verdicts import diagnose
-    from tests.unit.test_doctor_analysis import FLEET_EXPECTATION, SPEC, layout, pair_rows
-
-    layout_ = layout(nodes, NODE_RANKS)
-    slow = f"h{nodes // 3}"
-    rows = pair_rows(layout_, lambda a, b: 5.0 if slow in (a, b) else 40.0)
-    start = time.perf_counter()
-    diagnosis = diagnose(rows, SPEC, FLEET_EXPECTATION, layout_)
-    seconds = time.perf_counter() - start
-    found = [finding.hosts for finding in diagnosis.findings if finding.kind == "node"]
-    print(f"doctor {nodes} nodes: diagnose {seconds:.3f} s, slow node found: {found == [(slow,)]}")
-    if found != [(slow,)]:
-        raise SystemExit(f"the slow node {slow} was not found alone: {found}")
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smallest sizes, one repeat")
     parser.add_argument("--repeats", type=int, default=3, help="median of this many (default 3)")
     parser.add_argument("--only", default="", help="comma list of words a row's name starts with")
     parser.add_argument("--keep", type=Path, help="keep the synthetic runs in this directory")
-    parser.add_argument("--inner", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.inner:
-        inner_doctor(int(args.inner[1]))
-        return 0
     wanted = [word.strip() for word in args.only.split(",") if word.strip()]
     works = [work for work in WORKS if not wanted or any(work.name.startswith(w) for w in wanted)]
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="collbench-scale-"))
