@@ -129,11 +129,16 @@ def test_exposure_is_explained_by_measured_contention(probe_run):
 
 def test_compute_is_sized_by_the_ratio(probe_run):
     rows = rows_of(probe_run[0])
+    # sized from a handful of calls whose time swings up to 10x on this kind of host (one
+    # row of 8 reached 11x under a full test run): each row within 20x, and the rows
+    # together where they were aimed
+    misses = []
     for row in rows:
         ratio = row["compute_ratio"]
-        # sized from a handful of calls whose time swings up to 10x on this kind of host
         reached = row["t_comp_us_p50"] / row["t_comm_us_p50"]
-        assert ratio / 10 <= reached <= ratio * 10, row
+        assert ratio / 20 <= reached <= ratio * 20, row
+        misses.append(reached / ratio)
+    assert 1 / 3 <= statistics.median(misses) <= 3, misses
     for collective in ("all_reduce", "all_gather"):
         for size in SIZES:
             small, large = (
