@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collbench.analysis.mfu.memory import GIB, MemoryEstimate, memory_estimate
-from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.presets import preset
+from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
 from collbench.topologies.loader import load_topology
 from tests.published_runs import PUBLISHED
 

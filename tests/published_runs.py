@@ -49,7 +49,8 @@ from typing import Any
 from collbench.analysis.mfu.estimate import Estimate, EstimateOptions, estimate
 from collbench.analysis.mfu.fabrics import sized_for
 from collbench.analysis.mfu.inputs import cost_model_pricer
-from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.presets import preset
+from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
 from collbench.topologies.loader import load_topology
 
 FULL = {"recompute": "full"}

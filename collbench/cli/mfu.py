@@ -16,17 +16,16 @@ from typing import Any
 
 from collbench.analysis.mfu.estimate import EstimateOptions
 from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY
+from collbench.analysis.mfu.presets import PRESETS, preset
 from collbench.analysis.mfu.workload import (
     ATTENTION_KERNELS,
     COMPUTE_DTYPES,
     CP_COMMS,
     EP_OVERLAPS,
-    PRESETS,
     RECOMPUTE,
     Model,
     Parallelism,
     Training,
-    preset,
 )
 from collbench.cli.options import (
     FROM_OWNER,

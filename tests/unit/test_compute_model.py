@@ -16,7 +16,8 @@ from collbench.analysis.mfu.compute import (
     model_pricer,
     workload_gemms,
 )
-from collbench.analysis.mfu.workload import Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.presets import preset
+from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.analysis.model.gemm_model import K_RAMP, Gemm, gemm_time, shape_efficiency
 from collbench.topologies.schema import Accelerator
 

@@ -12,7 +12,8 @@ import pytest
 
 from collbench.analysis.mfu.compute import IN_STEP_SHARE
 from collbench.analysis.mfu.estimate import EstimateOptions, Priced, estimate
-from collbench.analysis.mfu.workload import PRESETS, Model, Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.presets import PRESETS, preset
+from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
 from collbench.analysis.model.gemm_model import DEFAULT_MATMUL_FRACTION
 from collbench.core.errors import SpecError
 from collbench.topologies.schema import topology_from_dict

@@ -11,8 +11,9 @@ from collbench.analysis.mfu.compute import micro_batch_compute, model_pricer
 from collbench.analysis.mfu.estimate import Priced, estimate
 from collbench.analysis.mfu.fabrics import sized_for
 from collbench.analysis.mfu.memory import layer_activation_bytes
+from collbench.analysis.mfu.presets import preset
 from collbench.analysis.mfu.step_collectives import step_collectives
-from collbench.analysis.mfu.workload import Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.core.errors import SpecError
 from collbench.topologies.loader import load_topology
 

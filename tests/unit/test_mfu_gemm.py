@@ -17,7 +17,8 @@ from collbench.analysis.mfu.gemm_prices import (
     same_accelerator,
 )
 from collbench.analysis.mfu.inputs import cost_model_pricer
-from collbench.analysis.mfu.workload import Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.presets import preset
+from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.core.errors import SpecError
 from collbench.topologies.loader import load_topology
 

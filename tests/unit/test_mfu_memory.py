@@ -15,7 +15,8 @@ from collbench.analysis.mfu.memory import (
     oversubscribed,
     stage_params,
 )
-from collbench.analysis.mfu.workload import Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.presets import preset
+from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 
 S, B, H, A = 2048, 1, 12288, 96  # GPT-3 175B: seq, micro-batch, hidden, heads
 

@@ -17,7 +17,8 @@ from collbench.analysis.mfu.memory import (
     stage_layers,
     within_error,
 )
-from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.presets import preset
+from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
 from tests.published_memory import CASES
 
 # case: (estimate GiB, error); error None: ran and fits (or OOM and refused).

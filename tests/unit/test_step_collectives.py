@@ -8,8 +8,9 @@ import pytest
 
 from collbench.analysis.mfu.estimate import Priced, estimate
 from collbench.analysis.mfu.fabrics import sized_for
+from collbench.analysis.mfu.presets import preset
 from collbench.analysis.mfu.step_collectives import BESIDE_COMPUTE, EXPOSED, step_collectives
-from collbench.analysis.mfu.workload import Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.topologies.loader import load_topology
 
 RATES = {"all_reduce": 50e9, "all_gather": 80e9, "reduce_scatter": 70e9, "sendrecv": 30e9}

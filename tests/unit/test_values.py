@@ -13,7 +13,8 @@ from dataclasses import replace
 import pytest
 
 from collbench.analysis.mfu.inputs import MIN_COMM_EFFICIENCY, cost_model_pricer
-from collbench.analysis.mfu.workload import Parallelism, Training, Workload, preset
+from collbench.analysis.mfu.presets import preset
+from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.analysis.tune.from_runs import check_tunable
 from collbench.analysis.tune.outputs import EnvChoice, render_best_env
 from collbench.bench.capacity import check_memory, probe_operand_bytes

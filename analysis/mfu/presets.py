@@ -1,0 +1,156 @@
+"""Model presets for `collbench mfu --model`: published transformer shapes as `Model`s,
+each citing its source, and the lookup by name.
+
+Pure: no I/O, no torch.
+"""
+
+from __future__ import annotations
+
+from collbench.analysis.mfu.workload import MLA, Model
+from collbench.core.errors import SpecError
+
+# Presets: shapes as published. vocab is the padded size the training code used where the
+# paper gives it (Megatron pads GPT-2's 50257 to 51200).
+PRESETS: dict[str, Model] = {
+    model.name: model
+    for model in (
+        Model(
+            "gpt3-175b",
+            layers=96,
+            hidden=12288,
+            heads=96,
+            vocab=51200,
+            source="Brown et al. 2020 (GPT-3), Table 2.1; vocab padded to 51200 as in Megatron-LM",
+        ),
+        Model(
+            "gpt-22b",
+            layers=48,
+            hidden=6144,
+            heads=64,
+            vocab=51200,
+            source="Korthikanti et al. 2022 (arXiv 2205.05198), Table 3",
+        ),
+        Model(
+            "gpt-145b",
+            layers=80,
+            hidden=12288,
+            heads=96,
+            vocab=51200,
+            source="Narayanan et al. SC'21 (arXiv 2104.04473), Table 1",
+        ),
+        Model(
+            "gpt-530b",
+            layers=105,
+            hidden=20480,
+            heads=128,
+            vocab=51200,
+            source="Korthikanti et al. 2022, Table 3 (Megatron-Turing NLG 530B shape)",
+        ),
+        Model(
+            "gpt-1t",
+            layers=128,
+            hidden=25600,
+            heads=160,
+            vocab=51200,
+            source="Narayanan et al. SC'21, Table 1",
+        ),
+        Model(
+            "llama3-8b",
+            layers=32,
+            hidden=4096,
+            heads=32,
+            kv_heads=8,
+            ffn_hidden=14336,
+            vocab=128256,
+            gated_mlp=True,
+            tied_embeddings=False,
+            dropout=False,
+            source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
+        ),
+        Model(
+            "llama3-70b",
+            layers=80,
+            hidden=8192,
+            heads=64,
+            kv_heads=8,
+            ffn_hidden=28672,
+            vocab=128256,
+            gated_mlp=True,
+            tied_embeddings=False,
+            dropout=False,
+            source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
+        ),
+        Model(
+            "llama3-405b",
+            layers=126,
+            hidden=16384,
+            heads=128,
+            kv_heads=8,
+            ffn_hidden=53248,
+            vocab=128256,
+            gated_mlp=True,
+            tied_embeddings=False,
+            dropout=False,
+            source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
+        ),
+        Model(
+            "mixtral-8x7b",
+            layers=32,
+            hidden=4096,
+            heads=32,
+            kv_heads=8,
+            ffn_hidden=14336,
+            vocab=32000,
+            gated_mlp=True,
+            tied_embeddings=False,
+            experts=8,
+            top_k=2,
+            source="Mixtral of Experts (Jiang et al. 2024, arXiv 2401.04088), Table 1",
+        ),
+        Model(
+            "mixtral-8x22b",
+            layers=56,
+            hidden=6144,
+            heads=48,
+            kv_heads=8,
+            ffn_hidden=16384,
+            vocab=32768,
+            gated_mlp=True,
+            tied_embeddings=False,
+            experts=8,
+            top_k=2,
+            source="mistralai/Mixtral-8x22B-v0.1 config.json (Hugging Face)",
+        ),
+        Model(
+            "deepseek-v3",
+            layers=61,
+            hidden=7168,
+            heads=128,
+            ffn_hidden=18432,
+            vocab=129280,
+            gated_mlp=True,
+            tied_embeddings=False,
+            experts=256,
+            top_k=8,
+            moe_ffn_hidden=2048,
+            shared_experts=1,
+            dense_layers=3,
+            mla=MLA(q_rank=1536, kv_rank=512, qk_nope=128, qk_rope=64, v_dim=128),
+            source="DeepSeek-V3 Technical Report (arXiv 2412.19437), section 4.2 "
+            "(hyper-parameters; 671B total, 37B active); dense ffn 18432 and vocab 129280 "
+            "from deepseek-ai/DeepSeek-V3 config.json; the MTP module is not included",
+        ),
+    )
+}
+
+
+def preset(name: str) -> Model:
+    """A preset model by name; SpecError listing the presets otherwise."""
+    try:
+        return PRESETS[name.lower()]
+    except KeyError:
+        raise SpecError(
+            "--model",
+            name,
+            f"is not a preset ({', '.join(PRESETS)}); or give --layers --hidden --heads --vocab",
+        ) from None
