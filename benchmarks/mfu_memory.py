@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from collbench.analysis.mfu.memory import GIB  # noqa: E402
+from collbench.analysis.mfu.workload import parallelism_words  # noqa: E402
 from tests.published_memory import CASES, MemoryCase  # noqa: E402
 
 REPORTED = {"ran": "ran", "oom": "out of memory", "edge": "at the edge (OOM in some runs)"}
@@ -58,14 +59,8 @@ def _hardware(case: MemoryCase) -> str:
 
 def _setup(case: MemoryCase) -> str:
     workload = case.workload()
-    par, run = workload.parallelism, workload.training
-    setup = [f"TP {par.tp} PP {par.pp} DP {par.dp}"]
-    if par.virtual_stages > 1:
-        setup.append(f"VP {par.virtual_stages}")
-    if par.sequence_parallel:
-        setup.append("SP")
-    if par.zero:
-        setup.append(f"ZeRO {par.zero}")
+    run = workload.training
+    setup = parallelism_words(workload.parallelism)
     setup.append(f"recompute {run.recompute}")
     setup.append(f"{run.grad_bytes * 8}-bit grads")
     if not workload.model.dropout:

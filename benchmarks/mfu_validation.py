@@ -26,6 +26,7 @@ from collbench.analysis.mfu import compute
 from collbench.analysis.mfu.estimate import EstimateOptions, estimate  # noqa: E402
 from collbench.analysis.mfu.fabrics import sized_for  # noqa: E402
 from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY, cost_model_pricer  # noqa: E402
+from collbench.analysis.mfu.workload import parallelism_words  # noqa: E402
 from collbench.analysis.model import gemm_model  # noqa: E402
 from collbench.topologies.loader import load_topology  # noqa: E402
 from tests.published_runs import PUBLISHED, PublishedRun, _topology_path  # noqa: E402
@@ -64,13 +65,7 @@ def table() -> str:
         errors.append(abs(error))
         workload = run.workload()
         par, training = workload.parallelism, workload.training
-        setup = [f"TP {par.tp} PP {par.pp} DP {par.dp}"]
-        if par.virtual_stages > 1:
-            setup.append(f"VP {par.virtual_stages}")
-        if par.sequence_parallel:
-            setup.append("SP")
-        if par.zero:
-            setup.append(f"ZeRO {par.zero}")
+        setup = parallelism_words(par)
         setup.append(f"recompute {training.recompute}")
         if training.recompute_layers:
             setup.append(f"{training.recompute_layers} layers/chunk in full")

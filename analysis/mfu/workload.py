@@ -346,6 +346,19 @@ class Parallelism:
         return self.dp * self.cp
 
 
+def parallelism_words(par: Parallelism) -> list[str]:
+    """The split as published tables write it: "TP 8 PP 8 DP 2", then "VP 12", "SP" and
+    "ZeRO 1" where set (the validation and memory tables' setup column)."""
+    words = [f"TP {par.tp} PP {par.pp} DP {par.dp}"]
+    if par.virtual_stages > 1:
+        words.append(f"VP {par.virtual_stages}")
+    if par.sequence_parallel:
+        words.append("SP")
+    if par.zero:
+        words.append(f"ZeRO {par.zero}")
+    return words
+
+
 @dataclass(frozen=True)
 class Training:
     """One optimizer step: sequences, micro-batches, recompute and the compute dtype."""
