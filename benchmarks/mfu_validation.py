@@ -3,6 +3,7 @@ each default moves the predictions.
 
     python benchmarks/mfu_validation.py            # the table (markdown) and the summary
     python benchmarks/mfu_validation.py --sensitivity
+    python benchmarks/mfu_validation.py --accuracy   # rewrite analysis/mfu/accuracy.py's table
 
 The runs and their sources are in tests/published_runs.py; tests/unit/test_mfu_published.py
 pins each error. Sensitivity: each default is scaled by 0.9 and by 1.1 (a share of a peak
@@ -22,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collbench.analysis.mfu import compute
+from collbench.analysis.mfu import accuracy, compute  # noqa: E402
+from collbench.analysis.mfu.accuracy import Demonstrated  # noqa: E402
 from collbench.analysis.mfu.estimate import EstimateOptions, estimate  # noqa: E402
 from collbench.analysis.mfu.fabrics import sized_for  # noqa: E402
 from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY, cost_model_pricer  # noqa: E402
@@ -152,6 +154,42 @@ def _largest(values: list[float]) -> float:
     return max(values, key=abs)
 
 
+def demonstrated() -> dict[str, Demonstrated]:
+    """Per accelerator family: the runs' MFU errors (analysis/mfu/accuracy.py's table)."""
+    errors: dict[str, list[float]] = {}
+    for run in PUBLISHED:
+        errors.setdefault(run.family or run.topology, []).append(run.mfu_error())
+    return {
+        name: Demonstrated(
+            name,
+            len(values),
+            round(min(values), 3),
+            round(max(values), 3),
+            round(statistics.median(abs(value) for value in values), 3),
+        )
+        for name, values in sorted(errors.items())
+    }
+
+
+def accuracy_block() -> str:
+    """The DEMONSTRATED table as analysis/mfu/accuracy.py holds it."""
+    rows = "".join(
+        f'    "{name}": Demonstrated("{value.family}", {value.runs}, {value.low!r}, '
+        f"{value.high!r}, {value.median_abs!r}),\n"
+        for name, value in demonstrated().items()
+    )
+    return f"DEMONSTRATED: dict[str, Demonstrated] = {{\n{rows}}}"
+
+
+def write_accuracy() -> Path:
+    path = Path(accuracy.__file__)
+    text = path.read_text(encoding="utf-8")
+    start, end = "# accuracy:start\n", "\n# accuracy:end"
+    head, tail = text.index(start) + len(start), text.index(end)
+    path.write_text(text[:head] + accuracy_block() + text[tail:], encoding="utf-8")
+    return path
+
+
 def _figure(value: float, what: str) -> str:
     if what in ("mfu", "hfu"):
         return f"{value:.1%}"
@@ -163,7 +201,14 @@ def _figure(value: float, what: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sensitivity", action="store_true", help="also the sensitivity table")
+    parser.add_argument(
+        "--accuracy", action="store_true", help="rewrite analysis/mfu/accuracy.py's table"
+    )
     args = parser.parse_args()
+    if args.accuracy:
+        print(f"wrote {write_accuracy()}")
+        print(accuracy_block())
+        return
     print(table())
     if args.sensitivity:
         print()

@@ -41,26 +41,13 @@ from collbench.analysis.mfu.memory import GIB, MemoryEstimate, memory_estimate
 from collbench.analysis.mfu.presets import preset
 from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
 from collbench.topologies.loader import load_topology
-from tests.published_runs import PUBLISHED
+from tests.published_runs import NEMOTRON4_340B, PUBLISHED
 
 OUTCOMES = ("ran", "oom", "edge")
 DGXC_NEMOTRON = "NVIDIA dgxc-benchmarking nemotron/nemotron4-340b-synth.yaml (@8f5cbb3)"
 DGXC_README = "NVIDIA dgxc-benchmarking nemotron/README_340b.md (@35a9aec)"
 LLAMA3 = "Llama 3 Herd of Models (arXiv 2407.21783), section 3.3.2 and Table 4"
 BRIDGE_3107 = "NVIDIA-NeMo/Megatron-Bridge PR 3107; perf_recipes/llama/h100/llama3.py"
-# Nemotron-4 340B (arXiv 2406.11704, Table 1 and the dgxc yaml): squared-ReLU MLP of 4h, GQA.
-NEMOTRON4_340B = Model(
-    "nemotron4-340b",
-    layers=96,
-    hidden=18432,
-    heads=96,
-    vocab=256000,
-    kv_heads=8,
-    ffn_hidden=73728,
-    tied_embeddings=False,
-    dropout=False,
-    source="Nemotron-4 340B Technical Report (arXiv 2406.11704), Table 1",
-)
 TRAINING_FIELDS = {"micro_batch", "recompute", "attention", "dtype", "grad_bytes"}
 
 

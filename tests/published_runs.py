@@ -73,19 +73,8 @@ def _topology_path(name: str) -> str:
     return str(fixture) if name == H800 else name
 
 
-# Nemotron-4 15B Technical Report (arXiv 2402.16819), Table 1: squared-ReLU MLP of 4h, GQA.
-NEMOTRON4_15B = Model(
-    "nemotron4-15b",
-    layers=32,
-    hidden=6144,
-    heads=48,
-    vocab=256000,
-    kv_heads=8,
-    ffn_hidden=24576,
-    tied_embeddings=False,
-    dropout=False,  # dgxc recipe nemotron4-15b-synth.yaml: hidden/attention/ffn_dropout 0.0
-    source="Nemotron-4 15B Technical Report (arXiv 2402.16819), Table 1",
-)
+# Nemotron-4 (presets nemotron4-15b and nemotron4-340b), as the dgxc recipes train them.
+NEMOTRON4_15B, NEMOTRON4_340B = preset("nemotron4-15b"), preset("nemotron4-340b")
 
 
 @dataclass(frozen=True)
@@ -142,11 +131,46 @@ class PublishedRun:
         """Predicted / reported - 1, on the figure as reported."""
         return self.predicted(result) / self.reported - 1
 
+    def mfu_error(self, result: Estimate | None = None) -> float:
+        """The error as an error of the MFU (and the throughput): + = the estimate is
+        faster than the run was. A step time's error turns over (reported / predicted)."""
+        ratio = self.predicted(result) / self.reported
+        return 1 / ratio - 1 if self.what == "step" else ratio - 1
+
+    @property
+    def family(self) -> str | None:
+        """The accelerator's model number ("A100", "H100"): analysis.mfu.accuracy."""
+        from collbench.analysis.mfu.accuracy import family
+
+        return family(load_topology(_topology_path(self.topology)).accelerator.name)
+
 
 # The 2021-22 Megatron runs: unfused attention; the SC'21 ones without DP overlap.
 _A100 = {"attention": "unfused"}
 _SC21 = {**_A100, "dp_overlap": False}
 _BRIDGE = {"dtype": "fp8", "sequence_parallel": True, "zero": 1}
+_DGXC_175B = {
+    "sequence_parallel": True,
+    "zero": 1,
+    "virtual_stages": 12,
+    "grad_bytes": 2,
+    "dp_bucket_mb": 220,
+}
+_DGXC_15B = {
+    "sequence_parallel": True,
+    "zero": 1,
+    "micro_batch": 4,
+    "grad_bytes": 2,
+    "dp_bucket_mb": 100,
+}
+_DGXC_340B = {
+    "sequence_parallel": True,
+    "zero": 1,
+    "virtual_stages": 12,
+    "grad_bytes": 2,
+    "dp_bucket_mb": 50,
+    "recompute": "selective",
+}
 
 PUBLISHED: tuple[PublishedRun, ...] = (
     PublishedRun("1t-hfu", "gpt-1t", "dgx-a100", 8, 64, 6, 3072, "hfu", 0.52, NARAYANAN,
@@ -184,14 +208,27 @@ PUBLISHED: tuple[PublishedRun, ...] = (
                  {"dtype": "fp8", "zero": 3}, seq=8192),
     PublishedRun("gpt3-175b-bf16-dgxc", "gpt3-175b", "dgx-h100", 4, 8, 4, 256, "step", 8.91,
                  f"{DGXC}, nemo_megatron/README_175b.md, 128 GPUs",
-                 {"sequence_parallel": True, "zero": 1, "virtual_stages": 12,
-                  "grad_bytes": 2, "dp_bucket_mb": 220},
-                 options={"tp_overlap": 1.0}),
+                 _DGXC_175B, options={"tp_overlap": 1.0}),
     PublishedRun("nemotron4-15b-bf16-dgxc", NEMOTRON4_15B, "dgx-h100", 4, 1, 4, 64, "step", 2.83,
                  f"{DGXC}, nemotron/README_15b.md, 16 GPUs",
-                 {"sequence_parallel": True, "zero": 1, "micro_batch": 4, "grad_bytes": 2,
-                  "dp_bucket_mb": 100}, seq=4096,
-                 options={"tp_overlap": 1.0}),
+                 _DGXC_15B, seq=4096, options={"tp_overlap": 1.0}),
+    # The same two dgxc recipes' FP8 rows (README_15b.md and README_175b.md, the same
+    # launch with fp8: true; Transformer Engine's delayed scaling, fp8_params on 175B).
+    PublishedRun("gpt3-175b-fp8-dgxc", "gpt3-175b", "dgx-h100", 4, 8, 4, 256, "step", 5.92,
+                 f"{DGXC}, nemo_megatron/README_175b.md, 128 GPUs (FP8)",
+                 {**_DGXC_175B, "dtype": "fp8"}, options={"tp_overlap": 1.0}),
+    PublishedRun("nemotron4-15b-fp8-dgxc", NEMOTRON4_15B, "dgx-h100", 4, 1, 4, 64, "step", 2.08,
+                 f"{DGXC}, nemotron/README_15b.md, 16 GPUs (FP8)",
+                 {**_DGXC_15B, "dtype": "fp8"}, seq=4096, options={"tp_overlap": 1.0}),
+    # Nemotron-4 340B (nemotron/README_340b.md and nemotron4-340b-synth.yaml @35a9aec):
+    # TP 8 PP 8 VP 12, micro-batch 1, 128 GPUs at GBS 32, selective recompute, sequence
+    # parallelism, no userbuffer overlap (ub_tp_comm_overlap: False), distributed
+    # optimizer reducing in bf16 in 50 MB buckets, no dropout.
+    PublishedRun("nemotron4-340b-bf16-dgxc", NEMOTRON4_340B, "dgx-h100", 8, 8, 2, 32, "step",
+                 4.61, f"{DGXC}, nemotron/README_340b.md, 128 GPUs", _DGXC_340B, seq=4096),
+    PublishedRun("nemotron4-340b-fp8-dgxc", NEMOTRON4_340B, "dgx-h100", 8, 8, 2, 32, "step",
+                 3.16, f"{DGXC}, nemotron/README_340b.md, 128 GPUs (FP8)",
+                 {**_DGXC_340B, "dtype": "fp8"}, seq=4096),
     # Context parallelism: Megatron-Bridge's 26.02 row, DGX-H100 (recipe llama31_405b_
     # pretrain_1024gpu_h100_fp8cs_config: CP 2, VP 8, sequence parallelism, userbuffer TP
     # overlap; 126 layers + embedding + loss = 128 over pp 8 x v 8).

@@ -154,6 +154,7 @@ class Estimate:
     # The workload does not fit this fabric's memory (and --allow-oversubscribed-memory was
     # not given): its column says so instead of figures (analysis/mfu/fabrics.check_memory).
     does_not_fit: bool = False
+    accelerator: str = ""  # the fabric's accelerator, by name (analysis/mfu/accuracy.py)
 
     @property
     def exposed_comm_s(self) -> float:
@@ -220,6 +221,7 @@ def estimate(
         memory=memory_estimate(workload, topology.accelerator.memory_gib),
         micro=micro,
         microbatches=workload.microbatches,
+        accelerator=topology.accelerator.name,
     )
 
 

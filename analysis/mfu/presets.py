@@ -93,6 +93,33 @@ PRESETS: dict[str, Model] = {
             dropout=False,
             source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
         ),
+        # Nemotron-4: squared-ReLU MLP of 4h (priced as the GELU's one read and write),
+        # grouped-query attention, untied embeddings, no dropout (NVIDIA dgxc-benchmarking
+        # nemotron4-15b-synth.yaml and nemotron4-340b-synth.yaml: dropouts 0.0).
+        Model(
+            "nemotron4-15b",
+            layers=32,
+            hidden=6144,
+            heads=48,
+            kv_heads=8,
+            ffn_hidden=24576,
+            vocab=256000,
+            tied_embeddings=False,
+            dropout=False,
+            source="Nemotron-4 15B Technical Report (arXiv 2402.16819), Table 1",
+        ),
+        Model(
+            "nemotron4-340b",
+            layers=96,
+            hidden=18432,
+            heads=96,
+            kv_heads=8,
+            ffn_hidden=73728,
+            vocab=256000,
+            tied_embeddings=False,
+            dropout=False,
+            source="Nemotron-4 340B Technical Report (arXiv 2406.11704), Table 1",
+        ),
         Model(
             "mixtral-8x7b",
             layers=32,

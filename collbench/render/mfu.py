@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from collbench.analysis.mfu.accuracy import accuracy_line, demonstrated
 from collbench.analysis.mfu.estimate import (
     MEASURED,
     MIXED,
@@ -90,6 +91,7 @@ def to_json(
 
 
 def _estimate_json(result: Estimate) -> dict[str, Any]:
+    known = demonstrated(result.accelerator)
     return {
         "topology": result.topology,
         # only for a column priced with labelled curves (`--curves LABEL=RUN`, a tune)
@@ -127,6 +129,8 @@ def _estimate_json(result: Estimate) -> dict[str, Any]:
         "what_if_priced_by": result.what_if_origin,
         "assumptions": list(result.assumptions),
         "warnings": list(result.warnings),
+        # the estimator's MFU error on published runs of this accelerator (null: none)
+        "validated": None if known is None else known.to_dict(),
     }
 
 
@@ -330,6 +334,7 @@ def _notes(estimates: Sequence[Estimate]) -> list[str]:
         )
         notes.append(f"  {column_name(result)}: {sources or 'nothing to price'}")
     notes += _memory_notes(estimates)
+    notes += [accuracy_line(column_name(result), result.accelerator) for result in estimates]
     return notes + [f"assumed: {text}" for text in first.assumptions]
 
 

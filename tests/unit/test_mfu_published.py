@@ -38,6 +38,10 @@ PINNED_ERROR_PCT = {
     "llama3-8b-fp8-fsdp": +10.9,
     "gpt3-175b-bf16-dgxc": -12.4,
     "nemotron4-15b-bf16-dgxc": -14.6,
+    "gpt3-175b-fp8-dgxc": -11.6,
+    "nemotron4-15b-fp8-dgxc": -12.3,
+    "nemotron4-340b-bf16-dgxc": -3.5,
+    "nemotron4-340b-fp8-dgxc": +3.4,
     "llama31-405b-fp8-cp2": -7.7,  # context parallelism (analysis/mfu/cp.py)
 }
 # Runs outside the goal's 10%, and why. Not hidden: in the table, pinned like the others.
@@ -62,6 +66,9 @@ OUTSIDE_GOAL = {
     # step (GEMMs priced at ~700 TFLOP/s); NOT established from a primary source.
     "gpt3-175b-bf16-dgxc": "not TP overlap (priced); compute on H100 suspected, unverified",
     "nemotron4-15b-bf16-dgxc": "not TP overlap (priced); compute on H100 suspected, unverified",
+    # Their FP8 rows land alike (-11.6%, -12.3%): what is missing is not the dtype's.
+    "gpt3-175b-fp8-dgxc": "as its BF16 row: not the dtype",
+    "nemotron4-15b-fp8-dgxc": "as its BF16 row: not the dtype",
 }
 OUTSIDE_GOAL_MAX = 0.20
 PIN_SLACK_PCT = 0.15  # rounding of the pins
@@ -121,6 +128,10 @@ def test_the_model_gets_the_ordering_right_for_the_right_reasons():
 # The least share of an accelerator's memory the estimate leaves free on any published
 # run (they ran, so they fit; the closest is 1T with SP + selective recompute at ~22%).
 PUBLISHED_MIN_HEADROOM = 0.15
+# Runs published at the least accelerators they fit on: no room to leave. Nemotron-4 340B
+# on 128 GPUs (README_340b.md: "will not fit on fewer"); the memory table holds it
+# (tests/published_memory.py, nemotron4-340b-128gpu and -64gpu).
+AT_THE_EDGE = {"nemotron4-340b-bf16-dgxc"}
 
 
 @pytest.mark.parametrize("run", PUBLISHED, ids=lambda run: run.run)
@@ -130,7 +141,7 @@ def test_every_published_run_fits_its_accelerators(run: PublishedRun):
     activations in fp8, which the estimate counts in bf16: they must fit, with less room.)"""
     memory = run.estimate().memory
     assert memory is not None and memory.fits, (run.run, memory)
-    if run.workload().training.dtype == "bf16":
+    if run.workload().training.dtype == "bf16" and run.run not in AT_THE_EDGE:
         assert memory.headroom >= PUBLISHED_MIN_HEADROOM, (run.run, memory.headroom)
 
 
@@ -173,3 +184,23 @@ def test_every_figure_of_the_shared_published_runs_is_predicted():
         assert figure in text, (run.run, figure)
     # 4 headline figures (1T, 145.6B, 530B twice) and 8 iteration times (4 models x 2)
     assert len(a100) == 4 + 8
+
+
+def test_the_demonstrated_error_table_is_what_the_validation_set_says_now():
+    """analysis/mfu/accuracy.py's DEMONSTRATED (printed beside every `mfu` column) is
+    written by `python benchmarks/mfu_validation.py --accuracy`, never by hand."""
+    from collbench.analysis.mfu.accuracy import DEMONSTRATED
+
+    assert _validation_script().demonstrated() == DEMONSTRATED
+
+
+def test_a_step_time_error_turns_over_into_an_mfu_error():
+    """A step predicted 10% short is an MFU 1/0.9 - 1 = +11.1% high; a throughput figure
+    keeps its sign and size."""
+    run = BY_NAME["nemotron4-15b-bf16-dgxc"]
+    result = run.estimate()
+    step_error = run.error(result)
+    assert run.mfu_error(result) == pytest.approx(1 / (1 + step_error) - 1)
+    assert run.mfu_error(result) > 0 > step_error
+    tokens = BY_NAME["llama3-70b-fp8-gbs128"]
+    assert tokens.mfu_error() == pytest.approx(tokens.error())

@@ -1,0 +1,85 @@
+"""How close the estimator has landed on published runs, per accelerator: what `mfu`
+prints beside each fabric's column, so an estimate is read with its demonstrated error.
+
+The figures are the validation set's (tests/published_runs.py, README "Validation against
+published runs"), each run's error turned into an error of the MFU (and of the throughput:
+predicted / reported - 1, + = the estimate is faster than the run was). They hold for the
+estimator as shipped: GEMMs priced by shape and collectives by the topology's cost model
+(`--gemm` or `--curves` measure instead, which no published run did). The table is
+written by `python benchmarks/mfu_validation.py --accuracy`; a unit test recomputes it
+from the validation set, so it cannot drift from what the model says now.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Demonstrated:
+    """The estimator's MFU error over the published runs on one accelerator family."""
+
+    family: str  # "A100", "H100": the accelerator's model number
+    runs: int
+    low: float  # the most negative error (the estimate slower than the run)
+    high: float  # the most positive error (the estimate faster than the run)
+    median_abs: float  # median |error|
+
+    def line(self, column: str) -> str:
+        return (
+            f"validated: {column} ({self.family}): on {self.runs} published runs the estimated "
+            f"MFU erred {_pct(self.low)} to {_pct(self.high)} (+: faster than the run; median "
+            f"|error| {self.median_abs:.1%}; README, Validation against published runs)"
+        )
+
+    def to_dict(self) -> dict[str, float | int | str]:
+        return {
+            "family": self.family,
+            "runs": self.runs,
+            "mfu_error_low": self.low,
+            "mfu_error_high": self.high,
+            "mfu_error_median_abs": self.median_abs,
+        }
+
+
+# Written by `python benchmarks/mfu_validation.py --accuracy` (tests/unit/test_mfu_published.py
+# checks it against the validation set).
+# accuracy:start
+DEMONSTRATED: dict[str, Demonstrated] = {
+    "A100": Demonstrated("A100", 12, -0.042, 0.076, 0.012),
+    "H100": Demonstrated("H100", 10, -0.077, 0.171, 0.093),
+}
+# accuracy:end
+
+_FAMILY = re.compile(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b")
+
+
+def family(accelerator: str) -> str | None:
+    """The model number in an accelerator's name: "NVIDIA A100-SXM4-80GB" -> "A100",
+    "NVIDIA H100 80GB HBM3 (SXM5)" -> "H100", "AMD Instinct MI300X" -> "MI300X"."""
+    match = _FAMILY.search(accelerator)
+    return match.group(1) if match else None
+
+
+def demonstrated(accelerator: str) -> Demonstrated | None:
+    """The published runs' verdict on this accelerator, None where none validates it."""
+    name = family(accelerator)
+    return DEMONSTRATED.get(name) if name else None
+
+
+def accuracy_line(column: str, accelerator: str) -> str:
+    """One line for a fabric's column: its demonstrated error, or that there is none."""
+    known = demonstrated(accelerator)
+    if known is not None:
+        return known.line(column)
+    return (
+        f"validated: {column} ({family(accelerator) or accelerator}): no published run on "
+        "this accelerator validates the estimate; its error is not known"
+    )
+
+
+def _pct(value: float) -> str:
+    return f"{value:+.1%}"

@@ -1,0 +1,59 @@
+"""analysis/mfu/accuracy.py: an estimate's demonstrated error, found by accelerator."""
+
+from __future__ import annotations
+
+import pytest
+
+from collbench.analysis.mfu.accuracy import (
+    DEMONSTRATED,
+    Demonstrated,
+    accuracy_line,
+    demonstrated,
+    family,
+)
+from collbench.topologies.loader import load_topology
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA H100 80GB HBM3 (SXM5)", "H100"),
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("AMD Instinct MI300X", "MI300X"),
+        ("NVIDIA B200", "B200"),
+        ("x86 CPU", None),
+    ],
+)
+def test_family_is_the_model_number(name, expected):
+    assert family(name) == expected
+
+
+def test_every_h100_topology_shares_the_h100_verdict():
+    """The catalog's H100 fabrics (DGX and A3 Mega) run the same accelerator: the same
+    published runs speak for both."""
+    for name in ("dgx-h100", "a3-mega"):
+        assert demonstrated(load_topology(name).accelerator.name) is DEMONSTRATED["H100"]
+
+
+def test_the_line_states_the_range_and_its_sign():
+    known = Demonstrated("H100", 10, -0.077, 0.171, 0.093)
+    line = known.line("dgx-h100")
+    assert "dgx-h100 (H100)" in line and "10 published runs" in line
+    assert "-7.7% to +17.1%" in line and "median |error| 9.3%" in line
+    assert "+: faster than the run" in line
+
+
+def test_an_accelerator_no_run_validates_says_its_error_is_not_known():
+    line = accuracy_line("mi300x", load_topology("mi300x").accelerator.name)
+    assert "MI300X" in line and "no published run" in line and "not known" in line
+
+
+def test_the_json_form_names_every_figure():
+    assert DEMONSTRATED["A100"].to_dict() == {
+        "family": "A100",
+        "runs": DEMONSTRATED["A100"].runs,
+        "mfu_error_low": DEMONSTRATED["A100"].low,
+        "mfu_error_high": DEMONSTRATED["A100"].high,
+        "mfu_error_median_abs": DEMONSTRATED["A100"].median_abs,
+    }
