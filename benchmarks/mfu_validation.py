@@ -31,7 +31,7 @@ from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY, cost_model_pr
 from collbench.analysis.mfu.workload import parallelism_words  # noqa: E402
 from collbench.analysis.model import gemm_model  # noqa: E402
 from collbench.topologies.loader import load_topology  # noqa: E402
-from tests.published_runs import PUBLISHED, PublishedRun, _topology_path  # noqa: E402
+from tests.published_runs import MOE_STEP, PUBLISHED, PublishedRun, _topology_path  # noqa: E402
 
 WHAT = {
     "mfu": "MFU",
@@ -157,8 +157,10 @@ def _largest(values: list[float]) -> float:
 def demonstrated() -> dict[str, Demonstrated]:
     """Per accelerator family: the runs' MFU errors (analysis/mfu/accuracy.py's table)."""
     errors: dict[str, list[float]] = {}
-    for run in PUBLISHED:
-        errors.setdefault(run.family or run.topology, []).append(run.mfu_error())
+    for runs, moe in ((PUBLISHED, False), (MOE_STEP, True)):
+        for run in runs:
+            name = accuracy.key(run.family or run.topology, moe)
+            errors.setdefault(name, []).append(run.mfu_error())
     return {
         name: Demonstrated(
             name,

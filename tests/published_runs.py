@@ -268,8 +268,10 @@ WHOLE_TRAINING: tuple[PublishedRun, ...] = (
 # 1f1b), overlap_grad_reduce off on H100 (dp_overlap False), MTP 1 in the layout
 # "Et|(tt|)*30mL" (61 + 3 = 64 over pp 8 x v 4), group-limited routing of 8 groups, top 4
 # (DeepSeekV3ModelProvider): a group is 32 experts = one node's 8 EP ranks, so a token
-# reaches at most 4 nodes (--ep-route-nodes 4). Recompute of mla_up_proj and the dense
-# layers' mlp: not stated (--recompute none; the up-projections are ~3% of the compute).
+# reaches at most 4 nodes (--ep-route-nodes 4). run_script.py recomputes mla_up_proj and
+# the dense layers' mlp (recompute_modules on H100), which collbench cannot state
+# (--recompute none; the up-projections are ~3% of the compute, the dense layers are not on
+# the busiest stage). Priced with --ep-overlap none the run lands +0.9% (README).
 DEEPSEEK_V3_MTP = replace(preset("deepseek-v3"), mtp_layers=1)
 MOE_STEP: tuple[PublishedRun, ...] = (
     PublishedRun("deepseek-v3-fp8-h100", DEEPSEEK_V3_MTP, "dgx-h100", 2, 8, 64, 8192, "tokens",

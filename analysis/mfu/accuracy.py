@@ -22,17 +22,24 @@ from dataclasses import dataclass
 class Demonstrated:
     """The estimator's MFU error over the published runs on one accelerator family."""
 
-    family: str  # "A100", "H100": the accelerator's model number
+    family: str  # "A100", "H100": the accelerator's model number ("H100 MoE": MoE runs)
     runs: int
     low: float  # the most negative error (the estimate slower than the run)
     high: float  # the most positive error (the estimate faster than the run)
     median_abs: float  # median |error|
 
     def line(self, column: str) -> str:
+        if self.runs == 1:
+            erred, median = f"on 1 published run the estimated MFU erred {_pct(self.low)}", ""
+        else:
+            erred = (
+                f"on {self.runs} published runs the estimated MFU erred {_pct(self.low)} to "
+                f"{_pct(self.high)}"
+            )
+            median = f"; median |error| {self.median_abs:.1%}"
         return (
-            f"validated: {column} ({self.family}): on {self.runs} published runs the estimated "
-            f"MFU erred {_pct(self.low)} to {_pct(self.high)} (+: faster than the run; median "
-            f"|error| {self.median_abs:.1%}; README, Validation against published runs)"
+            f"validated: {column} ({self.family}): {erred} (+: faster than the run{median}; "
+            "README, Validation against published runs)"
         )
 
     def to_dict(self) -> dict[str, float | int | str]:
@@ -51,6 +58,7 @@ class Demonstrated:
 DEMONSTRATED: dict[str, Demonstrated] = {
     "A100": Demonstrated("A100", 12, -0.042, 0.076, 0.012),
     "H100": Demonstrated("H100", 10, -0.077, 0.171, 0.093),
+    "H100 MoE": Demonstrated("H100 MoE", 1, 0.456, 0.456, 0.456),
 }
 # accuracy:end
 
@@ -64,20 +72,28 @@ def family(accelerator: str) -> str | None:
     return match.group(1) if match else None
 
 
-def demonstrated(accelerator: str) -> Demonstrated | None:
-    """The published runs' verdict on this accelerator, None where none validates it."""
+def key(family_name: str, moe: bool) -> str:
+    """DEMONSTRATED's key: the family, and " MoE" for mixture-of-experts workloads (their
+    all-to-alls and overlap are their own model, validated on their own runs)."""
+    return f"{family_name} MoE" if moe else family_name
+
+
+def demonstrated(accelerator: str, moe: bool = False) -> Demonstrated | None:
+    """The published runs' verdict on this accelerator (and kind of workload), None where
+    none validates it."""
     name = family(accelerator)
-    return DEMONSTRATED.get(name) if name else None
+    return DEMONSTRATED.get(key(name, moe)) if name else None
 
 
-def accuracy_line(column: str, accelerator: str) -> str:
+def accuracy_line(column: str, accelerator: str, moe: bool = False) -> str:
     """One line for a fabric's column: its demonstrated error, or that there is none."""
-    known = demonstrated(accelerator)
+    known = demonstrated(accelerator, moe)
     if known is not None:
         return known.line(column)
+    kind = "MoE " if moe else ""
     return (
-        f"validated: {column} ({family(accelerator) or accelerator}): no published run on "
-        "this accelerator validates the estimate; its error is not known"
+        f"validated: {column} ({key(family(accelerator) or accelerator, moe)}): no published "
+        f"{kind}run on this accelerator validates the estimate; its error is not known"
     )
 
 

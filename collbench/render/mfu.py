@@ -84,14 +84,14 @@ def to_json(
             "model_flops_per_token": workload.model_flops_per_token,
         },
         "fabrics": [
-            {**_estimate_json(result), **cost_json(cost)}
+            {**_estimate_json(result, model.experts > 0), **cost_json(cost)}
             for result, cost in zip(estimates, costs, strict=True)
         ],
     }
 
 
-def _estimate_json(result: Estimate) -> dict[str, Any]:
-    known = demonstrated(result.accelerator)
+def _estimate_json(result: Estimate, moe: bool = False) -> dict[str, Any]:
+    known = demonstrated(result.accelerator, moe)
     return {
         "topology": result.topology,
         # only for a column priced with labelled curves (`--curves LABEL=RUN`, a tune)
@@ -162,6 +162,11 @@ def render_table(
         ("tokens/s", _tagged(lambda e: f"{e.tokens_per_s:,.0f}")),
         ("what if: perfect overlap", lambda e: _fraction(e.what_if["perfect_overlap"])),
         ("what if: 2x scale-out", _what_if("scale_out_2x")),
+        *[
+            (label, _what_if(name))
+            for name, label in UNHIDDEN_ROWS.items()
+            if any(name in result.what_if for result in estimates)
+        ],
     ]
     header = ["", *(column_name(result) for result in estimates)]
     body = [[label, *(_cell(label, cell, result) for result in estimates)] for label, cell in rows]
@@ -181,7 +186,17 @@ def render_table(
     if costs:
         tags = [ORIGIN_TAGS.get(result.origin, result.origin) for result in estimates]
         recovered += price_lines(estimates, costs, header[1:], tags)
-    return "\n".join([_headline(workload), "", *lines, legend, *recovered, "", *_notes(estimates)])
+    return "\n".join(
+        [
+            _headline(workload),
+            "",
+            *lines,
+            legend,
+            *recovered,
+            "",
+            *_notes(estimates, workload.model.experts > 0),
+        ]
+    )
 
 
 # A column of a fabric the workload does not fit (Estimate.does_not_fit): these rows still
@@ -273,8 +288,23 @@ def _exposed(kind: str) -> Any:
     return cell
 
 
+# What-ifs that take a modelled overlap away (analysis.mfu.fabrics.without_overlap).
+UNHIDDEN_ROWS = {
+    "no_tp_overlap": "what if: no TP overlap",
+    "no_ep_overlap": "what if: no EP overlap",
+}
+UNHIDDEN_NOTE = (
+    "what if: no TP / EP overlap: the MFU if the overlap hides nothing. Published runs "
+    "with userbuffer TP overlap (dgxc-benchmarking) and with EP 1F1B overlap (DeepSeek-V3, "
+    "Megatron-Bridge on H100) ran nearer it than the overlapped estimate (README, "
+    "Validation against published runs)"
+)
+
+
 def _what_if(name: str) -> Any:
     def cell(result: Estimate) -> str:
+        if name not in result.what_if:
+            return "-"
         return _tag(_fraction(result.what_if[name]), result.what_if_origin.get(name, ""))
 
     return cell
@@ -321,7 +351,7 @@ def _headline(workload: Workload) -> str:
     return headline
 
 
-def _notes(estimates: Sequence[Estimate]) -> list[str]:
+def _notes(estimates: Sequence[Estimate], moe: bool = False) -> list[str]:
     """What each kind of collective is, where each fabric's price came from, and what was
     assumed (the same on every fabric, so said once)."""
     first = estimates[0]
@@ -334,7 +364,9 @@ def _notes(estimates: Sequence[Estimate]) -> list[str]:
         )
         notes.append(f"  {column_name(result)}: {sources or 'nothing to price'}")
     notes += _memory_notes(estimates)
-    notes += [accuracy_line(column_name(result), result.accelerator) for result in estimates]
+    notes += [accuracy_line(column_name(result), result.accelerator, moe) for result in estimates]
+    if any(name in first.what_if for name in UNHIDDEN_ROWS):
+        notes.append(UNHIDDEN_NOTE)
     return notes + [f"assumed: {text}" for text in first.assumptions]
 
 

@@ -57,3 +57,20 @@ def test_the_json_form_names_every_figure():
         "mfu_error_high": DEMONSTRATED["A100"].high,
         "mfu_error_median_abs": DEMONSTRATED["A100"].median_abs,
     }
+
+
+def test_moe_workloads_have_their_own_verdict():
+    """A MoE estimate is read against the MoE runs, not the dense ones: its all-to-alls
+    and their overlap are a model of their own."""
+    h100 = load_topology("dgx-h100").accelerator.name
+    assert demonstrated(h100, moe=True) is DEMONSTRATED["H100 MoE"]
+    assert demonstrated(h100, moe=True) is not demonstrated(h100)
+    a100 = load_topology("dgx-a100").accelerator.name
+    line = accuracy_line("dgx-a100", a100, moe=True)
+    assert "A100 MoE" in line and "no published MoE run" in line
+
+
+def test_one_run_is_stated_as_one_figure():
+    line = Demonstrated("H100 MoE", 1, 0.456, 0.456, 0.456).line("dgx-h100")
+    assert "on 1 published run the estimated MFU erred +45.6% (" in line
+    assert "to" not in line.split("erred")[1].split("(")[0] and "median" not in line
