@@ -46,8 +46,10 @@ def predict(run: PublishedRun, fraction_scale: float = 1.0, comm: float = 1.0) -
     workload = run.workload()
     topology = sized_for(workload, load_topology(_topology_path(run.topology)))
     accelerator = topology.accelerator
-    fraction = gemm_model.matmul_fraction(accelerator) * fraction_scale
-    fp8 = gemm_model.matmul_fraction(accelerator, "fp8") * fraction_scale
+    # the burst fractions scaled (the sustained share, matmul_sustained, stays as it is)
+    sustained = accelerator.matmul_sustained or 1.0
+    fraction = gemm_model.matmul_fraction(accelerator) / sustained * fraction_scale
+    fp8 = gemm_model.matmul_fraction(accelerator, "fp8") / sustained * fraction_scale
     scaled = replace(accelerator, matmul_fraction=min(1, fraction), matmul_fraction_fp8=min(1, fp8))
     topology = replace(topology, accelerator=scaled)
     pricer = cost_model_pricer(topology, min(1.0, DEFAULT_COMM_EFFICIENCY * comm))

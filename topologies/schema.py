@@ -45,6 +45,12 @@ class Accelerator:
     sm_count: int | None = None
     matmul_fraction: float | None = None
     matmul_fraction_fp8: float | None = None  # the same for fp8 matmuls (of the fp8 peak)
+    # The fractions above are the best a short burst reaches, at the boost clock (MAMF). A
+    # GEMM that runs on, as a training step's do, saturates the board at its power limit
+    # and settles at a lower clock: the sustained rate (MSMF) over the burst one, measured
+    # on the part. The shape model prices GEMMs at fraction x this (analysis/model/
+    # gemm_model.matmul_fraction). None: not measured; the burst figure is priced.
+    matmul_sustained: float | None = None
     # Dense fp32 peaks, what `collbench gemm --dtype fp32 -T` reads its rows against: fp32
     # (CUDA cores / vector units; torch's default fp32 matmul) and tf32 (tensor cores, when
     # torch allows TF32). None: the entry does not give one (gemm says so).
@@ -204,10 +210,11 @@ def _accelerator(section: _Fields) -> Accelerator:
         sm_count=section.integer("sm_count", minimum=1, default=None),
         matmul_fraction=section.number("matmul_fraction", default=None),
         matmul_fraction_fp8=section.number("matmul_fraction_fp8", default=None),
+        matmul_sustained=section.number("matmul_sustained", default=None),
         peak_fp32_tflops=section.number("peak_fp32_tflops", default=None),
         peak_tf32_tflops=section.number("peak_tf32_tflops", default=None),
     )
-    for name in ("matmul_fraction", "matmul_fraction_fp8"):
+    for name in ("matmul_fraction", "matmul_fraction_fp8", "matmul_sustained"):
         value = getattr(accelerator, name)
         if value is not None and value > 1:
             raise TopologyError(

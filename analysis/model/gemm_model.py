@@ -6,7 +6,9 @@ one per thread block, scheduled over the accelerator's SMs (CUs) in waves (NVIDI
 dl-performance-matrix-multiplication: tile and wave quantization). Its efficiency is:
 
 - the accelerator's achievable share of the dense peak (`matmul_fraction` in the topology's
-  accelerator entry: the best large matmul measured, cited there);
+  accelerator entry: the best large matmul measured, cited there), at the sustained clock
+  where the entry measures it (`matmul_sustained`: a burst runs at the boost clock, a GEMM
+  that runs on saturates the board's power limit and settles lower);
 - x tile quantization: the share of the tiles' work that lies inside the matrix
   (M = 2049 pays for 2 x 1024 + 1 rows of tiles);
 - x wave quantization: the share of the waves' SM slots that hold a tile (144 tiles on 108
@@ -111,10 +113,14 @@ def shape_efficiency(gemm: Gemm, sm_count: int | None) -> tuple[float, str, int]
 def matmul_fraction(accelerator: Accelerator, dtype: str = "bf16") -> float:
     """The accelerator's measured share of its peak for large matmuls in `dtype` (fp8:
     its own figure where the entry has one, else the bf16 one; fp32 and tf32: the bf16
-    one, ASSUMED, as the catalog measures none); the default otherwise."""
+    one, ASSUMED, as the catalog measures none; the default otherwise), at the sustained
+    clock where the entry measures it (`matmul_sustained`: the power-saturated rate over
+    the burst one, the same for every dtype, since it is the clock that drops)."""
     if dtype == "fp8" and accelerator.matmul_fraction_fp8:
-        return accelerator.matmul_fraction_fp8
-    return accelerator.matmul_fraction or DEFAULT_MATMUL_FRACTION
+        burst = accelerator.matmul_fraction_fp8
+    else:
+        burst = accelerator.matmul_fraction or DEFAULT_MATMUL_FRACTION
+    return burst * (accelerator.matmul_sustained or 1.0)
 
 
 def gemm_time(

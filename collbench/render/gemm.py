@@ -105,6 +105,12 @@ def _model_notes(first: GemmRow, topology: Any, peak: ModelPeak) -> list[str]:
         f"# of peak: of {topology.name}'s dense {peak.kind} peak, {peak.flops / 1e12:,.4g} "
         f"TFLOP/s (accelerator.{peak.field}); model: the shape model's share of it"
         + (" (with the bf16 matmul_fraction, ASSUMED)" if peak.kind != "bf16" else "")
+        + (
+            f", at the sustained clock ({sustained:.1%} of the burst rate: "
+            "accelerator.matmul_sustained; a short run may beat it)"
+            if (sustained := topology.accelerator.matmul_sustained)
+            else ""
+        )
     ]
     if not same_accelerator(first.accelerator, name):
         notes.append(

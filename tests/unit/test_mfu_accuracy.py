@@ -74,3 +74,39 @@ def test_one_run_is_stated_as_one_figure():
     line = Demonstrated("H100 MoE", 1, 0.456, 0.456, 0.456).line("dgx-h100")
     assert "on 1 published run the estimated MFU erred +45.6% (" in line
     assert "to" not in line.split("erred")[1].split("(")[0] and "median" not in line
+
+
+def test_the_sustained_clock_scales_every_dtype_s_burst_fraction():
+    """A GEMM that runs on settles at the power-limited clock: the shape model prices the
+    burst fraction (MAMF) times the measured sustained share, for bf16 and fp8 alike; an
+    entry that measures none is priced at its burst figure."""
+    from dataclasses import replace
+
+    from collbench.analysis.model.gemm_model import matmul_fraction
+
+    h100 = load_topology("dgx-h100").accelerator
+    assert h100.matmul_sustained is not None and 0.8 < h100.matmul_sustained < 0.9
+    assert h100.matmul_fraction is not None and h100.matmul_fraction_fp8 is not None
+    assert matmul_fraction(h100) == h100.matmul_fraction * h100.matmul_sustained
+    assert matmul_fraction(h100, "fp8") == h100.matmul_fraction_fp8 * h100.matmul_sustained
+    burst = replace(h100, matmul_sustained=None)
+    assert matmul_fraction(burst) == h100.matmul_fraction
+    a100 = load_topology("dgx-a100").accelerator
+    assert a100.matmul_sustained is None and matmul_fraction(a100) == a100.matmul_fraction
+
+
+def test_a_sustained_share_above_one_is_refused(tmp_path):
+    from pathlib import Path
+
+    import pytest as _pytest
+    import yaml
+
+    from collbench.topologies.schema import TopologyError
+
+    catalog = Path(__file__).resolve().parents[2] / "topologies" / "dgx-h100.yaml"
+    data = yaml.safe_load(catalog.read_text())
+    data["accelerator"]["matmul_sustained"] = 1.2
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with _pytest.raises(TopologyError, match="matmul_sustained"):
+        load_topology(str(path))

@@ -105,7 +105,8 @@ def test_an_unknown_key_without_a_close_match_lists_the_section_s_fields(tmp_pat
     assert message == (
         "accelerator.vendor: 'NVIDIA' is not a known field of accelerator "
         "(known: name, peak_bf16_tflops, peak_fp8_tflops, memory_gib, hbm_gbytes_s, "
-        "sm_count, matmul_fraction, matmul_fraction_fp8, peak_fp32_tflops, peak_tf32_tflops)"
+        "sm_count, matmul_fraction, matmul_fraction_fp8, matmul_sustained, peak_fp32_tflops, "
+        "peak_tf32_tflops)"
     )
 
 
