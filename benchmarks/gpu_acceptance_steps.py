@@ -275,6 +275,46 @@ def gemm_long(kit: Kit, step: Step) -> None:
         step.within("sustained bf16 TFLOP/s", rows[0]["tflops"], *GEMM_BF16_TFLOPS, kit.judged)
 
 
+# The dgxc Nemotron-4 15B recipe's GEMMs (TP 4, seq 4096, micro-batch 4; README, Validation
+# against published runs): the shape model prices them at the sustained clock
+# (accelerator.matmul_sustained, from a published H200 measurement). Measured / model near 1
+# on an H100 node confirms it; far from 1 corrects it.
+GEMM_MODEL_RATIO = (0.9, 1.1)
+NEMOTRON_15B_GEMMS = ["--model", "nemotron4-15b", "--tp", "4", "--seq", "4096", "--micro-batch", "4"]  # fmt: skip
+TINY_GEMMS = ["--layers", "2", "--hidden", "256", "--heads", "4", "--vocab", "512", "--seq", "128"]  # fmt: skip
+
+
+def gemm_workload(kit: Kit, step: Step) -> None:
+    """A workload's GEMMs measured against the shape model the MFU estimate prices them
+    with (dry run: a tiny model on the CPU, the ratio recorded, not judged)."""
+    shapes = TINY_GEMMS if kit.dry_run else NEMOTRON_15B_GEMMS
+    label = "tiny" if kit.dry_run else "nemotron4-15b"
+    done = kit.run(step, label, ["gemm", *shapes, "-T", "dgx-h100", *_gemm_device(kit)])
+    step.code_is(done, 0)
+    rows = read_jsonl(done.run_dir / "gemm.jsonl") if done.run_dir else []
+    ratios = [row["tflops"] / _model_tflops(row) for row in rows]
+    step.check("rows measured", len(rows), ">= 1", bool(rows))
+    if ratios:
+        step.figures["measured/model per shape"] = {
+            f"{row['op']} {row['pass_name']} {row['shape']}": round(ratio, 3)
+            for row, ratio in zip(rows, ratios, strict=True)
+        }
+        median = round(statistics.median(ratios), 3)
+        step.figures["measured/model (median)"] = median
+        step.within("measured/model (median)", median, *GEMM_MODEL_RATIO, kit.judged)
+
+
+def _model_tflops(row: dict) -> float:
+    """What the shape model gives the row's GEMM on dgx-h100 (bf16), in TFLOP/s."""
+    from collbench.analysis.model.gemm_model import Gemm, gemm_time
+    from collbench.topologies.loader import load_topology
+
+    accelerator = load_topology("dgx-h100").accelerator
+    gemm = Gemm(row["op"], row["pass_name"], row["m"], row["n"], row["k"], row.get("batch", 1))
+    priced = gemm_time(gemm, accelerator, accelerator.peak_bf16_tflops * 1e12)
+    return gemm.flops / priced.time_s / 1e12
+
+
 def _gemm_device(kit: Kit) -> list[str]:
     return ["--device", "cpu", "-w", "1", "-n", "3"] if kit.dry_run else []
 
@@ -314,4 +354,5 @@ STEPS = (
     ("gemm_bf16", "gemm square 1024..16384 bf16", gemm_bf16),
     ("gemm_tf32", "gemm fp32 with and without TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", gemm_tf32),
     ("gemm_long", "a long bf16 gemm run (clocks and power where recorded)", gemm_long),
+    ("gemm_workload", "Nemotron-4 15B's GEMMs against the sustained-clock shape model", gemm_workload),
 )  # fmt: skip

@@ -77,7 +77,10 @@ def table() -> str:
         if training.dtype != "bf16":
             setup.append(training.dtype)
         if run.options.get("tp_overlap"):
-            setup.append(f"TP overlap {run.options['tp_overlap']:g}")
+            own = " (recipe's ub_cfg)" if run.options.get("tp_overlap_pairs") else ""
+            setup.append(f"TP overlap {run.options['tp_overlap']:g}{own}")
+        if par.tp > 1 and not par.tp_async_backward:
+            setup.append("TP backward not overlapped")
         lines.append(
             f"| {run.run} ({workload.model.name}) | {run.hardware} | {', '.join(setup)}, "
             f"batch {training.global_batch} x {training.seq} | {WHAT[run.what]} "

@@ -22,14 +22,14 @@ per second per GPU as published (their model TFLOP/s count attention their own w
 token rate is compared). What the tables do not say is what the recipes they name set
 (scripts/performance): sequence parallelism with TP, the distributed optimizer (ZeRO 1),
 gradient reduction overlapped, Transformer Engine's fused attention, no recompute, and for
-the 70B model TP communication overlapped with userbuffers (COMM_OVERLAP_CONFIG_MAP, llama3_70b
-h100 fp8), given here as --tp-overlap 1 (priced chunk by chunk, analysis/mfu/tp_overlap.py,
-at Transformer Engine's default chunks and SMs). NVIDIA's dgxc-benchmarking recipes (BF16 on
-DGX H100, NeMo 24.05/24.09) publish their launch configuration beside the step time: the
-distributed optimizer, sequence parallelism, TP communication overlap (ub_tp_comm_overlap,
---tp-overlap 1; Nemotron-4 15B with TE's default ub config, 175B with its own:
-pipelined reduce-scatters on 24 and 20 SMs, bulk ones on 2 to 8, which one --tp-overlap-sms
-cannot state, so TE's default 16 is kept), no recompute, flash or cuDNN fused attention,
+the 70B and 405B models TP communication overlapped with userbuffers (COMM_OVERLAP_CONFIG_MAP,
+llama3_70b / llama31_405b h100 fp8), given here as --tp-overlap 1 with the configuration the
+map names (--tp-overlap-config; priced pair by pair, analysis/mfu/tp_overlap.py).
+NVIDIA's dgxc-benchmarking recipes (BF16 on DGX H100, NeMo 24.05/24.09) publish their launch
+configuration beside the step time: the distributed optimizer, sequence parallelism, TP
+communication overlap (ub_tp_comm_overlap, --tp-overlap 1; Nemotron-4 15B with TE's default
+ub config, 175B with its own ub_tp_comm_overlap_cfg: pipelined reduce-scatters on 24 and 20
+SMs, bulk pairs on 2 to 8, fc2_dgrad aggregated), no recompute, flash or cuDNN fused attention,
 and their distributed_fused_adam's gradient reduction in bf16 (grad_sync_dtype: bf16,
 --grad-bytes 2) in buckets of bucket_cap_mb (220 MB for 175B, 100 for 15B); Nemotron-4
 15B trains without dropout (its yaml's dropouts are 0.0).
@@ -50,6 +50,7 @@ from collbench.analysis.mfu.estimate import Estimate, EstimateOptions, estimate
 from collbench.analysis.mfu.fabrics import sized_for
 from collbench.analysis.mfu.inputs import cost_model_pricer
 from collbench.analysis.mfu.presets import preset
+from collbench.analysis.mfu.tp_overlap import pairs_from_config
 from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
 from collbench.topologies.loader import load_topology
 
@@ -145,10 +146,44 @@ class PublishedRun:
         return family(load_topology(_topology_path(self.topology)).accelerator.name)
 
 
-# The 2021-22 Megatron runs: unfused attention; the SC'21 ones without DP overlap.
+# The 2021-22 Megatron runs: unfused attention; the SC'21 ones without DP overlap and
+# without the async TP backward (Megatron-LM's async tensor-parallel all-reduce came later).
 _A100 = {"attention": "unfused"}
-_SC21 = {**_A100, "dp_overlap": False}
+_SC21 = {**_A100, "dp_overlap": False, "tp_async_backward": False}
 _BRIDGE = {"dtype": "fp8", "sequence_parallel": True, "zero": 1}
+# The recipes' own userbuffer configurations (TE's ub_cfg), as their sources write them.
+# Megatron-Bridge src/megatron/bridge/training/comm_overlap.py (the configs the H100 perf
+# recipes name: llama3 70B userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192, llama3.1 405B
+# userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192) and dgxc-benchmarking
+# nemo_megatron/gpt3_175b_hydra.yaml (@35a9aec, ub_tp_comm_overlap_cfg). Nemotron-4 15B's
+# recipe sets none: TE's defaults.
+_RING = {"method": "ring_exchange"}
+
+
+def _bulk(qkv_dgrad: int, qkv_wgrad: int, fc1_dgrad: int, fc1_wgrad: int) -> dict:
+    """The four bulk pairs on their SMs (num_sm)."""
+    sms = {"qkv_dgrad": qkv_dgrad, "qkv_wgrad": qkv_wgrad, "fc1_dgrad": fc1_dgrad,
+           "fc1_wgrad": fc1_wgrad}  # fmt: skip
+    return {name: {"method": "bulk", "num_sm": n} for name, n in sms.items()}
+
+
+# Megatron-Bridge's H100 FP8 configurations: all-gathers and the forward's reduce-scatters
+# by ring exchange (the latter on 1 SM), the bulk pairs on their own SMs.
+_BRIDGE_RINGS = {
+    **{name: _RING for name in ("qkv_fprop", "proj_dgrad", "fc1_fprop", "fc2_dgrad")},
+    **{name: {**_RING, "num_sm": 1} for name in ("proj_fprop", "fc2_fprop")},
+}
+UB_LLAMA3_70B_FP8_H100 = pairs_from_config({**_BRIDGE_RINGS, **_bulk(4, 24, 2, 4)})
+UB_LLAMA31_405B_FP8_H100_CP2 = pairs_from_config({**_BRIDGE_RINGS, **_bulk(2, 24, 2, 2)})
+UB_GPT3_175B_DGXC = pairs_from_config({
+    **_bulk(4, 8, 2, 4),
+    "qkv_fprop": _RING, "proj_dgrad": _RING, "fc1_fprop": _RING,
+    "fc2_dgrad": {"method": "ring_exchange", "aggregate": 1},
+    "proj_fprop": {"method": "pipeline", "num_sm": 24, "num_splits": 4},
+    "fc2_fprop": {"method": "pipeline", "num_sm": 20, "num_splits": 4},
+})  # fmt: skip
+_UB_70B = {"tp_overlap": 1.0, "tp_overlap_pairs": UB_LLAMA3_70B_FP8_H100}
+_UB_175B = {"tp_overlap": 1.0, "tp_overlap_pairs": UB_GPT3_175B_DGXC}
 _DGXC_175B = {
     "sequence_parallel": True,
     "zero": 1,
@@ -199,16 +234,16 @@ PUBLISHED: tuple[PublishedRun, ...] = (
                  KORTHIKANTI_T5, {**SELECTIVE_SP, **_A100}),
     PublishedRun("llama3-70b-fp8-gbs128", "llama3-70b", "dgx-h100", 4, 8, 2, 128, "tokens", 1602,
                  f"{BRIDGE}, 25.11 container, DGX-H100", {**_BRIDGE, "virtual_stages": 5},
-                 seq=8192, options={"tp_overlap": 1.0}),
+                 seq=8192, options=_UB_70B),
     PublishedRun("llama3-70b-fp8-gbs256", "llama3-70b", "dgx-h100", 4, 8, 2, 256, "tokens", 1621,
                  f"{BRIDGE}, 26.02 container, DGX-H100", {**_BRIDGE, "virtual_stages": 5},
-                 seq=8192, options={"tp_overlap": 1.0}),
+                 seq=8192, options=_UB_70B),
     PublishedRun("llama3-8b-fp8-fsdp", "llama3-8b", "dgx-h100", 1, 1, 8, 128, "tokens", 14451,
                  f"{BRIDGE}, 25.11 container, DGX-H100 (FSDP 8)",
                  {"dtype": "fp8", "zero": 3}, seq=8192),
     PublishedRun("gpt3-175b-bf16-dgxc", "gpt3-175b", "dgx-h100", 4, 8, 4, 256, "step", 8.91,
                  f"{DGXC}, nemo_megatron/README_175b.md, 128 GPUs",
-                 _DGXC_175B, options={"tp_overlap": 1.0}),
+                 _DGXC_175B, options=_UB_175B),
     PublishedRun("nemotron4-15b-bf16-dgxc", NEMOTRON4_15B, "dgx-h100", 4, 1, 4, 64, "step", 2.83,
                  f"{DGXC}, nemotron/README_15b.md, 16 GPUs",
                  _DGXC_15B, seq=4096, options={"tp_overlap": 1.0}),
@@ -216,7 +251,7 @@ PUBLISHED: tuple[PublishedRun, ...] = (
     # launch with fp8: true; Transformer Engine's delayed scaling, fp8_params on 175B).
     PublishedRun("gpt3-175b-fp8-dgxc", "gpt3-175b", "dgx-h100", 4, 8, 4, 256, "step", 5.92,
                  f"{DGXC}, nemo_megatron/README_175b.md, 128 GPUs (FP8)",
-                 {**_DGXC_175B, "dtype": "fp8"}, options={"tp_overlap": 1.0}),
+                 {**_DGXC_175B, "dtype": "fp8"}, options=_UB_175B),
     PublishedRun("nemotron4-15b-fp8-dgxc", NEMOTRON4_15B, "dgx-h100", 4, 1, 4, 64, "step", 2.08,
                  f"{DGXC}, nemotron/README_15b.md, 16 GPUs (FP8)",
                  {**_DGXC_15B, "dtype": "fp8"}, seq=4096, options={"tp_overlap": 1.0}),
@@ -235,7 +270,7 @@ PUBLISHED: tuple[PublishedRun, ...] = (
     PublishedRun("llama31-405b-fp8-cp2", "llama3-405b", "dgx-h100", 8, 8, 8, 1536, "tokens", 311,
                  f"{BRIDGE}, 26.02 container, DGX-H100 (CP 2)",
                  {**_BRIDGE, "virtual_stages": 8, "cp": 2}, seq=8192,
-                 options={"tp_overlap": 1.0}),
+                 options={"tp_overlap": 1.0, "tp_overlap_pairs": UB_LLAMA31_405B_FP8_H100_CP2}),
 )  # fmt: skip
 
 
@@ -271,7 +306,7 @@ WHOLE_TRAINING: tuple[PublishedRun, ...] = (
 # reaches at most 4 nodes (--ep-route-nodes 4). run_script.py recomputes mla_up_proj and
 # the dense layers' mlp (recompute_modules on H100), which collbench cannot state
 # (--recompute none; the up-projections are ~3% of the compute, the dense layers are not on
-# the busiest stage). Priced with --ep-overlap none the run lands -5.8% (README).
+# the busiest stage). Priced with --ep-overlap none the run lands -6.4% (README).
 DEEPSEEK_V3_MTP = replace(preset("deepseek-v3"), mtp_layers=1)
 MOE_STEP: tuple[PublishedRun, ...] = (
     PublishedRun("deepseek-v3-fp8-h100", DEEPSEEK_V3_MTP, "dgx-h100", 2, 8, 64, 8192, "tokens",

@@ -50,9 +50,12 @@ from collbench.analysis.mfu.memory import MemoryEstimate, memory_estimate
 from collbench.analysis.mfu.tp_overlap import (
     DEFAULT_CHUNKS,
     DEFAULT_SMS,
+    PairMethod,
     TpOverlapSettings,
+    async_backward,
     describe,
     overlapped_tp,
+    tp_calls,
 )
 from collbench.analysis.mfu.workload import Parallelism, Workload
 from collbench.analysis.model.gemm_model import Gemm, GemmTime
@@ -91,7 +94,13 @@ class EstimateOptions:
     tp_overlap: float = 0.0
     tp_overlap_chunks: int = DEFAULT_CHUNKS  # the pipelined reduce-scatter's GEMM chunks
     tp_overlap_sms: int = DEFAULT_SMS  # SMs the overlap's communication kernels take
+    # a recipe's own userbuffer configuration, pair by pair (--tp-overlap-config)
+    tp_overlap_pairs: tuple[tuple[str, PairMethod], ...] = ()
     overlap_source: str = "assumed ideal (no overlap probe given)"
+
+    @property
+    def tp_overlap_settings(self) -> TpOverlapSettings:
+        return TpOverlapSettings(self.tp_overlap_chunks, self.tp_overlap_sms, self.tp_overlap_pairs)
 
     def __post_init__(self) -> None:
         if self.matmul_efficiency is not None and not 0 < self.matmul_efficiency <= 1:
@@ -105,7 +114,13 @@ class EstimateOptions:
                 "is 0 (TP collectives exposed) or 1 (userbuffer overlap, priced chunk by "
                 "chunk); a share hidden is not taken, it follows from the GEMMs and collectives",
             )
-        TpOverlapSettings(self.tp_overlap_chunks, self.tp_overlap_sms)  # validates both
+        _ = self.tp_overlap_settings  # validates them
+        if self.tp_overlap_pairs and not self.tp_overlap:
+            raise SpecError(
+                "--tp-overlap",
+                self.tp_overlap,
+                "must be 1 with --tp-overlap-config (it configures userbuffer overlap)",
+            )
 
 
 @dataclass(frozen=True)
@@ -378,30 +393,27 @@ def _tp_comm(
     par, run = workload.parallelism, workload.training
     if par.tp == 1:
         return CommKind("tp", "none (tp = 1)", 0.0, 0.0, "-")
-    # 4 per layer, 2 more on each layer whose forward is recomputed (all: full recompute)
-    per_stage = 4 * workload.layers_per_stage + 2 * workload.recomputed_layers
-    per_layer = per_stage / workload.layers_per_stage
     size = workload.micro_tokens * workload.model.hidden * run.activation_bytes
-    if par.sequence_parallel:
-        named = {
-            "all_gather": pricer("all_gather", size, par.tp, 1),
-            "reduce_scatter": pricer("reduce_scatter", size, par.tp, 1),
-        }
-        what = f"all_gather + reduce_scatter {_mb(size)} x {per_layer:g}/layer"
-    else:
-        named = {"all_reduce": pricer("all_reduce", size, par.tp, 1)}
-        what = f"all_reduce {_mb(size)} x {per_layer:g}/layer"
-    one_s = sum(priced.time_s for priced in named.values())
-    total_s = one_s * per_stage * workload.microbatches
+    calls = tp_calls(workload)  # per stage and micro-batch
+    named = {name: pricer(name, size, par.tp, 1) for name in calls}
+    layers = workload.layers_per_stage
+    what = " + ".join(f"{name} x {count / layers:g}" for name, count in calls.items())
+    what = f"{what}/layer of {_mb(size)}"
+    total_s = sum(named[name].time_s * count for name, count in calls.items())
+    total_s *= workload.microbatches
     source, origin = _sources(named), _origin(*named.values())
-    if hide_all or not options.tp_overlap:
-        return CommKind("tp", what, total_s, 0.0 if hide_all else total_s, source, origin)
+    if hide_all:
+        return CommKind("tp", what, total_s, 0.0, source, origin)
     assert tp_gemms is not None  # estimate() passes them
+    comm_s = lambda *collective: pricer(*collective).time_s  # noqa: E731
+    if not options.tp_overlap:
+        overlap = async_backward(workload, tp_gemms.seconds, comm_s).times(workload.microbatches)
+        return CommKind("tp", what, total_s, overlap.exposed_s, source, origin)
     overlap = overlapped_tp(
         workload,
         tp_gemms.seconds,
-        lambda *collective: pricer(*collective).time_s,
-        TpOverlapSettings(options.tp_overlap_chunks, options.tp_overlap_sms),
+        comm_s,
+        options.tp_overlap_settings,
         tp_gemms.accelerator.sm_count,
     )
     what += ", userbuffer overlap"
@@ -580,8 +592,20 @@ def _cp_ep_assumptions(workload: Workload) -> tuple[str, ...]:
 
 def _tp_assumption(workload: Workload, options: EstimateOptions, sm_count: int | None) -> str:
     if not options.tp_overlap:
-        return "TP collectives on the critical path (no --tp-overlap)"
-    settings = TpOverlapSettings(options.tp_overlap_chunks, options.tp_overlap_sms)
+        if not workload.parallelism.tp_async_backward:
+            return "TP collectives on the critical path (no --tp-overlap, no async backward)"
+        return (
+            "TP: the forward's collectives and the row-parallel layers' backward ones on the "
+            "critical path; each column-parallel layer's input-gradient reduction beside its "
+            "weight gradient"
+            + (
+                ", its input re-gather beside its input gradient"
+                if workload.parallelism.sequence_parallel
+                else ""
+            )
+            + " (Megatron's async backward; no --tp-overlap)"
+        )
+    settings = options.tp_overlap_settings
     return describe(settings, workload.parallelism.tp, sm_count)
 
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 from collbench.analysis.mfu import cp, moe
 from collbench.analysis.mfu.estimate import MIB, Pricer
+from collbench.analysis.mfu.tp_overlap import tp_calls
 from collbench.analysis.mfu.workload import Workload
 
 # How the estimator treats a collective beside compute.
 EXPOSED = "exposed"  # on the critical path: nothing hides it
-TP_SHARE = "tp-overlap"  # on the critical path, or chunked beside GEMMs (--tp-overlap 1)
+TP_SHARE = "tp-overlap"  # critical path or beside GEMMs (async backward, --tp-overlap 1)
 BESIDE_COMPUTE = "beside compute"  # DP buckets beside a pass, all but one bucket
 PARTLY_HIDDEN = "partly hidden"  # the CP ring beside the attention; EP per --ep-overlap
 
@@ -68,11 +69,11 @@ def _tp(workload: Workload) -> list[StepCollective]:
     par, run = workload.parallelism, workload.training
     if par.tp == 1:
         return []
-    per_layer = 6 if run.recompute == "full" else 4
     size = workload.micro_tokens * workload.model.hidden * run.activation_bytes
-    count = per_layer * workload.layers_per_stage * workload.microbatches
-    names = ("all_gather", "reduce_scatter") if par.sequence_parallel else ("all_reduce",)
-    return [StepCollective("tp", name, size, count, par.tp, 1, TP_SHARE) for name in names]
+    return [
+        StepCollective("tp", name, size, count * workload.microbatches, par.tp, 1, TP_SHARE)
+        for name, count in tp_calls(workload).items()
+    ]
 
 
 def _pp(workload: Workload) -> list[StepCollective]:

@@ -28,7 +28,16 @@ this module prices each pair, per layer and micro-batch (s = one collective's si
 - **bulk** (the input gradient's RS in the backward, after qkv and mlp_up): one
   reduce-scatter beside the weight-gradient GEMM of the same layer, its kernels on `sms`
   SMs; the GEMM runs on the rest while both run, and what the GEMM does not cover is
-  exposed.
+  exposed. The same for the AG that re-gathers qkv's and mlp_up's input for their weight
+  gradients (Megatron saves the sequence-parallel shard): beside their input-gradient
+  GEMMs (TE's qkv_dgrad, fc1_dgrad bulk methods).
+Without userbuffers (`--tp-overlap 0`) Megatron still overlaps the backward
+(core/tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication, on
+since Megatron-LM's async tensor-parallel all-reduce of late 2021): a column-parallel
+layer's input-gradient reduction (RS with SP, all-reduce without) is issued async beside
+its weight-gradient GEMM, and its input re-gather beside its input-gradient GEMM; the
+forward's collectives and the row-parallel layers' backward AGs stay on the critical path
+(`async_backward`; `tp_async_backward` False: all of them exposed, as in 2021 Megatron).
 Recomputing a layer's forward (full recompute, --recompute-layers) repeats its pairs.
 The collectives' total stays what they would cost unoverlapped (analysis/mfu/step_collectives.py lists the same ones); the exposed part
 is what the chunks leave on the critical path, and the GEMM slowdown is what chunking
@@ -60,18 +69,102 @@ CommSeconds = Callable[[str, float, int, int], float]
 GemmSeconds = Callable[[Gemm], float]
 
 
+# Transformer Engine's userbuffer pairs (its ub_cfg keys), what each overlaps, and the
+# methods the estimate prices for it: the all-gathers before a GEMM (forward: qkv, fc1; the
+# input gradient: proj, fc2), the forward's reduce-scatters after one (proj, fc2), the
+# backward's re-gathers beside the input gradient (qkv_dgrad, fc1_dgrad) and input-gradient
+# reduce-scatters beside the weight gradient (qkv_wgrad, fc1_wgrad).
+ALL_GATHER_PAIRS = ("qkv_fprop", "fc1_fprop", "proj_dgrad", "fc2_dgrad")
+REDUCE_SCATTER_PAIRS = ("proj_fprop", "fc2_fprop")
+BULK_PAIRS = ("qkv_dgrad", "fc1_dgrad", "qkv_wgrad", "fc1_wgrad")
+PAIR_METHODS = {
+    **{name: ("ring_exchange",) for name in ALL_GATHER_PAIRS},
+    **{name: ("pipeline", "ring_exchange") for name in REDUCE_SCATTER_PAIRS},
+    **{name: ("bulk",) for name in BULK_PAIRS},
+}
+
+
+@dataclass(frozen=True)
+class PairMethod:
+    """How TE overlaps one pair (one entry of its ub_cfg)."""
+
+    method: str  # ring_exchange, pipeline or bulk
+    sms: int  # num_sm: SMs the communication kernels take
+    splits: int = DEFAULT_CHUNKS  # num_splits: the pipeline's GEMM chunks
+    aggregate: bool = False  # ring exchange: GEMM chunks of two shards
+
+
 @dataclass(frozen=True)
 class TpOverlapSettings:
-    """How the userbuffer overlap is configured (TE's ub_cfg, one value for every layer)."""
+    """How the userbuffer overlap is configured (TE's ub_cfg): `chunks` and `sms` for every
+    pair TE's defaults give them to, `pairs` overriding single pairs (a recipe's own
+    configuration, `--tp-overlap-config`)."""
 
     chunks: int = DEFAULT_CHUNKS  # GEMM chunks of the pipelined reduce-scatter (num_splits)
     sms: int = DEFAULT_SMS  # SMs the pipelined and bulk communication kernels take (num_sm)
+    pairs: tuple[tuple[str, PairMethod], ...] = ()
 
     def __post_init__(self) -> None:
         if self.chunks < 1:
             raise SpecError("--tp-overlap-chunks", self.chunks, "must be at least 1")
         if self.sms < 0:
             raise SpecError("--tp-overlap-sms", self.sms, "must be 0 or more")
+        for name, pair in self.pairs:
+            if name not in PAIR_METHODS:
+                raise SpecError(
+                    "--tp-overlap-config", name, f"is not one of {', '.join(PAIR_METHODS)}"
+                )
+            if pair.method not in PAIR_METHODS[name]:
+                raise SpecError(
+                    "--tp-overlap-config",
+                    f"{name}: {pair.method}",
+                    f"is not priced; {name} takes {' or '.join(PAIR_METHODS[name])}",
+                )
+            if pair.sms < 0 or pair.splits < 1:
+                raise SpecError(
+                    "--tp-overlap-config", name, "needs num_sm >= 0 and num_splits >= 1"
+                )
+
+    def pair(self, name: str) -> PairMethod:
+        """The pair's method: its own entry, else Transformer Engine's default."""
+        own = dict(self.pairs).get(name)
+        if own is not None:
+            return own
+        if name in ALL_GATHER_PAIRS:
+            return PairMethod("ring_exchange", RING_EXCHANGE_SMS)
+        if name in REDUCE_SCATTER_PAIRS:
+            return PairMethod("pipeline", self.sms, self.chunks)
+        return PairMethod("bulk", self.sms)
+
+
+def pairs_from_config(config: object) -> tuple[tuple[str, PairMethod], ...]:
+    """TE's ub_cfg as NeMo and Megatron-Bridge write it ({pair: {method, num_sm,
+    num_splits, aggregate, ...}}; a `ub_tp_comm_overlap_cfg` key around it is accepted),
+    as settings pairs. cga_size, set_sm_margin, fp8_buf and atomic_gemm are not priced."""
+    if isinstance(config, dict) and "ub_tp_comm_overlap_cfg" in config:
+        config = config["ub_tp_comm_overlap_cfg"]
+    if not isinstance(config, dict) or not config:
+        raise SpecError("--tp-overlap-config", config, "must map TE's pair names to methods")
+    out = []
+    for name, entry in config.items():
+        if not isinstance(entry, dict) or "method" not in entry:
+            raise SpecError("--tp-overlap-config", name, "needs a method")
+        method = str(entry["method"])
+        default_sms = RING_EXCHANGE_SMS if method == "ring_exchange" else DEFAULT_SMS
+        try:
+            pair = PairMethod(
+                method,
+                int(entry.get("num_sm", default_sms)),
+                int(entry.get("num_splits", DEFAULT_CHUNKS)),
+                bool(int(entry.get("aggregate", 0))),
+            )
+        except (TypeError, ValueError):
+            raise SpecError(
+                "--tp-overlap-config", name, "num_sm, num_splits must be numbers"
+            ) from None
+        out.append((str(name), pair))
+    settings = TpOverlapSettings(pairs=tuple(out))  # validates the names and methods
+    return settings.pairs
 
 
 @dataclass(frozen=True)
@@ -136,6 +229,48 @@ def bulk(gemm_s: float, comm_s: float, share: float) -> Overlapped:
     return Overlapped(0.0, max(0.0, comm_s - gemm_s - slowdown_s), slowdown_s)
 
 
+def tp_calls(workload: Workload) -> dict[str, int]:
+    """Per stage and micro-batch, each TP collective's count (one collective = the b·s·h
+    activations): with sequence parallelism per layer 2 AG + 2 RS forward, 2 AG (the
+    row-parallel layers' output gradients) + 2 AG (the column-parallel inputs re-gathered)
+    + 2 RS backward; without it 2 all-reduces each way. A recomputed forward adds its own."""
+    layers, again = workload.layers_per_stage, workload.recomputed_layers
+    if workload.parallelism.sequence_parallel:
+        return {"all_gather": 6 * layers + 2 * again, "reduce_scatter": 4 * layers + 2 * again}
+    return {"all_reduce": 4 * layers + 2 * again}
+
+
+def async_backward(workload: Workload, gemm_s: GemmSeconds, comm_s: CommSeconds) -> Overlapped:
+    """TP without userbuffers, per stage and micro-batch: what Megatron's async backward
+    hides (each column-parallel layer's input-gradient reduction beside its weight
+    gradient, its input re-gather beside its input gradient) and what stays exposed."""
+    par, run = workload.parallelism, workload.training
+    size = workload.micro_tokens * workload.model.hidden * run.activation_bytes
+    calls = tp_calls(workload)
+    names = list(calls)
+    one = {name: comm_s(name, size, par.tp, 1) for name in names}
+    total_s = sum(one[name] * count for name, count in calls.items())
+    gemms = {(gemm.op, gemm.pass_name): gemm for gemm in layer_gemms(workload)}
+
+    def beside(name: str, op: str, pass_name: str) -> float:
+        """The part of one collective the GEMM does not cover (all of it: no such GEMM)."""
+        gemm = gemms.get((op, pass_name))
+        return one[name] if gemm is None else max(0.0, one[name] - gemm_s(gemm))
+
+    hidden_here = 0.0  # per layer: the collectives issued beside a GEMM, at their full time
+    exposed_here = 0.0  # per layer: what those leave exposed
+    if par.tp_async_backward:
+        reduction = "reduce_scatter" if par.sequence_parallel else "all_reduce"
+        for op in ("qkv", "mlp_up"):
+            hidden_here += one[reduction]
+            exposed_here += beside(reduction, op, "wgrad")
+            if par.sequence_parallel:
+                hidden_here += one["all_gather"]
+                exposed_here += beside("all_gather", op, "dgrad")
+    exposed_s = total_s - (hidden_here - exposed_here) * workload.layers_per_stage
+    return Overlapped(total_s, exposed_s)
+
+
 def overlapped_tp(
     workload: Workload,
     gemm_s: GemmSeconds,
@@ -154,44 +289,61 @@ def overlapped_tp(
             "only with sequence parallelism)",
         )
     tp = par.tp
-    size = run.micro_batch * run.seq * workload.model.hidden * run.activation_bytes
+    size = workload.micro_tokens * workload.model.hidden * run.activation_bytes
     gathered_s, scattered_s = (
         comm_s("all_gather", size, tp, 1),
         comm_s("reduce_scatter", size, tp, 1),
     )
     step_s = comm_s("sendrecv", size / tp, 2, 1)
-    piece_s = comm_s("reduce_scatter", size / settings.chunks, tp, 1)
-    ring_share = sm_share(RING_EXCHANGE_SMS, sm_count)
-    share = sm_share(settings.sms, sm_count)
     gemms = {(gemm.op, gemm.pass_name): gemm for gemm in layer_gemms(workload)}
 
-    def ring(op: str, pass_name: str) -> Overlapped:
+    def ring(name: str, op: str, pass_name: str, comm: float) -> Overlapped:
+        """A pair by ring exchange: tp GEMM chunks (two shards each when aggregated)."""
         gemm = gemms.get((op, pass_name))
         if gemm is None:  # a MoE or MLA layer's own GEMMs: not paired, exposed
-            return Overlapped(gathered_s, gathered_s)
-        chunk = gemm_s(_rows(gemm, tp))
-        return ring_exchange(gemm_s(gemm), chunk, step_s, tp, ring_share) + Overlapped(gathered_s)
+            return Overlapped(comm, comm)
+        pair = settings.pair(name)
+        steps = tp // 2 if pair.aggregate and tp % 2 == 0 else tp
+        chunk = gemm_s(_rows(gemm, steps))
+        send = step_s * tp / steps
+        overlapped = ring_exchange(gemm_s(gemm), chunk, send, steps, sm_share(pair.sms, sm_count))
+        return overlapped + Overlapped(comm)
 
-    def pipe(op: str) -> Overlapped:
+    def scatter(name: str, op: str) -> Overlapped:
+        """A forward reduce-scatter after its GEMM: pipelined, or by ring exchange."""
+        pair = settings.pair(name)
+        if pair.method == "ring_exchange":
+            return ring(name, op, "fwd", scattered_s)
         gemm = gemms.get((op, "fwd"))
         if gemm is None:
             return Overlapped(scattered_s, scattered_s)
-        chunk = gemm_s(_rows(gemm, settings.chunks))
-        overlapped = pipelined(gemm_s(gemm), chunk, piece_s, settings.chunks, share)
+        piece_s = comm_s("reduce_scatter", size / pair.splits, tp, 1)
+        chunk = gemm_s(_rows(gemm, pair.splits))
+        share = sm_share(pair.sms, sm_count)
+        overlapped = pipelined(gemm_s(gemm), chunk, piece_s, pair.splits, share)
         return overlapped + Overlapped(scattered_s)
 
-    def beside_wgrad(op: str) -> Overlapped:
-        gemm = gemms.get((op, "wgrad"))
+    def beside(name: str, op: str, pass_name: str, comm: float) -> Overlapped:
+        """A bulk pair: one collective beside a whole GEMM of the same layer."""
+        gemm = gemms.get((op, pass_name))
         if gemm is None:
-            return Overlapped(scattered_s, scattered_s)
-        return bulk(gemm_s(gemm), scattered_s, share) + Overlapped(scattered_s)
+            return Overlapped(comm, comm)
+        share = sm_share(settings.pair(name).sms, sm_count)
+        return bulk(gemm_s(gemm), comm, share) + Overlapped(comm)
 
-    forward = ring("qkv", "fwd") + pipe("attn_proj") + ring("mlp_up", "fwd") + pipe("mlp_down")
+    forward = (
+        ring("qkv_fprop", "qkv", "fwd", gathered_s)
+        + scatter("proj_fprop", "attn_proj")
+        + ring("fc1_fprop", "mlp_up", "fwd", gathered_s)
+        + scatter("fc2_fprop", "mlp_down")
+    )
     backward = (
-        ring("mlp_down", "dgrad")
-        + beside_wgrad("mlp_up")
-        + ring("attn_proj", "dgrad")
-        + beside_wgrad("qkv")
+        ring("fc2_dgrad", "mlp_down", "dgrad", gathered_s)
+        + beside("fc1_wgrad", "mlp_up", "wgrad", scattered_s)
+        + beside("fc1_dgrad", "mlp_up", "dgrad", gathered_s)
+        + ring("proj_dgrad", "attn_proj", "dgrad", gathered_s)
+        + beside("qkv_wgrad", "qkv", "wgrad", scattered_s)
+        + beside("qkv_dgrad", "qkv", "dgrad", gathered_s)
     )
     # Each recomputed layer (all of them with full recompute) runs its forward pairs again.
     per_stage = (forward + backward).times(workload.layers_per_stage) + forward.times(
@@ -207,10 +359,18 @@ def describe(settings: TpOverlapSettings, tp: int, sm_count: int | None) -> str:
         if sm_count
         else f"on {settings.sms} SMs (SM share not priced: the topology gives no sm_count)"
     )
+    if settings.pairs:
+        own = ", ".join(
+            f"{name} {pair.method} on {pair.sms} SM{'' if pair.sms == 1 else 's'}"
+            + (f" in {pair.splits} chunks" if pair.method == "pipeline" else "")
+            + (" aggregated" if pair.aggregate else "")
+            for name, pair in settings.pairs
+        )
+        return f"TP userbuffer overlap as configured (--tp-overlap-config): {own}"
     return (
         f"TP userbuffer overlap: all-gathers by ring exchange in {tp} GEMM chunks, "
         f"forward reduce-scatters pipelined in {settings.chunks} chunks {sms}, backward "
-        "reduce-scatters beside the weight gradient"
+        "reduce-scatters beside the weight gradient and re-gathers beside the input gradient"
     )
 
 

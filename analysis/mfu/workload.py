@@ -281,6 +281,10 @@ class Parallelism:
     sequence_parallel: bool = False
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per pipeline rank
     dp_overlap: bool = True  # gradient reduction overlaps the backward pass
+    # Megatron's async TP backward (analysis/mfu/tp_overlap.async_backward): each column-
+    # parallel layer's input-gradient reduction beside its weight gradient, its re-gather
+    # beside its input gradient. False: every TP collective exposed (Megatron of 2021).
+    tp_async_backward: bool = True
     # DP collectives issued in buckets of this many MiB (PyTorch DDP's bucket_cap_mb
     # default); 0: one collective over all of it, which cannot overlap anything.
     dp_bucket_mb: float = 25.0

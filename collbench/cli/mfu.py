@@ -52,6 +52,14 @@ _SHAPE_HELP = {
     "vocab": "Vocabulary size, in tokens.",
 }
 
+
+def _tp_overlap_config(text: str, flag: str) -> tuple:
+    """--tp-overlap-config FILE: TE's ub_cfg read from YAML (run.mfu), as the pairs."""
+    from collbench.run.mfu import tp_overlap_config
+
+    return tp_overlap_config(text, flag)
+
+
 MFU_OPTIONS = (
     Option(
         ("--topology", "-T"),
@@ -350,6 +358,17 @@ MFU_OPTIONS = (
         panel=_EST,
     ),
     Option(
+        ("--tp-async/--no-tp-async",),
+        "Without --tp-overlap: each column-parallel layer's input-gradient reduction runs "
+        "beside its weight gradient, its re-gather beside its input gradient (Megatron since "
+        "late 2021; off: every TP collective on the critical path).",
+        Parallelism,
+        "tp_async_backward",
+        kind=bool,
+        default=FROM_OWNER,
+        panel=_EST,
+    ),
+    Option(
         ("--dp-bucket-mb",),
         "DP collectives issued in buckets of this many MiB (PyTorch DDP's default); 0: one "
         "collective over all gradients, which cannot overlap.",
@@ -393,6 +412,18 @@ MFU_OPTIONS = (
         default=FROM_OWNER,
         panel=_EST,
         metavar="N",
+    ),
+    Option(
+        ("--tp-overlap-config",),
+        "With --tp-overlap 1: a recipe's own userbuffer configuration, TE's ub_cfg as NeMo "
+        "and Megatron-Bridge write it (YAML: pair -> method, num_sm, num_splits, "
+        "aggregate); pairs it leaves out keep TE's defaults.",
+        EstimateOptions,
+        "tp_overlap_pairs",
+        parse=_tp_overlap_config,
+        panel=_EST,
+        metavar="FILE",
+        default_text="TE's defaults",
     ),
     Option(
         ("--matmul-efficiency",),

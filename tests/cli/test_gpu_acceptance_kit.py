@@ -65,7 +65,7 @@ def test_the_dry_run_runs_every_cpu_part_and_writes_one_json(tmp_path):
         assert all(check["ok"] in (True, None) for check in step["checks"]), name
         for command in step["commands"]:
             assert Path(command["log"]).exists()
-    assert set(steps) > GPU_ONLY and len(steps) == 16
+    assert set(steps) > GPU_ONLY and len(steps) == 17
     # what the CPU parts prove: a wrong rank exits 3, the refusals, Tree kept all-reduce
     assert steps["corrupt_rank"]["commands"][0]["exit_code"] == 3
     assert steps["graph_latency"]["commands"][0]["exit_code"] == 2

@@ -257,3 +257,25 @@ def test_a_bad_topology_file_names_the_field(tmp_path):
     done = collbench("mfu", "--topology", bad, "--model", "llama3-8b", "--global-batch", "8")
     assert done.returncode == 2
     assert "scale_up.bandwidth_gbytes_s: -3 must be a number > 0" in done.stderr
+
+
+def test_a_recipe_s_userbuffer_configuration_is_read_from_yaml(tmp_path):
+    """--tp-overlap-config takes TE's ub_cfg as NeMo writes it; a pair it cannot price is
+    one line and exit 2."""
+    config = tmp_path / "ub.yaml"
+    config.write_text(
+        "ub_tp_comm_overlap_cfg:\n"
+        "  proj_fprop: {method: ring_exchange, num_sm: 1, set_sm_margin: 1}\n"
+        "  qkv_wgrad: {method: bulk, num_sm: 24, cga_size: 2}\n",
+        encoding="utf-8",
+    )
+    common = ["--topology", "dgx-h100", "--model", "llama3-8b", "--global-batch", "8",
+              "--tp", "4", "--dp", "2", "--sequence-parallel", "--tp-overlap", "1"]  # fmt: skip
+    document = run_mfu(*common, "--tp-overlap-config", str(config))
+    assumed = " ".join(document["fabrics"][0]["assumptions"])
+    assert "as configured (--tp-overlap-config): proj_fprop ring_exchange on 1 SM" in assumed
+    assert "qkv_wgrad bulk on 24 SMs" in assumed
+    config.write_text("proj_fprop: {method: bulk}\n", encoding="utf-8")
+    done = collbench("mfu", *common, "--tp-overlap-config", str(config))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "proj_fprop takes pipeline or ring_exchange" in done.stderr

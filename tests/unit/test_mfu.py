@@ -169,13 +169,19 @@ def test_invariants_hold_for_every_parallelism(change):
 
 
 def test_tp_collectives_are_exposed_unless_said_hidden():
-    load = workload(pp=1, dp=1, global_batch=8)
+    load = workload(pp=1, dp=1, global_batch=8, tp_async_backward=False)
     exposed = estimate(load, make_topology(), flat_pricer())
     tp = next(kind for kind in exposed.comm if kind.kind == "tp")
     assert tp.exposed_s == tp.total_s > 0  # --tp-overlap 1: tests/unit/test_mfu_tp_overlap.py
     # 96 layers x 4 all-reduces x 8 micro-batches of b*s*h*2 bytes
     one = 10e-6 + 2048 * 12288 * 2 / 100e9
     assert tp.total_s == pytest.approx(96 * 4 * 8 * one)
+    # Megatron's async backward: the 2 input-gradient all-reduces of a layer run beside
+    # weight gradients far longer than they are: half the all-reduces hidden
+    hidden = estimate(workload(pp=1, dp=1, global_batch=8), make_topology(), flat_pricer())
+    tp_async = next(kind for kind in hidden.comm if kind.kind == "tp")
+    assert tp_async.total_s == pytest.approx(tp.total_s)
+    assert tp_async.exposed_s == pytest.approx(tp.total_s / 2)
 
 
 def test_dp_overlap_hides_gradients_behind_the_backward():

@@ -23,41 +23,31 @@ from tests.published_runs import PUBLISHED, PublishedRun
 PINNED_ERROR_PCT = {
     "1t-hfu": +7.6,
     "145b-hfu": -0.2,
-    "530b-sp-selective-mfu": +2.9,
-    "530b-full-mfu": -1.4,
-    "175b-full-step": +4.4,
-    "175b-sp-selective-step": -0.4,
-    "530b-full-step": +3.0,
-    "530b-sp-selective-step": -1.0,
-    "1t-full-step": +0.8,
-    "1t-sp-selective-step": -0.6,
-    "22b-full-step": +0.9,
-    "22b-sp-selective-step": -5.5,
-    "llama3-70b-fp8-gbs128": -7.6,
-    "llama3-70b-fp8-gbs256": -7.7,
+    "530b-sp-selective-mfu": +4.5,
+    "530b-full-mfu": +0.9,
+    "175b-full-step": +0.9,
+    "175b-sp-selective-step": -2.7,
+    "530b-full-step": +0.6,
+    "530b-sp-selective-step": -2.6,
+    "1t-full-step": -1.1,
+    "1t-sp-selective-step": -1.9,
+    "22b-full-step": -4.3,
+    "22b-sp-selective-step": -8.9,
+    "llama3-70b-fp8-gbs128": -6.5,
+    "llama3-70b-fp8-gbs256": -6.5,
     "llama3-8b-fp8-fsdp": -3.2,
-    "gpt3-175b-bf16-dgxc": +1.3,
-    "nemotron4-15b-bf16-dgxc": -1.0,
-    "gpt3-175b-fp8-dgxc": +0.2,
-    "nemotron4-15b-fp8-dgxc": -1.9,
-    "nemotron4-340b-bf16-dgxc": +9.8,
-    "nemotron4-340b-fp8-dgxc": +14.2,
-    "llama31-405b-fp8-cp2": -17.2,  # context parallelism (analysis/mfu/cp.py)
+    "gpt3-175b-bf16-dgxc": +1.2,
+    "nemotron4-15b-bf16-dgxc": -0.4,
+    "gpt3-175b-fp8-dgxc": +0.1,
+    "nemotron4-15b-fp8-dgxc": -1.2,
+    "nemotron4-340b-bf16-dgxc": +6.6,
+    "nemotron4-340b-fp8-dgxc": +9.5,
+    "llama31-405b-fp8-cp2": -8.2,  # context parallelism (analysis/mfu/cp.py)
 }
-# Runs outside the goal's 10%, and why. Not hidden: in the table, pinned like the others.
-OUTSIDE_GOAL = {
-    # No userbuffer overlap: 16% of the priced step is exposed TP all-gathers/reduce-
-    # scatters (TP 8, 151 MB each). Megatron overlaps the backward's input-gradient
-    # reduce-scatters with the weight gradient and its re-gathers with the input gradient
-    # (LinearWithGradAccumulationAndAsyncCommunication), which the estimate does not: that
-    # is ~0.14 s of the 0.57 s, and would leave it near +10%. Its BF16 row lands +9.8%.
-    "nemotron4-340b-fp8-dgxc": "exposed TP priced high (Megatron's backward overlap not priced)",
-    # Context parallelism 2 with TP 8 userbuffer overlap: the 512-row ring-exchange chunks
-    # price 3.3 s of GEMM slowdown for 3.5 s hidden, and 4.6 s of TP stays exposed; with
-    # --tp-overlap 0 it lands as low (-17.5%). Not established what the recipe's own
-    # userbuffer configuration (COMM_OVERLAP_CONFIG_MAP) changes.
-    "llama31-405b-fp8-cp2": "TP 8 + CP 2 priced slow; cause not established",
-}
+# Runs outside the goal's 10%, and why (none now: each is entered as its source configures
+# it, the recipes' own userbuffer configurations included). A run added outside the goal
+# is named here with its reason, not hidden; the test caps it at OUTSIDE_GOAL_MAX.
+OUTSIDE_GOAL: dict[str, str] = {}
 OUTSIDE_GOAL_MAX = 0.20
 PIN_SLACK_PCT = 0.15  # rounding of the pins
 GOAL_MEDIAN, GOAL_MAX = 0.05, 0.10
