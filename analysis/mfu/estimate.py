@@ -232,13 +232,7 @@ def estimate(
         tokens_per_s=workload.tokens_per_step / step.total_s,
         model_tflops_per_accelerator=model_flops / step.total_s / accelerators / 1e12,
         what_if={"perfect_overlap": mfu_ideal},
-        assumptions=_assumptions(
-            workload,
-            options,
-            micro,
-            topology.accelerator.sm_count,
-            topology.accelerator.matmul_sustained,
-        ),
+        assumptions=_assumptions(workload, options, micro, topology.accelerator.sm_count),
         memory=memory_estimate(workload, topology.accelerator.memory_gib),
         micro=micro,
         microbatches=workload.microbatches,
@@ -542,13 +536,12 @@ def _assumptions(
     options: EstimateOptions,
     micro: MicroBatchCompute,
     sm_count: int | None = None,
-    sustained: float | None = None,
 ) -> tuple[str, ...]:
     par = workload.parallelism
     measured = sum(1 for _, price in micro.gemms if price.bound == "measured")
-    clock = f", the sustained clock: {sustained:.1%} of the burst rate" if sustained else ""
     gemms = (
-        f"GEMMs priced by shape on the accelerator (tile and wave quantization, roofline{clock})"
+        "GEMMs priced by shape on the accelerator (tile and wave quantization, roofline), "
+        "at the sustained clock where its entry measures one (accelerator.matmul_sustained)"
         if options.matmul_efficiency is None
         else f"every GEMM at {options.matmul_efficiency:.0%} of peak (--matmul-efficiency)"
     )

@@ -39,7 +39,7 @@ def finish_tune(
         ran = sum(1 for item in items if item.run_dirs)
         say(
             f"tune: {tuner.stopped[1]}: {ran} setting(s) ran a full sweep; the result is "
-            "chosen from them and tune.json says interrupted"
+            "chosen from them and marked interrupted"
         )
     if not writes:
         say(f"tune: this node walked {len(items)} settings; node 0 writes the result")

@@ -104,7 +104,10 @@ def test_a_full_disk_ends_the_tune_in_one_line_with_nothing_half_written(small_d
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
-    assert sum("disk full" in line or "the disk is full" in line for line in lines) <= 2, lines
+    full = sum("disk full" in line or "the disk is full" in line for line in lines)
+    # the setting that hit it, the tune's end, and (when even tune.json cannot be written,
+    # which depends on how many bytes the tmpfs had left) the error that says so
+    assert full <= (2 if (out / "tune.json").exists() else 3), lines
     for setting in (out / "settings").glob("*"):  # every setting directory left is final
         assert json.loads((setting / "meta.json").read_text())["state"] in ("completed", "failed")
     assert not list(small_disk.rglob("*.tmp*"))
