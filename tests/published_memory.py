@@ -38,17 +38,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collbench.analysis.mfu.memory import GIB, MemoryEstimate, memory_estimate
-from collbench.analysis.mfu.presets import preset
-from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
+from collbench.analysis.mfu.workload import Model, Workload
 from collbench.topologies.loader import load_topology
-from tests.published_runs import NEMOTRON4_340B, PUBLISHED
+from tests.published_runs import NEMOTRON4_340B, PUBLISHED, published_workload
 
 OUTCOMES = ("ran", "oom", "edge")
 DGXC_NEMOTRON = "NVIDIA dgxc-benchmarking nemotron/nemotron4-340b-synth.yaml (@8f5cbb3)"
 DGXC_README = "NVIDIA dgxc-benchmarking nemotron/README_340b.md (@35a9aec)"
 LLAMA3 = "Llama 3 Herd of Models (arXiv 2407.21783), section 3.3.2 and Table 4"
 BRIDGE_3107 = "NVIDIA-NeMo/Megatron-Bridge PR 3107; perf_recipes/llama/h100/llama3.py"
-TRAINING_FIELDS = {"micro_batch", "recompute", "attention", "dtype", "grad_bytes"}
 
 
 @dataclass(frozen=True)
@@ -68,14 +66,7 @@ class MemoryCase:
     seq: int = 2048
 
     def workload(self) -> Workload:
-        model = preset(self.model) if isinstance(self.model, str) else self.model
-        training = {k: v for k, v in self.setup.items() if k in TRAINING_FIELDS}
-        parallel = {k: v for k, v in self.setup.items() if k not in TRAINING_FIELDS}
-        return Workload(
-            model,
-            Training(seq=self.seq, global_batch=self.global_batch, **training),
-            Parallelism(tp=self.tp, pp=self.pp, dp=self.dp, **parallel),
-        )
+        return published_workload(self)
 
     @property
     def capacity_gib(self) -> float:

@@ -78,6 +78,21 @@ def _topology_path(name: str) -> str:
 NEMOTRON4_15B, NEMOTRON4_340B = preset("nemotron4-15b"), preset("nemotron4-340b")
 
 
+def published_workload(case: Any) -> Workload:
+    """The workload a published run or memory case states: its model (a preset name or a
+    Model), tp x pp x dp, global batch and seq, and `setup`'s Training and Parallelism
+    fields, each sent to the one that has it."""
+    model = preset(case.model) if isinstance(case.model, str) else case.model
+    training_fields = {f.name for f in fields(Training)}
+    training = {k: v for k, v in case.setup.items() if k in training_fields}
+    parallel = {k: v for k, v in case.setup.items() if k not in training_fields}
+    return Workload(
+        model,
+        Training(seq=case.seq, global_batch=case.global_batch, **training),
+        Parallelism(tp=case.tp, pp=case.pp, dp=case.dp, **parallel),
+    )
+
+
 @dataclass(frozen=True)
 class PublishedRun:
     """One published run: what it did and the figure it reported."""
@@ -102,15 +117,7 @@ class PublishedRun:
         return f"{self.workload().parallelism.world_size} x {accelerator}"
 
     def workload(self) -> Workload:
-        model = preset(self.model) if isinstance(self.model, str) else self.model
-        training_fields = {f.name for f in fields(Training)}
-        training = {k: v for k, v in self.setup.items() if k in training_fields}
-        parallel = {k: v for k, v in self.setup.items() if k not in training_fields}
-        return Workload(
-            model,
-            Training(seq=self.seq, global_batch=self.global_batch, **training),
-            Parallelism(tp=self.tp, pp=self.pp, dp=self.dp, **parallel),
-        )
+        return published_workload(self)
 
     def estimate(self) -> Estimate:
         workload = self.workload()
