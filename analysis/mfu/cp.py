@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from collbench.analysis.mfu.moe import Exchange
+from collbench.analysis.mfu.moe import Exchange, price_calls
 from collbench.analysis.mfu.workload import Workload
 
 
@@ -72,10 +72,7 @@ def cp_exchange(
     calls = cp_calls(workload)
     if not calls:
         return Exchange("none (cp = 1)", 0.0, 0.0, {})
-    priced = {
-        name: pricer(coll, size, ranks, stride) for name, coll, size, _, ranks, stride in calls
-    }
-    layer_s = sum(priced[name].time_s * count for name, _, _, count, _, _ in calls)
+    priced, layer_s = price_calls(calls, pricer)
     if par.cp_comm == "all_gather":
         exposed_s = layer_s
         what = f"all_gather K/V {calls[0][2] / 1e6:.1f} MB + reduce_scatter dK/dV per layer"

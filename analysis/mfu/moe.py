@@ -186,6 +186,17 @@ def ep_calls(workload: Workload) -> list[tuple[str, str, float, int, int, int]]:
     return calls
 
 
+def price_calls(
+    calls: list[tuple[str, str, float, int, int, int]], pricer: Callable[..., Any]
+) -> tuple[dict[str, Any], float]:
+    """Each call (name, collective, size, count per layer, ranks, stride) priced once, and
+    the seconds they take per layer and micro-batch (cp_calls and ep_calls alike)."""
+    priced = {
+        name: pricer(coll, size, ranks, stride) for name, coll, size, _, ranks, stride in calls
+    }
+    return priced, sum(priced[name].time_s * count for name, _, _, count, _, _ in calls)
+
+
 def ep_exchange(
     workload: Workload,
     pricer: Callable[..., Any],
@@ -199,10 +210,7 @@ def ep_exchange(
     calls = ep_calls(workload)
     if not calls:
         return Exchange("none (no expert parallelism)", 0.0, 0.0, {})
-    priced = {
-        name: pricer(coll, size, ranks, stride) for name, coll, size, _, ranks, stride in calls
-    }
-    layer_s = sum(priced[name].time_s * count for name, _, _, count, _, _ in calls)
+    priced, layer_s = price_calls(calls, pricer)
     repeats = moe_layers_on_stage(workload) * workload.microbatches
     if isinstance(window_s, tuple):
         exposed_s = _one_f_one_b_exposed_s(workload, calls, priced, window_s) * repeats
