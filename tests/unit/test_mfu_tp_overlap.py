@@ -269,10 +269,14 @@ def test_reduce_scatters_by_ring_exchange_and_their_own_sms():
 
 
 def test_an_aggregated_ring_exchange_runs_half_the_steps_on_double_chunks():
-    """tp 4, fc2_dgrad aggregated: 2 steps of 2-shard GEMM chunks (512 of 1024 rows), each
-    waiting for 2 sends; with 1 us sends and 512 us chunks nothing is exposed either way,
-    and no SM share (sm_count unknown): only the chunking, priced per row here, which is
-    free, so both settings give the same result."""
+    """tp 4, 1024 rows; every GEMM 1 us per row plus 100 us per call, every send 1 us.
+    fc2_dgrad by plain ring exchange: 4 chunks of 256 rows, 4 x 356 = 1424 us against 1124
+    unchunked, 300 us slower. Aggregated: 2 chunks of 512 rows (each waiting for 2 sends),
+    2 x 612 = 1224 us, 100 us slower. Nothing exposed either way; no SM share."""
+
+    def per_row_and_call(gemm: Gemm) -> float:
+        return (gemm.m + 100) * 1e-6
+
     load = Workload(
         Model("small", layers=1, hidden=1024, heads=8, vocab=1024),
         Training(seq=1024, global_batch=1),
@@ -281,10 +285,10 @@ def test_an_aggregated_ring_exchange_runs_half_the_steps_on_double_chunks():
     aggregated = TpOverlapSettings(
         pairs=pairs_from_config({"fc2_dgrad": {"method": "ring_exchange", "aggregate": 1}})
     )
-    plain = overlapped_tp(load, _per_row, _one_us, TpOverlapSettings(), None)
-    result = overlapped_tp(load, _per_row, _one_us, aggregated, None)
+    plain = overlapped_tp(load, per_row_and_call, _one_us, TpOverlapSettings(), None)
+    result = overlapped_tp(load, per_row_and_call, _one_us, aggregated, None)
     assert result.exposed_s == pytest.approx(plain.exposed_s)
-    assert result.slowdown_s == pytest.approx(0.0, abs=1e-12)
+    assert plain.slowdown_s - result.slowdown_s == pytest.approx(200e-6)
 
 
 def test_the_recipes_configurations_move_their_runs():
