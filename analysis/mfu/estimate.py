@@ -399,7 +399,10 @@ def _tp_comm(
     if hide_all:
         return CommKind("tp", what, total_s, 0.0, source, origin)
     assert tp_gemms is not None  # estimate() passes them
-    comm_s = lambda *collective: pricer(*collective).time_s  # noqa: E731
+
+    def comm_s(collective: str, size_bytes: float, ranks: int, stride: int) -> float:
+        return pricer(collective, size_bytes, ranks, stride).time_s
+
     if not options.tp_overlap:
         overlap = async_backward(workload, tp_gemms.seconds, comm_s).times(workload.microbatches)
         return CommKind("tp", what, total_s, overlap.exposed_s, source, origin)

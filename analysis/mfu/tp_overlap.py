@@ -247,8 +247,7 @@ def async_backward(workload: Workload, gemm_s: GemmSeconds, comm_s: CommSeconds)
     par, run = workload.parallelism, workload.training
     size = workload.micro_tokens * workload.model.hidden * run.activation_bytes
     calls = tp_calls(workload)
-    names = list(calls)
-    one = {name: comm_s(name, size, par.tp, 1) for name in names}
+    one = {name: comm_s(name, size, par.tp, 1) for name in calls}
     total_s = sum(one[name] * count for name, count in calls.items())
     gemms = {(gemm.op, gemm.pass_name): gemm for gemm in layer_gemms(workload)}
 
