@@ -134,7 +134,7 @@ def one(nodes: int, pairs: str, repeats: int) -> dict:
     from collbench.core.doctor import DoctorSpec
     from collbench.core.doctor_plan import Layout, pair_plan
     from collbench.render.doctor import doctor_json, render_doctor
-    from collbench.render.report_doctor import doctor_section
+    from collbench.render.report.doctor_section import doctor_section
     from collbench.store.doctor_report import DoctorReport
     from collbench.store.load import Run
     from collbench.store.meta import RunMeta

@@ -106,7 +106,7 @@ def run_predict(values: dict[str, Any]) -> None:
         print(f"collbench: warning: {text}", file=sys.stderr)
     print(render_predict(prediction, as_json=values["json_out"]), flush=True)
     if html is not None:
-        from collbench.render.report_predict import predict_html
+        from collbench.render.report.predict import predict_html
 
         write_output("--html", html, predict_html(prediction))
         print(f"# Report: {html}", file=sys.stderr if values["json_out"] else sys.stdout)

@@ -1,6 +1,6 @@
 """`collbench report`: an HTML or Markdown report over finished runs.
 
-app.py registers it; the use-case is run/report.py, the document render/report*.py.
+app.py registers it; the use-case is run/report.py, the document render/report/.
 Imports stay light (typer, pathlib): matplotlib loads only when the command runs.
 """
 
@@ -86,7 +86,7 @@ REPORT_OPTIONS = (
 
 
 def run_report(values: dict[str, Any]) -> None:
-    from collbench.render.report_files import report_document, report_files
+    from collbench.render.report.build import report_document, report_files
     from collbench.run.report import gather_report, write_report
 
     wanted: ReportRequest = request(ReportRequest, REPORT_OPTIONS, values)

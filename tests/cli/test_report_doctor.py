@@ -11,7 +11,7 @@ import re
 
 from collbench.cli.report import report
 from collbench.render.doctor import doctor_json
-from collbench.render.report_doctor import DOCTOR_JSON
+from collbench.render.report.doctor_section import DOCTOR_JSON
 from tests.cli.test_analysis_cli import write_run as write_sweep
 from tests.helpers import collbench
 from tests.rows import write_run

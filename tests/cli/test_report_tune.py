@@ -16,14 +16,15 @@ from collbench.analysis.tune.select import SettingOutcome, select_best
 from collbench.cli.report import report
 from collbench.core.errors import SpecError
 from collbench.core.tune_grid import Setting
-from collbench.render.report_charts import (
+from collbench.render.report.build import tune_source
+from collbench.render.report.tune_section import (
     SETTINGS_LEGEND_MAX,
     RangeMark,
     SettingCurve,
+    setting_curves,
     settings_chart,
+    tune_section,
 )
-from collbench.render.report_files import tune_source
-from collbench.render.report_tune import setting_curves, tune_section
 from collbench.run.run_dirs import expand_runs, load_tune_dir
 from collbench.run.tune_from import tune_from
 from collbench.store.load import load_run

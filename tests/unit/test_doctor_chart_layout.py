@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from collbench.render import charts
-from collbench.render.report_doctor_charts import (
+from collbench.render.report.doctor_charts import (
     LABEL_MAX_HOSTS,
     MIN_NAME_FONT_PT,
     heatmap_figure,

@@ -1,5 +1,5 @@
 """The doctor as text and JSON (render/doctor.py) and the report's Doctor pieces
-(render/report_doctor.py), from Diagnosis objects and doctor rows built here by hand."""
+(render/report/doctor_section.py), from Diagnosis objects and doctor rows built here by hand."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from collbench.render.doctor import (
     render_doctor,
     verdict_table,
 )
-from collbench.render.report_doctor import (
+from collbench.render.report.doctor_section import (
     flagged,
     heatmap_chart,
     node_bars_chart,

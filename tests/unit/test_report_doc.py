@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from collbench.render.report import build_report, render_html, render_markdown
+from collbench.render.report.build import build_report, render_html, render_markdown
 from tests.rows import make_row, make_run
 
 SIZES = [2**k for k in range(3, 25, 1)]

@@ -1,6 +1,6 @@
 """The Markdown report shows what a run recorded literally, as the HTML report does."""
 
-from collbench.render.report import build_report, render_markdown
+from collbench.render.report.build import build_report, render_markdown
 from tests.unit.test_report_doc import _run, _sweep_rows
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from collbench import __version__
 from collbench.render import charts
-from collbench.render.report import ReportOptions, build_report, render_html, render_markdown
+from collbench.render.report.build import ReportOptions, build_report, render_html, render_markdown
 from collbench.topologies.loader import load_topology
 from tests.rows import make_row
 from tests.unit.test_report_charts import drawn  # noqa: F401 (a fixture)

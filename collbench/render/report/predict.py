@@ -1,5 +1,5 @@
-"""`collbench predict --html`: the fabric comparison as a report (report_doc.Report, drawn by
-report_render.py): the fabrics compared, then per collective a busbw chart (each fabric's
+"""`collbench predict --html`: the fabric comparison as a report (document.Report, drawn by
+document.py): the fabrics compared, then per collective a busbw chart (each fabric's
 model dashed, a measured run's rows as points) and the side-by-side table, then each
 topology's figures with their sources.
 """
@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from collbench.render.predict import LEGEND, cell_texts, fabric_line, header_lines, letters
-from collbench.render.report_doc import Chart, Report, Section, Table
-from collbench.render.report_render import render_html
+from collbench.render.report.document import Chart, Report, Section, Table, render_html
 
 if TYPE_CHECKING:
     from collbench.analysis.model.fabric_compare import Line

@@ -15,12 +15,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from collbench.analysis.rules.bands import bands_legend
 from collbench.analysis.tune.select import PLACEMENTS, describe_evidence, range_label
 from collbench.core.stats import median
 from collbench.core.units import format_size
-from collbench.render.report_charts import RangeMark, SettingCurve, settings_chart
-from collbench.render.report_doc import Chart, Flagged, Report, Section, Table
+from collbench.render import charts
+from collbench.render.report.document import Chart, Flagged, Report, Section, Table
 from collbench.render.tune import DEFAULT_IS_BEST
 from collbench.store.rows import ResultRow
 from collbench.store.tune_result import TuneResult, TuneSetting
@@ -300,3 +302,113 @@ def _choices_table(source: TuneSource) -> Table:
     ]
     caption = f"what NCCL chose (choices.jsonl, {len(rows)} lines)"
     return Table(CHOICES_HEADER, rows, caption=caption, folded=True)
+
+
+SETTINGS_LEGEND_MAX = 10  # more settings than this: the ones that win no range share one entry
+RANGE_NAMES_MAX = 6  # more ranges than this (one per size): boundaries only, no names
+BASELINE_COLOR = "#000000"
+
+
+@dataclass(frozen=True)
+class SettingCurve:
+    """One tune setting's busbw per size (filled from the setting's rows)."""
+
+    label: str
+    sizes: tuple[int, ...]
+    busbw_gbps: tuple[float, ...]
+    baseline: bool = False  # the default environment: drawn black, thick, on top
+    winner: bool = False  # best in some size range: drawn solid; the others lighter
+
+
+@dataclass(frozen=True)
+class RangeMark:
+    """A size range of the tune's choice, drawn as a boundary at its lower end."""
+
+    name: str
+    min_bytes: int
+
+
+def settings_chart(
+    title: str, curves: Sequence[SettingCurve], ranges: Sequence[RangeMark] = ()
+) -> bytes | None:
+    """busbw vs size, one line per setting: the baseline black and thick so every other line
+    reads against it, settings that win a range in full color, the rest lighter (grey, in one
+    legend entry, past SETTINGS_LEGEND_MAX settings). None without a size above 0."""
+    drawn = [curve for curve in curves if any(size > 0 for size in curve.sizes)]
+    if not drawn:
+        return None
+    plt = charts.pyplot()
+    figure, axes = plt.subplots(figsize=charts.FIGSIZE_IN)
+    crowded = len(drawn) > SETTINGS_LEGEND_MAX
+    handles: list[Any] = []
+    labels: list[str] = []
+    others: list[Any] = []
+    colored = 0
+    for curve in drawn:
+        grey = crowded and not (curve.baseline or curve.winner)
+        color = BASELINE_COLOR if curve.baseline else charts.OTHER_COLOR if grey else None
+        if color is None:
+            color = charts.COLORS[colored % len(charts.COLORS)]
+            colored += 1
+        line = _draw_setting(axes, curve, color)
+        if grey:
+            others.append(line)
+            continue
+        handles.append(line)
+        mark = " (default)" if curve.baseline else " (best in a range)" if curve.winner else ""
+        labels.append(charts.short(curve.label) + mark)
+    if others:
+        handles.append(others[0])
+        labels.append(f"{len(others)} other settings")
+    sizes = [size for curve in drawn for size in curve.sizes if size > 0]
+    busbw = [value for curve in drawn for value in curve.busbw_gbps]
+    charts.size_axis(axes, sizes)
+    axes.set_ylim(0, max(max(busbw, default=0.0), 1e-9) * charts.HEADROOM)
+    _draw_ranges(axes, ranges, min(sizes), max(sizes))
+    axes.set_ylabel("bus bandwidth (GB/s)")
+    axes.set_title(title)
+    charts.legend_below(axes, handles, labels)
+    return charts.save_png(figure)
+
+
+def _draw_setting(axes: Any, curve: SettingCurve, color: str) -> Any:
+    points = sorted(
+        (size, value)
+        for size, value in zip(curve.sizes, curve.busbw_gbps, strict=True)
+        if size > 0 and np.isfinite(value)
+    )
+    sizes, busbw = zip(*points, strict=True) if points else ((), ())
+    if curve.baseline:
+        style = {"linewidth": 2.6, "marker": "s", "markersize": 5, "zorder": 5}
+    elif curve.winner:
+        style = {"linewidth": 1.6, "marker": "o", "markersize": 4, "zorder": 4}
+    else:
+        style = {"linewidth": 1.0, "marker": "o", "markersize": 3, "alpha": 0.55, "zorder": 3}
+    (line,) = axes.plot(sizes, busbw, "-", color=color, **style)
+    return line
+
+
+def _draw_ranges(axes: Any, ranges: Sequence[RangeMark], low: float, high: float) -> None:
+    """A dotted boundary at each range's lower end inside the sizes drawn, the range's
+    name just right of it at the top (the first range's name at the left edge; one that
+    starts at the largest size drawn has its boundary alone)."""
+    from matplotlib.transforms import blended_transform_factory
+
+    place = blended_transform_factory(axes.transData, axes.transAxes)
+    named = len(ranges) <= RANGE_NAMES_MAX
+    for index, item in enumerate(sorted(ranges, key=lambda mark: mark.min_bytes)):
+        start = max(float(item.min_bytes), low)
+        if start > high:
+            continue
+        if index and item.min_bytes > low:
+            axes.axvline(start, color=charts.MODEL_COLOR, linewidth=0.8, linestyle=":")
+        if named and start < high:  # no room right of the largest size
+            axes.text(
+                start,
+                0.97,
+                f" {item.name}",
+                transform=place,
+                fontsize=8,
+                va="top",
+                color=charts.MODEL_COLOR,
+            )

@@ -27,13 +27,13 @@ from collbench.render.doctor import (
     format_ranks,
     gbps,
 )
-from collbench.render.report_doc import Chart, Flagged, Report, Section, Table
-from collbench.render.report_doctor_charts import (
+from collbench.render.report.doctor_charts import (
     LABEL_MAX_HOSTS,
     as_array,
     heatmap_chart,
     node_bars_chart,
 )
+from collbench.render.report.document import Chart, Flagged, Report, Section, Table
 from collbench.store.doctor_report import DOCTOR_JSON, DoctorFinding, DoctorReport
 from collbench.store.load import Run
 from collbench.store.rows import DOCTOR as DOCTOR_ROWS

@@ -1,6 +1,6 @@
 """The report's Doctor charts: the node x node pair matrix as a heat map (in blocks of hosts
 for a large fleet, each block's slowest pair its color) and per-node bars (a dot per node
-above LABEL_MAX_HOSTS). collbench.render.report_doctor builds the section around them."""
+above LABEL_MAX_HOSTS). collbench.render.report.doctor_section builds the section around them."""
 
 from __future__ import annotations
 

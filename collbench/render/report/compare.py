@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from collbench.core.stats import geomean
-from collbench.render import charts, report_charts
-from collbench.render.report_doc import Chart, Section, Table
+from collbench.render import charts
+from collbench.render.report import ratio_charts
+from collbench.render.report.document import Chart, Section, Table
 
 if TYPE_CHECKING:
     from collbench.analysis.compare.comparison import Comparison
@@ -111,13 +112,13 @@ def overview_section(
         "and environment follow in its own section."
     )
     panels = [
-        report_charts.RatioPanel(
+        ratio_charts.RatioPanel(
             f"{key[0]} ({key[1]})",
             tuple(replace(by_key[key], label=label) for label, by_key in ratios if key in by_key),
         )
         for key in keys
     ]
-    png = report_charts.ratio_overview_chart(
+    png = ratio_charts.ratio_overview_chart(
         f"every run / {baseline}: {quantity} ratio per size (> 1: faster)",
         panels,
         f"{quantity} ratio to {charts.short(baseline, 20)}",
@@ -216,13 +217,13 @@ def comparison_section(result: Comparison, base: str, cand: str, drawn: bool = T
     return section
 
 
-def _by_key(result: Comparison) -> dict[tuple[str, str], report_charts.RatioSeries]:
+def _by_key(result: Comparison) -> dict[tuple[str, str], ratio_charts.RatioSeries]:
     """The comparison's ratios per (collective, placement), each labelled by that key."""
     grouped: dict[tuple[str, str], list[Any]] = {}
     for item in result.sizes:
         grouped.setdefault((item.collective, item.placement), []).append(item)
     return {
-        (collective, placement): report_charts.RatioSeries(
+        (collective, placement): ratio_charts.RatioSeries(
             f"{collective} ({placement})",
             tuple(item.size_bytes for item in items),
             tuple(item.ratio for item in items),
@@ -233,7 +234,7 @@ def _by_key(result: Comparison) -> dict[tuple[str, str], report_charts.RatioSeri
 
 
 def _ratio_chart(result: Comparison, base: str, cand: str) -> Chart | None:
-    png = report_charts.ratio_chart(
+    png = ratio_charts.ratio_chart(
         f"{cand} / {base}: {result.quantity} ratio per size (> 1: {cand} is faster)",
         list(_by_key(result).values()),
         f"{result.quantity} ratio, {charts.short(cand, 20)} / {charts.short(base, 20)}",

@@ -1,4 +1,6 @@
-"""The report: what it says, built from runs (report_render.py draws it as HTML / Markdown).
+"""The report: what it says, built from runs (document.py draws it as HTML / Markdown), and
+`collbench report`'s document and files: with its Tuning (tune_section.py) and Doctor
+(doctor_section.py) sections, into the files run/report.py writes.
 
 Sections: a summary per run and collective, per collective the busbw and latency charts with
 fits, regimes and (with a topology) the cost model's curve, a comparison of every further
@@ -7,7 +9,7 @@ run with the first, overlap probes, and each run's provenance.
 Many runs (a tune directory of 32 settings) stay readable and cheap to draw: past
 OVERLAID_MAX the busbw and latency charts draw the first run and the best by ratio to it in
 full and the rest as grey points, and the comparisons share one overview chart
-(report_compare.py). Every number stays in the tables.
+(compare.py). Every number stays in the tables.
 """
 
 from __future__ import annotations
@@ -21,25 +23,33 @@ from typing import TYPE_CHECKING, Any
 
 from collbench.core.stats import median
 from collbench.render import charts
-from collbench.render.report_doc import Chart, Report, ReportOptions, Section, Table
-from collbench.render.report_render import render_html, render_markdown
+from collbench.render.report.compare import compare_runs, compare_sections, ranked
+from collbench.render.report.doctor_section import with_doctor
+from collbench.render.report.document import (
+    Chart,
+    Report,
+    ReportOptions,
+    Section,
+    Table,
+    render_html,
+    render_markdown,
+)
+from collbench.render.report.fit import (
+    model_curves,
+    quality_line,
+    regime_rows,
+    series_for,
+    summary_cells,
+)
+from collbench.render.report.tune_section import TuneSource, tune_only_report, with_tuning
 from collbench.store.load import Run
 from collbench.store.meta import RunMeta
 from collbench.store.rows import ResultRow, median_over_repeats
 
 if TYPE_CHECKING:
+    from collbench.run.report import ReportInputs
+    from collbench.run.run_dirs import TuneDir
     from collbench.topologies.schema import Topology
-
-__all__ = [
-    "Chart",
-    "Report",
-    "ReportOptions",
-    "Section",
-    "Table",
-    "build_report",
-    "render_html",
-    "render_markdown",
-]
 
 # More runs than this: the busbw and latency charts draw the baseline and the best others in
 # full (in color, with fits) and the rest as grey points, so no two runs share a color
@@ -54,7 +64,6 @@ def run_label(run: Run) -> str:
 def build_report(runs: list[Run], options: ReportOptions | None = None) -> Report:
     """Everything the report shows, from loaded runs (fits are made here)."""
     from collbench.analysis.fit.hockney import fit_rows
-    from collbench.render.report_compare import compare_runs, compare_sections
 
     options = options or ReportOptions()
     names = {run.path: options.labels.get(run.path) or run_label(run) for run in runs}
@@ -119,8 +128,6 @@ def _drawn_in_full(runs: list[Run], compared: list[Any]) -> list[str]:
     order: every one, up to OVERLAID_MAX; beyond, the first and the best by geometric-mean
     ratio to it (the next ones without any comparison). A run's color is its place in this
     list, in every chart of a collective that each of them measured."""
-    from collbench.render.report_compare import ranked
-
     swept = [run.path for run in runs if run.sweep_rows]
     if len(swept) <= OVERLAID_MAX:
         return swept
@@ -137,9 +144,6 @@ def _collective_section(
     topologies: dict[str, Topology | None],
     drawn: list[str] | None = None,
 ) -> Section:
-    from collbench.render.report_fit import series_for
-    from collbench.render.report_model import model_curves
-
     collective, placement = key
     measured = [
         (run.path, series_for(names[run.path], rows, _curve(fits, run, key)))
@@ -191,8 +195,6 @@ def _shared_past(model: charts.ModelCurve, colored: int) -> charts.ModelCurve:
 
 
 def _fit_tables_and_notes(section: Section, series: list[charts.Series]) -> None:
-    from collbench.render.report_fit import quality_line, regime_rows
-
     fitted = [item for item in series if item.fit is not None]
     if fitted:
         section.tables.append(
@@ -262,8 +264,6 @@ def _summary(
     fits: dict[str, list[Any]],
     keys: list[tuple[str, str]],
 ) -> Table:
-    from collbench.render.report_fit import summary_cells
-
     rows = []
     for run in runs:
         for key in keys:
@@ -425,3 +425,29 @@ def _knobs(meta: RunMeta, first: ResultRow) -> str:
     if isinstance(knobs.get("env"), dict):  # rows (and imports) nest the environment
         knobs = knobs["env"]
     return json.dumps(knobs, sort_keys=True) if knobs else "none set"
+
+
+def report_document(inputs: ReportInputs) -> Report:
+    """`collbench report`'s document: the runs' report with the Tuning and Doctor sections
+    (a report of tune directories alone when every setting failed)."""
+    tunes = [tune_source(tune) for tune in inputs.tunes]
+    if not inputs.runs:  # tune directories whose every setting failed
+        return tune_only_report(inputs.title or "collbench report", tunes)
+    options = ReportOptions(inputs.title, inputs.names, inputs.fabric, topologies=inputs.fabrics)
+    document = with_tuning(build_report(inputs.runs, options), tunes)
+    names = {run.path: inputs.names.get(run.path) or run_label(run) for run in inputs.runs}
+    return with_doctor(document, inputs.runs, names, inputs.doctor)
+
+
+def tune_source(tune: TuneDir) -> TuneSource:
+    """A tune directory as read (run/run_dirs.py) as the Tuning section draws it."""
+    return TuneSource(tune.path, tune.document, tune.setting_rows, tune.choices, tune.warnings)
+
+
+def report_files(document: Report, report_format: str, out: Path) -> dict[Path, bytes]:
+    """The files of a report written to `out`: one HTML file, or the Markdown file and the
+    PNGs in the folder beside it (the report itself last)."""
+    if report_format == "html":
+        return {out: render_html(document).encode()}
+    text, images = render_markdown(document, f"{out.stem}_files")
+    return {**{out.parent / name: png for name, png in images.items()}, out: text.encode()}
