@@ -38,8 +38,8 @@ def _row(template: dict, **columns) -> object:
 def synthetic_rows(nodes: int, pairs: str, repeats: int, seed: int = 1) -> tuple[list, dict]:
     """The rows of a doctor run on `nodes` nodes (node 'n{nodes // 3}' slow) and meta's
     doctor entry. Pair busbw: healthy 40 GB/s with 3% noise; any pair with the slow node 4."""
-    from collbench.core.doctor import DoctorSpec
     from collbench.core.doctor_plan import Layout, pair_plan
+    from collbench.core.doctor_spec import DoctorSpec
 
     hosts = [f"n{index:05d}" for index in range(nodes)]
     layout = Layout.from_hosts([host for host in hosts for _ in range(RANKS_PER_NODE)])
@@ -131,9 +131,9 @@ def _template() -> dict:
 def one(nodes: int, pairs: str, repeats: int) -> dict:
     """Measure one fleet size in this process."""
     from collbench.analysis.doctor.verdicts import FLEET, Expectation, diagnose
-    from collbench.core.doctor import DoctorSpec
     from collbench.core.doctor_plan import Layout, pair_plan
-    from collbench.render.doctor import doctor_json, render_doctor
+    from collbench.core.doctor_spec import DoctorSpec
+    from collbench.render.doctor_text import doctor_json, render_doctor
     from collbench.render.report.doctor_section import doctor_section
     from collbench.store.doctor_report import DoctorReport
     from collbench.store.load import Run

@@ -36,7 +36,7 @@ from collbench.analysis.fit.vs_topology import run_placement
 from collbench.analysis.model.costmodel import Efficiency, Group, predict
 from collbench.analysis.rules.bands import band_of
 from collbench.analysis.rules.decision import MIN_REPEATS, Evidence, spread_pct
-from collbench.core.doctor import STAGES, DoctorSpec
+from collbench.core.doctor_spec import STAGES, DoctorSpec
 from collbench.core.errors import SpecError
 from collbench.core.noise import NoiseFloor
 from collbench.core.units import format_number, format_size, size_arg

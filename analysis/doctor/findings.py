@@ -19,7 +19,7 @@ from collbench.analysis.doctor.expect import (
     bar_for,
 )
 from collbench.analysis.doctor.judge import StageJudgement, against_baseline, judge_stage
-from collbench.core.doctor import DoctorSpec
+from collbench.core.doctor_spec import DoctorSpec
 from collbench.store.rows import DoctorRow
 
 FINDING_KINDS = ("node", "rail", "link", "rank", "segment")

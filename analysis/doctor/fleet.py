@@ -19,7 +19,7 @@ from collbench.analysis.doctor.findings import (
     row_hosts,
 )
 from collbench.analysis.doctor.judge import NOT_MEASURED, StageJudgement
-from collbench.core.doctor import MIN_DOCTOR_REPEATS
+from collbench.core.doctor_spec import MIN_DOCTOR_REPEATS
 from collbench.store.rows import DoctorRow
 
 

@@ -1,6 +1,6 @@
 """The doctor's rule for one stage over its repeats (pure): a majority of repeats below the bar.
 
-A doctor runs every round R times in passes (collbench.bench.doctor), so the repeats of one
+A doctor runs every round R times in passes (collbench.bench.doctor_rounds), so the repeats of one
 round are a whole pass apart. Each repeat is judged on its own: its items (the nodes, node
 pairs, rails of a stage) against that repeat's bar (the fleet's median of that repeat, so
 drift that slows every group alike cancels, or a fixed expectation). An item is slow when
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from collbench.analysis.doctor.expect import Bar, Expectation, gbps, median_of
 from collbench.analysis.rules.decision import SLOWER, Evidence, Question, Rule, Verdict, judge
-from collbench.core.doctor import MIN_DOCTOR_REPEATS
+from collbench.core.doctor_spec import MIN_DOCTOR_REPEATS
 
 NOT_MEASURED = "not measured"
 

@@ -1,7 +1,7 @@
 """Doctor verdicts (pure): which node, rail, link or rank is slow, from a doctor run's rows.
 
 Takes rows and an expectation and returns data; reading runs and topologies lives in
-collbench.run.doctor, rendering in collbench.render.doctor. Every round ran R times
+collbench.run.doctor_job, rendering in collbench.render.doctor_text. Every round ran R times
 (DoctorSpec.repeats, in passes); each repeat is judged against its own bar and a finding
 needs the slow result in a majority of at least 3 repeats (collbench.analysis.doctor.judge).
 How each stage is judged:
@@ -57,7 +57,7 @@ from collbench.analysis.doctor.findings import (
 from collbench.analysis.doctor.fleet import full_all_reduce, stragglers
 from collbench.analysis.doctor.judge import NOT_MEASURED, StageJudgement
 from collbench.analysis.doctor.pairs import PairFold, fold_pairs
-from collbench.core.doctor import MIN_BANDWIDTH_BYTES, DoctorSpec
+from collbench.core.doctor_spec import MIN_BANDWIDTH_BYTES, DoctorSpec
 from collbench.core.units import format_size, size_arg
 from collbench.store.doctor_report import MATRIX_DENSE_MAX_HOSTS
 from collbench.store.rows import DoctorRow

@@ -195,7 +195,7 @@ def _round_to_bits(value: Fraction, bits: int) -> Fraction:
 
 def ones_window(dtype: DType, group_size: int) -> int:
     """How many members of a group contribute a one to each element of a sum-of-ones check
-    (bench/doctor.py's all-reduce check), and so the exact result: every member while the
+    (bench/doctor_rounds.py's all-reduce check), and so the exact result: every member while the
     count is exact in the dtype, else exact_limit of them. A bfloat16 sum of 257 ones is not
     257: past 256 adding 1 rounds back (257 -> 256), so ones from every rank of a large
     group would be compared with a value no correct reduction produces."""

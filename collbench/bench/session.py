@@ -3,7 +3,7 @@
 `RankLog` is the few lines a watched rank logs.
 
 bench/worker.py (the rank process: join the group, run a session, report the outcome) and
-bench/doctor.py both import this module, and it imports neither of them.
+bench/doctor_rounds.py both import this module, and it imports neither of them.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What every rank runs: join the group, run its session (bench/session.py: measure each
-step, rank 0 streams rows to disk; bench/doctor.py for a doctor), and end with an outcome.
+step, rank 0 streams rows to disk; bench/doctor_rounds.py for a doctor), and end with an outcome.
 
 Started by a launcher as `python -m collbench.bench.worker RUN_DIR` (reads RUN_DIR/job.json and
 the torch rank environment), or called in-process by `--launcher none`.
@@ -84,7 +84,7 @@ def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
             f"rendezvous {env.master_addr}:{env.master_port}; run {job.run_dir}"
         )
         if spec.doctor is not None:
-            from collbench.bench.doctor import DoctorSession
+            from collbench.bench.doctor_rounds import DoctorSession
 
             total_wrong = DoctorSession(job, env, device, sink).run(status, log)
         else:

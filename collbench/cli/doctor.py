@@ -1,4 +1,4 @@
-"""`collbench doctor`: name the slow node, rail, link or rank (run/doctor.py runs it).
+"""`collbench doctor`: name the slow node, rail, link or rank (run/doctor_job.py runs it).
 
 app.py registers it. Imports stay light (typer, the option tables): the work loads only when
 the command runs.
@@ -23,15 +23,15 @@ from collbench.cli.measure import (
     warn_knobs,
 )
 from collbench.cli.options import FROM_OWNER, Option, given_fields
-from collbench.core.doctor import DEFAULT_DOCTOR_BYTES, DoctorSpec
 from collbench.core.doctor_plan import DEFAULT_SAMPLED_ROUNDS, SAMPLE_ABOVE_NODES
+from collbench.core.doctor_spec import DEFAULT_DOCTOR_BYTES, DoctorSpec
 from collbench.core.knobs import apply_knobs
 from collbench.core.spec import SweepSpec
 from collbench.core.units import parse_size
 from collbench.store.doctor_report import DOCTOR_JSON
 
 if TYPE_CHECKING:
-    from collbench.run.doctor import DoctorOutcome
+    from collbench.run.doctor_job import DoctorOutcome
 
 _EXPECT = "Expectation"
 _DOCTOR = None  # the main panel: the doctor's own options first
@@ -192,9 +192,9 @@ HELP = (
 
 
 def run_doctor_command(values: dict[str, Any]) -> None:
-    """Parse, run the rounds and judge them (run/doctor.py), then show the verdicts."""
-    from collbench.render.doctor import DoctorConsole
-    from collbench.run.doctor import doctor_sweep, run_doctor
+    """Parse, run the rounds and judge them (run/doctor_job.py), then show the verdicts."""
+    from collbench.render.doctor_text import DoctorConsole
+    from collbench.run.doctor_job import doctor_sweep, run_doctor
 
     doctor = DoctorSpec(**given_fields(DoctorSpec, DOCTOR_OPTIONS, values))
     spec, warnings = doctor_sweep(doctor, given_fields(SweepSpec, COMMAND_OPTIONS, values))
@@ -213,7 +213,7 @@ def run_doctor_command(values: dict[str, Any]) -> None:
 
 def _show(outcome: DoctorOutcome, output: str) -> None:
     """The warnings (stderr), notes, a launch error, the verdicts and where they were written."""
-    from collbench.render.doctor import render_doctor
+    from collbench.render.doctor_text import render_doctor
 
     for warning in outcome.warnings:
         print(f"collbench: warning: {warning}", file=sys.stderr, flush=True)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from collbench.core.doctor import DoctorSpec
+from collbench.core.doctor_spec import DoctorSpec
 
 # `--pairs auto` measures every node pair (the circle method, N-1 rounds) up to this many
 # nodes and samples above it: 256 nodes are 255 rounds a pass, 4,096 nodes would be 4,095

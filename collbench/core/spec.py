@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from collbench.core.collectives import DEFAULT_COLLECTIVES, REGISTRY
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
-from collbench.core.doctor import DOCTOR, DoctorSpec
+from collbench.core.doctor_spec import DOCTOR, DoctorSpec
 from collbench.core.dtypes import DTYPES, lookup_dtype
 from collbench.core.errors import SpecError
 from collbench.core.knobs import knob_args

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from collbench.core.doctor import DOCTOR
+from collbench.core.doctor_spec import DOCTOR
 from collbench.core.errors import SpecError
 from collbench.store.row_values import (
     RangeLimits,
@@ -140,7 +140,7 @@ class DoctorRow(ResultRow):
     with both running), then which stage, group and ranks it was, and each rank's time."""
 
     kind: str = DOCTOR
-    stage: str | None  # collbench.core.doctor.STAGES
+    stage: str | None  # collbench.core.doctor_spec.STAGES
     group: str | None  # "all", "node HOST", "rail I", "HOSTA<->HOSTB", "bisect L1 a"
     round_index: int | None  # pair/shuffle round (0-based), bisect level; else 0
     group_hosts: list[str] | None  # hosts in the group (a pair: its two, in order)

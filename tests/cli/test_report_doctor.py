@@ -10,7 +10,7 @@ import json
 import re
 
 from collbench.cli.report import report
-from collbench.render.doctor import doctor_json
+from collbench.render.doctor_text import doctor_json
 from collbench.render.report.doctor_section import DOCTOR_JSON
 from tests.cli.test_analysis_cli import write_run as write_sweep
 from tests.helpers import collbench

@@ -10,8 +10,8 @@ import pytest
 
 from collbench.analysis.doctor.verdicts import FLEET, Diagnosis, Expectation, diagnose
 from collbench.core.bandwidth import bus_factor
-from collbench.core.doctor import DoctorSpec
 from collbench.core.doctor_plan import circle_rounds, random_rounds
+from collbench.core.doctor_spec import DoctorSpec
 from collbench.store.rows import DoctorRow
 
 MIB = 1024**2

@@ -16,7 +16,7 @@ from collbench.analysis.doctor.expect import (
     topology_bounds,
 )
 from collbench.analysis.rules.decision import Evidence, spread_pct
-from collbench.core.doctor import STAGES, DoctorSpec
+from collbench.core.doctor_spec import STAGES, DoctorSpec
 from collbench.core.errors import SpecError
 from collbench.store.rows import DoctorRow
 from collbench.topologies.loader import load_topology

@@ -8,7 +8,7 @@ import pytest
 
 from collbench.analysis.doctor.expect import Expectation, bar_for, expectation_from
 from collbench.analysis.doctor.verdicts import diagnose
-from collbench.core.doctor import DoctorSpec
+from collbench.core.doctor_spec import DoctorSpec
 from collbench.core.noise import NoiseFloor
 from collbench.store.rows import DoctorRow
 from tests.unit.test_doctor_analysis import kinds, layout, pair_rows

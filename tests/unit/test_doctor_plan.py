@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from collbench.core.doctor import DoctorSpec
 from collbench.core.doctor_plan import Layout, circle_rounds, halves, random_rounds
+from collbench.core.doctor_spec import DoctorSpec
 from collbench.core.errors import SpecError
 from collbench.core.spec import SweepSpec
 from collbench.store.rows import DOCTOR_COLUMNS, DoctorRow, row_from_dict
@@ -76,10 +76,10 @@ def test_the_noise_floor_travels_through_job_json_and_the_ranks_command(monkeypa
 
     from typer.testing import CliRunner
 
-    import collbench.run.doctor
+    import collbench.run.doctor_job
     from collbench.cli import app
     from collbench.launchers.base import LaunchResult
-    from collbench.run.doctor import DoctorOutcome
+    from collbench.run.doctor_job import DoctorOutcome
 
     doctor = DoctorSpec(baseline="runs/good", noise_floor="floors/a.json")
     spec = SweepSpec(collectives=("all_reduce", "sendrecv"), sweep_rows=False, doctor=doctor)
@@ -92,7 +92,7 @@ def test_the_noise_floor_travels_through_job_json_and_the_ranks_command(monkeypa
         seen.append(spec)
         return DoctorOutcome(LaunchResult(0), Path("run"))
 
-    monkeypatch.setattr(collbench.run.doctor, "run_doctor", fake)
+    monkeypatch.setattr(collbench.run.doctor_job, "run_doctor", fake)
     result = CliRunner().invoke(app, ["doctor", *args, "--quiet"])
     assert result.exit_code == 0, result.output
     assert seen == [spec]

@@ -1,4 +1,4 @@
-"""The doctor as text and JSON (render/doctor.py) and the report's Doctor pieces
+"""The doctor as text and JSON (render/doctor_text.py) and the report's Doctor pieces
 (render/report/doctor_section.py), from Diagnosis objects and doctor rows built here by hand."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from collbench.analysis.doctor.document import doctor_report
 from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, Finding
-from collbench.render.doctor import (
+from collbench.render.doctor_text import (
     HEALTHY,
     VERDICT_HEADER,
     DoctorConsole,

@@ -11,12 +11,12 @@ import pytest
 
 from collbench.analysis.doctor.expect import expectation_from
 from collbench.analysis.doctor.verdicts import CPU_CHECKS, FLEET, GPU_CHECKS, Expectation, diagnose
-from collbench.core.doctor import MAX_DOCTOR_REPEATS, DoctorSpec
+from collbench.core.doctor_spec import MAX_DOCTOR_REPEATS, DoctorSpec
 from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import LaunchResult
-from collbench.render.doctor import doctor_json, render_doctor
-from collbench.run.doctor import DoctorOutcome
+from collbench.render.doctor_text import doctor_json, render_doctor
+from collbench.run.doctor_job import DoctorOutcome
 from collbench.store.rows import DoctorRow
 from tests.unit.test_doctor_analysis import all_reduce_rows, kinds, layout, pair_rows
 
@@ -172,7 +172,7 @@ def test_a_doctor_spec_recorded_before_repeats_ran_each_round_once():
 def test_doctor_repeats_round_trip_through_the_ranks_arguments(repeats, monkeypatch):
     from typer.testing import CliRunner
 
-    import collbench.run.doctor
+    import collbench.run.doctor_job
     from collbench.cli import app
 
     doctor = DoctorSpec(repeats=repeats, shuffle_rounds=2)
@@ -186,7 +186,7 @@ def test_doctor_repeats_round_trip_through_the_ranks_arguments(repeats, monkeypa
         seen.append(spec)
         return DoctorOutcome(LaunchResult(0), Path("run"))
 
-    monkeypatch.setattr(collbench.run.doctor, "run_doctor", fake)
+    monkeypatch.setattr(collbench.run.doctor_job, "run_doctor", fake)
     result = CliRunner().invoke(app, ["doctor", *args, "--quiet"])
     assert result.exit_code == 0, result.output
     assert seen == [spec]

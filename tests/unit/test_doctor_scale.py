@@ -13,15 +13,15 @@ from itertools import combinations
 import pytest
 
 from collbench.analysis.doctor.verdicts import diagnose
-from collbench.core.doctor import DoctorSpec
 from collbench.core.doctor_plan import (
     DEFAULT_SAMPLED_ROUNDS,
     SAMPLE_ABOVE_NODES,
     circle_rounds,
     pair_plan,
 )
+from collbench.core.doctor_spec import DoctorSpec
 from collbench.core.errors import SpecError
-from collbench.render.doctor import DoctorConsole, doctor_json, render_doctor
+from collbench.render.doctor_text import DoctorConsole, doctor_json, render_doctor
 from collbench.store.doctor_report import MATRIX_DENSE_MAX_HOSTS, DoctorReport
 from collbench.store.meta import RunMeta
 from tests.unit.test_doctor_analysis import FLEET_EXPECTATION, doctor_row, repeated

@@ -51,7 +51,7 @@ def test_no_import_cycle():
 
 
 def test_the_cycle_finder_sees_function_local_imports(tmp_path, monkeypatch):
-    """A cycle closed by an import inside a function is one (the bench.doctor <-> bench.worker
+    """A cycle closed by an import inside a function is one (the bench.doctor_rounds <-> bench.worker
     cycle was such a one), and one closed under TYPE_CHECKING is not."""
     package = tmp_path / "cyclepkg"
     package.mkdir()

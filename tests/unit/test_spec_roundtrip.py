@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from collbench.core.collectives import REGISTRY
-from collbench.core.doctor import DoctorSpec
+from collbench.core.doctor_spec import DoctorSpec
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import SpecError
 from collbench.core.overlap import COMPUTE_DTYPES, OverlapSpec
@@ -77,7 +77,7 @@ def _random_spec(rng: random.Random, topology_file: Path) -> SweepSpec:
             tolerance_pct=rng.choice([5.0, 12.5]),
             topology={None: None, "file": str(topology_file)}.get(topology, topology),
         )
-        from collbench.run.doctor import doctor_sweep
+        from collbench.run.doctor_job import doctor_sweep
 
         return doctor_sweep(doctor, fields)[0]  # as `collbench doctor` builds it
     if topology == "file":

@@ -12,7 +12,7 @@ import numpy as np
 
 from collbench.core.stats import median
 from collbench.render import charts
-from collbench.render.doctor import gbps
+from collbench.render.doctor_text import gbps
 
 ANNOTATE_MAX_HOSTS = 16  # larger matrices: colors only, no figure in each cell
 # Larger matrices are drawn in blocks of hosts (each block's slowest pair): a cell per pixel

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from collbench.core.doctor import DOCTOR
+from collbench.core.doctor_spec import DOCTOR
 from collbench.core.stats import median
 from collbench.core.units import format_size
-from collbench.render.doctor import (
+from collbench.render.doctor_text import (
     HEALTHY,
     UNJUDGED,
     format_ranks,

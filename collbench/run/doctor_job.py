@@ -15,7 +15,7 @@ from typing import Any
 from collbench.analysis.doctor.document import doctor_report
 from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, diagnose, expectation_from
 from collbench.analysis.rules.methodology import DOCTOR_BASELINE, check
-from collbench.core.doctor import DOCTOR, MIN_BANDWIDTH_BYTES, DoctorSpec
+from collbench.core.doctor_spec import DOCTOR, MIN_BANDWIDTH_BYTES, DoctorSpec
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecError
 from collbench.core.noise import NoiseFloor
