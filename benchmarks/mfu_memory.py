@@ -4,7 +4,7 @@ estimate's demonstrated error that `collbench mfu`'s memory check allows for.
     python benchmarks/mfu_memory.py
 
 The configurations and their sources are in tests/published_memory.py;
-tests/unit/test_mfu_memory_published.py pins each estimate and error, and checks that
+tests/unit/analysis/mfu/test_mfu_memory_published.py pins each estimate and error, and checks that
 analysis/mfu/memory.py's DEMONSTRATED_ERROR and VALIDATED_CONFIGURATIONS are what this
 table gives. Pure arithmetic: no GPU, no network, about a second.
 """

@@ -5,7 +5,7 @@ each default moves the predictions.
     python benchmarks/mfu_validation.py --sensitivity
     python benchmarks/mfu_validation.py --accuracy   # rewrite analysis/mfu/accuracy.py's table
 
-The runs and their sources are in tests/published_runs.py; tests/unit/test_mfu_published.py
+The runs and their sources are in tests/published_runs.py; tests/unit/analysis/mfu/test_mfu_published.py
 pins each error. Sensitivity: each default is scaled by 0.9 and by 1.1 (a share of a peak
 no higher than 1), every run predicted again, and the median and largest move of the
 predicted figure reported. Pure arithmetic: no GPU, no network, about a second.

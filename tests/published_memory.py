@@ -5,7 +5,7 @@ Each configuration is entered as its source sets it (model, parallelism, recompu
 gradient dtype, dropout) and with what it reported: it ran on accelerators of that memory,
 it ran out of memory, or it sat at the edge (out of memory in some runs, not in others:
 its peak is the usable memory). Nothing here is fitted: the estimate's error per case is
-what benchmarks/mfu_memory.py prints and tests/unit/test_mfu_memory_published.py pins.
+what benchmarks/mfu_memory.py prints and tests/unit/analysis/mfu/test_mfu_memory_published.py pins.
 
 The error of a case: estimate / reported - 1 where a peak is known (at the edge: the
 capacity); where a configuration only ran, its peak is at most the capacity, so an

@@ -3,7 +3,7 @@
 Each run is what its paper says it did (model, hardware, parallelism, recompute, sequence
 parallelism, attention kernel, whether DP overlapped the backward) and the figure it
 reported. Every run is predicted with one set of defaults: nothing here is fitted per run.
-tests/unit/test_mfu_published.py pins each run's error; benchmarks/mfu_validation.py prints
+tests/unit/analysis/mfu/test_mfu_published.py pins each run's error; benchmarks/mfu_validation.py prints
 the README's validation table and the sensitivity to each default.
 
 A100 sources (the same figures as ../shared/data/published_runs.md):

@@ -52,7 +52,7 @@ class Demonstrated:
         }
 
 
-# Written by `python benchmarks/mfu_validation.py --accuracy` (tests/unit/test_mfu_published.py
+# Written by `python benchmarks/mfu_validation.py --accuracy` (tests/unit/analysis/mfu/test_mfu_published.py
 # checks it against the validation set).
 # accuracy:start
 DEMONSTRATED: dict[str, Demonstrated] = {

@@ -56,7 +56,7 @@ OPTIMIZER_BYTES_PER_PARAM = 12
 # softmax of the logits for its backward.
 LOGIT_BYTES = 4
 # How far the estimate was off on published configurations (benchmarks/mfu_memory.py
-# prints the table; tests/unit/test_mfu_memory_published.py recomputes both figures from
+# prints the table; tests/unit/analysis/mfu/test_mfu_memory_published.py recomputes both figures from
 # it): above the capacity by up to this share, a workload may still fit; beyond, it does not.
 DEMONSTRATED_ERROR = 0.17
 VALIDATED_CONFIGURATIONS = 21

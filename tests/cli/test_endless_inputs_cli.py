@@ -1,5 +1,5 @@
 """Endless, huge or deep inputs through the real `collbench` process (issue 29): one case per
-class (the in-process table is tests/unit/test_endless_inputs.py). Each must end with one line
+class (the in-process table is tests/unit/store/test_endless_inputs.py). Each must end with one line
 and exit 2 well within its timeout: a hang (a FIFO read) or an endless read fails the test
 instead of blocking the suite. Plus the time a 200k-row import takes."""
 

@@ -1,7 +1,7 @@
 """`collbench predict` (fabrics side by side, --curves marking measured columns, --html) and
 `collbench mfu --price` (cost per step and per million tokens), end to end; bad input is one
 line and exit 2. The fabrics are tests/fixtures/topologies/predict-{a,b}.yaml, whose figures
-tests/unit/test_fabric_compare.py computes by hand."""
+tests/unit/analysis/model/test_fabric_compare.py computes by hand."""
 
 from __future__ import annotations
 

@@ -15,7 +15,14 @@ from collbench.render.report.doctor_section import DOCTOR_JSON
 from tests.cli.test_analysis_cli import write_run as write_sweep
 from tests.helpers import collbench
 from tests.rows import write_run
-from tests.unit.test_doctor_render import FLEET, LINK, NODE, diagnosis, doctor_meta, doctor_rows
+from tests.unit.render.test_doctor_render import (
+    FLEET,
+    LINK,
+    NODE,
+    diagnosis,
+    doctor_meta,
+    doctor_rows,
+)
 
 PNG = b"\x89PNG"
 

@@ -1,7 +1,7 @@
 """Values that pass the parser and are still not data (issue 29, "Values that pass
 validation and should not"), through the command line: each is refused in one line, exit 2,
 before any rank starts or anything is written. In-process tables per class, and one real
-process per class (marked slow). The values' own tables are tests/unit/test_values.py."""
+process per class (marked slow). The values' own tables are tests/unit/core/test_values.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Issue 27 items 1, 2 and 12 on a real GPU (skipped without one): every visible GPU as a
-rank where the test says so. The CPU side of the same rules: tests/unit/test_gpu_paths_cpu.py
+rank where the test says so. The CPU side of the same rules: tests/unit/bench/test_gpu_paths_cpu.py
 and tests/cli/test_gpu_flags_cli.py; the whole node: benchmarks/gpu_acceptance.py."""
 
 from __future__ import annotations

@@ -1,0 +1,184 @@
+"""The MFU estimator against published large-scale training runs (tests/published_runs.py).
+
+One set of defaults for every run: the shipped topologies (their accelerator's measured
+matmul fraction, SM count and HBM bandwidth), the compute model's constants and the
+collectives' efficiency. Nothing is fitted per run. Each run's error (predicted /
+reported - 1, on the figure as reported) is pinned, so a change to the model that moves
+any run is seen and its pin updated on purpose; the set as a whole must stay within the
+goal (median |error| <= 5%, max <= 10%).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+from pathlib import Path
+
+import pytest
+
+from tests.published_runs import PUBLISHED, PublishedRun
+
+# Predicted / reported - 1, in percent, as the model stands. A pin moves only with a
+# deliberate change to the model (update it here and in README's validation table).
+PINNED_ERROR_PCT = {
+    "1t-hfu": +7.6,
+    "145b-hfu": -0.2,
+    "530b-sp-selective-mfu": +4.5,
+    "530b-full-mfu": +0.9,
+    "175b-full-step": +0.9,
+    "175b-sp-selective-step": -2.7,
+    "530b-full-step": +0.6,
+    "530b-sp-selective-step": -2.6,
+    "1t-full-step": -1.1,
+    "1t-sp-selective-step": -1.9,
+    "22b-full-step": -4.3,
+    "22b-sp-selective-step": -8.9,
+    "llama3-70b-fp8-gbs128": -6.5,
+    "llama3-70b-fp8-gbs256": -6.5,
+    "llama3-8b-fp8-fsdp": -3.2,
+    "gpt3-175b-bf16-dgxc": +1.2,
+    "nemotron4-15b-bf16-dgxc": -0.4,
+    "gpt3-175b-fp8-dgxc": +0.1,
+    "nemotron4-15b-fp8-dgxc": -1.2,
+    "nemotron4-340b-bf16-dgxc": +6.6,
+    "nemotron4-340b-fp8-dgxc": +9.5,
+    "llama31-405b-fp8-cp2": -8.2,  # context parallelism (analysis/mfu/cp.py)
+}
+# Runs outside the goal's 10%, and why (none now: each is entered as its source configures
+# it, the recipes' own userbuffer configurations included). A run added outside the goal
+# is named here with its reason, not hidden; the test caps it at OUTSIDE_GOAL_MAX.
+OUTSIDE_GOAL: dict[str, str] = {}
+OUTSIDE_GOAL_MAX = 0.20
+PIN_SLACK_PCT = 0.15  # rounding of the pins
+GOAL_MEDIAN, GOAL_MAX = 0.05, 0.10
+BY_NAME = {run.run: run for run in PUBLISHED}
+
+
+def test_every_published_run_is_pinned():
+    assert set(PINNED_ERROR_PCT) == set(BY_NAME)
+
+
+@pytest.mark.parametrize("run", PUBLISHED, ids=lambda run: run.run)
+def test_each_run_lands_where_it_is_pinned(run: PublishedRun):
+    error_pct = 100 * run.error()
+    assert error_pct == pytest.approx(PINNED_ERROR_PCT[run.run], abs=PIN_SLACK_PCT), (
+        run.run,
+        run.predicted(),
+        run.reported,
+    )
+    limit = OUTSIDE_GOAL_MAX if run.run in OUTSIDE_GOAL else GOAL_MAX
+    assert abs(error_pct) <= 100 * limit
+
+
+def test_the_set_meets_the_goal():
+    errors = {run.run: abs(run.error()) for run in PUBLISHED}
+    assert statistics.median(errors.values()) <= GOAL_MEDIAN
+    inside = [error for name, error in errors.items() if name not in OUTSIDE_GOAL]
+    assert max(inside) <= GOAL_MAX
+    # a run named outside the goal that came back inside it is no longer an exception
+    assert all(errors[name] > GOAL_MAX for name in OUTSIDE_GOAL)
+
+
+def test_small_gemms_make_the_22b_model_slower_per_flop():
+    """Hidden 6144 over 8 GPUs leaves 768-wide GEMMs and 96-deep attention: the 22B model
+    runs its FLOPs well below the 1T model's rate, which a constant efficiency missed."""
+    small, big = BY_NAME["22b-full-step"].estimate(), BY_NAME["1t-full-step"].estimate()
+    assert small.hfu < 0.9 * big.hfu
+    assert small.micro is not None and big.micro is not None
+    memory_share = [
+        result.micro.category_s("memory-bound") / result.micro.total_s for result in (small, big)
+    ]
+    assert memory_share[0] > 2 * memory_share[1]
+
+
+def test_the_model_gets_the_ordering_right_for_the_right_reasons():
+    """The 145.6B model reaches less than the 1T one because its TP all-reduces weigh
+    more against its smaller matmuls (communication grows with h, compute with h^2)."""
+    big, small = BY_NAME["1t-hfu"].estimate(), BY_NAME["145b-hfu"].estimate()
+    assert small.hfu < big.hfu
+    big_share, small_share = (
+        next(k for k in result.comm if k.kind == "tp").exposed_s / result.step_time_s
+        for result in (big, small)
+    )
+    assert small_share > big_share
+
+
+# The least share of an accelerator's memory the estimate leaves free on any published
+# run (they ran, so they fit; the closest is 1T with SP + selective recompute at ~22%).
+PUBLISHED_MIN_HEADROOM = 0.15
+# Runs published at the least accelerators they fit on: no room to leave. Nemotron-4 340B
+# on 128 GPUs (README_340b.md: "will not fit on fewer"); the memory table holds it
+# (tests/published_memory.py, nemotron4-340b-128gpu and -64gpu).
+AT_THE_EDGE = {"nemotron4-340b-bf16-dgxc"}
+
+
+@pytest.mark.parametrize("run", PUBLISHED, ids=lambda run: run.run)
+def test_every_published_run_fits_its_accelerators(run: PublishedRun):
+    """They really ran: an estimate that says they do not fit is wrong. The estimate is a
+    lower bound, so it leaves room for what it does not count. (The fp8 runs keep some
+    activations in fp8, which the estimate counts in bf16: they must fit, with less room.)"""
+    memory = run.estimate().memory
+    assert memory is not None and memory.fits, (run.run, memory)
+    if run.workload().training.dtype == "bf16" and run.run not in AT_THE_EDGE:
+        assert memory.headroom >= PUBLISHED_MIN_HEADROOM, (run.run, memory.headroom)
+
+
+def _validation_script():
+    path = Path(__file__).resolve().parents[4] / "benchmarks" / "mfu_validation.py"
+    spec = importlib.util.spec_from_file_location("mfu_validation", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _readme_block(name: str) -> str:
+    readme = (Path(__file__).resolve().parents[4] / "README.md").read_text(encoding="utf-8")
+    start, end = f"<!-- {name}:start -->\n", f"\n<!-- {name}:end -->"
+    return readme[readme.index(start) + len(start) : readme.index(end)]
+
+
+def test_readme_tables_are_what_the_model_says_now():
+    """README's validation and sensitivity tables are regenerated, not hand-edited:
+    `python benchmarks/mfu_validation.py --sensitivity`."""
+    script = _validation_script()
+    assert _readme_block("validation") == script.table()
+    assert _readme_block("sensitivity") == script.sensitivity()
+
+
+SHARED_RUNS = Path(__file__).resolve().parents[5] / "shared" / "data" / "published_runs.md"
+
+
+def test_every_figure_of_the_shared_published_runs_is_predicted():
+    """../shared/data/published_runs.md (when present) holds no figure the validation set
+    leaves out: each A100 run's reported figure appears there, and there are as many."""
+    if not SHARED_RUNS.exists():
+        pytest.skip("../shared/data/published_runs.md is not here")
+    text = SHARED_RUNS.read_text(encoding="utf-8")
+    a100 = [run for run in PUBLISHED if run.topology == "dgx-a100"]
+    for run in a100:
+        figure = f"{run.reported:.1%}".replace(".0%", "%") if run.what != "step" else None
+        figure = figure or f"{run.reported:.2f}"
+        assert figure in text, (run.run, figure)
+    # 4 headline figures (1T, 145.6B, 530B twice) and 8 iteration times (4 models x 2)
+    assert len(a100) == 4 + 8
+
+
+def test_the_demonstrated_error_table_is_what_the_validation_set_says_now():
+    """analysis/mfu/accuracy.py's DEMONSTRATED (printed beside every `mfu` column) is
+    written by `python benchmarks/mfu_validation.py --accuracy`, never by hand."""
+    from collbench.analysis.mfu.accuracy import DEMONSTRATED
+
+    assert _validation_script().demonstrated() == DEMONSTRATED
+
+
+def test_a_step_time_error_turns_over_into_an_mfu_error():
+    """A step predicted 10% short is an MFU 1/0.9 - 1 = +11.1% high; a throughput figure
+    keeps its sign and size."""
+    run = BY_NAME["nemotron4-15b-bf16-dgxc"]
+    result = run.estimate()
+    step_error = run.error(result)
+    assert run.mfu_error(result) == pytest.approx(1 / (1 + step_error) - 1)
+    assert run.mfu_error(result) > 0 > step_error
+    tokens = BY_NAME["llama3-70b-fp8-gbs128"]
+    assert tokens.mfu_error() == pytest.approx(tokens.error())
