@@ -1,5 +1,5 @@
 """How often the CI gate (`compare --fail-if-slower PCT`) fails identical reruns, and how often
-it catches a real slowdown (README, "How collbench decides").
+it catches a real slowdown (docs/methodology/decisions.md).
 
 Two experiments, each with real sweeps through the real CLI:
 

@@ -1,4 +1,4 @@
-"""The memory estimate against published configurations: README's memory table, and the
+"""The memory estimate against published configurations: the table of docs/mfu/memory.md, and the
 estimate's demonstrated error that `collbench mfu`'s memory check allows for.
 
     python benchmarks/mfu_memory.py

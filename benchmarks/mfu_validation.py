@@ -1,8 +1,9 @@
-"""The MFU estimator against every published run: README's validation table, and how far
-each default moves the predictions.
+"""The MFU estimator against every published run: the validation table of
+docs/mfu/validation.md, and how far each default moves the predictions.
 
     python benchmarks/mfu_validation.py            # the table (markdown) and the summary
     python benchmarks/mfu_validation.py --sensitivity
+    python benchmarks/mfu_validation.py --write    # rewrite both tables in docs/mfu/validation.md
     python benchmarks/mfu_validation.py --accuracy   # rewrite analysis/mfu/accuracy.py's table
 
 The runs and their sources are in tests/published_runs.py; tests/unit/analysis/mfu/test_mfu_published.py
@@ -197,6 +198,21 @@ def write_accuracy() -> Path:
     return path
 
 
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "mfu" / "validation.md"
+
+
+def write_page(path: Path = PAGE) -> Path:
+    """Rewrite the page's validation and sensitivity blocks (tests/unit/test_mfu_published.py
+    holds the page to what this script prints)."""
+    text = path.read_text(encoding="utf-8")
+    for name, block in (("validation", table()), ("sensitivity", sensitivity())):
+        start, end = f"<!-- {name}:start -->\n", f"\n<!-- {name}:end -->"
+        head, tail = text.index(start) + len(start), text.index(end)
+        text = text[:head] + block + text[tail:]
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def _figure(value: float, what: str) -> str:
     if what in ("mfu", "hfu"):
         return f"{value:.1%}"
@@ -211,7 +227,13 @@ def main() -> None:
     parser.add_argument(
         "--accuracy", action="store_true", help="rewrite analysis/mfu/accuracy.py's table"
     )
+    parser.add_argument(
+        "--write", action="store_true", help="rewrite both tables in docs/mfu/validation.md"
+    )
     args = parser.parse_args()
+    if args.write:
+        print(f"wrote {write_page()}")
+        return
     if args.accuracy:
         print(f"wrote {write_accuracy()}")
         print(accuracy_block())

@@ -4,7 +4,7 @@ Each run is what its paper says it did (model, hardware, parallelism, recompute,
 parallelism, attention kernel, whether DP overlapped the backward) and the figure it
 reported. Every run is predicted with one set of defaults: nothing here is fitted per run.
 tests/unit/analysis/mfu/test_mfu_published.py pins each run's error; benchmarks/mfu_validation.py prints
-the README's validation table and the sensitivity to each default.
+the validation table of docs/mfu/validation.md and the sensitivity to each default.
 
 A100 sources (the same figures as ../shared/data/published_runs.md):
 - Narayanan et al., SC'21 (arXiv 2104.04473), Table 1: GPT 1T on 3072 A100s, 163 TFLOP/s
@@ -283,10 +283,10 @@ PUBLISHED: tuple[PublishedRun, ...] = (
 
 # Whole-training figures: GPU-hours over a training run's tokens. They hold what a step
 # model does not (the batch-size ramp, checkpoints, restarts, evaluation, the MTP module),
-# so they are shown beside the validation set (README) with their error, not held to its
+# so they are shown beside the validation set (docs/mfu/moe-cp.md) with their error, not held to its
 # goal. test_mfu_moe.py pins how the figure is derived.
 WHOLE_TRAINING: tuple[PublishedRun, ...] = (
-    # Mixture of experts: DeepSeek-V3 (arXiv 2412.19437) as trained, derived in README:
+    # Mixture of experts: DeepSeek-V3 (arXiv 2412.19437) as trained, derived in docs/mfu/moe-cp.md:
     # 180K H800 GPU-hours per trillion tokens (section 1) = 1e12 / (180e3 x 3600) = 1543
     # tokens/s per GPU; 2048 H800 (3.1), PP 16, EP 64 over 8 nodes, ZeRO-1 DP, TP 1 (3.2),
     # DualPipe (3.2.1), node-limited routing to 4 nodes (2.1.2), FP8 GEMMs and FP8
@@ -298,8 +298,8 @@ WHOLE_TRAINING: tuple[PublishedRun, ...] = (
 )  # fmt: skip
 
 # Per-step MoE figures, entered as their recipes configure them, shown beside the
-# validation set (README) with their error: they land far outside its goal and what the
-# step model misses there is not established (README, "MoE validation").
+# validation set (docs/mfu/moe-cp.md) with their error: they land far outside its goal and what the
+# step model misses there is not established (docs/mfu/moe-cp.md, "MoE validation").
 # Megatron-Bridge performance summary, 25.09 container, DGX-H100 (docs/performance-
 # summary.md @fa0315ae2, Oct 2025): DeepSeekV3 (dropless), 1024 GPUs, GBS 8192, MBS 1,
 # seq 4096, TP 2 PP 8 VP 4 EP 64, 1297 tokens/s per GPU (FP8). The recipe at that commit
@@ -313,7 +313,7 @@ WHOLE_TRAINING: tuple[PublishedRun, ...] = (
 # reaches at most 4 nodes (--ep-route-nodes 4). run_script.py recomputes mla_up_proj and
 # the dense layers' mlp (recompute_modules on H100), which collbench cannot state
 # (--recompute none; the up-projections are ~3% of the compute, the dense layers are not on
-# the busiest stage). Priced with --ep-overlap none the run lands -6.4% (README).
+# the busiest stage). Priced with --ep-overlap none the run lands -6.4% (docs/mfu/moe-cp.md).
 DEEPSEEK_V3_MTP = replace(preset("deepseek-v3"), mtp_layers=1)
 MOE_STEP: tuple[PublishedRun, ...] = (
     PublishedRun("deepseek-v3-fp8-h100", DEEPSEEK_V3_MTP, "dgx-h100", 2, 8, 64, 8192, "tokens",

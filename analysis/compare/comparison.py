@@ -9,7 +9,7 @@ make a comparison unlike-for-like: they are flagged loudly. Differences in envir
 (versions, knobs, hosts) are what people usually compare on purpose: they are listed, not
 flagged.
 
-Each size's verdict comes from the one rule (analysis.decision, DESIGN.md "Decisions"): every
+Each size's verdict comes from the one rule (analysis.decision, docs/methodology/decisions.md): every
 size of a comparison is one family (Holm over it where repeats give p-values). The iterations
 of one run are not independent, so no p-value is ever taken from them.
 

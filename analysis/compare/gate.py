@@ -2,7 +2,7 @@
 slower than the baseline by more than PCT percent, in a way the data can back (pure).
 
 A size fails when its busbw is more than PCT percent below the baseline's *and* the one rule
-(analysis.decision, DESIGN.md "Decisions") calls it `slower`: with repeats on both sides, a
+(analysis.decision, docs/methodology/decisions.md) calls it `slower`: with repeats on both sides, a
 Holm-corrected p below alpha over the sizes compared and an effect beyond the noise floor;
 with fewer repeats, an effect beyond the noise floor measured from the data (or a recorded
 A/A floor, `--noise-floor`, when larger); without samples (imported logs), the threshold

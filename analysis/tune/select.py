@@ -25,7 +25,7 @@ Rules, each written once here:
   over the repeats (busbw from each row's time, as compare does, not an imported log's
   2-decimal column); best is the highest gain of that geometric mean over the baseline's
   on the same sizes (without a baseline: the highest geometric mean).
-- Confidence: the one decision rule (analysis.decision, DESIGN.md "Decisions"). Per size a
+- Confidence: the one decision rule (analysis.decision, docs/methodology/decisions.md). Per size a
   Question (the baseline's repeats against the setting's), one `judge` family per range over
   every (setting, size), since the winner was picked among all settings (crossover: one
   family per collective, since its ranges are drawn from those calls): with 3 or more

@@ -1,4 +1,4 @@
-"""When each rank reaches a collective: the doctor's straggler data (DESIGN.md, "doctor").
+"""When each rank reaches a collective: the doctor's straggler data (docs/doctor.md, "Stragglers").
 
 A straggler is a rank the others wait for. Timing a batch of collectives cannot show one
 on a GPU: the batch is queued back to back and every rank's collectives finish together,

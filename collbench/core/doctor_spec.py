@@ -1,7 +1,7 @@
 """Doctor: what `collbench doctor` measures (DoctorSpec) and the names of its stages (pure).
 
 Rounds that pull the nodes apart, because in one collective every rank waits for the
-slowest link and per-rank times barely say who is slow (DESIGN.md, "doctor"):
+slowest link and per-rank times barely say who is slow (docs/doctor.md):
 - `full`: one all-reduce over every rank (the reference, and the stragglers' data);
 - `intra`: one all-reduce per node, all nodes at once (nccl-tests' DIV split);
 - `rail`: one all-reduce per local-rank index across the nodes (nccl-tests' MOD split);

@@ -20,7 +20,7 @@ class NoiseFloor:
     """Run-to-run noise as a percentage of busbw, per size band (analysis.bands' names).
 
     `pct_by_band[band]` is the change (in percent, either way) that identical runs stay within
-    (DESIGN.md, "Decisions"); a band without a figure has no recorded floor. `runs` counts the
+    (docs/methodology/decisions.md); a band without a figure has no recorded floor. `runs` counts the
     runs it was measured from, `source` says where it came from (a file path, or how it was
     measured), `detail` keeps per-band evidence (pairs, sizes, the quantile used)."""
 

@@ -1,6 +1,6 @@
 """Overlap probes: what to measure (OverlapSpec) and what the measurements mean (pure).
 
-A probe runs one collective and a matmul alone and together (DESIGN.md, "Overlap probe"):
+A probe runs one collective and a matmul alone and together (docs/overlap.md):
 - `t_comm`: the collective alone; `t_comp`: the compute alone;
 - `t_both`: both launched together, the collective in the background (its own stream on a
   GPU, the backend's thread on CPU) and the compute in the foreground;
@@ -199,7 +199,7 @@ class OverlapSpec:
 
 @dataclass(frozen=True)
 class OverlapFigures:
-    """The derived figures of one probe (DESIGN.md's definitions)."""
+    """The derived figures of one probe (docs/overlap.md's definitions)."""
 
     # Share of the collective hidden behind compute (OSU), in [0, 100].
     overlap_pct: float

@@ -142,7 +142,7 @@ class SweepSpec:
     doctor: DoctorSpec | None = None
     # Times the whole measurement runs in the same rank processes, interleaved (every step
     # of repeat 0, then of repeat 1, ...) so drift spreads over all of them; rows record
-    # their repeat. Decisions take their statistics from repeats (DESIGN.md, "Decisions").
+    # their repeat. Decisions take their statistics from repeats (ARCHITECTURE.md, "Contracts").
     # DEFAULT_REPEATS: measured (README, "How collbench decides").
     repeats: int = DEFAULT_REPEATS
     # Time the sweep rows' iterations as replays of a CUDA graph that captured them

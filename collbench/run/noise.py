@@ -1,6 +1,6 @@
 """`collbench noise RUN RUN [RUN...]`: the A/A noise floor of one configuration, measured from
 identical reruns of it, written to a file that `compare --noise-floor FILE` holds verdicts
-against (DESIGN.md, "Decisions"; the rule is analysis.decision.aa_floor).
+against (docs/methodology/decisions.md; the rule is analysis.decision.aa_floor).
 
 Runs measured differently or with different knobs are not reruns of one configuration: the
 methodology rule's NOISE purpose refuses them (analysis/rules/methodology.py). Other

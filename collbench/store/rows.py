@@ -41,7 +41,7 @@ def _column_names(cls: type) -> tuple[str, ...]:
 
 @dataclass(frozen=True, kw_only=True)
 class ResultRow:
-    """One run x collective x dtype x size x placement (DESIGN.md, "Result row").
+    """One run x collective x dtype x size x placement (docs/run-directory.md, row columns).
 
     Units live in the names. A row read from an older run lacks some columns: they are
     None (see `row_from_dict`).

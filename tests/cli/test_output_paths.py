@@ -147,7 +147,7 @@ FILE_IDS = [f"{writer.name} {writer.flag}" for writer in FILE_WRITERS]
 INPUT_WRITERS = [writer for writer in WRITERS if writer.input_run is not None]
 INPUT_IDS = [f"{writer.name} {writer.flag}" for writer in INPUT_WRITERS]
 # Writers whose --force run is cheap (no ranks): an existing file is written over. One
-# policy (README, "Output files"): every output file a user names is refused if it exists,
+# policy (docs/errors.md, "Output paths"): every output file a user names is refused if it exists,
 # unless --force (noise's --force: tests/cli/test_noise_cli.py, with identical runs).
 FORCED = ("report", "topo detect", "export", "predict")
 

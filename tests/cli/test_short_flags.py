@@ -16,7 +16,7 @@ from tests.helpers import collbench
 
 # Short flags allowed two long names, each with the nccl-tests reason. None today.
 FORCED_BY_NCCL_TESTS: dict[str, str] = {}
-# The table the project keeps (README, "Short flags"): nccl-tests' letters first.
+# The table the project keeps (docs/sweep.md, "Short flags"): nccl-tests' letters first.
 TABLE = {
     "-b": "--min-bytes",
     "-e": "--max-bytes",

@@ -33,7 +33,7 @@ def test_local_ranks_fill_their_logs(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     logs = sorted(path.name for path in (out / "logs").iterdir())
-    assert logs == ["rank-00000.log", "rank-00001.log"]  # five digits, as the README says
+    assert logs == ["rank-00000.log", "rank-00001.log"]  # five digits, as the docs say
     for rank in (0, 1):
         text = (out / "logs" / f"rank-{rank:05d}.log").read_text()
         lines = text.splitlines()

@@ -689,7 +689,7 @@ def test_the_real_command_imports_and_refuses_a_missing_log(tmp_path):
 
 @pytest.mark.parametrize("name", ["rccl_banner_alltoall.log", "rccl_hipevt_all_reduce.log"])
 def test_rccl_tests_command_imports_like_nccl_tests(tmp_path, name):
-    """`collbench import rccl-tests` is the README's command for rccl-tests users."""
+    """`collbench import rccl-tests` is the docs' command for rccl-tests users (docs/import.md)."""
     runs = {}
     for command in ("rccl-tests", "nccl-tests"):
         out = tmp_path / command

@@ -1,4 +1,4 @@
-"""One rule for "is B different from A" (DESIGN.md, "Decisions"): every decision site calls
+"""One rule for "is B different from A" (ARCHITECTURE.md, "Contracts"): every decision site calls
 analysis/rules/decision.py, and no second test statistic appears anywhere else in the package."""
 
 from __future__ import annotations
