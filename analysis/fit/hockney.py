@@ -40,12 +40,12 @@ from typing import Any
 import numpy as np
 
 from collbench.analysis.fit.quality import (
-    FitQuality,
-    alpha_undetermined,
-    assess,
+    CurveFit,
+    Outlier,
+    Regime,
+    busbw_gbps,
     clock_resolution_us,
     goodness,
-    regime_busbw_undetermined,
 )
 from collbench.analysis.fit.regimes import (
     Points,
@@ -55,16 +55,10 @@ from collbench.analysis.fit.regimes import (
     noise_readings,
     robust_line,
 )
-from collbench.core.units import round_sig
 from collbench.store.rows import SWEEP, ResultRow, median_over_repeats, row_is
 
-CI_METHOD = (
-    "95% Student-t interval from the Jacobian of each regime's robust "
-    "least_squares fit (busbw interval computed on log(1/B))"
-)
 # op: a sweep of several reductions (`-o all`) times each apart; one curve per reduction
 GROUP_KEYS = ("collective", "backend", "world_size", "topology", "placement", "dtype", "op")
-LATENCY_BOUND_SHARE = 0.01
 # Measured noise beyond this multiple of SearchOptions.noise_rel redoes the regime search at
 # it; closer to it, the assumed scale stands (and the search is not paid twice).
 NOISIER = 2.0
@@ -81,171 +75,6 @@ class FitOptions:
     outlier_min_rel: float = 0.05
     # The finest time step the data can show; None: read off the times (fit_quality.py).
     clock_resolution_us: float | None = None
-
-
-@dataclass(frozen=True)
-class Regime:
-    """One alpha-beta line fitted over the measured sizes min_bytes..max_bytes."""
-
-    min_bytes: int
-    max_bytes: int
-    alpha_us: float
-    busbw_gbps: float
-    alpha_us_ci: tuple[float, float]
-    busbw_gbps_ci: tuple[float, float]
-    n_points: int
-
-    def time_us(self, size_bytes: Any, bus_factor: float) -> Any:
-        return self.alpha_us + size_bytes * bus_factor / (self.busbw_gbps * 1e3)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "min_bytes": self.min_bytes,
-            "max_bytes": self.max_bytes,
-            "alpha_us": round_sig(self.alpha_us),
-            "busbw_gbps": round_sig(self.busbw_gbps),
-            "alpha_us_ci": _round_pair(self.alpha_us_ci),
-            "busbw_gbps_ci": _round_pair(self.busbw_gbps_ci),
-            "n_points": self.n_points,
-        }
-
-
-@dataclass(frozen=True)
-class Outlier:
-    """A measured point the fit left out (a dip or a spike)."""
-
-    size_bytes: int
-    time_us: float
-    busbw_gbps: float
-    busbw_fit_gbps: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "size_bytes": self.size_bytes,
-            "time_us": round_sig(self.time_us),
-            "busbw_gbps": round_sig(self.busbw_gbps),
-            "busbw_fit_gbps": round_sig(self.busbw_fit_gbps),
-            "deviation_rel": round_sig(self.busbw_gbps / self.busbw_fit_gbps - 1, 4),
-        }
-
-
-@dataclass(frozen=True)
-class CurveFit:
-    """A fitted sweep. Regime k predicts sizes in [breakpoints[k-1], breakpoints[k])."""
-
-    bus_factor: float
-    regimes: tuple[Regime, ...]
-    breakpoints: tuple[int, ...]
-    n_half_bytes: int
-    r2_log_time: float
-    rmse_log_time: float
-    n_points: int
-    outliers: tuple[Outlier, ...]
-    # r2 and rms of ln(t / t_fit) on every point, the outliers included
-    r2_log_time_all: float = 1.0
-    rmse_log_time_all: float = 0.0
-    clock_resolution_us: float = 0.0
-    busbw_measured_max_gbps: float = 0.0  # the highest busbw of any measured point
-    busbw_measured_max_bytes: int = 0  # and its size
-    noise_rel: float = 0.0  # the timing noise scale the regime search used
-
-    @property
-    def quality(self) -> FitQuality:
-        """How far the fit can be trusted: verdict and reasons (analysis/fit/quality.py)."""
-        return assess(self)
-
-    def alpha_resolved(self, index: int = 0) -> bool:
-        """Whether regime `index`'s latency is at least the clock's resolution."""
-        return self.regimes[index].alpha_us >= self.clock_resolution_us
-
-    @property
-    def alpha_us(self) -> float:
-        """Latency: alpha of the smallest-size regime."""
-        return self.regimes[0].alpha_us
-
-    @property
-    def busbw_peak_gbps(self) -> float:
-        """Asymptotic bus bandwidth: that of the largest-size regime."""
-        return self.regimes[-1].busbw_gbps
-
-    @property
-    def alpha_us_ci(self) -> tuple[float, float]:
-        return self.regimes[0].alpha_us_ci
-
-    @property
-    def busbw_peak_gbps_ci(self) -> tuple[float, float]:
-        return self.regimes[-1].busbw_gbps_ci
-
-    @property
-    def busbw_at_max_bytes_gbps(self) -> float:
-        """Fitted busbw at the largest measured size (what the sweep actually reached)."""
-        return self.predict_busbw_gbps(self.regimes[-1].max_bytes)
-
-    def latency_bound(self, regime: Regime) -> bool:
-        """Whether the size term stays under 1% of the regime's time up to its largest size:
-        its fitted busbw is then unconstrained by the data (it can come out absurdly large)
-        and says nothing about the fabric."""
-        size_term_us = regime.max_bytes * self.bus_factor / (regime.busbw_gbps * 1e3)
-        return size_term_us < LATENCY_BOUND_SHARE * regime.time_us(
-            regime.max_bytes, self.bus_factor
-        )
-
-    def regime_index(self, size_bytes: float) -> int:
-        """The regime that predicts this size (first or last one outside the data)."""
-        return int(np.searchsorted(self.breakpoints, size_bytes, side="right"))
-
-    def is_extrapolated(self, size_bytes: float) -> bool:
-        return not self.regimes[0].min_bytes <= size_bytes <= self.regimes[-1].max_bytes
-
-    def predict_time_us(self, size_bytes: float) -> float:
-        regime = self.regimes[self.regime_index(size_bytes)]
-        return float(regime.time_us(size_bytes, self.bus_factor))
-
-    def predict_busbw_gbps(self, size_bytes: float) -> float:
-        return _busbw_gbps(size_bytes, self.predict_time_us(size_bytes), self.bus_factor)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fit as `fit --json` writes it: a figure the fit could not determine is null
-        (quality.not_determined says why; the keys stay the same)."""
-        quality = self.quality
-        missing = dict(quality.not_determined)
-        return {
-            **_figure("alpha_us", self.alpha_us, self.alpha_us_ci, missing),
-            **_figure("busbw_peak_gbps", self.busbw_peak_gbps, self.busbw_peak_gbps_ci, missing),
-            "busbw_at_max_bytes_gbps": round_sig(self.busbw_at_max_bytes_gbps),
-            "n_half_bytes": None if "n_half_bytes" in missing else self.n_half_bytes,
-            "breakpoints": list(self.breakpoints),
-            "regimes": [self._regime_dict(index) for index in range(len(self.regimes))],
-            "r2_log_time": round_sig(self.r2_log_time),
-            "rmse_log_time": round_sig(self.rmse_log_time),
-            "r2_log_time_all": round_sig(self.r2_log_time_all),
-            "rmse_log_time_all": round_sig(self.rmse_log_time_all),
-            "noise_rel": round_sig(self.noise_rel),
-            "quality": quality.to_dict(),
-            "ci_method": CI_METHOD,
-            "bus_factor": round_sig(self.bus_factor),
-            "min_bytes": self.regimes[0].min_bytes,
-            "max_bytes": self.regimes[-1].max_bytes,
-            "outliers": [outlier.to_dict() for outlier in self.outliers],
-        }
-
-    def _regime_dict(self, index: int) -> dict[str, Any]:
-        regime = self.regimes[index]
-        data = {**regime.to_dict(), "latency_bound": self.latency_bound(regime)}
-        if regime_busbw_undetermined(self, index) is not None:
-            data.update(busbw_gbps=None, busbw_gbps_ci=[None, None])
-        if index == 0 and alpha_undetermined(self) is not None:
-            data.update(alpha_us=None, alpha_us_ci=[None, None])
-        return data
-
-
-def _figure(
-    key: str, value: float, interval: tuple[float, float], missing: dict[str, str]
-) -> dict[str, Any]:
-    """`key` and `key_ci` as fit --json writes them: null (a pair of nulls) when missing."""
-    if key in missing:
-        return {key: None, f"{key}_ci": [None, None]}
-    return {key: round_sig(value), f"{key}_ci": _round_pair(interval)}
 
 
 def fit_curve(
@@ -392,8 +221,8 @@ def _assemble(
         Outlier(
             int(size),
             float(time_us),
-            _busbw_gbps(size, time_us, bus_factor),
-            _busbw_gbps(size, time_us / math.exp(residual), bus_factor),
+            busbw_gbps(size, time_us, bus_factor),
+            busbw_gbps(size, time_us / math.exp(residual), bus_factor),
         )
         for size, time_us, residual in zip(
             points.sizes_bytes[outliers],
@@ -446,10 +275,6 @@ def n_half_bytes(fit: CurveFit) -> int:
         if max(size, low) < high:
             return math.ceil(max(size, low))
     raise AssertionError("unreachable: the last regime's asymptote is the peak")
-
-
-def _busbw_gbps(size_bytes: float, time_us: float, bus_factor: float) -> float:
-    return float(size_bytes / (time_us * 1e3) * bus_factor)
 
 
 @dataclass(frozen=True)
@@ -538,7 +363,3 @@ def fit_rows(rows: Iterable[ResultRow], options: FitOptions = FitOptions()) -> l
         else:
             fits.append(replace(group, curve=curve))
     return fits
-
-
-def _round_pair(pair: tuple[float, float]) -> list[float | None]:
-    return [round_sig(pair[0]), round_sig(pair[1])]

@@ -1,4 +1,4 @@
-"""How far a fitted curve can be trusted: a verdict ("good", "fair", "poor") and the reasons.
+"""A fitted curve (CurveFit: its regimes and outliers) and how far it can be trusted: a verdict ("good", "fair", "poor") and the reasons.
 
 The fit's own r2 and rms are computed on the points it kept; a buyer needs to know how well
 the curve explains everything that was measured, whether its latency is finer than the
@@ -38,14 +38,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from collbench.core.units import format_number, format_size, round_sig
-
-if TYPE_CHECKING:
-    from collbench.analysis.fit.hockney import CurveFit
 
 VERDICTS = ("good", "fair", "poor")  # best first
 CLOCK_FLOOR_US = 1e-3
@@ -96,6 +93,186 @@ class FitQuality:
             "peak_determined": self.peak_determined,
             "not_determined": dict(self.not_determined),
         }
+
+
+CI_METHOD = (
+    "95% Student-t interval from the Jacobian of each regime's robust "
+    "least_squares fit (busbw interval computed on log(1/B))"
+)
+LATENCY_BOUND_SHARE = 0.01
+
+
+@dataclass(frozen=True)
+class Regime:
+    """One alpha-beta line fitted over the measured sizes min_bytes..max_bytes."""
+
+    min_bytes: int
+    max_bytes: int
+    alpha_us: float
+    busbw_gbps: float
+    alpha_us_ci: tuple[float, float]
+    busbw_gbps_ci: tuple[float, float]
+    n_points: int
+
+    def time_us(self, size_bytes: Any, bus_factor: float) -> Any:
+        return self.alpha_us + size_bytes * bus_factor / (self.busbw_gbps * 1e3)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes,
+            "alpha_us": round_sig(self.alpha_us),
+            "busbw_gbps": round_sig(self.busbw_gbps),
+            "alpha_us_ci": _round_pair(self.alpha_us_ci),
+            "busbw_gbps_ci": _round_pair(self.busbw_gbps_ci),
+            "n_points": self.n_points,
+        }
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """A measured point the fit left out (a dip or a spike)."""
+
+    size_bytes: int
+    time_us: float
+    busbw_gbps: float
+    busbw_fit_gbps: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "size_bytes": self.size_bytes,
+            "time_us": round_sig(self.time_us),
+            "busbw_gbps": round_sig(self.busbw_gbps),
+            "busbw_fit_gbps": round_sig(self.busbw_fit_gbps),
+            "deviation_rel": round_sig(self.busbw_gbps / self.busbw_fit_gbps - 1, 4),
+        }
+
+
+@dataclass(frozen=True)
+class CurveFit:
+    """A fitted sweep. Regime k predicts sizes in [breakpoints[k-1], breakpoints[k])."""
+
+    bus_factor: float
+    regimes: tuple[Regime, ...]
+    breakpoints: tuple[int, ...]
+    n_half_bytes: int
+    r2_log_time: float
+    rmse_log_time: float
+    n_points: int
+    outliers: tuple[Outlier, ...]
+    # r2 and rms of ln(t / t_fit) on every point, the outliers included
+    r2_log_time_all: float = 1.0
+    rmse_log_time_all: float = 0.0
+    clock_resolution_us: float = 0.0
+    busbw_measured_max_gbps: float = 0.0  # the highest busbw of any measured point
+    busbw_measured_max_bytes: int = 0  # and its size
+    noise_rel: float = 0.0  # the timing noise scale the regime search used
+
+    @property
+    def quality(self) -> FitQuality:
+        """How far the fit can be trusted: verdict and reasons (analysis/fit/quality.py)."""
+        return assess(self)
+
+    def alpha_resolved(self, index: int = 0) -> bool:
+        """Whether regime `index`'s latency is at least the clock's resolution."""
+        return self.regimes[index].alpha_us >= self.clock_resolution_us
+
+    @property
+    def alpha_us(self) -> float:
+        """Latency: alpha of the smallest-size regime."""
+        return self.regimes[0].alpha_us
+
+    @property
+    def busbw_peak_gbps(self) -> float:
+        """Asymptotic bus bandwidth: that of the largest-size regime."""
+        return self.regimes[-1].busbw_gbps
+
+    @property
+    def alpha_us_ci(self) -> tuple[float, float]:
+        return self.regimes[0].alpha_us_ci
+
+    @property
+    def busbw_peak_gbps_ci(self) -> tuple[float, float]:
+        return self.regimes[-1].busbw_gbps_ci
+
+    @property
+    def busbw_at_max_bytes_gbps(self) -> float:
+        """Fitted busbw at the largest measured size (what the sweep actually reached)."""
+        return self.predict_busbw_gbps(self.regimes[-1].max_bytes)
+
+    def latency_bound(self, regime: Regime) -> bool:
+        """Whether the size term stays under 1% of the regime's time up to its largest size:
+        its fitted busbw is then unconstrained by the data (it can come out absurdly large)
+        and says nothing about the fabric."""
+        size_term_us = regime.max_bytes * self.bus_factor / (regime.busbw_gbps * 1e3)
+        return size_term_us < LATENCY_BOUND_SHARE * regime.time_us(
+            regime.max_bytes, self.bus_factor
+        )
+
+    def regime_index(self, size_bytes: float) -> int:
+        """The regime that predicts this size (first or last one outside the data)."""
+        return int(np.searchsorted(self.breakpoints, size_bytes, side="right"))
+
+    def is_extrapolated(self, size_bytes: float) -> bool:
+        return not self.regimes[0].min_bytes <= size_bytes <= self.regimes[-1].max_bytes
+
+    def predict_time_us(self, size_bytes: float) -> float:
+        regime = self.regimes[self.regime_index(size_bytes)]
+        return float(regime.time_us(size_bytes, self.bus_factor))
+
+    def predict_busbw_gbps(self, size_bytes: float) -> float:
+        return busbw_gbps(size_bytes, self.predict_time_us(size_bytes), self.bus_factor)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fit as `fit --json` writes it: a figure the fit could not determine is null
+        (quality.not_determined says why; the keys stay the same)."""
+        quality = self.quality
+        missing = dict(quality.not_determined)
+        return {
+            **_figure("alpha_us", self.alpha_us, self.alpha_us_ci, missing),
+            **_figure("busbw_peak_gbps", self.busbw_peak_gbps, self.busbw_peak_gbps_ci, missing),
+            "busbw_at_max_bytes_gbps": round_sig(self.busbw_at_max_bytes_gbps),
+            "n_half_bytes": None if "n_half_bytes" in missing else self.n_half_bytes,
+            "breakpoints": list(self.breakpoints),
+            "regimes": [self._regime_dict(index) for index in range(len(self.regimes))],
+            "r2_log_time": round_sig(self.r2_log_time),
+            "rmse_log_time": round_sig(self.rmse_log_time),
+            "r2_log_time_all": round_sig(self.r2_log_time_all),
+            "rmse_log_time_all": round_sig(self.rmse_log_time_all),
+            "noise_rel": round_sig(self.noise_rel),
+            "quality": quality.to_dict(),
+            "ci_method": CI_METHOD,
+            "bus_factor": round_sig(self.bus_factor),
+            "min_bytes": self.regimes[0].min_bytes,
+            "max_bytes": self.regimes[-1].max_bytes,
+            "outliers": [outlier.to_dict() for outlier in self.outliers],
+        }
+
+    def _regime_dict(self, index: int) -> dict[str, Any]:
+        regime = self.regimes[index]
+        data = {**regime.to_dict(), "latency_bound": self.latency_bound(regime)}
+        if regime_busbw_undetermined(self, index) is not None:
+            data.update(busbw_gbps=None, busbw_gbps_ci=[None, None])
+        if index == 0 and alpha_undetermined(self) is not None:
+            data.update(alpha_us=None, alpha_us_ci=[None, None])
+        return data
+
+
+def _figure(
+    key: str, value: float, interval: tuple[float, float], missing: dict[str, str]
+) -> dict[str, Any]:
+    """`key` and `key_ci` as fit --json writes them: null (a pair of nulls) when missing."""
+    if key in missing:
+        return {key: None, f"{key}_ci": [None, None]}
+    return {key: round_sig(value), f"{key}_ci": _round_pair(interval)}
+
+
+def busbw_gbps(size_bytes: float, time_us: float, bus_factor: float) -> float:
+    return float(size_bytes / (time_us * 1e3) * bus_factor)
+
+
+def _round_pair(pair: tuple[float, float]) -> list[float | None]:
+    return [round_sig(pair[0]), round_sig(pair[1])]
 
 
 def goodness(times_us: np.ndarray, residuals: np.ndarray) -> tuple[float, float]:

@@ -17,7 +17,6 @@ Pure numpy/scipy: no I/O, no torch.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,8 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from collbench.analysis.fit.segments import (
+    Points,
+    SearchOptions,
     best_segmentations,
     candidate_search,
     robust_costs_from,
@@ -36,55 +37,6 @@ MIN_LOG_US_PER_BYTE = math.log(1e-12)
 # Up to this many distinct sizes the search weighs every segmentation (cubic in the sizes,
 # 0.1 s at 128); longer sweeps search candidate starts (analysis/fit/segments.py).
 MAX_EXACT_SIZES = 128
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """How eagerly the search splits a curve into regimes."""
-
-    max_regimes: int = 5
-    # Fewest distinct sizes in one regime: 2 parameters need 3 to leave any check, and a
-    # protocol band of a factor-2 sweep is often only 3-5 sizes wide.
-    min_sizes_per_regime: int = 3
-    # Scale of the relative timing noise (run-to-run jitter of a collective is 1-2%):
-    # residuals beyond it are discounted by the robust losses, and a split must buy more
-    # than noise.
-    noise_rel: float = 0.02
-    # A point's misfit stops growing at this many noise scales (an outlier's worth).
-    cap_sigmas: float = 5.0
-
-    def __post_init__(self) -> None:
-        if self.max_regimes < 1:
-            raise ValueError(f"max_regimes: {self.max_regimes} must be at least 1")
-        if self.min_sizes_per_regime < 2:
-            raise ValueError(
-                f"min_sizes_per_regime: {self.min_sizes_per_regime} must be at least 2"
-            )
-        if not self.noise_rel > 0:
-            raise ValueError(f"noise_rel: {self.noise_rel} must be positive")
-        if not self.cap_sigmas > 0:
-            raise ValueError(f"cap_sigmas: {self.cap_sigmas} must be positive")
-
-
-@dataclass(frozen=True)
-class Points:
-    """Measurements sorted by size; `first[k]:first[k + 1]` are the points of size k."""
-
-    sizes_bytes: np.ndarray
-    times_us: np.ndarray
-    unique_sizes_bytes: np.ndarray
-    first: np.ndarray
-
-    @classmethod
-    def from_arrays(cls, sizes_bytes: np.ndarray, times_us: np.ndarray) -> Points:
-        order = np.lexsort((times_us, sizes_bytes))
-        sizes, times = sizes_bytes[order], times_us[order]
-        unique, first = np.unique(sizes, return_index=True)
-        return cls(sizes, times, unique, np.append(first, len(sizes)))
-
-    def span(self, first_size: int, last_size: int) -> slice:
-        """Point indices of distinct sizes first_size..last_size (inclusive)."""
-        return slice(int(self.first[first_size]), int(self.first[last_size + 1]))
 
 
 def linear_fit_rel(
@@ -118,7 +70,7 @@ def information_criterion(robust_cost: float, n_points: int, n_regimes: int) -> 
 
 
 def choose_regimes(
-    points: Points, weights: np.ndarray, options: SearchOptions = SearchOptions()
+    points: Points, weights: np.ndarray, options: SearchOptions
 ) -> list[tuple[int, int]]:
     """Regimes as (first, last) distinct-size index pairs, chosen by the criterion.
 

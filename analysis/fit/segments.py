@@ -21,13 +21,10 @@ Pure numpy: no I/O, no torch.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from itertools import pairwise
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from collbench.analysis.fit.regimes import Points, SearchOptions
 
 # Coarse grid: about sqrt(GRID_FACTOR * sizes) blocks, so the coarse grid and the refined
 # windows (2 blocks around each of at most 10 breakpoints) hold about as many candidates.
@@ -35,6 +32,55 @@ GRID_FACTOR = 20
 MEDIAN_HALF_WINDOW = 2  # neighbours on each side of a point in its running median
 REFINE_WINDOW = 3  # sizes a regime start may move either way on the exact robust costs
 MAX_REFINE_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How eagerly the search splits a curve into regimes."""
+
+    max_regimes: int = 5
+    # Fewest distinct sizes in one regime: 2 parameters need 3 to leave any check, and a
+    # protocol band of a factor-2 sweep is often only 3-5 sizes wide.
+    min_sizes_per_regime: int = 3
+    # Scale of the relative timing noise (run-to-run jitter of a collective is 1-2%):
+    # residuals beyond it are discounted by the robust losses, and a split must buy more
+    # than noise.
+    noise_rel: float = 0.02
+    # A point's misfit stops growing at this many noise scales (an outlier's worth).
+    cap_sigmas: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.max_regimes < 1:
+            raise ValueError(f"max_regimes: {self.max_regimes} must be at least 1")
+        if self.min_sizes_per_regime < 2:
+            raise ValueError(
+                f"min_sizes_per_regime: {self.min_sizes_per_regime} must be at least 2"
+            )
+        if not self.noise_rel > 0:
+            raise ValueError(f"noise_rel: {self.noise_rel} must be positive")
+        if not self.cap_sigmas > 0:
+            raise ValueError(f"cap_sigmas: {self.cap_sigmas} must be positive")
+
+
+@dataclass(frozen=True)
+class Points:
+    """Measurements sorted by size; `first[k]:first[k + 1]` are the points of size k."""
+
+    sizes_bytes: np.ndarray
+    times_us: np.ndarray
+    unique_sizes_bytes: np.ndarray
+    first: np.ndarray
+
+    @classmethod
+    def from_arrays(cls, sizes_bytes: np.ndarray, times_us: np.ndarray) -> Points:
+        order = np.lexsort((times_us, sizes_bytes))
+        sizes, times = sizes_bytes[order], times_us[order]
+        unique, first = np.unique(sizes, return_index=True)
+        return cls(sizes, times, unique, np.append(first, len(sizes)))
+
+    def span(self, first_size: int, last_size: int) -> slice:
+        """Point indices of distinct sizes first_size..last_size (inclusive)."""
+        return slice(int(self.first[first_size]), int(self.first[last_size + 1]))
 
 
 def nnls_two(

@@ -23,6 +23,7 @@ from collbench.analysis.mfu.memory import GIB, breakdown_text
 from collbench.analysis.mfu.price import TrainingCost
 from collbench.analysis.mfu.workload import Workload
 from collbench.render.mfu_price import cost_json, price_lines
+from collbench.render.table import text_columns
 
 # The tag a number gets after it, saying where the collective times under it came from.
 ORIGIN_TAGS = {PREDICTED: "p", MEASURED: "m", MIXED: "m+p", NOTHING_PRICED: ""}
@@ -170,14 +171,7 @@ def render_table(
     ]
     header = ["", *(column_name(result) for result in estimates)]
     body = [[label, *(_cell(label, cell, result) for result in estimates)] for label, cell in rows]
-    widths = [max(len(str(line[i])) for line in [header, *body]) for i in range(len(header))]
-    lines = [
-        "  ".join(
-            str(text).ljust(widths[0]) if i == 0 else str(text).rjust(widths[i])
-            for i, text in enumerate(line)
-        )
-        for line in [header, *body]
-    ]
+    lines = text_columns([[str(text) for text in line] for line in [header, *body]], {0})
     legend = (
         "p: from predicted collective times (topology cost model); m: from measured curves "
         "(--curves); m+p: both; untagged: no collective time in it"

@@ -13,6 +13,7 @@ from typing import Any
 from collbench.analysis.mfu.estimate import Estimate
 from collbench.analysis.mfu.price import TrainingCost
 from collbench.core.units import round_sig
+from collbench.render.table import text_columns
 
 
 def price_lines(
@@ -41,15 +42,7 @@ def price_lines(
         ]
         for label, text, tagged in rows
     ]
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    table = [
-        "  ".join(
-            text.ljust(widths[0]) if i == 0 else text.rjust(widths[i])
-            for i, text in enumerate(line)
-        )
-        for line in [header, *body]
-    ]
-    return ["", *table, *_against_first(estimates, costs, names)]
+    return ["", *text_columns([header, *body], {0}), *_against_first(estimates, costs, names)]
 
 
 def _cell(cost: TrainingCost | None, text: Any, tag: str) -> str:

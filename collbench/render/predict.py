@@ -21,6 +21,7 @@ from collbench.analysis.model.fabric_compare import (
     Line,
 )
 from collbench.core.units import format_number, round_sig, size_arg
+from collbench.render.table import text_columns
 from collbench.run.predict import Fabric, Prediction
 
 # The tag after a time, saying where it came from (mfu's m/p, with how a measured run gave it).
@@ -95,15 +96,7 @@ def _table(lines: Sequence[Line], names: list[str]) -> list[str]:
         for line in lines
     ]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    group_line = _group_line(groups, widths)
-    rendered = [
-        "  ".join(
-            text.ljust(w) if i == 0 else text.rjust(w)
-            for i, (text, w) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in [header, *body]
-    ]
-    return [group_line, *rendered]
+    return [_group_line(groups, widths), *text_columns([header, *body], {0})]
 
 
 def _group_line(groups: list[str], widths: list[int]) -> str:

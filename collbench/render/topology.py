@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from collbench.render.table import text_columns
 from collbench.topologies.schema import Topology, field_paths, numeric_figures, to_dict
 
 # Units by field-name suffix (the schema keeps units in the names).
@@ -70,14 +71,7 @@ def table_row(topology: Topology) -> tuple[str, ...]:
 def table(topologies: list[Topology]) -> str:
     """The catalog as an aligned text table, one row per topology."""
     rows = [_HEADER, *(table_row(topology) for topology in topologies)]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(_HEADER) - 1)]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True))
-        + "  "
-        + row[-1]
-        for row in rows
-    ]
-    return "\n".join(line.rstrip() for line in lines)
+    return "\n".join(text_columns(rows, range(len(_HEADER))))
 
 
 def short_description(text: str, limit: int = 48) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from collbench.analysis.rules.bands import BAND_NAMES
 from collbench.analysis.tune.select import BYTES_MAX, describe_evidence, range_label
 from collbench.core.units import format_number, format_size
+from collbench.render.table import text_columns
 
 if TYPE_CHECKING:
     from collbench.analysis.tune.select import BestRecord
@@ -80,12 +81,7 @@ def range_text(record: BestRecord) -> str:
 
 def aligned_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
     """Aligned columns: the header as a `# ` comment line, the rows indented under it."""
-    table = [header, *rows]
-    widths = [max(len(row[index]) for row in table) for index in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in table
-    ]
+    lines = text_columns([header, *rows], range(len(header)))
     return ["# " + lines[0], *("  " + line for line in lines[1:])]
 
 

@@ -246,20 +246,12 @@ def _curve_sets(
     first (a catalog topology not given is refused, as a likely slip); RUN a run directory
     or a tune directory (its baseline and best.env's setting, labelled by setting)."""
     from collbench.store.tune_result import is_tune_dir
-    from collbench.topologies.loader import catalog_names
 
     known = [topology.name for topology in topologies]
     sets: dict[tuple[str, str], list[Run]] = {}
     defaults: set[tuple[str, str]] = set()
     for text in curves:
-        name, sep, source = text.partition("=")
-        label = ""
-        if not sep or (Path(text).exists() and name not in known):
-            name, source = known[0], text  # a plain directory (its path may hold '=')
-        elif name not in known:
-            if name in catalog_names():
-                raise SpecError("--curves", name, f"names no --topology given ({', '.join(known)})")
-            name, label = known[0], name
+        name, label, source = curve_source(text, known, labels=True)
         if is_tune_dir(Path(source)):
             for setting, runs, baseline in _tune_curves(Path(source)):
                 sets.setdefault((name, setting), []).extend(runs)
@@ -268,6 +260,22 @@ def _curve_sets(
         else:
             sets.setdefault((name, label), []).append(_run(Path(source), "--curves"))
     return sets, defaults
+
+
+def curve_source(text: str, known: list[str], labels: bool) -> tuple[str, str, str]:
+    """One `--curves [NAME=]RUN` (mfu and predict): (topology, label, RUN). NAME is a
+    --topology given; a plain RUN (its path may hold '=') is the first one's. With `labels`
+    (mfu), a NAME that is no catalog topology labels RUN for the first topology."""
+    from collbench.topologies.loader import catalog_names
+
+    name, sep, source = text.partition("=")
+    if not sep or (Path(text).exists() and name not in known):
+        return known[0], "", text
+    if name in known:
+        return name, "", source
+    if labels and name not in catalog_names():
+        return known[0], name, source
+    raise SpecError("--curves", text, f"names no --topology given ({', '.join(known)})")
 
 
 def _default_label(labels: list[str]) -> str:

@@ -83,7 +83,7 @@ def predict_fabrics(request: PredictRequest) -> Prediction:
     """Load the fabrics and runs, and compare every collective and size on them."""
     from collbench.analysis.model.costmodel import Efficiency
     from collbench.analysis.model.fabric_compare import Side, compare_fabrics
-    from collbench.run.mfu import file_curves, load_topologies
+    from collbench.run.mfu import curve_source, file_curves, load_topologies
 
     sizes = request.sizes()
     if len(request.topology) < 1:
@@ -94,7 +94,11 @@ def predict_fabrics(request: PredictRequest) -> Prediction:
     topologies = [
         _at_nodes(topology, request.nodes) for topology in load_topologies(list(request.topology))
     ]
-    given = _curve_runs(topologies, list(request.curves))
+    known = [topology.name for topology in topologies]
+    given: dict[str, list[Run]] = {}
+    for text in request.curves:
+        name, _, source = curve_source(text, known, labels=False)
+        given.setdefault(name, []).append(_run(source))
     fabrics, sides, warnings = [], [], []
     for topology in topologies:
         runs = [*given.get(topology.name, []), *(_run(path) for path in file_curves(topology))]
@@ -123,21 +127,6 @@ def _at_nodes(topology: Topology, nodes: int | None) -> Topology:
         return topology.with_nodes(nodes)
     except SpecError as error:  # e.g. several nodes of a topology without scale-out
         raise SpecError("--nodes", nodes, f"does not fit {topology.name}: {error}") from None
-
-
-def _curve_runs(topologies: list[Topology], curves: list[str]) -> dict[str, list[Run]]:
-    """The runs each fabric's `--curves` gives: `NAME=RUN` with NAME a --topology given, or
-    a plain RUN (whose path may hold '=') for the first."""
-    known = [topology.name for topology in topologies]
-    runs: dict[str, list[Run]] = {}
-    for text in curves:
-        name, sep, source = text.partition("=")
-        if not sep or (Path(text).exists() and name not in known):
-            name, source = known[0], text
-        elif name not in known:
-            raise SpecError("--curves", text, f"names no --topology given ({', '.join(known)})")
-        runs.setdefault(name, []).append(_run(source))
-    return runs
 
 
 def _run(path: str | Path) -> Run:

@@ -226,10 +226,11 @@ def test_mfu_without_price_prints_no_cost():
             ["mfu", "-T", A, *LLAMA, "--price", "predict-a=free"],
             "--price: 'predict-a=free' needs a price above 0",
         ),
-        (
-            ["predict", "-T", A, "--curves", "dgx-h100=somewhere"],
-            "--curves: 'dgx-h100=somewhere' names no --topology",
+        *(  # one --curves grammar: a catalog fabric not given is refused alike
+            ([*command, "-T", A, "--curves", "dgx-h100=somewhere"], "--curves: 'dgx-h100=")
+            for command in (["predict"], ["mfu", *LLAMA])
         ),
+        (["predict", "-T", A, "--curves", "tuned=run"], "--curves: 'tuned=run' names no --top"),
         (["predict", "-T", A, "--nodes", "0"], "--nodes: 0 must be an integer >= 1"),
         (["predict", "-T", A, "-e", "12Q"], "--max-bytes: '12Q' is not a size"),
         (["predict", "-T", A, "-c", "all_reduce,nope"], "--collective: 'nope' is unknown"),

@@ -100,7 +100,7 @@ def test_a_long_sweep_is_searched_over_candidates_and_finds_the_crossovers():
     times[1_234] *= 4  # a spike cannot buy a regime
     assert len(sizes) > MAX_EXACT_SIZES
     points = Points.from_arrays(sizes, times)
-    spans = choose_regimes(points, np.ones(len(sizes)))
+    spans = choose_regimes(points, np.ones(len(sizes)), SearchOptions())
     assert len(spans) == 3
     starts = [points.unique_sizes_bytes[first] for first, _ in spans[1:]]
     # within 10% of each crossover: there the two lines differ by less than the 2% noise
