@@ -103,11 +103,6 @@ class SizeComparison:
     p_value: float | None  # Welch's p on the repeats (basis `repeats` only), before Holm
     decision: Verdict  # the effect, its interval, the floor held against, the basis
 
-    @property
-    def change_pct(self) -> float:
-        """(ratio - 1) in percent: negative is slower."""
-        return (self.ratio - 1.0) * 100.0
-
 
 @dataclass(frozen=True)
 class BandSummary:

@@ -72,11 +72,6 @@ class GateCheck:
     item: SizeComparison
     failed: bool
 
-    @property
-    def holm_p(self) -> float | None:
-        """The Holm-corrected p-value (repeats on both sides only)."""
-        return self.item.decision.p_holm
-
 
 @dataclass(frozen=True)
 class GateResult:

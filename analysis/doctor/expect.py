@@ -358,8 +358,3 @@ def baseline_evidence(
     if "pair" in evidence:
         evidence["shuffle"] = evidence["pair"]
     return evidence
-
-
-def baseline_busbw(rows: Sequence, path: str | None, size_bytes: int | None) -> dict[str, float]:
-    """Each stage's figure in a baseline run (the geometric mean of its repeat figures)."""
-    return {stage: one.figure for stage, one in baseline_evidence(rows, path, size_bytes).items()}

@@ -107,13 +107,6 @@ class MemoryEstimate:
             return False
         return self.total_bytes <= self.capacity_bytes * (1 + DEMONSTRATED_ERROR)
 
-    @property
-    def headroom(self) -> float | None:
-        """The share of the capacity left free (negative: oversubscribed)."""
-        if self.capacity_bytes is None:
-            return None
-        return 1 - self.total_bytes / self.capacity_bytes
-
     def to_dict(self) -> dict[str, float | bool | None]:
         """The figures in GiB, for JSON."""
         capacity = self.capacity_bytes

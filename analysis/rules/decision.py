@@ -54,7 +54,6 @@ FLOOR_FACTOR = 1.5
 
 REPEATS, FLOOR, THRESHOLD = "repeats", "noise floor", "threshold"
 FASTER, SLOWER, SAME, UNJUDGED = "faster", "slower", "same", "unjudged"
-CALLS = (FASTER, SLOWER, SAME, UNJUDGED)
 
 
 @dataclass(frozen=True)
@@ -149,10 +148,6 @@ class Verdict:
     def ratio(self) -> float:
         return 1.0 + self.effect_pct / 100.0
 
-    @property
-    def decided(self) -> bool:
-        return self.call in (FASTER, SLOWER)
-
     def describe(self) -> str:
         """One line: '-12.3% [-15.0%, -9.5%], noise floor 2.1% (repeat spread), repeats 5
         vs 5, Holm p=0.003: slower'."""
@@ -183,11 +178,6 @@ def judge(questions: Sequence[Question], rule: Rule | None = None) -> list[Verdi
     adjusted = holm([drafts[index].p_value or 0.0 for index in tested])
     corrected = dict(zip(tested, adjusted, strict=True))
     return [_call(draft, corrected.get(index), rule) for index, draft in enumerate(drafts)]
-
-
-def judge_one(question: Question, rule: Rule | None = None) -> Verdict:
-    """`judge` of a family of one."""
-    return judge([question], rule)[0]
 
 
 def spread_pct(evidence: Evidence) -> float | None:

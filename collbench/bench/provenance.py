@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import collbench
-from collbench.bench.binding import rank_binding
 
 
 def versions(torch: Any, backend: str) -> dict[str, Any]:
@@ -138,3 +138,33 @@ def _conf_text(path: Path) -> str:
     if len(data) > CONF_FILE_MAX_BYTES:
         text += f"\n# collbench: truncated after {CONF_FILE_MAX_BYTES} bytes"
     return text
+
+
+# A rank pinned to one core shares it with NCCL's proxy thread and torch's watchdog, and its
+# figures say so only indirectly: every rank records its affinity and Slurm's binding.
+BINDING_VARS = ("SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE")
+BINDING_PREFIX = "SLURM_CPU_BIND"
+
+
+def rank_binding(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """This process's CPUs ("0-3,8"), their count, and Slurm's binding variables if any."""
+    environ = os.environ if environ is None else environ
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = []
+    slurm = {
+        name: value
+        for name, value in sorted(environ.items())
+        if name.startswith(BINDING_PREFIX) or name in BINDING_VARS
+    }
+    return {"cpus": cpu_ranges(cpus), "cpu_count": len(cpus), "slurm": slurm}
+
+
+def cpu_ranges(cpus: Iterable[int]) -> str:
+    """CPU numbers as Linux lists them: [0, 1, 2, 3, 8] -> "0-3,8"."""
+    parts = []
+    for _, run in itertools.groupby(enumerate(sorted(set(cpus))), lambda pair: pair[1] - pair[0]):
+        first, *rest = (cpu for _, cpu in run)
+        parts.append(f"{first}-{rest[-1]}" if rest else str(first))
+    return ",".join(parts)

@@ -22,7 +22,6 @@ class MatmulKernel:
         self.device = device
         self.dtype_name = dtype_name
         self.dtype = torch_dtype(DTYPES[dtype_name])
-        self.n_streams = streams
         if streams > 1 and device.type != "cuda":
             raise SpecError(
                 "--compute-streams",

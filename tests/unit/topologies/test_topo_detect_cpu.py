@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from collbench.topologies import detect
-from collbench.topologies.cpuinfo import CpuInfo, parse_cpuinfo
+from collbench.topologies.detect import CpuInfo, parse_cpuinfo
 from collbench.topologies.loader import load_topology
 from collbench.topologies.schema import topology_from_dict
 

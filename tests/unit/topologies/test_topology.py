@@ -15,7 +15,7 @@ import yaml
 
 from collbench.render import topology as render
 from collbench.topologies import detect
-from collbench.topologies.cpuinfo import parse_cpuinfo
+from collbench.topologies.detect import parse_cpuinfo
 from collbench.topologies.loader import catalog_names, load_topology
 from collbench.topologies.schema import (
     TopologyError,

@@ -71,7 +71,9 @@ def test_a_real_regression_fails_and_only_where_it_is():
     for check in result.failed:
         verdict = check.item.decision
         assert verdict.basis == FLOOR and verdict.effect_pct < -10 < -verdict.floor_pct
-        assert check.holm_p is None and check.item.p_value is None  # no within-run p-value
+        assert (
+            check.item.decision.p_holm is None and check.item.p_value is None
+        )  # no within-run p-value
 
 
 def test_a_30_percent_slowdown_fails_the_gate():
@@ -149,8 +151,8 @@ def test_repeats_give_a_holm_p_value_and_an_interval():
     (check,) = result.failed
     verdict = check.item.decision
     assert verdict.basis == REPEATS and (verdict.base_repeats, verdict.cand_repeats) == (5, 5)
-    assert check.holm_p is not None and check.holm_p < 0.05
-    assert check.holm_p >= check.item.p_value  # corrected over the 12 sizes
+    assert check.item.decision.p_holm is not None and check.item.decision.p_holm < 0.05
+    assert check.item.decision.p_holm >= check.item.p_value  # corrected over the 12 sizes
     assert verdict.low_pct < verdict.effect_pct < verdict.high_pct < 0
     assert "Holm p=" in verdict.describe() and "repeats 5 vs 5" in verdict.describe()
 
@@ -178,7 +180,7 @@ def test_without_samples_the_threshold_alone_decides():
     result = _gate(base, _run("b", times, samples=False), 5.0)
     (check,) = result.failed
     assert check.item.size_bytes == SIZES[3] and check.item.decision.basis == THRESHOLD
-    assert check.holm_p is None and "threshold 5%" in check.item.decision.describe()
+    assert check.item.decision.p_holm is None and "threshold 5%" in check.item.decision.describe()
     # without a threshold there is no call on an imported log: unjudged, never `same`
     assert {item.verdict for item in compare(base, _run("b", times, samples=False)).sizes} == {
         "unjudged"

@@ -107,7 +107,7 @@ def test_gpt3_on_one_gpu_per_replica_does_not_fit_and_says_why():
 
 def test_unknown_capacity_is_neither_fit_nor_not():
     memory = memory_estimate(gpt3(), None)
-    assert memory.fits is None and memory.headroom is None
+    assert memory.fits is None and memory.capacity_bytes is None
     assert memory.to_dict()["capacity_gib"] is None
 
 
