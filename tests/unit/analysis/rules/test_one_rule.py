@@ -4,6 +4,7 @@ analysis/rules/decision.py, and no second test statistic appears anywhere else i
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,7 @@ def _defined_or_called(tree: ast.AST) -> set[str]:
 def test_no_second_test_statistic_outside_the_rule():
     found = []
     for path in _sources():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = _parse(path)
         hits = sorted(_defined_or_called(tree) & TEST_STATISTICS)
         # importing `holm` from the rule module is using the rule, not a second one
         imported = _imported_from_rule(tree)
@@ -79,7 +80,7 @@ def test_every_decision_site_uses_the_rule(site):
     """The site calls decision.judge, or decides through a module that does (the gate
     reads compare's verdicts, tune --verify tune's): importing a name is not enough."""
     path = ROOT / DECISION_SITES[site]
-    tree = ast.parse(path.read_text(), str(path))
+    tree = _parse(path)
     judges = {_module_of(source) for source in _sources() if _calls_judge(_parse(source))}
     through = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert _calls_judge(tree) or through & judges, (
@@ -88,6 +89,7 @@ def test_every_decision_site_uses_the_rule(site):
     )
 
 
+@functools.cache  # every site reads the whole tree: parse each file once per session
 def _parse(path: Path) -> ast.AST:
     return ast.parse(path.read_text(), str(path))
 
