@@ -36,7 +36,6 @@ from collbench.render.report.document import (
 )
 from collbench.render.report.fit import (
     model_curves,
-    quality_line,
     regime_rows,
     series_for,
     summary_cells,
@@ -194,6 +193,8 @@ def _shared_past(model: charts.ModelCurve, colored: int) -> charts.ModelCurve:
 
 
 def _fit_tables_and_notes(section: Section, series: list[charts.Series]) -> None:
+    from collbench.render.fit import quality_text  # `collbench fit`'s words
+
     fitted = [item for item in series if item.fit is not None]
     if fitted:
         section.tables.append(
@@ -203,7 +204,7 @@ def _fit_tables_and_notes(section: Section, series: list[charts.Series]) -> None
             )
         )
     for item in fitted:
-        line = f"{item.label}: {quality_line(item.fit)}"
+        line = f"{item.label}: {quality_text(item.fit)}"
         if item.poor:
             section.warnings.append(line)
         else:
