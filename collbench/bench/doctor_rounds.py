@@ -30,6 +30,7 @@ from typing import Any
 from collbench.bench.arrival import arrival_waits, late_s
 from collbench.bench.datacheck import fill_ones_window, ones_window
 from collbench.bench.doctor_groups import StageGroups
+from collbench.bench.runner import Measured
 from collbench.bench.session import RankLog, Session
 from collbench.core.bandwidth import busbw_gbps
 from collbench.core.collectives import REGISTRY
@@ -66,13 +67,6 @@ class Round:
     round_index: int
     groups: tuple[PlannedGroup, ...]
     description: str
-
-
-@dataclass(frozen=True)
-class _Measured:
-    geometry: Any
-    stats: Any
-    n_wrong: int | None
 
 
 class DoctorSession(Session):
@@ -292,7 +286,7 @@ class DoctorSession(Session):
 
     def _run_round(
         self, planned: Round, repeat: int, pg: Any
-    ) -> list[tuple[PlannedGroup, _Measured]]:
+    ) -> list[tuple[PlannedGroup, Measured]]:
         """Run a round's groups at once; every rank gets every group's figures back:
         [group index, batch s, wrong, iters samples s, iters arrival waits s]."""
         rank, iters = self.env.rank, self.job.spec.iters
@@ -381,7 +375,7 @@ class DoctorSession(Session):
         self.timer.synchronize()
         return self.timer.time_batch(run, self.job.spec.iters)
 
-    def _combine(self, group: PlannedGroup, members: Any) -> tuple[_Measured, list[int], list]:
+    def _combine(self, group: PlannedGroup, members: Any) -> tuple[Measured, list[int], list]:
         """The group's figures across its ranks, how often each rank came last (the
         shortest wait: the others waited for it) and each rank's own time (all-reduce: its
         median arrival wait; send/recv: its batch)."""
@@ -395,13 +389,13 @@ class DoctorSession(Session):
         own = members[:, 1] if group.collective == SENDRECV else waits
         rank_time_s = [float(median(list(row)) or 0.0) for row in own.reshape(len(own), -1)]
         geometry = self._geometry(group.collective, len(group.ranks))
-        return _Measured(geometry, stats, wrong), last, rank_time_s
+        return Measured(geometry, stats, wrong), last, rank_time_s
 
     def _write(
         self,
         planned: Round,
         group: PlannedGroup,
-        measured: _Measured,
+        measured: Measured,
         per_rank: tuple[list[float], list[int]],
         repeat: int,
     ) -> None:

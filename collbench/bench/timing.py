@@ -4,6 +4,23 @@ The batch time (first to last timestamp, divided by iters) is nccl-tests' figure
 differences between consecutive timestamps are the per-iteration samples. Timestamps
 do not break the batch: on GPU they are events recorded on the stream, on CPU a clock
 read between synchronous calls.
+
+CudaGraphTimer is nccl-tests' `-G`: the timed operations captured in a CUDA graph and
+replayed.
+
+A sweep row's operation, called from Python, pays torch's per-call cost on the host
+(c10d's bookkeeping, the work object, the stream waits): ~10-30 us, which at small sizes
+is more than NCCL itself takes, so an 8 B all-reduce reads 15-40 us where nccl-tests reads
+8-15. Captured once into a CUDA graph (NCCL supports capture since 2.9; ProcessGroupNCCL
+skips its watchdog bookkeeping while a stream captures) and replayed, the same operations
+run back to back as the GPU takes them.
+
+- The batch figure: `iters` operations captured into one graph, replayed once between two
+  events, divided by iters (nccl-tests captures its iterations and times the launches).
+- The per-iteration samples: a graph of one operation replayed `iters` times with an event
+  after each replay (an event inside a capture becomes a dependency, not a timestamp).
+Every operation runs eagerly once first (NCCL connects its peers outside the capture) and
+each graph is replayed once untimed (its upload). The data check runs eagerly, as always.
 """
 
 from __future__ import annotations
@@ -11,6 +28,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
+
+from collbench.core.errors import SpecError
+from collbench.core.spec import SweepSpec
 
 
 class CpuTimer:
@@ -79,3 +99,54 @@ class CudaEventTimer:
 def _batch_and_samples(stamps: list[float], iters: int) -> tuple[float, list[float]]:
     samples = [stamps[i + 1] - stamps[i] for i in range(iters)]
     return (stamps[-1] - stamps[0]) / iters, samples
+
+
+class CudaGraphTimer(CudaEventTimer):
+    """CUDA events around replays of graphs that captured the operations (see module)."""
+
+    method = "cuda_graph"
+
+    def time_batch(self, run: Callable[[], None], iters: int) -> tuple[float, list[float]]:
+        cuda = self._torch.cuda
+        run()  # eagerly: NCCL sets up this size's connections outside the capture
+        self.synchronize()
+        batch_graph = self._capture(run, iters)
+        one_graph = self._capture(run, 1)
+        for graph in (batch_graph, one_graph):
+            graph.replay()  # untimed: uploads the graph
+        self.synchronize()
+        self._align()
+        batch_s = self._record(batch_graph.replay, 1, every_call=False)[-1] / iters
+        stamps = self._record(one_graph.replay, iters, every_call=True)
+        del batch_graph, one_graph
+        cuda.synchronize()
+        return batch_s, [stamps[i + 1] - stamps[i] for i in range(iters)]
+
+    def _capture(self, run: Callable[[], None], count: int) -> Any:
+        cuda = self._torch.cuda
+        graph = cuda.CUDAGraph()
+        with cuda.graph(graph):
+            for _ in range(count):
+                run()
+        return graph
+
+    def _align(self) -> None:
+        """Every rank starts the timed replays together, as the eager batch does (the
+        runner's barrier came before the captures and untimed replays)."""
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.barrier(device_ids=[self._torch.cuda.current_device()])
+
+
+def make_timer(torch: Any, device: Any, spec: SweepSpec) -> Any:
+    """The timer a rank's sweep rows use: CUDA events on a GPU, the graph timer with
+    spec.cuda_graph (SpecError on a CPU rank, e.g. --backend auto that found no GPU),
+    perf_counter on CPU."""
+    if device.type != "cuda":
+        if spec.cuda_graph:
+            raise SpecError(
+                "--cuda-graph", True, f"needs a GPU backend; this rank runs {device.type}"
+            )
+        return CpuTimer()
+    return CudaGraphTimer(torch) if spec.cuda_graph else CudaEventTimer(torch)

@@ -16,7 +16,6 @@ from collbench.analysis.tune.select import SettingOutcome, select_best
 from collbench.cli.report import report
 from collbench.core.errors import SpecError
 from collbench.core.tune_grid import Setting
-from collbench.render.report.build import tune_source
 from collbench.render.report.tune_section import (
     SETTINGS_LEGEND_MAX,
     RangeMark,
@@ -108,13 +107,13 @@ def test_tune_dir_expands_to_its_settings_runs_baseline_first(tune_dir):
         "baseline",
         "GLOO_SOCKET_IFNAME=fast",
     ]  # the failed setting has no run, the dropped one no full sweep
-    (source,) = map(tune_source, expanded.tunes)
-    assert source.baseline_label == "baseline" and source.warnings == ()
+    (source,) = expanded.tunes
+    assert source.document.baseline.label == "baseline" and source.warnings == ()
     assert len(source.choices) == 2
 
 
 def test_one_curve_per_setting_the_baseline_marked_and_the_winner(tune_dir):
-    source = tune_source(load_tune_dir(tune_dir)[0])
+    source = load_tune_dir(tune_dir)[0]
     curves = setting_curves(source, "all_reduce", "in_place")
     assert [(curve.label, curve.baseline, curve.winner) for curve in curves] == [
         ("baseline", True, False),
@@ -212,7 +211,7 @@ def test_a_tune_dir_with_ordinary_runs_and_a_second_tune(tmp_path, tune_dir):
 
 
 def test_tuning_section_without_best_says_so(tune_dir):
-    source = tune_source(load_tune_dir(tune_dir)[0])
+    source = load_tune_dir(tune_dir)[0]
     source = replace(source, document=replace(source.document, best=()))
     section = tune_section(source)
     (best, *_) = section.tables

@@ -36,19 +36,17 @@ from collbench.render.report.document import (
 )
 from collbench.render.report.fit import (
     model_curves,
-    quality_line,
     regime_rows,
     series_for,
     summary_cells,
 )
-from collbench.render.report.tune_section import TuneSource, tune_only_report, with_tuning
+from collbench.render.report.tune_section import tune_only_report, with_tuning
 from collbench.store.load import Run
 from collbench.store.meta import RunMeta
 from collbench.store.rows import ResultRow, median_over_repeats
 
 if TYPE_CHECKING:
     from collbench.run.report import ReportInputs
-    from collbench.run.run_dirs import TuneDir
     from collbench.topologies.schema import Topology
 
 # More runs than this: the busbw and latency charts draw the baseline and the best others in
@@ -195,6 +193,8 @@ def _shared_past(model: charts.ModelCurve, colored: int) -> charts.ModelCurve:
 
 
 def _fit_tables_and_notes(section: Section, series: list[charts.Series]) -> None:
+    from collbench.render.fit import quality_text  # `collbench fit`'s words
+
     fitted = [item for item in series if item.fit is not None]
     if fitted:
         section.tables.append(
@@ -204,7 +204,7 @@ def _fit_tables_and_notes(section: Section, series: list[charts.Series]) -> None
             )
         )
     for item in fitted:
-        line = f"{item.label}: {quality_line(item.fit)}"
+        line = f"{item.label}: {quality_text(item.fit)}"
         if item.poor:
             section.warnings.append(line)
         else:
@@ -430,18 +430,12 @@ def _knobs(meta: RunMeta, first: ResultRow) -> str:
 def report_document(inputs: ReportInputs) -> Report:
     """`collbench report`'s document: the runs' report with the Tuning and Doctor sections
     (a report of tune directories alone when every setting failed)."""
-    tunes = [tune_source(tune) for tune in inputs.tunes]
     if not inputs.runs:  # tune directories whose every setting failed
-        return tune_only_report(inputs.title or "collbench report", tunes)
+        return tune_only_report(inputs.title or "collbench report", inputs.tunes)
     options = ReportOptions(inputs.title, inputs.names, inputs.fabric, topologies=inputs.fabrics)
-    document = with_tuning(build_report(inputs.runs, options), tunes)
+    document = with_tuning(build_report(inputs.runs, options), inputs.tunes)
     names = {run.path: inputs.names.get(run.path) or run_label(run) for run in inputs.runs}
     return with_doctor(document, inputs.runs, names, inputs.doctor)
-
-
-def tune_source(tune: TuneDir) -> TuneSource:
-    """A tune directory as read (run/run_dirs.py) as the Tuning section draws it."""
-    return TuneSource(tune.path, tune.document, tune.setting_rows, tune.choices, tune.warnings)
 
 
 def report_files(document: Report, report_format: str, out: Path) -> dict[Path, bytes]:

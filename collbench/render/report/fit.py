@@ -79,13 +79,6 @@ def regime_busbw_text(fit: Any, index: int) -> str:
     return f"{regime.busbw_gbps:.4g}"
 
 
-def quality_line(curve: Any) -> str:
-    """One line on how well the fit explains its data, worded as `collbench fit` does."""
-    from collbench.render.fit import quality_text
-
-    return quality_text(curve)
-
-
 def summary_cells(curve: Any) -> tuple[Any, ...]:
     """Fitted peak busbw (with its interval and a flag when above every measured point),
     latency, n_half, regimes and fit quality (a poor one flagged)."""
@@ -97,7 +90,9 @@ def summary_cells(curve: Any) -> tuple[Any, ...]:
     return (
         peak_text(curve),
         alpha_text(curve),
-        approx_size(curve.n_half_bytes) if curve.quality.peak_determined else NOT_DETERMINED,
+        format_size(curve.n_half_bytes, compact=True, digits=3)
+        if curve.quality.peak_determined
+        else NOT_DETERMINED,
         len(curve.regimes),
         Flagged(f"{verdict}: see the notes") if verdict == POOR else verdict,
     )
@@ -117,11 +112,6 @@ def peak_text(curve: Any) -> str:
     return Flagged(
         f"{peak} {interval}, above the highest measured {charts.number(curve.busbw_measured_max_gbps)}"
     )
-
-
-def approx_size(num_bytes: float) -> str:
-    """A size to 3 significant digits in K/M/G (powers of 1024): 1.39M, 155M, 502K."""
-    return format_size(num_bytes, compact=True, digits=3)
 
 
 def model_curves(

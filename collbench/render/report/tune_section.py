@@ -3,16 +3,15 @@ back as a story: per collective the busbw of every setting against the default, 
 per collective and size range from tune.json's "best", the settings that failed (with their
 error), were dropped by the search or never ran, and what NCCL chose (choices.jsonl).
 
-cli/runs.py reads the directory into a TuneSource; the settings' own run directories go
+run/run_dirs.py reads the directory (TuneDir); the settings' own run directories go
 through the ordinary report too (summary, fits, comparison with the baseline, provenance).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,8 +23,9 @@ from collbench.core.units import format_size
 from collbench.render import charts
 from collbench.render.report.document import Chart, Flagged, Report, Section, Table
 from collbench.render.tune import DEFAULT_IS_BEST
+from collbench.run.run_dirs import TuneDir
 from collbench.store.rows import ResultRow
-from collbench.store.tune_result import TuneResult, TuneSetting
+from collbench.store.tune_result import TuneSetting
 
 BEST_HEADER = (
     "collective",
@@ -41,44 +41,14 @@ BEST_HEADER = (
 CHOICES_HEADER = ("setting", "collective", "size", "algorithm", "protocol", "channels")
 
 
-@dataclass(frozen=True)
-class TuneSource:
-    """A tune directory as the report reads it: tune.json, each setting's sweep rows, NCCL's
-    choices, and what could not be read (one line each)."""
-
-    path: str
-    document: TuneResult  # tune.json
-    # setting label -> the sweep rows of its full run (settings that ran one and could be read)
-    setting_rows: Mapping[str, tuple[ResultRow, ...]] = field(default_factory=dict)
-    choices: tuple[Mapping[str, Any], ...] | None = None  # None: no choices.jsonl
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def name(self) -> str:
-        return Path(self.path).name or self.path
-
-    @property
-    def settings(self) -> tuple[TuneSetting, ...]:
-        return self.document.settings
-
-    @property
-    def best(self) -> tuple[Mapping[str, Any], ...]:
-        return self.document.best
-
-    @property
-    def baseline_label(self) -> str | None:
-        baseline = self.document.baseline
-        return baseline.label if baseline is not None else None
-
-
-def with_tuning(report: Report, sources: Sequence[TuneSource]) -> Report:
+def with_tuning(report: Report, sources: Sequence[TuneDir]) -> Report:
     """The report with a Tuning section per tune directory ahead of the per-collective ones."""
     several = len(sources) > 1
     tuning = [tune_section(source, several) for source in sources]
     return replace(report, sections=[*tuning, *report.sections])
 
 
-def tune_only_report(title: str, sources: Sequence[TuneSource]) -> Report:
+def tune_only_report(title: str, sources: Sequence[TuneDir]) -> Report:
     """A report of tune directories none of whose settings left a run to read (every one
     failed): the Tuning sections alone."""
     from collbench import __version__
@@ -89,7 +59,7 @@ def tune_only_report(title: str, sources: Sequence[TuneSource]) -> Report:
     return with_tuning(Report(title, empty, [], [], None, about), sources)
 
 
-def tune_section(source: TuneSource, named: bool = False) -> Section:
+def tune_section(source: TuneDir, named: bool = False) -> Section:
     """Everything the report says about one tune: the lead lines, a busbw chart per
     collective (one line per setting), and the tables."""
     section = Section(f"Tuning: {source.name}" if named else "Tuning")
@@ -104,17 +74,19 @@ def tune_section(source: TuneSource, named: bool = False) -> Section:
     return section
 
 
-def _lead(source: TuneSource) -> list[str]:
-    settings = source.settings
+def _lead(source: TuneDir) -> list[str]:
+    settings = source.document.settings
     failed = sum(item.failed for item in settings)
     dropped = sum(bool(item.dropped) for item in settings)
     launch = source.document.launch
     search = launch.search if launch is not None else None
     how = f"search {search}" if search else "from runs already measured (tune --from)"
+    baseline = source.document.baseline
     lines = [
         f"{source.path}: {len(settings)} settings ({how}): {len(settings) - failed} ran, "
         f"{failed} failed, {dropped} dropped by the search; the default is "
-        f"{source.baseline_label or 'unknown (no baseline setting)'}. {_ranges_words(source)}"
+        f"{baseline.label if baseline else 'unknown (no baseline setting)'}. "
+        + _ranges_words(source)
     ]
     interrupted = source.document.interrupted
     if interrupted:
@@ -129,7 +101,7 @@ def _lead(source: TuneSource) -> list[str]:
     return lines
 
 
-def _ranges_words(source: TuneSource) -> str:
+def _ranges_words(source: TuneDir) -> str:
     """How the tune drew its size ranges (tune.json's rule)."""
     granularity = (source.document.rule or {}).get("granularity")
     if granularity == "band":
@@ -139,7 +111,7 @@ def _ranges_words(source: TuneSource) -> str:
     return "Ranges end where the winner changes."
 
 
-def _charts(source: TuneSource) -> list[Chart]:
+def _charts(source: TuneDir) -> list[Chart]:
     """One busbw chart per collective the settings measured, at the placement tuned."""
     rows = [row for rows in source.setting_rows.values() for row in rows]
     found = []
@@ -148,7 +120,7 @@ def _charts(source: TuneSource) -> list[Chart]:
         curves = setting_curves(source, collective, placement)
         marks = [
             RangeMark(str(item.get("band")), int(item.get("min_bytes") or 0))
-            for item in source.best
+            for item in source.document.best
             if item.get("collective") == collective
         ]
         title = f"{collective} ({placement}): bus bandwidth per setting"
@@ -159,24 +131,24 @@ def _charts(source: TuneSource) -> list[Chart]:
     return found
 
 
-def _placement(source: TuneSource, collective: str, rows: list[ResultRow]) -> str:
+def _placement(source: TuneDir, collective: str, rows: list[ResultRow]) -> str:
     """The placement tune chose for a collective (its "best" entries say), else the first of
     PLACEMENTS measured, as the tune's selection does."""
-    for item in source.best:
+    for item in source.document.best:
         if item.get("collective") == collective and item.get("placement"):
             return str(item["placement"])
     measured = {row.placement for row in rows if row.collective == collective}
     return next((name for name in PLACEMENTS if name in measured), sorted(measured)[0])
 
 
-def setting_curves(source: TuneSource, collective: str, placement: str) -> list[SettingCurve]:
+def setting_curves(source: TuneDir, collective: str, placement: str) -> list[SettingCurve]:
     """Each setting's median busbw per size (the settings' order as tune.json lists them)."""
     winners = {
         str(item.get("setting"))
-        for item in source.best
+        for item in source.document.best
         if item.get("collective") == collective and not item.get("default_is_best")
     }
-    baseline = source.baseline_label
+    baseline = source.document.baseline and source.document.baseline.label
     curves = []
     for label, rows in source.setting_rows.items():
         by_size: dict[int, list[float]] = {}
@@ -200,9 +172,9 @@ def _gbps(value: Any) -> str:
     return "-" if value is None else f"{float(value):.4g}"
 
 
-def _best_table(source: TuneSource) -> Table:
+def _best_table(source: TuneDir) -> Table:
     rows = []
-    for item in source.best:
+    for item in source.document.best:
         gain = item.get("gain")
         confident = "yes" if item.get("confident") else f"no ({item.get('confidence') or '-'})"
         rows.append(
@@ -237,9 +209,9 @@ def _run_dirs(item: TuneSetting) -> str:
     return f"{first} (+{more} repeat{'s' if more != 1 else ''})" if more > 0 else str(first)
 
 
-def _settings_table(source: TuneSource) -> Table:
+def _settings_table(source: TuneDir) -> Table:
     rows = []
-    for item in source.settings:
+    for item in source.document.settings:
         status = item.status or "-"
         if item.dropped:
             status += ", dropped"
@@ -263,10 +235,10 @@ def _seconds(value: Any) -> str:
     return "-" if value is None else f"{float(value):.1f}"
 
 
-def _problem_tables(source: TuneSource) -> list[Table]:
+def _problem_tables(source: TuneDir) -> list[Table]:
     """Failed settings with their error, settings the search dropped with its reason, and
     settings never run (the budget ran out)."""
-    settings = source.settings
+    settings = source.document.settings
     failed = [
         (item.label, Flagged(str(item.error or "failed (no error recorded)")))
         for item in settings
@@ -286,9 +258,9 @@ def _problem_tables(source: TuneSource) -> list[Table]:
     ]
 
 
-def _choices_table(source: TuneSource) -> Table:
+def _choices_table(source: TuneDir) -> Table:
     """What NCCL chose per setting, collective and size (choices.jsonl), folded: it is long."""
-    labels = {item.id: item.label for item in source.settings}
+    labels = {item.id: item.label for item in source.document.settings}
     rows = [
         (
             labels.get(str(line.get("setting")), str(line.get("setting"))),
