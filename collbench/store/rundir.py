@@ -158,20 +158,15 @@ class ResultWriter:
 
 
 def append_rows(run_dir: Path, rows: Iterable[ResultRow]) -> None:
-    """Append rows that already exist as a whole (an import, a test's run) to rows.jsonl,
-    synced to disk once at the end (a sync per row costs minutes for a 200k-row import)."""
-    writer = ResultWriter(run_dir)
-    try:
-        for row in rows:
-            writer.append(row, sync=False)
-        writer.sync()
-    finally:
-        writer.close()
+    """Append rows that already exist as a whole (a test's run) to rows.jsonl, as
+    ResultWriter writes them, synced to disk once at the end."""
+    append_lines(run_dir, (JSON_ENCODER.encode(row.to_dict()) + "\n" for row in rows))
 
 
 def append_lines(run_dir: Path, chunks: Iterable[str]) -> None:
-    """Append ready rows.jsonl text (whole lines, each row as ResultWriter writes it: a
-    columnar writer's, store.row_block) and sync it to disk once at the end."""
+    """Append ready rows.jsonl text (whole lines, each row as ResultWriter writes it; an
+    import's a block at a time, store.row_block) and sync it to disk once at the end (a sync
+    per row costs minutes for a 200k-row import)."""
     with open(Path(run_dir) / ROWS_FILE, "a", encoding="utf-8") as file:
         for chunk in chunks:
             file.write(chunk)
