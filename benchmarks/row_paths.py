@@ -2,9 +2,11 @@
 (issue 37): each command timed as a whole process (benchmarks/scale.py's measure) as it is,
 and with its column-wise path switched off, so that it takes the row-by-row one:
 
-- import: rows.jsonl and rows.parquet written from a table's columns (store/row_block.py);
-  switched off: every row a ResultRow written by ResultWriter's encoding and write_parquet
-  (the same bytes: tests/unit/test_import_columnar.py);
+- import: a log's whole lines parsed a column at a time (analysis/imports/log_columns.py),
+  rows.jsonl and rows.parquet written from the columns (store/row_block.py); switched off:
+  every line through nccl_logs.parse_row ("lines by parse_row"), and then also every row a
+  ResultRow written by ResultWriter's encoding and write_parquet ("row by row"; the same
+  bytes: tests/unit/test_import_columnar.py);
 - compare: samples read column-wise from a faithful rows.parquet (store/columns.py);
   switched off: every row of rows.jsonl decoded (store/rundir.iter_rows).
 
@@ -28,7 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale  # noqa: E402  (benchmarks/scale.py: synthetic runs and logs, measure)
 
 # Run in the timed process before the command: the row-by-row paths.
-ROWS_IMPORT = """
+ROWS_PARSE = """
+import collbench.analysis.imports.nccl_logs as logs
+logs.whole_lines_columns = lambda *args: None
+"""
+ROWS_IMPORT = (
+    ROWS_PARSE
+    + """
 import collbench.run.import_logs as imp
 from collbench.analysis.imports.nccl_rows import block_rows
 from collbench.store.rundir import JSON_ENCODER, write_parquet
@@ -36,6 +44,7 @@ imp.block_lines = lambda block: (JSON_ENCODER.encode(r.to_dict()) + "\\n" for r 
 imp.write_blocks_parquet = lambda run_dir, blocks: write_parquet(
     run_dir, [row for block in blocks for row in block_rows(block)])
 """
+)
 ROWS_COMPARE = "import collbench.store.columns as c; c.read_copy = lambda *args: None\n"
 MAIN = "import sys; from collbench.cli.app import main; sys.exit(main(sys.argv[1:]))\n"
 
@@ -67,7 +76,7 @@ def main(argv: list[str]) -> int:
             (
                 f"import nccl-tests, {rows:,} rows",
                 lambda: scale.prepare_import(scratch, rows),
-                [ROWS_IMPORT],
+                [ROWS_PARSE, ROWS_IMPORT],
             ),
             (
                 f"compare, {scale.SAMPLED_ROWS:,} rows x {samples:,} samples",
@@ -75,10 +84,11 @@ def main(argv: list[str]) -> int:
                 [ROWS_COMPARE],
             ),
         ]
-        print(f"{'command':<40} {'column-wise':>20} {'row by row':>20}")
+        print(f"{'command':<38} {'column-wise':>18} {'lines by parse_row':>18} {'row by row':>18}")
         for name, prepare, patches in cases:
             cells = timed(prepare, ["", *patches], args.repeats)
-            print(f"{name:<40} {cells[0]:>20} {cells[1]:>20}")
+            cells[1:-1] = cells[1:-1] or ["-"]  # compare parses no log
+            print(f"{name:<38} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0

@@ -1,6 +1,14 @@
-"""A log table's rows column by column (nccl_logs.LogRow's fields, a list each): what an
-import does with a table (checks, warnings, rows.jsonl, rows.parquet) reads it a column at
-a time, and `rows()` gives the same table as LogRows, for a reader that wants them.
+"""A log table's rows column by column, and the lines of a text table parsed into columns.
+
+A 100k-row log made 100k LogRow objects (a third of an import's time); what an import does
+with them (checks, warnings, rows.jsonl, rows.parquet) reads them a column at a time. Rules:
+- `LogColumns` holds one entry per placement row, in log order (a line's placements in its
+  header's order); `rows()` gives the same table as LogRows, for a reader that wants them.
+- `parse_lines` gives exactly what nccl_logs.parse_row gives line by line (the numbers
+  through the same int()/float(), the same warnings, the same SpecError for an integer beyond
+  int64), but parses a run of whole lines (every field present) a column at a time, and
+  leaves any line it cannot read that way (a field that is not a number, N/A, #wrong with an
+  asterisk, a legacy `error` column, a short line) to parse_row.
 """
 
 from __future__ import annotations
@@ -8,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+from collbench.core.limits import INT64_MAX
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,11 @@ class LogColumns:
         """The columns of LogRows (or anything with their fields)."""
         return cls(*([getattr(row, name) for row in rows] for name in _NAMES))
 
+    def extend(self, other: LogColumns) -> None:
+        """Append another table's columns (the lists are this object's own)."""
+        for name in _NAMES:
+            getattr(self, name).extend(getattr(other, name))
+
     def take(self, keep: Sequence[bool]) -> LogColumns:
         """The rows whose `keep` entry is true."""
         return LogColumns(
@@ -52,3 +67,80 @@ class LogColumns:
 
 
 _NAMES = tuple(column.name for column in fields(LogColumns))
+_FIGURES = ("time", "algbw", "busbw")
+_INT64_MIN = -INT64_MAX - 1
+
+
+def whole_lines_columns(
+    lines: Sequence[list[str]], prefix: tuple[str, ...], groups: tuple[tuple[str, Any], ...]
+) -> LogColumns | None:
+    """The columns of table lines that each hold every field of the layout (`prefix`, then
+    `groups` of (placement, column names)), or None when one field is not what parse_row
+    reads at once (then the caller parses those lines one by one, for its exact outcome)."""
+    if not lines or any(set(_FIGURES) - set(names) for _, names in groups):
+        return None
+    if any("error" in names for _, names in groups):
+        return None
+    fields_by_column = list(zip(*lines, strict=True))
+    try:
+        by_name = dict(zip(prefix, fields_by_column, strict=False))
+        size, count = _integers(by_name.get("size")), _integers(by_name.get("count"))
+        root = _integers(by_name["root"]) if "root" in by_name else [-1] * len(lines)
+        offset = len(prefix)
+        placements = []
+        for placement, names in groups:
+            group = dict(zip(names, fields_by_column[offset : offset + len(names)], strict=True))
+            offset += len(names)
+            placements.append((placement, group))
+        figures = [
+            (placement, *(list(map(float, group[name])) for name in _FIGURES), group.get("wrong"))
+            for placement, group in placements
+        ]
+        wrong = [None if column is None else _integers(column) for *_, column in figures]
+    except (ValueError, KeyError):  # a field that is not a plain number: line by line
+        return None
+    if not _within_int64(size, count, root, *(column for column in wrong if column)):
+        return None
+    n_lines, n_groups = len(lines), len(groups)
+    type_column = by_name.get("type") or ("float",) * n_lines
+    redop_column = by_name.get("redop") or ("none",) * n_lines
+    return LogColumns(
+        size_bytes=_repeat_each(size, n_groups),
+        count=_repeat_each(count, n_groups),
+        nccl_type=_repeat_each(list(type_column), n_groups),
+        redop=_repeat_each(list(redop_column), n_groups),
+        root=_repeat_each(root, n_groups),
+        placement=[placement for placement, _ in groups] * n_lines,
+        time_us=_interleave([time for _, time, _, _, _ in figures]),
+        algbw_gbps=_interleave([algbw for _, _, algbw, _, _ in figures]),
+        busbw_gbps=_interleave([busbw for _, _, _, busbw, _ in figures]),
+        n_wrong=_interleave([column or [None] * n_lines for column in wrong]),
+        max_error=[None] * (n_lines * n_groups),
+    )
+
+
+def _integers(column: Sequence[str] | None) -> list[int]:
+    """int() of every field (ValueError: one is not a plain integer, or there is none)."""
+    if column is None:
+        raise ValueError("no such column")
+    return list(map(int, column))
+
+
+def _within_int64(*columns: list[int]) -> bool:
+    return all(
+        not column or _INT64_MIN <= min(column) <= max(column) <= INT64_MAX for column in columns
+    )
+
+
+def _repeat_each(values: list[Any], times: int) -> list[Any]:
+    return _interleave([values] * times)
+
+
+def _interleave(columns: list[list[Any]]) -> list[Any]:
+    """[a0, b0, a1, b1, ...] of columns [a, b] (one column: itself)."""
+    if len(columns) == 1:
+        return list(columns[0])
+    merged: list[Any] = [None] * (len(columns[0]) * len(columns))
+    for index, column in enumerate(columns):
+        merged[index :: len(columns)] = column
+    return merged

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from collbench.analysis.imports.log_columns import LogColumns
+from collbench.analysis.imports.log_columns import LogColumns, whole_lines_columns
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.errors import SpecError
 from collbench.core.limits import INT64_MAX
@@ -78,6 +78,7 @@ _TOOL_BANNERS = (
 )
 _TIME_NAMES = ("time", "cputime", "hipevt")
 _COLUMN_ALIASES = {"#wrong": "wrong"}
+_COLUMN_RUN = 1024  # whole lines parsed a column at a time together (log_columns)
 
 
 @dataclass(frozen=True)
@@ -363,10 +364,24 @@ class _TextParser:
 
     def _table(self, draft: _TableDraft, cut_last_line: bool) -> LogTable:
         layout = draft.layout or layout_from_fields(draft.lines[0][1], self.path)
-        lines, whole, rows = draft.lines, _width(layout), []
-        for index, line in enumerate(lines):  # a table without a footer may end cut short
-            last = index == len(lines) - 1 and not draft.footer
-            rows += self._line_rows(line, layout, last and (cut_last_line or len(line[1]) < whole))
+        data, lines, whole = LogColumns(), draft.lines, _width(layout)
+        # Runs of whole lines a column at a time (log_columns), up to _COLUMN_RUN lines each,
+        # any other line alone; a table without a footer may end in a line cut short.
+        end, start = len(lines) - (0 if draft.footer else 1), 0
+        while start < len(lines):
+            stop = start
+            while stop < min(end, start + _COLUMN_RUN) and len(lines[stop][1]) == whole:
+                stop += 1
+            run = [fields for _, fields in lines[start:stop]]
+            columns = whole_lines_columns(run, layout.prefix, layout.groups)
+            if columns is not None:
+                data.extend(columns)
+            else:
+                for index in range(start, max(stop, start + 1)):
+                    last = index == len(lines) - 1 and not draft.footer
+                    cut = last and (cut_last_line or len(lines[index][1]) < whole)
+                    data.extend(LogColumns.from_rows(self._line_rows(lines[index], layout, cut)))
+            start = max(stop, start + 1)
         extras = tuple(
             name
             for _, names in layout.groups
@@ -374,7 +389,7 @@ class _TextParser:
             if name not in ("time", "algbw", "busbw", "wrong", "error")
         )
         return LogTable(
-            data=LogColumns.from_rows(rows),
+            data=data,
             params=dict(draft.params),
             ranks=tuple(draft.ranks),
             program=draft.program,

@@ -6,6 +6,8 @@
   importer wrote (tests/unit/golden_import): rows.jsonl byte for byte, meta.json, the
   rows.parquet table (schema, pandas metadata, rows, row groups), or the same refusal, with
   no run left behind.
+- The columnar parse of whole table lines equals nccl_logs.parse_row's, line by line, for
+  fields of every odd kind (or it hands those lines back to parse_row).
 - store.row_block's lines and parquet equal ResultWriter's and write_parquet's for the same
   rows, whatever their values (floats of every magnitude, strings to escape, None).
 """
@@ -18,7 +20,10 @@ import random
 import pyarrow.parquet as pq
 import pytest
 
+from collbench.analysis.imports.log_columns import LogColumns, whole_lines_columns
+from collbench.analysis.imports.nccl_logs import check_integers, layout_from_header, parse_row
 from collbench.analysis.imports.nccl_rows import block_rows
+from collbench.core.errors import SpecError
 from collbench.store.row_block import RowBlock, block_lines, write_blocks_parquet
 from collbench.store.rows import ResultRow
 from collbench.store.rundir import COPY_OF, append_rows, rows_stamp, write_parquet
@@ -58,6 +63,64 @@ def test_import_writes_what_the_row_wise_importer_wrote(name, case_logs, tmp_pat
     assert [json.dumps(row.to_dict(), separators=(",", ":")) for row in result.rows] == [
         line for line in (out / "rows.jsonl").read_text().splitlines()
     ]
+
+
+ODD_FIELDS = (
+    "nan", "inf", "-inf", "N/A", "n/a", "3*", "1e0", "2.0", "0x10", "1_000", "-0", "+5",
+    "\u0663", "oops", "9223372036854775808", "-9223372036854775809", "1e400", "7",
+)  # fmt: skip
+
+
+def _line(rng: random.Random, layout) -> list[str]:
+    fields = [
+        str(rng.choice([8, 1024, 1 << 40])),
+        str(rng.choice([2, 256])),
+        rng.choice(["float", "half", "int8"]),
+        rng.choice(["sum", "none"]),
+        rng.choice(["-1", "0"]),
+    ]
+    for _, names in layout.groups:
+        fields += ["0" if name == "wrong" else f"{rng.uniform(0, 100):.2f}" for name in names]
+    for _ in range(rng.choice([0, 0, 1, 2])):
+        fields[rng.randrange(len(fields))] = rng.choice(ODD_FIELDS)
+    return fields
+
+
+def _row_wise(lines: list[list[str]], layout) -> LogColumns | None:
+    rows = []
+    for fields in lines:
+        parsed = parse_row(fields, layout)
+        if parsed is None:
+            return None
+        for row in parsed:
+            check_integers(row, "log")
+        rows += parsed
+    return LogColumns.from_rows(rows)
+
+
+@pytest.mark.parametrize("header", ["current", "hipevt", "one_group"])
+def test_columnar_parse_equals_parse_row(header):
+    columns = {
+        "current": "size count type redop root time algbw busbw #wrong time algbw busbw #wrong",
+        "hipevt": "size count type redop root time hipevt algbw busbw #wrong "
+        "time hipevt algbw busbw #wrong",
+        "one_group": "size count type redop root time algbw busbw #wrong",
+    }[header].split()
+    layout = layout_from_header(tuple(columns), (), "log")
+    rng, taken = random.Random(31), 0
+    for _ in range(400):
+        lines = [_line(rng, layout) for _ in range(rng.choice([1, 3]))]
+        fast = whole_lines_columns(lines, layout.prefix, layout.groups)
+        if fast is None:  # handed back to parse_row
+            continue
+        taken += 1
+        try:
+            slow = _row_wise(lines, layout)
+        except SpecError:
+            pytest.fail(f"columnar parse kept {lines}, which parse_row refuses")
+        assert slow is not None and repr(fast) == repr(slow), lines  # repr: nan == nan
+        assert [type(v) for v in fast.time_us] == [float] * len(fast)
+    assert taken > 50  # the columnar path did most of the work
 
 
 def _block(values: dict) -> RowBlock:
