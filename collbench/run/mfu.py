@@ -269,6 +269,8 @@ def curve_source(text: str, known: list[str], labels: bool) -> tuple[str, str, s
     from collbench.topologies.loader import catalog_names
 
     name, sep, source = text.partition("=")
+    if not (source if sep else text):
+        raise SpecError("--curves", text, "is not [NAME=]RUN: it names no run directory")
     if not sep or (Path(text).exists() and name not in known):
         return known[0], "", text
     if name in known:
