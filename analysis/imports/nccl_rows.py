@@ -150,22 +150,10 @@ def build_import(
     collective: str | None = None,
     *,
     imported_utc: str,
-) -> tuple[list[ResultRow], RunMeta]:
-    """Result rows and meta for parsed logs, stamped `imported_utc` (pure: nothing is read
-    or written; meta names the logs by the paths they were parsed under)."""
-    blocks, meta = build_import_blocks(logs, run_id, collective, imported_utc=imported_utc)
-    return [row for block in blocks for row in block_rows(block)], meta
-
-
-def build_import_blocks(
-    logs: Sequence[ParsedLog],
-    run_id: str,
-    collective: str | None = None,
-    *,
-    imported_utc: str,
 ) -> tuple[list[RowBlock], RunMeta]:
-    """build_import's rows as one RowBlock per table (store.row_block: written a column at
-    a time), and its meta."""
+    """Result rows for parsed logs, one RowBlock per table (store.row_block: written a column
+    at a time; block_rows makes them ResultRows), and meta, stamped `imported_utc` (pure:
+    nothing is read or written; meta names the logs by the paths they were parsed under)."""
     contexts = [table_context(log, table, collective) for log in logs for table in log.tables]
     check_compatible(contexts)
     blocks: list[RowBlock] = []

@@ -23,7 +23,7 @@ from typing import Any
 from collbench.analysis.imports.nccl_logs import LOG_FIELD, ParsedLog, parse_text_lines
 from collbench.analysis.imports.nccl_rows import (
     block_rows,
-    build_import_blocks,
+    build_import,
     parse_log,
     resolve_collective,
 )
@@ -79,7 +79,7 @@ def import_logs(
 
     Several logs become one run when they come from one system (same world size and
     backend); `collective` names the collective when the logs do not; `knobs` (from
-    parse_knob_labels) labels what the logs were measured with (see label_knobs). `run_id`
+    parse_knob_labels) labels what the logs were measured with (see label_blocks). `run_id`
     and `imported_utc` are new ones unless given (a test that compares outputs pins them).
     """
     if not paths:
@@ -88,9 +88,7 @@ def import_logs(
     with _cycle_collection_paused():
         logs = [read_log(Path(path)) for path in paths]
         run_id = run_id or new_run_id()
-        blocks, meta = build_import_blocks(
-            logs, run_id, override, imported_utc=imported_utc or utc_now()
-        )
+        blocks, meta = build_import(logs, run_id, override, imported_utc=imported_utc or utc_now())
         return _write_import(blocks, meta, out, knobs)
 
 
@@ -143,21 +141,11 @@ def parse_knob_labels(texts: Sequence[str]) -> dict[str, str]:
     return dict(parse_knob_settings(texts)[0])
 
 
-def label_knobs(
-    rows: Sequence[ResultRow], meta: RunMeta, labels: Mapping[str, str]
-) -> tuple[list[ResultRow], RunMeta]:
-    """Rows and meta with `labels` in their knobs' `env`, where a sweep records the knobs it
-    ran with: a label wins over what the log printed. `settings.knob_labels` names them."""
-    return (
-        [replace(row, knobs=_labelled(row.knobs, labels)) for row in rows],
-        replace(meta, knobs=_labelled(meta.knobs, labels)),
-    )
-
-
 def label_blocks(
     blocks: Sequence[RowBlock], meta: RunMeta, labels: Mapping[str, str]
 ) -> tuple[list[RowBlock], RunMeta]:
-    """label_knobs for rows held as RowBlocks (an import's: one knobs value per block)."""
+    """Blocks and meta with `labels` in their knobs' `env`, where a sweep records the knobs
+    it ran with: a label wins over what the log printed. `settings.knob_labels` names them."""
     labelled = [
         replace(block, shared={**block.shared, "knobs": _labelled(block.shared["knobs"], labels)})
         for block in blocks

@@ -269,8 +269,10 @@ def curve_source(text: str, known: list[str], labels: bool) -> tuple[str, str, s
     from collbench.topologies.loader import catalog_names
 
     name, sep, source = text.partition("=")
-    if not sep or (Path(text).exists() and name not in known):
+    if text and (not sep or (Path(text).exists() and name not in known)):
         return known[0], "", text
+    if not source:
+        raise SpecError("--curves", text, "is not [NAME=]RUN: it names no run directory")
     if name in known:
         return name, "", source
     if labels and name not in catalog_names():

@@ -22,14 +22,12 @@ from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
-from collbench.core.limits import INT64_MAX
 from collbench.store.row_values import as_plain
 from collbench.store.rows import ROW_COLUMNS, ResultRow
-from collbench.store.rundir import JSON_ENCODER, rows_stamp, write_frame
+from collbench.store.rundir import JSON_ENCODER, rows_stamp, write_columns
 
 # Rows formatted into one string before it is written: bounds the text held at once.
 CHUNK_ROWS = 4096
-_INT64_MIN = -INT64_MAX - 1
 
 
 @dataclass(frozen=True)
@@ -107,36 +105,20 @@ def _encoded(values: Sequence[Any]) -> list[str]:
 def write_blocks_parquet(run_dir: Path, blocks: Sequence[RowBlock]) -> Path | None:
     """rows.parquet of ResultRow blocks' rows, as rundir.write_parquet writes those rows
     (None when there are none); rows.jsonl holds them already."""
-    import pandas as pd
-
     if any(block.row_type is not ResultRow for block in blocks):
         raise TypeError("write_blocks_parquet writes ResultRow blocks only")
     stamp = rows_stamp(run_dir)
     blocks = [block for block in blocks if len(block)]
     if not blocks:
         return None
-    data = {name: _frame_column(pd, blocks, name) for name in ROW_COLUMNS}
-    return write_frame(run_dir, pd.DataFrame(data, columns=list(ROW_COLUMNS)), stamp)
-
-
-def _frame_column(pd: Any, blocks: Sequence[RowBlock], name: str) -> Any:
-    """A frame column over all blocks, of the type pandas infers from every row's value (the
-    row-wise frame's), made without that inference where its outcome is known: one value
-    that every row shares is typed once; plain floats are float64, plain ints within
-    int64 are int64."""
-    import numpy as np
-
-    total = sum(map(len, blocks))
-    shared = [block.shared[name] for block in blocks if name in block.shared]
-    first = shared[0] if shared else None
-    if len(shared) == len(blocks) and all(
-        value is first or (type(value) is type(first) and value == first) for value in shared
-    ):
-        return pd.Series([first]).repeat(total).reset_index(drop=True)
-    values = [value for block in blocks for value in block.column(name)]
-    kinds = set(map(type, values))
-    if kinds == {float}:
-        return np.array(values, dtype=np.float64)
-    if kinds == {int} and _INT64_MIN <= min(values) and max(values) <= INT64_MAX:
-        return np.array(values, dtype=np.int64)
-    return values
+    shared, columns = {}, {}
+    for name in ROW_COLUMNS:  # one value every row shares is typed once
+        values = [block.shared[name] for block in blocks if name in block.shared]
+        first = values[0] if values else None
+        if len(values) == len(blocks) and all(
+            value is first or (type(value) is type(first) and value == first) for value in values
+        ):
+            shared[name] = first
+        else:
+            columns[name] = [value for block in blocks for value in block.column(name)]
+    return write_columns(run_dir, ROW_COLUMNS, shared, columns, stamp)

@@ -15,12 +15,13 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from collbench.core.errors import SpecError
+from collbench.core.limits import INT64_MAX
 from collbench.store.meta import RunMeta
 from collbench.store.outputs import (
     CLAIM_MARKER,
@@ -157,20 +158,15 @@ class ResultWriter:
 
 
 def append_rows(run_dir: Path, rows: Iterable[ResultRow]) -> None:
-    """Append rows that already exist as a whole (an import, a test's run) to rows.jsonl,
-    synced to disk once at the end (a sync per row costs minutes for a 200k-row import)."""
-    writer = ResultWriter(run_dir)
-    try:
-        for row in rows:
-            writer.append(row, sync=False)
-        writer.sync()
-    finally:
-        writer.close()
+    """Append rows that already exist as a whole (a test's run) to rows.jsonl, as
+    ResultWriter writes them, synced to disk once at the end."""
+    append_lines(run_dir, (JSON_ENCODER.encode(row.to_dict()) + "\n" for row in rows))
 
 
 def append_lines(run_dir: Path, chunks: Iterable[str]) -> None:
-    """Append ready rows.jsonl text (whole lines, each row as ResultWriter writes it: a
-    columnar writer's, store.row_block) and sync it to disk once at the end."""
+    """Append ready rows.jsonl text (whole lines, each row as ResultWriter writes it; an
+    import's a block at a time, store.row_block) and sync it to disk once at the end (a sync
+    per row costs minutes for a 200k-row import)."""
     with open(Path(run_dir) / ROWS_FILE, "a", encoding="utf-8") as file:
         for chunk in chunks:
             file.write(chunk)
@@ -216,31 +212,52 @@ def write_parquet(run_dir: Path, rows: list[ResultRow] | None = None) -> Path | 
     string column). Its metadata records rows.jsonl's stamp (`rows_stamp`), taken before the
     rows are read, so that a reader can tell a copy of what rows.jsonl holds now from a stale
     one (store/columns.py); given `rows`, they are what rows.jsonl holds now."""
-    import pandas as pd
-
     stamp = rows_stamp(run_dir)  # before the rows are read: a row appended later shows
     rows = load_rows(run_dir) if rows is None else rows
     if not rows:
         return None
     probes = any(isinstance(row, ProbeRow) for row in rows)
-    columns = list(ALL_COLUMNS if probes else ROW_COLUMNS)
+    names = list(ALL_COLUMNS if probes else ROW_COLUMNS)
     if any(isinstance(row, DoctorRow) for row in rows):
-        columns += DOCTOR_COLUMNS
-    # The rows' own fields (ResultRow.to_dict per row cost seconds at 100k rows).
-    return write_frame(
-        run_dir, pd.DataFrame([row.__dict__ for row in rows], columns=columns), stamp
-    )
+        names += DOCTOR_COLUMNS
+    nan = float("nan")  # a column a row lacks (a sweep row among probe rows), as pandas fills it
+    columns = {name: [row.__dict__.get(name, nan) for row in rows] for name in names}
+    return write_columns(run_dir, names, {}, columns, stamp)
 
 
-def write_frame(run_dir: Path, frame: Any, stamp: str | None) -> Path:
-    """rows.parquet from a pandas frame of rows' fields, one column per field in column
-    order (write_parquet's, or a columnar writer's: store.row_block), stamped `stamp`."""
-    probes = "probe_samples_us" in frame.columns
+def write_columns(
+    run_dir: Path,
+    names: Sequence[str],
+    shared: Mapping[str, Any],
+    columns: Mapping[str, Sequence[Any]],
+    stamp: str | None,
+) -> Path:
+    """rows.parquet of rows' fields, `names` in column order: each in `shared` (one value
+    every row has) or `columns` (one value per row), stamped `stamp`. Every column is of the
+    type pandas infers from its rows' values, made without that inference where its outcome
+    is known (plain floats are float64; plain ints within int64, int64)."""
+    import numpy as np
+    import pandas as pd
+
+    count = len(next(iter(columns.values()))) if columns else 1
+    data = {}
+    for name in names:
+        values = columns.get(name)
+        kinds = set(map(type, values)) if values is not None else set()
+        if values is None:
+            data[name] = pd.Series([shared[name]]).repeat(count).reset_index(drop=True)
+        elif kinds == {float}:
+            data[name] = np.array(values, dtype=np.float64)
+        elif kinds == {int} and -INT64_MAX - 1 <= min(values) and max(values) <= INT64_MAX:
+            data[name] = np.array(values, dtype=np.int64)
+        else:
+            data[name] = values
+    frame = pd.DataFrame(data, columns=list(names))
     frame["time_us_samples"] = [
         samples.tolist() if isinstance(samples, Samples) else samples  # as_plain, inlined
         for samples in frame["time_us_samples"]
     ]
-    for column in ("knobs", "probe_samples_us") if probes else ("knobs",):
+    for column in ("knobs", "probe_samples_us") if "probe_samples_us" in names else ("knobs",):
         frame[column] = _as_json(list(frame[column]))  # nested values, kept as JSON strings
     path = Path(run_dir) / PARQUET_FILE
     if stamp is not None:

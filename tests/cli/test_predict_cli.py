@@ -231,6 +231,7 @@ def test_mfu_without_price_prints_no_cost():
             for command in (["predict"], ["mfu", *LLAMA])
         ),
         (["predict", "-T", A, "--curves", "tuned=run"], "--curves: 'tuned=run' names no --top"),
+        (["predict", "-T", A, "--curves", "predict-a="], "--curves: 'predict-a=' is not [NAME"),
         (["predict", "-T", A, "--nodes", "0"], "--nodes: 0 must be an integer >= 1"),
         (["predict", "-T", A, "-e", "12Q"], "--max-bytes: '12Q' is not a size"),
         (["predict", "-T", A, "-c", "all_reduce,nope"], "--collective: 'nope' is unknown"),

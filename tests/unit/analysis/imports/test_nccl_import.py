@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from collbench.analysis.imports.nccl_logs import parse_text_log
 from collbench.analysis.imports.nccl_rows import (
+    block_rows,
     build_import,
     implied_world_size,
     resolve_collective,
@@ -312,7 +313,8 @@ def test_log_without_header_infers_the_layout():
     ]
     log = parse_text_log("\n".join([*rows, "# Out of bounds values : 0 OK", ""]), "x.log")
     assert log.tables[0].layout == "headerless" and len(log.tables[0].rows) == 4
-    built, meta = build_import([log], "run-1", "all_reduce", imported_utc="2025-01-01T00:00:00Z")
+    blocks, meta = build_import([log], "run-1", "all_reduce", imported_utc="2025-01-01T00:00:00Z")
+    built = block_rows(blocks[0])
     assert meta.world_size == 4  # busbw/algbw = 1.5 fits all_reduce on 4 ranks
     assert any("no table header" in warning for warning in meta.warnings)
     assert any("inferred from busbw/algbw" in warning for warning in meta.warnings)
