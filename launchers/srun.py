@@ -25,6 +25,7 @@ from collbench.launchers.base import (
     LaunchResult,
     RankCommand,
     check_job_values,
+    option_flag,
     rank_argv,
     watch_env,
 )
@@ -203,9 +204,8 @@ def step_settings(
 
 def _refuse_allocation_options(extra: Mapping[str, Any]) -> None:
     for key in sorted(ALLOCATION_ONLY & set(extra)):
-        flag = "--" + key.replace("_", "-").replace("slurm-args", "slurm-arg")
         raise SpecError(
-            flag,
+            option_flag(key),
             extra[key],
             "shapes an allocation: give it to salloc or sbatch "
             "(--launcher srun runs a step in the allocation it is in; --launcher slurm submits one)",
