@@ -44,7 +44,7 @@ PRELOAD = (
     "collbench.bench.worker",
     "collbench.bench.session",
     "collbench.bench.runner",
-    "collbench.bench.graph_timing",
+    "collbench.bench.timing",
     "collbench.bench.provenance",
 )
 

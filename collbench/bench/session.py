@@ -62,7 +62,7 @@ class Session:
         import torch
         import torch.distributed as dist
 
-        from collbench.bench.graph_timing import make_timer
+        from collbench.bench.timing import make_timer
 
         self.torch, self.dist = torch, dist
         self.job, self.env, self.device, self.sink = job, env, device, sink

@@ -12,6 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from collbench.core.errors import SpecError
+from collbench.core.spec import SweepSpec
+
 
 class CpuTimer:
     """perf_counter around synchronous CPU collectives (gloo)."""
@@ -74,6 +77,69 @@ class CudaEventTimer:
             events[1].record(stream)
         events[-1].synchronize()
         return [0.0] + [events[0].elapsed_time(event) * 1e-3 for event in events[1:]]
+
+
+class CudaGraphTimer(CudaEventTimer):
+    """nccl-tests' `-G`: the timed operations captured in a CUDA graph and replayed.
+
+    Called from Python, an operation pays torch's per-call host cost (c10d's bookkeeping,
+    the work object, the stream waits): ~10-30 us, more than NCCL itself takes at small
+    sizes (an 8 B all-reduce reads 15-40 us where nccl-tests reads 8-15). Captured once
+    (NCCL supports capture since 2.9; ProcessGroupNCCL skips its watchdog bookkeeping while
+    a stream captures) and replayed, they run back to back as the GPU takes them. The batch
+    figure: `iters` operations in one graph replayed once between two events, divided by
+    iters. The samples: a graph of one operation replayed `iters` times with an event after
+    each (an event inside a capture becomes a dependency, not a timestamp). Every operation
+    runs eagerly once first (NCCL connects its peers outside the capture) and each graph is
+    replayed once untimed (its upload). The data check runs eagerly, as always.
+    """
+
+    method = "cuda_graph"
+
+    def time_batch(self, run: Callable[[], None], iters: int) -> tuple[float, list[float]]:
+        cuda = self._torch.cuda
+        run()  # eagerly: NCCL sets up this size's connections outside the capture
+        self.synchronize()
+        batch_graph = self._capture(run, iters)
+        one_graph = self._capture(run, 1)
+        for graph in (batch_graph, one_graph):
+            graph.replay()  # untimed: uploads the graph
+        self.synchronize()
+        self._align()
+        batch_s = self._record(batch_graph.replay, 1, every_call=False)[-1] / iters
+        stamps = self._record(one_graph.replay, iters, every_call=True)
+        del batch_graph, one_graph
+        cuda.synchronize()
+        return batch_s, _batch_and_samples(stamps, iters)[1]
+
+    def _capture(self, run: Callable[[], None], count: int) -> Any:
+        cuda = self._torch.cuda
+        graph = cuda.CUDAGraph()
+        with cuda.graph(graph):
+            for _ in range(count):
+                run()
+        return graph
+
+    def _align(self) -> None:
+        """Every rank starts the timed replays together, as the eager batch does (the
+        runner's barrier came before the captures and untimed replays)."""
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.barrier(device_ids=[self._torch.cuda.current_device()])
+
+
+def make_timer(torch: Any, device: Any, spec: SweepSpec) -> Any:
+    """The timer a rank's sweep rows use: CUDA events on a GPU, the graph timer with
+    spec.cuda_graph (SpecError on a CPU rank, e.g. --backend auto that found no GPU),
+    perf_counter on CPU."""
+    if device.type != "cuda":
+        if spec.cuda_graph:
+            raise SpecError(
+                "--cuda-graph", True, f"needs a GPU backend; this rank runs {device.type}"
+            )
+        return CpuTimer()
+    return CudaGraphTimer(torch) if spec.cuda_graph else CudaEventTimer(torch)
 
 
 def _batch_and_samples(stamps: list[float], iters: int) -> tuple[float, list[float]]:

@@ -147,7 +147,7 @@ class SweepSpec:
     repeats: int = DEFAULT_REPEATS
     # Time the sweep rows' iterations as replays of a CUDA graph that captured them
     # (nccl-tests' -G): small sizes then read NCCL's latency without torch's per-call cost.
-    # GPU backends only; meta.json's timing_method says "cuda_graph" (bench/graph_timing.py).
+    # GPU backends only; meta.json's timing_method says "cuda_graph" (bench/timing.py).
     cuda_graph: bool = False
 
     def __post_init__(self) -> None:

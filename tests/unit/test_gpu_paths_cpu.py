@@ -134,8 +134,7 @@ def test_cuda_graph_is_in_the_printed_arguments_only_when_asked():
 
 def test_a_cpu_rank_refuses_the_graph_timer():
     torch = pytest.importorskip("torch")
-    from collbench.bench.graph_timing import make_timer
-    from collbench.bench.timing import CpuTimer
+    from collbench.bench.timing import CpuTimer, make_timer
 
     cpu = torch.device("cpu")
     assert isinstance(make_timer(torch, cpu, SweepSpec()), CpuTimer)
