@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collbench.bench.capacity import host_memory_available
 from collbench.bench.device_clocks import clock_reader, read_clocks
 from collbench.bench.overlap.clock import CpuProbeClock, CudaProbeClock
 from collbench.bench.overlap.matmul import MatmulKernel
@@ -91,18 +92,11 @@ class GemmBench:
         self.operands: RotatingOperands | None = None
 
     def free_bytes(self) -> int | None:
-        """Memory free for operands on the device (None: unknown)."""
+        """Memory free for operands on the device (host: MemAvailable, bench.capacity)."""
         if self.device.type == "cuda":
             free, _ = self.torch.cuda.mem_get_info(self.device)
             return int(free)
-        try:
-            with open("/proc/meminfo", encoding="ascii") as handle:
-                for line in handle:
-                    if line.startswith("MemAvailable:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            return None
-        return None
+        return host_memory_available()
 
     def calibration_s(
         self, shape: tuple[int, int, int], batch: int, repeats: int, min_s: float = 0.0
