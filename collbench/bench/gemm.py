@@ -201,17 +201,16 @@ class RotatingOperands:
         # drawn on the device: an 8192 x 8192 draw on the host takes seconds
         generator = torch.Generator(device=self.device).manual_seed(1234)
 
+        kind = {"dtype": self.dtype, "device": self.device}
+
         def draw(*size: int) -> Any:
-            return torch.randn(*size, generator=generator, device=self.device, dtype=self.dtype)
+            return torch.randn(*size, generator=generator, **kind)
 
         self._sets = [
-            (draw(*lead, m, k), draw(*lead, k, n), torch.empty(*lead, m, n, **self._kind()))
+            (draw(*lead, m, k), draw(*lead, k, n), torch.empty(*lead, m, n, **kind))
             for _ in range(sets)
         ]
         self.batch, self._next = batch, 0
-
-    def _kind(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "device": self.device}
 
     def run(self, reps: int) -> None:
         """Enqueue `reps` matmuls (CPU: run them), each on the next set."""
