@@ -291,8 +291,6 @@ def _speeds(row: ResultRow, times: Sequence[float] | None) -> Any:
 class _Draft:
     verdict: Verdict
     size_bytes: int
-    log_low: float | None = None  # repeats: the interval of the mean log ratio
-    log_high: float | None = None
 
     @property
     def p_value(self) -> float | None:
@@ -329,15 +327,13 @@ def _repeats_draft(question: Question, rule: Rule, effect: float, counts: dict) 
     floor, source = _floor(rule, question.size_bytes, (math.exp(spread) - 1.0) * 100.0, "repeat")
     if spread == 0.0:
         p_value, low, high = (0.0 if base_logs[0] != cand_logs[0] else 1.0), effect, effect
-        log_low = log_high = math.log(1 + effect / 100.0)
     else:
         test = stats.ttest_ind(cand_logs, base_logs, equal_var=False)
         p_value = float(test.pvalue)
         interval = test.confidence_interval(1 - rule.alpha)
-        log_low, log_high = float(interval.low), float(interval.high)
-        low, high = _pct(math.exp(log_low)), _pct(math.exp(log_high))
+        low, high = _pct(math.exp(interval.low)), _pct(math.exp(interval.high))
     verdict = Verdict(SAME, REPEATS, effect, low, high, floor, source, p_value, **counts)
-    return _Draft(verdict, question.size_bytes, log_low, log_high)
+    return _Draft(verdict, question.size_bytes)
 
 
 def _floor_draft(question: Question, rule: Rule, effect: float, counts: dict) -> _Draft:
