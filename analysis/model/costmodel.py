@@ -144,7 +144,7 @@ class Group:
 
 
 def group_for(topology: Topology, ranks: int | None = None, stride: int = 1) -> Group:
-    """The group of `ranks` ranks placed every `stride` accelerators.
+    """The group of `ranks` ranks placed every `stride` accelerators (Group checks `ranks`).
 
     Megatron's TP groups are consecutive (stride 1), DP ranks are `tp` apart, PP stages
     `tp x dp` apart. `ranks` defaults to the whole topology.
@@ -152,8 +152,6 @@ def group_for(topology: Topology, ranks: int | None = None, stride: int = 1) -> 
     ranks = topology.world_size if ranks is None else ranks
     if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
         raise SpecError("stride", stride, "must be an integer >= 1")
-    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
-        raise SpecError("ranks", ranks, "must be an integer >= 1")
     per_domain = min(ranks, max(1, topology.scale_up.domain_size // stride))
     per_node = min(ranks, max(1, topology.accelerators_per_node // stride))
     return Group(ranks=ranks, ranks_per_domain=per_domain, ranks_per_node=per_node)
