@@ -12,9 +12,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.doctor.document import doctor_report
 from collbench.analysis.doctor.expect import Expectation, expectation_from
-from collbench.analysis.doctor.findings import Diagnosis
+from collbench.analysis.doctor.findings import Diagnosis, doctor_report
 from collbench.analysis.doctor.verdicts import diagnose
 from collbench.analysis.rules.methodology import DOCTOR_BASELINE, check
 from collbench.core.doctor import DOCTOR, MIN_BANDWIDTH_BYTES, DoctorSpec
