@@ -32,6 +32,7 @@ A verdict that cannot be judged (too few iterations to batch) says `unjudged`, n
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -217,14 +218,10 @@ def aa_floor(
         figures = [side.figure for side in sides]
         runs = max(runs, len(figures))
         band = per_pair.setdefault(band_of(size_bytes), {})
-        for first in range(len(figures)):
-            for second in range(first + 1, len(figures)):
-                a, b = figures[first], figures[second]
-                if not (_positive(a) and _positive(b)):
-                    continue
+        for (first, a), (second, b) in itertools.combinations(enumerate(figures), 2):
+            if _positive(a) and _positive(b):
                 change = (math.exp(abs(math.log(b / a))) - 1.0) * 100.0
-                key = (first, second)
-                band[key] = max(band.get(key, 0.0), change)
+                band[(first, second)] = max(band.get((first, second), 0.0), change)
     quantile = 1.0 - alpha / max(1, len(per_pair))
     floors, detail = {}, {}
     for band, pairs in per_pair.items():
