@@ -130,7 +130,8 @@ def _template() -> dict:
 
 def one(nodes: int, pairs: str, repeats: int) -> dict:
     """Measure one fleet size in this process."""
-    from collbench.analysis.doctor.verdicts import FLEET, Expectation, diagnose
+    from collbench.analysis.doctor.expect import FLEET, Expectation
+    from collbench.analysis.doctor.verdicts import diagnose
     from collbench.core.doctor_plan import Layout, pair_plan
     from collbench.core.doctor_spec import DoctorSpec
     from collbench.render.doctor_text import doctor_json, render_doctor

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from collbench.core.errors import EXIT_RUN_FAILED
 from collbench.launchers.base import RankCommand
+from collbench.launchers.supervise import signal_group
 
 # Ranks start by spawning a fresh process each ("spawn"), or forked ("fork", CPU ranks only).
 RANK_START_VAR = "COLLBENCH_RANK_START"
@@ -133,7 +134,7 @@ class RankForker:
         try:
             self.proc.wait(timeout=REPORT_WAIT_S)
         except subprocess.TimeoutExpired:
-            _signal_group(self.proc.pid, signal.SIGKILL)
+            signal_group(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
@@ -172,10 +173,10 @@ class ForkedRank:
         self._deadline = time.time() + self.TERMINATE_GRACE_S
         self.forker.read(0)
         if self.pid is None:
-            _signal_group(self.forker.proc.pid, signal.SIGKILL)
+            signal_group(self.forker.proc.pid, signal.SIGKILL)
             return
-        _signal_group(self.pid, signal.SIGTERM)
-        _signal_group(self.pid, signal.SIGCONT)
+        signal_group(self.pid, signal.SIGTERM)
+        signal_group(self.pid, signal.SIGCONT)
 
     def stop(self) -> None:
         """SIGKILL its session if it outlives the grace period after terminate()."""
@@ -185,9 +186,9 @@ class ForkedRank:
             self.forker.wait(self.rank, time.time() + REPORT_WAIT_S)
             return
         if self.forker.wait(self.rank, self._deadline or 0.0) is None:
-            _signal_group(self.pid, signal.SIGKILL)
+            signal_group(self.pid, signal.SIGKILL)
             self.forker.wait(self.rank, time.time() + REPORT_WAIT_S)
-        _signal_group(self.pid, signal.SIGKILL)  # whatever it started and left behind
+        signal_group(self.pid, signal.SIGKILL)  # whatever it started and left behind
 
 
 def preload_parquet_writer() -> None:
@@ -206,13 +207,6 @@ def preload_parquet_writer() -> None:
 def forks_ranks(backend: str) -> bool:
     """Fork this job's ranks (CPU ranks, unless RANK_START_VAR says spawn)?"""
     return backend == "gloo" and os.environ.get(RANK_START_VAR, "fork") != "spawn"
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _exists(pid: int) -> bool:

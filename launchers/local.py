@@ -31,6 +31,7 @@ from collbench.launchers.supervise import Handle, ProcessHandle, supervise
 from collbench.store.job import Job
 from collbench.store.rank_status import PARENT_PID_VAR, STATUS_DIR_VAR
 from collbench.store.rundir import new_run_id, prepare_run_dir
+from collbench.topologies.detect import usable_cpu_count
 
 
 class LocalLauncher:
@@ -113,18 +114,11 @@ def _rank_commands(
         # As torchrun does, but sharing the cores rather than one each: ranks whose
         # intra-op threads outnumber the cores spin against each other, and a matmul
         # (the overlap probe's compute) then varies tenfold from one call to the next.
-        shared["OMP_NUM_THREADS"] = str(max(1, _usable_cores() // job.nproc))
+        shared["OMP_NUM_THREADS"] = str(max(1, usable_cpu_count() // job.nproc))
     return tuple(
         RankCommand(argv, {**shared, "RANK": str(rank), "LOCAL_RANK": str(rank)})
         for rank in range(job.nproc)
     )
-
-
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def local_nproc(spec: SweepSpec, requested: int | None) -> int:

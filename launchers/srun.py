@@ -25,6 +25,7 @@ from collbench.launchers.base import (
     LaunchResult,
     RankCommand,
     check_job_values,
+    option_flag,
     rank_argv,
     watch_env,
 )
@@ -111,7 +112,7 @@ class Allocation:
         per_node = expand_tasks_per_node(environ.get("SLURM_TASKS_PER_NODE", ""))
         nodes = nodes or len(per_node) or 1
         total = _positive(environ, "SLURM_NTASKS")
-        gpus = _gpus_per_node(environ.get("SLURM_GPUS_PER_NODE", ""))
+        gpus = _positive(environ, "SLURM_GPUS_PER_NODE")
         if total is None and gpus:
             # no task count asked for (Slurm then says 1 a node): one rank a GPU, as
             # --launcher slurm's default
@@ -203,9 +204,8 @@ def step_settings(
 
 def _refuse_allocation_options(extra: Mapping[str, Any]) -> None:
     for key in sorted(ALLOCATION_ONLY & set(extra)):
-        flag = "--" + key.replace("_", "-").replace("slurm-args", "slurm-arg")
         raise SpecError(
-            flag,
+            option_flag(key),
             extra[key],
             "shapes an allocation: give it to salloc or sbatch "
             "(--launcher srun runs a step in the allocation it is in; --launcher slurm submits one)",
@@ -213,14 +213,9 @@ def _refuse_allocation_options(extra: Mapping[str, Any]) -> None:
 
 
 def _positive(environ: Mapping[str, str], name: str) -> int | None:
-    raw = environ.get(name, "")
+    """A count Slurm set; SLURM_GPUS_PER_NODE may name a type first ("h100:8")."""
+    raw = environ.get(name, "").rsplit(":", 1)[-1]
     return int(raw) if raw.isdigit() and int(raw) > 0 else None
-
-
-def _gpus_per_node(text: str) -> int | None:
-    """SLURM_GPUS_PER_NODE ("8", or "h100:8" with a type) as a count."""
-    count = text.rsplit(":", 1)[-1]
-    return int(count) if count.isdigit() and int(count) > 0 else None
 
 
 def _spread(ntasks: int, nodes: int) -> list[int]:

@@ -416,7 +416,7 @@ class Monitor:
         # A rank that vanished mid-step without a word was killed or crashed; the one whose
         # heartbeat stopped first went first (the launcher killed the rest after it).
         vanished = sorted(
-            (s for s in statuses if s.get("state") in ("starting", "running") and not _alive(s)),
+            (s for s in statuses if s.get("state") in ("starting", "running") and not is_alive(s)),
             key=lambda s: s["heartbeat"],
         )
         if vanished:
@@ -439,8 +439,8 @@ class Monitor:
             f"{status.get('error')}"
         )
 
-    def _who(self, rank: int, statuses: list[dict]) -> str:
-        status = statuses[rank] if rank < len(statuses) else {}
+    def _who(self, rank: int, statuses: list[dict] | list[dict | None]) -> str:
+        status = (statuses[rank] if rank < len(statuses) else None) or {}
         host = status.get("host") or socket.gethostname()
         pid = status.get("pid")
         if pid is None and self.per_rank:
@@ -451,15 +451,13 @@ class Monitor:
         """Ranks on this host that outlived their launcher (a stopped rank ignores torchrun's
         SIGTERM; its launcher may be gone before it wakes) are killed, never left behind."""
         for status in self._statuses():
-            if status.get("state") not in ("starting", "running") or not _alive(status):
+            if status.get("state") not in ("starting", "running") or not is_alive(status):
                 continue
             if status.get("host") != socket.gethostname() or not _is_collbench(status["pid"]):
                 continue
             for sig in (signal.SIGKILL, signal.SIGCONT):
-                try:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(status["pid"], sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
 
     def _hang(self) -> str | None:
         now = time.time()
@@ -496,7 +494,7 @@ class Monitor:
         stuck = laggards[0]
         if len(laggards) < len(active):
             return (
-                f"{self._who(stuck['rank'], statuses_or_empty(statuses))} made no progress "
+                f"{self._who(stuck['rank'], statuses)} made no progress "
                 f"for {self.timeout_s:g} s during {_label(stuck)} while other ranks moved on"
             )
         return (
@@ -506,7 +504,7 @@ class Monitor:
 
     def _silent(self, status: dict, statuses: list[dict | None], silent: float) -> str:
         return (
-            f"{self._who(status['rank'], statuses_or_empty(statuses))} stopped "
+            f"{self._who(status['rank'], statuses)} stopped "
             f"responding: no heartbeat for {silent:.0f} s during {_label(status)} "
             "(stopped or wedged)"
         )
@@ -521,14 +519,6 @@ def pause(handles: list[Handle], seconds: float) -> None:
         select.select(fds, [], [], seconds)
     else:
         time.sleep(seconds)
-
-
-def statuses_or_empty(statuses: list[dict | None]) -> list[dict]:
-    return [s or {} for s in statuses]
-
-
-def _alive(status: dict) -> bool:
-    return is_alive(status)
 
 
 class ProcessHandle:
@@ -565,8 +555,8 @@ class ProcessHandle:
     def terminate(self) -> None:
         """SIGTERM its process group, and SIGCONT: a stopped process must run to see it."""
         self._deadline = time.time() + self.TERMINATE_GRACE_S
-        _signal_group(self.proc, signal.SIGTERM)
-        _signal_group(self.proc, signal.SIGCONT)
+        signal_group(self.pid, signal.SIGTERM)
+        signal_group(self.pid, signal.SIGCONT)
 
     def stop(self) -> None:
         """SIGKILL the group if it outlives the grace period after terminate()."""
@@ -575,16 +565,15 @@ class ProcessHandle:
         try:
             self.proc.wait(timeout=max(0.0, (self._deadline or 0.0) - time.time()))
         except subprocess.TimeoutExpired:
-            _signal_group(self.proc, signal.SIGKILL)
+            signal_group(self.pid, signal.SIGKILL)
             self.proc.wait()
-        _signal_group(self.proc, signal.SIGKILL)  # whatever it started and left behind
+        signal_group(self.pid, signal.SIGKILL)  # whatever it started and left behind
 
 
-def _signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+def signal_group(pid: int, sig: signal.Signals) -> None:
+    """Signal a process group (a session this launcher started); gone already is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
 
 
 def _is_collbench(pid: int) -> bool:

@@ -95,30 +95,11 @@ def _parse(text: str, suffix: str, origin: str) -> Any:
     try:
         if suffix == ".toml":
             if too_deep(text, toml=True):  # tomllib recurses once per level
-                raise _TooDeep("")
+                raise _too_deep("")
             return tomllib.loads(text)
         return yaml.load(text, Loader=_StrictLoader)
-    except _AliasRefused as refused:
-        raise TopologyError(
-            "topology file",
-            origin,
-            f"uses a YAML alias (*{refused.anchor}{refused.where}); topology files may not "
-            "(nested aliases can expand without bound): write the values out",
-        ) from None
-    except _TooDeep as deep:
-        raise TopologyError(
-            "topology file",
-            origin,
-            f"nests deeper than {MAX_NESTING_DEPTH} levels{deep.where}, collbench's limit "
-            "(a topology nests fewer than 5)",
-        ) from None
-    except _DuplicateKey as duplicate:
-        raise TopologyError(
-            "topology file",
-            origin,
-            f"gives the key {duplicate.key!r} twice{duplicate.where}: remove one "
-            "(YAML would silently keep the last)",
-        ) from None
+    except _Refused as refused:
+        raise TopologyError("topology file", origin, str(refused)) from None
     except (yaml.YAMLError, ValueError) as error:  # tomllib.TOMLDecodeError is a ValueError
         detail = " ".join(str(error).split())
         raise TopologyError(
@@ -137,22 +118,15 @@ def _where(mark: Any, earlier: Any = None) -> str:
     return f" (lines {earlier.line + 1} and {mark.line + 1})"
 
 
-class _AliasRefused(Exception):
-    def __init__(self, anchor: str, where: str) -> None:
-        super().__init__(anchor)
-        self.anchor, self.where = anchor, where
+class _Refused(Exception):
+    """What the file holds that a topology file may not (the TopologyError's hint)."""
 
 
-class _TooDeep(Exception):
-    def __init__(self, where: str) -> None:
-        super().__init__(where)
-        self.where = where
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: Any, where: str) -> None:
-        super().__init__(key)
-        self.key, self.where = key, where
+def _too_deep(where: str) -> _Refused:
+    return _Refused(
+        f"nests deeper than {MAX_NESTING_DEPTH} levels{where}, collbench's limit "
+        "(a topology nests fewer than 5)"
+    )
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -171,11 +145,14 @@ class _StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise _AliasRefused(str(event.anchor), _where(event.start_mark))
+            raise _Refused(
+                f"uses a YAML alias (*{event.anchor}{_where(event.start_mark)}); topology files "
+                "may not (nested aliases can expand without bound): write the values out"
+            )
         self._depth += 1
         try:
             if self._depth > MAX_NESTING_DEPTH:
-                raise _TooDeep(_where(self.peek_event().start_mark))
+                raise _too_deep(_where(self.peek_event().start_mark))
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -186,6 +163,9 @@ class _StrictLoader(yaml.SafeLoader):
             if isinstance(key_node, yaml.ScalarNode):
                 key = self.construct_object(key_node)
                 if key in seen:
-                    raise _DuplicateKey(key, _where(key_node.start_mark, seen[key]))
+                    raise _Refused(
+                        f"gives the key {key!r} twice{_where(key_node.start_mark, seen[key])}: "
+                        "remove one (YAML would silently keep the last)"
+                    )
                 seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep)

@@ -224,20 +224,19 @@ def _accelerator(section: _Fields) -> Accelerator:
 
 
 def _scale_up(section: _Fields) -> ScaleUp:
-    scale_up = ScaleUp(
+    return ScaleUp(
         kind=section.choice("kind", SCALE_UP_KINDS),
         bandwidth_gbytes_s=section.number("bandwidth_gbytes_s"),
         latency_us=section.number("latency_us", minimum=0.0),
         domain_size=section.integer("domain_size", minimum=1),
         fabric=section.choice("fabric", ("switch", "mesh", "bus"), default="switch"),
     )
-    return scale_up
 
 
 def _scale_out(section: _Fields | None) -> ScaleOut | None:
     if section is None:
         return None
-    scale_out = ScaleOut(
+    return ScaleOut(
         kind=section.choice("kind", SCALE_OUT_KINDS),
         nics_per_node=section.integer("nics_per_node", minimum=1),
         nic_gbits_s=section.number("nic_gbits_s"),
@@ -245,7 +244,6 @@ def _scale_out(section: _Fields | None) -> ScaleOut | None:
         rail_optimized=section.boolean("rail_optimized", default=True),
         oversubscription=section.number("oversubscription", default=1.0, minimum=1.0),
     )
-    return scale_out
 
 
 def _check_consistent(topology: Topology) -> None:

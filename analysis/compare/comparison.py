@@ -22,6 +22,7 @@ is 0 for every run: there both are on time.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -317,9 +318,7 @@ def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
         groups.items(), key=lambda kv: (kv[0][0], kv[0][1], order[kv[0][2]])
     ):
         ratio = geomean(item.ratio for item in items)
-        counts: dict[str, int] = {}
-        for item in items:
-            counts[item.verdict] = counts.get(item.verdict, 0) + 1
+        counts = dict(Counter(item.verdict for item in items))
         summaries.append(BandSummary(collective, placement, band, len(items), ratio, counts))
     return summaries
 

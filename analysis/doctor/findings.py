@@ -1,5 +1,6 @@
-"""The doctor's vocabulary (pure): findings, the diagnosis, the actions for each backend, and
-the run context every stage's judgement reads (collbench.analysis.doctor.verdicts diagnoses)."""
+"""The doctor's vocabulary (pure): findings, the diagnosis, the actions for each backend, the
+run context every stage's judgement reads (collbench.analysis.doctor.verdicts diagnoses), and
+doctor.json's content from a diagnosis (doctor_report: the DoctorReport the store saves)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from collbench.analysis.doctor.expect import (
 )
 from collbench.analysis.doctor.judge import StageJudgement, against_baseline, judge_stage
 from collbench.core.doctor_spec import DoctorSpec
+from collbench.store.doctor_report import DoctorExpectation, DoctorFinding, DoctorReport
 from collbench.store.rows import DoctorRow
 
 FINDING_KINDS = ("node", "rail", "link", "rank", "segment")
@@ -197,3 +199,50 @@ def row_hosts(row: DoctorRow) -> list[str]:
     if row.stage == "intra" and group.startswith("node "):
         return [group.removeprefix("node ")]
     return []
+
+
+def doctor_report(diagnosis: Diagnosis, run_id: str, expectation: Expectation) -> DoctorReport:
+    """What the doctor concluded (healthy, the stages judged and why the others were not,
+    findings, the pair matrix, per node, per rail, pass ratios, the full all-reduce, notes)
+    and the expectation it held the run against."""
+    return DoctorReport(
+        run_id=run_id,
+        healthy=diagnosis.healthy,
+        verdict=diagnosis.verdict,
+        reason=diagnosis.reason or None,
+        judged=tuple(diagnosis.judged),
+        unjudged=dict(diagnosis.unjudged),
+        repeats=int(diagnosis.repeats),
+        findings=tuple(_finding(item) for item in diagnosis.findings),
+        hosts=tuple(diagnosis.hosts),
+        matrix_gbps=tuple(tuple(row) for row in diagnosis.matrix_gbps),
+        pairs=tuple(diagnosis.pair_gbps),
+        nodes=dict(diagnosis.node_busbw_gbps),
+        rails={str(rail): value for rail, value in diagnosis.rail_busbw_gbps.items()},
+        pass_ratio=dict(diagnosis.pass_ratio),
+        full_busbw_gbps=diagnosis.full_busbw_gbps,
+        notes=tuple(diagnosis.notes),
+        expectation=DoctorExpectation(
+            source=expectation.source,
+            busbw_gbps=dict(expectation.busbw_gbps),
+            tolerance_pct=expectation.tolerance_pct,
+            spread_pct=dict(expectation.spread_pct),
+            noise_floor_pct=expectation.floor_pct,
+            noise_floor_source=expectation.floor_source or None,
+        ),
+    )
+
+
+def _finding(finding: Finding) -> DoctorFinding:
+    return DoctorFinding(
+        kind=finding.kind,
+        hosts=tuple(finding.hosts),
+        ranks=tuple(int(rank) for rank in finding.ranks),
+        addresses=tuple(finding.addresses),
+        evidence=finding.evidence,
+        measured_gbps=finding.measured_gbps,
+        expected_gbps=finding.expected_gbps,
+        expected_from=finding.expected_from,
+        rounds=int(finding.rounds),
+        action=finding.action,
+    )

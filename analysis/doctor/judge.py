@@ -28,11 +28,10 @@ NOT_MEASURED = "not measured"
 
 @dataclass(frozen=True)
 class Judged:
-    """One item of a stage over the repeats that had a bar: its value, the bar's reference
-    and threshold, and whether it was below, repeat by repeat."""
+    """One item of a stage over the repeats that had a bar: its value, the bar's threshold,
+    and whether it was below, repeat by repeat."""
 
     values: tuple[float, ...]
-    references: tuple[float, ...]
     thresholds: tuple[float, ...]
     bar: Bar  # the bars' medians (what evidence and findings show)
     verdict: Verdict | None = None  # against a baseline: the decision rule's
@@ -113,7 +112,7 @@ def judge_stage(
     if not bars:
         return StageJudgement(reason=no_bar)
     # Items measured in the same repeats share their bars' summary: worked out once each.
-    shared: dict[tuple[int, ...], tuple[tuple[float, ...], tuple[float, ...], Bar]] = {}
+    shared: dict[tuple[int, ...], tuple[tuple[float, ...], Bar]] = {}
     items = {}
     for item, by_repeat in table.items():
         present = tuple(repeat for repeat in bars if repeat in by_repeat)
@@ -121,9 +120,9 @@ def judge_stage(
             continue
         if present not in shared:
             shared[present] = _summary([bars[repeat] for repeat in present])
-        references, thresholds, summary = shared[present]
+        thresholds, summary = shared[present]
         values = tuple(by_repeat[repeat] for repeat in present)
-        items[item] = Judged(values, references, thresholds, summary)
+        items[item] = Judged(values, thresholds, summary)
     reason = ""
     if len(bars) < MIN_DOCTOR_REPEATS:
         reason = (
@@ -133,17 +132,16 @@ def judge_stage(
     return StageJudgement(items, bars, len(bars), reason)
 
 
-def _summary(bars: Sequence[Bar]) -> tuple[tuple[float, ...], tuple[float, ...], Bar]:
-    """Repeats' bars: their references, thresholds, and the bar evidence shows (medians)."""
-    references = tuple(bar.reference_gbps for bar in bars)
+def _summary(bars: Sequence[Bar]) -> tuple[tuple[float, ...], Bar]:
+    """Repeats' bars: their thresholds, and the bar evidence shows (medians)."""
     thresholds = tuple(bar.threshold_gbps for bar in bars)
     summary = replace(
         bars[0],
-        reference_gbps=median_of(references),
+        reference_gbps=median_of([bar.reference_gbps for bar in bars]),
         threshold_gbps=median_of(thresholds),
         peers=max(bar.peers for bar in bars),
     )
-    return references, thresholds, summary
+    return thresholds, summary
 
 
 def against_baseline(

@@ -28,26 +28,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collbench.analysis.doctor.expect import (
-    FLEET,
-    PAIR_STAGES,
-    Bar,
-    Expectation,
-    expectation_from,
-    gbps,
-    median_of,
-)
+from collbench.analysis.doctor.expect import PAIR_STAGES, Bar, Expectation, gbps, median_of
 from collbench.analysis.doctor.findings import (
-    CPU_CHECKS,
     DRAIN,
-    FINDING_KINDS,
-    GPU_CHECKS,
     JUDGE_HINT,
     LINK_ACTION,
     ONE_RANK,
     PAIR_NODES,
     RAIL_ACTION,
-    Checks,
     Diagnosis,
     DoctorRun,
     Finding,
@@ -61,20 +49,6 @@ from collbench.core.doctor_spec import MIN_BANDWIDTH_BYTES, DoctorSpec
 from collbench.core.units import format_size, size_arg
 from collbench.store.doctor_report import MATRIX_DENSE_MAX_HOSTS
 from collbench.store.rows import DoctorRow
-
-__all__ = [
-    "CPU_CHECKS",
-    "FINDING_KINDS",
-    "FLEET",
-    "GPU_CHECKS",
-    "Checks",
-    "Diagnosis",
-    "Expectation",
-    "Finding",
-    "checks_for",
-    "diagnose",
-    "expectation_from",
-]
 
 
 @dataclass(frozen=True)

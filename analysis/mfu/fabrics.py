@@ -147,18 +147,11 @@ def check_memory(
     (--allow-oversubscribed-memory) each is estimated anyway, with a warning; else each is
     marked `does_not_fit` (its column says so), and when no fabric fits at all, SpecError
     for the first."""
-    may_fit = [
+    warnings = [
         f"--topology {r.topology} {within_error(r.memory)}"
         for r in estimates
         if r.memory is not None and r.memory.may_fit
     ]
-    checked, warnings = _refuse_oversubscribed(estimates, allow_oversubscribed)
-    return checked, may_fit + warnings
-
-
-def _refuse_oversubscribed(
-    estimates: Sequence[Estimate], allow_oversubscribed: bool
-) -> tuple[list[Estimate], list[str]]:
     over = [
         r
         for r in estimates
@@ -172,13 +165,13 @@ def _refuse_oversubscribed(
             "recompute (--recompute), or pass --allow-oversubscribed-memory",
         )
     if allow_oversubscribed:
-        warnings = [
+        warnings += [
             f"--topology {r.topology} {oversubscribed(r.memory)}; estimated anyway "
             "(--allow-oversubscribed-memory)"
             for r in over
         ]
         return list(estimates), warnings
-    warnings = [
+    warnings += [
         f"--topology {r.topology} {oversubscribed(r.memory)}: its column says it does not fit "
         "(--allow-oversubscribed-memory estimates it anyway)"
         for r in over

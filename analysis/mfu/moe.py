@@ -72,10 +72,6 @@ class Exchange:
     priced: dict[str, Any]
     slowdown_s: float = 0.0  # compute stretched by the SMs the hidden part held
 
-    @property
-    def hidden_s(self) -> float:
-        return self.total_s - self.exposed_s
-
 
 def rank_params(workload: Workload) -> float:
     """Parameters one rank holds unsharded: the dense ones / (tp x pp), the routed

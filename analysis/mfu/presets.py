@@ -9,6 +9,16 @@ from __future__ import annotations
 from collbench.analysis.mfu.workload import MLA, Model
 from collbench.core.errors import SpecError
 
+# What the Llama 3 models share (Llama 3 Herd of Models, arXiv 2407.21783, Table 3):
+# grouped-query attention over 8 KV heads, SwiGLU, untied embeddings, no dropout.
+_LLAMA3 = {
+    "kv_heads": 8,
+    "vocab": 128256,
+    "gated_mlp": True,
+    "tied_embeddings": False,
+    "dropout": False,
+    "source": "Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
+}
 # Presets: shapes as published. vocab is the padded size the training code used where the
 # paper gives it (Megatron pads GPT-2's 50257 to 51200).
 PRESETS: dict[str, Model] = {
@@ -54,45 +64,9 @@ PRESETS: dict[str, Model] = {
             vocab=51200,
             source="Narayanan et al. SC'21, Table 1",
         ),
-        Model(
-            "llama3-8b",
-            layers=32,
-            hidden=4096,
-            heads=32,
-            kv_heads=8,
-            ffn_hidden=14336,
-            vocab=128256,
-            gated_mlp=True,
-            tied_embeddings=False,
-            dropout=False,
-            source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
-        ),
-        Model(
-            "llama3-70b",
-            layers=80,
-            hidden=8192,
-            heads=64,
-            kv_heads=8,
-            ffn_hidden=28672,
-            vocab=128256,
-            gated_mlp=True,
-            tied_embeddings=False,
-            dropout=False,
-            source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
-        ),
-        Model(
-            "llama3-405b",
-            layers=126,
-            hidden=16384,
-            heads=128,
-            kv_heads=8,
-            ffn_hidden=53248,
-            vocab=128256,
-            gated_mlp=True,
-            tied_embeddings=False,
-            dropout=False,
-            source="Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
-        ),
+        Model("llama3-8b", layers=32, hidden=4096, heads=32, ffn_hidden=14336, **_LLAMA3),
+        Model("llama3-70b", layers=80, hidden=8192, heads=64, ffn_hidden=28672, **_LLAMA3),
+        Model("llama3-405b", layers=126, hidden=16384, heads=128, ffn_hidden=53248, **_LLAMA3),
         # Nemotron-4: squared-ReLU MLP of 4h (priced as the GELU's one read and write),
         # grouped-query attention, untied embeddings, no dropout (NVIDIA dgxc-benchmarking
         # nemotron4-15b-synth.yaml and nemotron4-340b-synth.yaml: dropouts 0.0).

@@ -185,12 +185,6 @@ class Overlapped:
     def times(self, count: float) -> Overlapped:
         return Overlapped(self.comm_s * count, self.exposed_s * count, self.slowdown_s * count)
 
-    @property
-    def hidden_s(self) -> float:
-        """The collective's time taken off the critical path (negative: chunking made
-        the communication itself cost more than unoverlapped)."""
-        return self.comm_s - self.exposed_s
-
 
 def sm_share(sms: int, sm_count: int | None) -> float:
     """The share of the SMs communication kernels take (0 when the count is unknown)."""

@@ -144,7 +144,7 @@ class Group:
 
 
 def group_for(topology: Topology, ranks: int | None = None, stride: int = 1) -> Group:
-    """The group of `ranks` ranks placed every `stride` accelerators.
+    """The group of `ranks` ranks placed every `stride` accelerators (Group checks `ranks`).
 
     Megatron's TP groups are consecutive (stride 1), DP ranks are `tp` apart, PP stages
     `tp x dp` apart. `ranks` defaults to the whole topology.
@@ -152,8 +152,6 @@ def group_for(topology: Topology, ranks: int | None = None, stride: int = 1) -> 
     ranks = topology.world_size if ranks is None else ranks
     if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
         raise SpecError("stride", stride, "must be an integer >= 1")
-    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
-        raise SpecError("ranks", ranks, "must be an integer >= 1")
     per_domain = min(ranks, max(1, topology.scale_up.domain_size // stride))
     per_node = min(ranks, max(1, topology.accelerators_per_node // stride))
     return Group(ranks=ranks, ranks_per_domain=per_domain, ranks_per_node=per_node)
@@ -240,21 +238,22 @@ class _Shape:
     size: float
 
 
+_Pricer = Callable[[_Shape, Fabric], Cost]
+
+
 def _levels(
     algorithm: str,
     hops: tuple[float, float],
     up_bytes: float,
     out_bytes: float,
     fabric: Fabric,
-    out_bw: float | None = None,
 ) -> Cost:
     """A Cost from hop counts (inside, across) and bytes per level (0 bytes: level unused)."""
-    out_bw = fabric.domain_out_bytes_s if out_bw is None else out_bw
     return Cost(
         algorithm=algorithm,
         latency_s=hops[0] * fabric.up_latency_s + hops[1] * fabric.out_latency_s,
         scale_up_s=up_bytes / fabric.up_bytes_s if up_bytes else 0.0,
-        scale_out_s=out_bytes / out_bw if out_bytes else 0.0,
+        scale_out_s=out_bytes / fabric.domain_out_bytes_s if out_bytes else 0.0,
     )
 
 
@@ -264,63 +263,35 @@ def _ring_steps(shape: _Shape, steps_per_rank: int) -> tuple[float, float]:
     return (steps_per_rank * (shape.p - 1) - across, across)
 
 
-def _all_reduce_ring(shape: _Shape, fabric: Fabric) -> Cost:
-    moved = 2 * (shape.p - 1) / shape.p * shape.size
-    return _levels(
-        "ring",
-        _ring_steps(shape, 2),
-        moved if shape.d > 1 else 0.0,
-        moved if shape.k > 1 else 0.0,
-        fabric,
-    )
+def _ring(passes: int, share: bool) -> _Pricer:
+    """A ring making `passes` passes, each moving (p - 1)/p of the size (`share`: a reduce
+    or gather) or all of it (a chain: broadcast, reduce)."""
+
+    def price(shape: _Shape, fabric: Fabric) -> Cost:
+        moved = passes * ((shape.p - 1) / shape.p if share else 1.0) * shape.size
+        up, out = moved if shape.d > 1 else 0.0, moved if shape.k > 1 else 0.0
+        return _levels("ring", _ring_steps(shape, passes), up, out, fabric)
+
+    return price
+
+
+def _hierarchical(passes: int) -> _Pricer:
+    """Inside each domain, then across the domains: `passes` (d - 1)/d and (k - 1)/k shares."""
+
+    def price(shape: _Shape, fabric: Fabric) -> Cost:
+        hops = (passes * (shape.d - 1.0), passes * (shape.k - 1.0))
+        up = passes * (shape.d - 1) / shape.d * shape.size
+        return _levels(
+            "hierarchical", hops, up, passes * (shape.k - 1) / shape.k * shape.size, fabric
+        )
+
+    return price
 
 
 def _all_reduce_tree(shape: _Shape, fabric: Fabric) -> Cost:
     hops = (2.0 * (shape.d - 1), 2.0 * math.ceil(math.log2(shape.k)) if shape.k > 1 else 0.0)
     out = 0.0 if shape.k == 1 else shape.size if shape.k == 2 else 2 * shape.size
     return _levels("tree", hops, min(shape.d - 1, 2) * shape.size, out, fabric)
-
-
-def _all_reduce_hierarchical(shape: _Shape, fabric: Fabric) -> Cost:
-    hops = (2.0 * (shape.d - 1), 2.0 * (shape.k - 1))
-    return _levels(
-        "hierarchical",
-        hops,
-        2 * (shape.d - 1) / shape.d * shape.size,
-        2 * (shape.k - 1) / shape.k * shape.size,
-        fabric,
-    )
-
-
-def _gather_ring(shape: _Shape, fabric: Fabric) -> Cost:
-    moved = (shape.p - 1) / shape.p * shape.size
-    return _levels(
-        "ring",
-        _ring_steps(shape, 1),
-        moved if shape.d > 1 else 0.0,
-        moved if shape.k > 1 else 0.0,
-        fabric,
-    )
-
-
-def _gather_hierarchical(shape: _Shape, fabric: Fabric) -> Cost:
-    return _levels(
-        "hierarchical",
-        (shape.d - 1.0, shape.k - 1.0),
-        (shape.d - 1) / shape.d * shape.size,
-        (shape.k - 1) / shape.k * shape.size,
-        fabric,
-    )
-
-
-def _chain_ring(shape: _Shape, fabric: Fabric) -> Cost:
-    return _levels(
-        "ring",
-        _ring_steps(shape, 1),
-        shape.size if shape.d > 1 else 0.0,
-        shape.size if shape.k > 1 else 0.0,
-        fabric,
-    )
 
 
 def _all_to_all_pairwise(shape: _Shape, fabric: Fabric) -> Cost:
@@ -341,15 +312,14 @@ def _sendrecv_direct(shape: _Shape, fabric: Fabric) -> Cost:
     return Cost("direct", fabric.out_latency_s, inside, shape.size / fabric.rail_bytes_s)
 
 
-_Pricer = Callable[[_Shape, Fabric], Cost]
 TRAFFIC_MODELS: Mapping[str, Mapping[str, _Pricer]] = {
     "all_reduce": {
-        "ring": _all_reduce_ring,
+        "ring": _ring(2, share=True),
         "tree": _all_reduce_tree,
-        "hierarchical": _all_reduce_hierarchical,
+        "hierarchical": _hierarchical(2),
     },
-    "gather": {"ring": _gather_ring, "hierarchical": _gather_hierarchical},
-    "chain": {"ring": _chain_ring},
+    "gather": {"ring": _ring(1, share=True), "hierarchical": _hierarchical(1)},
+    "chain": {"ring": _ring(1, share=False)},
     "all_to_all": {"pairwise": _all_to_all_pairwise},
     "point_to_point": {"direct": _sendrecv_direct},
 }

@@ -32,6 +32,7 @@ A verdict that cannot be judged (too few iterations to batch) says `unjudged`, n
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -217,14 +218,10 @@ def aa_floor(
         figures = [side.figure for side in sides]
         runs = max(runs, len(figures))
         band = per_pair.setdefault(band_of(size_bytes), {})
-        for first in range(len(figures)):
-            for second in range(first + 1, len(figures)):
-                a, b = figures[first], figures[second]
-                if not (_positive(a) and _positive(b)):
-                    continue
+        for (first, a), (second, b) in itertools.combinations(enumerate(figures), 2):
+            if _positive(a) and _positive(b):
                 change = (math.exp(abs(math.log(b / a))) - 1.0) * 100.0
-                key = (first, second)
-                band[key] = max(band.get(key, 0.0), change)
+                band[(first, second)] = max(band.get((first, second), 0.0), change)
     quantile = 1.0 - alpha / max(1, len(per_pair))
     floors, detail = {}, {}
     for band, pairs in per_pair.items():
@@ -291,8 +288,6 @@ def _speeds(row: ResultRow, times: Sequence[float] | None) -> Any:
 class _Draft:
     verdict: Verdict
     size_bytes: int
-    log_low: float | None = None  # repeats: the interval of the mean log ratio
-    log_high: float | None = None
 
     @property
     def p_value(self) -> float | None:
@@ -329,15 +324,13 @@ def _repeats_draft(question: Question, rule: Rule, effect: float, counts: dict) 
     floor, source = _floor(rule, question.size_bytes, (math.exp(spread) - 1.0) * 100.0, "repeat")
     if spread == 0.0:
         p_value, low, high = (0.0 if base_logs[0] != cand_logs[0] else 1.0), effect, effect
-        log_low = log_high = math.log(1 + effect / 100.0)
     else:
         test = stats.ttest_ind(cand_logs, base_logs, equal_var=False)
         p_value = float(test.pvalue)
         interval = test.confidence_interval(1 - rule.alpha)
-        log_low, log_high = float(interval.low), float(interval.high)
-        low, high = _pct(math.exp(log_low)), _pct(math.exp(log_high))
+        low, high = _pct(math.exp(interval.low)), _pct(math.exp(interval.high))
     verdict = Verdict(SAME, REPEATS, effect, low, high, floor, source, p_value, **counts)
-    return _Draft(verdict, question.size_bytes, log_low, log_high)
+    return _Draft(verdict, question.size_bytes)
 
 
 def _floor_draft(question: Question, rule: Rule, effect: float, counts: dict) -> _Draft:

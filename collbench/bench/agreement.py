@@ -207,9 +207,8 @@ def judge(facts: list[RankFacts]) -> Verdict:
         return Verdict(refusal, usage=True)
     if all(fact.local_rank is not None for fact in facts):
         return Verdict()
-    unique = list(dict.fromkeys(hosts))
-    index = {host: i for i, host in enumerate(unique)}
-    return Verdict(hosts=tuple(unique), host_of=tuple(index[host] for host in hosts))
+    # a host's index is its node rank: hosts numbered in the order they first appear
+    return Verdict(hosts=tuple(dict.fromkeys(hosts)), host_of=tuple(p.node_rank for p in places))
 
 
 def exchange(store: Any, rank: int, world_size: int, facts: RankFacts, timeout_s: float) -> Verdict:

@@ -12,6 +12,8 @@ missing instead of guessing.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 TF32_OVERRIDE_VAR = "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"
@@ -32,23 +34,16 @@ def math_settings(torch: Any) -> dict[str, Any]:
     return settings
 
 
+@dataclass(frozen=True)
 class ClockReader:
     """Clocks (MHz), power (W), temperature (C) and throttle reasons of one GPU."""
 
-    source = ""
-
-    def read(self) -> dict[str, Any]:
-        raise NotImplementedError
+    source: str  # nvml or amdsmi
+    read: Callable[[], dict[str, Any]]
 
 
-class NvmlClocks(ClockReader):
-    source = "nvml"
-
-    def __init__(self, pynvml: Any, handle: Any) -> None:
-        self.nvml, self.handle = pynvml, handle
-
-    def read(self) -> dict[str, Any]:
-        nvml, handle = self.nvml, self.handle
+def nvml_reader(nvml: Any, handle: Any) -> ClockReader:
+    def read() -> dict[str, Any]:
         return {
             "sm_clock_mhz": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
             "mem_clock_mhz": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
@@ -57,15 +52,11 @@ class NvmlClocks(ClockReader):
             "throttle_reasons": int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)),
         }
 
+    return ClockReader("nvml", read)
 
-class AmdsmiClocks(ClockReader):
-    source = "amdsmi"
 
-    def __init__(self, amdsmi: Any, handle: Any) -> None:
-        self.amdsmi, self.handle = amdsmi, handle
-
-    def read(self) -> dict[str, Any]:
-        smi, handle = self.amdsmi, self.handle
+def amdsmi_reader(smi: Any, handle: Any) -> ClockReader:
+    def read() -> dict[str, Any]:
         clocks = smi.amdsmi_get_clock_info(handle, smi.AmdSmiClkType.GFX)
         power = smi.amdsmi_get_power_info(handle)
         return {
@@ -75,6 +66,8 @@ class AmdsmiClocks(ClockReader):
                 handle, smi.AmdSmiTemperatureType.EDGE, smi.AmdSmiTemperatureMetric.CURRENT
             ),
         }
+
+    return ClockReader("amdsmi", read)
 
 
 def clock_reader(torch: Any, device: Any) -> tuple[ClockReader | None, str]:
@@ -115,7 +108,7 @@ def _nvml(props: Any) -> tuple[ClockReader, str]:
     else:
         bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
         handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
-    return NvmlClocks(pynvml, handle), ""
+    return nvml_reader(pynvml, handle), ""
 
 
 def _amdsmi(props: Any) -> tuple[ClockReader, str]:
@@ -123,4 +116,4 @@ def _amdsmi(props: Any) -> tuple[ClockReader, str]:
 
     amdsmi.amdsmi_init()
     bus = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-    return AmdsmiClocks(amdsmi, amdsmi.amdsmi_get_processor_handle_from_bdf(bus)), ""
+    return amdsmi_reader(amdsmi, amdsmi.amdsmi_get_processor_handle_from_bdf(bus)), ""

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collbench.bench.capacity import host_memory_available
 from collbench.bench.device_clocks import clock_reader, read_clocks
 from collbench.bench.overlap.clock import CpuProbeClock, CudaProbeClock
 from collbench.bench.overlap.matmul import MatmulKernel
@@ -91,18 +92,11 @@ class GemmBench:
         self.operands: RotatingOperands | None = None
 
     def free_bytes(self) -> int | None:
-        """Memory free for operands on the device (None: unknown)."""
+        """Memory free for operands on the device (host: MemAvailable, bench.capacity)."""
         if self.device.type == "cuda":
             free, _ = self.torch.cuda.mem_get_info(self.device)
             return int(free)
-        try:
-            with open("/proc/meminfo", encoding="ascii") as handle:
-                for line in handle:
-                    if line.startswith("MemAvailable:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            return None
-        return None
+        return host_memory_available()
 
     def calibration_s(
         self, shape: tuple[int, int, int], batch: int, repeats: int, min_s: float = 0.0
@@ -207,17 +201,16 @@ class RotatingOperands:
         # drawn on the device: an 8192 x 8192 draw on the host takes seconds
         generator = torch.Generator(device=self.device).manual_seed(1234)
 
+        kind = {"dtype": self.dtype, "device": self.device}
+
         def draw(*size: int) -> Any:
-            return torch.randn(*size, generator=generator, device=self.device, dtype=self.dtype)
+            return torch.randn(*size, generator=generator, **kind)
 
         self._sets = [
-            (draw(*lead, m, k), draw(*lead, k, n), torch.empty(*lead, m, n, **self._kind()))
+            (draw(*lead, m, k), draw(*lead, k, n), torch.empty(*lead, m, n, **kind))
             for _ in range(sets)
         ]
         self.batch, self._next = batch, 0
-
-    def _kind(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "device": self.device}
 
     def run(self, reps: int) -> None:
         """Enqueue `reps` matmuls (CPU: run them), each on the next set."""

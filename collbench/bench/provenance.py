@@ -87,7 +87,7 @@ def rank_identity(torch: Any, device: Any, rank: int) -> dict[str, Any]:
         "pid": os.getpid(),
         "device": str(device),
         "device_name": device_name(torch, device),
-        "binding": rank_binding(),  # its CPUs and Slurm's binding (bench.binding)
+        "binding": rank_binding(),  # its CPUs and Slurm's binding
     }
 
 

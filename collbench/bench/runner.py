@@ -99,19 +99,15 @@ class Runner:
         return Bound(coll, geometry, send, recv, coll.bind(send, recv, context), kind, op)
 
     def _buffers(self, geometry: Geometry, placement: str, kind: Any):
-        zeros = self.torch.zeros
-        dtype = torch_dtype(kind)
+        def zeros(count: int) -> Any:
+            return self.torch.zeros(count, dtype=torch_dtype(kind), device=self.device)
+
         if placement == IN_PLACE:
-            shared = zeros(
-                max(geometry.send_elems, geometry.recv_elems), dtype=dtype, device=self.device
-            )
+            shared = zeros(max(geometry.send_elems, geometry.recv_elems))
             send = shared[geometry.inplace_send_offset :][: geometry.send_elems]
             recv = shared[geometry.inplace_recv_offset :][: geometry.recv_elems]
             return send, recv
-        return (
-            zeros(geometry.send_elems, dtype=dtype, device=self.device),
-            zeros(geometry.recv_elems, dtype=dtype, device=self.device),
-        )
+        return zeros(geometry.send_elems), zeros(geometry.recv_elems)
 
     def check(self, bound: Bound, operate: Callable[[], None]) -> int:
         """Fill the inputs with the check pattern, run `operate` (one complete operation on

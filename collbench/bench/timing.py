@@ -3,24 +3,7 @@
 The batch time (first to last timestamp, divided by iters) is nccl-tests' figure; the
 differences between consecutive timestamps are the per-iteration samples. Timestamps
 do not break the batch: on GPU they are events recorded on the stream, on CPU a clock
-read between synchronous calls.
-
-CudaGraphTimer is nccl-tests' `-G`: the timed operations captured in a CUDA graph and
-replayed.
-
-A sweep row's operation, called from Python, pays torch's per-call cost on the host
-(c10d's bookkeeping, the work object, the stream waits): ~10-30 us, which at small sizes
-is more than NCCL itself takes, so an 8 B all-reduce reads 15-40 us where nccl-tests reads
-8-15. Captured once into a CUDA graph (NCCL supports capture since 2.9; ProcessGroupNCCL
-skips its watchdog bookkeeping while a stream captures) and replayed, the same operations
-run back to back as the GPU takes them.
-
-- The batch figure: `iters` operations captured into one graph, replayed once between two
-  events, divided by iters (nccl-tests captures its iterations and times the launches).
-- The per-iteration samples: a graph of one operation replayed `iters` times with an event
-  after each replay (an event inside a capture becomes a dependency, not a timestamp).
-Every operation runs eagerly once first (NCCL connects its peers outside the capture) and
-each graph is replayed once untimed (its upload). The data check runs eagerly, as always.
+read between synchronous calls. CudaGraphTimer is nccl-tests' `-G`.
 """
 
 from __future__ import annotations
@@ -96,13 +79,20 @@ class CudaEventTimer:
         return [0.0] + [events[0].elapsed_time(event) * 1e-3 for event in events[1:]]
 
 
-def _batch_and_samples(stamps: list[float], iters: int) -> tuple[float, list[float]]:
-    samples = [stamps[i + 1] - stamps[i] for i in range(iters)]
-    return (stamps[-1] - stamps[0]) / iters, samples
-
-
 class CudaGraphTimer(CudaEventTimer):
-    """CUDA events around replays of graphs that captured the operations (see module)."""
+    """nccl-tests' `-G`: the timed operations captured in a CUDA graph and replayed.
+
+    Called from Python, an operation pays torch's per-call host cost (c10d's bookkeeping,
+    the work object, the stream waits): ~10-30 us, more than NCCL itself takes at small
+    sizes (an 8 B all-reduce reads 15-40 us where nccl-tests reads 8-15). Captured once
+    (NCCL supports capture since 2.9; ProcessGroupNCCL skips its watchdog bookkeeping while
+    a stream captures) and replayed, they run back to back as the GPU takes them. The batch
+    figure: `iters` operations in one graph replayed once between two events, divided by
+    iters. The samples: a graph of one operation replayed `iters` times with an event after
+    each (an event inside a capture becomes a dependency, not a timestamp). Every operation
+    runs eagerly once first (NCCL connects its peers outside the capture) and each graph is
+    replayed once untimed (its upload). The data check runs eagerly, as always.
+    """
 
     method = "cuda_graph"
 
@@ -120,7 +110,7 @@ class CudaGraphTimer(CudaEventTimer):
         stamps = self._record(one_graph.replay, iters, every_call=True)
         del batch_graph, one_graph
         cuda.synchronize()
-        return batch_s, [stamps[i + 1] - stamps[i] for i in range(iters)]
+        return batch_s, _batch_and_samples(stamps, iters)[1]
 
     def _capture(self, run: Callable[[], None], count: int) -> Any:
         cuda = self._torch.cuda
@@ -150,3 +140,8 @@ def make_timer(torch: Any, device: Any, spec: SweepSpec) -> Any:
             )
         return CpuTimer()
     return CudaGraphTimer(torch) if spec.cuda_graph else CudaEventTimer(torch)
+
+
+def _batch_and_samples(stamps: list[float], iters: int) -> tuple[float, list[float]]:
+    samples = [stamps[i + 1] - stamps[i] for i in range(iters)]
+    return (stamps[-1] - stamps[0]) / iters, samples

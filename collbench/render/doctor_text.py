@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
-from collbench.analysis.doctor.document import doctor_report
-from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, Finding
+from collbench.analysis.doctor.expect import Expectation
+from collbench.analysis.doctor.findings import Diagnosis, Finding, doctor_report
 from collbench.core.doctor_plan import pair_mode, sampled_rounds
 from collbench.core.stats import median
 from collbench.core.units import format_number

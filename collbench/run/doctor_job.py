@@ -12,8 +12,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.doctor.document import doctor_report
-from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, diagnose, expectation_from
+from collbench.analysis.doctor.expect import Expectation, expectation_from
+from collbench.analysis.doctor.findings import Diagnosis, doctor_report
+from collbench.analysis.doctor.verdicts import diagnose
 from collbench.analysis.rules.methodology import DOCTOR_BASELINE, check
 from collbench.core.doctor_spec import DOCTOR, MIN_BANDWIDTH_BYTES, DoctorSpec
 from collbench.core.dtypes import DTYPES

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from collbench.bench.device_clocks import NvmlClocks, math_settings, read_clocks
+from collbench.bench.device_clocks import math_settings, nvml_reader, read_clocks
 from collbench.bench.gemm import (
     CPU_MAX_SETS,
     GemmBench,
@@ -79,7 +79,7 @@ def test_nvml_readings_map_to_named_units():
         nvmlDeviceGetTemperature=lambda handle, kind: 61,
         nvmlDeviceGetCurrentClocksThrottleReasons=lambda handle: 4,
     )
-    reading = read_clocks(NvmlClocks(nvml, "handle"), "")
+    reading = read_clocks(nvml_reader(nvml, "handle"), "")
     assert reading == {
         "source": "nvml",
         "sm_clock_mhz": 1980,

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from collbench.analysis.doctor.document import doctor_report
-from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, Finding
+from collbench.analysis.doctor.expect import Expectation
+from collbench.analysis.doctor.findings import Diagnosis, Finding, doctor_report
 from collbench.render.doctor_text import (
     HEALTHY,
     VERDICT_HEADER,

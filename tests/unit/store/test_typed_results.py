@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from collbench.analysis.doctor.document import doctor_report
-from collbench.analysis.doctor.verdicts import Diagnosis, Expectation, Finding
+from collbench.analysis.doctor.expect import Expectation
+from collbench.analysis.doctor.findings import Diagnosis, Finding, doctor_report
 from collbench.core.errors import SpecError
 from collbench.store.doctor_report import (
     DOCTOR_JSON,

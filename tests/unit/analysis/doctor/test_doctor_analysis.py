@@ -8,7 +8,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from collbench.analysis.doctor.verdicts import FLEET, Diagnosis, Expectation, diagnose
+from collbench.analysis.doctor.expect import FLEET, Expectation
+from collbench.analysis.doctor.findings import Diagnosis
+from collbench.analysis.doctor.verdicts import diagnose
 from collbench.core.bandwidth import bus_factor
 from collbench.core.doctor_plan import circle_rounds, random_rounds
 from collbench.core.doctor_spec import DoctorSpec

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from collbench.analysis.doctor.expect import expectation_from
-from collbench.analysis.doctor.verdicts import CPU_CHECKS, FLEET, GPU_CHECKS, Expectation, diagnose
+from collbench.analysis.doctor.expect import FLEET, Expectation, expectation_from
+from collbench.analysis.doctor.findings import CPU_CHECKS, GPU_CHECKS
+from collbench.analysis.doctor.verdicts import diagnose
 from collbench.core.doctor_spec import MAX_DOCTOR_REPEATS, DoctorSpec
 from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecError
 from collbench.core.spec import SweepSpec
