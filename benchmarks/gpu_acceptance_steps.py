@@ -126,7 +126,7 @@ def nccl_choices(kit: Kit, step: Step) -> None:
     if kit.dry_run:
         return step.skip("NCCL's debug output: needs a GPU node")
     from collbench.core.spec import SweepSpec
-    from collbench.run.tune_choices import choices_env, collect_choices
+    from collbench.run.tune.choices import choices_env, collect_choices
 
     folder = kit.out / "runs" / "nccl_choices"
     folder.mkdir(parents=True, exist_ok=True)

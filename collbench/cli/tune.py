@@ -2,10 +2,10 @@
 
 Three forms, one command:
 - `tune --knob NAME=V1,V2 ... [sweep options] [launcher options] --out DIR` measures every
-  setting in fresh rank processes (run/tune.py);
-- `tune --from RUN... --out DIR` chooses from runs already measured (run/tune_from.py);
+  setting in fresh rank processes (run/tune/launch.py);
+- `tune --from RUN... --out DIR` chooses from runs already measured (run/tune/from_runs.py);
 - `tune --verify DIR` measures the default and the chosen setting side by side
-  (run/tune_verify.py).
+  (run/tune/verify.py).
 Each writes tune.json and best.env, and nccl_tuner.conf where the tuner plugin can say it.
 
 app.py registers it. Imports stay light (typer, the option tables): the work loads only when
@@ -30,8 +30,8 @@ from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import DEFAULT_TUNE_REPEATS
 from collbench.core.units import parse_duration
 from collbench.run.sweep import RunOptions
-from collbench.run.tune_from import TunerConfRequest, check_channels
-from collbench.run.tune_plan import DEFAULT_RANGES, TunePlan, TuneRequest, parse_ranges
+from collbench.run.tune.from_runs import TunerConfRequest, check_channels
+from collbench.run.tune.plan import DEFAULT_RANGES, TunePlan, TuneRequest, parse_ranges
 
 _TUNE = None  # the main panel: tune's own options first
 # Rarer panels of tune's own (folded by -h, with the sweep's rarer ones).
@@ -310,7 +310,7 @@ def _plan_fields(values: dict[str, Any]) -> dict[str, Any]:
 def _tune_from(values: dict[str, Any]) -> None:
     from collbench.core.errors import SpecError
     from collbench.render.tune import render_tune
-    from collbench.run.tune_from import tune_from
+    from collbench.run.tune.from_runs import tune_from
 
     if values["out"] is None:
         raise SpecError("--out", "", "is required: the new directory to write the result in")
@@ -334,8 +334,8 @@ def _launch(values: dict[str, Any]) -> None:
     from collbench.core.errors import SpecError
     from collbench.core.tune_grid import parse_knobs
     from collbench.render.tune import render_tune
-    from collbench.run.tune import run_tune
-    from collbench.run.tune_slurm import tune_in_allocation
+    from collbench.run.tune.launch import run_tune
+    from collbench.run.tune.slurm import tune_in_allocation
 
     if not values["knob"]:
         raise SpecError(
@@ -370,11 +370,11 @@ def _launch(values: dict[str, Any]) -> None:
 
 
 def _workload(values: dict[str, Any]) -> Any:
-    """The training job of --workload (run/tune_workload.py's TuneWorkload), or None;
+    """The training job of --workload (run/tune/workload.py's TuneWorkload), or None;
     SpecError for a workload option given without --workload."""
     from collbench.cli.mfu import workload_parts
     from collbench.core.errors import SpecError
-    from collbench.run.tune_workload import tune_workload
+    from collbench.run.tune.workload import tune_workload
 
     if not values["workload"]:
         given = [
@@ -410,7 +410,7 @@ def _verify(values: dict[str, Any]) -> None:
     from collbench.cli.measure import command_line, sink_factory
     from collbench.core.errors import SpecError
     from collbench.render.tune import render_verify
-    from collbench.run.tune_verify import run_verify
+    from collbench.run.tune.verify import run_verify
 
     if values["workload"]:
         raise SpecError("--workload", "", "does not apply to --verify (it measures best.env as is)")

@@ -19,8 +19,8 @@ from collbench.core.units import format_number, format_size
 
 if TYPE_CHECKING:
     from collbench.analysis.tune.select import BestRecord
-    from collbench.run.tune_from import TuneFromResult
-    from collbench.run.tune_verify import VerifyLine, VerifyResult
+    from collbench.run.tune.from_runs import TuneFromResult
+    from collbench.run.tune.verify import VerifyLine, VerifyResult
 
 HEADER = (
     "collective",

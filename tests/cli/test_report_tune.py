@@ -25,7 +25,7 @@ from collbench.render.report_charts import (
 from collbench.render.report_files import tune_source
 from collbench.render.report_tune import setting_curves, tune_section
 from collbench.run.run_dirs import expand_runs, load_tune_dir
-from collbench.run.tune_from import tune_from
+from collbench.run.tune.from_runs import tune_from
 from collbench.store.load import load_run
 from tests.cli.test_analysis_cli import write_run
 from tests.helpers import collbench, collbench_process

@@ -73,11 +73,11 @@ def test_ring_tree_pair_gives_the_winner_at_every_size_with_the_shape(ring_tree,
 
 
 def _check_with_the_compiled_plugin(tmp_path, text):
-    """NCCL's example plugin itself, compiled (tests/unit/test_tune_conf_plugin.py's driver):
+    """NCCL's example plugin itself, compiled (tests/unit/tune/test_tune_conf_plugin.py's driver):
     at every measured size the pair it sets and the channels it returns."""
     import subprocess
 
-    from tests.unit.test_tune_conf_plugin import DRIVER, EXAMPLE, _plugin
+    from tests.unit.tune.test_tune_conf_plugin import DRIVER, EXAMPLE, _plugin
 
     source = tmp_path / "driver.c"
     source.write_text(DRIVER)

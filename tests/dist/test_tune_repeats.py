@@ -3,7 +3,7 @@ gloo ranks, the settings interleaved (A B A B: read from each run directory's st
 every repeat kept in its own run directory and pooled into the setting's result.
 
 GLOO_SOCKET_IFNAME=lo is a working value that changes nothing on one host, so this is an A/A
-tune: the mechanics are checked here, the winner calls in tests/unit/test_tune_select.py.
+tune: the mechanics are checked here, the winner calls in tests/unit/tune/test_tune_select.py.
 """
 
 import json

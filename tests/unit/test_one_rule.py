@@ -35,7 +35,7 @@ DECISION_SITES = {
     "CI gate": "analysis/compare/gate.py",
     "tune's winner and confidence": "analysis/tune/select.py",
     "tune's halving search": "analysis/tune/search.py",
-    "tune --verify": "collbench/run/tune_verify.py",
+    "tune --verify": "collbench/run/tune/verify.py",
     "doctor --baseline and the majority rule": "analysis/doctor/judge.py",
 }
 

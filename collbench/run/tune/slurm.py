@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collbench.core.errors import EXIT_RUN_FAILED
-from collbench.run.tune_from import DRIVER_FOLDER, check_out
+from collbench.run.tune.from_runs import DRIVER_FOLDER, check_out
 
 if TYPE_CHECKING:
     from collbench.core.spec import SweepSpec
     from collbench.run.sweep import RunOptions
-    from collbench.run.tune_plan import TunePlan
+    from collbench.run.tune.plan import TunePlan
 
 POLL_S = 0.5
 
@@ -47,7 +47,7 @@ def tune_in_allocation(
 def driver_argv(spec: SweepSpec, plan: TunePlan, knobs: Sequence[str], json_out: bool) -> list[str]:
     """The driver's command line: this tune under `--launcher srun` (`knobs`: the --knob
     values as given, each a knob and the values to try)."""
-    from collbench.run.tune_plan import ranges_word
+    from collbench.run.tune.plan import ranges_word
 
     argv = [sys.executable, "-m", "collbench", "tune", "--launcher", "srun"]
     argv += [f"--knob={text}" for text in knobs]

@@ -31,8 +31,8 @@ from collbench.analysis.tune.tuner_conf import (
 from collbench.analysis.tune.tuner_conf_rules import BACKENDS
 from collbench.core.errors import SpecError
 from collbench.core.tune_catalog import max_channels
-from collbench.run.tune_choices import read_debug_logs
-from collbench.run.tune_workload import TuneWorkload, workload_choice
+from collbench.run.tune.choices import read_debug_logs
+from collbench.run.tune.workload import TuneWorkload, workload_choice
 from collbench.store.load import Run, load_run
 from collbench.store.outputs import check_output_dir, path_error
 from collbench.store.rundir import remove_temp_files

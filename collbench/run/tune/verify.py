@@ -32,8 +32,8 @@ from collbench.core.errors import EXIT_RUN_FAILED, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import BASELINE, Setting
 from collbench.run.sweep import RunOptions
-from collbench.run.tune import TunePlan, Tuner
-from collbench.run.tune_from import check_out
+from collbench.run.tune.from_runs import check_out
+from collbench.run.tune.launch import TunePlan, Tuner
 from collbench.store.rundir import new_run_id, write_json_atomic
 from collbench.store.sink import SinkFactory
 from collbench.store.tune_result import (
