@@ -247,7 +247,7 @@ def tune_pair(
 ) -> list[tuple[int, str, str]]:
     """`collbench tune` on both nodes of two_nodes_two_links (see collbench_pair); the tune
     sets GLOO_SOCKET_IFNAME per setting, `env` is the environment its baseline measures."""
-    return collbench_pair(nodes, out, ["tune", *tune_args], port, env, timeout_s)
+    return collbench_pair(nodes, out, ["tune", "run", *tune_args], port, env, timeout_s)
 
 
 def _as_node(netns: str, host: str, command: list[str]) -> list[str]:

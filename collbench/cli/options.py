@@ -206,19 +206,30 @@ def command(
     options: Sequence[Option | Argument],
     run: Callable[[dict[str, Any]], None],
     folded: Collection[str] = (),
+    config: bool = False,
 ) -> Callable[..., None]:
     """A typer command whose parameters are `options` (its arguments first); it hands
     their values to `run`. The options of `folded` panels are the rarer ones: -h leaves
-    them out (naming their panels) and --help-all shows them (cli/help.py)."""
+    them out (naming their panels) and --help-all shows them (cli/help.py). A `config`
+    command also takes --config FILE and --print-config (cli/config.py)."""
+    from collbench.cli.config import config_parameters, dump_config
+
     ordered = sorted(options, key=lambda option: not isinstance(option, Argument))
     parameters = [option.parameter(getattr(option, "panel", None) in folded) for option in ordered]
-
+    parameters += config_parameters() if config else []
     signature = inspect.Signature(parameters)
 
     def body(*args: Any, **values: Any) -> None:
         bound = signature.bind(*args, **values)
         bound.apply_defaults()
-        run(dict(bound.arguments))
+        given = dict(bound.arguments)
+        if config:
+            del given["config"]
+            ctx = given.pop("ctx")
+            if given.pop("print_config"):
+                typer.echo(dump_config(ctx))
+                raise typer.Exit()
+        run(given)
 
     body.__signature__ = signature  # type: ignore[attr-defined]
     body.__annotations__ = {param.name: param.annotation for param in parameters}

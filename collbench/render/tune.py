@@ -118,7 +118,7 @@ VERIFY_HEADER = (
 
 
 def render_verify(result: VerifyResult, as_json: bool = False) -> str:
-    """`tune --verify`: per collective and range the realised gain next to the predicted one."""
+    """`tune verify`: per collective and range the realised gain next to the predicted one."""
     if as_json:
         return json.dumps(result.document, indent=2, default=str)
     lines = aligned_table(VERIFY_HEADER, [_verify_cells(line) for line in result.lines])

@@ -193,7 +193,7 @@ def test_every_field_is_covered():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_tune_driver_argv_parses_back_to_the_planned_tune(seed, topology_file, monkeypatch):
-    """`tune --launcher slurm` submits a driver running `collbench tune --launcher srun ...`:
+    """`tune run --launcher slurm` submits a driver running `collbench tune run --launcher srun ...`:
     that command line gives back the sweep (knobs axes, topology) and the plan it was made
     from."""
     from typer.testing import CliRunner

@@ -1,5 +1,5 @@
-"""`collbench tune --knob ...`: measure every setting in fresh rank processes and choose the
-best per collective and size range (the same choice and files as `tune --from`).
+"""`collbench tune run --knob ...`: measure every setting in fresh rank processes and choose the
+best per collective and size range (the same choice and files as `tune from`).
 
 Each setting is one sweep through the chosen launcher, so it runs in new rank processes
 however that launcher starts them: a new local spawn, a new torchrun round (every node's

@@ -1,4 +1,4 @@
-"""What `collbench tune` is asked for: which of its forms (`TuneRequest`), and for a launched
+"""What `collbench tune` is asked for (`TuneRequest`), and for a launched
 tune, what it searches and how (`TunePlan`, its checks and defaults, `--ranges` words); and
 how each sweep of a launched tune is run: its rendezvous port (alike on every node), the sweep
 a halving round measures, the environment a setting runs in, and which collective a failed
@@ -40,16 +40,13 @@ DEFAULT_RANGES = next(name for name, value in RANGES.items() if value == SelectR
 
 @dataclass(frozen=True)
 class TuneRequest:
-    """Which of tune's three forms the command line asks for (`--knob` measures settings,
-    `--from RUN...` chooses from runs already measured, `--verify DIR` checks a result),
-    and where the result goes."""
+    """What `collbench tune run|from|verify` is given besides the plan: the knobs (run),
+    the runs (from), where the result goes, and the training job to choose for."""
 
     knob: tuple[str, ...] = ()  # `NAME=V1,V2,...` axes as given (core.tune_grid parses them)
-    from_runs: bool = False
     runs: tuple[Path, ...] = ()
-    verify: Path | None = None
-    out: Path | None = None  # required, except by --verify (DIR/verify-<time>)
-    workload: bool = False  # --workload: choose best.env for mfu's training job
+    out: Path | None = None  # required, except by verify (DIR/verify-<time>)
+    workload: Path | None = None  # --workload FILE: choose best.env for mfu's training job
 
 
 # Most settings a tune may measure (--max-settings): each is a whole sweep in fresh ranks,
@@ -59,7 +56,7 @@ MAX_SETTINGS = 10_000
 
 @dataclass(frozen=True)
 class TunePlan:
-    """What `collbench tune --knob ...` searches and how."""
+    """What `collbench tune run --knob ...` searches and how."""
 
     axes: tuple[KnobAxis, ...]
     out: Path

@@ -1,6 +1,6 @@
-"""`collbench tune --launcher slurm`: one allocation for the whole tune.
+"""`collbench tune run --launcher slurm`: one allocation for the whole tune.
 
-The tune is submitted as a driver: a batch script that runs `collbench tune --launcher srun`
+The tune is submitted as a driver: a batch script that runs `collbench tune run --launcher srun`
 once on the allocation's first node, which starts one srun step per setting (fresh rank
 processes, no queueing per setting). This process follows the job and echoes the driver's
 output (progress on stderr, the result table on stdout) until it ends; the driver writes
@@ -49,7 +49,7 @@ def driver_argv(spec: SweepSpec, plan: TunePlan, knobs: Sequence[str], json_out:
     values as given, each a knob and the values to try)."""
     from collbench.run.tune.plan import ranges_word
 
-    argv = [sys.executable, "-m", "collbench", "tune", "--launcher", "srun"]
+    argv = [sys.executable, "-m", "collbench", "tune", "run", "--launcher", "srun"]
     argv += [f"--knob={text}" for text in knobs]
     argv += ["--search", plan.search, "--max-settings", str(plan.max_settings)]
     argv += ["--repeats", str(plan.repeats)]

@@ -1,5 +1,5 @@
 """NCCL's own choices reaching nccl_tuner.conf: a launched tune's choices.jsonl read back for
-the baseline setting (run.tune.choices.load_choices), a user's NCCL debug logs for tune --from
+the baseline setting (run.tune.choices.load_choices), a user's NCCL debug logs for tune from
 --nccl-log (read_debug_logs), and TunerConfRequest putting them and the runs' shape together."""
 
 import json

@@ -1,4 +1,4 @@
-"""`collbench tune --verify`'s call per range (run.tune.verify.verify_call): kept, lost, no
+"""`collbench tune verify`'s call per range (run.tune.verify.verify_call): kept, lost, no
 difference or unjudged, by the one decision rule through tune's own selection (pure)."""
 
 import pytest
