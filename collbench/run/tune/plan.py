@@ -91,6 +91,17 @@ class TunePlan:
         ):
             raise SpecError("--repeats", self.repeats, f"must be from 1 to {MAX_TUNE_REPEATS}")
 
+    def to_args(self) -> list[str]:
+        """`collbench tune run` options that give exactly this plan (less its knobs, which
+        the caller has as given), as SweepSpec.to_args gives a sweep's."""
+        args = ["--search", self.search, "--max-settings", str(self.max_settings)]
+        args += ["--repeats", str(self.repeats), "--ranges", ranges_word(self.rule.granularity)]
+        args += ["--budget", f"{self.budget_s:g}s"] if self.budget_s is not None else []
+        args += ["--channels", str(self.channels)] if self.channels is not None else []
+        args += ["--tuner-shape", self.tuner_conf.shape]
+        args += [f"--nccl-log={Path(path).absolute()}" for path in self.tuner_conf.nccl_logs]
+        return args + ([] if self.record_choices else ["--no-choices"])
+
 
 def parse_ranges(text: str, flag: str = "--ranges") -> str:
     """SelectRule.granularity of a --ranges word (crossovers, bands, sizes), or SpecError."""

@@ -47,26 +47,11 @@ def tune_in_allocation(
 def driver_argv(spec: SweepSpec, plan: TunePlan, knobs: Sequence[str], json_out: bool) -> list[str]:
     """The driver's command line: this tune under `--launcher srun` (`knobs`: the --knob
     values as given, each a knob and the values to try)."""
-    from collbench.run.tune.plan import ranges_word
+    from collbench.launchers.base import collbench_argv
 
-    argv = [sys.executable, "-m", "collbench", "tune", "run", "--launcher", "srun"]
-    argv += [f"--knob={text}" for text in knobs]
-    argv += ["--search", plan.search, "--max-settings", str(plan.max_settings)]
-    argv += ["--repeats", str(plan.repeats)]
-    argv += ["--ranges", ranges_word(plan.rule.granularity)]
-    if plan.budget_s is not None:
-        argv += ["--budget", f"{plan.budget_s:g}s"]
-    if plan.channels is not None:
-        argv += ["--channels", str(plan.channels)]
-    argv += ["--tuner-shape", plan.tuner_conf.shape]
-    argv += [f"--nccl-log={Path(path).absolute()}" for path in plan.tuner_conf.nccl_logs]
-    if not plan.record_choices:
-        argv.append("--no-choices")
-    if json_out:
-        argv.append("--json")
-    argv += _without_repeats(spec.to_args())  # tune's --repeats is its own (above)
-    argv += ["--out", str(Path(plan.out).absolute())]
-    return argv
+    args = [*(f"--knob={text}" for text in knobs), *plan.to_args(), *(["--json"] * json_out)]
+    args += _without_repeats(spec.to_args())  # tune's --repeats is its own (plan's)
+    return collbench_argv(("tune", "run"), "srun", args, Path(plan.out).absolute())
 
 
 def _without_repeats(args: list[str]) -> list[str]:
