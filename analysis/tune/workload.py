@@ -117,9 +117,6 @@ class WorkloadChoice:
             text += f"; default {_ms(default.step_time_s)}, exposed {_ms(default.exposed_comm_s)}"
         return text + ")"
 
-    def loss_lines(self) -> list[str]:
-        return [loss.describe(self.chosen.setting) for loss in self.losses]
-
     def to_dict(self) -> dict[str, Any]:
         """tune.json's `workload` entry."""
         return {

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from collbench.cli.options import FROM_OWNER, REQUIRED, Option, command
+from collbench.cli.options import REQUIRED, Option, command, field_option
 from collbench.cli.workload import EST_PANEL, FOLDED_PANELS, WORKLOAD_OPTIONS, workload_parts
 from collbench.run.mfu import MfuRequest
 
@@ -28,61 +28,55 @@ MFU_OPTIONS = (
         metavar="NAME|FILE",
     ),
     *WORKLOAD_OPTIONS,
-    Option(
-        ("--curves",),
-        "Run directory of measured sweeps for the first topology, or NAME=RUN; repeatable.",
+    field_option(
         MfuRequest,
-        "curves",
+        "--curves",
+        "Run directory of measured sweeps for the first topology, or NAME=RUN; repeatable.",
+        EST_PANEL,
         kind=list[str],
-        panel=EST_PANEL,
+        default=None,
         metavar="[NAME=]RUN",
     ),
-    Option(
-        ("--overlap",),
-        "Run directory with overlap probes: its overlap efficiency and compute slowdown.",
+    field_option(
         MfuRequest,
-        "overlap",
+        "--overlap",
+        "Run directory with overlap probes: its overlap efficiency and compute slowdown.",
+        EST_PANEL,
         kind=Path,
-        panel=EST_PANEL,
+        default=None,
         metavar="RUN",
     ),
-    Option(
-        ("--gemm",),
+    field_option(
+        MfuRequest,
+        "--gemm",
         "Run directory of `collbench gemm` rows: their measured rate for the shapes they "
         "hold, on fabrics with the same accelerator.",
-        MfuRequest,
-        "gemm",
+        EST_PANEL,
         kind=Path,
-        panel=EST_PANEL,
+        default=None,
         metavar="RUN",
     ),
-    Option(
-        ("--explain",),
+    field_option(
+        MfuRequest,
+        "--explain",
         "Also print where a step's time goes, operator by operator (GEMMs, attention, "
         "memory-bound, exposed communication, bubble).",
-        MfuRequest,
-        "explain",
-        kind=bool,
-        default=FROM_OWNER,
     ),
-    Option(
-        ("--price",),
+    field_option(
+        MfuRequest,
+        "--price",
         "NAME=USD: the price per GPU-hour of fabric NAME (a --topology given), to print the "
         "cost per step and per million tokens; repeatable.",
-        MfuRequest,
-        "price",
         kind=list[str],
+        default=None,
         metavar="NAME=USD",
     ),
-    Option(
-        ("--allow-oversubscribed-memory",),
+    field_option(
+        MfuRequest,
+        "--allow-oversubscribed-memory",
         "Estimate a workload even when its memory per accelerator exceeds the fabric's "
         "(warned, not refused).",
-        MfuRequest,
-        "allow_oversubscribed_memory",
-        kind=bool,
-        default=FROM_OWNER,
-        panel="Memory check",
+        "Memory check",
     ),
     Option(
         ("--json",), "Print JSON instead of the table.", kind=bool, default=False, name="json_out"

@@ -182,6 +182,20 @@ class Argument:
         )
 
 
+_KINDS = {"int": int, "float": float, "bool": bool}
+
+
+def field_option(
+    owner: type, flag: str, text: str, panel: str | None = None, **more: Any
+) -> Option:
+    """The Option of the field of `owner` its flag names (--top-k: top_k; or `field`), of
+    that field's type, its default the field's (FROM_OWNER) unless `more` says."""
+    field = more.pop("field", flag.split("/")[0].lstrip("-").replace("-", "_"))
+    kind = {item.name: str(item.type) for item in dataclasses.fields(owner)}[field]
+    more = {"kind": _KINDS.get(kind.split(" |")[0], str), "default": FROM_OWNER, **more}
+    return Option((flag,), text, owner, field, panel=panel, **more)
+
+
 def format_value(value: Any) -> str:
     """A default as help texts say it: 300.0 -> 300, (0.5, 1.0, 2.0) -> 0.5, 1, 2 (with
     spaces, so a long list wraps between items rather than inside one)."""

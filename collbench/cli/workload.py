@@ -26,9 +26,9 @@ from collbench.analysis.mfu.workload import (
     Training,
 )
 from collbench.cli.options import (
-    FROM_OWNER,
     Option,
     command,
+    field_option,
     format_value,
     given_fields,
     listing,
@@ -62,57 +62,23 @@ def _tp_overlap_config(text: str, flag: str) -> tuple:
 WORKLOAD_OPTIONS = (
     Option(("--model", "-m"), f"Preset: {listing(PRESETS)}.", MfuRequest, "model", metavar="NAME"),
     *(
-        Option((f"--{name}",), _SHAPE_HELP[name], Model, name, kind=int, panel=SHAPE_PANEL)
+        field_option(Model, f"--{name}", _SHAPE_HELP[name], SHAPE_PANEL, default=None)
         for name in _SHAPE_FIELDS
     ),
-    Option(
-        ("--ffn-hidden",),
-        "MLP width (0: 4 x hidden).",
-        Model,
-        "ffn_hidden",
-        kind=int,
-        default=FROM_OWNER,
-        panel=SHAPE_PANEL,
-    ),
-    Option(
-        ("--kv-heads",),
-        "Grouped-query attention heads (0: --heads).",
-        Model,
-        "kv_heads",
-        kind=int,
-        default=FROM_OWNER,
-        panel=SHAPE_PANEL,
-    ),
-    Option(
-        ("--gated-mlp",),
-        "SwiGLU MLP: three matrices of --ffn-hidden (Llama).",
-        Model,
-        "gated_mlp",
-        kind=bool,
-        default=FROM_OWNER,
-        panel=SHAPE_PANEL,
+    field_option(Model, "--ffn-hidden", "MLP width (0: 4 x hidden).", SHAPE_PANEL),
+    field_option(Model, "--kv-heads", "Grouped-query attention heads (0: --heads).", SHAPE_PANEL),
+    field_option(
+        Model, "--gated-mlp", "SwiGLU MLP: three matrices of --ffn-hidden (Llama).", SHAPE_PANEL
     ),
     # The flag says the opposite of Model.tied_embeddings (GPT's way is the default).
-    Option(
-        ("--untied-embeddings",),
-        "Separate input and output embeddings (Llama 3; GPT ties them).",
+    field_option(
         MfuRequest,
-        "untied_embeddings",
-        kind=bool,
-        default=FROM_OWNER,
-        panel=SHAPE_PANEL,
+        "--untied-embeddings",
+        "Separate input and output embeddings (Llama 3; GPT ties them).",
+        SHAPE_PANEL,
     ),
     *(
-        Option(
-            (f"--{name.replace('_', '-')}",),
-            text,
-            Model,
-            name,
-            kind=int,
-            default=FROM_OWNER,
-            panel=SHAPE_PANEL,
-            metavar="N",
-        )
+        field_option(Model, f"--{name.replace('_', '-')}", text, SHAPE_PANEL)
         for name, text in (
             ("experts", "Routed experts per MoE layer (0: a dense model)."),
             ("top_k", "Routed experts each token goes through."),
@@ -122,317 +88,196 @@ WORKLOAD_OPTIONS = (
             ("mtp_layers", "Multi-token prediction modules on the last stage (DeepSeek-V3: 1)."),
         )
     ),
-    Option(
-        ("--params",),
-        "Parameter count, e.g. 175e9 (default: from the shape; also overrides a preset's).",
+    field_option(
         Model,
-        "params",
-        kind=float,
+        "--params",
+        "Parameter count, e.g. 175e9 (default: from the shape; also overrides a preset's).",
+        default=None,
         default_text="",
     ),
     # Training.seq has no default of its own: MfuRequest's is the command's.
-    Option(
-        ("--seq",), "Sequence length in tokens.", MfuRequest, "seq", kind=int, default=FROM_OWNER
-    ),
-    Option(
-        ("--global-batch",), "Sequences per optimizer step.", Training, "global_batch", kind=int
-    ),
-    Option(
-        ("--micro-batch",),
-        "Sequences per micro-batch.",
-        Training,
-        "micro_batch",
-        kind=int,
-        default=FROM_OWNER,
-    ),
-    Option(
-        ("--tp",),
-        "Tensor parallel size.",
+    field_option(MfuRequest, "--seq", "Sequence length in tokens."),
+    field_option(Training, "--global-batch", "Sequences per optimizer step.", default=None),
+    field_option(Training, "--micro-batch", "Sequences per micro-batch."),
+    field_option(Parallelism, "--tp", "Tensor parallel size.", _PAR),
+    field_option(Parallelism, "--pp", "Pipeline stages.", _PAR),
+    field_option(
         Parallelism,
-        "tp",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_PAR,
-    ),
-    Option(
-        ("--pp",), "Pipeline stages.", Parallelism, "pp", kind=int, default=FROM_OWNER, panel=_PAR
-    ),
-    Option(
-        ("--dp",),
+        "--dp",
         "Data parallel size (default: fill --nodes of the first topology).",
-        Parallelism,
-        "dp",
-        kind=int,
+        _PAR,
+        default=None,
         default_text="",
-        panel=_PAR,
     ),
-    Option(
-        ("--nodes",),
+    field_option(
+        MfuRequest,
+        "--nodes",
         "Nodes of the first topology, to derive --dp (default: its file's node count); "
         "with --dp, the two must agree.",
-        MfuRequest,
-        "nodes",
-        kind=int,
-        panel=_PAR,
+        _PAR,
+        default=None,
     ),
-    Option(
-        ("--zero",),
-        "ZeRO stage 0-3.",
+    field_option(Parallelism, "--zero", "ZeRO stage 0-3.", _PAR),
+    field_option(MfuRequest, "--fsdp", "Fully sharded data parallel (= --zero 3).", _PAR),
+    field_option(
         Parallelism,
-        "zero",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_PAR,
-    ),
-    Option(
-        ("--fsdp",),
-        "Fully sharded data parallel (= --zero 3).",
-        MfuRequest,
-        "fsdp",
-        kind=bool,
-        default=FROM_OWNER,
-        panel=_PAR,
-    ),
-    Option(
-        ("--sequence-parallel",),
+        "--sequence-parallel",
         "Megatron sequence parallelism: TP all-reduces become reduce-scatter + all-gather.",
-        Parallelism,
-        "sequence_parallel",
-        kind=bool,
-        default=FROM_OWNER,
-        panel=_PAR,
+        _PAR,
     ),
-    Option(
-        ("--cp",),
-        "Context parallel size (ring attention over seq / cp per rank).",
-        Parallelism,
-        "cp",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_PAR,
-        metavar="N",
+    field_option(
+        Parallelism, "--cp", "Context parallel size (ring attention over seq / cp per rank).", _PAR
     ),
-    Option(
-        ("--cp-comm",),
+    field_option(
+        Parallelism,
+        "--cp-comm",
         f"How --cp exchanges K/V: {listing(CP_COMMS, last=' or ')}.",
-        Parallelism,
-        "cp_comm",
-        default=FROM_OWNER,
-        panel=MOE_CP_PANEL,
+        MOE_CP_PANEL,
         metavar="NAME",
     ),
-    Option(
-        ("--ep",),
-        "Expert parallel size (of the dp x cp ranks).",
+    field_option(Parallelism, "--ep", "Expert parallel size (of the dp x cp ranks).", _PAR),
+    field_option(
         Parallelism,
-        "ep",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_PAR,
-        metavar="N",
-    ),
-    Option(
-        ("--ep-overlap",),
+        "--ep-overlap",
         f"What hides the EP all-to-alls: {listing(EP_OVERLAPS)} (dualpipe: another "
         "micro-batch's compute, DeepSeek-V3's DualPipe; 1f1b: Megatron-Core's EP overlap, "
         "phase by phase).",
-        Parallelism,
-        "ep_overlap",
-        default=FROM_OWNER,
-        panel=MOE_CP_PANEL,
+        MOE_CP_PANEL,
         metavar="NAME",
     ),
-    Option(
-        ("--ep-route-nodes",),
+    field_option(
+        Parallelism,
+        "--ep-route-nodes",
         "Node-limited routing: a token crosses the scale-out to at most N nodes, once each "
         "(DeepSeek-V3: 4; 0: every routed copy is sent).",
-        Parallelism,
-        "ep_route_nodes",
-        kind=int,
-        default=FROM_OWNER,
-        panel=MOE_CP_PANEL,
-        metavar="N",
+        MOE_CP_PANEL,
     ),
-    Option(
-        ("--etp",),
+    field_option(
+        Parallelism,
+        "--etp",
         "Expert tensor parallelism: the experts split over N of the tp ranks (Megatron's "
         "expert tensor parallel size; 0: = --tp).",
-        Parallelism,
-        "etp",
-        kind=int,
-        default=FROM_OWNER,
-        panel=MOE_CP_PANEL,
-        metavar="N",
+        MOE_CP_PANEL,
     ),
-    Option(
-        ("--ep-sms",),
+    field_option(
+        Parallelism,
+        "--ep-sms",
         "SMs the dispatch/combine kernels hold beside compute (DeepEP: 20; 0: not priced).",
-        Parallelism,
-        "ep_sms",
-        kind=int,
-        default=FROM_OWNER,
-        panel=MOE_CP_PANEL,
-        metavar="N",
+        MOE_CP_PANEL,
     ),
-    Option(
-        ("--capacity-factor",),
-        "MoE: each expert computes and exchanges X times its balanced share (0: dropless).",
+    field_option(
         Training,
-        "capacity_factor",
-        kind=float,
-        default=FROM_OWNER,
-        panel=MOE_CP_PANEL,
+        "--capacity-factor",
+        "MoE: each expert computes and exchanges X times its balanced share (0: dropless).",
+        MOE_CP_PANEL,
         metavar="X",
     ),
-    Option(
-        ("--dispatch-bytes",),
+    field_option(
+        Training,
+        "--dispatch-bytes",
         "Bytes per element the MoE dispatch moves (0: the activations'; 1: fp8).",
+        MOE_CP_PANEL,
+    ),
+    field_option(
+        Parallelism, "--virtual-stages", "Interleaved pipeline: model chunks per stage.", _PAR
+    ),
+    field_option(
+        Training, "--recompute", f"Activation recompute: {listing(RECOMPUTE)}.", metavar="NAME"
+    ),
+    field_option(
         Training,
-        "dispatch_bytes",
-        kind=int,
-        default=FROM_OWNER,
-        panel=MOE_CP_PANEL,
-        metavar="N",
-    ),
-    Option(
-        ("--virtual-stages",),
-        "Interleaved pipeline: model chunks per stage.",
-        Parallelism,
-        "virtual_stages",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_PAR,
-    ),
-    Option(
-        ("--recompute",),
-        f"Activation recompute: {listing(RECOMPUTE)}.",
-        Training,
-        "recompute",
-        default=FROM_OWNER,
-        metavar="NAME",
-    ),
-    Option(
-        ("--recompute-layers",),
+        "--recompute-layers",
         "Fully recompute N layers of each model chunk, the rest as --recompute says "
         "(Megatron's recompute_num_layers, method block).",
-        Training,
-        "recompute_layers",
-        kind=int,
-        default=FROM_OWNER,
-        metavar="N",
     ),
-    Option(
-        ("--dtype",),
-        f"Compute dtype for the peak: {listing(COMPUTE_DTYPES, last=' or ')}.",
+    field_option(
         Training,
-        "dtype",
-        default=FROM_OWNER,
+        "--dtype",
+        f"Compute dtype for the peak: {listing(COMPUTE_DTYPES, last=' or ')}.",
         metavar="NAME",
     ),
-    Option(
-        ("--attention",),
+    field_option(
+        Training,
+        "--attention",
         f"Attention core: {listing(ATTENTION_KERNELS, last=' or ')} (Megatron's batched "
         "GEMMs and softmax before FlashAttention).",
-        Training,
-        "attention",
-        default=FROM_OWNER,
         metavar="NAME",
     ),
-    Option(
-        ("--dp-overlap/--no-dp-overlap",),
-        "Gradient reduction overlaps the backward (off: Megatron before 2023).",
+    field_option(
         Parallelism,
-        "dp_overlap",
-        kind=bool,
-        default=FROM_OWNER,
-        panel=EST_PANEL,
+        "--dp-overlap/--no-dp-overlap",
+        "Gradient reduction overlaps the backward (off: Megatron before 2023).",
+        EST_PANEL,
     ),
-    Option(
-        ("--tp-async/--no-tp-async",),
+    field_option(
+        Parallelism,
+        "--tp-async/--no-tp-async",
         "Without --tp-overlap: each column-parallel layer's input-gradient reduction runs "
         "beside its weight gradient, its re-gather beside its input gradient (Megatron since "
         "late 2021; off: every TP collective on the critical path).",
-        Parallelism,
-        "tp_async_backward",
-        kind=bool,
-        default=FROM_OWNER,
-        panel=EST_PANEL,
+        EST_PANEL,
+        field="tp_async_backward",
     ),
-    Option(
-        ("--dp-bucket-mb",),
+    field_option(
+        Parallelism,
+        "--dp-bucket-mb",
         "DP collectives issued in buckets of this many MiB (PyTorch DDP's default); 0: one "
         "collective over all gradients, which cannot overlap.",
-        Parallelism,
-        "dp_bucket_mb",
-        kind=float,
-        default=FROM_OWNER,
-        panel=EST_PANEL,
+        EST_PANEL,
     ),
-    Option(
-        ("--tp-overlap",),
+    field_option(
+        EstimateOptions,
+        "--tp-overlap",
         "TP communication overlap: 0 none (Megatron's default); 1 Transformer Engine's "
         "userbuffer overlap (--tp-comm-overlap, needs --sequence-parallel), priced chunk by "
         "chunk: what stays exposed and what the GEMMs lose to chunking and to the SMs the "
         "communication takes.",
-        EstimateOptions,
-        "tp_overlap",
-        kind=float,
-        default=FROM_OWNER,
-        panel=EST_PANEL,
+        EST_PANEL,
         metavar="0|1",
     ),
-    Option(
-        ("--tp-overlap-chunks",),
+    field_option(
+        EstimateOptions,
+        "--tp-overlap-chunks",
         "With --tp-overlap 1: GEMM chunks of each pipelined reduce-scatter (TE's num_splits; "
         "all-gathers always run in TP chunks).",
-        EstimateOptions,
-        "tp_overlap_chunks",
-        kind=int,
-        default=FROM_OWNER,
-        panel=EST_PANEL,
-        metavar="N",
+        EST_PANEL,
     ),
-    Option(
-        ("--tp-overlap-sms",),
+    field_option(
+        EstimateOptions,
+        "--tp-overlap-sms",
         "With --tp-overlap 1: SMs the reduce-scatter kernels take from the GEMMs beside "
         "them (TE's num_sm).",
-        EstimateOptions,
-        "tp_overlap_sms",
-        kind=int,
-        default=FROM_OWNER,
-        panel=EST_PANEL,
-        metavar="N",
+        EST_PANEL,
     ),
-    Option(
-        ("--tp-overlap-config",),
+    field_option(
+        EstimateOptions,
+        "--tp-overlap-config",
         "With --tp-overlap 1: a recipe's own userbuffer configuration, TE's ub_cfg as NeMo "
         "and Megatron-Bridge write it (YAML: pair -> method, num_sm, num_splits, "
         "aggregate); pairs it leaves out keep TE's defaults.",
-        EstimateOptions,
-        "tp_overlap_pairs",
+        EST_PANEL,
+        field="tp_overlap_pairs",
+        default=None,
         parse=_tp_overlap_config,
-        panel=EST_PANEL,
         metavar="FILE",
         default_text="TE's defaults",
     ),
-    Option(
-        ("--matmul-efficiency",),
+    field_option(
+        EstimateOptions,
+        "--matmul-efficiency",
         "Every GEMM at this share of the peak (default: from its shape and the "
         "accelerator: tile and wave quantization, roofline, the catalog's matmul_fraction).",
-        EstimateOptions,
-        "matmul_efficiency",
-        kind=float,
-        panel=EST_PANEL,
+        EST_PANEL,
+        default=None,
     ),
     # None: Inputs' own default (DEFAULT_COMM_EFFICIENCY).
-    Option(
-        ("--comm-efficiency",),
-        "Share of the fabric's bound predicted collectives reach.",
+    field_option(
         MfuRequest,
-        "comm_efficiency",
-        kind=float,
+        "--comm-efficiency",
+        "Share of the fabric's bound predicted collectives reach.",
+        EST_PANEL,
+        default=None,
         default_text=format_value(DEFAULT_COMM_EFFICIENCY),
-        panel=EST_PANEL,
     ),
 )
 

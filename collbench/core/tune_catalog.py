@@ -37,7 +37,6 @@ class KnobSpec:
     """One knob: how a value is checked and when the library reads it."""
 
     check: Checker
-    reread: bool = False  # read at every communicator (process group) init, not cached
     fold_case: bool = False  # the library compares values without case (duplicates too)
     backends: tuple[str, ...] | None = None  # None: core.knobs.knob_backends decides
     numeric: bool = False  # an ordered number (channels, threads, bytes): coordinate descent
@@ -159,9 +158,9 @@ _NCCL_LIST_PROTO = nccl_list(NCCL_PROTOCOLS)
 CATALOG: dict[str, KnobSpec] = {
     # Re-read at every communicator init (tuning.cc: ncclGetEnv in ncclTopoTuneModel; the
     # tuner plugin reads its config file when it is initialised for a communicator).
-    "NCCL_ALGO": KnobSpec(_NCCL_LIST_ALGO, reread=True, fold_case=True),
-    "NCCL_PROTO": KnobSpec(_NCCL_LIST_PROTO, reread=True, fold_case=True),
-    "NCCL_TUNER_CONFIG_FILE": KnobSpec(text, reread=True),
+    "NCCL_ALGO": KnobSpec(_NCCL_LIST_ALGO, fold_case=True),
+    "NCCL_PROTO": KnobSpec(_NCCL_LIST_PROTO, fold_case=True),
+    "NCCL_TUNER_CONFIG_FILE": KnobSpec(text),
     # Cached for the life of the process (NCCL_PARAM) or read once at plugin/transport init.
     "NCCL_TUNER_PLUGIN": KnobSpec(text),
     "NCCL_MIN_NCHANNELS": KnobSpec(integer(1, NCCL_MAX_CHANNELS), numeric=True),
@@ -209,7 +208,7 @@ CATALOG: dict[str, KnobSpec] = {
     "RCCL_LL128_FORCE_ENABLE": KnobSpec(_SWITCH),
     # gloo (torch c10d): read each time a gloo process group is created, one device per
     # comma-separated interface; nccl and rccl runs never read it.
-    "GLOO_SOCKET_IFNAME": KnobSpec(gloo_interfaces, reread=True, backends=("gloo",)),
+    "GLOO_SOCKET_IFNAME": KnobSpec(gloo_interfaces, backends=("gloo",)),
 }
 
 # Variables NCCL 2.30 reads (NCCL_PARAM and ncclGetEnv in its sources, plus those read
@@ -260,19 +259,6 @@ def max_channels(backend: str | None) -> tuple[int, str]:
         return RCCL_MAX_CHANNELS, f"RCCL's most, {RCCL_MAX_CHANNELS}"
     hint = f" (RCCL has {RCCL_MAX_CHANNELS}: give --backend rccl)" if backend == "auto" else ""
     return NCCL_MAX_CHANNELS, f"NCCL's most, {NCCL_MAX_CHANNELS}{hint}"
-
-
-def knob_spec(name: str) -> KnobSpec | None:
-    """The catalog's entry for knob `name`, or None when collbench does not check it."""
-    return CATALOG.get(name)
-
-
-def is_reread(name: str) -> bool:
-    """Whether the library re-reads knob `name` at every communicator init, so a setting
-    that changes only such knobs could share rank processes; False (cached, the safe
-    answer) for a knob the catalog does not list."""
-    spec = CATALOG.get(name)
-    return spec is not None and spec.reread
 
 
 def is_numeric(name: str) -> bool:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from collbench.core.errors import SpecError
 from collbench.core.knobs import backend_warning, check_knob_name, check_knob_value
 from collbench.core.safe_text import find_control, refuse_control
-from collbench.core.tune_catalog import CATALOG, is_reread
+from collbench.core.tune_catalog import CATALOG
 
 DEFAULT_MAX_SETTINGS = 64  # grid settings, the baseline not counted (tune run --max-settings)
 # Runs of each setting, each in fresh processes, interleaved (tune run --repeats). Measured on
@@ -89,13 +89,6 @@ class Setting:
     def label(self) -> str:
         """`NCCL_ALGO=Ring NCCL_PROTO=LL`, or `baseline`."""
         return " ".join(f"{name}={value}" for name, value in self.knobs) or "baseline"
-
-    @property
-    def fresh_processes(self) -> bool:
-        """Whether a knob in it is cached for the life of the process, so the setting needs
-        fresh rank processes (one the catalog does not know counts as cached). False only
-        means the setting may share processes: runners use fresh ones until measured."""
-        return any(not is_reread(name) for name, _ in self.knobs)
 
     def as_dict(self) -> dict[str, str]:
         """{name: value}: `{}` for the baseline (tune.json's `knobs`)."""
@@ -205,18 +198,6 @@ def build_grid(
     names = [axis.name for axis in axes]
     combos = itertools.product(*(axis.values for axis in axes)) if axes else ()
     return (BASELINE, *(Setting(tuple(zip(names, combo, strict=True))) for combo in combos))
-
-
-def process_groups(settings: Sequence[Setting]) -> list[tuple[Setting, ...]]:
-    """Settings that differ only in knobs re-read at every communicator init (NCCL_ALGO,
-    NCCL_PROTO, the tuner config file, GLOO_SOCKET_IFNAME), so they could run as new
-    process groups in shared ranks; groups and their members keep the order given. The
-    baseline shares a group with settings that change only re-read knobs."""
-    groups: dict[tuple[tuple[str, str], ...], list[Setting]] = {}
-    for setting in settings:
-        key = tuple(pair for pair in setting.knobs if not is_reread(pair[0]))
-        groups.setdefault(key, []).append(setting)
-    return [tuple(members) for members in groups.values()]
 
 
 def setting_env(setting: Setting, base_env: Mapping[str, str]) -> dict[str, str]:

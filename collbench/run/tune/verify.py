@@ -66,12 +66,11 @@ class VerifyLine:
     baseline_busbw_gbps: float | None
     confident: bool
     confidence: str
-    call: str = ""  # kept | lost | no difference | unjudged (VERIFY_CALLS)
+    call: str = ""  # kept | lost | no difference | unjudged
     evidence: str = "-"  # the evidence the call rests on, one line
 
 
 KEPT, LOST, NO_DIFFERENCE = "kept", "lost", "no difference"
-VERIFY_CALLS = (KEPT, LOST, NO_DIFFERENCE, UNJUDGED)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import pytest
 
 from collbench.core.errors import EXIT_USAGE, SpecError
 from collbench.core.knobs import reads_knob
-from collbench.core.tune_catalog import CATALOG, KNOWN_NAMES, is_numeric, is_reread
+from collbench.core.tune_catalog import CATALOG, KNOWN_NAMES, is_numeric
 from collbench.core.tune_grid import (
     BASELINE,
     DEFAULT_MAX_SETTINGS,
@@ -20,7 +20,6 @@ from collbench.core.tune_grid import (
     join_values,
     parse_knob,
     parse_knobs,
-    process_groups,
     setting_env,
     split_values,
 )
@@ -257,14 +256,6 @@ def test_check_axis_alone_normalises_and_warns():
 # --- the catalog ------------------------------------------------------------------------
 
 
-def test_catalog_reread_knobs_are_exactly_the_per_init_ones():
-    reread = {name for name, spec in CATALOG.items() if spec.reread}
-    assert reread == {"NCCL_ALGO", "NCCL_PROTO", "NCCL_TUNER_CONFIG_FILE", "GLOO_SOCKET_IFNAME"}
-    for name in ("NCCL_MAX_NCHANNELS", "NCCL_BUFFSIZE", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"):
-        assert not is_reread(name)
-    assert not is_reread("NCCL_NOT_IN_THE_CATALOG")  # unknown: cached, the safe answer
-
-
 def test_catalog_backends_reuse_core_knobs():
     assert reads_knob("NCCL_ALGO") == ("nccl", "rccl")
     assert reads_knob("RCCL_MSCCL_ENABLE") == ("rccl",)
@@ -320,13 +311,6 @@ def test_setting_refuses_a_knob_twice():
         Setting((("NCCL_ALGO", "Ring"), ("NCCL_ALGO", "Tree")))
 
 
-def test_fresh_processes_when_any_knob_is_cached():
-    assert not BASELINE.fresh_processes
-    assert not Setting.from_mapping({"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}).fresh_processes
-    assert Setting.from_mapping({"NCCL_ALGO": "Ring", "NCCL_MAX_NCHANNELS": "2"}).fresh_processes
-    assert Setting.from_mapping({"NCCL_UNKNOWN_THING": "1"}).fresh_processes
-
-
 def test_grid_over_max_settings_is_refused_unless_not_a_grid_search():
     axes, _ = parse_knobs(["NCCL_ALGO=Ring,Tree", "NCCL_PROTO=Simple,LL,LL128"])
     assert len(build_grid(axes, max_settings=6)) == 7  # the baseline is not counted
@@ -353,28 +337,6 @@ def test_max_settings_must_be_positive():
 def test_no_axes_is_the_baseline_alone():
     assert build_grid([]) == (BASELINE,)
     assert grid_size([]) == 0
-
-
-def test_process_groups_share_ranks_only_across_reread_knobs():
-    axes, _ = parse_knobs(["NCCL_MAX_NCHANNELS=2,8", "NCCL_ALGO=Ring,Tree"])
-    groups = process_groups(build_grid(axes))
-    assert [[setting.label for setting in group] for group in groups] == [
-        ["baseline"],
-        ["NCCL_ALGO=Ring NCCL_MAX_NCHANNELS=2", "NCCL_ALGO=Tree NCCL_MAX_NCHANNELS=2"],
-        ["NCCL_ALGO=Ring NCCL_MAX_NCHANNELS=8", "NCCL_ALGO=Tree NCCL_MAX_NCHANNELS=8"],
-    ]
-
-
-def test_process_groups_put_reread_only_settings_with_the_baseline():
-    axes, _ = parse_knobs(["NCCL_ALGO=Ring,Tree", "NCCL_PROTO=LL,Simple"])
-    grid = build_grid(axes)
-    assert process_groups(grid) == [grid]
-
-
-def test_every_setting_is_its_own_group_when_all_knobs_are_cached():
-    axes, _ = parse_knobs(["NCCL_BUFFSIZE=1M,4M", "NCCL_NTHREADS=256,512"])
-    grid = build_grid(axes)
-    assert process_groups(grid) == [(setting,) for setting in grid]
 
 
 def test_setting_env_overrides_and_baseline_keeps_the_environment():

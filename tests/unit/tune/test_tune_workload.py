@@ -98,7 +98,7 @@ def test_a_mix_no_setting_wins_everywhere_names_what_it_loses():
     assert loss.fastest != choice.chosen.setting
     assert loss.kind in lost and lost[loss.kind] == choice.chosen.setting
     assert loss.exported_s > loss.fastest_s
-    assert f"{choice.chosen.setting} takes" in choice.loss_lines()[0]
+    assert f"{choice.chosen.setting} takes" in loss.describe(choice.chosen.setting)
     single, _ = workload_choice(_outcomes(), _job(0.25))
     assert single.losses == ()  # every collective of this one is fastest under the default
 
