@@ -61,24 +61,22 @@ from typing import Any
 
 from collbench.analysis.tune.tuner_conf_choices import collectives as choice_collectives
 from collbench.analysis.tune.tuner_conf_choices import own_parts, words
-from collbench.analysis.tune.tuner_conf_knobs import (
-    ALGO_ENV_NAMES,
-    PROTO_ENV_NAMES,
-    enabled_names,
-    single_name,
-)
 from collbench.analysis.tune.tuner_conf_rules import (
+    ALGO_ENV_NAMES,
     ANY,
     BACKENDS,
     COLLECTIVES,
     FIELDS,
     PLUGIN_COLLECTIVE,
+    PROTO_ENV_NAMES,
     SIZE_MAX,
     Rule,
     TunerConfSyntaxError,
     effective_channels,
+    enabled_names,
     lookup,
     parse_tuner_conf,
+    single_name,
     uncovered,
 )
 from collbench.core.errors import CollbenchError, SpecError
