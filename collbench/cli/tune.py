@@ -224,7 +224,11 @@ FROM_OPTIONS = (
     OUT,
     *CONF_OPTIONS,
     WORKLOAD,
-    replace(TOPOLOGY, help="The fabric the --workload job trains on: a catalog name or file."),
+    replace(
+        TOPOLOGY,
+        help="The fabric the --workload job trains on: a catalog name or file.",
+        panel=None,
+    ),
     JSON,
 )
 VERIFY_OPTIONS = (
