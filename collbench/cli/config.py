@@ -41,9 +41,14 @@ def read_config(path: Path, command: Any) -> dict[str, Any]:
     YAML, a key the command has no option for, or a value of the wrong shape."""
     import yaml
 
+    from collbench.core.limits import CONFIG_MAX_BYTES
+    from collbench.store.reading import check_depth, read_text
+
+    text = read_text(path, "--config", CONFIG_MAX_BYTES)
+    check_depth(text, "--config", str(path))  # a parser would recurse that deep
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
         raise SpecError(
             "--config", str(path), f"cannot be read as YAML: {' '.join(str(error).split())}"
         ) from None

@@ -96,8 +96,7 @@ REPEATS = Option(
 
 OUT = Option(
     ("--out",),
-    "A new directory for tune.json, best.env, nccl_tuner.conf (and, tune run, one run "
-    "directory per setting).",
+    "A new directory for tune.json, best.env and nccl_tuner.conf.",
     TuneRequest,
     "out",
     kind=Path,
@@ -218,7 +217,16 @@ RUNS = Argument(
 TUNE_DIR = Argument(
     "tune_dir", "A tune directory (tune run or tune from).", kind=Path, metavar="DIR"
 )
-RUN_OPTIONS = (KNOB, REPEATS, *SEARCH_OPTIONS, OUT, *CONF_OPTIONS, WORKLOAD, JSON, *MEASURE_OPTIONS)
+RUN_OPTIONS = (
+    KNOB,
+    REPEATS,
+    *SEARCH_OPTIONS,
+    replace(OUT, help=f"{OUT.help[:-1]}, and one run directory per setting."),
+    *CONF_OPTIONS,
+    WORKLOAD,
+    JSON,
+    *MEASURE_OPTIONS,
+)
 FROM_OPTIONS = (
     RUNS,
     OUT,
@@ -239,7 +247,7 @@ VERIFY_OPTIONS = (
         help="A new directory for verify.json and the sweeps.",
         default_text="DIR/verify-<time>",
     ),
-    JSON,
+    replace(JSON, help="Print verify.json as JSON."),
     *MEASURE_OPTIONS,
 )
 
