@@ -266,7 +266,7 @@ def nccl_choices(kit: Kit, step: Step) -> None:
     if kit.dry_run:
         return step.skip("NCCL's debug output: needs a GPU node")
     from collbench.core.spec import SweepSpec
-    from collbench.run.tune_choices import choices_env, collect_choices
+    from collbench.run.tune.choices import choices_env, collect_choices
 
     folder = kit.out / "runs" / "nccl_choices"
     folder.mkdir(parents=True, exist_ok=True)
@@ -330,7 +330,7 @@ def overlap_blocking(kit: Kit, step: Step) -> None:
 
 
 def _tune(kit: Kit, step: Step, label: str, collectives: str, knobs: list[str], env=None):
-    args = ["tune", *knobs, *_sweep_args(kit, collectives, _small(kit, "1G")), "-f", "8"]
+    args = ["tune", "run", *knobs, *_sweep_args(kit, collectives, _small(kit, "1G")), "-f", "8"]
     done = kit.run(step, label, [*args, *(["--no-choices"] if kit.dry_run else [])], env)
     step.code_is(done, 0)
     path = done.run_dir / "tune.json" if done.run_dir else None

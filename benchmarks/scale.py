@@ -189,10 +189,10 @@ def tune_dir(scratch: Path, settings: int) -> Path:
     if not out.exists():
         runs = [str(run) for run in tune_settings(scratch, settings)]
         done = subprocess.run(
-            collbench("tune", "--from", *runs, "--out", str(out)), capture_output=True, text=True
+            collbench("tune", "from", *runs, "--out", str(out)), capture_output=True, text=True
         )
         if done.returncode != 0:
-            raise RuntimeError(f"tune --from failed: {done.stderr.strip()[-400:]}")
+            raise RuntimeError(f"tune from failed: {done.stderr.strip()[-400:]}")
     return out
 
 
@@ -205,7 +205,7 @@ def prepare_tune_from(scratch: Path, settings: int) -> list[str]:
     runs = [str(run) for run in tune_settings(scratch, settings)]
     out = scratch / f"tune-from-{settings}"
     shutil.rmtree(out, ignore_errors=True)
-    return collbench("tune", "--from", *runs, "--out", str(out))
+    return collbench("tune", "from", *runs, "--out", str(out))
 
 
 def prepare_doctor(scratch: Path, nodes: int) -> list[str]:
@@ -260,7 +260,7 @@ WORKS = (
     Work("export RUN --csv (10k rows)", "samples", (200, 2_000), (20, 200), prepare_export),
     Work("import nccl-tests", "rows", (98, 994, 9_996, 99_996), (98, 994), prepare_import),
     Work("report TUNEDIR", "settings", (2, 8, 32), (2, 4), prepare_report_tune),
-    Work("tune --from (200 samples)", "settings", (2, 8, 32), (2, 4), prepare_tune_from),
+    Work("tune from (200 samples)", "settings", (2, 8, 32), (2, 4), prepare_tune_from),
     Work(
         "doctor, --pairs auto (8 ranks/node; whole process)",
         "nodes",

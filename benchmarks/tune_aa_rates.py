@@ -1,5 +1,5 @@
 """How often `collbench tune` calls a false winner, by repeats per setting (README, "collbench
-tune"; the default of `tune --repeats`).
+tune"; the default of `tune run --repeats`).
 
 An A/A tune: every setting is the same environment (a knob the backend does not read, e.g.
 NCCL_MAX_NCHANNELS on gloo), so any winner is a false one. Each tune runs with --repeats
@@ -32,7 +32,7 @@ SWEEP = ["-c", "all_reduce", "-b", "1K", "-e", "16M", "-f", "4", "--nproc", "2"]
 
 
 def run_tune(out: Path, repeats: int, extra: list[str]) -> None:
-    argv = [sys.executable, "-m", "collbench", "tune", "--knob", KNOB, *SWEEP, *extra]
+    argv = [sys.executable, "-m", "collbench", "tune", "run", "--knob", KNOB, *SWEEP, *extra]
     argv += ["--repeats", str(repeats), "--no-choices", "--out", str(out)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:

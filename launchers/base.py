@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -116,21 +117,29 @@ def option_flag(key: str) -> str:
     )
 
 
-def rank_argv(job: Job, rank_env: str) -> list[str]:
-    """What every rank started by torchrun, mpirun or srun runs."""
+def collbench_argv(
+    command: Sequence[str], launcher: str, args: Sequence[str], out: Any
+) -> list[str]:
+    """`python -m collbench COMMAND --launcher LAUNCHER ARGS --out OUT`: what a rank runs
+    (rank_argv) and what the driver of `tune run --launcher slurm` runs, ARGS from the
+    specs' own to_args."""
     return [
         sys.executable,
         "-m",
         "collbench",
-        job.spec.command,
+        *command,
         "--launcher",
-        "none",
-        "--rank-env",
-        rank_env,
-        *job.spec.to_args(),
+        launcher,
+        *args,
         "--out",
-        str(job.run_dir),
+        str(out),
     ]
+
+
+def rank_argv(job: Job, rank_env: str) -> list[str]:
+    """What every rank started by torchrun, mpirun or srun runs."""
+    args = ["--rank-env", rank_env, *job.spec.to_args()]
+    return collbench_argv((job.spec.command,), "none", args, job.run_dir)
 
 
 def watch_env(job: Job) -> dict[str, str]:

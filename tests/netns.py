@@ -182,12 +182,13 @@ def _join(nodes: list[LinkedNode], link: str, tag: str) -> None:
 def collbench_pair(
     nodes: list[LinkedNode],
     out: Path,
-    command_args: list[str],
+    words: list[str],
+    args: list[str],
     port: int,
     env: dict[str, str],
     timeout_s: float = 240,
 ) -> list[tuple[int, str, str]]:
-    """`collbench COMMAND --launcher torchrun` once per node (one rank each, under the node's
+    """`collbench WORDS... --launcher torchrun ARGS` once per node (one rank each, under the node's
     hostname), rendezvous at node 0's `fast` address. GLOO_SOCKET_IFNAME comes from `env`
     only, never from the caller's environment: which interface runs is the test's choice.
     Returns each node's (exit code, stdout, stderr)."""
@@ -198,7 +199,7 @@ def collbench_pair(
             sys.executable,
             "-m",
             "collbench",
-            command_args[0],
+            *words,
             "--launcher",
             "torchrun",
             "--nnodes",
@@ -211,7 +212,7 @@ def collbench_pair(
             nodes[0].addrs["fast"],
             "--master-port",
             str(port),
-            *command_args[1:],
+            *args,
             "--out",
             str(out),
         ]
@@ -247,7 +248,7 @@ def tune_pair(
 ) -> list[tuple[int, str, str]]:
     """`collbench tune` on both nodes of two_nodes_two_links (see collbench_pair); the tune
     sets GLOO_SOCKET_IFNAME per setting, `env` is the environment its baseline measures."""
-    return collbench_pair(nodes, out, ["tune", *tune_args], port, env, timeout_s)
+    return collbench_pair(nodes, out, ["tune", "run"], tune_args, port, env, timeout_s)
 
 
 def _as_node(netns: str, host: str, command: list[str]) -> list[str]:

@@ -1,5 +1,5 @@
 """Is B different from A? The one rule that compare, the CI gate, tune's winner and
-confidence, tune --verify and doctor --baseline use (pure: figures in, verdicts out;
+confidence, tune verify and doctor --baseline use (pure: figures in, verdicts out;
 ARCHITECTURE.md, "Contracts").
 
 Every figure here is a speed (busbw, or 1 / time at size 0): higher is faster. Noise on a

@@ -1,5 +1,5 @@
 """The one rule for "were these runs measured the same way?": `check(runs, purpose)`, used by
-compare (flagged; refused with --strict), fit (runs pooled into one curve), tune --from,
+compare (flagged; refused with --strict), fit (runs pooled into one curve), tune from,
 noise and doctor --baseline. Nothing else lists the fields a command refuses or warns about.
 
 `describe_method` flattens what a run's numbers depend on into comparable fields. Fields in
@@ -92,14 +92,14 @@ STRICT_COMPARE = Purpose(
 # differently fits no one thing. Backend and knobs are in the group's key already; hosts and
 # versions are not looked at (pooling several allocations' runs is what fit is for).
 FIT = Purpose("fit", METHODOLOGY, hint="fit them separately")
-# tune --from: each run is a knob setting of one measurement. Settings of different
+# tune from: each run is a knob setting of one measurement. Settings of different
 # collectives, rank counts, node counts or dtypes are different questions (a winner of one is
 # no answer to the other); iterations, timing or an nccl-tests log beside a collbench sweep
 # make the evidence unequal, not the question, and a backend that differs confounds the
 # setting: those warn. Knobs are what is tuned: never a difference.
 _ONE_QUESTION = ("world_size", "nodes", "dtype")
 TUNE_FROM = Purpose(
-    "tune --from",
+    "tune from",
     refuse=(COLLECTIVES, *_ONE_QUESTION),
     warn=(*(name for name in METHODOLOGY if name not in _ONE_QUESTION), "backend"),
     hint="tune needs runs of one collective, rank count, node count and dtype",

@@ -1,4 +1,4 @@
-"""`collbench tune --from RUN...`: tune from runs already measured, without launching (pure).
+"""`collbench tune from RUN...`: tune from runs already measured, without launching (pure).
 
 The runs must be measured alike as the one methodology rule's TUNE_FROM purpose says
 (analysis/rules/methodology.py): the collectives measured, the rank count, the node count and
@@ -48,7 +48,7 @@ def check_tunable(runs: Sequence[Run]) -> list[str]:
         raise SpecError(
             "RUN",
             runs[0].path,
-            "is the only run: tune --from chooses between settings, so give at least two runs "
+            "is the only run: tune from chooses between settings, so give at least two runs "
             "measured with different knobs",
         )
     warnings = check(runs, TUNE_FROM).warnings
@@ -82,7 +82,7 @@ def varying_knobs(runs: Sequence[Run]) -> list[str]:
 
 @dataclass(frozen=True)
 class RunSetting:
-    """A `tune --from` setting: the whole environment its runs had (`as_dict`: what
+    """A `tune from` setting: the whole environment its runs had (`as_dict`: what
     best.env exports and nccl_tuner.conf reads), labelled by the knobs that differ between
     the runs (`label`, as the table shows it)."""
 
@@ -113,7 +113,7 @@ def differing_knobs(run: Run, names: Sequence[str]) -> tuple[tuple[str, str], ..
 
 
 def run_label(run: Run, names: Sequence[str]) -> str:
-    """The label tune --from gives a run's setting (RunSetting.label)."""
+    """The label tune from gives a run's setting (RunSetting.label)."""
     return Setting.from_mapping(dict(differing_knobs(run, names))).label
 
 

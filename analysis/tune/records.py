@@ -64,7 +64,7 @@ class SettingOutcome:
     rows: tuple[ResultRow, ...] = ()
     error: str | None = None  # None: the setting ran
     # None: the setting's own `is_baseline`; True: this outcome stands for the default
-    # (tune --from without a run of the plain environment: the first RUN)
+    # (tune from without a run of the plain environment: the first RUN)
     baseline: bool | None = None
 
     @property
@@ -172,7 +172,7 @@ class BestRecord:
     collective: str
     min_bytes: int
     max_bytes: int
-    # the chosen setting's knobs: {} when the default is best (tune --from where every run
+    # the chosen setting's knobs: {} when the default is best (tune from where every run
     # set a knob: the knobs of the first RUN, which stands for the default)
     knobs: dict[str, str]
     busbw_gbps: float

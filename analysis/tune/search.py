@@ -1,4 +1,4 @@
-"""`collbench tune --search halving|coordinate`: which settings to measure next (pure: the
+"""`collbench tune run --search halving|coordinate`: which settings to measure next (pure: the
 outcomes so far in, a decision out; the runner measures and calls again).
 
 Successive halving: every setting runs a few probe sizes (`probe_sizes`: the geometric middle

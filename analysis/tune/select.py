@@ -20,7 +20,7 @@ Rules, each written once here:
   part-way keeps what it finished): settings are ranked by their gain over the baseline on
   those sizes, the call is made on them, and the reason says "measured k of n sizes" when
   that is fewer than the range's.
-- A setting's rows of one size are its repeats (`tune --repeats`: each repeat a run of its
+- A setting's rows of one size are its repeats (`tune run --repeats`: each repeat a run of its
   own, in fresh processes; rows carry their repeat). Its busbw there is the geometric mean
   over the repeats (busbw from each row's time, as compare does, not an imported log's
   2-decimal column); best is the highest gain of that geometric mean over the baseline's
@@ -141,7 +141,7 @@ def select_best(
     """Per collective and size range, the best setting (see the module's rules). A setting
     takes part with whatever rows it has (one that failed part-way keeps the collectives and
     sizes it finished); a collective the baseline did not measure is chosen without gains.
-    `ranges`: per collective, ranges already drawn (tune --verify judges a tune's own
+    `ranges`: per collective, ranges already drawn (tune verify judges a tune's own
     ranges again), in place of the rule's granularity."""
     rule = rule or SelectRule()
     ran = [outcome for outcome in outcomes if outcome.rows]

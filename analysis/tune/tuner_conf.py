@@ -17,7 +17,7 @@ analysis/tune/tuner_conf_rules.py; the rules of writing it, each written once he
   Ranges the sweep did not reach take the rule of the nearest measured range below them (the
   first one extends down to 0), and the notes say so.
 - NCCL's own choice (`baseline_choices`: what the baseline run's debug log, choices.jsonl or
-  `tune --from --nccl-log`, says NCCL used, per collective and size) stands in where a rule
+  `tune from --nccl-log`, says NCCL used, per collective and size) stands in where a rule
   must name a pair the winner does not: a range where the default is best, and a range whose
   winner names no single pair (NCCL_MIN_CTAS, NCCL_IB_QPS_PER_CONNECTION, NCCL_BUFFSIZE ...).
   The range is cut where NCCL's pair changed, each part naming the pair NCCL printed at its
@@ -61,24 +61,22 @@ from typing import Any
 
 from collbench.analysis.tune.tuner_conf_choices import collectives as choice_collectives
 from collbench.analysis.tune.tuner_conf_choices import own_parts, words
-from collbench.analysis.tune.tuner_conf_knobs import (
-    ALGO_ENV_NAMES,
-    PROTO_ENV_NAMES,
-    enabled_names,
-    single_name,
-)
 from collbench.analysis.tune.tuner_conf_rules import (
+    ALGO_ENV_NAMES,
     ANY,
     BACKENDS,
     COLLECTIVES,
     FIELDS,
     PLUGIN_COLLECTIVE,
+    PROTO_ENV_NAMES,
     SIZE_MAX,
     Rule,
     TunerConfSyntaxError,
     effective_channels,
+    enabled_names,
     lookup,
     parse_tuner_conf,
+    single_name,
     uncovered,
 )
 from collbench.core.errors import CollbenchError, SpecError
@@ -266,7 +264,7 @@ def _ranges(records: Sequence[Any], notes: list[str]) -> list[_Range]:
         plugin_name = PLUGIN_COLLECTIVE.get(name, name)
         named = all(single_name(knobs, kind, plugin_name) for kind in ("ALGO", "PROTO"))
         if _get(record, "default_is_best") and not named:
-            # the default's own environment (tune --from keeps the knobs every run shared)
+            # the default's own environment (tune from keeps the knobs every run shared)
             # names no pair: the range is NCCL's own choice, as for a default with no knobs
             knobs = {}
         ranges.append(

@@ -56,7 +56,6 @@ NCCL_SUPPORT: dict[str, dict[str, tuple[str, ...]]] = {
 # the plugin's names -> NCCL's own spelling, for messages (NCCL_ALGO=Tree, not tree)
 _ALGO_WORD = {ALGO_ENV_NAMES[name.lower()]: name for name in NCCL_ALGORITHMS}
 _PROTO_WORD = {PROTO_ENV_NAMES[name.lower()]: name for name in NCCL_PROTOCOLS}
-NCCL_KNOBS = ("NCCL_ALGO", "NCCL_PROTO")
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from collbench.cli.options import Argument, command
 from collbench.cli.predict import predict
 from collbench.cli.report import report
 from collbench.cli.topo import topo_app
-from collbench.cli.tune import tune
+from collbench.cli.tune import tune_app
 from collbench.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CollbenchError
 
 app = typer.Typer(
@@ -84,6 +84,7 @@ app.command("sweep")(
         SWEEP_OPTIONS,
         lambda values: run_measure("sweep", values),
         FOLDED_PANELS,
+        config=True,
     )
 )
 app.command("overlap")(
@@ -108,9 +109,11 @@ app.command("mfu")(mfu)
 app.command("predict")(predict)
 app.command("gemm")(gemm)
 app.command("export")(export)
-app.command("tune")(tune)
+app.add_typer(tune_app, name="tune")
 app.command("doctor")(
-    command("doctor", DOCTOR_HELP, DOCTOR_OPTIONS_ALL, run_doctor_command, FOLDED_PANELS)
+    command(
+        "doctor", DOCTOR_HELP, DOCTOR_OPTIONS_ALL, run_doctor_command, FOLDED_PANELS, config=True
+    )
 )
 
 

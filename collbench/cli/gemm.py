@@ -13,7 +13,6 @@ from typing import Any
 
 from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.analysis.model.gemm_model import Gemm
-from collbench.cli.mfu import MFU_OPTIONS, model_from_options
 from collbench.cli.options import (
     DEFAULT_RUN_DIR_TEXT,
     Option,
@@ -22,6 +21,7 @@ from collbench.cli.options import (
     listing,
     request,
 )
+from collbench.cli.workload import WORKLOAD_OPTIONS, model_from_options
 from collbench.core.errors import SpecError
 from collbench.run.gemm import DTYPE_BYTES, WARMUP_SECONDS, GemmJob, GemmSweep
 
@@ -44,7 +44,7 @@ _WORKLOAD_FLAGS = (
 _SWEEP = "Shape sweep (instead of a workload)"
 
 GEMM_OPTIONS = (
-    *(option for option in MFU_OPTIONS if option.flag in _WORKLOAD_FLAGS),
+    *(option for option in WORKLOAD_OPTIONS if option.flag in _WORKLOAD_FLAGS),
     Option(
         ("--shape",),
         "A shape to measure, MxNxK (BxMxNxK: B batched matmuls); repeatable.",

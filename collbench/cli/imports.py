@@ -59,7 +59,7 @@ IMPORT_OPTIONS = (
         ("--knob",),
         "Label what the logs were measured with, e.g. NCCL_ALGO=Ring (repeatable; a log "
         "records no environment of its own): recorded in the run's knobs, as a sweep's --knob "
-        "is, for `collbench tune --from`.",
+        "is, for `collbench tune from`.",
         ImportRequest,
         "knobs",
         kind=list[str],

@@ -1,8 +1,8 @@
 """`collbench mfu`: the training MFU a workload reaches on one or more fabrics, and what
 its exposed collectives cost.
 
-Its options are declared once by the dataclass each fills (Model, Training, Parallelism,
-EstimateOptions), and their help texts quote those defaults. cli.py registers the command
+The workload's options are cli/workload.py's (gemm and tune take them too); mfu adds the
+fabrics and the measured inputs. cli/app.py registers the command
 with `app.command("mfu")(mfu)`. Imports stay light: numpy and scipy load only when the
 command runs.
 """
@@ -10,55 +10,12 @@ command runs.
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.mfu.estimate import EstimateOptions
-from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY
-from collbench.analysis.mfu.presets import PRESETS, preset
-from collbench.analysis.mfu.workload import (
-    ATTENTION_KERNELS,
-    COMPUTE_DTYPES,
-    CP_COMMS,
-    EP_OVERLAPS,
-    RECOMPUTE,
-    Model,
-    Parallelism,
-    Training,
-)
-from collbench.cli.options import (
-    FROM_OWNER,
-    REQUIRED,
-    Option,
-    command,
-    format_value,
-    given_fields,
-    listing,
-    request,
-)
-from collbench.core.errors import SpecError
+from collbench.cli.options import REQUIRED, Option, command, field_option
+from collbench.cli.workload import EST_PANEL, FOLDED_PANELS, WORKLOAD_OPTIONS, workload_parts
 from collbench.run.mfu import MfuRequest
-
-_SHAPE = "Model shape (instead of --model)"
-_PAR = "Parallelism"
-_EST = "Estimator"
-_MOE_CP = "Experts and context parallelism"
-_SHAPE_FIELDS = ("layers", "hidden", "heads", "vocab")
-_SHAPE_HELP = {
-    "layers": "Transformer layers.",
-    "hidden": "Hidden size: the model width (d_model).",
-    "heads": "Attention heads (they divide --hidden).",
-    "vocab": "Vocabulary size, in tokens.",
-}
-
-
-def _tp_overlap_config(text: str, flag: str) -> tuple:
-    """--tp-overlap-config FILE: TE's ub_cfg read from YAML (run.mfu), as the pairs."""
-    from collbench.run.mfu import tp_overlap_config
-
-    return tp_overlap_config(text, flag)
-
 
 MFU_OPTIONS = (
     Option(
@@ -70,435 +27,56 @@ MFU_OPTIONS = (
         default=REQUIRED,
         metavar="NAME|FILE",
     ),
-    Option(("--model", "-m"), f"Preset: {listing(PRESETS)}.", MfuRequest, "model", metavar="NAME"),
-    *(
-        Option((f"--{name}",), _SHAPE_HELP[name], Model, name, kind=int, panel=_SHAPE)
-        for name in _SHAPE_FIELDS
-    ),
-    Option(
-        ("--ffn-hidden",),
-        "MLP width (0: 4 x hidden).",
-        Model,
-        "ffn_hidden",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_SHAPE,
-    ),
-    Option(
-        ("--kv-heads",),
-        "Grouped-query attention heads (0: --heads).",
-        Model,
-        "kv_heads",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_SHAPE,
-    ),
-    Option(
-        ("--gated-mlp",),
-        "SwiGLU MLP: three matrices of --ffn-hidden (Llama).",
-        Model,
-        "gated_mlp",
-        kind=bool,
-        default=FROM_OWNER,
-        panel=_SHAPE,
-    ),
-    # The flag says the opposite of Model.tied_embeddings (GPT's way is the default).
-    Option(
-        ("--untied-embeddings",),
-        "Separate input and output embeddings (Llama 3; GPT ties them).",
+    *WORKLOAD_OPTIONS,
+    field_option(
         MfuRequest,
-        "untied_embeddings",
-        kind=bool,
-        default=FROM_OWNER,
-        panel=_SHAPE,
-    ),
-    *(
-        Option(
-            (f"--{name.replace('_', '-')}",),
-            text,
-            Model,
-            name,
-            kind=int,
-            default=FROM_OWNER,
-            panel=_SHAPE,
-            metavar="N",
-        )
-        for name, text in (
-            ("experts", "Routed experts per MoE layer (0: a dense model)."),
-            ("top_k", "Routed experts each token goes through."),
-            ("moe_ffn_hidden", "Each expert's MLP width (0: --ffn-hidden)."),
-            ("shared_experts", "Experts every token goes through besides (DeepSeek: 1)."),
-            ("dense_layers", "First layers that keep a dense MLP (DeepSeek-V3: 3)."),
-            ("mtp_layers", "Multi-token prediction modules on the last stage (DeepSeek-V3: 1)."),
-        )
-    ),
-    Option(
-        ("--params",),
-        "Parameter count, e.g. 175e9 (default: from the shape; also overrides a preset's).",
-        Model,
-        "params",
-        kind=float,
-        default_text="",
-    ),
-    # Training.seq has no default of its own: MfuRequest's is the command's.
-    Option(
-        ("--seq",), "Sequence length in tokens.", MfuRequest, "seq", kind=int, default=FROM_OWNER
-    ),
-    Option(
-        ("--global-batch",), "Sequences per optimizer step.", Training, "global_batch", kind=int
-    ),
-    Option(
-        ("--micro-batch",),
-        "Sequences per micro-batch.",
-        Training,
-        "micro_batch",
-        kind=int,
-        default=FROM_OWNER,
-    ),
-    Option(
-        ("--tp",),
-        "Tensor parallel size.",
-        Parallelism,
-        "tp",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_PAR,
-    ),
-    Option(
-        ("--pp",), "Pipeline stages.", Parallelism, "pp", kind=int, default=FROM_OWNER, panel=_PAR
-    ),
-    Option(
-        ("--dp",),
-        "Data parallel size (default: fill --nodes of the first topology).",
-        Parallelism,
-        "dp",
-        kind=int,
-        default_text="",
-        panel=_PAR,
-    ),
-    Option(
-        ("--nodes",),
-        "Nodes of the first topology, to derive --dp (default: its file's node count); "
-        "with --dp, the two must agree.",
-        MfuRequest,
-        "nodes",
-        kind=int,
-        panel=_PAR,
-    ),
-    Option(
-        ("--zero",),
-        "ZeRO stage 0-3.",
-        Parallelism,
-        "zero",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_PAR,
-    ),
-    Option(
-        ("--fsdp",),
-        "Fully sharded data parallel (= --zero 3).",
-        MfuRequest,
-        "fsdp",
-        kind=bool,
-        default=FROM_OWNER,
-        panel=_PAR,
-    ),
-    Option(
-        ("--sequence-parallel",),
-        "Megatron sequence parallelism: TP all-reduces become reduce-scatter + all-gather.",
-        Parallelism,
-        "sequence_parallel",
-        kind=bool,
-        default=FROM_OWNER,
-        panel=_PAR,
-    ),
-    Option(
-        ("--cp",),
-        "Context parallel size (ring attention over seq / cp per rank).",
-        Parallelism,
-        "cp",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_PAR,
-        metavar="N",
-    ),
-    Option(
-        ("--cp-comm",),
-        f"How --cp exchanges K/V: {listing(CP_COMMS, last=' or ')}.",
-        Parallelism,
-        "cp_comm",
-        default=FROM_OWNER,
-        panel=_MOE_CP,
-        metavar="NAME",
-    ),
-    Option(
-        ("--ep",),
-        "Expert parallel size (of the dp x cp ranks).",
-        Parallelism,
-        "ep",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_PAR,
-        metavar="N",
-    ),
-    Option(
-        ("--ep-overlap",),
-        f"What hides the EP all-to-alls: {listing(EP_OVERLAPS)} (dualpipe: another "
-        "micro-batch's compute, DeepSeek-V3's DualPipe; 1f1b: Megatron-Core's EP overlap, "
-        "phase by phase).",
-        Parallelism,
-        "ep_overlap",
-        default=FROM_OWNER,
-        panel=_MOE_CP,
-        metavar="NAME",
-    ),
-    Option(
-        ("--ep-route-nodes",),
-        "Node-limited routing: a token crosses the scale-out to at most N nodes, once each "
-        "(DeepSeek-V3: 4; 0: every routed copy is sent).",
-        Parallelism,
-        "ep_route_nodes",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_MOE_CP,
-        metavar="N",
-    ),
-    Option(
-        ("--etp",),
-        "Expert tensor parallelism: the experts split over N of the tp ranks (Megatron's "
-        "expert tensor parallel size; 0: = --tp).",
-        Parallelism,
-        "etp",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_MOE_CP,
-        metavar="N",
-    ),
-    Option(
-        ("--ep-sms",),
-        "SMs the dispatch/combine kernels hold beside compute (DeepEP: 20; 0: not priced).",
-        Parallelism,
-        "ep_sms",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_MOE_CP,
-        metavar="N",
-    ),
-    Option(
-        ("--capacity-factor",),
-        "MoE: each expert computes and exchanges X times its balanced share (0: dropless).",
-        Training,
-        "capacity_factor",
-        kind=float,
-        default=FROM_OWNER,
-        panel=_MOE_CP,
-        metavar="X",
-    ),
-    Option(
-        ("--dispatch-bytes",),
-        "Bytes per element the MoE dispatch moves (0: the activations'; 1: fp8).",
-        Training,
-        "dispatch_bytes",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_MOE_CP,
-        metavar="N",
-    ),
-    Option(
-        ("--virtual-stages",),
-        "Interleaved pipeline: model chunks per stage.",
-        Parallelism,
-        "virtual_stages",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_PAR,
-    ),
-    Option(
-        ("--recompute",),
-        f"Activation recompute: {listing(RECOMPUTE)}.",
-        Training,
-        "recompute",
-        default=FROM_OWNER,
-        metavar="NAME",
-    ),
-    Option(
-        ("--recompute-layers",),
-        "Fully recompute N layers of each model chunk, the rest as --recompute says "
-        "(Megatron's recompute_num_layers, method block).",
-        Training,
-        "recompute_layers",
-        kind=int,
-        default=FROM_OWNER,
-        metavar="N",
-    ),
-    Option(
-        ("--dtype",),
-        f"Compute dtype for the peak: {listing(COMPUTE_DTYPES, last=' or ')}.",
-        Training,
-        "dtype",
-        default=FROM_OWNER,
-        metavar="NAME",
-    ),
-    Option(
-        ("--attention",),
-        f"Attention core: {listing(ATTENTION_KERNELS, last=' or ')} (Megatron's batched "
-        "GEMMs and softmax before FlashAttention).",
-        Training,
-        "attention",
-        default=FROM_OWNER,
-        metavar="NAME",
-    ),
-    Option(
-        ("--dp-overlap/--no-dp-overlap",),
-        "Gradient reduction overlaps the backward (off: Megatron before 2023).",
-        Parallelism,
-        "dp_overlap",
-        kind=bool,
-        default=FROM_OWNER,
-        panel=_EST,
-    ),
-    Option(
-        ("--tp-async/--no-tp-async",),
-        "Without --tp-overlap: each column-parallel layer's input-gradient reduction runs "
-        "beside its weight gradient, its re-gather beside its input gradient (Megatron since "
-        "late 2021; off: every TP collective on the critical path).",
-        Parallelism,
-        "tp_async_backward",
-        kind=bool,
-        default=FROM_OWNER,
-        panel=_EST,
-    ),
-    Option(
-        ("--dp-bucket-mb",),
-        "DP collectives issued in buckets of this many MiB (PyTorch DDP's default); 0: one "
-        "collective over all gradients, which cannot overlap.",
-        Parallelism,
-        "dp_bucket_mb",
-        kind=float,
-        default=FROM_OWNER,
-        panel=_EST,
-    ),
-    Option(
-        ("--tp-overlap",),
-        "TP communication overlap: 0 none (Megatron's default); 1 Transformer Engine's "
-        "userbuffer overlap (--tp-comm-overlap, needs --sequence-parallel), priced chunk by "
-        "chunk: what stays exposed and what the GEMMs lose to chunking and to the SMs the "
-        "communication takes.",
-        EstimateOptions,
-        "tp_overlap",
-        kind=float,
-        default=FROM_OWNER,
-        panel=_EST,
-        metavar="0|1",
-    ),
-    Option(
-        ("--tp-overlap-chunks",),
-        "With --tp-overlap 1: GEMM chunks of each pipelined reduce-scatter (TE's num_splits; "
-        "all-gathers always run in TP chunks).",
-        EstimateOptions,
-        "tp_overlap_chunks",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_EST,
-        metavar="N",
-    ),
-    Option(
-        ("--tp-overlap-sms",),
-        "With --tp-overlap 1: SMs the reduce-scatter kernels take from the GEMMs beside "
-        "them (TE's num_sm).",
-        EstimateOptions,
-        "tp_overlap_sms",
-        kind=int,
-        default=FROM_OWNER,
-        panel=_EST,
-        metavar="N",
-    ),
-    Option(
-        ("--tp-overlap-config",),
-        "With --tp-overlap 1: a recipe's own userbuffer configuration, TE's ub_cfg as NeMo "
-        "and Megatron-Bridge write it (YAML: pair -> method, num_sm, num_splits, "
-        "aggregate); pairs it leaves out keep TE's defaults.",
-        EstimateOptions,
-        "tp_overlap_pairs",
-        parse=_tp_overlap_config,
-        panel=_EST,
-        metavar="FILE",
-        default_text="TE's defaults",
-    ),
-    Option(
-        ("--matmul-efficiency",),
-        "Every GEMM at this share of the peak (default: from its shape and the "
-        "accelerator: tile and wave quantization, roofline, the catalog's matmul_fraction).",
-        EstimateOptions,
-        "matmul_efficiency",
-        kind=float,
-        panel=_EST,
-    ),
-    # None: Inputs' own default (DEFAULT_COMM_EFFICIENCY).
-    Option(
-        ("--comm-efficiency",),
-        "Share of the fabric's bound predicted collectives reach.",
-        MfuRequest,
-        "comm_efficiency",
-        kind=float,
-        default_text=format_value(DEFAULT_COMM_EFFICIENCY),
-        panel=_EST,
-    ),
-    Option(
-        ("--curves",),
+        "--curves",
         "Run directory of measured sweeps for the first topology, or NAME=RUN; repeatable.",
-        MfuRequest,
-        "curves",
+        EST_PANEL,
         kind=list[str],
-        panel=_EST,
+        default=None,
         metavar="[NAME=]RUN",
     ),
-    Option(
-        ("--overlap",),
-        "Run directory with overlap probes: its overlap efficiency and compute slowdown.",
+    field_option(
         MfuRequest,
-        "overlap",
+        "--overlap",
+        "Run directory with overlap probes: its overlap efficiency and compute slowdown.",
+        EST_PANEL,
         kind=Path,
-        panel=_EST,
+        default=None,
         metavar="RUN",
     ),
-    Option(
-        ("--gemm",),
+    field_option(
+        MfuRequest,
+        "--gemm",
         "Run directory of `collbench gemm` rows: their measured rate for the shapes they "
         "hold, on fabrics with the same accelerator.",
-        MfuRequest,
-        "gemm",
+        EST_PANEL,
         kind=Path,
-        panel=_EST,
+        default=None,
         metavar="RUN",
     ),
-    Option(
-        ("--explain",),
+    field_option(
+        MfuRequest,
+        "--explain",
         "Also print where a step's time goes, operator by operator (GEMMs, attention, "
         "memory-bound, exposed communication, bubble).",
-        MfuRequest,
-        "explain",
-        kind=bool,
-        default=FROM_OWNER,
     ),
-    Option(
-        ("--price",),
+    field_option(
+        MfuRequest,
+        "--price",
         "NAME=USD: the price per GPU-hour of fabric NAME (a --topology given), to print the "
         "cost per step and per million tokens; repeatable.",
-        MfuRequest,
-        "price",
         kind=list[str],
+        default=None,
         metavar="NAME=USD",
     ),
-    Option(
-        ("--allow-oversubscribed-memory",),
+    field_option(
+        MfuRequest,
+        "--allow-oversubscribed-memory",
         "Estimate a workload even when its memory per accelerator exceeds the fabric's "
         "(warned, not refused).",
-        MfuRequest,
-        "allow_oversubscribed_memory",
-        kind=bool,
-        default=FROM_OWNER,
-        panel="Memory check",
+        "Memory check",
     ),
     Option(
         ("--json",), "Print JSON instead of the table.", kind=bool, default=False, name="json_out"
@@ -513,7 +91,7 @@ def run_mfu(values: dict[str, Any]) -> None:
     from collbench.render.mfu_explain import explain_json, render_explain
     from collbench.run.mfu import estimate_mfu
 
-    wanted, model, training, parallelism, options = workload_parts(values)
+    wanted, model, training, parallelism, options = workload_parts(values, MFU_OPTIONS)
     result = estimate_mfu(wanted, model, training, parallelism, options)
     for text in result.warnings:
         print(f"collbench: warning: {text}", file=sys.stderr)
@@ -531,49 +109,6 @@ mfu = command(
     "collectives, and what-ifs (perfect overlap, 2x scale-out bandwidth).",
     MFU_OPTIONS,
     run_mfu,
-    (_SHAPE, _EST, _MOE_CP, "Memory check"),
+    (*FOLDED_PANELS, "Memory check"),
+    config=True,
 )
-
-
-def workload_parts(
-    values: dict[str, Any], options: tuple[Option, ...] = MFU_OPTIONS
-) -> tuple[MfuRequest, Model, Training, dict[str, Any], EstimateOptions]:
-    """The workload's parts from the command line's `values`, read through `options` (mfu's
-    own, or the subset another command offers, e.g. `tune --workload`): the request, the
-    model, the training, the Parallelism fields given and the estimator's options."""
-    wanted: MfuRequest = request(MfuRequest, options, values)
-    model = model_from_options(values)
-    parallelism = given_fields(Parallelism, options, values)
-    if values["global_batch"] is None:
-        raise SpecError.from_message("--global-batch is required (sequences per optimizer step)")
-    training = Training(seq=wanted.seq, **given_fields(Training, options, values))
-    estimate = EstimateOptions(**given_fields(EstimateOptions, options, values))
-    return wanted, model, training, parallelism, estimate
-
-
-def model_from_options(values: dict[str, Any]) -> Model:
-    """A preset (--model), or the shape given flag by flag; --params overrides either."""
-    name = values["model"]
-    shape = [option for option in MFU_OPTIONS if option.panel == _SHAPE]
-    # (a command offering a subset of the shape, e.g. `gemm`, leaves the rest out of values)
-    given = [
-        option
-        for option in shape
-        if values.get(option.parameter_name, option.default_value) != option.default_value
-    ]
-    if name is not None:
-        if given:
-            value = values[given[0].parameter_name]
-            raise SpecError(
-                given[0].flag, value, "conflicts with --model (a preset has its own shape)"
-            )
-        chosen = preset(name)
-    elif missing := [f"--{key}" for key in _SHAPE_FIELDS if values[key] is None]:
-        raise SpecError.from_message(
-            f"--model (a preset) or the shape is required: missing {', '.join(missing)}"
-        )
-    else:
-        fields = given_fields(Model, MFU_OPTIONS, values)
-        tied = not values["untied_embeddings"]
-        chosen = Model("custom", **fields, tied_embeddings=tied)
-    return chosen if values["params"] is None else replace(chosen, params=values["params"])

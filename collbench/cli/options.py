@@ -182,6 +182,20 @@ class Argument:
         )
 
 
+_KINDS = {"int": int, "float": float, "bool": bool}
+
+
+def field_option(
+    owner: type, flag: str, text: str, panel: str | None = None, **more: Any
+) -> Option:
+    """The Option of the field of `owner` its flag names (--top-k: top_k; or `field`), of
+    that field's type, its default the field's (FROM_OWNER) unless `more` says."""
+    field = more.pop("field", flag.split("/")[0].lstrip("-").replace("-", "_"))
+    kind = {item.name: str(item.type) for item in dataclasses.fields(owner)}[field]
+    more = {"kind": _KINDS.get(kind.split(" |")[0], str), "default": FROM_OWNER, **more}
+    return Option((flag,), text, owner, field, panel=panel, **more)
+
+
 def format_value(value: Any) -> str:
     """A default as help texts say it: 300.0 -> 300, (0.5, 1.0, 2.0) -> 0.5, 1, 2 (with
     spaces, so a long list wraps between items rather than inside one)."""
@@ -206,19 +220,30 @@ def command(
     options: Sequence[Option | Argument],
     run: Callable[[dict[str, Any]], None],
     folded: Collection[str] = (),
+    config: bool = False,
 ) -> Callable[..., None]:
     """A typer command whose parameters are `options` (its arguments first); it hands
     their values to `run`. The options of `folded` panels are the rarer ones: -h leaves
-    them out (naming their panels) and --help-all shows them (cli/help.py)."""
+    them out (naming their panels) and --help-all shows them (cli/help.py). A `config`
+    command also takes --config FILE and --print-config (cli/config.py)."""
+    from collbench.cli.config import config_parameters, dump_config
+
     ordered = sorted(options, key=lambda option: not isinstance(option, Argument))
     parameters = [option.parameter(getattr(option, "panel", None) in folded) for option in ordered]
-
+    parameters += config_parameters() if config else []
     signature = inspect.Signature(parameters)
 
     def body(*args: Any, **values: Any) -> None:
         bound = signature.bind(*args, **values)
         bound.apply_defaults()
-        run(dict(bound.arguments))
+        given = dict(bound.arguments)
+        if config:
+            del given["config"]
+            ctx = given.pop("ctx")
+            if given.pop("print_config"):
+                typer.echo(dump_config(ctx))
+                raise typer.Exit()
+        run(given)
 
     body.__signature__ = signature  # type: ignore[attr-defined]
     body.__annotations__ = {param.name: param.annotation for param in parameters}

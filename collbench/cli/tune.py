@@ -1,12 +1,14 @@
 """`collbench tune`: the best setting of communication knobs per collective and size range.
 
-Three forms, one command:
-- `tune --knob NAME=V1,V2 ... [sweep options] [launcher options] --out DIR` measures every
-  setting in fresh rank processes (run/tune.py);
-- `tune --from RUN... --out DIR` chooses from runs already measured (run/tune_from.py);
-- `tune --verify DIR` measures the default and the chosen setting side by side
-  (run/tune_verify.py).
-Each writes tune.json and best.env, and nccl_tuner.conf where the tuner plugin can say it.
+Three subcommands, each with the options it uses:
+- `tune run --knob NAME=V1,V2 ... [sweep options] [launcher options] --out DIR` measures
+  every setting in fresh rank processes (run/tune/launch.py);
+- `tune from RUN... --out DIR` chooses from runs already measured (run/tune/from_runs.py);
+- `tune verify DIR` measures the default and the chosen setting side by side
+  (run/tune/verify.py).
+run and from write tune.json and best.env, and nccl_tuner.conf where the tuner plugin can
+say it; `--workload FILE` chooses for a training job described as `collbench mfu` options
+are (cli/workload.py).
 
 app.py registers it. Imports stay light (typer, the option tables): the work loads only when
 the command runs.
@@ -24,14 +26,13 @@ import typer
 from collbench.analysis.tune.select import SelectRule
 from collbench.analysis.tune.tuner_conf import DEFAULT_TUNER_SHAPE, parse_tuner_shape
 from collbench.cli.measure import FOLDED_PANELS, MEASUREMENT_PANEL, SWEEP_OPTIONS
-from collbench.cli.mfu import MFU_OPTIONS
 from collbench.cli.options import FROM_OWNER, Argument, Option, command, given_fields
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import DEFAULT_TUNE_REPEATS
 from collbench.core.units import parse_duration
 from collbench.run.sweep import RunOptions
-from collbench.run.tune_from import TunerConfRequest, check_channels
-from collbench.run.tune_plan import DEFAULT_RANGES, TunePlan, TuneRequest, parse_ranges
+from collbench.run.tune.from_runs import TunerConfRequest, check_channels
+from collbench.run.tune.plan import DEFAULT_RANGES, TunePlan, TuneRequest, parse_ranges
 
 _TUNE = None  # the main panel: tune's own options first
 # Rarer panels of tune's own (folded by -h, with the sweep's rarer ones).
@@ -69,17 +70,53 @@ MEASURE_OPTIONS = tuple(
     if option.flag not in _NOT_FOR_TUNE
 )
 
-TUNE_OPTIONS = (
-    Option(
-        ("--knob",),
-        "A knob and the values to try, e.g. NCCL_ALGO=Ring,Tree (repeatable; `\\,` is a "
-        "comma inside one value). The baseline, the environment as given, always runs too.",
-        TuneRequest,
-        "knob",
-        kind=list[str],
-        panel=_TUNE,
-        metavar="NAME=V1,V2",
-    ),
+KNOB = Option(
+    ("--knob",),
+    "A knob and the values to try, e.g. NCCL_ALGO=Ring,Tree (repeatable; `\\,` is a "
+    "comma inside one value). The baseline, the environment as given, always runs too.",
+    TuneRequest,
+    "knob",
+    kind=list[str],
+    panel=_TUNE,
+    metavar="NAME=V1,V2",
+)
+
+REPEATS = Option(
+    ("--repeats",),
+    "Measure every setting R times in fresh processes, interleaved (A B C A B C ...) so "
+    "drift cancels; the winner's confidence comes from them (3 or more: a test; fewer: "
+    "the noise floor).",
+    TunePlan,
+    "repeats",
+    kind=int,
+    default_text=str(DEFAULT_TUNE_REPEATS),
+    panel=_TUNE,
+    metavar="R",
+)
+
+OUT = Option(
+    ("--out",),
+    "A new directory for tune.json, best.env and nccl_tuner.conf.",
+    TuneRequest,
+    "out",
+    kind=Path,
+    metavar="DIR",
+)
+
+JSON = Option(("--json",), "Print tune.json as JSON.", kind=bool, default=False, name="json_out")
+
+WORKLOAD = Option(
+    ("--workload",),
+    "Choose best.env for a training job: the setting that makes its modelled step fastest "
+    "(the MFU model, its collectives priced from each setting's measured busbw; the job "
+    "trains on --topology). FILE: the job as `collbench mfu` options, in a YAML file as "
+    "`collbench mfu ... --print-config` writes them (less --topology).",
+    TuneRequest,
+    "workload",
+    kind=Path,
+    metavar="FILE",
+)
+SEARCH_OPTIONS = (
     Option(
         ("--search",),
         "grid: every setting; halving: probe a few sizes, drop the clearly worse, then full "
@@ -88,18 +125,6 @@ TUNE_OPTIONS = (
         "search",
         panel=_SEARCH,
         metavar="NAME",
-    ),
-    Option(
-        ("--repeats",),
-        "Measure every setting R times in fresh processes, interleaved (A B C A B C ...) so "
-        "drift cancels; the winner's confidence comes from them (3 or more: a test; fewer: "
-        "the noise floor).",
-        TunePlan,
-        "repeats",
-        kind=int,
-        default_text=f"{DEFAULT_TUNE_REPEATS}; --verify: the tune's own",
-        panel=_TUNE,
-        metavar="R",
     ),
     Option(
         ("--budget",),
@@ -132,32 +157,8 @@ TUNE_OPTIONS = (
         default=FROM_OWNER,
         panel=_SEARCH,
     ),
-    Option(
-        ("--from",),
-        "Tune from the runs given as RUN..., launching nothing.",
-        TuneRequest,
-        "from_runs",
-        kind=bool,
-        default=FROM_OWNER,
-    ),
-    Option(
-        ("--verify",),
-        "A tune directory: measure its default and its best.env setting side by side, in "
-        "fresh processes, and report the realised gain.",
-        TuneRequest,
-        "verify",
-        kind=Path,
-        metavar="DIR",
-    ),
-    Option(
-        ("--out",),
-        "A new directory for tune.json, best.env, nccl_tuner.conf and (launching) one run "
-        "directory per setting. --verify: DIR/verify-<time> unless given.",
-        TuneRequest,
-        "out",
-        kind=Path,
-        metavar="DIR",
-    ),
+)
+CONF_OPTIONS = (
     Option(
         ("--channels",),
         "nccl_tuner.conf's channel count where the setting pins none (0: NCCL's own); "
@@ -203,95 +204,52 @@ TUNE_OPTIONS = (
         panel=_CONF,
         metavar="RULE",
     ),
-    Option(("--json",), "Print tune.json as JSON.", kind=bool, default=False, name="json_out"),
 )
-
-
-WORKLOAD_PANEL = "Workload (with --workload: mfu's model options)"
-# mfu's options a workload takes here; tune has its own --topology (the fabric, which the
-# workload trains on too), --nodes, --dtype and --json, and mfu's inputs do not apply.
-_NOT_FOR_WORKLOAD = {
-    "--topology",
-    "--nodes",
-    "--dtype",
-    "--json",
-    "--curves",
-    "--overlap",
-    "--gemm",
-    "--explain",
-    "--allow-oversubscribed-memory",
-}
-WORKLOAD_OPTIONS = (
-    Option(
-        ("--workload",),
-        "Choose best.env for a training job: the setting that makes its modelled step "
-        "fastest (the MFU model, its collectives priced from each setting's measured busbw; "
-        "the job trains on --topology). Give the job with mfu's options below.",
-        TuneRequest,
-        "workload",
-        kind=bool,
-        default=FROM_OWNER,
-        panel=WORKLOAD_PANEL,
-    ),
-    *(
-        replace(option, panel=WORKLOAD_PANEL)
-        for option in MFU_OPTIONS
-        if option.flag not in _NOT_FOR_WORKLOAD
-    ),
-)
-
-
+TOPOLOGY = next(option for option in MEASURE_OPTIONS if option.flag == "--topology")
 RUNS = Argument(
     "runs",
-    "Run directories (sweeps, imported logs), each measured under one setting (--from).",
+    "Run directories (sweeps, imported logs), each measured under one setting.",
     TuneRequest,
     "runs",
     kind=list[Path],
     metavar="RUN...",
-    required=False,
 )
-
-
-def _build() -> Any:
-    return command(
-        "tune",
-        """Find the best setting of communication knobs (NCCL_ALGO, NCCL_PROTO, channels,
-        GLOO_SOCKET_IFNAME ...) per collective and size range: --knob measures each setting
-        in fresh processes, --from chooses from runs already measured, --verify checks a
-        result. Writes tune.json, best.env and nccl_tuner.conf.""",
-        (RUNS, *TUNE_OPTIONS, *WORKLOAD_OPTIONS, *MEASURE_OPTIONS),
-        run_tune_command,
-        (_SEARCH, _CONF, WORKLOAD_PANEL, *FOLDED_PANELS),
-    )
-
-
-def run_tune_command(values: dict[str, Any]) -> None:
-    """One of tune's three forms (--from, --verify, --knob), chosen by what was given."""
-    from collbench.core.errors import SpecError
-
-    forms = [
-        flag
-        for flag, given in (
-            ("--from", values["from_runs"]),
-            ("--verify", values["verify"] is not None),
-            ("--knob", bool(values["knob"])),
-        )
-        if given
-    ]
-    if len(forms) > 1:
-        raise SpecError(
-            forms[1], "", f"conflicts with {forms[0]}: give one of --knob, --from, --verify"
-        )
-    if values["runs"] and not values["from_runs"]:
-        raise SpecError(
-            "RUN", str(values["runs"][0]), "is only read with --from (tune --from RUN... --out DIR)"
-        )
-    if values["from_runs"]:
-        _tune_from(values)
-    elif values["verify"] is not None:
-        _verify(values)
-    else:
-        _launch(values)
+TUNE_DIR = Argument(
+    "tune_dir", "A tune directory (tune run or tune from).", kind=Path, metavar="DIR"
+)
+RUN_OPTIONS = (
+    KNOB,
+    REPEATS,
+    *SEARCH_OPTIONS,
+    replace(OUT, help=f"{OUT.help[:-1]}, and one run directory per setting."),
+    *CONF_OPTIONS,
+    WORKLOAD,
+    JSON,
+    *MEASURE_OPTIONS,
+)
+FROM_OPTIONS = (
+    RUNS,
+    OUT,
+    *CONF_OPTIONS,
+    WORKLOAD,
+    replace(
+        TOPOLOGY,
+        help="The fabric the --workload job trains on: a catalog name or file.",
+        panel=None,
+    ),
+    JSON,
+)
+VERIFY_OPTIONS = (
+    TUNE_DIR,
+    replace(REPEATS, default_text="the tune's own"),
+    replace(
+        OUT,
+        help="A new directory for verify.json and the sweeps.",
+        default_text="DIR/verify-<time>",
+    ),
+    replace(JSON, help="Print verify.json as JSON."),
+    *MEASURE_OPTIONS,
+)
 
 
 def _say(line: str) -> None:
@@ -300,25 +258,30 @@ def _say(line: str) -> None:
 
 def _plan_fields(values: dict[str, Any]) -> dict[str, Any]:
     """TunePlan's fields the command line gave, the selection rule (--ranges) among them."""
-    from collbench.analysis.tune.select import SelectRule
+    options = (*SEARCH_OPTIONS, *CONF_OPTIONS, REPEATS)
+    rule = SelectRule(**given_fields(SelectRule, options, values))
+    conf = TunerConfRequest(**given_fields(TunerConfRequest, options, values))
+    return {**given_fields(TunePlan, options, values), "rule": rule, "tuner_conf": conf}
 
-    rule = SelectRule(**given_fields(SelectRule, TUNE_OPTIONS, values))
-    conf = TunerConfRequest(**given_fields(TunerConfRequest, TUNE_OPTIONS, values))
-    return {**given_fields(TunePlan, TUNE_OPTIONS, values), "rule": rule, "tuner_conf": conf}
 
-
-def _tune_from(values: dict[str, Any]) -> None:
+def _required_out(values: dict[str, Any]) -> Path:
     from collbench.core.errors import SpecError
-    from collbench.render.tune import render_tune
-    from collbench.run.tune_from import tune_from
 
     if values["out"] is None:
         raise SpecError("--out", "", "is required: the new directory to write the result in")
+    return values["out"]
+
+
+def _tune_from(values: dict[str, Any]) -> None:
+    from collbench.render.tune import render_tune
+    from collbench.run.tune.from_runs import tune_from
+
+    out = _required_out(values)
     plan = _plan_fields(values)
     check_channels(plan.get("channels"))
     result = tune_from(
-        values["runs"] or [],
-        values["out"],
+        values["runs"],
+        out,
         plan.get("channels"),
         plan["rule"],
         workload=_workload(values),
@@ -334,30 +297,29 @@ def _launch(values: dict[str, Any]) -> None:
     from collbench.core.errors import SpecError
     from collbench.core.tune_grid import parse_knobs
     from collbench.render.tune import render_tune
-    from collbench.run.tune import run_tune
-    from collbench.run.tune_slurm import tune_in_allocation
+    from collbench.run.tune.launch import run_tune
+    from collbench.run.tune.slurm import tune_in_allocation
 
     if not values["knob"]:
         raise SpecError(
             "--knob",
             "",
             "is required: the knobs to try, e.g. --knob NCCL_ALGO=Ring,Tree "
-            "(or --from RUN... to tune from runs already measured)",
+            "(or tune from RUN... to tune from runs already measured)",
         )
-    if values["out"] is None:
-        raise SpecError("--out", "", "is required: the new directory to write the result in")
+    out = _required_out(values)
     # One pass per process: tune's own --repeats starts fresh processes for each repeat.
     spec = SweepSpec(**given_fields(SweepSpec, MEASURE_OPTIONS, values), repeats=1)
     options = _run_options(values)
     axes, warnings = parse_knobs(values["knob"], spec.backend)
-    plan = TunePlan(axes, values["out"], **_plan_fields(values), workload=_workload(values))
+    plan = TunePlan(axes, out, **_plan_fields(values), workload=_workload(values))
     if options.launcher == "slurm":
         if plan.workload is not None:
             raise SpecError(
                 "--workload",
-                "",
+                str(values["workload"]),
                 "does not reach the driver of --launcher slurm yet: tune without it, then "
-                "run tune --from DIR/settings/* --workload ... on the settings' runs",
+                "run tune from DIR/settings/* --workload FILE on the settings' runs",
             )
         code = tune_in_allocation(spec, plan, values["knob"], values["json_out"], options, _say)
         raise typer.Exit(code)
@@ -370,22 +332,13 @@ def _launch(values: dict[str, Any]) -> None:
 
 
 def _workload(values: dict[str, Any]) -> Any:
-    """The training job of --workload (run/tune_workload.py's TuneWorkload), or None;
-    SpecError for a workload option given without --workload."""
-    from collbench.cli.mfu import workload_parts
-    from collbench.core.errors import SpecError
-    from collbench.run.tune_workload import tune_workload
-
-    if not values["workload"]:
-        given = [
-            option.flag
-            for option in WORKLOAD_OPTIONS[1:]
-            if values[option.parameter_name] not in (option.default_value, [])
-        ]
-        if given:
-            raise SpecError(given[0], "", "describes a training job: it needs --workload")
+    """The training job of --workload FILE (run/tune/workload.py's TuneWorkload), or None."""
+    if values["workload"] is None:
         return None
-    parts = workload_parts(values, WORKLOAD_OPTIONS)
+    from collbench.cli.workload import read_workload, workload_parts
+    from collbench.run.tune.workload import tune_workload
+
+    parts = workload_parts(read_workload(values["workload"]))
     return tune_workload(*parts, values["topology"])
 
 
@@ -408,14 +361,11 @@ def _run_options(values: dict[str, Any]) -> RunOptions:
 
 def _verify(values: dict[str, Any]) -> None:
     from collbench.cli.measure import command_line, sink_factory
-    from collbench.core.errors import SpecError
     from collbench.render.tune import render_verify
-    from collbench.run.tune_verify import run_verify
+    from collbench.run.tune.verify import run_verify
 
-    if values["workload"]:
-        raise SpecError("--workload", "", "does not apply to --verify (it measures best.env as is)")
     result, code = run_verify(
-        values["verify"],
+        values["tune_dir"],
         values["out"],
         _run_options(values),
         given_fields(SweepSpec, MEASURE_OPTIONS, values),
@@ -429,4 +379,45 @@ def _verify(values: dict[str, Any]) -> None:
     raise typer.Exit(code)
 
 
-tune = _build()
+tune_app = typer.Typer(
+    help="Find the best setting of communication knobs (NCCL_ALGO, NCCL_PROTO, channels, "
+    "GLOO_SOCKET_IFNAME ...) per collective and size range: run measures each setting in "
+    "fresh processes, from chooses from runs already measured, verify checks a result.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+_FOLDED = (_SEARCH, _CONF, *FOLDED_PANELS)
+tune_app.command("run")(
+    command(
+        "run",
+        "Measure every setting of the --knob values in fresh rank processes and choose the "
+        "best per collective and size range. Writes tune.json, best.env and nccl_tuner.conf.",
+        RUN_OPTIONS,
+        _launch,
+        _FOLDED,
+        config=True,
+    )
+)
+tune_app.command("from")(
+    command(
+        "from",
+        "Choose the best setting from runs already measured (sweeps, imported logs), "
+        "launching nothing. Writes tune.json, best.env and nccl_tuner.conf.",
+        FROM_OPTIONS,
+        _tune_from,
+        _FOLDED,
+        config=True,
+    )
+)
+tune_app.command("verify")(
+    command(
+        "verify",
+        "Measure a tune's default and its best.env setting side by side, in fresh processes, "
+        "and report the realised gain.",
+        VERIFY_OPTIONS,
+        _verify,
+        _FOLDED,
+        config=True,
+    )
+)

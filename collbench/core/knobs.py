@@ -67,7 +67,7 @@ _READ_BY: dict[str, tuple[str, ...]] = {
 }
 
 
-# Recorded variables that never make two runs different settings (tune --from) and that
+# Recorded variables that never make two runs different settings (tune from) and that
 # best.env never exports: what the library logs, which devices a process sees (a property
 # of the job's placement, not a tuning), and what versions or install paths it reports.
 LOGGING_KNOBS = frozenset(

@@ -23,6 +23,7 @@ ROWS_MAX_LINE_BYTES = 16 * MIB
 # meta.json, job.json, tune.json, doctor.json, a noise-floor file.
 JSON_MAX_BYTES = 256 * MIB
 TOPOLOGY_MAX_BYTES = 1 * MIB  # the catalog's largest file is a few KiB
+CONFIG_MAX_BYTES = 1 * MIB  # a --config file: a few hundred bytes of options
 # Brackets or YAML collections inside one another; collbench's own files nest fewer than 10.
 MAX_NESTING_DEPTH = 100
 # An integer a row stores (sizes, counts): rows.parquet holds them as int64.

@@ -28,8 +28,8 @@ from collbench.core.knobs import backend_warning, check_knob_name, check_knob_va
 from collbench.core.safe_text import find_control, refuse_control
 from collbench.core.tune_catalog import CATALOG
 
-DEFAULT_MAX_SETTINGS = 64  # grid settings, the baseline not counted (tune --max-settings)
-# Runs of each setting, each in fresh processes, interleaved (tune --repeats). Measured on
+DEFAULT_MAX_SETTINGS = 64  # grid settings, the baseline not counted (tune run --max-settings)
+# Runs of each setting, each in fresh processes, interleaved (tune run --repeats). Measured on
 # A/A tunes (README "collbench tune"): the smallest count whose false winners stayed rare.
 DEFAULT_TUNE_REPEATS = 3
 MAX_TUNE_REPEATS = 100  # more runs of every setting is a typo that would run for days

@@ -20,8 +20,8 @@ from collbench.render.table import text_columns
 
 if TYPE_CHECKING:
     from collbench.analysis.tune.select import BestRecord
-    from collbench.run.tune_from import TuneFromResult
-    from collbench.run.tune_verify import VerifyLine, VerifyResult
+    from collbench.run.tune.from_runs import TuneFromResult
+    from collbench.run.tune.verify import VerifyLine, VerifyResult
 
 HEADER = (
     "collective",
@@ -114,7 +114,7 @@ VERIFY_HEADER = (
 
 
 def render_verify(result: VerifyResult, as_json: bool = False) -> str:
-    """`tune --verify`: per collective and range the realised gain next to the predicted one."""
+    """`tune verify`: per collective and range the realised gain next to the predicted one."""
     if as_json:
         return json.dumps(result.document, indent=2, default=str)
     lines = aligned_table(VERIFY_HEADER, [_verify_cells(line) for line in result.lines])

@@ -287,7 +287,7 @@ def _default_label(labels: list[str]) -> str:
 
 def _tune_curves(tune_dir: Path) -> list[tuple[str, list[Run], bool]]:
     """A tune directory's baseline and best.env's setting: (label, runs, is baseline). A
-    launched tune names each setting's run directories; a `tune --from` result, its RUNs."""
+    launched tune names each setting's run directories; a `tune from` result, its RUNs."""
     from collbench.store.tune_result import load_tune_result
 
     result = load_tune_result(tune_dir, "--curves")
@@ -313,7 +313,7 @@ def _tune_curves(tune_dir: Path) -> list[tuple[str, list[Run], bool]]:
 
 
 def _from_runs(sources: tuple[str, ...], setting_id: str, tune_dir: Path) -> list[Run]:
-    """The RUNs of a `tune --from` result that measured the setting `setting_id`, pooled."""
+    """The RUNs of a `tune from` result that measured the setting `setting_id`, pooled."""
     from collbench.analysis.tune.from_runs import outcomes_from_runs
     from collbench.store.load import Run
     from collbench.store.meta import RunMeta

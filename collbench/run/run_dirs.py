@@ -79,7 +79,7 @@ def expand_runs(paths: list[Path], reduce: Reduce | None = None) -> ExpandedRuns
 
 def load_tune_dir(path: Path) -> tuple[TuneDir, list[tuple[Path, Run, str]]]:
     """A tune directory's tune.json, choices and runs ((path, run, label), the baseline
-    first). A setting's run directory or a `tune --from` RUN that cannot be read is left out
+    first). A setting's run directory or a `tune from` RUN that cannot be read is left out
     with a warning; a tune.json that is not a tune's is a SpecError."""
     document = load_tune_result(path, "RUN")
     if any(item.run_dir for item in document.settings):
@@ -96,7 +96,7 @@ def load_tune_dir(path: Path) -> tuple[TuneDir, list[tuple[Path, Run, str]]]:
 def _later_repeats(
     path: Path, document: TuneResult, rows: dict[str, tuple[ResultRow, ...]]
 ) -> list[str]:
-    """tune --repeats: add each setting's later repeats to `rows`, numbered as the tune
+    """tune run --repeats: add each setting's later repeats to `rows`, numbered as the tune
     pooled them (repeat K's rows at K); a repeat that cannot be read is left out with a
     warning, as a setting's first run is."""
     from collbench.analysis.tune.from_runs import as_repeats
@@ -142,8 +142,8 @@ def _setting_runs(
 def _from_runs(
     path: Path, document: TuneResult
 ) -> tuple[list[tuple[Path, Run, str]], dict[str, tuple[ResultRow, ...]], list[str]]:
-    """A `tune --from` result: its RUNs (as given to it, or relative to the tune directory),
-    grouped into settings as tune --from grouped them; a RUN that is gone is left out."""
+    """A `tune from` result: its RUNs (as given to it, or relative to the tune directory),
+    grouped into settings as tune from grouped them; a RUN that is gone is left out."""
     from collbench.analysis.tune.from_runs import outcomes_from_runs, run_label, varying_knobs
     from collbench.core.errors import SpecError
 
@@ -155,7 +155,7 @@ def _from_runs(
         try:
             loaded.append((member, load_run_dir(member)))
         except SpecError as error:
-            warnings.append(f"tune --from RUN {given} left out: {error}")
+            warnings.append(f"tune from RUN {given} left out: {error}")
     if not loaded:
         return [], {}, warnings
     runs = [run for _, run in loaded]

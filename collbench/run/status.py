@@ -119,7 +119,7 @@ def _describe_tune_dir(tune: Path) -> str | None:
     else:
         lines.append(
             "no tune.json: the tune is still running, or it was killed before it could choose "
-            "(its finished setting runs are kept; `collbench tune --from` can choose from them)"
+            "(its finished setting runs are kept; `collbench tune from` can choose from them)"
         )
     return "\n".join(lines)
 

@@ -8,7 +8,7 @@ search dropped it, later repeats' errors and its time, the collectives NCCL cann
 under it (`skipped`, never launched) and the collective its sweep failed in (`failed_in`),
 each only where there is one), `best` (per collective and size range, analysis.tune.select.BestRecord.to_dict), `env` (what best.env exports and the ranges
 it does not follow), `rule`; then a launched tune's kind "tune", search, repeats, budget,
-command line, spec, launcher and the settings never run, or a `tune --from` result's RUNs
+command line, spec, launcher and the settings never run, or a `tune from` result's RUNs
 ("from"); the tuner config's status and the warnings; `interrupted` (only in a tune cut short
 by Ctrl-C, SIGTERM or SIGHUP: how it was stopped; its settings and not_run say what ran). The format is unchanged from the
 untyped document it replaces, so older files read; keys collbench does not know are kept.
@@ -48,7 +48,7 @@ class TuneSetting:
     repeats: int
     # A launched tune's: the full sweeps' run directories (one per repeat, relative to the
     # tune directory), probe rounds, why the search dropped it, later repeats' errors, time.
-    # None: a `tune --from` setting, which ran nothing here.
+    # None: a `tune from` setting, which ran nothing here.
     runs: SettingRuns | None = None
 
     @property
@@ -132,7 +132,7 @@ class EnvExport:
 
 @dataclass(frozen=True)
 class TuneLaunch:
-    """How a launched tune ran (absent from a `tune --from` result)."""
+    """How a launched tune ran (absent from a `tune from` result)."""
 
     search: str | None = None
     repeats: int | None = None
@@ -164,8 +164,8 @@ class TuneResult:
     best: tuple[dict[str, Any], ...]  # BestRecord.to_dict per collective and size range
     env: EnvExport = field(default_factory=EnvExport)
     rule: dict[str, Any] = field(default_factory=dict)  # the SelectRule used
-    launch: TuneLaunch | None = None  # a launched tune's; None: `tune --from`
-    sources: tuple[str, ...] | None = None  # `tune --from`'s RUNs as given
+    launch: TuneLaunch | None = None  # a launched tune's; None: `tune from`
+    sources: tuple[str, ...] | None = None  # `tune from`'s RUNs as given
     tuner_conf: TunerConfStatus | None = None
     warnings: tuple[str, ...] = ()
     # How a launched tune was cut short ("interrupted (Ctrl-C)"); None: it ran to its end.
@@ -178,7 +178,7 @@ class TuneResult:
 
     @property
     def spec(self) -> dict[str, Any]:
-        """The launched tune's sweep (SweepSpec.to_dict); {} for `tune --from`."""
+        """The launched tune's sweep (SweepSpec.to_dict); {} for `tune from`."""
         return dict(self.launch.spec) if self.launch is not None else {}
 
     @property
@@ -317,7 +317,7 @@ def _pairing(entry: Mapping[str, Any]) -> dict[str, str]:
 
 
 def is_tune_dir(path: Path) -> bool:
-    """A directory `collbench tune` (or `tune --from`) wrote: it holds tune.json."""
+    """A directory `collbench tune` (or `tune from`) wrote: it holds tune.json."""
     return (Path(path) / TUNE_JSON).is_file()
 
 

@@ -102,7 +102,7 @@ def test_sweep_help_fits_the_common_path_on_one_screen_and_cuts_no_word(columns)
     for flag in ("--collective", "--min-bytes", "--max-bytes", "--nproc", "--out", "--csv"):
         assert any(flag in line for line in lines), flag
     more = " ".join(" ".join(lines).split())
-    assert "More options (Measurement, Launch, torchrun, Slurm, MPI, Overlap probes):" in more
+    assert "More options (Measurement, Launch, torchrun, Slurm, MPI, Overlap probes, Config" in more
     assert "collbench sweep --help-all" in more
     # --help-all: every panel, the common path first. Nothing is cut: no ellipsis, and every
     # word of every help text (defaults included) appears whole (rich wraps between words,
@@ -132,6 +132,9 @@ def test_sweep_help_fits_the_common_path_on_one_screen_and_cuts_no_word(columns)
         ("report",),
         ("mfu",),
         ("tune",),
+        ("tune", "run"),
+        ("tune", "from"),
+        ("tune", "verify"),
         ("import", "nccl-tests"),
         ("topo", "show"),
         ("topo", "validate"),

@@ -23,7 +23,7 @@ TYPER_METAVAR = re.compile(
     re.IGNORECASE,
 )
 # Lines at 80 columns: the commands with many options keep -h to one screen.
-ONE_SCREEN = {("sweep",): 60, ("overlap",): 60, ("tune",): 60, (): 60}
+ONE_SCREEN = {("sweep",): 60, ("overlap",): 60, ("tune", "run"): 60, (): 60}
 ANY_COMMAND = 80
 
 
@@ -49,8 +49,21 @@ def _help(path: tuple[str, ...], columns: int, flag: str = "--help") -> str:
 
 
 def test_the_walk_finds_every_command():
-    assert {("sweep",), ("tune",), ("import", "nccl-tests"), ("topo", "detect")} <= set(COMMANDS)
-    assert {(), ("import",), ("topo",)} <= set(PATHS) and len(COMMANDS) >= 20
+    assert {("sweep",), ("tune", "run"), ("import", "nccl-tests"), ("topo", "detect")} <= set(
+        COMMANDS
+    )
+    assert {(), ("import",), ("topo",), ("tune",)} <= set(PATHS) and len(COMMANDS) >= 20
+
+
+# The most options one command or subcommand may list in its full help (--help-all; -h and
+# --help-all themselves not counted): more belong in a config file or a subcommand.
+MOST_OPTIONS = 60
+
+
+@pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
+def test_no_command_lists_more_than_60_options(path):
+    options = [param for param in COMMANDS[path].params if param.param_type_name == "option"]
+    assert len(options) <= MOST_OPTIONS, f"{' '.join(path)}: {len(options)} options"
 
 
 @pytest.mark.parametrize("columns", COLUMNS)
@@ -140,7 +153,9 @@ def test_help_fits_its_line_budget(path, columns):
     assert len(lines) <= budget, f"{' '.join(path)} -h: {len(lines)} lines at {columns} columns"
 
 
-@pytest.mark.parametrize("path", [("sweep",), ("overlap",), ("tune",), ("doctor",), ("mfu",)])
+@pytest.mark.parametrize(
+    "path", [("sweep",), ("overlap",), ("tune", "run"), ("tune", "verify"), ("doctor",), ("mfu",)]
+)
 def test_help_all_shows_what_h_folds(path):
     command = COMMANDS[path]
     folded = [param for param in command.params if param.hidden]

@@ -1,6 +1,6 @@
 """`collbench import nccl-tests LOG --knob NAME=VALUE`: the labels say what a log was measured
 with, are recorded where a sweep records its knobs (meta.json's and every row's `knobs.env`),
-and make one log's imports different settings for `tune --from`; bad labels exit 2."""
+and make one log's imports different settings for `tune from`; bad labels exit 2."""
 
 from __future__ import annotations
 

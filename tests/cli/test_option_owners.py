@@ -22,6 +22,8 @@ PURE_CLI = {
     "--quiet": "prints less of the same result",
     "--json-rows": "prints the rows as JSON lines instead of the table",
     "--help": "typer's own",
+    "--config": "reads the same options from a file (cli/config.py)",
+    "--print-config": "prints the options given instead of running",
 }
 
 
@@ -39,7 +41,11 @@ COMMANDS = dict(_commands(app))
 def _declared(callback) -> list[tuple[str, object, object]]:
     """(parameter, the typer info, its default) of every parameter of a command."""
     params = get_params_from_function(callback)
-    return [(name, meta.default, meta.default.default) for name, meta in params.items()]
+    return [
+        (name, meta.default, meta.default.default)
+        for name, meta in params.items()
+        if isinstance(meta.default, (OptionInfo, ArgumentInfo))  # not the context
+    ]
 
 
 def test_the_walk_finds_every_command():

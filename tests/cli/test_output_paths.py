@@ -122,22 +122,22 @@ WRITERS = (
     Writer("gemm", "--out", lambda w, out: ["gemm", "--shape", "8x8x8", "--out", out], "dir"),
     Writer("predict", "--html", lambda w, out: ["predict", *PREDICT, "--html", out]),
     Writer(
-        "tune",
+        "tune from",
         "--out",
-        lambda w, out: ["tune", "--from", str(w.run_a), str(w.run_b), "--out", out],
+        lambda w, out: ["tune", "from", str(w.run_a), str(w.run_b), "--out", out],
         "dir",
         _run_a,
     ),
     Writer(
-        "tune --knob",
+        "tune run",
         "--out",
-        lambda w, out: ["tune", "--knob", "GLOO_SOCKET_IFNAME=lo", *SWEEP, "--out", out],
+        lambda w, out: ["tune", "run", "--knob", "GLOO_SOCKET_IFNAME=lo", *SWEEP, "--out", out],
         "dir",
     ),
     Writer(
-        "tune --verify",
+        "tune verify",
         "--out",
-        lambda w, out: ["tune", "--verify", str(w.tune), "--out", out],
+        lambda w, out: ["tune", "verify", str(w.tune), "--out", out],
         "dir",
     ),
 )
@@ -161,7 +161,7 @@ def world(tmp_path_factory) -> World:
             "import", "nccl-tests", str(LOG), "--out", str(run), "--knob", f"NCCL_ALGO={algo}"
         )
         assert done.returncode == 0, done.stderr
-    done = collbench("tune", "--from", str(run_a), str(run_b), "--out", str(tune))
+    done = collbench("tune", "from", str(run_a), str(run_b), "--out", str(tune))
     assert done.returncode == 0, done.stderr
     (root / "own").mkdir()
     (root / "a-file").write_text("a file, not a folder\n")

@@ -25,7 +25,7 @@ from collbench.render.report.tune_section import (
     tune_section,
 )
 from collbench.run.run_dirs import expand_runs, load_tune_dir
-from collbench.run.tune_from import tune_from
+from collbench.run.tune.from_runs import tune_from
 from collbench.store.load import load_run
 from tests.cli.test_analysis_cli import write_run
 from tests.helpers import collbench, collbench_process
@@ -183,11 +183,11 @@ def test_tune_from_result_expands_its_runs_and_warns_about_a_missing_one(tmp_pat
     assert sorted(source.setting_rows) == ["GLOO_SOCKET_IFNAME=fast", "baseline"]
     assert len(source.setting_rows["GLOO_SOCKET_IFNAME=fast"]) == 2 * len(SIZES)
     (warning,) = source.warnings
-    assert warning.startswith(f"tune --from RUN {gone} left out: RUN: ")
+    assert warning.startswith(f"tune from RUN {gone} left out: RUN: ")
     text = _report(tmp_path, tmp_path / "from").read_text()
-    assert f"collbench: warning: tune --from RUN {gone} left out" in capsys.readouterr().err
-    assert "from runs already measured (tune --from)" in text
-    assert '<p class="warn">tune --from RUN' in text
+    assert f"collbench: warning: tune from RUN {gone} left out" in capsys.readouterr().err
+    assert "from runs already measured (tune --from)" in text  # render/report_tune.py's words
+    assert '<p class="warn">tune from RUN' in text
 
 
 @pytest.mark.slow  # a report of five runs and two tunes, ~3 s

@@ -36,7 +36,7 @@ def test_a_chosen_tune_says_how_it_ended(tmp_path):
         done = collbench("sweep", *SWEEP, *knob, "--out", str(runs[-1]), "-q")
         assert done.returncode == 0, done.stderr
     tuned = tmp_path / "tuned"
-    done = collbench("tune", "--from", *map(str, runs), "--out", str(tuned))
+    done = collbench("tune", "from", *map(str, runs), "--out", str(tuned))
     assert done.returncode == 0, done.stderr
     said = collbench("status", str(tuned))
     assert said.returncode == 0, said.stderr

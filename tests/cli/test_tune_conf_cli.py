@@ -1,5 +1,5 @@
 """nccl_tuner.conf through the command line (issue 26): two nccl-tests logs imported with
-`--knob NCCL_ALGO=... --knob NCCL_PROTO=...` labels give, through `tune --from`, tree where
+`--knob NCCL_ALGO=... --knob NCCL_PROTO=...` labels give, through `tune from`, tree where
 tree wins and ring where ring wins at every measured size, with the tuned communicator's
 nNodes/nRanks, read as NCCL's example plugin reads it (and, where COLLBENCH_TUNER_EXAMPLE
 names the plugin's source, by the compiled plugin itself); `--nccl-log` gives NCCL's own
@@ -50,7 +50,7 @@ def ring_tree(tmp_path):
 
 def test_ring_tree_pair_gives_the_winner_at_every_size_with_the_shape(ring_tree, tmp_path):
     out = tmp_path / "tuned"
-    done = collbench("tune", "--from", *ring_tree, "--out", str(out), "--channels", "0")
+    done = collbench("tune", "from", *ring_tree, "--out", str(out), "--channels", "0")
     assert done.returncode == 0, done.stderr
     conf = out / "nccl_tuner.conf"
     assert conf.exists(), done.stderr  # needs the setting to be the whole environment
@@ -73,11 +73,11 @@ def test_ring_tree_pair_gives_the_winner_at_every_size_with_the_shape(ring_tree,
 
 
 def _check_with_the_compiled_plugin(tmp_path, text):
-    """NCCL's example plugin itself, compiled (tests/unit/test_tune_conf_plugin.py's driver):
+    """NCCL's example plugin itself, compiled (tests/unit/tune/test_tune_conf_plugin.py's driver):
     at every measured size the pair it sets and the channels it returns."""
     import subprocess
 
-    from tests.unit.test_tune_conf_plugin import DRIVER, EXAMPLE, _plugin
+    from tests.unit.tune.test_tune_conf_plugin import DRIVER, EXAMPLE, _plugin
 
     source = tmp_path / "driver.c"
     source.write_text(DRIVER)
@@ -115,13 +115,13 @@ def ctas_win_large(tmp_path):
 
 
 def test_nccl_log_gives_ncclS_own_pair_where_the_winner_names_none(ctas_win_large, tmp_path):
-    without = collbench("tune", "--from", *ctas_win_large, "--out", str(tmp_path / "t1"))
+    without = collbench("tune", "from", *ctas_win_large, "--out", str(tmp_path / "t1"))
     assert without.returncode == 0, without.stderr
     assert "nccl_tuner.conf not written" in without.stderr and "--nccl-log" in without.stderr
     pairs = [(1024, "RING", "LL"), (1 << 20, "RING", "LL128"), (1 << 26, "RING", "SIMPLE")]
     log = _debug_log(tmp_path / "nccl-debug.log", pairs)
     out = tmp_path / "t2"
-    done = collbench("tune", "--from", *ctas_win_large, "--out", str(out), "--nccl-log", log)
+    done = collbench("tune", "from", *ctas_win_large, "--out", str(out), "--nccl-log", log)
     assert done.returncode == 0, done.stderr
     text = (out / "nccl_tuner.conf").read_text()
     rules = parse_tuner_conf(text)
@@ -133,7 +133,7 @@ def test_nccl_log_gives_ncclS_own_pair_where_the_winner_names_none(ctas_win_larg
         if "MIN_CTAS" in line or "QPS_PER_CONNECTION" in line:
             assert line.startswith("#") and "needs best.env, not this rule" in line, line
     anyone = collbench(
-        "tune", "--from", *ctas_win_large, "--out", str(tmp_path / "t3"), "--nccl-log", log,
+        "tune", "from", *ctas_win_large, "--out", str(tmp_path / "t3"), "--nccl-log", log,
         "--tuner-shape", "any",
     )  # fmt: skip
     assert anyone.returncode == 0, anyone.stderr
@@ -155,7 +155,7 @@ def test_bad_conf_options_are_one_line_and_exit_2(ctas_win_large, tmp_path, args
     args = [str(log) if arg == "LOG" else arg for arg in args]
     args = [str(tmp_path / "missing.log") if arg == "MISSING" else arg for arg in args]
     out = tmp_path / "tuned"
-    done = collbench("tune", "--from", *ctas_win_large, "--out", str(out), *args)
+    done = collbench("tune", "from", *ctas_win_large, "--out", str(out), *args)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and message in done.stderr
     assert not out.exists() or not any(out.iterdir())

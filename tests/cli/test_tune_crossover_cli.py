@@ -1,4 +1,4 @@
-"""`collbench tune --from` on a pair of imported nccl-tests logs with a real cluster's shape
+"""`collbench tune from` on a pair of imported nccl-tests logs with a real cluster's shape
 (64 ranks on 8 nodes; a setting +20..30% faster from 1 GiB up and 10..25% slower from
 16 MiB to 512 MiB): the default ranges follow the crossover, best.env names the ranges it
 does not follow, and no tuner rule claims what CTAs or QPs did."""
@@ -48,7 +48,7 @@ def tuned_pair(tmp_path):
 
 def test_default_ranges_follow_the_crossover_on_a_64_rank_pair(tuned_pair, tmp_path):
     out = tmp_path / "tune"
-    done = collbench("tune", "--from", *tuned_pair, "--out", str(out), "--channels", "0")
+    done = collbench("tune", "from", *tuned_pair, "--out", str(out), "--channels", "0")
     assert done.returncode == 0, done.stderr
     best = json.loads((out / "tune.json").read_text())["best"]
     tuned = {"NCCL_MIN_CTAS": "24", "NCCL_IB_QPS_PER_CONNECTION": "2"}

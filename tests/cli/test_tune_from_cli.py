@@ -1,4 +1,4 @@
-"""collbench tune --from through its command line: run directories measured under different
+"""collbench tune from through its command line: run directories measured under different
 knobs (with per-iteration samples) in, tune.json / best.env / nccl_tuner.conf out; the
 refusals (differing world size, an existing --out, RUN without --from) are one line and exit 2.
 
@@ -56,7 +56,7 @@ def ring_wins_large(tmp_path):
 
 def test_faster_setting_wins_its_band_and_files_have_the_issues_keys(ring_wins_large, tmp_path):
     out = tmp_path / "tuned"
-    done = collbench("tune", "--from", *ring_wins_large, "--out", str(out))
+    done = collbench("tune", "from", *ring_wins_large, "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert "default is best" in done.stdout
     assert f"# Wrote: {out / 'nccl_tuner.conf'}" in done.stdout
@@ -82,7 +82,7 @@ def test_faster_setting_wins_its_band_and_files_have_the_issues_keys(ring_wins_l
 
 def test_tuner_conf_parses_and_covers_every_size(ring_wins_large, tmp_path):
     out = tmp_path / "tuned"
-    assert collbench("tune", "--from", *ring_wins_large, "--out", str(out)).returncode == 0
+    assert collbench("tune", "from", *ring_wins_large, "--out", str(out)).returncode == 0
     rules = parse_tuner_conf((out / "nccl_tuner.conf").read_text())
     assert uncovered(rules, "allreduce", 1, 2) == []
     large = lookup(rules, "allreduce", 1 << 26, 1, 2)
@@ -95,7 +95,7 @@ def test_default_is_best_when_nothing_wins(tmp_path):
     base = _write(tmp_path / "base", _times())
     tree = _write(tmp_path / "tree", _times((1.2, 1.2, 1.2)), TREE)
     out = tmp_path / "tuned"
-    done = collbench("tune", "--from", base, tree, "--out", str(out), "--json")
+    done = collbench("tune", "from", base, tree, "--out", str(out), "--json")
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert [item["knobs"] for item in document["best"]] == [{}]  # one range: no crossover
@@ -111,7 +111,7 @@ def test_runs_of_different_world_size_are_refused(tmp_path):
     base = _write(tmp_path / "base", _times())
     ring = _write(tmp_path / "ring", _times((1.0, 1.0, 0.7)), RING, world_size=4)
     out = tmp_path / "tuned"
-    done = collbench("tune", "--from", base, ring, "--out", str(out))
+    done = collbench("tune", "from", base, ring, "--out", str(out))
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("collbench: error:")
     assert "world_size" in done.stderr
@@ -122,18 +122,18 @@ def test_existing_non_empty_out_is_refused(ring_wins_large, tmp_path):
     out = tmp_path / "tuned"
     out.mkdir()
     (out / "keep.txt").write_text("mine\n")
-    done = collbench("tune", "--from", *ring_wins_large, "--out", str(out))
+    done = collbench("tune", "from", *ring_wins_large, "--out", str(out))
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "--out" in done.stderr
     assert sorted(path.name for path in out.iterdir()) == ["keep.txt"]
 
 
-def test_runs_without_from_are_refused(ring_wins_large, tmp_path):
-    """RUN... is read only with --from: runs given without it are a mistake, not a launch."""
-    done = collbench("tune", *ring_wins_large, "--out", str(tmp_path / "tuned"))
+def test_runs_given_to_tune_run_are_refused(ring_wins_large, tmp_path):
+    """RUN... is read only by tune from: runs given to tune run are a mistake, not a launch."""
+    done = collbench("tune", "run", *ring_wins_large, "--out", str(tmp_path / "tuned"))
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
-    assert "only read with --from" in done.stderr
+    assert "unexpected extra argument" in done.stderr
     assert not (tmp_path / "tuned").exists()
 
 
@@ -146,14 +146,12 @@ def test_unwritable_tuner_conf_is_a_warning_and_the_rest_is_written(tmp_path):
         meta["source"] = "nccl-tests"
         (tmp_path / path / "meta.json").write_text(json.dumps(meta))
     out = tmp_path / "tuned"
-    done = collbench("tune", "--from", base, ring, "--out", str(out))
+    done = collbench("tune", "from", base, ring, "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert "collbench: warning: nccl_tuner.conf not written" in done.stderr
     assert "--channels" in done.stderr
     assert sorted(path.name for path in out.iterdir()) == ["best.env", "tune.json"]
-    again = collbench(
-        "tune", "--from", base, ring, "--out", str(tmp_path / "t2"), "--channels", "8"
-    )
+    again = collbench("tune", "from", base, ring, "--out", str(tmp_path / "t2"), "--channels", "8")
     assert again.returncode == 0, again.stderr
     rules = parse_tuner_conf((tmp_path / "t2" / "nccl_tuner.conf").read_text())
     assert {rule.channels for rule in rules} == {8}

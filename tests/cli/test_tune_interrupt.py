@@ -44,7 +44,7 @@ def _wait_for_settings(out, count, process, timeout=120):
 )
 def test_a_tune_cut_short_says_so_and_exits_with_the_signal(tmp_path, signum, code, words):
     out = tmp_path / "tune"
-    process = start("tune", *KNOB, *SWEEP, "--out", str(out))
+    process = start("tune", "run", *KNOB, *SWEEP, "--out", str(out))
     _wait_for_settings(out, 2, process)
     process.send_signal(signum)
     if signum == signal.SIGINT:  # Ctrl-C twice: the second waits for tune.json
@@ -100,7 +100,7 @@ def small_disk(tmp_path):
 @pytest.mark.slow
 def test_a_full_disk_ends_the_tune_in_one_line_with_nothing_half_written(small_disk):
     out = small_disk / "tune"
-    done = collbench("tune", *KNOB, *SWEEP, "--out", str(out))
+    done = collbench("tune", "run", *KNOB, *SWEEP, "--out", str(out))
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()

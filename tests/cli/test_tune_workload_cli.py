@@ -1,4 +1,4 @@
-"""`collbench tune --from RUN... --workload`: best.env is the setting that makes the training
+"""`collbench tune from RUN... --workload`: best.env is the setting that makes the training
 job's modelled step fastest, and the output says the step under the default and under it,
 where it loses, and the assumptions. Synthetic runs (tests/rows.py), the CLI in process."""
 
@@ -10,9 +10,15 @@ from tests.rows import make_row, write_run
 SIZES = [2**power for power in range(16, 25)]  # 64 KiB .. 16 MiB
 TREE = {"NCCL_ALGO": "Tree"}
 # a small model on one DGX H100 node: tp 2 x dp 4, gradients of a few MiB per TP rank
-JOB = ["--workload", "--topology", "dgx-h100", "--layers", "2", "--hidden", "256"]
-JOB += ["--heads", "4", "--vocab", "1000", "--seq", "128", "--global-batch", "8"]
-JOB += ["--tp", "2", "--dp", "4", "--matmul-efficiency", "0.5"]
+JOB = "layers: 2\nhidden: 256\nheads: 4\nvocab: 1000\nseq: 128\nglobal-batch: 8\ntp: 2\ndp: 4\n"
+JOB += "matmul-efficiency: 0.5\n"
+
+
+def _job(tmp_path, more=""):
+    """--workload FILE: the job as mfu's options, in a config file."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "job.yaml").write_text(JOB + more)
+    return ["--workload", str(tmp_path / "job.yaml"), "--topology", "dgx-h100"]
 
 
 def _write(path, fast_small, knobs=None):
@@ -41,11 +47,11 @@ def _tune(tmp_path, *args):
     base = _write(tmp_path / "base", fast_small=True)
     tree = _write(tmp_path / "tree", fast_small=False, knobs=TREE)
     out = tmp_path / "tuned"
-    return collbench("tune", "--from", base, tree, "--out", str(out), *args), out
+    return collbench("tune", "from", base, tree, "--out", str(out), *args), out
 
 
 def test_small_buckets_keep_the_default_one_big_reduction_exports_tree(tmp_path):
-    done, out = _tune(tmp_path / "a", *JOB, "--dp-bucket-mb", "0.25")
+    done, out = _tune(tmp_path / "a", *_job(tmp_path / "a", "dp-bucket-mb: 0.25"))
     assert done.returncode == 0, done.stderr
     document = json.loads((out / "tune.json").read_text())
     entry = document["workload"]
@@ -55,7 +61,7 @@ def test_small_buckets_keep_the_default_one_big_reduction_exports_tree(tmp_path)
     assert "# workload: custom" in done.stdout and "step ms" in done.stdout
     assert "priced by busbw" in done.stdout and "8 ranks" in done.stdout
 
-    done, out = _tune(tmp_path / "b", *JOB, "--dp-bucket-mb", "0")
+    done, out = _tune(tmp_path / "b", *_job(tmp_path / "b", "dp-bucket-mb: 0"))
     assert done.returncode == 0, done.stderr
     document = json.loads((out / "tune.json").read_text())
     assert document["workload"]["chosen"] == "NCCL_ALGO=Tree"
@@ -68,9 +74,8 @@ def test_small_buckets_keep_the_default_one_big_reduction_exports_tree(tmp_path)
     assert "tuning recovers" in done.stdout
 
 
-def test_workload_options_need_workload_and_a_topology(tmp_path):
-    done, _ = _tune(tmp_path / "a", "--tp", "2")
-    assert done.returncode == 2 and "--tp" in done.stderr and "needs --workload" in done.stderr
-    no_topology = [arg for arg in JOB if arg not in ("--topology", "dgx-h100")]
-    done, _ = _tune(tmp_path / "b", *no_topology)
+def test_a_workload_needs_a_topology_and_a_file_of_mfu_options(tmp_path):
+    done, _ = _tune(tmp_path / "a", *_job(tmp_path / "a")[:2])
     assert done.returncode == 2 and "--topology" in done.stderr
+    done, _ = _tune(tmp_path / "b", *_job(tmp_path / "b", "curves: [x]\n"))
+    assert done.returncode == 2 and "'curves'" in done.stderr and done.stderr.count("\n") == 1

@@ -263,7 +263,7 @@ TUNE_CASES = {
 def test_tune_refuses_values_that_cannot_be_tuned(tmp_path, case):
     args, words = TUNE_CASES[case]
     out = tmp_path / "tuned"
-    _refused(collbench("tune", *args, "--out", str(out)), words)
+    _refused(collbench("tune", "run", *args, "--out", str(out)), words)
     assert not out.exists()
 
 
@@ -295,22 +295,22 @@ def test_tune_from_refuses_runs_with_nothing_to_choose(tmp_path):
         ([ring, str(Path(ring) / ".." / "ring")], "is given twice"),
         ([ring, ring2], "differ in no knob (every run set the same: NCCL_ALGO=Ring)"),
     ):
-        _refused(collbench("tune", "--from", *runs, "--out", str(out)), words)
+        _refused(collbench("tune", "from", *runs, "--out", str(out)), words)
         assert not out.exists()
     channels = ("--channels", "65")
-    _refused(collbench("tune", "--from", base, ring, *channels, "--out", str(out)), "NCCL's")
+    _refused(collbench("tune", "from", base, ring, *channels, "--out", str(out)), "NCCL's")
     assert not out.exists()
-    done = collbench("tune", "--from", base, ring, ring2, "--out", str(out))
+    done = collbench("tune", "from", base, ring, ring2, "--out", str(out))
     assert done.returncode == 0, done.stderr  # two settings, one of them measured twice
 
 
 @pytest.fixture
 def tuned(tmp_path) -> Path:
-    """A tune --from result that exports NCCL_ALGO=Ring (twice as fast as the default)."""
+    """A tune from result that exports NCCL_ALGO=Ring (twice as fast as the default)."""
     base = _from_run(tmp_path / "base")
     ring = _from_run(tmp_path / "ring", 50.0, NCCL_ALGO="Ring")
     out = tmp_path / "tuned"
-    assert collbench("tune", "--from", base, ring, "--out", str(out)).returncode == 0
+    assert collbench("tune", "from", base, ring, "--out", str(out)).returncode == 0
     assert "export NCCL_ALGO=Ring" in (out / "best.env").read_text()
     return out
 
@@ -332,7 +332,7 @@ def test_tune_verify_refuses_a_best_env_it_cannot_trust(tuned, case):
     if text is not None:
         best.write_text(text)
     before = sorted(path.name for path in tuned.iterdir())
-    _refused(collbench("tune", "--verify", str(tuned)), "--verify", words)
+    _refused(collbench("tune", "verify", str(tuned)), "DIR", words)
     assert sorted(path.name for path in tuned.iterdir()) == before  # no verify-* directory
 
 
@@ -341,14 +341,14 @@ def test_a_tune_json_pointing_outside_is_refused_by_report_and_verify(tuned, run
     data = json.loads((tuned / "tune.json").read_text())
     data["settings"][0]["run_dirs"] = [run_dir]
     (tuned / "tune.json").write_text(json.dumps(data))
-    for args in (("report", str(tuned)), ("tune", "--verify", str(tuned))):
+    for args in (("report", str(tuned)), ("tune", "verify", str(tuned))):
         _refused(collbench(*args), "outside the tune directory", repr(run_dir))
 
 
 @pytest.mark.slow  # real processes
 def test_tune_refusals_in_real_processes(tuned, tmp_path):
     knob = ("--knob", "NCCL_PROTO=^LL\\,LL128\\,Simple")
-    _refused(collbench_process("tune", *knob, "--out", str(tmp_path / "t")), "excludes")
+    _refused(collbench_process("tune", "run", *knob, "--out", str(tmp_path / "t")), "excludes")
     assert not (tmp_path / "t").exists()
     (tuned / "best.env").write_text("touch PWNED\n")
-    _refused(collbench_process("tune", "--verify", str(tuned)), "best.env line 1")
+    _refused(collbench_process("tune", "verify", str(tuned)), "best.env line 1")

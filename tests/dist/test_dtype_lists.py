@@ -73,7 +73,7 @@ def test_tune_and_overlap_refuse_a_list_in_one_line(tmp_path):
     from tests.helpers import collbench as collbench_quick
 
     done = collbench_quick(
-        "tune", "--knob", "NCCL_ALGO=Ring,Tree", "-d", "float32,bfloat16", "-b", "8", "-e", "64",
+        "tune", "run", "--knob", "NCCL_ALGO=Ring,Tree", "-d", "float32,bfloat16", "-b", "8", "-e", "64",
         "--out", str(tmp_path / "tune"),
     )  # fmt: skip
     assert done.returncode == 2, done.stderr

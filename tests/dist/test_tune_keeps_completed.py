@@ -23,7 +23,7 @@ HOOK = {"COLLBENCH_TEST_REFUSE_COLLECTIVE": "all_gather:NCCL_ALGO=Tree"}
 
 
 def _tune(out, *args):
-    return collbench("tune", "--knob", "NCCL_ALGO=Tree", *args, *SWEEP, "--out", str(out),
+    return collbench("tune", "run", "--knob", "NCCL_ALGO=Tree", *args, *SWEEP, "--out", str(out),
                      env=HOOK, timeout=300)  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""`collbench tune --knob ...` for real: every setting a fresh local spawn of 2 gloo ranks.
+"""`collbench tune run --knob ...` for real: every setting a fresh local spawn of 2 gloo ranks.
 
 gloo reads one knob, GLOO_SOCKET_IFNAME: `lo` is a working value, `nosuch` a failing one
 (gloo refuses an interface it cannot find at start-up), which is what a setting NCCL rejects
@@ -21,7 +21,7 @@ SWEEP += ["--nproc", "2", "--timeout", "60", "--repeats", "1"]  # mechanics: one
 
 
 def _tune(out, *args, env=None):
-    return collbench("tune", *args, *SWEEP, "--out", str(out), env=env, timeout=300)
+    return collbench("tune", "run", *args, *SWEEP, "--out", str(out), env=env, timeout=300)
 
 
 def _document(out):
@@ -137,7 +137,7 @@ def test_verify_measures_the_default_and_best_env_side_by_side(tmp_path):
     (tuned / "best.env").write_text("# chosen\nexport GLOO_SOCKET_IFNAME=lo\n")  # as tune writes
     out = tmp_path / "verified"
     done = collbench(
-        "tune", "--verify", str(tuned), "--out", str(out), "-n", "4", "-w", "1", "--nproc", "2"
+        "tune", "verify", str(tuned), "--out", str(out), "-n", "4", "-w", "1", "--nproc", "2"
     )
     assert done.returncode == 0, done.stderr
     verify = json.loads((out / "verify.json").read_text())

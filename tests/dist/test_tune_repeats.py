@@ -1,9 +1,9 @@
-"""`collbench tune --repeats` for real: every repeat of every setting a fresh local spawn of 2
+"""`collbench tune run --repeats` for real: every repeat of every setting a fresh local spawn of 2
 gloo ranks, the settings interleaved (A B A B: read from each run directory's start time),
 every repeat kept in its own run directory and pooled into the setting's result.
 
 GLOO_SOCKET_IFNAME=lo is a working value that changes nothing on one host, so this is an A/A
-tune: the mechanics are checked here, the winner calls in tests/unit/test_tune_select.py.
+tune: the mechanics are checked here, the winner calls in tests/unit/tune/test_tune_select.py.
 """
 
 import json
@@ -22,7 +22,7 @@ SWEEP += ["--nproc", "2", "--timeout", "60"]
 def test_repeats_run_interleaved_in_fresh_processes_and_are_pooled(tmp_path):
     out = tmp_path / "tuned"
     done = collbench(
-        "tune", "--knob", "GLOO_SOCKET_IFNAME=lo", "--repeats", "2", *SWEEP, "--out", str(out),
+        "tune", "run", "--knob", "GLOO_SOCKET_IFNAME=lo", "--repeats", "2", *SWEEP, "--out", str(out),
         timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,4 @@
-"""`collbench tune --verify` with NCCL_TUNER_PLUGIN in the environment, on real gloo ranks:
+"""`collbench tune verify` with NCCL_TUNER_PLUGIN in the environment, on real gloo ranks:
 the default's and best.env's rank processes run without the plugin and its config, the
 nccl_tuner.conf setting's with both (each run's meta.json records the environment its ranks
 had), and the warning says so. gloo ignores NCCL's variables; what is checked is what each
@@ -29,7 +29,7 @@ def test_verify_gives_the_tuner_plugin_only_to_the_conf_setting(tmp_path):
     out = tmp_path / "verified"
     env = {"NCCL_TUNER_PLUGIN": PLUGIN, "NCCL_TUNER_CONFIG_FILE": "/elsewhere.conf"}
     done = collbench(
-        "tune", "--verify", str(tuned), "--out", str(out), "-n", "2", "-w", "1",
+        "tune", "verify", str(tuned), "--out", str(out), "-n", "2", "-w", "1",
         "--nproc", "2", "--repeats", "1", env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,4 @@
-"""`collbench tune --knob ... --workload` for real: two settings, each a fresh spawn of 2 gloo
+"""`collbench tune run --knob ... --workload` for real: two settings, each a fresh spawn of 2 gloo
 ranks, and best.env is the one whose measured busbw makes the training job's modelled step
 fastest (a 2-rank data-parallel job on this machine's topology, cpu-local)."""
 
@@ -12,16 +12,16 @@ pytestmark = pytest.mark.slow  # real ranks per setting
 
 SWEEP = ["-c", "all_reduce", "-b", "64K", "-e", "1M", "-f", "4", "-n", "4", "-w", "1"]
 SWEEP += ["--nproc", "2", "--timeout", "60", "--repeats", "1"]
-JOB = ["--workload", "--topology", "cpu-local", "--layers", "2", "--hidden", "256"]
-JOB += ["--heads", "4", "--vocab", "1000", "--seq", "128", "--global-batch", "4"]
-JOB += ["--dp", "2", "--dp-bucket-mb", "0.125"]
+JOB = "layers: 2\nhidden: 256\nheads: 4\nvocab: 1000\nseq: 128\nglobal-batch: 4\ndp: 2\n"
+JOB += "dp-bucket-mb: 0.125\n"
 
 
 def test_tune_workload_exports_the_setting_with_the_fastest_modelled_step(tmp_path):
     out = tmp_path / "tuned"
-    done = collbench(
-        "tune", "--knob", "GLOO_SOCKET_IFNAME=lo", *JOB, *SWEEP, "--out", str(out), timeout=300
-    )
+    (tmp_path / "job.yaml").write_text(JOB)
+    job = ["--workload", str(tmp_path / "job.yaml"), "--topology", "cpu-local"]
+    knob = ["--knob", "GLOO_SOCKET_IFNAME=lo"]
+    done = collbench("tune", "run", *knob, *job, *SWEEP, "--out", str(out), timeout=300)
     assert done.returncode == 0, done.stderr
     document = json.loads((out / "tune.json").read_text())
     entry = document["workload"]

@@ -272,7 +272,7 @@ def test_driver_runs_two_steps_in_one_allocation(tmp_path, in_cluster_env):
 
 @pytest.mark.slow
 def test_driver_runs_srun_sweeps_one_after_another(tmp_path, in_cluster_env):
-    """What `tune --launcher slurm` does: sweeps as steps of one submitted driver."""
+    """What `tune run --launcher slurm` does: sweeps as steps of one submitted driver."""
     runs = [tmp_path / "one", tmp_path / "two"]
     sweeps = [shlex.join(_sweep(*SMALL, "--out", str(run), "-q")) for run in runs]
     job_id = submit_driver(

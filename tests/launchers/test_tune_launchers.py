@@ -31,7 +31,7 @@ def _check(out, done, launcher):
 def test_tune_under_torchrun(tmp_path):
     out = tmp_path / "tuned"
     done = collbench(
-        "tune", "--launcher", "torchrun", "--nproc-per-node", "2",
+        "tune", "run", "--launcher", "torchrun", "--nproc-per-node", "2",
         "--knob", "GLOO_SOCKET_IFNAME=lo,nosuch", *SWEEP, "--out", str(out), timeout=300,
     )  # fmt: skip
     _check(out, done, "torchrun")
@@ -41,7 +41,7 @@ def test_tune_under_torchrun(tmp_path):
 def test_tune_under_mpirun(tmp_path):
     out = tmp_path / "tuned"
     done = collbench(
-        "tune", "--launcher", "mpi", "--nproc", "2",
+        "tune", "run", "--launcher", "mpi", "--nproc", "2",
         "--knob", "GLOO_SOCKET_IFNAME=lo,nosuch", *SWEEP, "--out", str(out), timeout=300,
     )  # fmt: skip
     _check(out, done, "mpi")

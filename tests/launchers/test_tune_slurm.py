@@ -1,4 +1,4 @@
-"""`collbench tune --launcher slurm` against a real one-node Slurm: one job for the whole
+"""`collbench tune run --launcher slurm` against a real one-node Slurm: one job for the whole
 tune, whose driver runs an srun step per setting (fresh ranks, no queueing per setting)."""
 
 import json
@@ -17,7 +17,7 @@ SWEEP += ["--repeats", "1"]  # the launcher mechanics: one run per setting
 def test_tune_runs_one_allocation_with_a_step_per_setting(tmp_path, slurm_cluster):
     out = tmp_path / "tuned"
     done = collbench(
-        "tune", "--launcher", "slurm", "--ntasks-per-node", "2", "--time", "5",
+        "tune", "run", "--launcher", "slurm", "--ntasks-per-node", "2", "--time", "5",
         "--knob", "GLOO_SOCKET_IFNAME=lo,nosuch", *SWEEP, "--out", str(out),
         env=slurm_cluster.env, timeout=400,
     )  # fmt: skip

@@ -81,7 +81,7 @@ def test_rocm_concurrency_variables_are_recorded_for_rccl():
     assert knob_mismatch("GPU_MAX_HW_QUEUES", "gloo") and not knob_mismatch(
         "GPU_MAX_HW_QUEUES", "rccl"
     )
-    assert is_setting_knob("GPU_MAX_HW_QUEUES")  # a tuning: tune --from keeps it apart
+    assert is_setting_knob("GPU_MAX_HW_QUEUES")  # a tuning: tune from keeps it apart
     assert not is_setting_knob("GPU_DEVICE_ORDINAL")  # placement, as CUDA_VISIBLE_DEVICES
 
 

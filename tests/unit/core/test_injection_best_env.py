@@ -1,6 +1,6 @@
 """best.env runs nothing a knob says (issue 29, security): the one knob parser refuses control
 characters in names and values (sweep/import/tune `--knob`, tune's axes, a recorded run's
-knobs read back by `tune --from`), and every line of best.env is made by one function that
+knobs read back by `tune from`), and every line of best.env is made by one function that
 shell-quotes an export and escapes a comment, so sourcing best.env built from hostile labels
 and values runs nothing and exports the values byte for byte.
 
@@ -173,7 +173,7 @@ def test_tune_from_recorded_hostile_values_exports_them_inert(tmp_path):
     base = _run(tmp_path / "base", {}, 1.0)
     fast = _run(tmp_path / "fast", knobs, 0.5)
     out = tmp_path / "tuned"
-    done = collbench("tune", "--from", base, fast, "--out", str(out))
+    done = collbench("tune", "from", base, fast, "--out", str(out))
     assert done.returncode == 0, done.stderr
     exported, appeared = _source(out / "best.env", list(knobs))
     assert exported == knobs
@@ -194,7 +194,7 @@ def test_tune_from_a_recorded_hostile_knob_is_refused_and_writes_nothing(tmp_pat
     base = _run(tmp_path / "base", {}, 1.0)
     hostile = _run(tmp_path / "hostile", knobs, 0.5)
     out = tmp_path / "tuned"
-    done = collbench("tune", "--from", base, hostile, "--out", str(out))
+    done = collbench("tune", "from", base, hostile, "--out", str(out))
     assert done.returncode == 2, done.stdout + done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (out / "best.env").exists()
@@ -210,7 +210,7 @@ LOG = FIXTURES / "legacy_all_reduce_info.log"
     [
         ("import", "nccl-tests", str(LOG)),
         ("sweep", "-c", "all_reduce", "-e", "64"),
-        ("tune", "-c", "all_reduce", "-e", "64"),
+        ("tune", "run", "-c", "all_reduce", "-e", "64"),
     ],
     ids=lambda command: command[0],
 )
@@ -224,7 +224,7 @@ def test_every_command_refuses_the_knob_in_one_line(tmp_path, command, knob):
     assert not out.exists()
 
 
-@pytest.mark.slow  # a real collbench process and a real tune --from
+@pytest.mark.slow  # a real collbench process and a real tune from
 def test_the_issues_attack_in_real_processes(tmp_path):
     from tests.helpers import collbench_process
 
@@ -234,7 +234,7 @@ def test_the_issues_attack_in_real_processes(tmp_path):
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     knobs = {"NCCL_ZZ_A": "`touch PWNED`; $(touch PWNED2)"}
     base, fast = _run(tmp_path / "base", {}, 1.0), _run(tmp_path / "fast", knobs, 0.5)
-    tuned = collbench_process("tune", "--from", base, fast, "--out", str(tmp_path / "t"))
+    tuned = collbench_process("tune", "from", base, fast, "--out", str(tmp_path / "t"))
     assert tuned.returncode == 0, tuned.stderr
     exported, appeared = _source(tmp_path / "t" / "best.env", ["NCCL_ZZ_A"])
     assert exported == knobs and appeared == []

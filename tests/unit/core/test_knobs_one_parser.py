@@ -18,7 +18,7 @@ COMMANDS = {
     "overlap": ["overlap", "--print"],
     "doctor": ["doctor", "--print"],
     "import": ["import", "nccl-tests", str(LOG)],
-    "tune": ["tune", "--out", "/nonexistent/tune"],  # refused before anything starts
+    "tune": ["tune", "run", "--out", "/nonexistent/tune"],  # refused before anything starts
 }
 REFUSED = {
     "a typo of a known name": (["NCCL_ALG=Ring"], "did you mean NCCL_ALGO?"),

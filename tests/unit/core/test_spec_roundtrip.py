@@ -193,18 +193,18 @@ def test_every_field_is_covered():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_tune_driver_argv_parses_back_to_the_planned_tune(seed, topology_file, monkeypatch):
-    """`tune --launcher slurm` submits a driver running `collbench tune --launcher srun ...`:
+    """`tune run --launcher slurm` submits a driver running `collbench tune run --launcher srun ...`:
     that command line gives back the sweep (knobs axes, topology) and the plan it was made
     from."""
     from typer.testing import CliRunner
 
-    import collbench.run.tune
+    import collbench.run.tune.launch
     from collbench.analysis.tune.select import SelectRule
     from collbench.cli import app
     from collbench.core.tune_grid import parse_knobs
-    from collbench.run.tune import TunePlan
-    from collbench.run.tune_from import TunerConfRequest
-    from collbench.run.tune_slurm import driver_argv
+    from collbench.run.tune.from_runs import TunerConfRequest
+    from collbench.run.tune.launch import TunePlan
+    from collbench.run.tune.slurm import driver_argv
 
     rng = random.Random(seed)
     texts = ["NCCL_ALGO=Ring,Tree", "NCCL_MIN_NCHANNELS=2,4"][: rng.randint(1, 2)]
@@ -236,7 +236,7 @@ def test_the_tune_driver_argv_parses_back_to_the_planned_tune(seed, topology_fil
         seen.append((spec, plan))
         raise Captured
 
-    monkeypatch.setattr(collbench.run.tune, "run_tune", run_tune)
+    monkeypatch.setattr(collbench.run.tune.launch, "run_tune", run_tune)
     argv = driver_argv(spec, plan, texts, json_out=False)
     assert argv[1:3] == ["-m", "collbench"]
     result = CliRunner().invoke(app, argv[3:])

@@ -22,8 +22,8 @@ from collbench.core.errors import SpecError
 from collbench.core.overlap import MAX_SQUARE, OverlapSpec
 from collbench.core.spec import MAX_TIMEOUT_S, SweepSpec
 from collbench.core.tune_catalog import CATALOG, max_channels
-from collbench.run.tune_from import check_channels
-from collbench.run.tune_plan import MAX_SETTINGS, TunePlan
+from collbench.run.tune.from_runs import check_channels
+from collbench.run.tune.plan import MAX_SETTINGS, TunePlan
 from collbench.store.load import load_run
 from collbench.store.rows import check_ranges, row_from_dict
 from collbench.store.tune_result import load_tune_result, read_best_env

@@ -36,7 +36,7 @@ DECISION_SITES = {
     "CI gate": "analysis/compare/gate.py",
     "tune's winner and confidence": "analysis/tune/select.py",
     "tune's halving search": "analysis/tune/search.py",
-    "tune --verify": "collbench/run/tune_verify.py",
+    "tune verify": "collbench/run/tune/verify.py",
     "doctor --baseline and the majority rule": "analysis/doctor/judge.py",
 }
 
@@ -78,7 +78,7 @@ def test_no_second_test_statistic_outside_the_rule():
 @pytest.mark.parametrize("site", sorted(DECISION_SITES))
 def test_every_decision_site_uses_the_rule(site):
     """The site calls decision.judge, or decides through a module that does (the gate
-    reads compare's verdicts, tune --verify tune's): importing a name is not enough."""
+    reads compare's verdicts, tune verify tune's): importing a name is not enough."""
     path = ROOT / DECISION_SITES[site]
     tree = _parse(path)
     judges = {_module_of(source) for source in _sources() if _calls_judge(_parse(source))}

@@ -1,5 +1,5 @@
-"""`collbench tune --knob ...`: measure every setting in fresh rank processes and choose the
-best per collective and size range (the same choice and files as `tune --from`).
+"""`collbench tune run --knob ...`: measure every setting in fresh rank processes and choose the
+best per collective and size range (the same choice and files as `tune from`).
 
 Each setting is one sweep through the chosen launcher, so it runs in new rank processes
 however that launcher starts them: a new local spawn, a new torchrun round (every node's
@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.analysis.tune.from_runs import as_repeats
+from collbench.analysis.tune.outputs import env_choice, render_best_env, tune_document
 from collbench.analysis.tune.search import (
     DescentRule,
     HalvingRule,
@@ -65,7 +66,7 @@ from collbench.analysis.tune.search import (
     halving_round,
     settings_left,
 )
-from collbench.analysis.tune.select import SettingOutcome
+from collbench.analysis.tune.select import SettingOutcome, select_best
 from collbench.analysis.tune.validity import Skipped, per_collective_hint, split_collectives
 from collbench.core.errors import EXIT_RUN_FAILED, CollbenchError, SpecError
 from collbench.core.spec import SweepSpec
@@ -78,30 +79,30 @@ from collbench.core.tune_grid import (
 )
 from collbench.launchers.supervise import STOPPED_CODES, Stopped, StopSignals
 from collbench.run.sweep import RunOptions, run_sweep
-from collbench.run.tune_choices import choices_env, collect_choices
-from collbench.run.tune_finish import finish_tune
-from collbench.run.tune_from import (
+from collbench.run.tune.choices import choices_env, collect_choices, load_choices
+from collbench.run.tune.from_runs import (
     DRIVER_FOLDER,
     TuneFromResult,
     check_channels,
     check_out,
+    tuner_conf_text,
+    write_result,
 )
-from collbench.run.tune_plan import TunePlan, check_one_dtype
-from collbench.run.tune_rounds import (
+from collbench.run.tune.plan import (
+    TunePlan,
+    check_one_dtype,
     environment,
     failed_collective,
     probe_spec,
     round_port,
     sized_spec,
 )
+from collbench.run.tune.workload import workload_choice
 from collbench.store.load import load_run
 from collbench.store.rows import SWEEP
 from collbench.store.rundir import META_FILE
 from collbench.store.sink import SinkFactory
-from collbench.store.tune_result import (
-    CHOICES_FILE,
-    SettingRuns,
-)
+from collbench.store.tune_result import CHOICES_FILE, SettingRuns, TuneLaunch, TunerConfStatus
 
 SETTINGS_DIR = "settings"
 PROBES_DIR = "probes"
@@ -578,7 +579,7 @@ def _writes_result(options: RunOptions) -> bool:
 
 
 def _conf_warnings(plan: TunePlan, base_env: Mapping[str, str]) -> list[str]:
-    from collbench.run.tune_choices import conf_files
+    from collbench.run.tune.choices import conf_files
 
     return conf_file_warnings(conf_files(), plan.axes, base_env)
 
@@ -592,3 +593,78 @@ def _repeatable(item: Measured | None, spec: SweepSpec) -> SweepSpec | None:
     finished = {row.collective for row in item.rows} - {failed}
     kept = tuple(name for name in spec.collectives if name in finished)
     return replace(spec, collectives=kept) if kept and failed else None
+
+
+def finish_tune(
+    tuner: Tuner, writes: bool, warnings: list[str]
+) -> tuple[TuneFromResult | None, int]:
+    """The exit code and, where this node writes it, the result of the settings measured."""
+    say = tuner.say
+    items = sorted(tuner.measured.values(), key=lambda item: item.index)
+    baseline = next((item for item in items if item.setting.is_baseline), None)
+    ok = [item for item in items if item.error is None and item.rows]
+    code = 0 if baseline is not None and baseline.error is None and ok else EXIT_RUN_FAILED
+    if baseline is not None and baseline.error is not None:
+        say(f"tune: the baseline failed, so no gain can be measured: {baseline.error}")
+    elif not ok:
+        say("tune: every setting failed")
+    if tuner.stopped is not None:
+        code = tuner.stopped[0]
+        ran = sum(1 for item in items if item.run_dirs)
+        say(
+            f"tune: {tuner.stopped[1]}: {ran} setting(s) ran a full sweep; the result is "
+            "chosen from them and marked interrupted"
+        )
+    if not writes:
+        say(f"tune: this node walked {len(items)} settings; node 0 writes the result")
+        return None, code
+    return tune_result(tuner, items, warnings), code
+
+
+def tune_result(tuner: Tuner, items: list[Measured], warnings: list[str]) -> TuneFromResult:
+    plan = tuner.plan
+    full = [item for item in items if item.run_dirs or item.error is not None]
+    outcomes = [item.outcome() for item in full]
+    best = select_best(outcomes, plan.rule)
+    backend = tuner.backend()
+    # NCCL's own choices in the baseline (its choices pass) name the pair where a rule needs
+    # it; only the collectives tuned (collbench's own control calls are not the job's)
+    recorded = load_choices(Path(plan.out) / CHOICES_FILE, Setting().id)
+    baseline = [line for line in recorded if line.get("collective") in tuner.spec.collectives]
+    inputs = plan.tuner_conf.inputs([row for item in full for row in item.rows], baseline)
+    conf, notes, reason = tuner_conf_text(backend, False, best, plan.channels, inputs)
+    warnings = list(warnings)
+    if reason:
+        warnings.append(reason)
+        tuner.say(f"collbench: warning: {reason}")
+    launch = TuneLaunch(
+        search=plan.search,
+        repeats=plan.repeats,
+        budget_s=plan.budget_s,
+        command_line=tuple(tuner.command_line),
+        spec=tuner.spec.to_dict(),
+        launcher=tuner.options.launcher,
+        not_run=tuple(tuner.not_run),
+        elapsed_s=round(time.monotonic() - tuner.started, 3),
+    )
+    workload, why_not = workload_choice(outcomes, plan.workload)
+    warnings += why_not
+    for line in why_not:
+        tuner.say(f"collbench: warning: {line}")
+    core = tune_document([item.outcome() for item in items], best, plan.rule, workload=workload)
+    document = replace(
+        core,
+        settings=tuple(
+            replace(entry, repeats=len(item.run_dirs), runs=item.runs())
+            for entry, item in zip(core.settings, items, strict=True)
+        ),
+        launch=launch,
+        tuner_conf=TunerConfStatus(conf is not None, reason, tuple(notes)),
+        warnings=tuple(warnings),
+        interrupted=tuner.stopped[1] if tuner.stopped is not None else None,
+    )
+    written = write_result(plan.out, document, render_best_env(env_choice(best, workload)), conf)
+    choices = Path(plan.out) / CHOICES_FILE
+    if choices.exists():
+        written.append(choices)
+    return TuneFromResult(Path(plan.out), best, document, written, warnings, notes)

@@ -1,4 +1,4 @@
-"""`collbench tune --verify DIR`: measure a tune result against the default, in fresh
+"""`collbench tune verify DIR`: measure a tune result against the default, in fresh
 processes, and say what gain it really gives.
 
 The default (the environment as given) and best.env's setting each run as full sweeps in
@@ -13,7 +13,7 @@ the tune's own selection): `kept` (called faster), `lost` (called slower), `no d
 (within the rule's noise) or `unjudged`.
 
 What is measured: the tune's own sweep (tune.json's spec), with any measurement option given
-on this command line replacing its value; a `tune --from` result records no spec, so its
+on this command line replacing its value; a `tune from` result records no spec, so its
 collectives and the defaults are used unless options say otherwise.
 """
 
@@ -32,8 +32,8 @@ from collbench.core.errors import EXIT_RUN_FAILED, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import BASELINE, Setting
 from collbench.run.sweep import RunOptions
-from collbench.run.tune import TunePlan, Tuner
-from collbench.run.tune_from import check_out
+from collbench.run.tune.from_runs import check_out
+from collbench.run.tune.launch import TunePlan, Tuner
 from collbench.store.rundir import new_run_id, write_json_atomic
 from collbench.store.sink import SinkFactory
 from collbench.store.tune_result import (
@@ -66,12 +66,11 @@ class VerifyLine:
     baseline_busbw_gbps: float | None
     confident: bool
     confidence: str
-    call: str = ""  # kept | lost | no difference | unjudged (VERIFY_CALLS)
+    call: str = ""  # kept | lost | no difference | unjudged
     evidence: str = "-"  # the evidence the call rests on, one line
 
 
 KEPT, LOST, NO_DIFFERENCE = "kept", "lost", "no difference"
-VERIFY_CALLS = (KEPT, LOST, NO_DIFFERENCE, UNJUDGED)
 
 
 @dataclass(frozen=True)
@@ -96,18 +95,18 @@ def run_verify(
 ) -> tuple[VerifyResult | None, int]:
     """Measure the default and the tune's choice side by side (see the module); `repeats`:
     runs of each (None: the tune's own count, else TunePlan's default)."""
-    document = load_tune_result(tune_dir, "--verify")
+    document = load_tune_result(tune_dir, "DIR")
     knobs = dict(document.env.knobs)
-    exported = read_best_env(tune_dir, "--verify")
+    exported = read_best_env(tune_dir, "DIR")
     if exported != knobs:
         raise SpecError(
-            "--verify",
+            "DIR",
             str(tune_dir),
             f"has a {BEST_ENV} that exports {_words(exported)} but its {TUNE_JSON} chose "
             f"{_words(knobs)}: one of them was changed; run the tune again",
         )
     if not knobs:
-        say(f"tune --verify: {tune_dir}'s best.env exports nothing (the default is best)")
+        say(f"tune verify: {tune_dir}'s best.env exports nothing (the default is best)")
         return None, 0
     out = Path(out) if out is not None else Path(tune_dir) / f"verify-{new_run_id()}"
     check_out(out)
@@ -123,7 +122,7 @@ def run_verify(
     tuner.base_env = dict(sides.base_env)  # the plugin goes only with its config
     Path(out).mkdir(parents=True, exist_ok=True)
     say(
-        f"tune --verify: the default, then {', '.join(s.label for s in settings[1:])}"
+        f"tune verify: the default, then {', '.join(s.label for s in settings[1:])}"
         f"{tuner.repeat_words()}"
     )
     tuner.run_all(settings, spec)

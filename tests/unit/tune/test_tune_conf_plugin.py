@@ -15,7 +15,7 @@ import pytest
 
 from collbench.analysis.tune.tuner_conf import lookup, parse_tuner_conf, render_tuner_conf
 from collbench.analysis.tune.tuner_conf_rules import ALGORITHMS, COLLECTIVES, PROTOCOLS, SIZE_MAX
-from tests.unit.test_tune_conf import MIXED
+from tests.unit.tune.test_tune_conf import MIXED
 
 EXAMPLE = os.environ.get("COLLBENCH_TUNER_EXAMPLE", "")
 pytestmark = pytest.mark.skipif(

@@ -1,4 +1,4 @@
-"""tune --workload's choice (analysis/tune/workload.py, priced by run/tune_workload.py): the
+"""tune --workload's choice (analysis/tune/workload.py, priced by run/tune/workload.py): the
 same measured settings give different answers for different training jobs, as the step's
 collectives weigh the sizes differently."""
 
@@ -13,7 +13,7 @@ from collbench.analysis.tune.outputs import env_choice, render_best_env, tune_do
 from collbench.analysis.tune.select import SettingOutcome, select_best
 from collbench.core.tune_grid import Setting
 from collbench.run.mfu import MfuRequest
-from collbench.run.tune_workload import tune_workload, workload_choice
+from collbench.run.tune.workload import tune_workload, workload_choice
 from tests.rows import make_row
 
 SMALL_MODEL = Model("tiny", layers=2, hidden=256, heads=4, vocab=1000)
@@ -98,7 +98,7 @@ def test_a_mix_no_setting_wins_everywhere_names_what_it_loses():
     assert loss.fastest != choice.chosen.setting
     assert loss.kind in lost and lost[loss.kind] == choice.chosen.setting
     assert loss.exported_s > loss.fastest_s
-    assert f"{choice.chosen.setting} takes" in choice.loss_lines()[0]
+    assert f"{choice.chosen.setting} takes" in loss.describe(choice.chosen.setting)
     single, _ = workload_choice(_outcomes(), _job(0.25))
     assert single.losses == ()  # every collective of this one is fastest under the default
 

@@ -1,4 +1,4 @@
-"""`collbench tune --from RUN...`: the tune result from runs already measured, launching
+"""`collbench tune from RUN...`: the tune result from runs already measured, launching
 nothing (analysis/tune/from_runs.py says how runs become settings).
 
 Writes into a new directory: tune.json (every setting and the best per collective and size
@@ -31,8 +31,8 @@ from collbench.analysis.tune.tuner_conf import (
 from collbench.analysis.tune.tuner_conf_rules import BACKENDS
 from collbench.core.errors import SpecError
 from collbench.core.tune_catalog import max_channels
-from collbench.run.tune_choices import read_debug_logs
-from collbench.run.tune_workload import TuneWorkload, workload_choice
+from collbench.run.tune.choices import read_debug_logs
+from collbench.run.tune.workload import TuneWorkload, workload_choice
 from collbench.store.load import Run, load_run
 from collbench.store.outputs import check_output_dir, path_error
 from collbench.store.rundir import remove_temp_files
@@ -44,7 +44,7 @@ from collbench.store.tune_result import (
     save_tune_result,
 )
 
-# tune --launcher slurm: the driver's batch script and output, made before the driver starts
+# tune run --launcher slurm: the driver's batch script and output, made before the driver starts
 DRIVER_FOLDER = "slurm"
 
 
@@ -84,7 +84,7 @@ class TunerConfRequest:
 
 @dataclass(frozen=True)
 class TuneFromResult:
-    """What `tune --from` decided and wrote."""
+    """What `tune from` decided and wrote."""
 
     out: Path
     best: list[BestRecord]

@@ -23,7 +23,7 @@ from collbench.analysis.tune.tuner_conf_rules import (
 )
 from collbench.core.errors import SpecError
 from tests.rows import make_row
-from tests.unit.test_tune_conf import _record as best_record
+from tests.unit.tune.test_tune_conf import _record as best_record
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 TREE = {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"}
@@ -35,7 +35,7 @@ def _record(collective, low, high, knobs, gain=0.1, setting=None):
 
 
 def _line(collective, size, algorithm, protocol, setting="baseline-id"):
-    """One choices.jsonl line as run/tune_choices.collect_choices writes it."""
+    """One choices.jsonl line as run/tune/choices.collect_choices writes it."""
     return {
         "setting": setting,
         "collective": collective,

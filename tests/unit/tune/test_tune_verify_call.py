@@ -1,11 +1,11 @@
-"""`collbench tune --verify`'s call per range (run.tune_verify.verify_call): kept, lost, no
+"""`collbench tune verify`'s call per range (run.tune.verify.verify_call): kept, lost, no
 difference or unjudged, by the one decision rule through tune's own selection (pure)."""
 
 import pytest
 
 from collbench.analysis.tune.select import SettingOutcome, select_best
 from collbench.core.tune_grid import Setting
-from collbench.run.tune_verify import verify_call
+from collbench.run.tune.verify import verify_call
 from tests.rows import make_row
 
 MIB = 1024**2

@@ -93,7 +93,7 @@ def test_tree_faster_small_and_ring_faster_large_split_at_the_crossover():
     def tree_speed(size):
         return 1.3 if size <= MIB else 1 / 1.3
 
-    # ring stands for the default here (the first RUN, in tune --from)
+    # ring stands for the default here (the first RUN, in tune from)
     outcomes = [_outcome(ring, lambda size: 1.0, baseline=True), _outcome(tree, tree_speed)]
     records = select_best(outcomes)
     assert [(item.band, item.knobs) for item in records] == [

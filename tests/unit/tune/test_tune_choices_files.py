@@ -4,7 +4,7 @@ collective and size). The lines are written to NCCL 2.24's format; no GPU here."
 
 import json
 
-from collbench.run.tune_choices import choices_env, collect_choices
+from collbench.run.tune.choices import choices_env, collect_choices
 
 LINE = "gpu{node}:{pid}:{pid} [0] NCCL INFO AllReduce: {size} Bytes -> Algo {algo} proto SIMPLE channel{{Lo..Hi}}={{0..7}}"
 

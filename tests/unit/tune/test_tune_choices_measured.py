@@ -8,7 +8,7 @@ TUNING: "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}"), no GPU he
 import json
 
 from collbench.core.spec import SweepSpec
-from collbench.run.tune_choices import collect_choices
+from collbench.run.tune.choices import collect_choices
 
 PREFIX = "gpu0:11:11 [0] NCCL INFO "
 FLOAT32, FLOAT64, UINT8 = 7, 8, 1

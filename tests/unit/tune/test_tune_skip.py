@@ -7,12 +7,12 @@ a recorder of the sweep each setting would run."""
 
 from pathlib import Path
 
-import collbench.run.tune as tune_module
+import collbench.run.tune.launch as tune_module
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import KnobAxis, Setting
 from collbench.launchers.base import LaunchResult
 from collbench.run.sweep import RunOptions
-from collbench.run.tune import TunePlan, Tuner
+from collbench.run.tune.launch import TunePlan, Tuner
 from collbench.store.tune_result import TuneResult
 
 

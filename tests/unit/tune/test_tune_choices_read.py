@@ -1,5 +1,5 @@
 """NCCL's own choices reaching nccl_tuner.conf: a launched tune's choices.jsonl read back for
-the baseline setting (run.tune_choices.load_choices), a user's NCCL debug logs for tune --from
+the baseline setting (run.tune.choices.load_choices), a user's NCCL debug logs for tune from
 --nccl-log (read_debug_logs), and TunerConfRequest putting them and the runs' shape together."""
 
 import json
@@ -8,8 +8,8 @@ import pytest
 
 from collbench.core.errors import SpecError
 from collbench.core.tune_grid import BASELINE, Setting
-from collbench.run.tune_choices import load_choices, read_debug_logs
-from collbench.run.tune_from import TunerConfRequest
+from collbench.run.tune.choices import load_choices, read_debug_logs
+from collbench.run.tune.from_runs import TunerConfRequest
 from tests.rows import make_row
 
 TREE = Setting.from_mapping({"NCCL_ALGO": "Tree"})

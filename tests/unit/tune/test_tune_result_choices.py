@@ -1,4 +1,4 @@
-"""A launched tune's result (run.tune_finish.tune_result) hands the baseline's lines of choices.jsonl and
+"""A launched tune's result (run.tune.launch.tune_result) hands the baseline's lines of choices.jsonl and
 the tuned communicator's shape to nccl_tuner.conf: a range won by a setting that names no
 algorithm/protocol (NCCL_MIN_CTAS) gets NCCL's own pair from the baseline's choices, and the
 rules name nNodes/nRanks; without the baseline's choices the file is not written. The
@@ -10,8 +10,7 @@ import json
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import BASELINE, KnobAxis, Setting
 from collbench.run.sweep import RunOptions
-from collbench.run.tune import Measured, TunePlan, Tuner
-from collbench.run.tune_finish import tune_result
+from collbench.run.tune.launch import Measured, TunePlan, Tuner, tune_result
 from collbench.store.tune_result import CHOICES_FILE
 from tests.rows import make_row
 

@@ -1,4 +1,4 @@
-"""`collbench tune --from RUN...` (analysis.tune_from): runs measured differently are refused
+"""`collbench tune from RUN...` (analysis.tune_from): runs measured differently are refused
 naming what differs, and each run's rows go to the setting its recorded knobs say, several
 runs of one setting pooled as its repeats (pure)."""
 

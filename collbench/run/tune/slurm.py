@@ -1,6 +1,6 @@
-"""`collbench tune --launcher slurm`: one allocation for the whole tune.
+"""`collbench tune run --launcher slurm`: one allocation for the whole tune.
 
-The tune is submitted as a driver: a batch script that runs `collbench tune --launcher srun`
+The tune is submitted as a driver: a batch script that runs `collbench tune run --launcher srun`
 once on the allocation's first node, which starts one srun step per setting (fresh rank
 processes, no queueing per setting). This process follows the job and echoes the driver's
 output (progress on stderr, the result table on stdout) until it ends; the driver writes
@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collbench.core.errors import EXIT_RUN_FAILED
-from collbench.run.tune_from import DRIVER_FOLDER, check_out
+from collbench.run.tune.from_runs import DRIVER_FOLDER, check_out
 
 if TYPE_CHECKING:
     from collbench.core.spec import SweepSpec
     from collbench.run.sweep import RunOptions
-    from collbench.run.tune_plan import TunePlan
+    from collbench.run.tune.plan import TunePlan
 
 POLL_S = 0.5
 
@@ -47,26 +47,11 @@ def tune_in_allocation(
 def driver_argv(spec: SweepSpec, plan: TunePlan, knobs: Sequence[str], json_out: bool) -> list[str]:
     """The driver's command line: this tune under `--launcher srun` (`knobs`: the --knob
     values as given, each a knob and the values to try)."""
-    from collbench.run.tune_plan import ranges_word
+    from collbench.launchers.base import collbench_argv
 
-    argv = [sys.executable, "-m", "collbench", "tune", "--launcher", "srun"]
-    argv += [f"--knob={text}" for text in knobs]
-    argv += ["--search", plan.search, "--max-settings", str(plan.max_settings)]
-    argv += ["--repeats", str(plan.repeats)]
-    argv += ["--ranges", ranges_word(plan.rule.granularity)]
-    if plan.budget_s is not None:
-        argv += ["--budget", f"{plan.budget_s:g}s"]
-    if plan.channels is not None:
-        argv += ["--channels", str(plan.channels)]
-    argv += ["--tuner-shape", plan.tuner_conf.shape]
-    argv += [f"--nccl-log={Path(path).absolute()}" for path in plan.tuner_conf.nccl_logs]
-    if not plan.record_choices:
-        argv.append("--no-choices")
-    if json_out:
-        argv.append("--json")
-    argv += _without_repeats(spec.to_args())  # tune's --repeats is its own (above)
-    argv += ["--out", str(Path(plan.out).absolute())]
-    return argv
+    args = [*(f"--knob={text}" for text in knobs), *plan.to_args(), *(["--json"] * json_out)]
+    args += _without_repeats(spec.to_args())  # tune's --repeats is its own (plan's)
+    return collbench_argv(("tune", "run"), "srun", args, Path(plan.out).absolute())
 
 
 def _without_repeats(args: list[str]) -> list[str]:

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-import collbench.run.tune as tune_module
+import collbench.run.tune.launch as tune_module
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import KnobAxis
 from collbench.launchers.base import LaunchResult
 from collbench.run.sweep import RunOptions
-from collbench.run.tune import TunePlan, Tuner
-from collbench.run.tune_rounds import round_port
+from collbench.run.tune.launch import TunePlan, Tuner
+from collbench.run.tune.plan import round_port
 from collbench.store.rundir import META_FILE
 from tests.rows import make_row
 

@@ -1,4 +1,4 @@
-"""`collbench tune --verify` with a tuner plugin (run.tune_verify.verify_sides): the plugin
+"""`collbench tune verify` with a tuner plugin (run.tune.verify.verify_sides): the plugin
 goes only with its config. The default and best.env's setting run without NCCL_TUNER_PLUGIN
 and NCCL_TUNER_CONFIG_FILE (NCCL's example plugin would give their every call 1 channel and
 inflate the realised gain); only the nccl_tuner.conf setting names both; a plugin the
@@ -7,7 +7,7 @@ environment loads is a warning (pure)."""
 from pathlib import Path
 
 from collbench.core.tune_grid import BASELINE, Setting, setting_env
-from collbench.run.tune_verify import verify_sides
+from collbench.run.tune.verify import verify_sides
 
 BEST = {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"}
 PLUGIN = "/opt/nccl/libnccl-tuner-example.so"

@@ -1,4 +1,4 @@
-"""`collbench tune --search halving|coordinate` (analysis.tune_search): halving drops only
+"""`collbench tune run --search halving|coordinate` (analysis.tune_search): halving drops only
 settings clearly worse at every probe size, never the baseline, keeps at least min_keep and
 stops; coordinate descent walks one numeric knob at a time within each categorical
 combination to a local optimum or the budget (pure)."""

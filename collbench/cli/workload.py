@@ -1,0 +1,341 @@
+"""The training job a workload option describes (`collbench mfu`, `gemm`, and the file
+`tune run|from --workload FILE`): the model, its training and parallelism, and what the
+estimator assumes. One owner for these options, so each command that takes a job reads
+the same flags (or config keys) the same way.
+
+Keep this module's imports light: `collbench --help` must not import torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from collbench.analysis.mfu.estimate import EstimateOptions
+from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY
+from collbench.analysis.mfu.presets import PRESETS, preset
+from collbench.analysis.mfu.workload import (
+    ATTENTION_KERNELS,
+    COMPUTE_DTYPES,
+    CP_COMMS,
+    EP_OVERLAPS,
+    RECOMPUTE,
+    Model,
+    Parallelism,
+    Training,
+)
+from collbench.cli.options import (
+    Option,
+    command,
+    field_option,
+    format_value,
+    given_fields,
+    listing,
+    request,
+)
+from collbench.core.errors import SpecError
+from collbench.run.mfu import MfuRequest
+
+SHAPE_PANEL = "Model shape (instead of --model)"
+_PAR = "Parallelism"
+EST_PANEL = "Estimator"
+MOE_CP_PANEL = "Experts and context parallelism"
+# The rarer panels: -h folds them (--help-all shows them).
+FOLDED_PANELS = (SHAPE_PANEL, EST_PANEL, MOE_CP_PANEL)
+_SHAPE_FIELDS = ("layers", "hidden", "heads", "vocab")
+_SHAPE_HELP = {
+    "layers": "Transformer layers.",
+    "hidden": "Hidden size: the model width (d_model).",
+    "heads": "Attention heads (they divide --hidden).",
+    "vocab": "Vocabulary size, in tokens.",
+}
+
+
+def _tp_overlap_config(text: str, flag: str) -> tuple:
+    """--tp-overlap-config FILE: TE's ub_cfg read from YAML (run.mfu), as the pairs."""
+    from collbench.run.mfu import tp_overlap_config
+
+    return tp_overlap_config(text, flag)
+
+
+WORKLOAD_OPTIONS = (
+    Option(("--model", "-m"), f"Preset: {listing(PRESETS)}.", MfuRequest, "model", metavar="NAME"),
+    *(
+        field_option(Model, f"--{name}", _SHAPE_HELP[name], SHAPE_PANEL, default=None)
+        for name in _SHAPE_FIELDS
+    ),
+    field_option(Model, "--ffn-hidden", "MLP width (0: 4 x hidden).", SHAPE_PANEL),
+    field_option(Model, "--kv-heads", "Grouped-query attention heads (0: --heads).", SHAPE_PANEL),
+    field_option(
+        Model, "--gated-mlp", "SwiGLU MLP: three matrices of --ffn-hidden (Llama).", SHAPE_PANEL
+    ),
+    # The flag says the opposite of Model.tied_embeddings (GPT's way is the default).
+    field_option(
+        MfuRequest,
+        "--untied-embeddings",
+        "Separate input and output embeddings (Llama 3; GPT ties them).",
+        SHAPE_PANEL,
+    ),
+    *(
+        field_option(Model, f"--{name.replace('_', '-')}", text, SHAPE_PANEL)
+        for name, text in (
+            ("experts", "Routed experts per MoE layer (0: a dense model)."),
+            ("top_k", "Routed experts each token goes through."),
+            ("moe_ffn_hidden", "Each expert's MLP width (0: --ffn-hidden)."),
+            ("shared_experts", "Experts every token goes through besides (DeepSeek: 1)."),
+            ("dense_layers", "First layers that keep a dense MLP (DeepSeek-V3: 3)."),
+            ("mtp_layers", "Multi-token prediction modules on the last stage (DeepSeek-V3: 1)."),
+        )
+    ),
+    field_option(
+        Model,
+        "--params",
+        "Parameter count, e.g. 175e9 (default: from the shape; also overrides a preset's).",
+        default=None,
+        default_text="",
+    ),
+    # Training.seq has no default of its own: MfuRequest's is the command's.
+    field_option(MfuRequest, "--seq", "Sequence length in tokens."),
+    field_option(Training, "--global-batch", "Sequences per optimizer step.", default=None),
+    field_option(Training, "--micro-batch", "Sequences per micro-batch."),
+    field_option(Parallelism, "--tp", "Tensor parallel size.", _PAR),
+    field_option(Parallelism, "--pp", "Pipeline stages.", _PAR),
+    field_option(
+        Parallelism,
+        "--dp",
+        "Data parallel size (default: fill --nodes of the first topology).",
+        _PAR,
+        default=None,
+        default_text="",
+    ),
+    field_option(
+        MfuRequest,
+        "--nodes",
+        "Nodes of the first topology, to derive --dp (default: its file's node count); "
+        "with --dp, the two must agree.",
+        _PAR,
+        default=None,
+    ),
+    field_option(Parallelism, "--zero", "ZeRO stage 0-3.", _PAR),
+    field_option(MfuRequest, "--fsdp", "Fully sharded data parallel (= --zero 3).", _PAR),
+    field_option(
+        Parallelism,
+        "--sequence-parallel",
+        "Megatron sequence parallelism: TP all-reduces become reduce-scatter + all-gather.",
+        _PAR,
+    ),
+    field_option(
+        Parallelism, "--cp", "Context parallel size (ring attention over seq / cp per rank).", _PAR
+    ),
+    field_option(
+        Parallelism,
+        "--cp-comm",
+        f"How --cp exchanges K/V: {listing(CP_COMMS, last=' or ')}.",
+        MOE_CP_PANEL,
+        metavar="NAME",
+    ),
+    field_option(Parallelism, "--ep", "Expert parallel size (of the dp x cp ranks).", _PAR),
+    field_option(
+        Parallelism,
+        "--ep-overlap",
+        f"What hides the EP all-to-alls: {listing(EP_OVERLAPS)} (dualpipe: another "
+        "micro-batch's compute, DeepSeek-V3's DualPipe; 1f1b: Megatron-Core's EP overlap, "
+        "phase by phase).",
+        MOE_CP_PANEL,
+        metavar="NAME",
+    ),
+    field_option(
+        Parallelism,
+        "--ep-route-nodes",
+        "Node-limited routing: a token crosses the scale-out to at most N nodes, once each "
+        "(DeepSeek-V3: 4; 0: every routed copy is sent).",
+        MOE_CP_PANEL,
+    ),
+    field_option(
+        Parallelism,
+        "--etp",
+        "Expert tensor parallelism: the experts split over N of the tp ranks (Megatron's "
+        "expert tensor parallel size; 0: = --tp).",
+        MOE_CP_PANEL,
+    ),
+    field_option(
+        Parallelism,
+        "--ep-sms",
+        "SMs the dispatch/combine kernels hold beside compute (DeepEP: 20; 0: not priced).",
+        MOE_CP_PANEL,
+    ),
+    field_option(
+        Training,
+        "--capacity-factor",
+        "MoE: each expert computes and exchanges X times its balanced share (0: dropless).",
+        MOE_CP_PANEL,
+        metavar="X",
+    ),
+    field_option(
+        Training,
+        "--dispatch-bytes",
+        "Bytes per element the MoE dispatch moves (0: the activations'; 1: fp8).",
+        MOE_CP_PANEL,
+    ),
+    field_option(
+        Parallelism, "--virtual-stages", "Interleaved pipeline: model chunks per stage.", _PAR
+    ),
+    field_option(
+        Training, "--recompute", f"Activation recompute: {listing(RECOMPUTE)}.", metavar="NAME"
+    ),
+    field_option(
+        Training,
+        "--recompute-layers",
+        "Fully recompute N layers of each model chunk, the rest as --recompute says "
+        "(Megatron's recompute_num_layers, method block).",
+    ),
+    field_option(
+        Training,
+        "--dtype",
+        f"Compute dtype for the peak: {listing(COMPUTE_DTYPES, last=' or ')}.",
+        metavar="NAME",
+    ),
+    field_option(
+        Training,
+        "--attention",
+        f"Attention core: {listing(ATTENTION_KERNELS, last=' or ')} (Megatron's batched "
+        "GEMMs and softmax before FlashAttention).",
+        metavar="NAME",
+    ),
+    field_option(
+        Parallelism,
+        "--dp-overlap/--no-dp-overlap",
+        "Gradient reduction overlaps the backward (off: Megatron before 2023).",
+        EST_PANEL,
+    ),
+    field_option(
+        Parallelism,
+        "--tp-async/--no-tp-async",
+        "Without --tp-overlap: each column-parallel layer's input-gradient reduction runs "
+        "beside its weight gradient, its re-gather beside its input gradient (Megatron since "
+        "late 2021; off: every TP collective on the critical path).",
+        EST_PANEL,
+        field="tp_async_backward",
+    ),
+    field_option(
+        Parallelism,
+        "--dp-bucket-mb",
+        "DP collectives issued in buckets of this many MiB (PyTorch DDP's default); 0: one "
+        "collective over all gradients, which cannot overlap.",
+        EST_PANEL,
+    ),
+    field_option(
+        EstimateOptions,
+        "--tp-overlap",
+        "TP communication overlap: 0 none (Megatron's default); 1 Transformer Engine's "
+        "userbuffer overlap (--tp-comm-overlap, needs --sequence-parallel), priced chunk by "
+        "chunk: what stays exposed and what the GEMMs lose to chunking and to the SMs the "
+        "communication takes.",
+        EST_PANEL,
+        metavar="0|1",
+    ),
+    field_option(
+        EstimateOptions,
+        "--tp-overlap-chunks",
+        "With --tp-overlap 1: GEMM chunks of each pipelined reduce-scatter (TE's num_splits; "
+        "all-gathers always run in TP chunks).",
+        EST_PANEL,
+    ),
+    field_option(
+        EstimateOptions,
+        "--tp-overlap-sms",
+        "With --tp-overlap 1: SMs the reduce-scatter kernels take from the GEMMs beside "
+        "them (TE's num_sm).",
+        EST_PANEL,
+    ),
+    field_option(
+        EstimateOptions,
+        "--tp-overlap-config",
+        "With --tp-overlap 1: a recipe's own userbuffer configuration, TE's ub_cfg as NeMo "
+        "and Megatron-Bridge write it (YAML: pair -> method, num_sm, num_splits, "
+        "aggregate); pairs it leaves out keep TE's defaults.",
+        EST_PANEL,
+        field="tp_overlap_pairs",
+        default=None,
+        parse=_tp_overlap_config,
+        metavar="FILE",
+        default_text="TE's defaults",
+    ),
+    field_option(
+        EstimateOptions,
+        "--matmul-efficiency",
+        "Every GEMM at this share of the peak (default: from its shape and the "
+        "accelerator: tile and wave quantization, roofline, the catalog's matmul_fraction).",
+        EST_PANEL,
+        default=None,
+    ),
+    # None: Inputs' own default (DEFAULT_COMM_EFFICIENCY).
+    field_option(
+        MfuRequest,
+        "--comm-efficiency",
+        "Share of the fabric's bound predicted collectives reach.",
+        EST_PANEL,
+        default=None,
+        default_text=format_value(DEFAULT_COMM_EFFICIENCY),
+    ),
+)
+
+
+def workload_parts(
+    values: dict[str, Any], options: tuple[Option, ...] = WORKLOAD_OPTIONS
+) -> tuple[MfuRequest, Model, Training, dict[str, Any], EstimateOptions]:
+    """The workload's parts from the command line's `values`, read through `options` (mfu's
+    own, or a subset another command offers, e.g. `gemm`): the request, the
+    model, the training, the Parallelism fields given and the estimator's options."""
+    wanted: MfuRequest = request(MfuRequest, options, values)
+    model = model_from_options(values)
+    parallelism = given_fields(Parallelism, options, values)
+    if values["global_batch"] is None:
+        raise SpecError.from_message("--global-batch is required (sequences per optimizer step)")
+    training = Training(seq=wanted.seq, **given_fields(Training, options, values))
+    estimate = EstimateOptions(**given_fields(EstimateOptions, options, values))
+    return wanted, model, training, parallelism, estimate
+
+
+def model_from_options(values: dict[str, Any]) -> Model:
+    """A preset (--model), or the shape given flag by flag; --params overrides either."""
+    name = values["model"]
+    shape = [option for option in WORKLOAD_OPTIONS if option.panel == SHAPE_PANEL]
+    # (a command offering a subset of the shape, e.g. `gemm`, leaves the rest out of values)
+    given = [
+        option
+        for option in shape
+        if values.get(option.parameter_name, option.default_value) != option.default_value
+    ]
+    if name is not None:
+        if given:
+            value = values[given[0].parameter_name]
+            raise SpecError(
+                given[0].flag, value, "conflicts with --model (a preset has its own shape)"
+            )
+        chosen = preset(name)
+    elif missing := [f"--{key}" for key in _SHAPE_FIELDS if values[key] is None]:
+        raise SpecError.from_message(
+            f"--model (a preset) or the shape is required: missing {', '.join(missing)}"
+        )
+    else:
+        fields = given_fields(Model, WORKLOAD_OPTIONS, values)
+        tied = not values["untied_embeddings"]
+        chosen = Model("custom", **fields, tied_embeddings=tied)
+    return chosen if values["params"] is None else replace(chosen, params=values["params"])
+
+
+def read_workload(path: Path) -> dict[str, Any]:
+    """The values of a workload file (`tune --workload FILE`): the options above as a
+    config file holds them (cli/config.py), read as `collbench mfu --config FILE` reads
+    them; a one-line error (exit 2) for a key or value they do not take."""
+    import typer
+
+    values: dict[str, Any] = {}
+    app = typer.Typer()
+    app.command()(command("workload", "", WORKLOAD_OPTIONS, values.update, config=True))
+    typer.main.get_command(app).main(
+        ["--config", str(path)], prog_name="--workload", standalone_mode=False
+    )
+    return values
