@@ -24,15 +24,6 @@ ANALYSIS = "collbench.analysis"
 ROOT = Path(collbench.__file__).resolve().parent
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 # Cycles other branches of issue 37 remove; each must go, none may join them.
-KNOWN_CYCLES = [
-    # removed by the plumbing branch (analysis/fit rewritten)
-    ["collbench.analysis.fit.hockney", "collbench.analysis.fit.quality"],
-    ["collbench.analysis.fit.regimes", "collbench.analysis.fit.segments"],
-    # removed by the tune branch (run/tune/ as a package)
-    ["collbench.run.tune", "collbench.run.tune_finish"],
-]
-
-
 @cache
 def _graph() -> grimp.ImportGraph:
     return grimp.build_graph(PACKAGE, exclude_type_checking_imports=False, cache_dir=None)
@@ -76,7 +67,7 @@ def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
 
 
 def test_no_import_cycle():
-    cycles = [cycle for cycle in _cycles(_graph()) if cycle not in KNOWN_CYCLES]
+    cycles = _cycles(_graph())
     assert cycles == [], f"import cycles (function-local and type-only imports included): {cycles}"
 
 
