@@ -1,7 +1,7 @@
 """How close the estimator has landed on published runs, per accelerator: what `mfu`
 prints beside each fabric's column, so an estimate is read with its demonstrated error.
 
-The figures are the validation set's (tests/published_runs.py, README "Validation against
+The figures are the validation set's (tests/published_runs.py, docs/mfu/validation.md "Validation against
 published runs"), each run's error turned into an error of the MFU (and of the throughput:
 predicted / reported - 1, + = the estimate is faster than the run was). They hold for the
 estimator as shipped: GEMMs priced by shape and collectives by the topology's cost model
@@ -39,7 +39,7 @@ class Demonstrated:
             median = f"; median |error| {self.median_abs:.1%}"
         return (
             f"validated: {column} ({self.family}): {erred} (+: faster than the run{median}; "
-            "README, Validation against published runs)"
+            "docs/mfu/validation.md)"
         )
 
     def to_dict(self) -> dict[str, float | int | str]:

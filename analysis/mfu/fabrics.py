@@ -79,7 +79,7 @@ def without_overlap(
 ) -> dict[str, tuple[Workload, EstimateOptions]]:
     """The workload with the EP all-to-alls' overlap taken away (`no_ep_overlap`), where it
     prices one. Its MFU is shown beside the estimate: the published per-step MoE run with an
-    EP overlap ran nearer it than the overlapped estimate (README, MoE validation)."""
+    EP overlap ran nearer it than the overlapped estimate (docs/mfu/moe-cp.md)."""
     par = workload.parallelism
     if par.ep > 1 and par.ep_overlap != "none":
         return {

@@ -210,7 +210,7 @@ SPEC_OPTIONS = (
         "Repeat the whole measurement R times in the same rank processes, interleaved "
         "(repeat 1 of every size, then repeat 2, ...); every row records its repeat. "
         "compare and its CI gate decide from repeat-level statistics (tune and doctor repeat "
-        "their own way; see README 'How collbench decides').",
+        "their own way; see docs/methodology/decisions.md).",
         SweepSpec,
         "repeats",
         kind=int,

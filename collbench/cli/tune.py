@@ -108,9 +108,9 @@ JSON = Option(("--json",), "Print tune.json as JSON.", kind=bool, default=False,
 WORKLOAD = Option(
     ("--workload",),
     "Choose best.env for a training job: the setting that makes its modelled step fastest "
-    "(the MFU model, its collectives priced from each setting's measured busbw; the job "
-    "trains on --topology). FILE: the job as `collbench mfu` options, in a YAML file as "
-    "`collbench mfu ... --print-config` writes them (less --topology).",
+    "(the MFU model, its collectives priced from each setting's measured busbw). FILE: the "
+    "job as `collbench mfu ... --print-config` writes it; it trains on the file's first "
+    "topology unless --topology names one.",
     TuneRequest,
     "workload",
     kind=Path,
@@ -338,8 +338,9 @@ def _workload(values: dict[str, Any]) -> Any:
     from collbench.cli.workload import read_workload, workload_parts
     from collbench.run.tune.workload import tune_workload
 
-    parts = workload_parts(read_workload(values["workload"]))
-    return tune_workload(*parts, values["topology"])
+    job = read_workload(values["workload"])
+    named = job.pop("topology", None) or [None]  # the file's fabric, unless -T names one
+    return tune_workload(*workload_parts(job), values["topology"] or named[0])
 
 
 def _run_options(values: dict[str, Any]) -> RunOptions:

@@ -329,12 +329,17 @@ def model_from_options(values: dict[str, Any]) -> Model:
 def read_workload(path: Path) -> dict[str, Any]:
     """The values of a workload file (`tune --workload FILE`): the options above as a
     config file holds them (cli/config.py), read as `collbench mfu --config FILE` reads
-    them; a one-line error (exit 2) for a key or value they do not take."""
+    them, its `topology` list included; a one-line error (exit 2) for a key or value they
+    do not take."""
     import typer
 
+    # mfu's --topology too, so the file `collbench mfu ... --print-config` writes is one
+    topology = Option(("--topology",), "The job's fabric.", MfuRequest, "topology", kind=list[str])
     values: dict[str, Any] = {}
-    app = typer.Typer()
-    app.command()(command("workload", "", WORKLOAD_OPTIONS, values.update, config=True))
+    app = typer.Typer(add_completion=False)
+    app.command()(
+        command("workload", "", (topology, *WORKLOAD_OPTIONS), values.update, config=True)
+    )
     typer.main.get_command(app).main(
         ["--config", str(path)], prog_name="--workload", standalone_mode=False
     )

@@ -1,4 +1,4 @@
-"""Exceptions that map onto collbench's exit codes (see README, "Exit codes")."""
+"""Exceptions that map onto collbench's exit codes (see docs/errors.md)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Every file collbench reads (a log to import, a run's rows.jsonl and meta.json, job.json,
 tune.json, doctor.json, a topology file) is read as a regular file within these bounds, so a
 hostile or broken input (/dev/zero, a FIFO, a 64 MiB line, JSON nested thousands deep) is
-one line and exit 2 in bounded time and memory, never a hang or a RecursionError. The README's
+one line and exit 2 in bounded time and memory, never a hang or a RecursionError. docs/errors.md's
 "Limits" table lists them. Pure: the readers (store.reading, topologies.loader) do the I/O.
 """
 
@@ -56,7 +56,7 @@ def too_deep(text: str, toml: bool = False, limit: int = MAX_NESTING_DEPTH) -> b
 
 
 def size_text(n_bytes: int) -> str:
-    """A limit as the README states it: 64 MiB, 64 KiB, 100 bytes."""
+    """A limit as docs/errors.md states it: 64 MiB, 64 KiB, 100 bytes."""
     for unit, scale in (("GiB", 1024**3), ("MiB", MIB), ("KiB", 1024)):
         if n_bytes >= scale and n_bytes % scale == 0:
             return f"{n_bytes // scale} {unit}"

@@ -289,7 +289,7 @@ UNHIDDEN_ROWS = {"no_ep_overlap": "what if: no EP overlap"}
 UNHIDDEN_NOTE = (
     "what if: no EP overlap: the MFU if the all-to-alls hide behind nothing. The published "
     "per-step MoE run with an EP overlap (DeepSeek-V3 with Megatron-Core's 1F1B overlap, on "
-    "H100) ran nearer it than the overlapped estimate (README, MoE validation)"
+    "H100) ran nearer it than the overlapped estimate (docs/mfu/moe-cp.md)"
 )
 
 

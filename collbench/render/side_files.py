@@ -5,7 +5,7 @@ them in the run (store/side_files.py). Killed (SIGKILL, a lost node), it leaves 
 rows.jsonl, where the ranks went on. `collbench finalize RUN` calls `complete_side_files`:
 each file is rewritten whole, atomically, in the layout the sink writes (the CSV's columns,
 one nccl-tests JSON file per collective measured, named as -J names them), so both hold
-every finished row, as the README promises. A file that is no longer the one collbench
+every finished row, as docs/errors.md promises. A file that is no longer the one collbench
 began (another header, not nccl-tests JSON) is left alone and named.
 """
 

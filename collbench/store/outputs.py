@@ -13,7 +13,7 @@ existing file (unless --force), one path given to two options, a read-only or un
 folder, and any path inside a run directory (an input's, or any run's: no command writes
 over rows.jsonl, meta.json, rows.parquet, job.json or status files, --force or not).
 
-A full disk (or quota) is OutputError: one line, exit 1 (README, "Faults and exit codes"),
+A full disk (or quota) is OutputError: one line, exit 1 (docs/errors.md),
 and what was being written is removed.
 """
 
