@@ -23,6 +23,8 @@ PACKAGE = "collbench"
 ANALYSIS = "collbench.analysis"
 ROOT = Path(collbench.__file__).resolve().parent
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
 # Cycles other branches of issue 37 remove; each must go, none may join them.
 @cache
 def _graph() -> grimp.ImportGraph:
