@@ -239,6 +239,7 @@ def test_non_empty_out_is_refused_and_left_alone(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
+@pytest.mark.slow
 def test_help_does_not_import_torch():
     code = (
         "import sys; from collbench.cli.app import main\n"

@@ -130,6 +130,7 @@ def test_a_bad_predict_size_is_a_spec_error(tmp_path, predict):
     assert isinstance(done.exception, SpecError) and "--predict" in str(done.exception)
 
 
+@pytest.mark.slow
 def test_the_real_cli_exits_2_with_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     done = subprocess.run(
@@ -142,6 +143,7 @@ def test_the_real_cli_exits_2_with_one_line(tmp_path):
     assert done.stderr.count("\n") == 1 and "holds no result rows" in done.stderr
 
 
+@pytest.mark.slow
 def test_importing_the_command_stays_light():
     code = (
         "import sys, collbench.cli.fit; heavy = {'numpy', 'scipy', 'pandas', 'torch'};"

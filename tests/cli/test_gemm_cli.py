@@ -33,6 +33,7 @@ def gemm_run(tmp_path_factory):
     return out, done
 
 
+@pytest.mark.slow
 def test_a_workload_s_shapes_are_measured_for_real(gemm_run):
     out, done = gemm_run
     rows = load_gemm_rows(out)
@@ -77,6 +78,7 @@ def test_other_shapes_and_accelerators_are_warned_not_used_silently(gemm_run):
     assert "not on dgx-h100's NVIDIA H100" in gpu.stderr and "not used there" in gpu.stderr
 
 
+@pytest.mark.slow
 def test_a_shape_sweep(tmp_path):
     out = tmp_path / "sweep"
     done = collbench("gemm", "--square", "16:64", "--shape", "2x8x16x32", *QUICK, "--out", str(out))

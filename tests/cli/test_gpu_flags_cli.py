@@ -20,6 +20,7 @@ def _errors(done) -> list[str]:
     ("env", "extra"),
     [(BLOCKING, ()), ({}, ("--knob", "TORCH_NCCL_BLOCKING_WAIT=1"))],
 )
+@pytest.mark.slow
 def test_blocking_wait_refuses_overlap_probes_on_nccl(env, extra):
     done = collbench("overlap", *SMALL, "--backend", "nccl", "--print", *extra, env=env)
     assert done.returncode == 2, done.stderr
@@ -29,6 +30,7 @@ def test_blocking_wait_refuses_overlap_probes_on_nccl(env, extra):
     assert "--allow-blocking-env" in line and not done.stdout
 
 
+@pytest.mark.slow
 def test_allowed_it_is_a_warning_naming_the_variable():
     done = collbench(
         "overlap", *SMALL, "--backend", "nccl", "--print", "--allow-blocking-env", env=BLOCKING
@@ -39,18 +41,21 @@ def test_allowed_it_is_a_warning_naming_the_variable():
     # (on a host without a GPU, --backend nccl is refused after the warning: that is all)
 
 
+@pytest.mark.slow
 def test_a_sweep_on_nccl_is_warned_not_refused():
     done = collbench("sweep", *SMALL, "--backend", "nccl", "--print", env=BLOCKING)
     assert "collbench: warning: the host waits for the GPU" in done.stderr
     assert not any("TORCH_NCCL_BLOCKING_WAIT" in line for line in _errors(done))
 
 
+@pytest.mark.slow
 def test_gloo_ignores_the_variables():
     done = collbench("overlap", *SMALL, "--backend", "gloo", "--print", env=BLOCKING)
     assert done.returncode == 0, done.stderr
     assert "warning" not in done.stderr
 
 
+@pytest.mark.slow
 def test_cuda_graph_on_gloo_is_one_line_exit_2():
     done = collbench("sweep", *SMALL, "--backend", "gloo", "--cuda-graph")
     assert done.returncode == 2
@@ -59,11 +64,13 @@ def test_cuda_graph_on_gloo_is_one_line_exit_2():
     ]
 
 
+@pytest.mark.slow
 def test_overlap_has_no_cuda_graph_option():
     done = collbench("overlap", *SMALL, "--cuda-graph")
     assert done.returncode == 2 and "No such option: --cuda-graph" in done.stderr
 
 
+@pytest.mark.slow
 def test_cuda_graph_with_auto_on_a_cpu_host_is_refused_before_measuring(tmp_path):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -73,6 +73,7 @@ def _command_paths(group, prefix: tuple[str, ...] = ()):
             yield from _command_paths(command, (*prefix, name))
 
 
+@pytest.mark.slow
 def test_dash_h_is_help_for_the_root_and_every_command():
     paths = [(), *_command_paths(typer.main.get_command(app))]
     assert ("sweep",) in paths and ("export",) in paths and ("topo", "list") in paths

@@ -19,6 +19,7 @@ SAME_AS_A_PROCESS = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", SAME_AS_A_PROCESS, ids=" ".join)
 def test_in_process_gives_what_the_real_process_gives(args):
     here, real = collbench(*args), collbench_process(*args)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.cli.test_mfu_cli import write_fabric
 from tests.helpers import collbench
 
@@ -56,6 +58,7 @@ def test_a_fabric_without_scale_out_is_named_when_the_job_needs_more_nodes(tmp_p
 TINY = ["--layers", "1", "--hidden", "64", "--heads", "2", "--vocab", "128", "--seq", "32"]
 
 
+@pytest.mark.slow
 def test_a_measured_rate_above_the_peak_is_said_and_no_mfu_above_100_is_printed(tmp_path):
     gemm = collbench("gemm", *TINY, "--dtype", "bf16", "--device", "cpu", "--iters", "3",
                      "--warmup", "1", "--out", str(tmp_path / "gemm"))  # fmt: skip

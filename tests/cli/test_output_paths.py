@@ -262,6 +262,7 @@ def test_a_path_under_a_file_is_refused(world, writer):
     assert world.file.read_text() == "a file, not a folder\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", FILE_WRITERS, ids=FILE_IDS)
 def test_an_existing_file_is_kept_unless_force(world, writer, tmp_path):
     existing = tmp_path / "existing"

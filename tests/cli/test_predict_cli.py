@@ -25,6 +25,7 @@ def _table_line(stdout: str, size: str) -> list[str]:
     return next(line.split() for line in stdout.splitlines() if line.split()[:1] == [size])
 
 
+@pytest.mark.slow
 def test_two_fabrics_side_by_side_in_a_real_process():
     done = collbench_process(
         "predict", "-T", A, "-T", B, "-c", "all_reduce", "-b", "8", "-e", "8G", "-f", "1024"
@@ -152,6 +153,7 @@ def test_curves_at_another_shape_stay_predicted_with_a_warning(tmp_path):
     assert "no timed all_reduce rows at 16 ranks over 4 nodes" in done.stderr
 
 
+@pytest.mark.slow
 def test_html_writes_a_report_and_refuses_to_overwrite(tmp_path):
     out = tmp_path / "predict.html"
     args = [
@@ -251,6 +253,7 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
     assert line.startswith(f"collbench: error: {message}")
 
 
+@pytest.mark.slow
 def test_predict_imports_neither_torch_nor_numpy():
     """What keeps it well under a second: the cost model is plain Python."""
     code = (

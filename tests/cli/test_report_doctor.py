@@ -9,6 +9,8 @@ import base64
 import json
 import re
 
+import pytest
+
 from collbench.cli.report import report
 from collbench.render.doctor_text import doctor_json
 from collbench.render.report.doctor_section import DOCTOR_JSON
@@ -62,6 +64,7 @@ def test_html_has_doctor_section_with_heat_map_bars_and_findings(tmp_path):
     assert "0.1 with cbnode0" in text  # cbnode2's slowest pair, from the rows
 
 
+@pytest.mark.slow
 def test_markdown_links_the_heat_map_and_bars(tmp_path):
     out = _report(tmp_path, _doctor_dir(tmp_path), fmt="md")
     text = out.read_text()
@@ -104,6 +107,7 @@ def test_unreadable_doctor_json_is_a_warning(tmp_path, capsys):
     assert "<h2>Doctor</h2>" in text
 
 
+@pytest.mark.slow
 def test_two_doctor_runs_and_a_sweep_in_one_report(tmp_path):
     first = _doctor_dir(tmp_path, "doctor-a", findings=(NODE, LINK))
     second = _doctor_dir(tmp_path, "doctor-b", findings=())

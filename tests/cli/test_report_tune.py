@@ -124,6 +124,7 @@ def test_one_curve_per_setting_the_baseline_marked_and_the_winner(tune_dir):
     assert curves[1].busbw_gbps[large] == pytest.approx(2 * curves[0].busbw_gbps[large])
 
 
+@pytest.mark.slow
 def test_the_report_has_the_tuning_section_winners_failures_and_choices(tmp_path, tune_dir, capsys):
     text = _report(tmp_path, tune_dir).read_text()
     assert capsys.readouterr().out.strip().endswith("charts)")
@@ -149,6 +150,7 @@ def test_the_report_has_the_tuning_section_winners_failures_and_choices(tmp_path
     assert "<h3>baseline</h3>" in text and "<h3>GLOO_SOCKET_IFNAME=fast</h3>" in text
 
 
+@pytest.mark.slow
 def test_markdown_report_of_a_tune_dir(tmp_path, tune_dir):
     text = _report(tmp_path, tune_dir, fmt="md").read_text()
     assert "## Tuning" in text and "**failed settings**" in text
@@ -164,6 +166,7 @@ def test_every_setting_failed_gives_the_tuning_section_alone(tmp_path):
     assert "<h2>Provenance</h2>" in text
 
 
+@pytest.mark.slow
 def test_tune_from_result_expands_its_runs_and_warns_about_a_missing_one(tmp_path, capsys):
     base = write_run(tmp_path / "run-base", _times(1.0))
     fast = write_run(tmp_path / "run-fast", _times(2.0), knobs=FAST)

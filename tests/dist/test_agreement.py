@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from collbench.bench.distributed import RESOLVE_BACKEND_VAR
 from collbench.launchers.local import free_port
 from tests.helpers import rows_of
@@ -37,6 +39,7 @@ def _start(out, rank, nproc, port, extra_env, local_rank=True):
     )
 
 
+@pytest.mark.slow
 def test_a_rank_that_resolves_another_backend_stops_every_rank_fast(tmp_path):
     port = free_port()
     started = time.monotonic()
@@ -52,6 +55,7 @@ def test_a_rank_that_resolves_another_backend_stops_every_rank_fast(tmp_path):
         assert "(rank 1)" in line and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_ranks_without_a_local_rank_variable_derive_it_and_run(tmp_path):
     """No LOCAL_RANK (as under some MPI launchers): the ranks group by host and run."""
     port = free_port()

@@ -21,6 +21,7 @@ DOCTOR_ARGS = ["--size", "1M", "--shuffle-rounds", "2", "--bisect"]
         ["--launcher", "slurm", "-N", "2", "--print-sbatch"],
     ],
 )
+@pytest.mark.slow
 def test_the_ranks_run_doctor_with_its_options(launcher_args, tmp_path):
     result = collbench("doctor", *DOCTOR_ARGS, *launcher_args, "--out", str(tmp_path / "d"))
     assert result.returncode == 0, result.stderr

@@ -155,6 +155,7 @@ def test_step_that_does_not_fit_is_refused(nproc, extra, flag):
         step_settings(nproc, extra, Allocation("7", 2, (1, 1)))
 
 
+@pytest.mark.slow
 def test_outside_an_allocation_exit_2():
     done = _run(_sweep(*SMALL), env=_no_slurm_env(), timeout=60)
     assert done.returncode == 2, done.stderr
@@ -165,6 +166,7 @@ def test_outside_an_allocation_exit_2():
     "option",
     [["--partition", "debug"], ["--time", "5"], ["--no-wait"], ["--print-sbatch"]],
 )
+@pytest.mark.slow
 def test_allocation_options_are_refused(option):
     done = _run(_sweep(*option, "--print"), env=_no_slurm_env(), timeout=60)
     assert done.returncode == 2, done.stderr
@@ -172,6 +174,7 @@ def test_allocation_options_are_refused(option):
     assert last.startswith(f"collbench: error: {option[0]}: ") and "salloc or sbatch" in last
 
 
+@pytest.mark.slow
 def test_print_outside_an_allocation_shows_the_srun_line(tmp_path):
     out = tmp_path / "run"
     done = _run(

@@ -73,6 +73,7 @@ def test_no_import_cycle():
     assert cycles == [], f"import cycles (function-local and type-only imports included): {cycles}"
 
 
+@pytest.mark.slow
 def test_no_import_cycle_in_benchmarks():
     assert {"gpu_acceptance", "gpu_acceptance_steps"} <= _script_graph(BENCHMARKS).modules
     assert _cycles(_script_graph(BENCHMARKS)) == []
@@ -175,6 +176,7 @@ def test_the_walk_reaches_the_analysis_sub_packages():
     assert {"collbench.analysis.rules.methodology", "collbench.cli.compare"} <= names
 
 
+@pytest.mark.slow
 def test_no_module_reaches_into_an_analysis_sub_package_private_names():
     found = [line for path in package_sources() for line in _reach_ins(path)]
     assert found == []

@@ -39,6 +39,7 @@ def test_every_command_refuses_a_bad_knob_the_same_way(command, case):
     assert "--knob" in line and said in line, line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["sweep", "overlap", "doctor", "import"])
 def test_a_knob_given_twice_is_refused(command):
     done = collbench(*COMMANDS[command], "--knob", "NCCL_ALGO=Ring", "--knob", "NCCL_ALGO=Tree")

@@ -135,6 +135,7 @@ def test_the_warm_up_stops_near_its_time_not_a_doubled_chunk_past_it():
     assert 0.3 <= timing.warmup_s <= 0.3 + 4 * one_s + 0.05, (timing.warmup_s, one_s)
 
 
+@pytest.mark.slow
 def test_the_estimate_said_is_within_3x_of_the_run_it_sizes(tmp_path):
     gemms = tuple(Gemm("sweep", "-", side, side, side) for side in (32, 128, 256, 512))
     job = GemmJob(gemms, dtype="fp32", device="cpu", iters=20, out=tmp_path / "run")

@@ -126,6 +126,7 @@ def test_the_count_is_what_load_rows_reads(tmp_path, tail):
     assert count_rows(run, warn=False) == len(load_rows(run, warn=False))
 
 
+@pytest.mark.slow
 def test_a_line_longer_than_a_chunk_is_counted_once(tmp_path):
     run = _run(tmp_path, samples=400_000)  # each line ~ 1.6 MB: chunks end inside lines
     assert count_rows(run) == 5

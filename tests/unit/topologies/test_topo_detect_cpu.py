@@ -96,6 +96,7 @@ def test_gather_names_this_machine_s_cpu_as_its_proc_cpuinfo_does():
     assert cpu.vendor_id == lines.get("vendor_id", cpu.vendor_id)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
 def test_detect_counts_the_cpus_this_process_may_use():
     done = subprocess.run(

@@ -132,6 +132,7 @@ def test_one_size_where_the_winner_loses_splits_its_range():
     ]
 
 
+@pytest.mark.slow
 def test_an_aa_tune_over_many_sizes_rarely_finds_a_winner():
     """One family per collective: over 100 A/A tunes (3 repeats a side, 3 other settings,
     12 sizes), a false winner anywhere stays within the rule's alpha."""

@@ -155,6 +155,7 @@ def _aa_outcomes(rng, settings=4, repeats=3, spread=0.03):
     return outcomes
 
 
+@pytest.mark.slow
 def test_an_aa_tune_with_3_repeats_picks_the_default():
     record = _record(select_best(_aa_outcomes(random.Random(1)), BANDS_RULE))
     assert record.default_is_best and record.knobs == {}

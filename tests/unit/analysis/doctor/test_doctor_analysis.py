@@ -313,6 +313,7 @@ def with_rank_noise(row: DoctorRow, rng, sigma: float) -> DoctorRow:
         pytest.param(range(60, 300), id="seeds60-299", marks=pytest.mark.slow),
     ],
 )
+@pytest.mark.slow
 def test_a_healthy_noisy_fleet_is_healthy_over_many_seeds(
     count, per_host, sigma, fleet_tolerance_pct, seeds
 ):

@@ -88,6 +88,7 @@ def test_a_pairs_mode_collbench_does_not_know_is_refused():
     assert "--pairs sampled" in " ".join(DoctorSpec(pairs="sampled").to_args())
 
 
+@pytest.mark.slow
 def test_the_slow_node_is_named_among_512_sampled_nodes_and_summarised():
     rows, nodes = fleet(512, "auto", slow_host=300, slow_link=None)
     spec = DoctorSpec()
@@ -119,6 +120,7 @@ def test_every_pair_mode_finds_a_slow_link_among_96_nodes():
     assert "slowest 10 pairs (GB/s): n0010<->n0070 " in text
 
 
+@pytest.mark.slow
 def test_small_fleets_keep_the_whole_matrix():
     rows, nodes = fleet(MATRIX_DENSE_MAX_HOSTS, "auto", slow_host=5, slow_link=None)
     diagnosis = diagnose(rows, DoctorSpec(), FLEET_EXPECTATION, nodes)

@@ -108,6 +108,7 @@ def test_a_long_sweep_is_searched_over_candidates_and_finds_the_crossovers():
     assert starts[1] == pytest.approx(154_286, rel=0.1)
 
 
+@pytest.mark.slow
 def test_the_scale_benchmark_runs_quick():
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "scale.py"), "--quick", "--only", "fit"],

@@ -662,6 +662,7 @@ def test_command_bad_input_raises_spec_error(tmp_path):
     assert isinstance(result.exception, SpecError) and result.exception.field == "LOG"
 
 
+@pytest.mark.slow
 def test_cli_module_imports_nothing_heavy():
     code = (
         "import sys, collbench.cli.imports; "

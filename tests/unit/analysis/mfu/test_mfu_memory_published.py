@@ -66,6 +66,7 @@ def test_every_configuration_that_ran_is_accepted():
             assert memory.fits or memory.may_fit, case.case
 
 
+@pytest.mark.slow
 def test_the_checks_allowance_is_what_the_table_demonstrates():
     assert len(PINNED) == len(CASES) == VALIDATED_CONFIGURATIONS
     assert round(demonstrated_error(), 2) == DEMONSTRATED_ERROR

@@ -140,6 +140,7 @@ def _page_block(name: str) -> str:
     return text[text.index(start) + len(start) : text.index(end)]
 
 
+@pytest.mark.slow
 def test_published_tables_are_what_the_model_says_now():
     """docs/mfu/validation.md's validation and sensitivity tables are regenerated, not
     hand-edited: `python benchmarks/mfu_validation.py --sensitivity`."""

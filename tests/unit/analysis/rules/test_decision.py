@@ -82,6 +82,7 @@ def test_identical_systems_rarely_differ_when_the_noise_is_in_time(repeats):
     assert rates.get(FASTER, 0) + rates.get(SLOWER, 0) <= 0.08
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("repeats", [1, 5])
 def test_process_level_noise_needs_a_recorded_floor(repeats):
     # A run-level offset (placement, clocks) is invisible from inside one run: the data's own

@@ -190,6 +190,7 @@ def _own_rules(source: str, where: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_no_module_but_the_rule_lists_the_fields_a_command_checks():
     rule = Path(methodology.__file__).resolve()
     sources = [path for path in package_sources() if path.resolve() != rule]

@@ -62,6 +62,7 @@ def _defined_or_called(tree: ast.AST) -> set[str]:
     return names
 
 
+@pytest.mark.slow
 def test_no_second_test_statistic_outside_the_rule():
     found = []
     for path in _sources():

@@ -74,6 +74,7 @@ def _names_clear(axes, axis, renderer, count):
         assert name.get_fontsize() >= MIN_NAME_FONT_PT
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count", [4, 12, 24, 40, 64, 80])
 def test_host_names_never_run_into_each_other(count):
     hosts, busbw = _fleet(count, 1)

@@ -56,6 +56,7 @@ def _assert_no_collision(axes):
     "low, high",
     [(8, 4 << 20), (1, 16 << 30), (1 << 10, 2 << 20)],
 )
+@pytest.mark.slow
 def test_busbw_and_latency_size_labels_never_collide(drawn, low, high):
     sizes = [2**k for k in range(low.bit_length() - 1, high.bit_length())]
     series = [charts.Series("run", _rows(sizes))]

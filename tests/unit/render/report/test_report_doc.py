@@ -107,6 +107,7 @@ def _png_size(data):
     return Image.open(io.BytesIO(data)).size
 
 
+@pytest.mark.slow
 def test_html_is_one_file_with_inline_charts_and_sections():
     runs = [
         _run("base", _sweep_rows("base")),
@@ -154,6 +155,7 @@ def test_provenance_text_is_escaped():
     assert "<script>" not in text and "&lt;script&gt;" in text and "a&amp;b" in text
 
 
+@pytest.mark.slow
 def test_markdown_links_the_pngs_it_returns():
     document = build_report([_run("base", _sweep_rows("base")), _run("p", _probe_rows("p"))])
     text, images = render_markdown(document, "report_files")
@@ -172,6 +174,7 @@ def test_charts_are_not_blank():
         assert pixels.std() > 10, chart.name  # something was drawn, not an empty canvas
 
 
+@pytest.mark.slow
 def test_an_overlap_run_gets_its_own_summary_instead_of_an_empty_table():
     document = build_report([_run("probe", _probe_rows("probe"))])
     assert document.summary.rows == []

@@ -1,9 +1,12 @@
 """The Markdown report shows what a run recorded literally, as the HTML report does."""
 
+import pytest
+
 from collbench.render.report.build import build_report, render_markdown
 from tests.unit.render.report.test_report_doc import _run, _sweep_rows
 
 
+@pytest.mark.slow
 def test_markdown_escapes_hosts_knobs_and_command_lines():
     run = _run(
         "x",

@@ -149,6 +149,7 @@ def test_provenance_text_is_never_cut():
     assert comment.replace("_", "\\_") in markdown
 
 
+@pytest.mark.slow
 def test_html_keeps_its_headings_with_labels():
     runs = [_run("a", _sweep_rows("a")), _run("b", _sweep_rows("b"))]
     parsed = _parse(render_html(build_report(runs, ReportOptions(labels={"/results/b": "B"}))))
@@ -215,6 +216,7 @@ def test_a_latency_below_the_clock_resolution_is_never_a_number(drawn):  # noqa:
     assert "below the clock's resolution" in labels and "e-" not in labels
 
 
+@pytest.mark.slow
 def test_a_fitted_peak_above_every_measured_busbw_shows_its_interval_and_a_flag():
     rows = [
         make_row(run_id="short", placement="in_place", size_bytes=size, time_us=2000 + size / 5e3)
@@ -278,6 +280,7 @@ def test_size_zero_is_said_in_the_notes_even_without_a_latency_chart():
     )
 
 
+@pytest.mark.slow
 def test_each_run_gets_its_own_topology_and_the_faster_count_is_fits(drawn):  # noqa: F811
     from collbench.analysis.fit.vs_topology import FASTER_RULE, compare_rows
 

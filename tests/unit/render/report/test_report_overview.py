@@ -136,6 +136,7 @@ def test_a_few_runs_are_all_drawn_in_full_and_in_color(drawn):  # noqa: F811
     ]
 
 
+@pytest.mark.slow
 def test_up_to_the_limit_each_run_keeps_its_own_ratio_chart():
     document = build_report(_runs((1.02, 0.98)[:RATIO_CHARTS_MAX]))
     compares = [item for item in document.sections if item.heading.startswith("Compare: ")]
@@ -143,6 +144,7 @@ def test_up_to_the_limit_each_run_keeps_its_own_ratio_chart():
     assert not any("every run" in item.heading for item in compares)
 
 
+@pytest.mark.slow
 def test_the_overview_chart_zooms_on_ratios_near_one_and_fills_a_spare_cell(drawn):  # noqa: F811
     def panel(title, ratios):
         series = ratio_charts.RatioSeries("a", (8, 64, 512), ratios, (True, False, True))
