@@ -28,7 +28,6 @@ SLOW = pytest.mark.slow  # real gloo ranks; the first case below stays in the fa
         pytest.param(3, "int8", "min", marks=SLOW),
     ],
 )
-@pytest.mark.slow
 def test_every_collective_and_placement_checks_clean(tmp_path, nproc, dtype, op):
     out = tmp_path / "run"
     done = collbench(
