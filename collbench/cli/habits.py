@@ -94,8 +94,15 @@ HABITS = (
 def nccl_tests_hint(argv: Sequence[str], field: str | None) -> str | None:
     """The hint for an error on `field` (the option it names; None: an unknown option)
     when `argv` used the nccl-tests flag behind it; None when no habit explains it. A
-    habit hints only at its commands (nccl-tests' flags: the measuring ones)."""
+    habit hints only at its commands (nccl-tests' flags: the measuring ones). Options
+    given to `tune` itself get the subcommands it took them to."""
     command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if argv[:1] == ["tune"] and argv[1:2] and argv[1].startswith("-"):
+        return (
+            "tune takes a subcommand: `tune run OPTIONS` (was `tune OPTIONS`), "
+            "`tune from RUN... --out DIR` (was `tune --from`), `tune verify DIR` (was "
+            "`tune --verify`)"
+        )
     for habit in HABITS:
         values = _typed(argv, habit.flag)
         if command not in habit.commands or habit.field != field or not values:

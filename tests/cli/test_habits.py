@@ -43,6 +43,17 @@ def test_an_nccl_tests_reflex_gets_a_hint_under_the_usual_error(args, hint):
     assert second.startswith(HINT) and hint in second
 
 
+@pytest.mark.parametrize(
+    ("args", "now"), [(["--knob", "NCCL_ALGO=Ring"], "tune run"), (["--from", "a"], "tune from")]
+)
+def test_the_tune_syntax_of_before_the_subcommands_is_pointed_to_them(args, now):
+    done = collbench("tune", *args)
+    assert done.returncode == 2
+    error, second = done.stderr.splitlines()
+    assert error.startswith("collbench: error: No such option")
+    assert second.startswith(HINT) and f"`{now} " in second
+
+
 def test_no_hint_where_the_flag_is_collbench_s_own():
     # -T on mfu is its topology too, and mfu has no nccl-tests twin: no hint there.
     from collbench.cli.habits import nccl_tests_hint
