@@ -113,7 +113,8 @@ class DoctorReport:
             raise SpecError("doctor.json", where, "has matrix that is not an object")
         fields = {key: value for key, value in data.items() if value not in (None, {})}
         fields.pop("matrix", None)
-        fields.update(healthy=healthy, matrix_gbps=matrix.get("gbps") or [])
+        fields.update(run_id=str(data.get("run_id") or ""), healthy=healthy)
+        fields.update(matrix_gbps=matrix.get("gbps") or [])
         fields.update(hosts=matrix.get("hosts") or [], pairs=matrix.get("pairs") or [])
         return convert(fields, cls, "doctor.json", where)
 
