@@ -41,6 +41,7 @@ from collbench.analysis.rules.decision import (
     judge,
 )
 from collbench.analysis.rules.methodology import COMPARE, WARN, Difference, differences
+from collbench.core.convert import plain
 from collbench.core.errors import EXIT_SLOWER, CollbenchError
 from collbench.core.stats import geomean
 from collbench.store.load import Run
@@ -148,11 +149,8 @@ class Comparison:
         return bool(self.methodology)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["quantity_note"] = self.quantity_note
-        data["basis_notes"] = self.basis_notes
-        data["methodology_differs"] = self.methodology_differs
-        return json_safe(data)
+        notes = {"quantity_note": self.quantity_note, "basis_notes": self.basis_notes}
+        return plain(asdict(self) | notes | {"methodology_differs": self.methodology_differs})
 
 
 def compare(
@@ -321,14 +319,3 @@ def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
         counts = dict(Counter(item.verdict for item in items))
         summaries.append(BandSummary(collective, placement, band, len(items), ratio, counts))
     return summaries
-
-
-def json_safe(value: Any) -> Any:
-    """JSON has no NaN/inf: such floats become None (nested dicts, lists and tuples too)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(item) for item in value]
-    return value

@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
-from collbench.analysis.compare.comparison import json_safe
 from collbench.analysis.rules.decision import ALPHA, FASTER, SLOWER, Rule
 from collbench.analysis.tune.tuner_conf_rules import SIZE_MAX as BYTES_MAX  # no upper end
 from collbench.core.bandwidth import busbw_gbps
+from collbench.core.convert import plain
 from collbench.core.stats import geomean
 from collbench.core.units import format_size
 from collbench.store.rows import ResultRow
@@ -194,9 +194,7 @@ class BestRecord:
     evidence: TuneEvidence | None = None  # the best other setting against the default
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["sizes"] = list(self.sizes)
-        return {key: json_safe(value) for key, value in data.items()}
+        return plain(self)
 
 
 def sizes_text(first: int, last: int) -> str:

@@ -23,9 +23,11 @@ import os
 import socket
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
+
+import msgspec
 
 from collbench.core.errors import RunFailed, SpecError
 
@@ -62,13 +64,12 @@ class RankFacts:
     # The local rank a variable gave (LOCAL_RANK, SLURM_LOCALID, ...); None: none did.
     local_rank: int | None
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
+    def to_json(self) -> bytes:
+        return msgspec.json.encode(self)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> RankFacts:
-        data = json.loads(text)
-        return cls(**{**data, "devices": tuple(data["devices"])})
+        return msgspec.json.decode(text, type=cls)
 
 
 @dataclass(frozen=True)
@@ -90,13 +91,12 @@ class Verdict:
     hosts: tuple[str, ...] = ()
     host_of: tuple[int, ...] = ()
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
+    def to_json(self) -> bytes:
+        return msgspec.json.encode(self)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Verdict:
-        data = json.loads(text)
-        return cls(data["error"], data["usage"], tuple(data["hosts"]), tuple(data["host_of"]))
+        return msgspec.json.decode(text, type=cls)
 
     def placement(self, rank: int) -> Placement | None:
         """This rank's place on its host, when the verdict carries the hosts."""

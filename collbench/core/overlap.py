@@ -16,6 +16,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import msgspec
+
 from collbench.core.dtypes import lookup_dtype
 from collbench.core.errors import SpecError
 
@@ -186,15 +188,7 @@ class OverlapSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> OverlapSpec:
-        shape = data.get("matmul_shape")
-        ratios = data.get("ratios")
-        return cls(
-            **{
-                **data,
-                "ratios": None if ratios is None else tuple(ratios),
-                "matmul_shape": None if shape is None else tuple(shape),
-            }
-        )
+        return msgspec.convert(data, cls)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from collbench.core.convert import to_builtins
 from collbench.core.errors import SpecError
 from collbench.store.rank_status import is_alive, process_token
 from collbench.store.reading import read_json_file
@@ -61,15 +64,7 @@ class SideFiles:
         return replace(self, complete=True)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "csv": self.csv,
-            "nccl_json": self.nccl_json,
-            "collectives": list(self.collectives),
-            "pid": self.pid,
-            "pid_token": self.pid_token,
-            "host": self.host,
-            "complete": self.complete,
-        }
+        return to_builtins(self)
 
     def save(self, run_dir: Path) -> None:
         write_json_atomic(Path(run_dir) / SIDE_FILES, self.to_dict())
@@ -81,23 +76,7 @@ def read_side_files(run_dir: Path) -> SideFiles | None:
         data = read_json_file(Path(run_dir) / SIDE_FILES, SIDE_FILES)
     except SpecError:  # not a record collbench could have written: nothing to complete
         return None
-    if not isinstance(data, dict):
+    try:
+        return msgspec.convert(data, SideFiles)
+    except msgspec.ValidationError:  # not a record collbench could have written
         return None
-    paths = [data.get("csv"), data.get("nccl_json")]
-    collectives = data.get("collectives") or []
-    if (
-        not isinstance(collectives, list)
-        or not all(path is None or isinstance(path, str) for path in paths)
-        or not all(isinstance(name, str) for name in collectives)
-    ):
-        return None
-    pid = data.get("pid")
-    return SideFiles(
-        csv=paths[0],
-        nccl_json=paths[1],
-        collectives=tuple(collectives),
-        pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
-        pid_token=data.get("pid_token") if isinstance(data.get("pid_token"), str) else None,
-        host=data.get("host") if isinstance(data.get("host"), str) else None,
-        complete=data.get("complete") is True,
-    )
