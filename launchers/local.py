@@ -17,6 +17,7 @@ from typing import Any
 from collbench.bench import capacity
 from collbench.bench.distributed import free_port, gpu_count, resolve_backend
 from collbench.core.errors import SpecError
+from collbench.core.knobs import OWN_ENV_VAR
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import (
     DEFAULT_CPU_RANKS,
@@ -115,6 +116,7 @@ def _rank_commands(
         # intra-op threads outnumber the cores spin against each other, and a matmul
         # (the overlap probe's compute) then varies tenfold from one call to the next.
         shared["OMP_NUM_THREADS"] = str(max(1, usable_cpu_count() // job.nproc))
+        shared[OWN_ENV_VAR] = "OMP_NUM_THREADS"  # collbench's choice, not a knob
     return tuple(
         RankCommand(argv, {**shared, "RANK": str(rank), "LOCAL_RANK": str(rank)})
         for rank in range(job.nproc)

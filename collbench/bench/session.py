@@ -20,6 +20,7 @@ from collbench.bench import capacity
 from collbench.bench.distributed import rendezvous_bind, single_host, torch_backend
 from collbench.bench.rank_env import RunEnv
 from collbench.core.errors import SpecError
+from collbench.core.knobs import knob_env, own_env
 from collbench.store.job import Job
 from collbench.store.meta import RunMeta
 from collbench.store.rank_status import RankStatus
@@ -71,7 +72,6 @@ class Session:
     def run(self, status: RankStatus, log: RankLog) -> int:
         from collbench.bench.provenance import rank_identity
         from collbench.bench.runner import Runner
-        from collbench.core.knobs import knob_env
 
         spec, env = self.job.spec, self.env
         identities = self._gather(rank_identity(self.torch, self.device, env.rank))
@@ -156,6 +156,7 @@ class Session:
                 "check": spec.check,
                 "timing": self.timer.method,
                 "launcher": self.job.launcher,
+                **({"collbench_env": own} if (own := own_env()) else {}),
             },
         }
 

@@ -87,6 +87,11 @@ LOGGING_KNOBS = frozenset(
 PLACEMENT_KNOBS = frozenset(
     {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"}
 )
+# The variables collbench's launcher sets in its ranks' environment (OMP_NUM_THREADS for
+# local gloo ranks) are named in OWN_ENV_VAR: the rows record them as collbench's settings,
+# never as a knob, so they are never a tuning setting, an export or a methodology
+# difference. A value the user exported is not named there and stays a knob.
+OWN_ENV_VAR = "COLLBENCH_OWN_ENV"
 _REPORT_SUFFIXES = ("_VERSION", "_HOME", "_PATH", "_ROOT")  # CUDA_VERSION, CUDA_HOME, ...
 
 
@@ -105,10 +110,21 @@ def is_knob(name: str) -> bool:
     return name.startswith(KNOB_PREFIXES) or name in KNOB_NAMES
 
 
-def knob_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every environment variable that changes how the communication library behaves."""
+def own_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What collbench's launcher set in this rank's environment itself (OWN_ENV_VAR)."""
     environ = os.environ if environ is None else environ
-    return {name: value for name, value in sorted(environ.items()) if is_knob(name)}
+    names = environ.get(OWN_ENV_VAR, "").split(",")
+    return {name: environ[name] for name in sorted(names) if name and name in environ}
+
+
+def knob_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every environment variable that changes how the communication library behaves,
+    except what collbench set itself (own_env)."""
+    environ = os.environ if environ is None else environ
+    own = own_env(environ)
+    return {
+        name: value for name, value in sorted(environ.items()) if is_knob(name) and name not in own
+    }
 
 
 def knob_listing() -> str:

@@ -228,6 +228,9 @@ def test_sweep_with_overlap_adds_probe_rows_and_passes_knobs(tmp_path):
     assert [row["kind"] for row in printed] == ["sweep", "overlap"]
     for row in rows:
         assert row["knobs"]["env"]["NCCL_MAX_NCHANNELS"] == "4"
+        # the local launcher's OMP_NUM_THREADS is collbench's setting, never a knob
+        assert "OMP_NUM_THREADS" not in row["knobs"]["env"]
+        assert "OMP_NUM_THREADS" in row["knobs"]["settings"]["collbench_env"]
     assert meta_of(out)["knobs"]["NCCL_MAX_NCHANNELS"] == "4"
 
 

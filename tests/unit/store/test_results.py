@@ -9,7 +9,7 @@ import pytest
 from collbench.bench.runner import Measured
 from collbench.core.collectives import REGISTRY
 from collbench.core.errors import SpecError
-from collbench.core.knobs import knob_env
+from collbench.core.knobs import OWN_ENV_VAR, knob_env, own_env
 from collbench.core.spec import SweepSpec
 from collbench.core.stats import TimeStats
 from collbench.store.load import load_run
@@ -302,3 +302,12 @@ def test_knob_env_keeps_only_communication_knobs():
         "OMP_NUM_THREADS": "1",
     }
     assert knob_env(env) == {k: v for k, v in env.items() if k not in ("HOME", "PATH")}
+
+
+def test_what_collbench_set_itself_is_never_a_knob():
+    """OMP_NUM_THREADS set by the local launcher is collbench's setting (recorded apart);
+    the same variable exported by the user is a knob."""
+    env = {"OMP_NUM_THREADS": "1", "NCCL_ALGO": "Tree", OWN_ENV_VAR: "OMP_NUM_THREADS"}
+    assert knob_env(env) == {"NCCL_ALGO": "Tree"}
+    assert own_env(env) == {"OMP_NUM_THREADS": "1"}
+    assert knob_env({"OMP_NUM_THREADS": "1"}) == {"OMP_NUM_THREADS": "1"}
