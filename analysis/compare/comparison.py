@@ -42,7 +42,7 @@ from collbench.analysis.rules.decision import (
 )
 from collbench.analysis.rules.methodology import COMPARE, WARN, Difference, differences
 from collbench.core.convert import plain
-from collbench.core.errors import EXIT_SLOWER, CollbenchError
+from collbench.core.errors import EXIT_SLOWER, EXIT_UNJUDGED, CollbenchError
 from collbench.core.stats import geomean
 from collbench.store.load import Run
 from collbench.store.rows import SWEEP, ResultRow, row_is
@@ -82,6 +82,13 @@ class SlowerThanAllowed(CollbenchError):
     """--fail-if-slower: a candidate is slower than the baseline by more than allowed."""
 
     exit_code = EXIT_SLOWER
+
+
+class GateBlind(CollbenchError):
+    """--fail-if-slower: nothing failed, but a checked size could not have caught a slowdown
+    of the threshold's size (the gate could not tell)."""
+
+    exit_code = EXIT_UNJUDGED
 
 
 @dataclass(frozen=True)

@@ -98,10 +98,25 @@ class GateResult:
         return [c for c in self.slower if not c.failed and c.item.verdict == UNJUDGED]
 
     @property
+    def blind(self) -> list[GateCheck]:
+        """Checked sizes where the smallest slowdown the gate could have caught (its power:
+        the verdict's detectable_pct) is larger than the threshold, or unknown: a slowdown
+        of the threshold's size would pass there unseen."""
+        return [
+            check
+            for check in self.checks
+            if not check.failed
+            and (
+                check.item.decision.detectable_pct is None
+                or check.item.decision.detectable_pct > self.threshold_pct
+            )
+        ]
+
+    @property
     def passed(self) -> bool:
-        """Nothing failed and nothing below the threshold went unjudged: a gate that could
-        not judge a slowdown does not call it healthy."""
-        return not self.failed and not self.unjudged
+        """Nothing failed, nothing below the threshold went unjudged and no checked size was
+        blind: a gate that could not see a slowdown does not call the run healthy."""
+        return not self.failed and not self.unjudged and not self.blind
 
 
 def check_slower(

@@ -144,6 +144,10 @@ class Verdict:
     base_repeats: int = 0
     cand_repeats: int = 0
     reason: str = ""  # why unjudged, or how a threshold-only call was made
+    # The smallest slowdown (percent of the baseline) this verdict could have called: beyond
+    # the floor and, with repeats, outside the interval's half-width; the threshold where it
+    # alone decides. None: it could call none (unjudged). The gate's power at this size.
+    detectable_pct: float | None = None
 
     @property
     def ratio(self) -> float:
@@ -360,7 +364,27 @@ def _floor(rule: Rule, size_bytes: int, measured_pct: float, what: str) -> tuple
     return measured_pct, f"{what} spread"
 
 
+def _detectable(verdict: Verdict, rule: Rule) -> float | None:
+    """Verdict.detectable_pct: a slowdown s is called when 1 - s/100 < 1 / (1 + floor/100),
+    and with repeats only when the interval (as wide as this one) excludes no change."""
+    if verdict.call == UNJUDGED:
+        return None
+    if verdict.basis == THRESHOLD:
+        return rule.threshold_pct
+    floor = verdict.floor_pct or 0.0
+    detectable = 100.0 * floor / (100.0 + floor)
+    if verdict.basis == REPEATS and verdict.low_pct is not None and verdict.high_pct is not None:
+        half_width = (math.log1p(verdict.high_pct / 100) - math.log1p(verdict.low_pct / 100)) / 2
+        detectable = max(detectable, 100.0 * -math.expm1(-half_width))
+    return detectable
+
+
 def _call(draft: _Draft, p_holm: float | None, rule: Rule) -> Verdict:
+    verdict = _decide(draft, p_holm, rule)
+    return replace(verdict, detectable_pct=_detectable(verdict, rule))
+
+
+def _decide(draft: _Draft, p_holm: float | None, rule: Rule) -> Verdict:
     verdict = draft.verdict
     effect, floor = verdict.effect_pct, verdict.floor_pct
     if verdict.call == UNJUDGED:

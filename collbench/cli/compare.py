@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from collbench.analysis.rules.bands import BAND_NAMES, bands_legend
 from collbench.analysis.rules.methodology import STRICT_COMPARE, check
 from collbench.cli.options import FROM_OWNER, Argument, Option, command, request
-from collbench.core.errors import EXIT_SLOWER
+from collbench.core.errors import EXIT_SLOWER, EXIT_UNJUDGED
 from collbench.run.compare import CompareRequest
 
 if TYPE_CHECKING:
@@ -27,7 +27,9 @@ GATE_HELP = (
     "data (iteration batches or repeats) or the recorded --noise-floor, whichever is larger "
     "(a run's iterations are not independent, so they give no p-value). Sizes without "
     "samples (imported logs) are judged on PCT alone; a size that much slower that cannot be "
-    "judged (too few iterations) does not pass. Each size over PCT is one line on stderr."
+    "judged (too few iterations) does not pass. Each size over PCT is one line on stderr. "
+    "A size where the smallest slowdown the gate could catch is more than PCT is blind: "
+    "with no failure, the gate then exits {blind} (could not tell), not 0."
 )
 NOISE_FLOOR_HELP = (
     "A recorded A/A noise floor (a file `collbench noise` wrote): a size is called faster or "
@@ -64,7 +66,7 @@ COMPARE_OPTIONS = (
     ),
     Option(
         ("--fail-if-slower",),
-        GATE_HELP.format(code=EXIT_SLOWER),
+        GATE_HELP.format(code=EXIT_SLOWER, blind=EXIT_UNJUDGED),
         CompareRequest,
         "fail_if_slower",
         kind=float,
@@ -125,19 +127,21 @@ compare = command(
 
 
 def _report_gate(results: list[GateResult], paths: list[str]) -> None:
-    """The gate's lines on stderr; exit EXIT_SLOWER, one summary line, when a size failed."""
+    """The gate's lines on stderr; exit EXIT_SLOWER, one summary line, when a size failed,
+    EXIT_UNJUDGED when none failed but a checked size was blind."""
     import sys
 
-    from collbench.analysis.compare.comparison import SlowerThanAllowed
+    from collbench.analysis.compare.comparison import GateBlind, SlowerThanAllowed
     from collbench.render.compare import gate_lines, gate_summary
 
-    summaries = []
+    summaries, slower = [], False
     for result, path in zip(results, paths, strict=True):
         lines = gate_lines(result, path)
         if not result.passed:
             summaries.append(gate_summary(result, path))
+            slower = slower or bool(result.failed or result.unjudged)
         else:
             lines.append(f"{gate_summary(result, path)}: passed")
         print("\n".join(lines), file=sys.stderr, flush=True)
     if summaries:
-        raise SlowerThanAllowed("; ".join(summaries))
+        raise (SlowerThanAllowed if slower else GateBlind)("; ".join(summaries))

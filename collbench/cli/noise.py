@@ -40,11 +40,15 @@ NOISE_OPTIONS = (
 
 
 def run_noise(values: dict[str, Any]) -> None:
-    from collbench.render.noise import render_noise
+    import sys
+
+    from collbench.render.noise import noise_warnings, render_noise
     from collbench.run.noise import record_noise_of
 
     report = record_noise_of(request(NoiseRequest, NOISE_OPTIONS, values))
     print(render_noise(report), flush=True)
+    for warning in noise_warnings(report):
+        print(warning, file=sys.stderr, flush=True)
 
 
 noise = command(

@@ -79,16 +79,21 @@ def _size_lines(result: Comparison) -> list[str]:
                 "#",
                 f"# {item.collective} ({item.placement})",
                 "#        size   base busbw   cand busbw     ratio    base time    cand time"
-                "  effect [interval], noise floor: verdict",
+                "  effect [interval], noise floor: verdict (the smallest slowdown it could see)",
                 "#         (B)       (GB/s)       (GB/s)                   (us)         (us)",
             ]
         lines.append(
             f"{item.size_bytes:13d}  {_figure(item.baseline_busbw_gbps):>11s}  "
             f"{_figure(item.candidate_busbw_gbps):>11s}  {_ratio(item):>8s}  "
             f"{_figure(item.baseline_time_us):>11s}  {_figure(item.candidate_time_us):>11s}  "
-            f"{item.decision.describe()}"
+            f"{item.decision.describe()} ({_seen(item)})"
         )
     return lines
+
+
+def _seen(item: SizeComparison) -> str:
+    detectable = item.decision.detectable_pct
+    return "sees no slowdown" if detectable is None else f"sees {detectable:.1f}%"
 
 
 def _figure(value: float | None) -> str:
@@ -118,7 +123,27 @@ def gate_lines(result: GateResult, cand_path: str) -> list[str]:
     """What --fail-if-slower found for one candidate: one line per size slower than the
     threshold, failed or not (for stderr: stdout keeps the comparison)."""
     head = f"--fail-if-slower {result.threshold_pct:g}: {cand_path}"
-    return [f"{head}: {_gate_entry(check)}" for check in result.slower]
+    lines = [f"{head}: {_gate_entry(check)}" for check in result.slower]
+    for check in result.blind:
+        if check not in result.slower:
+            lines.append(f"{head}: BLIND: {_where(check)}: {_power(check)}")
+    return lines
+
+
+def _where(check: GateCheck) -> str:
+    item = check.item
+    return f"{item.collective} {item.placement} {format_size(item.size_bytes)}"
+
+
+def _power(check: GateCheck) -> str:
+    """What the gate could see at a size: the smallest slowdown it could have caught."""
+    decision = check.item.decision
+    if decision.detectable_pct is None:
+        return f"could catch no slowdown ({decision.reason or decision.call})"
+    return (
+        f"could catch only a slowdown of {decision.detectable_pct:.1f}% or more "
+        f"({decision.describe()})"
+    )
 
 
 def gate_summary(result: GateResult, cand_path: str) -> str:
@@ -136,6 +161,12 @@ def gate_summary(result: GateResult, cand_path: str) -> str:
             f"; {unjudged} more as slow that could not be judged (too few iterations to "
             "measure the noise: --iters 12 or more, or --repeats 3): not passed"
         )
+    if result.blind:
+        text += (
+            f"; {len(result.blind)} size(s) blind (the smallest slowdown the gate could catch "
+            f"there is more than {result.threshold_pct:g}%: more --repeats or --iters, a "
+            "quieter machine or a smaller --noise-floor): could not tell"
+        )
     return text
 
 
@@ -151,7 +182,4 @@ def _gate_entry(check: GateCheck) -> str:
     state = (
         "FAILED" if check.failed else ("UNJUDGED" if item.verdict == "unjudged" else "not failed")
     )
-    return (
-        f"{state}: {item.collective} {item.placement} {format_size(item.size_bytes)}: "
-        f"{figures}: {item.decision.describe()}"
-    )
+    return f"{state}: {_where(check)}: {figures}: {item.decision.describe()}"

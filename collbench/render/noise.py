@@ -11,6 +11,23 @@ if TYPE_CHECKING:
     from collbench.run.noise import NoiseReport
 
 
+# A typical CI gate's threshold (docs/compare.md uses --fail-if-slower 5): a floor above it
+# blinds such a gate in that band, which `noise` says when it writes the floor.
+TYPICAL_GATE_PCT = 5.0
+
+
+def noise_warnings(report: NoiseReport) -> list[str]:
+    """One warning per band whose floor is larger than a typical gate's threshold."""
+    return [
+        f"collbench: warning: the {band.band} band's floor is {band.floor_pct:.1f}%: a gate "
+        f"at --fail-if-slower {TYPICAL_GATE_PCT:g} held against it sees only slowdowns of "
+        f"{100 * band.floor_pct / (100 + band.floor_pct):.1f}% or more there and says so "
+        "(blind); measure on a quieter machine or with more --repeats"
+        for band in report.bands
+        if band.floor_pct > TYPICAL_GATE_PCT
+    ]
+
+
 def render_noise(report: NoiseReport) -> str:
     """A header, one line per band (floor, pairs of runs, largest change, sizes), where the
     file went and how to use it."""

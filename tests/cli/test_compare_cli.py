@@ -12,6 +12,8 @@ import random
 import pytest
 
 from collbench.analysis.compare.comparison import EXIT_SLOWER
+from collbench.analysis.rules.bands import BAND_NAMES as BANDS
+from collbench.core.errors import EXIT_UNJUDGED
 from tests.helpers import collbench, collbench_process
 from tests.rows import make_row, write_run
 
@@ -94,7 +96,7 @@ def test_identical_runs_pass_the_gate_and_a_30_percent_slowdown_fails(tmp_path):
     base = _write(tmp_path / "a1", dict.fromkeys(sizes, 100.0), spread=0.02)
     again = _write(tmp_path / "a2", dict.fromkeys(sizes, 100.0), spread=0.02)
     slow = _write(tmp_path / "b", dict.fromkeys(sizes, 100.0 / 0.7), spread=0.02)
-    done = collbench("compare", base, again, "--fail-if-slower", "5")
+    done = collbench("compare", base, again, "--fail-if-slower", "10")
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1].endswith(": passed")
     done = collbench("compare", base, slow, "--fail-if-slower", "5")
@@ -212,3 +214,26 @@ def test_an_nccl_tests_log_against_an_rccl_tests_log_raises_no_methodology_alarm
     assert done.returncode == 0, done.stderr
     assert "METHODOLOGY DIFFERS" not in done.stdout
     assert "tool" in done.stdout and "rccl-tests" in done.stdout
+
+
+def test_a_gate_that_cannot_see_the_threshold_says_so_and_does_not_pass(tmp_path):
+    """A recorded floor of 112% (two CPU hogs) blinds a 5% gate: a 40% slowdown is within
+    it, so the gate exits EXIT_UNJUDGED naming the blind sizes, never 0 with "passed"."""
+    sizes = [1024 << (2 * index) for index in range(4)]
+    base = _write(tmp_path / "a", dict.fromkeys(sizes, 100.0), spread=0.01, seed=1)
+    slow = _write(tmp_path / "b", dict.fromkeys(sizes, 140.0), spread=0.01, seed=2)
+    floor = tmp_path / "floor.json"
+    floor.write_text(json.dumps({"source": "hogs", "pct_by_band": dict.fromkeys(BANDS, 112.0)}))
+    gate = ["--fail-if-slower", "5", "--noise-floor", str(floor)]
+    done = collbench("compare", base, slow, *gate)
+    assert done.returncode == EXIT_UNJUDGED, done.stderr
+    blind = [line for line in done.stderr.splitlines() if ": BLIND: " in line]
+    assert len(blind) == len(sizes) - sum(": not failed: " in x for x in done.stderr.splitlines())
+    assert "4 size(s) blind" in done.stderr and "could not tell" in done.stderr
+    assert "passed" not in done.stderr
+    # the JSON carries each size's power: 112% floor -> 52.8% is the smallest slowdown seen
+    (result,) = json.loads(collbench("compare", base, slow, *gate, "--json").stdout)
+    powers = [item["decision"]["detectable_pct"] for item in result["sizes"]]
+    assert powers == pytest.approx([100 * 112 / 212] * len(sizes))
+    # without the floor the same runs are seen and fail
+    assert collbench("compare", base, slow, "--fail-if-slower", "5").returncode == EXIT_SLOWER

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from collbench.core.errors import EXIT_SLOWER, EXIT_USAGE
+from collbench.core.errors import EXIT_SLOWER, EXIT_UNJUDGED, EXIT_USAGE
 from tests.helpers import collbench
 from tests.rows import make_row, write_run
 
@@ -56,6 +56,9 @@ def test_noise_writes_a_floor_that_compare_holds_verdicts_against(aa_runs, tmp_p
     assert set(band_lines) == {"small", "medium", "large"}
     assert all(fields[2] == "3" for fields in band_lines.values())  # 3 pairs of runs
     assert f"--noise-floor {out}" in done.stdout
+    # a floor above a typical gate's 5% is said, band by band
+    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 3 and all("(blind)" in line for line in warnings), done.stderr
     data = json.loads(out.read_text())
     assert set(data["pct_by_band"]) == {"small", "medium", "large"}
     assert data["runs"] == 3 and data["detail"]["small"]["pairs"] == 3
@@ -69,6 +72,9 @@ def test_noise_writes_a_floor_that_compare_holds_verdicts_against(aa_runs, tmp_p
     unaware = collbench("compare", base, again, "--json")
     assert {item["verdict"] for item in json.loads(unaware.stdout)[0]["sizes"]} == {"slower"}
     held = collbench("compare", base, again, "--noise-floor", str(out), "--fail-if-slower", "3")
+    # nothing failed, but a 3% gate held against a ~9% floor cannot see 3%: it says so
+    assert held.returncode == EXIT_UNJUDGED and "8 size(s) blind" in held.stderr, held.stderr
+    held = collbench("compare", base, again, "--noise-floor", str(out), "--fail-if-slower", "10")
     assert held.returncode == 0, held.stderr
     assert f"# recorded A/A noise floor: {out}" in held.stdout
     assert f"(A/A small band, {out})" in held.stdout
