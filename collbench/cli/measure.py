@@ -107,7 +107,7 @@ _STARTED_BY_A_TOOL = ", ".join(name for name in LAUNCHERS if name not in ("local
 SPEC_OPTIONS = (
     Option(
         ("--collective", "-c"),
-        f"Comma list of {listing(REGISTRY)}.",
+        f"Comma list of {listing(REGISTRY)}, or all.",
         SweepSpec,
         "collectives",
         parse=_names,

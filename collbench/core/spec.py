@@ -174,10 +174,14 @@ class SweepSpec:
             # A doctor repeats its rounds (DoctorSpec.repeats), never a sweep's steps: one
             # field, so its argv (which carries the doctor's) parses back to the same spec.
             object.__setattr__(self, "repeats", 1)
+        if tuple(name.lower() for name in self.collectives) == ("all",):
+            object.__setattr__(self, "collectives", tuple(REGISTRY))  # as -d all, -o all
         for name in self.collectives:
             if name not in REGISTRY:
                 raise SpecError(
-                    "--collective", name, f"is unknown; choose from {', '.join(REGISTRY)}"
+                    "--collective",
+                    name,
+                    f"is unknown{_did_you_mean(name)}; choose from {', '.join(REGISTRY)} or all",
                 )
         if not self.collectives:
             raise SpecError("--collective", "", "names no collective")
@@ -471,3 +475,13 @@ def _op_list(text: str) -> str:
     if len(set(names)) != len(names):
         raise SpecError("--op", text, "names a reduction twice")
     return ",".join(names)
+
+
+def _did_you_mean(name: str) -> str:
+    """' (did you mean all_reduce?)' for 'allreduce', 'all-reduce' or a near miss; else ''."""
+    import difflib
+
+    squeezed = {known.replace("_", ""): known for known in REGISTRY}
+    close = squeezed.get(name.lower().replace("-", "").replace("_", ""))
+    close = close or next(iter(difflib.get_close_matches(name, list(REGISTRY), 1, 0.75)), None)
+    return f" (did you mean {close}?)" if close else ""

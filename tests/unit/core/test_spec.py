@@ -1,5 +1,6 @@
 import pytest
 
+from collbench.core.collectives import REGISTRY
 from collbench.core.errors import SpecError
 from collbench.core.spec import (
     DEFAULT_MAX_BYTES,
@@ -142,3 +143,21 @@ def test_steps_cover_collectives_sizes_and_supported_placements():
     ]
     assert len([s for s in steps if s.collective == "all_gather"]) == 6
     assert SweepSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_collective_all_is_every_collective_as_dtype_all_is_every_dtype():
+    assert SweepSpec(collectives=("all",)).collectives == tuple(REGISTRY)
+    assert SweepSpec(collectives=("ALL",)).collectives == tuple(REGISTRY)
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("allreduce", "all_reduce"),
+        ("all-gather", "all_gather"),
+        ("reduce_scater", "reduce_scatter"),
+    ],
+)
+def test_an_unknown_collective_names_the_one_meant(typo, meant):
+    with pytest.raises(SpecError, match=rf"\(did you mean {meant}\?\); choose from .* or all"):
+        SweepSpec(collectives=(typo,))
