@@ -282,6 +282,15 @@ JSON_ROWS = Option(
     panel=_OUTPUT,
     name="json_rows",
 )
+PER_REPEAT = Option(
+    ("--per-repeat",),
+    "Print each repeat's tables as it finishes (default, with several repeats: one table "
+    "per collective at the end, each size's median repeat and the repeats' spread).",
+    RunOptions,
+    "per_repeat",
+    kind=bool,
+    panel=_OUTPUT,
+)
 
 # Where the results go, what is printed, and what is recorded with them.
 OUTPUT_OPTIONS = (
@@ -297,6 +306,7 @@ OUTPUT_OPTIONS = (
     *EXPORT_OPTIONS,
     QUIET,
     JSON_ROWS,
+    PER_REPEAT,
 )
 # What is recorded with the results.
 RECORD_OPTIONS = (
@@ -427,7 +437,7 @@ def run_measure(command: str, values: dict[str, Any]) -> None:
             warn_knobs(spec.knobs, backend, names=False)
             warn_blocking_env(spec, backend, refuse=False)  # a rank refused already
 
-    make_sink = SinkMaker(sink_factory(options.output), exports, on_backend)
+    make_sink = SinkMaker(sink_factory(options.output, options.per_repeat), exports, on_backend)
     result, run_dir = sweep.run_sweep(spec, options, command_line(), make_sink)
     failed = make_sink.done(result.error, options.output == "table" and result.is_primary)
     if result.error:
@@ -494,12 +504,12 @@ def warn_blocking_env(spec: SweepSpec, backend: str | None, refuse: bool = True)
         print(f"collbench: warning: {line}", file=sys.stderr, flush=True)
 
 
-def sink_factory(output: str) -> Any:
+def sink_factory(output: str, per_repeat: bool = False) -> Any:
     """What a person sees while rows arrive: the table, JSON lines or nothing (+ progress)."""
     from collbench.render.console import ConsoleSink
 
     progress = output != "quiet" and sys.stderr.isatty()
-    return lambda spec: ConsoleSink(spec, output, progress=progress)
+    return lambda spec: ConsoleSink(spec, output, progress=progress, per_repeat=per_repeat)
 
 
 def command_line() -> list[str]:

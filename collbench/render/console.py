@@ -9,6 +9,7 @@ from typing import TextIO
 
 from collbench.core.spec import SweepSpec
 from collbench.render.table import (
+    MISSING,
     collective_banner,
     format_line,
     format_probe_line,
@@ -18,7 +19,7 @@ from collbench.render.table import (
     summary_lines,
 )
 from collbench.store.meta import RunMeta
-from collbench.store.rows import OVERLAP, SWEEP, ResultRow, row_is
+from collbench.store.rows import OVERLAP, SWEEP, ResultRow, median_over_repeats, row_is
 
 
 class ConsoleSink:
@@ -30,9 +31,15 @@ class ConsoleSink:
         mode: str = "table",
         progress: bool = False,
         stream: TextIO | None = None,
+        per_repeat: bool = False,
     ) -> None:
         self.spec = spec
         self.mode = mode
+        self.per_repeat = per_repeat
+        # With --repeats (and not per_repeat): the rows, printed at the end as one table per
+        # collective over the repeats (median time, the repeats' spread), as `report` reads.
+        self._held: list[ResultRow] = []
+        self._spreads: dict[tuple, float] = {}
         self.stream = stream or sys.stdout
         self._pending: dict[str, ResultRow] = {}
         self._collective_rows: list[ResultRow] = []
@@ -64,7 +71,34 @@ class ConsoleSink:
             self._progress.advance(row)
         if self.mode == "json":
             self._print(json.dumps(row.to_dict(), separators=(",", ":")))
+        elif self.mode == "table" and self._pooled:
+            self._hold(row)
         elif self.mode == "table":
+            self._table_row(row)
+
+    @property
+    def _pooled(self) -> bool:
+        return self.spec.repeats > 1 and not self.per_repeat
+
+    def _hold(self, row: ResultRow) -> None:
+        if row.repeat_index != self._repeat_shown:  # progress: the tables come at the end
+            self._repeat_shown = row.repeat_index
+            self._print(f"# Repeat {row.repeat_index + 1} of {self.spec.repeats}")
+        self._held.append(row)
+
+    def _print_pooled(self) -> None:
+        """One table per collective over the repeats held: each size's median repeat
+        (store.rows.median_over_repeats, what report and fit read) and the repeats' spread."""
+        held, self._held = self._held, []
+        times: dict[tuple, list[float]] = {}
+        for row in held:
+            times.setdefault(_point(row), []).append(row.time_us)
+        self._spreads = {
+            key: (max(values) / min(values) - 1.0) * 100.0
+            for key, values in times.items()
+            if min(values) > 0
+        }
+        for row in median_over_repeats(held):
             self._table_row(row)
 
     def finish(self, unfinished: str | None = None) -> None:
@@ -75,6 +109,8 @@ class ConsoleSink:
         closing line says how many of the planned rows exist."""
         if self.mode == "table":
             self._ending = self._ending_text(unfinished) if unfinished else None
+            if self._pooled:
+                self._print_pooled()
             self.finish_collective()
             if unfinished and (self._started or self._measured):  # else no table: the error says it
                 self._print(
@@ -108,17 +144,17 @@ class ConsoleSink:
     def _table_row(self, row: ResultRow) -> None:
         """One table per collective (and kind) and repeat: with --repeats, each repeat's
         tables follow a "# Repeat r of R" line, each with nccl-tests' own summary."""
-        table = (row.collective, row.kind, row.repeat_index)
+        table = (row.collective, row.kind, None if self._pooled else row.repeat_index)
         if table != (self._collective, self._kind, self._repeat):
             self.finish_collective()
             self._collective, self._kind, self._repeat = table
             self._collective_rows = []
-            if self.spec.repeats > 1 and row.repeat_index != self._repeat_shown:
-                self._repeat_shown = row.repeat_index
-                self._print(f"# Repeat {row.repeat_index + 1} of {self.spec.repeats}")
-            self._print(
-                *(probe_banner(row) if row_is(row, OVERLAP) else collective_banner(row.collective))
-            )
+            if self.spec.repeats > 1 and not self._pooled:
+                if row.repeat_index != self._repeat_shown:
+                    self._repeat_shown = row.repeat_index
+                    self._print(f"# Repeat {row.repeat_index + 1} of {self.spec.repeats}")
+            banner = collective_banner(row.collective, spread=self._pooled)
+            self._print(*(probe_banner(row) if row_is(row, OVERLAP) else banner))
         self._collective_rows.append(row)
         if row_is(row, OVERLAP):
             self._print(format_probe_line(row))
@@ -128,7 +164,12 @@ class ConsoleSink:
             self._print_pending()
 
     def _print_pending(self) -> None:
-        self._print(format_line(self._pending))
+        line = format_line(self._pending)
+        if self._pooled:
+            spreads = [self._spreads.get(_point(row)) for row in self._pending.values()]
+            known = [spread for spread in spreads if spread is not None]
+            line += f"  {max(known):6.1f}%" if known else f"  {MISSING:>7}"
+        self._print(line)
         self._pending = {}
 
     def finish_collective(self) -> None:
@@ -148,6 +189,11 @@ class ConsoleSink:
                 self._progress.print(line)
             else:
                 print(line, file=self.stream, flush=True)
+
+
+def _point(row: ResultRow) -> tuple:
+    """What one measured point is, whatever its repeat."""
+    return (row.kind, row.collective, row.placement, row.size_bytes, row.dtype, row.op)
 
 
 class _Progress:

@@ -154,8 +154,17 @@ def devices_per_rank(ranks: Sequence[Mapping[str, Any]]) -> int:
     return 1 if devices and all(not device.startswith("cpu") for device in devices) else 0
 
 
-def collective_banner(collective: str) -> list[str]:
-    return [f"# Collective: {collective}", *HEADER]
+def collective_banner(collective: str, spread: bool = False) -> list[str]:
+    """A collective's table heading; with `spread` (a table over --repeats: each line is the
+    median repeat) a last column, the repeats' spread of time (largest over smallest)."""
+    if not spread:
+        return [f"# Collective: {collective}", *HEADER]
+    return [
+        f"# Collective: {collective} (median of the repeats; spread: slowest over fastest)",
+        HEADER[0],
+        HEADER[1] + "   spread",
+        HEADER[2] + "        ",
+    ]
 
 
 PROBE_HEADER = (

@@ -22,6 +22,7 @@ class RunOptions:
     nproc: int | None = None
     out: Path | None = None
     output: str = "table"  # table | json | quiet
+    per_repeat: bool = False  # with --repeats: each repeat's tables, not one over them
     # For ranks of a job launched elsewhere: which environment to read (rankenv.RANK_ENVS).
     rank_env: str | None = None
     print_only: bool = False

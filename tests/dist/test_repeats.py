@@ -3,7 +3,9 @@ rank processes, interleaved (repeat 0 of every size, then repeat 1, ...)."""
 
 import pytest
 
-from collbench.store.rows import ROW_COLUMNS
+from collbench.core.units import format_size
+from collbench.store.load import load_run
+from collbench.store.rows import ROW_COLUMNS, median_over_repeats
 from tests.helpers import collbench_process as collbench
 from tests.helpers import meta_of, rows_of
 
@@ -37,3 +39,11 @@ def test_repeats_write_every_row_once_per_repeat_interleaved(tmp_path):
     assert (meta["state"], meta["rows"], meta["spec"]["repeats"]) == ("completed", len(rows), 3)
     headings = [line for line in done.stdout.splitlines() if line.startswith("# Repeat")]
     assert headings == ["# Repeat 1 of 3", "# Repeat 2 of 3", "# Repeat 3 of 3"]
+    # one table and one Peak line for the collective, over the repeats: report's figure
+    # (the best size of the median repeats), not one per repeat
+    peaks = [line for line in done.stdout.splitlines() if line.startswith("# Peak bus")]
+    best = max(median_over_repeats(load_run(repeated).rows), key=lambda row: row.busbw_gbps)
+    assert peaks == [
+        f"# Peak bus bandwidth   : {best.busbw_gbps:.2f} GB/s at {best.size_bytes} B "
+        f"({format_size(best.size_bytes)}, {best.placement})"
+    ]

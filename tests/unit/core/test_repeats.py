@@ -175,16 +175,16 @@ def test_the_fit_takes_one_point_per_size_from_repeats():
     assert group.curve.busbw_peak_gbps == pytest.approx(reference.curve.busbw_peak_gbps)
 
 
-def _table(spec, rows):
+def _table(spec, rows, per_repeat=True):
     stream = io.StringIO()
-    sink = ConsoleSink(spec, "table", stream=stream)
+    sink = ConsoleSink(spec, "table", stream=stream, per_repeat=per_repeat)
     for row in rows:
         sink.row(row)
     sink.finish()
     return stream.getvalue().splitlines()
 
 
-def test_the_table_has_one_table_per_collective_and_repeat():
+def test_per_repeat_prints_one_table_per_collective_and_repeat():
     spec = SweepSpec(collectives=("all_reduce",), min_bytes=1024, max_bytes=2048, repeats=3)
     rows = _repeated({1024: [10.0, 11.0, 12.0], 2048: [20.0, 21.0, 22.0]})
     lines = _table(spec, rows)
@@ -199,6 +199,41 @@ def test_the_table_has_one_table_per_collective_and_repeat():
     ]
     assert sum(line.startswith("# Avg bus bandwidth") for line in lines) == 3
     assert sum(line.startswith("        1024") for line in lines) == 3
+
+
+def test_by_default_repeats_make_one_table_and_one_peak_per_collective():
+    """Each size's median repeat (as report and fit read them) and the repeats' spread; the
+    Peak line is the best median size, the figure `report` shows."""
+    spec = SweepSpec(collectives=("all_reduce",), min_bytes=1024, max_bytes=2048, repeats=3)
+    rows = _repeated({1024: [12.0, 10.0, 11.0], 2048: [20.0, 25.0, 21.0]})
+    lines = _table(spec, rows, per_repeat=False)
+    headings = [line for line in lines if line.startswith(("# Repeat", "# Collective"))]
+    assert headings[:3] == ["# Repeat 1 of 3", "# Repeat 2 of 3", "# Repeat 3 of 3"]
+    assert headings[3].startswith("# Collective: all_reduce (median of the repeats")
+    assert len(headings) == 4 and sum(line.startswith("# Peak bus") for line in lines) == 1
+    data = [line.split() for line in lines if not line.startswith("#")]
+    assert [(fields[0], fields[9], fields[-1]) for fields in data] == [
+        ("1024", "11.00", "20.0%"),  # median 11 us; 12 / 10 - 1
+        ("2048", "21.00", "25.0%"),
+    ]
+    median = median_over_repeats(rows)
+    peak = max(median, key=lambda row: row.busbw_gbps)
+    (line,) = [line for line in lines if line.startswith("# Peak bus")]
+    assert line.startswith(f"# Peak bus bandwidth   : {peak.busbw_gbps:.2f} GB/s at 2048 B")
+
+
+def test_a_run_cut_short_still_prints_its_pooled_table():
+    spec = SweepSpec(collectives=("all_reduce",), min_bytes=1024, max_bytes=2048, repeats=2)
+    rows = _repeated({1024: [10.0, 11.0], 2048: [20.0, 21.0]})[:3]
+    stream = io.StringIO()
+    sink = ConsoleSink(spec, "table", stream=stream)
+    for row in rows:
+        sink.row(row)
+    sink.finish("cancelled")
+    lines = stream.getvalue().splitlines()
+    assert sum(not line.startswith("#") for line in lines) == 2
+    (check,) = [line for line in lines if line.startswith("# Out of bounds")]
+    assert "INCOMPLETE" in check and lines[-1] == "# Run cancelled: 3 of 4 rows measured"
 
 
 def test_one_repeat_prints_no_repeat_line():
@@ -217,7 +252,7 @@ def test_a_cut_short_repeat_counts_the_rows_of_its_own_table():
     spec = SweepSpec(collectives=("all_reduce",), min_bytes=1024, max_bytes=2048, repeats=2)
     rows = _repeated({1024: [10.0, 11.0], 2048: [20.0, 21.0]})[:3]
     stream = io.StringIO()
-    sink = ConsoleSink(spec, "table", stream=stream)
+    sink = ConsoleSink(spec, "table", stream=stream, per_repeat=True)
     for row in rows:
         sink.row(row)
     sink.finish("cancelled")
