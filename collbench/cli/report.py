@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.cli.options import FROM_OWNER, Argument, Option, command, request
+from collbench.core.units import counted
 from collbench.run.report import REPORT_FORMATS, ReportRequest
 from collbench.store.outputs import FORCE_HELP
 
@@ -96,7 +97,7 @@ def run_report(values: dict[str, Any]) -> None:
     document = report_document(inputs)
     out = wanted.out_file
     write_report(report_files(document, wanted.report_format, out), out)
-    print(f"# Report: {out} ({len(document.charts)} charts)", flush=True)
+    print(f"# Report: {out} ({counted(len(document.charts), 'chart')})", flush=True)
 
 
 report = command(

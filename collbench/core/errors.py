@@ -29,7 +29,9 @@ class SpecError(CollbenchError, ValueError):
         self.field = field
         self.value = value
         self.hint = hint
-        super().__init__(f"{field}: {value!r} {hint}")
+        # a flag given (True) reads "--cuda-graph needs ...", not "--cuda-graph: True needs ..."
+        flag = value is True and field.startswith("--")
+        super().__init__(f"{field} {hint}" if flag else f"{field}: {value!r} {hint}")
 
     @classmethod
     def from_message(cls, message: str) -> SpecError:

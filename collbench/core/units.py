@@ -96,3 +96,8 @@ def parse_duration(text: str, field_name: str = "duration") -> float:
     if not seconds > 0:
         raise SpecError(field_name, text, "must be more than 0 seconds")
     return seconds
+
+
+def counted(count: int, noun: str) -> str:
+    """'1 node', '2 nodes': a count with its noun, plural unless the count is 1."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

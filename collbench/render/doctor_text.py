@@ -21,7 +21,7 @@ from collbench.analysis.doctor.expect import Expectation
 from collbench.analysis.doctor.findings import Diagnosis, Finding, doctor_report
 from collbench.core.doctor_plan import pair_mode, sampled_rounds
 from collbench.core.stats import median
-from collbench.core.units import format_number
+from collbench.core.units import counted, format_number
 from collbench.render.tune import aligned_table
 from collbench.store.doctor_report import DOCTOR_JSON, MATRIX_DENSE_MAX_HOSTS
 from collbench.store.meta import RunMeta
@@ -124,11 +124,11 @@ def matrix_summary(diagnosis: Diagnosis) -> list[str]:
     hosts, pairs = diagnosis.hosts, diagnosis.pair_gbps
     possible = len(hosts) * (len(hosts) - 1) // 2
     if not pairs:
-        return [f"# pair matrix: {len(hosts)} nodes, no pair measured"]
+        return [f"# pair matrix: {counted(len(hosts), 'node')}, no pair measured"]
     share = 100 * len(pairs) / possible
     middle = median(value for _, _, value in pairs)
     lines = [
-        f"# pair matrix: {len(hosts)} nodes, {len(pairs)} of {possible} pairs measured "
+        f"# pair matrix: {counted(len(hosts), 'node')}, {len(pairs)} of {possible} pairs measured "
         f"({share:.3g}%), median {gbps(middle)} GB/s; every pair is in {DOCTOR_JSON} "
         '("matrix": "pairs")'
     ]

@@ -20,7 +20,7 @@ from collbench.analysis.model.fabric_compare import (
     Cell,
     Line,
 )
-from collbench.core.units import format_number, round_sig, size_arg
+from collbench.core.units import counted, format_number, round_sig, size_arg
 from collbench.render.table import text_columns
 from collbench.run.predict import Fabric, Prediction
 
@@ -71,7 +71,7 @@ def fabric_line(fabric: Fabric) -> str:
     whence = "--nodes" if fabric.nodes_given else "its topology's node count"
     up = topology.scale_up
     text = (
-        f"{topology.name}: {topology.nodes} nodes x {topology.accelerators_per_node} = "
+        f"{topology.name}: {counted(topology.nodes, 'node')} x {topology.accelerators_per_node} = "
         f"{topology.world_size} ranks ({whence}); {up.kind} {up.bandwidth_gbytes_s:g} GB/s"
     )
     out = topology.scale_out

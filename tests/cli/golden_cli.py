@@ -11,11 +11,13 @@ and say in the commit why each changed file changed. The commands run in this pr
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import tempfile
 from pathlib import Path
 
+from collbench.core.knobs import OWN_ENV_VAR
 from tests.helpers import collbench
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
@@ -168,8 +170,14 @@ def run_case(argv: tuple[str, ...], tmp: Path) -> str:
 
 
 def run_all() -> dict[str, str]:
-    with tempfile.TemporaryDirectory() as tmp:
-        return {name: run_case(argv, Path(tmp)) for name, argv in CASES}
+    # The printed rank lines show what the launcher sets itself (OMP_NUM_THREADS) unless
+    # the environment has it: an earlier in-process test's --knob may have left it there.
+    saved = {name: os.environ.pop(name, None) for name in ("OMP_NUM_THREADS", OWN_ENV_VAR)}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            return {name: run_case(argv, Path(tmp)) for name, argv in CASES}
+    finally:
+        os.environ.update({name: value for name, value in saved.items() if value is not None})
 
 
 def main() -> None:

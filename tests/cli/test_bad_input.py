@@ -56,7 +56,7 @@ CASE_PER_PROCESS = pytest.mark.slow
         (["--launcher", "slurm", "--nproc", "4"], "use --nodes and --ntasks-per-node"),
         (["--launcher", "mpi", "--hostfile", "/no/such/file", "--print"], "not a readable file"),
         (["--launcher", "local", "--rank-env", "torch"], "--rank-env: 'torch' is for ranks"),
-        (["--launcher", "none", "--print"], "--print: True needs a launcher"),
+        (["--launcher", "none", "--print"], "--print needs a launcher"),
         (["--quiet", "--json"], "conflicts with --quiet"),
         (["--topology", "no-such-fabric"], "--topology: 'no-such-fabric' is neither a file nor"),
         (["--no-such-option"], "No such option: --no-such-option"),

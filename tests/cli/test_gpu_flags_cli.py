@@ -60,7 +60,7 @@ def test_cuda_graph_on_gloo_is_one_line_exit_2():
     done = collbench("sweep", *SMALL, "--backend", "gloo", "--cuda-graph")
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        "collbench: error: --cuda-graph: True needs a GPU backend (nccl/rccl); gloo runs on CPU"
+        "collbench: error: --cuda-graph needs a GPU backend (nccl/rccl); gloo runs on CPU"
     ]
 
 
@@ -78,5 +78,5 @@ def test_cuda_graph_with_auto_on_a_cpu_host_is_refused_before_measuring(tmp_path
     done = collbench("sweep", *SMALL, "--cuda-graph", "--out", str(tmp_path / "run"))
     assert done.returncode == 2, done.stderr
     assert _errors(done) == [
-        "collbench: error: --cuda-graph: True needs a GPU backend (nccl/rccl); gloo runs on CPU"
+        "collbench: error: --cuda-graph needs a GPU backend (nccl/rccl); gloo runs on CPU"
     ]

@@ -10,7 +10,7 @@ from collbench.core.spec import (
     size_count,
     size_series,
 )
-from collbench.core.units import format_size, parse_size
+from collbench.core.units import counted, format_size, parse_size
 
 
 @pytest.mark.parametrize(
@@ -161,3 +161,12 @@ def test_collective_all_is_every_collective_as_dtype_all_is_every_dtype():
 def test_an_unknown_collective_names_the_one_meant(typo, meant):
     with pytest.raises(SpecError, match=rf"\(did you mean {meant}\?\); choose from .* or all"):
         SweepSpec(collectives=(typo,))
+
+
+def test_counts_say_their_noun_in_the_singular_for_one():
+    assert [counted(n, "node") for n in (0, 1, 2)] == ["0 nodes", "1 node", "2 nodes"]
+
+
+def test_a_flag_given_is_named_without_its_value():
+    assert str(SpecError("--cuda-graph", True, "needs a GPU")) == "--cuda-graph needs a GPU"
+    assert str(SpecError("nodes", True, "must be an integer")) == "nodes: True must be an integer"
