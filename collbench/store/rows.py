@@ -222,15 +222,6 @@ def _check(values: dict[str, Any], checks: tuple[Any, ...], where: str) -> None:
         raise SpecError(column, short(value), f"in {where} {problem}")
 
 
-def check_ranges(row: ResultRow, where: str = "a row") -> ResultRow:
-    """The row, if every column is in its range (what `row_from_dict` checks on read); else
-    a SpecError naming the column and `where`. For a writer holding typed rows (an import),
-    so it never writes a row that no command could read back."""
-    data = row.to_dict()
-    _check(data, tuple((column, None, _RANGE_CHECKS.get(column)) for column in data), where)
-    return row
-
-
 def rows_of(rows: Iterable[ResultRow], kind: str) -> list[Any]:
     """The rows of one kind (SWEEP, OVERLAP or DOCTOR), in the order given: the one
     selector of rows by kind. A kind outside ROW_KINDS is a ValueError (a typo would
