@@ -242,11 +242,7 @@ _Pricer = Callable[[_Shape, Fabric], Cost]
 
 
 def _levels(
-    algorithm: str,
-    hops: tuple[float, float],
-    up_bytes: float,
-    out_bytes: float,
-    fabric: Fabric,
+    algorithm: str, hops: tuple[float, float], up_bytes: float, out_bytes: float, fabric: Fabric
 ) -> Cost:
     """A Cost from hop counts (inside, across) and bytes per level (0 bytes: level unused)."""
     return Cost(
