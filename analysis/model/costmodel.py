@@ -96,11 +96,7 @@ class Efficiency:
     def __post_init__(self) -> None:
         for name in ("scale_up", "scale_out"):
             value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not (0 < value <= 1)
-            ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
                 raise SpecError(f"efficiency.{name}", value, "must be a fraction in (0, 1]")
 
     @classmethod
