@@ -270,10 +270,7 @@ def describe(facts: NodeFacts, lookup: Callable[[str], Topology]) -> Detected:
 
 
 def _gpu_accelerator(
-    facts: NodeFacts,
-    lookup: Callable[[str], Topology],
-    sources: dict[str, str],
-    found: Detected,
+    facts: NodeFacts, lookup: Callable[[str], Topology], sources: dict[str, str], found: Detected
 ) -> tuple[int, dict[str, Any], Topology | None]:
     gpu = facts.gpus[0]
     entry = catalog_match(gpu.name)

@@ -42,6 +42,7 @@ from collbench.analysis.model.gemm_model import (
     gemm_time,
     matmul_fraction,
     memory_time_s,
+    training_gemms,
 )
 from collbench.topologies.schema import Accelerator
 
@@ -172,7 +173,7 @@ def layer_gemms(workload: Workload) -> tuple[Gemm, ...]:
     # A MoE layer's MLP is its router and experts (analysis.mfu.moe).
     mlp = () if model.experts else (("mlp_up", h, up), ("mlp_down", ffn, h))
     forward = (*attention, *mlp)
-    gemms = tuple(gemm for op, k, n in forward for gemm in _three(op, tokens, n, k))
+    gemms = tuple(gemm for op, k, n in forward for gemm in training_gemms(op, tokens, n, k))
     return gemms + moe.expert_gemms(workload)
 
 
@@ -180,7 +181,7 @@ def logits_gemms(workload: Workload) -> tuple[Gemm, ...]:
     """The output layer's GEMMs (last stage), forward and backward."""
     tokens = workload.micro_tokens
     vocab = math.ceil(workload.model.vocab / workload.parallelism.tp)
-    return _three("logits", tokens, vocab, workload.model.hidden)
+    return training_gemms("logits", tokens, vocab, workload.model.hidden)
 
 
 def attention_gemms(workload: Workload) -> tuple[Gemm, ...]:
@@ -280,16 +281,6 @@ def _recomputed(layer: list[OperatorTime], full: list[OperatorTime]) -> tuple[Op
     )
 
 
-def _three(op: str, tokens: int, n: int, k: int) -> tuple[Gemm, ...]:
-    """Forward (tokens x n x k), input gradient (tokens x k x n), weight gradient
-    (k x n x tokens)."""
-    return (
-        Gemm(op, "fwd", tokens, n, k),
-        Gemm(op, "dgrad", tokens, k, n),
-        Gemm(op, "wgrad", k, n, tokens),
-    )
-
-
 def _weight_operators(
     gemms: tuple[Gemm, ...], time_of: Callable[[Gemm], float], recompute: bool
 ) -> list[OperatorTime]:
@@ -303,13 +294,7 @@ def _weight_operators(
         shape = next(gemm.shape for gemm in own if gemm.pass_name == "fwd")
         out.append(
             OperatorTime(
-                op,
-                GEMM,
-                forward_s,
-                backward_s,
-                forward_s if recompute else 0.0,
-                flops,
-                shape,
+                op, GEMM, forward_s, backward_s, forward_s if recompute else 0.0, flops, shape
             )
         )
     return out

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collbench.analysis.mfu.workload import Workload
-from collbench.analysis.model.gemm_model import Gemm
+from collbench.analysis.model.gemm_model import Gemm, training_gemms
 
 # Permute and unpermute (Megatron's moe_utils.permute/unpermute): each of dispatch and
 # combine reads and writes every routed copy of a token once.
@@ -122,15 +122,15 @@ def expert_gemms(workload: Workload) -> tuple[Gemm, ...]:
     ffn = math.ceil(model.moe_ffn / par.expert_tp)
     up = 2 * ffn if model.gated_mlp else ffn
     gemms = [
-        *_three("router", workload.micro_tokens // t, model.experts, h),
-        *_three("experts_up", rows, up, h, local),
-        *_three("experts_down", rows, h, ffn, local),
+        *training_gemms("router", workload.micro_tokens // t, model.experts, h),
+        *training_gemms("experts_up", rows, up, h, local),
+        *training_gemms("experts_down", rows, h, ffn, local),
     ]
     if model.shared_experts:  # split by tp, as the attention (not etp)
         shared = math.ceil(model.shared_experts * model.moe_ffn / t)
         tokens = workload.micro_tokens
-        gemms += _three("shared_up", tokens, 2 * shared if model.gated_mlp else shared, h)
-        gemms += _three("shared_down", tokens, h, shared)
+        gemms += training_gemms("shared_up", tokens, 2 * shared if model.gated_mlp else shared, h)
+        gemms += training_gemms("shared_down", tokens, h, shared)
     return tuple(gemms)
 
 
@@ -138,14 +138,6 @@ def permute_bytes(workload: Workload) -> float:
     """Bytes one MoE layer's permute + unpermute move per micro-batch, forward."""
     rows = routed_rows(workload)
     return 2 * PERMUTE_BYTES * rows * workload.model.hidden * workload.training.activation_bytes
-
-
-def _three(op: str, m: int, n: int, k: int, batch: int = 1) -> tuple[Gemm, ...]:
-    return (
-        Gemm(op, "fwd", m, n, k, batch),
-        Gemm(op, "dgrad", m, k, n, batch),
-        Gemm(op, "wgrad", k, n, m, batch),
-    )
 
 
 def moe_layers_on_stage(workload: Workload) -> int:

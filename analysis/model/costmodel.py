@@ -96,11 +96,7 @@ class Efficiency:
     def __post_init__(self) -> None:
         for name in ("scale_up", "scale_out"):
             value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not (0 < value <= 1)
-            ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
                 raise SpecError(f"efficiency.{name}", value, "must be a fraction in (0, 1]")
 
     @classmethod
@@ -242,11 +238,7 @@ _Pricer = Callable[[_Shape, Fabric], Cost]
 
 
 def _levels(
-    algorithm: str,
-    hops: tuple[float, float],
-    up_bytes: float,
-    out_bytes: float,
-    fabric: Fabric,
+    algorithm: str, hops: tuple[float, float], up_bytes: float, out_bytes: float, fabric: Fabric
 ) -> Cost:
     """A Cost from hop counts (inside, across) and bytes per level (0 bytes: level unused)."""
     return Cost(

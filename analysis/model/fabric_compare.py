@@ -106,11 +106,7 @@ def compare_fabrics(
 
 
 def cell(
-    side: Side,
-    group: Group,
-    collective: str,
-    size_bytes: int,
-    efficiency: Efficiency | None = None,
+    side: Side, group: Group, collective: str, size_bytes: int, efficiency: Efficiency | None = None
 ) -> Cell:
     """One fabric's Cell: the model's prediction, or the measured time where one is given."""
     model = predict(side.topology, collective, size_bytes, group, efficiency=efficiency)

@@ -82,6 +82,15 @@ class Gemm:
         return float(ELEMENT_BYTES * self.batch * (m * k + k * n + m * n))
 
 
+def training_gemms(op: str, m: int, n: int, k: int, batch: int = 1) -> tuple[Gemm, ...]:
+    """Forward (m x n x k), input gradient (m x k x n), weight gradient (k x n x m)."""
+    return (
+        Gemm(op, "fwd", m, n, k, batch),
+        Gemm(op, "dgrad", m, k, n, batch),
+        Gemm(op, "wgrad", k, n, m, batch),
+    )
+
+
 @dataclass(frozen=True)
 class GemmTime:
     """A GEMM's predicted time and why: its efficiency and what bounds it."""

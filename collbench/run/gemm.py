@@ -116,12 +116,8 @@ def _squares(text: str) -> list[Gemm]:
     low, high = (int(part) for part in match.groups()) if match else (0, 0)
     if not match or not 1 <= low <= high:
         raise SpecError("--square", text, "must be MIN:MAX with 1 <= MIN <= MAX, e.g. 256:8192")
-    sizes = []
-    size = low
-    while size <= high:
-        sizes.append(Gemm("sweep", "-", size, size, size))
-        size *= 2
-    return sizes
+    sizes = (low << doubling for doubling in range((high // low).bit_length()))
+    return [Gemm("sweep", "-", size, size, size) for size in sizes]
 
 
 def run_gemm(

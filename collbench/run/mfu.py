@@ -99,9 +99,7 @@ def size_workload(
     fabrics of other sizes compare one job)."""
     if request.fsdp and parallelism.get("zero", 3) != 3:
         raise SpecError(
-            "--zero",
-            parallelism["zero"],
-            "conflicts with --fsdp (= --zero 3): give one of them",
+            "--zero", parallelism["zero"], "conflicts with --fsdp (= --zero 3): give one of them"
         )
     given = {**parallelism, **({"zero": 3} if request.fsdp else {})}
     nodes, fabrics = request.nodes, (first, *others)
