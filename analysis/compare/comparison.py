@@ -45,7 +45,7 @@ from collbench.core.convert import plain
 from collbench.core.errors import EXIT_SLOWER, EXIT_UNJUDGED, CollbenchError
 from collbench.core.stats import geomean
 from collbench.store.load import Run
-from collbench.store.rows import SWEEP, ResultRow, row_is
+from collbench.store.rows import SWEEP, ResultRow, point_key, row_is
 
 QUANTITY = "busbw"
 QUANTITY_NOTE = (
@@ -75,7 +75,7 @@ NOTE_THRESHOLD = (
     "(--fail-if-slower PCT); without one, unjudged"
 )
 
-Key = tuple[str, str, int]
+Key = tuple[str, str, int, str, str]  # store.rows.point_key
 
 
 class SlowerThanAllowed(CollbenchError):
@@ -111,6 +111,8 @@ class SizeComparison:
     verdict: str  # the rule's call: faster | slower | same | unjudged
     p_value: float | None  # Welch's p on the repeats (basis `repeats` only), before Holm
     decision: Verdict  # the effect, its interval, the floor held against, the basis
+    dtype: str | None = None  # a run's dtypes and ops are different points, never repeats
+    op: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,8 @@ class BandSummary:
     sizes: int
     geomean_ratio: float
     counts: dict[str, int]
+    dtype: str | None = None
+    op: str | None = None
 
 
 @dataclass(frozen=True)
@@ -217,7 +221,7 @@ def common_keys(baseline: Run, candidate: Run) -> int:
 
 
 def rows_by_key(rows: Sequence[ResultRow]) -> dict[Key, list[ResultRow]]:
-    """A run's sweep rows per (collective, placement, size_bytes): every repeat of it."""
+    """A run's sweep rows per point (store.rows.point_key): every repeat of it."""
     return {key: [rows[i] for i in found] for key, found in _indices_by_key(rows).items()}
 
 
@@ -226,8 +230,7 @@ def _indices_by_key(rows: Sequence[ResultRow]) -> dict[Key, list[int]]:
     keyed: dict[Key, list[int]] = {}
     for index, row in enumerate(rows):
         if row_is(row, SWEEP):
-            key = (str(row.collective), str(row.placement), int(row.size_bytes))
-            keyed.setdefault(key, []).append(index)
+            keyed.setdefault(point_key(row), []).append(index)
     return keyed
 
 
@@ -263,13 +266,12 @@ def basis_notes(sizes: Sequence[SizeComparison], recorded_floor: bool = False) -
 def _labels(keys: set[Key]) -> list[str]:
     """Unmatched sizes, one entry per collective and placement: 'all_gather out_of_place:
     1024, 4096 B'."""
-    grouped: dict[tuple[str, str], list[int]] = {}
-    for collective, placement, size in sorted(keys):
-        grouped.setdefault((collective, placement), []).append(size)
-    return [
-        f"{collective} {placement}: {', '.join(map(str, sizes))} B"
-        for (collective, placement), sizes in grouped.items()
-    ]
+    grouped: dict[str, list[int]] = {}
+    several = len({key[3:] for key in keys}) > 1
+    for collective, placement, size, *variant in sorted(keys):
+        label = " ".join([collective, placement, *(variant if several else ())])
+        grouped.setdefault(label, []).append(size)
+    return [f"{label}: {', '.join(map(str, sizes))} B" for label, sizes in grouped.items()]
 
 
 def _compare_size(
@@ -293,6 +295,8 @@ def _compare_size(
         verdict=verdict.call,
         p_value=verdict.p_value if verdict.basis == REPEATS else None,
         decision=verdict,
+        dtype=key[3],
+        op=key[4],
     )
 
 
@@ -311,18 +315,20 @@ def _time_us(rows: list[ResultRow]) -> float:
 
 
 def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
-    """Per collective, placement and size band: the geometric mean ratio and the verdicts."""
-    groups: dict[tuple[str, str, str], list[SizeComparison]] = {}
+    """Per collective, placement, dtype, op and size band: the geometric mean ratio and the
+    verdicts."""
+    groups: dict[tuple, list[SizeComparison]] = {}
     for item in sizes:
-        groups.setdefault((item.collective, item.placement, band_of(item.size_bytes)), []).append(
-            item
-        )
+        key = (item.collective, item.placement, item.dtype, item.op, band_of(item.size_bytes))
+        groups.setdefault(key, []).append(item)
     order = {name: index for index, name in enumerate(BAND_NAMES)}
     summaries = []
-    for (collective, placement, band), items in sorted(
-        groups.items(), key=lambda kv: (kv[0][0], kv[0][1], order[kv[0][2]])
+    for (collective, placement, dtype, op, band), items in sorted(
+        groups.items(), key=lambda kv: (*map(str, kv[0][:4]), order[kv[0][4]])
     ):
         ratio = geomean(item.ratio for item in items)
         counts = dict(Counter(item.verdict for item in items))
-        summaries.append(BandSummary(collective, placement, band, len(items), ratio, counts))
+        summaries.append(
+            BandSummary(collective, placement, band, len(items), ratio, counts, dtype, op)
+        )
     return summaries

@@ -72,12 +72,14 @@ def _shown(value: Any) -> str:
 def _size_lines(result: Comparison) -> list[str]:
     lines: list[str] = []
     current = None
+    several = len({(item.dtype, item.op) for item in result.sizes}) > 1
     for item in result.sizes:
-        if (item.collective, item.placement) != current:
-            current = (item.collective, item.placement)
+        if (item.collective, item.placement, item.dtype, item.op) != current:
+            current = (item.collective, item.placement, item.dtype, item.op)
+            variant = f", {item.dtype} {item.op}" if several else ""
             lines += [
                 "#",
-                f"# {item.collective} ({item.placement})",
+                f"# {item.collective} ({item.placement}{variant})",
                 "#        size   base busbw   cand busbw     ratio    base time    cand time"
                 "  effect [interval], noise floor: verdict (the smallest slowdown it could see)",
                 "#         (B)       (GB/s)       (GB/s)                   (us)         (us)",
@@ -110,10 +112,12 @@ def _band_lines(result: Comparison) -> list[str]:
         "#",
         f"# per size band ({bands_legend()}): geometric mean ratio, verdicts",
     ]
+    several = len({(band.dtype, band.op) for band in result.bands}) > 1
     for band in result.bands:
         counts = ", ".join(f"{count} {verdict}" for verdict, count in sorted(band.counts.items()))
+        variant = f" {band.dtype} {band.op}" if several else ""
         lines.append(
-            f"#   {band.collective} {band.placement} {band.band:6s} "
+            f"#   {band.collective} {band.placement}{variant} {band.band:6s} "
             f"{band.geomean_ratio:7.3f}x over {band.sizes} size(s): {counts}"
         )
     return lines
@@ -132,7 +136,9 @@ def gate_lines(result: GateResult, cand_path: str) -> list[str]:
 
 def _where(check: GateCheck) -> str:
     item = check.item
-    return f"{item.collective} {item.placement} {format_size(item.size_bytes)}"
+    usual = item.dtype in (None, "float32") and item.op in (None, "sum", "none")
+    variant = "" if usual else f" {item.dtype} {item.op}"
+    return f"{item.collective} {item.placement}{variant} {format_size(item.size_bytes)}"
 
 
 def _power(check: GateCheck) -> str:

@@ -89,7 +89,8 @@ def measure_noise(runs: Sequence[Run], out: Path) -> NoiseReport:
             "RUN", " ".join(run.path for run in runs), "have no size that every run measured"
         )
     by_size: dict[tuple[str, int], list[Evidence]] = {
-        (f"{key[0]} {key[1]}", key[2]): [evidence_of(keys[key]) for keys in keyed] for key in common
+        (" ".join(map(str, key[:2] + key[3:])), key[2]): [evidence_of(keys[key]) for keys in keyed]
+        for key in common
     }
     floor = aa_floor(by_size, _source(runs))
     if not floor.pct_by_band:  # no size with a positive figure in every run

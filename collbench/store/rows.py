@@ -236,6 +236,19 @@ def row_is(row: ResultRow, kind: str) -> bool:
     return row.kind == kind
 
 
+def point_key(row: ResultRow) -> tuple[str, str, int, str, str]:
+    """What one measured point of a sweep is, whatever its repeat: (collective, placement,
+    size_bytes, dtype, op). The one row key every reader that pairs rows across repeats or
+    runs uses (compare, noise): a run's dtypes and ops are different points, never repeats."""
+    return (
+        str(row.collective),
+        str(row.placement),
+        int(row.size_bytes),
+        str(row.dtype),
+        str(row.op),
+    )
+
+
 def median_over_repeats(rows: Iterable[ResultRow]) -> list[ResultRow]:
     """One row per measured point of a run measured with --repeats: the rows of one run that
     differ only in their repeat become one. A sweep point's time_us is the median over its

@@ -223,3 +223,22 @@ def test_fit_pooling_refuses_what_compare_flags():
         with pytest.raises(SpecError, match=rf"measured differently \({field} "):
             check_poolable(("all_reduce", "gloo", 2), [base, other])
     check_poolable(("all_reduce", "gloo", 2), [base, make_run("c", rows)])
+
+
+def test_a_runs_dtypes_and_ops_are_different_points_never_repeats():
+    """Two `-d all`-like runs of one repeat: each dtype is its own point, judged on its own
+    (never "repeats 2 vs 2" pooling float32 with int8)."""
+
+    def run(path, slow_int8):
+        rows = [
+            make_row(size_bytes=1 << 20, dtype=dtype, time_us=100.0 * (2 if slow else 1), repeat=0)
+            for dtype, slow in (("float32", False), ("int8", slow_int8))
+        ]
+        return make_run(path, rows, run_id=path)
+
+    result = compare(run("a", False), run("b", True))
+    assert [(item.dtype, item.decision.base_repeats) for item in result.sizes] == [
+        ("float32", 1),
+        ("int8", 1),
+    ]
+    assert [round(item.ratio, 3) for item in result.sizes] == [1.0, 0.5]
