@@ -13,6 +13,9 @@ from typing import Any
 from collbench.core.errors import SpecError
 
 NOISE_FLOOR_VERSION = 1
+# Above this, identical runs landed more than 2x apart: that is no floor to hold a gate or a
+# doctor against (a 1e308% floor would pass any slowdown).
+MAX_FLOOR_PCT = 100.0
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,13 @@ class NoiseFloor:
                 raise SpecError("noise floor", band, f"has a floor that is not a number: {pct!r}")
             if not math.isfinite(pct) or pct < 0:
                 raise SpecError("noise floor", band, f"has a floor {pct!r}: it must be >= 0")
+            if pct > MAX_FLOOR_PCT:
+                raise SpecError(
+                    "noise floor",
+                    band,
+                    f"has a floor of {pct:.4g}%: above {MAX_FLOOR_PCT:g}% identical runs "
+                    "landed more than 2x apart, which is no floor (rerun on a quieter machine)",
+                )
 
     def pct_for_band(self, band: str) -> float | None:
         return self.pct_by_band.get(band)
@@ -55,7 +65,8 @@ class NoiseFloor:
             raise SpecError(
                 "--noise-floor", where, "is not a noise-floor file (make one with collbench noise)"
             )
-        if data.get("version", NOISE_FLOOR_VERSION) != NOISE_FLOOR_VERSION:
+        version = data.get("version", NOISE_FLOOR_VERSION)
+        if isinstance(version, bool) or version != NOISE_FLOOR_VERSION:
             raise SpecError(
                 "--noise-floor",
                 where,
@@ -65,6 +76,10 @@ class NoiseFloor:
         runs = data.get("runs", 0)
         if not isinstance(runs, int) or isinstance(runs, bool):
             raise SpecError("--noise-floor", where, f"has runs {runs!r}: not an integer")
+        if "runs" in data and runs < 2:
+            raise SpecError(
+                "--noise-floor", where, f"has runs {runs}: a floor needs at least 2 identical runs"
+            )
         detail = data.get("detail") or {}
         return cls(
             pct_by_band={str(band): pct for band, pct in data["pct_by_band"].items()},

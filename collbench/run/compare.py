@@ -77,11 +77,16 @@ class Compared:
 def compare_runs(request: CompareRequest) -> Compared:
     """Every run compared with the first under the decision rule (SpecError on bad input)."""
     from collbench.analysis.compare.comparison import compare
+    from collbench.analysis.rules.bands import BAND_NAMES
     from collbench.analysis.rules.decision import Rule
     from collbench.store.noise_floor import load_noise_floor
 
     selection = request.selection()
-    floor = load_noise_floor(request.noise_floor) if request.noise_floor is not None else None
+    floor = (
+        load_noise_floor(request.noise_floor, bands=BAND_NAMES)
+        if request.noise_floor is not None
+        else None
+    )
     rule = Rule(alpha=request.alpha, threshold_pct=request.fail_if_slower, floor=floor)
     loaded = load_compared(list(request.runs))
     gated = selection.covers if selection is not None else None

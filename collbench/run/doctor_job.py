@@ -15,6 +15,7 @@ from typing import Any
 from collbench.analysis.doctor.expect import Expectation, expectation_from
 from collbench.analysis.doctor.findings import Diagnosis, doctor_report
 from collbench.analysis.doctor.verdicts import diagnose
+from collbench.analysis.rules.bands import BAND_NAMES
 from collbench.analysis.rules.methodology import DOCTOR_BASELINE, check
 from collbench.core.doctor_spec import DOCTOR, MIN_BANDWIDTH_BYTES, DoctorSpec
 from collbench.core.dtypes import DTYPES
@@ -176,7 +177,7 @@ def _inputs(doctor: DoctorSpec) -> _Inputs:
     baseline_rows = None if baseline is None else baseline.rows_of(DOCTOR_ROWS)
     noise_floor = None
     if doctor.noise_floor is not None:
-        noise_floor = load_noise_floor(Path(doctor.noise_floor), "--noise-floor")
+        noise_floor = load_noise_floor(Path(doctor.noise_floor), "--noise-floor", BAND_NAMES)
     return _Inputs(topology, baseline_rows, noise_floor, baseline)
 
 

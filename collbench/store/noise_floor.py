@@ -14,9 +14,12 @@ from collbench.store.reading import check_depth, read_text
 from collbench.store.rundir import write_json_atomic
 
 
-def load_noise_floor(path: Path, flag: str = "--noise-floor") -> NoiseFloor:
+def load_noise_floor(
+    path: Path, flag: str = "--noise-floor", bands: tuple[str, ...] = ()
+) -> NoiseFloor:
     """The floor a file holds, its source set to the file's path (what a verdict names);
-    SpecError (one line, exit 2) for a missing, unreadable or malformed file."""
+    SpecError (one line, exit 2) for a missing, unreadable or malformed file, or one that
+    names none of `bands` (the size bands the caller knows)."""
     path = Path(path)
     try:
         text = read_text(path, flag, JSON_MAX_BYTES)  # a regular file within core.limits
@@ -36,8 +39,13 @@ def load_noise_floor(path: Path, flag: str = "--noise-floor") -> NoiseFloor:
         if error.field == flag:
             raise
         raise SpecError(flag, str(path), f"band {error.value!r} {error.hint}") from None
-    if not floor.pct_by_band:
-        raise SpecError(flag, str(path), "holds no band's floor: make one with collbench noise")
+    if not floor.pct_by_band or (bands and not set(floor.pct_by_band) & set(bands)):
+        raise SpecError(
+            flag,
+            str(path),
+            f"holds no floor of a known band ({', '.join(bands) or 'none'}): make one with "
+            "collbench noise",
+        )
     return replace(floor, source=str(path))
 
 

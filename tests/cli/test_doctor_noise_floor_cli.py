@@ -13,7 +13,7 @@ from tests.helpers import collbench
         ("{not json", "is not JSON"),
         ('{"runs": 3}', "is not a noise-floor file"),
         ('{"pct_by_band": {"large": -1}}', "must be >= 0"),
-        ('{"pct_by_band": {}}', "holds no band's floor"),
+        ('{"pct_by_band": {}}', "holds no floor of a known band"),
     ],
 )
 def test_a_bad_noise_floor_is_one_line_and_exit_2(tmp_path, text, says):
