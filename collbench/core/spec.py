@@ -185,6 +185,8 @@ class SweepSpec:
                 )
         if not self.collectives:
             raise SpecError("--collective", "", "names no collective")
+        if len(set(self.collectives)) < len(self.collectives):
+            raise SpecError("--collective", ",".join(self.collectives), "names a collective twice")
         object.__setattr__(self, "dtype", _dtype_list(self.dtype))
         object.__setattr__(self, "op", _op_list(self.op))
         self._check_choice("--placement", self.placement, PLACEMENT_CHOICES)

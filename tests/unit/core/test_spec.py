@@ -170,3 +170,8 @@ def test_counts_say_their_noun_in_the_singular_for_one():
 def test_a_flag_given_is_named_without_its_value():
     assert str(SpecError("--cuda-graph", True, "needs a GPU")) == "--cuda-graph needs a GPU"
     assert str(SpecError("nodes", True, "must be an integer")) == "nodes: True must be an integer"
+
+
+def test_a_collective_named_twice_is_refused_as_a_dtype_is():
+    with pytest.raises(SpecError, match="names a collective twice"):
+        SweepSpec(collectives=("all_reduce", "all_reduce"))
