@@ -33,6 +33,8 @@ CASES = {
     "no knob": ([], "--knob"),
     "unknown collective": (["--knob", "NCCL_ALGO=Ring", "-c", "all_reduse"], "all_reduse"),
     "bad size": (["--knob", "NCCL_ALGO=Ring", "-b", "12Q"], "12Q"),
+    # refused up front, as sweep does, not once per setting
+    "no ranks": (["--knob", "GLOO_SOCKET_IFNAME=lo", "-g", "0"], "--nproc"),
 }
 
 
@@ -81,3 +83,16 @@ def test_several_torchrun_nodes_need_the_same_list(tmp_path, args, words):
     )
     assert done.returncode == 2 and words in done.stderr
     assert not (tmp_path / "t").exists()
+
+
+def test_a_gpu_backend_without_a_gpu_is_refused_before_any_setting(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this host has a GPU")
+    out = tmp_path / "tuned"
+    done = collbench(
+        "tune", "run", "--knob", "NCCL_ALGO=Ring", "--backend", "nccl", "--out", str(out)
+    )
+    assert done.returncode == 2 and "needs a visible GPU" in done.stderr, done.stderr
+    assert "setting 1/" not in done.stderr and not out.exists()

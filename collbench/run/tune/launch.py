@@ -507,6 +507,17 @@ class Tuner:
                 return
 
 
+def _check_local_ranks(spec: SweepSpec, options: RunOptions) -> None:
+    """What sweep refuses before it launches, refused before the first setting: ranks on
+    this host that cannot start (no GPU for --backend nccl, -g 0)."""
+    from collbench.bench.distributed import resolve_backend
+    from collbench.launchers.local import local_nproc
+    from collbench.run.sweep import choose_launcher
+
+    if choose_launcher(options.launcher, options.rank_env) == "local":
+        local_nproc(spec.with_backend(resolve_backend(spec.backend)), options.nproc)
+
+
 def run_tune(
     spec: SweepSpec,
     options: RunOptions,
@@ -522,6 +533,7 @@ def run_tune(
     check_channels(plan.channels, spec.backend)
     check_one_dtype(spec)
     _check_nodes_agree(plan, options)
+    _check_local_ranks(spec, options)
     writes = _writes_result(options)
     if writes:
         check_out(plan.out, allowed=(DRIVER_FOLDER,) if options.launcher == "srun" else ())
