@@ -48,9 +48,16 @@ def finalize_run(run: Path, complete_side_files: Callable[[Path], Any] | None = 
     if (run / JOB_FILE).exists():
         Job.load(run)  # a job.json that is not a job (a list, a FIFO): refused, nothing written
     if meta.state in FINAL_STATES:
+        # a final run may still lack its parquet (a disk that filled at the very end, a
+        # launcher killed after its ranks finished): mended whatever the state
+        done = []
+        if not (run / PARQUET_FILE).exists() and (rows := load_rows(run, warn=False)):
+            write_parquet(run, rows)
+            done.append(f"wrote its missing {PARQUET_FILE} ({len(rows)} row(s))")
         completed = complete_side_files(run) if complete_side_files is not None else None
-        if completed:
-            return f"run {run}: already final (state {meta.state}); {completed.describe()}"
+        done += [completed.describe()] if completed else []
+        if done:
+            return f"run {run}: already final (state {meta.state}); {'; '.join(done)}"
         raise SpecError("RUN", str(run), f"is already final (state {meta.state}); nothing to do")
     alive = live_ranks(run / "ranks")
     if alive:

@@ -1,0 +1,22 @@
+"""collbench finalize on a run that is final but lacks rows.parquet: mended, whatever the state."""
+
+import pandas as pd
+import pytest
+
+from collbench.core.errors import SpecError
+from collbench.run.finalize import finalize_run
+from tests.rows import make_row, write_run
+
+
+def test_a_completed_run_without_its_parquet_gets_it(tmp_path):
+    rows = [make_row(size_bytes=1024 << index, repeat=0) for index in range(3)]
+    run = write_run(tmp_path / "run", rows, {"run_id": "run", "state": "completed"})
+    assert not (run / "rows.parquet").exists()
+    said = finalize_run(run)
+    assert (
+        said
+        == f"run {run}: already final (state completed); wrote its missing rows.parquet (3 row(s))"
+    )
+    assert len(pd.read_parquet(run / "rows.parquet")) == 3
+    with pytest.raises(SpecError, match="already final .*nothing to do"):
+        finalize_run(run)
