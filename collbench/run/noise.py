@@ -124,6 +124,15 @@ def _check_identical(runs: Sequence[Run]) -> list[Difference]:
             " ".join(run.path for run in runs),
             f"is not enough: an A/A floor needs at least {MIN_RUNS} identical runs",
         )
+    seen: dict[tuple[str, str], str] = {}
+    for run in runs:
+        for key in (("dir", str(Path(run.path).resolve())), ("run id", str(run.run_id))):
+            if key in seen:
+                why = f"is the same run as {seen[key]} (one {key[0]}): the floor would be 0"
+                raise SpecError("RUN", run.path, f"{why}; give reruns")
+            seen[key] = run.path
+        if run.meta.state == "running":
+            raise SpecError("RUN", run.path, "is still being written (state running)")
     return check(runs, NOISE, label=lambda run: run.path).differences
 
 

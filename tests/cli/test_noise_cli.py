@@ -39,6 +39,18 @@ def _write(path, offset=1.0, iters=20, seed=None, **columns):
     return str(write_run(path, rows, meta))
 
 
+def _link(target, link):
+    link.symlink_to(target)
+    return str(link)
+
+
+def _running(path):
+    run = _write(path)
+    meta = json.loads((path / "meta.json").read_text())
+    (path / "meta.json").write_text(json.dumps({**meta, "state": "running"}))
+    return run
+
+
 @pytest.fixture
 def aa_runs(tmp_path):
     # reruns landing up to ~9% apart
@@ -118,6 +130,9 @@ def test_noise_overwrites_a_file_only_with_force(aa_runs, tmp_path, monkeypatch)
             lambda t: [_write(t / "a"), _write(t / "b", knobs={"env": {"NCCL_ALGO": "Tree"}})],
             "env.NCCL_ALGO",
         ),
+        (lambda t: [_write(t / "a"), str(t / "a")], "is the same run as"),
+        (lambda t: [_write(t / "a"), _link(t / "a", t / "b")], "is the same run as"),
+        (lambda t: [_write(t / "a"), _running(t / "b")], "is still being written"),
     ],
 )
 def test_noise_refuses_runs_that_are_not_reruns(tmp_path, make, needle):
