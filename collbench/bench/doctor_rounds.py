@@ -199,7 +199,7 @@ class DoctorSession(Session):
     def _rounds(self) -> Iterator[Round]:
         """Every round of one pass in order (bisection comes after the passes)."""
         layout, world = self.layout, self.env.world_size
-        if world >= 2:
+        if world >= 2 and "full" not in self.skipped:
             everyone = PlannedGroup("all", layout.hosts, tuple(range(world)), ALL_REDUCE)
             yield Round("full", 0, (everyone,), "doctor full all-reduce")
         yield from self._intra()
@@ -457,6 +457,9 @@ def _skipped(layout: Layout, world_size: int, bisect: bool) -> dict[str, str]:
     skipped = {}
     if layout.max_local < 2 and world_size > 1:
         skipped["intra"] = "one rank per node: no intra-node group to measure"
+    if layout.nodes < 2 and "intra" not in skipped and world_size > 1:
+        # one stage per distinct group: on one node the intra-node group is every rank
+        skipped["full"] = "one node: the intra-node stage measures the same ranks"
     if layout.nodes < 2:
         why = "one node: needs two or more"
         skipped.update(pair=f"{why} nodes", shuffle=f"{why} nodes", rail=f"{why} nodes")
