@@ -21,12 +21,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from collbench.analysis.tune.records import repeats_busbw
 from collbench.analysis.tune.select import BestRecord, SelectRule, SettingOutcome, range_label
 from collbench.analysis.tune.tuner_conf_rules import PLUGIN_COLLECTIVE
 from collbench.analysis.tune.validity import split_collectives
 from collbench.analysis.tune.workload import WorkloadChoice
 from collbench.core.errors import SpecError
 from collbench.core.safe_text import ENV_NAME, escape_control, refuse_control
+from collbench.core.stats import geomean
+from collbench.store.rows import SWEEP, row_is
 from collbench.store.tune_result import EnvExport, TuneResult, TuneSetting
 
 
@@ -40,11 +43,25 @@ class EnvChoice:
     conflicts: list[str] = field(default_factory=list)
 
 
-def env_choice(best: Sequence[BestRecord], workload: WorkloadChoice | None = None) -> EnvChoice:
+def env_choice(
+    best: Sequence[BestRecord],
+    workload: WorkloadChoice | None = None,
+    outcomes: Sequence[SettingOutcome] = (),
+    rule: SelectRule | None = None,
+) -> EnvChoice:
     """The one setting best.env exports (see the module's rule; with a `workload`, the
     setting that makes its modelled step fastest) and the conflicts, made safe for a whole
-    job (`deployable`)."""
+    job (`deployable`). Without a workload, a setting that loses a measured range (in
+    `outcomes`) by more than the rule's threshold against the default is not exported."""
     choice = _env_choice(best, workload)
+    loss = _loses_a_range(choice, best, outcomes, rule or SelectRule()) if not workload else None
+    if loss is not None:
+        why = (
+            f"{choice.setting} is best where it was chosen but {loss}: one environment would "
+            "cost that range; give --workload (it weighs the ranges by the job) or deploy "
+            "nccl_tuner.conf (per range)"
+        )
+        return EnvChoice({}, "baseline", why, choice.conflicts)
     knobs, note = deployable(choice.knobs)
     if note is None:
         return choice
@@ -75,6 +92,40 @@ def deployable(knobs: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
     return {**knobs, "NCCL_ALGO": form}, note
 
 
+def _loses_a_range(
+    choice: EnvChoice,
+    best: Sequence[BestRecord],
+    outcomes: Sequence[SettingOutcome],
+    rule: SelectRule,
+) -> str | None:
+    """Where the chosen setting is slower than the default beyond the rule's threshold, in
+    one clause ('is 17.0% slower than the default in all_reduce large: 16 MiB .. 512 MiB');
+    None when it loses no measured range (or nothing is exported)."""
+    chosen = [
+        item for item in outcomes if item.error is None and item.setting.label == choice.setting
+    ]
+    if not choice.knobs or not chosen:
+        return None
+    for record in best:
+        if record.baseline_busbw_gbps is None or record.knobs == choice.knobs:
+            continue
+        table = {}
+        for row in chosen[0].rows:
+            if row_is(row, SWEEP) and (row.collective, row.placement) == (
+                record.collective,
+                record.placement,
+            ):
+                table.setdefault(int(row.size_bytes), []).append(row)
+        if not all(size in table for size in record.sizes):
+            continue
+        busbw = geomean([repeats_busbw(table[size]) for size in record.sizes])
+        change = busbw / record.baseline_busbw_gbps - 1.0
+        if change < -rule.unsampled_min_gain:
+            where = range_label(record.band, record.sizes)
+            return f"is {-change:.1%} slower than the default in {record.collective} {where}"
+    return None
+
+
 def _env_choice(best: Sequence[BestRecord], workload: WorkloadChoice | None) -> EnvChoice:
     if workload is not None:
         pick = workload.chosen
@@ -102,7 +153,7 @@ def _env_choice(best: Sequence[BestRecord], workload: WorkloadChoice | None) -> 
     return EnvChoice(dict(pick.knobs), pick.setting, why, conflicts)
 
 
-def render_best_env(choice: EnvChoice) -> str:
+def render_best_env(choice: EnvChoice | EnvExport) -> str:
     """best.env: comment lines and `export NAME=VALUE`, ending in a newline; every line made
     by best_env_line. SpecError when a knob to export is no variable name or holds a control
     character (a recorded run's knobs can: `--knob` refuses them)."""
@@ -150,7 +201,7 @@ def tune_document(
     repeats), `best` (BestRecord.to_dict), `env` (best.env's choice and conflicts), `rule`,
     and the caller's `extra` keys as tune.json names them (a launched tune's, or `from`,
     `tuner_conf`, `warnings`); with a `workload`, its choice (`workload`)."""
-    choice = env_choice(best, workload)
+    choice = env_choice(best, workload, outcomes, rule)
     if workload is not None:
         extra = {**(extra or {}), "workload": workload.to_dict()}
     core = TuneResult(

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.analysis.tune.from_runs import as_repeats
-from collbench.analysis.tune.outputs import env_choice, render_best_env, tune_document
+from collbench.analysis.tune.outputs import render_best_env, tune_document
 from collbench.analysis.tune.search import (
     DescentRule,
     HalvingRule,
@@ -675,7 +675,7 @@ def tune_result(tuner: Tuner, items: list[Measured], warnings: list[str]) -> Tun
         warnings=tuple(warnings),
         interrupted=tuner.stopped[1] if tuner.stopped is not None else None,
     )
-    written = write_result(plan.out, document, render_best_env(env_choice(best, workload)), conf)
+    written = write_result(plan.out, document, render_best_env(document.env), conf)
     choices = Path(plan.out) / CHOICES_FILE
     if choices.exists():
         written.append(choices)

@@ -311,3 +311,27 @@ def test_best_env_is_empty_when_the_default_wins_everywhere():
     choice = env_choice(records)
     assert choice.knobs == {} and not choice.conflicts
     assert "\nexport " not in render_best_env(choice)
+
+
+def test_best_env_never_exports_a_setting_that_loses_a_measured_range():
+    """Simple wins the large range but is 20% slower than the default in the small one:
+    without a workload nothing is exported, and best.env says which range it would cost."""
+    times = {**dict.fromkeys(SMALL, 100.0), **dict.fromkeys(LARGE, 1000.0)}
+    outcomes = [
+        _outcome({}, times),
+        _outcome({"NCCL_PROTO": "LL"}, {**times, **dict.fromkeys(SMALL, 50.0)}),
+        _outcome(
+            {"NCCL_PROTO": "Simple"},
+            {**dict.fromkeys(SMALL, 125.0), **dict.fromkeys(LARGE, 500.0)},
+        ),
+    ]
+    records = select_best(outcomes, BANDS_RULE)
+    document = tune_document(outcomes, records)
+    assert document.env.knobs == {}
+    assert (
+        "NCCL_PROTO=Simple is best where it was chosen but is 20.0% slower than the default in all_reduce small"
+        in document.env.why
+    )
+    assert "--workload" in document.env.why and "nccl_tuner.conf" in document.env.why
+    text = render_best_env(document.env)
+    assert "\nexport " not in text and "nothing to export" in text
