@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from collbench.analysis.rules.decision import SLOWER, Question, evidence_of, judge
 from collbench.analysis.tune.records import repeats_busbw
 from collbench.analysis.tune.select import BestRecord, SelectRule, SettingOutcome, range_label
 from collbench.analysis.tune.tuner_conf_rules import PLUGIN_COLLECTIVE
@@ -29,7 +30,7 @@ from collbench.analysis.tune.workload import WorkloadChoice
 from collbench.core.errors import SpecError
 from collbench.core.safe_text import ENV_NAME, escape_control, refuse_control
 from collbench.core.stats import geomean
-from collbench.store.rows import SWEEP, row_is
+from collbench.store.rows import SWEEP, ResultRow, row_is
 from collbench.store.tune_result import EnvExport, TuneResult, TuneSetting
 
 
@@ -98,32 +99,45 @@ def _loses_a_range(
     outcomes: Sequence[SettingOutcome],
     rule: SelectRule,
 ) -> str | None:
-    """Where the chosen setting is slower than the default beyond the rule's threshold, in
-    one clause ('is 17.0% slower than the default in all_reduce large: 16 MiB .. 512 MiB');
-    None when it loses no measured range (or nothing is exported)."""
-    chosen = [
-        item for item in outcomes if item.error is None and item.setting.label == choice.setting
-    ]
-    if not choice.knobs or not chosen:
+    """Where the chosen setting loses to the default: its busbw over a range more than the
+    rule's threshold below the default's, and the decision rule calling a size of it slower
+    (beyond the noise), in one clause ('is 17.0% slower than the default in all_reduce
+    large: 16 MiB .. 512 MiB'); None when it loses no measured range."""
+    ran = [item for item in outcomes if item.error is None]
+    chosen = [item for item in ran if item.setting.label == choice.setting]
+    default = [item for item in ran if item.is_baseline]
+    if not choice.knobs or not chosen or not default:
         return None
     for record in best:
-        if record.baseline_busbw_gbps is None or record.knobs == choice.knobs:
+        if record.knobs == choice.knobs:
             continue
-        table = {}
-        for row in chosen[0].rows:
-            if row_is(row, SWEEP) and (row.collective, row.placement) == (
-                record.collective,
-                record.placement,
-            ):
-                table.setdefault(int(row.size_bytes), []).append(row)
-        if not all(size in table for size in record.sizes):
+        pick, base = (_by_size(item.rows, record) for item in (chosen[0], default[0]))
+        sizes = [size for size in record.sizes if size in pick and size in base]
+        if not sizes:
             continue
-        busbw = geomean([repeats_busbw(table[size]) for size in record.sizes])
-        change = busbw / record.baseline_busbw_gbps - 1.0
-        if change < -rule.unsampled_min_gain:
+        change = (
+            geomean([repeats_busbw(pick[size]) for size in sizes])
+            / geomean([repeats_busbw(base[size]) for size in sizes])
+            - 1.0
+        )
+        if change >= -rule.unsampled_min_gain:
+            continue
+        questions = [Question(evidence_of(base[s]), evidence_of(pick[s]), s) for s in sizes]
+        if any(verdict.call == SLOWER for verdict in judge(questions, rule.decision_rule)):
             where = range_label(record.band, record.sizes)
             return f"is {-change:.1%} slower than the default in {record.collective} {where}"
     return None
+
+
+def _by_size(rows: Sequence[ResultRow], record: BestRecord) -> dict[int, list[ResultRow]]:
+    table: dict[int, list[ResultRow]] = {}
+    for row in rows:
+        if row_is(row, SWEEP) and (row.collective, row.placement) == (
+            record.collective,
+            record.placement,
+        ):
+            table.setdefault(int(row.size_bytes), []).append(row)
+    return table
 
 
 def _env_choice(best: Sequence[BestRecord], workload: WorkloadChoice | None) -> EnvChoice:
