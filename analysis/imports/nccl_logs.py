@@ -156,8 +156,7 @@ def parse_text_log(text: str, path: str = "<log>") -> ParsedLog:
 
 
 def parse_text_lines(lines: Iterable[str], path: str = "<log>") -> ParsedLog:
-    """parse_text_log for a log given a line (or a few whole lines) at a time, each with its
-    line ending (a file read as a stream, never whole: collbench.run.import_logs)."""
+    """parse_text_log of whole lines given a few at a time, with their line endings."""
     parser = _TextParser(path)
     number = last_line = 0
     ends_with_newline = True
@@ -320,8 +319,8 @@ class _TextParser:
             raise SpecError(
                 LOG_FIELD,
                 self.path,
-                "is not an nccl-tests/rccl-tests log: no "
-                "result table found (no '# size count type ...' header, no rows)",
+                "is not an nccl-tests/rccl-tests log: no result table found "
+                "(no '# size count type ...' header, no rows)",
             )
         tables = [
             self._table(draft, cut_last_line and draft is self.drafts[-1]) for draft in drafts
@@ -357,8 +356,7 @@ class _TextParser:
         elif cut and len(parsed) < len(layout.groups):
             self.warnings.append(
                 f"{self.path} line {number}: the last row is cut short; "
-                f"kept {len(parsed)} of its {len(layout.groups)} "
-                "placement(s)"
+                f"kept {len(parsed)} of its {len(layout.groups)} placement(s)"
             )
         return parsed or []
 
@@ -484,8 +482,8 @@ def layout_from_fields(fields: list[str], path: str) -> Layout:
     raise SpecError(
         LOG_FIELD,
         path,
-        f"has rows but no table header, and a row with "
-        f"{len(fields)} fields fits no nccl-tests layout (9, 13, 8 or 12 fields)",
+        f"has rows but no table header, and a row with {len(fields)} fields fits no "
+        "nccl-tests layout (9, 13, 8 or 12 fields)",
     )
 
 
@@ -567,7 +565,7 @@ _new = object.__new__
 
 def check_integers(row: LogRow, path: str, where: str = "") -> None:
     """SpecError naming the log (and `where`, e.g. "line 12: ") when a row's size, count,
-    root or #wrong lies beyond int64: rows.parquet stores them as 64-bit integers."""
+    root or #wrong lies beyond int64, which rows.parquet stores."""
     for name in ("size_bytes", "count", "root", "n_wrong"):
         value = getattr(row, name)
         if value is not None and not -INT64_MAX - 1 <= value <= INT64_MAX:
