@@ -284,24 +284,13 @@ def _speeds(row: ResultRow, times: Sequence[float] | None) -> Any:
 # --- the rule itself -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Draft:
-    verdict: Verdict
-    size_bytes: int
-
-    @property
-    def p_value(self) -> float | None:
-        return self.verdict.p_value
-
-
-def _draft(question: Question, rule: Rule) -> _Draft:
+def _draft(question: Question, rule: Rule) -> Verdict:
     base, cand = question.baseline, question.candidate
     effect = _pct(cand.figure / base.figure) if base.repeats and cand.repeats else math.nan
     counts = {"base_repeats": base.n_repeats, "cand_repeats": cand.n_repeats}
     if not math.isfinite(effect):
         why = "a side has no figure"
-        verdict = Verdict(UNJUDGED, THRESHOLD, effect, None, None, None, "", reason=why, **counts)
-        return _Draft(verdict, question.size_bytes)
+        return Verdict(UNJUDGED, THRESHOLD, effect, None, None, None, "", reason=why, **counts)
     if base.n_repeats >= MIN_REPEATS and cand.n_repeats >= MIN_REPEATS:
         return _repeats_draft(question, rule, effect, counts)
     # Samples on both sides (too few to batch: unjudged), or a spread on both (2+ repeats of
@@ -311,11 +300,10 @@ def _draft(question: Question, rule: Rule) -> _Draft:
         return _floor_draft(question, rule, effect, counts)
     reason = "no per-iteration samples (an imported log): decided by the threshold alone"
     source = f"threshold {rule.threshold_pct:g}%" if rule.threshold_pct is not None else ""
-    verdict = Verdict(SAME, THRESHOLD, effect, None, None, None, source, reason=reason, **counts)
-    return _Draft(verdict, question.size_bytes)
+    return Verdict(SAME, THRESHOLD, effect, None, None, None, source, reason=reason, **counts)
 
 
-def _repeats_draft(question: Question, rule: Rule, effect: float, counts: dict) -> _Draft:
+def _repeats_draft(question: Question, rule: Rule, effect: float, counts: dict) -> Verdict:
     from scipy import stats
 
     base_logs = [math.log(value) for value in question.baseline.repeats]
@@ -329,26 +317,23 @@ def _repeats_draft(question: Question, rule: Rule, effect: float, counts: dict) 
         p_value = float(test.pvalue)
         interval = test.confidence_interval(1 - rule.alpha)
         low, high = _pct(math.exp(interval.low)), _pct(math.exp(interval.high))
-    verdict = Verdict(SAME, REPEATS, effect, low, high, floor, source, p_value, **counts)
-    return _Draft(verdict, question.size_bytes)
+    return Verdict(SAME, REPEATS, effect, low, high, floor, source, p_value, **counts)
 
 
-def _floor_draft(question: Question, rule: Rule, effect: float, counts: dict) -> _Draft:
+def _floor_draft(question: Question, rule: Rule, effect: float, counts: dict) -> Verdict:
     spreads = [spread_pct(question.baseline), spread_pct(question.candidate)]
     if any(spread is None for spread in spreads):
         reason = (
             f"too few iterations to measure the noise (fewer than {BATCHES} batches of {MIN_BATCH})"
         )
-        verdict = Verdict(UNJUDGED, FLOOR, effect, None, None, None, "", reason=reason, **counts)
-        return _Draft(verdict, question.size_bytes)
+        return Verdict(UNJUDGED, FLOOR, effect, None, None, None, "", reason=reason, **counts)
     what = "repeat" if min(counts.values()) >= 2 else "iteration-batch"
     floor, source = _floor(rule, question.size_bytes, max(s or 0.0 for s in spreads), what)
     # The interval is multiplicative, like the noise: the ratio divided and multiplied by
     # (1 + floor), so a slowdown's interval never passes -100%.
     ratio, scale = 1.0 + effect / 100.0, 1.0 + floor / 100.0
     low, high = _pct(ratio / scale), _pct(ratio * scale)
-    verdict = Verdict(SAME, FLOOR, effect, low, high, floor, source, **counts)
-    return _Draft(verdict, question.size_bytes)
+    return Verdict(SAME, FLOOR, effect, low, high, floor, source, **counts)
 
 
 def _floor(rule: Rule, size_bytes: int, measured_pct: float, what: str) -> tuple[float, str]:
@@ -360,8 +345,7 @@ def _floor(rule: Rule, size_bytes: int, measured_pct: float, what: str) -> tuple
     return measured_pct, f"{what} spread"
 
 
-def _call(draft: _Draft, p_holm: float | None, rule: Rule) -> Verdict:
-    verdict = draft.verdict
+def _call(verdict: Verdict, p_holm: float | None, rule: Rule) -> Verdict:
     effect, floor = verdict.effect_pct, verdict.floor_pct
     if verdict.call == UNJUDGED:
         return verdict
