@@ -195,13 +195,11 @@ def _judge_families(
     """The verdicts in order, each family judged on its own."""
     if gated is None:
         return judge(questions, rule)
-    inside = [index for index, question in enumerate(questions) if gated(question.size_bytes)]
-    chosen = set(inside)
-    outside = [index for index in range(len(questions)) if index not in chosen]
+    inside = [bool(gated(question.size_bytes)) for question in questions]
     verdicts: dict[int, Verdict] = {}
-    for family in (inside, outside):
-        judged = judge([questions[index] for index in family], rule)
-        verdicts.update(zip(family, judged, strict=True))
+    for side in (True, False):
+        family = [index for index, gate in enumerate(inside) if gate is side]
+        verdicts.update(zip(family, judge([questions[i] for i in family], rule), strict=True))
     return [verdicts[index] for index in range(len(questions))]
 
 
@@ -307,9 +305,8 @@ def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
     """Per collective, placement and size band: the geometric mean ratio and the verdicts."""
     groups: dict[tuple[str, str, str], list[SizeComparison]] = {}
     for item in sizes:
-        groups.setdefault((item.collective, item.placement, band_of(item.size_bytes)), []).append(
-            item
-        )
+        key = (item.collective, item.placement, band_of(item.size_bytes))
+        groups.setdefault(key, []).append(item)
     order = {name: index for index, name in enumerate(BAND_NAMES)}
     summaries = []
     for (collective, placement, band), items in sorted(

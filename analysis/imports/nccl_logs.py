@@ -111,11 +111,6 @@ class LogTable:
     extra_columns: tuple[str, ...] = ()
     footer: dict[str, Any] = field(default_factory=dict)  # empty when the log has none
 
-    @functools.cached_property
-    def rows(self) -> tuple[LogRow, ...]:
-        """The rows as LogRows, made when first asked for (an import reads `data`)."""
-        return self.data.rows(LogRow)
-
 
 @dataclass(frozen=True)
 class ParsedLog:
