@@ -6,22 +6,11 @@ clock could see, and whether its peak busbw is a number the sweep ever reached. 
 below gives a one-line note and the worst verdict it allows; the fit's verdict is the worst
 of them.
 
-A fit is poor, and a figure it could not determine is never printed as a number (the text,
-the report and `fit --json`, where it is null and `quality.not_determined` says why), when:
-- its peak busbw is not determined: the last regime is latency-bound (its size term under
-  1% of its time), its 95% interval is unbounded, or it is more than PEAK_DETERMINED_FACTOR
-  (2x) the highest measured busbw, i.e. busbw is still rising at the largest size and the
-  sweep never reached half of the asymptote. n_half is half of that peak, so it is
-  determined exactly when the peak is (a peak within 2x of the data puts n_half inside the
-  sweep, so no separate n_half rule is needed); a prediction above the largest size leans
-  on the peak and is not determined either;
-- its latency's 95% interval is unbounded (no degree of freedom left);
-- it has fewer than POINTS_PER_PARAMETER kept points per fitted parameter (a single regime
-  has 2 parameters, so it needs 4 points);
-- its r2 on all points (log time) is negative: the curve explains the times no better than
-  their mean.
-A fitted peak above the highest measured busbw by PEAK_ABOVE_MEASURED up to 2x stays a
-figure, flagged, and makes the fit at best fair.
+A fit is poor, and a figure it could not determine is null (never a number) with the
+reason in `quality.not_determined`, as docs/fit.md tells the user; each threshold is a
+constant below, each check a `_*_check`. n_half is where busbw reaches half the peak, so it
+is determined exactly when the peak is (a peak within 2x of the data puts n_half inside the
+sweep: it needs no rule of its own).
 
 The clock's resolution is read off the times themselves: the finest decimal step they are
 recorded in (nccl-tests prints microseconds with 2 decimals below 100 us and 1 decimal up

@@ -1,33 +1,20 @@
 """Is B different from A? The one rule that compare, the CI gate, tune's winner and
 confidence, tune verify and doctor --baseline use (pure: figures in, verdicts out;
-ARCHITECTURE.md, "Contracts").
+docs/methodology/decisions.md says it for users, with the measurements behind the defaults).
 
 Every figure here is a speed (busbw, or 1 / time at size 0): higher is faster. Noise on a
 bandwidth is multiplicative, so effects are ratios and spreads are taken of logarithms.
-
 What decides depends on what the two sides hold (`basis`):
 
-1. `repeats`: both sides have at least MIN_REPEATS repeat-level figures (`--repeats R`; each
-   repeat's figure comes from its own batch time). Welch's t-test on the logarithms of the
-   repeat figures gives a p-value and the interval of the ratio at 1 - alpha; p-values are
-   Holm-corrected over the family a caller decides together (every size a gate checks, every
-   (setting, size) of a tune range). A call needs the corrected p below alpha *and* the effect
-   beyond the noise floor: the repeats' own spread (the larger side's standard deviation of
-   the log figures, as a percentage), or a recorded A/A floor (`collbench noise`) when larger.
-2. `noise floor`: samples, but fewer repeats. The iterations of one run share its placement,
-   clocks, neighbours and warm-up, so a test on them measures within-run noise only and its
-   p-values are far too small: none is offered. The floor is measured from the data instead:
-   each side's repeats, or with one repeat its iterations cut into BATCHES consecutive
-   batches, give figures whose range (largest over smallest, as a percentage) times
-   FLOOR_FACTOR is the noise floor, the larger side's; a recorded A/A floor replaces it when
-   larger. A call needs the effect beyond the floor, either way alike (a ratio below
-   1 / (1 + floor) or above 1 + floor). The interval shown is the ratio divided and
-   multiplied by 1 + floor.
-3. `threshold`: no samples (imported nccl-tests logs). The effect against the caller's
-   threshold alone, and the verdict says so; without a threshold there is no call
-   (`unjudged`).
-
-A verdict that cannot be judged (too few iterations to batch) says `unjudged`, never `same`.
+1. `repeats` (MIN_REPEATS a side): Welch's t on the log repeat figures, Holm over the family
+   a caller decides together, and the effect beyond the repeats' own spread (or a recorded
+   A/A floor, when larger).
+2. `noise floor` (samples, fewer repeats): the iterations of one run are not independent, so
+   no p-value is offered; the effect must pass FLOOR_FACTOR x the range of the repeats, or of
+   one repeat's iterations cut into BATCHES batches (or the A/A floor, when larger), either
+   way alike. The interval is the ratio divided and multiplied by 1 + floor.
+3. `threshold` (no samples: imported logs): the caller's threshold alone; without one,
+   `unjudged`. What cannot be judged says `unjudged`, never `same`.
 """
 
 from __future__ import annotations
