@@ -9,9 +9,8 @@ make a comparison unlike-for-like: they are flagged loudly. Differences in envir
 (versions, knobs, hosts) are what people usually compare on purpose: they are listed, not
 flagged.
 
-Each size's verdict comes from the one rule (analysis.decision, docs/methodology/decisions.md): every
-size of a comparison is one family (Holm over it where repeats give p-values). The iterations
-of one run are not independent, so no p-value is ever taken from them.
+Each size's verdict comes from the one rule (analysis/rules/decision.py): every size of a
+comparison is one family (Holm over it where repeats give p-values).
 
 Why busbw: it normalises the world size (nccl-tests' bus factor), so a 2-rank and a 4-rank run
 compare on what the fabric delivers. The ratio and the verdict are both on busbw (each run's

@@ -335,7 +335,9 @@ class _Parser:
             kernel=groups.get("kernel"),
             log_format=log_format,
         )
-        self.choices.append(_with_call(choice, call) if call is not None else choice)
+        if call is not None:
+            choice = replace(choice, count=call.count, dtype=call.dtype, nranks=call.nranks)
+        self.choices.append(choice)
 
     def _pop_call(self, stream: str | None, collective: str | None, logged: int) -> _Call | None:
         """The oldest waiting call of this process that the TUNING line can be about."""
@@ -382,11 +384,6 @@ def _name(text: str, names: tuple[str, ...]) -> str:
     squeezed = text.lower()
     by_squeezed = {name.replace("_", ""): name for name in names}  # ncclAlgoStr's "NVLSTree"
     return by_squeezed.get(squeezed.replace("_", ""), squeezed)
-
-
-def _with_call(choice: Choice, call: _Call) -> Choice:
-    """`choice` with what its COLL line said about the call."""
-    return replace(choice, count=call.count, dtype=call.dtype, nranks=call.nranks)
 
 
 @dataclass(frozen=True)

@@ -149,16 +149,8 @@ def _labelled(knobs: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, 
 
 
 # Integer columns: rows.parquet stores them as int64 (a size beyond it is an OverflowError).
-_INTEGER_COLUMNS = (
-    "size_bytes",
-    "count",
-    "root",
-    "world_size",
-    "nodes",
-    "ranks_per_node",
-    "warmup",
-    "iters",
-    "n_wrong",
+_INTEGER_COLUMNS = tuple(
+    "size_bytes count root world_size nodes ranks_per_node warmup iters n_wrong".split()
 )
 _FIGURE_COLUMNS = tuple(
     column.name for column in fields(ResultRow) if str(column.type) in ("float", "float | None")
