@@ -320,11 +320,8 @@ class _TextParser:
         tables = [
             self._table(draft, cut_last_line and draft is self.drafts[-1]) for draft in drafts
         ]
-        tool = (
-            "rccl-tests"
-            if self.rccl or {"rccl_tests", "rccl", "hip", "rocm"} & set(self.versions)
-            else "nccl-tests"
-        )
+        rccl = self.rccl or {"rccl_tests", "rccl", "hip", "rocm"} & set(self.versions)
+        tool = "rccl-tests" if rccl else "nccl-tests"
         return ParsedLog(
             path=self.path,
             tool=tool,
@@ -437,13 +434,8 @@ def layout_from_header(columns: tuple[str, ...], banner: tuple[str, ...], path: 
             f"time/algbw/busbw columns ({' '.join(columns)!r}); expected 1 or 2",
         )
     kind = "legacy" if "error" in groups[0] or "root" not in prefix else "current"
-    return Layout(
-        tuple(prefix),
-        tuple(
-            zip(_placements(banner, len(groups)), (tuple(group) for group in groups), strict=True)
-        ),
-        kind,
-    )
+    placements = _placements(banner, len(groups))
+    return Layout(tuple(prefix), tuple(zip(placements, map(tuple, groups), strict=True)), kind)
 
 
 def _placements(banner: tuple[str, ...], n_groups: int) -> tuple[str, ...]:
