@@ -9,9 +9,8 @@ make a comparison unlike-for-like: they are flagged loudly. Differences in envir
 (versions, knobs, hosts) are what people usually compare on purpose: they are listed, not
 flagged.
 
-Each size's verdict comes from the one rule (analysis.decision, docs/methodology/decisions.md): every
-size of a comparison is one family (Holm over it where repeats give p-values). The iterations
-of one run are not independent, so no p-value is ever taken from them.
+Each size's verdict comes from the one rule (analysis/rules/decision.py): every size of a
+comparison is one family (Holm over it where repeats give p-values).
 
 Why busbw: it normalises the world size (nccl-tests' bus factor), so a 2-rank and a 4-rank run
 compare on what the fabric delivers. The ratio and the verdict are both on busbw (each run's
@@ -206,13 +205,11 @@ def _judge_families(
     """The verdicts in order, each family judged on its own."""
     if gated is None:
         return judge(questions, rule)
-    inside = [index for index, question in enumerate(questions) if gated(question.size_bytes)]
-    chosen = set(inside)
-    outside = [index for index in range(len(questions)) if index not in chosen]
+    inside = [bool(gated(question.size_bytes)) for question in questions]
     verdicts: dict[int, Verdict] = {}
-    for family in (inside, outside):
-        judged = judge([questions[index] for index in family], rule)
-        verdicts.update(zip(family, judged, strict=True))
+    for side in (True, False):
+        family = [index for index, gate in enumerate(inside) if gate is side]
+        verdicts.update(zip(family, judge([questions[i] for i in family], rule), strict=True))
     return [verdicts[index] for index in range(len(questions))]
 
 

@@ -1,13 +1,7 @@
-"""The CI gate of `collbench compare --fail-if-slower PCT`: which sizes of a comparison are
-slower than the baseline by more than PCT percent, in a way the data can back (pure).
-
-A size fails when its busbw is more than PCT percent below the baseline's *and* the one rule
-(analysis.decision, docs/methodology/decisions.md) calls it `slower`: with repeats on both sides, a
-Holm-corrected p below alpha over the sizes compared and an effect beyond the noise floor;
-with fewer repeats, an effect beyond the noise floor measured from the data (or a recorded
-A/A floor, `--noise-floor`, when larger); without samples (imported logs), the threshold
-alone, and the gate says so. A size below the threshold that the rule could not judge (too
-few iterations to measure the noise) is named and keeps the gate from passing.
+"""The CI gate of `collbench compare --fail-if-slower PCT` (pure): a size fails when its busbw
+is more than PCT percent below the baseline's *and* the one rule (analysis/rules/decision.py)
+calls it `slower`. A size below the threshold that the rule could not judge keeps the gate
+from passing.
 """
 
 from __future__ import annotations

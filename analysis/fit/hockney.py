@@ -264,14 +264,8 @@ def n_half_bytes(fit: CurveFit) -> int:
         if regime.busbw_gbps <= half_busbw:
             continue  # busbw(S) stays below this regime's asymptote, so below half the peak
         # factor * S / t(S) >= h  <=>  S >= alpha * h * B / (B - h), in bytes per us units
-        size = (
-            regime.alpha_us
-            * 1e3
-            / fit.bus_factor
-            * half_busbw
-            * regime.busbw_gbps
-            / (regime.busbw_gbps - half_busbw)
-        )
+        alpha_scaled = regime.alpha_us * 1e3 / fit.bus_factor
+        size = alpha_scaled * half_busbw * regime.busbw_gbps / (regime.busbw_gbps - half_busbw)
         if max(size, low) < high:
             return math.ceil(max(size, low))
     raise AssertionError("unreachable: the last regime's asymptote is the peak")

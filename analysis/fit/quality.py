@@ -6,22 +6,11 @@ clock could see, and whether its peak busbw is a number the sweep ever reached. 
 below gives a one-line note and the worst verdict it allows; the fit's verdict is the worst
 of them.
 
-A fit is poor, and a figure it could not determine is never printed as a number (the text,
-the report and `fit --json`, where it is null and `quality.not_determined` says why), when:
-- its peak busbw is not determined: the last regime is latency-bound (its size term under
-  1% of its time), its 95% interval is unbounded, or it is more than PEAK_DETERMINED_FACTOR
-  (2x) the highest measured busbw, i.e. busbw is still rising at the largest size and the
-  sweep never reached half of the asymptote. n_half is half of that peak, so it is
-  determined exactly when the peak is (a peak within 2x of the data puts n_half inside the
-  sweep, so no separate n_half rule is needed); a prediction above the largest size leans
-  on the peak and is not determined either;
-- its latency's 95% interval is unbounded (no degree of freedom left);
-- it has fewer than POINTS_PER_PARAMETER kept points per fitted parameter (a single regime
-  has 2 parameters, so it needs 4 points);
-- its r2 on all points (log time) is negative: the curve explains the times no better than
-  their mean.
-A fitted peak above the highest measured busbw by PEAK_ABOVE_MEASURED up to 2x stays a
-figure, flagged, and makes the fit at best fair.
+A fit is poor, and a figure it could not determine is null (never a number) with the
+reason in `quality.not_determined`, as docs/fit.md tells the user; each threshold is a
+constant below, each check a `_*_check`. n_half is where busbw reaches half the peak, so it
+is determined exactly when the peak is (a peak within 2x of the data puts n_half inside the
+sweep: it needs no rule of its own).
 
 The clock's resolution is read off the times themselves: the finest decimal step they are
 recorded in (nccl-tests prints microseconds with 2 decimals below 100 us and 1 decimal up
@@ -299,14 +288,8 @@ def _is_multiple(value: float, step: float) -> bool:
 
 def assess(curve: CurveFit) -> FitQuality:
     """The verdict on `curve` and why: the worst of the checks below."""
-    findings = [
-        *_rms_check(curve),
-        *_r2_check(curve),
-        *_outlier_check(curve),
-        *_parameter_check(curve),
-        *_alpha_check(curve),
-        *_peak_check(curve),
-    ]
+    checks = (_rms_check, _r2_check, _outlier_check, _parameter_check, _alpha_check, _peak_check)
+    findings = [found for check in checks if (found := check(curve)) is not None]
     verdict = max((level for level, _ in findings), key=VERDICTS.index, default="good")
     return FitQuality(
         not_determined=not_determined(curve),
@@ -374,94 +357,85 @@ def not_determined(curve: CurveFit) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
-def _r2_check(curve: CurveFit) -> list[tuple[str, str]]:
+# Each check: (the worst verdict it allows, its note), or None when it finds nothing.
+Finding = tuple[str, str] | None
+
+
+def _r2_check(curve: CurveFit) -> Finding:
     if curve.r2_log_time_all >= 0:
-        return []
-    return [
-        (
-            "poor",
-            f"r2 {curve.r2_log_time_all:.5f} on all {curve.n_points} points (log time): the "
-            "curve explains the times no better than their mean",
-        )
-    ]
+        return None
+    return (
+        "poor",
+        f"r2 {curve.r2_log_time_all:.5f} on all {curve.n_points} points (log time): the "
+        "curve explains the times no better than their mean",
+    )
 
 
-def _rms_check(curve: CurveFit) -> list[tuple[str, str]]:
+def _rms_check(curve: CurveFit) -> Finding:
     rms = curve.rmse_log_time_all
     if rms <= GOOD_RMS:
-        return []
+        return None
     level = "fair" if rms <= FAIR_RMS else "poor"
-    return [(level, f"rms error {_pct(rms)} of time on all {curve.n_points} points")]
+    return level, f"rms error {_pct(rms)} of time on all {curve.n_points} points"
 
 
-def _outlier_check(curve: CurveFit) -> list[tuple[str, str]]:
+def _outlier_check(curve: CurveFit) -> Finding:
     dropped = len(curve.outliers)
     if not dropped:
-        return []
+        return None
     kept = curve.n_points - dropped
     level = "fair" if dropped > OUTLIER_SHARE * curve.n_points else "good"
-    return [
-        (
-            level,
-            f"{dropped} of {curve.n_points} points dropped as outliers: on all "
-            f"{curve.n_points} r2 {curve.r2_log_time_all:.4f}, rms "
-            f"{_pct(curve.rmse_log_time_all)} of time; on the {kept} kept r2 "
-            f"{curve.r2_log_time:.4f}, rms {_pct(curve.rmse_log_time)}",
-        )
-    ]
+    return (
+        level,
+        f"{dropped} of {curve.n_points} points dropped as outliers: on all "
+        f"{curve.n_points} r2 {curve.r2_log_time_all:.4f}, rms "
+        f"{_pct(curve.rmse_log_time_all)} of time; on the {kept} kept r2 "
+        f"{curve.r2_log_time:.4f}, rms {_pct(curve.rmse_log_time)}",
+    )
 
 
-def _parameter_check(curve: CurveFit) -> list[tuple[str, str]]:
+def _parameter_check(curve: CurveFit) -> Finding:
     parameters = 3 * len(curve.regimes) - 1  # alpha and busbw per regime, and each boundary
     kept = curve.n_points - len(curve.outliers)
     if kept >= POINTS_PER_PARAMETER * parameters:
-        return []
+        return None
     regimes = f"{len(curve.regimes)} regime" + ("s" if len(curve.regimes) != 1 else "")
-    return [
-        (
-            "poor",
-            f"{regimes} ({parameters} parameters) from {kept} points: fewer than "
-            f"{POINTS_PER_PARAMETER} points per parameter, it may be fitting noise",
-        )
-    ]
+    return (
+        "poor",
+        f"{regimes} ({parameters} parameters) from {kept} points: fewer than "
+        f"{POINTS_PER_PARAMETER} points per parameter, it may be fitting noise",
+    )
 
 
-def _alpha_check(curve: CurveFit) -> list[tuple[str, str]]:
-    resolution = _num(curve.clock_resolution_us)
+def _alpha_check(curve: CurveFit) -> Finding:
     if (why := alpha_undetermined(curve)) is not None:
-        return [("poor", why)]
+        return "poor", why
     if not curve.alpha_resolved(0):
-        return [("fair", f"latency below the clock's resolution ({resolution} us): not measured")]
+        resolution = _num(curve.clock_resolution_us)
+        return "fair", f"latency below the clock's resolution ({resolution} us): not measured"
     low, high = curve.alpha_us_ci
     if low < curve.clock_resolution_us:
-        return [
-            (
-                "fair",
-                f"latency not told apart from 0: 95% CI [0, {_bound(high)}] us",
-            )
-        ]
-    return []
+        return "fair", f"latency not told apart from 0: 95% CI [0, {_bound(high)}] us"
+    return None
 
 
-def _peak_check(curve: CurveFit) -> list[tuple[str, str]]:
+def _peak_check(curve: CurveFit) -> Finding:
     low, high = curve.busbw_peak_gbps_ci
     interval = f"[{_num(low)}, {_bound(high)}]"
     if (why := peak_undetermined(curve)) is not None:
-        return [("poor", why)]
+        return "poor", why
     if peak_above_measured(curve):
         above = curve.busbw_peak_gbps / curve.busbw_measured_max_gbps - 1
-        return [
-            (
-                "fair",
-                f"fitted peak busbw {_num(curve.busbw_peak_gbps)} GB/s {interval} is "
-                f"{_pct(above)} above the highest measured "
-                f"{_num(curve.busbw_measured_max_gbps)} GB/s (at "
-                f"{format_size(curve.busbw_measured_max_bytes)}): the sweep never reached it",
-            )
-        ]
+        return (
+            "fair",
+            f"fitted peak busbw {_num(curve.busbw_peak_gbps)} GB/s {interval} is "
+            f"{_pct(above)} above the highest measured "
+            f"{_num(curve.busbw_measured_max_gbps)} GB/s (at "
+            f"{format_size(curve.busbw_measured_max_bytes)}): the sweep never reached it",
+        )
     if not curve.latency_bound(curve.regimes[-1]) and not (low > 0 and high <= CI_SPAN * low):
-        return [("fair", f"peak busbw not pinned down: 95% CI {interval} GB/s")]
-    return []
+        return "fair", f"peak busbw not pinned down: 95% CI {interval} GB/s"
+    return None
 
 
 def _pct(fraction: float) -> str:

@@ -128,11 +128,10 @@ class TopologyComparison:
 
     @property
     def bands(self) -> list[BandVsModel]:
-        order = list(BAND_NAMES)
         by_band: dict[str, list[SizeVsModel]] = {}
         for item in self.sizes:
             by_band.setdefault(band_of(item.size_bytes), []).append(item)
-        return [BandVsModel(name, tuple(by_band[name])) for name in order if name in by_band]
+        return [BandVsModel(name, tuple(by_band[name])) for name in BAND_NAMES if name in by_band]
 
     def to_dict(self) -> dict[str, Any]:
         head = {
@@ -250,10 +249,7 @@ def _median_times(rows: list[ResultRow]) -> dict[int, float]:
 
 
 def _first(rows: list[ResultRow], column: str) -> int | None:
-    for row in rows:
-        if getattr(row, column):
-            return int(getattr(row, column))
-    return None
+    return next((int(getattr(row, column)) for row in rows if getattr(row, column)), None)
 
 
 def compare_fits(

@@ -3,7 +3,7 @@
 A 100k-row log made 100k LogRow objects (a third of an import's time); what an import does
 with them (checks, warnings, rows.jsonl, rows.parquet) reads them a column at a time. Rules:
 - `LogColumns` holds one entry per placement row, in log order (a line's placements in its
-  header's order); `rows()` gives the same table as LogRows, for a reader that wants them.
+  header's order).
 - `parse_lines` gives exactly what nccl_logs.parse_row gives line by line (the numbers
   through the same int()/float(), the same warnings, the same SpecError for an integer beyond
   int64), but parses a run of whole lines (every field present) a column at a time, and
@@ -13,7 +13,7 @@ with them (checks, warnings, rows.jsonl, rows.parquet) reads them a column at a 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -56,13 +56,6 @@ class LogColumns:
                 [value for value, kept in zip(getattr(self, name), keep, strict=True) if kept]
                 for name in _NAMES
             )
-        )
-
-    def rows(self, make: Callable[..., Any]) -> tuple[Any, ...]:
-        """The rows as `make(**fields)` builds them (nccl_logs.LogRow), in order."""
-        columns = [getattr(self, name) for name in _NAMES]
-        return tuple(
-            make(**dict(zip(_NAMES, values, strict=True))) for values in zip(*columns, strict=True)
         )
 
 

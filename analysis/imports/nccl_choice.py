@@ -53,7 +53,6 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 
-from collbench.analysis.imports.nccl_logs import nccl_version_from_code
 from collbench.core.collectives import REGISTRY
 from collbench.core.errors import SpecError
 
@@ -68,9 +67,8 @@ HIERARCHICAL_CE = "hierarchical_ce"  # NCCL >= 2.30 RMA proxy + copy engine
 MSCCL = "msccl"  # RCCL handed the call to an MSCCL algorithm
 MSCCLPP = "mscclpp"  # RCCL handed the call to MSCCL++
 
-# The first version that prints its choice at INFO level, and the first that names the
-# collective on that line (before it, the COLL line that precedes it says which).
-FIRST_PRINTING = (2, 20, 0)
+# The first version that names the collective on its TUNING line (before it, the COLL line
+# that precedes it says which).
 NAMED_SINCE = (2, 23, 0)
 # NCCL's default NCCL_DEBUG_SUBSYS (src/debug.cc); BOOTSTRAP joined INIT,ENV in 2.23.
 _DEFAULT_SUBSYS = ("INIT", "BOOTSTRAP", "ENV")
@@ -261,31 +259,6 @@ def _widen_subsys(current: str | None, wanted: tuple[str, ...]) -> str:
     return ",".join([*names, *(name for name in wanted if name not in upper)])
 
 
-def version_tuple(value: str | int | tuple | None) -> tuple[int, int, int] | None:
-    """NCCL's version as (major, minor, patch) from what provenance records.
-
-    Accepts "2.21.5" (meta.json's versions.nccl), "2.21.5+cuda12.4" or "RCCL version :
-    2.21.5-abc" (the log's version line), NCCL_VERSION_CODE 22105, or torch's (2, 21, 5);
-    None when it is none of those.
-    """
-    if isinstance(value, tuple):
-        value = ".".join(map(str, value))
-    elif isinstance(value, int):
-        value = nccl_version_from_code(value)
-    match = re.search(r"(\d+)\.(\d+)\.(\d+)", value) if isinstance(value, str) else None
-    return (int(match[1]), int(match[2]), int(match[3])) if match else None
-
-
-def no_choice_reason(version: tuple[int, int, int] | None, world_size: int | None) -> str | None:
-    """Why NCCL prints no choice for this run, in one line; None when it should print one."""
-    if world_size == 1:
-        return "one rank: NCCL copies locally (ncclLaunchOneRank) and chooses no algorithm"
-    if version is not None and version < FIRST_PRINTING:
-        found = ".".join(map(str, version))
-        return f"NCCL {found} prints its algorithm choice only in TRACE builds (2.20 and later print it)"
-    return None
-
-
 def parse_choices(lines: Iterable[str], world_size: int | None = None) -> list[Choice]:
     """Every choice NCCL printed in `lines`, in order.
 
@@ -362,7 +335,9 @@ class _Parser:
             kernel=groups.get("kernel"),
             log_format=log_format,
         )
-        self.choices.append(_with_call(choice, call) if call is not None else choice)
+        if call is not None:
+            choice = replace(choice, count=call.count, dtype=call.dtype, nranks=call.nranks)
+        self.choices.append(choice)
 
     def _pop_call(self, stream: str | None, collective: str | None, logged: int) -> _Call | None:
         """The oldest waiting call of this process that the TUNING line can be about."""
@@ -409,11 +384,6 @@ def _name(text: str, names: tuple[str, ...]) -> str:
     squeezed = text.lower()
     by_squeezed = {name.replace("_", ""): name for name in names}  # ncclAlgoStr's "NVLSTree"
     return by_squeezed.get(squeezed.replace("_", ""), squeezed)
-
-
-def _with_call(choice: Choice, call: _Call) -> Choice:
-    """`choice` with what its COLL line said about the call."""
-    return replace(choice, count=call.count, dtype=call.dtype, nranks=call.nranks)
 
 
 @dataclass(frozen=True)

@@ -111,11 +111,6 @@ class LogTable:
     extra_columns: tuple[str, ...] = ()
     footer: dict[str, Any] = field(default_factory=dict)  # empty when the log has none
 
-    @functools.cached_property
-    def rows(self) -> tuple[LogRow, ...]:
-        """The rows as LogRows, made when first asked for (an import reads `data`)."""
-        return self.data.rows(LogRow)
-
 
 @dataclass(frozen=True)
 class ParsedLog:
@@ -156,8 +151,7 @@ def parse_text_log(text: str, path: str = "<log>") -> ParsedLog:
 
 
 def parse_text_lines(lines: Iterable[str], path: str = "<log>") -> ParsedLog:
-    """parse_text_log for a log given a line (or a few whole lines) at a time, each with its
-    line ending (a file read as a stream, never whole: collbench.run.import_logs)."""
+    """parse_text_log of whole lines given a few at a time, with their line endings."""
     parser = _TextParser(path)
     number = last_line = 0
     ends_with_newline = True
@@ -320,17 +314,14 @@ class _TextParser:
             raise SpecError(
                 LOG_FIELD,
                 self.path,
-                "is not an nccl-tests/rccl-tests log: no "
-                "result table found (no '# size count type ...' header, no rows)",
+                "is not an nccl-tests/rccl-tests log: no result table found "
+                "(no '# size count type ...' header, no rows)",
             )
         tables = [
             self._table(draft, cut_last_line and draft is self.drafts[-1]) for draft in drafts
         ]
-        tool = (
-            "rccl-tests"
-            if self.rccl or {"rccl_tests", "rccl", "hip", "rocm"} & set(self.versions)
-            else "nccl-tests"
-        )
+        rccl = self.rccl or {"rccl_tests", "rccl", "hip", "rocm"} & set(self.versions)
+        tool = "rccl-tests" if rccl else "nccl-tests"
         return ParsedLog(
             path=self.path,
             tool=tool,
@@ -357,8 +348,7 @@ class _TextParser:
         elif cut and len(parsed) < len(layout.groups):
             self.warnings.append(
                 f"{self.path} line {number}: the last row is cut short; "
-                f"kept {len(parsed)} of its {len(layout.groups)} "
-                "placement(s)"
+                f"kept {len(parsed)} of its {len(layout.groups)} placement(s)"
             )
         return parsed or []
 
@@ -444,13 +434,8 @@ def layout_from_header(columns: tuple[str, ...], banner: tuple[str, ...], path: 
             f"time/algbw/busbw columns ({' '.join(columns)!r}); expected 1 or 2",
         )
     kind = "legacy" if "error" in groups[0] or "root" not in prefix else "current"
-    return Layout(
-        tuple(prefix),
-        tuple(
-            zip(_placements(banner, len(groups)), (tuple(group) for group in groups), strict=True)
-        ),
-        kind,
-    )
+    placements = _placements(banner, len(groups))
+    return Layout(tuple(prefix), tuple(zip(placements, map(tuple, groups), strict=True)), kind)
 
 
 def _placements(banner: tuple[str, ...], n_groups: int) -> tuple[str, ...]:
@@ -484,8 +469,8 @@ def layout_from_fields(fields: list[str], path: str) -> Layout:
     raise SpecError(
         LOG_FIELD,
         path,
-        f"has rows but no table header, and a row with "
-        f"{len(fields)} fields fits no nccl-tests layout (9, 13, 8 or 12 fields)",
+        f"has rows but no table header, and a row with {len(fields)} fields fits no "
+        "nccl-tests layout (9, 13, 8 or 12 fields)",
     )
 
 
@@ -567,7 +552,7 @@ _new = object.__new__
 
 def check_integers(row: LogRow, path: str, where: str = "") -> None:
     """SpecError naming the log (and `where`, e.g. "line 12: ") when a row's size, count,
-    root or #wrong lies beyond int64: rows.parquet stores them as 64-bit integers."""
+    root or #wrong lies beyond int64, which rows.parquet stores."""
     for name in ("size_bytes", "count", "root", "n_wrong"):
         value = getattr(row, name)
         if value is not None and not -INT64_MAX - 1 <= value <= INT64_MAX:

@@ -26,7 +26,6 @@ from collbench.analysis.imports.nccl_logs import (
     ParsedLog,
     parse_text_log,
 )
-from collbench.analysis.imports.row_build import make_rows
 from collbench.core.bandwidth import bus_factor
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import lookup_dtype
@@ -41,9 +40,8 @@ BUSBW_TOLERANCE = 0.02  # relative disagreement of printed busbw beyond which we
 # Below 1 GB/s the two decimals nccl-tests prints make busbw/algbw too coarse to check.
 MIN_CHECKED_ALGBW_GBPS = 1.0
 MAX_IMPLIED_WORLD_SIZE = 4096
-# Binary stems (`all_reduce_perf`) and JSON experiment names (`AllReduce`), squeezed to
-# lower-case letters, mapped onto collbench's registry names.
-# nccl-tests program name (squeezed: `all_reduce_perf` -> "allreduce") -> registry name.
+# Binary stems and JSON experiment names, squeezed (`all_reduce_perf`, `AllReduce` ->
+# "allreduce") -> registry name.
 PROGRAMS = {
     alias: collective.name
     for collective in REGISTRY.values()
@@ -151,9 +149,8 @@ def build_import(
     *,
     imported_utc: str,
 ) -> tuple[list[RowBlock], RunMeta]:
-    """Result rows for parsed logs, one RowBlock per table (store.row_block: written a column
-    at a time; block_rows makes them ResultRows), and meta, stamped `imported_utc` (pure:
-    nothing is read or written; meta names the logs by the paths they were parsed under)."""
+    """Result rows for parsed logs, one RowBlock per table (block_rows makes them
+    ResultRows), and meta stamped `imported_utc`, naming the logs by their parsed paths."""
     contexts = [table_context(log, table, collective) for log in logs for table in log.tables]
     check_compatible(contexts)
     blocks: list[RowBlock] = []
@@ -168,30 +165,22 @@ def build_import(
 
 
 def block_rows(block: RowBlock) -> list[ResultRow]:
-    """A block's rows as ResultRows (make_rows); shared samples (an import's empty list) are
-    each row's own copy, as the rows' constructor would have them."""
-    if "time_us_samples" not in block.shared:
-        return make_rows(
-            block.row_type,
-            block.shared,
-            tuple(block.columns),
-            zip(*block.columns.values(), strict=True),
-        )
-    shared = {name: value for name, value in block.shared.items() if name != "time_us_samples"}
-    samples = block.shared["time_us_samples"]
-    own = zip(*block.columns.values(), strict=True)
-    return make_rows(
-        block.row_type,
-        shared,
-        (*block.columns, "time_us_samples"),
-        ((*values, list(samples)) for values in own),
-    )
+    """A block's rows as ResultRows; shared samples (an import's empty list) are each row's
+    own copy, as the rows' constructor would have them."""
+    shared = dict(block.shared)
+    samples = shared.pop("time_us_samples", None)
+    rows = []
+    for values in zip(*block.columns.values(), strict=True):
+        own = dict(zip(block.columns, values, strict=True))
+        if samples is not None:
+            own["time_us_samples"] = list(samples)
+        rows.append(block.row_type(**shared, **own))
+    return rows
 
 
 def table_context(log: ParsedLog, table: LogTable, collective: str | None) -> TableContext:
-    """Work out a table's collective, world size and hosts; rows with a NaN or infinite
-    figure are dropped here, with a note (they are no measurement, and JSON cannot hold
-    them)."""
+    """A table's collective, world size and hosts; rows with a NaN or infinite figure are
+    dropped, with a note (no measurement, and JSON cannot hold them)."""
     table, dropped = _finite_rows(log, table)
     notes = [dropped] if dropped else []
     name = collective or (collective_from_program(table.program) if table.program else None)
@@ -209,8 +198,7 @@ def table_context(log: ParsedLog, table: LogTable, collective: str | None) -> Ta
 
 
 def _finite_rows(log: ParsedLog, table: LogTable) -> tuple[LogTable, str | None]:
-    """The table without rows whose time, algbw or busbw is NaN or infinite, and a warning
-    naming them (None when there are none)."""
+    """The table without rows of a NaN or infinite figure, and a warning naming them."""
     data = table.data
     figures = (data.time_us, data.algbw_gbps, data.busbw_gbps)
     if all(math.isfinite(sum(column)) for column in figures):  # a NaN or inf makes its sum so
@@ -319,8 +307,8 @@ def check_compatible(contexts: Sequence[TableContext]) -> None:
 
 
 def table_block(context: TableContext, run_id: str, timestamp: str) -> RowBlock:
-    """collbench result rows for one table, as a RowBlock: the figures the log printed, and
-    no statistics over iterations (nccl-tests prints none)."""
+    """One table's rows as a RowBlock: the figures the log printed, no statistics over
+    iterations (nccl-tests prints none)."""
     params, nodes, data = context.table.params, context.nodes, context.table.data
     knobs = {"env": dict(context.log.env), "settings": {"imported": True}}
     shared = dict(
@@ -366,8 +354,8 @@ def _dtype_name(nccl_type: str) -> str:
 
 
 def table_warnings(context: TableContext) -> list[str]:
-    """What a reader of these rows should know: busbw that does not add up, a missing
-    footer or header, failed data checks, element types collbench does not know."""
+    """busbw that does not add up, a missing footer or header, failed data checks, unknown
+    element types."""
     log, table = context.log, context.table
     warnings = [busbw_warning(context)]
     if not table.footer:
@@ -393,8 +381,8 @@ def table_warnings(context: TableContext) -> list[str]:
 
 
 def busbw_warning(context: TableContext) -> str | None:
-    """A warning when printed busbw differs from algbw x bus factor(collective, world
-    size) by more than BUSBW_TOLERANCE, with the world size the printed ratio fits."""
+    """A warning when printed busbw differs from algbw x bus factor by more than
+    BUSBW_TOLERANCE, with the world size the printed ratio fits."""
     collective, world_size = context.collective, context.world_size
     factor = bus_factor(collective, world_size)
     data = context.table.data

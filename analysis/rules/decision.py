@@ -1,33 +1,20 @@
 """Is B different from A? The one rule that compare, the CI gate, tune's winner and
 confidence, tune verify and doctor --baseline use (pure: figures in, verdicts out;
-ARCHITECTURE.md, "Contracts").
+docs/methodology/decisions.md says it for users, with the measurements behind the defaults).
 
 Every figure here is a speed (busbw, or 1 / time at size 0): higher is faster. Noise on a
 bandwidth is multiplicative, so effects are ratios and spreads are taken of logarithms.
-
 What decides depends on what the two sides hold (`basis`):
 
-1. `repeats`: both sides have at least MIN_REPEATS repeat-level figures (`--repeats R`; each
-   repeat's figure comes from its own batch time). Welch's t-test on the logarithms of the
-   repeat figures gives a p-value and the interval of the ratio at 1 - alpha; p-values are
-   Holm-corrected over the family a caller decides together (every size a gate checks, every
-   (setting, size) of a tune range). A call needs the corrected p below alpha *and* the effect
-   beyond the noise floor: the repeats' own spread (the larger side's standard deviation of
-   the log figures, as a percentage), or a recorded A/A floor (`collbench noise`) when larger.
-2. `noise floor`: samples, but fewer repeats. The iterations of one run share its placement,
-   clocks, neighbours and warm-up, so a test on them measures within-run noise only and its
-   p-values are far too small: none is offered. The floor is measured from the data instead:
-   each side's repeats, or with one repeat its iterations cut into BATCHES consecutive
-   batches, give figures whose range (largest over smallest, as a percentage) times
-   FLOOR_FACTOR is the noise floor, the larger side's; a recorded A/A floor replaces it when
-   larger. A call needs the effect beyond the floor, either way alike (a ratio below
-   1 / (1 + floor) or above 1 + floor). The interval shown is the ratio divided and
-   multiplied by 1 + floor.
-3. `threshold`: no samples (imported nccl-tests logs). The effect against the caller's
-   threshold alone, and the verdict says so; without a threshold there is no call
-   (`unjudged`).
-
-A verdict that cannot be judged (too few iterations to batch) says `unjudged`, never `same`.
+1. `repeats` (MIN_REPEATS a side): Welch's t on the log repeat figures, Holm over the family
+   a caller decides together, and the effect beyond the repeats' own spread (or a recorded
+   A/A floor, when larger).
+2. `noise floor` (samples, fewer repeats): the iterations of one run are not independent, so
+   no p-value is offered; the effect must pass FLOOR_FACTOR x the range of the repeats, or of
+   one repeat's iterations cut into BATCHES batches (or the A/A floor, when larger), either
+   way alike. The interval is the ratio divided and multiplied by 1 + floor.
+3. `threshold` (no samples: imported logs): the caller's threshold alone; without one,
+   `unjudged`. What cannot be judged says `unjudged`, never `same`.
 """
 
 from __future__ import annotations
@@ -288,24 +275,13 @@ def _speeds(row: ResultRow, times: Sequence[float] | None) -> Any:
 # --- the rule itself -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Draft:
-    verdict: Verdict
-    size_bytes: int
-
-    @property
-    def p_value(self) -> float | None:
-        return self.verdict.p_value
-
-
-def _draft(question: Question, rule: Rule) -> _Draft:
+def _draft(question: Question, rule: Rule) -> Verdict:
     base, cand = question.baseline, question.candidate
     effect = _pct(cand.figure / base.figure) if base.repeats and cand.repeats else math.nan
     counts = {"base_repeats": base.n_repeats, "cand_repeats": cand.n_repeats}
     if not math.isfinite(effect):
         why = "a side has no figure"
-        verdict = Verdict(UNJUDGED, THRESHOLD, effect, None, None, None, "", reason=why, **counts)
-        return _Draft(verdict, question.size_bytes)
+        return Verdict(UNJUDGED, THRESHOLD, effect, None, None, None, "", reason=why, **counts)
     if base.n_repeats >= MIN_REPEATS and cand.n_repeats >= MIN_REPEATS:
         return _repeats_draft(question, rule, effect, counts)
     # Samples on both sides (too few to batch: unjudged), or a spread on both (2+ repeats of
@@ -315,11 +291,10 @@ def _draft(question: Question, rule: Rule) -> _Draft:
         return _floor_draft(question, rule, effect, counts)
     reason = "no per-iteration samples (an imported log): decided by the threshold alone"
     source = f"threshold {rule.threshold_pct:g}%" if rule.threshold_pct is not None else ""
-    verdict = Verdict(SAME, THRESHOLD, effect, None, None, None, source, reason=reason, **counts)
-    return _Draft(verdict, question.size_bytes)
+    return Verdict(SAME, THRESHOLD, effect, None, None, None, source, reason=reason, **counts)
 
 
-def _repeats_draft(question: Question, rule: Rule, effect: float, counts: dict) -> _Draft:
+def _repeats_draft(question: Question, rule: Rule, effect: float, counts: dict) -> Verdict:
     from scipy import stats
 
     base_logs = [math.log(value) for value in question.baseline.repeats]
@@ -333,26 +308,23 @@ def _repeats_draft(question: Question, rule: Rule, effect: float, counts: dict) 
         p_value = float(test.pvalue)
         interval = test.confidence_interval(1 - rule.alpha)
         low, high = _pct(math.exp(interval.low)), _pct(math.exp(interval.high))
-    verdict = Verdict(SAME, REPEATS, effect, low, high, floor, source, p_value, **counts)
-    return _Draft(verdict, question.size_bytes)
+    return Verdict(SAME, REPEATS, effect, low, high, floor, source, p_value, **counts)
 
 
-def _floor_draft(question: Question, rule: Rule, effect: float, counts: dict) -> _Draft:
+def _floor_draft(question: Question, rule: Rule, effect: float, counts: dict) -> Verdict:
     spreads = [spread_pct(question.baseline), spread_pct(question.candidate)]
     if any(spread is None for spread in spreads):
         reason = (
             f"too few iterations to measure the noise (fewer than {BATCHES} batches of {MIN_BATCH})"
         )
-        verdict = Verdict(UNJUDGED, FLOOR, effect, None, None, None, "", reason=reason, **counts)
-        return _Draft(verdict, question.size_bytes)
+        return Verdict(UNJUDGED, FLOOR, effect, None, None, None, "", reason=reason, **counts)
     what = "repeat" if min(counts.values()) >= 2 else "iteration-batch"
     floor, source = _floor(rule, question.size_bytes, max(s or 0.0 for s in spreads), what)
     # The interval is multiplicative, like the noise: the ratio divided and multiplied by
     # (1 + floor), so a slowdown's interval never passes -100%.
     ratio, scale = 1.0 + effect / 100.0, 1.0 + floor / 100.0
     low, high = _pct(ratio / scale), _pct(ratio * scale)
-    verdict = Verdict(SAME, FLOOR, effect, low, high, floor, source, **counts)
-    return _Draft(verdict, question.size_bytes)
+    return Verdict(SAME, FLOOR, effect, low, high, floor, source, **counts)
 
 
 def _floor(rule: Rule, size_bytes: int, measured_pct: float, what: str) -> tuple[float, str]:
@@ -379,13 +351,12 @@ def _detectable(verdict: Verdict, rule: Rule) -> float | None:
     return detectable
 
 
-def _call(draft: _Draft, p_holm: float | None, rule: Rule) -> Verdict:
-    verdict = _decide(draft, p_holm, rule)
-    return replace(verdict, detectable_pct=_detectable(verdict, rule))
+def _call(verdict: Verdict, p_holm: float | None, rule: Rule) -> Verdict:
+    called = _decide(verdict, p_holm, rule)
+    return replace(called, detectable_pct=_detectable(called, rule))
 
 
-def _decide(draft: _Draft, p_holm: float | None, rule: Rule) -> Verdict:
-    verdict = draft.verdict
+def _decide(verdict: Verdict, p_holm: float | None, rule: Rule) -> Verdict:
     effect, floor = verdict.effect_pct, verdict.floor_pct
     if verdict.call == UNJUDGED:
         return verdict

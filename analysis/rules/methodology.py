@@ -195,8 +195,7 @@ def check_poolable(key: tuple[Any, ...], runs: Sequence[Run]) -> None:
     """FIT: SpecError when runs whose rows land in one fit group (collective, backend, ranks)
     were measured differently."""
     ids = ", ".join(run.run_id for run in runs)
-    subject = f"runs {ids} (one fit group: {key[0]}, {key[1]}, {key[2]} ranks)"
-    check(runs, FIT, subject=subject)
+    check(runs, FIT, subject=f"runs {ids} (one fit group: {key[0]}, {key[1]}, {key[2]} ranks)")
 
 
 def differences(baseline: Run, candidate: Run) -> list[Difference]:
@@ -223,6 +222,7 @@ def describe_method(run: Run, kind: str = SWEEP) -> dict[str, Any]:
     `kind` (a sweep's, or a doctor's) and its meta.json."""
     meta, rows = run.meta, run.rows_of(kind)
     spec = meta.spec or {}
+    devices = {str(rank["device_name"]) for rank in meta.ranks or [] if rank.get("device_name")}
     facts: dict[str, Any] = {
         "source": SOURCE_FAMILY.get(meta.source or "", meta.source or "collbench"),
         TOOL: meta.source or "collbench",
@@ -232,16 +232,7 @@ def describe_method(run: Run, kind: str = SWEEP) -> dict[str, Any]:
         "launcher": meta.launcher,
         "backend": _one(rows, "backend") or meta.backend,
         "hosts": ", ".join(meta.hosts or []) or None,
-        "devices": ", ".join(
-            sorted(
-                {
-                    str(rank.get("device_name"))
-                    for rank in meta.ranks or []
-                    if rank.get("device_name")
-                }
-            )
-        )
-        or None,
+        "devices": ", ".join(sorted(devices)) or None,
         COLLECTIVES: ", ".join(sorted({str(row.collective) for row in rows})) or None,
     }
     for name in ("dtype", "op", "iters", "warmup"):
@@ -266,9 +257,7 @@ def _one(rows: list[ResultRow], column: str) -> Any:
     values = sorted({str(value) for value in known})
     if not values:
         return None
-    if len(values) == 1:
-        return known[0]
-    return ", ".join(values)
+    return known[0] if len(values) == 1 else ", ".join(values)
 
 
 def _knob_env(meta: RunMeta, rows: list[ResultRow]) -> dict[str, Any]:

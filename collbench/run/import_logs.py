@@ -1,9 +1,6 @@
-"""`collbench import nccl-tests`: read nccl-tests / rccl-tests logs and write them as a run.
-
-Reading and writing happen here; parsing (analysis.nccl_import) and building the rows and
-meta.json (analysis.nccl_import_rows) are pure. The run directory holds rows.jsonl,
-meta.json and rows.parquet, as a sweep's does.
-"""
+"""`collbench import nccl-tests`: read nccl-tests / rccl-tests logs and write them as a run
+(rows.jsonl, meta.json and rows.parquet, as a sweep's); parsing and building the rows are
+analysis/imports' (pure)."""
 
 from __future__ import annotations
 
@@ -75,13 +72,9 @@ def import_logs(
     run_id: str | None = None,
     imported_utc: str | None = None,
 ) -> ImportResult:
-    """Import nccl-tests / rccl-tests logs into a new run directory (`out`, new or empty).
-
-    Several logs become one run when they come from one system (same world size and
-    backend); `collective` names the collective when the logs do not; `knobs` (from
-    parse_knob_labels) labels what the logs were measured with (see label_blocks). `run_id`
-    and `imported_utc` are new ones unless given (a test that compares outputs pins them).
-    """
+    """Import logs of one system (same world size and backend) into a new run directory
+    (`out`, new or empty); `knobs` (parse_knob_labels) label what they were measured with;
+    `run_id` and `imported_utc` are new unless given (tests pin them)."""
     if not paths:
         raise SpecError(LOG_FIELD, "", "is missing: give at least one log file")
     override = resolve_collective(collective) if collective is not None else None
@@ -109,7 +102,6 @@ def _write_import(
     blocks: list[RowBlock], meta: RunMeta, out: Path | None, knobs: Mapping[str, str] | None
 ) -> ImportResult:
     """Label, check and write an import's rows and meta (all or nothing)."""
-    run_id = meta.run_id
     if knobs:
         blocks, meta = label_blocks(blocks, meta, knobs)
         unknown = [w for n, v in knobs.items() for w in check_knob_name(n, f"{n}={v}")]
@@ -118,7 +110,7 @@ def _write_import(
     meta = replace(meta, imported_from=[str(Path(path).resolve()) for path in meta.imported_from])
     _refuse_unstorable(blocks, meta)
     made = out is None or not os.path.isdir(out)  # (isdir: a name too long is refused below)
-    run_dir = prepare_run_dir(out, run_id)
+    run_dir = prepare_run_dir(out, meta.run_id)
     try:
         append_lines(run_dir, (text for block in blocks for text in block_lines(block)))
         write_meta(run_dir, meta)
@@ -134,18 +126,16 @@ def _write_import(
 
 
 def parse_knob_labels(texts: Sequence[str]) -> dict[str, str]:
-    """`--knob NAME=VALUE` labels, in the order given: one value each, checked as a sweep's
-    `--knob` is (core.knobs.parse_knob_settings: a comma is part of the value, a typo gets
-    "did you mean", a bad value or a knob given twice is refused); the warnings are the
-    run's meta.json records (import_logs)."""
+    """`--knob NAME=VALUE` labels, checked as a sweep's `--knob` is (parse_knob_settings);
+    import_logs records the warnings in meta.json."""
     return dict(parse_knob_settings(texts)[0])
 
 
 def label_blocks(
     blocks: Sequence[RowBlock], meta: RunMeta, labels: Mapping[str, str]
 ) -> tuple[list[RowBlock], RunMeta]:
-    """Blocks and meta with `labels` in their knobs' `env`, where a sweep records the knobs
-    it ran with: a label wins over what the log printed. `settings.knob_labels` names them."""
+    """Blocks and meta with `labels` in their knobs' `env` (winning over what the log
+    printed), named in `settings.knob_labels`."""
     labelled = [
         replace(block, shared={**block.shared, "knobs": _labelled(block.shared["knobs"], labels)})
         for block in blocks
@@ -154,26 +144,13 @@ def label_blocks(
 
 
 def _labelled(knobs: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
-    settings = dict(knobs.get("settings") or {})
-    settings["knob_labels"] = sorted(labels)
-    return {
-        **knobs,
-        "env": {**(knobs.get("env") or {}), **labels},
-        "settings": settings,
-    }
+    settings = {**(knobs.get("settings") or {}), "knob_labels": sorted(labels)}
+    return {**knobs, "env": {**(knobs.get("env") or {}), **labels}, "settings": settings}
 
 
 # Integer columns: rows.parquet stores them as int64 (a size beyond it is an OverflowError).
-_INTEGER_COLUMNS = (
-    "size_bytes",
-    "count",
-    "root",
-    "world_size",
-    "nodes",
-    "ranks_per_node",
-    "warmup",
-    "iters",
-    "n_wrong",
+_INTEGER_COLUMNS = tuple(
+    "size_bytes count root world_size nodes ranks_per_node warmup iters n_wrong".split()
 )
 _FIGURE_COLUMNS = tuple(
     column.name for column in fields(ResultRow) if str(column.type) in ("float", "float | None")
@@ -182,8 +159,7 @@ _FIGURE_COLUMNS = tuple(
 
 def _refuse_unstorable(blocks: Sequence[RowBlock], meta: RunMeta) -> None:
     """SpecError before anything is written if a figure is NaN or infinite (JSON has no
-    such numbers; the rows builder drops those rows, this keeps the promise for the rest) or
-    an integer column holds what is not a 64-bit integer. Linear and cheap: a 200k-row log."""
+    such numbers) or an integer column holds what is not a 64-bit integer."""
     logs = ", ".join(meta.imported_from)
     for block in blocks:  # column by column, fast; the row loop names the first
         if not _all_storable(block):
@@ -197,8 +173,7 @@ def _refuse_unstorable(blocks: Sequence[RowBlock], meta: RunMeta) -> None:
 def _all_storable(block: RowBlock) -> bool:
     """Every figure finite (or None) and every integer column a 64-bit int (or None)?"""
     for name in _FIGURE_COLUMNS:
-        values = [value for value in block.values(name) if value is not None]
-        if not all(map(math.isfinite, values)):
+        if not all(math.isfinite(value) for value in block.values(name) if value is not None):
             return False
     for name in _INTEGER_COLUMNS:
         values = [value for value in block.values(name) if value is not None]
@@ -233,9 +208,8 @@ _NON_FINITE = "holds a NaN or infinite figure that JSON cannot store; nothing wa
 
 
 def read_log(path: Path) -> ParsedLog:
-    """Parse one nccl-tests / rccl-tests log file (text, or -J JSON), read as a stream
-    within core.limits: a regular file (never /dev/zero or a FIFO) of at most LOG_MAX_BYTES,
-    a text log a line at a time, each at most LOG_MAX_LINE_BYTES (SpecError otherwise)."""
+    """Parse one log file (text, or -J JSON), read as a stream within core.limits: a regular
+    file of at most LOG_MAX_BYTES, lines of at most LOG_MAX_LINE_BYTES (SpecError otherwise)."""
     path = Path(path)
     if _starts_json(path):  # -J output: one document, possibly on one line
         text = read_bytes(path, LOG_FIELD, LOG_MAX_BYTES).decode("utf-8", errors="replace")
@@ -245,15 +219,13 @@ def read_log(path: Path) -> ParsedLog:
 
 
 def _decoded(lines: Iterator[bytes], batch: int = 1024) -> Iterator[str]:
-    """Whole lines as text, `batch` lines decoded at once (a line ends in b"\n", which no
-    UTF-8 sequence holds: the text is what decoding each line alone gives)."""
+    """Whole lines as text, `batch` lines decoded at once (no UTF-8 sequence holds b"\n")."""
     while chunk := b"".join(islice(lines, batch)):
         yield chunk.decode("utf-8", errors="replace")
 
 
 def _starts_json(path: Path) -> bool:
-    """Is the log's first character other than white space "{" (nccl-tests -J output)?
-    Reads no further than that character, and no more than a log's longest line."""
+    """Is the log's first non-blank character "{" (-J output)? Reads at most a line's limit."""
     with open_regular(path, LOG_FIELD, LOG_MAX_BYTES) as file:
         for _ in range(LOG_MAX_LINE_BYTES // 4096 + 1):
             try:

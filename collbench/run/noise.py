@@ -1,11 +1,7 @@
-"""`collbench noise RUN RUN [RUN...]`: the A/A noise floor of one configuration, measured from
-identical reruns of it, written to a file that `compare --noise-floor FILE` holds verdicts
-against (docs/methodology/decisions.md; the rule is analysis.decision.aa_floor).
-
-Runs measured differently or with different knobs are not reruns of one configuration: the
-methodology rule's NOISE purpose refuses them (analysis/rules/methodology.py). Other
-environment differences (hosts, versions) are listed with the result: they are part of the
-noise the floor then covers.
+"""`collbench noise RUN RUN [RUN...]`: the A/A noise floor of one configuration from identical
+reruns (analysis/rules/decision.aa_floor), written for `compare --noise-floor FILE`. Runs not
+measured alike are refused (methodology's NOISE purpose); other environment differences are
+listed: they are part of the noise the floor covers.
 """
 
 from __future__ import annotations

@@ -21,10 +21,8 @@ from collbench.analysis.imports.nccl_choice import (
     PROTOCOLS,
     SYMMETRIC,
     debug_env,
-    no_choice_reason,
     parse_choices,
     summarize,
-    version_tuple,
 )
 from collbench.core.errors import SpecError
 
@@ -294,7 +292,7 @@ def test_choice_to_dict_is_json() -> None:
     "version, subsys",
     [
         (None, "COLL,TUNING"),  # unknown: the broadest setting
-        ((2, 18, 6), "COLL,TUNING"),  # prints nothing either way; see no_choice_reason
+        ((2, 18, 6), "COLL,TUNING"),  # prints nothing either way (TUNING is silent before 2.20)
         ((2, 22, 3), "COLL,TUNING"),  # the TUNING line names no collective
         ((2, 23, 4), "TUNING"),
         ((2, 30, 7), "TUNING"),
@@ -327,27 +325,3 @@ def test_debug_env_file_template() -> None:
 def test_debug_env_widens_what_the_user_asked_for(environ: dict, expected: tuple) -> None:
     env = debug_env((2, 24, 3), environ=environ)
     assert (env["NCCL_DEBUG"], env["NCCL_DEBUG_SUBSYS"]) == expected
-
-
-def test_no_choice_reason() -> None:
-    assert "one rank" in no_choice_reason((2, 24, 3), 1)
-    assert "2.18.6" in no_choice_reason((2, 18, 6), 8)
-    assert no_choice_reason((2, 20, 5), 8) is None
-    assert no_choice_reason(None, None) is None
-
-
-@pytest.mark.parametrize(
-    "value, expected",
-    [
-        ("2.21.5", (2, 21, 5)),  # meta.json versions.nccl (collbench/bench/provenance.py)
-        ("NCCL version 2.23.4+cuda12.6", (2, 23, 4)),  # v2.23.4-1 src/init.cc:527
-        ("RCCL version : 2.21.5-abc1234", (2, 21, 5)),  # RCCL src/init.cc:719
-        (22703, (2, 27, 3)),  # NCCL_VERSION_CODE
-        (2708, (2, 7, 8)),  # codes before 2.9 are 1000-based
-        ((2, 18, 6), (2, 18, 6)),  # torch.cuda.nccl.version()
-        ("unknown", None),
-        (None, None),
-    ],
-)
-def test_version_tuple(value, expected) -> None:
-    assert version_tuple(value) == expected

@@ -227,7 +227,7 @@ def test_hipevt_in_place_of_time_opens_the_group():
         ]
     )
     table = parse_text_log(text).tables[0]
-    assert [(row.placement, row.time_us) for row in table.rows] == [
+    assert list(zip(table.data.placement, table.data.time_us, strict=True)) == [
         ("out_of_place", 10.0),
         ("in_place", 11.0),
     ]
@@ -246,7 +246,8 @@ def test_per_iteration_and_timestamp_columns_are_tolerated():
         ]
     )
     table = parse_text_log(text, "all_reduce_perf.log").tables[0]
-    assert [(row.placement, row.time_us, row.busbw_gbps) for row in table.rows] == [
+    data = table.data
+    assert list(zip(data.placement, data.time_us, data.busbw_gbps, strict=True)) == [
         ("out_of_place", 20.0, 91.75),
         ("in_place", 21.0, 87.38),
     ]
@@ -263,7 +264,7 @@ def test_srun_labels_and_windows_line_ends():
         + "\r\n"
     )
     log = parse_text_log(text, "srun.log")
-    assert len(log.tables[0].rows) == 8 and log.tables[0].footer
+    assert len(log.tables[0].data) == 8 and log.tables[0].footer
     assert len(log.tables[0].ranks) == 4
 
 
@@ -312,7 +313,7 @@ def test_log_without_header_infers_the_layout():
         "  2097152  524288  float  sum  -1  30.00  69.91  104.86  0  31.00  67.65  101.48  0",
     ]
     log = parse_text_log("\n".join([*rows, "# Out of bounds values : 0 OK", ""]), "x.log")
-    assert log.tables[0].layout == "headerless" and len(log.tables[0].rows) == 4
+    assert log.tables[0].layout == "headerless" and len(log.tables[0].data) == 4
     blocks, meta = build_import([log], "run-1", "all_reduce", imported_utc="2025-01-01T00:00:00Z")
     built = block_rows(blocks[0])
     assert meta.world_size == 4  # busbw/algbw = 1.5 fits all_reduce on 4 ranks
@@ -350,7 +351,7 @@ def test_json_cut_short_keeps_its_complete_results(tmp_path):
     cut = tmp_path / "cut.json"
     cut.write_text(text[: text.index('{"size":8192')] + '{"size":8192,"count"')
     log = read_log(cut)
-    assert len(log.tables[0].rows) == 3 and not log.tables[0].footer
+    assert len(log.tables[0].data) == 3 and not log.tables[0].footer
     assert any("cut short" in warning for warning in log.warnings)
 
 
