@@ -23,14 +23,19 @@ from typing import Any
 
 from collbench.analysis.rules.decision import SLOWER, Question, evidence_of, judge
 from collbench.analysis.tune.records import repeats_busbw
-from collbench.analysis.tune.select import BestRecord, SelectRule, SettingOutcome, range_label
+from collbench.analysis.tune.select import (
+    BestRecord,
+    SelectRule,
+    SettingOutcome,
+    range_label,
+    setting_table,
+)
 from collbench.analysis.tune.tuner_conf_rules import PLUGIN_COLLECTIVE
 from collbench.analysis.tune.validity import split_collectives
 from collbench.analysis.tune.workload import WorkloadChoice
 from collbench.core.errors import SpecError
 from collbench.core.safe_text import ENV_NAME, escape_control, refuse_control
 from collbench.core.stats import geomean
-from collbench.store.rows import SWEEP, ResultRow, row_is
 from collbench.store.tune_result import EnvExport, TuneResult, TuneSetting
 
 
@@ -111,7 +116,10 @@ def _loses_a_range(
     for record in best:
         if record.knobs == choice.knobs:
             continue
-        pick, base = (_by_size(item.rows, record) for item in (chosen[0], default[0]))
+        pick, base = (
+            setting_table(item.rows, record.collective, record.placement)
+            for item in (chosen[0], default[0])
+        )
         sizes = [size for size in record.sizes if size in pick and size in base]
         if not sizes:
             continue
@@ -123,21 +131,14 @@ def _loses_a_range(
         if change >= -rule.unsampled_min_gain:
             continue
         questions = [Question(evidence_of(base[s]), evidence_of(pick[s]), s) for s in sizes]
-        if any(verdict.call == SLOWER for verdict in judge(questions, rule.decision_rule)):
+        slower = [v for v in judge(questions, rule.decision_rule) if v.call == SLOWER]
+        if slower:  # the evidence: the range's change, and one size's verdict with its floor
             where = range_label(record.band, record.sizes)
-            return f"is {-change:.1%} slower than the default in {record.collective} {where}"
+            return (
+                f"is {-change:.1%} slower than the default in {record.collective} {where} "
+                f"(a size there: {slower[0].describe()})"
+            )
     return None
-
-
-def _by_size(rows: Sequence[ResultRow], record: BestRecord) -> dict[int, list[ResultRow]]:
-    table: dict[int, list[ResultRow]] = {}
-    for row in rows:
-        if row_is(row, SWEEP) and (row.collective, row.placement) == (
-            record.collective,
-            record.placement,
-        ):
-            table.setdefault(int(row.size_bytes), []).append(row)
-    return table
 
 
 def _env_choice(best: Sequence[BestRecord], workload: WorkloadChoice | None) -> EnvChoice:

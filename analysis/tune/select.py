@@ -150,7 +150,7 @@ def select_best(
     measured = {row.collective for item in ran for row in rows_of(item.rows, SWEEP)}
     for collective in sorted(measured):
         placement = tuned_placement(collective, ran)
-        tables = {id(item): _table(item.rows, collective, placement) for item in ran}
+        tables = {id(item): setting_table(item.rows, collective, placement) for item in ran}
         base_table = tables.get(id(baseline)) or None
         sizes = sorted(size for size in base_table or _union(tables.values()) if size > 0)
         field = _Field(collective, placement, tuple(sizes), ran, tables, baseline, rule)
@@ -301,7 +301,7 @@ def size_ranges(sizes: Sequence[int], granularity: str) -> list[SizeRange]:
     return ranges
 
 
-def _table(
+def setting_table(
     rows: Sequence[ResultRow], collective: str, placement: str
 ) -> dict[int, tuple[ResultRow, ...]]:
     """Per size, the setting's rows there: one per repeat (a second row of one repeat and

@@ -19,7 +19,15 @@ from collbench.render.table import (
     summary_lines,
 )
 from collbench.store.meta import RunMeta
-from collbench.store.rows import OVERLAP, SWEEP, ResultRow, median_over_repeats, row_is
+from collbench.store.rows import (
+    OVERLAP,
+    SWEEP,
+    ResultRow,
+    median_over_repeats,
+    point_key,
+    row_is,
+    rows_of,
+)
 
 
 class ConsoleSink:
@@ -91,8 +99,8 @@ class ConsoleSink:
         (store.rows.median_over_repeats, what report and fit read) and the repeats' spread."""
         held, self._held = self._held, []
         times: dict[tuple, list[float]] = {}
-        for row in held:
-            times.setdefault(_point(row), []).append(row.time_us)
+        for row in rows_of(held, SWEEP):
+            times.setdefault(point_key(row), []).append(row.time_us)
         self._spreads = {
             key: (max(values) / min(values) - 1.0) * 100.0
             for key, values in times.items()
@@ -166,7 +174,7 @@ class ConsoleSink:
     def _print_pending(self) -> None:
         line = format_line(self._pending)
         if self._pooled:
-            spreads = [self._spreads.get(_point(row)) for row in self._pending.values()]
+            spreads = [self._spreads.get(point_key(row)) for row in self._pending.values()]
             known = [spread for spread in spreads if spread is not None]
             line += f"  {max(known):6.1f}%" if known else f"  {MISSING:>7}"
         self._print(line)
@@ -189,11 +197,6 @@ class ConsoleSink:
                 self._progress.print(line)
             else:
                 print(line, file=self.stream, flush=True)
-
-
-def _point(row: ResultRow) -> tuple:
-    """What one measured point is, whatever its repeat."""
-    return (row.kind, row.collective, row.placement, row.size_bytes, row.dtype, row.op)
 
 
 class _Progress:

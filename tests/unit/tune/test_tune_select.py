@@ -333,5 +333,6 @@ def test_best_env_never_exports_a_setting_that_loses_a_measured_range():
         in document.env.why
     )
     assert "--workload" in document.env.why and "nccl_tuner.conf" in document.env.why
+    assert "noise floor" in document.env.why  # the evidence: a size's verdict and its floor
     text = render_best_env(document.env)
     assert "\nexport " not in text and "nothing to export" in text
