@@ -6,15 +6,17 @@ must be on a filesystem the nodes and this host share. While the job waits and r
 process prints its state, streams the rows and watches the ranks' status files; Ctrl-C
 cancels the job. `--no-wait` returns after submitting: `collbench wait RUN` picks it up.
 
-The script submitted is the one `--print-sbatch` shows (`sbatch_script`, one function), with
-two differences a watching collbench needs: the run directory it prepared (a printed script
-appends the job id instead) and the variables that let it watch the ranks. It is written to
-the run directory (slurm/job.sbatch) and submitted with sbatch itself: submitit can only
-submit a script of its own, which runs pickled Python no printed script could carry.
+The job is submitted through submitit (its SlurmExecutor: pickles, submission script and
+logs in the run directory's slurm/ folder). The script it submits is the one `--print-sbatch`
+shows (`sbatch_script`, one function), but for the run directory this collbench prepared (a
+printed script appends the job id instead), the variables that let it watch the ranks, and
+each task's command: submitit's wrapper, which runs the same rank argv (RankTask).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import shlex
 import shutil
@@ -53,7 +55,6 @@ from collbench.store.rundir import unclaim_run_dir, write_json_atomic
 
 # Slurm's files in a run directory: the script submitted and the job's output.
 SUBMITIT_FOLDER = "slurm"
-SUBMITTED_SCRIPT = "job.sbatch"
 # Where sbatch writes the job's output (%j: the job id): beside the submitted script, or
 # for a printed script in the directory it is submitted from (sbatch cannot create one).
 JOB_OUTPUT = "collbench-%j.out"
@@ -257,7 +258,7 @@ class SlurmLauncher:
         return LaunchPlan(self.name, batch_options=settings.sbatch_options(), task=task)
 
     def describe(self, job: Job) -> str:
-        return sbatch_script(job, self.render(job), watched=False)
+        return sbatch_script(job, self.render(job))
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         try:
@@ -299,45 +300,109 @@ def watch(job: Job, job_id: str, sink: Any) -> LaunchResult:
     return result
 
 
-def sbatch_script(job: Job, plan: LaunchPlan, watched: bool) -> str:
-    """The sbatch script of a job (pure): the one submitted (`watched`: into the run
-    directory this collbench prepared, with the variables it watches the ranks through) or
-    the one `--print-sbatch` shows, which runs as printed from any directory, any number of
-    times: each job writes its own run directory, the --out given with `-JOBID` appended (a
-    run directory holds exactly one run), and its output to collbench-JOBID.out where it
-    is submitted. SpecError when a value holds a control character (check_command)."""
+def sbatch_script(job: Job, plan: LaunchPlan, wrapper: str | None = None) -> str:
+    """The sbatch script of a job (pure). `wrapper`: the one submitted through submitit, whose
+    tasks each run `wrapper` (submitit's, which runs the rank argv: RankTask) into the run
+    directory this collbench prepared, with the variables it watches the ranks through.
+    None: the one `--print-sbatch` shows, which runs as printed from any directory, any number
+    of times: each job writes its own run directory, the --out given with `-JOBID` appended (a
+    run directory holds exactly one run), and its output to collbench-JOBID.out where it is
+    submitted. Both run the same argv in each task (tests/launchers/test_slurm.py checks it).
+    SpecError when a value holds a control character (check_command)."""
     check_command(list(plan.task.argv), plan.task.env)
     command = f"collbench {job.spec.command}"
-    if watched:
-        lines = [
-            "#!/bin/bash",
-            f"# {command} on Slurm, as submitted by {command} --launcher slurm.",
-        ]
-        output = sbatch_quote(str(Path(job.run_dir) / SUBMITIT_FOLDER / JOB_OUTPUT))
-        run_dir = shlex.quote(str(job.run_dir))
-    else:
-        lines = [
-            "#!/bin/bash",
-            f"# {command} on Slurm: submit with `sbatch THIS_FILE`, as often as you like.",
-            "# Each job's rank 0 writes a new run directory, the --out below with the job id",
-            "# appended (-JOBID), which every node must see; Slurm writes the job's output to",
-            f"# {JOB_OUTPUT.replace('%j', 'JOBID')} in the directory it is submitted from.",
-        ]
-        output = JOB_OUTPUT
-        run_dir = shlex.quote(f"{job.run_dir}-") + "${SLURM_JOB_ID}"
-    lines += sbatch_directives(plan.batch_options or {})
-    lines.append(f"#SBATCH --output={output}")
-    if watched:
-        lines += ["", *(f"export {k}={shlex.quote(v)}" for k, v in plan.task.env.items())]
     argv = list(plan.task.argv)
     out = len(argv) - 1 - argv[::-1].index("--out")
-    task = shlex.join(argv[: out + 1]) + f" {run_dir} " + shlex.join(argv[out + 2 :])
     srun = "srun --kill-on-bad-exit=1"
     cpus = (plan.batch_options or {}).get("cpus-per-task")
     if cpus:  # a step does not inherit it from the allocation (Slurm >= 22.05)
         srun += f" --cpus-per-task={cpus}"
-    lines += ["", f"{srun} {task.rstrip()}", ""]
+    directives = sbatch_directives(plan.batch_options or {})
+    if wrapper is not None:
+        logs = submitit_logs(Path(job.run_dir) / SUBMITIT_FOLDER)
+        return "\n".join(
+            [
+                "#!/bin/bash",
+                f"# {command} on Slurm, as submitted by {command} --launcher slurm (submitit);",
+                f"# each task runs: {shlex.join(argv)}",
+                *directives,
+                f"#SBATCH --output={sbatch_quote(logs[0].replace('%t', '0'))}",
+                f"#SBATCH --error={sbatch_quote(logs[1].replace('%t', '0'))}",
+                "",
+                *(f"export {k}={shlex.quote(v)}" for k, v in plan.task.env.items()),
+                *SUBMITIT_ENV,
+                "",
+                f"{srun} --unbuffered --output {shlex.quote(logs[0])} "
+                f"--error {shlex.quote(logs[1])} {wrapper}",
+                "",
+            ]
+        )
+    run_dir = shlex.quote(f"{job.run_dir}-") + "${SLURM_JOB_ID}"
+    task = shlex.join(argv[: out + 1]) + f" {run_dir} " + shlex.join(argv[out + 2 :])
+    lines = [
+        "#!/bin/bash",
+        f"# {command} on Slurm: submit with `sbatch THIS_FILE`, as often as you like.",
+        "# Each job's rank 0 writes a new run directory, the --out below with the job id",
+        "# appended (-JOBID), which every node must see; Slurm writes the job's output to",
+        f"# {JOB_OUTPUT.replace('%j', 'JOBID')} in the directory it is submitted from.",
+        *directives,
+        f"#SBATCH --output={JOB_OUTPUT}",
+        "",
+        f"{srun} {task.rstrip()}",
+        "",
+    ]
     return "\n".join(lines)
+
+
+# What submitit's task wrapper needs in its environment, quiet but for its warnings (its INFO
+# lines would mix with the ranks' output).
+SUBMITIT_ENV = ("export SUBMITIT_EXECUTOR=slurm", "export SUBMITIT_LOG_LEVEL=WARNING")
+
+
+def submitit_logs(folder: Path) -> tuple[str, str]:
+    """submitit's stdout and stderr paths of each task in `folder` (%j: job id, %t: task)."""
+    return str(Path(folder).absolute() / "%j_%t_log.out"), str(
+        Path(folder).absolute() / "%j_%t_log.err"
+    )
+
+
+@dataclass(frozen=True)
+class RankTask:
+    """What one Slurm task runs under submitit's wrapper: `argv` in a child process whose exit
+    code becomes the task's (non-zero fails the step; --kill-on-bad-exit stops the others)."""
+
+    argv: tuple[str, ...]
+
+    def __call__(self) -> None:
+        code = subprocess.call(list(self.argv))
+        if code:
+            sys.exit(code if code > 0 else 128 - code)  # killed by a signal: as a shell says
+
+
+def submit_task(folder: Path, task: RankTask, script: Any, nodes: int = 1, tasks: int = 1) -> str:
+    """Submit `task` through submitit (a SlurmExecutor whose batch script is
+    `script(wrapper)`, the wrapper being submitit's command that runs `task` in each task);
+    submitit's pickles, script and logs go to `folder`. Returns the job id; SpecError with
+    sbatch's own words when it refuses the job."""
+    import submitit
+    from submitit.core.utils import FailedJobError
+
+    class Executor(submitit.SlurmExecutor):
+        def _make_submission_file_text(self, command: str, uid: str) -> str:
+            return script(command)
+
+    folder = Path(folder).absolute()
+    executor = Executor(folder=folder, max_num_timeout=0)
+    executor.update_parameters(nodes=nodes, ntasks_per_node=tasks)
+    try:  # submitit prints sbatch's refusal too: the one line below says it
+        with contextlib.redirect_stderr(io.StringIO()):
+            return str(executor.submit(task).job_id)
+    except FailedJobError as error:
+        # sbatch's usage hint ("Try sbatch --help") would hide the line saying what is wrong
+        said = "\n".join(line for line in str(error).splitlines() if "--help" not in line)
+        raise SpecError(
+            "--launcher", "slurm", f"sbatch refused the job: {sbatch_errors(said or str(error))}"
+        ) from None
 
 
 def with_node_cpus(settings: SlurmSettings) -> SlurmSettings:
@@ -376,27 +441,15 @@ def sbatch_quote(value: str) -> str:
 
 
 def submit(job: Job, plan: LaunchPlan) -> str:
-    """Write the job's script into its run directory and submit it; returns the job id."""
-    folder = Path(job.run_dir) / SUBMITIT_FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
-    script = folder / SUBMITTED_SCRIPT
-    script.write_text(sbatch_script(job, plan, watched=True), encoding="utf-8")
-    return sbatch_file(script)
-
-
-def sbatch_file(script: Path) -> str:
-    """`sbatch --parsable SCRIPT`; the job id, or a SpecError with sbatch's own words."""
-    submitted = subprocess.run(
-        ["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=60
+    """Submit the job's tasks through submitit into its run directory; returns the job id."""
+    settings = SlurmSettings(**job.settings)
+    return submit_task(
+        Path(job.run_dir) / SUBMITIT_FOLDER,
+        RankTask(tuple(plan.task.argv)),
+        lambda wrapper: sbatch_script(job, plan, wrapper),
+        settings.nodes,
+        settings.ntasks_per_node,
     )
-    job_id = submitted.stdout.strip().split(";")[0]
-    if submitted.returncode != 0 or not job_id:
-        # sbatch's usage hint ("Try sbatch --help") would hide the line saying what is wrong
-        said = submitted.stderr or submitted.stdout
-        said = "\n".join(line for line in said.splitlines() if "--help" not in line) or said
-        raise SpecError("--launcher", "slurm", f"sbatch refused the job: {sbatch_errors(said)}")
-    sys.stderr.write(submitted.stderr)  # sbatch's warnings on an accepted job stay visible
-    return job_id
 
 
 def sbatch_errors(text: str) -> str:

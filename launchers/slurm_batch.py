@@ -23,16 +23,17 @@ from collbench.launchers.slurm import (
     ENDED_STATES,
     HOPELESS,
     HOPELESS_AFTER_S,
+    SUBMITIT_ENV,
+    RankTask,
     SlurmSettings,
     check_cluster,
     job_state,
     sbatch_directives,
-    sbatch_file,
     sbatch_quote,
+    submit_task,
     with_node_cpus,
 )
 
-DRIVER_SCRIPT = "driver.sbatch"
 # %j: sbatch puts the job id in the name, so a folder used twice keeps both outputs.
 DRIVER_OUTPUT = "driver-%j.out"
 # How long scontrol may not know a submitted job before wait_job gives up on it (it forgets
@@ -46,10 +47,15 @@ def driver_output(folder: Path, job_id: str) -> Path:
 
 
 def driver_script(
-    argv: list[str], settings: SlurmSettings, folder: Path, env: dict[str, str] | None = None
+    argv: list[str],
+    settings: SlurmSettings,
+    folder: Path,
+    env: dict[str, str] | None = None,
+    wrapper: str | None = None,
 ) -> str:
-    """The batch script that runs `argv` once, with `env` exported (pure); SpecError when
-    a value holds a control character (base.check_command) or a variable name is no name."""
+    """The batch script that runs `argv` once, with `env` exported (pure): through
+    submitit's `wrapper` (which runs `argv`: slurm.RankTask) when given. SpecError when a
+    value holds a control character (base.check_command) or a variable name is no name."""
     check_command(argv, env)
     for name in env or {}:
         if not ENV_NAME.fullmatch(name):
@@ -63,7 +69,8 @@ def driver_script(
         f"#SBATCH --output={sbatch_quote(str(folder / DRIVER_OUTPUT))}",
         "",
         *(f"export {name}={shlex.quote(value)}" for name, value in (env or {}).items()),
-        "exec " + shlex.join(argv),
+        *((*SUBMITIT_ENV, f"# runs: {shlex.join(argv)}") if wrapper else ()),
+        "exec " + (wrapper or shlex.join(argv)),
         "",
     ]
     return "\n".join(lines)
@@ -78,10 +85,11 @@ def submit_driver(
     check_cluster(settings)
     settings = with_node_cpus(settings)  # the allocation's; each srun step reads it back
     folder = Path(folder).absolute()
-    folder.mkdir(parents=True, exist_ok=True)
-    script = folder / DRIVER_SCRIPT
-    script.write_text(driver_script(argv, settings, folder, env), encoding="utf-8")
-    return sbatch_file(script)
+    return submit_task(
+        folder,
+        RankTask(tuple(argv)),
+        lambda wrapper: driver_script(argv, settings, folder, env, wrapper),
+    )
 
 
 def wait_job(

@@ -5,6 +5,7 @@ Regenerate after an intended change with COLLBENCH_REGOLD=1 and review the diff.
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -122,20 +123,30 @@ def test_slurm_render_and_sbatch_script():
     rendered = {"sbatch": plan.batch_options, "command": plan.task.argv, "env": env}
     _check("slurm-render.json", rendered)
     _check("slurm-sbatch.sh", launcher.describe(job))
-    submitted = sbatch_script(job, plan, watched=True)
+    wrapper = "PYTHON -u -m submitit.core._submit /shared/results/run-1/slurm"
+    submitted = sbatch_script(job, plan, wrapper)
     _check("slurm-submitted.sh", submitted)
     # The script submitted is the one shown, but for the run directory this collbench made
-    # (a printed one appends the job id), where the output goes, and the watch variables.
+    # (a printed one appends the job id), where the output goes, the watch variables and
+    # submitit's wrapper, which runs the printed srun line's argv in each task.
     shown = launcher.describe(job).splitlines()
     differ = {line for line in submitted.splitlines() if line not in shown}
     assert all(
-        line.startswith(("#", "export COLLBENCH_", "srun ")) or not line for line in differ
+        line.startswith(("#", "export COLLBENCH_", "export SUBMITIT_", "srun ")) or not line
+        for line in differ
     ), differ
-    assert [line for line in shown if line.startswith("#SBATCH --") and "output" not in line] == [
+    directives = [line for line in shown if line.startswith("#SBATCH --") and "output" not in line]
+    assert directives == [
         line
         for line in submitted.splitlines()
-        if line.startswith("#SBATCH --") and "output" not in line
+        if line.startswith("#SBATCH --") and "output" not in line and "error" not in line
     ]
+    (printed,) = [line for line in shown if line.startswith("srun ")]
+    words = shlex.split(printed.replace("${SLURM_JOB_ID}", "7"))
+    words[words.index("--out") + 1] = str(job.run_dir)
+    argv = list(plan.task.argv)
+    assert words[-len(argv) :] == argv and words[: -len(argv)] == ["srun", "--kill-on-bad-exit=1"]
+    assert submitted.splitlines()[-1].endswith(wrapper)
 
 
 def test_slurm_defaults_are_small_and_explicit():

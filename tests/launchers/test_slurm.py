@@ -2,6 +2,7 @@
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from submitit.core.utils import DelayedSubmission
 
 from tests.helpers import (
     assert_asked_for_is_recorded,
@@ -75,6 +77,18 @@ def test_slurm_sweep_matches_a_local_sweep(tmp_path, slurm_cluster, tasks):
     meta = meta_of(remote)
     assert (meta["launcher"], meta["state"], meta["world_size"]) == ("slurm", "completed", tasks)
     assert len(list((remote / "logs").glob("rank-*.log"))) == tasks
+    # submitted through submitit: each task ran the argv of the printed script's srun line
+    (pickled,) = (remote / "slurm").glob("*_submitted.pkl")
+    ran = list(DelayedSubmission.load(pickled).function.argv)
+    printed = collbench(
+        "sweep", "--launcher", "slurm", "--ntasks-per-node", str(tasks), "--partition",
+        "debug", "--time", "5", *SMALL, "--out", str(remote), "--print-sbatch",
+    )  # fmt: skip
+    (srun,) = [line for line in printed.stdout.splitlines() if line.startswith("srun ")]
+    words = shlex.split(srun.replace("${SLURM_JOB_ID}", "7"))
+    words[words.index("--out") + 1] = str(remote)
+    assert words[-len(ran) :] == ran and words[0] == "srun"
+    assert len(list((remote / "slurm").glob("*_log.out"))) == tasks
 
 
 def test_unknown_partition_is_refused_before_submitting(tmp_path, slurm_cluster):

@@ -72,7 +72,7 @@ def test_on_slurm_each_rank_gets_the_node_s_cpus_and_records_them(tmp_path, slur
         "--out", str(out), env=slurm_cluster.env, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    script = (out / "slurm" / "job.sbatch").read_text()
+    (script,) = [path.read_text() for path in (out / "slurm").glob("*_submission.sh")]
     assert "#SBATCH --cpus-per-task=2" in script  # the cluster's node has 4 CPUs
     assert "srun --kill-on-bad-exit=1 --cpus-per-task=2 " in script
     ranks = meta_of(out)["ranks"]
