@@ -236,7 +236,7 @@ class SlurmLauncher:
         settings = SlurmSettings(**given)
         if not options.print_only:
             check_cluster(settings)
-            settings = with_node_cpus(settings)
+        settings = with_node_cpus(settings)  # a printed script too, where sinfo answers
         self._made_dir = options.out is None or not Path(options.out).exists()
         run_id, run_dir = external_run_dir(options.out, options.print_only, first_node=True)
         job = Job(

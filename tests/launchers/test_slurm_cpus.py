@@ -73,8 +73,13 @@ def test_on_slurm_each_rank_gets_the_node_s_cpus_and_records_them(tmp_path, slur
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     (script,) = [path.read_text() for path in (out / "slurm").glob("*_submission.sh")]
-    assert "#SBATCH --cpus-per-task=2" in script  # the cluster's node has 4 CPUs
-    assert "srun --kill-on-bad-exit=1 --cpus-per-task=2 " in script
+    printed = collbench(
+        "sweep", "--launcher", "slurm", "--ntasks-per-node", "2", "--print-sbatch",
+        "--out", str(tmp_path / "printed"), env=slurm_cluster.env,
+    ).stdout  # fmt: skip
+    for text in (script, printed):  # the cluster's node has 4 CPUs
+        assert "#SBATCH --cpus-per-task=2" in text.splitlines()
+        assert "\nsrun --kill-on-bad-exit=1 --cpus-per-task=2 " in text
     ranks = meta_of(out)["ranks"]
     assert len(ranks) == 2
     for rank in ranks:
