@@ -555,10 +555,20 @@ class SlurmJobHandle:
             return
         self._checked = now
         state, reason, exit_code = job_state(self.job_id)
+        # back to waiting or running after it ran (or was completing): Slurm requeued it
+        requeued = self._started is not None and self._state in ("COMPLETING", "RUNNING")
+        requeued = requeued and state in ("PENDING", "REQUEUED", "RUNNING") and state != self._state
         if state:
             self._state, self._reason, self._exit = state, reason, exit_code
         if self._state not in ("PENDING", "CONFIGURING") and self._started is None:
             self._started = now
+        if requeued:
+            print(
+                f"collbench: {self.label} was requeued: its ranks keep the finished rows and "
+                "resume after them",
+                file=sys.stderr,
+                flush=True,
+            )
         self._announce()
         self._check_hopeless(now)
 

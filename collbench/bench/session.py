@@ -19,6 +19,7 @@ from typing import Any
 from collbench.bench import capacity
 from collbench.bench.distributed import rendezvous_bind, single_host, torch_backend
 from collbench.bench.rank_env import RunEnv
+from collbench.bench.resume import attempt, kept_steps, resumed_meta
 from collbench.core.errors import SpecError
 from collbench.core.knobs import knob_env, own_env
 from collbench.store.job import Job
@@ -80,14 +81,16 @@ class Session:
         self._agree(self._local_problems() or probe_problem)
         hosts = sorted({identity["host"] for identity in identities})
         env_knobs = knob_env()
-        writer = self._start(identities, hosts, env_knobs)
+        steps = spec.steps()
+        kept, total_wrong = self._kept(steps)
+        if kept:
+            log.write(f"attempt {attempt()}: {kept} of {len(steps)} steps kept, resuming")
+        writer = self._start(identities, hosts, env_knobs, kept=kept)
         knobs = self._row_knobs(env_knobs)
         builder = RowBuilder(
             self.job.run_id, spec, env.world_size, len(hosts), knobs, topology=spec.topology
         )
-        total_wrong = 0
-        steps = spec.steps()
-        for index, step in enumerate(steps):
+        for index, step in enumerate(steps[kept:], start=kept):
             status.step(index, _describe(step) + _repeat_of(step, spec.repeats))
             started = time.perf_counter()
             if step.kind == "overlap":
@@ -133,18 +136,38 @@ class Session:
         hosts: list[str],
         env_knobs: dict[str, str],
         extra: dict[str, Any] | None = None,
+        kept: int = 0,
     ) -> ResultWriter | None:
-        """Rank 0 opens rows.jsonl and writes meta.json (with `extra` keys); others: None."""
+        """Rank 0 opens rows.jsonl and writes meta.json (with `extra` keys; a requeued job's
+        with its attempts); others: None."""
         if self.env.rank != 0:
             return None
         writer = ResultWriter(self.job.run_dir)
         meta = self._meta(identities, hosts, env_knobs)
         if extra:
             meta = replace(meta, extra={**meta.extra, **extra})
+        if attempt():
+            meta = resumed_meta(self.job.run_dir, meta, kept)
         write_meta(self.job.run_dir, meta)
         if self.sink is not None:
             self.sink.start(meta)
         return writer
+
+    def _kept(self, steps: list[Any]) -> tuple[int, int]:
+        """(steps an earlier attempt of this requeued job measured, their #wrong), on every
+        rank (bench/resume.py); (0, 0) on a first attempt."""
+        if not attempt():
+            return 0, 0
+        found: tuple[int, int] | str | None = None
+        if self.env.rank == 0:
+            try:
+                found = kept_steps(Path(self.job.run_dir), steps)
+            except SpecError as error:
+                found = str(error)
+        found = self._gather(found)[0]
+        if isinstance(found, str):
+            raise SpecError.from_message(found)
+        return found
 
     def _row_knobs(self, env_knobs: dict[str, str]) -> dict[str, Any]:
         """Every row's knobs: the environment's and collbench's own settings."""

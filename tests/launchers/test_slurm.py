@@ -400,3 +400,34 @@ def test_srun_with_pmix_agrees_on_the_address_through_mpi(tmp_path, slurm_cluste
     assert (meta["state"], meta["rank_env"]) == ("completed", "slurm")
     assert meta["rendezvous"].endswith("(broadcast by rank 0 through MPI)")
     assert rows_of(out) and all(row["n_wrong"] == 0 for row in rows_of(out))
+
+
+def _job_line(job_id, env):
+    shown = ["scontrol", "show", "job", "-o", job_id]
+    return subprocess.run(shown, capture_output=True, text=True, env=env).stdout
+
+
+def test_a_requeued_sweep_resumes_without_measuring_a_size_twice(tmp_path, slurm_cluster):
+    out = tmp_path / "run"
+    slow = [*LONG[:-4], "-n", "400", "--repeats", "2"]  # seconds a size: requeued halfway
+    process = start("sweep", "--launcher", "slurm", *slow, "--out", str(out), env=slurm_cluster.env)
+    wait_for_rows(out, 4, timeout=120)
+    job_id = json.loads((out / "slurm.json").read_text())["job_id"]
+    env = slurm_cluster.client_env()
+    subprocess.run(["scontrol", "requeue", job_id], env=env, check=True)
+    # Slurm holds a requeued job a while (Reason=BeginTime): start it now
+    deadline = time.time() + 60
+    while "Reason=BeginTime" not in _job_line(job_id, env) and time.time() < deadline:
+        time.sleep(0.2)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env)
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr
+    assert f"Slurm job {job_id} was requeued" in stderr
+    rows = rows_of(out)
+    steps = [(r["collective"], r["size_bytes"], r["placement"], r["repeat"]) for r in rows]
+    assert len(steps) == len(set(steps))  # no size measured twice
+    meta = meta_of(out)
+    assert meta["state"] == "completed" and meta["rows"] == len(rows)
+    attempts = meta["attempts"]
+    assert [a["attempt"] for a in attempts] == [0, 1] and attempts[1]["rows_kept"] >= 4
+    assert "# Collective: all_gather" in stdout
