@@ -431,3 +431,13 @@ def test_a_requeued_sweep_resumes_without_measuring_a_size_twice(tmp_path, slurm
     attempts = meta["attempts"]
     assert [a["attempt"] for a in attempts] == [0, 1] and attempts[1]["rows_kept"] >= 4
     assert "# Collective: all_gather" in stdout
+
+
+def test_the_api_docs_slurm_example(tmp_path, slurm_cluster, monkeypatch):
+    from tests.cli.test_api_docs import python_blocks, run_block
+
+    for name, value in slurm_cluster.env.items():
+        monkeypatch.setenv(name, value)
+    printed = run_block(python_blocks()[2], tmp_path, monkeypatch)
+    assert printed.startswith("Slurm job ")
+    assert list((tmp_path / "api-slurm" / "slurm").glob("*_submission.sh"))
