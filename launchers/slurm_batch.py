@@ -10,10 +10,13 @@ scontrol (as `--launcher slurm` reads them: sacct needs slurmdbd, which many clu
 
 from __future__ import annotations
 
+import contextlib
+import io
 import shlex
 import subprocess
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from collbench.core.errors import SpecError
@@ -102,16 +105,71 @@ def wait_job(
     (Priority)", "RUNNING", "COMPLETED". A job that can never start (say --time above the
     partition's limit) is cancelled and raised as a SpecError; Ctrl-C cancels the job too.
     """
-    watcher = _Watcher(job_id, on_state)
+    told = None if on_state is None else (lambda _job, shown: on_state(shown))
+    return wait_jobs([job_id], told, poll_s)[0]
+
+
+def wait_jobs(
+    job_ids: list[str],
+    on_state: Callable[[str, str], None] | None = None,
+    poll_s: float = 1.0,
+) -> list[tuple[str, int | None]]:
+    """wait_job for several jobs at once (a job array's elements, "JOBID_INDEX"): each one's
+    end, in their order; `on_state` hears (job id, change). Ctrl-C cancels them all."""
+    watchers = [
+        _Watcher(job, None if on_state is None else partial(on_state, job)) for job in job_ids
+    ]
+    ends: dict[int, tuple[str, int | None]] = {}
     try:
-        while True:
-            ended = watcher.check(time.monotonic())
-            if ended is not None:
-                return ended
-            time.sleep(poll_s)
+        while len(ends) < len(watchers):
+            for index, watcher in enumerate(watchers):
+                if index not in ends and (end := watcher.check(time.monotonic())) is not None:
+                    ends[index] = end
+            if len(ends) < len(watchers):
+                time.sleep(poll_s)
     except KeyboardInterrupt:
-        cancel_job(job_id)
+        for job in job_ids:
+            cancel_job(job)
         raise
+    return [ends[index] for index in range(len(watchers))]
+
+
+def submit_array(argvs: list[list[str]], settings: SlurmSettings, folder: Path) -> list[str]:
+    """One job per argv, each in an allocation shaped by `settings` and run once there (as a
+    driver: it starts its own srun step), submitted by submitit as one job array (its
+    pickles, script and output in `folder`); the elements' job ids, in order. SpecError
+    (exit 2) when Slurm is missing, the partition is unknown or sbatch refuses the array."""
+    import submitit
+    from submitit.core.utils import FailedJobError
+
+    check_cluster(settings)
+    settings = with_node_cpus(settings)
+    for argv in argvs:
+        check_command(argv, None)
+    options = settings.sbatch_options()
+    named = {key.replace("-", "_"): options.pop(key) for key in list(options) if key in _NAMED}
+    executor = submitit.SlurmExecutor(folder=Path(folder).absolute(), max_num_timeout=0)
+    executor.update_parameters(
+        **named,
+        use_srun=False,
+        stderr_to_stdout=True,
+        setup=list(SUBMITIT_ENV),
+        additional_parameters=options,
+        array_parallelism=len(argvs),
+    )
+    try:  # submitit prints sbatch's refusal too: the one line below says it
+        with contextlib.redirect_stderr(io.StringIO()), executor.batch():
+            jobs = [executor.submit(RankTask(tuple(argv))) for argv in argvs]
+    except FailedJobError as error:
+        raise SpecError("--launcher", "slurm", f"sbatch refused the job array: {error}") from None
+    return [str(job.job_id) for job in jobs]
+
+
+# sbatch options submitit's SlurmExecutor names itself (the others go as they are).
+_NAMED = frozenset(
+    {"job-name", "nodes", "ntasks-per-node", "gpus-per-node", "cpus-per-task", "partition"}
+    | {"account", "qos", "constraint", "time", "exclusive"}
+)
 
 
 def cancel_job(job_id: str) -> None:
