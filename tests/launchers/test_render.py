@@ -203,3 +203,22 @@ def test_every_launcher_renders_one_plan_type(name):
     assert type(plan) is LaunchPlan and plan.launcher == name
     assert all(command.argv for command in plan.commands)
     assert (plan.task is not None) == (name == "slurm")
+
+
+@pytest.mark.parametrize("printing", [True, False])
+def test_mpi_print_needs_no_mpi4py_but_a_run_does(printing, tmp_path):
+    """--print shows the mpirun line even where mpi4py is missing (with a warning that the
+    ranks need it); a run without it is refused up front."""
+    import subprocess
+
+    hide = "import sys; sys.modules['mpi4py'] = None; from collbench.cli import main; main()"
+    argv = ["sweep", "--launcher", "mpi", "--nproc", "2", "-c", "all_reduce"]
+    argv += ["--print"] if printing else ["--out", str(tmp_path / "run")]
+    done = subprocess.run(
+        [sys.executable, "-c", hide, *argv], capture_output=True, text=True, timeout=60
+    )
+    assert "needs mpi4py in this Python" in done.stderr
+    if printing:
+        assert done.returncode == 0 and done.stdout.startswith("mpirun -np 2 ")
+    else:
+        assert done.returncode == 2 and done.stdout == ""
