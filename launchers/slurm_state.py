@@ -82,6 +82,13 @@ def job_state(job_id: str) -> tuple[str, str, str]:
     return "", "", ""
 
 
+def job_nodes(job_id: str) -> str:
+    """The nodes Slurm gave the job (scontrol's NodeList; "" when it does not say)."""
+    shown = _ask_slurm(["scontrol", "show", "job", "-o", job_id])
+    nodes = dict(re.findall(r"(\w+)=(\S*)", shown)).get("NodeList", "")
+    return "" if nodes in ("", "(null)") else nodes
+
+
 def _ask_slurm(argv: list[str]) -> str:
     """A Slurm command's output; "" when it fails, is missing or does not answer in 30 s."""
     try:

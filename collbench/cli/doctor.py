@@ -28,6 +28,7 @@ from collbench.core.doctor_spec import DEFAULT_DOCTOR_BYTES, DoctorSpec
 from collbench.core.knobs import apply_knobs
 from collbench.core.spec import SweepSpec
 from collbench.core.units import parse_size
+from collbench.run.sweep import RunOptions
 from collbench.store.doctor_report import DOCTOR_JSON
 
 if TYPE_CHECKING:
@@ -175,8 +176,17 @@ DOCTOR_OPTIONS = (
         metavar="N",
     ),
 )
+PER_NODE = Option(
+    ("--per-node",),
+    "Slurm: check each node alone first (a job array), then the rounds on those that passed.",
+    RunOptions,
+    "per_node",
+    kind=bool,
+    default=FROM_OWNER,
+)
 COMMAND_OPTIONS = (
     *DOCTOR_OPTIONS,
+    PER_NODE,
     *(option for option in SWEEP_OPTIONS if option.flag in _FROM_SWEEP),
     *RUN_OPTIONS,
     *TORCHRUN_OPTIONS,
@@ -204,11 +214,37 @@ def run_doctor_command(values: dict[str, Any]) -> None:
     if spec.backend != "auto":
         warn_knobs(spec.knobs, spec.backend)
     options = run_options({**{o.parameter_name: None for o in SWEEP_OPTIONS}, **values})
+    if values.get("per_node"):
+        raise typer.Exit(_per_node(spec, options))
     outcome = run_doctor(spec, options, command_line(), lambda _spec: DoctorConsole(options.output))
     _show(outcome, options.output)
     if outcome.launch.is_rank:
         exit_rank(outcome.code)
     raise typer.Exit(outcome.code)
+
+
+def _per_node(spec: SweepSpec, options: Any) -> int:
+    """--per-node (run/doctor_nodes.py): the array of node checks, its table, then the rounds
+    on the nodes that passed; 5 when a node failed or was flagged, else the rounds' code."""
+    from collbench.core.errors import EXIT_FLAGGED, SpecError
+    from collbench.render.doctor_text import DoctorConsole, node_checks_table
+    from collbench.run.doctor_job import run_doctor
+    from collbench.run.doctor_nodes import check_nodes, fleet_options, nodes_code, say_stderr
+
+    if options.launcher != "slurm" or options.print_only:
+        why = "submits a job array and follows it: it needs --launcher slurm, and no --print"
+        raise SpecError("--per-node", True, why)
+    out, checks = check_nodes(spec, options, say_stderr)
+    print(node_checks_table(checks), flush=True)
+    code = nodes_code(checks)
+    fleet = fleet_options(options, out, checks)
+    if fleet is None:
+        print("# Multi-node rounds: not run (fewer than 2 nodes passed)", flush=True)
+        return code
+    console = DoctorConsole(fleet.output)
+    outcome = run_doctor(spec, fleet, command_line(), lambda _spec: console)
+    _show(outcome, fleet.output)
+    return code if code == EXIT_FLAGGED else outcome.code
 
 
 def _show(outcome: DoctorOutcome, output: str) -> None:

@@ -22,6 +22,7 @@ from collbench.analysis.doctor.findings import Diagnosis, Finding, doctor_report
 from collbench.core.doctor_plan import pair_mode, sampled_rounds
 from collbench.core.stats import median
 from collbench.core.units import counted, format_number
+from collbench.render.table import text_columns
 from collbench.render.tune import aligned_table
 from collbench.store.doctor_report import DOCTOR_JSON, MATRIX_DENSE_MAX_HOSTS
 from collbench.store.meta import RunMeta
@@ -292,3 +293,12 @@ class DoctorConsole:
 def _pair_rounds(nodes: int) -> int:
     """Rounds of the circle method: N-1 for an even N, N for an odd one (one sits out)."""
     return nodes - 1 if nodes % 2 == 0 else nodes
+
+
+def node_checks_table(checks: Sequence[Any]) -> str:
+    """`doctor --per-node`'s table: each node check (run.doctor_nodes.NodeCheck) on a line."""
+    rows = [["node", "element", "state", "verdict", "why"]]
+    rows += [[one.host, str(one.index), one.state, one.verdict, one.reason] for one in checks]
+    passed = sum(one.passed for one in checks)
+    title = f"# Per-node checks: {passed} of {counted(len(checks), 'node')} passed"
+    return "\n".join([title, *text_columns(rows, left={0, 2, 3, 4})])

@@ -26,6 +26,7 @@ class RunOptions:
     # For ranks of a job launched elsewhere: which environment to read (rankenv.RANK_ENVS).
     rank_env: str | None = None
     print_only: bool = False
+    per_node: bool = False  # doctor on Slurm: each node checked alone first (run/doctor_nodes)
     # Launcher-specific options as given on the command line (None values left out).
     extra: dict[str, Any] = field(default_factory=dict)
 

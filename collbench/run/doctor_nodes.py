@@ -1,0 +1,125 @@
+"""`collbench doctor --launcher slurm --per-node`: each node checked on its own first, as
+fleet health tools do at bring-up, then the multi-node rounds on the nodes that passed.
+
+Stage 1 submits one single-node doctor per node as a submitit job array (each element an
+exclusive one-node allocation that runs `collbench doctor --launcher srun` into
+RUN/nodes/INDEX), runs them concurrently and gathers one table: an element that fails to
+start, is cancelled, runs out of time or crashes is named with Slurm's state and its own
+error, and the others are still judged. Stage 2 runs the usual doctor (RUN/fleet) on the
+nodes whose check passed. nodes.json keeps stage 1; the exit code is the doctor's: 5 when a
+node failed or was flagged, else stage 2's.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED
+from collbench.core.spec import SweepSpec
+from collbench.launchers.base import collbench_argv
+from collbench.launchers.slurm import SlurmSettings
+from collbench.launchers.slurm_state import job_nodes
+from collbench.run.sweep import RunOptions
+from collbench.store.doctor_report import DOCTOR_JSON, load_doctor_report
+from collbench.store.rundir import new_run_id, prepare_run_dir, read_meta, write_json_atomic
+
+NODES_FILE = "nodes.json"
+# An element's verdict from its doctor's exit code (anything else: it failed).
+_VERDICTS = {EXIT_OK: "healthy", EXIT_FLAGGED: "flagged", EXIT_UNJUDGED: "unjudged"}
+
+
+@dataclass(frozen=True)
+class NodeCheck:
+    """One element of the array: where it ran, how Slurm ended it, what its doctor said."""
+
+    index: int
+    job_id: str
+    host: str  # "?" when it never started
+    state: str  # Slurm's final state
+    exit_code: int | None  # the element's; None when a signal or Slurm ended it
+    verdict: str  # healthy, flagged, unjudged or failed
+    reason: str = ""  # a flagged node's findings, a failed element's error
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "healthy"
+
+
+def check_nodes(
+    spec: SweepSpec, options: RunOptions, say: Callable[[str], None]
+) -> tuple[Path, list[NodeCheck]]:
+    """Stage 1: the array, waited for and gathered into RUN/nodes.json; (RUN, the checks)."""
+    from collbench.launchers.slurm_batch import submit_array, wait_jobs
+
+    settings = SlurmSettings(**options.extra)
+    out = prepare_run_dir(options.out, run_id := new_run_id()).absolute()
+    argvs = [
+        collbench_argv(("doctor",), "srun", spec.to_args(), out / "nodes" / str(index))
+        for index in range(settings.nodes)
+    ]
+    element = replace(settings, nodes=1, exclusive=True)
+    jobs = submit_array(argvs, element, out / "slurm")
+    say(f"doctor: Slurm job array {jobs[0].split('_')[0]}: {len(jobs)} single-node checks")
+    ends = wait_jobs(jobs, lambda job, shown: say(f"doctor: node check {job} {shown}"))
+    checks = [
+        _gathered(index, job, *end, out)
+        for index, (job, end) in enumerate(zip(jobs, ends, strict=True))
+    ]
+    record = {"run_id": run_id, "nodes": [vars(check) for check in checks]}
+    write_json_atomic(out / NODES_FILE, record)
+    return out, checks
+
+
+def fleet_options(options: RunOptions, out: Path, checks: list[NodeCheck]) -> RunOptions | None:
+    """Stage 2's options: the usual doctor on the nodes that passed (None: fewer than 2)."""
+    hosts = sorted({check.host for check in checks if check.passed})
+    if len(hosts) < 2:
+        return None
+    extra = dict(options.extra)
+    slurm_args = (*extra.get("slurm_args", ()), f"nodelist={','.join(hosts)}")
+    extra.update(nodes=len(hosts), slurm_args=slurm_args)
+    return replace(options, out=out / "fleet", extra=extra)
+
+
+def nodes_code(checks: list[NodeCheck]) -> int:
+    """Stage 1's exit code: 5 when a node failed or was flagged, 6 when none was judged."""
+    if any(check.verdict in ("failed", "flagged") for check in checks):
+        return EXIT_FLAGGED
+    return EXIT_OK if any(check.passed for check in checks) else EXIT_UNJUDGED
+
+
+def _gathered(index: int, job: str, state: str, code: int | None, out: Path) -> NodeCheck:
+    run_dir = out / "nodes" / str(index)
+    meta = read_meta(run_dir)
+    host = ",".join(meta.hosts) if meta is not None and meta.hosts else job_nodes(job) or "?"
+    verdict = _VERDICTS.get(code, "failed") if state == "COMPLETED" or code else "failed"
+    reason = ""
+    if verdict == "flagged" and (run_dir / DOCTOR_JSON).is_file():
+        report = load_doctor_report(run_dir)
+        reason = "; ".join(
+            f"{one.kind} {','.join(one.hosts)}: {one.evidence}" for one in report.findings[:2]
+        )
+    elif verdict == "failed":
+        reason = _error_line(out / "slurm", job) or f"Slurm ended it {state}"
+        if code is not None:
+            reason = f"exit {code}: {reason}"
+    return NodeCheck(index, job, host, state, code, verdict, reason)
+
+
+def _error_line(folder: Path, job: str) -> str:
+    """The last `collbench: error:` line of an element's output ("" when none)."""
+    path = folder / f"{job}_0_log.out"
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    errors = re.findall(r"collbench: error: (.*)", text)
+    return errors[-1].strip() if errors else ""
+
+
+def say_stderr(text: str) -> None:
+    print(f"collbench: {text}", file=sys.stderr, flush=True)

@@ -1,0 +1,51 @@
+"""`collbench doctor --launcher slurm --per-node` on the test Slurm: a job array of
+single-node doctors, gathered into one table; an element whose rank is killed is named with
+its error while the others are still judged."""
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from tests.helpers import collbench_process as collbench
+from tests.helpers import start
+
+pytestmark = pytest.mark.slow  # a real Slurm cluster and its jobs
+
+DOCTOR = ["doctor", "--launcher", "slurm", "--per-node", "--ntasks-per-node", "2"]
+DOCTOR += ["--time", "5", "--size", "64K", "--iters", "20", "--warmup", "2"]
+
+
+def test_per_node_names_a_crashed_node_and_judges_the_rest(tmp_path, slurm_cluster):
+    out = tmp_path / "doctor"
+    process = start(*DOCTOR, "-N", "2", "--repeats", "40", "--out", str(out), env=slurm_cluster.env)
+    element = out / "nodes" / "1"
+    deadline = time.time() + 240
+    while not _measuring(element) and time.time() < deadline and process.poll() is None:
+        time.sleep(0.2)
+    status = json.loads((element / "ranks" / "rank-00001.json").read_text())
+    os.kill(status["pid"], signal.SIGKILL)  # element 1's second rank crashes mid-round
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 5, stderr
+    record = json.loads((out / "nodes.json").read_text())
+    first, second = record["nodes"]
+    assert first["verdict"] in ("healthy", "flagged", "unjudged") and first["host"] != "?"
+    assert second["verdict"] == "failed" and second["state"] == "FAILED"
+    assert second["host"] == first["host"]  # the test cluster has one node
+    assert "died during doctor" in second["reason"] and "row(s) kept" in second["reason"]
+    lines = stdout.splitlines()
+    assert lines[0] == "# Per-node checks: %d of 2 nodes passed" % (first["verdict"] == "healthy")
+    assert "# Multi-node rounds: not run (fewer than 2 nodes passed)" in lines
+
+
+def _measuring(element):
+    rows = element / "rows.jsonl"
+    return rows.exists() and rows.stat().st_size > 0
+
+
+def test_per_node_needs_slurm(tmp_path):
+    done = collbench("doctor", "--per-node", "--out", str(tmp_path / "d"))
+    assert done.returncode == 2 and "--per-node" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
