@@ -43,6 +43,7 @@ from collbench.cli.report import report
 from collbench.cli.topo import topo_app
 from collbench.cli.tune import tune_app
 from collbench.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CollbenchError
+from collbench.run.status import StatusRequest
 
 app = typer.Typer(
     help="Collective-communication benchmarks comparable to nccl-tests.",
@@ -127,9 +128,9 @@ WAIT_OPTIONS = (
 
 
 def _status(values: dict[str, Any]) -> None:
-    from collbench.run.status import describe_run
+    from collbench.run.status import describe_run, latest_run
 
-    print(describe_run(values["run"]), flush=True)
+    print(describe_run(values["run"] or latest_run(Path("results"))), flush=True)
 
 
 def _finalize(values: dict[str, Any]) -> None:
@@ -158,7 +159,16 @@ app.command("status")(
     command(
         "status",
         "Say how far a run has got (for a Slurm run, the job's state too).",
-        (RUN_DIR,),
+        (
+            Argument(
+                "run",
+                "A run directory (default: the newest under ./results).",
+                StatusRequest,
+                "run",
+                kind=Path,
+                required=False,
+            ),
+        ),
         _status,
     )
 )

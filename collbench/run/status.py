@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from collbench.core.errors import SpecError
@@ -23,6 +24,21 @@ def _load_job(run: Path) -> Job:
     if not (Path(run) / JOB_FILE).is_file():
         raise SpecError("RUN", str(run), f"is not a collbench run directory (no {JOB_FILE})")
     return Job.load(Path(run))
+
+
+@dataclass(frozen=True)
+class StatusRequest:
+    """What `collbench status` was asked for."""
+
+    run: Path | None = None  # None: the newest run directory under ./results
+
+
+def latest_run(folder: Path) -> Path:
+    """The newest run directory in `folder` (by its meta.json's time); SpecError if none."""
+    runs = [path.parent for path in Path(folder).glob(f"*/{META_FILE}")]
+    if not runs:
+        raise SpecError("RUN", "", f"not given, and {folder}/ holds no run directory")
+    return max(runs, key=lambda run: (run / META_FILE).stat().st_mtime)
 
 
 def describe_run(run: Path) -> str:

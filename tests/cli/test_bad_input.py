@@ -1,5 +1,6 @@
 """Bad input: exit code 2 and exactly one line on stderr naming the problem, no traceback."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -434,3 +435,19 @@ def test_status_of_an_imported_run(tmp_path):
     lines = status.stdout.splitlines()
     assert lines[0] == f"run {out}: imported from nccl-tests ({log})"
     assert lines[1].startswith("rows: ") and lines[1].endswith("; state: completed")
+
+
+def test_status_without_a_run_picks_the_newest_under_results(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / "results"
+    done = collbench("status")
+    assert done.returncode == 2 and "holds no run directory" in done.stderr
+    for name, stamp in (("older", 1_000_000), ("newer", 2_000_000)):
+        (results / name).mkdir(parents=True)
+        meta = results / name / "meta.json"
+        meta.write_text(json.dumps({"run_id": name, "state": "completed", "source": "nccl-tests"}))
+        os.utime(meta, (stamp, stamp))
+    done = collbench("status")
+    assert done.returncode == 0 and "newer" in done.stdout and "older" not in done.stdout
