@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 from collbench.analysis.mfu.estimate import EstimateOptions
 from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.core.errors import SpecError
+from collbench.store.load import Run, load_run
 
 if TYPE_CHECKING:
     from collbench.analysis.mfu.fabrics import Fabric, FabricEstimate, Inputs
     from collbench.analysis.mfu.price import TrainingCost
     from collbench.analysis.mfu.workload import Model
-    from collbench.store.load import Run
 
 DEFAULT_SEQ = 2048  # Training.seq has no default of its own: this is the command's
 
@@ -209,7 +209,7 @@ def _inputs(request: MfuRequest, options: EstimateOptions) -> Inputs:
     overlap = request.overlap
     if overlap is None:
         return Inputs(options, **given)
-    run = _run(overlap, "--overlap")
+    run = load_run(overlap, "--overlap")
     options = probe_overlap(run.rows, str(overlap), options)
     return Inputs(options, overlap_run=run, **given)
 
@@ -226,7 +226,7 @@ def _fabrics(workload: Workload, topologies: list[Any], curves: list[str]) -> li
         labels = [label for name, label in sets if name == topology.name] or [""]
         if "" not in labels and not any((topology.name, label) in defaults for label in labels):
             defaults.add((topology.name, _default_label(labels)))
-        file_runs = [_run(Path(run), "--curves") for run in file_curves(topology)]
+        file_runs = [load_run(Path(run), "--curves") for run in file_curves(topology)]
         for label in labels:
             own = [*sets.get((topology.name, label), []), *file_runs]
             measured = [curve for run in own for curve in fit_measured_curves(run.rows, run.path)]
@@ -256,7 +256,7 @@ def _curve_sets(
                 if baseline:
                     defaults.add((name, setting))
         else:
-            sets.setdefault((name, label), []).append(_run(Path(source), "--curves"))
+            sets.setdefault((name, label), []).append(load_run(Path(source), "--curves"))
     return sets, defaults
 
 
@@ -299,7 +299,7 @@ def _tune_curves(tune_dir: Path) -> list[tuple[str, list[Run], bool]]:
     picked = [result.baseline] if chosen.baseline else [result.baseline, chosen]
     out = []
     for item in (item for item in picked if item is not None):
-        runs = [_run(tune_dir / path, "--curves") for path in item.run_dirs]
+        runs = [load_run(tune_dir / path, "--curves") for path in item.run_dirs]
         if not runs and result.sources:
             runs = _from_runs(result.sources, item.id, tune_dir)
         if not runs:
@@ -313,10 +313,9 @@ def _tune_curves(tune_dir: Path) -> list[tuple[str, list[Run], bool]]:
 def _from_runs(sources: tuple[str, ...], setting_id: str, tune_dir: Path) -> list[Run]:
     """The RUNs of a `tune from` result that measured the setting `setting_id`, pooled."""
     from collbench.analysis.tune.from_runs import outcomes_from_runs
-    from collbench.store.load import Run
     from collbench.store.meta import RunMeta
 
-    runs = [_run(Path(path), f"--curves {tune_dir}: its RUN") for path in sources]
+    runs = [load_run(Path(path), f"--curves {tune_dir}: its RUN") for path in sources]
     for outcome in outcomes_from_runs(runs):
         if outcome.setting.id == setting_id or (not setting_id and outcome.is_baseline):
             label = outcome.setting.label
@@ -331,13 +330,6 @@ def file_curves(topology: Any) -> list[str]:
     origin = Path(topology.origin)
     base = origin.parent if origin.is_file() else Path.cwd()
     return [str(base / topology.curves)]
-
-
-def _run(run: Path, option: str) -> Run:
-    """A run's meta and rows; SpecError naming `option` when it holds no rows."""
-    from collbench.store.load import load_run
-
-    return load_run(run, option)
 
 
 def tp_overlap_config(path: str, flag: str = "--tp-overlap-config") -> tuple:
