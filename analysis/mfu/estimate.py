@@ -35,7 +35,8 @@ estimator itself is pure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from collbench.analysis.mfu import cp, moe
@@ -607,3 +608,60 @@ def _tp_assumption(workload: Workload, options: EstimateOptions, sm_count: int |
 
 def _mb(size_bytes: float) -> str:
     return f"{size_bytes / 1e6:.1f} MB"
+
+
+# `mfu --price`: every accelerator of the job is paid for the whole step (idle in a bubble or
+# waiting on a collective included), at the quoted USD per accelerator-hour; no other cost
+# (power, storage, staff) is counted.
+SECONDS_PER_HOUR = 3600.0
+TOKENS_PER_MILLION = 1e6
+
+
+@dataclass(frozen=True)
+class TrainingCost:
+    """One fabric's cost of a step and of a million tokens at its price."""
+
+    usd_per_gpu_hour: float
+    accelerators: int
+    step_usd: float
+    usd_per_million_tokens: float
+
+
+def training_cost(
+    estimate: Estimate, tokens_per_step: int, usd_per_gpu_hour: float
+) -> TrainingCost:
+    """The cost of one step of `estimate` and of a million of its tokens."""
+    step_usd = usd_per_gpu_hour * estimate.accelerators * estimate.step_time_s / SECONDS_PER_HOUR
+    return TrainingCost(
+        usd_per_gpu_hour=usd_per_gpu_hour,
+        accelerators=estimate.accelerators,
+        step_usd=step_usd,
+        usd_per_million_tokens=step_usd / tokens_per_step * TOKENS_PER_MILLION,
+    )
+
+
+def parse_prices(
+    texts: Sequence[str], fabrics: Sequence[str], flag: str = "--price"
+) -> dict[str, float]:
+    """`NAME=USD` per fabric (NAME one of `fabrics`, each at most once; USD a positive
+    finite number) -> {name: USD per GPU-hour}; SpecError naming `flag` otherwise."""
+    prices: dict[str, float] = {}
+    for text in texts:
+        name, sep, value = text.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise SpecError(
+                flag, text, "is not NAME=USD (a --topology name and its price per GPU-hour)"
+            )
+        if name not in fabrics:
+            raise SpecError(flag, text, f"names no --topology given ({', '.join(fabrics)})")
+        if name in prices:
+            raise SpecError(flag, text, f"prices {name} twice: give one price per fabric")
+        try:
+            usd = float(value)
+        except ValueError:
+            usd = math.nan
+        if not (math.isfinite(usd) and usd > 0):
+            raise SpecError(flag, text, "needs a price above 0 (USD per GPU-hour), e.g. 2.10")
+        prices[name] = usd
+    return prices

@@ -19,10 +19,10 @@ from collbench.analysis.mfu.estimate import (
     NOTHING_PRICED,
     PREDICTED,
     Estimate,
+    TrainingCost,
     combined_origin,
 )
 from collbench.analysis.mfu.memory import GIB, breakdown_text
-from collbench.analysis.mfu.price import TrainingCost
 from collbench.analysis.mfu.workload import Workload
 from collbench.core.units import round_sig
 from collbench.render.table import text_columns

@@ -13,14 +13,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collbench.analysis.mfu.estimate import EstimateOptions
+from collbench.analysis.mfu.estimate import (
+    EstimateOptions,
+    TrainingCost,
+    parse_prices,
+    training_cost,
+)
 from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.core.errors import SpecError
 from collbench.store.load import Run, load_run
 
 if TYPE_CHECKING:
     from collbench.analysis.mfu.fabrics import Fabric, FabricEstimate, Inputs
-    from collbench.analysis.mfu.price import TrainingCost
     from collbench.analysis.mfu.workload import Model
 
 DEFAULT_SEQ = 2048  # Training.seq has no default of its own: this is the command's
@@ -66,7 +70,6 @@ def estimate_mfu(
     fields given; dp from --nodes unless given), estimate each, and check that the workload
     fits their memory."""
     from collbench.analysis.mfu.fabrics import check_memory, estimate_fabrics
-    from collbench.analysis.mfu.price import parse_prices, training_cost
 
     topologies = load_topologies(list(request.topology))
     prices = parse_prices(request.price, [topology.name for topology in topologies])
