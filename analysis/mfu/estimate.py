@@ -39,7 +39,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from collbench.analysis.mfu import cp, moe
+from collbench.analysis.mfu import moe
 from collbench.analysis.mfu.compute import (
     IN_STEP_SHARE,
     GemmPricer,
@@ -333,13 +333,12 @@ def _cp_ep_comm(
     hide_all: bool,
     sm_count: int | None = None,
 ) -> tuple[CommKind, ...]:
-    """The context-parallel K/V ring and the expert-parallel all-to-alls (analysis.mfu.cp,
-    analysis.mfu.moe), where the workload has them; `sm_count` prices the SMs the EP
+    """The context-parallel K/V ring and the expert-parallel all-to-alls (analysis.mfu.moe), where the workload has them; `sm_count` prices the SMs the EP
     kernels hold (None: not priced)."""
     attention = next(op for op in micro.layer if op.op == "attention")
     window_s = moe.overlap_window_s(workload, micro.layer)
     exchanges = (
-        ("cp", cp.cp_exchange(workload, pricer, attention.forward_s, attention.backward_s)),
+        ("cp", moe.cp_exchange(workload, pricer, attention.forward_s, attention.backward_s)),
         ("ep", moe.ep_exchange(workload, pricer, window_s, None if hide_all else sm_count)),
     )
     return tuple(

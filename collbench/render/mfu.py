@@ -151,7 +151,7 @@ def render_table(
         ("  compute", lambda e: _share(e.compute_s, e)),
         # The bubble idles for the stages' exposed TP and PP; the slowdown is DP's.
         ("  pipeline bubble", _tagged(lambda e: _share(e.bubble_s, e), "tp", "pp")),
-        # cp and ep rows only where a fabric's step has them (analysis.mfu.cp, .moe)
+        # cp and ep rows only where a fabric's step has them (analysis.mfu.moe)
         *[
             (f"  exposed {kind}", _exposed(kind))
             for kind in ("tp", "cp", "ep", "pp", "dp")
