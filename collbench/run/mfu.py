@@ -66,9 +66,7 @@ def estimate_mfu(
     parallelism: dict[str, Any],
     options: EstimateOptions,
 ) -> MfuEstimate:
-    """Load the fabrics, size the workload on the first (`parallelism`: the Parallelism
-    fields given; dp from --nodes unless given), estimate each, and check that the workload
-    fits their memory."""
+    """Load the fabrics, size the workload on the first, estimate each, check its memory."""
     from collbench.analysis.mfu.fabrics import check_memory, estimate_fabrics
 
     topologies = load_topologies(list(request.topology))
@@ -124,9 +122,7 @@ def size_workload(
 def _dp_every_fabric_holds(
     fabrics: Sequence[Any], par: Parallelism, training: Training
 ) -> tuple[int, str]:
-    """(dp, how it was chosen) without --dp or --nodes: the largest dp that each fabric's
-    node count holds (tp x pp x dp accelerators) and that divides the micro-batches of a
-    step, so the batch splits evenly."""
+    """(dp, how it was chosen) without --dp or --nodes (size_workload says the rule)."""
     model_parallel = par.tp * par.cp * par.pp
     holds = {t.name: t.nodes * t.accelerators_per_node // model_parallel for t in fabrics}
     smallest = min(holds, key=holds.__getitem__)
@@ -242,10 +238,8 @@ def _fabrics(workload: Workload, topologies: list[Any], curves: list[str]) -> li
 def _curve_sets(
     topologies: list[Any], curves: list[str]
 ) -> tuple[dict[tuple[str, str], list[Run]], set[tuple[str, str]]]:
-    """The runs of each (topology, label) --curves gives ("": unlabelled) and the labels
-    that are a tune's baseline. `NAME=RUN`: NAME a --topology given, or a label for the
-    first (a catalog topology not given is refused, as a likely slip); RUN a run directory
-    or a tune directory (its baseline and best.env's setting, labelled by setting)."""
+    """The runs of each (topology, label) --curves gives ("": unlabelled; curve_source
+    reads the grammar) and the labels that are a tune's baseline."""
     from collbench.store.tune_result import is_tune_dir
 
     known = [topology.name for topology in topologies]
