@@ -35,10 +35,11 @@ estimator itself is pure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from collbench.analysis.mfu import cp, moe
+from collbench.analysis.mfu import moe
 from collbench.analysis.mfu.compute import (
     IN_STEP_SHARE,
     GemmPricer,
@@ -332,13 +333,12 @@ def _cp_ep_comm(
     hide_all: bool,
     sm_count: int | None = None,
 ) -> tuple[CommKind, ...]:
-    """The context-parallel K/V ring and the expert-parallel all-to-alls (analysis.mfu.cp,
-    analysis.mfu.moe), where the workload has them; `sm_count` prices the SMs the EP
+    """The context-parallel K/V ring and the expert-parallel all-to-alls (analysis.mfu.moe), where the workload has them; `sm_count` prices the SMs the EP
     kernels hold (None: not priced)."""
     attention = next(op for op in micro.layer if op.op == "attention")
     window_s = moe.overlap_window_s(workload, micro.layer)
     exchanges = (
-        ("cp", cp.cp_exchange(workload, pricer, attention.forward_s, attention.backward_s)),
+        ("cp", moe.cp_exchange(workload, pricer, attention.forward_s, attention.backward_s)),
         ("ep", moe.ep_exchange(workload, pricer, window_s, None if hide_all else sm_count)),
     )
     return tuple(
@@ -607,3 +607,60 @@ def _tp_assumption(workload: Workload, options: EstimateOptions, sm_count: int |
 
 def _mb(size_bytes: float) -> str:
     return f"{size_bytes / 1e6:.1f} MB"
+
+
+# `mfu --price`: every accelerator of the job is paid for the whole step (idle in a bubble or
+# waiting on a collective included), at the quoted USD per accelerator-hour; no other cost
+# (power, storage, staff) is counted.
+SECONDS_PER_HOUR = 3600.0
+TOKENS_PER_MILLION = 1e6
+
+
+@dataclass(frozen=True)
+class TrainingCost:
+    """One fabric's cost of a step and of a million tokens at its price."""
+
+    usd_per_gpu_hour: float
+    accelerators: int
+    step_usd: float
+    usd_per_million_tokens: float
+
+
+def training_cost(
+    estimate: Estimate, tokens_per_step: int, usd_per_gpu_hour: float
+) -> TrainingCost:
+    """The cost of one step of `estimate` and of a million of its tokens."""
+    step_usd = usd_per_gpu_hour * estimate.accelerators * estimate.step_time_s / SECONDS_PER_HOUR
+    return TrainingCost(
+        usd_per_gpu_hour=usd_per_gpu_hour,
+        accelerators=estimate.accelerators,
+        step_usd=step_usd,
+        usd_per_million_tokens=step_usd / tokens_per_step * TOKENS_PER_MILLION,
+    )
+
+
+def parse_prices(
+    texts: Sequence[str], fabrics: Sequence[str], flag: str = "--price"
+) -> dict[str, float]:
+    """`NAME=USD` per fabric (NAME one of `fabrics`, each at most once; USD a positive
+    finite number) -> {name: USD per GPU-hour}; SpecError naming `flag` otherwise."""
+    prices: dict[str, float] = {}
+    for text in texts:
+        name, sep, value = text.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise SpecError(
+                flag, text, "is not NAME=USD (a --topology name and its price per GPU-hour)"
+            )
+        if name not in fabrics:
+            raise SpecError(flag, text, f"names no --topology given ({', '.join(fabrics)})")
+        if name in prices:
+            raise SpecError(flag, text, f"prices {name} twice: give one price per fabric")
+        try:
+            usd = float(value)
+        except ValueError:
+            usd = math.nan
+        if not (math.isfinite(usd) and usd > 0):
+            raise SpecError(flag, text, "needs a price above 0 (USD per GPU-hour), e.g. 2.10")
+        prices[name] = usd
+    return prices

@@ -10,12 +10,14 @@ group's own peers only.
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from collbench.analysis.mfu.estimate import EstimateOptions, Priced, Pricer
+from collbench.core.bandwidth import bus_factor
 from collbench.core.errors import SpecError
 from collbench.core.stats import median
 from collbench.store.rows import ProbeRow, ResultRow
@@ -239,3 +241,50 @@ def scale_out_doubled(topology: Topology) -> Topology:
     return replace(
         topology, name=f"{topology.name} (2x scale-out)", scale_out=scale_out, curves=None
     )
+
+
+# {collective: {size_bytes: busbw_gbps}}
+BusbwTables = Mapping[str, Mapping[int, float]]
+
+
+def busbw_at(table: Mapping[int, float], size_bytes: float) -> tuple[float, bool]:
+    """(busbw, whether `size_bytes` lies within the measured sizes) from a size -> busbw
+    table with at least one entry."""
+    sizes = sorted(table)
+    if size_bytes <= sizes[0] or size_bytes >= sizes[-1]:
+        nearest = sizes[0] if size_bytes <= sizes[0] else sizes[-1]
+        return table[nearest], sizes[0] <= size_bytes <= sizes[-1]
+    index = bisect.bisect_right(sizes, size_bytes)
+    low, high = sizes[index - 1], sizes[index]
+    share = (math.log(size_bytes) - math.log(low)) / (math.log(high) - math.log(low))
+    return table[low] + share * (table[high] - table[low]), True
+
+
+class BusbwPricer:
+    """A Pricer from one setting's busbw tables (`collbench tune --workload`), the fallback
+    for collectives they lack. Between two measured sizes the busbw is interpolated in
+    log(size), outside them it is the nearest one's (flagged); time = size x bus
+    factor(ranks) / busbw, nccl-tests' definition read backwards, so a busbw measured on
+    one rank count prices another only on that assumption, which the caller says.
+
+    It remembers what it priced outside the measured sizes (`outside`: (collective,
+    size_bytes)) and the collectives it had to hand to the fallback (`unmeasured`)."""
+
+    def __init__(self, tables: BusbwTables, fallback: Pricer, name: str) -> None:
+        self.tables = {name: dict(table) for name, table in tables.items() if table}
+        self.fallback = fallback
+        self.name = name
+        self.outside: set[tuple[str, float]] = set()
+        self.unmeasured: set[str] = set()
+
+    def __call__(self, collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
+        table = self.tables.get(collective)
+        if table is None:
+            self.unmeasured.add(collective)
+            return self.fallback(collective, size_bytes, ranks, stride)
+        busbw, inside = busbw_at(table, size_bytes)
+        tag = "" if inside else ", outside the measured sizes"
+        if not inside:
+            self.outside.add((collective, size_bytes))
+        time_s = size_bytes * bus_factor(collective, ranks) / (busbw * 1e9)
+        return Priced(time_s, f"busbw of {self.name}{tag}", measured=True)

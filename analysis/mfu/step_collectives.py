@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collbench.analysis.mfu import cp, moe
+from collbench.analysis.mfu import moe
 from collbench.analysis.mfu.estimate import MIB, Pricer
 from collbench.analysis.mfu.tp_overlap import tp_calls
 from collbench.analysis.mfu.workload import Workload
@@ -51,14 +51,14 @@ def step_collectives(workload: Workload) -> tuple[StepCollective, ...]:
 
 def _cp_ep(workload: Workload) -> list[StepCollective]:
     """Context parallelism's K/V ring (per layer) and expert parallelism's all-to-alls
-    (per MoE layer), per micro-batch: analysis.mfu.cp and .moe price them alike."""
+    (per MoE layer), per micro-batch: analysis.mfu.moe prices them alike."""
     m = workload.microbatches
     cp_layers = workload.layers_per_stage * m
     ep_layers = moe.moe_layers_on_stage(workload) * m
     return [
         StepCollective(kind, collective, size, count * layers, ranks, stride, PARTLY_HIDDEN)
         for kind, calls, layers in (
-            ("cp", cp.cp_calls(workload), cp_layers),
+            ("cp", moe.cp_calls(workload), cp_layers),
             ("ep", moe.ep_calls(workload), ep_layers),
         )
         for _, collective, size, count, ranks, stride in calls

@@ -36,7 +36,7 @@ RECOMPUTE = ("none", "selective", "full")
 # micro-batch's compute, in DeepSeek-V3's DualPipe (its own bubble) or in Megatron-Core's
 # 1F1B (overlap_moe_expert_parallel_comm: the interleaved schedule's bubble).
 EP_OVERLAPS = ("none", "shared-expert", "dualpipe", "1f1b")
-# How context parallelism exchanges K/V (analysis/mfu/cp.py): a ring of send/recv
+# How context parallelism exchanges K/V (analysis/mfu/moe.py): a ring of send/recv
 # (Megatron's default, cp_comm_type p2p) or one all-gather.
 CP_COMMS = ("p2p", "all_gather")
 COMPUTE_DTYPES = ("bf16", "fp8")

@@ -67,7 +67,6 @@ from collbench.core.errors import SpecError
 from collbench.topologies.schema import Topology, TopologyError
 
 ALGORITHMS = ("ring", "tree", "hierarchical", "pairwise", "direct", "local")
-BOTTLENECKS = ("scale_up", "scale_out", "latency")
 # What NCCL's tuner picks from per collective, without NVLS, CollNet or PAT.
 # Keyed by a collective's `traffic` (collbench/core/collectives): a new collective that moves
 # its bytes like an existing one needs no entry here.
@@ -216,12 +215,9 @@ class Cost:
     @property
     def bottleneck(self) -> str:
         """The largest term: "latency", "scale_up" or "scale_out"."""
-        terms = {
-            "latency": self.latency_s,
-            "scale_up": self.scale_up_s,
-            "scale_out": self.scale_out_s,
-        }
-        return max(terms, key=lambda name: terms[name])
+        return max(
+            ("latency", "scale_up", "scale_out"), key=lambda name: getattr(self, f"{name}_s")
+        )
 
 
 @dataclass(frozen=True)
@@ -334,7 +330,9 @@ class Prediction:
     algbw_gbps: float  # size / time (0 when nothing moves: one rank, or 0 bytes)
     busbw_gbps: float  # algbw x the nccl-tests bus factor
     algorithm: str  # one of ALGORITHMS
-    bottleneck: str  # one of BOTTLENECKS: the largest term of the chosen algorithm
+    bottleneck: (
+        str  # "latency", "scale_up" or "scale_out": the largest term of the chosen algorithm
+    )
     group: Group
     latency_s: float  # the chosen algorithm's terms: time = latency + max(up, out)
     scale_up_s: float

@@ -31,7 +31,6 @@ from collbench.topologies.schema import Topology
 # Where a cell's time comes from: the cost model, or a measured run (at a measured size, its
 # fit between measured sizes, its fit outside them).
 PREDICTED, MEASURED, FITTED, EXTRAPOLATED = "predicted", "measured", "fitted", "extrapolated"
-SOURCES = (PREDICTED, MEASURED, FITTED, EXTRAPOLATED)
 # The cost model's bottleneck names as a person reads them.
 REGIMES = {"latency": "latency", "scale_up": "scale-up", "scale_out": "scale-out"}
 
@@ -65,7 +64,7 @@ class Cell:
     time_s: float
     algbw_gbps: float
     busbw_gbps: float
-    source: str  # one of SOURCES
+    source: str  # PREDICTED, MEASURED, FITTED or EXTRAPOLATED
     regime: str  # one of REGIMES' values: the model's largest term
     algorithm: str  # the model's chosen algorithm (ring, tree, ...)
     bound_busbw_gbps: float  # the chosen algorithm's busbw as the size grows

@@ -5,7 +5,7 @@ The rules, each written once here:
 - A setting's busbw table: per collective the placement tune tunes (select.tuned_placement)
   and per measured size the geometric mean of its repeats' busbw (select.repeats_busbw), as
   the per-range choice reads them. The step is priced from these tables
-  (analysis/mfu/busbw_prices.py) by the MFU model (run/tune/workload.py does the pricing).
+  (analysis/mfu/inputs.py) by the MFU model (run/tune/workload.py does the pricing).
 - A collective the workload issues that no setting measured is priced by the fabric's cost
   model, the same for every setting, so it cannot change the choice (said in the notes).
   A setting that lacks a collective the workload issues and another setting measured is

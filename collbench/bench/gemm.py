@@ -104,7 +104,7 @@ class GemmBench:
         """(seconds to draw the shape's operands, wall seconds of each synced matmul of it
         after one untimed call, which pays for the library's setup: at least `repeats`, and
         more until `min_s` have passed, at most MAX_CALIBRATION_CALLS), to size the job
-        before running it (run.gemm_estimate)."""
+        before running it (run.gemm.calibrate)."""
         started = time.perf_counter()
         self.kernel.set_shape(shape, batch)
         self._sync()

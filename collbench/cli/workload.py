@@ -35,7 +35,7 @@ from collbench.cli.options import (
     request,
 )
 from collbench.core.errors import SpecError
-from collbench.run.mfu import MfuRequest
+from collbench.run.mfu import MfuRequest, tp_overlap_config
 
 SHAPE_PANEL = "Model shape (instead of --model)"
 _PAR = "Parallelism"
@@ -50,13 +50,6 @@ _SHAPE_HELP = {
     "heads": "Attention heads (they divide --hidden).",
     "vocab": "Vocabulary size, in tokens.",
 }
-
-
-def _tp_overlap_config(text: str, flag: str) -> tuple:
-    """--tp-overlap-config FILE: TE's ub_cfg read from YAML (run.mfu), as the pairs."""
-    from collbench.run.mfu import tp_overlap_config
-
-    return tp_overlap_config(text, flag)
 
 
 WORKLOAD_OPTIONS = (
@@ -258,7 +251,7 @@ WORKLOAD_OPTIONS = (
         EST_PANEL,
         field="tp_overlap_pairs",
         default=None,
-        parse=_tp_overlap_config,
+        parse=tp_overlap_config,
         metavar="FILE",
         default_text="TE's defaults",
     ),

@@ -78,7 +78,8 @@ def render_gemm_table(rows: Sequence[GemmRow], topology: Any, what: str, tf32: b
         cells.append(f"{row.tflops:,.3f}")
         if peak is not None:
             predicted = _predicted(row, topology, peak)
-            cells += [_share(row, peak), f"{predicted:.1%}", f"{_of(row, peak) / predicted:.2f}"]
+            share = _of(row, peak)
+            cells += [f"{share:.1%}", f"{predicted:.1%}", f"{share / predicted:.2f}"]
         body.append(cells)
     lines += text_columns([header, *body], left=(0, 1, 2))
     return "\n".join(lines)
@@ -122,12 +123,6 @@ def _model_notes(first: GemmRow, topology: Any, peak: ModelPeak) -> list[str]:
 
 def _of(row: GemmRow, peak: ModelPeak) -> float:
     return row.tflops * 1e12 / (peak.flops or 1.0)
-
-
-def _share(row: GemmRow, peak: ModelPeak | None) -> str:
-    if peak is None or peak.flops is None:
-        return ""
-    return f"{_of(row, peak):.1%}"
 
 
 def _predicted(row: GemmRow, topology: Any, peak: ModelPeak) -> float:

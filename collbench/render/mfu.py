@@ -19,10 +19,10 @@ from collbench.analysis.mfu.estimate import (
     NOTHING_PRICED,
     PREDICTED,
     Estimate,
+    TrainingCost,
     combined_origin,
 )
 from collbench.analysis.mfu.memory import GIB, breakdown_text
-from collbench.analysis.mfu.price import TrainingCost
 from collbench.analysis.mfu.workload import Workload
 from collbench.core.units import round_sig
 from collbench.render.table import text_columns
@@ -151,7 +151,7 @@ def render_table(
         ("  compute", lambda e: _share(e.compute_s, e)),
         # The bubble idles for the stages' exposed TP and PP; the slowdown is DP's.
         ("  pipeline bubble", _tagged(lambda e: _share(e.bubble_s, e), "tp", "pp")),
-        # cp and ep rows only where a fabric's step has them (analysis.mfu.cp, .moe)
+        # cp and ep rows only where a fabric's step has them (analysis.mfu.moe)
         *[
             (f"  exposed {kind}", _exposed(kind))
             for kind in ("tp", "cp", "ep", "pp", "dp")

@@ -7,6 +7,7 @@ Pure: a prediction in, strings out.
 
 from __future__ import annotations
 
+import itertools
 import json
 import string
 from collections.abc import Sequence
@@ -102,11 +103,8 @@ def _table(lines: Sequence[Line], names: list[str]) -> list[str]:
 def _group_line(groups: list[str], widths: list[int]) -> str:
     """The fabric letter centred over its columns."""
     out, index = [], 0
-    while index < len(groups):
-        name = groups[index]
-        span = 1
-        while name and index + span < len(groups) and groups[index + span] == name:
-            span += 1
+    for name, run in itertools.groupby(groups):
+        span = len(list(run))
         width = sum(widths[index : index + span]) + 2 * (span - 1)
         out.append(f"[{name}]".center(width, "-") if name else " " * width)
         index += span

@@ -13,15 +13,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collbench.analysis.mfu.estimate import EstimateOptions
+from collbench.analysis.mfu.estimate import (
+    EstimateOptions,
+    TrainingCost,
+    parse_prices,
+    training_cost,
+)
 from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.core.errors import SpecError
+from collbench.store.load import Run, load_run
 
 if TYPE_CHECKING:
     from collbench.analysis.mfu.fabrics import Fabric, FabricEstimate, Inputs
-    from collbench.analysis.mfu.price import TrainingCost
     from collbench.analysis.mfu.workload import Model
-    from collbench.store.load import Run
 
 DEFAULT_SEQ = 2048  # Training.seq has no default of its own: this is the command's
 
@@ -62,11 +66,8 @@ def estimate_mfu(
     parallelism: dict[str, Any],
     options: EstimateOptions,
 ) -> MfuEstimate:
-    """Load the fabrics, size the workload on the first (`parallelism`: the Parallelism
-    fields given; dp from --nodes unless given), estimate each, and check that the workload
-    fits their memory."""
+    """Load the fabrics, size the workload on the first, estimate each, check its memory."""
     from collbench.analysis.mfu.fabrics import check_memory, estimate_fabrics
-    from collbench.analysis.mfu.price import parse_prices, training_cost
 
     topologies = load_topologies(list(request.topology))
     prices = parse_prices(request.price, [topology.name for topology in topologies])
@@ -121,9 +122,7 @@ def size_workload(
 def _dp_every_fabric_holds(
     fabrics: Sequence[Any], par: Parallelism, training: Training
 ) -> tuple[int, str]:
-    """(dp, how it was chosen) without --dp or --nodes: the largest dp that each fabric's
-    node count holds (tp x pp x dp accelerators) and that divides the micro-batches of a
-    step, so the batch splits evenly."""
+    """(dp, how it was chosen) without --dp or --nodes (size_workload says the rule)."""
     model_parallel = par.tp * par.cp * par.pp
     holds = {t.name: t.nodes * t.accelerators_per_node // model_parallel for t in fabrics}
     smallest = min(holds, key=holds.__getitem__)
@@ -209,7 +208,7 @@ def _inputs(request: MfuRequest, options: EstimateOptions) -> Inputs:
     overlap = request.overlap
     if overlap is None:
         return Inputs(options, **given)
-    run = _run(overlap, "--overlap")
+    run = load_run(overlap, "--overlap")
     options = probe_overlap(run.rows, str(overlap), options)
     return Inputs(options, overlap_run=run, **given)
 
@@ -226,7 +225,7 @@ def _fabrics(workload: Workload, topologies: list[Any], curves: list[str]) -> li
         labels = [label for name, label in sets if name == topology.name] or [""]
         if "" not in labels and not any((topology.name, label) in defaults for label in labels):
             defaults.add((topology.name, _default_label(labels)))
-        file_runs = [_run(Path(run), "--curves") for run in file_curves(topology)]
+        file_runs = [load_run(Path(run), "--curves") for run in file_curves(topology)]
         for label in labels:
             own = [*sets.get((topology.name, label), []), *file_runs]
             measured = [curve for run in own for curve in fit_measured_curves(run.rows, run.path)]
@@ -239,10 +238,8 @@ def _fabrics(workload: Workload, topologies: list[Any], curves: list[str]) -> li
 def _curve_sets(
     topologies: list[Any], curves: list[str]
 ) -> tuple[dict[tuple[str, str], list[Run]], set[tuple[str, str]]]:
-    """The runs of each (topology, label) --curves gives ("": unlabelled) and the labels
-    that are a tune's baseline. `NAME=RUN`: NAME a --topology given, or a label for the
-    first (a catalog topology not given is refused, as a likely slip); RUN a run directory
-    or a tune directory (its baseline and best.env's setting, labelled by setting)."""
+    """The runs of each (topology, label) --curves gives ("": unlabelled; curve_source
+    reads the grammar) and the labels that are a tune's baseline."""
     from collbench.store.tune_result import is_tune_dir
 
     known = [topology.name for topology in topologies]
@@ -256,7 +253,7 @@ def _curve_sets(
                 if baseline:
                     defaults.add((name, setting))
         else:
-            sets.setdefault((name, label), []).append(_run(Path(source), "--curves"))
+            sets.setdefault((name, label), []).append(load_run(Path(source), "--curves"))
     return sets, defaults
 
 
@@ -299,7 +296,7 @@ def _tune_curves(tune_dir: Path) -> list[tuple[str, list[Run], bool]]:
     picked = [result.baseline] if chosen.baseline else [result.baseline, chosen]
     out = []
     for item in (item for item in picked if item is not None):
-        runs = [_run(tune_dir / path, "--curves") for path in item.run_dirs]
+        runs = [load_run(tune_dir / path, "--curves") for path in item.run_dirs]
         if not runs and result.sources:
             runs = _from_runs(result.sources, item.id, tune_dir)
         if not runs:
@@ -313,10 +310,9 @@ def _tune_curves(tune_dir: Path) -> list[tuple[str, list[Run], bool]]:
 def _from_runs(sources: tuple[str, ...], setting_id: str, tune_dir: Path) -> list[Run]:
     """The RUNs of a `tune from` result that measured the setting `setting_id`, pooled."""
     from collbench.analysis.tune.from_runs import outcomes_from_runs
-    from collbench.store.load import Run
     from collbench.store.meta import RunMeta
 
-    runs = [_run(Path(path), f"--curves {tune_dir}: its RUN") for path in sources]
+    runs = [load_run(Path(path), f"--curves {tune_dir}: its RUN") for path in sources]
     for outcome in outcomes_from_runs(runs):
         if outcome.setting.id == setting_id or (not setting_id and outcome.is_baseline):
             label = outcome.setting.label
@@ -331,13 +327,6 @@ def file_curves(topology: Any) -> list[str]:
     origin = Path(topology.origin)
     base = origin.parent if origin.is_file() else Path.cwd()
     return [str(base / topology.curves)]
-
-
-def _run(run: Path, option: str) -> Run:
-    """A run's meta and rows; SpecError naming `option` when it holds no rows."""
-    from collbench.store.load import load_run
-
-    return load_run(run, option)
 
 
 def tp_overlap_config(path: str, flag: str = "--tp-overlap-config") -> tuple:

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 from collbench.core.collectives import DEFAULT_COLLECTIVES
 from collbench.core.errors import SpecError
 from collbench.core.spec import DEFAULT_MAX_BYTES, SweepSpec
+from collbench.store.load import Run, load_run
 
 if TYPE_CHECKING:
     from collbench.analysis.model.fabric_compare import Line, Measured
-    from collbench.store.load import Run
     from collbench.store.rows import ResultRow
     from collbench.topologies.schema import Topology
 
@@ -98,10 +98,13 @@ def predict_fabrics(request: PredictRequest) -> Prediction:
     given: dict[str, list[Run]] = {}
     for text in request.curves:
         name, _, source = curve_source(text, known, labels=False)
-        given.setdefault(name, []).append(_run(source))
+        given.setdefault(name, []).append(load_run(source, "--curves"))
     fabrics, sides, warnings = [], [], []
     for topology in topologies:
-        runs = [*given.get(topology.name, []), *(_run(path) for path in file_curves(topology))]
+        runs = [
+            *given.get(topology.name, []),
+            *(load_run(path, "--curves") for path in file_curves(topology)),
+        ]
         times = MeasuredTimes(runs, topology) if runs else None
         if times is not None:
             warnings += times.unmatched(request.collectives)
@@ -127,12 +130,6 @@ def _at_nodes(topology: Topology, nodes: int | None) -> Topology:
         return topology.with_nodes(nodes)
     except SpecError as error:  # e.g. several nodes of a topology without scale-out
         raise SpecError("--nodes", nodes, f"does not fit {topology.name}: {error}") from None
-
-
-def _run(path: str | Path) -> Run:
-    from collbench.store.load import load_run
-
-    return load_run(path, "--curves")
 
 
 class MeasuredTimes:

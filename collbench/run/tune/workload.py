@@ -2,7 +2,7 @@
 and the --topology it trains on), and each measured setting's modelled step for it.
 
 Each setting's step is the MFU model's (analysis/mfu/estimate.py) with the collectives
-priced from that setting's own measured busbw (analysis/mfu/busbw_prices.py); the compute
+priced from that setting's own measured busbw (analysis/mfu/inputs.py); the compute
 is the model's on the topology's accelerators, the same for every setting. The choice and
 its rules are analysis/tune/workload.py's.
 """
@@ -71,9 +71,8 @@ def workload_choice(
     when no setting can be one (none measured a collective the workload issues)."""
     if job is None:
         return None, []
-    from collbench.analysis.mfu.busbw_prices import BusbwPricer
     from collbench.analysis.mfu.estimate import estimate
-    from collbench.analysis.mfu.inputs import cost_model_pricer
+    from collbench.analysis.mfu.inputs import BusbwPricer, cost_model_pricer
     from collbench.analysis.mfu.step_collectives import step_collectives
     from collbench.analysis.tune.workload import (
         SettingStep,

@@ -15,8 +15,7 @@ import torch
 from collbench.analysis.model.gemm_model import Gemm
 from collbench.bench.gemm import GemmBench, batch_figures, chunk_sizes, next_warmup_chunk
 from collbench.render.gemm import model_peak, render_gemm_table
-from collbench.run.gemm import GemmJob, run_gemm
-from collbench.run.gemm_estimate import Calibration, RatePoint, job_seconds
+from collbench.run.gemm import Calibration, GemmJob, RatePoint, job_seconds, run_gemm
 from collbench.store.gemm_rows import GemmRow
 from collbench.topologies.loader import load_topology
 

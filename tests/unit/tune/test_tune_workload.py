@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from collbench.analysis.mfu.busbw_prices import BusbwPricer, busbw_at
 from collbench.analysis.mfu.estimate import Priced
+from collbench.analysis.mfu.inputs import BusbwPricer, busbw_at
 from collbench.analysis.mfu.workload import Model, Training
 from collbench.analysis.tune.outputs import env_choice, render_best_env, tune_document
 from collbench.analysis.tune.select import SettingOutcome, select_best

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from collbench.analysis.mfu.checks import fabric_backend, run_warnings
 from collbench.analysis.mfu.estimate import MIXED, PREDICTED, Priced, estimate
+from collbench.analysis.mfu.fabrics import fabric_backend, run_warnings
 from collbench.analysis.mfu.presets import preset
 from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.topologies.loader import load_topology

@@ -1,4 +1,4 @@
-"""Context parallelism in the MFU estimator (analysis/mfu/cp.py): tokens per rank, the
+"""Context parallelism in the MFU estimator (analysis/mfu/moe.py): tokens per rank, the
 K/V ring's sizes, calls and exposed part, the all-gather variant, attention and memory per
 rank, against figures computed by hand."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from collbench.analysis.mfu import cp
+from collbench.analysis.mfu import moe
 from collbench.analysis.mfu.compute import micro_batch_compute, model_pricer
 from collbench.analysis.mfu.estimate import Priced, estimate
 from collbench.analysis.mfu.fabrics import sized_for
@@ -32,20 +32,20 @@ def test_a_rank_holds_seq_over_cp_and_the_world_counts_cp():
 
 def test_kv_chunk_is_tokens_x_kv_heads_x_two_head_dims():
     # 4096 tokens x 8 KV heads x (K + V) 128 dims x 2 bytes; tp 2 holds 4 of the 8 heads
-    assert cp.kv_bytes(_llama(cp=2, dp=1)) == 4096 * 8 * 2 * 128 * 2
-    assert cp.kv_bytes(_llama(cp=2, tp=2, dp=1)) == 4096 * 4 * 2 * 128 * 2
+    assert moe.kv_bytes(_llama(cp=2, dp=1)) == 4096 * 8 * 2 * 128 * 2
+    assert moe.kv_bytes(_llama(cp=2, tp=2, dp=1)) == 4096 * 4 * 2 * 128 * 2
 
 
 def test_ring_calls_per_layer():
     size = 2048 * 8 * 2 * 128 * 2  # cp 4: 2048 tokens a rank
-    calls = cp.cp_calls(_llama(cp=4, dp=1))
+    calls = moe.cp_calls(_llama(cp=4, dp=1))
     # forward: 3 steps of K/V, + the last dK/dV home; backward: 3 steps of K/V + dK/dV
     assert [(c[1], c[2], c[3], c[4], c[5]) for c in calls] == [
         ("sendrecv", size, 3 + 1, 4, 1),
         ("sendrecv", 2 * size, 3, 4, 1),
     ]
     # selective recompute runs the forward's ring again
-    calls = cp.cp_calls(_llama(cp=4, dp=1, training={"recompute": "selective"}))
+    calls = moe.cp_calls(_llama(cp=4, dp=1, training={"recompute": "selective"}))
     assert calls[0][3] == 2 * 3 + 1
 
 
@@ -59,7 +59,7 @@ def _constant(seconds: float):
 def test_exposed_ring_is_what_each_step_does_not_hide_plus_the_last_send():
     workload = _llama(cp=4, dp=1)
     # each transfer 1 ms; the layer's attention: 2 ms forward (0.5 a step), 8 ms backward
-    exchange = cp.cp_exchange(workload, _constant(1e-3), 2e-3, 8e-3)
+    exchange = moe.cp_exchange(workload, _constant(1e-3), 2e-3, 8e-3)
     repeats = 32 * workload.microbatches
     assert exchange.total_s == pytest.approx((4 + 3) * 1e-3 * repeats)
     forward = 3 * (1e-3 - 0.5e-3)  # 3 steps, each 0.5 ms longer than its compute
@@ -69,13 +69,13 @@ def test_exposed_ring_is_what_each_step_does_not_hide_plus_the_last_send():
 
 def test_all_gather_variant_is_exposed():
     workload = _llama(cp=2, dp=1, cp_comm="all_gather")
-    calls = cp.cp_calls(workload)
-    gathered = 2 * cp.kv_bytes(workload)
+    calls = moe.cp_calls(workload)
+    gathered = 2 * moe.kv_bytes(workload)
     assert [(c[1], c[2], c[3]) for c in calls] == [
         ("all_gather", gathered, 2),
         ("reduce_scatter", gathered, 1),
     ]
-    exchange = cp.cp_exchange(workload, _constant(1e-3), 1.0, 1.0)
+    exchange = moe.cp_exchange(workload, _constant(1e-3), 1.0, 1.0)
     assert exchange.exposed_s == exchange.total_s == pytest.approx(3e-3 * 32 * 16)
 
 

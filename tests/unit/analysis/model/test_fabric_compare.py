@@ -1,5 +1,5 @@
 """`collbench predict`'s comparison (analysis/model/fabric_compare.py, run/predict.py) and
-`mfu --price`'s cost (analysis/mfu/price.py): hand-computed figures on two made-up fabrics
+`mfu --price`'s cost (analysis/mfu/estimate.py): hand-computed figures on two made-up fabrics
 (tests/fixtures/topologies/predict-a.yaml and predict-b.yaml).
 
 Both fabrics: 2 nodes x 4 accelerators (one group of p = 8 ranks, d = 4 per domain, k = 2
@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from collbench.analysis.mfu.estimate import Estimate
-from collbench.analysis.mfu.price import parse_prices, training_cost
+from collbench.analysis.mfu.estimate import Estimate, parse_prices, training_cost
 from collbench.analysis.model.fabric_compare import (
     EXTRAPOLATED,
     FITTED,
