@@ -36,7 +36,8 @@ def test_per_node_names_a_crashed_node_and_judges_the_rest(tmp_path, slurm_clust
     assert second["host"] == first["host"]  # the test cluster has one node
     assert "died during doctor" in second["reason"] and "row(s) kept" in second["reason"]
     lines = stdout.splitlines()
-    assert lines[0] == "# Per-node checks: %d of 2 nodes passed" % (first["verdict"] == "healthy")
+    passed = int(first["verdict"] == "healthy")
+    assert lines[0] == f"# Per-node checks: {passed} of 2 nodes passed"
     assert "# Multi-node rounds: not run (fewer than 2 nodes passed)" in lines
 
 
