@@ -138,7 +138,7 @@ EXPORT_COMMAND_OPTIONS = (
 
 
 def run_export(values: dict[str, Any]) -> None:
-    from collbench.render.export_run import export_run, write_export
+    from collbench.render.export import export_run, write_export
     from collbench.store.load import load_run
     from collbench.store.meta import RunMeta
     from collbench.store.rundir import iter_rows, read_meta

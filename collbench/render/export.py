@@ -9,24 +9,29 @@ string; so does this file, so a dashboard that reads one reads the other. One nc
 binary measures one collective: a sweep of several writes one JSON file per collective.
 
 Both formats are written as rows arrive (`ExportSink`), so a run cut short leaves every
-finished row behind, or from a run directory, a row at a time (render/export_run.py).
+finished row behind, or from a run directory, a row at a time (`export_run`); `collbench
+finalize` completes the files of a launcher that died (`complete_side_files`).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
 from collbench.core.dtypes import DTYPES
-from collbench.render.export_blocking import blocking_collectives
+from collbench.store.load import Run, load_run
 from collbench.store.meta import RunMeta
-from collbench.store.outputs import OutputError
-from collbench.store.rows import ALL_COLUMNS, ROW_COLUMNS, SWEEP, ResultRow, row_is
+from collbench.store.outputs import OutputError, write_outputs
+from collbench.store.rows import ALL_COLUMNS, OVERLAP, ROW_COLUMNS, SWEEP, ResultRow, row_is
+from collbench.store.rundir import write_atomically
+from collbench.store.side_files import SideFiles, read_side_files
 
 NCCL_TESTS_JSON_VERSION = 3  # nccl-tests' JSON_FILE_VERSION, the layout written here
 # Columns left out of the CSV: the per-iteration series (rows.jsonl keeps them).
@@ -509,3 +514,262 @@ def _plain(number: float) -> float | int:
 
 def _bool(value: bool) -> str:
     return "true" if value else "false"
+
+
+def blocking_collectives(meta: RunMeta, args: Sequence[str]) -> bool:
+    """nccl-tests' `blocking_collectives` (its -z: the host waits for each collective to
+    finish before it starts the next) for the run that `meta` describes.
+
+    An import: what the log says (the `# Blocking Enabled` line or the JSON's config, as the
+    import recorded them, else -z/--blocking in `args`, its recorded command line;
+    nccl-tests' default is 0). A sweep: a CPU rank (gloo, timed by perf_counter) blocks
+    after every operation, since a gloo call returns when the operation is done; a GPU rank
+    (nccl, rccl) queues its collectives, unless its recorded environment holds a variable
+    that makes the host wait for each (core.overlap.BLOCKING_ENV, e.g.
+    TORCH_NCCL_BLOCKING_WAIT=1).
+    """
+    from collbench.bench.timing import CpuTimer
+    from collbench.core.overlap import blocking_env
+
+    if meta.source:
+        if (meta.extra.get("header") or {}).get("blocking"):
+            return True
+        return _blocking_arg(args)
+    if meta.timing_method == CpuTimer.method or (
+        meta.timing_method is None and meta.backend == "gloo"
+    ):
+        return True
+    env = meta.knobs.get("env") if isinstance(meta.knobs.get("env"), dict) else meta.knobs
+    return bool(blocking_env({str(name): str(value) for name, value in env.items()}))
+
+
+def _blocking_arg(args: Sequence[str]) -> bool:
+    """Whether nccl-tests' arguments hold -z N or --blocking N (also -zN, --blocking=N)
+    with N other than 0."""
+    for index, arg in enumerate(args):
+        for flag in ("-z", "--blocking"):
+            if arg == flag and index + 1 < len(args):
+                value = args[index + 1]
+            elif arg.startswith(flag + "=") or (flag == "-z" and arg.startswith("-z")):
+                value = arg.removeprefix(flag).removeprefix("=")
+            else:
+                continue
+            return value.strip() not in ("", "0")
+    return False
+
+
+_ROW_CELLS = len(csv_columns(False))
+_MARK = '\n "results": [],\n'  # where a collective's entries go in its document
+
+
+@dataclass
+class _Collective:
+    """One collective's -J file as its rows arrive: entry texts, the size in progress."""
+
+    entries: list[str] = field(default_factory=list)
+    pending: list[ResultRow] = field(default_factory=list)
+    wrong: float = 0  # summed as nccl_footer sums: same order, same float
+    busbw: float = 0
+    bodies: int = 0
+    per_iter: bool = True
+
+    def add(self, row: ResultRow) -> None:
+        if self.pending and not same_line(self.pending, row):
+            self.commit()
+        self.pending.append(row)
+        self.per_iter = self.per_iter and per_iter_series(row) is not None
+
+    def commit(self) -> None:
+        if not self.pending:
+            return
+        entry = nccl_entry(self.pending)
+        self.pending = []
+        for placement in ("out_of_place", "in_place"):
+            body = entry.get(placement)
+            if body:
+                self.wrong += body["nwrong"] or 0
+                self.busbw += body["bus_bw"]
+                self.bodies += 1
+        # The entry as json.dumps(document, indent=1) writes it: two levels in.
+        self.entries.append("  " + json.dumps(entry, indent=1).replace("\n", "\n  "))
+
+
+class RunExport:
+    """The --csv text and -J documents of one run, built a row at a time (`add`)."""
+
+    def __init__(self, csv_wanted: bool, json_wanted: bool) -> None:
+        self.csv_wanted, self.json_wanted = csv_wanted, json_wanted
+        self.rows = 0
+        self.with_probes = False
+        self._lines: list[tuple[str, str]] = []  # each row's CSV text: row cells, probe cells
+        self._buffer = io.StringIO(newline="")
+        self._writer = csv.writer(self._buffer)
+        self.collectives: dict[str, _Collective] = {}
+
+    def add(self, row: ResultRow) -> None:
+        self.rows += 1
+        if self.csv_wanted:
+            self.with_probes = self.with_probes or row_is(row, OVERLAP)
+            cells = csv_record(row, csv_columns(True))
+            self._lines.append((self._line(cells[:_ROW_CELLS]), self._line(cells[_ROW_CELLS:])))
+        if self.json_wanted and row_is(row, SWEEP):
+            self.collectives.setdefault(row.collective, _Collective()).add(row)
+
+    def _line(self, cells: list[str]) -> str:
+        self._buffer.seek(0)
+        self._buffer.truncate()
+        self._writer.writerow(cells)
+        return self._buffer.getvalue()[:-2]  # without csv's "\r\n"
+
+    def csv_text(self) -> str:
+        header = self._line(list(csv_columns(self.with_probes)))
+        if self.with_probes:
+            lines = (f"{cells},{probes}\r\n" for cells, probes in self._lines)
+        else:
+            lines = (f"{cells}\r\n" for cells, _ in self._lines)
+        return header + "\r\n" + "".join(lines)
+
+    def json_text(self, collective: str, meta: RunMeta) -> str:
+        """One collective's nccl-tests document, as json.dumps(document, indent=1) + "\\n"."""
+        state = self.collectives[collective]
+        state.commit()
+        error = meta.extra.get("error")
+        # An import of one log keeps that log's own average (nccl-tests' figure).
+        single = meta.source and len(meta.imported_from) == 1
+        average = (meta.extra.get("footer") or {}).get("avg_bus_bandwidth_gbps")
+        if not single or average is None:
+            average = state.busbw / state.bodies if state.bodies else 0.0
+        footer = footer_of(
+            int(state.wrong), average, [error] if error else (), nccl_time(meta.finished_utc)
+        )
+        document = {**nccl_head(meta, state.per_iter), "results": [], **footer}
+        head, tail = json.dumps(document, indent=1).split(_MARK, 1)
+        results = "[\n" + ",\n".join(state.entries) + "\n ]" if state.entries else "[]"
+        return f'{head}\n "results": {results},\n{tail}\n'
+
+
+def export_run(
+    rows: Iterable[ResultRow], csv_path: Path | None, json_path: Path | None
+) -> RunExport:
+    """Read `rows` (a run's, in file order) once into what export writes (write_export)."""
+    export = RunExport(csv_path is not None, json_path is not None)
+    for row in rows:
+        export.add(row)
+    return export
+
+
+def write_export(
+    export: RunExport, meta: RunMeta, csv_path: Path | None, json_path: Path | None
+) -> list[Path]:
+    """Write the CSV and/or nccl-tests JSON files (paths checked by store/outputs.py); the
+    paths written. Each file is written whole or not at all, and a failure (a full disk)
+    removes those written before it (write_outputs)."""
+    files: dict[Path, Any] = {}
+    if csv_path is not None:
+        files[Path(csv_path)] = export.csv_text().encode()
+    if json_path is not None:
+        for collective, path in json_paths(json_path, export.collectives).items():
+            files[Path(path)] = export.json_text(collective, meta).encode()
+    write_outputs("-J", files, flags={Path(csv_path): "--csv"} if csv_path else None)
+    return list(files)
+
+
+@dataclass
+class Completed:
+    """What `complete_side_files` did: the files rewritten, and those it left alone (why)."""
+
+    written: list[Path] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.written or self.left)
+
+    def describe(self) -> str:
+        """One clause for finalize's line ("" when nothing was to be done)."""
+        parts = []
+        if self.written:
+            names = ", ".join(str(path) for path in self.written)
+            parts.append(f"side file(s) completed from rows.jsonl: {names}")
+        parts += [f"not rewritten: {line}" for line in self.left]
+        return "; ".join(parts)
+
+
+def complete_side_files(run_dir: Path) -> Completed:
+    """Rewrite the side files of a run whose launcher did not finish them (its record says
+    not complete and the launcher is gone); nothing for a run without such a record."""
+    record = read_side_files(run_dir)
+    done = Completed()
+    if record is None or record.complete or record.writer_alive():
+        return done
+    run = load_run(run_dir)
+    if record.csv is not None:
+        _complete(Path(record.csv), _csv_text(run), _is_our_csv(run), done)
+    if record.nccl_json is not None:
+        for path, text in _json_texts(run, record).items():
+            _complete(path, text, _is_our_json, done)
+    if not done.left:
+        record.completed().save(run_dir)
+    return done
+
+
+def _complete(path: Path, text: str, ours: object, done: Completed) -> None:
+    target = path.resolve() if path.is_symlink() else path
+    if target.exists() and not (target.is_file() and ours(target)):  # type: ignore[operator]
+        done.left.append(f"{path} is no longer the file collbench began (changed or replaced)")
+        return
+    if not target.parent.is_dir():
+        done.left.append(f"{path}: its folder is gone")
+        return
+    write_atomically(target, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    done.written.append(path)
+
+
+def _csv_text(run: Run) -> str:
+    columns = _columns(run)
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(columns)
+    for row in run.rows:
+        writer.writerow(csv_record(row, columns))
+    return text.getvalue()
+
+
+def _columns(run: Run) -> tuple[str, ...]:
+    return csv_columns((run.meta.spec or {}).get("overlap") is not None)
+
+
+def _is_our_csv(run: Run):  # noqa: ANN202 - a predicate for _complete
+    header = ",".join(_columns(run))
+
+    def check(path: Path) -> bool:
+        with open(path, encoding="utf-8", errors="replace") as stream:
+            return stream.readline().rstrip("\r\n") == header
+
+    return check
+
+
+def _is_our_json(path: Path) -> bool:
+    with open(path, encoding="utf-8", errors="replace") as stream:
+        return stream.read(64).startswith('{"version": ')
+
+
+def _json_texts(run: Run, record: SideFiles) -> dict[Path, str]:
+    """Each collective's nccl-tests JSON file, named as the sink names it, with its
+    end_time and the run's error (none for a run its ranks completed)."""
+    sweep = [row for row in run.rows if row_is(row, SWEEP)]
+    spec = run.meta.spec or {}
+    collectives = list(record.collectives) or list(dict.fromkeys(r.collective for r in sweep))
+    per_iter = spec.get("rank_stat") == "max"
+    head = nccl_head(run.meta, per_iter)
+    end = datetime.now(timezone.utc).strftime(_TIME_FORMAT)
+    error = run.meta.extra.get("error")
+    errors = [str(error)] if error else []
+    texts = {}
+    for collective in dict.fromkeys(row.collective for row in sweep):
+        names = collectives if collective in collectives else [*collectives, collective]
+        path = json_paths(Path(str(record.nccl_json)), names)[collective]
+        rows = [row for row in sweep if row.collective == collective]
+        entries = [nccl_entry(group) for group in group_sizes(rows)]
+        document = {**head, "results": entries, **nccl_footer(entries, errors, end)}
+        texts[path] = json.dumps(document)
+    return texts

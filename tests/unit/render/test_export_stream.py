@@ -10,6 +10,7 @@ import json
 from collbench.render.export import (
     csv_columns,
     csv_record,
+    export_run,
     group_sizes,
     json_paths,
     nccl_entry,
@@ -17,7 +18,6 @@ from collbench.render.export import (
     nccl_head,
     per_iter_series,
 )
-from collbench.render.export_run import export_run
 from collbench.store.load import load_run
 from collbench.store.rows import OVERLAP, SWEEP
 from tests.helpers import collbench
