@@ -49,18 +49,15 @@ def csv_columns(with_probes: bool) -> tuple[str, ...]:
 
 def csv_record(row: ResultRow, columns: Sequence[str]) -> list[str]:
     """One CSV line's cells: None is empty, knobs are compact JSON, text through csv_text."""
-    cells = []
-    for column in columns:
-        value = getattr(row, column, None)
-        if value is None:
-            cells.append("")
-        elif isinstance(value, (dict, list)):
-            cells.append(json.dumps(value, separators=(",", ":"), sort_keys=True))
-        elif isinstance(value, str):
-            cells.append(csv_text(value))
-        else:
-            cells.append(str(value))
-    return cells
+    return [_csv_cell(getattr(row, column, None)) for column in columns]
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return csv_text(value) if isinstance(value, str) else str(value)
 
 
 def csv_text(text: str) -> str:
@@ -81,9 +78,8 @@ def json_paths(path: Path, collectives: Iterable[str]) -> dict[str, Path]:
 
 
 def nccl_head(meta: RunMeta, per_iter: bool) -> dict[str, Any]:
-    """The top of an nccl-tests JSON file, up to and including config (devices too);
-    per_iter: the results carry per-iteration summaries (nccl-tests' -I 1). A time or
-    setting the run did not record is null (an import keeps no start time)."""
+    """The top of an nccl-tests JSON file, up to and including config; per_iter: nccl-tests'
+    -I 1. A time or setting the run did not record is null."""
     config = {
         **(_imported_config(meta) if meta.source else _sweep_config(meta)),
         "blocking_collectives": _bool(blocking_collectives(meta, _args(meta.command_line))),
@@ -92,20 +88,18 @@ def nccl_head(meta: RunMeta, per_iter: bool) -> dict[str, Any]:
         "parallel_init": "false",
         "devices": [_device(identity) for identity in meta.ranks],
     }
-    knobs = meta.knobs.get("env") if isinstance(meta.knobs.get("env"), dict) else meta.knobs
     return {
         "version": NCCL_TESTS_JSON_VERSION,
         "start_time": nccl_time(meta.started_utc),
         "args": _args(meta.command_line),
-        "env": [f"{name}={value}" for name, value in sorted(knobs.items())],
+        "env": [f"{name}={value}" for name, value in sorted(_env(meta).items())],
         "nccl_version": _nccl_version(meta.versions.get("nccl") or meta.versions.get("rccl")),
         "config": config,
     }
 
 
 def _sweep_config(meta: RunMeta) -> dict[str, Any]:
-    """nccl-tests' config keys, from a sweep's spec: one rank per process, one thread and
-    (on GPUs) one device per rank, one operation per timed iteration."""
+    """nccl-tests' config keys from a sweep's spec (one thread, one device per rank)."""
     spec = meta.spec or {}
     factor = spec.get("factor")
     return {
@@ -173,9 +167,8 @@ def nccl_footer(
     average: float | None = None,
     finished: bool = True,
 ) -> dict[str, Any]:
-    """What follows results: #wrong in total, the average busbw (`average`, else the mean
-    over every placement measured, as nccl-tests averages), errors, and once the run is
-    `finished`, its end_time (null when unknown; a file without the key was cut short)."""
+    """What follows results (`average` busbw, else the mean over every placement measured,
+    as nccl-tests averages); end_time only once `finished`: a file without it was cut short."""
     bodies = [
         entry[placement]
         for entry in entries
@@ -183,9 +176,9 @@ def nccl_footer(
         if entry.get(placement)
     ]
     wrong = int(sum(body["nwrong"] or 0 for body in bodies))
-    busbw = [body["bus_bw"] for body in bodies]
-    bandwidth = average if average is not None else _mean(busbw)
-    return footer_of(wrong, bandwidth, errors, end, finished)
+    if average is None:
+        average = sum(body["bus_bw"] for body in bodies) / len(bodies) if bodies else 0.0
+    return footer_of(wrong, average, errors, end, finished)
 
 
 def footer_of(
@@ -195,7 +188,6 @@ def footer_of(
     end: str | None = None,
     finished: bool = True,
 ) -> dict[str, Any]:
-    """nccl_footer from its figures: #wrong in total and the average busbw."""
     footer: dict[str, Any] = {
         "out_of_bounds": {"count": wrong, "okay": _bool(wrong == 0)},
         "average_bus_bandwidth": {"bandwidth": bandwidth, "okay": "unchecked"},
@@ -232,9 +224,7 @@ def iteration_stats(times_us: Sequence[float]) -> dict[str, Any]:
 
 
 def group_sizes(rows: Iterable[ResultRow]) -> list[list[ResultRow]]:
-    """Consecutive rows of one size (same collective, size, dtype, op, root and repeat),
-    each placement once: the rows of one nccl-tests line. With --repeats the results list
-    every repeat's lines in turn (one entry per size and repeat)."""
+    """Consecutive rows of one nccl-tests line (same_line); with --repeats one per repeat."""
     groups: list[list[ResultRow]] = []
     for row in rows:
         if groups and same_line(groups[-1], row):
@@ -277,8 +267,7 @@ class ExportSink:
         self._exporting = value != "quiet"
 
     def side_files(self) -> tuple[Path | None, Path | None]:
-        """The --csv and -J files this sink writes ((None, None) on a node that writes none):
-        the launcher records them so `collbench finalize` can complete them."""
+        """The --csv and -J files this sink writes, recorded for `collbench finalize`."""
         return (self.csv_path, self.json_path) if self._exporting else (None, None)
 
     def start(self, meta: RunMeta) -> None:
@@ -315,8 +304,7 @@ class ExportSink:
                     self._drop_json(row.collective, error)
 
     def finish(self, unfinished: str | None = None) -> None:
-        """The run is over: close the files (each JSON file gets its end_time). `unfinished`
-        says how a run that did not complete ended (RowSink.finish)."""
+        """Close the files (each JSON file gets its end_time); `unfinished`: RowSink.finish."""
         if unfinished is None:
             self.inner.finish()
         else:
@@ -345,8 +333,8 @@ class ExportSink:
         self._drop("-J", path, error, stream.file if stream is not None else None)
 
     def _drop(self, flag: str, path: Path | None, error: OSError, handle: Any = None) -> None:
-        """A side file that cannot be written (a full disk): closed and removed, so no half
-        file is left (the rows stay in rows.jsonl), and named in `failures`; the run goes on."""
+        """A side file that cannot be written (a full disk): removed, so no half file is
+        left (rows.jsonl keeps the rows), and named in `failures`; the run goes on."""
         if flag == "--csv":
             self._csv = None
         for step in (getattr(handle, "close", None), Path(str(path)).unlink):
@@ -504,10 +492,6 @@ def nccl_time(utc: str | None) -> str | None:
         return utc
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
-
-
 def _plain(number: float) -> float | int:
     return int(number) if float(number).is_integer() else number
 
@@ -517,16 +501,11 @@ def _bool(value: bool) -> str:
 
 
 def blocking_collectives(meta: RunMeta, args: Sequence[str]) -> bool:
-    """nccl-tests' `blocking_collectives` (its -z: the host waits for each collective to
-    finish before it starts the next) for the run that `meta` describes.
+    """nccl-tests' `blocking_collectives` (-z: the host waits for each collective to finish).
 
-    An import: what the log says (the `# Blocking Enabled` line or the JSON's config, as the
-    import recorded them, else -z/--blocking in `args`, its recorded command line;
-    nccl-tests' default is 0). A sweep: a CPU rank (gloo, timed by perf_counter) blocks
-    after every operation, since a gloo call returns when the operation is done; a GPU rank
-    (nccl, rccl) queues its collectives, unless its recorded environment holds a variable
-    that makes the host wait for each (core.overlap.BLOCKING_ENV, e.g.
-    TORCH_NCCL_BLOCKING_WAIT=1).
+    An import: what the log recorded, else -z/--blocking in `args` (default 0). A sweep: a
+    gloo call returns when the operation is done, so CPU ranks block; GPU ranks queue their
+    collectives unless the environment makes the host wait (core.overlap.BLOCKING_ENV).
     """
     from collbench.bench.timing import CpuTimer
     from collbench.core.overlap import blocking_env
@@ -539,13 +518,16 @@ def blocking_collectives(meta: RunMeta, args: Sequence[str]) -> bool:
         meta.timing_method is None and meta.backend == "gloo"
     ):
         return True
-    env = meta.knobs.get("env") if isinstance(meta.knobs.get("env"), dict) else meta.knobs
-    return bool(blocking_env({str(name): str(value) for name, value in env.items()}))
+    return bool(blocking_env({str(name): str(value) for name, value in _env(meta).items()}))
+
+
+def _env(meta: RunMeta) -> dict[str, Any]:
+    env = meta.knobs.get("env")
+    return env if isinstance(env, dict) else meta.knobs
 
 
 def _blocking_arg(args: Sequence[str]) -> bool:
-    """Whether nccl-tests' arguments hold -z N or --blocking N (also -zN, --blocking=N)
-    with N other than 0."""
+    """Whether the arguments hold -z N or --blocking N (also -zN, --blocking=N), N != 0."""
     for index, arg in enumerate(args):
         for flag in ("-z", "--blocking"):
             if arg == flag and index + 1 < len(args):
@@ -651,7 +633,6 @@ class RunExport:
 def export_run(
     rows: Iterable[ResultRow], csv_path: Path | None, json_path: Path | None
 ) -> RunExport:
-    """Read `rows` (a run's, in file order) once into what export writes (write_export)."""
     export = RunExport(csv_path is not None, json_path is not None)
     for row in rows:
         export.add(row)
@@ -661,9 +642,7 @@ def export_run(
 def write_export(
     export: RunExport, meta: RunMeta, csv_path: Path | None, json_path: Path | None
 ) -> list[Path]:
-    """Write the CSV and/or nccl-tests JSON files (paths checked by store/outputs.py); the
-    paths written. Each file is written whole or not at all, and a failure (a full disk)
-    removes those written before it (write_outputs)."""
+    """Write the CSV and/or JSON files, each whole or not at all (write_outputs)."""
     files: dict[Path, Any] = {}
     if csv_path is not None:
         files[Path(csv_path)] = export.csv_text().encode()
@@ -695,8 +674,7 @@ class Completed:
 
 
 def complete_side_files(run_dir: Path) -> Completed:
-    """Rewrite the side files of a run whose launcher did not finish them (its record says
-    not complete and the launcher is gone); nothing for a run without such a record."""
+    """Rewrite the side files of a run whose launcher died before finishing them."""
     record = read_side_files(run_dir)
     done = Completed()
     if record is None or record.complete or record.writer_alive():
@@ -754,8 +732,7 @@ def _is_our_json(path: Path) -> bool:
 
 
 def _json_texts(run: Run, record: SideFiles) -> dict[Path, str]:
-    """Each collective's nccl-tests JSON file, named as the sink names it, with its
-    end_time and the run's error (none for a run its ranks completed)."""
+    """Each collective's nccl-tests JSON file, named as the sink names it."""
     sweep = [row for row in run.rows if row_is(row, SWEEP)]
     spec = run.meta.spec or {}
     collectives = list(record.collectives) or list(dict.fromkeys(r.collective for r in sweep))
