@@ -1,9 +1,5 @@
-"""`collbench compare` as text and JSON: the methodology warning first, then size by size,
-per size band, and every other difference between the runs; and `collbench noise`'s A/A
-floor per size band, which the gate holds a change against.
-
-Pure: comparisons in, strings out.
-"""
+"""`collbench compare` as text and JSON, and `collbench noise`'s A/A floor per size band,
+which the gate holds a change against."""
 
 from __future__ import annotations
 

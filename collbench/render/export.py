@@ -1,12 +1,8 @@
 """Rows in the formats other tools read: CSV, and nccl-tests' JSON output (`-J FILE`).
 
-The nccl-tests layout follows its JSON writer (src/util.cu, JSON_FILE_VERSION 3): a top
-object with version, start_time, args, env, nccl_version, config (with devices), results
-(one entry per size: size, count, type, redop, root, out_of_place, in_place,
-actual_iterations, experiment_name), out_of_bounds, average_bus_bandwidth, errors and
-end_time. nccl-tests writes booleans as the strings "true"/"false" and root as a 6-wide
-string; so does this file, so a dashboard that reads one reads the other. One nccl-tests
-binary measures one collective: a sweep of several writes one JSON file per collective.
+The nccl-tests layout follows its JSON writer (src/util.cu, JSON_FILE_VERSION 3), down to
+booleans as the strings "true"/"false" and root as a 6-wide string, so a dashboard that
+reads one reads the other. One file per collective, as one nccl-tests binary measures one.
 
 Both formats are written as rows arrive (`ExportSink`), so a run cut short leaves every
 finished row behind, or from a run directory, a row at a time (`export_run`); `collbench
@@ -540,6 +536,8 @@ def _blocking_arg(args: Sequence[str]) -> bool:
     return False
 
 
+# `collbench export RUN` keeps no row once its text is made, so memory follows the files
+# written, not the run's samples; the bytes are those of building from every row at once.
 _ROW_CELLS = len(csv_columns(False))
 _MARK = '\n "results": [],\n'  # where a collective's entries go in its document
 

@@ -1,9 +1,5 @@
-"""`collbench predict` as text and JSON: per collective, one line per size with each fabric's
-time, busbw, where the figure came from (m/p, as `mfu` tags them), the model's regime and
-bound, and each fabric's time over the first's.
-
-Pure: a prediction in, strings out.
-"""
+"""`collbench predict` as text and JSON: per collective and size, each fabric's figures and
+where they came from (m/p, as `mfu` tags them), and its time over the first fabric's."""
 
 from __future__ import annotations
 
