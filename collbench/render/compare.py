@@ -55,11 +55,8 @@ def render_comparison(result: Comparison, base_path: str, cand_path: str) -> str
         lines += [
             f"#   {d.field}: {_shown(d.baseline)} -> {_shown(d.candidate)}" for d in environment
         ]
-    for label, keys in (
-        ("only in baseline", result.only_baseline),
-        ("only in candidate", result.only_candidate),
-    ):
-        lines += [f"# {label}: {entry}" for entry in keys]
+    lines += [f"# only in baseline: {entry}" for entry in result.only_baseline]
+    lines += [f"# only in candidate: {entry}" for entry in result.only_candidate]
     return "\n".join(lines)
 
 
@@ -97,7 +94,6 @@ def _seen(item: SizeComparison) -> str:
 
 
 def _figure(value: float | None) -> str:
-    """Four significant digits, never a 0 that hides a small figure; - when there is none."""
     return "-" if value is None or value != value else format_number(value, 4)
 
 
@@ -122,8 +118,8 @@ def _band_lines(result: Comparison) -> list[str]:
 
 
 def gate_lines(result: GateResult, cand_path: str) -> list[str]:
-    """What --fail-if-slower found for one candidate: one line per size slower than the
-    threshold, failed or not (for stderr: stdout keeps the comparison)."""
+    """What --fail-if-slower found for one candidate: a line per size slower than the
+    threshold, failed or not, and per blind size."""
     head = f"--fail-if-slower {result.threshold_pct:g}: {cand_path}"
     lines = [f"{head}: {_gate_entry(check)}" for check in result.slower]
     for check in result.blind:
