@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import string
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any
 
 from collbench.analysis.model.fabric_compare import (
@@ -98,11 +99,8 @@ def _table(lines: Sequence[Line], names: list[str]) -> list[str]:
 def _group_line(groups: list[str], widths: list[int]) -> str:
     """The fabric letter centred over its columns."""
     out, index = [], 0
-    while index < len(groups):
-        name = groups[index]
-        span = 1
-        while name and index + span < len(groups) and groups[index + span] == name:
-            span += 1
+    for name, members in groupby(groups):
+        span = len(list(members))
         width = sum(widths[index : index + span]) + 2 * (span - 1)
         out.append(f"[{name}]".center(width, "-") if name else " " * width)
         index += span
