@@ -117,7 +117,6 @@ def _sweep_config(meta: RunMeta) -> dict[str, Any]:
 
 
 def _imported_config(meta: RunMeta) -> dict[str, Any]:
-    """nccl-tests' config keys, from the header line an import recorded."""
     header = meta.extra.get("header") or {}
     step = "step_bytes" if header.get("step_bytes") else "step_factor"
     return {

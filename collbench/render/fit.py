@@ -325,7 +325,6 @@ def _latency(curve: CurveFit, value: float) -> str:
 
 
 def _num(value: float) -> str:
-    """4 significant digits, plain where readable."""
     return format_number(value, 4, scientific=True)
 
 

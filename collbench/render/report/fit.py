@@ -147,7 +147,6 @@ def _curve(
     sizes: list[int],
     beaten: list[str],
 ) -> tuple[charts.ModelCurve, list[str]]:
-    """The model's busbw over the sizes for one placement, and the placement's caveats."""
     from collbench.analysis.fit.vs_topology import run_placement
     from collbench.analysis.model.costmodel import predict
 

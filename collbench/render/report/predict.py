@@ -91,7 +91,6 @@ def _chart(
 
 
 def _figures(fabric: Fabric) -> Table:
-    """The topology's numbers and where each comes from."""
     from collbench.topologies.schema import numeric_figures
 
     topology = fabric.topology
