@@ -147,7 +147,7 @@ def run_export(values: dict[str, Any]) -> None:
     exports = Exports(**given_fields(Exports, EXPORT_OPTIONS, values))
     if not exports:
         raise SpecError.from_message("export: give --csv FILE, -J FILE or both")
-    # A row at a time (render/export_run.py): memory follows the files, not the samples.
+    # A row at a time (render/export.py: export_run): memory follows the files, not the samples.
     rows = iter_rows(Path(run)) if Path(run).is_dir() else iter(())
     built = export_run(rows, exports.csv, exports.nccl_json)
     if not built.rows:

@@ -1,4 +1,4 @@
-"""`collbench export RUN` reads rows.jsonl a row at a time (render/export_run.py) and writes
+"""`collbench export RUN` reads rows.jsonl a row at a time (render/export.py: export_run) and writes
 the bytes that building each document from every row at once gives (the reference below)."""
 
 from __future__ import annotations
