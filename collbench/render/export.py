@@ -687,9 +687,9 @@ def complete_side_files(run_dir: Path) -> Completed:
     return done
 
 
-def _complete(path: Path, text: str, ours: object, done: Completed) -> None:
+def _complete(path: Path, text: str, ours: Callable[[Path], bool], done: Completed) -> None:
     target = path.resolve() if path.is_symlink() else path
-    if target.exists() and not (target.is_file() and ours(target)):  # type: ignore[operator]
+    if target.exists() and not (target.is_file() and ours(target)):
         done.left.append(f"{path} is no longer the file collbench began (changed or replaced)")
         return
     if not target.parent.is_dir():
@@ -713,7 +713,7 @@ def _columns(run: Run) -> tuple[str, ...]:
     return csv_columns((run.meta.spec or {}).get("overlap") is not None)
 
 
-def _is_our_csv(run: Run):  # noqa: ANN202 - a predicate for _complete
+def _is_our_csv(run: Run) -> Callable[[Path], bool]:
     header = ",".join(_columns(run))
 
     def check(path: Path) -> bool:
