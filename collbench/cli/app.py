@@ -134,7 +134,7 @@ def _status(values: dict[str, Any]) -> None:
 
 
 def _finalize(values: dict[str, Any]) -> None:
-    from collbench.render.side_files import complete_side_files
+    from collbench.render.export import complete_side_files
     from collbench.run.finalize import finalize_run
 
     print(finalize_run(values["run"], complete_side_files), flush=True)

@@ -138,7 +138,7 @@ EXPORT_COMMAND_OPTIONS = (
 
 
 def run_export(values: dict[str, Any]) -> None:
-    from collbench.render.export_run import export_run, write_export
+    from collbench.render.export import export_run, write_export
     from collbench.store.load import load_run
     from collbench.store.meta import RunMeta
     from collbench.store.rundir import iter_rows, read_meta
@@ -147,7 +147,7 @@ def run_export(values: dict[str, Any]) -> None:
     exports = Exports(**given_fields(Exports, EXPORT_OPTIONS, values))
     if not exports:
         raise SpecError.from_message("export: give --csv FILE, -J FILE or both")
-    # A row at a time (render/export_run.py): memory follows the files, not the samples.
+    # A row at a time (render/export.py: export_run): memory follows the files, not the samples.
     rows = iter_rows(Path(run)) if Path(run).is_dir() else iter(())
     built = export_run(rows, exports.csv, exports.nccl_json)
     if not built.rows:

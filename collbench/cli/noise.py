@@ -42,7 +42,7 @@ NOISE_OPTIONS = (
 def run_noise(values: dict[str, Any]) -> None:
     import sys
 
-    from collbench.render.noise import noise_warnings, render_noise
+    from collbench.render.compare import noise_warnings, render_noise
     from collbench.run.noise import record_noise_of
 
     report = record_noise_of(request(NoiseRequest, NOISE_OPTIONS, values))

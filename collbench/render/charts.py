@@ -96,9 +96,8 @@ def size_axis(axes: Any, sizes: Sequence[float]) -> None:
 
 
 def thin_size_labels(axes: Any) -> bool:
-    """Label every LABEL_STEPS-th power of two on a size axis, the first step whose labels
-    keep LABEL_GAP_PX apart at the axes' current width; the other powers keep an unlabelled
-    tick. Labels turn vertical only when no step leaves two labels that fit (True then)."""
+    """Label every LABEL_STEPS-th power of two, the first step whose labels fit; vertical
+    labels (True) only when no step leaves two labels that fit."""
     from matplotlib.ticker import NullFormatter
 
     renderer = axes.figure.canvas.get_renderer()
@@ -140,18 +139,22 @@ def legend_below(axes: Any, handles: list[Any], labels: list[str]) -> None:
     columns as fit in the figure's width, so every chart keeps the same width."""
     from matplotlib.legend_handler import HandlerTuple
 
-    width_chars = FIGSIZE_IN[0] * LEGEND_CHARS_PER_IN
-    columns = int(width_chars // (max(map(len, labels), default=1) + 8))
     axes.legend(
         handles,
         labels,
         loc="upper center",
         bbox_to_anchor=(0.5, -0.17),
-        ncol=max(1, min(columns, 3, len(labels))),
+        ncol=min(legend_columns(labels), max(1, len(labels))),
         fontsize=8,
         frameon=False,
         handler_map={tuple: HandlerTuple(ndivide=None)},
     )
+
+
+def legend_columns(labels: Sequence[str]) -> int:
+    """As many legend columns (1 to 3) as the labels fit in the figure's width."""
+    width_chars = FIGSIZE_IN[0] * LEGEND_CHARS_PER_IN
+    return max(1, min(3, int(width_chars // (max(map(len, labels), default=1) + 8))))
 
 
 def save_png(figure: Any) -> bytes:
@@ -174,13 +177,8 @@ def busbw_chart(
     models: Sequence[ModelCurve] = (),
     others: Sequence[Series] = (),
 ) -> bytes:
-    """busbw vs size: measured points, fitted curve, regime boundaries and outliers, and
-    any cost-model curves (dashed; one far above the data runs off the top, its legend
-    saying so); `others` (a crowded overlay's remaining runs) as grey points only.
-
-    Regimes are drawn for the first series with a fit (in its color); one legend entry per
-    run (points and fitted line together).
-    """
+    """busbw vs size: points, fitted curves, the first fit's regimes, outliers, dashed model
+    curves; `others` (a crowded overlay's remaining runs) as grey points only."""
     plt = pyplot()
     figure, axes = plt.subplots(figsize=FIGSIZE_IN)
     handles: list[Any] = []
@@ -221,8 +219,7 @@ def draw_others(
     handles: list[Any],
     labels: list[str],
 ) -> list[tuple[float, float]]:
-    """The runs a crowded chart does not draw in full: their points (sizes above 0) small
-    and grey, under everything else, in one legend entry; the points drawn."""
+    """The runs a crowded chart does not draw in full, as small grey points; those drawn."""
     drawn = [(size, value) for size, value in points if size > 0]
     if drawn:
         sizes, values = zip(*drawn, strict=True)
@@ -237,8 +234,7 @@ def draw_others(
 def _draw_measured(
     axes: Any, series: Sequence[Series], handles: list[Any], labels: list[str]
 ) -> tuple[list[float], list[float]]:
-    """Each series' points (sizes above 0) and fitted curve, a legend entry each (a poor
-    fit flagged); the sizes and busbw drawn."""
+    """Each series' points and fitted curve, a legend entry each; the sizes and busbw drawn."""
     sizes_all: list[float] = []
     busbw_all: list[float] = []
     for index, item in enumerate(series):
@@ -266,8 +262,8 @@ def _draw_measured(
 def _draw_models(
     axes: Any, models: Sequence[ModelCurve], top: float, handles: list[Any], labels: list[str]
 ) -> float:
-    """The model curves, dashed; the chart's new top (a curve above MODEL_CLIP times the
-    measured top runs off the chart, and its legend says so)."""
+    """The model curves, dashed; the chart's new top (one above MODEL_CLIP x the data is not
+    counted: it runs off the chart, and its legend says so)."""
     measured_top = top
     for model in models:
         if not model.sizes:
@@ -350,13 +346,9 @@ def _draw_regimes(axes: Any, fit: Any, color: str, alpha_texts: Sequence[str] = 
 def latency_chart(
     title: str, series: Sequence[Series], others: Sequence[Series] = ()
 ) -> bytes | None:
-    """Time vs size at small sizes, with each fit's latency alpha (`others`, a crowded
-    overlay's remaining runs, as grey points only); None without small sizes.
-
-    The axis starts at the smallest positive size: size 0 has no place on a log axis, so its
-    time is given in the legend instead. A latency the report does not show as a number
-    (`Series.latency_us` None: below the clock's resolution) gets no line.
-    """
+    """Time vs size at small sizes with each fit's latency line (none below the clock's
+    resolution); size 0's time goes in the legend (a log axis has no 0). None without
+    small sizes."""
     plt = pyplot()
     figure, axes = plt.subplots(figsize=FIGSIZE_IN)
     sizes_all: list[float] = []

@@ -1,8 +1,5 @@
-"""`collbench compare` as text and JSON: the methodology warning first, then size by size,
-per size band, and every other difference between the runs.
-
-Pure: comparisons in, strings out.
-"""
+"""`collbench compare` as text and JSON, and `collbench noise`'s A/A floor per size band,
+which the gate holds a change against."""
 
 from __future__ import annotations
 
@@ -16,6 +13,7 @@ from collbench.core.units import format_number, format_size
 if TYPE_CHECKING:
     from collbench.analysis.compare.comparison import Comparison, SizeComparison
     from collbench.analysis.compare.gate import GateCheck, GateResult
+    from collbench.run.noise import NoiseReport
 
 
 def render_comparisons(
@@ -57,11 +55,8 @@ def render_comparison(result: Comparison, base_path: str, cand_path: str) -> str
         lines += [
             f"#   {d.field}: {_shown(d.baseline)} -> {_shown(d.candidate)}" for d in environment
         ]
-    for label, keys in (
-        ("only in baseline", result.only_baseline),
-        ("only in candidate", result.only_candidate),
-    ):
-        lines += [f"# {label}: {entry}" for entry in keys]
+    lines += [f"# only in baseline: {entry}" for entry in result.only_baseline]
+    lines += [f"# only in candidate: {entry}" for entry in result.only_candidate]
     return "\n".join(lines)
 
 
@@ -99,7 +94,6 @@ def _seen(item: SizeComparison) -> str:
 
 
 def _figure(value: float | None) -> str:
-    """Four significant digits, never a 0 that hides a small figure; - when there is none."""
     return "-" if value is None or value != value else format_number(value, 4)
 
 
@@ -124,8 +118,8 @@ def _band_lines(result: Comparison) -> list[str]:
 
 
 def gate_lines(result: GateResult, cand_path: str) -> list[str]:
-    """What --fail-if-slower found for one candidate: one line per size slower than the
-    threshold, failed or not (for stderr: stdout keeps the comparison)."""
+    """What --fail-if-slower found for one candidate: a line per size slower than the
+    threshold, failed or not, and per blind size."""
     head = f"--fail-if-slower {result.threshold_pct:g}: {cand_path}"
     lines = [f"{head}: {_gate_entry(check)}" for check in result.slower]
     for check in result.blind:
@@ -189,3 +183,52 @@ def _gate_entry(check: GateCheck) -> str:
         "FAILED" if check.failed else ("UNJUDGED" if item.verdict == "unjudged" else "not failed")
     )
     return f"{state}: {_where(check)}: {figures}: {item.decision.describe()}"
+
+
+# A typical CI gate's threshold (docs/compare.md uses --fail-if-slower 5): a floor above it
+# blinds such a gate in that band, which `noise` says when it writes the floor.
+TYPICAL_GATE_PCT = 5.0
+
+
+def noise_warnings(report: NoiseReport) -> list[str]:
+    """One warning per band whose floor is larger than a typical gate's threshold."""
+    return [
+        f"collbench: warning: the {band.band} band's floor is {band.floor_pct:.1f}%: a gate "
+        f"at --fail-if-slower {TYPICAL_GATE_PCT:g} held against it sees only slowdowns of "
+        f"{100 * band.floor_pct / (100 + band.floor_pct):.1f}% or more there and says so "
+        "(blind); measure on a quieter machine or with more --repeats"
+        for band in report.bands
+        if band.floor_pct > TYPICAL_GATE_PCT
+    ]
+
+
+def render_noise(report: NoiseReport) -> str:
+    """A header, one line per band (floor, pairs of runs, largest change, sizes), where the
+    file went and how to use it."""
+    lines = [
+        f"# noise: A/A floor of {len(report.runs)} runs of one configuration, "
+        f"{report.sizes} size(s) measured by every run",
+        *(f"#   run {path}" for path in report.runs),
+    ]
+    if report.environment:
+        changes = "; ".join(
+            f"{diff.field} {diff.baseline} -> {diff.candidate}" for diff in report.environment
+        )
+        lines.append(f"# environment differs (its noise is in the floor): {changes}")
+    lines += [
+        f"# per size band ({bands_legend()}): busbw change identical runs stayed within",
+        "#  band        floor  run pairs  largest change  sizes",
+    ]
+    for band in report.bands:
+        lines.append(
+            f"   {band.band:8s} {band.floor_pct:7.2f}%  {band.pairs:9d}  "
+            f"{band.largest_pct:13.2f}%  {band.sizes:5d}"
+        )
+    quantiles = sorted({band.quantile for band in report.bands})
+    lines += [
+        "# floor: per pair of runs the largest change over the band's sizes, then the "
+        + ", ".join(f"{q:.3g}" for q in quantiles)
+        + " quantile over pairs (the largest change for a few runs)",
+        f"# wrote {report.out}: use it with collbench compare BASE NEW --noise-floor {report.out}",
+    ]
+    return "\n".join(lines)

@@ -89,10 +89,13 @@ class ConsoleSink:
         return self.spec.repeats > 1 and not self.per_repeat
 
     def _hold(self, row: ResultRow) -> None:
-        if row.repeat_index != self._repeat_shown:  # progress: the tables come at the end
+        self._repeat_line(row)  # progress: the tables come at the end
+        self._held.append(row)
+
+    def _repeat_line(self, row: ResultRow) -> None:
+        if row.repeat_index != self._repeat_shown:
             self._repeat_shown = row.repeat_index
             self._print(f"# Repeat {row.repeat_index + 1} of {self.spec.repeats}")
-        self._held.append(row)
 
     def _print_pooled(self) -> None:
         """One table per collective over the repeats held: each size's median repeat
@@ -110,11 +113,8 @@ class ConsoleSink:
             self._table_row(row)
 
     def finish(self, unfinished: str | None = None) -> None:
-        """Print what is pending (a run cut short still shows every finished size).
-
-        `unfinished` says how a run that did not complete ended ("cancelled", "failed",
-        "interrupted"): the last summary then says INCOMPLETE with the rows measured, and a
-        closing line says how many of the planned rows exist."""
+        """Print what is pending; `unfinished` ("cancelled", "failed", ...): the last summary
+        says INCOMPLETE and a closing line counts the rows measured of those planned."""
         if self.mode == "table":
             self._ending = self._ending_text(unfinished) if unfinished else None
             if self._pooled:
@@ -126,22 +126,17 @@ class ConsoleSink:
                 )
         self.close()
 
-    def _planned(
-        self, collective: str | None = None, kind: str | None = None, repeat: int | None = None
-    ) -> int:
-        steps = self.spec.steps()
+    def _planned(self, **wanted: str | int | None) -> int:
+        """The steps planned, of those whose fields match `wanted` (None: any)."""
         return sum(
-            1
-            for step in steps
-            if (collective is None or step.collective == collective)
-            and (kind is None or step.kind == kind)
-            and (repeat is None or step.repeat == repeat)
+            all(value is None or getattr(step, name) == value for name, value in wanted.items())
+            for step in self.spec.steps()
         )
 
     def _ending_text(self, unfinished: str) -> str:
         if self._collective is None:
             return unfinished
-        planned = self._planned(self._collective, self._kind, self._repeat)
+        planned = self._planned(collective=self._collective, kind=self._kind, repeat=self._repeat)
         return f"{unfinished} after {len(self._collective_rows)} of {planned} rows"
 
     def close(self) -> None:
@@ -158,9 +153,7 @@ class ConsoleSink:
             self._collective, self._kind, self._repeat = table
             self._collective_rows = []
             if self.spec.repeats > 1 and not self._pooled:
-                if row.repeat_index != self._repeat_shown:
-                    self._repeat_shown = row.repeat_index
-                    self._print(f"# Repeat {row.repeat_index + 1} of {self.spec.repeats}")
+                self._repeat_line(row)
             banner = collective_banner(row.collective, spread=self._pooled)
             self._print(*(probe_banner(row) if row_is(row, OVERLAP) else banner))
         self._collective_rows.append(row)

@@ -1,32 +1,33 @@
 """Rows in the formats other tools read: CSV, and nccl-tests' JSON output (`-J FILE`).
 
-The nccl-tests layout follows its JSON writer (src/util.cu, JSON_FILE_VERSION 3): a top
-object with version, start_time, args, env, nccl_version, config (with devices), results
-(one entry per size: size, count, type, redop, root, out_of_place, in_place,
-actual_iterations, experiment_name), out_of_bounds, average_bus_bandwidth, errors and
-end_time. nccl-tests writes booleans as the strings "true"/"false" and root as a 6-wide
-string; so does this file, so a dashboard that reads one reads the other. One nccl-tests
-binary measures one collective: a sweep of several writes one JSON file per collective.
+The nccl-tests layout follows its JSON writer (src/util.cu, JSON_FILE_VERSION 3), down to
+booleans as the strings "true"/"false" and root as a 6-wide string, so a dashboard that
+reads one reads the other. One file per collective, as one nccl-tests binary measures one.
 
 Both formats are written as rows arrive (`ExportSink`), so a run cut short leaves every
-finished row behind, or from a run directory, a row at a time (render/export_run.py).
+finished row behind, or from a run directory, a row at a time (`export_run`); `collbench
+finalize` completes the files of a launcher that died (`complete_side_files`).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
 from collbench.core.dtypes import DTYPES
-from collbench.render.export_blocking import blocking_collectives
+from collbench.store.load import Run, load_run
 from collbench.store.meta import RunMeta
-from collbench.store.outputs import OutputError
-from collbench.store.rows import ALL_COLUMNS, ROW_COLUMNS, SWEEP, ResultRow, row_is
+from collbench.store.outputs import OutputError, write_outputs
+from collbench.store.rows import ALL_COLUMNS, OVERLAP, ROW_COLUMNS, SWEEP, ResultRow, row_is
+from collbench.store.rundir import write_atomically
+from collbench.store.side_files import SideFiles, read_side_files
 
 NCCL_TESTS_JSON_VERSION = 3  # nccl-tests' JSON_FILE_VERSION, the layout written here
 # Columns left out of the CSV: the per-iteration series (rows.jsonl keeps them).
@@ -44,18 +45,15 @@ def csv_columns(with_probes: bool) -> tuple[str, ...]:
 
 def csv_record(row: ResultRow, columns: Sequence[str]) -> list[str]:
     """One CSV line's cells: None is empty, knobs are compact JSON, text through csv_text."""
-    cells = []
-    for column in columns:
-        value = getattr(row, column, None)
-        if value is None:
-            cells.append("")
-        elif isinstance(value, (dict, list)):
-            cells.append(json.dumps(value, separators=(",", ":"), sort_keys=True))
-        elif isinstance(value, str):
-            cells.append(csv_text(value))
-        else:
-            cells.append(str(value))
-    return cells
+    return [_csv_cell(getattr(row, column, None)) for column in columns]
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return csv_text(value) if isinstance(value, str) else str(value)
 
 
 def csv_text(text: str) -> str:
@@ -76,9 +74,8 @@ def json_paths(path: Path, collectives: Iterable[str]) -> dict[str, Path]:
 
 
 def nccl_head(meta: RunMeta, per_iter: bool) -> dict[str, Any]:
-    """The top of an nccl-tests JSON file, up to and including config (devices too);
-    per_iter: the results carry per-iteration summaries (nccl-tests' -I 1). A time or
-    setting the run did not record is null (an import keeps no start time)."""
+    """The top of an nccl-tests JSON file, up to and including config; per_iter: nccl-tests'
+    -I 1. A time or setting the run did not record is null."""
     config = {
         **(_imported_config(meta) if meta.source else _sweep_config(meta)),
         "blocking_collectives": _bool(blocking_collectives(meta, _args(meta.command_line))),
@@ -87,20 +84,18 @@ def nccl_head(meta: RunMeta, per_iter: bool) -> dict[str, Any]:
         "parallel_init": "false",
         "devices": [_device(identity) for identity in meta.ranks],
     }
-    knobs = meta.knobs.get("env") if isinstance(meta.knobs.get("env"), dict) else meta.knobs
     return {
         "version": NCCL_TESTS_JSON_VERSION,
         "start_time": nccl_time(meta.started_utc),
         "args": _args(meta.command_line),
-        "env": [f"{name}={value}" for name, value in sorted(knobs.items())],
+        "env": [f"{name}={value}" for name, value in sorted(_env(meta).items())],
         "nccl_version": _nccl_version(meta.versions.get("nccl") or meta.versions.get("rccl")),
         "config": config,
     }
 
 
 def _sweep_config(meta: RunMeta) -> dict[str, Any]:
-    """nccl-tests' config keys, from a sweep's spec: one rank per process, one thread and
-    (on GPUs) one device per rank, one operation per timed iteration."""
+    """nccl-tests' config keys from a sweep's spec (one thread, one device per rank)."""
     spec = meta.spec or {}
     factor = spec.get("factor")
     return {
@@ -122,7 +117,6 @@ def _sweep_config(meta: RunMeta) -> dict[str, Any]:
 
 
 def _imported_config(meta: RunMeta) -> dict[str, Any]:
-    """nccl-tests' config keys, from the header line an import recorded."""
     header = meta.extra.get("header") or {}
     step = "step_bytes" if header.get("step_bytes") else "step_factor"
     return {
@@ -168,9 +162,8 @@ def nccl_footer(
     average: float | None = None,
     finished: bool = True,
 ) -> dict[str, Any]:
-    """What follows results: #wrong in total, the average busbw (`average`, else the mean
-    over every placement measured, as nccl-tests averages), errors, and once the run is
-    `finished`, its end_time (null when unknown; a file without the key was cut short)."""
+    """What follows results (`average` busbw, else the mean over every placement measured,
+    as nccl-tests averages); end_time only once `finished`: a file without it was cut short."""
     bodies = [
         entry[placement]
         for entry in entries
@@ -178,9 +171,9 @@ def nccl_footer(
         if entry.get(placement)
     ]
     wrong = int(sum(body["nwrong"] or 0 for body in bodies))
-    busbw = [body["bus_bw"] for body in bodies]
-    bandwidth = average if average is not None else _mean(busbw)
-    return footer_of(wrong, bandwidth, errors, end, finished)
+    if average is None:
+        average = sum(body["bus_bw"] for body in bodies) / len(bodies) if bodies else 0.0
+    return footer_of(wrong, average, errors, end, finished)
 
 
 def footer_of(
@@ -190,7 +183,6 @@ def footer_of(
     end: str | None = None,
     finished: bool = True,
 ) -> dict[str, Any]:
-    """nccl_footer from its figures: #wrong in total and the average busbw."""
     footer: dict[str, Any] = {
         "out_of_bounds": {"count": wrong, "okay": _bool(wrong == 0)},
         "average_bus_bandwidth": {"bandwidth": bandwidth, "okay": "unchecked"},
@@ -227,9 +219,7 @@ def iteration_stats(times_us: Sequence[float]) -> dict[str, Any]:
 
 
 def group_sizes(rows: Iterable[ResultRow]) -> list[list[ResultRow]]:
-    """Consecutive rows of one size (same collective, size, dtype, op, root and repeat),
-    each placement once: the rows of one nccl-tests line. With --repeats the results list
-    every repeat's lines in turn (one entry per size and repeat)."""
+    """Consecutive rows of one nccl-tests line (same_line); with --repeats one per repeat."""
     groups: list[list[ResultRow]] = []
     for row in rows:
         if groups and same_line(groups[-1], row):
@@ -272,8 +262,7 @@ class ExportSink:
         self._exporting = value != "quiet"
 
     def side_files(self) -> tuple[Path | None, Path | None]:
-        """The --csv and -J files this sink writes ((None, None) on a node that writes none):
-        the launcher records them so `collbench finalize` can complete them."""
+        """The --csv and -J files this sink writes, recorded for `collbench finalize`."""
         return (self.csv_path, self.json_path) if self._exporting else (None, None)
 
     def start(self, meta: RunMeta) -> None:
@@ -310,8 +299,7 @@ class ExportSink:
                     self._drop_json(row.collective, error)
 
     def finish(self, unfinished: str | None = None) -> None:
-        """The run is over: close the files (each JSON file gets its end_time). `unfinished`
-        says how a run that did not complete ended (RowSink.finish)."""
+        """Close the files (each JSON file gets its end_time); `unfinished`: RowSink.finish."""
         if unfinished is None:
             self.inner.finish()
         else:
@@ -340,8 +328,8 @@ class ExportSink:
         self._drop("-J", path, error, stream.file if stream is not None else None)
 
     def _drop(self, flag: str, path: Path | None, error: OSError, handle: Any = None) -> None:
-        """A side file that cannot be written (a full disk): closed and removed, so no half
-        file is left (the rows stay in rows.jsonl), and named in `failures`; the run goes on."""
+        """A side file that cannot be written (a full disk): removed, so no half file is
+        left (rows.jsonl keeps the rows), and named in `failures`; the run goes on."""
         if flag == "--csv":
             self._csv = None
         for step in (getattr(handle, "close", None), Path(str(path)).unlink):
@@ -499,13 +487,263 @@ def nccl_time(utc: str | None) -> str | None:
         return utc
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
-
-
 def _plain(number: float) -> float | int:
     return int(number) if float(number).is_integer() else number
 
 
 def _bool(value: bool) -> str:
     return "true" if value else "false"
+
+
+def blocking_collectives(meta: RunMeta, args: Sequence[str]) -> bool:
+    """nccl-tests' `blocking_collectives` (-z: the host waits for each collective to finish).
+
+    An import: what the log recorded, else -z/--blocking in `args` (default 0). A sweep: a
+    gloo call returns when the operation is done, so CPU ranks block; GPU ranks queue their
+    collectives unless the environment makes the host wait (core.overlap.BLOCKING_ENV).
+    """
+    from collbench.bench.timing import CpuTimer
+    from collbench.core.overlap import blocking_env
+
+    if meta.source:
+        if (meta.extra.get("header") or {}).get("blocking"):
+            return True
+        return _blocking_arg(args)
+    if meta.timing_method == CpuTimer.method or (
+        meta.timing_method is None and meta.backend == "gloo"
+    ):
+        return True
+    return bool(blocking_env({str(name): str(value) for name, value in _env(meta).items()}))
+
+
+def _env(meta: RunMeta) -> dict[str, Any]:
+    env = meta.knobs.get("env")
+    return env if isinstance(env, dict) else meta.knobs
+
+
+def _blocking_arg(args: Sequence[str]) -> bool:
+    """Whether the arguments hold -z N or --blocking N (also -zN, --blocking=N), N != 0."""
+    for index, arg in enumerate(args):
+        for flag in ("-z", "--blocking"):
+            if arg == flag and index + 1 < len(args):
+                value = args[index + 1]
+            elif arg.startswith(flag + "=") or (flag == "-z" and arg.startswith("-z")):
+                value = arg.removeprefix(flag).removeprefix("=")
+            else:
+                continue
+            return value.strip() not in ("", "0")
+    return False
+
+
+# `collbench export RUN` keeps no row once its text is made, so memory follows the files
+# written, not the run's samples; the bytes are those of building from every row at once.
+_ROW_CELLS = len(csv_columns(False))
+_MARK = '\n "results": [],\n'  # where a collective's entries go in its document
+
+
+@dataclass
+class _Collective:
+    """One collective's -J file as its rows arrive: entry texts, the size in progress."""
+
+    entries: list[str] = field(default_factory=list)
+    pending: list[ResultRow] = field(default_factory=list)
+    wrong: float = 0  # summed as nccl_footer sums: same order, same float
+    busbw: float = 0
+    bodies: int = 0
+    per_iter: bool = True
+
+    def add(self, row: ResultRow) -> None:
+        if self.pending and not same_line(self.pending, row):
+            self.commit()
+        self.pending.append(row)
+        self.per_iter = self.per_iter and per_iter_series(row) is not None
+
+    def commit(self) -> None:
+        if not self.pending:
+            return
+        entry = nccl_entry(self.pending)
+        self.pending = []
+        for placement in ("out_of_place", "in_place"):
+            body = entry.get(placement)
+            if body:
+                self.wrong += body["nwrong"] or 0
+                self.busbw += body["bus_bw"]
+                self.bodies += 1
+        # The entry as json.dumps(document, indent=1) writes it: two levels in.
+        self.entries.append("  " + json.dumps(entry, indent=1).replace("\n", "\n  "))
+
+
+class RunExport:
+    """The --csv text and -J documents of one run, built a row at a time (`add`)."""
+
+    def __init__(self, csv_wanted: bool, json_wanted: bool) -> None:
+        self.csv_wanted, self.json_wanted = csv_wanted, json_wanted
+        self.rows = 0
+        self.with_probes = False
+        self._lines: list[tuple[str, str]] = []  # each row's CSV text: row cells, probe cells
+        self._buffer = io.StringIO(newline="")
+        self._writer = csv.writer(self._buffer)
+        self.collectives: dict[str, _Collective] = {}
+
+    def add(self, row: ResultRow) -> None:
+        self.rows += 1
+        if self.csv_wanted:
+            self.with_probes = self.with_probes or row_is(row, OVERLAP)
+            cells = csv_record(row, csv_columns(True))
+            self._lines.append((self._line(cells[:_ROW_CELLS]), self._line(cells[_ROW_CELLS:])))
+        if self.json_wanted and row_is(row, SWEEP):
+            self.collectives.setdefault(row.collective, _Collective()).add(row)
+
+    def _line(self, cells: list[str]) -> str:
+        self._buffer.seek(0)
+        self._buffer.truncate()
+        self._writer.writerow(cells)
+        return self._buffer.getvalue()[:-2]  # without csv's "\r\n"
+
+    def csv_text(self) -> str:
+        header = self._line(list(csv_columns(self.with_probes)))
+        if self.with_probes:
+            lines = (f"{cells},{probes}\r\n" for cells, probes in self._lines)
+        else:
+            lines = (f"{cells}\r\n" for cells, _ in self._lines)
+        return header + "\r\n" + "".join(lines)
+
+    def json_text(self, collective: str, meta: RunMeta) -> str:
+        """One collective's nccl-tests document, as json.dumps(document, indent=1) + "\\n"."""
+        state = self.collectives[collective]
+        state.commit()
+        error = meta.extra.get("error")
+        # An import of one log keeps that log's own average (nccl-tests' figure).
+        single = meta.source and len(meta.imported_from) == 1
+        average = (meta.extra.get("footer") or {}).get("avg_bus_bandwidth_gbps")
+        if not single or average is None:
+            average = state.busbw / state.bodies if state.bodies else 0.0
+        footer = footer_of(
+            int(state.wrong), average, [error] if error else (), nccl_time(meta.finished_utc)
+        )
+        document = {**nccl_head(meta, state.per_iter), "results": [], **footer}
+        head, tail = json.dumps(document, indent=1).split(_MARK, 1)
+        results = "[\n" + ",\n".join(state.entries) + "\n ]" if state.entries else "[]"
+        return f'{head}\n "results": {results},\n{tail}\n'
+
+
+def export_run(
+    rows: Iterable[ResultRow], csv_path: Path | None, json_path: Path | None
+) -> RunExport:
+    export = RunExport(csv_path is not None, json_path is not None)
+    for row in rows:
+        export.add(row)
+    return export
+
+
+def write_export(
+    export: RunExport, meta: RunMeta, csv_path: Path | None, json_path: Path | None
+) -> list[Path]:
+    """Write the CSV and/or JSON files, each whole or not at all (write_outputs)."""
+    files: dict[Path, Any] = {}
+    if csv_path is not None:
+        files[Path(csv_path)] = export.csv_text().encode()
+    if json_path is not None:
+        for collective, path in json_paths(json_path, export.collectives).items():
+            files[Path(path)] = export.json_text(collective, meta).encode()
+    write_outputs("-J", files, flags={Path(csv_path): "--csv"} if csv_path else None)
+    return list(files)
+
+
+@dataclass
+class Completed:
+    """What `complete_side_files` did: the files rewritten, and those it left alone (why)."""
+
+    written: list[Path] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.written or self.left)
+
+    def describe(self) -> str:
+        """One clause for finalize's line ("" when nothing was to be done)."""
+        parts = []
+        if self.written:
+            names = ", ".join(str(path) for path in self.written)
+            parts.append(f"side file(s) completed from rows.jsonl: {names}")
+        parts += [f"not rewritten: {line}" for line in self.left]
+        return "; ".join(parts)
+
+
+def complete_side_files(run_dir: Path) -> Completed:
+    """Rewrite the side files of a run whose launcher died before finishing them."""
+    record = read_side_files(run_dir)
+    done = Completed()
+    if record is None or record.complete or record.writer_alive():
+        return done
+    run = load_run(run_dir)
+    if record.csv is not None:
+        _complete(Path(record.csv), _csv_text(run), _is_our_csv(run), done)
+    if record.nccl_json is not None:
+        for path, text in _json_texts(run, record).items():
+            _complete(path, text, _is_our_json, done)
+    if not done.left:
+        record.completed().save(run_dir)
+    return done
+
+
+def _complete(path: Path, text: str, ours: Callable[[Path], bool], done: Completed) -> None:
+    target = path.resolve() if path.is_symlink() else path
+    if target.exists() and not (target.is_file() and ours(target)):
+        done.left.append(f"{path} is no longer the file collbench began (changed or replaced)")
+        return
+    if not target.parent.is_dir():
+        done.left.append(f"{path}: its folder is gone")
+        return
+    write_atomically(target, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    done.written.append(path)
+
+
+def _csv_text(run: Run) -> str:
+    columns = _columns(run)
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(columns)
+    for row in run.rows:
+        writer.writerow(csv_record(row, columns))
+    return text.getvalue()
+
+
+def _columns(run: Run) -> tuple[str, ...]:
+    return csv_columns((run.meta.spec or {}).get("overlap") is not None)
+
+
+def _is_our_csv(run: Run) -> Callable[[Path], bool]:
+    header = ",".join(_columns(run))
+
+    def check(path: Path) -> bool:
+        with open(path, encoding="utf-8", errors="replace") as stream:
+            return stream.readline().rstrip("\r\n") == header
+
+    return check
+
+
+def _is_our_json(path: Path) -> bool:
+    with open(path, encoding="utf-8", errors="replace") as stream:
+        return stream.read(64).startswith('{"version": ')
+
+
+def _json_texts(run: Run, record: SideFiles) -> dict[Path, str]:
+    """Each collective's nccl-tests JSON file, named as the sink names it."""
+    sweep = [row for row in run.rows if row_is(row, SWEEP)]
+    spec = run.meta.spec or {}
+    collectives = list(record.collectives) or list(dict.fromkeys(r.collective for r in sweep))
+    per_iter = spec.get("rank_stat") == "max"
+    head = nccl_head(run.meta, per_iter)
+    end = datetime.now(timezone.utc).strftime(_TIME_FORMAT)
+    error = run.meta.extra.get("error")
+    errors = [str(error)] if error else []
+    texts = {}
+    for collective in dict.fromkeys(row.collective for row in sweep):
+        names = collectives if collective in collectives else [*collectives, collective]
+        path = json_paths(Path(str(record.nccl_json)), names)[collective]
+        rows = [row for row in sweep if row.collective == collective]
+        entries = [nccl_entry(group) for group in group_sizes(rows)]
+        document = {**head, "results": entries, **nccl_footer(entries, errors, end)}
+        texts[path] = json.dumps(document)
+    return texts

@@ -1,8 +1,5 @@
-"""`collbench fit` as text and JSON: one block (or one mapping) per fit group, with the
-predictions asked for and the comparison with a topology.
-
-Pure: fits in, strings out. Imports stay light (numpy and scipy load with the fits, not here).
-"""
+"""`collbench fit` as text and JSON, one block per fit group. Imports stay light (numpy and
+scipy load with the fits, not here)."""
 
 from __future__ import annotations
 
@@ -35,14 +32,12 @@ def render_fits(
 
 
 def knobs_text(knobs: Any) -> str:
-    """A knob set as people read it: the environment's knobs `NCCL_ALGO=Ring
-    NCCL_PROTO=Simple` (sorted by name), or `default` when none is set."""
+    """`NCCL_ALGO=Ring NCCL_PROTO=Simple` (sorted by name), or `default` when none is set."""
     return _pairs(knobs, "env") or "default"
 
 
 def knobs_texts(groups: Sequence[GroupFit]) -> list[str]:
-    """Each group's knobs_text; where two groups would read the same (their knob sets differ
-    only in collbench's own settings: the rank statistic, the timing), their settings too."""
+    """Each group's knobs_text, with collbench's own settings where two would read the same."""
     texts = [knobs_text(group.knobs) for group in groups]
     digests: dict[tuple[str, ...], set[str]] = {}
     for group, text in zip(groups, texts, strict=True):
@@ -56,7 +51,6 @@ def knobs_texts(groups: Sequence[GroupFit]) -> list[str]:
 
 
 def _pairs(knobs: Any, part: str) -> str:
-    """`NAME=VALUE ...` of knobs[part] (the env or the settings), sorted by name."""
     mapping = knobs.get(part) if isinstance(knobs, dict) else None
     mapping = mapping if isinstance(mapping, dict) else {}
     return " ".join(f"{name}={value}" for name, value in sorted(mapping.items()))
@@ -97,7 +91,6 @@ def group_dict(
 
 
 def _op_text(op: str | None) -> str:
-    """The group's reduction after its dtype, unless it is the default sum (or none)."""
     return f" {op}" if op and op != "sum" else ""
 
 
@@ -140,10 +133,8 @@ def topology_text(recorded: str | None, versus: TopologyComparison | None) -> st
 
 
 def alpha_text(curve: CurveFit, regime_index: int = 0, ci: bool = True) -> str:
-    """A regime's latency as `collbench fit` and the report show it: '9.23 us [9.211, 9.249]',
-    or '< 0.01 us (below the clock's resolution) [0, 2944]' when it is finer than the
-    clock could see, or 'not determined' when its interval is unbounded (never as a number
-    then)."""
+    """'9.23 us [9.211, 9.249]', '< 0.01 us (below the clock's resolution) [0, 2944]', or
+    'not determined' when its interval is unbounded (never a number then)."""
     from collbench.analysis.fit.quality import alpha_undetermined
 
     regime = curve.regimes[regime_index]
@@ -166,8 +157,7 @@ def quality_text(curve: CurveFit) -> str:
 
 def _peak_and_n_half(curve: CurveFit) -> str:
     """'peak busbw 89.3 GB/s [88.3, 90.2]   n_half 536 KiB', flagged when above every measured
-    busbw; 'not determined' for both where the sweep does not determine the peak (quality.py:
-    the reason is on the quality line)."""
+    busbw; 'not determined' for both where the sweep does not determine the peak."""
     if not curve.quality.peak_determined:
         return "peak busbw not determined   n_half not determined"
     peak_flag = ""
@@ -205,8 +195,7 @@ def _goodness(rms: float, r2: float) -> str:
 
 
 def _regime_lines(curve: CurveFit) -> list[str]:
-    """The regime table; a figure the fit did not determine reads `unknown` (the quality
-    line says why)."""
+    """The regime table; a figure the fit did not determine reads `unknown`."""
     from collbench.analysis.fit.quality import alpha_undetermined, regime_busbw_undetermined
 
     lines = [f"  {'regime':>6}  {'sizes':<23} {'alpha_us':>10} {'busbw_gbps':>11} {'points':>6}"]
@@ -313,7 +302,7 @@ def _size_versus(item: SizeVsModel) -> str:
 
 
 def _pct(ratio: float) -> str:
-    """0.9 -> '90% of model speed' (MEASURE, said the same way on every line)."""
+    """0.9 -> '90% of model speed'."""
     from collbench.analysis.fit.vs_topology import MEASURE
 
     return f"{100 * ratio:.0f}{MEASURE}"
@@ -336,7 +325,6 @@ def _latency(curve: CurveFit, value: float) -> str:
 
 
 def _num(value: float) -> str:
-    """4 significant digits, plain where readable."""
     return format_number(value, 4, scientific=True)
 
 

@@ -1,12 +1,6 @@
-"""`collbench gemm` as text: a progress line per shape, then the table.
-
-The headline time is each row's `time_stat` (the median of the timed batch's chunks), named
-in a footnote, with the batch's mean beside it. With a topology, each shape's share of the
-accelerator's dense peak in the rows' dtype (model_peak: bf16; fp32 or tf32 for fp32 rows)
-and what the shape model (analysis.gemm_model) predicts for it, side by side: the
-measured/predicted ratio is what calibrates the catalog's `matmul_fraction`. A topology
-without that peak gets one line saying so, not silently no columns. Pure: rows in, strings
-out.
+"""`collbench gemm` as text: a progress line per shape, then the table. With a topology,
+each shape's share of the dense peak beside the shape model's: their ratio calibrates the
+catalog's `matmul_fraction`. A topology without that peak gets a line saying so.
 """
 
 from __future__ import annotations
@@ -33,8 +27,7 @@ class ModelPeak:
 
 def model_peak(topology: Any, dtype: str, tf32: bool = False) -> ModelPeak:
     """bf16 and fp16 rows: the dense bf16 peak (fp16's is the same on every catalog
-    accelerator). fp32 rows: the tf32 peak when torch allowed TF32 matmuls (`tf32`), else
-    the fp32 one; either may be missing from an entry."""
+    accelerator); fp32 rows: the tf32 peak when torch allowed TF32 (`tf32`), else fp32's."""
     if dtype != "fp32":
         return ModelPeak(topology.accelerator.peak_bf16_tflops * 1e12, "bf16", "peak_bf16_tflops")
     kind = "tf32" if tf32 else "fp32"
@@ -43,8 +36,7 @@ def model_peak(topology: Any, dtype: str, tf32: bool = False) -> ModelPeak:
 
 
 def render_gemm_line(row: GemmRow) -> str:
-    """One shape's progress line (its share of a peak waits for the table, which knows
-    the run's math settings)."""
+    """One shape's progress line."""
     mean = "" if row.time_us_mean is None else f"; mean {row.time_us_mean:,.1f}"
     return (
         f"  {row.op} {row.pass_name} {row.shape}: {row.time_us:,.1f} us (median{mean}), "
@@ -93,8 +85,7 @@ def render_gemm_json(rows: Sequence[GemmRow], run_dir: Any) -> str:
 
 
 def _model_notes(first: GemmRow, topology: Any, peak: ModelPeak) -> list[str]:
-    """What the model columns read the rows against, or the one line saying why there are
-    none; and a note when the rows come from another accelerator."""
+    """What the model columns read the rows against, or why there are none."""
     name = topology.accelerator.name
     if peak.flops is None:
         tf32 = " (torch allowed TF32 matmuls)" if peak.kind == "tf32" else ""

@@ -1,9 +1,5 @@
-"""`collbench predict` as text and JSON: per collective, one line per size with each fabric's
-time, busbw, where the figure came from (m/p, as `mfu` tags them), the model's regime and
-bound, and each fabric's time over the first's.
-
-Pure: a prediction in, strings out.
-"""
+"""`collbench predict` as text and JSON: per collective and size, each fabric's figures and
+where they came from (m/p, as `mfu` tags them), and its time over the first fabric's."""
 
 from __future__ import annotations
 
@@ -103,8 +99,8 @@ def _table(lines: Sequence[Line], names: list[str]) -> list[str]:
 def _group_line(groups: list[str], widths: list[int]) -> str:
     """The fabric letter centred over its columns."""
     out, index = [], 0
-    for name, run in itertools.groupby(groups):
-        span = len(list(run))
+    for name, members in itertools.groupby(groups):
+        span = len(list(members))
         width = sum(widths[index : index + span]) + 2 * (span - 1)
         out.append(f"[{name}]".center(width, "-") if name else " " * width)
         index += span

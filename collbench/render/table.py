@@ -25,8 +25,8 @@ MISSING = "n/a"
 
 
 def text_columns(lines: Sequence[Sequence[str]], left: Collection[int]) -> list[str]:
-    """Rows of cells as aligned text, two spaces apart: the columns in `left` (indexes)
-    left-justified, the others (figures) right-justified; trailing blanks cut."""
+    """Rows of cells aligned two spaces apart: columns in `left` left-justified, the others
+    right-justified; trailing blanks cut."""
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     return [
         "  ".join(
@@ -68,12 +68,8 @@ def format_line(rows: Mapping[str, ResultRow]) -> str:
 
 
 def summary_lines(rows: Sequence[ResultRow], unfinished: str | None = None) -> list[str]:
-    """nccl-tests' closing lines, plus the peak and where it is reached.
-
-    "Avg bus bandwidth" is nccl-tests' figure (mean over every row, tiny sizes included),
-    kept for compatibility; the peak line is the one to compare with the fabric.
-    `unfinished` (e.g. "cancelled after 6 of 12 rows"): the run ended before this
-    collective's last size, so the check line says INCOMPLETE, never OK.
+    """nccl-tests' closing lines (its "Avg bus bandwidth" kept for compatibility), plus the
+    peak; `unfinished` ("cancelled after 6 of 12 rows"): the check says INCOMPLETE, never OK.
     """
     if not rows:
         return ["# No sizes measured" + (f" (the run was {unfinished})" if unfinished else "")]
@@ -148,15 +144,13 @@ def preface_lines(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]
 
 
 def devices_per_rank(ranks: Sequence[Mapping[str, Any]]) -> int:
-    """nccl-tests' nGpus: GPUs each rank process drives. collbench gives every rank one
-    device, so 1 when the ranks run on GPUs, 0 when they are CPU processes (gloo on CPU)."""
+    """nccl-tests' nGpus: 1 when the ranks run on GPUs (one each), 0 on CPU."""
     devices = [str(rank.get("device", "")) for rank in ranks]
     return 1 if devices and all(not device.startswith("cpu") for device in devices) else 0
 
 
 def collective_banner(collective: str, spread: bool = False) -> list[str]:
-    """A collective's table heading; with `spread` (a table over --repeats: each line is the
-    median repeat) a last column, the repeats' spread of time (largest over smallest)."""
+    """A collective's table heading; with `spread` (over --repeats) a spread column."""
     if not spread:
         return [f"# Collective: {collective}", *HEADER]
     return [
@@ -206,8 +200,7 @@ def format_probe_line(row: ProbeRow) -> str:
 
 
 def probe_summary_lines(rows: Sequence[ProbeRow], unfinished: str | None = None) -> list[str]:
-    """Per ratio: the median overlap and compute slowdown over the sizes measured
-    (`unfinished`: as for summary_lines)."""
+    """Per ratio: the median overlap and compute slowdown (`unfinished`: as summary_lines)."""
     lines = []
     for ratio in sorted({row.compute_ratio for row in rows}, key=lambda r: (r is None, r)):
         group = [row for row in rows if row.compute_ratio == ratio]

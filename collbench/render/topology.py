@@ -1,8 +1,5 @@
-"""Text views of topologies for `collbench topo`: the catalog table, a field-by-field listing
-with each figure's source, and the plain mapping (YAML/JSON) that `topo validate` accepts.
-
-Pure: strings in, strings out; no I/O.
-"""
+"""Text views of topologies for `collbench topo`: the catalog table, a listing with each
+figure's source, and the YAML that `topo validate` accepts."""
 
 from __future__ import annotations
 

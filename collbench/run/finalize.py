@@ -4,7 +4,7 @@ A run whose launcher and ranks were all killed at once (SIGKILL, a lost node) st
 in meta.json for ever; `collbench status` shows it as dead, and this command finishes it.
 It also completes the run's --csv / -J files from rows.jsonl when the collbench writing them
 was killed while its ranks went on (a run final or not): `complete_side_files`, given by the
-command line (the writer is the renderer's), rewrites them (render/side_files.py).
+command line (the writer is the renderer's), rewrites them (render/export.py).
 """
 
 from __future__ import annotations

@@ -20,8 +20,7 @@ import pytest
 
 from collbench.core.errors import EXIT_HANGUP, EXIT_INTERRUPTED
 from collbench.launchers.supervise import Stopped, StopSignals, write_launcher_meta
-from collbench.render.export import csv_columns
-from collbench.render.side_files import complete_side_files
+from collbench.render.export import complete_side_files, csv_columns
 from collbench.store.side_files import SIDE_FILES, SideFiles, read_side_files
 from tests.helpers import collbench, meta_of, rank_pid, rows_of, start, wait_for_rows
 from tests.rows import make_row, write_run

@@ -1,15 +1,9 @@
-"""The report: what it says, built from runs (document.py draws it as HTML / Markdown), and
-`collbench report`'s document and files: with its Tuning (tune_section.py) and Doctor
-(doctor_section.py) sections, into the files run/report.py writes.
+"""The report built from runs (document.py draws it): a summary, per collective its charts
+and fits, the comparisons with the first run, overlap probes, provenance; and `collbench
+report`'s document with its Tuning and Doctor sections.
 
-Sections: a summary per run and collective, per collective the busbw and latency charts with
-fits, regimes and (with a topology) the cost model's curve, a comparison of every further
-run with the first, overlap probes, and each run's provenance.
-
-Many runs (a tune directory of 32 settings) stay readable and cheap to draw: past
-OVERLAID_MAX the busbw and latency charts draw the first run and the best by ratio to it in
-full and the rest as grey points, and the comparisons share one overview chart
-(compare.py). Every number stays in the tables.
+Many runs stay readable and cheap to draw: past OVERLAID_MAX the charts draw the first run
+and the best in full, the rest as grey points. Every number stays in the tables.
 """
 
 from __future__ import annotations
@@ -114,18 +108,15 @@ def _curve(fits: dict[str, list[Any]], run: Run, key: tuple[str, str]) -> Any:
 
 
 def _rows(run: Run, key: tuple[str, str]) -> list[ResultRow]:
-    """A run's sweep rows of one (collective, placement), one per size: with --repeats, the
-    median over the repeats (as the fit takes them)."""
+    """A run's sweep rows of one (collective, placement), the median repeat per size."""
     return median_over_repeats(
         row for row in run.sweep_rows if (row.collective, row.placement) == key
     )
 
 
 def _drawn_in_full(runs: list[Run], compared: list[Any]) -> list[str]:
-    """The runs with sweep rows that the charts draw in full (in color, with fits), in run
-    order: every one, up to OVERLAID_MAX; beyond, the first and the best by geometric-mean
-    ratio to it (the next ones without any comparison). A run's color is its place in this
-    list, in every chart of a collective that each of them measured."""
+    """The runs the charts draw in full, in run order (a run's color is its place here):
+    all up to OVERLAID_MAX, beyond, the first and the best by geometric-mean ratio to it."""
     swept = [run.path for run in runs if run.sweep_rows]
     if len(swept) <= OVERLAID_MAX:
         return swept
@@ -314,8 +305,8 @@ def ranks_and_nodes(rows: list[ResultRow]) -> str:
 
 
 def overlap_summary(runs: list[Run], names: Mapping[str, str] | None = None) -> Table | None:
-    """Per run, collective and compute ratio: how much hides and what it costs (medians
-    over sizes, with the range of overlap %); None without overlap rows."""
+    """Per run, collective and compute ratio: how much hides and what it costs; None
+    without overlap rows."""
     rows = []
     for run in runs:
         probes = median_over_repeats(run.probe_rows)  # with --repeats: one row per size
@@ -362,8 +353,7 @@ def _median_pct(values: list[float | None]) -> str:
 
 
 def provenance_table(run: Run) -> Table:
-    """What produced a run: enough to reproduce it and to judge a comparison. Fields the
-    run does not know (an imported log has no launcher) are left out; text is shown whole."""
+    """What produced a run (fields it does not know left out; text shown whole)."""
     meta = run.meta
     first = (run.sweep_rows or run.rows)[0]
     devices = sorted(
@@ -428,8 +418,7 @@ def _knobs(meta: RunMeta, first: ResultRow) -> str:
 
 
 def report_document(inputs: ReportInputs) -> Report:
-    """`collbench report`'s document: the runs' report with the Tuning and Doctor sections
-    (a report of tune directories alone when every setting failed)."""
+    """`collbench report`'s document: the runs' report with the Tuning and Doctor sections."""
     if not inputs.runs:  # tune directories whose every setting failed
         return tune_only_report(inputs.title or "collbench report", inputs.tunes)
     options = ReportOptions(inputs.title, inputs.names, inputs.fabric, topologies=inputs.fabrics)
@@ -439,8 +428,7 @@ def report_document(inputs: ReportInputs) -> Report:
 
 
 def report_files(document: Report, report_format: str, out: Path) -> dict[Path, bytes]:
-    """The files of a report written to `out`: one HTML file, or the Markdown file and the
-    PNGs in the folder beside it (the report itself last)."""
+    """The files of a report: one HTML file, or the Markdown file last after its PNGs."""
     if report_format == "html":
         return {out: render_html(document).encode()}
     text, images = render_markdown(document, f"{out.stem}_files")

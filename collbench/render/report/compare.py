@@ -1,11 +1,6 @@
-"""The report's comparison: every run after the first against the first (the baseline), as
-`collbench compare` does, from analysis.comparison.compare: methodology warnings first, a
-ratio chart, the per-band summary, the sizes one by one (folded), and the environment.
-
-Past RATIO_CHARTS_MAX runs (a tune directory of many settings), one overview section comes
-first: every run's ratios in one figure (a panel per collective and placement, the best in
-color) and a table ranking the runs by geometric-mean ratio; each run's section then keeps
-its tables and draws no chart of its own (one figure, not one per run: issue 31)."""
+"""The report's comparison of every run after the first with the first, as `collbench
+compare` does. Past RATIO_CHARTS_MAX runs one overview figure and a ranking come first, and
+each run's section keeps its tables but no chart (one figure, not one per run: issue 31)."""
 
 from __future__ import annotations
 
@@ -44,8 +39,7 @@ class Compared:
 
 
 def compare_runs(runs: list[Run]) -> list[Compared]:
-    """Every run after the first compared with the first; none for one run. Runs without
-    sweep rows (overlap probes) have nothing to compare and are skipped."""
+    """Every run after the first with sweep rows, compared with the first."""
     from collbench.analysis.compare.comparison import compare
 
     baseline = runs[0]
@@ -69,10 +63,8 @@ def compare_sections(
     names: dict[str, str],
     colors: Mapping[str, str] | None = None,
 ) -> list[Section]:
-    """One section per compared run, each with its own ratio chart; past RATIO_CHARTS_MAX
-    runs, an overview section first draws them all in one chart (and ranks them), and the
-    runs' sections keep their tables. colors: run path -> its color in the report's other
-    charts, for the runs the overview draws in color (None: the best COLORED_MAX)."""
+    """One section per compared run, after an overview past RATIO_CHARTS_MAX runs; colors:
+    run path -> its color in the other charts (None: the best COLORED_MAX)."""
     drawn_each = len(compared) <= RATIO_CHARTS_MAX
     sections = [
         comparison_section(item.result, baseline, names[item.run.path], drawn_each)
@@ -92,8 +84,7 @@ def overview_section(
     names: dict[str, str],
     colors: Mapping[str, str],
 ) -> Section:
-    """Every compared run in one chart (a panel per collective and placement, the runs in
-    `colors` in color, best first in the legend, the rest grey) and a table ranking them."""
+    """Every compared run in one chart and a table ranking them."""
     order = ranked(compared)
     labels = {
         item.run.path: f"{names[item.run.path]}: {_times(item.geomean_ratio)}" for item in order
@@ -135,8 +126,6 @@ def overview_section(
 def _ranking_table(
     order: Sequence[Compared], names: dict[str, str], keys: Sequence[tuple[str, str]]
 ) -> Table:
-    """Rank, run, geometric-mean ratio over every size and per (collective, placement), and
-    how many sizes each verdict got."""
     rows = []
     for rank, item in enumerate(order, start=1):
         sizes = item.result.sizes
@@ -172,8 +161,7 @@ def _times(ratio: float) -> str:
 
 
 def comparison_section(result: Comparison, base: str, cand: str, drawn: bool = True) -> Section:
-    """A candidate against the baseline: warnings, chart (unless `drawn` is False: the
-    overview draws it), bands, sizes, environment."""
+    """A candidate against the baseline (`drawn` False: the overview draws its chart)."""
     section = Section(f"Compare: {cand} against {base} (the baseline)")
     if not result.sizes:
         section.notes.append(
@@ -294,7 +282,6 @@ def _size_table(result: Comparison) -> Table:
 
 
 def _busbw(value: float | None) -> str:
-    """Enough digits that a small busbw is not 0 (3 significant); '-' where there is none."""
     return "-" if value is None else charts.number(value)
 
 

@@ -42,9 +42,8 @@ def heatmap_chart(
     slow_hosts: Collection[str] = frozenset(),
     slow_links: Collection[frozenset[str]] = frozenset(),
 ) -> bytes | None:
-    """The pair matrix as a heat map (red: slow, green: fast, from 0 GB/s up; grey: not
-    measured), each cell's GB/s written in it, flagged links outlined, flagged hosts' names
-    in red. None without a measured pair."""
+    """The pair matrix as a heat map (red: slow, grey: not measured), flagged links outlined,
+    flagged hosts in red; None without a measured pair."""
     values = as_array(matrix)
     if values.size == 0 or not np.isfinite(values).any():
         return None
@@ -60,8 +59,7 @@ def heatmap_figure(
     slow_hosts: Collection[str] = frozenset(),
     slow_links: Collection[frozenset[str]] = frozenset(),
 ) -> Any:
-    """heatmap_chart's figure for a matrix drawn cell by cell (at most HEATMAP_MAX_CELLS
-    hosts, a measured pair among them), not yet laid out."""
+    """heatmap_chart's figure drawn cell by cell, not yet laid out."""
     plt = charts.pyplot()
     side_in = min(12.0, 3.0 + 0.55 * len(hosts))
     figure, axes = plt.subplots(figsize=(side_in + 1.5, side_in))
@@ -79,9 +77,8 @@ def heatmap_figure(
 def _host_names(
     figure: Any, axes: Any, hosts: Sequence[str], slow_hosts: Collection[str], both_axes: bool
 ) -> None:
-    """Host names under the x axis (and along y: `both_axes`), flagged hosts' in bold red,
-    at the angle and size that keep neighbours apart (name_style); none past
-    LABEL_MAX_HOSTS (the tables name them)."""
+    """Host names under the x axis (and along y: `both_axes`), flagged ones in bold red, at
+    the angle and size that keep neighbours apart; none past LABEL_MAX_HOSTS."""
     axis_list = [axes.xaxis, axes.yaxis] if both_axes else [axes.xaxis]
     if len(hosts) > LABEL_MAX_HOSTS:
         for axis in axis_list:
@@ -104,9 +101,7 @@ def _host_names(
 
 
 def name_style(spacing_pt: float, angles: Sequence[float] = NAME_ANGLES_DEG) -> tuple[float, float]:
-    """(angle in degrees, font size in points) for names `spacing_pt` apart along an axis:
-    the first angle at which neighbours clear each other at NAME_FONT_PT, else the last one
-    with the font shrunk to fit (MIN_NAME_FONT_PT at the least)."""
+    """(angle, font size in points) for names `spacing_pt` apart: see NAME_ANGLES_DEG."""
     clear_pt = 0.0
     for angle in angles:
         clear_pt = spacing_pt * math.sin(math.radians(angle))
@@ -178,9 +173,8 @@ def node_bars_chart(
     panels: Sequence[tuple[str, Mapping[str, float | None], float | None]],
     slow_hosts: Collection[str] = frozenset(),
 ) -> bytes | None:
-    """One bar panel per (label, busbw per host, expected GB/s or None) that has a figure:
-    a bar per host (flagged hosts red), the fleet median dashed, the expectation dotted.
-    None when no panel has a figure."""
+    """One bar panel per (label, busbw per host, expected GB/s or None) with a figure: a bar
+    per host (flagged ones red), the fleet median dashed; None when no panel has a figure."""
     figure = node_bars_figure(title, hosts, panels, slow_hosts)
     return None if figure is None else charts.save_png(figure)
 
@@ -191,9 +185,8 @@ def node_bars_figure(
     panels: Sequence[tuple[str, Mapping[str, float | None], float | None]],
     slow_hosts: Collection[str] = frozenset(),
 ) -> Any:
-    """node_bars_chart's matplotlib figure, not yet laid out (None: nothing to draw). Each
-    panel's legend stands right of its axes: inside, a bar or the median line would lie under
-    it at some fleet's figures."""
+    """node_bars_chart's figure, not yet laid out (None: nothing to draw). Legends stand
+    right of the axes: inside, a bar or the median line could lie under them."""
     drawn = [panel for panel in panels if any(v is not None for v in panel[1].values())]
     if not drawn:
         return None

@@ -1,10 +1,6 @@
-"""The report as data (sections of charts, tables and notes; build.py fills it in) and drawn
-as HTML or Markdown.
-
-The HTML is one self-contained file: inline CSS, charts inlined as data: URIs, no script
-and nothing fetched. Markdown links PNG files written beside it. Text is never cut: long
-values wrap between words (a single word longer than its cell breaks only where it must).
-"""
+"""The report as data (build.py fills it in), drawn as one self-contained HTML file (inline
+CSS and charts, no script, nothing fetched) or as Markdown linking PNGs beside it. Text is
+never cut: long values wrap."""
 
 from __future__ import annotations
 
@@ -159,8 +155,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#!])")
 
 
 def _md_text(value: Any) -> str:
-    """Text from a run (host names, knobs, command lines) as Markdown shows it literally:
-    HTML escaped as the HTML report does, Markdown punctuation backslashed, one line."""
+    """Text from a run shown literally: HTML escaped, Markdown punctuation backslashed."""
     text = html.escape(" ".join(str(value).splitlines()), quote=False)
     return _MD_SPECIAL.sub(r"\\\1", text)
 

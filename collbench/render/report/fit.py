@@ -1,16 +1,7 @@
-"""What the report draws and says of a collective's curves.
-
-A fit as the report says it: the same latency text and quality line as `collbench fit`
-(render/fit.py's alpha_text and quality_text), a poor fit flagged, a latency below the
-clock's resolution never shown as a number (not in a table, a label or a drawn line), and
-a peak busbw or n_half the fit did not determine (analysis/fit/quality.py) never a figure.
-
-A topology's cost model on the busbw chart (`collbench report --topology`): the curve is
-analysis/model/costmodel.py's prediction at the link rates (`Efficiency` 1.0) for each run's
-placement on the topology (analysis/vs_topology.run_placement), the same model `collbench fit
---topology` compares with. Where a run measures faster than the model, the model understates
-the fabric there and the report says it is no bound at those sizes.
-"""
+"""What the report draws and says of a collective's curves: fits worded as `collbench fit`
+words them (a latency below the clock's resolution or an undetermined peak is never a
+figure), and a topology's cost model at link rate, the one `fit --topology` compares with
+(called no bound where a run measures faster)."""
 
 from __future__ import annotations
 
@@ -80,8 +71,7 @@ def regime_busbw_text(fit: Any, index: int) -> str:
 
 
 def summary_cells(curve: Any) -> tuple[Any, ...]:
-    """Fitted peak busbw (with its interval and a flag when above every measured point),
-    latency, n_half, regimes and fit quality (a poor one flagged)."""
+    """Fitted peak busbw, latency, n_half, regimes and fit quality (a poor one flagged)."""
     from collbench.render.fit import alpha_text
 
     if curve is None:
@@ -99,9 +89,8 @@ def summary_cells(curve: Any) -> tuple[Any, ...]:
 
 
 def peak_text(curve: Any) -> str:
-    """'317', or, fitted above every measured busbw, 'flagged: 0.78 [0.41, 2.1], above the
-    highest measured 0.46', or, not determined by the sweep, flagged 'not determined: see
-    the notes' (never the fitted number)."""
+    """'317'; flagged with its interval when above every measured busbw, or 'not
+    determined' (never the fitted number)."""
     if not curve.quality.peak_determined:
         return Flagged(f"{NOT_DETERMINED}: see the notes")
     peak = f"{curve.busbw_peak_gbps:.4g}"
@@ -117,9 +106,8 @@ def peak_text(curve: Any) -> str:
 def model_curves(
     topology: Topology, collective: str, series: Sequence[charts.Series]
 ) -> tuple[list[charts.ModelCurve], list[str]]:
-    """One curve per distinct placement (ranks, nodes, ranks per node) among the series,
-    over their sizes; and notes: the placement's caveats, why no curve could be drawn, where
-    a run beats the model."""
+    """One curve per distinct placement (ranks, nodes, ranks per node) among the series;
+    and notes: caveats, why no curve, where a run beats the model."""
     from collbench.analysis.model.costmodel import MODELS
 
     if collective not in MODELS:
@@ -159,8 +147,6 @@ def _curve(
     sizes: list[int],
     beaten: list[str],
 ) -> tuple[charts.ModelCurve, list[str]]:
-    """The model's busbw over the sizes for one placement, and the placement's caveats; a
-    model some run beats is not called a bound."""
     from collbench.analysis.fit.vs_topology import run_placement
     from collbench.analysis.model.costmodel import predict
 
@@ -189,9 +175,7 @@ def _curve(
 
 
 def beats_model(topology: Topology, item: charts.Series) -> str | None:
-    """A note when the run measures faster than the model at some sizes (by more than
-    vs_topology.FASTER_THAN_MODEL, the rule fit counts with); beyond MODEL_WRONG_SPEEDUP it
-    says the model, not the fabric, is wrong there."""
+    """A note when the run measures faster than the model at some sizes (as fit counts)."""
     from collbench.analysis.fit.vs_topology import (
         FASTER_RULE,
         MEASURE,

@@ -1,8 +1,5 @@
-"""`collbench predict --html`: the fabric comparison as a report (document.Report, drawn by
-document.py): the fabrics compared, then per collective a busbw chart (each fabric's
-model dashed, a measured run's rows as points) and the side-by-side table, then each
-topology's figures with their sources.
-"""
+"""`collbench predict --html`: the fabric comparison as a report, per collective a busbw
+chart and the side-by-side table, then each topology's figures with their sources."""
 
 from __future__ import annotations
 
@@ -76,8 +73,7 @@ def _row(line: Line) -> tuple[Any, ...]:
 def _chart(
     collective: str, lines: Sequence[Line], fabrics: Sequence[Fabric], names: list[str]
 ) -> Chart | None:
-    """busbw vs size: each fabric's figures (the model's, or the measured run's) as a
-    dashed curve in its colour (sizes above 0 only)."""
+    """busbw vs size: each fabric's figures as a dashed curve in its colour."""
     from collbench.render import charts
 
     shown = [line for line in lines if line.size_bytes > 0]
@@ -95,7 +91,6 @@ def _chart(
 
 
 def _figures(fabric: Fabric) -> Table:
-    """The topology's numbers and where each comes from."""
     from collbench.topologies.schema import numeric_figures
 
     topology = fabric.topology

@@ -65,8 +65,7 @@ def ratio_chart(title: str, series: Sequence[RatioSeries], ylabel: str) -> bytes
 def _draw_ratios(
     axes: Any, item: RatioSeries, color: str
 ) -> tuple[Any, list[float], list[float]] | None:
-    """One series' line, its markers filled where significant; None with nothing to draw
-    (size 0 has no place on the log axis, a ratio that is not a positive number neither)."""
+    """One series' line, its markers filled where significant; None with nothing to draw."""
     points = _points(item)
     if not points:
         return None
@@ -81,9 +80,8 @@ def _draw_ratios(
 
 
 def _ratio_axis(axes: Any, ratios: Sequence[float], zoomed: bool = False) -> None:
-    """Linear while the ratios stay within RATIO_LINEAR_SPAN of each other and of 1 (from 0,
-    or `zoomed` to the ratios and 1 with a margin: many lines near 1 stay apart); beyond,
-    logarithmic (base 2, or 10 past 64x), so ratios near 1 stay readable."""
+    """Linear (from 0, or `zoomed` to the ratios) while they stay within RATIO_LINEAR_SPAN
+    of each other and of 1; beyond, logarithmic (base 2, or 10 past 64x)."""
     from matplotlib.ticker import FuncFormatter
 
     low, high = min(1.0, *ratios), max(1.0, *ratios)
@@ -111,12 +109,9 @@ class RatioPanel:
 def ratio_overview_chart(
     title: str, panels: Sequence[RatioPanel], ylabel: str, colors: Mapping[str, str]
 ) -> bytes | None:
-    """Many candidates against one baseline in one figure: a panel per (collective,
-    placement), two to a row, each ratio axis zoomed to its ratios; the series labelled in
-    `colors` in that color (the same in every panel) with their significance markers, in
-    the legend in `colors`' order, the others thin grey lines under one legend entry. The
-    legend fills the spare cell of an odd number of panels, else goes below. None without
-    a ratio to draw."""
+    """Many candidates against one baseline: a panel per (collective, placement), two to a
+    row; the series in `colors` in that color, the others thin grey lines. The legend fills
+    a spare cell, else goes below. None without a ratio to draw."""
     drawable = [panel for panel in panels if any(_points(item) for item in panel.series)]
     if not drawable:
         return None
@@ -147,13 +142,12 @@ def ratio_overview_chart(
         spare.legend(handles, labels, loc="center", fontsize=8, frameon=False)
     figure.tight_layout()
     if spare is None:
-        width_chars = charts.FIGSIZE_IN[0] * charts.LEGEND_CHARS_PER_IN
         figure.legend(
             handles,
             labels,
             loc="upper center",
             bbox_to_anchor=(0.5, 0.0),
-            ncol=max(1, min(3, int(width_chars // (max(map(len, labels)) + 8)))),
+            ncol=charts.legend_columns(labels),
             fontsize=8,
             frameon=False,
         )

@@ -1,4 +1,4 @@
-"""`collbench export RUN` reads rows.jsonl a row at a time (render/export_run.py) and writes
+"""`collbench export RUN` reads rows.jsonl a row at a time (render/export.py: export_run) and writes
 the bytes that building each document from every row at once gives (the reference below)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import json
 from collbench.render.export import (
     csv_columns,
     csv_record,
+    export_run,
     group_sizes,
     json_paths,
     nccl_entry,
@@ -17,7 +18,6 @@ from collbench.render.export import (
     nccl_head,
     per_iter_series,
 )
-from collbench.render.export_run import export_run
 from collbench.store.load import load_run
 from collbench.store.rows import OVERLAP, SWEEP
 from tests.helpers import collbench
