@@ -1,15 +1,7 @@
 """How close the estimator has landed on published runs, per accelerator: what `mfu`
 prints beside each fabric's column, so an estimate is read with its demonstrated error.
 
-The figures are the validation set's (tests/published_runs.py, docs/mfu/validation.md "Validation against
-published runs"), each run's error turned into an error of the MFU (and of the throughput:
-predicted / reported - 1, + = the estimate is faster than the run was). They hold for the
-estimator as shipped: GEMMs priced by shape and collectives by the topology's cost model
-(`--gemm` or `--curves` measure instead, which no published run did). The table is
-written by `python benchmarks/mfu_validation.py --accuracy`; a unit test recomputes it
-from the validation set, so it cannot drift from what the model says now.
-
-Pure: no I/O.
+The method, in full: docs/mfu/validation.md#analysis-mfu-accuracy-py.
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
 """The compute of a training step, operator by operator, on one accelerator.
 
-For one micro-batch of b·s tokens on the busiest pipeline stage (Megatron's layer, split
-over t tensor-parallel ranks; h hidden, a heads, f the MLP width, d the head dim):
-- **GEMMs** at their real shapes after the TP split (M x N x K): QKV (b·s x (a + 2·kv)·d/t x
-  h), the attention projection (b·s x h x a·d/t), the MLP's up (b·s x f/t x h; 2·f/t fused
-  for a gated SwiGLU MLP) and down (b·s x h x f/t) projections, and on the last stage the
-  logits (b·s x vocab/t x h). The backward runs each twice with the dimensions swapped
-  (input gradient b·s x K x N, weight gradient K x N x b·s), each priced on its own;
-- the **attention core**: unfused (Megatron before FlashAttention): batched GEMMs for the
-  scores (b·a/t x s x s x d) and the weighted sum (b·a/t x s x d x s), their four backward
-  GEMMs, and the softmax and dropout over the b·a/t·s² scores, memory bound; or flash
-  (FlashAttention, cuDNN/TE fused attention): one kernel that skips the causal mask's
-  upper half, at FLASH_FORWARD (backward: FLASH_BACKWARD) of a large matmul's rate, its
-  backward 2.5x the forward's FLOPs;
-- **memory-bound operators** from HBM bandwidth: layer norms, bias + dropout + residual
-  adds, the activation (GeLU, or SwiGLU), the loss on the last stage, each reading and
-  writing its tensors once forward and twice as much backward; with sequence parallelism
-  the norms and dropouts see 1/t of the tokens;
-- **recompute**: full recompute runs the layer's forward again in the backward; selective
-  recompute runs the attention core's forward again; partial recompute (`recompute_layers`)
-  runs the whole forward again on that many layers of each model chunk, what their
-  operators have not already recomputed (`MicroBatchCompute.recomputed`);
-- the **optimizer step**, once per step, memory bound: Adam reads and writes the fp32
-  master weights, both moments and the gradient of the accelerator's (ZeRO: sharded) part.
-
-Every GEMM is priced by a `GemmPricer` (analysis.gemm_model from the shape and the
-accelerator; or measured rows of `collbench gemm`). Pure: no torch, no I/O.
+The method, in full: docs/mfu/index.md#analysis-mfu-compute-py.
 """
 
 from __future__ import annotations

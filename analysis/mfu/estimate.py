@@ -1,36 +1,7 @@
 """The training-MFU estimator: one optimizer step of a workload on a fabric, and how much
 MFU its exposed collectives cost.
 
-Step model (Megatron's 1F1B pipeline schedule; TP innermost, then DP, then PP):
-- compute: each micro-batch on the busiest pipeline stage, operator by operator
-  (analysis.compute: GEMMs at their TP-split shapes priced by analysis.gemm_model or
-  measured by `collbench gemm`, the attention core, memory-bound operators from HBM
-  bandwidth, recompute), plus the optimizer step once;
-- TP: per layer and micro-batch, 2 all-reduces of the activations (b·s·h) in the forward,
-  2 in the backward and 2 more when full recompute repeats the forward; with sequence
-  parallelism each becomes a reduce-scatter + all-gather pair. They sit on the critical
-  path (Megatron issues them between the matmuls that need them) unless `tp_overlap` is 1:
-  Transformer Engine's userbuffers chunk them beside their GEMMs (analysis.mfu.tp_overlap
-  prices what stays exposed and what the GEMMs lose to chunking and to the SMs taken);
-- PP: per micro-batch, one activation send forward and one gradient send back between
-  neighbouring stages (b·s·h / tp each: Megatron's scatter/gather optimisation), exposed;
-- bubble: (p - 1) / v slots of the pipeline's (compute + exposed TP + PP) per micro-batch,
-  i.e. a (p - 1) / (v·m) share of the micro-batch work;
-- DP: the gradients are all-reduced after the last micro-batch (ZeRO 0), reduce-scattered
-  after it (ZeRO 1) or after every micro-batch (ZeRO 2/3, which keep only their shard); the
-  updated weights are all-gathered once (ZeRO 1/2), or for every forward and backward
-  (ZeRO 3 / FSDP). Each is issued in `dp_bucket_mb` MiB buckets. With `dp_overlap` a
-  reduction runs beside its backward and a gather beside the pass that needs the weights,
-  except one bucket (the last gradients are ready only when the backward ends, the first
-  weights are needed before it starts; one collective over everything cannot overlap at
-  all). Beside compute, `overlap_efficiency` of the collective is hidden (OSU's figure,
-  from an overlap probe when one is given, else ideal 1.0, said in the output); what is not
-  hidden is split into compute stretched by `compute_slowdown` and exposed communication.
-MFU = model FLOPs per step / (step time x accelerators x peak); HFU counts recompute too.
-`mfu_loss_comm` = the MFU with every collective hidden at no cost, minus the MFU.
-
-Collective prices come from a `Pricer` (measured curves or the topology cost model); the
-estimator itself is pure.
+The method, in full: docs/mfu/index.md#analysis-mfu-estimate-py.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """`mfu --gemm RUN`: GEMM prices from `collbench gemm` rows, shape by shape, where the run
 was measured on the fabric's accelerator, with warnings for what does not apply.
 
-A run measured on another accelerator (or in another dtype) than the fabric's is not used
-there: its warning says so and the shape model prices that fabric. Shapes the workload
-runs that the run did not measure are priced by the shape model, and the warning names
-them; shapes the run measured that the workload never runs are named too.
-
-Pure: rows in, a pricer and warnings out.
+The method, in full: docs/mfu/index.md#analysis-mfu-gemm-prices-py.
 """
 
 from __future__ import annotations

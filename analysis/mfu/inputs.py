@@ -1,11 +1,7 @@
 """What the MFU estimator is fed: collective prices (measured curves or the topology cost
 model), overlap figures from probe runs, and the what-if fabrics.
 
-Concurrent groups share the fabric. In a step every accelerator runs its own TP, DP or
-PP group at the same time, so a group with r ranks on a node gets r / (accelerators per
-node) of that node's NICs: the cost model's groups (`costmodel.group_for` with the
-group's stride) are priced with exactly that share, and on a mesh with the links to the
-group's own peers only.
+The method, in full: docs/mfu/index.md#analysis-mfu-inputs-py.
 """
 
 from __future__ import annotations

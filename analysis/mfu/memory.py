@@ -1,45 +1,7 @@
 """Per-accelerator memory of a training workload: weights, gradients, optimizer state and
 activations, against the accelerator's HBM.
 
-States (mixed-precision Adam, Megatron's accounting): the weights at `param_bytes` (2,
-bf16), the gradients at `grad_bytes` (4 by default: a trainer that reduces its gradients
-in fp32, as the step model assumes, keeps fp32 main gradients; 2 with bf16 gradients, the
-usual 2 + 2 + 12 split), and 12 bytes of optimizer state (fp32 master weights, Adam's two
-moments). ZeRO 1 shards the optimizer state over dp, ZeRO 2 the gradients too, ZeRO 3 the
-weights too. A stage holds its layers (the first also the input embedding, the last the
-output layer), split over tp.
-
-Activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
-Transformer Models", section 4), in bytes for 16-bit activations and 1-byte dropout masks,
-per layer and micro-batch of s·b tokens:
-- no recompute: s·b·h·(10 + 24/t) + 5·a·s²·b/t; with sequence parallelism all of it / t,
-  i.e. s·b·h·(34 + 5·a·s/h)/t. The 24 (Q, K, V, the projection's input and the MLP's two
-  4h-wide tensors) is written from the shape, so grouped-query attention and SwiGLU MLPs
-  count their own widths;
-- selective recompute drops the attention core (the 5·a·s²·b term), and so does
-  FlashAttention (`attention = "flash"`), which never stores the scores;
-- full recompute keeps only each layer's input, 2·s·b·h (/ t with sequence parallelism),
-  plus one layer's full activations while it is recomputed; partial recompute
-  (--recompute-layers R) keeps that for R layers of each model chunk and the rest as
-  --recompute says.
-Without dropout (Llama 3, Nemotron-4) the two masks and the scores' mask are not stored.
-
-Every pipeline stage is estimated and the busiest one reported. Stage r of 1F1B holds
-pp − r micro-batches (Megatron-LM's schedules.py: pp − r − 1 warm-up forwards); with v
-interleaved chunks it holds 2·(pp − r − 1) + (v − 1)·pp + 1 chunks of 1/v of its layers,
-on the first stage Korthikanti et al.'s pp·(1 + (pp − 1)/(pp·v)). The first stage holds
-the input embedding, the last the output layer and one micro-batch's fp32 logits,
-4·s·b·vocab/t; an uneven split leaves its short stages at the ends (Llama 3 405B).
-
-Not counted: the CUDA context, the allocator's fragmentation, communication buffers
-(NCCL, userbuffers), CUDA graphs, FP8 weight copies and temporary workspaces; FP8 inputs
-saved at 1 byte are counted at 2. benchmarks/mfu_memory.py checks the estimate against
-published configurations (tests/published_memory.py): every one that ran fits, and where a
-peak is known the estimate was up to DEMONSTRATED_ERROR off. So a workload estimated over
-the capacity by no more than that "may fit" (a warning with the margin); beyond it, it
-does not fit.
-
-Pure: no I/O, no torch.
+The method, in full: docs/mfu/memory.md#analysis-mfu-memory-py.
 """
 
 from __future__ import annotations

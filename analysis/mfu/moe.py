@@ -2,67 +2,7 @@
 expert-parallel all-to-all each MoE layer issues and the context-parallel K/V exchange of
 each attention layer, with what of each compute hides.
 
-Layout (Megatron-Core's MoE with its alltoall token dispatcher; expert tensor parallelism
-= tp, EP folded into the dp x cp ranks of the expert layers):
-- a rank's micro-batch holds T = micro_tokens / tp tokens (MoE with tp > 1 needs sequence
-  parallelism); the router (a hidden x experts GEMM) sends each to top_k experts;
-- **dispatch**: an all-to-all over the ep ranks (stride tp: the dp x cp neighbours) of
-  T x top_k x hidden elements per rank (nccl-tests' size; `dispatch_bytes` each: DeepSeek-
-  V3 dispatches in fp8), then, with tp > 1, an all-gather over tp of the received tokens;
-- the experts: each rank holds experts / ep of them, split by tp, and (balanced, as NVIDIA's
-  benchmarks force it) runs micro_tokens x top_k rows through them, a grouped GEMM priced
-  as experts / ep batched GEMMs of micro_tokens x top_k x ep / experts rows each; a
-  capacity factor X pads every expert to X times that (and the all-to-all carries it);
-- **combine**: the reverse (a reduce-scatter over tp, then an all-to-all) in bf16;
-- node-limited routing (`ep_route_nodes` N < top_k, DeepSeek-V3 section 2.1.2 with
-  DeepEP's dispatch): a token crosses the scale-out once per node, to at most N nodes,
-  then scale-up forwards it to its experts; priced as an all-to-all of N / top_k the
-  size (the scale-out's share; the faster scale-up forwarding is not priced);
-- the backward runs both again (the gradients travel back), a full recompute a third time;
-- shared experts: a dense MLP of shared x moe_ffn on every token, split by tp.
-So per MoE layer and micro-batch there are 4 all-to-alls (6 with full recompute), intra-
-node when ep x tp fits a scale-up domain, else across the scale-out (the pricer decides
-from the group's ranks and stride: the cost model, or a measured all_to_all via --curves).
-
-Overlap (`ep_overlap`), per MoE layer and micro-batch, hidden = min(communication, the
-compute it runs beside), exposed = the rest:
-- "none": all exposed (Megatron's default);
-- "shared-expert": beside the shared experts' forward and backward (Megatron's
-  --moe-shared-expert-overlap runs them on another stream during dispatch and combine);
-- "dualpipe": beside the whole layer of another micro-batch (DeepSeek-V3 section 3.2.1:
-  DualPipe pairs one micro-batch's forward chunk with another's backward chunk so that
-  "both all-to-all and PP communication can be fully hidden"). Its bubble is DualPipe's
-  (PP/2 - 1)(F&B + B - 3W) (Table 2), with F&B = F + B and W = B / 2: (pp/2 - 1)(F + B/2)
-  per micro-batch slot;
-- "1f1b": Megatron-Core's overlap_moe_expert_parallel_comm, phase by phase (each all-to-
-  all beside its own phase of the paired micro-batch: `_one_f_one_b_exposed_s`), with the
-  interleaved schedule's bubble.
-Expert tensor parallelism `etp` (Megatron's expert_tensor_parallel_size, 0: = tp): the
-expert layers fold etp x ep over the tp x dp x cp ranks; with etp < tp each rank keeps
-whole experts (/ etp), its tp-split tokens go out directly and only etp ranks gather.
-The SMs the dispatch/combine kernels hold (`ep_sms`; DeepEP's 20 of 132, DeepSeek-V3
-section 3.2.2, Megatron-Core's moe_deepep_num_sms default) slow the compute beside the
-hidden part: `sm_slowdown_s`.
-
-Context parallelism (cp_exchange). With `cp` > 1 (Megatron-Core over Transformer Engine's fused attention) every rank holds
-seq / cp of each sequence (2 chunks of seq / 2cp, one from each end, so that the causal
-mask loads the ranks evenly): its GEMMs, norms and activations see micro_tokens =
-micro_batch x seq / cp tokens, its attention core computes its queries against all the
-keys (1 / cp of the causal work), and K/V travel:
-- "p2p" (cp_comm_type p2p, the default): a ring. The forward runs cp steps; before step
-  i computes with the K/V it holds it posts the send/recv of the next K/V
-  (TransformerEngine attention/dot_product_attention/context_parallel.py,
-  AttnFuncWithCPAndKVP2P), so each of the cp - 1 transfers of K/V (micro_tokens x the K
-  and V widths of the rank's heads) runs beside one step's attention, 1 / cp of it:
-  exposed = (cp - 1) x max(0, transfer - step). The backward does the same with K/V and
-  their gradients in flight (twice the bytes) and then sends the last dK/dV home,
-  exposed. Recompute (selective or full) runs the forward's ring again.
-- "all_gather": K/V all-gathered before the attention (and again in the backward, whose
-  dK/dV are reduce-scattered), ASSUMED exposed.
-The ring's step is priced as nccl-tests' sendrecv over the cp ranks (stride tp): a ring
-shift, as slow as its slowest hop (across nodes once cp x tp spans them).
-
-Pure: no I/O.
+The method, in full: docs/mfu/moe-cp.md#analysis-mfu-moe-py.
 """
 
 from __future__ import annotations

@@ -3,12 +3,7 @@ the collective, its size per rank (nccl-tests' size), how many calls per step, t
 it runs on (ranks, and the stride between them in accelerators) and whether the estimator
 lets it overlap compute.
 
-The list follows the estimator's step model (analysis/mfu/estimate.py, whose module says
-why each collective is there) call for call: pricing each entry with a `Pricer` and
-summing `count x time` gives the estimator's total per communicator (a unit test holds the
-two together). `collbench tune --workload` weighs each collective and size by it.
-
-Pure: no I/O.
+The method, in full: docs/mfu/index.md#analysis-mfu-step-collectives-py.
 """
 
 from __future__ import annotations

@@ -2,48 +2,7 @@
 userbuffers do it (Megatron-Core `--tp-comm-overlap`, NeMo / Megatron-Bridge
 `tp_comm_overlap`): `--tp-overlap 1`.
 
-Megatron-Core allows it only with sequence parallelism (megatron/training/arguments.py:
-"Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is
-enabled"), so each TP collective is an all-gather (AG) before a column-parallel GEMM or a
-reduce-scatter (RS) after a row-parallel one. Transformer Engine pairs them with GEMMs
-(transformer_engine/pytorch/module/base.py, initialize_ub: `methods`, TE 1.7 to 2.x) and
-this module prices each pair, per layer and micro-batch (s = one collective's size):
-- **ring exchange** (AG before qkv and mlp_up forward, before attn_proj and mlp_down
-  input gradient): the GEMM runs in tp chunks of M/tp rows. The first chunk is the
-  rank's own shard; each other chunk waits for its shard, sent by the neighbour (one
-  send of s/tp over the scale-up per step) beside the chunk before it
-  (comm_gemm_overlap.h, split_overlap_ag_p2p). Time g + (tp - 1)·max(g, c): hidden
-  while a chunk's GEMM g outlasts a step's send c, else the sends are the critical path.
-  The sends run on the copy engine; the kernel that syncs them takes RING_EXCHANGE_SMS.
-  (A GEMM this module does not know, a MoE layer's experts or an MLA projection, leaves
-  its collective exposed.)
-- **pipeline** (RS after attn_proj and mlp_down forward): the GEMM in `chunks` chunks of
-  M/chunks rows (TE's num_splits, default 4), each chunk's reduce-scatter (s/chunks)
-  beside the next chunk's GEMM; the last chunk's reduce-scatter is exposed
-  (split_overlap_rs: "Last communication chunk with max SM"). The communication kernels
-  take `sms` SMs (TE's num_sm, default 16), and the GEMM runs on the rest (set_sm_margin,
-  as every NeMo / Megatron-Bridge userbuffer configuration sets for pipeline overlap):
-  each chunk takes sm_count / (sm_count - sms) times as long.
-  Time g' + (chunks - 1)·max(g', r) + r.
-- **bulk** (the input gradient's RS in the backward, after qkv and mlp_up): one
-  reduce-scatter beside the weight-gradient GEMM of the same layer, its kernels on `sms`
-  SMs; the GEMM runs on the rest while both run, and what the GEMM does not cover is
-  exposed. The same for the AG that re-gathers qkv's and mlp_up's input for their weight
-  gradients (Megatron saves the sequence-parallel shard): beside their input-gradient
-  GEMMs (TE's qkv_dgrad, fc1_dgrad bulk methods).
-Without userbuffers (`--tp-overlap 0`) Megatron still overlaps the backward
-(core/tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication, on
-since Megatron-LM's async tensor-parallel all-reduce of late 2021): a column-parallel
-layer's input-gradient reduction (RS with SP, all-reduce without) is issued async beside
-its weight-gradient GEMM, and its input re-gather beside its input-gradient GEMM; the
-forward's collectives and the row-parallel layers' backward AGs stay on the critical path
-(`async_backward`; `tp_async_backward` False: all of them exposed, as in 2021 Megatron).
-Recomputing a layer's forward (full recompute, --recompute-layers) repeats its pairs.
-The collectives' total stays what they would cost unoverlapped (analysis/mfu/step_collectives.py lists the same ones); the exposed part
-is what the chunks leave on the critical path, and the GEMM slowdown is what chunking
-(smaller GEMMs, priced at their own shape) and the SM share add to the GEMMs' time.
-
-Pure: no I/O.
+The method, in full: docs/mfu/tp-overlap.md#analysis-mfu-tp-overlap-py.
 """
 
 from __future__ import annotations

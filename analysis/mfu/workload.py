@@ -2,26 +2,7 @@
 its parallelism, as frozen dataclasses validated field by field (the model presets are in
 analysis/mfu/presets.py).
 
-FLOP counts follow PaLM (Chowdhery et al. 2022, appendix B): model FLOPs per token =
-6·N + 12·L·H·Q·T (N parameters, L layers, H heads, Q head dim, T sequence length). The
-hardware FLOPs add what recomputation does again: full recompute repeats the forward
-(8·N + 16·L·H·Q·T); selective recompute (Korthikanti et al. 2022) repeats only the
-attention core, the 4·L·H·Q·T of its forward (6·N + 16·L·H·Q·T). Partial recompute
-(`recompute_layers` R: Megatron's recompute_granularity full with recompute_method block
-and recompute_num_layers R) repeats the whole forward of the first R layers of each model
-chunk (pp·v·R of the L layers) and treats the rest as `recompute` says (none or
-selective): the recomputed layers add 2·N_layers + 4·L·H·Q·T of their share, N_layers
-being the active parameters outside the embeddings.
-
-Mixture of experts (Shazeer et al. 2017; Fedus et al. 2021): N in the FLOPs is the
-*active* count, the parameters one token passes through (the top-k routed experts, the
-shared experts and the router; DeepSeek-V3's 37B of 671B), while the memory holds them
-all. Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, section 2.1; DeepSeek-V3,
-arXiv 2412.19437, section 2.1.1) is priced as what it computes: its low-rank projections
-are GEMMs, and its attention core multiplies queries by keys of qk_nope + qk_rope dims and
-weights values of v_dim, so 12·L·H·Q·T becomes 6·L·H·(Q_qk + Q_v)·T.
-
-Pure: no I/O, no torch.
+The method, in full: docs/mfu/index.md#analysis-mfu-workload-py.
 """
 
 from __future__ import annotations

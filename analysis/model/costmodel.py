@@ -1,58 +1,6 @@
 """The collective cost model: what a fabric should give, per collective, size and group.
 
-Every algorithm is priced alpha-beta per fabric level, and the levels are pipelined:
-
-    time = latency + max(bytes_up / B_up, bytes_out / B_out)
-
-`bytes_up` is what one accelerator sends over scale-up per direction, `bytes_out` what one
-scale-up domain (all of the group's ranks in it) sends over scale-out per direction. Both
-bandwidths are link rates times `Efficiency` (default 1.0: the prediction is the hardware
-bound, so a measured run reads as a % of it).
-
-The levels, as one group of `p` ranks, `d` per domain, `k = ceil(p / d)` domains, sees them:
-- scale-up, per accelerator and direction: `B_up = scale_up.bandwidth_gbytes_s`. A "switch"
-  (NVSwitch) gives it to any peer. A "mesh" (xGMI) splits it over `domain_size - 1` links,
-  one per peer: a single ring only uses two of them, but RCCL runs several rings over the
-  mesh, so ring-based collectives are taken to reach the aggregate (over the links to the
-  group's `d - 1` peers when the group is part of the domain); a point-to-point transfer
-  gets one link, `B_up / (domain_size - 1)`. A "bus" (PCIe) is priced like a switch.
-- scale-out: a node's NICs give `B_node = nics_per_node x nic_gbits_s / 8` GB/s per
-  direction. Each accelerator drives its share (its rail), `B_node / accelerators_per_node`,
-  so a domain's `d` ranks together get `d x B_node / accelerators_per_node` (all NICs of a
-  full node; `nodes_per_domain x B_node` for a full GB200 NVL72 rack) and a group of one
-  rank per node gets one rail: groups side by side (Megatron's TP or DP groups) share a
-  node's NICs. Scale-out bandwidth is divided by `oversubscription` whenever traffic
-  crosses it (the model does not know which traffic stays under one leaf switch).
-- latency: `scale_up.latency_us` per hop inside a domain, `scale_out.latency_us` per hop
-  that crosses domains; no launch overhead (nccl-tests' small sizes sit well above this).
-
-Algorithms (S = nccl-tests size, the larger of a rank's send and receive buffers):
-- all_reduce ring: 2(p-1) steps, 2(k-1) of them across domains; each accelerator sends
-  2(p-1)/p S, and so does each domain through its NICs (NCCL's rings cross every node
-  boundary once per channel, one channel per NIC): busbw <= min(B_up, B_out). On a DGX A100
-  (8 x 200 Gb/s) that is <= 200 GB/s busbw across nodes; nccl-tests shows ~180-190.
-- all_reduce tree (NCCL's double binary tree across domains, a chain inside): latency
-  2((d-1) hops up + ceil(log2 k) hops out); the chain moves min(d-1, 2) S per accelerator;
-  each domain's NICs carry S across 2 domains (it is the root of one tree and a leaf of the
-  other, half the data each) and 2S from 3 domains on (an inner node feeds two children).
-  So across 2 nodes busbw reaches 2(p-1)/p B_out, about twice the ring: 16 H100 over
-  8 x 200 Gb/s measure ~340 GB/s busbw, under the tree's 375 and over the ring's 200.
-- all_reduce hierarchical (reduce-scatter inside, all-reduce across on every rail,
-  all-gather inside; NCCL has no such algorithm without NVLS/CollNet, so "auto" skips it):
-  2(d-1)/d S up, 2(k-1)/k S out per domain, the least any all-reduce must move.
-- all_gather / reduce_scatter ring: p-1 steps, (p-1)/p S up and out; hierarchical:
-  (d-1)/d S up, (k-1)/k S out.
-- broadcast / reduce ring (pipelined chain): p-1 steps, S up and out: busbw <= B.
-- all_to_all pairwise: each rank sends (d-1)/p S inside its domain (switch: at B_up; mesh:
-  S/p on each peer link at B_up / (domain_size - 1), the same time when the group fills the
-  domain) and (p-d)/p S across, over its rail; one hop of latency per level crossed.
-- sendrecv direct (nccl-tests' ring shift): S to one peer: one scale-up link, or a rail.
-- one rank: "local", time 0 (nothing moves).
-
-"auto" takes the fastest of what NCCL's tuner chooses from (`AUTO_CHOICES`: ring or tree for
-all-reduce, ring otherwise; NVLS, CollNet and PAT are not modelled).
-
-Pure: no I/O, no torch.
+The method, in full: docs/methodology/cost-model.md#analysis-model-costmodel-py.
 """
 
 from __future__ import annotations

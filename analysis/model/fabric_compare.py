@@ -1,22 +1,7 @@
 """Fabrics side by side, collective by collective and size by size: what `collbench predict`
 shows a buyer comparing vendor quotes before there is a cluster to measure.
 
-Rules:
-- each fabric runs the collective over all of its ranks (`costmodel.group_for` of the whole
-  topology, at the node count it is given), priced by `costmodel.predict` at `efficiency`
-  of the link rates (1.0: the hardware bound);
-- regime: the chosen algorithm's largest term (latency, scale-up or scale-out bound); bound:
-  that algorithm's busbw as the size grows (the most this fabric gives the collective);
-- a measured time (a `MeasuredLookup`, e.g. from `--curves NAME=RUN`) replaces the predicted
-  time and bandwidth of its fabric; the regime and bound stay the model's, so a measured busbw
-  reads against what the fabric should give;
-- ratio: a fabric's time over the first fabric's at the same collective and size (< 1: faster
-  than the first); None where the first's time is 0 (one rank, or 0 bytes).
-
-Sizes are nccl-tests' (the larger of a rank's send and receive buffers); busbw is nccl-tests'
-(algbw x the collective's bus factor for the fabric's rank count).
-
-Pure: no I/O, no torch.
+The method, in full: docs/methodology/cost-model.md#analysis-model-fabric-compare-py.
 """
 
 from __future__ import annotations

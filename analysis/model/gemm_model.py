@@ -1,26 +1,6 @@
 """How long one matrix multiplication takes on one accelerator, from its shape alone.
 
-A GEMM C[M, N] = A[M, K] · B[K, N] (times `batch` for a batched one) runs as output tiles,
-one per thread block, scheduled over the accelerator's SMs (CUs) in waves (NVIDIA's
-"Matrix Multiplication Background User's Guide", docs.nvidia.com/deeplearning/performance/
-dl-performance-matrix-multiplication: tile and wave quantization). Its efficiency is:
-
-- the accelerator's achievable share of the dense peak (`matmul_fraction` in the topology's
-  accelerator entry: the best large matmul measured, cited there), at the sustained clock
-  where the entry measures it (`matmul_sustained`: a burst runs at the boost clock, a GEMM
-  that runs on saturates the board's power limit and settles lower);
-- x tile quantization: the share of the tiles' work that lies inside the matrix
-  (M = 2049 pays for 2 x 1024 + 1 rows of tiles);
-- x wave quantization: the share of the waves' SM slots that hold a tile (144 tiles on 108
-  SMs run in 2 waves, the second 1/3 full);
-- x the tile's own efficiency: smaller tiles reuse each loaded byte less (the guide's
-  256x128 > 128x128 > 64x64 ordering); of the candidate tiles the best product is taken,
-  as cuBLAS' heuristics pick among their kernels;
-- x the reduction's ramp: a short K leaves each tile's main loop too short to hide its
-  prologue and epilogue (K / (K + K_RAMP)).
-
-The time is the larger of that compute time and the roofline's memory time: A, B and C
-read or written once from HBM at `hbm_gbytes_s` x MEMORY_FRACTION. Pure: no torch, no I/O.
+The method, in full: docs/methodology/cost-model.md#analysis-model-gemm-model-py.
 """
 
 from __future__ import annotations
