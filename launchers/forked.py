@@ -1,13 +1,6 @@
 """Local CPU ranks forked from one process that imported torch once (bench/rank_forker.py).
 
-Starting each rank as `python -m collbench.bench.worker` makes every rank import torch
-(about a second of CPU each, and the ranks share the cores); the forker imports it once and
-forks the ranks, as a plain script that forks after `import torch` does. Only for ranks that
-use no GPU (launchers/local.py decides): GPU ranks are never forked.
-
-Each rank is a `Handle` for launchers/supervise.py like a spawned one: its exit code (the
-forker reports it), its own session to signal, and a descriptor that wakes the launcher's
-watch loop when a rank starts or ends.
+The method, in full: docs/launchers.md#launchers-forked-py.
 """
 
 from __future__ import annotations

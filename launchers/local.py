@@ -1,10 +1,6 @@
 """`--launcher local`: spawn N ranks on this host and watch them until the sweep ends.
 
-The parent starts `python -m collbench.bench.worker RUN_DIR` per rank, each in its own session
-(so Ctrl-C reaches only the parent, which then tears the ranks down), and watches them
-(launchers/supervise.py): a rank's own exit code says who died. CPU (gloo) ranks run the same
-worker forked from one process that imported torch once (launchers/forked.py); GPU ranks are
-never forked. The parent itself imports no torch for gloo (bench/distributed.py).
+The method, in full: docs/launchers.md#launchers-local-py.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """`--launcher mpi`: run the ranks with Open MPI's mpirun.
 
-`collbench sweep --launcher mpi --nproc 16 --hostfile hosts` renders and runs
-`mpirun -np 16 --hostfile hosts ... python -m collbench sweep --launcher none --rank-env mpi`.
-Each rank reads OMPI_COMM_WORLD_*; rank 0 picks the rendezvous address and a free port and
-broadcasts them with mpi4py before the process group starts (collbench.bench.distributed).
+The method, in full: docs/launchers.md#launchers-mpi-py.
 """
 
 from __future__ import annotations

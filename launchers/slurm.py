@@ -1,16 +1,6 @@
 """`--launcher slurm`: submit the sweep to Slurm and watch it.
 
-Every task runs `collbench sweep --launcher none --rank-env slurm ...` (rank from
-SLURM_PROCID, rendezvous at the step's first node); rank 0 writes the run directory, which
-must be on a filesystem the nodes and this host share. While the job waits and runs, this
-process prints its state, streams the rows and watches the ranks' status files; Ctrl-C
-cancels the job. `--no-wait` returns after submitting: `collbench wait RUN` picks it up.
-
-The job is submitted through submitit (its SlurmExecutor: pickles, submission script and
-logs in the run directory's slurm/ folder). The script it submits is the one `--print-sbatch`
-shows (`sbatch_script`, one function), but for the run directory this collbench prepared (a
-printed script appends the job id instead), the variables that let it watch the ranks, and
-each task's command: submitit's wrapper, which runs the same rank argv (RankTask).
+The method, in full: docs/launchers.md#launchers-slurm-py.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """Run one command once inside a new Slurm allocation, and follow the job to its end.
 
-`collbench tune run --launcher slurm` needs this: it submits `collbench tune run --launcher srun ...`
-as the driver. The driver runs in the batch script on the allocation's first node (not under
-srun) and starts one srun step per setting, so every setting gets fresh rank processes
-without queueing again. The allocation is shaped by the same SlurmSettings as
-`--launcher slurm` (nodes, tasks per node, partition, time, ...); job states come from
-scontrol (as `--launcher slurm` reads them: sacct needs slurmdbd, which many clusters lack).
+The method, in full: docs/launchers.md#launchers-slurm-batch-py.
 """
 
 from __future__ import annotations

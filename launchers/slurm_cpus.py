@@ -1,17 +1,6 @@
 """How many CPUs each Slurm task (rank) gets, when the user does not say.
 
-With `--ntasks-per-node 8` and no `--cpus-per-task`, Slurm allocates one CPU a task, and a
-site that binds tasks (TaskPlugin=task/affinity or task/cgroup) pins each rank to that one
-core, shared by Python, NCCL's proxy thread and torch's watchdog. So `--launcher slurm`
-asks for the node's CPUs divided among its tasks. The node's CPUs come from `sinfo -N -o %c`
-over the partition (the default one when none is given): the smallest node's count, so
-the request fits every node the job may land on. Where sinfo does not answer (no Slurm
-here, `--print-sbatch` written on another machine) nothing is set and Slurm's default
-stays; `--cpus-per-task N` sets it, and `--cpus-per-task 0` leaves it to Slurm.
-
-srun steps do not inherit --cpus-per-task from their allocation since Slurm 22.05, so the
-step is given it too. `--launcher srun` reads the allocation's SLURM_CPUS_PER_TASK, else
-divides SLURM_CPUS_ON_NODE among the tasks of a node.
+The method, in full: docs/launchers.md#launchers-slurm-cpus-py.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """A Slurm job's state: what Slurm says of it now (job_state), and what its run directory
 keeps of it (slurm.json: the submission, and how the job ended) for `status` and `report`.
 
-scontrol forgets a job minutes after its end (MinJobAge) and sacct needs slurmdbd, which
-many clusters lack: the collbench that watched the job writes Slurm's final state and
-reason into slurm.json. A job Slurm cancelled before rank 0 wrote anything (one that can
-never start, e.g. PartitionNodeLimit, which the watcher cancels; or a scancel while it
-pended) leaves no rows and a meta.json only the launcher wrote: that run's state is
-`cancelled`, not `failed` (a run that started and broke), and meta.json keeps Slurm's reason
-under `scheduler`.
+The method, in full: docs/launchers.md#launchers-slurm-state-py.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """`--launcher srun`: run the sweep as one srun job step in the Slurm allocation this
 process is in (salloc, or an sbatch script), every rank a task of that step.
 
-`salloc -N2 --ntasks-per-node 8 collbench sweep --launcher srun` runs
-`srun --kill-on-bad-exit=1 --nodes 2 --ntasks 16 ... collbench sweep --launcher none
---rank-env slurm ...` and watches it like torchrun's or mpirun's ranks. Each step starts
-fresh rank processes without queueing again, which is what `collbench tune` needs: one step
-per setting, all in one allocation. Ranks default to the allocation's tasks; the
-allocation's own options (partition, time, ...) belong to salloc or sbatch and are refused.
+The method, in full: docs/launchers.md#launchers-srun-py.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The launching process's watch over a running job, whatever started its ranks.
 
-The parent never measures. It streams rows.jsonl to the console as rank 0 appends to it and
-reads the ranks' status files (collbench.store.rank_status). A job ends when what the launcher
-started has exited: each rank process (local), or the one process that started them
-(torchrun, mpirun) or the Slurm job. A rank that fails, is killed, or makes no progress for
---timeout seconds ends the run with exit 1 and a line naming that rank, its pid and host.
+The method, in full: docs/launchers.md#launchers-supervise-py.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """`--launcher torchrun`: run torchrun for the user, one torchrun per node.
 
-Single node: `collbench sweep --launcher torchrun --nproc-per-node 8`. Several nodes: the
-same line on every node with `--nnodes N --node-rank K --master-addr HOST` (static
-rendezvous), or `--rdzv-endpoint HOST:PORT` (c10d rendezvous; torchrun numbers the nodes).
-Rank 0 writes the results; with a shared filesystem and the same --out, every node's ranks
-report their status there too. `--print` shows the torchrun line to run by hand instead.
+The method, in full: docs/launchers.md#launchers-torchrun-py.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """`collbench doctor --launcher slurm --per-node`: each node checked on its own first, as
 fleet health tools do at bring-up, then the multi-node rounds on the nodes that passed.
 
-Stage 1 submits one single-node doctor per node as a submitit job array (each element an
-exclusive one-node allocation that runs `collbench doctor --launcher srun` into
-RUN/nodes/INDEX), runs them concurrently and gathers one table: an element that fails to
-start, is cancelled, runs out of time or crashes is named with Slurm's state and its own
-error, and the others are still judged. Stage 2 runs the usual doctor (RUN/fleet) on the
-nodes whose check passed. nodes.json keeps stage 1; the exit code is the doctor's: 5 when a
-node failed or was flagged, else stage 2's.
+The method, in full: docs/doctor.md#collbench-run-doctor-nodes-py.
 """
 
 from __future__ import annotations
