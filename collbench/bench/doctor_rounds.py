@@ -14,8 +14,17 @@ figures (the median over its repeats), so its levels cannot be spread over the p
 
 A round's process groups are made by one split when it runs and destroyed after it
 (bench.doctor_groups; their setup time goes to meta.json). Every all-reduce group also
-times its ranks' arrivals (bench.arrival): the rows' rank_time_us and rank_last_count,
+times its ranks' arrivals (arrival_waits): the rows' rank_time_us and rank_last_count,
 which the straggler verdict reads, come from those, on CPU and GPU alike.
+
+Why arrivals (docs/doctor.md, "Stragglers"): timing a batch cannot show a straggler on a GPU,
+since the batch is queued back to back and every rank's collectives finish together,
+whichever host enqueued late. So each all-reduce group also runs `iters` blocking
+one-element all-reduces, each on its own, and every rank keeps its host's wait in each, from
+a stamp just before the call to the collective's end (after a device synchronize). The end
+is common to all ranks (they leave a blocking collective together, within a hop's latency),
+so it is the synchronised clock: no wall clocks are compared, and the rank with the
+shortest wait arrived last.
 """
 
 from __future__ import annotations
@@ -23,12 +32,11 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from collbench.bench.arrival import arrival_waits, late_s
-from collbench.bench.datacheck import fill_ones_window, ones_window
+from collbench.bench.datacheck import fill_ones_window, ones_window, torch_dtype
 from collbench.bench.doctor_groups import StageGroups
 from collbench.bench.runner import Measured
 from collbench.bench.session import RankLog, Session
@@ -47,6 +55,32 @@ ALL_REDUCE, SENDRECV = "all_reduce", "sendrecv"
 # Test hook: ranks count as nodes of this many ranks each ("HOST~n0", "HOST~n1", ...), so the
 # doctor's multi-node rounds run on one host in tests that have no namespaces.
 TEST_NODE_SIZE_VAR = "COLLBENCH_TEST_DOCTOR_NODE_SIZE"
+# Test hook: "RANK:SECONDS" makes that rank reach each arrival-timed collective this late (a
+# straggler: its host busy elsewhere between collectives).
+TEST_LATE_RANK_VAR = "COLLBENCH_TEST_DOCTOR_LATE_RANK"
+
+
+def arrival_waits(
+    run: Callable[[], None], synchronize: Callable[[], None], iters: int, delay_s: float = 0.0
+) -> list[float]:
+    """Each of `iters` blocking collectives' host wait: synchronize, stamp, run, synchronize,
+    stamp. `delay_s`: the test hook's delay."""
+    waits = []
+    for _ in range(iters):
+        synchronize()
+        if delay_s:
+            time.sleep(delay_s)
+        started = time.perf_counter()
+        run()
+        synchronize()
+        waits.append(time.perf_counter() - started)
+    return waits
+
+
+def late_s(rank: int) -> float:
+    """The test hook's delay for this rank (TEST_LATE_RANK_VAR "RANK:SECONDS"), else 0."""
+    late_rank, _, seconds = os.environ.get(TEST_LATE_RANK_VAR, "").partition(":")
+    return float(seconds) if late_rank.strip() == str(rank) and seconds else 0.0
 
 
 @dataclass(frozen=True)
@@ -427,9 +461,6 @@ class DoctorSession(Session):
         return REGISTRY[collective].geometry(self.size_bytes, elem_bytes, group_size, 0)
 
     def _dtype(self) -> Any:
-        from collbench.bench.torch_types import torch_dtype
-        from collbench.core.dtypes import DTYPES
-
         return torch_dtype(DTYPES[self.job.spec.dtype])
 
     def _barrier(self) -> None:
