@@ -24,7 +24,6 @@ from collbench.core.doctor_spec import DoctorSpec
 from collbench.store.doctor_report import DoctorExpectation, DoctorFinding, DoctorReport
 from collbench.store.rows import DoctorRow
 
-FINDING_KINDS = ("node", "rail", "link", "rank", "segment")
 # A straggler: last in at least this share of its timed all-reduce iterations ...
 STRAGGLER_LAST_SHARE = 0.8
 # ... over groups of at least this many ranks (with two, one of them is always last) ...
@@ -74,7 +73,7 @@ def checks_for(backend: str | None) -> Checks:
 class Finding:
     """One thing the doctor flags, with the evidence and what to do about it."""
 
-    kind: str  # FINDING_KINDS
+    kind: str  # node, rail, link, rank or segment
     hosts: tuple[str, ...]
     ranks: tuple[int, ...]
     addresses: tuple[str, ...]  # one per host, "" where meta.json has none

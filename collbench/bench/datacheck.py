@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from collbench.core.collectives.base import Block
 from collbench.core.dtypes import DType
@@ -213,3 +214,10 @@ def fill_ones_window(torch, tensor, member: int, group_size: int, dtype: DType) 
         index = torch.arange(start, stop, device=tensor.device, dtype=torch.int64)
         ones = (member - index) % group_size < window
         tensor[start:stop].copy_(ones.to(tensor.dtype))
+
+
+def torch_dtype(dtype: DType) -> Any:
+    """torch's element type for a collbench dtype."""
+    import torch
+
+    return getattr(torch, dtype.name)

@@ -12,10 +12,25 @@ analysis needs the slow result in a majority of repeats. Bisection comes after t
 each level's repeats back to back: which half it recurses into depends on that level's
 figures (the median over its repeats), so its levels cannot be spread over the passes.
 
-A round's process groups are made by one split when it runs and destroyed after it
-(bench.doctor_groups; their setup time goes to meta.json). Every all-reduce group also
-times its ranks' arrivals (bench.arrival): the rows' rank_time_us and rank_last_count,
+A round's process groups (StageGroups) are made by one split when it runs and destroyed
+after it (left alive, every node's, rail's and half's communicator would hold GPU memory to
+the end); their setup time goes to meta.json (doctor.group_setup). A round's all-reduce
+groups are disjoint, so one torch.distributed.split_group (one ncclCommSplit over the world)
+makes them all where the backend can split (NCCL with a device bound to the world group,
+which bench/distributed.py binds). Elsewhere (gloo; a torch without split_group) every rank
+calls new_group for every group in the same order, as torch requires; for NCCL that is one
+split of the world per group, the cost a single split avoids at a thousand GPUs. Every all-reduce group also
+times its ranks' arrivals (arrival_waits): the rows' rank_time_us and rank_last_count,
 which the straggler verdict reads, come from those, on CPU and GPU alike.
+
+Why arrivals (docs/doctor.md, "Stragglers"): timing a batch cannot show a straggler on a GPU,
+since the batch is queued back to back and every rank's collectives finish together,
+whichever host enqueued late. So each all-reduce group also runs `iters` blocking
+one-element all-reduces, each on its own, and every rank keeps its host's wait in each, from
+a stamp just before the call to the collective's end (after a device synchronize). The end
+is common to all ranks (they leave a blocking collective together, within a hop's latency),
+so it is the synchronised clock: no wall clocks are compared, and the rank with the
+shortest wait arrived last.
 """
 
 from __future__ import annotations
@@ -23,13 +38,11 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collbench.bench.arrival import arrival_waits, late_s
-from collbench.bench.datacheck import fill_ones_window, ones_window
-from collbench.bench.doctor_groups import StageGroups
+from collbench.bench.datacheck import fill_ones_window, ones_window, torch_dtype
 from collbench.bench.runner import Measured
 from collbench.bench.session import RankLog, Session
 from collbench.core.bandwidth import busbw_gbps
@@ -47,12 +60,114 @@ ALL_REDUCE, SENDRECV = "all_reduce", "sendrecv"
 # Test hook: ranks count as nodes of this many ranks each ("HOST~n0", "HOST~n1", ...), so the
 # doctor's multi-node rounds run on one host in tests that have no namespaces.
 TEST_NODE_SIZE_VAR = "COLLBENCH_TEST_DOCTOR_NODE_SIZE"
+# Test hook: "RANK:SECONDS" makes that rank reach each arrival-timed collective this late (a
+# straggler: its host busy elsewhere between collectives).
+TEST_LATE_RANK_VAR = "COLLBENCH_TEST_DOCTOR_LATE_RANK"
+
+
+def arrival_waits(
+    run: Callable[[], None], synchronize: Callable[[], None], iters: int, delay_s: float = 0.0
+) -> list[float]:
+    """Each of `iters` blocking collectives' host wait: synchronize, stamp, run, synchronize,
+    stamp. `delay_s`: the test hook's delay."""
+    waits = []
+    for _ in range(iters):
+        synchronize()
+        if delay_s:
+            time.sleep(delay_s)
+        started = time.perf_counter()
+        run()
+        synchronize()
+        waits.append(time.perf_counter() - started)
+    return waits
+
+
+def late_s(rank: int) -> float:
+    """The test hook's delay for this rank (TEST_LATE_RANK_VAR "RANK:SECONDS"), else 0."""
+    late_rank, _, seconds = os.environ.get(TEST_LATE_RANK_VAR, "").partition(":")
+    return float(seconds) if late_rank.strip() == str(rank) and seconds else 0.0
+
+
+SPLIT_GROUP, NEW_GROUP = "split_group", "new_group"
+
+
+class StageGroups:
+    """This rank's group of the round that runs now, made when a round needs one and
+    destroyed when another round starts (or at close)."""
+
+    def __init__(self, dist: Any, rank: int) -> None:
+        self.dist, self.rank = dist, rank
+        self.method: str | None = None
+        self.seconds: dict[str, float] = {}  # stage -> seconds spent making its groups
+        self.made: dict[str, int] = {}  # stage -> groups made (every time they were made)
+        self._key: tuple[str, int] | None = None
+        self._pg: Any = None
+
+    def enter(self, stage: str, round_index: int, members: Sequence[Sequence[int]]) -> Any:
+        """This rank's group among `members` (None: the rank is in none of them), made
+        once for consecutive steps of the same round."""
+        key = (stage, round_index)
+        if key == self._key:
+            return self._pg
+        self.close()
+        started = time.perf_counter()
+        self._pg, self.method = make_groups(self.dist, self.rank, members)
+        elapsed = time.perf_counter() - started
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + elapsed
+        self.made[stage] = self.made.get(stage, 0) + len(members)
+        self._key = key
+        return self._pg
+
+    def close(self) -> None:
+        """Destroy the current round's group (every member does so at the same step)."""
+        if self._pg is not None:
+            self.dist.destroy_process_group(self._pg)
+        self._key, self._pg = None, None
+
+    def record(self) -> dict[str, Any]:
+        """What meta.json keeps (doctor.group_setup)."""
+        return {
+            "method": self.method,
+            "seconds": {stage: round(value, 6) for stage, value in self.seconds.items()},
+            "groups": dict(self.made),
+            "total_s": round(sum(self.seconds.values()), 6),
+        }
+
+
+def make_groups(dist: Any, rank: int, members: Sequence[Sequence[int]]) -> tuple[Any, str]:
+    """This rank's process group among the disjoint `members` lists (None when it is in
+    none) and how they were made (SPLIT_GROUP or NEW_GROUP). Every rank must call it."""
+    lists = [list(group) for group in members]
+    if _can_split(dist):
+        try:
+            return dist.split_group(split_ranks=lists), SPLIT_GROUP
+        except RuntimeError:
+            # raised alike on every rank before any communication: the backend cannot
+            # split (an RCCL or a plugin without ncclCommSplit)
+            pass
+    mine = None
+    for group in lists:
+        made = dist.new_group(group)
+        if rank in group:
+            mine = made
+    return mine, NEW_GROUP
+
+
+def _can_split(dist: Any) -> bool:
+    """split_group exists and the world group has a bound device (it refuses otherwise)."""
+    if not hasattr(dist, "split_group"):
+        return False
+    try:
+        default = dist.distributed_c10d._get_default_group()
+    except (AttributeError, RuntimeError, ValueError):
+        return False
+    return getattr(default, "bound_device_id", None) is not None
 
 
 @dataclass(frozen=True)
 class PlannedGroup:
     """One group of a round: who takes part (its process group is made when the round
-    runs: bench.doctor_groups)."""
+    runs: StageGroups)."""
 
     label: str
     hosts: tuple[str, ...]
@@ -427,9 +542,6 @@ class DoctorSession(Session):
         return REGISTRY[collective].geometry(self.size_bytes, elem_bytes, group_size, 0)
 
     def _dtype(self) -> Any:
-        from collbench.bench.torch_types import torch_dtype
-        from collbench.core.dtypes import DTYPES
-
         return torch_dtype(DTYPES[self.job.spec.dtype])
 
     def _barrier(self) -> None:

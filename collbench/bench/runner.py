@@ -7,8 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from collbench.bench.datacheck import Pattern, count_wrong, fill
-from collbench.bench.torch_types import torch_dtype
+from collbench.bench.datacheck import Pattern, count_wrong, fill, torch_dtype
 from collbench.core.collectives import REGISTRY, Collective, Geometry, RankContext
 from collbench.core.collectives.base import IN_PLACE
 from collbench.core.dtypes import DTYPES

@@ -124,23 +124,21 @@ class DoctorSpec:
         args += ["--repeats", str(self.repeats)]
         args += ["--bisect"] if self.bisect else []
         args += ["--pairs", self.pairs]
-        if self.expect_busbw_gbps is not None:
-            args += ["--expect-busbw", f"{self.expect_busbw_gbps:g}"]
-        if self.topology is not None:
-            args += ["--topology", self.topology]
-        if self.baseline is not None:
-            args += ["--baseline", self.baseline]
-        if self.noise_floor is not None:
-            args += ["--noise-floor", self.noise_floor]
-        return [
-            *args,
-            "--tolerance",
-            f"{self.tolerance_pct:g}",
-            "--fleet-tolerance",
-            f"{self.fleet_tolerance_pct:g}",
-            "--outlier-mads",
-            f"{self.outlier_mads:g}",
-        ]
+        busbw = None if self.expect_busbw_gbps is None else f"{self.expect_busbw_gbps:g}"
+        for flag, value in (
+            ("--expect-busbw", busbw),
+            ("--topology", self.topology),
+            ("--baseline", self.baseline),
+            ("--noise-floor", self.noise_floor),
+        ):
+            args += [] if value is None else [flag, value]
+        for flag, number in (
+            ("--tolerance", self.tolerance_pct),
+            ("--fleet-tolerance", self.fleet_tolerance_pct),
+            ("--outlier-mads", self.outlier_mads),
+        ):
+            args += [flag, f"{number:g}"]
+        return args
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -121,7 +121,7 @@ def run_doctor(
 
 def group_setup_line(nodes: Mapping[str, Any]) -> str | None:
     """One line on the seconds the doctor spent making process groups (meta.json's
-    doctor.group_setup, written by bench.doctor_groups), or None when it made none."""
+    doctor.group_setup, written by bench.doctor_rounds.StageGroups), or None when it made none."""
     setup = nodes.get("group_setup") or {}
     seconds = setup.get("seconds") or {}
     if not seconds:

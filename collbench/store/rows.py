@@ -146,7 +146,7 @@ class DoctorRow(ResultRow):
     group_hosts: list[str] | None  # hosts in the group (a pair: its two, in order)
     group_ranks: list[int] | None  # global ranks in the group
     # Each group rank's own time, group_ranks' order: all-reduce, its median wait in the
-    # arrival-timed collectives (bench.arrival); send/recv, its batch time.
+    # arrival-timed collectives (bench.doctor_rounds.arrival_waits); send/recv, its batch time.
     rank_time_us: list[float] | None
     # Per group rank: iterations in which its wait was the group's shortest (it came last,
     # the others waited for it); all-reduce: the arrival-timed ones.

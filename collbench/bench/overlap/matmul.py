@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collbench.bench.torch_types import torch_dtype
+from collbench.bench.datacheck import torch_dtype
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import SpecError
 from collbench.core.overlap import MAX_SQUARE

@@ -76,16 +76,9 @@ def doctor_hosts(run: Run, rows: Sequence[DoctorRow]) -> list[str]:
     return list(hosts)
 
 
-def pair_matrix(rows: Sequence[DoctorRow], hosts: Sequence[str]) -> list[list[float | None]]:
-    """hosts x hosts: the median busbw of each node pair over its pair and shuffle rows
-    (symmetric; None on the diagonal and for pairs never measured)."""
-    values = pair_array(rows, hosts)
-    return [[None if np.isnan(value) else float(value) for value in row] for row in values]
-
-
 def pair_array(rows: Sequence[DoctorRow], hosts: Sequence[str]) -> np.ndarray:
-    """pair_matrix as a float array, NaN where None (what the report draws from: a fleet
-    of thousands has millions of cells)."""
+    """hosts x hosts: the median busbw of each node pair over its pair and shuffle rows
+    (symmetric; NaN on the diagonal and for pairs never measured)."""
     index = {host: position for position, host in enumerate(hosts)}
     samples: dict[tuple[int, int], list[float]] = {}
     for row in rows:

@@ -7,8 +7,7 @@ with plain torch in float64, and count_wrong must find exactly the elements we b
 import pytest
 import torch
 
-from collbench.bench.datacheck import Pattern, count_wrong, fill
-from collbench.bench.torch_types import torch_dtype
+from collbench.bench.datacheck import Pattern, count_wrong, fill, torch_dtype
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import DTYPES
 

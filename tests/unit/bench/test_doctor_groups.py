@@ -5,7 +5,7 @@ tests/dist/test_doctor_arrivals.py."""
 
 from types import SimpleNamespace
 
-from collbench.bench.doctor_groups import NEW_GROUP, SPLIT_GROUP, StageGroups, make_groups
+from collbench.bench.doctor_rounds import NEW_GROUP, SPLIT_GROUP, StageGroups, make_groups
 from collbench.core.doctor_plan import Layout
 
 

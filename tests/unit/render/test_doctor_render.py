@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 
+import numpy as np
 import pytest
 
 from collbench.analysis.doctor.expect import Expectation
@@ -25,7 +26,7 @@ from collbench.render.report.doctor_section import (
     flagged,
     heatmap_chart,
     node_bars_chart,
-    pair_matrix,
+    pair_array,
     stage_busbw_by_host,
 )
 from collbench.store.meta import RunMeta
@@ -382,12 +383,12 @@ def test_pair_matrix_medians_symmetric_with_shuffle_rounds():
     rows = doctor_rows(slow_host=None, slow_pair=(0, 1))
     rows.append(doctor_row("shuffle", "cbnode1<->cbnode0", ["cbnode1", "cbnode0"], [2, 0], 0.2))
     rows.append(doctor_row("shuffle", "cbnode0<->cbnode1", ["cbnode0", "cbnode1"], [0, 2], 0.3))
-    cells = pair_matrix(rows, HOSTS)
+    cells = pair_array(rows, HOSTS)
     assert cells[0][1] == cells[1][0] == pytest.approx(0.2)  # median of 0.1, 0.2, 0.3
     assert cells[2][3] == 1.0
-    assert all(cells[index][index] is None for index in range(4))
-    partial = pair_matrix(rows[:6], HOSTS)  # full, intra x4, first pair only
-    assert partial[0][3] == 1.0 and partial[1][2] is None
+    assert np.isnan(np.diag(cells)).all()
+    partial = pair_array(rows[:6], HOSTS)  # full, intra x4, first pair only
+    assert partial[0][3] == 1.0 and np.isnan(partial[1][2])
 
 
 def test_stage_busbw_by_host_and_flagged():
@@ -400,7 +401,7 @@ def test_stage_busbw_by_host_and_flagged():
 
 def test_heatmap_and_bars_are_pngs():
     rows = doctor_rows()
-    cells = pair_matrix(rows, HOSTS)
+    cells = pair_array(rows, HOSTS)
     png = heatmap_chart("pairs", HOSTS, cells, {"cbnode2"}, {frozenset({"cbnode0", "cbnode1"})})
     assert png.startswith(PNG)
     assert heatmap_chart("pairs", HOSTS, [[None] * 4] * 4) is None
