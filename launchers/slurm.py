@@ -485,6 +485,7 @@ class SlurmJobHandle:
         self._announced = ""
         self._hopeless: str | None = None
         self._hopeless_since: float | None = None
+        self._ending: str | None = None  # an end seen once, believed when seen again
 
     def poll(self) -> int | None:
         self._refresh()
@@ -545,6 +546,9 @@ class SlurmJobHandle:
             return
         self._checked = now
         state, reason, exit_code = job_state(self.job_id)
+        if state in ENDED_STATES and self._ending != state:
+            self._ending = state  # a requeued job shows ended for a moment: ask again first
+            return
         # back to waiting or running after it ran (or was completing): Slurm requeued it
         requeued = self._started is not None and self._state in ("COMPLETING", "RUNNING")
         requeued = requeued and state in ("PENDING", "REQUEUED", "RUNNING") and state != self._state

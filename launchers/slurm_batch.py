@@ -181,6 +181,7 @@ class _Watcher:
         self.told = ""
         self.unknown_since: float | None = None
         self.hopeless_since: float | None = None
+        self.ending: str | None = None
 
     def check(self, now: float) -> tuple[str, int | None] | None:
         """One poll: the end (state, exit code), or None while the job may still run."""
@@ -192,12 +193,16 @@ class _Watcher:
                 return "UNKNOWN", None
             return None
         self.unknown_since = None
+        if state in ENDED_STATES and self.ending != state:
+            self.ending = state  # a requeued job shows ended for a moment: ask again first
+            return None
         shown = (
             f"{state} ({reason})" if state == "PENDING" and reason not in ("", "None") else state
         )
         self._tell(shown)
         if state in ENDED_STATES:
             return state, script_exit_code(exit_code)
+        self.ending = None
         self._check_hopeless(state, reason, now)
         return None
 

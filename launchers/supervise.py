@@ -279,6 +279,7 @@ class Monitor:
         self._offset = 0
         self._partial = b""
         self._lines_read = 0
+        self._inode = 0
         self._meta_seen = False
 
     def watch(self) -> LaunchResult:
@@ -302,6 +303,7 @@ class Monitor:
             return
         try:
             with open(self.rows_path, "rb") as rows:
+                self._follow(os.fstat(rows.fileno()))
                 rows.seek(self._offset)
                 data = rows.read()
         except FileNotFoundError:
@@ -314,6 +316,15 @@ class Monitor:
             if line.strip():
                 where = f"{self.rows_path} line {self._lines_read}"
                 self.sink.row(row_from_dict(json.loads(line), where))
+
+    def _follow(self, stat: os.stat_result) -> None:
+        """A requeued job's new attempt (bench/resume.py) replaces rows.jsonl (a doctor) or
+        cuts the row its kill left half-written (a sweep): read on from there."""
+        if self._inode and stat.st_ino != self._inode:
+            self._offset, self._partial, self._lines_read = 0, b"", 0
+        elif stat.st_size < self._offset:
+            self._offset, self._partial = stat.st_size, b""
+        self._inode = stat.st_ino
 
     def _sink_started(self) -> bool:
         if not self._meta_seen:

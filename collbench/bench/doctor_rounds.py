@@ -40,9 +40,11 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from collbench.bench.datacheck import fill_ones_window, ones_window, torch_dtype
+from collbench.bench.resume import attempt, set_aside
 from collbench.bench.runner import Measured
 from collbench.bench.session import RankLog, Session
 from collbench.core.bandwidth import busbw_gbps
@@ -207,6 +209,8 @@ class DoctorSession(Session):
         hosts = sorted(self.layout.hosts)
         self.groups = StageGroups(self.dist, env.rank)
         self.doctor_meta = self._nodes(identities)
+        if attempt() and env.rank == 0 and (kept := set_aside(Path(self.job.run_dir))):
+            log.write(f"attempt {attempt()}: the rounds start again; earlier rows in {kept.name}")
         self.writer = self._start(identities, hosts, env_knobs, extra={"doctor": self.doctor_meta})
         knobs = self._row_knobs(env_knobs)
         self.builder = RowBuilder(

@@ -67,3 +67,15 @@ def _drop_partial_line(path: Path) -> None:
     if data and not data.endswith(b"\n"):
         with open(path, "r+b") as handle:
             handle.truncate(data.rfind(b"\n") + 1)
+
+
+def set_aside(run_dir: Path) -> Path | None:
+    """A requeued doctor starts its rounds again (a round's groups, and bisection, hang on
+    the nodes of this attempt): the earlier attempt's rows move to rows-attempt-N.jsonl,
+    kept whole; None when it wrote none."""
+    rows = Path(run_dir) / ROWS_FILE
+    if not rows.exists():
+        return None
+    kept = rows.with_name(f"rows-attempt-{attempt() - 1}.jsonl")
+    rows.replace(kept)
+    return kept

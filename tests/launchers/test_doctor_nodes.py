@@ -5,6 +5,7 @@ its error while the others are still judged."""
 import json
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -50,3 +51,34 @@ def test_per_node_needs_slurm(tmp_path):
     done = collbench("doctor", "--per-node", "--out", str(tmp_path / "d"))
     assert done.returncode == 2 and "--per-node" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_requeued_doctor_starts_its_rounds_again_and_keeps_the_first_rows(
+    tmp_path, slurm_cluster
+):
+    out = tmp_path / "doctor"
+    argv = ["doctor", "--launcher", "slurm", "--ntasks-per-node", "2", "--time", "5"]
+    argv += ["--size", "64K", "--iters", "20", "--repeats", "60", "--out", str(out)]
+    process = start(*argv, env=slurm_cluster.env)
+    deadline = time.time() + 120
+    while not _measuring(out) and time.time() < deadline and process.poll() is None:
+        time.sleep(0.2)
+    job_id = json.loads((out / "slurm.json").read_text())["job_id"]
+    env = slurm_cluster.client_env()
+    subprocess.run(["scontrol", "requeue", job_id], env=env, check=True)
+    deadline = time.time() + 60
+    while "Reason=BeginTime" not in _job_line(job_id, env) and time.time() < deadline:
+        time.sleep(0.2)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode in (0, 5, 6), stderr
+    earlier = (out / "rows-attempt-0.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+    keys = [(r["stage"], r["group"], r["round_index"], r["repeat"]) for r in rows]
+    assert earlier and len(keys) == len(set(keys)) and {r["repeat"] for r in rows} == set(range(60))
+    assert [a["attempt"] for a in json.loads((out / "meta.json").read_text())["attempts"]] == [0, 1]
+
+
+def _job_line(job_id, env):
+    shown = ["scontrol", "show", "job", "-o", job_id]
+    return subprocess.run(shown, capture_output=True, text=True, env=env).stdout
