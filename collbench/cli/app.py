@@ -102,14 +102,8 @@ app.command("overlap")(
 
 app.add_typer(import_app, name="import")
 app.add_typer(topo_app, name="topo")
-app.command("fit")(fit)
-app.command("compare")(compare)
-app.command("noise")(noise)
-app.command("report")(report)
-app.command("mfu")(mfu)
-app.command("predict")(predict)
-app.command("gemm")(gemm)
-app.command("export")(export)
+for body in (fit, compare, noise, report, mfu, predict, gemm, export):
+    app.command(body.__name__)(body)
 app.add_typer(tune_app, name="tune")
 app.command("doctor")(
     command(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from collbench.cli.launch_options import MPI_OPTIONS, SLURM_OPTIONS, TORCHRUN_OPTIONS
+from collbench.cli.launch_options import LAUNCHER_OPTIONS
 from collbench.cli.measure import (
     RUN_OPTIONS,
     SWEEP_OPTIONS,
@@ -189,9 +189,7 @@ COMMAND_OPTIONS = (
     PER_NODE,
     *(option for option in SWEEP_OPTIONS if option.flag in _FROM_SWEEP),
     *RUN_OPTIONS,
-    *TORCHRUN_OPTIONS,
-    *SLURM_OPTIONS,
-    *MPI_OPTIONS,
+    *LAUNCHER_OPTIONS,
 )
 HELP = (
     "Name the slow node, rail, link or rank: an all-reduce per node and per rail, send/recv "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from collbench.cli.options import Option
+from collbench.cli.options import Option, given_fields
 from collbench.launchers.base import DEFAULT_CPU_RANKS, DEFAULT_MASTER_PORT
 from collbench.launchers.mpi import MpiSettings
 from collbench.launchers.slurm import SlurmSettings
@@ -123,3 +123,13 @@ MPI_OPTIONS = (
         metavar="ARG",
     ),
 )
+
+LAUNCHER_OPTIONS = (*TORCHRUN_OPTIONS, *SLURM_OPTIONS, *MPI_OPTIONS)
+
+
+def launcher_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """The launchers' settings given on the command line (the launcher refuses foreign ones)."""
+    given: dict[str, Any] = {}
+    for settings in (TorchrunSettings, SlurmSettings, MpiSettings):
+        given.update(given_fields(settings, LAUNCHER_OPTIONS, values))
+    return given

@@ -16,12 +16,7 @@ import typer
 
 from collbench.bench.rank_env import RANK_ENVS
 from collbench.cli.export import EXPORT_OPTIONS, NCCL_JSON_FILE, OUTPUT_PANEL, Exports, SinkMaker
-from collbench.cli.launch_options import (
-    GPU_OR_CPU_RANKS,
-    MPI_OPTIONS,
-    SLURM_OPTIONS,
-    TORCHRUN_OPTIONS,
-)
+from collbench.cli.launch_options import GPU_OR_CPU_RANKS, LAUNCHER_OPTIONS, launcher_settings
 from collbench.cli.options import DEFAULT_RUN_DIR_TEXT, FROM_OWNER, Option, given_fields, listing
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import DTYPES
@@ -51,9 +46,6 @@ from collbench.core.spec import (
 )
 from collbench.core.units import parse_size, size_arg
 from collbench.launchers import LAUNCHERS
-from collbench.launchers.mpi import MpiSettings
-from collbench.launchers.slurm import SlurmSettings
-from collbench.launchers.torchrun import TorchrunSettings
 from collbench.run import sweep
 from collbench.run.sweep import RunOptions
 
@@ -97,7 +89,6 @@ def _per_backend(defaults: dict[str, int]) -> str:
     return ", ".join(f"{size_arg(size)} on {'/'.join(names)}" for size, names in backends.items())
 
 
-_GPU_OR_CPU_RANKS = GPU_OR_CPU_RANKS
 _AUTO_DTYPES = {
     AUTO: f"{OverlapSpec().resolved_dtype('cuda')} on GPUs, "
     f"{OverlapSpec().resolved_dtype('cpu')} on CPU"
@@ -267,7 +258,7 @@ NPROC = Option(
     RunOptions,
     "nproc",
     kind=int,
-    default_text=_GPU_OR_CPU_RANKS,
+    default_text=GPU_OR_CPU_RANKS,
 )
 
 
@@ -399,7 +390,6 @@ OVERLAP_OPTIONS = (
     ),
 )
 
-_LAUNCHER_SETTINGS = (TorchrunSettings, SlurmSettings, MpiSettings)
 # `collbench sweep`'s options, in the order its help lists them; `overlap` has all but one.
 SWEEP_OPTIONS = (
     *SPEC_OPTIONS[:8],
@@ -409,9 +399,7 @@ SWEEP_OPTIONS = (
     CUDA_GRAPH,
     *RECORD_OPTIONS,
     *RUN_OPTIONS,
-    *TORCHRUN_OPTIONS,
-    *SLURM_OPTIONS,
-    *MPI_OPTIONS,
+    *LAUNCHER_OPTIONS,
     WANTS_OVERLAP,
     *OVERLAP_OPTIONS,
 )
@@ -470,9 +458,7 @@ def run_options(values: dict[str, Any]) -> RunOptions:
     quiet, json_rows = values[QUIET.parameter_name], values[JSON_ROWS.parameter_name]
     if quiet and json_rows:
         raise SpecError("--json", True, "conflicts with --quiet: give one")
-    extra = {}
-    for settings in _LAUNCHER_SETTINGS:
-        extra.update(given_fields(settings, SWEEP_OPTIONS, values))
+    extra = launcher_settings(values)
     given = given_fields(RunOptions, SWEEP_OPTIONS, values)
     # --print-sbatch is a Slurm setting (in `extra`) that prints instead of launching.
     given["print_only"] = given["print_only"] or bool(extra.get("print_sbatch"))

@@ -344,12 +344,10 @@ def _workload(values: dict[str, Any]) -> Any:
 
 
 def _run_options(values: dict[str, Any]) -> RunOptions:
-    from collbench.cli.measure import _LAUNCHER_SETTINGS
+    from collbench.cli.launch_options import launcher_settings
     from collbench.core.errors import SpecError
 
-    extra = {}
-    for settings in _LAUNCHER_SETTINGS:
-        extra.update(given_fields(settings, MEASURE_OPTIONS, values))
+    extra = launcher_settings(values)
     given = given_fields(RunOptions, MEASURE_OPTIONS, values)
     if given.get("launcher") == "none":
         raise SpecError(

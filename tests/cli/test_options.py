@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from collbench.cli.measure import SWEEP_OPTIONS, TORCHRUN_OPTIONS
+from collbench.cli.launch_options import TORCHRUN_OPTIONS
+from collbench.cli.measure import SWEEP_OPTIONS
 from collbench.cli.mfu import MFU_OPTIONS
 from collbench.cli.options import FROM_OWNER, Option, given_fields, listing
 from collbench.core.spec import SweepSpec
