@@ -59,16 +59,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from collbench.analysis.tune.tuner_conf_choices import collectives as choice_collectives
-from collbench.analysis.tune.tuner_conf_choices import own_parts, words
 from collbench.analysis.tune.tuner_conf_rules import (
     ALGO_ENV_NAMES,
+    ALGORITHMS,
     ANY,
     BACKENDS,
     COLLECTIVES,
     FIELDS,
     PLUGIN_COLLECTIVE,
     PROTO_ENV_NAMES,
+    PROTOCOLS,
     SIZE_MAX,
     Rule,
     TunerConfSyntaxError,
@@ -251,6 +251,74 @@ def _get(record: Any, key: str, default: Any = None) -> Any:
     if isinstance(record, Mapping):
         return record.get(key, default)
     return getattr(record, key, default)
+
+
+# NCCL's own algorithm/protocol per size range, from what it printed it used (nccl_choice.py),
+# for rules that must name a pair the measured winner does not. A size counts only where NCCL
+# printed collbench's size and used one pair the plugin can name; otherwise the whole range is
+# unknown (a rule there would force a pair NCCL did not always use). A printed pair holds up to
+# the next printed size with another pair; neighbouring parts with one pair are one part.
+Pair = tuple[str, str]
+# (min_bytes, max_bytes inclusive, (algorithm, protocol)) in the plugin's names
+Part = tuple[int, int, Pair]
+
+
+def _used(entry: Any) -> list[Pair]:
+    """The (algorithm, protocol) pairs one choices entry says NCCL used."""
+    used = _get(entry, "used")
+    if used is None:  # a flat choices.jsonl line is one pair
+        return [(_get(entry, "algorithm"), _get(entry, "protocol"))]
+    return [(_get(item, "algorithm"), _get(item, "protocol")) for item in used]
+
+
+def pairs_by_size(choices: Sequence[Any], collective: str) -> dict[int, set[Pair]]:
+    """size_bytes -> the pairs NCCL used for `collective` (the plugin's name) at that size."""
+    sizes: dict[int, set[Pair]] = {}
+    for entry in choices:
+        name = _get(entry, "collective")
+        if PLUGIN_COLLECTIVE.get(name, name) != collective or _get(entry, "size_is_logged"):
+            continue
+        sizes.setdefault(int(_get(entry, "size_bytes")), set()).update(_used(entry))
+    return sizes
+
+
+def choice_collectives(choices: Sequence[Any]) -> set[str]:
+    """The plugin's names of the collectives the choices say anything about."""
+    names = {_get(entry, "collective") for entry in choices}
+    return {PLUGIN_COLLECTIVE[name] for name in names if name in PLUGIN_COLLECTIVE}
+
+
+def own_parts(
+    choices: Sequence[Any], collective: str, min_bytes: int, max_bytes: int
+) -> list[Part] | None:
+    """NCCL's own pair over [min_bytes, max_bytes] of `collective`, cut where it changed
+    (the module's rules); None when it printed nothing there or one size is not usable."""
+    sizes = pairs_by_size(choices, collective)
+    printed = sorted(size for size in sizes if min_bytes <= size <= max_bytes)
+    if not printed:
+        return None
+    parts: list[Part] = []
+    for size in printed:
+        pairs = sizes[size]
+        if len(pairs) != 1:
+            return None
+        pair = next(iter(pairs))
+        if pair[0] not in ALGORITHMS or pair[1] not in PROTOCOLS:
+            return None
+        if parts and parts[-1][2] == pair:
+            continue
+        if parts:
+            parts[-1] = (parts[-1][0], size - 1, parts[-1][2])
+        parts.append((min_bytes if not parts else size, max_bytes, pair))
+    return parts
+
+
+def words(parts: Sequence[Part]) -> str:
+    """`ring/ll below 64 KiB, ring/simple from 64 KiB` style: the pairs, in order."""
+    if len(parts) == 1:
+        return "/".join(parts[0][2])
+    said = [f"{'/'.join(pair)} from {format_size(low)}" for low, _, pair in parts[1:]]
+    return ", ".join([f"{'/'.join(parts[0][2])}", *said])
 
 
 def _ranges(records: Sequence[Any], notes: list[str]) -> list[_Range]:
