@@ -1,23 +1,6 @@
 """`collbench tune from RUN...`: tune from runs already measured, without launching (pure).
 
-The runs must be measured alike as the one methodology rule's TUNE_FROM purpose says
-(analysis/rules/methodology.py): the collectives measured, the rank count, the node count and
-the dtype refuse (SpecError naming every field that differs); other methodology differences
-(iterations, timing method, an nccl-tests log next to a collbench sweep) and the backend warn.
-
-Each run's setting is read from the knobs it recorded (meta.json `knobs.env` as the
-methodology rule reads it: a sweep's environment, or what an imported log printed and the
-`--knob` labels given at import). A setting is the whole environment its runs had (a knob
-every run set, such as NCCL_PROTO=Simple beside NCCL_ALGO=Ring and NCCL_ALGO=Tree, stays in
-each setting: it is what was measured, and what best.env and nccl_tuner.conf must say); it
-is labelled by the knobs whose values differ between the runs. Variables that never make a
-setting (core.knobs.is_setting_knob: logging, device visibility, versions, install paths)
-are left out. Runs with the same knobs are one setting, and each run is a repeat of it:
-their rows are pooled with the repeat renumbered (the first RUN's repeats first, then the
-next RUN's, ...; a run measured with --repeats keeps its own repeats, offset), so the
-decision rule reads several runs of one setting as its repeats (3 or more a side: a test on
-the repeats). The baseline is the setting that sets no knob beyond those every run shares;
-when every run set one, the first RUN stands for the default.
+The method, in full: docs/tune.md#analysis-tune-from-runs-py.
 """
 
 from __future__ import annotations

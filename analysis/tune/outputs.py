@@ -1,17 +1,6 @@
 """`collbench tune`'s result documents: tune.json's content and best.env's text (pure).
 
-best.env sets variables for every size and collective at once, so where the best setting
-differs between ranges one file cannot express it. The rule: best.env exports exactly one
-measured setting (never a mix of knobs from several, which nobody measured), the one that
-wins the largest measured range of the most collectives (the bandwidth-bound sizes, where
-training traffic is); a tie goes to the higher gain there. Every range whose best setting
-differs is listed as a conflict, one line each; a tuner config (nccl_tuner.conf) is what
-can follow the choice per range.
-
-With a workload (`tune --workload`), best.env exports the setting that makes the workload's
-modelled step fastest (analysis/tune/workload.py); the ranges it does not follow are still
-listed, and the workload's own losses (which collective and size, by how much) are in
-tune.json's `workload` entry.
+The method, in full: docs/tune.md#analysis-tune-outputs-py.
 """
 
 from __future__ import annotations

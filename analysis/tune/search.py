@@ -1,28 +1,7 @@
 """`collbench tune run --search halving|coordinate`: which settings to measure next (pure: the
 outcomes so far in, a decision out; the runner measures and calls again).
 
-Successive halving: every setting runs a few probe sizes (`probe_sizes`: the geometric middle
-of each size band measured); a round drops the settings that are clearly worse, and the
-survivors run the next round with more iterations (`halving_iters`), then full sweeps. A
-setting is clearly worse when, at every probe size, the one decision rule (analysis.decision:
-one `judge` family over every test of the round) calls it slower than that size's leader: a
-setting that may still win one band survives. A probe round measures each setting once, so
-the rule decides on the noise floor of its iteration batches (more iterations each round
-sharpen it); with repeats in the rows, on the repeats. The baseline is never dropped; failed
-settings always are; the best-ranked settings are kept up to `min_keep`. It stops after
-`max_rounds` or when no more than `min_keep` settings remain.
-
-Coordinate descent (AutoCCL, NSDI'25): knobs whose values are all integers (channels,
-threads, buffer size) are numeric axes; the rest (algorithm, protocol, interface) are
-categorical. Each combination of categorical values is searched on its own: it starts with
-every numeric knob at the middle of its values; then, for each (collective, size band), from
-the best point measured so far, the untried neighbours along the first numeric knob that has
-any are proposed, one knob at a time. A combination whose start failed (NCCL rejecting an
-algorithm/protocol pair) is not searched further. It stops when every best point's
-neighbours are measured (a local optimum per band) or `max_settings` is spent.
-
---budget (wall clock) is the runner's to keep; `settings_left` says how many more settings
-fit, at the mean duration of those measured so far.
+The method, in full: docs/tune.md#analysis-tune-search-py.
 """
 
 from __future__ import annotations

@@ -1,42 +1,7 @@
 """`collbench tune`'s decision: per collective and size range, the best knob setting, its busbw
 gain over the baseline and the evidence it rests on (pure: outcomes in, records out).
 
-Rules, each written once here:
-- Placement: out_of_place where a collective was measured so (nccl-tests' first columns, and
-  what NCCL users call), else in_place. One placement per collective, never a mix.
-- Ranges (`SelectRule.granularity`): "crossover" (the default) follows the data: each
-  measured size is called on its own, neighbours with the same winner are joined into one
-  range, and the joined range is called again as a whole; a range ends where the winner
-  changes, so a crossover inside a fixed band is never averaged away. A run of sizes where
-  the default stays best between two runs of one winner joins them only when the rule still
-  calls the whole that winner's; a joined range the rule calls differently stays split per
-  size. "band" uses analysis.bands (small, medium, large), the last band open to
-  BYTES_MAX; "size" gives each measured size its own range. Per-size ranges split at the
-  geometric midpoint between neighbouring measured sizes, from 0 to BYTES_MAX; a range is
-  named by the measured sizes it holds (`1 GiB .. 8 GiB`). `merge_adjacent` joins
-  neighbours that chose the same knobs.
-- The sizes of a range are the baseline's measured sizes in it (size 0 has no busbw and is
-  left out). A setting competes on the sizes of the range it measured (a setting that failed
-  part-way keeps what it finished): settings are ranked by their gain over the baseline on
-  those sizes, the call is made on them, and the reason says "measured k of n sizes" when
-  that is fewer than the range's.
-- A setting's rows of one size are its repeats (`tune run --repeats`: each repeat a run of its
-  own, in fresh processes; rows carry their repeat). Its busbw there is the geometric mean
-  over the repeats (busbw from each row's time, as compare does, not an imported log's
-  2-decimal column); best is the highest gain of that geometric mean over the baseline's
-  on the same sizes (without a baseline: the highest geometric mean).
-- Confidence: the one decision rule (analysis.decision, docs/methodology/decisions.md). Per size a
-  Question (the baseline's repeats against the setting's), one `judge` family per range over
-  every (setting, size), since the winner was picked among all settings (crossover: one
-  family per collective, since its ranges are drawn from those calls): with 3 or more
-  repeats a side, Welch's test on the repeat figures with Holm's correction plus the noise
-  floor ("significant"); with fewer, the effect against the measured noise floor ("beyond
-  noise floor", no p-value); imported logs without samples against `unsampled_min_gain` as
-  the threshold ("threshold only"). The best other setting replaces the default when the
-  rule calls it faster at more than half of the range's sizes and slower at none, and it
-  gains at least `min_gain`; confident then, unless only the threshold decided. Otherwise
-  the default is best: the baseline's knobs, gain 0, confident when the best other setting is called
-  slower at more than half of the sizes. The record keeps the evidence (`TuneEvidence`).
+The method, in full: docs/tune.md#analysis-tune-select-py.
 """
 
 from __future__ import annotations

@@ -3,54 +3,7 @@ for NCCL's example tuner plugin (NCCL_TUNER_PLUGIN, NCCL_TUNER_CONFIG_FILE) or R
 it (pure: best records in, text and notes out). How the plugin reads the file is in
 analysis/tune/tuner_conf_rules.py; the rules of writing it, each written once here:
 
-- What a rule can say: one algorithm, one protocol and a channel count, per collective and
-  inclusive byte range. A range's algorithm/protocol come from its setting's NCCL_ALGO and
-  NCCL_PROTO, read as NCCL reads them (per-collective `allreduce:tree;...` and `^X` included)
-  and only when exactly one of each is left for that collective. Other knobs (NCCL_BUFFSIZE,
-  NCCL_IB_*, ...) cannot be said here; the notes name them (best.env carries knobs).
-- NCCL: every byte range of a tuned collective, 0 to SIZE_MAX, gets a rule with an explicit
-  channel count, because NCCL's example plugin (plugins/tuner/example/plugin.c,
-  pluginGetCollInfo) starts every call from `*nChannels = 1` and leaves the cost table
-  alone when no rule matches: NCCL's own algorithm/protocol, on 1 channel. A rule cannot
-  say "leave it to NCCL": it always names a pair, whose cost it sets to 0 (a pair NCCL marks
-  unavailable is passed over, and the call falls through to the next rule or to 1 channel).
-  Ranges the sweep did not reach take the rule of the nearest measured range below them (the
-  first one extends down to 0), and the notes say so.
-- NCCL's own choice (`baseline_choices`: what the baseline run's debug log, choices.jsonl or
-  `tune from --nccl-log`, says NCCL used, per collective and size) stands in where a rule
-  must name a pair the winner does not: a range where the default is best, and a range whose
-  winner names no single pair (NCCL_MIN_CTAS, NCCL_IB_QPS_PER_CONNECTION, NCCL_BUFFSIZE ...).
-  The range is cut where NCCL's pair changed, each part naming the pair NCCL printed at its
-  sizes, with channels 0 (a part holds from a printed size to just below the next size that
-  printed another pair). A size where NCCL used several pairs, or a path the plugin cannot
-  name (one rank, symmetric kernels, copy engine), leaves the range without a known pair.
-  Such a rule says what NCCL itself does; its comment never carries the winner's gain, and
-  the notes say that gain needs best.env's knobs. A collective no range tuned but the
-  choices cover (a job's own debug log) gets NCCL's own pairs the same way, so the job's
-  other collectives do not drop to 1 channel.
-  Without known choices: where the default is best, the best other setting's pair, when it
-  measured at least the default's busbw; otherwise the file cannot be written
-  (TunerConfUnavailable says where).
-- RCCL: its tuner supports ring and tree with simple, ll and ll128 only, and its plugin
-  leaves a size no rule matches to RCCL (channels 0). So a range where the default is best,
-  or whose setting RCCL's tuner cannot express, gets no rule, and the notes say why.
-- Channels: a count the setting pins (NCCL_MAX_NCHANNELS or NCCL_MAX_CTAS; the rule forces
-  it at every size of the range, where NCCL would have used fewer for small sizes); else the
-  caller's `channels`; else 0, NCCL's own count, which is what was measured when the setting
-  leaves channels alone. NVLS is different (src/transport/nvls.cc, ncclNvlsTuning): its
-  channels are set once at init from NCCL_NVLS_NCHANNELS (16 on H100) within
-  NCCL_MIN_CTAS..NCCL_MAX_CTAS, and NCCL_MAX_NCHANNELS does not cap them (only a multi-node
-  nvls call, topoGetAlgoInfo, stays within the ring channel count when NCCL picks the count
-  itself), so an nvls or nvls_tree rule takes NCCL_MAX_CTAS or NCCL_NVLS_NCHANNELS as its
-  count and never NCCL_MAX_NCHANNELS (0 instead: NCCL's own, which applies it where it
-  applies, with best.env exported; a note says so). A floor (NCCL_MIN_NCHANNELS, NCCL_MIN_CTAS)
-  is not a count: channels 0, and the notes say the floor needs best.env. Imported
-  nccl-tests/rccl-tests logs record no environment, so there the count is unknown: without
-  `channels`, ChannelsUnknown (the caller writes the rest).
-- nNodes/nRanks: the caller's, the tuned communicator's shape (tune writes it unless
-  --tuner-shape any), else -1. A communicator of any other shape (a training job's TP, DP or
-  PP groups) then matches no rule and runs every collective on 1 channel; the header and the
-  notes say so, because no rule can hand those calls back to NCCL. numPipeOps, regBuff: -1.
+The method, in full: docs/tune.md#analysis-tune-tuner-conf-py.
 """
 
 from __future__ import annotations

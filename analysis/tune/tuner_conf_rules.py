@@ -2,30 +2,7 @@
 NCCL >= 2.27; RCCL's ext-tuner/example carries the same reader): parse, match, and what
 channel count a collective ends up with (pure).
 
-How the plugin reads the file, each rule written once here:
-- Lines come from `fgets` into a 256-byte buffer: a line longer than 255 characters is read
-  as two lines. A line whose first character is `#`, or an empty line, is skipped; a `#`
-  anywhere else is not a comment.
-- Fields are split with `strtok(",")` (empty fields vanish and the next ones shift left),
-  then spaces and tabs are trimmed. 8 to 10 fields: `collective_type,min_bytes,max_bytes,
-  algorithm,protocol,channels,nNodes,nRanks[,numPipeOps[,regBuff]]`; a line with fewer is
-  skipped silently, one with more keeps its first 10.
-- Names are compared exactly (`strcmp`): an unknown collective silently becomes allreduce,
-  an unknown algorithm ring, an unknown protocol simple. Numbers go through
-  `strtoull`/`atoi`: text that is not a number reads as 0.
-- Matching: the first rule (in file order) of that collective whose inclusive byte range
-  holds the size and whose nNodes, nRanks, numPipeOps and regBuff equal the communicator's
-  or are -1. Its algorithm/protocol entry of NCCL's cost table is set to 0, so NCCL picks
-  it; if that pair is unavailable (NCCL marks it ignored: not supported on this system, or
-  disabled by NCCL_ALGO/NCCL_PROTO) the plugin goes on to the next matching rule.
-- Channels: NCCL's plugin starts from 1 and a rule's count replaces it unless the count is
-  -1. So a collective or size no rule covers, and a rule with -1, runs on 1 channel. NCCL
-  itself reads 0 as "not set" and keeps its own count (enqueue.cc: `nMaxChannels == 0 ?
-  info->nMaxChannels : nMaxChannels`, since 2.22), so a rule with channels 0 keeps NCCL's
-  choice. RCCL's copy starts from 0: there a missing rule or -1 keeps RCCL's choice.
-
-`parse_tuner_conf(strict=False)` reads exactly as the plugin does; the default, strict,
-refuses every line the plugin would skip or misread, naming the line and why.
+The method, in full: docs/tune.md#analysis-tune-tuner-conf-rules-py.
 """
 
 from __future__ import annotations

@@ -1,29 +1,6 @@
 """Which collectives NCCL can run under a setting's NCCL_ALGO and NCCL_PROTO (pure).
 
-NCCL supports each algorithm for some collectives only, and some algorithms with Simple only.
-A collective whose NCCL_ALGO/NCCL_PROTO leave it no pair NCCL supports fails when it is
-called ("No algorithm/protocol available for function AllGather ... NCCL_ALGO was set to
-Tree", ncclInvalidUsage), so a tune skips that pairing (setting x collective) before
-launching it and measures the setting's other collectives.
-
-The table, read from NCCL 2.30.7 (github NVIDIA/nccl master 5067397, June 2026):
-src/graph/tuning.cc ncclTopoTuneModel sets a bandwidth only for these (collective,
-algorithm, protocol) triples, and src/enqueue.cc topoGetAlgoInfo fails the call when every
-triple left is at zero:
-- Broadcast, Reduce: Ring only.
-- AllGather, ReduceScatter: Ring, PAT, NVLS, CollNetDirect.
-- AllReduce: Tree, Ring, NVLS, NVLSTree, CollNetDirect, CollNetChain (never PAT).
-- NVLS, NVLSTree, PAT, CollNetDirect, CollNetChain: Simple only (Tree and Ring: all three).
-
-It says what NCCL can ever run. What it runs on a given machine is less (NVLS needs NVSwitch
-multicast, NVLSTree two nodes or more, PAT one rank per node, CollNet a network plugin): a
-setting that asks for those where they are missing still fails in its run, and the tune keeps
-what the setting completed. NCCL_ALGO/NCCL_PROTO are read as NCCL's parseList reads them,
-per-collective entries (`allreduce:tree`, NCCL 2.24+) and `^X` included (tuner_conf's
-`enabled_names`). RCCL is judged by the same table, unchecked against its current source:
-its tuning code follows NCCL's, but an old RCCL (read: a 2.8-based tuning.cc) applied
-NCCL_ALGO to all-reduce alone, so there a skipped pairing would have run on Ring.
-Collectives NCCL_ALGO does not govern (all_to_all, send/recv) are never skipped.
+The method, in full: docs/tune.md#analysis-tune-validity-py.
 """
 
 from __future__ import annotations

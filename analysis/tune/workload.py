@@ -1,22 +1,7 @@
 """`collbench tune --workload`: the one setting that makes a training job's step fastest
 (pure: measured settings and priced steps in, the choice out).
 
-The rules, each written once here:
-- A setting's busbw table: per collective the placement tune tunes (select.tuned_placement)
-  and per measured size the geometric mean of its repeats' busbw (select.repeats_busbw), as
-  the per-range choice reads them. The step is priced from these tables
-  (analysis/mfu/inputs.py) by the MFU model (run/tune/workload.py does the pricing).
-- A collective the workload issues that no setting measured is priced by the fabric's cost
-  model, the same for every setting, so it cannot change the choice (said in the notes).
-  A setting that lacks a collective the workload issues and another setting measured is
-  no candidate (exporting it would run that collective in a way nobody measured; NCCL may
-  refuse the pairing outright), and is listed with why.
-- best.env's setting is the candidate with the shortest modelled step time; a tie goes to
-  the default. The exposed communication is shown beside it: with the compute the same
-  under every setting, the step differs only by what its collectives leave exposed.
-- Where the chosen setting is not the fastest at one of the step's collectives, that
-  collective and size is listed as a loss: how much longer it takes per step under the
-  chosen setting than under the one fastest there.
+The method, in full: docs/tune.md#analysis-tune-workload-py.
 """
 
 from __future__ import annotations

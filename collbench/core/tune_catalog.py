@@ -2,11 +2,7 @@
 backends read the knob (every setting runs in fresh ranks, so when the library reads a knob
 does not matter).
 
-Value checkers follow the library's own parsers where they are stricter or looser than its
-documentation (sources: NCCL 2.30 src/graph/tuning.cc, src/graph/paths.cc, src/init.cc,
-src/misc/param.cc; RCCL src/init.cc, src/misc/msccl; torch c10d init.cpp for gloo). A checker
-returns the value to export (the given text, or its integer form for byte sizes) or raises
-ValueError with the reason.
+The method, in full: docs/tune.md#collbench-core-tune-catalog-py.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """The settings `collbench tune` runs: `--knob NAME=V1,V2,...` axes, checked against what the
 backend reads, and the grid of settings they span, baseline first.
 
-Value syntax: values are separated by commas; a comma inside one value is written `\\,`
-(`--knob 'NCCL_SOCKET_IFNAME==eth0\\,=eth1,ib'` is two settings, `=eth0,=eth1` and `ib`).
-NCCL's own lists need it (`NCCL_ALGO=Ring\\,Tree` allows both algorithms in one setting),
-while `NCCL_ALGO=Ring,Tree` is two settings, one per algorithm. NCCL >= 2.24's
-per-collective form (`allreduce:tree;allgather:ring`) and exclusions (`^LL128`) have no
-comma unless a collective lists several algorithms.
-
-Grid order (stable, documented): the baseline (no knob changed: the environment exactly as
-given), then the Cartesian product of the axes with the first `--knob` varying slowest and
-each knob's values in the order given.
+The method, in full: docs/tune.md#collbench-core-tune-grid-py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ evidence that rests on (the best other setting against the default: the median e
 interval, the noise floor, the repeats per side and the rule's calls); then the notes and
 conflicts, and the files written.
 
-Pure: the use case's result in, a string out.
+The method, in full: docs/tune.md#collbench-render-tune-py.
 """
 
 from __future__ import annotations

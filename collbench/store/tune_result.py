@@ -2,16 +2,7 @@
 one save. The save writes the result's three files together: tune.json, best.env (the one
 setting to export) and, where the tuner plugin can say the result, nccl_tuner.conf.
 
-tune.json: `settings` (one entry per setting: knobs, status, error, id, label, baseline,
-rows, repeats; a launched tune adds each setting's run directories, probe rounds, why the
-search dropped it, later repeats' errors and its time, the collectives NCCL cannot run
-under it (`skipped`, never launched) and the collective its sweep failed in (`failed_in`),
-each only where there is one), `best` (per collective and size range, analysis.tune.select.BestRecord.to_dict), `env` (what best.env exports and the ranges
-it does not follow), `rule`; then a launched tune's kind "tune", search, repeats, budget,
-command line, spec, launcher and the settings never run, or a `tune from` result's RUNs
-("from"); the tuner config's status and the warnings; `interrupted` (only in a tune cut short
-by Ctrl-C, SIGTERM or SIGHUP: how it was stopped; its settings and not_run say what ran). The format is unchanged from the
-untyped document it replaces, so older files read; keys collbench does not know are kept.
+The method, in full: docs/tune.md#collbench-store-tune-result-py.
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@ back as a story: per collective the busbw of every setting against the default, 
 per collective and size range from tune.json's "best", the settings that failed (with their
 error), were dropped by the search or never ran, and what NCCL chose (choices.jsonl).
 
-run/run_dirs.py reads the directory (TuneDir); the settings' own run directories go
-through the ordinary report too (summary, fits, comparison with the baseline, provenance).
+The method, in full: docs/tune.md#collbench-render-report-tune-section-py.
 """
 
 from __future__ import annotations

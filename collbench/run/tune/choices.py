@@ -3,9 +3,7 @@ files read back into one choices.jsonl line per (setting, collective, size) NCCL
 for the collectives and sizes the sweep measured only (not collbench's own barrier, gathers
 and data-check reductions).
 
-The parsing is analysis/imports/nccl_choice.py's; this module only names and reads files:
-choices.jsonl back (`load_choices`), and a user's NCCL debug logs (`read_debug_logs`, tune
---from --nccl-log).
+The method, in full: docs/tune.md#collbench-run-tune-choices-py.
 """
 
 from __future__ import annotations

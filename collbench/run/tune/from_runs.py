@@ -1,14 +1,7 @@
 """`collbench tune from RUN...`: the tune result from runs already measured, launching
 nothing (analysis/tune/from_runs.py says how runs become settings).
 
-Writes into a new directory: tune.json (every setting and the best per collective and size
-range), best.env (the one setting to export) and, where the tuner plugin can say the result,
-nccl_tuner.conf. Where it cannot (an unknown channel count without --channels, a backend with
-no tuner plugin, a range no single algorithm/protocol pair expresses), the reason is a
-warning and the other two files are still written. nccl_tuner.conf names the runs'
-communicator shape (TunerConfRequest.shape) and takes NCCL's own choices from --nccl-log
-debug logs: `collbench import` keeps no TUNING line of an nccl-tests log (its meta.json only
-names the log's path), so the same log is given again there.
+The method, in full: docs/tune.md#collbench-run-tune-from-runs-py.
 """
 
 from __future__ import annotations

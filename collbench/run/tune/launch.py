@@ -1,48 +1,7 @@
 """`collbench tune run --knob ...`: measure every setting in fresh rank processes and choose the
 best per collective and size range (the same choice and files as `tune from`).
 
-Each setting is one sweep through the chosen launcher, so it runs in new rank processes
-however that launcher starts them: a new local spawn, a new torchrun round (every node's
-`collbench tune` walks the same settings in the same order; each sweep rendezvouses at a
-port derived from its setting's index, repeat and kind alone (round_port), never from what
-a node has seen, so every node meets at it and a fast node never meets the previous round's
-store), a new mpirun, or one srun step inside the allocation. The setting's knobs are exported for that sweep only;
-the baseline gets the environment exactly as given.
-
---repeats R: every setting is measured R times, each time in fresh processes (NCCL reads its
-environment once per process, and what a process sets up, such as its channels, differs
-from one process to the next), interleaved: A B C A B C ... so drift over the tune falls
-on every setting alike. The decision rule (analysis.decision) takes its statistics from
-those repeats. A setting's rows are pooled with their repeat renumbered to the tune's.
-
-Validity is judged per collective, before launching (NCCL/RCCL; analysis/tune/validity.py):
-a collective NCCL cannot run under a setting (NCCL_ALGO=Tree for an all-gather) is left
-out of that setting's sweeps, with one progress line, and tune.json lists the pairing under
-the setting's `skipped` with the reason; a setting left with no collective is not run
-(not_run, with the reason). The baseline is never judged.
-
-A setting that fails (the backend rejecting a value at init, a rank crash, a hang past
---timeout) is recorded with its error and the search goes on. What it finished is kept: its
-rows (chosen from like any other's) and, in tune.json's `failed_in`, the collective it failed
-in with the error; later repeats measure only the collectives it finished. Rows stream
-into one run directory per setting and repeat (settings/NN-<id>; with --repeats above 1,
-settings/NN-<id>-rK for K = 1..R), so a killed tune keeps every finished repeat.
-
-Searches: grid (every setting), halving (probe rounds on a few sizes drop the clearly worse,
-then full sweeps for the survivors) and coordinate (numeric knobs one at a time, per
-algorithm/protocol pair); analysis/tune/search.py decides, this module measures. Halving's
-probe rounds measure each setting once; full sweeps are repeated. Coordinate descent
-interleaves the repeats of each batch of settings it proposes (the baseline with the first).
-
-Ctrl-C, SIGTERM or SIGHUP (or a full disk: exit 1) ends the tune, not only the sweep running: the settings measured so
-far are chosen from as usual, tune.json says `interrupted` (its not_run lists the settings of
-the round under way that never started) and the exit code is the signal's (130, 143, 129).
-A second signal waits for that result to be written.
-
-On NCCL/RCCL a short extra pass per setting runs with NCCL's debug output on
-(choices.jsonl: the algorithm, protocol and channels NCCL used, for the collectives and
-sizes measured only). Every torchrun node runs it (its ranks take part); node 0 records it. It is separate because
-NCCL prints a line per collective call, which would slow the timed iterations it reports on.
+The method, in full: docs/tune.md#collbench-run-tune-launch-py.
 """
 
 from __future__ import annotations

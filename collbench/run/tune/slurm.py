@@ -1,10 +1,6 @@
 """`collbench tune run --launcher slurm`: one allocation for the whole tune.
 
-The tune is submitted as a driver: a batch script that runs `collbench tune run --launcher srun`
-once on the allocation's first node, which starts one srun step per setting (fresh rank
-processes, no queueing per setting). This process follows the job and echoes the driver's
-output (progress on stderr, the result table on stdout) until it ends; the driver writes
-the tune directory, which must be on a filesystem the nodes share.
+The method, in full: docs/tune.md#collbench-run-tune-slurm-py.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
 """`collbench tune verify DIR`: measure a tune result against the default, in fresh
 processes, and say what gain it really gives.
 
-The default (the environment as given) and best.env's setting each run as full sweeps in
-fresh processes through the same launcher, --repeats times (the tune's own count unless
-given), interleaved: default, setting, default, setting, ...; where DIR has an
-nccl_tuner.conf and the environment names a tuner plugin (NCCL_TUNER_PLUGIN), the config
-runs as a third setting. The plugin goes only with its config: the default and best.env's
-setting run without NCCL_TUNER_PLUGIN and NCCL_TUNER_CONFIG_FILE (verify_sides). Per
-collective and range of the tune, the realised gain (busbw over the default's) stands next
-to the gain the tune predicted, with the decision rule's call (analysis.decision, through
-the tune's own selection): `kept` (called faster), `lost` (called slower), `no difference`
-(within the rule's noise) or `unjudged`.
-
-What is measured: the tune's own sweep (tune.json's spec), with any measurement option given
-on this command line replacing its value; a `tune from` result records no spec, so its
-collectives and the defaults are used unless options say otherwise.
+The method, in full: docs/tune.md#collbench-run-tune-verify-py.
 """
 
 from __future__ import annotations

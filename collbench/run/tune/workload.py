@@ -1,10 +1,7 @@
 """`collbench tune --workload`'s use-case: the training job to tune for (mfu's model options
 and the --topology it trains on), and each measured setting's modelled step for it.
 
-Each setting's step is the MFU model's (analysis/mfu/estimate.py) with the collectives
-priced from that setting's own measured busbw (analysis/mfu/inputs.py); the compute
-is the model's on the topology's accelerators, the same for every setting. The choice and
-its rules are analysis/tune/workload.py's.
+The method, in full: docs/tune.md#collbench-run-tune-workload-py.
 """
 
 from __future__ import annotations
