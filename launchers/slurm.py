@@ -318,6 +318,7 @@ def sbatch_script(job: Job, plan: LaunchPlan, wrapper: str | None = None) -> str
                 *directives,
                 f"#SBATCH --output={sbatch_quote(logs[0].replace('%t', '0'))}",
                 f"#SBATCH --error={sbatch_quote(logs[1].replace('%t', '0'))}",
+                "#SBATCH --open-mode=append",  # a requeued job's output follows the first
                 "",
                 *(f"export {k}={shlex.quote(v)}" for k, v in plan.task.env.items()),
                 *SUBMITIT_ENV,

@@ -65,6 +65,7 @@ def driver_script(
         "# collbench driver: runs once on the allocation's first node; it starts srun steps.",
         *sbatch_directives(settings.sbatch_options()),
         f"#SBATCH --output={sbatch_quote(str(folder / DRIVER_OUTPUT))}",
+        "#SBATCH --open-mode=append",  # a requeued job's output follows the first attempt's
         "",
         *(f"export {name}={shlex.quote(value)}" for name, value in (env or {}).items()),
         *((*SUBMITIT_ENV, f"# runs: {shlex.join(argv)}") if wrapper else ()),

@@ -114,6 +114,11 @@ SLURM = SlurmSettings(
 )
 
 
+# The directives only the submitted script has: where submitit's logs go, and how a
+# requeued job's output follows the first attempt's.
+SUBMITTED_ONLY = ("#SBATCH --output", "#SBATCH --error", "#SBATCH --open-mode")
+
+
 def test_slurm_render_and_sbatch_script():
     launcher = get_launcher("slurm")
     job = _job("slurm", 32, vars(SLURM))
@@ -139,7 +144,7 @@ def test_slurm_render_and_sbatch_script():
     assert directives == [
         line
         for line in submitted.splitlines()
-        if line.startswith("#SBATCH --") and "output" not in line and "error" not in line
+        if line.startswith("#SBATCH --") and not line.startswith(SUBMITTED_ONLY)
     ]
     (printed,) = [line for line in shown if line.startswith("srun ")]
     words = shlex.split(printed.replace("${SLURM_JOB_ID}", "7"))

@@ -31,3 +31,43 @@ def test_tune_runs_one_allocation_with_a_step_per_setting(tmp_path, slurm_cluste
     assert "tune: setting 3/3 GLOO_SOCKET_IFNAME=nosuch: FAILED" in done.stderr  # echoed
     assert "# collective" in done.stdout
     assert len(list((out / "slurm").glob("driver-*.out"))) == 1  # one job, one driver
+
+
+def test_a_requeued_tune_keeps_the_settings_it_measured(tmp_path, slurm_cluster):
+    import subprocess
+    import time
+
+    from tests.helpers import start
+
+    out = tmp_path / "tuned"
+    slow = [*SWEEP[:-2], "-n", "300", "--repeats", "2"]  # seconds a setting
+    knob = "NCCL_DEBUG=WARN,INFO"  # gloo reads neither: three settings alike, steps matter
+    process = start(
+        "tune", "run", "--launcher", "slurm", "--ntasks-per-node", "2", "--time", "5",
+        "--knob", knob, *slow, "--out", str(out), env=slurm_cluster.env,
+    )  # fmt: skip
+    env = slurm_cluster.client_env()
+    deadline = time.time() + 240
+    first = None
+    while first is None and time.time() < deadline and process.poll() is None:
+        done = [p for p in out.rglob("meta.json") if '"completed"' in p.read_text()]
+        first = done[0].parent if done else None
+        time.sleep(0.2)
+    assert first is not None, process.communicate()[1]
+    started = meta_of(first)["started_utc"]
+    (driver,) = out.glob("slurm/driver-*.out")
+    job_id = driver.name.removeprefix("driver-").removesuffix(".out")
+    subprocess.run(["scontrol", "requeue", job_id], env=env, check=True)
+    shown = ["scontrol", "show", "job", "-o", job_id]
+    while (
+        "Reason=BeginTime"
+        not in subprocess.run(shown, capture_output=True, text=True, env=env).stdout
+    ):
+        time.sleep(0.2)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env)
+    _, stderr = process.communicate(timeout=400)
+    kept = f"tune: {first.relative_to(out)} kept from an earlier attempt of the job"
+    assert kept in stderr, stderr
+    assert meta_of(first)["started_utc"] == started  # not measured again
+    settings = json.loads((out / "tune.json").read_text())["settings"]
+    assert all(meta_of(out / entry["run_dir"])["state"] == "completed" for entry in settings)

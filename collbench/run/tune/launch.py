@@ -27,6 +27,7 @@ from collbench.analysis.tune.search import (
 )
 from collbench.analysis.tune.select import SettingOutcome, select_best
 from collbench.analysis.tune.validity import Skipped, per_collective_hint, split_collectives
+from collbench.bench.resume import attempt
 from collbench.core.errors import EXIT_RUN_FAILED, CollbenchError, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import (
@@ -156,6 +157,10 @@ class Tuner:
         """Run `spec` under `setting` into out/relative as its sweep `slot` (round_port):
         (rows, error or None)."""
         run_dir = self.out / relative
+        kept = _kept_sweep(run_dir)
+        if kept is not None:  # a requeued driver: measured by an earlier attempt
+            self.say(f"tune: {relative} kept from an earlier attempt of the job")
+            return kept, None
         options = replace(
             self.options,
             out=run_dir,
@@ -494,7 +499,7 @@ def run_tune(
     _check_nodes_agree(plan, options)
     _check_local_ranks(spec, options)
     writes = _writes_result(options)
-    if writes:
+    if writes and not (options.launcher == "srun" and attempt()):  # requeued: resume
         check_out(plan.out, allowed=(DRIVER_FOLDER,) if options.launcher == "srun" else ())
         Path(plan.out).mkdir(parents=True, exist_ok=True)
     tuner = Tuner(spec, options, plan, command_line, make_sink, say)
@@ -512,6 +517,19 @@ def run_tune(
         finally:
             stops.shield()  # a second Ctrl-C waits for tune.json
         return finish_tune(tuner, writes, warnings)
+
+
+def _kept_sweep(run_dir: Path) -> tuple | None:
+    """The rows of a setting's sweep an earlier attempt of this requeued driver completed
+    (bench/resume.py); None to measure it: first attempt, or a sweep it left unfinished,
+    which is removed (measured again whole, in fresh ranks)."""
+    if not attempt() or not run_dir.is_dir():
+        return None
+    run = load_run(run_dir)
+    if run.meta.state == "completed":
+        return tuple(run.rows_of(SWEEP))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return None
 
 
 class _TuneStopped(Exception):

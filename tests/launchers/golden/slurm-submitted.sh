@@ -15,6 +15,7 @@
 #SBATCH --reservation=fabric
 #SBATCH --output=/shared/results/run-1/slurm/%j_0_log.out
 #SBATCH --error=/shared/results/run-1/slurm/%j_0_log.err
+#SBATCH --open-mode=append
 
 export COLLBENCH_LAUNCH='{"run_id":"run-1","launcher":"slurm","command_line":["collbench","sweep","-c","all_reduce,all_gather"],"world_size":32}'
 export COLLBENCH_STATUS_DIR=/shared/results/run-1/ranks
