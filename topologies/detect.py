@@ -1,11 +1,6 @@
 """`collbench topo detect`: describe the node this runs on as a topology file, best effort.
 
-The parsers below are pure (they take captured `nvidia-smi` / `rocm-smi` output or sysfs
-text) and `describe()` turns gathered facts into a topology mapping plus notes saying what
-was found, what was assumed and what is missing. `gather()` is the only edge: it runs the
-tools and reads /sys and /proc. Figures that cannot be detected (peak TFLOP/s, latencies)
-are looked up in the catalog by accelerator name; what has no catalog match gets a
-placeholder whose source says PLACEHOLDER, so a reader knows to edit it.
+The method, in full: docs/topologies.md#topologies-detect-py.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """The topology schema: frozen dataclasses for a fabric, validated field by field.
 
-A topology file (YAML or TOML) maps onto `Topology`; `topology_from_dict` builds one and
-raises `TopologyError` naming the field path and the value on anything wrong, e.g.
-`scale_up.bandwidth_gbytes_s: -3 must be a number > 0`.
-
-Units live in the names: `*_gbytes_s` is GB/s (1e9 bytes per second, the unit of
-nccl-tests' busbw), `*_gbits_s` is Gb/s (1e9 bits per second, the unit NICs are sold in),
-`*_us` microseconds, `*_tflops` dense TFLOP/s (1e12), `*_gib` GiB.
-
-Pure: no I/O here (the loader reads files), no torch.
+The method, in full: docs/topologies.md#topologies-schema-py.
 """
 
 from __future__ import annotations

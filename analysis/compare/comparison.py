@@ -2,20 +2,7 @@
 per size band, every difference in how the runs were measured, and the verdicts the CI gate
 `--fail-if-slower` reads (pure: rows and meta in, dataclasses out).
 
-The first run is the baseline. Rows match on (collective, placement, size_bytes), every repeat
-of a size (`--repeats R`) kept; a size measured by one run only is listed, never dropped
-silently. Differences in methodology (dtype, iterations, timing method, world size, nodes...)
-make a comparison unlike-for-like: they are flagged loudly. Differences in environment
-(versions, knobs, hosts) are what people usually compare on purpose: they are listed, not
-flagged.
-
-Each size's verdict comes from the one rule (analysis/rules/decision.py): every size of a
-comparison is one family (Holm over it where repeats give p-values).
-
-Why busbw: it normalises the world size (nccl-tests' bus factor), so a 2-rank and a 4-rank run
-compare on what the fabric delivers. The ratio and the verdict are both on busbw (each run's
-busbw from its own time and world size), so they cannot point opposite ways. At size 0 busbw
-is 0 for every run: there both are on time.
+The method, in full: docs/compare.md#analysis-compare-comparison-py.
 """
 
 from __future__ import annotations

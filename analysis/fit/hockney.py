@@ -1,30 +1,6 @@
 """Robust piecewise alpha-beta (Hockney) fits of a size sweep: t(S) = alpha + S / B.
 
-Inside a regime, t(S) seconds = alpha_us * 1e-6 + S * bus_factor / (busbw_gbps * 1e9), so
-a regime's busbw_gbps is its asymptotic bus bandwidth, comparable to nccl-tests' busbw.
-
-How `fit_curve` works:
-1. regimes: `analysis.regimes.choose_regimes` picks 1..max_regimes contiguous size bands
-   with a BIC-like criterion (exact search over every segmentation, cheap robust costs; a
-   sweep of over 128 distinct sizes searches candidate starts instead, linear in the sizes);
-2. each band gets a robust fit with scipy.optimize.least_squares: residuals are
-   ln(t_fit / t_measured), so 8 B and 8 GB weigh the same, and the soft_l1 loss makes a
-   point beyond the noise scale count linearly instead of quadratically;
-3. points far outside the robust spread (5 MADs, and at least 5%) are flagged as outliers
-   and each band is refitted without them: the loss caps an outlier's pull, but one at a
-   band's end has the leverage to tilt a short band.
-The search assumes a timing noise of `SearchOptions.noise_rel` (2%). Data noisier than that
-(a loaded CPU box: 50% and more) would make every extra regime look worth its price, since
-a regime's line can pass through a few noisy points exactly (5 regimes from 22 points);
-so the noise is measured on the first choice's residuals (`_noise`) and, when it is over
-NOISIER times the assumed one, the search runs again at the measured noise. Clean logs
-(nccl-tests, 0.5-2% noise) never reach that, and keep their regimes.
-Quality on all points (outliers included) and a verdict: analysis/fit/quality.py.
-Confidence intervals: 95% Student-t intervals from the Jacobian of the robust fit (as
-scipy's curve_fit computes them: cov = (J^T J)^-1 * 2 cost / (n - 2)); the bandwidth
-interval is computed on ln(1/B) and mapped back, so it is asymmetric and never negative.
-
-Pure numpy/scipy: no I/O, no torch. `fit_rows` groups result rows and fits each group.
+The method, in full: docs/fit.md#analysis-fit-hockney-py.
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
 """A fitted curve (CurveFit: its regimes and outliers) and how far it can be trusted: a verdict ("good", "fair", "poor") and the reasons.
 
-The fit's own r2 and rms are computed on the points it kept; a buyer needs to know how well
-the curve explains everything that was measured, whether its latency is finer than the
-clock could see, and whether its peak busbw is a number the sweep ever reached. Each check
-below gives a one-line note and the worst verdict it allows; the fit's verdict is the worst
-of them.
-
-A fit is poor, and a figure it could not determine is null (never a number) with the
-reason in `quality.not_determined`, as docs/fit.md tells the user; each threshold is a
-constant below, each check a `_*_check`. n_half is where busbw reaches half the peak, so it
-is determined exactly when the peak is (a peak within 2x of the data puts n_half inside the
-sweep: it needs no rule of its own).
-
-The clock's resolution is read off the times themselves: the finest decimal step they are
-recorded in (nccl-tests prints microseconds with 2 decimals below 100 us and 1 decimal up
-to 10 ms, so an imported log resolves 0.01 us, or 0.1 us when all its times are >= 100 us),
-and never finer than CLOCK_FLOOR_US: collbench records full floats from
-time.perf_counter (1 ns resolution on Linux) or CUDA events (about 0.5 us a reading,
-spread over a batch of iterations), and a per-operation latency under 1 ns means nothing.
-
-Pure: numbers in, dataclasses out.
+The method, in full: docs/fit.md#analysis-fit-quality-py.
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """Regime detection: where a size sweep stops being one alpha-beta line.
 
-NCCL switches protocol (LL, LL128, Simple) and algorithm (tree, ring) by size, so the
-measured time is a few alpha-beta lines, one per size band. The search here picks how many
-bands (1..max_regimes) and where they start, by a BIC-like criterion over every
-segmentation into contiguous runs of measured sizes (exact dynamic programming, so the
-answer is deterministic). Each band's cost is the capped soft_l1 misfit of a cheap robust
-line (reweighted non-negative least squares, analysis/fit/segments.py); the full robust fit
-of a chosen band is `robust_line` (scipy least_squares), its confidence intervals
-`half_widths`. A sweep of more than MAX_EXACT_SIZES distinct sizes is searched over
-candidate starts instead of every segmentation (segments.candidate_search: linear in the
-sizes), and only the chosen bands' robust costs enter the criterion.
-
-Pure numpy/scipy: no I/O, no torch.
+The method, in full: docs/fit.md#analysis-fit-regimes-py.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """Segment costs for the regime search (analysis/fit/regimes.py), in time linear in the rows.
 
-A segment's cost is the misfit of one line t = alpha + beta S over a run of distinct sizes.
-Two ways to get it:
-- `robust_costs_from(start)`: the exact robust cost (three reweighted non-negative least
-  squares solves, capped soft_l1 of ln(t / t_fit)) of every segment that starts at `start`,
-  all ends at once: the two-column non-negative least squares has a closed form
-  (`nnls_two`), so every end's line is one vectorised step. Used for every start of a sweep
-  of up to `regimes.MAX_EXACT_SIZES` distinct sizes (the search over all of them is cubic).
-- `candidate_search`: longer sweeps (an `-i` step sweep, thousands of sizes). Segment costs
-  come from sums over blocks of sizes (weighted least squares, each point weighted down by
-  how far it sits from the running median of its neighbours, so a spike cannot buy a
-  regime); a dynamic programme over a coarse grid of block starts places the breakpoints,
-  a second one refines them to single sizes inside a window around each, and only the
-  chosen segments get the exact robust cost that the information criterion compares. Both
-  programmes have O(sqrt(sizes)) candidates, so the search is linear in the sizes.
-
-Pure numpy: no I/O, no torch.
+The method, in full: docs/fit.md#analysis-fit-segments-py.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """Measured sweep rows against the cost model: `collbench fit RUN --topology X`.
 
-One measure, said one way everywhere (help, text, JSON): "% of model speed" =
-predicted time / measured time (= measured busbw / predicted busbw at one size). 100% is
-as fast as the cost model at `Efficiency()` 1.0, the bound the topology describes; less is
-slower than it. More than MODEL_WRONG_SPEEDUP (1.5x, 150%) faster than the model is not a
-fabric beating its bound: the model is wrong there (it overstates a latency, or misses
-NVLS/SHARP or a faster algorithm), and those rows never call the model a bound. Measured
-times are the median of a size's rows (runs pooled in one fit group); busbw is recomputed
-from them, not read from the rows (imported logs print two decimals). Size bands are
-analysis/rules/bands.py's.
-
-Pure: rows and a Topology in, dataclasses out.
+The method, in full: docs/fit.md#analysis-fit-vs-topology-py.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """A log table's rows column by column, and the lines of a text table parsed into columns.
 
-A 100k-row log made 100k LogRow objects (a third of an import's time); what an import does
-with them (checks, warnings, rows.jsonl, rows.parquet) reads them a column at a time. Rules:
-- `LogColumns` holds one entry per placement row, in log order (a line's placements in its
-  header's order).
-- `parse_lines` gives exactly what nccl_logs.parse_row gives line by line (the numbers
-  through the same int()/float(), the same warnings, the same SpecError for an integer beyond
-  int64), but parses a run of whole lines (every field present) a column at a time, and
-  leaves any line it cannot read that way (a field that is not a number, N/A, #wrong with an
-  asterisk, a legacy `error` column, a short line) to parse_row.
+The method, in full: docs/import.md#analysis-imports-log-columns-py.
 """
 
 from __future__ import annotations

@@ -1,49 +1,6 @@
 """What NCCL (and RCCL) chose: algorithm, protocol and channels per collective and size.
 
-NCCL picks an algorithm, a protocol and a channel count for every collective from its cost
-model, and says so only in its debug output (NVIDIA/nccl #754, #1444). This module asks for
-that output (`debug_env`) and reads it back (`parse_choices`, `summarize`). Pure: no files,
-no torch.
-
-What NCCL prints, by version (read from NVIDIA/nccl's source at the tags named; RCCL from
-ROCm/rccl, whose versions are the NCCL release it is based on):
-
-- every line: `host:pid:tid [cudaDev] NCCL INFO <message>` (src/debug.cc; host cut at the
-  first dot). 2.26+ may put `[%F %T] ` before it (NCCL_DEBUG_TIMESTAMP_LEVELS), launchers
-  may put `[rank0]:` or `[1,0]<stdout>:` before that.
-- NCCL_DEBUG_SUBSYS=COLL, every rank, every call (src/enqueue.cc, ncclEnqueueCheck, 2.12 to
-  2.30 unchanged): `AllReduce: opCount 3 sendbuff 0x.. recvbuff 0x.. count 1024 datatype 7
-  op 0 root 0 comm 0x.. [nranks=8] stream 0x..`. RCCL appends ` task %d globalrank %d`, and
-  names a collective it hands to MSCCL `mscclFuncAllReduce` and to MSCCL++
-  `mscclpp_ncclAllReduce` (src/misc/msccl/msccl_lifecycle.cc).
-- NCCL_DEBUG_SUBSYS=TUNING, rank 0 of each communicator only, every collective:
-  - up to 2.19 (RCCL up to ROCm 6.1): nothing; the line is commented out in getAlgoInfo.
-  - 2.20 to 2.22 (RCCL ROCm 6.2 and 6.3): `%ld Bytes -> Algo %d proto %d time %f`, ids not
-    names and no collective, printed only when NCCL's model chose (not a tuner plugin in
-    2.20/2.21). Bytes are max(send, recv): count x element size, x nranks for all-gather
-    and reduce-scatter (ncclInfoSetDerived, ncclFuncMaxSendRecvCount). Calls grouped
-    together (ncclGroupStart/End) of one collective and type are decided, and printed,
-    once with their bytes summed (2.22 and 2.23: those within 4x of each other in size).
-  - 2.23: `AllReduce: %ld Bytes -> Algo %d proto %d time %f`, same bytes.
-  - 2.24 on: `AllReduce: %ld Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..15}`
-    (scheduleCollTasksToPlan), names from ncclAlgoToString/ncclProtoToString; bytes are
-    the call's count x element size, so per rank for all-gather and reduce-scatter.
-  - 2.27 on, symmetric kernels: `AllReduce [Symmetric]: %ld Bytes -> Kernel %s nchannels
-    %d nthreads %d[ nWorks %d]`; 2.29 on, copy engine: `AllGather [Copy Engine]: %ld Bytes
-    -> cudaMemcpy...` and 2.30 `[Hierarchical CE]: %ld Bytes -> RMA proxy + CE`.
-- A collective on a 1-rank communicator never reaches the tuner (ncclLaunchOneRank copies
-  locally), so NCCL_ALGO and NCCL_PROTO cannot matter there; the COLL line says nranks=1.
-
-Algorithm ids 0..6 are TREE, RING, COLLNET_DIRECT, COLLNET_CHAIN, NVLS, NVLS_TREE, PAT and
-protocol ids 0..2 are LL, LL128, SIMPLE in every version from 2.12 to 2.30 (devcomm.h, then
-nccl_common.h, then plugin/nccl_tuner.h); RCCL uses the same order. Datatype ids follow
-ncclDataType_t (nccl.h), also the same in RCCL.
-
-TRACE lines (`NCCL TRACE`, debug builds only) are ignored: with NCCL_DEBUG=TRACE they repeat
-the INFO lines. None of this was captured from a GPU: the tests are lines written to the
-formats above. The format strings were also found, with `strings`, in the release
-libnccl.so.2 of nvidia-nccl-cu12 2.21.5, 2.23.4 and 2.27.3; the first run on a GPU should
-confirm the lines themselves.
+The method, in full: docs/import.md#analysis-imports-nccl-choice-py.
 """
 
 from __future__ import annotations

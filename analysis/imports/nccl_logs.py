@@ -1,21 +1,6 @@
 """Parse nccl-tests / rccl-tests output into plain records (pure: no files are touched).
 
-Text logs (stdout of `all_reduce_perf` and friends):
-- current nccl-tests: `size count type redop root time algbw busbw #wrong` per placement,
-  plus `# nccl-tests version`, `# Collective test starting/concluded` and per-iteration or
-  timestamp columns in recent versions;
-- legacy nccl-tests: no root column, and an `error` column (largest deviation found, `N/A`
-  with validation off) instead of `#wrong`;
-- rccl-tests: a `rccl-tests: Version` banner, RCCL/HIP/ROCm version lines, device lines
-  without a group, and in-place-only tables (`-O 0`).
-Columns are found by the names in the table header, so extra columns (rccl-tests' `hipevt`,
-nccl-tests' `i_min`, `timestamp`) are tolerated: a time-like name (`time`, `cputime`,
-`hipevt`) opens a placement's group of columns, unless the open group has no `algbw` yet,
-in which case it is one more column of that group. Lines may carry mpirun `[1,0]<stdout>:`
-or `srun -l` prefixes; NCCL INFO lines may sit anywhere, even inside the table. Rows are
-kept when the header (layout inferred from the field count) or the footer is missing.
-
-JSON: nccl-tests' `-J` output is parsed by nccl_json.parse_json_log into the same records.
+The method, in full: docs/import.md#analysis-imports-nccl-logs-py.
 """
 
 from __future__ import annotations

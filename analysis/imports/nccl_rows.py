@@ -1,10 +1,6 @@
 """nccl-tests / rccl-tests logs as collbench result rows and meta.json (pure: no I/O).
 
-`parse_log` parses one log's text (text or -J JSON, repairing a JSON file cut short);
-`build_import` turns ParsedLogs into result rows and meta. The figures are kept as the logs
-printed them; what does not add up (busbw that does not follow from algbw and the world
-size, a missing footer, failed data checks) becomes a warning in meta. Reading the logs and
-writing the run directory is collbench.run.import_logs's.
+The method, in full: docs/import.md#analysis-imports-nccl-rows-py.
 """
 
 from __future__ import annotations

@@ -2,19 +2,7 @@
 confidence, tune verify and doctor --baseline use (pure: figures in, verdicts out;
 docs/methodology/decisions.md says it for users, with the measurements behind the defaults).
 
-Every figure here is a speed (busbw, or 1 / time at size 0): higher is faster. Noise on a
-bandwidth is multiplicative, so effects are ratios and spreads are taken of logarithms.
-What decides depends on what the two sides hold (`basis`):
-
-1. `repeats` (MIN_REPEATS a side): Welch's t on the log repeat figures, Holm over the family
-   a caller decides together, and the effect beyond the repeats' own spread (or a recorded
-   A/A floor, when larger).
-2. `noise floor` (samples, fewer repeats): the iterations of one run are not independent, so
-   no p-value is offered; the effect must pass FLOOR_FACTOR x the range of the repeats, or of
-   one repeat's iterations cut into BATCHES batches (or the A/A floor, when larger), either
-   way alike. The interval is the ratio divided and multiplied by 1 + floor.
-3. `threshold` (no samples: imported logs): the caller's threshold alone; without one,
-   `unjudged`. What cannot be judged says `unjudged`, never `same`.
+The method, in full: docs/methodology/decisions.md#analysis-rules-decision-py.
 """
 
 from __future__ import annotations

@@ -2,16 +2,7 @@
 compare (flagged; refused with --strict), fit (runs pooled into one curve), tune from,
 noise and doctor --baseline. Nothing else lists the fields a command refuses or warns about.
 
-`describe_method` flattens what a run's numbers depend on into comparable fields. Fields in
-METHODOLOGY change what a time means (how it was taken, over what data and ranks): runs that
-differ there are unlike-for-like. The rest (versions, knobs `env.NAME`, hosts, devices,
-backend, launcher) is the environment, which people compare on purpose. `collectives` says
-what a run measured, not how: only a purpose that names it looks at it.
-
-Each command is a `Purpose`: the differences that refuse (SpecError, exit 2, one line naming
-every differing field of every run), those that warn (one line per run; the command goes on)
-and whether it lists the rest. Every run is held against the first. Why each purpose draws
-the line where it does is written beside it below.
+The method, in full: docs/methodology/decisions.md#analysis-rules-methodology-py.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Knobs: the environment variables that change how a communication library behaves.
 
-One list, used to record provenance (every row's and meta.json's `knobs`), to accept
-`--knob NAME=VALUE`, and to pick knob settings out of imported nccl-tests/rccl-tests logs;
-and the one `--knob` parser and check (names, "did you mean", values against the catalog in
-core/tune_catalog.py, the backends that read a knob) that sweep, overlap, doctor, import and
-tune all use.
+The method, in full: docs/architecture.md#collbench-core-knobs-py.
 """
 
 from __future__ import annotations

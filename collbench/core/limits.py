@@ -1,10 +1,6 @@
 """Limits on what collbench reads back: file sizes, line lengths, nesting depth and integers.
 
-Every file collbench reads (a log to import, a run's rows.jsonl and meta.json, job.json,
-tune.json, doctor.json, a topology file) is read as a regular file within these bounds, so a
-hostile or broken input (/dev/zero, a FIFO, a 64 MiB line, JSON nested thousands deep) is
-one line and exit 2 in bounded time and memory, never a hang or a RecursionError. docs/errors.md's
-"Limits" table lists them. Pure: the readers (store.reading, topologies.loader) do the I/O.
+The method, in full: docs/architecture.md#collbench-core-limits-py.
 """
 
 from __future__ import annotations

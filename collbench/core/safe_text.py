@@ -1,12 +1,6 @@
 """Values that reach a shell: control characters refused, or escaped where only shown.
 
-A newline inside a value ends the line it is written into: in best.env it ends a `#` comment
-(what follows runs when the file is sourced), in an sbatch script it starts a new command or
-`#SBATCH` directive. Shell quoting cannot help a comment or a directive, so every value that
-reaches best.env, a script or a printed command line is refused when it holds a control
-character (`refuse_control`), and text only shown in a comment has them escaped
-(`escape_control`). Control characters: C0 (NUL .. US, tab, newline, CR included), DEL, C1,
-and the Unicode line and paragraph separators (Python's splitlines breaks lines there).
+The method, in full: docs/architecture.md#collbench-core-safe-text-py.
 """
 
 from __future__ import annotations

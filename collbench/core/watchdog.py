@@ -1,14 +1,6 @@
 """How long the process group may wait on one operation: --timeout plus the longest queue.
 
-NCCL's watchdog (torch's ProcessGroupNCCL) times each operation from when it was enqueued,
-not from when it started. A GPU rank enqueues a whole batch before the first operation
-finishes (the warm-up loop, then the timed iterations, each ended by one synchronize), so
-the batch's last operation has waited for every one before it: with long batches (many
-iterations, large sizes, a slow fabric) it can pass `--timeout` though nothing hangs. The
-process-group timeout is therefore --timeout plus the longest batch the plan queues,
-estimated before anything runs from the sizes and counts at a deliberately slow fabric
-(PLANNING_BUSBW_GBPS, PLANNING_LATENCY_S). gloo runs each operation to completion before
-the next one is issued, so it queues nothing and gets --timeout alone.
+The method, in full: docs/architecture.md#collbench-core-watchdog-py.
 """
 
 from __future__ import annotations

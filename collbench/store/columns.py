@@ -2,15 +2,7 @@
 makes of each row's samples (compare at scale): a 10k-row run of 2,000 samples a row holds
 20 M of them, 160 MB even packed, and such a reader never holds them all at once.
 
-`read_rows_apart` reads rows.parquet column-wise (pyarrow, a row group at a time) when it is
-a faithful copy of rows.jsonl: the stamp its metadata records (store.rundir.rows_stamp, taken
-when the copy was written) is rows.jsonl's stamp now, before and after the read, and
-rows.jsonl's last line is whole. Otherwise, or when anything in the copy does not pass the
-row checks, it reads rows.jsonl a row at a time (store.rundir.iter_rows), which names the
-file and line of a row it refuses and warns of a last line cut short. Either way every row
-passes load_rows' checks and comes in file order: rows.jsonl is the record, the copy only a
-faster way to read it. (One difference: a whole number in a float column, that rows.jsonl
-holds as an integer, comes from the copy as a float; the same number.)
+The method, in full: docs/run-directory.md#collbench-store-columns-py.
 """
 
 from __future__ import annotations

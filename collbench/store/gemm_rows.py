@@ -1,9 +1,7 @@
 """`collbench gemm` rows (kind "gemm"): one matmul shape's measured throughput, streamed
 to gemm.jsonl in the run directory as each shape finishes.
 
-They live beside, not in, rows.jsonl: they are no collective's rows, and every command
-that reads result rows (fit, compare, report, export) would have nothing to do with them.
-`mfu --gemm RUN` reads them (analysis.mfu_gemm).
+The method, in full: docs/run-directory.md#collbench-store-gemm-rows-py.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """meta.json: a run's provenance, typed. A sweep's rank 0 and an import write one each.
 
-The fields every reader uses are typed; what only one source records (a sweep's working
-directory, an import's per-log tables) stays in `extra` under its meta.json key. A file
-keeps the key order it has always had: a sweep's and an import's differ, so each source
-has its layout.
+The method, in full: docs/run-directory.md#collbench-store-meta-py.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
 """Where a command may write, and how: one check of every output path before anything runs,
 and one writer that leaves a whole file or none.
 
-Every command that writes goes through here: output files (report, topo detect, export,
-the --csv / -J side files of sweep, overlap and wait, noise) through `check_output_files`
-and `write_output`; run directories (sweep, overlap, doctor, import, gemm, tune and its
-settings) through `check_output_dir`, which store.rundir.prepare_run_dir calls.
-
-Refused before anything is written, as one line naming the option (SpecError, exit 2): an
-empty name, a name or path too long for the file system, a dangling symbolic link, a path
-under a file, a folder that does not exist, a directory or device where a file goes, an
-existing file (unless --force), one path given to two options, a read-only or unwritable
-folder, and any path inside a run directory (an input's, or any run's: no command writes
-over rows.jsonl, meta.json, rows.parquet, job.json or status files, --force or not).
-
-A full disk (or quota) is OutputError: one line, exit 1 (docs/errors.md),
-and what was being written is removed.
+The method, in full: docs/run-directory.md#collbench-store-outputs-py.
 """
 
 from __future__ import annotations

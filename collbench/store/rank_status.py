@@ -1,17 +1,6 @@
 """Per-rank status files and a heartbeat, so a watching launcher can tell who died or hung.
 
-Written only when the launcher sets COLLBENCH_STATUS_DIR (the local launcher does). Each
-rank writes ranks/rank-NNNNN.json atomically: its host and pid, the process's start token,
-the step it is in, when that step began, a heartbeat refreshed every second by a background
-thread, and its final state. A rank stopped by a signal or wedged in the interpreter stops
-its heartbeat; a rank stuck inside a collective keeps it but its step stops advancing.
-
-A pid alone does not say a rank is alive: a zombie answers `kill(pid, 0)`, and after the
-rank's end its number can be given to another process (pid 1 is always there). So a rank on
-this host is alive only if its pid names a live process that is not a zombie and whose start
-token (the boot id and the start time, /proc/PID/stat field 22, in clock ticks since that
-boot: exact, and unlike a wall-clock time never shifted by the clock or a reboot) is the
-one the rank recorded.
+The method, in full: docs/run-directory.md#collbench-store-rank-status-py.
 """
 
 from __future__ import annotations

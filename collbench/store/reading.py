@@ -1,10 +1,6 @@
 """Bounded reads of the files collbench reads back: regular files only, within core.limits.
 
-A log to import, a run's rows.jsonl and meta.json, job.json, tune.json and doctor.json all
-come through here, so /dev/zero, /dev/urandom, a FIFO, a file of one endless line or JSON
-nested thousands deep is a SpecError naming the file (one line, exit 2) in bounded time and
-memory: a FIFO is refused before it is opened for reading (opening one blocks), a file's size
-is checked before it is read, and lines are read one at a time, each within a length limit.
+The method, in full: docs/run-directory.md#collbench-store-reading-py.
 """
 
 from __future__ import annotations

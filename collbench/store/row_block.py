@@ -1,16 +1,7 @@
 """Rows held column by column: a block of rows of one type that share most of their values
 (an import's table: one run, collective and system), written without a row object each.
 
-rows.jsonl and rows.parquet come out exactly as the row-by-row writers make them
-(rundir.ResultWriter: `ResultRow.to_dict` through one JSON encoder; rundir.write_parquet:
-a frame of the rows' fields). Rules:
-- a block names every field of its row type once: in `shared` (one value for every row,
-  defaults filled in) or in `columns` (one value per row, all of one length; at least one);
-- a line is the row's JSON object with its keys in column order: the shared values encoded
-  once, the others a column at a time by the encoder's own rules (a float by float.__repr__,
-  an int by int.__repr__, a string by the encoder's string escape; any other column value by
-  the encoder itself);
-- the columns are read, never changed.
+The method, in full: docs/run-directory.md#collbench-store-row-block-py.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """What a row's values may be: each column's type and range check, compiled once per column,
 and `Samples`, the packed form a row keeps its per-iteration samples in.
 
-Every row read back goes through these checks (store.rows.row_from_dict), so they are paid
-once per value of every command that loads a run: a 10k-row run of 2,000 samples each holds
-20 M of them. A list column is checked as a whole (the set of its items' types, then numpy on
-its packed floats), never item by item in Python, and refuses exactly what an item-by-item
-check refuses. Samples are kept as 8-byte doubles (Samples, an `array.array`): as Python
-floats in lists such a run took 640 MB per run in memory, packed it takes 160 MB.
+The method, in full: docs/run-directory.md#collbench-store-row-values-py.
 """
 
 from __future__ import annotations

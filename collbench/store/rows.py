@@ -1,9 +1,6 @@
 """Result rows: one typed row per measurement, exactly as rows.jsonl stores it.
 
-A sweep row is a `ResultRow`; an overlap probe's row is a `ProbeRow`, which adds the
-probe's columns after the sweep ones (its base columns describe the collective alone:
-time_us is t_comm, busbw its bandwidth). The column tuples are read off the dataclasses, so
-a column exists in one place: its field.
+The method, in full: docs/run-directory.md#collbench-store-rows-py.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """The results store: one tidy row per measurement, streamed to rows.jsonl as it finishes.
 
-rows.jsonl is appended with group commit (ResultWriter): every row reaches the operating
-system as it is appended, so a process that is killed or crashes loses nothing already
-measured; rows are synced to disk after every size a sweep finishes, and otherwise (a
-doctor's many rows a round) every SYNC_ROWS rows or SYNC_SECONDS, and at the end, so a power
-loss or a kernel crash loses at most the rows since the last sync. rows.parquet is a copy
-written at the end; meta.json holds the run-level provenance.
+The method, in full: docs/run-directory.md#collbench-store-rundir-py.
 """
 
 from __future__ import annotations

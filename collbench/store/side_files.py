@@ -1,11 +1,6 @@
 """exports.json: which `--csv` / `-J` files a run's launching collbench writes its rows to.
 
-The launching process writes those files as rows arrive (render/export.py's ExportSink); the
-ranks write rows.jsonl. When the launcher is killed (SIGKILL, a lost ssh session) the ranks
-may go on measuring, and the side files stop short of rows.jsonl. The record lets
-`collbench finalize RUN` rewrite them whole from rows.jsonl: it names the files (absolute
-paths), the collectives the -J files are named after, the launcher's pid and host (no
-completion while it is alive), and `complete` once the launcher closed them itself.
+The method, in full: docs/run-directory.md#collbench-store-side-files-py.
 """
 
 from __future__ import annotations
