@@ -38,9 +38,7 @@ def choose_launcher(requested: str, rank_env: str | None) -> str:
         raise SpecError("--launcher", requested, f"is not one of auto, {', '.join(LAUNCHERS)}")
     if requested != "auto":
         return requested
-    if rank_env is not None:
-        return "none"
-    return "none" if started_as_rank() else "local"
+    return "none" if rank_env is not None or started_as_rank() else "local"
 
 
 def run_sweep(
