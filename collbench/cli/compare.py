@@ -1,9 +1,5 @@
 """`collbench compare`: finished runs size by size against a baseline, and the CI gate
-`--fail-if-slower`.
-
-app.py registers it; the use-case is run/compare.py. Imports stay light (typer, pathlib):
-numpy and scipy load only when the command runs.
-"""
+`--fail-if-slower`. Imports stay light: numpy and scipy load only when the command runs."""
 
 from __future__ import annotations
 

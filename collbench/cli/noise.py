@@ -1,5 +1,4 @@
-"""`collbench noise RUN RUN [RUN...]`: record the A/A noise floor of one configuration for
-`compare --noise-floor FILE`. app.py registers it; the use-case is run/noise.py."""
+"""`collbench noise RUN RUN [RUN...]`: record the A/A noise floor for `compare`."""
 
 from __future__ import annotations
 
