@@ -342,60 +342,51 @@ WANTS_OVERLAP = Option(
     kind=bool,
     panel=_OVERLAP,
 )
+
+
+def _overlap(flag: str, help: str, field: str, **rest: Any) -> Option:
+    return Option((flag,), help, OverlapSpec, field, panel=_OVERLAP, **rest)
+
+
 OVERLAP_OPTIONS = (
-    Option(
-        ("--compute-ratio",),
+    _overlap(
+        "--compute-ratio",
         "Compute per iteration as multiples of the collective's time, one probe each.",
-        OverlapSpec,
         "ratios",
         default_text=",".join(f"{ratio:g}" for ratio in DEFAULT_RATIOS),
-        panel=_OVERLAP,
         parse=lambda text, flag: parse_ratios(text),
         metavar="LIST",
     ),
-    Option(
-        ("--compute-tflop",),
+    _overlap(
+        "--compute-tflop",
         "A fixed amount of compute per iteration (TFLOP) instead of ratios.",
-        OverlapSpec,
         "compute_tflop",
         kind=float,
-        panel=_OVERLAP,
     ),
-    Option(
-        ("--compute-dtype",),
+    _overlap(
+        "--compute-dtype",
         f"Matmul dtype: {listing((AUTO, *COMPUTE_DTYPES), _AUTO_DTYPES)}.",
-        OverlapSpec,
         "compute_dtype",
-        panel=_OVERLAP,
         metavar="NAME",
     ),
-    Option(
-        ("--matmul-shape",),
+    _overlap(
+        "--matmul-shape",
         "MxNxK of each matmul.",
-        OverlapSpec,
         "matmul_shape",
         default_text=f"the largest square up to {MAX_SQUARE['cuda']} on GPUs, "
         f"{MAX_SQUARE['cpu']} on CPU, that fits the smallest target",
-        panel=_OVERLAP,
         parse=lambda text, flag: parse_shape(text),
         metavar="MxNxK",
     ),
-    Option(
-        ("--compute-streams",),
-        "GPU streams the compute is spread over.",
-        OverlapSpec,
-        "compute_streams",
-        kind=int,
-        panel=_OVERLAP,
+    _overlap(
+        "--compute-streams", "GPU streams the compute is spread over.", "compute_streams", kind=int
     ),
-    Option(
-        (ALLOW_BLOCKING_FLAG,),
+    _overlap(
+        ALLOW_BLOCKING_FLAG,
         f"Measure on a GPU backend even with {listing(BLOCKING_ENV, last=' or ')} set "
         "(overlap then reads ~0; warned instead of refused).",
-        OverlapSpec,
         "allow_blocking_env",
         kind=bool,
-        panel=_OVERLAP,
     ),
 )
 
