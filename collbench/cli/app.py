@@ -16,7 +16,7 @@ try:  # typer >= 0.26 ships its own copy of click; older typer uses click itself
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_exceptions
 
-from collbench.cli.compare import compare
+from collbench.cli.compare import compare, noise
 from collbench.cli.doctor import COMMAND_OPTIONS as DOCTOR_OPTIONS_ALL
 from collbench.cli.doctor import HELP as DOCTOR_HELP
 from collbench.cli.doctor import run_doctor_command
@@ -36,7 +36,6 @@ from collbench.cli.measure import (
     sink_factory,
 )
 from collbench.cli.mfu import mfu
-from collbench.cli.noise import noise
 from collbench.cli.options import Argument, command
 from collbench.cli.predict import predict
 from collbench.cli.report import report

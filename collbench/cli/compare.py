@@ -1,9 +1,5 @@
 """`collbench compare`: finished runs size by size against a baseline, and the CI gate
-`--fail-if-slower`.
-
-app.py registers it; the use-case is run/compare.py. Imports stay light (typer, pathlib):
-numpy and scipy load only when the command runs.
-"""
+`--fail-if-slower`. Imports stay light: numpy and scipy load only when the command runs."""
 
 from __future__ import annotations
 
@@ -15,6 +11,8 @@ from collbench.analysis.rules.methodology import STRICT_COMPARE, check
 from collbench.cli.options import FROM_OWNER, Argument, Option, command, request
 from collbench.core.errors import EXIT_SLOWER, EXIT_UNJUDGED
 from collbench.run.compare import CompareRequest
+from collbench.run.noise import NoiseRequest
+from collbench.store.outputs import FORCE_HELP
 
 if TYPE_CHECKING:
     from collbench.analysis.compare.gate import GateResult
@@ -145,3 +143,55 @@ def _report_gate(results: list[GateResult], paths: list[str]) -> None:
         print("\n".join(lines), file=sys.stderr, flush=True)
     if summaries:
         raise (SlowerThanAllowed if slower else GateBlind)("; ".join(summaries))
+
+
+# `collbench noise RUN RUN [RUN...]`: the A/A noise floor that `compare --noise-floor` reads.
+NOISE_OPTIONS = (
+    Argument(
+        "runs",
+        "Identical runs of one configuration (reruns, measured the same way).",
+        NoiseRequest,
+        "runs",
+        kind=list[Path],
+        metavar="RUN RUN [RUN...]",
+    ),
+    Option(
+        ("--out",),  # not -o: that is --op, as in nccl-tests (tests/cli/test_short_flags.py)
+        "Where to write the floor (an existing file: only with --force).",
+        NoiseRequest,
+        "out",
+        kind=Path,
+        metavar="FILE",
+    ),
+    Option(
+        ("--force",),
+        FORCE_HELP,
+        NoiseRequest,
+        "force",
+        kind=bool,
+        default=FROM_OWNER,
+        default_text="",
+    ),
+)
+
+
+def run_noise(values: dict[str, Any]) -> None:
+    import sys
+
+    from collbench.render.compare import noise_warnings, render_noise
+    from collbench.run.noise import record_noise_of
+
+    report = record_noise_of(request(NoiseRequest, NOISE_OPTIONS, values))
+    print(render_noise(report), flush=True)
+    for warning in noise_warnings(report):
+        print(warning, file=sys.stderr, flush=True)
+
+
+noise = command(
+    "noise",
+    "Measure how far identical runs land apart, per size band (the A/A noise floor), and\n"
+    "write it for `collbench compare --noise-floor FILE`, which then calls a size faster or\n"
+    "slower only beyond it.",
+    NOISE_OPTIONS,
+    run_noise,
+)

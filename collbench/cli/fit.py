@@ -1,8 +1,5 @@
-"""`collbench fit RUN...`: robust piecewise alpha-beta fits of runs' sweep rows.
-
-app.py registers it; the use-case is run/fit.py. Imports stay light (typer, pathlib, the
-vs_topology constants): numpy and scipy load only when the command runs.
-"""
+"""`collbench fit RUN...`: robust piecewise alpha-beta fits of runs' sweep rows. Imports
+stay light: numpy and scipy load only when the command runs."""
 
 from __future__ import annotations
 

@@ -95,6 +95,11 @@ _AUTO_DTYPES = {
 }
 _STARTED_BY_A_TOOL = ", ".join(name for name in LAUNCHERS if name not in ("local", "none"))
 
+
+def _measure(flags: tuple[str, ...], help: str, field: str, **rest: Any) -> Option:
+    return Option(flags, help, SweepSpec, field, panel=_MEASURE, **rest)
+
+
 SPEC_OPTIONS = (
     Option(
         ("--collective", "-c"),
@@ -146,66 +151,52 @@ SPEC_OPTIONS = (
     ),
     Option(("--warmup", "-w"), "Untimed operations per size.", SweepSpec, "warmup", kind=int),
     Option(("--iters", "-n"), "Timed operations per size.", SweepSpec, "iters", kind=int),
-    Option(
+    _measure(
         ("--step-bytes", "-i"),
         "Add this many bytes each step instead of --factor.",
-        SweepSpec,
         "step_bytes",
-        panel=_MEASURE,
         parse=parse_size,
         metavar="SIZE",
     ),
-    Option(
+    _measure(
         ("--placement",),
         f"{listing(PLACEMENT_CHOICES, last=' or ')}.",
-        SweepSpec,
         "placement",
-        panel=_MEASURE,
         metavar="NAME",
     ),
-    Option(
+    _measure(
         ("--check/--no-check",),
         "Verify every result (#wrong; nccl-tests' -c).",
-        SweepSpec,
         "check",
         kind=bool,
-        panel=_MEASURE,
     ),
-    Option(
+    _measure(
         ("--rank-stat", "-a"),
         f"Combine ranks' times by {listing(RANK_STATS, {'avg': 'nccl-tests'}, ' or ')}.",
-        SweepSpec,
         "rank_stat",
-        panel=_MEASURE,
         metavar="NAME",
     ),
-    Option(
+    _measure(
         ("--backend",),
         f"{listing(BACKENDS, {'auto': 'nccl/rccl on GPUs, else gloo'})}.",
-        SweepSpec,
         "backend",
-        panel=_MEASURE,
         metavar="NAME",
     ),
-    Option(
+    _measure(
         ("--timeout",),
         "Seconds without progress before a rank counts as hung.",
-        SweepSpec,
         "timeout_s",
         kind=float,
-        panel=_MEASURE,
         metavar="S",
     ),
-    Option(
+    _measure(
         ("--repeats",),
         "Repeat the whole measurement R times in the same rank processes, interleaved "
         "(repeat 1 of every size, then repeat 2, ...); every row records its repeat. "
         "compare and its CI gate decide from repeat-level statistics (tune and doctor repeat "
         "their own way; see docs/methodology/decisions.md).",
-        SweepSpec,
         "repeats",
         kind=int,
-        panel=_MEASURE,
         metavar="R",
     ),
 )
@@ -301,24 +292,20 @@ OUTPUT_OPTIONS = (
 )
 # What is recorded with the results.
 RECORD_OPTIONS = (
-    Option(
+    _measure(
         ("--topology", "-T"),
         "Catalog name or topology file of the fabric this runs on: its name goes into every "
         "row and meta.json (see collbench topo list).",
-        SweepSpec,
         "topology",
-        panel=_MEASURE,
         parse=_topology_ref,
         metavar="NAME|FILE",
     ),
-    Option(
+    _measure(
         ("--knob",),
         "Set a communication knob for every rank, e.g. NCCL_MAX_NCHANNELS=4 (repeatable; "
         "checked as tune checks it, recorded with the results, part of every printed command).",
-        SweepSpec,
         "knobs",
         kind=list[str],
-        panel=_MEASURE,
         parse=_knob_settings,
         metavar="NAME=VALUE",
         name="knob",
@@ -333,60 +320,51 @@ WANTS_OVERLAP = Option(
     kind=bool,
     panel=_OVERLAP,
 )
+
+
+def _overlap(flag: str, help: str, field: str, **rest: Any) -> Option:
+    return Option((flag,), help, OverlapSpec, field, panel=_OVERLAP, **rest)
+
+
 OVERLAP_OPTIONS = (
-    Option(
-        ("--compute-ratio",),
+    _overlap(
+        "--compute-ratio",
         "Compute per iteration as multiples of the collective's time, one probe each.",
-        OverlapSpec,
         "ratios",
         default_text=",".join(f"{ratio:g}" for ratio in DEFAULT_RATIOS),
-        panel=_OVERLAP,
         parse=lambda text, flag: parse_ratios(text),
         metavar="LIST",
     ),
-    Option(
-        ("--compute-tflop",),
+    _overlap(
+        "--compute-tflop",
         "A fixed amount of compute per iteration (TFLOP) instead of ratios.",
-        OverlapSpec,
         "compute_tflop",
         kind=float,
-        panel=_OVERLAP,
     ),
-    Option(
-        ("--compute-dtype",),
+    _overlap(
+        "--compute-dtype",
         f"Matmul dtype: {listing((AUTO, *COMPUTE_DTYPES), _AUTO_DTYPES)}.",
-        OverlapSpec,
         "compute_dtype",
-        panel=_OVERLAP,
         metavar="NAME",
     ),
-    Option(
-        ("--matmul-shape",),
+    _overlap(
+        "--matmul-shape",
         "MxNxK of each matmul.",
-        OverlapSpec,
         "matmul_shape",
         default_text=f"the largest square up to {MAX_SQUARE['cuda']} on GPUs, "
         f"{MAX_SQUARE['cpu']} on CPU, that fits the smallest target",
-        panel=_OVERLAP,
         parse=lambda text, flag: parse_shape(text),
         metavar="MxNxK",
     ),
-    Option(
-        ("--compute-streams",),
-        "GPU streams the compute is spread over.",
-        OverlapSpec,
-        "compute_streams",
-        kind=int,
-        panel=_OVERLAP,
+    _overlap(
+        "--compute-streams", "GPU streams the compute is spread over.", "compute_streams", kind=int
     ),
-    Option(
-        (ALLOW_BLOCKING_FLAG,),
+    _overlap(
+        ALLOW_BLOCKING_FLAG,
         f"Measure on a GPU backend even with {listing(BLOCKING_ENV, last=' or ')} set "
         "(overlap then reads ~0; warned instead of refused).",
-        OverlapSpec,
         "allow_blocking_env",
         kind=bool,
-        panel=_OVERLAP,
     ),
 )
 

@@ -1,11 +1,6 @@
-"""`collbench mfu`: the training MFU a workload reaches on one or more fabrics, and what
-its exposed collectives cost.
-
-The workload's options are cli/workload.py's (gemm and tune take them too); mfu adds the
-fabrics and the measured inputs. cli/app.py registers the command
-with `app.command("mfu")(mfu)`. Imports stay light: numpy and scipy load only when the
-command runs.
-"""
+"""`collbench mfu`: the training MFU a workload reaches on fabrics, and what its exposed
+collectives cost. Workload options are cli/workload.py's. Imports stay light: numpy and
+scipy load only when the command runs."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""`collbench report`: an HTML or Markdown report over finished runs.
-
-app.py registers it; the use-case is run/report.py, the document render/report/.
-Imports stay light (typer, pathlib): matplotlib loads only when the command runs.
-"""
+"""`collbench report`: an HTML or Markdown report over finished runs. Imports stay light:
+matplotlib loads only when the command runs."""
 
 from __future__ import annotations
 

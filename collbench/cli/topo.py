@@ -1,10 +1,5 @@
 """`collbench topo`: the topology catalog, checking a topology file, describing this node.
-
-Registered in collbench.cli.app with `app.add_typer(topo_app, name="topo")`; the use-cases
-are run/topo.py, the text render/topology.py. Imports stay light (`collbench --help` must
-not load yaml-heavy or torch modules). Errors in a file are TopologyError (a SpecError):
-cli.main prints them as one line and exits 2.
-"""
+Imports stay light: `collbench --help` must not load yaml-heavy or torch modules."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""`collbench fit`'s use-case: the sweep rows of the runs given (runs pooled only where
-they were measured the same way), their piecewise alpha-beta fits (analysis/fit/hockney.py)
-and each fit against a topology's cost model (analysis/fit/vs_topology.py).
-
-Imports stay light (the CLI imports FitRequest for its defaults): numpy and scipy load only
-when rows are fitted.
-"""
+"""`collbench fit`'s use-case: runs' sweep rows, pooled only where measured the same way,
+fitted and held against a topology's cost model. Imports stay light (the CLI imports
+FitRequest for its defaults): numpy and scipy load only when rows are fitted."""
 
 from __future__ import annotations
 

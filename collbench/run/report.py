@@ -1,10 +1,5 @@
-"""`collbench report`'s use-case: what a report is drawn from (the runs, tune directories,
-doctor.json files, a topology, names) and writing its files. The document itself is drawn
-by collbench.render.report (build.py, tune_section.py, doctor_section.py, document.py).
-
-Imports stay light (the CLI imports ReportRequest for its defaults): matplotlib, numpy and
-the store load only when a report is made.
-"""
+"""`collbench report`'s use-case: what a report is drawn from, and writing its files.
+Imports stay light (the CLI imports ReportRequest for its defaults)."""
 
 from __future__ import annotations
 

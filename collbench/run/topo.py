@@ -1,10 +1,5 @@
-"""`collbench topo`'s use-cases: show a topology, check a topology file, describe this node
-and write what was found. The topologies themselves are collbench.topologies; their text
-is render/topology.py.
-
-Imports stay light (the CLI imports the requests for their defaults): yaml and the catalog
-load only when a command runs.
-"""
+"""`collbench topo`'s use-cases: show or check a topology, describe this node. Imports stay
+light (the CLI imports the requests for their defaults)."""
 
 from __future__ import annotations
 
