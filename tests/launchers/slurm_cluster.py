@@ -329,3 +329,21 @@ def start_cluster(base: Path, cpus: int = 4) -> SlurmCluster:
     except BaseException:
         cluster.stop()
         raise
+
+
+def requeue_now(job_id: str, env: dict[str, str], settle_s: float = 5.0) -> None:
+    """`scontrol requeue` a running job, then start it again without Slurm's hold
+    (Reason=BeginTime, two minutes): once the hold shows, wait `settle_s` (the first
+    attempt's steps are killed and its credential revoked: a job started before that is
+    killed at once, "Job credential revoked"), then set its start time to now."""
+    subprocess.run(["scontrol", "requeue", job_id], env=env, check=True, timeout=30)
+    shown = ["scontrol", "show", "job", "-o", job_id]
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        line = subprocess.run(shown, capture_output=True, text=True, env=env, timeout=30).stdout
+        if "Reason=BeginTime" in line:
+            break
+        time.sleep(0.2)
+    time.sleep(settle_s)
+    update = ["scontrol", "update", f"JobId={job_id}", "StartTime=now"]
+    subprocess.run(update, env=env, check=True, timeout=30)

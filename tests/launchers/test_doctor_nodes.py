@@ -5,13 +5,13 @@ its error while the others are still judged."""
 import json
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 
 from tests.helpers import collbench_process as collbench
 from tests.helpers import start
+from tests.launchers.slurm_cluster import requeue_now
 
 pytestmark = pytest.mark.slow  # a real Slurm cluster and its jobs
 
@@ -65,11 +65,7 @@ def test_a_requeued_doctor_starts_its_rounds_again_and_keeps_the_first_rows(
         time.sleep(0.2)
     job_id = json.loads((out / "slurm.json").read_text())["job_id"]
     env = slurm_cluster.client_env()
-    subprocess.run(["scontrol", "requeue", job_id], env=env, check=True)
-    deadline = time.time() + 60
-    while "Reason=BeginTime" not in _job_line(job_id, env) and time.time() < deadline:
-        time.sleep(0.2)
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env)
+    requeue_now(job_id, env)
     _, stderr = process.communicate(timeout=300)
     assert process.returncode in (0, 5, 6), stderr
     earlier = (out / "rows-attempt-0.jsonl").read_text().splitlines()
@@ -77,8 +73,3 @@ def test_a_requeued_doctor_starts_its_rounds_again_and_keeps_the_first_rows(
     keys = [(r["stage"], r["group"], r["round_index"], r["repeat"]) for r in rows]
     assert earlier and len(keys) == len(set(keys)) and {r["repeat"] for r in rows} == set(range(60))
     assert [a["attempt"] for a in json.loads((out / "meta.json").read_text())["attempts"]] == [0, 1]
-
-
-def _job_line(job_id, env):
-    shown = ["scontrol", "show", "job", "-o", job_id]
-    return subprocess.run(shown, capture_output=True, text=True, env=env).stdout

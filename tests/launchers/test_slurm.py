@@ -21,6 +21,7 @@ from tests.helpers import (
     wait_for_rows,
 )
 from tests.helpers import collbench_process as collbench
+from tests.launchers.slurm_cluster import requeue_now
 
 pytestmark = pytest.mark.slow  # a real Slurm cluster and its jobs
 
@@ -402,11 +403,6 @@ def test_srun_with_pmix_agrees_on_the_address_through_mpi(tmp_path, slurm_cluste
     assert rows_of(out) and all(row["n_wrong"] == 0 for row in rows_of(out))
 
 
-def _job_line(job_id, env):
-    shown = ["scontrol", "show", "job", "-o", job_id]
-    return subprocess.run(shown, capture_output=True, text=True, env=env).stdout
-
-
 def test_a_requeued_sweep_resumes_without_measuring_a_size_twice(tmp_path, slurm_cluster):
     out = tmp_path / "run"
     slow = [*LONG[:-4], "-n", "400", "--repeats", "2"]  # seconds a size: requeued halfway
@@ -414,12 +410,7 @@ def test_a_requeued_sweep_resumes_without_measuring_a_size_twice(tmp_path, slurm
     wait_for_rows(out, 4, timeout=120)
     job_id = json.loads((out / "slurm.json").read_text())["job_id"]
     env = slurm_cluster.client_env()
-    subprocess.run(["scontrol", "requeue", job_id], env=env, check=True)
-    # Slurm holds a requeued job a while (Reason=BeginTime): start it now
-    deadline = time.time() + 60
-    while "Reason=BeginTime" not in _job_line(job_id, env) and time.time() < deadline:
-        time.sleep(0.2)
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env)
+    requeue_now(job_id, env)
     stdout, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr
     assert f"Slurm job {job_id} was requeued" in stderr

@@ -7,6 +7,7 @@ import pytest
 
 from tests.helpers import collbench_process as collbench
 from tests.helpers import meta_of
+from tests.launchers.slurm_cluster import requeue_now
 
 pytestmark = pytest.mark.slow  # a real Slurm job with a step per setting
 
@@ -34,7 +35,6 @@ def test_tune_runs_one_allocation_with_a_step_per_setting(tmp_path, slurm_cluste
 
 
 def test_a_requeued_tune_keeps_the_settings_it_measured(tmp_path, slurm_cluster):
-    import subprocess
     import time
 
     from tests.helpers import start
@@ -57,14 +57,7 @@ def test_a_requeued_tune_keeps_the_settings_it_measured(tmp_path, slurm_cluster)
     started = meta_of(first)["started_utc"]
     (driver,) = out.glob("slurm/driver-*.out")
     job_id = driver.name.removeprefix("driver-").removesuffix(".out")
-    subprocess.run(["scontrol", "requeue", job_id], env=env, check=True)
-    shown = ["scontrol", "show", "job", "-o", job_id]
-    while (
-        "Reason=BeginTime"
-        not in subprocess.run(shown, capture_output=True, text=True, env=env).stdout
-    ):
-        time.sleep(0.2)
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env)
+    requeue_now(job_id, env)
     _, stderr = process.communicate(timeout=400)
     kept = f"tune: {first.relative_to(out)} kept from an earlier attempt of the job"
     assert kept in stderr, stderr
