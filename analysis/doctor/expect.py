@@ -1,29 +1,6 @@
 """What a doctor run should reach, and the bar below which a measurement is flagged (pure).
 
-Expectations, most specific first (`expectation_from`):
-1. `--expect-busbw X`: X GB/s bus bandwidth for every stage;
-2. a topology: the cost model's busbw for each stage's group (`topology_bounds`) times
-   TOPOLOGY_EFFICIENCY. The model is the hardware bound and nccl-tests reaches 70-95% of the
-   link rate at large sizes (costmodel.Efficiency), so the bound itself with a 5% tolerance
-   would flag every healthy fabric;
-3. a baseline run: an earlier doctor run of the same size, measured with repeats: per
-   stage, each repeat's median busbw over the stage's groups gives a figure, their geometric
-   mean the stage's figure and their spread (decision.spread_pct) its noise. The bar is
-   figure x (1 - max(tolerance, spread)), and a group below it must also be `slower` by the
-   one decision rule (decision.judge, applied in analysis.doctor_judge). A stage the
-   baseline holds fewer than MIN_REPEATS repeats of has no figure (judged by the fleet);
-4. otherwise the fleet is its own reference, stage by stage (`fleet_bar`): a value is flagged
-   when it is both `fleet_tolerance_pct` below the median of its peers and `outlier_mads`
-   scaled MADs (of the logarithms: a factor) below it, so the VM's ordinary noise (a wide
-   MAD) is not a fault and a tight fleet does not flag a value 3% low.
-A stage the expectation has no figure for is judged against the fleet.
-
-A recorded A/A noise floor (`--noise-floor FILE`, `collbench noise`) widens the bar of
-1-3: the bar sits at least the floor of the size's band below the expected figure. The floor
-is a change either way and noise is multiplicative, so its bar factor is 1 / (1 + floor):
-threshold = expected x min(1 - tolerance, 1 - spread, 1 / (1 + floor)). Against a baseline
-the decision rule holds its verdicts against the same floor (decision.Rule(floor=...)). The
-fleet is its own reference and takes no floor.
+The method, in full: docs/doctor.md#analysis-doctor-expect-py.
 """
 
 from __future__ import annotations

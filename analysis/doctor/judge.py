@@ -1,17 +1,6 @@
 """The doctor's rule for one stage over its repeats (pure): a majority of repeats below the bar.
 
-A doctor runs every round R times in passes (collbench.bench.doctor_rounds), so the repeats of one
-round are a whole pass apart. Each repeat is judged on its own: its items (the nodes, node
-pairs, rails of a stage) against that repeat's bar (the fleet's median of that repeat, so
-drift that slows every group alike cancels, or a fixed expectation). An item is slow when
-it is below the bar in a majority of its repeats, and only with at least MIN_DOCTOR_REPEATS
-of them: one round slowed for a few seconds by a neighbour is not a finding. With fewer
-repeats the stage is unjudged, never healthy.
-
-Against a baseline run the bar is the baseline's figure less max(tolerance, its spread) (and
-at least a recorded A/A floor below it, see analysis.doctor_expect), and a slow item must also
-be `slower` than the baseline by the one decision rule (analysis.decision.judge: Welch on the
-repeats' logarithms, beyond their noise floor or the recorded one when larger).
+The method, in full: docs/doctor.md#analysis-doctor-judge-py.
 """
 
 from __future__ import annotations

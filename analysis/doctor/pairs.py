@@ -1,9 +1,7 @@
 """The pair stage folded once (pure): each node pair's busbw per repeat, the nodes' scores,
 their partners and the rounds behind each figure, from the pair and shuffle rows.
 
-One pass over the rows and one over the pairs, whatever the fleet's size: hosts are indexed
-once, and nothing is searched per row or per host (a 4,096-node fleet has 8.4 million node
-pairs; collbench.analysis.doctor.verdicts judges them from here).
+The method, in full: docs/doctor.md#analysis-doctor-pairs-py.
 """
 
 from __future__ import annotations

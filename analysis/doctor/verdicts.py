@@ -1,25 +1,6 @@
 """Doctor verdicts (pure): which node, rail, link or rank is slow, from a doctor run's rows.
 
-Takes rows and an expectation and returns data; reading runs and topologies lives in
-collbench.run.doctor_job, rendering in collbench.render.doctor_text. Every round ran R times
-(DoctorSpec.repeats, in passes); each repeat is judged against its own bar and a finding
-needs the slow result in a majority of at least 3 repeats (collbench.analysis.doctor.judge).
-How each stage is judged:
-- pair (and shuffle) rows: per node pair and repeat the median busbw over its rounds, the
-  node x node matrix (the median over repeats). A node whose median over its partners is
-  below the bar (needs two partners or more) is slow with everyone: a node finding. A pair
-  below the bar between two nodes that are not slow is a link finding (the cable or switch
-  port between them).
-- intra rows: each node's all-reduce against the bar; merged into that node's finding.
-- rail rows: each local-rank index across the nodes: a rail finding (a NIC or switch plane).
-- stragglers: a rank last in >= 80% of its all-reduce iterations (groups of 3 ranks or
-  more) whose own time is clearly shorter than its group's median, over at least 3 repeats:
-  a rank finding.
-- full: only against an explicit expectation. Below it with nothing above to explain it, the
-  bisect rows name the slower half, deepest level first: a segment finding.
-Bars come from collbench.analysis.doctor.expect (an expectation, or the fleet's median).
-A run where no stage could be judged (one node and no expectation, too few repeats) is
-neither healthy nor flagged: `healthy` is None and `reason` says why (exit code 6).
+The method, in full: docs/doctor.md#analysis-doctor-verdicts-py.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """Before the process group: every rank says what it is about to run, rank 0 compares.
 
-`--backend auto` and the sizes it implies are resolved on each rank, so a node whose GPUs
-are unusable resolves gloo while its peers resolve nccl, and every rank then waits in
-init_process_group for peers that joined another kind of group, until --timeout. So each
-rank first writes its facts (host, resolved backend, visible GPUs, torch, NCCL and
-collbench versions, a digest of the measurement plan) to the rendezvous store; rank 0 reads
-them all, and every rank reads rank 0's verdict: one line naming the host(s) and what
-differs (exit 1), within seconds of the last rank's arrival.
-
-The same exchange places ranks on GPUs. Each rank would use visible GPU
-`local_rank % count`; two ranks on one host that would use the same GPU (more local ranks
-than GPUs: NCCL's "Duplicate GPU detected", without a host) are refused, naming the host
-and the counts (exit 2). Where no variable gave the local rank (some MPI launchers), it is
-derived from the hosts: the ranks on a host, in global rank order.
+The method, in full: docs/architecture.md#collbench-bench-agreement-py.
 """
 
 from __future__ import annotations

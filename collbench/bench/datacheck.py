@@ -1,11 +1,6 @@
 """Rank-dependent input patterns with exactly known results, and the wrong-element count.
 
-Rank r's input element g holds v(r, g), a small integer chosen so that every partial
-result of the reduction stays exactly representable in the dtype (floats included), for
-any reduction order and any world size: where every rank cannot contribute (a bfloat16
-sum over hundreds of ranks), only a rank- and position-dependent window of ranks does and
-the others send zeros, which add exactly. Only avg, which divides, gets a tolerance, and
-it is derived from how NCCL computes it (avg_relative_bound), not fixed.
+The method, in full: docs/architecture.md#collbench-bench-datacheck-py.
 """
 
 from __future__ import annotations

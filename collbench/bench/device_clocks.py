@@ -1,12 +1,6 @@
 """What the accelerator ran at and how matmul math was set: recorded beside gemm's figures.
 
-A matmul's rate depends on more than the shape: the SM clock (boost at first, lower once
-power or heat limits it), and for fp32 whether cuBLAS may use TF32
-(torch.backends.cuda.matmul.allow_tf32 / fp32_precision, torch's float32 matmul precision,
-and TORCH_ALLOW_TF32_CUBLAS_OVERRIDE, which turns TF32 on whatever torch says). Clocks,
-power and temperature come from NVML when nvidia-ml-py (`import pynvml`) is installed, or
-amdsmi on ROCm; both are optional imports, and without them the reading says why it is
-missing instead of guessing.
+The method, in full: docs/architecture.md#collbench-bench-device-clocks-py.
 """
 
 from __future__ import annotations

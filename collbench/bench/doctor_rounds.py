@@ -1,36 +1,6 @@
 """What every rank runs for `collbench doctor`: rounds of groups that pull the nodes apart.
 
-Each round runs one operation in every group at once (an all-reduce per node, per rail, per
-half; a send/recv per node pair), then every rank's figures are gathered to every rank, so
-rank 0 writes one row per group and every rank takes the same next step (bisection) from
-the same numbers. Which groups a round has is planned by collbench.core.doctor_plan.
-
-Repeats (DoctorSpec.repeats) run in passes: every round once, then every round again, so
-the repeats of one round are a whole pass apart and a few seconds of interference (a noisy
-neighbour, a burst of other traffic) slows one repeat of a round, not all of them; the
-analysis needs the slow result in a majority of repeats. Bisection comes after the passes,
-each level's repeats back to back: which half it recurses into depends on that level's
-figures (the median over its repeats), so its levels cannot be spread over the passes.
-
-A round's process groups (StageGroups) are made by one split when it runs and destroyed
-after it (left alive, every node's, rail's and half's communicator would hold GPU memory to
-the end); their setup time goes to meta.json (doctor.group_setup). A round's all-reduce
-groups are disjoint, so one torch.distributed.split_group (one ncclCommSplit over the world)
-makes them all where the backend can split (NCCL with a device bound to the world group,
-which bench/distributed.py binds). Elsewhere (gloo; a torch without split_group) every rank
-calls new_group for every group in the same order, as torch requires; for NCCL that is one
-split of the world per group, the cost a single split avoids at a thousand GPUs. Every all-reduce group also
-times its ranks' arrivals (arrival_waits): the rows' rank_time_us and rank_last_count,
-which the straggler verdict reads, come from those, on CPU and GPU alike.
-
-Why arrivals (docs/doctor.md, "Stragglers"): timing a batch cannot show a straggler on a GPU,
-since the batch is queued back to back and every rank's collectives finish together,
-whichever host enqueued late. So each all-reduce group also runs `iters` blocking
-one-element all-reduces, each on its own, and every rank keeps its host's wait in each, from
-a stamp just before the call to the collective's end (after a device synchronize). The end
-is common to all ranks (they leave a blocking collective together, within a hop's latency),
-so it is the synchronised clock: no wall clocks are compared, and the rank with the
-shortest wait arrived last.
+The method, in full: docs/architecture.md#collbench-bench-doctor-rounds-py.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
 """`collbench gemm`'s measurement: one matmul shape on the local accelerator, timed as
 nccl-tests times a collective.
 
-A short batch runs at boost clock on cache-hot operands, which no training step sees. So
-each shape warms up for `warmup` matmuls and at least `warmup_s` seconds (clocks settle
-under load), and a shape whose operands fit in the last-level cache rotates through enough
-operand sets to fill twice that cache (rotation_sets; on CPU at most CPU_MAX_SETS, to keep
-a CPU run quick). Clocks and power are read before and after the timed batch
-(bench.device_clocks). After the warm-up, one batch of `iters` matmuls runs back to back as
-BATCH_CHUNKS chunks, each timed whole (GPU: a CUDA event before and after it on the stream;
-CPU: perf_counter around it). The row's figure is the median of the chunks' per-matmul
-times (time_stat): a stall on a busy machine that hits fewer than half the chunks leaves it
-at a typical chunk's figure, where it can make the whole batch's mean ten times the typical
-matmul; the mean is kept beside it. A second batch, timed matmul by matmul, gives the per-iteration median,
-minimum and maximum, so the per-call timers never inflate the headline figure. The warm-up
-runs in chunks sized to the time it has left, so it overshoots `warmup_s` by about one
-matmul. The operands are random, drawn on the device, each set with its own output.
+The method, in full: docs/architecture.md#collbench-bench-gemm-py.
 """
 
 from __future__ import annotations

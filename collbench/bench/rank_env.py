@@ -1,15 +1,6 @@
 """Where this process sits in a job, read from exactly one launcher's environment.
 
-Three environments are understood, each one small mapping onto the same fields:
-- torch: RANK, WORLD_SIZE, LOCAL_RANK, ... (torchrun, collbench's local launcher);
-- slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, the step's node list;
-- mpi: OMPI_COMM_WORLD_* (Open MPI), PMI_RANK/PMI_SIZE (MPICH, Intel MPI). Under
-  `srun --mpi=pmix` a task has PMIX_RANK but no size: Slurm's variables place it, and MPI
-  (mpi4py) carries the rendezvous address.
-A process can see several at once (torchrun inside an srun step, mpirun inside sbatch).
-When they agree on rank and world size any of them will do; when they disagree, the one
-the user names with --rank-env wins, and without it the run stops with a message saying
-so. Taking the first one found would start ranks that wait forever for peers that never come.
+The method, in full: docs/architecture.md#collbench-bench-rank-env-py.
 """
 
 from __future__ import annotations

@@ -1,27 +1,6 @@
 """One process that imports torch once and forks every rank of a local CPU (gloo) job.
 
-Started by the local launcher (launchers/forked.py) as `python -m collbench.bench.rank_forker`
-with the environment its ranks share. It imports what each rank would otherwise import on
-its own (torch, torch.distributed and the rank code: about a second each), then forks the
-ranks; a forked rank runs bench/worker.py's `main(RUN_DIR)`, as a rank started with
-`python -m collbench.bench.worker RUN_DIR` does.
-
-Rules:
-- CPU ranks only. A child forked from a process whose CUDA or ROCm runtime is initialised
-  inherits a context it cannot use; this process never initialises one, and refuses to fork
-  (exit 1, in rank 0's log) if something did. GPU backends keep one fresh process per rank.
-- Each rank is a session of its own, as `start_new_session` makes one (Ctrl-C reaches the
-  launcher alone, and the launcher stops the ranks), its stdin /dev/null and its output in
-  logs/rank-NNNNN.log. This process's own errors go to rank 0's log.
-- rows.parquet of a completed run is the launcher's to write (it imports pandas while this
-  process imports torch, on another core), not rank 0's at the end (bench/session.py).
-- This process is each rank's parent, so COLLBENCH_PARENT_PID names it: it ends when the
-  launcher does (its stdin closes), and a rank that sees its parent gone ends itself
-  (store/rank_status.py), as a rank whose launcher died does.
-- Protocol. stdin: one JSON line `{"run_dir": DIR, "ranks": [{"env": {...}, "log": PATH},
-  ...]}`, then kept open while the launcher watches. stdout: `started RANK PID` per rank and
-  `exited PID CODE` when one ends (CODE as subprocess says it: negative for a signal).
-  It exits once every rank has ended, or at once when its stdin closes.
+The method, in full: docs/architecture.md#collbench-bench-rank-forker-py.
 """
 
 from __future__ import annotations

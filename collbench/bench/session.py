@@ -2,8 +2,7 @@
 (the doctor's `DoctorSession` is one too) and rank 0 writes meta.json and the rows;
 `RankLog` is the few lines a watched rank logs.
 
-bench/worker.py (the rank process: join the group, run a session, report the outcome) and
-bench/doctor_rounds.py both import this module, and it imports neither of them.
+The method, in full: docs/architecture.md#collbench-bench-session-py.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Timers: a batch of back-to-back operations with a timestamp after each one.
 
-The batch time (first to last timestamp, divided by iters) is nccl-tests' figure; the
-differences between consecutive timestamps are the per-iteration samples. Timestamps
-do not break the batch: on GPU they are events recorded on the stream, on CPU a clock
-read between synchronous calls. CudaGraphTimer is nccl-tests' `-G`.
+The method, in full: docs/architecture.md#collbench-bench-timing-py.
 """
 
 from __future__ import annotations

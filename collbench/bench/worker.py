@@ -1,8 +1,7 @@
 """What every rank runs: join the group, run its session (bench/session.py: measure each
 step, rank 0 streams rows to disk; bench/doctor_rounds.py for a doctor), and end with an outcome.
 
-Started by a launcher as `python -m collbench.bench.worker RUN_DIR` (reads RUN_DIR/job.json and
-the torch rank environment), or called in-process by `--launcher none`.
+The method, in full: docs/architecture.md#collbench-bench-worker-py.
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@ true or false, a repeatable option a list, an argument such as RUN... by its nam
 Flags given on the command line override the file; `--print-config` writes the file a
 command line amounts to and exits.
 
-The file is read before the other options (an eager option) into click's default_map, so
-click parses its values as it parses the flags'. Keep imports light: yaml loads when used.
+The method, in full: docs/architecture.md#collbench-cli-config-py.
 """
 
 from __future__ import annotations

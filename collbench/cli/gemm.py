@@ -2,7 +2,7 @@
 a workload (the `mfu` command's model options) or for a shape sweep, into a run directory
 that `collbench mfu --gemm RUN` reads.
 
-Keep this module's imports light: `collbench --help` must not import torch.
+The method, in full: docs/architecture.md#collbench-cli-gemm-py.
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """How every command's help reads; typer renders it, these classes set what it renders.
 
-- A flag shows no metavar (typer's own would be `<bool>`, even on -h and --version), and an
-  argument no type beside its name (`RUN`, not `RUN <list[Path]>`) and, in the usage line,
-  click's form (`RUN...`, `[RUN...]`; not `{RUN...}...`); an option's metavar comes from its
-  declaration (cli/options.py, kind_metavar).
-- A command's help has no hard line break inside a paragraph (rich keeps them, cutting
-  sentences), and its summary in the group's command list is its first sentence.
-- The common path first: a command built with `folded` panels (options.command) hides their
-  options from -h, which ends naming those panels; `--help-all` shows every option. A
-  hidden option is always a folded one here (collbench hides nothing else).
-
-`use_help_classes(app)` gives every command and group of an app these classes.
-Keep this module's imports light: `collbench --help` must not import torch.
+The method, in full: docs/architecture.md#collbench-cli-help-py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """`collbench import`: bring other benchmarks' results into a collbench run directory.
 
-Registered in collbench.cli.app with `app.add_typer(import_app, name="import")`. Imports stay
-light here (`collbench --help` must not load pandas or torch): the work happens in
-collbench.run.import_logs.
+The method, in full: docs/architecture.md#collbench-cli-imports-py.
 """
 
 from __future__ import annotations

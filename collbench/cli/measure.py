@@ -2,7 +2,7 @@
 each fills (SweepSpec, OverlapSpec, RunOptions, the launchers' settings), and the body they
 share: build the spec, run it, say where the results are.
 
-Keep this module's imports light: `collbench --help` must not import torch.
+The method, in full: docs/architecture.md#collbench-cli-measure-py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 help text quotes that field's default (or the constant behind it), so a default is written
 in one place only and the CLI just maps onto it. Typer reads the signature built here.
 
-Keep this module's imports light: `collbench --help` must not import torch.
+The method, in full: docs/architecture.md#collbench-cli-options-py.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """`collbench predict`: what two (or more) fabrics should give each collective, size by size,
 side by side, before any is bought; a measured run can stand in for a fabric's model.
 
-Its size and collective options are `collbench sweep`'s own (cli/measure.py's SPEC_OPTIONS,
-filling PredictRequest instead of SweepSpec), so sizes parse and step as nccl-tests'.
-Imports stay light: no torch, no numpy unless --curves needs a fit or --html draws charts.
+The method, in full: docs/architecture.md#collbench-cli-predict-py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 estimator assumes. One owner for these options, so each command that takes a job reads
 the same flags (or config keys) the same way.
 
-Keep this module's imports light: `collbench --help` must not import torch.
+The method, in full: docs/architecture.md#collbench-cli-workload-py.
 """
 
 from __future__ import annotations

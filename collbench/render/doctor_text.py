@@ -4,7 +4,7 @@ the progress lines printed while the rounds run (DoctorConsole, a RowSink). Abov
 MATRIX_DENSE_MAX_HOSTS hosts the matrix and the per-node lines become a summary (the
 measured pairs, the slowest pairs and nodes); doctor.json keeps every figure.
 
-Pure apart from DoctorConsole's printing: a Diagnosis in, a string or a dict out.
+The method, in full: docs/architecture.md#collbench-render-doctor-text-py.
 """
 
 from __future__ import annotations

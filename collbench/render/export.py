@@ -1,12 +1,6 @@
 """Rows in the formats other tools read: CSV, and nccl-tests' JSON output (`-J FILE`).
 
-The nccl-tests layout follows its JSON writer (src/util.cu, JSON_FILE_VERSION 3), down to
-booleans as the strings "true"/"false" and root as a 6-wide string, so a dashboard that
-reads one reads the other. One file per collective, as one nccl-tests binary measures one.
-
-Both formats are written as rows arrive (`ExportSink`), so a run cut short leaves every
-finished row behind, or from a run directory, a row at a time (`export_run`); `collbench
-finalize` completes the files of a launcher that died (`complete_side_files`).
+The method, in full: docs/architecture.md#collbench-render-export-py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ the what-ifs), and the same figures as a mapping; with `--price`, each priced fa
 per step and per million tokens, under the table and in its JSON, and each against the first
 priced fabric (a cheaper GPU-hour held against the tokens per second it realises).
 
-Pure: estimates in, strings out.
+The method, in full: docs/architecture.md#collbench-render-mfu-py.
 """
 
 from __future__ import annotations

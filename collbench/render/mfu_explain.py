@@ -1,15 +1,6 @@
 """`collbench mfu --explain`: where a step's time goes, operator by operator.
 
-Per fabric, one table: each operator of a layer (GEMMs, the attention core, the
-memory-bound ones) with its forward, backward and recompute milliseconds for one
-micro-batch, then the stage's own operators (logits, loss), the optimizer, the pipeline
-bubble, the exposed communication (and how much of each communicator's time is hidden)
-and the compute slowed beside it (TP overlap: the GEMMs' chunks and the SMs the
-communication kernels take; DP: compute beside the buckets), each with its seconds per
-step and share of the step. The per-step column adds up to the step time. Below it,
-every GEMM shape with its efficiency and what bounds it.
-
-Pure: estimates in, strings out.
+The method, in full: docs/architecture.md#collbench-render-mfu-explain-py.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 runs), compare each with the baseline (analysis/compare/comparison.py), and check the CI gate
 `--fail-if-slower` (analysis/compare/gate.py).
 
-Imports stay light (the CLI imports CompareRequest for its defaults): numpy and scipy load
-only when runs are compared.
+The method, in full: docs/architecture.md#collbench-run-compare-py.
 """
 
 from __future__ import annotations

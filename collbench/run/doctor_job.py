@@ -1,8 +1,7 @@
 """Orchestrates `collbench doctor`: check the expectation's inputs, run the rounds through
 the chosen launcher (one job, like a sweep), then judge the rows.
 
-The verdicts come from the process that holds the run's rows once the ranks are done: the
-launching collbench on the first node, or rank 0 itself under `--launcher none`.
+The method, in full: docs/architecture.md#collbench-run-doctor-job-py.
 """
 
 from __future__ import annotations

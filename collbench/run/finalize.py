@@ -1,10 +1,6 @@
 """`collbench finalize RUN`: give a run that nobody finished its final state and rows.parquet.
 
-A run whose launcher and ranks were all killed at once (SIGKILL, a lost node) stays `running`
-in meta.json for ever; `collbench status` shows it as dead, and this command finishes it.
-It also completes the run's --csv / -J files from rows.jsonl when the collbench writing them
-was killed while its ranks went on (a run final or not): `complete_side_files`, given by the
-command line (the writer is the renderer's), rewrites them (render/export.py).
+The method, in full: docs/architecture.md#collbench-run-finalize-py.
 """
 
 from __future__ import annotations

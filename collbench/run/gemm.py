@@ -1,15 +1,7 @@
 """`collbench gemm`: measure matmul throughput on this machine's accelerator, shape by
 shape, into a run directory (meta.json, gemm.jsonl), nothing lost if it is killed.
 
-Each shape warms up for at least `warmup_s` seconds (a GPU's first tens of milliseconds
-run at a boost clock that sustained work does not keep), and small shapes rotate operand
-sets larger than the cache (bench.gemm); meta.json records torch's matmul math settings
-(TF32) and each row the clocks read before and after its timed batch.
-
-Before anything is measured the job is sized: shapes whose operands do not fit half the
-free memory are refused, and a quick calibration (a few matmuls, calibrate below)
-estimates the whole job, said with its basis and refused when it would take longer than
-`max_seconds`.
+The method, in full: docs/architecture.md#collbench-run-gemm-py.
 """
 
 from __future__ import annotations

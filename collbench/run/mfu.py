@@ -2,8 +2,7 @@
 measured on them), the workload's data-parallel size on the first, and each fabric's
 estimate (analysis/mfu/fabrics.py), with what does not fit or apply as warnings.
 
-Imports stay light (the CLI imports MfuRequest for its defaults): numpy and scipy load only
-when the estimate runs.
+The method, in full: docs/architecture.md#collbench-run-mfu-py.
 """
 
 from __future__ import annotations

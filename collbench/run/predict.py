@@ -3,13 +3,7 @@ files, as `mfu -T` loads them, at their own node count or --nodes), the measured
 replace a fabric's predictions (`--curves NAME=RUN`), and the comparison
 (analysis/model/fabric_compare.py).
 
-A measured run gives a fabric's time at a collective and size from its sweep rows at that
-fabric's rank count (and node count, where the rows record it), out-of-place where it has
-them: the median of its rows at a measured size (repeats and runs pooled), else the curve
-`mfu --curves` fits through them (analysis/mfu/inputs.py), flagged where it extrapolates.
-
-Imports stay light (the CLI imports PredictRequest for its defaults): no torch, and scipy
-loads only when a measured run has to be fitted.
+The method, in full: docs/architecture.md#collbench-run-predict-py.
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
 """Clocks for overlap probes: one round = the collective alone, the compute alone, both.
 
-Rounds are interleaved (alone, alone, together, then again) so that all three see the same
-machine: on a shared, noisy host a batch of one kind followed by a batch of the other would
-compare two different moments. Every span starts after `align()` (a barrier): otherwise a
-rank whose compute ended late would make the others' next collective wait for it, and that
-wait would count as communication time.
-
-CPU: the collective is started with async_op=True and progresses on the backend's own
-thread while the main thread multiplies. Its completion time is read by a callback on its
-future; the callback needs the interpreter lock, which torch releases inside a matmul, so it
-is late by at most the Python overhead between two matmuls.
-
-GPU: the collective is issued from a side stream (ProcessGroupNCCL runs it on its internal
-stream, which waits for the side stream, and `wait()` makes the side stream wait for it);
-the compute runs on the current stream. CUDA events on each stream time both spans without
-synchronizing the host inside a round. Every span starts on a held stream (`StreamHold`): a
-device-side spin is queued before its start event, so the collective and every matmul are
-enqueued before the clock starts. Without it the start event lands on an idle GPU (the
-barrier just drained it) and the span includes the host's enqueue cost (torch's c10d
-bookkeeping, ~10-50 us per collective): at small sizes that cost is the whole "collective"
-and overlap reads ~0.
+The method, in full: docs/overlap.md#collbench-bench-overlap-clock-py.
 """
 
 from __future__ import annotations

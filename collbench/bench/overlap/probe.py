@@ -1,8 +1,6 @@
 """The overlap probe one rank runs for one (collective, size, ratio): see collbench.core.overlap.
 
-Every rank calls `measure` in lockstep, with the same steps. Buffers, the collective's
-warm-up and its time alone (which sizes the compute) are prepared once per size and
-shared by that size's ratios.
+The method, in full: docs/overlap.md#collbench-bench-overlap-probe-py.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 and fits, the comparisons with the first run, overlap probes, provenance; and `collbench
 report`'s document with its Tuning and Doctor sections.
 
-Many runs stay readable and cheap to draw: past OVERLAID_MAX the charts draw the first run
-and the best in full, the rest as grey points. Every number stays in the tables.
+The method, in full: docs/report.md#collbench-render-report-build-py.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The report's Doctor section: a `collbench doctor` run read back from its rows (kind
 "doctor") and, where the run directory holds one, doctor.json's verdicts.
 
-From the rows alone: the node x node pair matrix as a heat map (median busbw per pair over
-the pair and shuffle rounds), per node the intra-node busbw and the median of its pairs as
-bars, a table per node and per stage, and every row (folded). From doctor.json: whether the
-run was healthy, the findings table, the expectation and the notes. cli/report.py reads
-doctor.json (DOCTOR_JSON) and hands its content in; nothing here reads a file.
+The method, in full: docs/report.md#collbench-render-report-doctor-section-py.
 """
 
 from __future__ import annotations
