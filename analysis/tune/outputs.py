@@ -169,7 +169,7 @@ def render_best_env(choice: EnvChoice | EnvExport) -> str:
     else:
         comments.append(f"the default environment: {choice.why}; nothing to export")
     lines = [*map(best_env_line, comments), *(best_env_line(export=pair) for pair in exports)]
-    if choice.conflicts:
+    if choice.conflicts and choice.knobs:  # exporting nothing follows the default everywhere
         notes = [
             "The best setting differs between size ranges; one environment cannot",
             "express it (nccl_tuner.conf can, per range). Not followed here:",

@@ -6,6 +6,7 @@ best.env built from the records (pure)."""
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -336,3 +337,8 @@ def test_best_env_never_exports_a_setting_that_loses_a_measured_range():
     assert "noise floor" in document.env.why  # the evidence: a size's verdict and its floor
     text = render_best_env(document.env)
     assert "\nexport " not in text and "nothing to export" in text
+    # exporting nothing follows the default everywhere: no range is "not followed"
+    lost = replace(
+        document.env, conflicts=("all_reduce 4 KiB: best is the default, best.env exports X",)
+    )
+    assert "best.env exports" not in render_best_env(lost)
