@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from collbench.analysis.rules.bands import BAND_NAMES, bands_legend
 from collbench.analysis.rules.methodology import STRICT_COMPARE, check
-from collbench.cli.options import FROM_OWNER, Argument, Option, command, request
+from collbench.cli.options import FROM_OWNER, Argument, Option, command, force_option, request
 from collbench.core.errors import EXIT_SLOWER, EXIT_UNJUDGED
 from collbench.run.compare import CompareRequest
 from collbench.run.noise import NoiseRequest
-from collbench.store.outputs import FORCE_HELP
 
 if TYPE_CHECKING:
     from collbench.analysis.compare.gate import GateResult
@@ -163,15 +162,7 @@ NOISE_OPTIONS = (
         kind=Path,
         metavar="FILE",
     ),
-    Option(
-        ("--force",),
-        FORCE_HELP,
-        NoiseRequest,
-        "force",
-        kind=bool,
-        default=FROM_OWNER,
-        default_text="",
-    ),
+    force_option(NoiseRequest),
 )
 
 

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collbench.cli.options import FROM_OWNER, Argument, Option, command, given_fields
+from collbench.cli.options import Argument, Option, command, force_option, given_fields
 from collbench.core.errors import EXIT_OK, EXIT_RUN_FAILED, SpecError
-from collbench.store.outputs import FORCE_HELP
 
 OUTPUT_PANEL = "Output"
 
@@ -70,16 +69,7 @@ NCCL_JSON_FILE = Option(
     name="nccl_json_file",
     metavar="FILE",
 )
-FORCE = Option(
-    ("--force",),
-    FORCE_HELP,
-    Exports,
-    "force",
-    kind=bool,
-    default=FROM_OWNER,
-    default_text="",
-    panel=OUTPUT_PANEL,
-)
+FORCE = force_option(Exports, panel=OUTPUT_PANEL)
 EXPORT_OPTIONS = (CSV_FILE, NCCL_JSON_FILE, FORCE)
 
 

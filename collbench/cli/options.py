@@ -270,3 +270,19 @@ def given_fields(
 def request(owner: type, options: Sequence[Option | Argument], values: Mapping[str, Any]) -> Any:
     """The owner built from what the command line gave (its own defaults for the rest)."""
     return owner(**given_fields(owner, options, values))
+
+
+def force_option(owner: type, **rest: Any) -> Option:
+    """`--force` (overwrite an existing output file), filling `owner.force`."""
+    from collbench.store.outputs import FORCE_HELP
+
+    return Option(
+        ("--force",),
+        FORCE_HELP,
+        owner,
+        "force",
+        kind=bool,
+        default=FROM_OWNER,
+        default_text="",
+        **rest,
+    )

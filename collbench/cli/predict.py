@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from collbench.cli.measure import SPEC_OPTIONS
-from collbench.cli.options import FROM_OWNER, REQUIRED, Option, command, request
+from collbench.cli.options import FROM_OWNER, REQUIRED, Option, command, force_option, request
 from collbench.core.units import size_arg
 from collbench.run.predict import PredictRequest
-from collbench.store.outputs import FORCE_HELP
 
 _SWEEP_FLAGS = ("--collective", "--min-bytes", "--max-bytes", "--factor", "--step-bytes")
 
@@ -77,15 +76,7 @@ PREDICT_OPTIONS = (
         kind=Path,
         metavar="FILE",
     ),
-    Option(
-        ("--force",),
-        FORCE_HELP,
-        PredictRequest,
-        "force",
-        kind=bool,
-        default=FROM_OWNER,
-        default_text="",
-    ),
+    force_option(PredictRequest),
 )
 
 

@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from collbench.cli.options import FROM_OWNER, Argument, Option, command, request
+from collbench.cli.options import Argument, Option, command, force_option, request
 from collbench.core.units import counted
 from collbench.run.report import REPORT_FORMATS, ReportRequest
-from collbench.store.outputs import FORCE_HELP
 
 _DEFAULT_FORMAT = ReportRequest.report_format
 _OTHER_FORMATS = "".join(
@@ -71,15 +70,7 @@ REPORT_OPTIONS = (
         metavar="TEXT",
         default_text="collbench report: and the run names",
     ),
-    Option(
-        ("--force",),
-        FORCE_HELP,
-        ReportRequest,
-        "force",
-        kind=bool,
-        default=FROM_OWNER,
-        default_text="",
-    ),
+    force_option(ReportRequest),
 )
 
 

@@ -10,9 +10,8 @@ from typing import Any
 
 import typer
 
-from collbench.cli.options import FROM_OWNER, Argument, Option, command, listing, request
+from collbench.cli.options import Argument, Option, command, force_option, listing, request
 from collbench.run.topo import SHOW_FORMATS, SHOW_FORMATS_ALL, DetectRequest, ShowRequest
-from collbench.store.outputs import FORCE_HELP
 
 topo_app = typer.Typer(
     help="Fabric descriptions: the shipped catalog, your own files, and this node.",
@@ -61,15 +60,7 @@ DETECT_OPTIONS = (
         kind=Path,
         metavar="FILE",
     ),
-    Option(
-        ("--force",),
-        FORCE_HELP,
-        DetectRequest,
-        "force",
-        kind=bool,
-        default=FROM_OWNER,
-        default_text="",
-    ),
+    force_option(DetectRequest),
 )
 
 
