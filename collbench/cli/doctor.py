@@ -7,6 +7,7 @@ the command runs.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -213,7 +214,7 @@ def run_doctor_command(values: dict[str, Any]) -> None:
         warn_knobs(spec.knobs, spec.backend)
     options = run_options({**{o.parameter_name: None for o in SWEEP_OPTIONS}, **values})
     if values.get("per_node"):
-        raise typer.Exit(_per_node(spec, options))
+        raise typer.Exit(_per_node(spec, replace(options, per_node=True)))
     outcome = run_doctor(spec, options, command_line(), lambda _spec: DoctorConsole(options.output))
     _show(outcome, options.output)
     if outcome.launch.is_rank:
@@ -224,15 +225,12 @@ def run_doctor_command(values: dict[str, Any]) -> None:
 def _per_node(spec: SweepSpec, options: Any) -> int:
     """--per-node (run/doctor_nodes.py): the array of node checks, its table, then the rounds
     on the nodes that passed; 5 when a node failed or was flagged, else the rounds' code."""
-    from collbench.core.errors import EXIT_FLAGGED, SpecError
+    from collbench.core.errors import EXIT_FLAGGED
     from collbench.render.doctor_text import DoctorConsole, node_checks_table
     from collbench.run.doctor_job import run_doctor
-    from collbench.run.doctor_nodes import check_nodes, fleet_options, nodes_code, say_stderr
+    from collbench.run.doctor_nodes import check_nodes, fleet_options, nodes_code
 
-    if options.launcher != "slurm" or options.print_only:
-        why = "submits a job array and follows it: it needs --launcher slurm, and no --print"
-        raise SpecError("--per-node", True, why)
-    out, checks = check_nodes(spec, options, say_stderr)
+    out, checks = check_nodes(spec, options, lambda text: print(text, file=sys.stderr, flush=True))
     print(node_checks_table(checks), flush=True)
     code = nodes_code(checks)
     fleet = fleet_options(options, out, checks)

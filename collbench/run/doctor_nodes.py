@@ -7,12 +7,11 @@ The method, in full: docs/doctor.md#collbench-run-doctor-nodes-py.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED
+from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import collbench_argv
 from collbench.launchers.slurm import SlurmSettings
@@ -49,6 +48,9 @@ def check_nodes(
     """Stage 1: the array, waited for and gathered into RUN/nodes.json; (RUN, the checks)."""
     from collbench.launchers.slurm_batch import submit_array, wait_jobs
 
+    if options.launcher != "slurm" or options.print_only:
+        why = "submits a job array and follows it: it needs --launcher slurm, and no --print"
+        raise SpecError("--per-node", True, why)
     settings = SlurmSettings(**options.extra)
     out = prepare_run_dir(options.out, run_id := new_run_id()).absolute()
     argvs = [
@@ -57,8 +59,10 @@ def check_nodes(
     ]
     element = replace(settings, nodes=1, exclusive=True)
     jobs = submit_array(argvs, element, out / "slurm")
-    say(f"doctor: Slurm job array {jobs[0].split('_')[0]}: {len(jobs)} single-node checks")
-    ends = wait_jobs(jobs, lambda job, shown: say(f"doctor: node check {job} {shown}"))
+    say(
+        f"collbench: doctor: Slurm job array {jobs[0].split('_')[0]}: {len(jobs)} single-node checks"
+    )
+    ends = wait_jobs(jobs, lambda job, shown: say(f"collbench: doctor: node check {job} {shown}"))
     checks = [
         _gathered(index, job, *end, out)
         for index, (job, end) in enumerate(zip(jobs, ends, strict=True))
@@ -76,7 +80,7 @@ def fleet_options(options: RunOptions, out: Path, checks: list[NodeCheck]) -> Ru
     extra = dict(options.extra)
     slurm_args = (*extra.get("slurm_args", ()), f"nodelist={','.join(hosts)}")
     extra.update(nodes=len(hosts), slurm_args=slurm_args)
-    return replace(options, out=out / "fleet", extra=extra)
+    return replace(options, out=out / "fleet", extra=extra, per_node=False)
 
 
 def nodes_code(checks: list[NodeCheck]) -> int:
@@ -113,7 +117,3 @@ def _error_line(folder: Path, job: str) -> str:
         return ""
     errors = re.findall(r"collbench: error: (.*)", text)
     return errors[-1].strip() if errors else ""
-
-
-def say_stderr(text: str) -> None:
-    print(f"collbench: {text}", file=sys.stderr, flush=True)
