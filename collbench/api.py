@@ -7,14 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from collbench.core.errors import CollbenchError, SpecError
+from collbench.core.errors import CollbenchError
+from collbench.core.errors import SpecError as SpecError  # api.SpecError: what bad input raises
 from collbench.core.spec import SweepSpec
 from collbench.store.load import Run, load_run
 
-__all__ = ["RunFailed", "SpecError", "SweepSpec", "Submitted", "compare", "fit", "load"]
-__all__ += ["mfu", "submit", "sweep"]
+if TYPE_CHECKING:
+    from collbench.run.compare import Compared
+    from collbench.run.fit import Fitted
+    from collbench.run.mfu import MfuEstimate
 
 
 class RunFailed(CollbenchError):
@@ -67,7 +70,7 @@ def load(path: Path | str) -> Run:
     return load_run(path, "RUN")
 
 
-def fit(*runs: Path | str, topology: str | None = None) -> Any:
+def fit(*runs: Path | str, topology: str | None = None) -> Fitted:
     """Each collective's latency + size/bandwidth fit over the runs' sweep rows
     (run.fit.Fitted: `fits` holds (GroupFit, its comparison with the topology))."""
     from collbench.run.fit import FitRequest, fit_runs
@@ -75,7 +78,7 @@ def fit(*runs: Path | str, topology: str | None = None) -> Any:
     return fit_runs(FitRequest(tuple(Path(run) for run in runs), topology=topology))
 
 
-def compare(baseline: Path | str, *runs: Path | str, **gate: Any) -> Any:
+def compare(baseline: Path | str, *runs: Path | str, **gate: Any) -> Compared:
     """Each run compared with `baseline` under the one decision rule (run.compare.Compared;
     `gate`: fail_if_slower, band, sizes, noise_floor, alpha, as `collbench compare` takes)."""
     from collbench.run.compare import CompareRequest, compare_runs
@@ -90,7 +93,7 @@ def mfu(
     global_batch: int,
     parallelism: Mapping[str, Any] | None = None,
     **request: Any,
-) -> Any:
+) -> MfuEstimate:
     """Training MFU and the time exposed collectives cost, per topology (run.mfu.MfuEstimate):
     `model` a preset's name or an analysis.mfu Model, `parallelism` Parallelism's fields
     (tp, pp, dp ...), `request` MfuRequest's (seq, nodes, curves ...)."""
