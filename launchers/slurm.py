@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,6 @@ from collbench.launchers.base import (
     watch_env,
 )
 from collbench.launchers.process import external_run_dir
-from collbench.launchers.slurm_cpus import cpus_per_task, node_cpus
 from collbench.launchers.slurm_state import (
     SLURM_FILE,
     SlurmEnd,
@@ -116,7 +116,7 @@ class SlurmSettings:
     nodes: int = 1
     ntasks_per_node: int = DEFAULT_CPU_RANKS
     gpus_per_node: int | None = None
-    # None: the node's CPUs shared out among its tasks (launchers.slurm_cpus, at submission);
+    # None: the node's CPUs shared out among its tasks (node_cpus, at submission);
     # 0: left to Slurm (one CPU a task)
     cpus_per_task: int | None = None
     partition: str | None = None
@@ -398,7 +398,7 @@ def submit_task(folder: Path, task: RankTask, script: Any, nodes: int = 1, tasks
 
 def with_node_cpus(settings: SlurmSettings) -> SlurmSettings:
     """The settings with --cpus-per-task from the node's CPUs when not given
-    (launchers.slurm_cpus: sinfo's smallest node of the partition, shared among its tasks)."""
+    (node_cpus: sinfo's smallest node of the partition, shared among its tasks)."""
     if settings.cpus_per_task is not None:
         return settings
     share = cpus_per_task(node_cpus(settings.partition), settings.ntasks_per_node)
@@ -584,3 +584,46 @@ class SlurmJobHandle:
         if line != self._announced:
             self._announced = line
             print(f"collbench: {line}", file=sys.stderr, flush=True)
+
+
+# -- CPUs per task (docs/launchers.md#launchers-slurm-cpus-py) --
+
+SINFO_TIMEOUT_S = 30
+
+
+def node_cpus(partition: str | None) -> int | None:
+    """The fewest CPUs of a node in `partition` (None: the default one) as sinfo lists
+    them, or None when sinfo is missing or does not answer."""
+    argv = ["sinfo", "-h", "-N", "-o", "%c"] + (["-p", partition] if partition else [])
+    try:
+        listing = subprocess.run(argv, capture_output=True, text=True, timeout=SINFO_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if listing.returncode != 0:
+        return None
+    return parse_node_cpus(listing.stdout)
+
+
+def parse_node_cpus(text: str) -> int | None:
+    """The smallest count in sinfo's `%c` lines ("64", or "64+" for a range), or None."""
+    counts = [int(line.strip().rstrip("+")) for line in text.splitlines() if line.strip()]
+    counts = [count for count in counts if count > 0]
+    return min(counts, default=None)
+
+
+def cpus_per_task(cpus: int | None, tasks_per_node: int) -> int | None:
+    """The node's CPUs shared out among its tasks (None: unknown, or one CPU or less each,
+    which is Slurm's default anyway)."""
+    if cpus is None or tasks_per_node < 1:
+        return None
+    share = cpus // tasks_per_node
+    return share if share >= 2 else None
+
+
+def step_cpus_per_task(environ: Mapping[str, str], tasks_per_node: int) -> int | None:
+    """Inside an allocation: its SLURM_CPUS_PER_TASK, else SLURM_CPUS_ON_NODE shared out."""
+    given = environ.get("SLURM_CPUS_PER_TASK", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    on_node = environ.get("SLURM_CPUS_ON_NODE", "")
+    return cpus_per_task(int(on_node), tasks_per_node) if on_node.isdigit() else None

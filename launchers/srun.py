@@ -25,8 +25,7 @@ from collbench.launchers.base import (
     watch_env,
 )
 from collbench.launchers.process import external_run_dir, launch_process
-from collbench.launchers.slurm import ALLOCATION_ONLY, STEP_SHAPE
-from collbench.launchers.slurm_cpus import step_cpus_per_task
+from collbench.launchers.slurm import ALLOCATION_ONLY, STEP_SHAPE, step_cpus_per_task
 from collbench.store.job import Job
 
 # Slurm's step ids for what is not a task of an srun step (the batch script, the extern one).
@@ -45,7 +44,7 @@ class SrunSettings:
     # Given only when every node runs the same number of ranks (else srun spreads ntasks).
     ntasks_per_node: int | None = None
     gpus_per_node: int | None = None
-    # CPUs per rank: given, else the allocation's (launchers.slurm_cpus.step_cpus_per_task)
+    # CPUs per rank: given, else the allocation's (launchers.slurm.step_cpus_per_task)
     cpus_per_task: int | None = None
     # The allocation the step runs in (provenance in job.json; None for --print outside one).
     job_id: str | None = None

@@ -5,8 +5,12 @@ on the rendering and on the real one-node Slurm cluster (4 CPUs)."""
 import pytest
 
 from collbench.bench.provenance import cpu_ranges, rank_binding
-from collbench.launchers.slurm import SlurmSettings
-from collbench.launchers.slurm_cpus import cpus_per_task, parse_node_cpus, step_cpus_per_task
+from collbench.launchers.slurm import (
+    SlurmSettings,
+    cpus_per_task,
+    parse_node_cpus,
+    step_cpus_per_task,
+)
 from collbench.launchers.srun import Allocation, step_settings
 from tests.helpers import collbench_process as collbench
 from tests.helpers import meta_of
