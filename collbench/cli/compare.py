@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from collbench.analysis.rules.bands import BAND_NAMES, bands_legend
 from collbench.analysis.rules.methodology import STRICT_COMPARE, check
-from collbench.cli.options import FROM_OWNER, Argument, Option, command, force_option, request
+from collbench.cli.options import (
+    FROM_OWNER,
+    Argument,
+    Option,
+    command,
+    force_option,
+    json_option,
+    request,
+)
 from collbench.core.errors import EXIT_SLOWER, EXIT_UNJUDGED
 from collbench.run.compare import CompareRequest
 from collbench.run.noise import NoiseRequest
@@ -43,13 +51,11 @@ COMPARE_OPTIONS = (
         kind=list[Path],
         metavar="BASELINE RUN...",
     ),
-    Option(("--json",), "Print the comparison as JSON.", kind=bool, default=False, name="json_out"),
+    json_option("Print the comparison as JSON."),
     Option(
         ("--strict",),
         f"Exit 2 when the runs' methodology differs ({', '.join(STRICT_COMPARE.refuse)}).",
         CompareRequest,
-        "strict",
-        kind=bool,
         default=FROM_OWNER,
         default_text="",
     ),
@@ -58,15 +64,11 @@ COMPARE_OPTIONS = (
         "Significance level of the test on repeats (Holm-corrected over the sizes "
         "compared, or those --fail-if-slower checks).",
         CompareRequest,
-        "alpha",
-        kind=float,
     ),
     Option(
         ("--fail-if-slower",),
         GATE_HELP.format(code=EXIT_SLOWER, blind=EXIT_UNJUDGED),
         CompareRequest,
-        "fail_if_slower",
-        kind=float,
         metavar="PCT",
     ),
     Option(
@@ -74,24 +76,15 @@ COMPARE_OPTIONS = (
         f"--fail-if-slower checks only these size bands ({', '.join(BAND_NAMES)}; "
         f"comma-separated): {bands_legend()}.",
         CompareRequest,
-        "band",
         metavar="LIST",
     ),
     Option(
         ("--sizes",),
         "--fail-if-slower checks only sizes in this range, inclusive (1M:1G, :64K, 16M:).",
         CompareRequest,
-        "sizes",
         metavar="MIN:MAX",
     ),
-    Option(
-        ("--noise-floor",),
-        NOISE_FLOOR_HELP,
-        CompareRequest,
-        "noise_floor",
-        kind=Path,
-        metavar="FILE",
-    ),
+    Option(("--noise-floor",), NOISE_FLOOR_HELP, CompareRequest, metavar="FILE"),
 )
 
 
@@ -158,8 +151,6 @@ NOISE_OPTIONS = (
         ("--out",),  # not -o: that is --op, as in nccl-tests (tests/cli/test_short_flags.py)
         "Where to write the floor (an existing file: only with --force).",
         NoiseRequest,
-        "out",
-        kind=Path,
         metavar="FILE",
     ),
     force_option(NoiseRequest),

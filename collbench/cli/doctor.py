@@ -65,115 +65,91 @@ def _topology(text: str, flag: str) -> str:
     return text if text in catalog_names() else str(Path(text).absolute())
 
 
+def _doctor(flags: tuple[str, ...], help: str, **rest: Any) -> Option:
+    return Option(flags, help, DoctorSpec, **rest)
+
+
+def _expect(flag: str, help: str, **rest: Any) -> Option:
+    return Option((flag,), help, DoctorSpec, panel=_EXPECT, **rest)
+
+
 DOCTOR_OPTIONS = (
-    Option(
+    _doctor(
         ("--size", "-s"),
         "Bytes per rank per operation (K/M/G = powers of 1024); big enough to measure "
         "bandwidth, not latency.",
-        DoctorSpec,
-        "size_bytes",
+        field="size_bytes",
         default_text=_per_backend(DEFAULT_DOCTOR_BYTES),
         parse=parse_size,
         metavar="SIZE",
     ),
-    Option(
+    _doctor(
         ("--shuffle-rounds",),
         "Rounds of random node pairings after the pair-wise rounds (a pass ratio per host); "
         "with sampled --pairs, the rounds that replace them (0: the default K).",
-        DoctorSpec,
-        "shuffle_rounds",
-        kind=int,
         metavar="K",
     ),
-    Option(
+    _doctor(
         ("--pairs",),
         "Node pairs of the pair stage: all (the circle method, N-1 rounds, every pair), "
         "sampled (only --shuffle-rounds K random rounds, default "
         f"{DEFAULT_SAMPLED_ROUNDS}), or auto (all up to {SAMPLE_ABOVE_NODES} nodes, "
         "sampled above).",
-        DoctorSpec,
-        "pairs",
         metavar="MODE",
     ),
-    Option(
+    _doctor(
         ("--bisect",),
         "Also halve the node set and re-test the slower half until the slow part is found.",
-        DoctorSpec,
-        "bisect",
-        kind=bool,
         default=FROM_OWNER,
     ),
-    Option(
+    _doctor(
         ("--repeats",),
         "Run every round R times, in passes (all rounds, then all again); a finding needs "
         "the slow result in a majority of at least 3 repeats (fewer: unjudged).",
-        DoctorSpec,
-        "repeats",
-        kind=int,
         metavar="R",
     ),
-    Option(("--seed",), "Seed of the random pairings.", DoctorSpec, "seed", kind=int),
-    Option(
-        ("--expect-busbw",),
+    _doctor(("--seed",), "Seed of the random pairings."),
+    _expect(
+        "--expect-busbw",
         "Bus bandwidth (GB/s) every group should reach.",
-        DoctorSpec,
-        "expect_busbw_gbps",
-        kind=float,
-        panel=_EXPECT,
+        field="expect_busbw_gbps",
         metavar="GBPS",
     ),
     Option(
         ("--topology", "-T"),
         "Catalog name or topology file: expect its predicted bound (see collbench topo list).",
         DoctorSpec,
-        "topology",
         panel=_EXPECT,
         parse=_topology,
         metavar="NAME|FILE",
     ),
-    Option(
-        ("--baseline",),
+    _expect(
+        "--baseline",
         "An earlier doctor run on a healthy fabric: expect what it measured.",
-        DoctorSpec,
-        "baseline",
-        panel=_EXPECT,
         metavar="RUN",
     ),
-    Option(
-        ("--noise-floor",),
+    _expect(
+        "--noise-floor",
         "A/A noise floor recorded by `collbench noise` (per size band): a baseline or "
         "expectation check holds its bar at least this far below the reference, and the "
         "decision rule against a --baseline uses it.",
-        DoctorSpec,
-        "noise_floor",
-        panel=_EXPECT,
         metavar="FILE",
     ),
-    Option(
-        ("--tolerance",),
+    _expect(
+        "--tolerance",
         "Flag what is more than this % below --expect-busbw, the topology or the baseline.",
-        DoctorSpec,
-        "tolerance_pct",
-        kind=float,
-        panel=_EXPECT,
+        field="tolerance_pct",
         metavar="PCT",
     ),
-    Option(
-        ("--fleet-tolerance",),
+    _expect(
+        "--fleet-tolerance",
         "Without an expectation: flag what is more than this % below the fleet's median ...",
-        DoctorSpec,
-        "fleet_tolerance_pct",
-        kind=float,
-        panel=_EXPECT,
+        field="fleet_tolerance_pct",
         metavar="PCT",
     ),
-    Option(
-        ("--outlier-mads",),
+    _expect(
+        "--outlier-mads",
         "... and more than this many scaled MADs below it.",
-        DoctorSpec,
-        "outlier_mads",
-        kind=float,
-        panel=_EXPECT,
         metavar="N",
     ),
 )
@@ -181,8 +157,6 @@ PER_NODE = Option(
     ("--per-node",),
     "Slurm: check each node alone first (a job array), then the rounds on those that passed.",
     RunOptions,
-    "per_node",
-    kind=bool,
     default=FROM_OWNER,
 )
 COMMAND_OPTIONS = (

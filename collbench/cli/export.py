@@ -52,8 +52,6 @@ CSV_FILE = Option(
     ("--csv",),
     "Also write the rows to FILE as CSV, each as it finishes.",
     Exports,
-    "csv",
-    kind=Path,
     panel=OUTPUT_PANEL,
     name="csv_file",
     metavar="FILE",
@@ -63,8 +61,6 @@ NCCL_JSON_FILE = Option(
     "Also write FILE in nccl-tests' -J JSON layout (one file per collective: "
     "FILE's stem.NAME.json when there are several).",
     Exports,
-    "nccl_json",
-    kind=Path,
     panel=OUTPUT_PANEL,
     name="nccl_json_file",
     metavar="FILE",

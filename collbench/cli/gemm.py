@@ -8,7 +8,6 @@ The method, in full: docs/architecture.md#collbench-cli-gemm-py.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 from collbench.analysis.mfu.workload import Parallelism, Training, Workload
@@ -18,6 +17,7 @@ from collbench.cli.options import (
     Option,
     command,
     given_fields,
+    json_option,
     listing,
     request,
 )
@@ -59,7 +59,6 @@ GEMM_OPTIONS = (
         ("--square",),
         "Square shapes MIN:MAX, M = N = K doubling from MIN to MAX (e.g. 256:8192).",
         GemmSweep,
-        "square",
         panel=_SWEEP,
         metavar="MIN:MAX",
     ),
@@ -67,25 +66,19 @@ GEMM_OPTIONS = (
         ("--dtype",),
         f"Operand dtype: {listing(DTYPE_BYTES, last=' or ')}.",
         GemmJob,
-        "dtype",
         name="gemm_dtype",
         metavar="NAME",
     ),
     Option(
-        ("--device",),
-        "cuda or cpu (default: cuda when there is one).",
-        GemmJob,
-        "device",
-        metavar="NAME",
+        ("--device",), "cuda or cpu (default: cuda when there is one).", GemmJob, metavar="NAME"
     ),
-    Option(("--warmup", "-w"), "Untimed matmuls per shape.", GemmJob, "warmup", kind=int),
-    Option(("--iters", "-n"), "Timed matmuls per shape.", GemmJob, "iters", kind=int),
+    Option(("--warmup", "-w"), "Untimed matmuls per shape.", GemmJob),
+    Option(("--iters", "-n"), "Timed matmuls per shape.", GemmJob),
     Option(
         ("--warmup-seconds",),
         "Warm each shape up for at least this long (GPU clocks settle under load).",
         GemmJob,
         "warmup_s",
-        kind=float,
         metavar="S",
         default_text=", ".join(f"{device} {s:g}" for device, s in WARMUP_SECONDS.items()),
     ),
@@ -93,8 +86,6 @@ GEMM_OPTIONS = (
         ("--max-seconds",),
         "Refuse a job that would take longer (sized from one matmul of its largest shape).",
         GemmJob,
-        "max_seconds",
-        kind=float,
         metavar="S",
     ),
     Option(
@@ -102,23 +93,16 @@ GEMM_OPTIONS = (
         "Catalog name or file: show each shape's share of its accelerator's peak and what "
         "the shape model predicts.",
         GemmSweep,
-        "topology",
         name="gemm_topology",
         metavar="NAME|FILE",
     ),
-    Option(
-        ("--json",),
-        "Print the rows as JSON instead of the table (time_us: the median, time_stat says).",
-        kind=bool,
-        default=False,
-        name="json_out",
+    json_option(
+        "Print the rows as JSON instead of the table (time_us: the median, time_stat says)."
     ),
     Option(
         ("--out",),  # not -o: that is --op, as in nccl-tests (tests/cli/test_short_flags.py)
         "Run directory.",
         GemmJob,
-        "out",
-        kind=Path,
         default_text=DEFAULT_RUN_DIR_TEXT,
         metavar="DIR",
     ),

@@ -22,8 +22,8 @@ def _settings_option(owner: type, panel: str) -> Callable[..., Option]:
     """Options that fill one launcher's settings: in its help panel, their help naming it."""
     prefix = panel.lower()
 
-    def option(flags: tuple[str, ...], help_text: str, field: str, **more: Any) -> Option:
-        return Option(flags, f"{prefix}: {help_text}", owner, field, panel=panel, **more)
+    def option(flags: tuple[str, ...], help_text: str, **more: Any) -> Option:
+        return Option(flags, f"{prefix}: {help_text}", owner, panel=panel, **more)
 
     return option
 
@@ -33,32 +33,14 @@ _slurm = _settings_option(SlurmSettings, "Slurm")
 _mpi = _settings_option(MpiSettings, "MPI")
 
 TORCHRUN_OPTIONS = (
-    _torchrun(
-        ("--nproc-per-node",),
-        "ranks per node.",
-        "nproc_per_node",
-        kind=int,
-        default_text=GPU_OR_CPU_RANKS,
-    ),
-    _torchrun(("--nnodes",), "nodes in the job.", "nnodes", kind=int),
-    _torchrun(("--node-rank",), "this node's index.", "node_rank", kind=int),
-    _torchrun(
-        ("--master-addr",),
-        "node 0's address (static rendezvous).",
-        "master_addr",
-        metavar="HOST",
-    ),
-    _torchrun(
-        ("--master-port",),
-        "node 0's port.",
-        "master_port",
-        kind=int,
-        default_text=str(DEFAULT_MASTER_PORT),
-    ),
+    _torchrun(("--nproc-per-node",), "ranks per node.", default_text=GPU_OR_CPU_RANKS),
+    _torchrun(("--nnodes",), "nodes in the job."),
+    _torchrun(("--node-rank",), "this node's index."),
+    _torchrun(("--master-addr",), "node 0's address (static rendezvous).", metavar="HOST"),
+    _torchrun(("--master-port",), "node 0's port.", default_text=str(DEFAULT_MASTER_PORT)),
     _torchrun(
         ("--rdzv-endpoint",),
         "HOST:PORT of a c10d rendezvous instead of --master-addr.",
-        "rdzv_endpoint",
         metavar="HOST:PORT",
     ),
 )
@@ -67,58 +49,45 @@ SLURM_OPTIONS = (
     _slurm(
         ("--nodes", "-N"),
         "nodes to allocate (srun: nodes of the allocation to run on).",
-        "nodes",
-        kind=int,
         default_text=f"{SlurmSettings().nodes}; srun: all the allocation's",
     ),
     _slurm(
         ("--ntasks-per-node",),
         "ranks per node.",
-        "ntasks_per_node",
-        kind=int,
         default_text=f"--gpus-per-node, else {DEFAULT_CPU_RANKS}; srun: the allocation's tasks",
     ),
-    _slurm(("--gpus-per-node",), "GPUs per node.", "gpus_per_node", kind=int),
+    _slurm(("--gpus-per-node",), "GPUs per node."),
     _slurm(
         ("--cpus-per-task",),
         "CPUs per rank (0: Slurm's default, one).",
-        "cpus_per_task",
-        kind=int,
         default_text="the node's CPUs (sinfo) / --ntasks-per-node; srun: the allocation's",
     ),
-    _slurm(("--partition", "-p"), "partition.", "partition", metavar="NAME"),
-    _slurm(("--account", "-A"), "account.", "account", metavar="NAME"),
-    _slurm(("--qos",), "quality of service.", "qos", metavar="NAME"),
-    _slurm(("--time", "-t"), "time limit (MM, HH:MM:SS, D-HH:MM...).", "time", metavar="TIME"),
-    _slurm(("--constraint", "-C"), "node features.", "constraint", metavar="FEATURES"),
-    _slurm(("--exclusive",), "whole nodes only.", "exclusive", kind=bool),
+    _slurm(("--partition", "-p"), "partition.", metavar="NAME"),
+    _slurm(("--account", "-A"), "account.", metavar="NAME"),
+    _slurm(("--qos",), "quality of service.", metavar="NAME"),
+    _slurm(("--time", "-t"), "time limit (MM, HH:MM:SS, D-HH:MM...).", metavar="TIME"),
+    _slurm(("--constraint", "-C"), "node features.", metavar="FEATURES"),
+    _slurm(("--exclusive",), "whole nodes only."),
     _slurm(
         ("--slurm-arg",),
         "any other sbatch option as KEY=VALUE (repeatable).",
-        "slurm_args",
+        field="slurm_args",
         kind=list[str],
         metavar="KEY=VALUE",
     ),
-    _slurm(
-        ("--no-wait",),
-        "submit, print the job id and return (see collbench status/wait).",
-        "no_wait",
-        kind=bool,
-    ),
+    _slurm(("--no-wait",), "submit, print the job id and return (see collbench status/wait)."),
     _slurm(
         ("--print-sbatch",),
         "print the sbatch script --launcher slurm would submit, to submit yourself, and exit.",
-        "print_sbatch",
-        kind=bool,
     ),
 )
 
 MPI_OPTIONS = (
-    _mpi(("--hostfile",), "Open MPI hostfile.", "hostfile", metavar="FILE"),
+    _mpi(("--hostfile",), "Open MPI hostfile.", metavar="FILE"),
     _mpi(
         ("--mpi-arg",),
         "extra mpirun arguments (repeatable, shell-split).",
-        "mpi_args",
+        field="mpi_args",
         kind=list[str],
         metavar="ARG",
     ),

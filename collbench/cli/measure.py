@@ -17,7 +17,14 @@ import typer
 from collbench.bench.rank_env import RANK_ENVS
 from collbench.cli.export import EXPORT_OPTIONS, NCCL_JSON_FILE, OUTPUT_PANEL, Exports, SinkMaker
 from collbench.cli.launch_options import GPU_OR_CPU_RANKS, LAUNCHER_OPTIONS, launcher_settings
-from collbench.cli.options import DEFAULT_RUN_DIR_TEXT, FROM_OWNER, Option, given_fields, listing
+from collbench.cli.options import (
+    DEFAULT_RUN_DIR_TEXT,
+    FROM_OWNER,
+    Option,
+    given_fields,
+    json_option,
+    listing,
+)
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import SpecError
@@ -96,8 +103,8 @@ _AUTO_DTYPES = {
 _STARTED_BY_A_TOOL = ", ".join(name for name in LAUNCHERS if name not in ("local", "none"))
 
 
-def _measure(flags: tuple[str, ...], help: str, field: str, **rest: Any) -> Option:
-    return Option(flags, help, SweepSpec, field, panel=_MEASURE, **rest)
+def _measure(flags: tuple[str, ...], help: str, **rest: Any) -> Option:
+    return Option(flags, help, SweepSpec, panel=_MEASURE, **rest)
 
 
 SPEC_OPTIONS = (
@@ -113,7 +120,6 @@ SPEC_OPTIONS = (
         ("--min-bytes", "-b"),
         "Smallest size (K/M/G = powers of 1024).",
         SweepSpec,
-        "min_bytes",
         parse=parse_size,
         metavar="SIZE",
     ),
@@ -121,7 +127,6 @@ SPEC_OPTIONS = (
         ("--max-bytes", "-e"),
         "Largest size.",
         SweepSpec,
-        "max_bytes",
         default_text=_per_backend(DEFAULT_MAX_BYTES),
         parse=parse_size,
         metavar="SIZE",
@@ -130,63 +135,44 @@ SPEC_OPTIONS = (
         ("--factor", "-f"),
         "Multiply the size by this each step.",
         SweepSpec,
-        "factor",
-        kind=float,
         default_text=f"{DEFAULT_FACTOR:g}",
-        metavar="X",
     ),
     Option(
         ("--dtype", "-d"),
         f"{listing(DTYPES)}; several comma-separated, or all (nccl-tests' -d all).",
         SweepSpec,
-        "dtype",
         metavar="NAME",
     ),
     Option(
         ("--op", "-o"),
         f"{listing(REDUCE_OPS)}; several comma-separated, or all (avg: float dtypes only).",
         SweepSpec,
-        "op",
         metavar="NAME",
     ),
-    Option(("--warmup", "-w"), "Untimed operations per size.", SweepSpec, "warmup", kind=int),
-    Option(("--iters", "-n"), "Timed operations per size.", SweepSpec, "iters", kind=int),
+    Option(("--warmup", "-w"), "Untimed operations per size.", SweepSpec),
+    Option(("--iters", "-n"), "Timed operations per size.", SweepSpec),
     _measure(
         ("--step-bytes", "-i"),
         "Add this many bytes each step instead of --factor.",
-        "step_bytes",
         parse=parse_size,
         metavar="SIZE",
     ),
-    _measure(
-        ("--placement",),
-        f"{listing(PLACEMENT_CHOICES, last=' or ')}.",
-        "placement",
-        metavar="NAME",
-    ),
-    _measure(
-        ("--check/--no-check",),
-        "Verify every result (#wrong; nccl-tests' -c).",
-        "check",
-        kind=bool,
-    ),
+    _measure(("--placement",), f"{listing(PLACEMENT_CHOICES, last=' or ')}.", metavar="NAME"),
+    _measure(("--check/--no-check",), "Verify every result (#wrong; nccl-tests' -c)."),
     _measure(
         ("--rank-stat", "-a"),
         f"Combine ranks' times by {listing(RANK_STATS, {'avg': 'nccl-tests'}, ' or ')}.",
-        "rank_stat",
         metavar="NAME",
     ),
     _measure(
         ("--backend",),
         f"{listing(BACKENDS, {'auto': 'nccl/rccl on GPUs, else gloo'})}.",
-        "backend",
         metavar="NAME",
     ),
     _measure(
         ("--timeout",),
         "Seconds without progress before a rank counts as hung.",
-        "timeout_s",
-        kind=float,
+        field="timeout_s",
         metavar="S",
     ),
     _measure(
@@ -195,21 +181,15 @@ SPEC_OPTIONS = (
         "(repeat 1 of every size, then repeat 2, ...); every row records its repeat. "
         "compare and its CI gate decide from repeat-level statistics (tune and doctor repeat "
         "their own way; see docs/methodology/decisions.md).",
-        "repeats",
-        kind=int,
         metavar="R",
     ),
 )
 # nccl-tests' -G (sweep rows only: `collbench overlap` has no sweep rows).
-CUDA_GRAPH = Option(
+CUDA_GRAPH = _measure(
     ("--cuda-graph",),
     "Time each size as replays of a CUDA graph that captured its iterations (nccl-tests' -G; "
     "GPU backends only): small sizes read NCCL's latency without torch's per-call cost; "
     "meta.json's timing_method says cuda_graph.",
-    SweepSpec,
-    "cuda_graph",
-    kind=bool,
-    panel=_MEASURE,
 )
 
 RUN_OPTIONS = (
@@ -218,7 +198,6 @@ RUN_OPTIONS = (
         "auto: run as a rank under torchrun/srun/mpirun, else local; local: spawn ranks here; "
         f"{_STARTED_BY_A_TOOL}: start them through that tool; none: this process is a rank.",
         RunOptions,
-        "launcher",
         default=FROM_OWNER,
         panel=_LAUNCH,
         metavar="NAME",
@@ -228,7 +207,6 @@ RUN_OPTIONS = (
         "For a rank of a job launched elsewhere: read the "
         f"{listing(RANK_ENVS, last=' or ')} variables (needed when they disagree).",
         RunOptions,
-        "rank_env",
         panel=_LAUNCH,
         metavar="NAME",
     ),
@@ -237,7 +215,6 @@ RUN_OPTIONS = (
         "Print what the launcher would run, and exit.",
         RunOptions,
         "print_only",
-        kind=bool,
         default=FROM_OWNER,
         panel=_LAUNCH,
     ),
@@ -247,8 +224,6 @@ NPROC = Option(
     ("--nproc", "-g"),
     "Total ranks for --launcher local, mpi or srun (nccl-tests' -g is GPUs per process).",
     RunOptions,
-    "nproc",
-    kind=int,
     default_text=GPU_OR_CPU_RANKS,
 )
 
@@ -256,21 +231,14 @@ NPROC = Option(
 QUIET = Option(
     ("--quiet", "-q"), "Print nothing but errors.", kind=bool, default=False, panel=_OUTPUT
 )
-JSON_ROWS = Option(
-    ("--json",),
-    "Print the rows as JSON lines instead of the table.",
-    kind=bool,
-    default=False,
-    panel=_OUTPUT,
-    name="json_rows",
+JSON_ROWS = json_option(
+    "Print the rows as JSON lines instead of the table.", name="json_rows", panel=_OUTPUT
 )
 PER_REPEAT = Option(
     ("--per-repeat",),
     "Print each repeat's tables as it finishes (default, with several repeats: one table "
     "per collective at the end, each size's median repeat and the repeats' spread).",
     RunOptions,
-    "per_repeat",
-    kind=bool,
     panel=_OUTPUT,
 )
 
@@ -280,8 +248,6 @@ OUTPUT_OPTIONS = (
         ("--out",),
         "Run directory (new or empty).",
         RunOptions,
-        "out",
-        kind=Path,
         default_text=DEFAULT_RUN_DIR_TEXT,
         metavar="DIR",
     ),
@@ -296,7 +262,6 @@ RECORD_OPTIONS = (
         ("--topology", "-T"),
         "Catalog name or topology file of the fabric this runs on: its name goes into every "
         "row and meta.json (see collbench topo list).",
-        "topology",
         parse=_topology_ref,
         metavar="NAME|FILE",
     ),
@@ -304,7 +269,7 @@ RECORD_OPTIONS = (
         ("--knob",),
         "Set a communication knob for every rank, e.g. NCCL_MAX_NCHANNELS=4 (repeatable; "
         "checked as tune checks it, recorded with the results, part of every printed command).",
-        "knobs",
+        field="knobs",
         kind=list[str],
         parse=_knob_settings,
         metavar="NAME=VALUE",
@@ -316,55 +281,45 @@ WANTS_OVERLAP = Option(
     ("--overlap",),
     "Also run overlap probes (see collbench overlap), as the options below say.",
     SweepSpec,
-    "overlap",
     kind=bool,
     panel=_OVERLAP,
 )
 
 
-def _overlap(flag: str, help: str, field: str, **rest: Any) -> Option:
-    return Option((flag,), help, OverlapSpec, field, panel=_OVERLAP, **rest)
+def _overlap(flag: str, help: str, **rest: Any) -> Option:
+    return Option((flag,), help, OverlapSpec, panel=_OVERLAP, **rest)
 
 
 OVERLAP_OPTIONS = (
     _overlap(
         "--compute-ratio",
         "Compute per iteration as multiples of the collective's time, one probe each.",
-        "ratios",
+        field="ratios",
         default_text=",".join(f"{ratio:g}" for ratio in DEFAULT_RATIOS),
         parse=lambda text, flag: parse_ratios(text),
         metavar="LIST",
     ),
     _overlap(
-        "--compute-tflop",
-        "A fixed amount of compute per iteration (TFLOP) instead of ratios.",
-        "compute_tflop",
-        kind=float,
+        "--compute-tflop", "A fixed amount of compute per iteration (TFLOP) instead of ratios."
     ),
     _overlap(
         "--compute-dtype",
         f"Matmul dtype: {listing((AUTO, *COMPUTE_DTYPES), _AUTO_DTYPES)}.",
-        "compute_dtype",
         metavar="NAME",
     ),
     _overlap(
         "--matmul-shape",
         "MxNxK of each matmul.",
-        "matmul_shape",
         default_text=f"the largest square up to {MAX_SQUARE['cuda']} on GPUs, "
         f"{MAX_SQUARE['cpu']} on CPU, that fits the smallest target",
         parse=lambda text, flag: parse_shape(text),
         metavar="MxNxK",
     ),
-    _overlap(
-        "--compute-streams", "GPU streams the compute is spread over.", "compute_streams", kind=int
-    ),
+    _overlap("--compute-streams", "GPU streams the compute is spread over."),
     _overlap(
         ALLOW_BLOCKING_FLAG,
         f"Measure on a GPU backend even with {listing(BLOCKING_ENV, last=' or ')} set "
         "(overlap then reads ~0; warned instead of refused).",
-        "allow_blocking_env",
-        kind=bool,
     ),
 )
 

@@ -23,6 +23,8 @@ DEFAULT_RUN_DIR_TEXT = "results/<UTC time>-<id>"
 # the ecosystem's words (click's TEXT and PATH, N a count, X a number); a flag shows none,
 # a list its item's (typer's own would be <bool>, <int>, <list[str]> ...).
 KIND_METAVARS: dict[Any, str] = {bool: "", int: "N", float: "X", Path: "PATH", str: "TEXT"}
+# The owner field types an option's kind is read from (others parse as str).
+_KINDS = {"int": int, "float": float, "bool": bool, "Path": Path}
 
 
 def kind_metavar(kind: Any) -> str:
@@ -55,11 +57,13 @@ class Option:
 
     flags: tuple[str, ...]
     help: str
-    # The dataclass whose field this option fills, and that field (None: not a field).
+    # The dataclass whose field this option fills, and that field (None: not a field; with
+    # an owner, the one its flag names: --top-k fills top_k).
     owner: type | None = None
     field: str | None = None
-    # What typer parses: str, int, float, bool, list[str], Path ...
-    kind: Any = str
+    # What typer parses: str, int, float, bool, list[str], Path ...; None: the owner field's
+    # type where that is int, float, bool or Path (str where `parse` makes the value).
+    kind: Any = None
     default: Any = None
     # Says the default when the owner field's own default does not (it is None, or the
     # value is decided later, e.g. per backend); "": the help itself says it.
@@ -71,6 +75,19 @@ class Option:
     name: str | None = None
     # What the help shows for the value (SIZE, LIST, N); None: kind_metavar(kind).
     metavar: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.owner is not None and self.field is None:
+            object.__setattr__(self, "field", self.flag.lstrip("-").replace("-", "_"))
+        if self.kind is None:
+            object.__setattr__(self, "kind", str if self.parse else self._field_kind())
+
+    def _field_kind(self) -> Any:
+        """What the owner field holds, where typer can parse it (else str)."""
+        if self.owner is None:
+            return str
+        types = {item.name: str(item.type) for item in dataclasses.fields(self.owner)}
+        return _KINDS.get(types.get(self.field, "").split(" |")[0], str)
 
     @property
     def flag(self) -> str:
@@ -182,18 +199,12 @@ class Argument:
         )
 
 
-_KINDS = {"int": int, "float": float, "bool": bool}
-
-
 def field_option(
     owner: type, flag: str, text: str, panel: str | None = None, **more: Any
 ) -> Option:
     """The Option of the field of `owner` its flag names (--top-k: top_k; or `field`), of
     that field's type, its default the field's (FROM_OWNER) unless `more` says."""
-    field = more.pop("field", flag.split("/")[0].lstrip("-").replace("-", "_"))
-    kind = {item.name: str(item.type) for item in dataclasses.fields(owner)}[field]
-    more = {"kind": _KINDS.get(kind.split(" |")[0], str), "default": FROM_OWNER, **more}
-    return Option((flag,), text, owner, field, panel=panel, **more)
+    return Option((flag,), text, owner, panel=panel, **{"default": FROM_OWNER, **more})
 
 
 def format_value(value: Any) -> str:
@@ -276,13 +287,25 @@ def force_option(owner: type, **rest: Any) -> Option:
     """`--force` (overwrite an existing output file), filling `owner.force`."""
     from collbench.store.outputs import FORCE_HELP
 
-    return Option(
-        ("--force",),
-        FORCE_HELP,
-        owner,
-        "force",
-        kind=bool,
-        default=FROM_OWNER,
-        default_text="",
-        **rest,
+    return Option(("--force",), FORCE_HELP, owner, default=FROM_OWNER, default_text="", **rest)
+
+
+def json_option(help: str, name: str = "json_out", **rest: Any) -> Option:
+    """`--json`: print the command's result as JSON (a pure command-line flag)."""
+    return Option(("--json",), help, kind=bool, default=False, name=name, **rest)
+
+
+def group(help: str, **settings: Any) -> typer.Typer:
+    """A command group (collbench, import, topo, tune) that shows its help when bare."""
+    return typer.Typer(
+        help=help,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        **settings,
     )
+
+
+def add_command(group: typer.Typer, name: str, *args: Any, **kwargs: Any) -> None:
+    """Register `command(name, ...)` on `group` as `name`."""
+    group.command(name)(command(name, *args, **kwargs))

@@ -5,31 +5,23 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
-import typer
-
-from collbench.cli.options import Argument, Option, command, force_option, listing, request
+from collbench.cli.options import (
+    Argument,
+    Option,
+    add_command,
+    force_option,
+    group,
+    json_option,
+    listing,
+    request,
+)
 from collbench.run.topo import SHOW_FORMATS, SHOW_FORMATS_ALL, DetectRequest, ShowRequest
 
-topo_app = typer.Typer(
-    help="Fabric descriptions: the shipped catalog, your own files, and this node.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+topo_app = group("Fabric descriptions: the shipped catalog, your own files, and this node.")
 
-_JSON = "json_out"
-LIST_OPTIONS = (
-    Option(
-        ("--json",),
-        "Print the catalog's topologies as a JSON list of mappings.",
-        kind=bool,
-        default=False,
-        name=_JSON,
-    ),
-)
+LIST_OPTIONS = (json_option("Print the catalog's topologies as a JSON list of mappings."),)
 SHOW_OPTIONS = (
     Argument(
         "name",
@@ -46,7 +38,7 @@ SHOW_OPTIONS = (
         name="output",
         metavar="NAME",
     ),
-    Option(("--json",), "Same as --format json.", kind=bool, default=False, name=_JSON),
+    json_option("Same as --format json."),
 )
 VALIDATE_OPTIONS = (
     Argument("file", "A topology file (YAML or TOML), or a catalog name.", metavar="FILE"),
@@ -56,17 +48,10 @@ DETECT_OPTIONS = (
         ("--out",),
         "Write the YAML here instead of printing it.",
         DetectRequest,
-        "out",
-        kind=Path,
         metavar="FILE",
     ),
     force_option(DetectRequest),
 )
-
-
-@topo_app.callback()
-def _topo_root() -> None:
-    """Fabric descriptions: the shipped catalog, your own files, and this node."""
 
 
 def _list(values: dict[str, Any]) -> None:
@@ -74,7 +59,7 @@ def _list(values: dict[str, Any]) -> None:
     from collbench.run.topo import catalog
 
     topologies = catalog()
-    if values[_JSON]:
+    if values["json_out"]:
         print(json.dumps([render.plain(topology) for topology in topologies], indent=2))
     else:
         print(render.table(topologies))
@@ -86,7 +71,7 @@ def _show(values: dict[str, Any]) -> None:
 
     wanted: ShowRequest = request(ShowRequest, SHOW_OPTIONS, values)
     topology = load_topology(wanted.name, "topology")
-    if values[_JSON] or wanted.output_format == "json":
+    if values["json_out"] or wanted.output_format == "json":
         print(json.dumps(render.plain(topology), indent=2))
     elif wanted.output_format == "yaml":
         print(render.to_yaml(topology), end="")
@@ -120,39 +105,35 @@ def _detect(values: dict[str, Any]) -> None:
     print(f"wrote {wanted.out}", file=sys.stderr)
 
 
-topo_app.command("list")(
-    command(
-        "list",
-        "List the shipped topologies: accelerator, size, scale-up and scale-out fabric.",
-        LIST_OPTIONS,
-        _list,
-    )
+add_command(
+    topo_app,
+    "list",
+    "List the shipped topologies: accelerator, size, scale-up and scale-out fabric.",
+    LIST_OPTIONS,
+    _list,
 )
-topo_app.command("show")(
-    command(
-        "show",
-        "Print a topology: every field with its unit and source, or as YAML / JSON.",
-        SHOW_OPTIONS,
-        _show,
-    )
+add_command(
+    topo_app,
+    "show",
+    "Print a topology: every field with its unit and source, or as YAML / JSON.",
+    SHOW_OPTIONS,
+    _show,
 )
-topo_app.command("validate")(
-    command(
-        "validate",
-        "Check a topology file: `ok: ...` and exit 0, or one line naming the bad field, exit 2.\n\n"
-        "Figures without a source, and sources marked PLACEHOLDER, are warned about on stderr.",
-        VALIDATE_OPTIONS,
-        _validate,
-    )
+add_command(
+    topo_app,
+    "validate",
+    "Check a topology file: `ok: ...` and exit 0, or one line naming the bad field, exit 2.\n\n"
+    "Figures without a source, and sources marked PLACEHOLDER, are warned about on stderr.",
+    VALIDATE_OPTIONS,
+    _validate,
 )
-topo_app.command("detect")(
-    command(
-        "detect",
-        "Describe this node as a topology file, best effort (nvidia-smi, rocm-smi, sysfs).\n\n"
-        "What was found, assumed or could not be found goes to stderr; figures that could not be\n"
-        "detected come from the catalog entry of the same accelerator, or are placeholders whose\n"
-        "source says PLACEHOLDER. The result passes `collbench topo validate`.",
-        DETECT_OPTIONS,
-        _detect,
-    )
+add_command(
+    topo_app,
+    "detect",
+    "Describe this node as a topology file, best effort (nvidia-smi, rocm-smi, sysfs).\n\n"
+    "What was found, assumed or could not be found goes to stderr; figures that could not be\n"
+    "detected come from the catalog entry of the same accelerator, or are placeholders whose\n"
+    "source says PLACEHOLDER. The result passes `collbench topo validate`.",
+    DETECT_OPTIONS,
+    _detect,
 )

@@ -26,7 +26,15 @@ import typer
 from collbench.analysis.tune.select import SelectRule
 from collbench.analysis.tune.tuner_conf import DEFAULT_TUNER_SHAPE, parse_tuner_shape
 from collbench.cli.measure import FOLDED_PANELS, MEASUREMENT_PANEL, SWEEP_OPTIONS
-from collbench.cli.options import FROM_OWNER, Argument, Option, command, given_fields
+from collbench.cli.options import (
+    FROM_OWNER,
+    Argument,
+    Option,
+    add_command,
+    given_fields,
+    group,
+    json_option,
+)
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import DEFAULT_TUNE_REPEATS
 from collbench.core.units import parse_duration
@@ -34,8 +42,8 @@ from collbench.run.sweep import RunOptions
 from collbench.run.tune.from_runs import TunerConfRequest, check_channels
 from collbench.run.tune.plan import DEFAULT_RANGES, TunePlan, TuneRequest, parse_ranges
 
-_TUNE = None  # the main panel: tune's own options first
-# Rarer panels of tune's own (folded by -h, with the sweep's rarer ones).
+# tune's own options come first (the main panel); its rarer panels (folded by -h, with the
+# sweep's rarer ones):
 _SEARCH = "Search"
 _CONF = "nccl_tuner.conf"
 # The sweep's options that do not apply to tune: it names its own output and runs its own
@@ -75,9 +83,7 @@ KNOB = Option(
     "A knob and the values to try, e.g. NCCL_ALGO=Ring,Tree (repeatable; `\\,` is a "
     "comma inside one value). The baseline, the environment as given, always runs too.",
     TuneRequest,
-    "knob",
     kind=list[str],
-    panel=_TUNE,
     metavar="NAME=V1,V2",
 )
 
@@ -87,10 +93,7 @@ REPEATS = Option(
     "drift cancels; the winner's confidence comes from them (3 or more: a test; fewer: "
     "the noise floor).",
     TunePlan,
-    "repeats",
-    kind=int,
     default_text=str(DEFAULT_TUNE_REPEATS),
-    panel=_TUNE,
     metavar="R",
 )
 
@@ -98,12 +101,10 @@ OUT = Option(
     ("--out",),
     "A new directory for tune.json, best.env and nccl_tuner.conf.",
     TuneRequest,
-    "out",
-    kind=Path,
     metavar="DIR",
 )
 
-JSON = Option(("--json",), "Print tune.json as JSON.", kind=bool, default=False, name="json_out")
+JSON = json_option("Print tune.json as JSON.")
 
 WORKLOAD = Option(
     ("--workload",),
@@ -112,96 +113,86 @@ WORKLOAD = Option(
     "job as `collbench mfu ... --print-config` writes it; it trains on the file's first "
     "topology unless --topology names one.",
     TuneRequest,
-    "workload",
-    kind=Path,
     metavar="FILE",
 )
+
+
+def _search(flag: str, help: str, **rest: Any) -> Option:
+    return Option((flag,), help, TunePlan, panel=_SEARCH, **rest)
+
+
+def _conf(flag: str, help: str, owner: type, **rest: Any) -> Option:
+    return Option((flag,), help, owner, panel=_CONF, **rest)
+
+
 SEARCH_OPTIONS = (
-    Option(
-        ("--search",),
+    _search(
+        "--search",
         "grid: every setting; halving: probe a few sizes, drop the clearly worse, then full "
         "sweeps; coordinate: numeric knobs one at a time (AutoCCL).",
-        TunePlan,
-        "search",
-        panel=_SEARCH,
         metavar="NAME",
     ),
-    Option(
-        ("--budget",),
+    _search(
+        "--budget",
         "Wall-clock limit (90s, 10m, 1h): no setting starts that would not fit, at the mean "
         "time of those measured so far.",
-        TunePlan,
-        "budget_s",
-        panel=_SEARCH,
+        field="budget_s",
         parse=parse_duration,
         name="budget",
         metavar="DURATION",
     ),
-    Option(
-        ("--max-settings",),
+    _search(
+        "--max-settings",
         "Refuse a grid of more settings than this (the baseline not counted); the most a "
         "coordinate search measures.",
-        TunePlan,
-        "max_settings",
-        kind=int,
-        panel=_SEARCH,
         metavar="N",
     ),
-    Option(
-        ("--choices/--no-choices",),
+    _search(
+        "--choices/--no-choices",
         "NCCL/RCCL: after each setting, a 1-iteration pass with NCCL's debug output on that "
         "records the algorithm, protocol and channels NCCL used (choices.jsonl).",
-        TunePlan,
-        "record_choices",
-        kind=bool,
+        field="record_choices",
         default=FROM_OWNER,
-        panel=_SEARCH,
     ),
 )
 CONF_OPTIONS = (
-    Option(
-        ("--channels",),
+    _conf(
+        "--channels",
         "nccl_tuner.conf's channel count where the setting pins none (0: NCCL's own); "
         "needed for imported logs, which record no environment.",
         TunePlan,
-        "channels",
-        kind=int,
-        panel=_CONF,
         metavar="N",
     ),
-    Option(
-        ("--tuner-shape",),
+    _conf(
+        "--tuner-shape",
         "nccl_tuner.conf's nNodes/nRanks. tuned: the tuned communicator's, so its rules "
         "match only that shape (NCCL's example plugin runs any other communicator's calls "
         "on 1 channel); any: -1, the tuned pairs for every communicator, untested there.",
         TunerConfRequest,
-        "shape",
+        field="shape",
         parse=parse_tuner_shape,
         default_text=DEFAULT_TUNER_SHAPE,
-        panel=_CONF,
         metavar="NAME",
     ),
-    Option(
-        ("--nccl-log",),
+    _conf(
+        "--nccl-log",
         "An NCCL debug log of the baseline or of the job, with NCCL_DEBUG=INFO and "
         "NCCL_DEBUG_SUBSYS TUNING (repeatable): what NCCL chose, written into nccl_tuner.conf where the "
         "default wins, where the winner names no algorithm/protocol, and for collectives "
         "not tuned.",
         TunerConfRequest,
-        "nccl_logs",
+        field="nccl_logs",
         kind=list[Path],
-        panel=_CONF,
         metavar="FILE",
     ),
-    Option(
-        ("--ranges",),
+    _conf(
+        "--ranges",
         "crossovers: a range ends where the winner changes; bands: small, medium and "
         "large; sizes: one per measured size.",
         SelectRule,
-        "granularity",
+        field="granularity",
         default_text=DEFAULT_RANGES,
         parse=parse_ranges,
-        panel=_CONF,
         metavar="RULE",
     ),
 )
@@ -378,45 +369,39 @@ def _verify(values: dict[str, Any]) -> None:
     raise typer.Exit(code)
 
 
-tune_app = typer.Typer(
-    help="Find the best setting of communication knobs (NCCL_ALGO, NCCL_PROTO, channels, "
+tune_app = group(
+    "Find the best setting of communication knobs (NCCL_ALGO, NCCL_PROTO, channels, "
     "GLOO_SOCKET_IFNAME ...) per collective and size range: run measures each setting in "
-    "fresh processes, from chooses from runs already measured, verify checks a result.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+    "fresh processes, from chooses from runs already measured, verify checks a result."
 )
 _FOLDED = (_SEARCH, _CONF, *FOLDED_PANELS)
-tune_app.command("run")(
-    command(
-        "run",
-        "Measure every setting of the --knob values in fresh rank processes and choose the "
-        "best per collective and size range. Writes tune.json, best.env and nccl_tuner.conf.",
-        RUN_OPTIONS,
-        _launch,
-        _FOLDED,
-        config=True,
-    )
+add_command(
+    tune_app,
+    "run",
+    "Measure every setting of the --knob values in fresh rank processes and choose the "
+    "best per collective and size range. Writes tune.json, best.env and nccl_tuner.conf.",
+    RUN_OPTIONS,
+    _launch,
+    _FOLDED,
+    config=True,
 )
-tune_app.command("from")(
-    command(
-        "from",
-        "Choose the best setting from runs already measured (sweeps, imported logs), "
-        "launching nothing. Writes tune.json, best.env and nccl_tuner.conf.",
-        FROM_OPTIONS,
-        _tune_from,
-        _FOLDED,
-        config=True,
-    )
+add_command(
+    tune_app,
+    "from",
+    "Choose the best setting from runs already measured (sweeps, imported logs), "
+    "launching nothing. Writes tune.json, best.env and nccl_tuner.conf.",
+    FROM_OPTIONS,
+    _tune_from,
+    _FOLDED,
+    config=True,
 )
-tune_app.command("verify")(
-    command(
-        "verify",
-        "Measure a tune's default and its best.env setting side by side, in fresh processes, "
-        "and report the realised gain.",
-        VERIFY_OPTIONS,
-        _verify,
-        _FOLDED,
-        config=True,
-    )
+add_command(
+    tune_app,
+    "verify",
+    "Measure a tune's default and its best.env setting side by side, in fresh processes, "
+    "and report the realised gain.",
+    VERIFY_OPTIONS,
+    _verify,
+    _FOLDED,
+    config=True,
 )
