@@ -36,7 +36,7 @@ from collbench.cli.measure import (
     sink_factory,
 )
 from collbench.cli.mfu import mfu
-from collbench.cli.options import Argument, command
+from collbench.cli.options import Argument, add_command, group
 from collbench.cli.predict import predict
 from collbench.cli.report import report
 from collbench.cli.topo import topo_app
@@ -44,11 +44,8 @@ from collbench.cli.tune import tune_app
 from collbench.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CollbenchError
 from collbench.run.status import StatusRequest
 
-app = typer.Typer(
-    help="Collective-communication benchmarks comparable to nccl-tests.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+app = group(
+    "Collective-communication benchmarks comparable to nccl-tests.",
     # Every command (and group) inherits -h from here.
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -77,26 +74,24 @@ def _root(
     """Collective-communication benchmarks comparable to nccl-tests."""
 
 
-app.command("sweep")(
-    command(
-        "sweep",
-        "Measure collectives over a range of sizes; print an nccl-tests-style table.",
-        SWEEP_OPTIONS,
-        lambda values: run_measure("sweep", values),
-        FOLDED_PANELS,
-        config=True,
-    )
+add_command(
+    app,
+    "sweep",
+    "Measure collectives over a range of sizes; print an nccl-tests-style table.",
+    SWEEP_OPTIONS,
+    lambda values: run_measure("sweep", values),
+    FOLDED_PANELS,
+    config=True,
 )
-app.command("overlap")(
-    command(
-        "overlap",
-        "Run compute-overlap probes: each collective and size alone, a matmul alone, "
-        "and both together; print how much communication hides behind compute and what each "
-        "costs the other.",
-        OVERLAP_COMMAND_OPTIONS,
-        lambda values: run_measure("overlap", values),
-        FOLDED_PANELS,
-    )
+add_command(
+    app,
+    "overlap",
+    "Run compute-overlap probes: each collective and size alone, a matmul alone, "
+    "and both together; print how much communication hides behind compute and what each "
+    "costs the other.",
+    OVERLAP_COMMAND_OPTIONS,
+    lambda values: run_measure("overlap", values),
+    FOLDED_PANELS,
 )
 
 app.add_typer(import_app, name="import")
@@ -104,10 +99,8 @@ app.add_typer(topo_app, name="topo")
 for body in (fit, compare, noise, report, mfu, predict, gemm, export):
     app.command(body.__name__)(body)
 app.add_typer(tune_app, name="tune")
-app.command("doctor")(
-    command(
-        "doctor", DOCTOR_HELP, DOCTOR_OPTIONS_ALL, run_doctor_command, FOLDED_PANELS, config=True
-    )
+add_command(
+    app, "doctor", DOCTOR_HELP, DOCTOR_OPTIONS_ALL, run_doctor_command, FOLDED_PANELS, config=True
 )
 
 
@@ -148,39 +141,36 @@ def _wait(values: dict[str, Any]) -> None:
     raise typer.Exit(result.code or failed)
 
 
-app.command("status")(
-    command(
-        "status",
-        "Say how far a run has got (for a Slurm run, the job's state too).",
-        (
-            Argument(
-                "run",
-                "A run directory (default: the newest under ./results).",
-                StatusRequest,
-                "run",
-                kind=Path,
-                required=False,
-            ),
+add_command(
+    app,
+    "status",
+    "Say how far a run has got (for a Slurm run, the job's state too).",
+    (
+        Argument(
+            "run",
+            "A run directory (default: the newest under ./results).",
+            StatusRequest,
+            "run",
+            kind=Path,
+            required=False,
         ),
-        _status,
-    )
+    ),
+    _status,
 )
-app.command("finalize")(
-    command(
-        "finalize",
-        "Finish a run left `running` with no live process: write rows.parquet and its final\n"
-        "state (orphaned, or failed if a rank reported a failure).",
-        (RUN_DIR,),
-        _finalize,
-    )
+add_command(
+    app,
+    "finalize",
+    "Finish a run left `running` with no live process: write rows.parquet and its final\n"
+    "state (orphaned, or failed if a rank reported a failure).",
+    (RUN_DIR,),
+    _finalize,
 )
-app.command("wait")(
-    command(
-        "wait",
-        "Follow a submitted Slurm sweep to its end, printing its table like `sweep` does.",
-        WAIT_OPTIONS,
-        _wait,
-    )
+add_command(
+    app,
+    "wait",
+    "Follow a submitted Slurm sweep to its end, printing its table like `sweep` does.",
+    WAIT_OPTIONS,
+    _wait,
 )
 # Every command's help: flags without a metavar, one-sentence summaries, --help-all.
 use_help_classes(app)

@@ -9,7 +9,7 @@ from typing import Any
 
 # the measure's name and definition, written once (light: no numpy or scipy behind it)
 from collbench.analysis.fit.vs_topology import MEASURE, MEASURE_DEFINITION, MODEL_WRONG_SPEEDUP
-from collbench.cli.options import Argument, Option, command, request
+from collbench.cli.options import Argument, Option, command, json_option, request
 from collbench.run.fit import FitRequest
 
 FIT_OPTIONS = (
@@ -22,18 +22,11 @@ FIT_OPTIONS = (
         kind=list[Path],
         metavar="RUN...",
     ),
-    Option(
-        ("--json",),
-        "Print a JSON list of groups instead of tables.",
-        kind=bool,
-        default=False,
-        name="json_out",
-    ),
+    json_option("Print a JSON list of groups instead of tables."),
     Option(
         ("--predict",),
         "Comma list of sizes (K/M/G = powers of 1024) to predict time and busbw at, e.g. 3M,48M.",
         FitRequest,
-        "predict",
         metavar="SIZES",
     ),
     Option(
@@ -42,7 +35,6 @@ FIT_OPTIONS = (
         f"{MEASURE_DEFINITION} per size band; over {MODEL_WRONG_SPEEDUP:.0%} the model, not "
         "the fabric, is wrong.",
         FitRequest,
-        "topology",
         default_text="the catalog topology the rows record, from sweep --topology",
         metavar="NAME|FILE",
     ),

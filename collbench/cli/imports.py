@@ -10,21 +10,22 @@ from typing import Any
 
 import typer
 
-from collbench.cli.options import DEFAULT_RUN_DIR_TEXT, Argument, Option, command, listing, request
+from collbench.cli.options import (
+    DEFAULT_RUN_DIR_TEXT,
+    Argument,
+    Option,
+    command,
+    group,
+    json_option,
+    listing,
+    request,
+)
 from collbench.core.collectives import REGISTRY
 from collbench.run.import_logs import ImportRequest
 
-import_app = typer.Typer(
-    help="Import results of other benchmarks (nccl-tests, rccl-tests) as a collbench run.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+import_app = group(
+    "Import results of other benchmarks (nccl-tests, rccl-tests) as a collbench run."
 )
-
-
-@import_app.callback()
-def _import_root() -> None:
-    """Import results of other benchmarks (nccl-tests, rccl-tests) as a collbench run."""
 
 
 IMPORT_OPTIONS = (
@@ -41,8 +42,6 @@ IMPORT_OPTIONS = (
         ("--out",),
         "Run directory (new or empty).",
         ImportRequest,
-        "out",
-        kind=Path,
         default_text=DEFAULT_RUN_DIR_TEXT,
         metavar="DIR",
     ),
@@ -50,7 +49,6 @@ IMPORT_OPTIONS = (
         ("--collective", "-c"),
         f"Collective the logs measured, when they do not say ({listing(REGISTRY)}).",
         ImportRequest,
-        "collective",
         metavar="NAME",
     ),
     Option(
@@ -64,13 +62,7 @@ IMPORT_OPTIONS = (
         metavar="NAME=VALUE",
         name="knob",
     ),
-    Option(
-        ("--json",),
-        "Print meta.json instead of the summary.",
-        kind=bool,
-        default=False,
-        name="json_meta",
-    ),
+    json_option("Print meta.json instead of the summary.", name="json_meta"),
     Option(
         ("--quiet", "-q"),
         "Print nothing on stdout (warnings and errors still go to stderr).",

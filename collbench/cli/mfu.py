@@ -5,10 +5,9 @@ scipy load only when the command runs."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
-from collbench.cli.options import REQUIRED, Option, command, field_option
+from collbench.cli.options import REQUIRED, Option, command, field_option, json_option
 from collbench.cli.workload import EST_PANEL, FOLDED_PANELS, WORKLOAD_OPTIONS, workload_parts
 from collbench.run.mfu import MfuRequest
 
@@ -37,7 +36,6 @@ MFU_OPTIONS = (
         "--overlap",
         "Run directory with overlap probes: its overlap efficiency and compute slowdown.",
         EST_PANEL,
-        kind=Path,
         default=None,
         metavar="RUN",
     ),
@@ -47,7 +45,6 @@ MFU_OPTIONS = (
         "Run directory of `collbench gemm` rows: their measured rate for the shapes they "
         "hold, on fabrics with the same accelerator.",
         EST_PANEL,
-        kind=Path,
         default=None,
         metavar="RUN",
     ),
@@ -73,9 +70,7 @@ MFU_OPTIONS = (
         "(warned, not refused).",
         "Memory check",
     ),
-    Option(
-        ("--json",), "Print JSON instead of the table.", kind=bool, default=False, name="json_out"
-    ),
+    json_option("Print JSON instead of the table."),
 )
 
 

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from collbench.cli.measure import SPEC_OPTIONS
-from collbench.cli.options import FROM_OWNER, REQUIRED, Option, command, force_option, request
+from collbench.cli.options import (
+    FROM_OWNER,
+    REQUIRED,
+    Option,
+    command,
+    force_option,
+    json_option,
+    request,
+)
 from collbench.core.units import size_arg
 from collbench.run.predict import PredictRequest
 
@@ -43,8 +50,6 @@ PREDICT_OPTIONS = (
         ("--nodes",),
         "Nodes of every fabric (default: each topology's own node count).",
         PredictRequest,
-        "nodes",
-        kind=int,
         metavar="N",
     ),
     Option(
@@ -52,7 +57,6 @@ PREDICT_OPTIONS = (
         "NAME=RUN: a measured run directory replaces fabric NAME's predictions (a plain RUN: "
         "the first fabric's); repeatable.",
         PredictRequest,
-        "curves",
         kind=list[str],
         metavar="NAME=RUN",
     ),
@@ -60,20 +64,14 @@ PREDICT_OPTIONS = (
         ("--comm-efficiency",),
         "Share of the link rates predictions assume (1: the hardware bound).",
         PredictRequest,
-        "comm_efficiency",
-        kind=float,
         default=FROM_OWNER,
         metavar="X",
     ),
-    Option(
-        ("--json",), "Print JSON instead of the tables.", kind=bool, default=False, name="json_out"
-    ),
+    json_option("Print JSON instead of the tables."),
     Option(
         ("--html",),
         "Also write the comparison as a self-contained HTML report (tables and busbw charts).",
         PredictRequest,
-        "html",
-        kind=Path,
         metavar="FILE",
     ),
     force_option(PredictRequest),

@@ -31,8 +31,6 @@ REPORT_OPTIONS = (
         ("--out",),  # not -o: that is --op, as in nccl-tests (tests/cli/test_short_flags.py)
         "The report file to write.",
         ReportRequest,
-        "out",
-        kind=Path,
         default_text=f"report.{_DEFAULT_FORMAT}{_OTHER_FORMATS}",
         metavar="FILE",
     ),
@@ -49,7 +47,6 @@ REPORT_OPTIONS = (
         "busbw (at link rate) on the busbw charts of every run; RUN=NAME|FILE for one run's "
         "own (RUN as --label names it). Repeatable.",
         ReportRequest,
-        "topology",
         kind=list[str],
         metavar="[RUN=]NAME|FILE",
     ),
@@ -66,7 +63,6 @@ REPORT_OPTIONS = (
         ("--title",),
         "The report's title.",
         ReportRequest,
-        "title",
         metavar="TEXT",
         default_text="collbench report: and the run names",
     ),
