@@ -147,11 +147,7 @@ DOCTOR_OPTIONS = (
         field="fleet_tolerance_pct",
         metavar="PCT",
     ),
-    _expect(
-        "--outlier-mads",
-        "... and more than this many scaled MADs below it.",
-        metavar="N",
-    ),
+    _expect("--outlier-mads", "... and more than this many scaled MADs below it.", metavar="N"),
 )
 PER_NODE = Option(
     ("--per-node",),

@@ -45,10 +45,7 @@ VALIDATE_OPTIONS = (
 )
 DETECT_OPTIONS = (
     Option(
-        ("--out",),
-        "Write the YAML here instead of printing it.",
-        DetectRequest,
-        metavar="FILE",
+        ("--out",), "Write the YAML here instead of printing it.", DetectRequest, metavar="FILE"
     ),
     force_option(DetectRequest),
 )

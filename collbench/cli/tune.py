@@ -342,9 +342,7 @@ def _run_options(values: dict[str, Any]) -> RunOptions:
     given = given_fields(RunOptions, MEASURE_OPTIONS, values)
     if given.get("launcher") == "none":
         raise SpecError(
-            "--launcher",
-            "none",
-            "does not apply to tune: it starts fresh ranks for every setting",
+            "--launcher", "none", "does not apply to tune: it starts fresh ranks for every setting"
         )
     return RunOptions(**given, output="quiet", extra=extra)
 
