@@ -150,7 +150,6 @@ add_command(
             "run",
             "A run directory (default: the newest under ./results).",
             StatusRequest,
-            "run",
             kind=Path,
             required=False,
         ),

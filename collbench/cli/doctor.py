@@ -17,13 +17,14 @@ from collbench.cli.measure import (
     RUN_OPTIONS,
     SWEEP_OPTIONS,
     _per_backend,
+    _topology_ref,
     command_line,
     exit_rank,
     print_error,
     run_options,
     warn_knobs,
 )
-from collbench.cli.options import FROM_OWNER, Option, given_fields
+from collbench.cli.options import FROM_OWNER, Option, given_fields, warn
 from collbench.core.doctor_plan import DEFAULT_SAMPLED_ROUNDS, SAMPLE_ABOVE_NODES
 from collbench.core.doctor_spec import DEFAULT_DOCTOR_BYTES, DoctorSpec
 from collbench.core.knobs import apply_knobs
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from collbench.run.doctor_job import DoctorOutcome
 
 _EXPECT = "Expectation"
-_DOCTOR = None  # the main panel: the doctor's own options first
 # The sweep's options a doctor has too: how to measure, where to write, how to launch.
 _FROM_SWEEP = {
     "--nproc",
@@ -57,12 +57,7 @@ _FROM_SWEEP = {
 def _topology(text: str, flag: str) -> str:
     """A catalog name, or a file by its absolute path (ranks and a printed script run
     elsewhere); loaded now so a bad one fails before any rank starts."""
-    from pathlib import Path
-
-    from collbench.topologies.loader import catalog_names, load_topology
-
-    load_topology(text, flag)
-    return text if text in catalog_names() else str(Path(text).absolute())
+    return _topology_ref(text, flag)[1] or text
 
 
 def _doctor(flags: tuple[str, ...], help: str, **rest: Any) -> Option:
@@ -177,8 +172,7 @@ def run_doctor_command(values: dict[str, Any]) -> None:
 
     doctor = DoctorSpec(**given_fields(DoctorSpec, DOCTOR_OPTIONS, values))
     spec, warnings = doctor_sweep(doctor, given_fields(SweepSpec, COMMAND_OPTIONS, values))
-    for warning in warnings:
-        print(f"collbench: warning: {warning}", file=sys.stderr, flush=True)
+    warn(warnings)
     apply_knobs(spec.knobs)
     if spec.backend != "auto":
         warn_knobs(spec.knobs, spec.backend)
@@ -217,8 +211,7 @@ def _show(outcome: DoctorOutcome, output: str) -> None:
     """The warnings (stderr), notes, a launch error, the verdicts and where they were written."""
     from collbench.render.doctor_text import render_doctor
 
-    for warning in outcome.warnings:
-        print(f"collbench: warning: {warning}", file=sys.stderr, flush=True)
+    warn(outcome.warnings)
     notes = [f"# {note}" for note in outcome.notes] if output == "table" else []
     if outcome.diagnosis is None and notes:  # no verdict: they say why (the first node judges)
         print(*notes, sep="\n", flush=True)

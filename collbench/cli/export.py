@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collbench.cli.options import Argument, Option, command, force_option, given_fields
+from collbench.cli.options import Argument, Option, command, force_option, given_fields, warn
 from collbench.core.errors import EXIT_OK, EXIT_RUN_FAILED, SpecError
 
 OUTPUT_PANEL = "Output"
@@ -112,8 +112,7 @@ class SinkMaker:
                 for path in sink.written:
                     print(f"# Exported: {path}", flush=True)
             failures += sink.failures
-        for failure in failures:
-            print(f"collbench: error: {failure}", file=sys.stderr, flush=True)
+        warn(failures, "error")
         return EXIT_RUN_FAILED if failures else EXIT_OK
 
 

@@ -3,13 +3,12 @@ stay light: numpy and scipy load only when the command runs."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 # the measure's name and definition, written once (light: no numpy or scipy behind it)
 from collbench.analysis.fit.vs_topology import MEASURE, MEASURE_DEFINITION, MODEL_WRONG_SPEEDUP
-from collbench.cli.options import Argument, Option, command, json_option, request
+from collbench.cli.options import Argument, Option, command, json_option, request, warn
 from collbench.run.fit import FitRequest
 
 FIT_OPTIONS = (
@@ -18,7 +17,6 @@ FIT_OPTIONS = (
         "Run directories; rows of the same collective, backend, world size, topology, "
         "placement, dtype and knobs are pooled.",
         FitRequest,
-        "runs",
         kind=list[Path],
         metavar="RUN...",
     ),
@@ -46,8 +44,7 @@ def run_fit(values: dict[str, Any]) -> None:
     from collbench.run.fit import fit_runs
 
     fitted = fit_runs(request(FitRequest, FIT_OPTIONS, values))
-    for warning in fitted.warnings:
-        print(f"collbench: warning: {warning}", file=sys.stderr)
+    warn(fitted.warnings)
     print(render_fits(fitted.fits, fitted.predict, as_json=values["json_out"]))
 
 

@@ -78,17 +78,22 @@ def _show_all(ctx: Any, param: Any, value: bool) -> None:
     ctx.exit()
 
 
-class HelpCommand(TyperCommand):
-    """A command whose help follows the rules above."""
+class _Tidied:
+    """A command or group whose help, -h's included, follows the rules above."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _tidy(self)
-        self._help_all: Any = None
 
     def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
+        option = super().get_help_option(ctx)  # type: ignore[misc]
         return None if option is None else _tidy_param(option)
+
+
+class HelpCommand(_Tidied, TyperCommand):
+    """A command whose help follows the rules above."""
+
+    _help_all: Any = None
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)
@@ -115,16 +120,8 @@ class HelpCommand(TyperCommand):
         return super().format_help(ctx, formatter)
 
 
-class HelpGroup(TyperGroup):
+class HelpGroup(_Tidied, TyperGroup):
     """A group (collbench, import, topo) whose help follows the rules above."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _tidy(self)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        return None if option is None else _tidy_param(option)
 
 
 def use_help_classes(app: typer.Typer) -> None:

@@ -19,6 +19,7 @@ from collbench.cli.options import (
     json_option,
     listing,
     request,
+    warn,
 )
 from collbench.core.collectives import REGISTRY
 from collbench.run.import_logs import ImportRequest
@@ -34,7 +35,6 @@ IMPORT_OPTIONS = (
         "nccl-tests or rccl-tests output: text logs (format detected) or -J JSON files. Several "
         "logs of one system become one run.",
         ImportRequest,
-        "logs",
         kind=list[Path],
         metavar="LOG...",
     ),
@@ -74,14 +74,12 @@ IMPORT_OPTIONS = (
 
 def run_import(values: dict[str, Any]) -> None:
     import json
-    import sys
 
     from collbench.render.imports import describe_import
     from collbench.run.import_logs import import_request
 
     result = import_request(request(ImportRequest, IMPORT_OPTIONS, values))
-    for warning in result.warnings:
-        print(f"collbench: warning: {warning}", file=sys.stderr)
+    warn(result.warnings)
     if values["quiet"]:
         return
     if values["json_meta"]:

@@ -24,6 +24,7 @@ from collbench.cli.options import (
     given_fields,
     json_option,
     listing,
+    warn,
 )
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import DTYPES
@@ -408,8 +409,7 @@ def warn_knobs(knobs: tuple[tuple[str, str], ...], backend: str | None, names: b
         lines = check_knob_name(name, f"{name}={value}") if names else []
         mismatch = backend_warning(name, backend)
         lines += [f"{mismatch}; set and recorded anyway"] if mismatch else []
-        for line in lines:
-            print(f"collbench: warning: {line}", file=sys.stderr, flush=True)
+        warn(lines)
 
 
 def warn_blocking_env(spec: SweepSpec, backend: str | None, refuse: bool = True) -> None:
@@ -420,7 +420,7 @@ def warn_blocking_env(spec: SweepSpec, backend: str | None, refuse: bool = True)
         return
     line = check_blocking_env(os.environ, spec.overlap if refuse else None)
     if line:
-        print(f"collbench: warning: {line}", file=sys.stderr, flush=True)
+        warn([line])
 
 
 def sink_factory(output: str, per_repeat: bool = False) -> Any:
@@ -448,4 +448,4 @@ def exit_rank(code: int) -> None:
 
 
 def print_error(message: str) -> None:
-    print(f"collbench: error: {message}", file=sys.stderr, flush=True)
+    warn([message], "error")

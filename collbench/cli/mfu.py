@@ -4,10 +4,9 @@ scipy load only when the command runs."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from collbench.cli.options import REQUIRED, Option, command, field_option, json_option
+from collbench.cli.options import REQUIRED, Option, command, field_option, json_option, warn
 from collbench.cli.workload import EST_PANEL, FOLDED_PANELS, WORKLOAD_OPTIONS, workload_parts
 from collbench.run.mfu import MfuRequest
 
@@ -83,8 +82,7 @@ def run_mfu(values: dict[str, Any]) -> None:
 
     wanted, model, training, parallelism, options = workload_parts(values, MFU_OPTIONS)
     result = estimate_mfu(wanted, model, training, parallelism, options)
-    for text in result.warnings:
-        print(f"collbench: warning: {text}", file=sys.stderr)
+    warn(result.warnings)
     if values["json_out"] and wanted.explain:
         print(explain_json(result.workload, result.estimates))
         return

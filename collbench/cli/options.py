@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 import typing
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -161,8 +162,9 @@ class Option:
 
 @dataclass(frozen=True)
 class Argument:
-    """One positional argument (RUN...) and the field it fills: required, or (`required`
-    False) left out as None, the owner's default then applying."""
+    """One positional argument (RUN...) and the field it fills (with an owner: the one of
+    its name): required, or (`required` False) left out as None, the owner's default then
+    applying."""
 
     name: str
     help: str
@@ -171,6 +173,10 @@ class Argument:
     kind: Any = str
     metavar: str | None = None
     required: bool = True
+
+    def __post_init__(self) -> None:
+        if self.owner is not None and self.field is None:
+            object.__setattr__(self, "field", self.name)
 
     @property
     def parameter_name(self) -> str:
@@ -185,17 +191,12 @@ class Argument:
         metavar = self.metavar or self.name.upper()
         info = typer.Argument(help=self.help, metavar=metavar, show_default=False)
         info.collbench_option = self
-        if self.required:
-            return inspect.Parameter(
-                self.name,
-                inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                annotation=Annotated[self.kind, info],
-            )
+        kind = self.kind if self.required else Optional[self.kind]  # noqa: UP045
         return inspect.Parameter(
             self.name,
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            default=None,
-            annotation=Annotated[Optional[self.kind], info],  # noqa: UP045
+            default=REQUIRED if self.required else None,
+            annotation=Annotated[kind, info],
         )
 
 
@@ -288,6 +289,12 @@ def force_option(owner: type, **rest: Any) -> Option:
     from collbench.store.outputs import FORCE_HELP
 
     return Option(("--force",), FORCE_HELP, owner, default=FROM_OWNER, default_text="", **rest)
+
+
+def warn(lines: Iterable[str], what: str = "warning") -> None:
+    """Each line on stderr as `collbench: warning: LINE` (or another `what`)."""
+    for line in lines:
+        print(f"collbench: {what}: {line}", file=sys.stderr, flush=True)
 
 
 def json_option(help: str, name: str = "json_out", **rest: Any) -> Option:

@@ -19,6 +19,7 @@ from collbench.cli.options import (
     force_option,
     json_option,
     request,
+    warn,
 )
 from collbench.core.units import size_arg
 from collbench.run.predict import PredictRequest
@@ -89,8 +90,7 @@ def run_predict(values: dict[str, Any]) -> None:
     if html is not None:
         check_output_file("--html", html, force=wanted.force)
     prediction = predict_fabrics(wanted)
-    for text in prediction.warnings:
-        print(f"collbench: warning: {text}", file=sys.stderr)
+    warn(prediction.warnings)
     print(render_predict(prediction, as_json=values["json_out"]), flush=True)
     if html is not None:
         from collbench.render.report.predict import predict_html

@@ -3,11 +3,10 @@ matplotlib loads only when the command runs."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-from collbench.cli.options import Argument, Option, command, force_option, request
+from collbench.cli.options import Argument, Option, command, force_option, request, warn
 from collbench.core.units import counted
 from collbench.run.report import REPORT_FORMATS, ReportRequest
 
@@ -23,7 +22,6 @@ REPORT_OPTIONS = (
         "compared with the first. A tune directory stands for its settings' runs (the "
         "baseline first) and adds a Tuning section.",
         ReportRequest,
-        "runs",
         kind=list[Path],
         metavar="RUN...",
     ),
@@ -76,8 +74,7 @@ def run_report(values: dict[str, Any]) -> None:
 
     wanted: ReportRequest = request(ReportRequest, REPORT_OPTIONS, values)
     inputs = gather_report(wanted)
-    for warning in inputs.warnings:
-        print(f"collbench: warning: {warning}", file=sys.stderr)
+    warn(inputs.warnings)
     document = report_document(inputs)
     out = wanted.out_file
     write_report(report_files(document, wanted.report_format, out), out)

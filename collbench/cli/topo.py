@@ -16,6 +16,7 @@ from collbench.cli.options import (
     json_option,
     listing,
     request,
+    warn,
 )
 from collbench.run.topo import SHOW_FORMATS, SHOW_FORMATS_ALL, DetectRequest, ShowRequest
 
@@ -27,7 +28,6 @@ SHOW_OPTIONS = (
         "name",
         "A catalog name (see `collbench topo list`) or a YAML/TOML file.",
         ShowRequest,
-        "name",
         metavar="NAME|FILE",
     ),
     Option(
@@ -81,8 +81,7 @@ def _validate(values: dict[str, Any]) -> None:
     from collbench.run.topo import validate_topology
 
     topology, warnings = validate_topology(values["file"])
-    for warning in warnings:
-        print(f"collbench: warning: {warning}", file=sys.stderr)
+    warn(warnings)
     print(validated_line(topology))
 
 
@@ -92,8 +91,7 @@ def _detect(values: dict[str, Any]) -> None:
 
     wanted: DetectRequest = request(DetectRequest, DETECT_OPTIONS, values)
     found = detect_node()
-    for note in found.notes:
-        print(f"collbench: detect: {note}", file=sys.stderr)
+    warn(found.notes, "detect")
     text = detected_yaml(found.data)
     if wanted.out is None:
         print(text, end="")

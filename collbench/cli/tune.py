@@ -34,6 +34,7 @@ from collbench.cli.options import (
     given_fields,
     group,
     json_option,
+    warn,
 )
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import DEFAULT_TUNE_REPEATS
@@ -201,7 +202,6 @@ RUNS = Argument(
     "runs",
     "Run directories (sweeps, imported logs), each measured under one setting.",
     TuneRequest,
-    "runs",
     kind=list[Path],
     metavar="RUN...",
 )
@@ -278,8 +278,7 @@ def _tune_from(values: dict[str, Any]) -> None:
         workload=_workload(values),
         conf_request=plan["tuner_conf"],
     )
-    for warning in result.warnings:
-        _say(f"collbench: warning: {warning}")
+    warn(result.warnings)
     print(render_tune(result, as_json=values["json_out"]), flush=True)
 
 
