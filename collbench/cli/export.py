@@ -65,8 +65,7 @@ NCCL_JSON_FILE = Option(
     name="nccl_json_file",
     metavar="FILE",
 )
-FORCE = force_option(Exports, panel=OUTPUT_PANEL)
-EXPORT_OPTIONS = (CSV_FILE, NCCL_JSON_FILE, FORCE)
+EXPORT_OPTIONS = (CSV_FILE, NCCL_JSON_FILE, force_option(Exports, panel=OUTPUT_PANEL))
 
 
 class SinkMaker:

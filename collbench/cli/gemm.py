@@ -112,10 +112,12 @@ GEMM_OPTIONS = (
 def run_gemm_command(values: dict[str, Any]) -> None:
     from collbench.render.gemm import render_gemm_json, render_gemm_line, render_gemm_table
     from collbench.run.gemm import run_gemm, tf32_matmuls
+    from collbench.topologies.loader import load_topology
 
     gemms, what = _gemms(values)
     job = GemmJob(gemms, workload=what, **given_fields(GemmJob, GEMM_OPTIONS, values))
-    topology = _topology(values["gemm_topology"])
+    named = values["gemm_topology"]
+    topology = None if named is None else load_topology(named)
 
     def progress(row: Any) -> None:
         print(render_gemm_line(row), file=sys.stderr, flush=True)
@@ -172,11 +174,3 @@ def _gemms(values: dict[str, Any]) -> tuple[tuple[Gemm, ...], str]:
         f"tp {workload.parallelism.tp}, {workload.training.attention} attention"
     )
     return workload_gemms(workload), what
-
-
-def _topology(name: str | None) -> Any:
-    if name is None:
-        return None
-    from collbench.topologies.loader import load_topology
-
-    return load_topology(name)

@@ -58,13 +58,11 @@ from collbench.run import sweep
 from collbench.run.sweep import RunOptions
 
 # Help panels: the common path in the first ("Options"), rarer options below it.
-_OUTPUT = OUTPUT_PANEL
-_MEASURE = "Measurement"
+MEASUREMENT_PANEL = "Measurement"
 _LAUNCH = "Launch"
 _OVERLAP = "Overlap probes"
-MEASUREMENT_PANEL = _MEASURE
 # The rarer panels: `-h` names them, `--help-all` shows them (cli/help.py).
-FOLDED_PANELS = (_MEASURE, _LAUNCH, "torchrun", "Slurm", "MPI", _OVERLAP)
+FOLDED_PANELS = (MEASUREMENT_PANEL, _LAUNCH, "torchrun", "Slurm", "MPI", _OVERLAP)
 
 
 def _names(text: str, flag: str) -> tuple[str, ...]:
@@ -105,7 +103,7 @@ _STARTED_BY_A_TOOL = ", ".join(name for name in LAUNCHERS if name not in ("local
 
 
 def _measure(flags: tuple[str, ...], help: str, **rest: Any) -> Option:
-    return Option(flags, help, SweepSpec, panel=_MEASURE, **rest)
+    return Option(flags, help, SweepSpec, panel=MEASUREMENT_PANEL, **rest)
 
 
 SPEC_OPTIONS = (
@@ -230,17 +228,17 @@ NPROC = Option(
 
 
 QUIET = Option(
-    ("--quiet", "-q"), "Print nothing but errors.", kind=bool, default=False, panel=_OUTPUT
+    ("--quiet", "-q"), "Print nothing but errors.", kind=bool, default=False, panel=OUTPUT_PANEL
 )
 JSON_ROWS = json_option(
-    "Print the rows as JSON lines instead of the table.", name="json_rows", panel=_OUTPUT
+    "Print the rows as JSON lines instead of the table.", name="json_rows", panel=OUTPUT_PANEL
 )
 PER_REPEAT = Option(
     ("--per-repeat",),
     "Print each repeat's tables as it finishes (default, with several repeats: one table "
     "per collective at the end, each size's median repeat and the repeats' spread).",
     RunOptions,
-    panel=_OUTPUT,
+    panel=OUTPUT_PANEL,
 )
 
 # Where the results go, what is printed, and what is recorded with them.

@@ -36,6 +36,7 @@ from collbench.cli.options import (
     json_option,
     warn,
 )
+from collbench.core.errors import SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import DEFAULT_TUNE_REPEATS
 from collbench.core.units import parse_duration
@@ -256,8 +257,6 @@ def _plan_fields(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _required_out(values: dict[str, Any]) -> Path:
-    from collbench.core.errors import SpecError
-
     if values["out"] is None:
         raise SpecError("--out", "", "is required: the new directory to write the result in")
     return values["out"]
@@ -284,7 +283,6 @@ def _tune_from(values: dict[str, Any]) -> None:
 
 def _launch(values: dict[str, Any]) -> None:
     from collbench.cli.measure import command_line, sink_factory
-    from collbench.core.errors import SpecError
     from collbench.core.tune_grid import parse_knobs
     from collbench.render.tune import render_tune
     from collbench.run.tune.launch import run_tune
@@ -335,7 +333,6 @@ def _workload(values: dict[str, Any]) -> Any:
 
 def _run_options(values: dict[str, Any]) -> RunOptions:
     from collbench.cli.launch_options import launcher_settings
-    from collbench.core.errors import SpecError
 
     extra = launcher_settings(values)
     given = given_fields(RunOptions, MEASURE_OPTIONS, values)
