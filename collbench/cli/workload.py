@@ -9,6 +9,7 @@ The method, in full: docs/architecture.md#collbench-cli-workload-py.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,15 @@ _SHAPE_HELP = {
 }
 
 
+# The options of one owner (and one help panel, where named here).
+_parallel = partial(field_option, Parallelism, panel=_PAR)
+_parallel_moe_cp = partial(field_option, Parallelism, panel=MOE_CP_PANEL)
+_parallel_estimate = partial(field_option, Parallelism, panel=EST_PANEL)
+_estimate = partial(field_option, EstimateOptions, panel=EST_PANEL)
+_training = partial(field_option, Training)
+
 WORKLOAD_OPTIONS = (
-    Option(("--model", "-m"), f"Preset: {listing(PRESETS)}.", MfuRequest, "model", metavar="NAME"),
+    Option(("--model", "-m"), f"Preset: {listing(PRESETS)}.", MfuRequest, metavar="NAME"),
     *(
         field_option(Model, f"--{name}", _SHAPE_HELP[name], SHAPE_PANEL, default=None)
         for name in _SHAPE_FIELDS
@@ -90,15 +98,13 @@ WORKLOAD_OPTIONS = (
     ),
     # Training.seq has no default of its own: MfuRequest's is the command's.
     field_option(MfuRequest, "--seq", "Sequence length in tokens."),
-    field_option(Training, "--global-batch", "Sequences per optimizer step.", default=None),
-    field_option(Training, "--micro-batch", "Sequences per micro-batch."),
-    field_option(Parallelism, "--tp", "Tensor parallel size.", _PAR),
-    field_option(Parallelism, "--pp", "Pipeline stages.", _PAR),
-    field_option(
-        Parallelism,
+    _training("--global-batch", "Sequences per optimizer step.", default=None),
+    _training("--micro-batch", "Sequences per micro-batch."),
+    _parallel("--tp", "Tensor parallel size."),
+    _parallel("--pp", "Pipeline stages."),
+    _parallel(
         "--dp",
         "Data parallel size (default: fill --nodes of the first topology).",
-        _PAR,
         default=None,
         default_text="",
     ),
@@ -110,157 +116,116 @@ WORKLOAD_OPTIONS = (
         _PAR,
         default=None,
     ),
-    field_option(Parallelism, "--zero", "ZeRO stage 0-3.", _PAR),
+    _parallel("--zero", "ZeRO stage 0-3."),
     field_option(MfuRequest, "--fsdp", "Fully sharded data parallel (= --zero 3).", _PAR),
-    field_option(
-        Parallelism,
+    _parallel(
         "--sequence-parallel",
         "Megatron sequence parallelism: TP all-reduces become reduce-scatter + all-gather.",
-        _PAR,
     ),
-    field_option(
-        Parallelism, "--cp", "Context parallel size (ring attention over seq / cp per rank).", _PAR
+    _parallel("--cp", "Context parallel size (ring attention over seq / cp per rank)."),
+    _parallel_moe_cp(
+        "--cp-comm", f"How --cp exchanges K/V: {listing(CP_COMMS, last=' or ')}.", metavar="NAME"
     ),
-    field_option(
-        Parallelism,
-        "--cp-comm",
-        f"How --cp exchanges K/V: {listing(CP_COMMS, last=' or ')}.",
-        MOE_CP_PANEL,
-        metavar="NAME",
-    ),
-    field_option(Parallelism, "--ep", "Expert parallel size (of the dp x cp ranks).", _PAR),
-    field_option(
-        Parallelism,
+    _parallel("--ep", "Expert parallel size (of the dp x cp ranks)."),
+    _parallel_moe_cp(
         "--ep-overlap",
         f"What hides the EP all-to-alls: {listing(EP_OVERLAPS)} (dualpipe: another "
         "micro-batch's compute, DeepSeek-V3's DualPipe; 1f1b: Megatron-Core's EP overlap, "
         "phase by phase).",
-        MOE_CP_PANEL,
         metavar="NAME",
     ),
-    field_option(
-        Parallelism,
+    _parallel_moe_cp(
         "--ep-route-nodes",
         "Node-limited routing: a token crosses the scale-out to at most N nodes, once each "
         "(DeepSeek-V3: 4; 0: every routed copy is sent).",
-        MOE_CP_PANEL,
     ),
-    field_option(
-        Parallelism,
+    _parallel_moe_cp(
         "--etp",
         "Expert tensor parallelism: the experts split over N of the tp ranks (Megatron's "
         "expert tensor parallel size; 0: = --tp).",
-        MOE_CP_PANEL,
     ),
-    field_option(
-        Parallelism,
+    _parallel_moe_cp(
         "--ep-sms",
         "SMs the dispatch/combine kernels hold beside compute (DeepEP: 20; 0: not priced).",
-        MOE_CP_PANEL,
     ),
-    field_option(
-        Training,
+    _training(
         "--capacity-factor",
         "MoE: each expert computes and exchanges X times its balanced share (0: dropless).",
         MOE_CP_PANEL,
         metavar="X",
     ),
-    field_option(
-        Training,
+    _training(
         "--dispatch-bytes",
         "Bytes per element the MoE dispatch moves (0: the activations'; 1: fp8).",
         MOE_CP_PANEL,
     ),
-    field_option(
-        Parallelism, "--virtual-stages", "Interleaved pipeline: model chunks per stage.", _PAR
-    ),
-    field_option(
-        Training, "--recompute", f"Activation recompute: {listing(RECOMPUTE)}.", metavar="NAME"
-    ),
-    field_option(
-        Training,
+    _parallel("--virtual-stages", "Interleaved pipeline: model chunks per stage."),
+    _training("--recompute", f"Activation recompute: {listing(RECOMPUTE)}.", metavar="NAME"),
+    _training(
         "--recompute-layers",
         "Fully recompute N layers of each model chunk, the rest as --recompute says "
         "(Megatron's recompute_num_layers, method block).",
     ),
-    field_option(
-        Training,
+    _training(
         "--dtype",
         f"Compute dtype for the peak: {listing(COMPUTE_DTYPES, last=' or ')}.",
         metavar="NAME",
     ),
-    field_option(
-        Training,
+    _training(
         "--attention",
         f"Attention core: {listing(ATTENTION_KERNELS, last=' or ')} (Megatron's batched "
         "GEMMs and softmax before FlashAttention).",
         metavar="NAME",
     ),
-    field_option(
-        Parallelism,
+    _parallel_estimate(
         "--dp-overlap/--no-dp-overlap",
         "Gradient reduction overlaps the backward (off: Megatron before 2023).",
-        EST_PANEL,
     ),
-    field_option(
-        Parallelism,
+    _parallel_estimate(
         "--tp-async/--no-tp-async",
         "Without --tp-overlap: each column-parallel layer's input-gradient reduction runs "
         "beside its weight gradient, its re-gather beside its input gradient (Megatron since "
         "late 2021; off: every TP collective on the critical path).",
-        EST_PANEL,
         field="tp_async_backward",
     ),
-    field_option(
-        Parallelism,
+    _parallel_estimate(
         "--dp-bucket-mb",
         "DP collectives issued in buckets of this many MiB (PyTorch DDP's default); 0: one "
         "collective over all gradients, which cannot overlap.",
-        EST_PANEL,
     ),
-    field_option(
-        EstimateOptions,
+    _estimate(
         "--tp-overlap",
         "TP communication overlap: 0 none (Megatron's default); 1 Transformer Engine's "
         "userbuffer overlap (--tp-comm-overlap, needs --sequence-parallel), priced chunk by "
         "chunk: what stays exposed and what the GEMMs lose to chunking and to the SMs the "
         "communication takes.",
-        EST_PANEL,
         metavar="0|1",
     ),
-    field_option(
-        EstimateOptions,
+    _estimate(
         "--tp-overlap-chunks",
         "With --tp-overlap 1: GEMM chunks of each pipelined reduce-scatter (TE's num_splits; "
         "all-gathers always run in TP chunks).",
-        EST_PANEL,
     ),
-    field_option(
-        EstimateOptions,
+    _estimate(
         "--tp-overlap-sms",
         "With --tp-overlap 1: SMs the reduce-scatter kernels take from the GEMMs beside "
         "them (TE's num_sm).",
-        EST_PANEL,
     ),
-    field_option(
-        EstimateOptions,
+    _estimate(
         "--tp-overlap-config",
         "With --tp-overlap 1: a recipe's own userbuffer configuration, TE's ub_cfg as NeMo "
         "and Megatron-Bridge write it (YAML: pair -> method, num_sm, num_splits, "
         "aggregate); pairs it leaves out keep TE's defaults.",
-        EST_PANEL,
         field="tp_overlap_pairs",
         default=None,
         parse=tp_overlap_config,
         metavar="FILE",
         default_text="TE's defaults",
     ),
-    field_option(
-        EstimateOptions,
+    _estimate(
         "--matmul-efficiency",
         "Every GEMM at this share of the peak (default: from its shape and the "
         "accelerator: tile and wave quantization, roofline, the catalog's matmul_fraction).",
-        EST_PANEL,
         default=None,
     ),
     # None: Inputs' own default (DEFAULT_COMM_EFFICIENCY).
