@@ -4,25 +4,25 @@ scipy load only when the command runs."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from collbench.cli.options import REQUIRED, Option, command, field_option, json_option, warn
 from collbench.cli.workload import EST_PANEL, FOLDED_PANELS, WORKLOAD_OPTIONS, workload_parts
 from collbench.run.mfu import MfuRequest
 
+_request = partial(field_option, MfuRequest)
 MFU_OPTIONS = (
     Option(
         ("--topology", "-T"),
         "Catalog name or topology file; repeat to compare fabrics side by side.",
         MfuRequest,
-        "topology",
         kind=list[str],
         default=REQUIRED,
         metavar="NAME|FILE",
     ),
     *WORKLOAD_OPTIONS,
-    field_option(
-        MfuRequest,
+    _request(
         "--curves",
         "Run directory of measured sweeps for the first topology, or NAME=RUN; repeatable.",
         EST_PANEL,
@@ -30,16 +30,14 @@ MFU_OPTIONS = (
         default=None,
         metavar="[NAME=]RUN",
     ),
-    field_option(
-        MfuRequest,
+    _request(
         "--overlap",
         "Run directory with overlap probes: its overlap efficiency and compute slowdown.",
         EST_PANEL,
         default=None,
         metavar="RUN",
     ),
-    field_option(
-        MfuRequest,
+    _request(
         "--gemm",
         "Run directory of `collbench gemm` rows: their measured rate for the shapes they "
         "hold, on fabrics with the same accelerator.",
@@ -47,14 +45,12 @@ MFU_OPTIONS = (
         default=None,
         metavar="RUN",
     ),
-    field_option(
-        MfuRequest,
+    _request(
         "--explain",
         "Also print where a step's time goes, operator by operator (GEMMs, attention, "
         "memory-bound, exposed communication, bubble).",
     ),
-    field_option(
-        MfuRequest,
+    _request(
         "--price",
         "NAME=USD: the price per GPU-hour of fabric NAME (a --topology given), to print the "
         "cost per step and per million tokens; repeatable.",
@@ -62,8 +58,7 @@ MFU_OPTIONS = (
         default=None,
         metavar="NAME=USD",
     ),
-    field_option(
-        MfuRequest,
+    _request(
         "--allow-oversubscribed-memory",
         "Estimate a workload even when its memory per accelerator exceeds the fabric's "
         "(warned, not refused).",

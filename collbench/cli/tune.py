@@ -354,34 +354,27 @@ tune_app = group(
     "GLOO_SOCKET_IFNAME ...) per collective and size range: run measures each setting in "
     "fresh processes, from chooses from runs already measured, verify checks a result."
 )
-_FOLDED = (_SEARCH, _CONF, *FOLDED_PANELS)
-add_command(
-    tune_app,
-    "run",
-    "Measure every setting of the --knob values in fresh rank processes and choose the "
-    "best per collective and size range. Writes tune.json, best.env and nccl_tuner.conf.",
-    RUN_OPTIONS,
-    _launch,
-    _FOLDED,
-    config=True,
-)
-add_command(
-    tune_app,
-    "from",
-    "Choose the best setting from runs already measured (sweeps, imported logs), "
-    "launching nothing. Writes tune.json, best.env and nccl_tuner.conf.",
-    FROM_OPTIONS,
-    _tune_from,
-    _FOLDED,
-    config=True,
-)
-add_command(
-    tune_app,
-    "verify",
-    "Measure a tune's default and its best.env setting side by side, in fresh processes, "
-    "and report the realised gain.",
-    VERIFY_OPTIONS,
-    _verify,
-    _FOLDED,
-    config=True,
-)
+for name, doc, options, run in (
+    (
+        "run",
+        "Measure every setting of the --knob values in fresh rank processes and choose the "
+        "best per collective and size range. Writes tune.json, best.env and nccl_tuner.conf.",
+        RUN_OPTIONS,
+        _launch,
+    ),
+    (
+        "from",
+        "Choose the best setting from runs already measured (sweeps, imported logs), "
+        "launching nothing. Writes tune.json, best.env and nccl_tuner.conf.",
+        FROM_OPTIONS,
+        _tune_from,
+    ),
+    (
+        "verify",
+        "Measure a tune's default and its best.env setting side by side, in fresh processes, "
+        "and report the realised gain.",
+        VERIFY_OPTIONS,
+        _verify,
+    ),
+):
+    add_command(tune_app, name, doc, options, run, (_SEARCH, _CONF, *FOLDED_PANELS), config=True)
