@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -50,13 +51,8 @@ def _topology(text: str, flag: str) -> str:
     return _topology_ref(text, flag)[1] or text
 
 
-def _doctor(flags: tuple[str, ...], help: str, **rest: Any) -> Option:
-    return Option(flags, help, DoctorSpec, **rest)
-
-
-def _expect(flag: str, help: str, **rest: Any) -> Option:
-    return Option((flag,), help, DoctorSpec, panel=_EXPECT, **rest)
-
+_doctor = partial(Option, owner=DoctorSpec)
+_expect = partial(Option, owner=DoctorSpec, panel=_EXPECT)
 
 DOCTOR_OPTIONS = (
     _doctor(
@@ -95,7 +91,7 @@ DOCTOR_OPTIONS = (
     ),
     _doctor(("--seed",), "Seed of the random pairings."),
     _expect(
-        "--expect-busbw",
+        ("--expect-busbw",),
         "Bus bandwidth (GB/s) every group should reach.",
         field="expect_busbw_gbps",
         metavar="GBPS",
@@ -109,30 +105,30 @@ DOCTOR_OPTIONS = (
         metavar="NAME|FILE",
     ),
     _expect(
-        "--baseline",
+        ("--baseline",),
         "An earlier doctor run on a healthy fabric: expect what it measured.",
         metavar="RUN",
     ),
     _expect(
-        "--noise-floor",
+        ("--noise-floor",),
         "A/A noise floor recorded by `collbench noise` (per size band): a baseline or "
         "expectation check holds its bar at least this far below the reference, and the "
         "decision rule against a --baseline uses it.",
         metavar="FILE",
     ),
     _expect(
-        "--tolerance",
+        ("--tolerance",),
         "Flag what is more than this % below --expect-busbw, the topology or the baseline.",
         field="tolerance_pct",
         metavar="PCT",
     ),
     _expect(
-        "--fleet-tolerance",
+        ("--fleet-tolerance",),
         "Without an expectation: flag what is more than this % below the fleet's median ...",
         field="fleet_tolerance_pct",
         metavar="PCT",
     ),
-    _expect("--outlier-mads", "... and more than this many scaled MADs below it.", metavar="N"),
+    _expect(("--outlier-mads",), "... and more than this many scaled MADs below it.", metavar="N"),
 )
 PER_NODE = Option(
     ("--per-node",),

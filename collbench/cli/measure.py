@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -100,11 +101,7 @@ _AUTO_DTYPES = {
     f"{OverlapSpec().resolved_dtype('cpu')} on CPU"
 }
 _STARTED_BY_A_TOOL = ", ".join(name for name in LAUNCHERS if name not in ("local", "none"))
-
-
-def _measure(flags: tuple[str, ...], help: str, **rest: Any) -> Option:
-    return Option(flags, help, SweepSpec, panel=MEASUREMENT_PANEL, **rest)
-
+_measure = partial(Option, owner=SweepSpec, panel=MEASUREMENT_PANEL)
 
 SPEC_OPTIONS = (
     Option(
@@ -191,31 +188,26 @@ CUDA_GRAPH = _measure(
     "meta.json's timing_method says cuda_graph.",
 )
 
+_launch = partial(Option, owner=RunOptions, panel=_LAUNCH)
 RUN_OPTIONS = (
-    Option(
+    _launch(
         ("--launcher",),
         "auto: run as a rank under torchrun/srun/mpirun, else local; local: spawn ranks here; "
         f"{_STARTED_BY_A_TOOL}: start them through that tool; none: this process is a rank.",
-        RunOptions,
         default=FROM_OWNER,
-        panel=_LAUNCH,
         metavar="NAME",
     ),
-    Option(
+    _launch(
         ("--rank-env",),
         "For a rank of a job launched elsewhere: read the "
         f"{listing(RANK_ENVS, last=' or ')} variables (needed when they disagree).",
-        RunOptions,
-        panel=_LAUNCH,
         metavar="NAME",
     ),
-    Option(
+    _launch(
         ("--print",),
         "Print what the launcher would run, and exit.",
-        RunOptions,
-        "print_only",
+        field="print_only",
         default=FROM_OWNER,
-        panel=_LAUNCH,
     ),
 )
 # The one launch option on the common path (nccl-tests users reach for -g).
@@ -283,15 +275,11 @@ WANTS_OVERLAP = Option(
     kind=bool,
     panel=_OVERLAP,
 )
-
-
-def _overlap(flag: str, help: str, **rest: Any) -> Option:
-    return Option((flag,), help, OverlapSpec, panel=_OVERLAP, **rest)
-
+_overlap = partial(Option, owner=OverlapSpec, panel=_OVERLAP)
 
 OVERLAP_OPTIONS = (
     _overlap(
-        "--compute-ratio",
+        ("--compute-ratio",),
         "Compute per iteration as multiples of the collective's time, one probe each.",
         field="ratios",
         default_text=",".join(f"{ratio:g}" for ratio in DEFAULT_RATIOS),
@@ -299,24 +287,24 @@ OVERLAP_OPTIONS = (
         metavar="LIST",
     ),
     _overlap(
-        "--compute-tflop", "A fixed amount of compute per iteration (TFLOP) instead of ratios."
+        ("--compute-tflop",), "A fixed amount of compute per iteration (TFLOP) instead of ratios."
     ),
     _overlap(
-        "--compute-dtype",
+        ("--compute-dtype",),
         f"Matmul dtype: {listing((AUTO, *COMPUTE_DTYPES), _AUTO_DTYPES)}.",
         metavar="NAME",
     ),
     _overlap(
-        "--matmul-shape",
+        ("--matmul-shape",),
         "MxNxK of each matmul.",
         default_text=f"the largest square up to {MAX_SQUARE['cuda']} on GPUs, "
         f"{MAX_SQUARE['cpu']} on CPU, that fits the smallest target",
         parse=lambda text, flag: parse_shape(text),
         metavar="MxNxK",
     ),
-    _overlap("--compute-streams", "GPU streams the compute is spread over."),
+    _overlap(("--compute-streams",), "GPU streams the compute is spread over."),
     _overlap(
-        ALLOW_BLOCKING_FLAG,
+        (ALLOW_BLOCKING_FLAG,),
         f"Measure on a GPU backend even with {listing(BLOCKING_ENV, last=' or ')} set "
         "(overlap then reads ~0; warned instead of refused).",
     ),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -105,23 +106,18 @@ WORKLOAD = Option(
 )
 
 
-def _search(flag: str, help: str, **rest: Any) -> Option:
-    return Option((flag,), help, TunePlan, panel=_SEARCH, **rest)
-
-
-def _conf(flag: str, help: str, owner: type, **rest: Any) -> Option:
-    return Option((flag,), help, owner, panel=_CONF, **rest)
-
+_search = partial(Option, owner=TunePlan, panel=_SEARCH)
+_conf = partial(Option, panel=_CONF)
 
 SEARCH_OPTIONS = (
     _search(
-        "--search",
+        ("--search",),
         "grid: every setting; halving: probe a few sizes, drop the clearly worse, then full "
         "sweeps; coordinate: numeric knobs one at a time (AutoCCL).",
         metavar="NAME",
     ),
     _search(
-        "--budget",
+        ("--budget",),
         "Wall-clock limit (90s, 10m, 1h): no setting starts that would not fit, at the mean "
         "time of those measured so far.",
         field="budget_s",
@@ -130,13 +126,13 @@ SEARCH_OPTIONS = (
         metavar="DURATION",
     ),
     _search(
-        "--max-settings",
+        ("--max-settings",),
         "Refuse a grid of more settings than this (the baseline not counted); the most a "
         "coordinate search measures.",
         metavar="N",
     ),
     _search(
-        "--choices/--no-choices",
+        ("--choices/--no-choices",),
         "NCCL/RCCL: after each setting, a 1-iteration pass with NCCL's debug output on that "
         "records the algorithm, protocol and channels NCCL used (choices.jsonl).",
         field="record_choices",
@@ -145,14 +141,14 @@ SEARCH_OPTIONS = (
 )
 CONF_OPTIONS = (
     _conf(
-        "--channels",
+        ("--channels",),
         "nccl_tuner.conf's channel count where the setting pins none (0: NCCL's own); "
         "needed for imported logs, which record no environment.",
         TunePlan,
         metavar="N",
     ),
     _conf(
-        "--tuner-shape",
+        ("--tuner-shape",),
         "nccl_tuner.conf's nNodes/nRanks. tuned: the tuned communicator's, so its rules "
         "match only that shape (NCCL's example plugin runs any other communicator's calls "
         "on 1 channel); any: -1, the tuned pairs for every communicator, untested there.",
@@ -163,7 +159,7 @@ CONF_OPTIONS = (
         metavar="NAME",
     ),
     _conf(
-        "--nccl-log",
+        ("--nccl-log",),
         "An NCCL debug log of the baseline or of the job, with NCCL_DEBUG=INFO and "
         "NCCL_DEBUG_SUBSYS TUNING (repeatable): what NCCL chose, written into nccl_tuner.conf where the "
         "default wins, where the winner names no algorithm/protocol, and for collectives "
@@ -174,7 +170,7 @@ CONF_OPTIONS = (
         metavar="FILE",
     ),
     _conf(
-        "--ranges",
+        ("--ranges",),
         "crossovers: a range ends where the winner changes; bands: small, medium and "
         "large; sizes: one per measured size.",
         SelectRule,
