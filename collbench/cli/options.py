@@ -313,6 +313,6 @@ def group(help: str, **settings: Any) -> typer.Typer:
     )
 
 
-def add_command(group: typer.Typer, name: str, *args: Any, **kwargs: Any) -> None:
-    """Register `command(name, ...)` on `group` as `name`."""
-    group.command(name)(command(name, *args, **kwargs))
+def add_command(parent: typer.Typer, name: str, *args: Any, **kwargs: Any) -> None:
+    """Register `command(name, ...)` on the `parent` group as `name`."""
+    parent.command(name)(command(name, *args, **kwargs))
