@@ -38,7 +38,7 @@ def test_wheel_maps_packages_under_collbench(wheel):
     assert "collbench/launchers/local.py" in names
     assert "collbench/analysis/fit/hockney.py" in names
     assert "collbench/topologies/__init__.py" in names
-    assert "collbench/core/collectives/all_reduce.py" in names
+    assert "collbench/core/collectives/base.py" in names
     for layer in ("core", "store", "bench", "run", "render", "cli"):
         assert f"collbench/{layer}/__init__.py" in names
     top = {name.split("/")[0] for name in names}
