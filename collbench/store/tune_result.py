@@ -7,14 +7,15 @@ The method, in full: docs/tune.md#collbench-store-tune-result-py.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from collbench.core.convert import plain
 from collbench.core.errors import SpecError
+from collbench.core.safe_text import ENV_NAME
 from collbench.store.reading import load_json
 from collbench.store.rundir import write_atomically, write_json_atomic
 
@@ -60,19 +61,9 @@ class TuneSetting:
         return self.status == "failed"
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "knobs": dict(self.knobs),
-            "status": self.status,
-            "error": self.error,
-            "id": self.id,
-            "label": self.label,
-            "baseline": self.baseline,
-            "rows": self.rows,
-            "repeats": self.repeats,
-        }
-        if self.runs is not None:
-            data.update(self.runs.to_dict())
-        return data
+        data = plain(replace(self, runs=None))
+        del data["runs"]  # its keys follow the setting's own
+        return data if self.runs is None else {**data, **self.runs.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -90,17 +81,13 @@ class SettingRuns:
     failed_in: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_dir": self.run_dirs[0] if self.run_dirs else None,
-            "run_dirs": list(self.run_dirs),
-            "probes": list(self.probes),
-            "dropped": self.dropped,
-            "repeat_errors": list(self.repeat_errors),
-            "duration_s": self.duration_s,
-            # written only where they say something: an older tune.json reads back unchanged
-            **({"skipped": [dict(item) for item in self.skipped]} if self.skipped else {}),
-            **({"failed_in": dict(self.failed_in)} if self.failed_in is not None else {}),
-        }
+        data = {"run_dir": self.run_dirs[0] if self.run_dirs else None, **plain(self)}
+        # written only where they say something: an older tune.json reads back unchanged
+        if not self.skipped:
+            del data["skipped"]
+        if self.failed_in is None:
+            del data["failed_in"]
+        return data
 
 
 @dataclass(frozen=True)
@@ -111,14 +98,6 @@ class EnvExport:
     setting: str = "baseline"
     why: str = ""
     conflicts: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "knobs": dict(self.knobs),
-            "setting": self.setting,
-            "why": self.why,
-            "conflicts": list(self.conflicts),
-        }
 
 
 @dataclass(frozen=True)
@@ -142,9 +121,6 @@ class TunerConfStatus:
     written: bool
     reason: str | None = None
     notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"written": self.written, "reason": self.reason, "notes": list(self.notes)}
 
 
 @dataclass(frozen=True)
@@ -181,25 +157,19 @@ class TuneResult:
         data: dict[str, Any] = {
             "settings": [item.to_dict() for item in self.settings],
             "best": [dict(item) for item in self.best],
-            "env": self.env.to_dict(),
+            "env": plain(self.env),
             "rule": dict(self.rule),
         }
         launch = self.launch
         if launch is not None:
-            data.update(
-                kind=TUNE_KIND,
-                search=launch.search,
-                repeats=launch.repeats,
-                budget_s=launch.budget_s,
-                command_line=list(launch.command_line),
-                spec=dict(launch.spec),
-                launcher=launch.launcher,
-                not_run=[dict(item) for item in launch.not_run],
-            )
+            launched = plain(launch)
+            launched["spec"] = dict(launch.spec)  # SweepSpec.to_dict's values, as they are
+            del launched["elapsed_s"]  # written after the warnings
+            data.update(kind=TUNE_KIND, **launched)
         if self.sources is not None:
             data["from"] = list(self.sources)
         if self.tuner_conf is not None:
-            data["tuner_conf"] = self.tuner_conf.to_dict()
+            data["tuner_conf"] = plain(self.tuner_conf)
         data["warnings"] = list(self.warnings)
         if launch is not None:
             data["elapsed_s"] = launch.elapsed_s
@@ -225,9 +195,18 @@ class TuneResult:
             ) from None
 
 
-_KNOWN = {"settings", "best", "env", "rule", "kind", "search", "repeats", "budget_s"}
-_KNOWN |= {"command_line", "spec", "launcher", "not_run", "elapsed_s", "from", "tuner_conf"}
-_KNOWN |= {"warnings", "interrupted"}
+_KNOWN = {
+    "settings",
+    "best",
+    "env",
+    "rule",
+    "kind",
+    "from",
+    "tuner_conf",
+    "warnings",
+    "interrupted",
+}
+_KNOWN |= {launch_key.name for launch_key in fields(TuneLaunch)}  # written beside them
 _RUN_KEYS = ("run_dir", "run_dirs", "probes", "dropped", "repeat_errors", "duration_s")
 
 
@@ -239,22 +218,20 @@ def _read(data: Mapping[str, Any]) -> TuneResult:
         settings=tuple(_setting(item) for item in data["settings"]),
         best=tuple(dict(item) for item in data["best"]),
         env=EnvExport(
-            knobs={str(k): str(v) for k, v in (env.get("knobs") or {}).items()},
+            knobs=_text_dict(env.get("knobs")),
             setting=str(env.get("setting") or "baseline"),
             why=str(env.get("why") or ""),
-            conflicts=tuple(str(line) for line in env.get("conflicts") or []),
+            conflicts=_texts(env.get("conflicts")),
         ),
         rule=dict(data.get("rule") or {}),
         launch=_launch(data) if launched else None,
-        sources=tuple(str(run) for run in data["from"]) if "from" in data else None,
+        sources=_texts(data["from"]) if "from" in data else None,
         tuner_conf=None
         if conf is None
         else TunerConfStatus(
-            bool(conf.get("written")),
-            conf.get("reason"),
-            tuple(str(note) for note in conf.get("notes") or []),
+            bool(conf.get("written")), conf.get("reason"), _texts(conf.get("notes"))
         ),
-        warnings=tuple(str(line) for line in data.get("warnings") or []),
+        warnings=_texts(data.get("warnings")),
         interrupted=None if data.get("interrupted") is None else str(data["interrupted"]),
         extra={key: value for key, value in data.items() if key not in _KNOWN},
     )
@@ -266,7 +243,7 @@ def _launch(data: Mapping[str, Any]) -> TuneLaunch:
         search=data.get("search"),
         repeats=None if repeats is None else int(repeats),
         budget_s=data.get("budget_s"),
-        command_line=tuple(str(arg) for arg in data.get("command_line") or []),
+        command_line=_texts(data.get("command_line")),
         spec=dict(data.get("spec") or {}),
         launcher=data.get("launcher"),
         not_run=tuple(dict(item) for item in data.get("not_run") or []),
@@ -281,16 +258,16 @@ def _setting(item: Mapping[str, Any]) -> TuneSetting:
         run_dirs = item.get("run_dirs") or ([first] if first else [])
         duration = item.get("duration_s")
         runs = SettingRuns(
-            run_dirs=tuple(str(path) for path in run_dirs),
-            probes=tuple(str(path) for path in item.get("probes") or []),
+            run_dirs=_texts(run_dirs),
+            probes=_texts(item.get("probes")),
             dropped=item.get("dropped") or None,
-            repeat_errors=tuple(str(line) for line in item.get("repeat_errors") or []),
+            repeat_errors=_texts(item.get("repeat_errors")),
             duration_s=None if duration is None else float(duration),
-            skipped=tuple(_pairing(entry) for entry in item.get("skipped") or []),
-            failed_in=None if not item.get("failed_in") else _pairing(item["failed_in"]),
+            skipped=tuple(_text_dict(entry) for entry in item.get("skipped") or []),
+            failed_in=_text_dict(item["failed_in"]) if item.get("failed_in") else None,
         )
     return TuneSetting(
-        knobs={str(k): str(v) for k, v in (item.get("knobs") or {}).items()},
+        knobs=_text_dict(item.get("knobs")),
         status=str(item.get("status") or "ok"),
         error=item.get("error"),
         id=str(item.get("id") or ""),
@@ -302,9 +279,14 @@ def _setting(item: Mapping[str, Any]) -> TuneSetting:
     )
 
 
-def _pairing(entry: Mapping[str, Any]) -> dict[str, str]:
-    """A skipped or failed pairing as tune.json holds it (strings only)."""
-    return {str(key): str(value) for key, value in entry.items()}
+def _texts(values: Any) -> tuple[str, ...]:
+    """A list of texts as tune.json holds it (null or missing: none)."""
+    return tuple(str(value) for value in values or [])
+
+
+def _text_dict(entry: Any) -> dict[str, str]:
+    """Knobs, or a skipped or failed pairing, as tune.json holds them (strings only)."""
+    return {str(key): str(value) for key, value in (entry or {}).items()}
 
 
 def is_tune_dir(path: Path) -> bool:
@@ -357,7 +339,6 @@ def _check_contained(result: TuneResult, tune_dir: Path, field: str) -> None:
 
 # best.env is a few lines; more than this is not one collbench wrote.
 BEST_ENV_MAX_BYTES = 1 << 20
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def read_best_env(tune_dir: Path, field: str) -> dict[str, str]:
@@ -383,7 +364,7 @@ def read_best_env(tune_dir: Path, field: str) -> dict[str, str]:
         except ValueError:
             words = []
         name, equals, value = words[1].partition("=") if len(words) == 2 else ("", "", "")
-        if words[:1] != ["export"] or not equals or not _ENV_NAME.fullmatch(name):
+        if words[:1] != ["export"] or not equals or not ENV_NAME.fullmatch(name):
             raise SpecError(
                 field,
                 f"{path} line {number}",
