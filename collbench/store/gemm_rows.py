@@ -15,8 +15,8 @@ from typing import Any
 
 from collbench.core.errors import SpecError
 from collbench.core.limits import ROWS_MAX_BYTES, ROWS_MAX_LINE_BYTES
-from collbench.store.reading import iter_lines
-from collbench.store.rundir import read_json_lines
+from collbench.store.reading import iter_lines, json_lines
+from collbench.store.row_values import short
 
 GEMM_FILE = "gemm.jsonl"
 GEMM = "gemm"
@@ -77,18 +77,18 @@ _TEXTS = ("shape", "dtype", "device", "accelerator", "op", "pass_name", "timing"
 def gemm_row_from_dict(data: Any, where: str) -> GemmRow:
     """The typed row of one gemm.jsonl line; SpecError naming `where` when it is not one."""
     if not isinstance(data, Mapping) or data.get("kind") != GEMM:
-        raise SpecError("row", _short(data), f"in {where} is not a gemm row")
+        raise SpecError("row", short(data), f"in {where} is not a gemm row")
     for name in _INTEGERS:
         value = data.get(name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise SpecError(name, _short(value), f"in {where} is not a count")
+            raise SpecError(name, short(value), f"in {where} is not a count")
     for name in _NUMBERS:
         value = data.get(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise SpecError(name, _short(value), f"in {where} is not a positive number")
+            raise SpecError(name, short(value), f"in {where} is not a positive number")
     for name in _TEXTS:
         if not isinstance(data.get(name), str):
-            raise SpecError(name, _short(data.get(name)), f"in {where} is not a string")
+            raise SpecError(name, short(data.get(name)), f"in {where} is not a string")
     known = {column.name for column in fields(GemmRow)}
     return GemmRow(**{key: value for key, value in data.items() if key in known})
 
@@ -107,12 +107,8 @@ def load_gemm_rows(run_dir: Path) -> list[GemmRow]:
     """The rows of a gemm run (none: an empty list). A last line cut short by a kill is
     skipped with a warning; any other bad line is a SpecError naming file and line."""
     return [
-        gemm_row_from_dict(data, where)
-        for data, where in read_json_lines(Path(run_dir) / GEMM_FILE)
+        gemm_row_from_dict(data, where) for data, where in json_lines(Path(run_dir) / GEMM_FILE)
     ]
-
-
-_LIMITS = (ROWS_MAX_LINE_BYTES, ROWS_MAX_BYTES)
 
 
 def count_gemm_rows(run_dir: Path) -> int:
@@ -120,11 +116,9 @@ def count_gemm_rows(run_dir: Path) -> int:
     a status line: a damaged file is counted, not refused."""
     path = Path(run_dir) / GEMM_FILE
     try:  # within core.limits: a FIFO or /dev/zero in its place is refused, not read
-        return sum(line.endswith(b"\n") for _, line in iter_lines(path, GEMM_FILE, *_LIMITS))
+        return sum(
+            line.endswith(b"\n")
+            for _, line in iter_lines(path, GEMM_FILE, ROWS_MAX_LINE_BYTES, ROWS_MAX_BYTES)
+        )
     except SpecError:
         return 0
-
-
-def _short(value: Any) -> Any:
-    text = value if isinstance(value, str) else repr(value)
-    return value if len(text) <= 40 else text[:37] + "..."

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from collbench.core.errors import SpecError
@@ -32,20 +32,8 @@ class Job:
 
     def save(self) -> Path:
         path = Path(self.run_dir) / JOB_FILE
-        write_json_atomic(
-            path,
-            {
-                "spec": self.spec.to_dict(),
-                "run_dir": str(self.run_dir),
-                "run_id": self.run_id,
-                "launcher": self.launcher,
-                "nproc": self.nproc,
-                "command_line": self.command_line,
-                "rank_env": self.rank_env,
-                "dir_prepared": self.dir_prepared,
-                "settings": self.settings,
-            },
-        )
+        data = {column.name: getattr(self, column.name) for column in fields(self)}
+        write_json_atomic(path, {**data, "spec": self.spec.to_dict(), "run_dir": str(self.run_dir)})
         return path
 
     @classmethod

@@ -9,7 +9,8 @@ from __future__ import annotations
 import errno
 import os
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+import shutil
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from collbench.core.errors import EXIT_RUN_FAILED, CollbenchError, SpecError
@@ -139,16 +140,10 @@ def write_output(flag: str, path: Path | str, data: bytes | str) -> Path:
     """Write `data` to `path` (a file checked by check_output_file): a temporary file beside
     it, flushed, then renamed into place, so a reader or a kill never meets half a file. A
     failure removes the temporary file and raises OutputError (a full disk) or SpecError."""
-    content = data.encode() if isinstance(data, str) else data
-    return write_output_with(flag, path, lambda tmp: tmp.write_bytes(content))
-
-
-def write_output_with(flag: str, path: Path | str, write: Callable[[Path], object]) -> Path:
-    """write_output where `write` writes the temporary file it is given."""
     target = Path(path).resolve()
     tmp = target.parent / f".collbench-{secrets.token_hex(4)}.tmp"
     try:
-        write(tmp)
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
         fsync_path(tmp, os.O_RDONLY)
         os.replace(tmp, target)
     except OSError as error:
@@ -187,22 +182,13 @@ def write_outputs(
         for path in written:
             Path(path).unlink(missing_ok=True)
         for folder in made:
-            _remove_tree(folder)
+            shutil.rmtree(folder, ignore_errors=True)
         raise
-
-
-def _remove_tree(folder: Path) -> None:
-    import shutil
-
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_dir_of(path: Path) -> Path | None:
     """The run directory `path` is in (one of its folders), or None."""
-    for folder in path.parents:
-        if is_run_dir(folder):
-            return folder
-    return None
+    return next((folder for folder in path.parents if is_run_dir(folder)), None)
 
 
 def is_run_dir(folder: Path) -> bool:

@@ -41,8 +41,6 @@ from collbench.store.rows import (
 ROWS_FILE = "rows.jsonl"
 PARQUET_FILE = "rows.parquet"
 META_FILE = "meta.json"
-# Created exclusively by the one run that claims a directory (prepare_run_dir).
-CLAIM_FILE = CLAIM_MARKER
 
 
 def new_run_id() -> str:
@@ -59,7 +57,7 @@ def prepare_run_dir(
     `allowed`), that another run has claimed, that is inside one of `inputs`, or that cannot
     be written (store/outputs.py: one line, exit 2; a full disk exit 1).
 
-    The claim is the exclusive creation of CLAIM_FILE inside it: of two runs started on the
+    The claim is the exclusive creation of CLAIM_MARKER inside it: of two runs started on the
     same --out at the same moment, exactly one creates it, and the other is refused as if it
     had come second (a check of the directory's entries alone would let both through).
     """
@@ -68,7 +66,7 @@ def prepare_run_dir(
     existed = run_dir.is_dir()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(run_dir / CLAIM_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.close(os.open(run_dir / CLAIM_MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
     except FileExistsError:
         raise SpecError(
             "--out",
@@ -89,7 +87,7 @@ def unclaim_run_dir(run_dir: Path, made: Iterable[str] = (), remove_dir: bool = 
     import shutil
 
     run_dir = Path(run_dir)
-    for name in (CLAIM_FILE, *made):
+    for name in (CLAIM_MARKER, *made):
         entry = run_dir / name
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
@@ -178,7 +176,7 @@ def load_rows(run_dir: Path, warn: bool = True) -> list[ResultRow]:
 
 def iter_rows(run_dir: Path, warn: bool = True) -> Iterator[ResultRow]:
     """load_rows one row at a time, in file order: what a reader that streams (export) uses."""
-    for data, where in read_json_lines(Path(run_dir) / ROWS_FILE, warn):
+    for data, where in json_lines(Path(run_dir) / ROWS_FILE, warn):
         yield check_collective(row_from_dict(data, where), where)
 
 
@@ -187,19 +185,11 @@ def count_rows(run_dir: Path, warn: bool = True) -> int:
     but without decoding a line that looks like a JSON object (a row's samples are most of
     it): what `collbench status` shows, in a fraction of a second for a 10k-row run of 2,000
     samples a row. A line that is not UTF-8 or not JSON is refused as load_rows refuses it."""
-    return count_json_lines(Path(run_dir) / ROWS_FILE, warn, _check_row)
-
-
-def _check_row(data: Any, where: str) -> None:
-    check_collective(row_from_dict(data, where), where)
-
-
-def read_json_lines(path: Path, warn: bool = True) -> Iterator[tuple[Any, str]]:
-    """(decoded line, "FILE line N") for each line of a JSON-lines file that rows are
-    appended to (none when it is missing). The unterminated last line of a write cut short
-    is skipped, with a warning; any other line that is not JSON is a SpecError."""
-    # Read a line at a time, within core.limits (store.reading): never /dev/zero whole.
-    yield from json_lines(path, warn)
+    return count_json_lines(
+        Path(run_dir) / ROWS_FILE,
+        warn,
+        lambda data, where: check_collective(row_from_dict(data, where), where),
+    )
 
 
 def write_parquet(run_dir: Path, rows: list[ResultRow] | None = None) -> Path | None:
