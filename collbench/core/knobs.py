@@ -123,11 +123,6 @@ def knob_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     }
 
 
-def knob_listing() -> str:
-    """What counts as a knob, for messages: `NCCL_*, RCCL_*, ..., OMP_NUM_THREADS`."""
-    return ", ".join([*(f"{prefix}*" for prefix in KNOB_PREFIXES), *KNOB_NAMES])
-
-
 def knob_backends(name: str) -> tuple[str, ...] | None:
     """The backends that read knob `name` (None: every backend)."""
     for key, backends in _READ_BY.items():
@@ -178,7 +173,8 @@ def check_knob_name(name: str, text: str, flag: str = KNOB_FLAG) -> list[str]:
         raise SpecError(flag, text, f"names no environment variable (upper case, digits, _){hint}")
     if not is_knob(name):
         close = difflib.get_close_matches(name, CATALOG, n=1, cutoff=TYPO_CUTOFF)
-        hint = f"; did you mean {close[0]}?" if close else f" ({knob_listing()})"
+        listing = ", ".join([*(f"{prefix}*" for prefix in KNOB_PREFIXES), *KNOB_NAMES])
+        hint = f"; did you mean {close[0]}?" if close else f" ({listing})"
         raise SpecError(flag, text, f"does not name a communication knob{hint}")
     if name in CATALOG or name in KNOWN_NAMES:
         return []

@@ -369,12 +369,7 @@ class SweepSpec:
         (printed commands and sbatch scripts must not depend on this version's defaults)."""
         if self.doctor is not None:
             return self._doctor_args()
-        args = [
-            "--collective",
-            ",".join(self.collectives),
-            "--min-bytes",
-            size_arg(self.min_bytes),
-        ]
+        args = ["--collective", ",".join(self.collectives), "--min-bytes", size_arg(self.min_bytes)]
         if self.max_bytes is not None:
             args += ["--max-bytes", size_arg(self.max_bytes)]
         if self.step_bytes is not None:

@@ -115,13 +115,18 @@ def path_level(value: str) -> str:
 _IFACE = re.compile(r"[^\s/,:]{1,15}")  # a Linux interface name (IFNAMSIZ - 1 bytes)
 
 
-def nccl_interfaces(value: str) -> str:
-    """NCCL_SOCKET_IFNAME: `eth`, `=eth0`, `^docker`, `^=docker0`, `=eth0,eth1` (prefixes)."""
-    items = value[1:] if value.startswith("^") else value
-    for item in items.split(","):
-        if not _IFACE.fullmatch(item.removeprefix("=")):
-            raise ValueError(f"has no interface name prefix in {item!r}")
-    return value
+def nccl_prefixes(pattern: re.Pattern[str], what: str) -> Checker:
+    """NCCL's list of name prefixes: `eth`, `=eth0` (exact), `^docker` and `^=docker0`
+    (excluded), `=eth0,eth1`; each name matching `pattern`."""
+
+    def check(value: str) -> str:
+        items = value[1:] if value.startswith("^") else value
+        for item in items.split(","):
+            if not pattern.fullmatch(item.removeprefix("=")):
+                raise ValueError(f"has no {what} in {item!r}")
+        return value
+
+    return check
 
 
 def gloo_interfaces(value: str) -> str:
@@ -130,15 +135,6 @@ def gloo_interfaces(value: str) -> str:
     for item in value.split(","):
         if not _IFACE.fullmatch(item):
             raise ValueError(f"has no interface name in {item!r}")
-    return value
-
-
-def ib_devices(value: str) -> str:
-    """NCCL_IB_HCA: `mlx5`, `=mlx5_0:1,mlx5_1:1`, `^=mlx5_3` (device[:port] prefixes)."""
-    items = value[1:] if value.startswith("^") else value
-    for item in items.split(","):
-        if not re.fullmatch(r"[\w.-]+(:\d+)?", item.removeprefix("=")):
-            raise ValueError(f"has no device[:port] in {item!r}")
     return value
 
 
@@ -178,10 +174,11 @@ CATALOG: dict[str, KnobSpec] = {
     "NCCL_SHM_DISABLE": KnobSpec(_SWITCH),
     "NCCL_PXN_DISABLE": KnobSpec(_SWITCH),
     "NCCL_P2P_NET_CHUNKSIZE": KnobSpec(size_bytes, numeric=True),
-    "NCCL_SOCKET_IFNAME": KnobSpec(nccl_interfaces),
+    "NCCL_SOCKET_IFNAME": KnobSpec(nccl_prefixes(_IFACE, "interface name prefix")),
     "NCCL_SOCKET_NTHREADS": KnobSpec(integer(1, 16), numeric=True),
     "NCCL_NSOCKS_PERTHREAD": KnobSpec(integer(1, 64), numeric=True),
-    "NCCL_IB_HCA": KnobSpec(ib_devices),
+    # `mlx5`, `=mlx5_0:1,mlx5_1:1`, `^=mlx5_3`: device[:port] prefixes
+    "NCCL_IB_HCA": KnobSpec(nccl_prefixes(re.compile(r"[\w.-]+(:\d+)?"), "device[:port]")),
     "NCCL_IB_DISABLE": KnobSpec(_SWITCH),
     # Identifiers and limits, not ordered performance numbers: numeric stays False.
     "NCCL_IB_TIMEOUT": KnobSpec(integer(0, 31)),  # 5 bits in the IB QP attribute

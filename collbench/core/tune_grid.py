@@ -165,9 +165,7 @@ def grid_size(axes: Sequence[KnobAxis]) -> int:
 
 
 def build_grid(
-    axes: Sequence[KnobAxis],
-    max_settings: int = DEFAULT_MAX_SETTINGS,
-    exhaustive: bool = True,
+    axes: Sequence[KnobAxis], max_settings: int = DEFAULT_MAX_SETTINGS, exhaustive: bool = True
 ) -> tuple[Setting, ...]:
     """The baseline, then every combination of the axes (first axis slowest, values in
     the order given). exhaustive: a grid search, refused (SpecError) when the grid is

@@ -155,11 +155,7 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-ROW_TYPES: dict[str, type[ResultRow]] = {
-    SWEEP: ResultRow,
-    OVERLAP: ProbeRow,
-    DOCTOR: DoctorRow,
-}
+ROW_TYPES: dict[str, type[ResultRow]] = {SWEEP: ResultRow, OVERLAP: ProbeRow, DOCTOR: DoctorRow}
 # The row kinds, a closed set: select rows by kind with `rows_of` (never `isinstance`, as
 # ProbeRow and DoctorRow are ResultRows too, nor a string of your own).
 ROW_KINDS = tuple(ROW_TYPES)
@@ -417,12 +413,7 @@ class RowBuilder:
         )
 
     def build_doctor(
-        self,
-        collective: str,
-        placement: str,
-        measured: Any,
-        group: DoctorGroup,
-        repeat: int = 0,
+        self, collective: str, placement: str, measured: Any, group: DoctorGroup, repeat: int = 0
     ) -> DoctorRow:
         """A kind "doctor" row: one group's measurement, its bandwidth for the group's size."""
         from collbench.core.bandwidth import bus_factor
