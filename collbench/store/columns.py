@@ -11,7 +11,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,7 +19,7 @@ from collbench.core.errors import SpecError
 from collbench.core.limits import ROWS_MAX_BYTES
 from collbench.store.reading import open_regular
 from collbench.store.row_values import Samples
-from collbench.store.rows import ROW_TYPES, ResultRow, check_collective, row_from_dict
+from collbench.store.rows import COLUMN_TYPES, ResultRow, check_collective, row_from_dict
 from collbench.store.rundir import (
     COPY_OF,
     PARQUET_FILE,
@@ -35,13 +35,7 @@ SAMPLES = "time_us_samples"
 _JSON_COLUMNS = ("knobs", "probe_samples_us")
 # Integer columns: a copy holds one that has nulls as doubles (pandas), read back as integers.
 _INT_COLUMNS = frozenset(
-    column.name
-    for row_type in ROW_TYPES.values()
-    for column in fields(row_type)
-    if str(column.type).removesuffix(" | None") == "int"
-)
-_KNOWN_COLUMNS = frozenset(
-    column.name for row_type in ROW_TYPES.values() for column in fields(row_type)
+    name for name, annotation in COLUMN_TYPES.items() if annotation.removesuffix(" | None") == "int"
 )
 _EXACT_INT = 2**53  # a double holds every integer up to this exactly
 _BUFFER_BYTES = 1 << 20
@@ -115,7 +109,7 @@ def _from_copy(
             copy = pq.ParquetFile(file, pre_buffer=False, buffer_size=_BUFFER_BYTES)
             if _recorded_stamp(copy.schema_arrow.metadata) != stamp:
                 raise _NotFaithful("a copy of another rows.jsonl")
-            names = [name for name in copy.schema_arrow.names if name in _KNOWN_COLUMNS]
+            names = [name for name in copy.schema_arrow.names if name in COLUMN_TYPES]
             batches = copy.iter_batches(PARQUET_GROUP_ROWS, columns=names, use_threads=False)
             for batch in batches:
                 for row, times in _batch_rows(batch, path, len(pairs)):

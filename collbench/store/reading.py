@@ -116,12 +116,7 @@ def iter_lines(
             number += 1
             total += len(line)
             if len(line) > max_line_bytes and not line.endswith(b"\n"):
-                raise SpecError(
-                    field,
-                    str(path),
-                    f"line {number} is longer than {size_text(max_line_bytes)}, collbench's "
-                    "limit for a line of this file",
-                )
+                _too_long(field, path, number, max_line_bytes)
             if total > max_bytes:
                 raise SpecError(field, str(path), _over_limit(None, max_bytes))
             yield number, line
@@ -253,7 +248,7 @@ def count_json_lines(path: Path, warn: bool = True, check: Check | None = None) 
             lines = (tail + chunk).split(b"\n")
             tail = lines.pop()  # the part after the last newline: read on with the next chunk
             if len(tail) > ROWS_MAX_LINE_BYTES:
-                _too_long(path, number + len(lines) + 1)
+                _too_long(path.name, path, number + len(lines) + 1)
             count += _count_whole(path, lines, number, warn, check)
             number += len(lines)
     if tail.strip():  # the last line, without its newline
@@ -274,12 +269,12 @@ def _read_chunk(file: BinaryIO, path: Path) -> bytes:
         raise SpecError(path.name, str(path), f"cannot be read: {_reason(error)}") from None
 
 
-def _too_long(path: Path, number: int) -> None:
+def _too_long(field: str, path: Path, number: int, limit: int = ROWS_MAX_LINE_BYTES) -> None:
     raise SpecError(
-        path.name,
+        field,
         str(path),
-        f"line {number} is longer than {size_text(ROWS_MAX_LINE_BYTES)}, collbench's limit "
-        "for a line of this file",
+        f"line {number} is longer than {size_text(limit)}, collbench's limit for a line of "
+        "this file",
     )
 
 
@@ -298,7 +293,7 @@ def _count_whole(
     count, odd = 0, []
     for offset, line in enumerate(lines, number + 1):
         if len(line) >= ROWS_MAX_LINE_BYTES:
-            _too_long(path, offset)
+            _too_long(path.name, path, offset)
         text = line.strip()
         if not text:
             continue

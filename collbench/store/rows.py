@@ -283,7 +283,7 @@ def _median_row(rows: list[ResultRow]) -> ResultRow:
 # Columns without which a line is not a row; every other column may be missing (an older
 # row) or null, and otherwise must have its field's type.
 _REQUIRED = ("collective", "size_bytes")
-_COLUMN_TYPES = {
+COLUMN_TYPES = {
     column.name: str(column.type) for row_type in _COLUMNS_OF for column in fields(row_type)
 }
 
@@ -328,10 +328,10 @@ _NON_NEGATIVE += tuple(f"t_{name}_us{end}" for name in PROBE_SERIES for end in (
 
 _RANGE_LIMITS = RangeLimits(_AT_LEAST, ("rank_last_count", "group_ranks"), _POSITIVE, _NON_NEGATIVE)
 # Each column's checks, compiled once (a value that is None passes both).
-_TYPE_CHECKS = {column: type_check(annotation) for column, annotation in _COLUMN_TYPES.items()}
+_TYPE_CHECKS = {column: type_check(annotation) for column, annotation in COLUMN_TYPES.items()}
 _RANGE_CHECKS = {
     column: range_check(column, annotation, _RANGE_LIMITS)
-    for column, annotation in _COLUMN_TYPES.items()
+    for column, annotation in COLUMN_TYPES.items()
 }
 _CHECKS_OF = {
     row_type: tuple(
