@@ -195,18 +195,8 @@ class TuneResult:
             ) from None
 
 
-_KNOWN = {
-    "settings",
-    "best",
-    "env",
-    "rule",
-    "kind",
-    "from",
-    "tuner_conf",
-    "warnings",
-    "interrupted",
-}
-_KNOWN |= {launch_key.name for launch_key in fields(TuneLaunch)}  # written beside them
+_KNOWN = {"settings", "best", "env", "rule", "kind", "from", "tuner_conf", "warnings"}
+_KNOWN |= {"interrupted", *(launch_key.name for launch_key in fields(TuneLaunch))}
 _RUN_KEYS = ("run_dir", "run_dirs", "probes", "dropped", "repeat_errors", "duration_s")
 
 
