@@ -343,24 +343,16 @@ _CHECKS_OF = {
 }
 
 
+@dataclass
 class RowBuilder:
     """Turns a rank-combined measurement into a result row with the run's context."""
 
-    def __init__(
-        self,
-        run_id: str,
-        spec: Any,
-        world_size: int,
-        nodes: int,
-        knobs: dict[str, Any],
-        topology: str | None = None,
-    ) -> None:
-        self.run_id = run_id
-        self.spec = spec
-        self.world_size = world_size
-        self.nodes = nodes
-        self.knobs = knobs
-        self.topology = topology
+    run_id: str
+    spec: Any
+    world_size: int
+    nodes: int
+    knobs: dict[str, Any]
+    topology: str | None = None
 
     def build(
         self,
