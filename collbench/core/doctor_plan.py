@@ -75,7 +75,7 @@ class Layout:
 def circle_rounds(count: int) -> CircleRounds:
     """Round-robin pairings of `count` items (the circle method): count-1 rounds (count
     rounds when odd, one item sitting out each), every pair exactly once, every item in at
-    most one pair per round. Each round is worked out when asked for (circle_round), so a
+    most one pair per round. Each round is worked out when asked for, so a
     fleet of thousands does not hold its N^2/2 pairs at once."""
     return CircleRounds(count)
 
@@ -96,27 +96,17 @@ class CircleRounds(Sequence[list[tuple[int, int]]]):
             return [self[position] for position in range(len(self))[index]]
         if not -len(self) <= index < len(self):
             raise IndexError(index)
-        return circle_round(self.count, index % len(self))
+        # Item 0 stays, the others (and a stand-in that makes an odd count even) turn `index`
+        # places; position k faces position size-1-k.
+        size, turn = self.count + self.count % 2, index % len(self)
+        seat = [0, *(1 + (position - 1 - turn) % (size - 1) for position in range(1, size))]
+        faces = [(seat[position], seat[size - 1 - position]) for position in range(size // 2)]
+        return sorted(  # the stand-in (count, when odd) sits one item out
+            (min(pair), max(pair)) for pair in faces if max(pair) < self.count
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sequence) and list(self) == list(other)
-
-
-def circle_round(count: int, index: int) -> list[tuple[int, int]]:
-    """Round `index` of the circle method: item 0 stays, the others (and a stand-in that
-    makes an odd count even) turn `index` places; position k faces position size-1-k."""
-    size = count + count % 2
-    turn = size - 1
-
-    def at(position: int) -> int:
-        return 0 if position == 0 else 1 + (position - 1 - index) % turn
-
-    pairs = []
-    for position in range(size // 2):
-        a, b = at(position), at(size - 1 - position)
-        if a < count and b < count:  # the stand-in (count, when odd) sits one item out
-            pairs.append((min(a, b), max(a, b)))
-    return sorted(pairs)
 
 
 @dataclass(frozen=True)
