@@ -67,7 +67,12 @@ def load_run(
     With `reduce`, the rows are read with their samples apart (store.columns: column-wise
     from a faithful rows.parquet), and the Run keeps what `reduce` made of each row's.
     """
-    rows, reduced = _read_rows(Path(path), reduce) if Path(path).is_dir() else ([], None)
+    rows, reduced = [], None
+    if Path(path).is_dir() and reduce is None:
+        rows = load_rows(Path(path))
+    elif Path(path).is_dir():  # with its samples apart
+        pairs = read_rows_apart(Path(path), reduce)
+        rows, reduced = [row for row, _ in pairs], tuple(made for _, made in pairs)
     if field is not None and not rows and (Path(path) / GEMM_FILE).exists():
         raise SpecError(
             field,
@@ -89,12 +94,3 @@ def _why_no_rows(run_dir: Path, hint: str) -> str:
     if meta is None or meta.state in (None, "running", "completed") or not error:
         return f"(no rows.jsonl){hint}"
     return f"(the run ended {meta.state} before measuring any: {escape_control(str(error))})"
-
-
-def _read_rows(
-    run_dir: Path, reduce: Reduce | None
-) -> tuple[list[ResultRow], tuple[Any, ...] | None]:
-    if reduce is None:
-        return load_rows(run_dir), None
-    pairs = read_rows_apart(run_dir, reduce)
-    return [row for row, _ in pairs], tuple(made for _, made in pairs)
