@@ -45,22 +45,21 @@ def render_comparison(result: Comparison, base_path: str, cand_path: str) -> str
             "# !!! METHODOLOGY DIFFERS: these runs were not measured the same way;",
             "# !!! the ratios below mix that difference with the system's:",
         ]
-        lines += [
-            f"# !!!   {d.field}: {_shown(d.baseline)} -> {_shown(d.candidate)}" for d in method
-        ]
+        lines += [f"# !!!   {d.field}: {shown(d.baseline)} -> {shown(d.candidate)}" for d in method]
     lines += _size_lines(result) + _band_lines(result)
     environment = [d for d in result.differences if d.kind == "environment"]
     if environment:
         lines += ["#", "# environment differences (what is being compared):"]
         lines += [
-            f"#   {d.field}: {_shown(d.baseline)} -> {_shown(d.candidate)}" for d in environment
+            f"#   {d.field}: {shown(d.baseline)} -> {shown(d.candidate)}" for d in environment
         ]
     lines += [f"# only in baseline: {entry}" for entry in result.only_baseline]
     lines += [f"# only in candidate: {entry}" for entry in result.only_candidate]
     return "\n".join(lines)
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
+    """A setting's value as the comparison shows it: `(unset)` for none."""
     return "(unset)" if value is None else str(value)
 
 

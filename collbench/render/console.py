@@ -184,7 +184,7 @@ class ConsoleSink:
 
     def _print(self, *lines: str) -> None:
         # With a live bar on the same terminal, lines go above the bar, not through it.
-        above_bar = self._progress is not None and self.stream is sys.stdout and _tty(1)
+        above_bar = self._progress is not None and self.stream is sys.stdout and os.isatty(1)
         for line in lines:
             if above_bar:
                 self._progress.print(line)
@@ -233,10 +233,3 @@ class _Progress:
 
     def stop(self) -> None:
         self._bar.stop()
-
-
-def _tty(fd: int) -> bool:
-    try:
-        return os.isatty(fd)
-    except OSError:
-        return False

@@ -44,7 +44,8 @@ def verdict_table(diagnosis: Diagnosis, expectation: Expectation | None = None) 
     if diagnosis.healthy is None:
         lines.append(f"{UNJUDGED}: {diagnosis.reason}")
     elif diagnosis.healthy:
-        source = expectation.source if expectation is not None else _source_of(diagnosis)
+        found = (item.expected_from for item in diagnosis.findings if item.expected_from)
+        source = expectation.source if expectation is not None else next(found, "")
         judged = ", ".join(diagnosis.judged)
         repeats = f"{diagnosis.repeats} repeats" if diagnosis.repeats else ""
         detail = "; ".join(
@@ -62,10 +63,6 @@ def verdict_table(diagnosis: Diagnosis, expectation: Expectation | None = None) 
     if diagnosis.findings:
         lines += aligned_table(VERDICT_HEADER, [finding_cells(item) for item in diagnosis.findings])
     return "\n".join(lines)
-
-
-def _source_of(diagnosis: Diagnosis) -> str:
-    return next((item.expected_from for item in diagnosis.findings if item.expected_from), "")
 
 
 def finding_cells(finding: Finding) -> tuple[str, ...]:
@@ -264,7 +261,9 @@ class DoctorConsole:
         (of how many, where known), group, busbw and the time since the doctor started."""
         stage = row.stage or "?"
         if stage in ("pair", "shuffle"):
-            total = _pair_rounds(len(self._hosts)) if stage == "pair" else self._shuffle_rounds
+            nodes = len(self._hosts)  # the circle method: N-1 rounds, N for an odd N (one sits out)
+            pair_rounds = nodes - 1 if nodes % 2 == 0 else nodes
+            total = pair_rounds if stage == "pair" else self._shuffle_rounds
             index = (row.round_index or 0) + 1
             stage += f" round {index}/{total}" if total and total > 0 else f" round {index}"
         elif stage == "bisect":
@@ -288,11 +287,6 @@ class DoctorConsole:
 
     def _out(self) -> TextIO:
         return self.stream or sys.stdout
-
-
-def _pair_rounds(nodes: int) -> int:
-    """Rounds of the circle method: N-1 for an even N, N for an odd one (one sits out)."""
-    return nodes - 1 if nodes % 2 == 0 else nodes
 
 
 def node_checks_table(checks: Sequence[Any]) -> str:

@@ -92,6 +92,7 @@ def _sweep_config(meta: RunMeta) -> dict[str, Any]:
     """nccl-tests' config keys from a sweep's spec (one thread, one device per rank)."""
     spec = meta.spec or {}
     factor = spec.get("factor")
+    factor = 2 if factor is None else factor
     return {
         "nthreads": 1,
         "ngpus": 1 if (meta.backend or "") in ("nccl", "rccl") else 0,
@@ -100,7 +101,7 @@ def _sweep_config(meta: RunMeta) -> dict[str, Any]:
         **(
             {"step_bytes": spec["step_bytes"]}
             if spec.get("step_bytes")
-            else {"step_factor": _plain(factor if factor is not None else 2)}
+            else {"step_factor": int(factor) if float(factor).is_integer() else factor}
         ),
         "warmup_iters": spec.get("warmup"),
         "iterations": spec.get("iters"),
@@ -481,10 +482,6 @@ def nccl_time(utc: str | None) -> str | None:
         return utc
 
 
-def _plain(number: float) -> float | int:
-    return int(number) if float(number).is_integer() else number
-
-
 def _bool(value: bool) -> str:
     return "true" if value else "false"
 
@@ -672,7 +669,8 @@ def complete_side_files(run_dir: Path) -> Completed:
         return done
     run = load_run(run_dir)
     if record.csv is not None:
-        _complete(Path(record.csv), _csv_text(run), _is_our_csv(run), done)
+        columns = csv_columns((run.meta.spec or {}).get("overlap") is not None)
+        _complete(Path(record.csv), _csv_text(run, columns), _is_our_csv(columns), done)
     if record.nccl_json is not None:
         for path, text in _json_texts(run, record).items():
             _complete(path, text, _is_our_json, done)
@@ -693,22 +691,16 @@ def _complete(path: Path, text: str, ours: Callable[[Path], bool], done: Complet
     done.written.append(path)
 
 
-def _csv_text(run: Run) -> str:
-    columns = _columns(run)
-    text = io.StringIO()
-    writer = csv.writer(text)
-    writer.writerow(columns)
+def _csv_text(run: Run, columns: Sequence[str]) -> str:
+    buffer = io.StringIO()
+    stream = _CsvStream(buffer, columns)
     for row in run.rows:
-        writer.writerow(csv_record(row, columns))
-    return text.getvalue()
+        stream.write(row)
+    return buffer.getvalue()
 
 
-def _columns(run: Run) -> tuple[str, ...]:
-    return csv_columns((run.meta.spec or {}).get("overlap") is not None)
-
-
-def _is_our_csv(run: Run) -> Callable[[Path], bool]:
-    header = ",".join(_columns(run))
+def _is_our_csv(columns: Sequence[str]) -> Callable[[Path], bool]:
+    header = ",".join(columns)
 
     def check(path: Path) -> bool:
         with open(path, encoding="utf-8", errors="replace") as stream:

@@ -69,8 +69,10 @@ def render_gemm_table(rows: Sequence[GemmRow], topology: Any, what: str, tf32: b
         cells = [row.op, row.pass_name, row.shape, f"{row.time_us:,.1f}", mean]
         cells.append(f"{row.tflops:,.3f}")
         if peak is not None:
-            predicted = _predicted(row, topology, peak)
-            share = _of(row, peak)
+            gemm = Gemm(row.op, row.pass_name, row.m, row.n, row.k, row.batch)
+            flops = peak.flops or 1.0
+            predicted = gemm_time(gemm, topology.accelerator, flops, peak.kind).efficiency
+            share = row.tflops * 1e12 / flops
             cells += [f"{share:.1%}", f"{predicted:.1%}", f"{share / predicted:.2f}"]
         body.append(cells)
     lines += text_columns([header, *body], left=(0, 1, 2))
@@ -110,12 +112,3 @@ def _model_notes(first: GemmRow, topology: Any, peak: ModelPeak) -> list[str]:
             "the shares below compare different accelerators"
         )
     return notes
-
-
-def _of(row: GemmRow, peak: ModelPeak) -> float:
-    return row.tflops * 1e12 / (peak.flops or 1.0)
-
-
-def _predicted(row: GemmRow, topology: Any, peak: ModelPeak) -> float:
-    gemm = Gemm(row.op, row.pass_name, row.m, row.n, row.k, row.batch)
-    return gemm_time(gemm, topology.accelerator, peak.flops or 1.0, peak.kind).efficiency

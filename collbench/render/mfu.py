@@ -60,26 +60,12 @@ def to_json(
             "vocab": model.vocab,
             **{
                 name: getattr(workload.training, name)
-                for name in (
-                    "seq",
-                    "global_batch",
-                    "micro_batch",
-                    "recompute",
-                    "dtype",
-                    "attention",
-                )
+                for name in "seq global_batch micro_batch recompute dtype attention".split()
             },
             **{
                 name: getattr(workload.parallelism, name)
                 for name in (
-                    "tp",
-                    "pp",
-                    "dp",
-                    "zero",
-                    "sequence_parallel",
-                    "virtual_stages",
-                    "dp_overlap",
-                    "dp_bucket_mb",
+                    "tp pp dp zero sequence_parallel virtual_stages dp_overlap dp_bucket_mb".split()
                 )
             },
             "dp_origin": workload.dp_origin or "given",
@@ -368,8 +354,11 @@ def _memory_notes(estimates: Sequence[Estimate]) -> list[str]:
     memory = estimates[0].memory
     if memory is None:
         return []
+    stage = (
+        f"pipeline stage {memory.stage}, the busiest" if memory.stage else "first pipeline stage"
+    )
     notes = [
-        f"memory per accelerator ({_stage_name(memory.stage)}, {memory.in_flight:g} micro-batch"
+        f"memory per accelerator ({stage}, {memory.in_flight:g} micro-batch"
         f"{'' if memory.in_flight == 1 else 'es'} of activations): {breakdown_text(memory)}; "
         "a lower bound (CUDA context, fragmentation and buffers come on top)"
     ]
@@ -378,11 +367,6 @@ def _memory_notes(estimates: Sequence[Estimate]) -> list[str]:
         names = ", ".join(dict.fromkeys(unknown))
         notes.append(f"  not checked against {names}: no accelerator.memory_gib given")
     return notes
-
-
-def _stage_name(stage: int) -> str:
-    """The pipeline stage the memory estimate is for: the busiest."""
-    return "first pipeline stage" if stage == 0 else f"pipeline stage {stage}, the busiest"
 
 
 def price_lines(

@@ -19,6 +19,7 @@ from collbench.analysis.model.fabric_compare import (
 )
 from collbench.core.units import counted, format_number, round_sig, size_arg
 from collbench.render.table import text_columns
+from collbench.render.topology import scale_out_text
 from collbench.run.predict import Fabric, Prediction
 
 # The tag after a time, saying where it came from (mfu's m/p, with how a measured run gave it).
@@ -71,9 +72,8 @@ def fabric_line(fabric: Fabric) -> str:
         f"{topology.name}: {counted(topology.nodes, 'node')} x {topology.accelerators_per_node} = "
         f"{topology.world_size} ranks ({whence}); {up.kind} {up.bandwidth_gbytes_s:g} GB/s"
     )
-    out = topology.scale_out
-    if out is not None:
-        text += f", {out.nics_per_node} x {out.nic_gbits_s:g} Gb/s {out.kind}"
+    if topology.scale_out is not None:
+        text += f", {scale_out_text(topology)}"
     if fabric.runs:
         text += f"; measured: {', '.join(fabric.runs)}"
     return text
@@ -84,14 +84,7 @@ def _table(lines: Sequence[Line], names: list[str]) -> list[str]:
     ratio_names = [f"{name}/{names[0]}" for name in names[1:]]
     groups = ["", *(f"{name}" for name in names for _ in CELL_HEADER), *("" for _ in ratio_names)]
     header = ["size", *(CELL_HEADER * len(names)), *ratio_names]
-    body = [
-        [
-            size_arg(line.size_bytes),
-            *(text for item in line.cells for text in cell_texts(item)),
-            *(_ratio(value) for value in line.ratios[1:]),
-        ]
-        for line in lines
-    ]
+    body = [line_cells(line) for line in lines]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     return [_group_line(groups, widths), *text_columns([header, *body], {0})]
 
@@ -107,6 +100,13 @@ def _group_line(groups: list[str], widths: list[int]) -> str:
     return "  ".join(out).rstrip()
 
 
+def line_cells(line: Line) -> list[str]:
+    """A table line: the size, each fabric's cells, then its time over the first's."""
+    cells = [text for item in line.cells for text in cell_texts(item)]
+    ratios = ["-" if value is None else f"{value:.3f}" for value in line.ratios[1:]]
+    return [size_arg(line.size_bytes), *cells, *ratios]
+
+
 def cell_texts(item: Cell) -> tuple[str, ...]:
     """time and its tag, busbw, regime, bound: as the table prints them."""
     bound = f"{item.bound_busbw_gbps:.1f} {item.algorithm}" if item.bound_busbw_gbps else "-"
@@ -116,10 +116,6 @@ def cell_texts(item: Cell) -> tuple[str, ...]:
         item.regime,
         bound,
     )
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
 
 
 def to_json(prediction: Prediction) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from collbench.render.report.fit import (
     series_for,
     summary_cells,
 )
-from collbench.render.report.tune_section import tune_only_report, with_tuning
+from collbench.render.report.tune_section import with_tuning
 from collbench.store.load import Run
 from collbench.store.meta import RunMeta
 from collbench.store.rows import ResultRow, median_over_repeats
@@ -130,7 +130,7 @@ def _collective_section(
     fits: dict[str, list[Any]],
     key: tuple[str, str],
     topologies: dict[str, Topology | None],
-    drawn: list[str] | None = None,
+    drawn: list[str],
 ) -> Section:
     collective, placement = key
     measured = [
@@ -139,18 +139,18 @@ def _collective_section(
         if (rows := _rows(run, key))
     ]
     series = [item for _, item in measured]
-    full = [item for path, item in measured if drawn is None or path in drawn]
-    others = [item for path, item in measured if drawn is not None and path not in drawn]
+    ordered = sorted(measured, key=lambda pair: pair[0] not in drawn)  # drawn in full first
+    full = [item for path, item in ordered if path in drawn]
+    others = [item for path, item in ordered if path not in drawn]
     stem = f"{collective}_{placement}"
     section = Section(f"{collective} ({placement})")
     models: list[charts.ModelCurve] = []
-    ordered = [*full, *others]
-    paths = [path for path, item in measured if drawn is None or path in drawn]
-    paths += [path for path, item in measured if drawn is not None and path not in drawn]
     # each topology's curves over the runs it is drawn for (series_index: in `ordered`)
     for topology in {id(t): t for t in topologies.values() if t is not None}.values():
-        mine = [index for index, path in enumerate(paths) if topologies.get(path) is topology]
-        curves, model_notes = model_curves(topology, collective, [ordered[i] for i in mine])
+        mine = [
+            index for index, (path, _) in enumerate(ordered) if topologies.get(path) is topology
+        ]
+        curves, model_notes = model_curves(topology, collective, [ordered[i][1] for i in mine])
         for curve in curves:
             index = None if curve.series_index is None else mine[curve.series_index]
             models.append(_shared_past(replace(curve, series_index=index), len(full)))
@@ -418,8 +418,10 @@ def _knobs(meta: RunMeta, first: ResultRow) -> str:
 
 def report_document(inputs: ReportInputs) -> Report:
     """`collbench report`'s document: the runs' report with the Tuning and Doctor sections."""
-    if not inputs.runs:  # tune directories whose every setting failed
-        return tune_only_report(inputs.title or "collbench report", inputs.tunes)
+    if not inputs.runs:  # tune directories whose every setting failed: their sections alone
+        title = inputs.title or "collbench report"
+        empty = Report(title, Table(("run",), []), [], [], None, _about(ReportOptions()))
+        return with_tuning(empty, inputs.tunes)
     options = ReportOptions(inputs.title, inputs.names, inputs.fabric, topologies=inputs.fabrics)
     document = with_tuning(build_report(inputs.runs, options), inputs.tunes)
     names = {run.path: inputs.names.get(run.path) or run_label(run) for run in inputs.runs}

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from collbench.core.stats import geomean
 from collbench.render import charts
+from collbench.render.compare import shown
 from collbench.render.report import ratio_charts
 from collbench.render.report.document import Chart, Section, Table
 
@@ -172,7 +173,7 @@ def comparison_section(result: Comparison, base: str, cand: str, drawn: bool = T
     method = result.methodology
     if method:
         changes = "; ".join(
-            f"{diff.field} {_shown(diff.baseline)} -> {_shown(diff.candidate)}" for diff in method
+            f"{diff.field} {shown(diff.baseline)} -> {shown(diff.candidate)}" for diff in method
         )
         section.warnings.append(
             "METHODOLOGY DIFFERS: these runs were not measured the same way, so the ratios "
@@ -193,10 +194,7 @@ def comparison_section(result: Comparison, base: str, cand: str, drawn: bool = T
         section.tables.append(
             Table(
                 ("field", base, cand),
-                [
-                    (diff.field, _shown(diff.baseline), _shown(diff.candidate))
-                    for diff in environment
-                ],
+                [(diff.field, shown(diff.baseline), shown(diff.candidate)) for diff in environment],
                 caption="environment differences (what is being compared)",
             )
         )
@@ -283,10 +281,6 @@ def _size_table(result: Comparison) -> Table:
 
 def _busbw(value: float | None) -> str:
     return "-" if value is None else charts.number(value)
-
-
-def _shown(value: Any) -> str:
-    return "(unset)" if value is None else str(value)
 
 
 def _stem(label: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,6 @@ from collbench.render.doctor_text import (
 )
 from collbench.render.report.doctor_charts import (
     LABEL_MAX_HOSTS,
-    as_array,
     heatmap_chart,
     node_bars_chart,
 )
@@ -237,12 +235,11 @@ def node_table(
     run: Run,
     hosts: Sequence[str],
     intra: Mapping[str, float],
-    matrix: Sequence[Sequence[float | None]] | np.ndarray,
+    matrix: np.ndarray,
     document: DoctorReport | None,
 ) -> Table:
     """Per node: address, ranks, intra-node busbw, median and slowest pair, pass ratio."""
-    values = as_array(matrix)
-    medians = pair_medians(hosts, values)
+    medians = pair_medians(hosts, matrix)
     nodes = doctor_nodes(run)
     addresses = nodes.get("addresses") if isinstance(nodes.get("addresses"), Mapping) else {}
     ranks = nodes.get("ranks_per_host") if isinstance(nodes.get("ranks_per_host"), Mapping) else {}
@@ -250,7 +247,7 @@ def node_table(
     slow_hosts, _ = flagged(document)
     rows = []
     for position, host in enumerate(hosts):
-        slowest = _slowest(hosts, values[position])
+        slowest = _slowest(hosts, matrix[position])
         ratio = ratios.get(host) if isinstance(ratios, Mapping) else None
         rows.append(
             (
@@ -376,12 +373,7 @@ def with_doctor(
     doctors = [run for run in runs if doctor_rows(run)]
     named = len(doctors) > 1
     sections = [
-        doctor_section(
-            run,
-            names.get(run.path) or Path(run.path).name or run.run_id,
-            (documents or {}).get(run.path),
-            named,
-        )
+        doctor_section(run, names[run.path], (documents or {}).get(run.path), named)
         for run in doctors
     ]
     return replace(report, sections=[*sections, *report.sections])

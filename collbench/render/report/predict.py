@@ -4,9 +4,9 @@ chart and the side-by-side table, then each topology's figures with their source
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from collbench.render.predict import LEGEND, cell_texts, fabric_line, header_lines, letters
+from collbench.render.predict import LEGEND, fabric_line, header_lines, letters, line_cells
 from collbench.render.report.document import Chart, Report, Section, Table, render_html
 
 if TYPE_CHECKING:
@@ -53,21 +53,13 @@ def _collective_section(prediction: Prediction, collective: str) -> Section:
         header += [f"{name} time (us)", f"{name} busbw (GB/s)"]
         header += [f"{name} regime", f"{name} bound (GB/s)"]
     header += [f"{name}/{names[0]} time" for name in names[1:]]
-    rows = [_row(line) for line in lines]
+    rows = [tuple(line_cells(line)) for line in lines]
     notes = [" ".join(LEGEND.splitlines()), *header_lines(prediction)[1:2]]
     section = Section(collective, tables=[Table(tuple(header), rows)], notes=notes)
     chart = _chart(collective, lines, prediction.fabrics, names)
     if chart is not None:
         section.charts.append(chart)
     return section
-
-
-def _row(line: Line) -> tuple[Any, ...]:
-    from collbench.core.units import size_arg
-
-    cells = [text for item in line.cells for text in cell_texts(item)]
-    ratios = ["-" if value is None else f"{value:.3f}" for value in line.ratios[1:]]
-    return (size_arg(line.size_bytes), *cells, *ratios)
 
 
 def _chart(

@@ -48,12 +48,8 @@ def ratio_chart(title: str, series: Sequence[RatioSeries], ylabel: str) -> bytes
     if not sizes_all:
         charts.pyplot().close(figure)
         return None
-    handles.append(axes.axhline(1.0, color=charts.MODEL_COLOR, linewidth=1, linestyle=":"))
-    labels.append("baseline (1.0)")
-    (filled,) = axes.plot([], [], "o", color="#555555", markersize=5)
-    (hollow,) = axes.plot([], [], "o", color="#555555", markersize=5, markerfacecolor="none")
-    handles += [filled, hollow]
-    labels += ["faster or slower (beyond the noise)", "within the noise, or unjudged"]
+    baseline = axes.axhline(1.0, color=charts.MODEL_COLOR, linewidth=1, linestyle=":")
+    _ratio_keys(baseline, handles, labels)
     charts.size_axis(axes, sizes_all)
     _ratio_axis(axes, ratios_all)
     axes.set_ylabel(ylabel)
@@ -132,9 +128,7 @@ def ratio_overview_chart(
     if others:
         handles.append(legend[OTHERS_KEY])
         labels.append(f"{len(others)} other run{'s' if len(others) != 1 else ''}")
-    handles += _ratio_keys(legend[BASELINE_KEY])
-    labels += ["baseline (1.0)", "faster or slower (beyond the noise)"]
-    labels.append("within the noise, or unjudged")
+    _ratio_keys(legend[BASELINE_KEY], handles, labels)
     figure.suptitle(title)
     spare = cells[len(drawable)] if len(cells) > len(drawable) else None
     if spare is not None:
@@ -198,12 +192,17 @@ def _draw_panel(
     axes.set_title(panel.title, fontsize=10)
 
 
-def _ratio_keys(baseline: Any) -> list[Any]:
-    """Legend handles for the baseline line and the two marker kinds (drawn nowhere)."""
+def _ratio_keys(baseline: Any, handles: list[Any], labels: list[str]) -> None:
+    """Legend entries for the baseline line and the two marker kinds (drawn nowhere)."""
     from matplotlib.lines import Line2D
 
     filled = Line2D([], [], marker="o", linestyle="none", color="#555555", markersize=5)
     hollow = Line2D(
         [], [], marker="o", linestyle="none", color="#555555", markersize=5, markerfacecolor="none"
     )
-    return [baseline, filled, hollow]
+    handles += [baseline, filled, hollow]
+    labels += [
+        "baseline (1.0)",
+        "faster or slower (beyond the noise)",
+        "within the noise, or unjudged",
+    ]
