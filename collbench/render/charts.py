@@ -363,7 +363,9 @@ def latency_chart(
         sizes, times = zip(*points, strict=True)
         sizes_all += sizes
         (measured,) = axes.plot(sizes, times, "o-", color=color, markersize=4, linewidth=1)
-        label = short(item.label) + zero_size_note(item.rows)
+        zero_us = zero_size_time_us(item.rows)  # size 0 in the legend: a log axis has no 0
+        label = short(item.label)
+        label += "" if zero_us is None else f" (0 B: {number(zero_us)} us, not on the log axis)"
         if item.fit is None:
             handles.append(measured)
             labels.append(label)
@@ -397,12 +399,6 @@ def latency_chart(
 def zero_size_time_us(rows: Sequence[ResultRow]) -> float | None:
     """The median time of the rows of size 0 (None without one): a log axis cannot show it."""
     return median([row.time_us for row in rows if row.size_bytes == 0 and row.time_us])
-
-
-def zero_size_note(rows: Sequence[ResultRow]) -> str:
-    """' (0 B: 12 us, not on the log axis)' for rows of size 0, else ''."""
-    time_us = zero_size_time_us(rows)
-    return "" if time_us is None else f" (0 B: {number(time_us)} us, not on the log axis)"
 
 
 def group_by_ratio(rows: Sequence[ProbeRow]) -> dict[float | None, list[ProbeRow]]:

@@ -78,18 +78,15 @@ def _size_lines(result: Comparison) -> list[str]:
                 "  effect [interval], noise floor: verdict (the smallest slowdown it could see)",
                 "#         (B)       (GB/s)       (GB/s)                   (us)         (us)",
             ]
+        detectable = item.decision.detectable_pct  # the smallest slowdown it could see
+        seen = "sees no slowdown" if detectable is None else f"sees {detectable:.1f}%"
         lines.append(
             f"{item.size_bytes:13d}  {_figure(item.baseline_busbw_gbps):>11s}  "
             f"{_figure(item.candidate_busbw_gbps):>11s}  {_ratio(item):>8s}  "
             f"{_figure(item.baseline_time_us):>11s}  {_figure(item.candidate_time_us):>11s}  "
-            f"{item.decision.describe()} ({_seen(item)})"
+            f"{item.decision.describe()} ({seen})"
         )
     return lines
-
-
-def _seen(item: SizeComparison) -> str:
-    detectable = item.decision.detectable_pct
-    return "sees no slowdown" if detectable is None else f"sees {detectable:.1f}%"
 
 
 def _figure(value: float | None) -> str:

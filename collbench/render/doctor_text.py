@@ -248,7 +248,8 @@ class DoctorConsole:
 
     def row(self, row: ResultRow) -> None:
         if self.mode == "json":
-            print(json.dumps(row.to_dict(), separators=(",", ":")), file=self._out(), flush=True)
+            line = json.dumps(row.to_dict(), separators=(",", ":"))
+            print(line, file=self.stream or sys.stdout, flush=True)
         if isinstance(row, DoctorRow):
             self._progress(self.progress_line(row))
 
@@ -284,9 +285,6 @@ class DoctorConsole:
             return
         line = text if text.startswith(PREFIX) else PREFIX + text
         print(line, file=self.progress_stream or sys.stderr, flush=True)
-
-    def _out(self) -> TextIO:
-        return self.stream or sys.stdout
 
 
 def node_checks_table(checks: Sequence[Any]) -> str:

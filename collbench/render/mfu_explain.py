@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from collbench.analysis.mfu.compute import ATTENTION, GEMM, IN_STEP_SHARE, MEMORY, OperatorTime
-from collbench.analysis.mfu.estimate import CommKind, Estimate
+from collbench.analysis.mfu.estimate import Estimate
 from collbench.analysis.mfu.workload import Workload
 from collbench.render.mfu import to_json
 from collbench.render.table import text_columns
@@ -27,9 +27,11 @@ def explain_rows(result: Estimate) -> list[dict[str, Any]]:
     rows += [_operator(op, m, "stage") for op in micro.stage]
     rows.append(_part("optimizer step", MEMORY, micro.optimizer_s))
     rows.append(_part("pipeline bubble", "bubble", result.bubble_s))
-    for kind in result.comm:
+    for kind in result.comm:  # each communicator's exposed seconds, and how much is hidden
         if kind.total_s > 0:
-            rows.append(_comm_part(kind))
+            rows.append(_part(f"exposed {kind.kind}", "exposed comm", kind.exposed_s))
+            if (hidden_s := kind.total_s - kind.exposed_s) > 1e-12:
+                rows[-1]["detail"] = f"{hidden_s:.3f} s of {kind.total_s:.3f} s hidden"
     for kind in result.comm:
         if kind.slowdown_s:
             slowed = _part(f"GEMMs slowed by {kind.kind} overlap", "exposed comm", kind.slowdown_s)
@@ -112,15 +114,6 @@ def _operator(op: OperatorTime, repeats: int, scope: str) -> dict[str, Any]:
         "flops": op.flops,
         "detail": op.detail,
     }
-
-
-def _comm_part(kind: CommKind) -> dict[str, Any]:
-    """A communicator's exposed seconds; the detail says how much of it is hidden."""
-    row = _part(f"exposed {kind.kind}", "exposed comm", kind.exposed_s)
-    hidden_s = kind.total_s - kind.exposed_s
-    if hidden_s > 1e-12:
-        row["detail"] = f"{hidden_s:.3f} s of {kind.total_s:.3f} s hidden"
-    return row
 
 
 def _part(name: str, category: str, seconds: float) -> dict[str, Any]:

@@ -153,7 +153,9 @@ def _collective_section(
         curves, model_notes = model_curves(topology, collective, [ordered[i][1] for i in mine])
         for curve in curves:
             index = None if curve.series_index is None else mine[curve.series_index]
-            models.append(_shared_past(replace(curve, series_index=index), len(full)))
+            # a model curve of one run drawn grey keeps no series color
+            shared = index is None or index >= len(full)
+            models.append(replace(curve, series_index=None if shared else index))
         section.notes += model_notes
     section.charts.append(
         Chart(
@@ -173,13 +175,6 @@ def _collective_section(
         )
     _fit_tables_and_notes(section, series)
     return section
-
-
-def _shared_past(model: charts.ModelCurve, colored: int) -> charts.ModelCurve:
-    """A model curve of one run drawn grey (no color of its own) keeps no series color."""
-    if model.series_index is None or model.series_index < colored:
-        return model
-    return replace(model, series_index=None)
 
 
 def _fit_tables_and_notes(section: Section, series: list[charts.Series]) -> None:

@@ -218,12 +218,8 @@ def findings_table(document: DoctorReport) -> Table:
         )
         for item in _findings(document)
     ]
-    empty = (
-        ": none, nothing could be judged"
-        if document.healthy is None
-        else (": none, the run was healthy")
-    )
-    caption = "findings (doctor.json)" + ("" if rows else empty)
+    empty = "nothing could be judged" if document.healthy is None else "the run was healthy"
+    caption = "findings (doctor.json)" + ("" if rows else f": none, {empty}")
     return Table(FINDINGS_HEADER, rows, caption=caption)
 
 
