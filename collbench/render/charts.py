@@ -28,6 +28,7 @@ LABEL_GAP_PX = 6
 MODEL_COLOR = "#333333"
 OTHER_COLOR = "#9a9a9a"  # runs of a crowded chart beyond the ones drawn in full
 MODEL_CLIP = 3.0  # a model curve above this many times the measured peak runs off the chart
+OUTLIER_RING = {"markersize": 10, "markerfacecolor": "none", "markeredgecolor": "#444444"}
 
 
 @dataclass(frozen=True)
@@ -201,9 +202,7 @@ def busbw_chart(
         handles.append(_draw_regimes(axes, item.fit, color, item.alpha_texts))
         labels.append(f"regimes of {short(item.label)}")
     if any(item.fit is not None and item.fit.outliers for item in series):
-        (ring,) = axes.plot(
-            [], [], "o", markersize=10, markerfacecolor="none", markeredgecolor="#444444"
-        )
+        (ring,) = axes.plot([], [], "o", **OUTLIER_RING)
         handles.append(ring)
         labels.append("outlier (left out of the fit)")
     axes.set_ylabel("bus bandwidth (GB/s)")
@@ -294,14 +293,7 @@ def _draw_fit(axes: Any, fit: Any, color: str) -> Any:
             alpha=0.85,
         )
     for outlier in fit.outliers:
-        axes.plot(
-            [outlier.size_bytes],
-            [outlier.busbw_gbps],
-            "o",
-            markersize=10,
-            markerfacecolor="none",
-            markeredgecolor="#444444",
-        )
+        axes.plot([outlier.size_bytes], [outlier.busbw_gbps], "o", **OUTLIER_RING)
     return line
 
 

@@ -224,10 +224,7 @@ def recovery_lines(estimates: Sequence[Estimate]) -> list[str]:
         if default is None or not others:
             continue
         best = max(others, key=lambda r: r.mfu)
-        if MEASURED not in (best.origin, default.origin) and MIXED not in (
-            best.origin,
-            default.origin,
-        ):
+        if not {MEASURED, MIXED} & {best.origin, default.origin}:
             lines.append(
                 f"{topology}: the curves price none of the workload's collectives (no group "
                 "of its matches their collective, rank and node count; see the warnings): no "

@@ -203,9 +203,8 @@ def node_bars_figure(
         else:  # thousands of bars draw for minutes: a dot per node
             axes.scatter(positions, heights, c=colors, s=4)
         measured = [value for value in busbw.values() if value is not None]
-        handles, names = [], []
-        handles.append(axes.axhline(median(measured), color=charts.MODEL_COLOR, linestyle="--"))
-        names.append(f"fleet median {gbps(median(measured))} GB/s")
+        handles = [axes.axhline(median(measured), color=charts.MODEL_COLOR, linestyle="--")]
+        names = [f"fleet median {gbps(median(measured))} GB/s"]
         if expected_gbps is not None:
             handles.append(axes.axhline(expected_gbps, color=SLOW_COLOR, linestyle=":"))
             names.append(f"expected {gbps(expected_gbps)} GB/s")
