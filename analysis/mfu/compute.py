@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 from collbench.analysis.mfu import moe
 from collbench.analysis.mfu.workload import Workload
@@ -91,19 +92,21 @@ class MicroBatchCompute:
     recomputed: tuple[OperatorTime, ...] = ()
     recomputed_layers: int = 0
 
-    @property
-    def forward_s(self) -> float:
-        return self.layers * sum(op.forward_s for op in self.layer) + sum(
-            op.forward_s for op in self.stage
+    def _summed(self, seconds: Callable[[OperatorTime], float]) -> float:
+        """`seconds` of each operator over the stage's layers, recomputed ones and own."""
+        return (
+            self.layers * sum(map(seconds, self.layer))
+            + self.recomputed_layers * sum(map(seconds, self.recomputed))
+            + sum(map(seconds, self.stage))
         )
 
     @property
+    def forward_s(self) -> float:
+        return self._summed(lambda op: op.forward_s)
+
+    @property
     def total_s(self) -> float:
-        return (
-            self.layers * sum(op.total_s for op in self.layer)
-            + self.recomputed_layers * sum(op.total_s for op in self.recomputed)
-            + sum(op.total_s for op in self.stage)
-        )
+        return self._summed(lambda op: op.total_s)
 
     @property
     def backward_s(self) -> float:
@@ -112,19 +115,12 @@ class MicroBatchCompute:
 
     def category_s(self, category: str) -> float:
         """Seconds of one category over the stage's layers and its own operators."""
-        layer = sum(op.total_s for op in self.layer if op.category == category)
-        again = sum(op.total_s for op in self.recomputed if op.category == category)
-        stage = sum(op.total_s for op in self.stage if op.category == category)
-        return self.layers * layer + self.recomputed_layers * again + stage
+        return self._summed(lambda op: op.total_s if op.category == category else 0.0)
 
 
 def model_pricer(accelerator: Accelerator, peak_flops: float, dtype: str = "bf16") -> GemmPricer:
     """GEMM prices from the shape model (analysis.gemm_model)."""
-
-    def price(gemm: Gemm) -> GemmTime:
-        return gemm_time(gemm, accelerator, peak_flops, dtype)
-
-    return price
+    return partial(gemm_time, accelerator=accelerator, peak_flops=peak_flops, dtype=dtype)
 
 
 def layer_gemms(workload: Workload) -> tuple[Gemm, ...]:
@@ -267,11 +263,8 @@ def _weight_operators(
         forward_flops = sum(gemm.flops for gemm in own if gemm.pass_name == "fwd")
         flops = sum(gemm.flops for gemm in own) + (forward_flops if recompute else 0.0)
         shape = next(gemm.shape for gemm in own if gemm.pass_name == "fwd")
-        out.append(
-            OperatorTime(
-                op, GEMM, forward_s, backward_s, forward_s if recompute else 0.0, flops, shape
-            )
-        )
+        recompute_s = forward_s if recompute else 0.0
+        out.append(OperatorTime(op, GEMM, forward_s, backward_s, recompute_s, flops, shape))
     return out
 
 
@@ -300,18 +293,15 @@ def _attention(
         flops = forward_flops * (1 + FLASH_BACKWARD_FLOPS + recompute)
         cp = workload.parallelism.cp
         detail = f"flash, {heads} heads x {run.seq}² causal" + (f" / cp {cp}" if cp > 1 else "")
-        return OperatorTime(
-            "attention", ATTENTION, forward_s, backward_s, forward_s * recompute, flops, detail
-        )
-    gemms = attention_gemms(workload)
-    scores = heads * run.seq * run.seq
-    softmax_s = memory_time_s(SOFTMAX_DROPOUT_BYTES * scores, accelerator)
-    forward_s = sum(time_of(gemm) for gemm in gemms if gemm.pass_name == "fwd") + softmax_s
-    backward_s = (
-        sum(time_of(gemm) for gemm in gemms if gemm.pass_name != "fwd") + BACKWARD_BYTES * softmax_s
-    )
-    flops = full_flops * (3 + recompute)
-    detail = f"unfused, {gemms[0].shape} + {gemms[1].shape}, softmax over {scores:,} scores"
+    else:
+        gemms = attention_gemms(workload)
+        scores = heads * run.seq * run.seq
+        softmax_s = memory_time_s(SOFTMAX_DROPOUT_BYTES * scores, accelerator)
+        forward_s = sum(time_of(gemm) for gemm in gemms if gemm.pass_name == "fwd") + softmax_s
+        backward_s = sum(time_of(gemm) for gemm in gemms if gemm.pass_name != "fwd")
+        backward_s += BACKWARD_BYTES * softmax_s
+        flops = full_flops * (3 + recompute)
+        detail = f"unfused, {gemms[0].shape} + {gemms[1].shape}, softmax over {scores:,} scores"
     return OperatorTime(
         "attention", ATTENTION, forward_s, backward_s, forward_s * recompute, flops, detail
     )
@@ -337,30 +327,25 @@ def _memory_operators(
         parts.append(("fp8 casts", FP8_CAST_BYTES * inputs))
     if model.experts:
         parts.append(("moe permute", moe.permute_bytes(workload)))
-    out = []
-    for op, size_bytes in parts:
-        forward_s = memory_time_s(size_bytes, accelerator)
-        out.append(
-            OperatorTime(
-                op,
-                MEMORY,
-                forward_s,
-                BACKWARD_BYTES * forward_s,
-                forward_s if recompute else 0.0,
-                0.0,
-                f"{size_bytes / 1e6:,.3g} MB forward",
-            )
-        )
-    return out
+    return [
+        _memory_operator(op, size, accelerator, BACKWARD_BYTES, recompute) for op, size in parts
+    ]
 
 
 def _loss(workload: Workload, accelerator: Accelerator) -> OperatorTime:
-    tokens = workload.micro_tokens
-    size_bytes = LOSS_BYTES * tokens * math.ceil(workload.model.vocab / workload.parallelism.tp)
-    forward_s = memory_time_s(size_bytes, accelerator)
-    return OperatorTime(
-        "loss", MEMORY, forward_s, forward_s, 0.0, 0.0, f"{size_bytes / 1e6:,.3g} MB forward"
-    )
+    vocab = math.ceil(workload.model.vocab / workload.parallelism.tp)
+    return _memory_operator("loss", LOSS_BYTES * workload.micro_tokens * vocab, accelerator)
+
+
+def _memory_operator(
+    op: str, size: float, accelerator: Accelerator, backward: float = 1.0, recompute: bool = False
+) -> OperatorTime:
+    """A memory-bound operator streaming `size` bytes forward, `backward` times as much
+    backward, and its forward again when the layer is recomputed."""
+    forward_s = memory_time_s(size, accelerator)
+    recompute_s = forward_s if recompute else 0.0
+    detail = f"{size / 1e6:,.3g} MB forward"
+    return OperatorTime(op, MEMORY, forward_s, backward * forward_s, recompute_s, 0.0, detail)
 
 
 def _optimizer_s(workload: Workload, accelerator: Accelerator) -> float:

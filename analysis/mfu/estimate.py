@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from collbench.analysis.mfu import moe
 from collbench.analysis.mfu.compute import (
@@ -22,6 +22,7 @@ from collbench.analysis.mfu.memory import MemoryEstimate, memory_estimate
 from collbench.analysis.mfu.tp_overlap import (
     DEFAULT_CHUNKS,
     DEFAULT_SMS,
+    GemmSeconds,
     PairMethod,
     TpOverlapSettings,
     async_backward,
@@ -32,7 +33,7 @@ from collbench.analysis.mfu.tp_overlap import (
 from collbench.analysis.mfu.workload import Parallelism, Workload
 from collbench.analysis.model.gemm_model import Gemm, GemmTime
 from collbench.core.errors import SpecError
-from collbench.topologies.schema import Accelerator, Topology
+from collbench.topologies.schema import Topology
 
 MIB = 1 << 20
 # Where a collective's time came from: a measured curve, the cost model, or both.
@@ -167,27 +168,24 @@ def estimate(
         raise SpecError(
             "--nodes",
             topology.nodes,
-            f"x {topology.accelerators_per_node} "
-            f"accelerators on {topology.name} is fewer than tp x pp x dp = "
-            f"{accelerators}",
+            f"x {topology.accelerators_per_node} accelerators on {topology.name} is fewer than "
+            f"tp x pp x dp = {accelerators}",
         )
     peak = peak_flops(workload, topology)
     priced_gemms = gemm_pricer(topology, peak, options, gemms, workload.training.dtype)
     micro = micro_batch_compute(workload, topology.accelerator, peak, priced_gemms)
-    step = _step(
-        workload, pricer, options, micro, tp_gemms=_TpGemms(priced_gemms, topology.accelerator)
-    )
-    ideal = _step(
-        workload,
-        pricer,
-        replace(options, overlap_efficiency=1.0, compute_slowdown=0.0, tp_overlap=1.0),
-        micro,
-        hide_all=True,
-    )
+
+    def gemm_s(gemm: Gemm) -> float:
+        """A GEMM's time inside the step, as analysis.compute prices it (TP overlap's chunks)."""
+        return priced_gemms(gemm).time_s / IN_STEP_SHARE
+
+    step = _step(workload, pricer, options, micro, gemm_s, topology.accelerator.sm_count)
+    # Every collective hidden, no compute slowed: the compute and the bare pipeline bubble.
+    ideal_s = step.compute_s + _bubble_s(workload, micro, micro.total_s)
     model_flops = workload.model_flops_per_token * workload.tokens_per_step
     hardware_flops = workload.hardware_flops_per_token * workload.tokens_per_step
     mfu = model_flops / (step.total_s * accelerators * peak)
-    mfu_ideal = model_flops / (ideal.total_s * accelerators * peak)
+    mfu_ideal = model_flops / (ideal_s * accelerators * peak)
     return Estimate(
         topology=topology.name,
         nodes=topology.nodes,
@@ -240,8 +238,8 @@ def peak_flops(workload: Workload, topology: Topology) -> float:
             raise SpecError(
                 "--dtype",
                 "fp8",
-                f"{topology.name}'s accelerator "
-                f"({accelerator.name}) has no fp8 peak in its topology file",
+                f"{topology.name}'s accelerator ({accelerator.name}) has no fp8 peak in its "
+                "topology file",
             )
         return accelerator.peak_fp8_tflops * 1e12
     return accelerator.peak_bf16_tflops * 1e12
@@ -256,68 +254,56 @@ class _Step:
     comm: tuple[CommKind, ...]
 
 
-@dataclass(frozen=True)
-class _TpGemms:
-    """What TP overlap prices its GEMM chunks with: the step's GEMM pricer and the
-    accelerator (its SM count)."""
-
-    pricer: GemmPricer
-    accelerator: Accelerator
-
-    def seconds(self, gemm: Gemm) -> float:
-        """A GEMM's time inside the step, as analysis.compute prices it."""
-        return self.pricer(gemm).time_s / IN_STEP_SHARE
-
-
 def _step(
     workload: Workload,
     pricer: Pricer,
     options: EstimateOptions,
     micro: MicroBatchCompute,
-    hide_all: bool = False,
-    tp_gemms: _TpGemms | None = None,
+    gemm_s: GemmSeconds,
+    sm_count: int | None,
 ) -> _Step:
-    par = workload.parallelism
     m = workload.microbatches
-    tp = _tp_comm(workload, pricer, options, hide_all, tp_gemms)
-    pp = _pp_comm(workload, pricer, hide_all)
-    sm_count = tp_gemms.accelerator.sm_count if tp_gemms else None
-    cp_ep = _cp_ep_comm(workload, pricer, micro, hide_all, sm_count)
+    tp = _tp_comm(workload, pricer, options, gemm_s, sm_count)
+    pp = _pp_comm(workload, pricer)
+    cp_ep = _cp_ep_comm(workload, pricer, micro, sm_count)
     cp_ep_s = sum(k.exposed_s + k.slowdown_s for k in cp_ep)
     in_micro_s = tp.exposed_s + tp.slowdown_s + pp.exposed_s + cp_ep_s
-    slot_s = micro.total_s + in_micro_s / m
-    bubble_s = (par.pp - 1) / par.virtual_stages * slot_s
-    dualpipe = moe.dualpipe_bubble_s(workload, micro.forward_s, micro.backward_s)
-    if dualpipe is not None:
-        bubble_s = dualpipe * slot_s / micro.total_s
-    dp, slowdown_s = _dp_comm(workload, pricer, options, micro, hide_all)
+    bubble_s = _bubble_s(workload, micro, micro.total_s + in_micro_s / m)
+    dp, slowdown_s = _dp_comm(workload, pricer, options, micro)
     compute_s = m * micro.total_s + micro.optimizer_s
     total_s = compute_s + in_micro_s + bubble_s + dp.exposed_s + slowdown_s
     slowdown_s += tp.slowdown_s + sum(k.slowdown_s for k in cp_ep)  # (in in_micro_s already)
     return _Step(total_s, compute_s, bubble_s, slowdown_s, (tp, *cp_ep, pp, dp))
 
 
+def _bubble_s(workload: Workload, micro: MicroBatchCompute, slot_s: float) -> float:
+    """The pipeline bubble in slots of `slot_s`: a micro-batch's compute and its collectives
+    on the critical path (1F1B, interleaved; DualPipe's own)."""
+    par = workload.parallelism
+    dualpipe = moe.dualpipe_bubble_s(workload, micro.forward_s, micro.backward_s)
+    if dualpipe is not None:
+        return dualpipe * slot_s / micro.total_s
+    return (par.pp - 1) / par.virtual_stages * slot_s
+
+
 def _cp_ep_comm(
-    workload: Workload,
-    pricer: Pricer,
-    micro: MicroBatchCompute,
-    hide_all: bool,
-    sm_count: int | None = None,
+    workload: Workload, pricer: Pricer, micro: MicroBatchCompute, sm_count: int | None
 ) -> tuple[CommKind, ...]:
-    """The context-parallel K/V ring and the expert-parallel all-to-alls (analysis.mfu.moe), where the workload has them; `sm_count` prices the SMs the EP
-    kernels hold (None: not priced)."""
+    """The context-parallel K/V ring and the expert-parallel all-to-alls (analysis.mfu.moe),
+    where the workload has them; `sm_count` prices the SMs the EP kernels hold (None: not
+    priced)."""
     attention = next(op for op in micro.layer if op.op == "attention")
     window_s = moe.overlap_window_s(workload, micro.layer)
     exchanges = (
         ("cp", moe.cp_exchange(workload, pricer, attention.forward_s, attention.backward_s)),
-        ("ep", moe.ep_exchange(workload, pricer, window_s, None if hide_all else sm_count)),
+        ("ep", moe.ep_exchange(workload, pricer, window_s, sm_count)),
     )
     return tuple(
         CommKind(
             kind,
             exchange.what,
             exchange.total_s,
-            0.0 if hide_all else exchange.exposed_s,
+            exchange.exposed_s,
             _sources(exchange.priced),
             _origin(*exchange.priced.values()),
             slowdown_s=exchange.slowdown_s,
@@ -352,8 +338,8 @@ def _tp_comm(
     workload: Workload,
     pricer: Pricer,
     options: EstimateOptions,
-    hide_all: bool,
-    tp_gemms: _TpGemms | None = None,
+    gemm_s: GemmSeconds,
+    sm_count: int | None,
 ) -> CommKind:
     par, run = workload.parallelism, workload.training
     if par.tp == 1:
@@ -367,28 +353,19 @@ def _tp_comm(
     total_s = sum(named[name].time_s * count for name, count in calls.items())
     total_s *= workload.microbatches
     source, origin = _sources(named), _origin(*named.values())
-    if hide_all:
-        return CommKind("tp", what, total_s, 0.0, source, origin)
-    assert tp_gemms is not None  # estimate() passes them
 
     def comm_s(collective: str, size_bytes: float, ranks: int, stride: int) -> float:
         return pricer(collective, size_bytes, ranks, stride).time_s
 
     if not options.tp_overlap:
-        overlap = async_backward(workload, tp_gemms.seconds, comm_s).times(workload.microbatches)
+        overlap = async_backward(workload, gemm_s, comm_s).times(workload.microbatches)
         return CommKind("tp", what, total_s, overlap.exposed_s, source, origin)
-    overlap = overlapped_tp(
-        workload,
-        tp_gemms.seconds,
-        comm_s,
-        options.tp_overlap_settings,
-        tp_gemms.accelerator.sm_count,
-    )
+    overlap = overlapped_tp(workload, gemm_s, comm_s, options.tp_overlap_settings, sm_count)
     what += ", userbuffer overlap"
     return CommKind("tp", what, total_s, overlap.exposed_s, source, origin, overlap.slowdown_s)
 
 
-def _pp_comm(workload: Workload, pricer: Pricer, hide_all: bool) -> CommKind:
+def _pp_comm(workload: Workload, pricer: Pricer) -> CommKind:
     par, run = workload.parallelism, workload.training
     if par.pp == 1:
         return CommKind("pp", "none (pp = 1)", 0.0, 0.0, "-")
@@ -398,22 +375,12 @@ def _pp_comm(workload: Workload, pricer: Pricer, hide_all: bool) -> CommKind:
     # stage boundary; interleaving multiplies the boundaries by v.
     sends = 2 * workload.microbatches * par.virtual_stages
     total_s = priced.time_s * sends
-    return CommKind(
-        "pp",
-        f"sendrecv {_mb(size)} x {sends}/step",
-        total_s,
-        0.0 if hide_all else total_s,
-        priced.source,
-        _origin(priced),
-    )
+    what = f"sendrecv {_mb(size)} x {sends}/step"
+    return CommKind("pp", what, total_s, total_s, priced.source, _origin(priced))
 
 
 def _dp_comm(
-    workload: Workload,
-    pricer: Pricer,
-    options: EstimateOptions,
-    micro: MicroBatchCompute,
-    hide_all: bool,
+    workload: Workload, pricer: Pricer, options: EstimateOptions, micro: MicroBatchCompute
 ) -> tuple[CommKind, float]:
     """The data-parallel collectives, their exposed part and the compute they slow."""
     par, run = workload.parallelism, workload.training
@@ -426,9 +393,8 @@ def _dp_comm(
     bucket = par.dp_bucket_mb * MIB
     m = workload.microbatches
     forward_s, backward_s = micro.forward_s, micro.backward_s
-    reduce = _bucketed(
-        pricer, "all_reduce" if par.zero == 0 else "reduce_scatter", grads, par, bucket
-    )
+    reduction = "all_reduce" if par.zero == 0 else "reduce_scatter"
+    reduce = _bucketed(pricer, reduction, grads, par, bucket)
     # ZeRO 0/1 reduce the accumulated gradients after the last micro-batch's backward;
     # ZeRO 2/3 keep only their shard, so they reduce-scatter after every backward.
     reductions = m if par.zero >= 2 else 1
@@ -449,8 +415,6 @@ def _dp_comm(
     what += f" in {par.dp_bucket_mb:g} MiB buckets" if bucket else " (one collective each)"
     total_s = sum(comm.time_s for comm, _ in windows)
     source, origin = _sources(named), _origin(*named.values())
-    if hide_all:
-        return CommKind("dp", what, total_s, 0.0, source, origin), 0.0
     if not par.dp_overlap:
         return CommKind("dp", what, total_s, total_s, source, origin), 0.0
     exposed_s = slowdown_s = 0.0
@@ -572,8 +536,7 @@ def _tp_assumption(workload: Workload, options: EstimateOptions, sm_count: int |
             )
             + " (Megatron's async backward; no --tp-overlap)"
         )
-    settings = options.tp_overlap_settings
-    return describe(settings, workload.parallelism.tp, sm_count)
+    return describe(options.tp_overlap_settings, workload.parallelism.tp, sm_count)
 
 
 def _mb(size_bytes: float) -> str:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collbench.analysis.mfu.estimate import EstimateOptions, Priced, Pricer
@@ -28,12 +28,6 @@ DEFAULT_COMM_EFFICIENCY = 0.8
 MIN_COMM_EFFICIENCY = 0.01
 # DP buckets and ZeRO gathers are megabytes: probe rows below this size say little.
 PROBE_MIN_BYTES = 1 << 20
-
-
-def nodes_spanned(topology: Topology, ranks: int, stride: int) -> int:
-    """Nodes a group of `ranks` ranks `stride` accelerators apart lands on."""
-    ranks_per_node = max(1, topology.accelerators_per_node // stride)
-    return math.ceil(ranks / min(ranks, ranks_per_node))
 
 
 def cost_model_pricer(
@@ -113,6 +107,7 @@ def _timed(row: ResultRow) -> bool:
     )
 
 
+@dataclass
 class CurvePricer:
     """Measured curves where one matches the group (collective, ranks, nodes); else the
     fallback. A curve of the same group shape is used even from a bigger cluster: one
@@ -121,31 +116,24 @@ class CurvePricer:
     It remembers the groups it was asked about and the curves it used, so that a curve
     no group matched can be named (`unused_curves`)."""
 
-    def __init__(
-        self, curves: Iterable[MeasuredCurve], topology: Topology, fallback: Pricer
-    ) -> None:
-        self.curves = list(curves)
-        self.topology = topology
-        self.fallback = fallback
-        self.groups: set[Group] = set()
-        self.used: set[int] = set()
+    curves: Sequence[MeasuredCurve]
+    topology: Topology
+    fallback: Pricer
+    groups: set[Group] = field(default_factory=set)  # every group asked about
+    used: set[int] = field(default_factory=set)  # the curves used, by index
 
     def __call__(self, collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
-        nodes = nodes_spanned(self.topology, ranks, stride)
+        # the nodes a group of `ranks` ranks `stride` accelerators apart lands on
+        ranks_per_node = max(1, self.topology.accelerators_per_node // stride)
+        nodes = math.ceil(ranks / min(ranks, ranks_per_node))
         self.groups.add(Group(collective, ranks, nodes, stride))
+        wanted = (collective, ranks, nodes)
         for index, measured in enumerate(self.curves):
-            if (measured.collective, measured.world_size, measured.nodes) == (
-                collective,
-                ranks,
-                nodes,
-            ):
+            if (measured.collective, measured.world_size, measured.nodes) == wanted:
                 self.used.add(index)
                 tag = " (extrapolated)" if measured.curve.is_extrapolated(size_bytes) else ""
-                return Priced(
-                    measured.curve.predict_time_us(size_bytes) * 1e-6,
-                    f"measured {measured.run}{tag}",
-                    measured=True,
-                )
+                time_s = measured.curve.predict_time_us(size_bytes) * 1e-6
+                return Priced(time_s, f"measured {measured.run}{tag}", measured=True)
         return self.fallback(collective, size_bytes, ranks, stride)
 
     def unused_curves(self) -> list[tuple[MeasuredCurve, str]]:

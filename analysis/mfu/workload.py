@@ -106,14 +106,13 @@ class Model:
     mtp_layers: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("layers", "hidden", "heads", "vocab"):
-            _positive(f"model.{name}", getattr(self, name))
+        _positive(self, "layers", "hidden", "heads", "vocab", prefix="model.")
         self._check_moe()
         if not 0 <= self.params < float("inf"):
             raise SpecError("--params", self.params, "must be a finite number >= 0")
         for name in ("ffn_hidden", "kv_heads", "mtp_layers"):
             if getattr(self, name) < 0:
-                raise SpecError(f"--{name.replace('_', '-')}", getattr(self, name), "must be >= 0")
+                raise SpecError(_flag(name), getattr(self, name), "must be >= 0")
         if self.hidden % self.heads:
             raise SpecError("--heads", self.heads, f"must divide --hidden ({self.hidden})")
         if self.heads % self.kv_heads_or_heads:
@@ -121,14 +120,12 @@ class Model:
         self._check_magnitude()
 
     def _check_moe(self) -> None:
-        for name in ("experts", "top_k", "moe_ffn_hidden", "shared_experts", "dense_layers"):
-            if isinstance(getattr(self, name), bool) or getattr(self, name) < 0:
-                raise SpecError(f"--{name.replace('_', '-')}", getattr(self, name), "must be >= 0")
+        _non_negative(self, "experts", "top_k", "moe_ffn_hidden", "shared_experts", "dense_layers")
         if not self.experts:
             given = [n for n in ("top_k", "moe_ffn_hidden", "shared_experts") if getattr(self, n)]
             if given:
-                flag = f"--{given[0].replace('_', '-')}"
-                raise SpecError(flag, getattr(self, given[0]), "needs --experts (a MoE model)")
+                name = given[0]
+                raise SpecError(_flag(name), getattr(self, name), "needs --experts (a MoE model)")
             return
         if not 1 <= self.top_k <= self.experts:
             raise SpecError("--top-k", self.top_k, f"must be from 1 to --experts ({self.experts})")
@@ -284,20 +281,13 @@ class Parallelism:
     cp_comm: str = "p2p"  # CP_COMMS
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp", "virtual_stages", "cp", "ep"):
-            _positive(f"--{name.replace('_', '-')}", getattr(self, name))
-        if self.ep_overlap not in EP_OVERLAPS:
-            raise SpecError(
-                "--ep-overlap", self.ep_overlap, f"must be one of {', '.join(EP_OVERLAPS)}"
-            )
-        if isinstance(self.ep_route_nodes, bool) or self.ep_route_nodes < 0:
-            raise SpecError("--ep-route-nodes", self.ep_route_nodes, "must be >= 0")
-        if self.cp_comm not in CP_COMMS:
-            raise SpecError("--cp-comm", self.cp_comm, f"must be one of {', '.join(CP_COMMS)}")
+        _positive(self, "tp", "pp", "dp", "virtual_stages", "cp", "ep")
+        _one_of(self, "ep_overlap", EP_OVERLAPS)
+        _non_negative(self, "ep_route_nodes")
+        _one_of(self, "cp_comm", CP_COMMS)
         if isinstance(self.etp, bool) or self.etp < 0 or self.etp > self.tp:
             raise SpecError("--etp", self.etp, f"must be from 1 to --tp ({self.tp}), or 0 (= tp)")
-        if isinstance(self.ep_sms, bool) or self.ep_sms < 0:
-            raise SpecError("--ep-sms", self.ep_sms, "must be >= 0")
+        _non_negative(self, "ep_sms")
         # Megatron-Core folds etp x ep into a stage's tp x cp x dp ranks (etp = tp: EP
         # splits the dp x cp ranks of the expert layers).
         if (self.tp * self.dp * self.cp) % (self.ep * self.expert_tp):
@@ -366,25 +356,16 @@ class Training:
     activation_bytes: int = 2
 
     def __post_init__(self) -> None:
-        for name in (
-            "seq",
-            "micro_batch",
-            "global_batch",
-            "grad_bytes",
-            "param_bytes",
-            "activation_bytes",
-        ):
-            _positive(f"--{name.replace('_', '-')}", getattr(self, name))
+        _positive(self, "seq", "micro_batch", "global_batch")
+        _positive(self, "grad_bytes", "param_bytes", "activation_bytes")
         if not (self.capacity_factor == 0 or 1 <= self.capacity_factor < float("inf")):
             raise SpecError(
                 "--capacity-factor", self.capacity_factor, "must be >= 1 (or 0: dropless)"
             )
         if isinstance(self.dispatch_bytes, bool) or self.dispatch_bytes not in (0, 1, 2, 4):
             raise SpecError("--dispatch-bytes", self.dispatch_bytes, "must be 0, 1, 2 or 4")
-        if self.recompute not in RECOMPUTE:
-            raise SpecError("--recompute", self.recompute, f"must be one of {', '.join(RECOMPUTE)}")
-        if isinstance(self.recompute_layers, bool) or self.recompute_layers < 0:
-            raise SpecError("--recompute-layers", self.recompute_layers, "must be >= 0")
+        _one_of(self, "recompute", RECOMPUTE)
+        _non_negative(self, "recompute_layers")
         if self.recompute_layers and self.recompute == "full":
             raise SpecError(
                 "--recompute-layers",
@@ -392,12 +373,8 @@ class Training:
                 "recomputes that many layers of each model chunk in full; with --recompute "
                 "full every layer already is (give --recompute none or selective for the rest)",
             )
-        if self.attention not in ATTENTION_KERNELS:
-            raise SpecError(
-                "--attention", self.attention, f"must be one of {', '.join(ATTENTION_KERNELS)}"
-            )
-        if self.dtype not in COMPUTE_DTYPES:
-            raise SpecError("--dtype", self.dtype, f"must be one of {', '.join(COMPUTE_DTYPES)}")
+        _one_of(self, "attention", ATTENTION_KERNELS)
+        _one_of(self, "dtype", COMPUTE_DTYPES)
         if self.seq > MAX_SEQ:
             raise SpecError("--seq", self.seq, f"is more than {MAX_SEQ:,} tokens")
         if self.global_batch > MAX_GLOBAL_BATCH:
@@ -579,6 +556,27 @@ class Workload:
         return self.model_flops_per_token + extra
 
 
-def _positive(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpecError(name, value, "must be an integer >= 1")
+def _flag(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def _positive(owner: object, *names: str, prefix: str = "--") -> None:
+    """SpecError for the first of `owner`'s fields `names` that is not an integer >= 1."""
+    for name in names:
+        value = getattr(owner, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SpecError(prefix + name.replace("_", "-"), value, "must be an integer >= 1")
+
+
+def _non_negative(owner: object, *names: str) -> None:
+    """SpecError for the first of `owner`'s integer fields `names` below 0 (or a bool)."""
+    for name in names:
+        value = getattr(owner, name)
+        if isinstance(value, bool) or value < 0:
+            raise SpecError(_flag(name), value, "must be >= 0")
+
+
+def _one_of(owner: object, name: str, choices: tuple[str, ...]) -> None:
+    value = getattr(owner, name)
+    if value not in choices:
+        raise SpecError(_flag(name), value, f"must be one of {', '.join(choices)}")
