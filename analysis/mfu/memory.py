@@ -58,9 +58,7 @@ class MemoryEstimate:
     @property
     def fits(self) -> bool | None:
         """Whether the estimate fits the accelerator's memory; None when it is unknown."""
-        if self.capacity_bytes is None:
-            return None
-        return self.total_bytes <= self.capacity_bytes
+        return None if self.capacity_bytes is None else self.total_bytes <= self.capacity_bytes
 
     @property
     def may_fit(self) -> bool:
@@ -196,10 +194,7 @@ def layer_activation_bytes(workload: Workload, recompute: str) -> float:
     split = tokens * (attention + mlp) / par.tp
     # Softmax output (2 bytes), its dropout mask (1) and the dropout's output (2).
     core = (5 if model.dropout else 2) * model.heads * run.seq * tokens / par.tp
-    if par.sequence_parallel:
-        per_layer = tokens * replicated / par.tp + split
-    else:
-        per_layer = tokens * replicated + split
+    per_layer = tokens * replicated / (par.tp if par.sequence_parallel else 1) + split
     # FlashAttention keeps no scores (it recomputes them in its backward): like selective
     # recompute, without the core term.
     stores_scores = recompute == "none" and run.attention == "unfused"

@@ -242,60 +242,43 @@ def overlapped_tp(
         )
     tp = par.tp
     size = workload.micro_tokens * workload.model.hidden * run.activation_bytes
-    gathered_s, scattered_s = (
-        comm_s("all_gather", size, tp, 1),
-        comm_s("reduce_scatter", size, tp, 1),
-    )
+    gathered_s = comm_s("all_gather", size, tp, 1)
+    scattered_s = comm_s("reduce_scatter", size, tp, 1)
     step_s = comm_s("sendrecv", size / tp, 2, 1)
     gemms = {(gemm.op, gemm.pass_name): gemm for gemm in layer_gemms(workload)}
 
-    def ring(name: str, op: str, pass_name: str, comm: float) -> Overlapped:
-        """A pair by ring exchange: tp GEMM chunks (two shards each when aggregated)."""
+    def paired(name: str, op: str, pass_name: str, comm: float) -> Overlapped:
+        """TE's pair `name`: the collective beside the layer's GEMM, by the pair's method."""
         gemm = gemms.get((op, pass_name))
         if gemm is None:  # a MoE or MLA layer's own GEMMs: not paired, exposed
             return Overlapped(comm, comm)
         pair = settings.pair(name)
-        steps = tp // 2 if pair.aggregate and tp % 2 == 0 else tp
-        chunk = gemm_s(_rows(gemm, steps))
-        send = step_s * tp / steps
-        overlapped = ring_exchange(gemm_s(gemm), chunk, send, steps, sm_share(pair.sms, sm_count))
+        share = sm_share(pair.sms, sm_count)
+        if pair.method == "ring_exchange":  # tp GEMM chunks (two shards each when aggregated)
+            steps = tp // 2 if pair.aggregate and tp % 2 == 0 else tp
+            chunk = gemm_s(_rows(gemm, steps))
+            overlapped = ring_exchange(gemm_s(gemm), chunk, step_s * tp / steps, steps, share)
+        elif pair.method == "pipeline":  # a forward reduce-scatter in pieces after its GEMM
+            piece_s = comm_s("reduce_scatter", size / pair.splits, tp, 1)
+            chunk = gemm_s(_rows(gemm, pair.splits))
+            overlapped = pipelined(gemm_s(gemm), chunk, piece_s, pair.splits, share)
+        else:  # bulk: one collective beside a whole GEMM of the same layer
+            overlapped = bulk(gemm_s(gemm), comm, share)
         return overlapped + Overlapped(comm)
 
-    def scatter(name: str, op: str) -> Overlapped:
-        """A forward reduce-scatter after its GEMM: pipelined, or by ring exchange."""
-        pair = settings.pair(name)
-        if pair.method == "ring_exchange":
-            return ring(name, op, "fwd", scattered_s)
-        gemm = gemms.get((op, "fwd"))
-        if gemm is None:
-            return Overlapped(scattered_s, scattered_s)
-        piece_s = comm_s("reduce_scatter", size / pair.splits, tp, 1)
-        chunk = gemm_s(_rows(gemm, pair.splits))
-        share = sm_share(pair.sms, sm_count)
-        overlapped = pipelined(gemm_s(gemm), chunk, piece_s, pair.splits, share)
-        return overlapped + Overlapped(scattered_s)
-
-    def beside(name: str, op: str, pass_name: str, comm: float) -> Overlapped:
-        """A bulk pair: one collective beside a whole GEMM of the same layer."""
-        gemm = gemms.get((op, pass_name))
-        if gemm is None:
-            return Overlapped(comm, comm)
-        share = sm_share(settings.pair(name).sms, sm_count)
-        return bulk(gemm_s(gemm), comm, share) + Overlapped(comm)
-
     forward = (
-        ring("qkv_fprop", "qkv", "fwd", gathered_s)
-        + scatter("proj_fprop", "attn_proj")
-        + ring("fc1_fprop", "mlp_up", "fwd", gathered_s)
-        + scatter("fc2_fprop", "mlp_down")
+        paired("qkv_fprop", "qkv", "fwd", gathered_s)
+        + paired("proj_fprop", "attn_proj", "fwd", scattered_s)
+        + paired("fc1_fprop", "mlp_up", "fwd", gathered_s)
+        + paired("fc2_fprop", "mlp_down", "fwd", scattered_s)
     )
     backward = (
-        ring("fc2_dgrad", "mlp_down", "dgrad", gathered_s)
-        + beside("fc1_wgrad", "mlp_up", "wgrad", scattered_s)
-        + beside("fc1_dgrad", "mlp_up", "dgrad", gathered_s)
-        + ring("proj_dgrad", "attn_proj", "dgrad", gathered_s)
-        + beside("qkv_wgrad", "qkv", "wgrad", scattered_s)
-        + beside("qkv_dgrad", "qkv", "dgrad", gathered_s)
+        paired("fc2_dgrad", "mlp_down", "dgrad", gathered_s)
+        + paired("fc1_wgrad", "mlp_up", "wgrad", scattered_s)
+        + paired("fc1_dgrad", "mlp_up", "dgrad", gathered_s)
+        + paired("proj_dgrad", "attn_proj", "dgrad", gathered_s)
+        + paired("qkv_wgrad", "qkv", "wgrad", scattered_s)
+        + paired("qkv_dgrad", "qkv", "dgrad", gathered_s)
     )
     # Each recomputed layer (all of them with full recompute) runs its forward pairs again.
     per_stage = (forward + backward).times(workload.layers_per_stage) + forward.times(

@@ -214,9 +214,7 @@ class Model:
     @property
     def layer_params(self) -> float:
         """Weights of one layer (a MoE model: of a MoE layer, every expert held)."""
-        if self.experts:
-            return self.moe_layer_params(self.experts)
-        return self.dense_layer_params
+        return self.moe_layer_params(self.experts) if self.experts else self.dense_layer_params
 
     @property
     def embedding_params(self) -> float:
@@ -243,9 +241,7 @@ class Model:
 
     @property
     def n_params(self) -> float:
-        if self.params:
-            return self.params
-        return self.shape_params
+        return self.params or self.shape_params
 
 
 @dataclass(frozen=True)

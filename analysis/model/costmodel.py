@@ -278,9 +278,8 @@ class Prediction:
     algbw_gbps: float  # size / time (0 when nothing moves: one rank, or 0 bytes)
     busbw_gbps: float  # algbw x the nccl-tests bus factor
     algorithm: str  # one of ALGORITHMS
-    bottleneck: (
-        str  # "latency", "scale_up" or "scale_out": the largest term of the chosen algorithm
-    )
+    # "latency", "scale_up" or "scale_out": the largest term of the chosen algorithm
+    bottleneck: str
     group: Group
     latency_s: float  # the chosen algorithm's terms: time = latency + max(up, out)
     scale_up_s: float
@@ -310,7 +309,7 @@ def predict(
     if (
         isinstance(size_bytes, bool)
         or not isinstance(size_bytes, numbers.Integral)
-        or (size_bytes < 0)
+        or size_bytes < 0
     ):
         raise SpecError("size_bytes", size_bytes, "must be an integer >= 0")
     fabric = fabric_for(topology, group, efficiency)

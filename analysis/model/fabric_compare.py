@@ -103,16 +103,7 @@ def cell(
         time_s, source, run = found.time_s, found.source, found.run
         algbw = size_bytes / time_s / 1e9 if time_s > 0 and size_bytes else 0.0
         busbw = algbw * bus_factor(collective, group.ranks)
-    return Cell(
-        time_s=time_s,
-        algbw_gbps=algbw,
-        busbw_gbps=busbw,
-        source=source,
-        regime=regime,
-        algorithm=model.algorithm,
-        bound_busbw_gbps=model.peak_busbw_gbps,
-        run=run,
-    )
+    return Cell(time_s, algbw, busbw, source, regime, model.algorithm, model.peak_busbw_gbps, run)
 
 
 def ratios(cells: Sequence[Cell]) -> tuple[float | None, ...]:
