@@ -7,7 +7,7 @@ The method, in full: docs/mfu/index.md#analysis-mfu-estimate-py.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from collbench.analysis.mfu import moe
@@ -179,33 +179,44 @@ def estimate(
         """A GEMM's time inside the step, as analysis.compute prices it (TP overlap's chunks)."""
         return priced_gemms(gemm).time_s / IN_STEP_SHARE
 
-    step = _step(workload, pricer, options, micro, gemm_s, topology.accelerator.sm_count)
+    m, sm_count = workload.microbatches, topology.accelerator.sm_count
+    tp = _tp_comm(workload, pricer, options, gemm_s, sm_count)
+    pp = _pp_comm(workload, pricer)
+    cp_ep = _cp_ep_comm(workload, pricer, micro, sm_count)
+    # TP, CP/EP and PP collectives stretch every micro-batch's pipeline slot; DP's come per step.
+    in_micro_s = tp.exposed_s + tp.slowdown_s + pp.exposed_s
+    in_micro_s += sum(k.exposed_s + k.slowdown_s for k in cp_ep)
+    bubble_s = _bubble_s(workload, micro, micro.total_s + in_micro_s / m)
+    dp, slowdown_s = _dp_comm(workload, pricer, options, micro)
+    compute_s = m * micro.total_s + micro.optimizer_s
+    step_s = compute_s + in_micro_s + bubble_s + dp.exposed_s + slowdown_s
+    slowdown_s += tp.slowdown_s + sum(k.slowdown_s for k in cp_ep)  # (in in_micro_s already)
     # Every collective hidden, no compute slowed: the compute and the bare pipeline bubble.
-    ideal_s = step.compute_s + _bubble_s(workload, micro, micro.total_s)
+    ideal_s = compute_s + _bubble_s(workload, micro, micro.total_s)
     model_flops = workload.model_flops_per_token * workload.tokens_per_step
     hardware_flops = workload.hardware_flops_per_token * workload.tokens_per_step
-    mfu = model_flops / (step.total_s * accelerators * peak)
+    mfu = model_flops / (step_s * accelerators * peak)
     mfu_ideal = model_flops / (ideal_s * accelerators * peak)
     return Estimate(
         topology=topology.name,
         nodes=topology.nodes,
         accelerators=accelerators,
         peak_tflops=peak / 1e12,
-        step_time_s=step.total_s,
-        compute_s=step.compute_s,
-        bubble_s=step.bubble_s,
-        comm=step.comm,
-        slowdown_s=step.slowdown_s,
+        step_time_s=step_s,
+        compute_s=compute_s,
+        bubble_s=bubble_s,
+        comm=(tp, *cp_ep, pp, dp),
+        slowdown_s=slowdown_s,
         mfu=mfu,
-        hfu=hardware_flops / (step.total_s * accelerators * peak),
+        hfu=hardware_flops / (step_s * accelerators * peak),
         mfu_loss_comm=mfu_ideal - mfu,
-        tokens_per_s=workload.tokens_per_step / step.total_s,
-        model_tflops_per_accelerator=model_flops / step.total_s / accelerators / 1e12,
+        tokens_per_s=workload.tokens_per_step / step_s,
+        model_tflops_per_accelerator=model_flops / step_s / accelerators / 1e12,
         what_if={"perfect_overlap": mfu_ideal},
-        assumptions=_assumptions(workload, options, micro, topology.accelerator.sm_count),
+        assumptions=_assumptions(workload, options, micro, sm_count),
         memory=memory_estimate(workload, topology.accelerator.memory_gib),
         micro=micro,
-        microbatches=workload.microbatches,
+        microbatches=m,
         accelerator=topology.accelerator.name,
     )
 
@@ -218,16 +229,21 @@ def combined_origin(origins: Iterable[str]) -> str:
     return seen.pop() if len(seen) == 1 else MIXED
 
 
-def _origin(*priced: Priced | _Bucketed) -> str:
-    return combined_origin(MEASURED if item.measured else PREDICTED for item in priced)
-
-
-def _sources(named: dict[str, Priced | _Bucketed]) -> str:
-    """One source when every collective's agrees, else each collective's own."""
+def _comm_kind(
+    kind: str,
+    what: str,
+    total_s: float,
+    exposed_s: float,
+    named: Mapping[str, Priced | _Bucketed],
+    slowdown_s: float = 0.0,
+) -> CommKind:
+    """A CommKind of the collectives `named` (name -> price): one source when every
+    collective's agrees, else each collective's own; the origin of their times."""
     sources = {item.source for item in named.values()}
-    if len(sources) == 1:
-        return sources.pop()
-    return "; ".join(f"{name} {item.source}" for name, item in named.items())
+    each = "; ".join(f"{name} {item.source}" for name, item in named.items())
+    source = sources.pop() if len(sources) == 1 else each
+    origin = combined_origin(MEASURED if item.measured else PREDICTED for item in named.values())
+    return CommKind(kind, what, total_s, exposed_s, source, origin, slowdown_s)
 
 
 def peak_flops(workload: Workload, topology: Topology) -> float:
@@ -243,37 +259,6 @@ def peak_flops(workload: Workload, topology: Topology) -> float:
             )
         return accelerator.peak_fp8_tflops * 1e12
     return accelerator.peak_bf16_tflops * 1e12
-
-
-@dataclass(frozen=True)
-class _Step:
-    total_s: float
-    compute_s: float
-    bubble_s: float
-    slowdown_s: float
-    comm: tuple[CommKind, ...]
-
-
-def _step(
-    workload: Workload,
-    pricer: Pricer,
-    options: EstimateOptions,
-    micro: MicroBatchCompute,
-    gemm_s: GemmSeconds,
-    sm_count: int | None,
-) -> _Step:
-    m = workload.microbatches
-    tp = _tp_comm(workload, pricer, options, gemm_s, sm_count)
-    pp = _pp_comm(workload, pricer)
-    cp_ep = _cp_ep_comm(workload, pricer, micro, sm_count)
-    cp_ep_s = sum(k.exposed_s + k.slowdown_s for k in cp_ep)
-    in_micro_s = tp.exposed_s + tp.slowdown_s + pp.exposed_s + cp_ep_s
-    bubble_s = _bubble_s(workload, micro, micro.total_s + in_micro_s / m)
-    dp, slowdown_s = _dp_comm(workload, pricer, options, micro)
-    compute_s = m * micro.total_s + micro.optimizer_s
-    total_s = compute_s + in_micro_s + bubble_s + dp.exposed_s + slowdown_s
-    slowdown_s += tp.slowdown_s + sum(k.slowdown_s for k in cp_ep)  # (in in_micro_s already)
-    return _Step(total_s, compute_s, bubble_s, slowdown_s, (tp, *cp_ep, pp, dp))
 
 
 def _bubble_s(workload: Workload, micro: MicroBatchCompute, slot_s: float) -> float:
@@ -299,17 +284,9 @@ def _cp_ep_comm(
         ("ep", moe.ep_exchange(workload, pricer, window_s, sm_count)),
     )
     return tuple(
-        CommKind(
-            kind,
-            exchange.what,
-            exchange.total_s,
-            exchange.exposed_s,
-            _sources(exchange.priced),
-            _origin(*exchange.priced.values()),
-            slowdown_s=exchange.slowdown_s,
-        )
-        for kind, exchange in exchanges
-        if exchange.priced
+        _comm_kind(kind, one.what, one.total_s, one.exposed_s, one.priced, one.slowdown_s)
+        for kind, one in exchanges
+        if one.priced
     )
 
 
@@ -352,17 +329,16 @@ def _tp_comm(
     what = f"{what}/layer of {_mb(size)}"
     total_s = sum(named[name].time_s * count for name, count in calls.items())
     total_s *= workload.microbatches
-    source, origin = _sources(named), _origin(*named.values())
 
     def comm_s(collective: str, size_bytes: float, ranks: int, stride: int) -> float:
         return pricer(collective, size_bytes, ranks, stride).time_s
 
     if not options.tp_overlap:
         overlap = async_backward(workload, gemm_s, comm_s).times(workload.microbatches)
-        return CommKind("tp", what, total_s, overlap.exposed_s, source, origin)
+        return _comm_kind("tp", what, total_s, overlap.exposed_s, named)
     overlap = overlapped_tp(workload, gemm_s, comm_s, options.tp_overlap_settings, sm_count)
     what += ", userbuffer overlap"
-    return CommKind("tp", what, total_s, overlap.exposed_s, source, origin, overlap.slowdown_s)
+    return _comm_kind("tp", what, total_s, overlap.exposed_s, named, overlap.slowdown_s)
 
 
 def _pp_comm(workload: Workload, pricer: Pricer) -> CommKind:
@@ -376,7 +352,7 @@ def _pp_comm(workload: Workload, pricer: Pricer) -> CommKind:
     sends = 2 * workload.microbatches * par.virtual_stages
     total_s = priced.time_s * sends
     what = f"sendrecv {_mb(size)} x {sends}/step"
-    return CommKind("pp", what, total_s, total_s, priced.source, _origin(priced))
+    return _comm_kind("pp", what, total_s, total_s, {"sendrecv": priced})
 
 
 def _dp_comm(
@@ -414,14 +390,13 @@ def _dp_comm(
         named["all_gather"] = gather
     what += f" in {par.dp_bucket_mb:g} MiB buckets" if bucket else " (one collective each)"
     total_s = sum(comm.time_s for comm, _ in windows)
-    source, origin = _sources(named), _origin(*named.values())
     if not par.dp_overlap:
-        return CommKind("dp", what, total_s, total_s, source, origin), 0.0
+        return _comm_kind("dp", what, total_s, total_s, named), 0.0
     exposed_s = slowdown_s = 0.0
     for comm, window_s in windows:
         exposed, slowdown = _beside(comm, window_s, options)
         exposed_s, slowdown_s = exposed_s + exposed, slowdown_s + slowdown
-    return CommKind("dp", what, total_s, exposed_s, source, origin), slowdown_s
+    return _comm_kind("dp", what, total_s, exposed_s, named), slowdown_s
 
 
 @dataclass(frozen=True)
