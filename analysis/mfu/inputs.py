@@ -44,7 +44,7 @@ def cost_model_pricer(
             f"below {MIN_COMM_EFFICIENCY:.0%} every collective would be priced at over "
             f"{1 / MIN_COMM_EFFICIENCY:.0f}x its bound: measure the fabric and pass --curves)",
         )
-    efficiency = costmodel.Efficiency(scale_up=comm_efficiency, scale_out=comm_efficiency)
+    efficiency = costmodel.Efficiency.uniform(comm_efficiency)
 
     def price(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
         group = costmodel.group_for(topology, ranks, stride)

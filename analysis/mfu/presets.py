@@ -19,6 +19,13 @@ _LLAMA3 = {
     "dropout": False,
     "source": "Llama 3 Herd of Models (arXiv 2407.21783), Table 3",
 }
+# Nemotron-4: squared-ReLU MLP of 4h (priced as the GELU's one read and write),
+# grouped-query attention, untied embeddings, no dropout (NVIDIA dgxc-benchmarking
+# nemotron4-15b-synth.yaml and nemotron4-340b-synth.yaml: dropouts 0.0).
+_NEMOTRON4 = {"kv_heads": 8, "vocab": 256000, "tied_embeddings": False, "dropout": False}
+# What the Mixtral models share: grouped-query attention over 8 KV heads, SwiGLU experts
+# (2 of 8 routed per token), untied embeddings.
+_MIXTRAL = {"kv_heads": 8, "gated_mlp": True, "tied_embeddings": False, "experts": 8, "top_k": 2}
 # Presets: shapes as published. vocab is the padded size the training code used where the
 # paper gives it (Megatron pads GPT-2's 50257 to 51200).
 PRESETS: dict[str, Model] = {
@@ -67,60 +74,43 @@ PRESETS: dict[str, Model] = {
         Model("llama3-8b", layers=32, hidden=4096, heads=32, ffn_hidden=14336, **_LLAMA3),
         Model("llama3-70b", layers=80, hidden=8192, heads=64, ffn_hidden=28672, **_LLAMA3),
         Model("llama3-405b", layers=126, hidden=16384, heads=128, ffn_hidden=53248, **_LLAMA3),
-        # Nemotron-4: squared-ReLU MLP of 4h (priced as the GELU's one read and write),
-        # grouped-query attention, untied embeddings, no dropout (NVIDIA dgxc-benchmarking
-        # nemotron4-15b-synth.yaml and nemotron4-340b-synth.yaml: dropouts 0.0).
         Model(
             "nemotron4-15b",
             layers=32,
             hidden=6144,
             heads=48,
-            kv_heads=8,
             ffn_hidden=24576,
-            vocab=256000,
-            tied_embeddings=False,
-            dropout=False,
             source="Nemotron-4 15B Technical Report (arXiv 2402.16819), Table 1",
+            **_NEMOTRON4,
         ),
         Model(
             "nemotron4-340b",
             layers=96,
             hidden=18432,
             heads=96,
-            kv_heads=8,
             ffn_hidden=73728,
-            vocab=256000,
-            tied_embeddings=False,
-            dropout=False,
             source="Nemotron-4 340B Technical Report (arXiv 2406.11704), Table 1",
+            **_NEMOTRON4,
         ),
         Model(
             "mixtral-8x7b",
             layers=32,
             hidden=4096,
             heads=32,
-            kv_heads=8,
             ffn_hidden=14336,
             vocab=32000,
-            gated_mlp=True,
-            tied_embeddings=False,
-            experts=8,
-            top_k=2,
             source="Mixtral of Experts (Jiang et al. 2024, arXiv 2401.04088), Table 1",
+            **_MIXTRAL,
         ),
         Model(
             "mixtral-8x22b",
             layers=56,
             hidden=6144,
             heads=48,
-            kv_heads=8,
             ffn_hidden=16384,
             vocab=32768,
-            gated_mlp=True,
-            tied_embeddings=False,
-            experts=8,
-            top_k=2,
             source="mistralai/Mixtral-8x22B-v0.1 config.json (Hugging Face)",
+            **_MIXTRAL,
         ),
         Model(
             "deepseek-v3",
