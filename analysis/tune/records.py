@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from collbench.analysis.rules.decision import ALPHA, FASTER, SLOWER, Rule
-from collbench.analysis.tune.tuner_conf_rules import SIZE_MAX as BYTES_MAX  # no upper end
 from collbench.core.bandwidth import busbw_gbps
 from collbench.core.convert import plain
 from collbench.core.stats import geomean
@@ -19,25 +18,6 @@ from collbench.store.rows import ResultRow
 
 GRANULARITIES = ("crossover", "band", "size")
 PLACEMENTS = ("out_of_place", "in_place")  # the first one measured is the one tuned
-__all__ = [
-    "BYTES_MAX",
-    "GRANULARITIES",
-    "PLACEMENTS",
-    "SettingLike",
-    "SettingOutcome",
-    "SelectRule",
-    "SizeRange",
-    "TuneEvidence",
-    "describe_evidence",
-    "BestRecord",
-    "sizes_text",
-    "range_label",
-    "row_busbw",
-    "sample_busbw",
-    "repeats_busbw",
-    "merge_adjacent",
-    "gain_over",
-]
 
 
 class SettingLike(Protocol):

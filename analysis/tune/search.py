@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 from collbench.analysis.rules.bands import band_of
 from collbench.analysis.rules.decision import ALPHA, SLOWER, Question, Rule, evidence_of, judge
-from collbench.analysis.tune.select import (
+from collbench.analysis.tune.records import (
     SettingOutcome,
     repeats_busbw,
     row_busbw,
     sample_busbw,
-    tuned_placement,
 )
+from collbench.analysis.tune.select import tuned_placement
 from collbench.core.stats import geomean
 from collbench.core.tune_grid import KnobAxis, Setting
 from collbench.store.rows import SWEEP, ResultRow, row_is

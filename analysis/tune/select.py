@@ -27,49 +27,26 @@ from collbench.analysis.rules.decision import (
     judge,
 )
 from collbench.analysis.tune.records import (
-    BYTES_MAX,
-    GRANULARITIES,
     PLACEMENTS,
     BestRecord,
     SelectRule,
-    SettingLike,
     SettingOutcome,
     SizeRange,
     TuneEvidence,
-    describe_evidence,
     gain_over,
-    merge_adjacent,
-    range_label,
     repeats_busbw,
-    row_busbw,
-    sample_busbw,
     sizes_text,
 )
+
+# re-exported (`X as X`) beside the records select uses: one import for tune's callers
+from collbench.analysis.tune.records import describe_evidence as describe_evidence
+from collbench.analysis.tune.records import merge_adjacent as merge_adjacent
+from collbench.analysis.tune.records import range_label as range_label
+from collbench.analysis.tune.tuner_conf_rules import SIZE_MAX as BYTES_MAX  # no upper end
 from collbench.core.stats import geomean
 from collbench.core.units import format_size
 from collbench.store.rows import SWEEP, ResultRow, row_is, rows_of
 
-__all__ = [  # the records are re-exported: one import for tune's callers
-    "BYTES_MAX",
-    "GRANULARITIES",
-    "PLACEMENTS",
-    "BestRecord",
-    "SelectRule",
-    "SettingLike",
-    "SettingOutcome",
-    "SizeRange",
-    "TuneEvidence",
-    "describe_evidence",
-    "merge_adjacent",
-    "repeats_busbw",
-    "row_busbw",
-    "sample_busbw",
-    "select_best",
-    "size_ranges",
-    "sizes_text",
-    "range_label",
-    "tuned_placement",
-]
 # What `confidence` says, by the basis the rule decided on: (called, not called)
 CONFIDENCE = {
     REPEATS: ("significant", "not significant"),

@@ -12,45 +12,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+# the reader's API is re-exported (`X as X`): one import for tune's callers
+from collbench.analysis.tune.tuner_conf_rules import ALGO_ENV_NAMES as ALGO_ENV_NAMES
 from collbench.analysis.tune.tuner_conf_rules import (
-    ALGO_ENV_NAMES,
     ALGORITHMS,
     ANY,
     BACKENDS,
     COLLECTIVES,
     FIELDS,
     PLUGIN_COLLECTIVE,
-    PROTO_ENV_NAMES,
     PROTOCOLS,
     SIZE_MAX,
     Rule,
-    TunerConfSyntaxError,
-    effective_channels,
-    enabled_names,
-    lookup,
     parse_tuner_conf,
     single_name,
-    uncovered,
 )
+from collbench.analysis.tune.tuner_conf_rules import enabled_names as enabled_names
+from collbench.analysis.tune.tuner_conf_rules import lookup as lookup
+from collbench.analysis.tune.tuner_conf_rules import uncovered as uncovered
 from collbench.core.errors import CollbenchError, SpecError
 from collbench.core.units import format_size
-
-__all__ = [  # the reader's API is re-exported: one import for tune's callers
-    "ALGO_ENV_NAMES",
-    "PROTO_ENV_NAMES",
-    "ChannelsUnknown",
-    "Rule",
-    "TunerConfSyntaxError",
-    "TunerConfUnavailable",
-    "effective_channels",
-    "enabled_names",
-    "lookup",
-    "parse_tuner_conf",
-    "communicator_shape",
-    "parse_tuner_shape",
-    "render_tuner_conf",
-    "uncovered",
-]
 
 RCCL_ALGORITHMS = ("tree", "ring")
 RCCL_PROTOCOLS = ("ll", "ll128", "simple")

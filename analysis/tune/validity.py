@@ -8,8 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from collbench.analysis.tune.tuner_conf import ALGO_ENV_NAMES, PROTO_ENV_NAMES, enabled_names
-from collbench.analysis.tune.tuner_conf_rules import PLUGIN_COLLECTIVE
+from collbench.analysis.tune.tuner_conf_rules import (
+    ALGO_ENV_NAMES,
+    PLUGIN_COLLECTIVE,
+    PROTO_ENV_NAMES,
+    enabled_names,
+)
 from collbench.core.tune_catalog import NCCL_ALGORITHMS, NCCL_PROTOCOLS
 
 _ALL = ("ll", "ll128", "simple")
