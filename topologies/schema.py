@@ -8,13 +8,16 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
+from collbench.core.convert import plain
 from collbench.core.errors import SpecError
 
 SCALE_UP_KINDS = ("nvlink", "xgmi", "pcie", "shm")
 SCALE_OUT_KINDS = ("infiniband", "roce", "ethernet", "tcp")
+FABRICS = ("switch", "mesh", "bus")
+MAX_COUNT = 10**6  # the most nodes, accelerators or SMs a field may count
 
 
 class TopologyError(SpecError):
@@ -49,31 +52,41 @@ class Accelerator:
     peak_fp32_tflops: float | None = None
     peak_tf32_tflops: float | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("matmul_fraction", "matmul_fraction_fp8", "matmul_sustained"):
+            value = getattr(self, name)
+            if value is not None and value > 1:
+                raise TopologyError(
+                    f"accelerator.{name}", value, "must be a share of the peak, in (0, 1]"
+                )
+
 
 @dataclass(frozen=True)
 class ScaleUp:
     """The scale-up domain: NVLink/NVSwitch, xGMI, PCIe, or shared memory on one host."""
 
-    kind: str
+    kind: str = field(metadata={"choices": SCALE_UP_KINDS})
     bandwidth_gbytes_s: float  # per accelerator, per direction
-    latency_us: float  # one hop (one step of a ring)
+    latency_us: float = field(metadata={"minimum": 0.0})  # one hop (one step of a ring)
     domain_size: int  # accelerators in one domain: 8 in a DGX, 72 in a GB200 NVL72 rack
     # "switch": any-to-any at full per-accelerator bandwidth (NVSwitch);
     # "mesh": point-to-point links, the bandwidth split over domain_size - 1 peers (xGMI);
     # "bus": a shared PCIe tree.
-    fabric: str = "switch"
+    fabric: str = field(default="switch", metadata={"choices": FABRICS})
 
 
 @dataclass(frozen=True)
 class ScaleOut:
     """The scale-out network between scale-up domains (InfiniBand, RoCE, Ethernet)."""
 
-    kind: str
+    kind: str = field(metadata={"choices": SCALE_OUT_KINDS})
     nics_per_node: int
     nic_gbits_s: float  # per NIC, per direction
-    latency_us: float  # one hop between nodes, NIC to NIC through the switches
+    # one hop between nodes, NIC to NIC through the switches
+    latency_us: float = field(metadata={"minimum": 0.0})
     rail_optimized: bool = True
-    oversubscription: float = 1.0  # 2.0 means a 2:1 tapered fat tree above the leaves
+    # 2.0 means a 2:1 tapered fat tree above the leaves
+    oversubscription: float = field(default=1.0, metadata={"minimum": 1.0})
 
 
 @dataclass(frozen=True)
@@ -81,7 +94,7 @@ class Topology:
     """A fabric: what the cost model and the MFU estimator price collectives on."""
 
     name: str
-    description: str
+    description: str = field(metadata={"default": ""})  # a file may leave it out
     nodes: int
     accelerators_per_node: int
     accelerator: Accelerator
@@ -116,30 +129,19 @@ class Topology:
 
 def to_dict(topology: Topology) -> dict[str, Any]:
     """The plain mapping a topology file would hold (round-trips through from_dict)."""
-    out: dict[str, Any] = {}
-    for item in fields(Topology):
-        if item.name == "origin":
-            continue
-        value = getattr(topology, item.name)
-        if isinstance(value, (Accelerator, ScaleUp, ScaleOut)):
-            value = {sub.name: getattr(value, sub.name) for sub in fields(value)}
-        elif isinstance(value, Mapping):
-            value = dict(value)
-        out[item.name] = value
-    return out
+    data = plain(topology)
+    del data["origin"]
+    return data
 
 
 def field_paths() -> tuple[str, ...]:
     """Every field path a topology file can hold, e.g. `scale_up.bandwidth_gbytes_s`."""
-    sections = {"accelerator": Accelerator, "scale_up": ScaleUp, "scale_out": ScaleOut}
     paths: list[str] = []
-    for item in fields(Topology):
-        if item.name in ("origin", "sources"):
-            continue
-        if item.name in sections:
-            paths.extend(f"{item.name}.{sub.name}" for sub in fields(sections[item.name]))
-        else:
-            paths.append(item.name)
+    for name in _SECTIONS[""]:
+        if name in _SECTION_TYPES:
+            paths.extend(f"{name}.{sub}" for sub in _SECTIONS[name])
+        elif name != "sources":
+            paths.append(name)
     return tuple(paths)
 
 
@@ -156,10 +158,9 @@ def numeric_figures(topology: Topology) -> dict[str, float]:
 
 def unsourced_figures(topology: Topology) -> list[str]:
     """Numbers the file sets (not left at their default) that `sources` does not cite."""
-    sections = {"accelerator": Accelerator, "scale_up": ScaleUp, "scale_out": ScaleOut}
     defaults = {
         f"{name}.{item.name}": item.default
-        for name, cls in sections.items()
+        for name, cls in _SECTION_TYPES.items()
         for item in fields(cls)
     }
     return [
@@ -175,67 +176,9 @@ def topology_from_dict(data: Any, origin: str = "") -> Topology:
     Unknown keys are refused first, naming the key, its field path and the closest known
     field, so a typo'd key is not reported as the required field it was meant to be.
     """
-    top = _Fields(data, "", _SECTIONS[""])
-    topology = Topology(
-        name=top.text("name"),
-        description=top.text("description", default=""),
-        nodes=top.integer("nodes", minimum=1),
-        accelerators_per_node=top.integer("accelerators_per_node", minimum=1),
-        accelerator=_accelerator(top.section("accelerator")),
-        scale_up=_scale_up(top.section("scale_up")),
-        scale_out=_scale_out(top.section("scale_out", optional=True)),
-        curves=top.text("curves", default=None),
-        sources=top.sources("sources"),
-        origin=origin,
-    )
+    topology = Topology(**_Fields(data, "").values(Topology), origin=origin)
     _check_consistent(topology)
     return topology
-
-
-def _accelerator(section: _Fields) -> Accelerator:
-    accelerator = Accelerator(
-        name=section.text("name"),
-        peak_bf16_tflops=section.number("peak_bf16_tflops"),
-        peak_fp8_tflops=section.number("peak_fp8_tflops", default=None),
-        memory_gib=section.number("memory_gib", default=None),
-        hbm_gbytes_s=section.number("hbm_gbytes_s", default=None),
-        sm_count=section.integer("sm_count", minimum=1, default=None),
-        matmul_fraction=section.number("matmul_fraction", default=None),
-        matmul_fraction_fp8=section.number("matmul_fraction_fp8", default=None),
-        matmul_sustained=section.number("matmul_sustained", default=None),
-        peak_fp32_tflops=section.number("peak_fp32_tflops", default=None),
-        peak_tf32_tflops=section.number("peak_tf32_tflops", default=None),
-    )
-    for name in ("matmul_fraction", "matmul_fraction_fp8", "matmul_sustained"):
-        value = getattr(accelerator, name)
-        if value is not None and value > 1:
-            raise TopologyError(
-                f"accelerator.{name}", value, "must be a share of the peak, in (0, 1]"
-            )
-    return accelerator
-
-
-def _scale_up(section: _Fields) -> ScaleUp:
-    return ScaleUp(
-        kind=section.choice("kind", SCALE_UP_KINDS),
-        bandwidth_gbytes_s=section.number("bandwidth_gbytes_s"),
-        latency_us=section.number("latency_us", minimum=0.0),
-        domain_size=section.integer("domain_size", minimum=1),
-        fabric=section.choice("fabric", ("switch", "mesh", "bus"), default="switch"),
-    )
-
-
-def _scale_out(section: _Fields | None) -> ScaleOut | None:
-    if section is None:
-        return None
-    return ScaleOut(
-        kind=section.choice("kind", SCALE_OUT_KINDS),
-        nics_per_node=section.integer("nics_per_node", minimum=1),
-        nic_gbits_s=section.number("nic_gbits_s"),
-        latency_us=section.number("latency_us", minimum=0.0),
-        rail_optimized=section.boolean("rail_optimized", default=True),
-        oversubscription=section.number("oversubscription", default=1.0, minimum=1.0),
-    )
 
 
 def _check_consistent(topology: Topology) -> None:
@@ -264,12 +207,11 @@ def _section_fields(cls: type) -> tuple[str, ...]:
     return tuple(item.name for item in fields(cls) if item.name != "origin")
 
 
+_SECTION_TYPES = {"accelerator": Accelerator, "scale_up": ScaleUp, "scale_out": ScaleOut}
 # The keys each mapping of a topology file may hold, by its path ("" is the top level).
 _SECTIONS: dict[str, tuple[str, ...]] = {
     "": _section_fields(Topology),
-    "accelerator": _section_fields(Accelerator),
-    "scale_up": _section_fields(ScaleUp),
-    "scale_out": _section_fields(ScaleOut),
+    **{path: _section_fields(cls) for path, cls in _SECTION_TYPES.items()},
 }
 
 
@@ -293,80 +235,74 @@ def _join(path: str, key: str) -> str:
 class _Fields:
     """Typed reads from one mapping of a topology file, with the field path in errors."""
 
-    def __init__(self, data: Any, path: str, known: tuple[str, ...]) -> None:
+    def __init__(self, data: Any, path: str) -> None:
         if not isinstance(data, Mapping):
             raise TopologyError(path or "topology", _short(data), "must be a mapping of fields")
         self.data, self.path = data, path
-        unknown = sorted(str(key) for key in data if key not in known)
+        unknown = sorted(str(key) for key in data if key not in _SECTIONS[path])
         if unknown:
             value = next(data[key] for key in data if str(key) == unknown[0])
             raise TopologyError(
-                self._name(unknown[0]), _short(value), _unknown_key_hint(path, unknown[0])
+                _join(path, unknown[0]), _short(value), _unknown_key_hint(path, unknown[0])
             )
 
-    def _get(self, key: str, default: Any, required: bool) -> Any:
+    def values(self, cls: type) -> dict[str, Any]:
+        """The fields of `cls` (origin aside), read in order."""
+        return {item.name: self._read(item) for item in fields(cls) if item.name != "origin"}
+
+    def _read(self, item: Field[Any]) -> Any:
+        """One field, checked as its type says (`X | None`: optional) with its metadata's
+        choices or minimum; left out, its default (metadata's "default" first; none: required)."""
+        key, rule = item.name, item.metadata
+        default = item.default_factory() if item.default_factory is not MISSING else item.default
+        default = rule.get("default", ... if default is MISSING else default)
+        value = self._get(key, default)
+        if key in _SECTION_TYPES:
+            cls = _SECTION_TYPES[key]
+            return None if value is None else cls(**_Fields(value, key).values(cls))
+        if value is default:
+            return value
+        kind = str(item.type).removesuffix(" | None")
+        problem = _problem(kind, value, rule)
+        if problem is not None:
+            raise TopologyError(_join(self.path, key), _short(value), problem)
+        if "choices" in rule:
+            return value.lower()
+        if kind == "float":
+            return float(value)
+        return dict(value) if kind.startswith("Mapping") else value
+
+    def _get(self, key: str, default: Any) -> Any:
+        """The key's value; `default` where it is missing or null (...: required)."""
         if key not in self.data or self.data[key] is None:
-            if required:
-                raise _missing(self._name(key))
+            if default is ...:
+                raise _missing(_join(self.path, key))
             return default
         return self.data[key]
 
-    def _name(self, key: str) -> str:
-        return _join(self.path, key)
 
-    def text(self, key: str, default: Any = ...) -> Any:
-        value = self._get(key, default, default is ...)
-        if value is not default and not (isinstance(value, str) and value.strip()):
-            raise TopologyError(self._name(key), _short(value), "must be a non-empty string")
-        return value
-
-    def number(self, key: str, default: Any = ..., minimum: float | None = None) -> Any:
-        value = self._get(key, default, default is ...)
-        if value is default:
-            return value
+def _problem(kind: str, value: Any, rule: Mapping[str, Any]) -> str | None:
+    """What is wrong with a value for a field of type `kind` and `rule` (None: nothing)."""
+    if "choices" in rule:
+        ok = isinstance(value, str) and value.lower() in rule["choices"]
+        return None if ok else f"must be one of {', '.join(rule['choices'])}"
+    if kind == "str":
+        return None if isinstance(value, str) and value.strip() else "must be a non-empty string"
+    if kind == "float":
+        minimum = rule.get("minimum")
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value)
-        if not ok or (value <= 0 if minimum is None else value < minimum):
-            bound = "> 0" if minimum is None else f">= {minimum:g}"
-            raise TopologyError(self._name(key), _short(value), f"must be a number {bound}")
-        return float(value)
-
-    def integer(self, key: str, minimum: int, maximum: int = 10**6, default: Any = ...) -> Any:
-        value = self._get(key, default, default is ...)
-        if value is not ... and value is default:
-            return value
-        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-            raise TopologyError(
-                self._name(key), _short(value), f"must be an integer from {minimum} to {maximum:,}"
-            )
-        return value
-
-    def boolean(self, key: str, default: bool) -> bool:
-        value = self._get(key, default, False)
-        if not isinstance(value, bool):
-            raise TopologyError(self._name(key), _short(value), "must be true or false")
-        return value
-
-    def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
-        value = self._get(key, default, default is ...)
-        if not isinstance(value, str) or value.lower() not in choices:
-            raise TopologyError(
-                self._name(key), _short(value), f"must be one of {', '.join(choices)}"
-            )
-        return value.lower()
-
-    def section(self, key: str, optional: bool = False) -> _Fields | None:
-        value = self._get(key, None, not optional)
-        return None if value is None else _Fields(value, self._name(key), _SECTIONS[key])
-
-    def sources(self, key: str) -> dict[str, str]:
-        value = self._get(key, {}, False)
-        if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in value.items()
-        ):
-            raise TopologyError(
-                self._name(key), _short(value), "must map field paths to citations (strings)"
-            )
-        return dict(value)
+        if ok and (value > 0 if minimum is None else value >= minimum):
+            return None
+        return f"must be a number {'> 0' if minimum is None else f'>= {minimum:g}'}"
+    if kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_COUNT
+        return None if ok else f"must be an integer from 1 to {MAX_COUNT:,}"
+    if kind == "bool":
+        return None if isinstance(value, bool) else "must be true or false"
+    ok = isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in value.items()
+    )
+    return None if ok else "must map field paths to citations (strings)"
 
 
 def _finite(value: float) -> bool:

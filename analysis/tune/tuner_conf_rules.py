@@ -34,12 +34,9 @@ ANY = -1  # the wildcard of nNodes, nRanks, numPipeOps and regBuff
 COLLECTIVES = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
 ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 PROTOCOLS = ("ll", "ll128", "simple")
-PLUGIN_COLLECTIVE = {
-    "broadcast": "broadcast",
-    "reduce": "reduce",
-    "all_gather": "allgather",
-    "reduce_scatter": "reducescatter",
-    "all_reduce": "allreduce",
+PLUGIN_COLLECTIVE = {  # collbench's name -> the plugin's: the same without underscores
+    name: name.replace("_", "")
+    for name in ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce")
 }
 # What the plugin makes of a name it does not know (parseCollType/Algorithm/Protocol).
 FALLBACK = {"collective_type": "allreduce", "algorithm": "ring", "protocol": "simple"}
@@ -300,11 +297,9 @@ def _check_values(fail: _Fail, rule: Rule) -> None:
         raise fail(f"needs 0 <= min_bytes <= max_bytes <= {SIZE_MAX}; this range matches nothing")
     if rule.channels < -1 or rule.channels >= 2**31:
         raise fail("channels must be a count, 0 (the library's own) or -1")
-    for name, value in (("nNodes", rule.nnodes), ("nRanks", rule.nranks)):
+    for name, value in zip(FIELDS[6:9], (rule.nnodes, rule.nranks, rule.num_pipe_ops), strict=True):
         if value != ANY and not 1 <= value < 2**31:
             raise fail(f"{name} must be a count or -1 (any)")
-    if rule.num_pipe_ops != ANY and not 1 <= rule.num_pipe_ops < 2**31:
-        raise fail("numPipeOps must be a count or -1 (any)")
     if rule.reg_buff not in (ANY, 0, 1):
         raise fail("regBuff must be 0, 1 or -1 (any)")
 
@@ -313,17 +308,9 @@ def _check_values(fail: _Fail, rule: Rule) -> None:
 # collective, read as NCCL's parseList reads them (src/graph/tuning.cc), in the tuner
 # plugin's names; nccl_tuner.conf writes a rule only where exactly one of each is left.
 # NCCL's names in NCCL_ALGO / NCCL_PROTO (ncclAlgoStr, ncclProtoStr; compared ignoring case)
-# and the plugin's names for them.
-ALGO_ENV_NAMES = {
-    "tree": "tree",
-    "ring": "ring",
-    "collnetdirect": "collnet_direct",
-    "collnetchain": "collnet_chain",
-    "nvls": "nvls",
-    "nvlstree": "nvls_tree",
-    "pat": "pat",
-}
-PROTO_ENV_NAMES = {"ll": "ll", "ll128": "ll128", "simple": "simple"}
+# and the plugin's names for them: the same without underscores.
+ALGO_ENV_NAMES = {name.replace("_", ""): name for name in ALGORITHMS}
+PROTO_ENV_NAMES = {name: name for name in PROTOCOLS}
 
 
 def single_name(knobs: Mapping[str, str], kind: str, collective: str) -> str | None:
