@@ -19,7 +19,7 @@ from collbench.analysis.tune.records import (
     row_busbw,
     sample_busbw,
 )
-from collbench.analysis.tune.select import tuned_placement
+from collbench.analysis.tune.select import setting_table, tuned_placement
 from collbench.core.stats import geomean
 from collbench.core.tune_grid import KnobAxis, Setting
 from collbench.store.rows import SWEEP, ResultRow, row_is
@@ -107,13 +107,12 @@ def _probe_table(
     outcome: SettingOutcome, placements: dict[str, str]
 ) -> dict[Key, tuple[ResultRow, ...]]:
     """Per (collective, size) at the tuned placement, the setting's rows (one per repeat)."""
-    table: dict[Key, dict[int, ResultRow]] = {}
-    for row in outcome.rows:
-        tuned = row.placement == placements.get(str(row.collective))
-        if row_is(row, SWEEP) and row.size_bytes > 0 and tuned:
-            key = (str(row.collective), int(row.size_bytes))
-            table.setdefault(key, {}).setdefault(row.repeat_index, row)
-    return {key: tuple(rows.values()) for key, rows in table.items()}
+    return {
+        (name, size): rows
+        for name, placement in placements.items()
+        for size, rows in setting_table(outcome.rows, name, placement).items()
+        if size > 0
+    }
 
 
 def _score(table: dict[Key, tuple[ResultRow, ...]], keys: Sequence[Key]) -> float:

@@ -181,10 +181,9 @@ def _options(
     return _Options(channels, backend, nodes or ANY, ranks or ANY, imported)
 
 
-def _get(record: Any, key: str, default: Any = None) -> Any:
-    if isinstance(record, Mapping):
-        return record.get(key, default)
-    return getattr(record, key, default)
+def _get(record: Any, key: str) -> Any:
+    """A key of a mapping or an attribute of a record (None: it has none)."""
+    return record.get(key) if isinstance(record, Mapping) else getattr(record, key, None)
 
 
 # NCCL's own algorithm/protocol per size range, from what it printed it used (nccl_choice.py),
@@ -205,29 +204,17 @@ def _used(entry: Any) -> list[Pair]:
     return [(_get(item, "algorithm"), _get(item, "protocol")) for item in used]
 
 
-def pairs_by_size(choices: Sequence[Any], collective: str) -> dict[int, set[Pair]]:
-    """size_bytes -> the pairs NCCL used for `collective` (the plugin's name) at that size."""
-    sizes: dict[int, set[Pair]] = {}
-    for entry in choices:
-        name = _get(entry, "collective")
-        if PLUGIN_COLLECTIVE.get(name, name) != collective or _get(entry, "size_is_logged"):
-            continue
-        sizes.setdefault(int(_get(entry, "size_bytes")), set()).update(_used(entry))
-    return sizes
-
-
-def choice_collectives(choices: Sequence[Any]) -> set[str]:
-    """The plugin's names of the collectives the choices say anything about."""
-    names = {_get(entry, "collective") for entry in choices}
-    return {PLUGIN_COLLECTIVE[name] for name in names if name in PLUGIN_COLLECTIVE}
-
-
 def own_parts(
     choices: Sequence[Any], collective: str, min_bytes: int, max_bytes: int
 ) -> list[Part] | None:
     """NCCL's own pair over [min_bytes, max_bytes] of `collective`, cut where it changed
     (the module's rules); None when it printed nothing there or one size is not usable."""
-    sizes = pairs_by_size(choices, collective)
+    sizes: dict[int, set[Pair]] = {}  # size_bytes -> the pairs NCCL used for it there
+    for entry in choices:
+        name = _get(entry, "collective")
+        if PLUGIN_COLLECTIVE.get(name, name) != collective or _get(entry, "size_is_logged"):
+            continue
+        sizes.setdefault(int(_get(entry, "size_bytes")), set()).update(_used(entry))
     printed = sorted(size for size in sizes if min_bytes <= size <= max_bytes)
     if not printed:
         return None
@@ -367,7 +354,8 @@ def _gain(gain: float | None, confidence: str) -> str:
 def _untuned(collective: str, options: _Options, notes: list[str]) -> tuple[list[Rule], str]:
     """NCCL: a collective no range tuned, covered with NCCL's own pairs where the baseline's
     choices say them (a job's debug log), so it does not drop to 1 channel."""
-    if options.backend != "nccl" or collective not in choice_collectives(options.choices):
+    named = {PLUGIN_COLLECTIVE.get(_get(entry, "collective")) for entry in options.choices}
+    if options.backend != "nccl" or collective not in named:
         return [], ""
     parts = own_parts(options.choices, collective, 0, SIZE_MAX)
     if parts is None:
@@ -387,13 +375,12 @@ def _stand_in(
     and names a pair."""
     candidate = item.candidate or {}
     knobs, gain = candidate.get("knobs") or {}, candidate.get("gain")
+    label = candidate.get("setting") or _label(knobs)
     named = all(single_name(knobs, name, item.collective) for name in ("ALGO", "PROTO"))
     if named and gain is not None and gain >= 0:
-        label = candidate.get("setting") or _label(knobs)
         return knobs, f"default is best; the plugin must name a pair: {label} {gain * 100:+.1f}%"
     verdict = "names no single pair" if not named else "measured below the default"
     verdict = "has no gain against the default" if named and gain is None else verdict
-    label = candidate.get("setting") or _label(knobs)
     why = f"the best other setting ({label}) {verdict}" if candidate else "nothing else ran there"
     problems.append(
         (

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from collbench.analysis.tune.select import SettingOutcome, repeats_busbw, tuned_placement
+from collbench.analysis.tune.records import SettingOutcome, repeats_busbw
+from collbench.analysis.tune.select import setting_table, tuned_placement
 from collbench.core.units import format_size
 from collbench.store.rows import SWEEP, row_is
 
@@ -131,24 +132,17 @@ def busbw_tables(
         {row.collective for item in ran for row in item.rows if row_is(row, SWEEP)}
     )
     placements = {name: tuned_placement(name, ran) for name in collectives}
-    tables: dict[int, dict[str, dict[int, float]]] = {}
-    for outcome in ran:
-        by_size: dict[str, dict[int, dict[int, Any]]] = {}
-        for row in outcome.rows:
-            if not row_is(row, SWEEP) or row.placement != placements.get(row.collective):
-                continue
-            if row.size_bytes and row.size_bytes > 0:
-                sizes = by_size.setdefault(str(row.collective), {})
-                sizes.setdefault(int(row.size_bytes), {}).setdefault(row.repeat_index, row)
-        tables[id(outcome)] = {
+    return {
+        id(outcome): {
             name: {
                 size: busbw
-                for size, repeats in sizes.items()
-                if math.isfinite(busbw := repeats_busbw(tuple(repeats.values()))) and busbw > 0
+                for size, repeats in setting_table(outcome.rows, name, placement).items()
+                if size > 0 and math.isfinite(busbw := repeats_busbw(repeats)) and busbw > 0
             }
-            for name, sizes in by_size.items()
+            for name, placement in placements.items()
         }
-    return tables
+        for outcome in ran
+    }
 
 
 def exclusions(
