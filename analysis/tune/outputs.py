@@ -21,7 +21,7 @@ from collbench.analysis.tune.select import (
 )
 from collbench.analysis.tune.tuner_conf_rules import PLUGIN_COLLECTIVE
 from collbench.analysis.tune.validity import split_collectives
-from collbench.analysis.tune.workload import WorkloadChoice
+from collbench.analysis.tune.workload import SettingStep, WorkloadChoice
 from collbench.core.errors import SpecError
 from collbench.core.safe_text import ENV_NAME, escape_control, refuse_control
 from collbench.core.stats import geomean
@@ -131,28 +131,24 @@ def _loses_a_range(
 
 
 def _env_choice(best: Sequence[BestRecord], workload: WorkloadChoice | None) -> EnvChoice:
+    pick: BestRecord | SettingStep
     if workload is not None:
-        pick = workload.chosen
-        conflicts = [
-            _conflict(record, pick.setting) for record in best if record.knobs != pick.knobs
-        ]
-        return EnvChoice(dict(pick.knobs), pick.setting, workload.why, conflicts)
-    if not best:
+        pick, why = workload.chosen, workload.why
+    elif not best:
         return EnvChoice({}, "baseline", "nothing was tuned")
-    chosen = {_knob_key(record.knobs): record for record in best}
-    if len(chosen) == 1:
-        record = best[0]
-        return EnvChoice(dict(record.knobs), record.setting, "the best setting in every range")
-    largest = _largest_per_collective(best)
-    votes: dict[tuple[tuple[str, str], ...], list[BestRecord]] = {}
-    for record in largest:
-        votes.setdefault(_knob_key(record.knobs), []).append(record)
-    winner = max(
-        votes.values(), key=lambda records: (len(records), max(_gain(item) for item in records))
-    )
-    pick = winner[0]
-    names = ", ".join(record.collective for record in winner)
-    why = f"the best setting of the largest size range of {names}"
+    elif len({_knob_key(record.knobs) for record in best}) == 1:
+        pick, why = best[0], "the best setting in every range"
+    else:
+        votes: dict[tuple[tuple[str, str], ...], list[BestRecord]] = {}
+        for record in _largest_per_collective(best):
+            votes.setdefault(_knob_key(record.knobs), []).append(record)
+        winner = max(
+            votes.values(),
+            key=lambda records: (len(records), max(item.gain or 0.0 for item in records)),
+        )
+        pick = winner[0]
+        names = ", ".join(record.collective for record in winner)
+        why = f"the best setting of the largest size range of {names}"
     conflicts = [_conflict(record, pick.setting) for record in best if record.knobs != pick.knobs]
     return EnvChoice(dict(pick.knobs), pick.setting, why, conflicts)
 
@@ -242,10 +238,6 @@ def _largest_per_collective(best: Sequence[BestRecord]) -> list[BestRecord]:
 
 def _knob_key(knobs: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(knobs.items()))
-
-
-def _gain(record: BestRecord) -> float:
-    return record.gain if record.gain is not None else 0.0
 
 
 def _conflict(record: BestRecord, exported: str) -> str:

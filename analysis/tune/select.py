@@ -94,7 +94,8 @@ def select_best(
         placement = tuned_placement(collective, ran)
         tables = {id(item): setting_table(item.rows, collective, placement) for item in ran}
         base_table = tables.get(id(baseline)) or None
-        sizes = sorted(size for size in base_table or _union(tables.values()) if size > 0)
+        measured_sizes = base_table or set().union(*tables.values())
+        sizes = sorted(size for size in measured_sizes if size > 0)
         field = _Field(collective, placement, tuple(sizes), ran, tables, baseline, rule)
         drawn = (ranges or {}).get(collective)
         if drawn is None and rule.granularity == "crossover":
@@ -253,14 +254,6 @@ def setting_table(
         if row_is(row, SWEEP) and row.collective == collective and row.placement == placement:
             table.setdefault(int(row.size_bytes), {}).setdefault(row.repeat_index, row)
     return {size: tuple(by_repeat.values()) for size, by_repeat in table.items()}
-
-
-def _union(tables: Any) -> dict[int, Any]:
-    merged: dict[int, Any] = {}
-    for table in tables:
-        for size, rows in table.items():
-            merged.setdefault(size, rows)
-    return merged
 
 
 def _score(
