@@ -140,8 +140,10 @@ def _env_choice(best: Sequence[BestRecord], workload: WorkloadChoice | None) -> 
         pick, why = best[0], "the best setting in every range"
     else:
         votes: dict[tuple[tuple[str, str], ...], list[BestRecord]] = {}
-        for record in _largest_per_collective(best):
-            votes.setdefault(_knob_key(record.knobs), []).append(record)
+        for name in dict.fromkeys(record.collective for record in best):
+            mine = [record for record in best if record.collective == name]
+            largest = max(mine, key=lambda record: record.min_bytes)  # its largest range votes
+            votes.setdefault(_knob_key(largest.knobs), []).append(largest)
         winner = max(
             votes.values(),
             key=lambda records: (len(records), max(item.gain or 0.0 for item in records)),
@@ -225,15 +227,6 @@ def _setting_entry(outcome: SettingOutcome) -> TuneSetting:
         rows=len(outcome.rows),
         repeats=outcome.repeats,
     )
-
-
-def _largest_per_collective(best: Sequence[BestRecord]) -> list[BestRecord]:
-    largest: dict[str, BestRecord] = {}
-    for record in best:
-        current = largest.get(record.collective)
-        if current is None or record.min_bytes > current.min_bytes:
-            largest[record.collective] = record
-    return list(largest.values())
 
 
 def _knob_key(knobs: dict[str, str]) -> tuple[tuple[str, str], ...]:

@@ -116,8 +116,7 @@ def _probe_table(
 
 
 def _score(table: dict[Key, tuple[ResultRow, ...]], keys: Sequence[Key]) -> float:
-    value = geomean([repeats_busbw(table[key]) for key in keys])
-    return value if math.isfinite(value) else -math.inf
+    return _finite(geomean([repeats_busbw(table[key]) for key in keys]))
 
 
 def _clearly_worse(

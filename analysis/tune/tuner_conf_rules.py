@@ -203,14 +203,9 @@ def _fgets_lines(text: str) -> Iterator[tuple[int, str]]:
             yield start, chunk.split("\n", 1)[0]
 
 
-def _plugin_fields(line: str) -> list[str]:
-    """strtok(",") (empty pieces vanish), at most 10 tokens, spaces and tabs trimmed."""
-    tokens = [piece for piece in line.split(",") if piece][:MAX_FIELDS]
-    return [token.strip(" \t") for token in tokens]
-
-
 def _plugin_rule(number: int, line: str) -> Rule | None:
-    fields = _plugin_fields(line)
+    # strtok(",") (empty pieces vanish), at most 10 tokens, spaces and tabs trimmed
+    fields = [piece.strip(" \t") for piece in line.split(",") if piece][:MAX_FIELDS]
     if len(fields) < MIN_FIELDS:
         return None
     fields += ["-1"] * (MAX_FIELDS - len(fields))
@@ -274,16 +269,14 @@ def _strict_rule(number: int, line: str) -> Rule:
         if fields[index] not in known:
             name, fallback = FIELDS[index], FALLBACK[FIELDS[index]]
             raise fail(f"{name} {fields[index]!r} is unknown: the plugin reads it as {fallback}")
-    numbers = [_strict_integer(fail, FIELDS[index], fields[index]) for index in range(1, 3)]
-    numbers += [_strict_integer(fail, FIELDS[index], text) for index, text in _tail(fields)]
+    padded = fields + ["-1"] * (MAX_FIELDS - len(fields))  # a missing field is -1 (any)
+    numbers = [
+        _strict_integer(fail, FIELDS[index], padded[index])
+        for index in (1, 2, *range(5, MAX_FIELDS))
+    ]
     rule = Rule(fields[0], numbers[0], numbers[1], fields[3], fields[4], *numbers[2:], number)
     _check_values(fail, rule)
     return rule
-
-
-def _tail(fields: list[str]) -> list[tuple[int, str]]:
-    present = list(enumerate(fields))[5:]
-    return present + [(index, "-1") for index in range(len(fields), MAX_FIELDS)]
 
 
 def _strict_integer(fail: _Fail, name: str, text: str) -> int:
