@@ -71,7 +71,7 @@ class RunSetting:
 
     env: Setting  # every knob the runs recorded
     shown: Setting  # the knobs that differ between the runs
-    baseline: bool
+    is_baseline: bool
 
     @property
     def id(self) -> str:
@@ -80,10 +80,6 @@ class RunSetting:
     @property
     def label(self) -> str:
         return self.shown.label
-
-    @property
-    def is_baseline(self) -> bool:
-        return self.baseline
 
     def as_dict(self) -> dict[str, str]:
         return self.env.as_dict()

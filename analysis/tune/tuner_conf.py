@@ -341,8 +341,7 @@ def _decide(
 def _rule(
     item: _Range, low: int, high: int, pair: tuple[str, str], count: int, options: _Options
 ) -> Rule:
-    rule = Rule(item.collective, low, high, pair[0], pair[1], count)
-    return replace(rule, nnodes=options.nodes, nranks=options.ranks)
+    return Rule(item.collective, low, high, *pair, count, options.nodes, options.ranks)
 
 
 def _gain(gain: float | None, confidence: str) -> str:

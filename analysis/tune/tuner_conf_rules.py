@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from collbench.core.errors import SpecError
 
@@ -92,10 +92,8 @@ class Rule:
         )
 
     def line(self) -> str:
-        """The rule as the file's line (all 10 fields)."""
-        fields = (self.collective, self.min_bytes, self.max_bytes, self.algorithm)
-        fields += (self.protocol, self.channels, self.nnodes, self.nranks)
-        return ",".join(str(field) for field in (*fields, self.num_pipe_ops, self.reg_buff))
+        """The rule as the file's line (all 10 fields, in FIELDS' order)."""
+        return ",".join(str(value) for value in astuple(self)[:MAX_FIELDS])
 
 
 def plugin_collective(name: str) -> str:
