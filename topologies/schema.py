@@ -203,15 +203,11 @@ def _check_consistent(topology: Topology) -> None:
             raise TopologyError("sources", key, f"is not a field path of a topology ({hint})")
 
 
-def _section_fields(cls: type) -> tuple[str, ...]:
-    return tuple(item.name for item in fields(cls) if item.name != "origin")
-
-
 _SECTION_TYPES = {"accelerator": Accelerator, "scale_up": ScaleUp, "scale_out": ScaleOut}
 # The keys each mapping of a topology file may hold, by its path ("" is the top level).
 _SECTIONS: dict[str, tuple[str, ...]] = {
-    "": _section_fields(Topology),
-    **{path: _section_fields(cls) for path, cls in _SECTION_TYPES.items()},
+    path: tuple(item.name for item in fields(cls) if item.name != "origin")
+    for path, cls in {"": Topology, **_SECTION_TYPES}.items()
 }
 
 

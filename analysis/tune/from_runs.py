@@ -106,7 +106,8 @@ def outcomes_from_runs(runs: Sequence[Run]) -> list[SettingOutcome]:
         key = differing_knobs(run, names)
         whole.setdefault(key, run_knobs(run))
         pooled = groups.setdefault(key, [])
-        pooled.extend(as_repeats(run.sweep_rows, _repeats_in(pooled)))
+        offset = max((row.repeat_index for row in pooled), default=-1) + 1  # repeats so far
+        pooled.extend(as_repeats(run.sweep_rows, offset))
     baseline_key = () if () in groups else next(iter(groups))
     ordered = [baseline_key] + [key for key in groups if key != baseline_key]
     return [
@@ -126,7 +127,3 @@ def as_repeats(rows: Sequence[ResultRow], offset: int) -> list[ResultRow]:
     """One run's rows as repeats of a setting pooled from several runs: each row's repeat
     moved on by `offset` (the repeats the runs before it hold)."""
     return [replace(row, repeat=offset + row.repeat_index) for row in rows]
-
-
-def _repeats_in(rows: Sequence[ResultRow]) -> int:
-    return max((row.repeat_index for row in rows), default=-1) + 1

@@ -80,7 +80,15 @@ def halving_round(
         for row in item.rows
         if row_is(row, SWEEP)
     }
-    tables = {id(item): _probe_table(item, placements) for item in ran}
+    tables = {  # per (collective, size) at the tuned placement, its rows (one per repeat)
+        id(item): {
+            (name, size): rows
+            for name, placement in placements.items()
+            for size, rows in setting_table(item.rows, name, placement).items()
+            if size > 0
+        }
+        for item in ran
+    }
     keys = sorted(set.intersection(*(set(table) for table in tables.values())) if ran else [])
     worse = _clearly_worse(ran, tables, keys, rule.alpha)
     ranked = sorted(ran, key=lambda item: -_score(tables[id(item)], keys))
@@ -101,18 +109,6 @@ def halving_round(
         return HalvingDecision(keep, dropped, True, f"{len(keep)} settings left")
     reason = f"round {round_index + 1} of {rule.max_rounds}"
     return HalvingDecision(keep, dropped, last, reason)
-
-
-def _probe_table(
-    outcome: SettingOutcome, placements: dict[str, str]
-) -> dict[Key, tuple[ResultRow, ...]]:
-    """Per (collective, size) at the tuned placement, the setting's rows (one per repeat)."""
-    return {
-        (name, size): rows
-        for name, placement in placements.items()
-        for size, rows in setting_table(outcome.rows, name, placement).items()
-        if size > 0
-    }
 
 
 def _score(table: dict[Key, tuple[ResultRow, ...]], keys: Sequence[Key]) -> float:

@@ -7,6 +7,7 @@ The method, in full: docs/tune.md#analysis-tune-select-py.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -388,8 +389,7 @@ def _weakest(verdicts: Sequence[Verdict]) -> str:
 def _evidence(verdicts: Sequence[Verdict]) -> TuneEvidence:
     """The range's evidence: the calls counted, the verdict at the median effect."""
     calls = {name: 0 for name in (FASTER, SLOWER, SAME, UNJUDGED)}
-    for verdict in verdicts:
-        calls[verdict.call] += 1
+    calls.update(Counter(verdict.call for verdict in verdicts))
     finite = sorted(
         (verdict for verdict in verdicts if math.isfinite(verdict.effect_pct)),
         key=lambda verdict: verdict.effect_pct,

@@ -196,14 +196,6 @@ Pair = tuple[str, str]
 Part = tuple[int, int, Pair]
 
 
-def _used(entry: Any) -> list[Pair]:
-    """The (algorithm, protocol) pairs one choices entry says NCCL used."""
-    used = _get(entry, "used")
-    if used is None:  # a flat choices.jsonl line is one pair
-        return [(_get(entry, "algorithm"), _get(entry, "protocol"))]
-    return [(_get(item, "algorithm"), _get(item, "protocol")) for item in used]
-
-
 def own_parts(
     choices: Sequence[Any], collective: str, min_bytes: int, max_bytes: int
 ) -> list[Part] | None:
@@ -214,7 +206,10 @@ def own_parts(
         name = _get(entry, "collective")
         if PLUGIN_COLLECTIVE.get(name, name) != collective or _get(entry, "size_is_logged"):
             continue
-        sizes.setdefault(int(_get(entry, "size_bytes")), set()).update(_used(entry))
+        used = _get(entry, "used")
+        items = [entry] if used is None else used  # a flat choices.jsonl line is one pair
+        pairs = [(_get(item, "algorithm"), _get(item, "protocol")) for item in items]
+        sizes.setdefault(int(_get(entry, "size_bytes")), set()).update(pairs)
     printed = sorted(size for size in sizes if min_bytes <= size <= max_bytes)
     if not printed:
         return None
