@@ -259,8 +259,7 @@ def describe(facts: NodeFacts, lookup: Callable[[str], Topology]) -> Detected:
     scale_out = _scale_out(facts.nics, sources, found)
     if scale_out:
         found.data["scale_out"] = scale_out
-    order = {path: index for index, path in enumerate(field_paths())}
-    found.data["sources"] = dict(sorted(sources.items(), key=lambda item: order[item[0]]))
+    found.data["sources"] = {path: sources[path] for path in field_paths() if path in sources}
     return found
 
 
@@ -273,12 +272,12 @@ def _gpu_accelerator(
     accelerator: dict[str, Any] = {"name": gpu.name}
     if reference:
         known = reference.accelerator
-        accelerator["peak_bf16_tflops"] = known.peak_bf16_tflops
-        sources["accelerator.peak_bf16_tflops"] = (
+        note = (
             f"{ASSUMED}: looked up by name in catalog entry {entry} (collbench topo show {entry})"
         )
-        # The fp8 peak and what the compute model prices with come from the same entry.
+        # The peaks and what the compute model prices with come from that entry.
         for name in (
+            "peak_bf16_tflops",
             "peak_fp8_tflops",
             "hbm_gbytes_s",
             "sm_count",
@@ -289,7 +288,7 @@ def _gpu_accelerator(
         ):
             if getattr(known, name):
                 accelerator[name] = getattr(known, name)
-                sources[f"accelerator.{name}"] = sources["accelerator.peak_bf16_tflops"]
+                sources[f"accelerator.{name}"] = note
         found.notes.append(f"assumed: peak TFLOP/s of {gpu.name!r} from catalog entry {entry}")
     else:
         accelerator["peak_bf16_tflops"] = 1.0

@@ -176,7 +176,7 @@ def topology_from_dict(data: Any, origin: str = "") -> Topology:
     Unknown keys are refused first, naming the key, its field path and the closest known
     field, so a typo'd key is not reported as the required field it was meant to be.
     """
-    topology = Topology(**_Fields(data, "").values(Topology), origin=origin)
+    topology = Topology(**_values(Topology, data, ""), origin=origin)
     _check_consistent(topology)
     return topology
 
@@ -228,53 +228,42 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-class _Fields:
-    """Typed reads from one mapping of a topology file, with the field path in errors."""
+def _values(cls: type, data: Any, path: str) -> dict[str, Any]:
+    """The fields of `cls` (origin aside) from one mapping of a topology file, read in order,
+    with the field path in errors; its unknown keys are refused first."""
+    if not isinstance(data, Mapping):
+        raise TopologyError(path or "topology", _short(data), "must be a mapping of fields")
+    unknown = sorted(str(key) for key in data if key not in _SECTIONS[path])
+    if unknown:
+        value = next(data[key] for key in data if str(key) == unknown[0])
+        raise TopologyError(
+            _join(path, unknown[0]), _short(value), _unknown_key_hint(path, unknown[0])
+        )
+    return {item.name: _read(data, path, item) for item in fields(cls) if item.name != "origin"}
 
-    def __init__(self, data: Any, path: str) -> None:
-        if not isinstance(data, Mapping):
-            raise TopologyError(path or "topology", _short(data), "must be a mapping of fields")
-        self.data, self.path = data, path
-        unknown = sorted(str(key) for key in data if key not in _SECTIONS[path])
-        if unknown:
-            value = next(data[key] for key in data if str(key) == unknown[0])
-            raise TopologyError(
-                _join(path, unknown[0]), _short(value), _unknown_key_hint(path, unknown[0])
-            )
 
-    def values(self, cls: type) -> dict[str, Any]:
-        """The fields of `cls` (origin aside), read in order."""
-        return {item.name: self._read(item) for item in fields(cls) if item.name != "origin"}
-
-    def _read(self, item: Field[Any]) -> Any:
-        """One field, checked as its type says (`X | None`: optional) with its metadata's
-        choices or minimum; left out, its default (metadata's "default" first; none: required)."""
-        key, rule = item.name, item.metadata
-        default = item.default_factory() if item.default_factory is not MISSING else item.default
-        default = rule.get("default", ... if default is MISSING else default)
-        value = self._get(key, default)
-        if key in _SECTION_TYPES:
-            cls = _SECTION_TYPES[key]
-            return None if value is None else cls(**_Fields(value, key).values(cls))
-        if value is default:
-            return value
-        kind = str(item.type).removesuffix(" | None")
-        problem = _problem(kind, value, rule)
-        if problem is not None:
-            raise TopologyError(_join(self.path, key), _short(value), problem)
-        if "choices" in rule:
-            return value.lower()
-        if kind == "float":
-            return float(value)
-        return dict(value) if kind.startswith("Mapping") else value
-
-    def _get(self, key: str, default: Any) -> Any:
-        """The key's value; `default` where it is missing or null (...: required)."""
-        if key not in self.data or self.data[key] is None:
-            if default is ...:
-                raise _missing(_join(self.path, key))
-            return default
-        return self.data[key]
+def _read(data: Mapping[Any, Any], path: str, item: Field[Any]) -> Any:
+    """One field, checked as its type says (`X | None`: optional) with its metadata's choices
+    or minimum; missing or null, its default (metadata's "default" first; none: required)."""
+    key, rule = item.name, item.metadata
+    default = item.default_factory() if item.default_factory is not MISSING else item.default
+    default = rule.get("default", ... if default is MISSING else default)
+    value = data.get(key)
+    if value is None and default is ...:
+        raise _missing(_join(path, key))
+    if value is None or value is default:
+        return default
+    if key in _SECTION_TYPES:
+        return _SECTION_TYPES[key](**_values(_SECTION_TYPES[key], value, key))
+    kind = str(item.type).removesuffix(" | None")
+    problem = _problem(kind, value, rule)
+    if problem is not None:
+        raise TopologyError(_join(path, key), _short(value), problem)
+    if "choices" in rule:
+        return value.lower()
+    if kind == "float":
+        return float(value)
+    return dict(value) if kind.startswith("Mapping") else value
 
 
 def _problem(kind: str, value: Any, rule: Mapping[str, Any]) -> str | None:
