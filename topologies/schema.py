@@ -104,6 +104,28 @@ class Topology:
     sources: Mapping[str, str] = field(default_factory=dict)  # field path -> citation
     origin: str = ""  # where it was loaded from (catalog name or file path)
 
+    def __post_init__(self) -> None:
+        """The fields agree: the domain tiles the nodes, nodes beyond one domain have a
+        scale-out network, and `sources` cites field paths."""
+        domain, per_node = self.scale_up.domain_size, self.accelerators_per_node
+        if domain % per_node and per_node % domain:
+            raise TopologyError(
+                "scale_up.domain_size",
+                domain,
+                f"must divide or be a multiple of accelerators_per_node ({per_node})",
+            )
+        if self.scale_out is None and self.nodes > self.nodes_per_domain:
+            raise _missing(
+                "scale_out",
+                f": {self.nodes} nodes do not fit in one scale-up domain of {domain} accelerators",
+            )
+        known = field_paths()
+        for key in self.sources:
+            if key not in known:
+                match = difflib.get_close_matches(key, known, n=1)
+                hint = f"did you mean {match[0]}?" if match else "e.g. scale_up.bandwidth_gbytes_s"
+                raise TopologyError("sources", key, f"is not a field path of a topology ({hint})")
+
     @property
     def world_size(self) -> int:
         return self.nodes * self.accelerators_per_node
@@ -176,31 +198,7 @@ def topology_from_dict(data: Any, origin: str = "") -> Topology:
     Unknown keys are refused first, naming the key, its field path and the closest known
     field, so a typo'd key is not reported as the required field it was meant to be.
     """
-    topology = Topology(**_values(Topology, data, ""), origin=origin)
-    _check_consistent(topology)
-    return topology
-
-
-def _check_consistent(topology: Topology) -> None:
-    domain = topology.scale_up.domain_size
-    per_node = topology.accelerators_per_node
-    if domain % per_node and per_node % domain:
-        raise TopologyError(
-            "scale_up.domain_size",
-            domain,
-            f"must divide or be a multiple of accelerators_per_node ({per_node})",
-        )
-    if topology.scale_out is None and topology.nodes > topology.nodes_per_domain:
-        raise _missing(
-            "scale_out",
-            f": {topology.nodes} nodes do not fit in one scale-up domain of {domain} accelerators",
-        )
-    known = field_paths()
-    for key in topology.sources:
-        if key not in known:
-            match = difflib.get_close_matches(key, known, n=1)
-            hint = f"did you mean {match[0]}?" if match else "e.g. scale_up.bandwidth_gbytes_s"
-            raise TopologyError("sources", key, f"is not a field path of a topology ({hint})")
+    return Topology(**_values(Topology, data, ""), origin=origin)
 
 
 _SECTION_TYPES = {"accelerator": Accelerator, "scale_up": ScaleUp, "scale_out": ScaleOut}
