@@ -160,13 +160,12 @@ def render_best_env(choice: EnvChoice | EnvExport) -> str:
     by best_env_line. SpecError when a knob to export is no variable name or holds a control
     character (a recorded run's knobs can: `--knob` refuses them)."""
     comments = ["collbench tune: the environment to export (every range is in tune.json)"]
-    exports: list[tuple[str, str]] = []
     if choice.knobs:
         comments.append(f"{choice.setting}: {choice.why}")
-        exports = list(choice.knobs.items())
     else:
         comments.append(f"the default environment: {choice.why}; nothing to export")
-    lines = [*map(best_env_line, comments), *(best_env_line(export=pair) for pair in exports)]
+    exports = (best_env_line(export=pair) for pair in choice.knobs.items())
+    lines = [*map(best_env_line, comments), *exports]
     if choice.conflicts and choice.knobs:  # exporting nothing follows the default everywhere
         notes = [
             "The best setting differs between size ranges; one environment cannot",

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from collbench.analysis.rules.decision import ALPHA, FASTER, SLOWER, Rule
 from collbench.core.bandwidth import busbw_gbps
 from collbench.core.convert import plain
+from collbench.core.errors import SpecError
 from collbench.core.stats import geomean
 from collbench.core.units import format_size
 from collbench.store.rows import ResultRow
@@ -74,8 +75,6 @@ class SelectRule:
 
     def __post_init__(self) -> None:
         if self.granularity not in GRANULARITIES:
-            from collbench.core.errors import SpecError
-
             raise SpecError(
                 "--granularity", self.granularity, f"is not one of {', '.join(GRANULARITIES)}"
             )

@@ -161,10 +161,8 @@ def uncovered(
     gaps: list[tuple[int, int]] = []
     for start, end in zip(points, [*points[1:], SIZE_MAX + 1], strict=True):
         rule = lookup(rules, collective, start, nnodes, nranks)
-        if rule is not None and rule.channels != -1:
-            continue
-        if effective_channels(rule, backend) is None:
-            continue
+        if (rule is not None and rule.channels != -1) or effective_channels(rule, backend) is None:
+            continue  # a rule with a count, or the library's own choice: no gap
         if gaps and gaps[-1][1] + 1 == start:
             gaps[-1] = (gaps[-1][0], end - 1)
         else:
