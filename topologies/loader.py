@@ -63,8 +63,7 @@ def _read(path: Path, origin: str) -> str:
             data = file.read(TOPOLOGY_MAX_BYTES + 1)
     except OSError as error:
         raise TopologyError("topology file", origin, f"cannot be read: {error.strerror}") from None
-    if len(data) > TOPOLOGY_MAX_BYTES:  # it grew after the stat
-        _check_size(len(data), origin)
+    _check_size(len(data), origin)  # it may have grown after the stat
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

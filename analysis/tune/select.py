@@ -10,6 +10,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import groupby
 from typing import Any
 
 from collbench.analysis.rules.bands import BANDS
@@ -102,10 +103,8 @@ def select_best(
         if drawn is None and rule.granularity == "crossover":
             records += _crossover(field)
             continue
-        for size_range in drawn or size_ranges(sizes, rule.granularity):
-            record = field.record(size_range)
-            if record is not None:
-                records.append(record)
+        in_ranges = map(field.record, drawn or size_ranges(sizes, rule.granularity))
+        records += [record for record in in_ranges if record is not None]
     return records
 
 
@@ -175,14 +174,8 @@ def _crossover(field: _Field) -> list[BestRecord]:
     at none); a joined range the rule calls differently stays split per size."""
     field = field.judged_together()
     per_size = [field.record(item) for item in size_ranges(field.sizes, "size")]
-    segments: list[list[BestRecord]] = []
-    for record in per_size:
-        if record is None:
-            continue
-        if segments and segments[-1][-1].setting_id == record.setting_id:
-            segments[-1].append(record)
-        else:
-            segments.append([record])
+    measured = [record for record in per_size if record is not None]
+    segments = [list(run) for _, run in groupby(measured, key=lambda record: record.setting_id)]
     records: list[BestRecord] = []
     index = 0
     while index < len(segments):
