@@ -144,9 +144,7 @@ class Topology:
 
     def with_nodes(self, nodes: int) -> Topology:
         """The same fabric with another node count (validated)."""
-        data = to_dict(self)
-        data["nodes"] = nodes
-        return topology_from_dict(data, self.origin)
+        return topology_from_dict({**to_dict(self), "nodes": nodes}, self.origin)
 
 
 def to_dict(topology: Topology) -> dict[str, Any]:

@@ -376,14 +376,12 @@ def _stand_in(
     verdict = "names no single pair" if not named else "measured below the default"
     verdict = "has no gain against the default" if named and gain is None else verdict
     why = f"the best other setting ({label}) {verdict}" if candidate else "nothing else ran there"
-    problems.append(
-        (
-            "pair",
-            f"{item.span}: the default is best and NCCL's example plugin cannot leave the "
-            f"algorithm/protocol to NCCL (a size without a rule runs on 1 channel); {why}, "
-            f"and NCCL's own choice there is not known ({_CHOICES_HINT})",
-        )
+    reason = (
+        f"{item.span}: the default is best and NCCL's example plugin cannot leave the "
+        f"algorithm/protocol to NCCL (a size without a rule runs on 1 channel); {why}, "
+        f"and NCCL's own choice there is not known ({_CHOICES_HINT})"
     )
+    problems.append(("pair", reason))
     return None, ""
 
 
@@ -402,13 +400,8 @@ def _no_pair(
         return [], f"{item.span}: {item.label}; no rule (no single pair)"
     parts = own_parts(options.choices, item.collective, item.min_bytes, item.max_bytes)
     if parts is None:
-        problems.append(
-            (
-                "pair",
-                f"{item.span}: {what}, and NCCL's own choice there is not known; the example "
-                f"plugin needs both ({_CHOICES_HINT})",
-            )
-        )
+        unknown = "NCCL's own choice there is not known; the example plugin needs both"
+        problems.append(("pair", f"{item.span}: {what}, and {unknown} ({_CHOICES_HINT})"))
         return [], ""
     rules = []
     for low, high, pair in parts:

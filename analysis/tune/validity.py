@@ -91,15 +91,9 @@ def split_collectives(
 ) -> tuple[tuple[str, ...], tuple[Skipped, ...]]:
     """`collectives` split into those NCCL can run under `knobs` (in order) and the
     pairings it cannot, each with its reason."""
-    kept: list[str] = []
-    skipped: list[Skipped] = []
-    for collective in collectives:
-        reason = skip_reason(knobs, collective)
-        if reason is None:
-            kept.append(collective)
-        else:
-            skipped.append(Skipped(collective, reason))
-    return tuple(kept), tuple(skipped)
+    reasons = [(collective, skip_reason(knobs, collective)) for collective in collectives]
+    kept = tuple(collective for collective, reason in reasons if reason is None)
+    return kept, tuple(Skipped(name, reason) for name, reason in reasons if reason is not None)
 
 
 def per_collective_hint(
