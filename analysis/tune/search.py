@@ -63,8 +63,7 @@ def probe_sizes(sizes: Sequence[int]) -> list[int]:
 
 def halving_iters(base_iters: int, round_index: int, rule: HalvingRule | None = None) -> int:
     """Iterations for round `round_index` (0-based): more samples sharpen the test."""
-    rule = rule or HalvingRule()
-    return base_iters * rule.iters_growth**round_index
+    return base_iters * (rule or HalvingRule()).iters_growth ** round_index
 
 
 def halving_round(

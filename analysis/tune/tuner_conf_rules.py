@@ -98,10 +98,8 @@ class Rule:
 
 def plugin_collective(name: str) -> str:
     """The plugin's name for a collective given in either naming (all_reduce or allreduce)."""
-    if name in COLLECTIVES:
-        return name
-    if name in PLUGIN_COLLECTIVE:
-        return PLUGIN_COLLECTIVE[name]
+    if name in COLLECTIVES or name in PLUGIN_COLLECTIVE:
+        return PLUGIN_COLLECTIVE.get(name, name)
     known = ", ".join(PLUGIN_COLLECTIVE)
     raise SpecError("collective", name, f"has no tuner-plugin rule; tunable: {known}")
 
