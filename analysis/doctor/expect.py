@@ -18,6 +18,7 @@ from collbench.core.doctor_spec import STAGES, DoctorSpec
 from collbench.core.errors import SpecError
 from collbench.core.noise import NoiseFloor
 from collbench.core.units import format_number, format_size, size_arg
+from collbench.store.rows import DoctorRow
 from collbench.topologies.schema import Topology
 
 FLEET = "fleet median"
@@ -168,6 +169,14 @@ def median_of(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
 
+def repeat_medians(rows: Iterable[DoctorRow]) -> dict[int, float]:
+    """The median busbw of `rows` per repeat index (repeats in the order first seen)."""
+    by_repeat: dict[int, list[float]] = {}
+    for row in rows:
+        by_repeat.setdefault(row.repeat_index, []).append(float(row.busbw_gbps))
+    return {repeat: median_of(values) for repeat, values in by_repeat.items()}
+
+
 def expectation_from(
     spec: DoctorSpec,
     *,
@@ -312,16 +321,14 @@ def baseline_evidence(
             f"was measured at {measured} and this run at {format_size(size_bytes)}: "
             f"busbw depends on the size; rerun with --size {size_arg(sizes[0])}",
         )
-    by_stage: dict[str, dict[int, list[float]]] = {}
+    by_stage: dict[str, list[DoctorRow]] = {}
     for row in doctor_rows:
         if row.stage in ALL_REDUCE_STAGES and row.world_size < 2:
             continue  # one rank: busbw 0, nothing moved
-        stage = "pair" if row.stage in PAIR_STAGES else row.stage
-        repeat = getattr(row, "repeat_index", 0)
-        by_stage.setdefault(stage, {}).setdefault(repeat, []).append(float(row.busbw_gbps))
+        by_stage.setdefault("pair" if row.stage in PAIR_STAGES else row.stage, []).append(row)
     evidence = {
-        stage: Evidence.of([median_of(values) for _, values in sorted(by_repeat.items())])
-        for stage, by_repeat in by_stage.items()
+        stage: Evidence.of([median for _, median in sorted(repeat_medians(rows).items())])
+        for stage, rows in by_stage.items()
     }
     if "pair" in evidence:
         evidence["shuffle"] = evidence["pair"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from collbench.analysis.doctor.expect import ALL_REDUCE_STAGES, Bar, gbps, median_of
+from collbench.analysis.doctor.expect import ALL_REDUCE_STAGES, Bar, gbps, median_of, repeat_medians
 from collbench.analysis.doctor.findings import (
     BISECT_ACTION,
     FULL_UNJUDGED,
@@ -73,13 +73,10 @@ def full_all_reduce(
     majority of repeats and with no node, link or rail finding to explain it, a segment
     finding (the bisect rows name the slower half; without them, the whole fleet, to rerun
     with --bisect)."""
-    by_repeat: dict[int, list[float]] = {}
-    for row in run.stage_rows("full"):
-        by_repeat.setdefault(row.repeat_index, []).append(row.busbw_gbps)
-    table = {"full": {repeat: median_of(v) for repeat, v in by_repeat.items()}}
-    full = median_of(list(table["full"].values())) if by_repeat else None
-    if full is None:
+    table = {"full": repeat_medians(run.stage_rows("full"))}
+    if not table["full"]:
         return None, [], [], StageJudgement(reason=NOT_MEASURED)
+    full = median_of(list(table["full"].values()))
     if "full" not in run.expectation.busbw_gbps:
         return full, [], [], StageJudgement(reason=FULL_UNJUDGED)
     judgement = run.judge("full", table, "all-reduces")

@@ -5,11 +5,19 @@ The method, in full: docs/doctor.md#analysis-doctor-verdicts-py.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collbench.analysis.doctor.expect import PAIR_STAGES, Bar, Expectation, gbps, median_of
+from collbench.analysis.doctor.expect import (
+    PAIR_STAGES,
+    Bar,
+    Expectation,
+    gbps,
+    median_of,
+    repeat_medians,
+)
 from collbench.analysis.doctor.findings import (
     DRAIN,
     JUDGE_HINT,
@@ -200,20 +208,17 @@ def _elsewhere(host_a: str, host_b: str, partners_of: Mapping[str, Mapping[str, 
 
 def _intra(run: DoctorRun) -> tuple[dict[str, float], list[_NodeFlag], StageJudgement]:
     """Each node's own all-reduce (scale-up) and the nodes below the bar."""
-    by_host: dict[str, dict[int, list[DoctorRow]]] = {}
+    by_host: dict[str, list[DoctorRow]] = {}
     for row in run.stage_rows("intra"):
         hosts = row_hosts(row)
         if len(hosts) == 1:
-            by_host.setdefault(hosts[0], {}).setdefault(row.repeat_index, []).append(row)
-    table = {
-        host: {repeat: median_of([r.busbw_gbps for r in rs]) for repeat, rs in by.items()}
-        for host, by in by_host.items()
-    }
+            by_host.setdefault(hosts[0], []).append(row)
+    table = {host: repeat_medians(rows) for host, rows in by_host.items()}
     judgement = run.judge("intra", table, "nodes")
     values = {host: median_of(list(by.values())) for host, by in table.items()}
     flags = []
     for host, judged in judgement.flagged().items():
-        rows = [row for rs in by_host[host].values() for row in rs]
+        rows = by_host[host]
         evidence = (
             f"intra-node all-reduce {gbps(judged.value)} GB/s over {rows[0].world_size} "
             f"ranks; {judged.evidence('nodes')}"
@@ -256,12 +261,7 @@ def _rails(run: DoctorRun) -> tuple[dict[int, float], list[Finding], StageJudgem
         index = (row.group or "").removeprefix("rail ")
         if index.isdigit():
             by_rail.setdefault(int(index), []).append(row)
-    table: dict[int, dict[int, float]] = {}
-    for rail, rows in sorted(by_rail.items()):
-        by_repeat: dict[int, list[float]] = {}
-        for row in rows:
-            by_repeat.setdefault(row.repeat_index, []).append(row.busbw_gbps)
-        table[rail] = {repeat: median_of(v) for repeat, v in by_repeat.items()}
+    table = {rail: repeat_medians(rows) for rail, rows in sorted(by_rail.items())}
     judgement = run.judge("rail", table, "rails")
     values = {rail: median_of(list(by.values())) for rail, by in table.items()}
     findings = []
@@ -289,19 +289,17 @@ def _rails(run: DoctorRun) -> tuple[dict[int, float], list[Finding], StageJudgem
 def _pass_ratio(run: DoctorRun, bars: Mapping[int, Bar]) -> dict[str, float]:
     """Per host, the share of its pairings (every circle and shuffle round of every repeat)
     at or above that repeat's pair bar (Imbue's pass ratio); {} when there is no bar."""
-    passed: dict[str, list[int]] = {}  # host -> [passed, pairings]
+    passed: Counter[str] = Counter()
+    pairings: Counter[str] = Counter()
     for row in run.stage_rows(*PAIR_STAGES):
         bar = bars.get(row.repeat_index)
         if bar is None:
             continue
         ok = int(not bar.below(row.busbw_gbps))
         for host in row.group_hosts or row_hosts(row):
-            tally = passed.get(host)
-            if tally is None:
-                tally = passed[host] = [0, 0]
-            tally[0] += ok
-            tally[1] += 1
-    return {host: passed[host][0] / passed[host][1] for host in run.hosts if host in passed}
+            passed[host] += ok
+            pairings[host] += 1
+    return {host: passed[host] / pairings[host] for host in run.hosts if host in pairings}
 
 
 def _matrix(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 import numpy as np
@@ -51,15 +51,10 @@ class FitQuality:
         return not any(key == "busbw_peak_gbps" for key, _ in self.not_determined)
 
     def to_dict(self) -> dict[str, Any]:
+        data = _rounded(self)
+        del data["not_determined"]  # a dict, after peak_determined
         return {
-            "verdict": self.verdict,
-            "notes": list(self.notes),
-            "clock_resolution_us": round_sig(self.clock_resolution_us),
-            "n_points_all": self.n_points_all,
-            "n_points_kept": self.n_points_kept,
-            "busbw_measured_max_gbps": round_sig(self.busbw_measured_max_gbps),
-            "peak_above_measured": self.peak_above_measured,
-            "alpha_resolved": self.alpha_resolved,
+            **data,
             "peak_determined": self.peak_determined,
             "not_determined": dict(self.not_determined),
         }
@@ -88,15 +83,7 @@ class Regime:
         return self.alpha_us + size_bytes * bus_factor / (self.busbw_gbps * 1e3)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "min_bytes": self.min_bytes,
-            "max_bytes": self.max_bytes,
-            "alpha_us": round_sig(self.alpha_us),
-            "busbw_gbps": round_sig(self.busbw_gbps),
-            "alpha_us_ci": _round_pair(self.alpha_us_ci),
-            "busbw_gbps_ci": _round_pair(self.busbw_gbps_ci),
-            "n_points": self.n_points,
-        }
+        return _rounded(self)
 
 
 @dataclass(frozen=True)
@@ -109,13 +96,8 @@ class Outlier:
     busbw_fit_gbps: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "size_bytes": self.size_bytes,
-            "time_us": round_sig(self.time_us),
-            "busbw_gbps": round_sig(self.busbw_gbps),
-            "busbw_fit_gbps": round_sig(self.busbw_fit_gbps),
-            "deviation_rel": round_sig(self.busbw_gbps / self.busbw_fit_gbps - 1, 4),
-        }
+        deviation = round_sig(self.busbw_gbps / self.busbw_fit_gbps - 1, 4)
+        return {**_rounded(self), "deviation_rel": deviation}
 
 
 @dataclass(frozen=True)
@@ -234,15 +216,21 @@ def _figure(
     """`key` and `key_ci` as fit --json writes them: null (a pair of nulls) when missing."""
     if key in missing:
         return {key: None, f"{key}_ci": [None, None]}
-    return {key: round_sig(value), f"{key}_ci": _round_pair(interval)}
+    return {key: round_sig(value), f"{key}_ci": _rounded(interval)}
 
 
 def busbw_gbps(size_bytes: float, time_us: float, bus_factor: float) -> float:
     return float(size_bytes / (time_us * 1e3) * bus_factor)
 
 
-def _round_pair(pair: tuple[float, float]) -> list[float | None]:
-    return [round_sig(pair[0]), round_sig(pair[1])]
+def _rounded(value: Any) -> Any:
+    """`value` as fit --json writes it: each float to round_sig's 6 significant digits, a
+    tuple as a list, a dataclass as a dict of its fields."""
+    if is_dataclass(value):
+        return {item.name: _rounded(getattr(value, item.name)) for item in fields(value)}
+    if isinstance(value, tuple):
+        return [_rounded(item) for item in value]
+    return round_sig(value) if isinstance(value, float) else value
 
 
 def goodness(times_us: np.ndarray, residuals: np.ndarray) -> tuple[float, float]:

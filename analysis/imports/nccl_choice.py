@@ -10,7 +10,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 
-from collbench.core.collectives import REGISTRY
+from collbench.analysis.imports.nccl_rows import PROGRAMS
 from collbench.core.errors import SpecError
 
 # NCCL_ALGO_* and NCCL_PROTO_* ids in order, spelled as nccl_tuner.conf spells them.
@@ -46,12 +46,6 @@ _DTYPES = {
     9: ("bfloat16", 2),
     10: ("float8e4m3", 1),
     11: ("float8e5m2", 1),
-}
-# NCCL's function names (ncclFuncToString, the COLL line's opName) -> collbench's names.
-_COLLECTIVES = {
-    alias: collective.name
-    for collective in REGISTRY.values()
-    for alias in collective.nccl_tests_names
 }
 # Collectives whose bytes NCCL multiplies by nranks to get max(send, recv).
 _PER_RANK_COUNT = ("all_gather", "reduce_scatter")
@@ -308,9 +302,10 @@ class _Parser:
 
 
 def _collective(nccl_name: str) -> str:
-    """collbench's name for NCCL's function name ("AllGather" -> "all_gather")."""
+    """collbench's name for NCCL's function name (ncclFuncToString, the COLL line's opName:
+    "AllGather" -> "all_gather"), squeezed as nccl-tests' program names are."""
     squeezed = nccl_name.lower()
-    return _COLLECTIVES.get(squeezed, squeezed)
+    return PROGRAMS.get(squeezed, squeezed)
 
 
 def _size_from_logged(

@@ -287,7 +287,7 @@ def _repeats_draft(question: Question, rule: Rule, effect: float, counts: dict) 
 
     base_logs = [math.log(value) for value in question.baseline.repeats]
     cand_logs = [math.log(value) for value in question.candidate.repeats]
-    spread = max(_std(base_logs), _std(cand_logs))
+    spread = max(statistics.stdev(base_logs), statistics.stdev(cand_logs))  # MIN_REPEATS+ each
     floor, source = _floor(rule, question.size_bytes, (math.exp(spread) - 1.0) * 100.0, "repeat")
     if spread == 0.0:
         p_value, low, high = (0.0 if base_logs[0] != cand_logs[0] else 1.0), effect, effect
@@ -408,10 +408,6 @@ def _inverses(values: Sequence[float]) -> list[float]:
     if isinstance(values, np.ndarray):
         return (1.0 / values).tolist()
     return [1.0 / value for value in values]
-
-
-def _std(values: Sequence[float]) -> float:
-    return statistics.stdev(values) if len(values) >= 2 else 0.0
 
 
 def _pct(ratio: float) -> float:
