@@ -31,6 +31,7 @@ from collbench.analysis.fit.regimes import (
     noise_readings,
     robust_line,
 )
+from collbench.core.bandwidth import bus_factor
 from collbench.store.rows import SWEEP, ResultRow, median_over_repeats, row_is
 
 # op: a sweep of several reductions (`-o all`) times each apart; one curve per reduction
@@ -305,8 +306,6 @@ def fit_rows(rows: Iterable[ResultRow], options: FitOptions = FitOptions()) -> l
     be fitted (one size, one rank, unknown collective) comes back with `curve=None` and
     the reason in `skipped`.
     """
-    from collbench.core.bandwidth import bus_factor
-
     fits = []
     for key, grouped in group_rows(rows).items():
         members = median_over_repeats(grouped)

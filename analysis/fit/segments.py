@@ -94,15 +94,11 @@ def nnls_two(
     return first / norm_a, second / norm_b
 
 
-def _line_sums(
-    weights_sq: np.ndarray, sizes: np.ndarray, times: np.ndarray
-) -> tuple[np.ndarray, ...]:
-    """Sums of the relative-error design (1/t, S/t) against 1, one row per weight row."""
+def _design(sizes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The terms of nnls_two's sums for the relative-error design a = 1/t, b = S/t against
+    y = 1, per point: a.a, a.b, b.b, a.y, b.y."""
     inv_t = 1 / times
-    return tuple(
-        weights_sq @ column
-        for column in (inv_t**2, sizes * inv_t**2, (sizes * inv_t) ** 2, inv_t, sizes * inv_t)
-    )
+    return (inv_t**2, sizes * inv_t**2, (sizes * inv_t) ** 2, inv_t, sizes * inv_t)
 
 
 def capped_loss(residuals: np.ndarray, scale: float, cap_sigmas: float) -> np.ndarray:
@@ -116,15 +112,10 @@ def robust_costs_from(
 ) -> np.ndarray:
     """Exact robust cost of sizes start..end for every end (inf where too short or where
     outliers left fewer than two points to place a line)."""
-    count = len(points.unique_sizes_bytes)
-    costs = np.full(count, np.inf)
-    ends = np.arange(start + min_sizes - 1, count)
-    first = int(points.first[start])
-    stops = points.first[ends + 1] - first
-    inside = np.arange(len(points.sizes_bytes) - first)[None, :] < stops[:, None]
-    base = inside * weights[first:][None, :].astype(float)
-    usable = base.sum(axis=1) >= 2
-    costs[ends[usable]] = _robust_rows(points, first, base[usable], options)
+    costs = np.full(len(points.unique_sizes_bytes), np.inf)
+    ends = range(start + min_sizes - 1, len(costs))
+    if ends:
+        costs[ends] = _span_costs(points, weights, options, [(start, end) for end in ends])
     return costs
 
 
@@ -140,8 +131,9 @@ def _robust_rows(
     times = points.times_us[first : first + base.shape[1]]
     row_weights = base
     residuals = np.zeros_like(base)
+    design = _design(sizes, times)
     for _ in range(3):
-        alpha, slope = nnls_two(_line_sums(row_weights**2, sizes, times))
+        alpha, slope = nnls_two(tuple(row_weights**2 @ column for column in design))
         fitted = np.maximum(alpha[:, None] + slope[:, None] * sizes[None, :], 1e-300)
         residuals = np.log(times[None, :] / fitted)
         row_weights = base / np.sqrt(1 + (residuals / options.noise_rel) ** 2)
@@ -167,9 +159,7 @@ def _block_costs(
     block a holds distinct sizes starts[a] .. starts[a + 1] - 1 (inf if too short)."""
     count = len(points.unique_sizes_bytes)
     bounds = points.first[starts]
-    sizes, times = points.sizes_bytes, points.times_us
-    inv_t = 1 / times
-    columns = (inv_t**2, sizes * inv_t**2, (sizes * inv_t) ** 2, inv_t, sizes * inv_t, 1.0)
+    columns = (*_design(points.sizes_bytes, points.times_us), 1.0)
     # Sums of positive terms from each start on (no differences of prefix sums, which
     # would cancel: 1/t^2 spans twelve orders of magnitude over a sweep).
     blocks = len(starts)

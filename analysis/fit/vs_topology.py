@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from collbench.analysis.model.costmodel import Group, Prediction, predict
+from collbench.analysis.model.costmodel import MODELS, Group, Prediction, predict
 from collbench.analysis.rules.bands import BAND_NAMES, band_of
 from collbench.core.bandwidth import busbw_gbps
 from collbench.core.stats import median
@@ -195,8 +195,6 @@ def compare_rows(topology: Topology, rows: Iterable[ResultRow]) -> TopologyCompa
 
     TopologyError when the run's placement needs scale-out the topology lacks.
     """
-    from collbench.analysis.model.costmodel import MODELS
-
     rows = list(rows)
     collective, world_size = str(rows[0].collective), int(rows[0].world_size)
     placement = run_placement(

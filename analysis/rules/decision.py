@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from collbench.analysis.rules.bands import band_of
+from collbench.core.errors import SpecError
 from collbench.core.noise import NoiseFloor
 from collbench.core.stats import geomean
 from collbench.store.rows import ResultRow
@@ -86,8 +87,6 @@ class Rule:
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
-            from collbench.core.errors import SpecError
-
             raise SpecError("--alpha", self.alpha, "must be between 0 and 1")
 
 
@@ -157,7 +156,8 @@ def judge(questions: Sequence[Question], rule: Rule | None = None) -> list[Verdi
     tested = [index for index, draft in enumerate(drafts) if draft.p_value is not None]
     adjusted = holm([drafts[index].p_value or 0.0 for index in tested])
     corrected = dict(zip(tested, adjusted, strict=True))
-    return [_call(draft, corrected.get(index), rule) for index, draft in enumerate(drafts)]
+    called = [_decide(draft, corrected.get(index), rule) for index, draft in enumerate(drafts)]
+    return [replace(verdict, detectable_pct=_detectable(verdict, rule)) for verdict in called]
 
 
 def spread_pct(evidence: Evidence) -> float | None:
@@ -337,11 +337,6 @@ def _detectable(verdict: Verdict, rule: Rule) -> float | None:
         half_width = (math.log1p(verdict.high_pct / 100) - math.log1p(verdict.low_pct / 100)) / 2
         detectable = max(detectable, 100.0 * -math.expm1(-half_width))
     return detectable
-
-
-def _call(verdict: Verdict, p_holm: float | None, rule: Rule) -> Verdict:
-    called = _decide(verdict, p_holm, rule)
-    return replace(called, detectable_pct=_detectable(called, rule))
 
 
 def _decide(verdict: Verdict, p_holm: float | None, rule: Rule) -> Verdict:
