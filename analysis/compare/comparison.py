@@ -305,10 +305,9 @@ def band_summaries(sizes: list[SizeComparison]) -> list[BandSummary]:
     for item in sizes:
         key = (item.collective, item.placement, item.dtype, item.op, band_of(item.size_bytes))
         groups.setdefault(key, []).append(item)
-    order = {name: index for index, name in enumerate(BAND_NAMES)}
     summaries = []
     for (collective, placement, dtype, op, band), items in sorted(
-        groups.items(), key=lambda kv: (*map(str, kv[0][:4]), order[kv[0][4]])
+        groups.items(), key=lambda kv: (*map(str, kv[0][:4]), BAND_NAMES.index(kv[0][4]))
     ):
         ratio = geomean(item.ratio for item in items)
         counts = dict(Counter(item.verdict for item in items))

@@ -111,13 +111,11 @@ def bar_for(
     (None: fewer than MIN_FLEET values to take a median of)."""
     expected = expectation.busbw_gbps.get(stage)
     if expected is not None:
-        threshold = expected * expectation.bar_factor(stage)
-        spread = expectation.spread_pct.get(stage)
         return Bar(
             expected,
-            threshold,
+            expected * expectation.bar_factor(stage),
             expectation.source,
-            spread_pct=spread,
+            spread_pct=expectation.spread_pct.get(stage),
             floor_pct=expectation.floor_pct,
             floor_source=expectation.floor_source,
         )
@@ -230,19 +228,19 @@ def _with_floor(
             f"{where} not used: the fleet is its own reference; the floor holds against "
             "--expect-busbw, --topology or --baseline"
         )
-        return replace(expectation, notes=(*expectation.notes, note))
-    if size_bytes is None:
+    elif size_bytes is None:
         note = f"{where} not used: the run's size, and so its band, is unknown"
-        return replace(expectation, notes=(*expectation.notes, note))
-    band = band_of(size_bytes)
-    floor_pct = noise_floor.pct_for_band(band)
-    if floor_pct is None:
+    else:
+        band = band_of(size_bytes)
+        floor_pct = noise_floor.pct_for_band(band)
+        if floor_pct is not None:
+            return replace(expectation, noise_floor=noise_floor, floor_pct=float(floor_pct))
         note = (
             f"{where} holds no floor for the {band} band ({format_size(size_bytes)}): "
             "the bar is not widened by it"
         )
-        return replace(expectation, noise_floor=noise_floor, notes=(*expectation.notes, note))
-    return replace(expectation, noise_floor=noise_floor, floor_pct=float(floor_pct))
+        expectation = replace(expectation, noise_floor=noise_floor)
+    return replace(expectation, notes=(*expectation.notes, note))
 
 
 def _from_baseline(evidence: dict[str, Evidence], source: str, tolerance: float) -> Expectation:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -212,7 +212,7 @@ def doctor_report(diagnosis: Diagnosis, run_id: str, expectation: Expectation) -
         judged=tuple(diagnosis.judged),
         unjudged=dict(diagnosis.unjudged),
         repeats=int(diagnosis.repeats),
-        findings=tuple(_finding(item) for item in diagnosis.findings),
+        findings=tuple(DoctorFinding(**asdict(item)) for item in diagnosis.findings),
         hosts=tuple(diagnosis.hosts),
         matrix_gbps=tuple(tuple(row) for row in diagnosis.matrix_gbps),
         pairs=tuple(diagnosis.pair_gbps),
@@ -229,19 +229,4 @@ def doctor_report(diagnosis: Diagnosis, run_id: str, expectation: Expectation) -
             noise_floor_pct=expectation.floor_pct,
             noise_floor_source=expectation.floor_source or None,
         ),
-    )
-
-
-def _finding(finding: Finding) -> DoctorFinding:
-    return DoctorFinding(
-        kind=finding.kind,
-        hosts=tuple(finding.hosts),
-        ranks=tuple(int(rank) for rank in finding.ranks),
-        addresses=tuple(finding.addresses),
-        evidence=finding.evidence,
-        measured_gbps=finding.measured_gbps,
-        expected_gbps=finding.expected_gbps,
-        expected_from=finding.expected_from,
-        rounds=int(finding.rounds),
-        action=finding.action,
     )
