@@ -149,12 +149,10 @@ def build_import(
     ResultRows), and meta stamped `imported_utc`, naming the logs by their parsed paths."""
     contexts = [table_context(log, table, collective) for log in logs for table in log.tables]
     check_compatible(contexts)
-    blocks: list[RowBlock] = []
+    blocks = [table_block(context, run_id, imported_utc) for context in contexts]
     warnings = [warning for log in logs for warning in log.warnings]
     for context in contexts:
-        blocks.append(table_block(context, run_id, imported_utc))
-        warnings.extend(context.notes)
-        warnings.extend(table_warnings(context))
+        warnings += [*context.notes, *table_warnings(context)]
     warnings.extend(_duplicate_warnings(blocks))
     warnings.extend(_host_warnings(contexts))
     return blocks, import_meta(contexts, blocks, run_id, warnings, imported_utc)

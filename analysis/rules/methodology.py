@@ -226,8 +226,7 @@ def describe_method(run: Run, kind: str = SWEEP) -> dict[str, Any]:
         "devices": ", ".join(sorted(devices)) or None,
         COLLECTIVES: ", ".join(sorted({str(row.collective) for row in rows})) or None,
     }
-    for name in ("dtype", "op", "iters", "warmup"):
-        facts[name] = _one(rows, name)
+    facts.update({name: _one(rows, name) for name in ("dtype", "op", "iters", "warmup")})
     for name in PLACEMENT:
         # a doctor row's placement is its group's; rows without one (an older or partial
         # import): meta.json says the run's
@@ -237,8 +236,7 @@ def describe_method(run: Run, kind: str = SWEEP) -> dict[str, Any]:
     for name, value in (meta.versions or {}).items():
         if name != "collbench":
             facts[f"versions.{name}"] = value
-    for name, value in _knob_env(meta, rows).items():
-        facts[f"{_ENV}{name}"] = value
+    facts.update({f"{_ENV}{name}": value for name, value in _knob_env(meta, rows).items()})
     return facts
 
 
