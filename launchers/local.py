@@ -47,8 +47,9 @@ class LocalLauncher:
     def describe(self, job: Job) -> str:
         """The ranks as shell lines that run on their own, in order: ranks 1.. in the
         background, rank 0 last in the foreground (it prints the table; its exit code is the
-        run's)."""
-        commands = self.render_standalone(job, free_port()).commands
+        run's). Each is `collbench sweep --launcher none --rank-env torch` with the sweep
+        spelled out, run without this collbench (no job.json, no launcher to watch it)."""
+        commands = _rank_commands(job, rank_argv(job, "torch"), free_port(), {})
         return "\n".join(
             [
                 f"# {job.nproc} rank(s) on this host: run these lines in order in one shell "
@@ -67,13 +68,6 @@ class LocalLauncher:
             PARENT_PID_VAR: str(os.getpid()),
         }
         return LaunchPlan(self.name, _rank_commands(job, argv, master_port, watched))
-
-    def render_standalone(self, job: Job, master_port: int = DEFAULT_MASTER_PORT) -> LaunchPlan:
-        """The same ranks as commands a person can run without this collbench: each is
-        `collbench sweep --launcher none --rank-env torch` with the sweep spelled out (no
-        job.json, no launcher to watch it)."""
-        argv = rank_argv(job, "torch")
-        return LaunchPlan(self.name, _rank_commands(job, argv, master_port, {}))
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         job.save()

@@ -26,7 +26,7 @@ from collbench.launchers.base import (
     rank_argv,
     watch_env,
 )
-from collbench.launchers.process import external_run_dir, launch_process
+from collbench.launchers.process import external_job, launch_process
 from collbench.store.job import Job
 
 
@@ -69,6 +69,7 @@ def _split_mpi_arg(text: str) -> list[str]:
 
 class MpiLauncher:
     name = "mpi"
+    rank_env = "mpi"
     options = frozenset({"hostfile", "mpi_args"})
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
@@ -102,17 +103,7 @@ class MpiLauncher:
             as_root=os.geteuid() == 0,
             oversubscribe=hostfile is None and nproc > (os.cpu_count() or 1),
         )
-        run_id, run_dir = external_run_dir(options.out, options.print_only, first_node=True)
-        return Job(
-            spec,
-            run_dir,
-            run_id,
-            self.name,
-            nproc,
-            command_line,
-            rank_env="mpi",
-            settings=vars(settings),
-        )
+        return external_job(self, spec, options, command_line, nproc, settings)
 
     def render(self, job: Job, watched: bool = True) -> LaunchPlan:
         """mpirun as this collbench runs it (`watched`: with the variables it watches the
@@ -130,7 +121,7 @@ class MpiLauncher:
             argv += ["-x", name]
         for name, value in settings.export:
             argv += ["-x", name if watched or name == "PATH" else f"{name}={value}"]
-        argv += [*settings.mpi_args, *rank_argv(job, "mpi")]
+        argv += [*settings.mpi_args, *rank_argv(job, self.rank_env)]
         return LaunchPlan(self.name, (RankCommand(argv, env),))
 
     def describe(self, job: Job) -> str:

@@ -17,11 +17,21 @@ from collbench.store.rundir import new_run_id, prepare_run_dir
 SHARED_ENTRIES = frozenset({"logs", "ranks"})
 
 
-def external_run_dir(out: Path | None, print_only: bool, first_node: bool) -> tuple[str, Path]:
-    """A run id and an absolute run directory (ranks may start in another working directory)."""
+def external_job(
+    launcher: Any,
+    spec: Any,
+    options: Any,
+    command_line: list[str],
+    nproc: int,
+    settings: Any,
+    first_node: bool = True,
+) -> Job:
+    """The job of a launcher whose ranks another tool starts (its `name` and `rank_env`),
+    `settings` kept as plain values, in a new run id and an absolute run directory (ranks may
+    start in another working directory), made unless printing: prepared by the first node."""
     run_id = new_run_id()
-    run_dir = (Path(out) if out else Path("results") / run_id).absolute()
-    if not print_only:
+    run_dir = (Path(options.out) if options.out else Path("results") / run_id).absolute()
+    if not options.print_only:
         if first_node:
             prepare_run_dir(run_dir, run_id, allowed=SHARED_ENTRIES)
         else:
@@ -29,7 +39,8 @@ def external_run_dir(out: Path | None, print_only: bool, first_node: bool) -> tu
                 run_dir.mkdir(parents=True, exist_ok=True)
             except OSError as error:  # one line, as prepare_run_dir says it (store/outputs.py)
                 raise path_error("--out", run_dir, error) from None
-    return run_id, run_dir
+    fields = (spec, run_dir, run_id, launcher.name, nproc, command_line, launcher.rank_env)
+    return Job(*fields, settings=vars(settings))
 
 
 def launch_process(

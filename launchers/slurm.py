@@ -31,7 +31,7 @@ from collbench.launchers.base import (
     rank_argv,
     watch_env,
 )
-from collbench.launchers.process import external_run_dir
+from collbench.launchers.process import external_job
 from collbench.launchers.slurm_state import (
     SLURM_FILE,
     SlurmEnd,
@@ -52,19 +52,10 @@ DEFAULT_TIME = "30"
 JOB_NAME = "collbench"
 POLL_STATE_S = 1.0
 # States after which a job runs no more (squeue/scontrol/sacct spellings).
-ENDED_STATES = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "PREEMPTED",
-    "OUT_OF_MEMORY",
-    "BOOT_FAIL",
-    "DEADLINE",
-    "REVOKED",
-    "SPECIAL_EXIT",
-}
+ENDED_STATES = frozenset(
+    "COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL PREEMPTED OUT_OF_MEMORY BOOT_FAIL DEADLINE "
+    "REVOKED SPECIAL_EXIT".split()
+)
 # Pending reasons that no amount of waiting cures, with what they mean for the user.
 HOPELESS = {
     "PartitionTimeLimit": "--time is above the partition's limit",
@@ -209,6 +200,7 @@ ALLOCATION_ONLY = frozenset(
 
 class SlurmLauncher:
     name = "slurm"
+    rank_env = "slurm"
     # plan() sets it: the run directory is new, so a refused submission removes it again.
     _made_dir = False
     options = STEP_SHAPE | ALLOCATION_ONLY
@@ -228,31 +220,28 @@ class SlurmLauncher:
             check_cluster(settings)
         settings = with_node_cpus(settings)  # a printed script too, where sinfo answers
         self._made_dir = options.out is None or not Path(options.out).exists()
-        run_id, run_dir = external_run_dir(options.out, options.print_only, first_node=True)
-        job = Job(
-            spec,
-            run_dir,
-            run_id,
-            self.name,
-            settings.nodes * settings.ntasks_per_node,
-            command_line,
-            rank_env="slurm",
-            settings=vars(settings),
-        )
-        return job
+        nproc = settings.nodes * settings.ntasks_per_node
+        return external_job(self, spec, options, command_line, nproc, settings)
 
     def render(self, job: Job) -> LaunchPlan:
         """What is submitted: sbatch options, and each task's command and environment."""
         settings = SlurmSettings(**job.settings)
-        task = RankCommand(rank_argv(job, "slurm"), watch_env(job))
+        task = RankCommand(rank_argv(job, self.rank_env), watch_env(job))
         return LaunchPlan(self.name, batch_options=settings.sbatch_options(), task=task)
 
     def describe(self, job: Job) -> str:
         return sbatch_script(job, self.render(job))
 
     def launch(self, job: Job, sink: Any) -> LaunchResult:
-        try:
-            job_id = submit(job, self.render(job))
+        plan, settings = self.render(job), SlurmSettings(**job.settings)
+        try:  # through submitit, its files in the run directory
+            job_id = submit_task(
+                Path(job.run_dir) / SUBMITIT_FOLDER,
+                RankTask(tuple(plan.task.argv)),
+                lambda wrapper: sbatch_script(job, plan, wrapper),
+                settings.nodes,
+                settings.ntasks_per_node,
+            )
         except SpecError:  # nothing will run: leave no half-made run directory behind
             unclaim_run_dir(job.run_dir, (SUBMITIT_FOLDER,), remove_dir=self._made_dir)
             raise
@@ -309,7 +298,8 @@ def sbatch_script(job: Job, plan: LaunchPlan, wrapper: str | None = None) -> str
         srun += f" --cpus-per-task={cpus}"
     directives = sbatch_directives(plan.batch_options or {})
     if wrapper is not None:
-        logs = submitit_logs(Path(job.run_dir) / SUBMITIT_FOLDER)
+        folder = (Path(job.run_dir) / SUBMITIT_FOLDER).absolute()  # %j: job id, %t: task
+        logs = str(folder / "%j_%t_log.out"), str(folder / "%j_%t_log.err")
         return "\n".join(
             [
                 "#!/bin/bash",
@@ -348,13 +338,6 @@ def sbatch_script(job: Job, plan: LaunchPlan, wrapper: str | None = None) -> str
 # What submitit's task wrapper needs in its environment, quiet but for its warnings (its INFO
 # lines would mix with the ranks' output).
 SUBMITIT_ENV = ("export SUBMITIT_EXECUTOR=slurm", "export SUBMITIT_LOG_LEVEL=WARNING")
-
-
-def submitit_logs(folder: Path) -> tuple[str, str]:
-    """submitit's stdout and stderr paths of each task in `folder` (%j: job id, %t: task)."""
-    return str(Path(folder).absolute() / "%j_%t_log.out"), str(
-        Path(folder).absolute() / "%j_%t_log.err"
-    )
 
 
 @dataclass(frozen=True)
@@ -429,18 +412,6 @@ def sbatch_quote(value: str) -> str:
     if _SBATCH_PLAIN.fullmatch(value):
         return value
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def submit(job: Job, plan: LaunchPlan) -> str:
-    """Submit the job's tasks through submitit into its run directory; returns the job id."""
-    settings = SlurmSettings(**job.settings)
-    return submit_task(
-        Path(job.run_dir) / SUBMITIT_FOLDER,
-        RankTask(tuple(plan.task.argv)),
-        lambda wrapper: sbatch_script(job, plan, wrapper),
-        settings.nodes,
-        settings.ntasks_per_node,
-    )
 
 
 def sbatch_errors(text: str) -> str:

@@ -24,7 +24,7 @@ from collbench.launchers.base import (
     rank_argv,
     watch_env,
 )
-from collbench.launchers.process import external_run_dir, launch_process
+from collbench.launchers.process import external_job, launch_process
 from collbench.launchers.slurm import ALLOCATION_ONLY, STEP_SHAPE, step_cpus_per_task
 from collbench.store.job import Job
 
@@ -123,6 +123,7 @@ class Allocation:
 
 class SrunLauncher:
     name = "srun"
+    rank_env = "slurm"
     # --nodes/--ntasks-per-node/--gpus-per-node shape the step; the allocation's own options
     # are accepted here only to be refused with a reason (run_sweep's refusal gives none).
     options = STEP_SHAPE | ALLOCATION_ONLY
@@ -136,21 +137,11 @@ class SrunLauncher:
         if shutil.which("srun") is None and not options.print_only:
             raise SpecError("--launcher", "srun", "needs Slurm's srun on PATH")
         settings = step_settings(options.nproc, options.extra, allocation)
-        run_id, run_dir = external_run_dir(options.out, options.print_only, first_node=True)
-        return Job(
-            spec,
-            run_dir,
-            run_id,
-            self.name,
-            settings.ntasks,
-            command_line,
-            rank_env="slurm",
-            settings=vars(settings),
-        )
+        return external_job(self, spec, options, command_line, settings.ntasks, settings)
 
     def render(self, job: Job) -> LaunchPlan:
         settings = SrunSettings(**job.settings)
-        argv = ["srun", *settings.srun_options(), *rank_argv(job, "slurm")]
+        argv = ["srun", *settings.srun_options(), *rank_argv(job, self.rank_env)]
         return LaunchPlan(self.name, (RankCommand(argv, watch_env(job)),))
 
     def describe(self, job: Job) -> str:

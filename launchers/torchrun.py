@@ -22,7 +22,7 @@ from collbench.launchers.base import (
     rank_argv,
     watch_env,
 )
-from collbench.launchers.process import external_run_dir, launch_process
+from collbench.launchers.process import external_job, launch_process
 from collbench.store.job import Job
 
 RDZV_ID = "collbench"
@@ -82,6 +82,7 @@ class TorchrunSettings:
 
 class TorchrunLauncher:
     name = "torchrun"
+    rank_env = "torch"
     options = frozenset(
         {"nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port", "rdzv_endpoint"}
     )
@@ -97,19 +98,8 @@ class TorchrunLauncher:
         given = dict(options.extra)
         given.setdefault("nproc_per_node", _default_ranks_per_node(spec))
         settings = TorchrunSettings(**given)
-        run_id, run_dir = external_run_dir(
-            options.out, options.print_only, first_node=settings.node_rank == 0
-        )
-        return Job(
-            spec,
-            run_dir,
-            run_id,
-            self.name,
-            settings.world_size,
-            command_line,
-            rank_env="torch",
-            settings=vars(settings),
-        )
+        first = settings.node_rank == 0
+        return external_job(self, spec, options, command_line, settings.world_size, settings, first)
 
     def render(self, job: Job) -> LaunchPlan:
         settings = TorchrunSettings(**job.settings)
@@ -142,7 +132,7 @@ class TorchrunLauncher:
                 "--master-port",
                 str(settings.master_port or DEFAULT_MASTER_PORT),
             ]
-        argv += ["--max-restarts", "0", "-m", *rank_argv(job, "torch")[2:]]
+        argv += ["--max-restarts", "0", "-m", *rank_argv(job, self.rank_env)[2:]]
         return LaunchPlan(self.name, (RankCommand(argv, watch_env(job)),))
 
     def describe(self, job: Job) -> str:

@@ -30,23 +30,16 @@ def resolve_backend(requested: str) -> str:
         return "gloo"
     import torch
 
-    has_gpu = torch.cuda.is_available()
-    on_rocm = bool(getattr(torch.version, "hip", None))
-    if requested == "auto":
-        if not has_gpu:
+    if not torch.cuda.is_available():
+        if requested == "auto":
             return "gloo"
-        return "rccl" if on_rocm else "nccl"
-    if requested in ("nccl", "rccl"):
-        if not has_gpu:
-            raise SpecError(
-                "--backend",
-                requested,
-                "needs a visible GPU and a GPU build of "
-                "torch; this one has none (use --backend gloo)",
-            )
-        # RCCL is reached through torch's "nccl" backend; record what really runs.
-        return "rccl" if on_rocm else "nccl"
-    return requested
+        raise SpecError(
+            "--backend",
+            requested,
+            "needs a visible GPU and a GPU build of torch; this one has none (use --backend gloo)",
+        )
+    # RCCL is reached through torch's "nccl" backend; record what really runs.
+    return "rccl" if getattr(torch.version, "hip", None) else "nccl"
 
 
 def _torch_build_has_gpu() -> bool | None:

@@ -15,14 +15,13 @@ from typing import Any
 
 from collbench.bench.datacheck import fill_ones_window, ones_window, torch_dtype
 from collbench.bench.resume import attempt, set_aside
-from collbench.bench.runner import Measured
+from collbench.bench.runner import Measured, Runner
 from collbench.bench.session import RankLog, Session
 from collbench.core.bandwidth import busbw_gbps
 from collbench.core.collectives import REGISTRY
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.doctor_plan import Layout, halves, pair_plan
 from collbench.core.dtypes import DTYPES
-from collbench.core.errors import SpecError
 from collbench.core.stats import combine_ranks, median
 from collbench.store.rank_status import RankStatus
 from collbench.store.rows import DoctorGroup, RowBuilder, utc_now
@@ -170,7 +169,7 @@ class DoctorSession(Session):
             me["host"] = f"{me['host']}~n{env.rank // node_size}"
         identities = self._gather({**me, "address": _own_address(env)})
         self.layout = Layout.from_hosts([identity["host"] for identity in identities])
-        self._agree(self._local_problems())
+        self._agree(self._local_problems(world_size=2))  # any world size runs, even 1
         self.size_bytes = spec.max_bytes
         self.skipped = _skipped(self.layout, env.world_size, spec.doctor.bisect)
         self.total_wrong = 0
@@ -178,6 +177,7 @@ class DoctorSession(Session):
         env_knobs = knob_env()
         hosts = sorted(self.layout.hosts)
         self.groups = StageGroups(self.dist, env.rank)
+        self.runner = Runner(spec, self.device, self.timer)  # its barrier and gather
         self.doctor_meta = self._nodes(identities)
         if attempt() and env.rank == 0 and (kept := set_aside(Path(self.job.run_dir))):
             log.write(f"attempt {attempt()}: the rounds start again; earlier rows in {kept.name}")
@@ -260,28 +260,6 @@ class DoctorSession(Session):
 
     rows_written = 0
     level_results: list  # each repeat's results, in order (bisection reads its level's)
-
-    def _local_problems(self) -> str | None:
-        """Memory for this rank's buffers (the doctor runs at any world size, even 1)."""
-        from collbench.bench import capacity
-
-        spec, env = self.job.spec, self.env
-        try:
-            if self.device.type == "cuda":
-                free_bytes, _ = self.torch.cuda.mem_get_info(self.device)
-                capacity.check_memory(spec, 2, 1, free_bytes, "GPU")
-            else:
-                available = capacity.host_memory_available()
-                capacity.check_memory(spec, 2, env.local_world_size, available, "host")
-            if env.rank == 0 and not self.job.dir_prepared:
-                from pathlib import Path
-
-                from collbench.store.rundir import prepare_run_dir
-
-                prepare_run_dir(Path(self.job.run_dir), self.job.run_id)
-        except SpecError as error:
-            return str(error)
-        return None
 
     # -- planning -------------------------------------------------------------------------
 
@@ -380,13 +358,13 @@ class DoctorSession(Session):
         [group index, batch s, wrong, iters samples s, iters arrival waits s]."""
         rank, iters = self.env.rank, self.job.spec.iters
         mine = next((i for i, g in enumerate(planned.groups) if rank in g.ranks), None)
-        self._barrier()
+        self.runner.barrier()
         figures = [-1.0, 0.0, 0.0] + [0.0] * (2 * iters)
         if mine is not None:
             group = planned.groups[mine]
             batch_s, samples_s, wrong, waits_s = self._measure(group, pg)
             figures = [float(mine), batch_s, float(wrong), *samples_s, *waits_s]
-        table = self._gather_table(figures)
+        table = self.runner.gather(figures)
         results = []
         for group in planned.groups:
             members = table[list(group.ranks)]
@@ -510,27 +488,11 @@ class DoctorSession(Session):
             self.sink.row(row)
 
     def _geometry(self, collective: str, group_size: int) -> Any:
-        from collbench.core.dtypes import DTYPES
-
         elem_bytes = DTYPES[self.job.spec.dtype].elem_bytes
         return REGISTRY[collective].geometry(self.size_bytes, elem_bytes, group_size, 0)
 
     def _dtype(self) -> Any:
         return torch_dtype(DTYPES[self.job.spec.dtype])
-
-    def _barrier(self) -> None:
-        if self.device.type == "cuda":
-            self.dist.barrier(device_ids=[self.device.index])
-        else:
-            self.dist.barrier()
-
-    def _gather_table(self, values: list[float]) -> Any:
-        """Every rank's `values` (same length on each), as a (ranks, len) numpy array."""
-        torch = self.torch
-        mine = torch.tensor(values, dtype=torch.float64, device=self.device)
-        gathered = [torch.empty_like(mine) for _ in range(self.env.world_size)]
-        self.dist.all_gather(gathered, mine)
-        return torch.stack(gathered).cpu().numpy()
 
 
 def _mark(rank: int) -> int:

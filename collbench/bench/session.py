@@ -198,22 +198,19 @@ class Session:
             return None, str(error)
         return probe, probe.problem()
 
-    def _local_problems(self) -> str | None:
-        """This rank's reason the sweep cannot run here, checked before any allocation."""
+    def _local_problems(self, world_size: int | None = None) -> str | None:
+        """This rank's reason the sweep cannot run here, checked before any allocation
+        (`world_size`: the one its buffers are sized for; None: the job's)."""
         spec, env = self.job.spec, self.env
+        world_size = world_size or env.world_size
         try:
             capacity.check_world_size(spec, env.world_size)
             if self.device.type == "cuda":
                 free_bytes, _ = self.torch.cuda.mem_get_info(self.device)
-                capacity.check_memory(spec, env.world_size, 1, free_bytes, "GPU")
+                capacity.check_memory(spec, world_size, 1, free_bytes, "GPU")
             else:
-                capacity.check_memory(
-                    spec,
-                    env.world_size,
-                    env.local_world_size,
-                    capacity.host_memory_available(),
-                    "host",
-                )
+                available = capacity.host_memory_available()
+                capacity.check_memory(spec, world_size, env.local_world_size, available, "host")
             # The local launcher prepared the directory; a rank of someone else's job does.
             if env.rank == 0 and not self.job.dir_prepared:
                 prepare_run_dir(Path(self.job.run_dir), self.job.run_id)

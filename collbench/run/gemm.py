@@ -152,17 +152,17 @@ def run_gemm(
         if not rows:  # nothing measured: leave no run behind
             unclaim_run_dir(run_dir, (META_FILE, GEMM_FILE), remove_dir=made)
             raise path_error("--out", run_dir, error) from None
-        _end(run_dir, job, bench, run_id, "failed", started)
+        _end(run_dir, "failed")
         raise OutputError(
             "--out", run_dir, error, kept=f"the {len(rows)} finished shape(s) are kept there"
         ) from None
     except BaseException:
-        _end(run_dir, job, bench, run_id, "interrupted", started)
+        _end(run_dir, "interrupted")
         raise
     try:
         write_meta(run_dir, _meta(job, bench, run_id, "completed", started))
     except OSError as error:
-        _end(run_dir, job, bench, run_id, "completed", started)
+        _end(run_dir, "completed")
         raise OutputError(
             "--out", run_dir, error, kept=f"all {len(rows)} shape(s) are kept there"
         ) from None
@@ -183,14 +183,11 @@ def tf32_matmuls(run_dir: Path) -> bool:
     )
 
 
-def _end(
-    run_dir: Path, job: GemmJob, bench: GemmBench, run_id: str, state: str, started: str
-) -> None:
+def _end(run_dir: Path, state: str) -> None:
     """meta.json's final state for a run cut short; on a full disk, written over the file's
     own blocks where it fits (update_meta), else left as it was."""
-    meta = _meta(job, bench, run_id, state, started).to_dict()
     try:
-        update_meta(run_dir, state=meta["state"], finished_utc=meta["finished_utc"])
+        update_meta(run_dir, state=state, finished_utc=utc_now())
     except OSError:
         pass
     remove_temp_files(run_dir)
@@ -244,16 +241,16 @@ def _with_warmup(job: GemmJob, bench: GemmBench, said: Callable[[str], None]) ->
     return job
 
 
-def _operand_bytes(gemm: Gemm, dtype: str) -> float:
-    return DTYPE_BYTES[dtype] * gemm.batch * (gemm.m * gemm.k + gemm.k * gemm.n + gemm.m * gemm.n)
-
-
 def _check_memory(job: GemmJob, bench: GemmBench) -> None:
     free = bench.free_bytes()
     if free is None:
         return
-    biggest = max(job.gemms, key=lambda gemm: _operand_bytes(gemm, job.dtype))
-    need = _operand_bytes(biggest, job.dtype)
+
+    def operand_bytes(gemm: Gemm) -> int:
+        return operand_set_bytes((gemm.m, gemm.n, gemm.k), gemm.batch, DTYPE_BYTES[job.dtype])
+
+    biggest = max(job.gemms, key=operand_bytes)
+    need = operand_bytes(biggest)
     if need > MEMORY_SHARE * free:
         raise SpecError(
             "--shape" if biggest.op == "sweep" else "--model",

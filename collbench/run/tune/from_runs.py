@@ -24,9 +24,9 @@ from collbench.analysis.tune.tuner_conf import (
 from collbench.analysis.tune.tuner_conf_rules import BACKENDS
 from collbench.core.errors import SpecError
 from collbench.core.tune_catalog import max_channels
+from collbench.run.run_dirs import load_run_dir
 from collbench.run.tune.choices import read_debug_logs
 from collbench.run.tune.workload import TuneWorkload, workload_choice
-from collbench.store.load import Run, load_run
 from collbench.store.outputs import check_output_dir, path_error
 from collbench.store.rundir import remove_temp_files
 from collbench.store.tune_result import (
@@ -103,7 +103,7 @@ def tune_from(
     conf_request = conf_request or TunerConfRequest()
     check_out(out, inputs=paths)
     _check_distinct(paths)
-    runs = [_load(path) for path in paths]
+    runs = [load_run_dir(path) for path in paths]
     warnings = check_tunable(runs)
     backends = sorted({str(row.backend) for run in runs for row in run.sweep_rows})
     check_channels(channels, backends[0] if len(backends) == 1 else "nccl")
@@ -156,14 +156,6 @@ def check_channels(channels: int | None, backend: str | None = None) -> None:
     most, limit = max_channels(backend)
     if channels is not None and channels > most:
         raise SpecError("--channels", channels, f"is more than {limit}")
-
-
-def _load(path: Path) -> Run:
-    if not Path(path).is_dir():
-        raise SpecError("RUN", str(path), "is not a run directory")
-    return load_run(
-        path, "RUN", ": pass a directory written by collbench sweep or collbench import"
-    )
 
 
 def tuner_conf_text(

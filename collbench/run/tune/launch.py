@@ -10,7 +10,7 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -38,8 +38,8 @@ from collbench.core.tune_grid import (
     setting_env,
 )
 from collbench.launchers.supervise import STOPPED_CODES, Stopped, StopSignals
-from collbench.run.sweep import RunOptions, run_sweep
-from collbench.run.tune.choices import choices_env, collect_choices, load_choices
+from collbench.run.sweep import RunOptions, choose_launcher, run_sweep
+from collbench.run.tune.choices import choices_env, collect_choices, conf_files, load_choices
 from collbench.run.tune.from_runs import (
     DRIVER_FOLDER,
     TuneFromResult,
@@ -161,13 +161,7 @@ class Tuner:
         if kept is not None:  # a requeued driver: measured by an earlier attempt
             self.say(f"tune: {relative} kept from an earlier attempt of the job")
             return kept, None
-        options = replace(
-            self.options,
-            out=run_dir,
-            output="quiet",
-            print_only=False,
-            extra=self._extra(setting, slot),
-        )
+        options = self._sweep_options(setting, run_dir, slot)
         error = None
         with environment(setting_env(setting, self.base_env)):
             try:
@@ -189,10 +183,10 @@ class Tuner:
                 rows = tuple(load_run(run_dir).rows_of(SWEEP))
         return rows, error
 
-    def _extra(self, setting: Setting, slot: int) -> dict[str, Any]:
-        """The launcher's options for sweep `slot` of `setting`: torchrun's rendezvous port
-        is round_port's, from the setting's index and the slot alone, so every node (each
-        walks the same settings in order, seeing rows or not) meets at the same one."""
+    def _sweep_options(self, setting: Setting, out: Path, slot: int) -> RunOptions:
+        """Sweep `slot` of `setting` (round_port) into `out`, quiet: torchrun's rendezvous
+        port is round_port's, from the setting's index and the slot alone, so every node
+        (each walks the same settings in order, seeing rows or not) meets at the same one."""
         extra = dict(self.options.extra)
         index, repeats = self.record(setting).index, self.plan.repeats
         if self.options.launcher == "torchrun":
@@ -205,7 +199,7 @@ class Tuner:
 
                 port = extra.get("master_port") or DEFAULT_MASTER_PORT
                 extra["master_port"] = round_port(port, index, slot, repeats)
-        return extra
+        return replace(self.options, out=out, output="quiet", print_only=False, extra=extra)
 
     def measure(
         self, setting: Setting, spec: SweepSpec, stage: str, position: str, repeat: int = 0
@@ -282,13 +276,7 @@ class Tuner:
             folder.mkdir(parents=True, exist_ok=True)
             env.update(choices_env(folder, env))
         with environment(env):
-            options = replace(
-                self.options,
-                out=folder / "run",
-                output="quiet",
-                print_only=False,
-                extra=self._extra(setting, self.plan.repeats),
-            )
+            options = self._sweep_options(setting, folder / "run", self.plan.repeats)
             try:
                 run_sweep(
                     replace(spec, warmup=0, iters=1, check=False),
@@ -305,10 +293,8 @@ class Tuner:
     def backend(self) -> str:
         if self.spec.backend != "auto":
             return self.spec.backend
-        for item in self.measured.values():
-            for row in item.rows:
-                return str(row.backend)
-        return "auto"
+        rows = (row for item in self.measured.values() for row in item.rows)
+        return next((str(row.backend) for row in rows), "auto")
 
     def judged_backend(self) -> str:
         """The backend the ranks run, judged before launching and alike on every node: the
@@ -471,17 +457,6 @@ class Tuner:
                 return
 
 
-def _check_local_ranks(spec: SweepSpec, options: RunOptions) -> None:
-    """What sweep refuses before it launches, refused before the first setting: ranks on
-    this host that cannot start (no GPU for --backend nccl, -g 0)."""
-    from collbench.bench.distributed import resolve_backend
-    from collbench.launchers.local import local_nproc
-    from collbench.run.sweep import choose_launcher
-
-    if choose_launcher(options.launcher, options.rank_env) == "local":
-        local_nproc(spec.with_backend(resolve_backend(spec.backend)), options.nproc)
-
-
 def run_tune(
     spec: SweepSpec,
     options: RunOptions,
@@ -497,13 +472,19 @@ def run_tune(
     check_channels(plan.channels, spec.backend)
     check_one_dtype(spec)
     _check_nodes_agree(plan, options)
-    _check_local_ranks(spec, options)
+    if choose_launcher(options.launcher, options.rank_env) == "local":
+        # what sweep refuses before it launches, refused before the first setting: ranks
+        # on this host that cannot start (no GPU for --backend nccl, -g 0)
+        from collbench.bench.distributed import resolve_backend
+        from collbench.launchers.local import local_nproc
+
+        local_nproc(spec.with_backend(resolve_backend(spec.backend)), options.nproc)
     writes = _writes_result(options)
     if writes and not (options.launcher == "srun" and attempt()):  # requeued: resume
         check_out(plan.out, allowed=(DRIVER_FOLDER,) if options.launcher == "srun" else ())
         Path(plan.out).mkdir(parents=True, exist_ok=True)
     tuner = Tuner(spec, options, plan, command_line, make_sink, say)
-    warnings = [*warnings, *_conf_warnings(plan, tuner.base_env)]
+    warnings = [*warnings, *conf_file_warnings(conf_files(), plan.axes, tuner.base_env)]
     for warning in warnings:
         say(f"collbench: warning: {warning}")
     with StopSignals() as stops:
@@ -565,12 +546,6 @@ def _check_nodes_agree(plan: TunePlan, options: RunOptions) -> None:
 def _writes_result(options: RunOptions) -> bool:
     """Only node 0 of a multi-node torchrun writes the tune directory's files."""
     return not (options.launcher == "torchrun" and options.extra.get("node_rank", 0))
-
-
-def _conf_warnings(plan: TunePlan, base_env: Mapping[str, str]) -> list[str]:
-    from collbench.run.tune.choices import conf_files
-
-    return conf_file_warnings(conf_files(), plan.axes, base_env)
 
 
 def _repeatable(item: Measured | None, spec: SweepSpec) -> SweepSpec | None:

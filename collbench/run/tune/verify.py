@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from collbench.analysis.rules.decision import SLOWER, UNJUDGED
-from collbench.analysis.tune.select import BestRecord, SettingOutcome, SizeRange, select_best
+from collbench.analysis.tune.select import BestRecord, SizeRange, select_best
 from collbench.core.errors import EXIT_RUN_FAILED, SpecError
 from collbench.core.spec import SweepSpec
-from collbench.core.tune_grid import BASELINE, Setting
+from collbench.core.tune_grid import BASELINE, KnobAxis, Setting
 from collbench.run.sweep import RunOptions
 from collbench.run.tune.from_runs import check_out
 from collbench.run.tune.launch import TunePlan, Tuner
@@ -104,7 +104,8 @@ def run_verify(
         say(f"collbench: warning: {warning}")
     repeats = repeats if repeats is not None else document.repeats
     counted = {"repeats": int(repeats)} if repeats is not None else {}
-    plan = TunePlan(_axes(knobs), out, record_choices=False, **counted)
+    axes = tuple(KnobAxis(name, (value,)) for name, value in knobs.items())
+    plan = TunePlan(axes, out, record_choices=False, **counted)
     tuner = Tuner(spec, options, plan, command_line, make_sink, say)
     tuner.base_env = dict(sides.base_env)  # the plugin goes only with its config
     Path(out).mkdir(parents=True, exist_ok=True)
@@ -117,7 +118,7 @@ def run_verify(
     outcomes = [item.outcome() for item in items]
     lines = []
     for setting in settings[1:]:
-        pair = [outcomes[0], _outcome(items, setting)]
+        pair = [outcomes[0], next(item for item in items if item.setting == setting).outcome()]
         lines += _lines(document, setting, select_best(pair, ranges=tuned_ranges(document)))
     entries = [
         {
@@ -191,17 +192,6 @@ def verify_sides(knobs: Mapping[str, str], conf: Path, environ: Mapping[str, str
             "to measure it too"
         )
     return VerifySides(settings, base_env, tuple(notes), tuple(warnings))
-
-
-def _axes(knobs: Mapping[str, str]) -> tuple:
-    from collbench.core.tune_grid import KnobAxis
-
-    return tuple(KnobAxis(name, (value,)) for name, value in knobs.items())
-
-
-def _outcome(items: list, setting: Setting) -> SettingOutcome:
-    item = next(item for item in items if item.setting == setting)
-    return item.outcome()
 
 
 def _spec(document: TuneResult, spec_fields: Mapping[str, Any]) -> SweepSpec:
