@@ -120,10 +120,8 @@ class RankForker:
     def close(self) -> None:
         """Done watching: the forker exits (it has once every rank ended)."""
         if self.proc.stdin is not None:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
         try:
             self.proc.wait(timeout=REPORT_WAIT_S)
         except subprocess.TimeoutExpired:

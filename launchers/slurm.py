@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -183,19 +183,7 @@ class SlurmSettings:
 # The options that shape each step (srun takes them too) and those that shape only the
 # allocation (an srun step inside one already has them: its time limit, partition ...).
 STEP_SHAPE = frozenset({"nodes", "ntasks_per_node", "gpus_per_node", "cpus_per_task"})
-ALLOCATION_ONLY = frozenset(
-    {
-        "partition",
-        "account",
-        "qos",
-        "time",
-        "constraint",
-        "exclusive",
-        "slurm_args",
-        "no_wait",
-        "print_sbatch",
-    }
-)
+ALLOCATION_ONLY = frozenset(field.name for field in fields(SlurmSettings)) - STEP_SHAPE
 
 
 class SlurmLauncher:

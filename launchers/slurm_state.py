@@ -6,6 +6,7 @@ The method, in full: docs/launchers.md#launchers-slurm-state-py.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -41,13 +42,11 @@ def keep_end(run_dir: Path, record: dict[str, Any], end: SlurmEnd) -> None:
     """slurm.json (`record`, the submission's) with the job's end; a job cancelled before
     rank 0 wrote meta.json marks the run `cancelled`. A full disk keeps what it can: the
     run's own files say the rest."""
-    try:
+    with contextlib.suppress(OSError):
         write_json_atomic(Path(run_dir) / SLURM_FILE, {**record, **end.record()})
         if end.state == "CANCELLED" and _launcher_meta(Path(run_dir)):
             scheduler = {"name": "slurm", "job_id": end.job_id, **end.record()}
             update_meta(Path(run_dir), state="cancelled", scheduler=scheduler)
-    except OSError:
-        pass
 
 
 def _launcher_meta(run_dir: Path) -> bool:

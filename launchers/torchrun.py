@@ -6,7 +6,7 @@ The method, in full: docs/launchers.md#launchers-torchrun-py.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from collbench.core.errors import SpecError
@@ -83,9 +83,7 @@ class TorchrunSettings:
 class TorchrunLauncher:
     name = "torchrun"
     rank_env = "torch"
-    options = frozenset(
-        {"nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port", "rdzv_endpoint"}
-    )
+    options = frozenset(field.name for field in fields(TorchrunSettings))
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
         if options.nproc is not None:

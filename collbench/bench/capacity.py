@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from collbench.bench.datacheck import CHUNK_ELEMS
@@ -116,12 +117,10 @@ def check_rank_processes(nproc: int, available_bytes: int) -> None:
 
 def host_memory_available() -> int:
     """MemAvailable from /proc/meminfo (bytes); a large number where it cannot be read."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
     return 1 << 62
 
 

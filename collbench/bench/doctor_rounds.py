@@ -5,11 +5,13 @@ The method, in full: docs/architecture.md#collbench-bench-doctor-rounds-py.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -110,12 +112,10 @@ def make_groups(dist: Any, rank: int, members: Sequence[Sequence[int]]) -> tuple
     none) and how they were made (SPLIT_GROUP or NEW_GROUP). Every rank must call it."""
     lists = [list(group) for group in members]
     if _can_split(dist):
-        try:
+        # a RuntimeError is raised alike on every rank before any communication: the
+        # backend cannot split (an RCCL or a plugin without ncclCommSplit)
+        with contextlib.suppress(RuntimeError):
             return dist.split_group(split_ranks=lists), SPLIT_GROUP
-        except RuntimeError:
-            # raised alike on every rank before any communication: the backend cannot
-            # split (an RCCL or a plugin without ncclCommSplit)
-            pass
     mine = None
     for group in lists:
         made = dist.new_group(group)
@@ -390,17 +390,12 @@ class DoctorSession(Session):
         # Zeros stay zeros however often they are summed (ones would overflow at scale).
         tensor = torch.zeros(geometry.send_elems, dtype=self._dtype(), device=self.device)
 
-        def run() -> None:
-            dist.all_reduce(tensor, group=pg)
-
+        run = partial(dist.all_reduce, tensor, group=pg)
         batch_s, samples_s = self._timed(run)
         # Arrivals on a one-element all-reduce of the same group: lateness is the host's,
         # not the message's, and the stage's bandwidth is not paid twice.
         ping_tensor = torch.zeros(1, dtype=self._dtype(), device=self.device)
-
-        def ping() -> None:
-            dist.all_reduce(ping_tensor, group=pg)
-
+        ping = partial(dist.all_reduce, ping_tensor, group=pg)
         waits_s = arrival_waits(ping, self.timer.synchronize, spec.iters, late_s(self.env.rank))
         wrong = 0
         if spec.check:

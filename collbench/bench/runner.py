@@ -55,13 +55,8 @@ class Runner:
         import torch
         import torch.distributed as dist
 
-        self.torch = torch
-        self.dist = dist
-        self.spec = spec
-        self.device = device
-        self.timer = timer
-        self.rank = dist.get_rank()
-        self.world_size = dist.get_world_size()
+        self.torch, self.dist, self.spec, self.device, self.timer = torch, dist, spec, device, timer
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.dtype = DTYPES[spec.dtypes[0]]  # a Step without a dtype: overlap probes
         self._corrupt = os.environ.get(CORRUPT_RANK_VAR) == str(self.rank)
 

@@ -6,6 +6,7 @@ The method, in full: docs/architecture.md#collbench-bench-worker-py.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -164,12 +165,10 @@ def _log_traceback(job: Job, env: RunEnv, watched: bool) -> None:
     log_dir = Path(job.run_dir) / "logs"
     if not Path(job.run_dir).is_dir():
         return  # nothing was written yet; the one-line error says what happened
-    try:
+    with contextlib.suppress(OSError):
         log_dir.mkdir(exist_ok=True)
         with open(log_dir / f"rank-{env.rank:05d}.log", "a", encoding="utf-8") as log:
             log.write(text)
-    except OSError:
-        pass
 
 
 def _first_line(error: BaseException) -> str:

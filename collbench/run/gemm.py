@@ -6,6 +6,7 @@ The method, in full: docs/architecture.md#collbench-run-gemm-py.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -186,10 +187,8 @@ def tf32_matmuls(run_dir: Path) -> bool:
 def _end(run_dir: Path, state: str) -> None:
     """meta.json's final state for a run cut short; on a full disk, written over the file's
     own blocks where it fits (update_meta), else left as it was."""
-    try:
+    with contextlib.suppress(OSError):
         update_meta(run_dir, state=state, finished_utc=utc_now())
-    except OSError:
-        pass
     remove_temp_files(run_dir)
 
 

@@ -111,8 +111,16 @@ def size_workload(
             _check_nodes_agree(first, nodes, par)
         return Workload(model, training, par)
     if nodes is not None:
-        dp = _derive_dp(first, nodes, par.tp * par.cp * par.pp)
-        origin = f"from --nodes {nodes} x {first.accelerators_per_node} on {first.name}"
+        model_parallel, per_node = par.tp * par.cp * par.pp, first.accelerators_per_node
+        if nodes * per_node % model_parallel:
+            raise SpecError(
+                "--nodes",
+                nodes,
+                f"x {per_node} accelerators is not a multiple of tp x pp = {model_parallel}; "
+                "give --dp",
+            )
+        dp = nodes * per_node // model_parallel
+        origin = f"from --nodes {nodes} x {per_node} on {first.name}"
     else:
         dp, origin = _dp_every_fabric_holds(fabrics, par, training)
     return Workload(model, training, replace(par, dp=dp), dp_origin=origin)
@@ -176,20 +184,6 @@ def load_topologies(names: list[str]) -> list[Any]:
             )
         seen.add(topology.name)
     return topologies
-
-
-def _derive_dp(topology: Any, nodes: int | None, model_parallel: int) -> int:
-
-    accelerators = (nodes or topology.nodes) * topology.accelerators_per_node
-    if accelerators % model_parallel:
-        raise SpecError(
-            "--nodes",
-            nodes or topology.nodes,
-            f"x {topology.accelerators_per_node}"
-            f" accelerators is not a multiple of tp x pp = {model_parallel}; "
-            "give --dp",
-        )
-    return accelerators // model_parallel
 
 
 def _inputs(request: MfuRequest, options: EstimateOptions) -> Inputs:

@@ -18,9 +18,7 @@ class MatmulKernel:
     over `streams` side streams (GPU only), each writing its own output buffer."""
 
     def __init__(self, torch: Any, device: Any, dtype_name: str, streams: int = 1) -> None:
-        self.torch = torch
-        self.device = device
-        self.dtype_name = dtype_name
+        self.torch, self.device, self.dtype_name = torch, device, dtype_name
         self.dtype = torch_dtype(DTYPES[dtype_name])
         if streams > 1 and device.type != "cuda":
             raise SpecError(
@@ -52,16 +50,10 @@ class MatmulKernel:
         # Random operands (zeros would let some kernels take shortcuts), drawn on the device:
         # an 8192 x 8192 draw on the host takes seconds.
         generator = torch.Generator(device=self.device).manual_seed(1234)
-        self._a = torch.randn(
-            *lead, m, k, generator=generator, device=self.device, dtype=self.dtype
-        )
-        self._b = torch.randn(
-            *lead, k, n, generator=generator, device=self.device, dtype=self.dtype
-        )
-        self._out = [
-            torch.empty(*lead, m, n, dtype=self.dtype, device=self.device)
-            for _ in range(max(1, len(self._side)))
-        ]
+        kind = {"dtype": self.dtype, "device": self.device}
+        self._a = torch.randn(*lead, m, k, generator=generator, **kind)
+        self._b = torch.randn(*lead, k, n, generator=generator, **kind)
+        self._out = [torch.empty(*lead, m, n, **kind) for _ in range(max(1, len(self._side)))]
         self.shape, self.batch = shape, batch
 
     @property

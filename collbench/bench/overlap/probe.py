@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -73,9 +74,7 @@ class OverlapProbe:
     """Measures overlap probes on this rank, through a Runner (buffers, checks, gathers)."""
 
     def __init__(self, runner: Runner, clock: Any, overlap: OverlapSpec) -> None:
-        self.runner = runner
-        self.clock = clock
-        self.overlap = overlap
+        self.runner, self.clock, self.overlap = runner, clock, overlap
         device = runner.device
         self.kernel = MatmulKernel(
             runner.torch, device, overlap.resolved_dtype(device.type), overlap.compute_streams
@@ -98,7 +97,7 @@ class OverlapProbe:
         prepared = self._prepare((step.collective, step.size_bytes, step.placement))
         bound, spec = prepared.bound, self.runner.spec
         reps = self._size_compute(step.ratio, prepared.t_comm_s)
-        launch = self._launcher(bound)
+        launch = partial(bound.run, async_op=True)
         warm = self.clock.rounds(launch, self.kernel, reps, spec.warmup, self.runner.barrier)
         if step.ratio is not None and spec.warmup:
             reps = self._rescaled(
@@ -139,7 +138,8 @@ class OverlapProbe:
         """Pick the matmul shape and the repetitions for this probe; returns repetitions."""
         overlap = self.overlap
         if ratio is None:  # a fixed amount of work
-            self.kernel.set_shape(overlap.matmul_shape or self._largest_square())
+            side = square_ladder(self.runner.device.type)[0]  # the largest square
+            self.kernel.set_shape(overlap.matmul_shape or (side, side, side))
             return max(1, round(overlap.compute_tflop * 1e12 / self.kernel.flop_per_matmul))
         target_s = ratio * t_comm_s
         if overlap.matmul_shape is not None:
@@ -166,10 +166,6 @@ class OverlapProbe:
         correction = min(_MAX_CORRECTION, max(1 / _MAX_CORRECTION, wanted / reps))
         return max(1, round(reps * correction))
 
-    def _largest_square(self) -> tuple[int, int, int]:
-        size = square_ladder(self.runner.device.type)[0]
-        return size, size, size
-
     def _square_fitting(self, target_s: float) -> tuple[int, int, int]:
         ladder = square_ladder(self.runner.device.type)
         for size in ladder:
@@ -188,11 +184,6 @@ class OverlapProbe:
             self._seconds_per_matmul[shape] = float(self.runner.gather([mine])[:, 0].max())
         self.kernel.set_shape(shape)
         return self._seconds_per_matmul[shape]
-
-    @staticmethod
-    def _launcher(bound: Bound):
-        run = bound.run
-        return lambda: run(async_op=True)
 
     def _overlapped_once(self, launch: Any, reps: int) -> None:
         """One collective under compute, as measured (the data check runs this)."""

@@ -8,6 +8,7 @@ The method, in full: docs/tune.md#collbench-run-tune-choices-py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Mapping
@@ -74,10 +75,8 @@ def measured_pairs(spec: SweepSpec, run_dir: Path) -> set[tuple[str, int]]:
     """The (collective, size_bytes) pairs a sweep of `spec` measures: its run's rows (sizes
     as aligned to the world size) and, where known here, the spec's own sizes."""
     pairs = {(row.collective, row.size_bytes) for row in _rows(run_dir)}
-    try:
+    with contextlib.suppress(ValueError):  # the backend's default largest size: the rows say
         pairs |= {(name, size) for name in spec.collectives for size in spec.sizes()}
-    except ValueError:  # the backend's default largest size: the rows say
-        pass
     return pairs
 
 

@@ -80,16 +80,12 @@ class TunePlan:
         if self.budget_s is not None and not self.budget_s > 0:
             raise SpecError("--budget", self.budget_s, "must be more than 0 seconds")
         check_channels(self.channels)
-        if isinstance(self.max_settings, bool) or not (
-            isinstance(self.max_settings, int) and 1 <= self.max_settings <= MAX_SETTINGS
+        for flag, count, most in (
+            ("--max-settings", self.max_settings, MAX_SETTINGS),
+            ("--repeats", self.repeats, MAX_TUNE_REPEATS),
         ):
-            raise SpecError(
-                "--max-settings", self.max_settings, f"must be from 1 to {MAX_SETTINGS:,}"
-            )
-        if isinstance(self.repeats, bool) or not (
-            isinstance(self.repeats, int) and 1 <= self.repeats <= MAX_TUNE_REPEATS
-        ):
-            raise SpecError("--repeats", self.repeats, f"must be from 1 to {MAX_TUNE_REPEATS}")
+            if isinstance(count, bool) or not (isinstance(count, int) and 1 <= count <= most):
+                raise SpecError(flag, count, f"must be from 1 to {most:,}")
 
     def to_args(self) -> list[str]:
         """`collbench tune run` options that give exactly this plan (less its knobs, which
