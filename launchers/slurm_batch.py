@@ -106,9 +106,7 @@ def wait_job(
 
 
 def wait_jobs(
-    job_ids: list[str],
-    on_state: Callable[[str, str], None] | None = None,
-    poll_s: float = 1.0,
+    job_ids: list[str], on_state: Callable[[str, str], None] | None = None, poll_s: float = 1.0
 ) -> list[tuple[str, int | None]]:
     """wait_job for several jobs at once (a job array's elements, "JOBID_INDEX"): each one's
     end, in their order; `on_state` hears (job id, change). Ctrl-C cancels them all."""

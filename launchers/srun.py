@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from collbench.bench.rank_env import NOT_A_STEP, expand_tasks_per_node
 from collbench.core.errors import SpecError
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import (
@@ -28,8 +29,6 @@ from collbench.launchers.process import external_job, launch_process
 from collbench.launchers.slurm import ALLOCATION_ONLY, STEP_SHAPE, step_cpus_per_task
 from collbench.store.job import Job
 
-# Slurm's step ids for what is not a task of an srun step (the batch script, the extern one).
-NOT_A_STEP = frozenset({"batch", "extern", "4294967294", "4294967291"})
 OUTSIDE = (
     "runs inside a Slurm allocation (salloc, or an sbatch script); --launcher slurm submits one"
 )
@@ -100,8 +99,6 @@ class Allocation:
                 f"is already inside srun step {job_id}.{step}: run it once, "
                 "in the sbatch script or the salloc shell, not under srun",
             )
-        from collbench.bench.rank_env import expand_tasks_per_node
-
         nodes = _positive(environ, "SLURM_JOB_NUM_NODES") or _positive(environ, "SLURM_NNODES")
         per_node = expand_tasks_per_node(environ.get("SLURM_TASKS_PER_NODE", ""))
         nodes = nodes or len(per_node) or 1

@@ -276,10 +276,7 @@ class Monitor:
         self.status_dir = Path(job.run_dir) / "ranks"
         self.rows_path = Path(job.run_dir) / ROWS_FILE
         self.timeout_s = job.spec.timeout_s
-        self._offset = 0
-        self._partial = b""
-        self._lines_read = 0
-        self._inode = 0
+        self._offset, self._partial, self._lines_read, self._inode = 0, b"", 0, 0
         self._meta_seen = False
 
     def watch(self) -> LaunchResult:

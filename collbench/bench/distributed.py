@@ -180,11 +180,7 @@ def init_distributed(
         torch.cuda.set_device(device)
         kwargs["device_id"] = device
     dist.init_process_group(
-        torch_backend(backend),
-        rank=env.rank,
-        world_size=env.world_size,
-        timeout=timeout,
-        **kwargs,
+        torch_backend(backend), rank=env.rank, world_size=env.world_size, timeout=timeout, **kwargs
     )
     return device, env
 

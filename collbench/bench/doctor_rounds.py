@@ -26,7 +26,7 @@ from collbench.core.doctor_plan import Layout, halves, pair_plan
 from collbench.core.dtypes import DTYPES
 from collbench.core.stats import combine_ranks, median
 from collbench.store.rank_status import RankStatus
-from collbench.store.rows import DoctorGroup, RowBuilder, utc_now
+from collbench.store.rows import DoctorGroup, utc_now
 from collbench.store.rundir import update_meta, write_parquet
 
 ALL_REDUCE, SENDRECV = "all_reduce", "sendrecv"
@@ -182,10 +182,7 @@ class DoctorSession(Session):
         if attempt() and env.rank == 0 and (kept := set_aside(Path(self.job.run_dir))):
             log.write(f"attempt {attempt()}: the rounds start again; earlier rows in {kept.name}")
         self.writer = self._start(identities, hosts, env_knobs, extra={"doctor": self.doctor_meta})
-        knobs = self._row_knobs(env_knobs)
-        self.builder = RowBuilder(
-            self.job.run_id, spec, env.world_size, len(hosts), knobs, topology=spec.topology
-        )
+        self.builder = self._row_builder(env_knobs, hosts)
         repeats = spec.doctor.repeats
         count = 0
         fixed = list(self._rounds())  # planned once; groups are made as each round runs

@@ -19,6 +19,8 @@ _LABELS = {"torch": "torchrun", "slurm": "Slurm", "mpi": "MPI"}
 # Ports a Slurm step derives from its job and step id (as submitit does), when nothing
 # else names one: every task computes the same port without talking to the others.
 SLURM_PORT_MIN, SLURM_PORT_SPAN = 20000, 40000
+# Slurm's step ids for what is not a task of an srun step (the batch script, the extern one).
+NOT_A_STEP = frozenset({"batch", "extern", "4294967294", "4294967291"})
 
 
 @dataclass(frozen=True)
@@ -67,13 +69,7 @@ class RunEnv:
                 "rank (no RANK/WORLD_SIZE, SLURM_PROCID or OMPI_COMM_WORLD_RANK): "
                 "start it under torchrun, srun or mpirun, or use --launcher local",
             )
-        first = next(iter(present.values()))
-        disagree = [
-            env
-            for env in present.values()
-            if (env.rank, env.world_size) != (first.rank, first.world_size)
-        ]
-        if disagree:
+        if len({(env.rank, env.world_size) for env in present.values()}) > 1:
             views = "; ".join(
                 f"{_LABELS[env.source]} says rank {env.rank} of {env.world_size} ({env.evidence})"
                 for env in present.values()
@@ -85,7 +81,9 @@ class RunEnv:
                 f"that started this process with --rank-env "
                 f"{'|'.join(present)}",
             )
-        return _with_overrides(_prefer_mpi_rendezvous(first, environ), environ)
+        return _with_overrides(
+            _prefer_mpi_rendezvous(next(iter(present.values())), environ), environ
+        )
 
 
 _HINTS = {
@@ -176,7 +174,7 @@ def read_slurm(environ: Mapping[str, str]) -> RunEnv | None:
     """An srun step's task variables. A batch script is not a step: it runs once, not per task."""
     if "SLURM_PROCID" not in environ or "SLURM_STEP_ID" not in environ:
         return None
-    if environ.get("SLURM_STEP_ID") in ("batch", "extern", "4294967294", "4294967291"):
+    if environ.get("SLURM_STEP_ID") in NOT_A_STEP:
         return None
     nodes_var = (
         "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"

@@ -85,10 +85,7 @@ class Session:
         if kept:
             log.write(f"attempt {attempt()}: {kept} of {len(steps)} steps kept, resuming")
         writer = self._start(identities, hosts, env_knobs, kept=kept)
-        knobs = self._row_knobs(env_knobs)
-        builder = RowBuilder(
-            self.job.run_id, spec, env.world_size, len(hosts), knobs, topology=spec.topology
-        )
+        builder = self._row_builder(env_knobs, hosts)
         for index, step in enumerate(steps[kept:], start=kept):
             status.step(index, _describe(step) + _repeat_of(step, spec.repeats))
             started = time.perf_counter()
@@ -168,19 +165,20 @@ class Session:
             raise SpecError.from_message(found)
         return found
 
-    def _row_knobs(self, env_knobs: dict[str, str]) -> dict[str, Any]:
-        """Every row's knobs: the environment's and collbench's own settings."""
-        spec = self.job.spec
-        return {
-            "env": env_knobs,
-            "settings": {
-                "rank_stat": spec.rank_stat,
-                "check": spec.check,
-                "timing": self.timer.method,
-                "launcher": self.job.launcher,
-                **({"collbench_env": own} if (own := own_env()) else {}),
-            },
+    def _row_builder(self, env_knobs: dict[str, str], hosts: list[str]) -> RowBuilder:
+        """What builds every row, its knobs the environment's and collbench's own settings."""
+        spec, world_size = self.job.spec, self.env.world_size
+        settings = {
+            "rank_stat": spec.rank_stat,
+            "check": spec.check,
+            "timing": self.timer.method,
+            "launcher": self.job.launcher,
+            **({"collbench_env": own} if (own := own_env()) else {}),
         }
+        knobs = {"env": env_knobs, "settings": settings}
+        return RowBuilder(
+            self.job.run_id, spec, world_size, len(hosts), knobs, topology=spec.topology
+        )
 
     def _probe(self, runner: Any) -> tuple[Any, str | None]:
         """The overlap probe (None without --overlap), or why it cannot run on this rank."""

@@ -71,13 +71,10 @@ def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
     spec = job.spec
     clean = False
     try:
-        grace_s = WATCHED_GRACE_S if watched else 0.0
-        device, env = init_distributed(
-            env,
-            spec.backend,
-            process_group_timeout_s(spec, env.world_size, grace_s),
-            plan_digest(spec),
+        timeout_s = process_group_timeout_s(
+            spec, env.world_size, WATCHED_GRACE_S if watched else 0.0
         )
+        device, env = init_distributed(env, spec.backend, timeout_s, plan_digest(spec))
         log = RankLog(env.rank, watched)
         log.write(
             f"{env.world_size} rank(s), backend {spec.backend} on {device}, pid {os.getpid()}, "

@@ -18,13 +18,7 @@ from pathlib import Path
 
 from collbench.analysis.model.gemm_model import ELEMENT_BYTES, Gemm
 from collbench.bench.device_clocks import TF32_OVERRIDE_VAR, math_settings
-from collbench.bench.gemm import (
-    DEVICES,
-    GemmBench,
-    operand_set_bytes,
-    rotation_sets,
-    time_stat,
-)
+from collbench.bench.gemm import DEVICES, GemmBench, operand_set_bytes, rotation_sets, time_stat
 from collbench.bench.provenance import command_line, git_sha, versions
 from collbench.core.errors import SpecError
 from collbench.store.gemm_rows import GEMM_FILE, GemmRow, append_gemm_row

@@ -98,9 +98,5 @@ class MatmulKernel:
 
 def square_ladder(device_type: str) -> list[int]:
     """Square sizes tried from the largest down when no --matmul-shape is given."""
-    sizes = []
-    size = MAX_SQUARE.get(device_type, MAX_SQUARE["cpu"])
-    while size >= MIN_SQUARE:
-        sizes.append(size)
-        size //= 2
-    return sizes
+    largest = MAX_SQUARE.get(device_type, MAX_SQUARE["cpu"])
+    return [largest >> halvings for halvings in range((largest // MIN_SQUARE).bit_length())]

@@ -18,12 +18,7 @@ from collbench.bench.overlap.matmul import MatmulKernel, square_ladder
 from collbench.bench.runner import Bound, Runner
 from collbench.core.collectives import Geometry
 from collbench.core.errors import SpecError
-from collbench.core.overlap import (
-    OverlapFigures,
-    OverlapSpec,
-    check_blocking_env,
-    overlap_figures,
-)
+from collbench.core.overlap import OverlapFigures, OverlapSpec, check_blocking_env, overlap_figures
 from collbench.core.spec import Step
 from collbench.core.stats import TimeStats, combine_ranks
 

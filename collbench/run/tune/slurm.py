@@ -8,9 +8,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from collbench.core.errors import EXIT_RUN_FAILED
 from collbench.run.tune.from_runs import DRIVER_FOLDER, check_out
@@ -34,10 +34,28 @@ def tune_in_allocation(
     """Submit the tune as a driver (`driver_argv`) and follow it to its end; the driver's
     exit code (1 when Slurm ended it: cancelled, out of time, a node failure)."""
     from collbench.core.tune_grid import build_grid
+    from collbench.launchers.slurm import SlurmSettings
+    from collbench.launchers.slurm_batch import driver_output, submit_driver, wait_job
 
     build_grid(plan.axes, plan.max_settings, exhaustive=plan.search == "grid")  # refuse early
     argv = driver_argv(spec, plan, knobs, json_out)
-    return _submit(argv, options.extra, plan.out, say)
+    settings = SlurmSettings(**options.extra)
+    out = Path(plan.out).absolute()
+    check_out(out)
+    folder = out / DRIVER_FOLDER
+    job_id = submit_driver(argv, settings, folder)
+    output = driver_output(folder, job_id)
+    say(f"tune: Slurm job {job_id}: one srun step per setting in one allocation ({output})")
+    follower = _Follower(output)
+    follower.start()
+    try:
+        state, code = wait_job(job_id, on_state=lambda shown: say(f"tune: job {job_id} {shown}"))
+    finally:
+        follower.stop()
+    if code is None:
+        say(f"tune: job {job_id} ended {state} before the driver finished; see {output}")
+        return EXIT_RUN_FAILED
+    return code
 
 
 def driver_argv(spec: SweepSpec, plan: TunePlan, knobs: Sequence[str], json_out: bool) -> list[str]:
@@ -57,32 +75,6 @@ def _without_repeats(args: list[str]) -> list[str]:
         return args
     at = args.index("--repeats")
     return args[:at] + args[at + 2 :]
-
-
-def _submit(
-    argv: list[str], slurm_options: Mapping[str, Any], out: Path, say: Callable[[str], None]
-) -> int:
-    """Submit the driver `argv`, follow it to its end; the driver's exit code."""
-    from collbench.launchers.slurm import SlurmSettings
-    from collbench.launchers.slurm_batch import DRIVER_OUTPUT, submit_driver, wait_job
-
-    settings = SlurmSettings(**slurm_options)
-    out = Path(out).absolute()
-    check_out(out)
-    folder = out / DRIVER_FOLDER
-    job_id = submit_driver(argv, settings, folder)
-    output = folder / DRIVER_OUTPUT.replace("%j", job_id)
-    say(f"tune: Slurm job {job_id}: one srun step per setting in one allocation ({output})")
-    follower = _Follower(output)
-    follower.start()
-    try:
-        state, code = wait_job(job_id, on_state=lambda shown: say(f"tune: job {job_id} {shown}"))
-    finally:
-        follower.stop()
-    if code is None:
-        say(f"tune: job {job_id} ended {state} before the driver finished; see {output}")
-        return EXIT_RUN_FAILED
-    return code
 
 
 class _Follower(threading.Thread):

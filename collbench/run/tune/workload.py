@@ -71,12 +71,7 @@ def workload_choice(
     from collbench.analysis.mfu.estimate import estimate
     from collbench.analysis.mfu.inputs import BusbwPricer, cost_model_pricer
     from collbench.analysis.mfu.step_collectives import step_collectives
-    from collbench.analysis.tune.workload import (
-        SettingStep,
-        busbw_tables,
-        choose,
-        exclusions,
-    )
+    from collbench.analysis.tune.workload import SettingStep, busbw_tables, choose, exclusions
 
     workload, topology = job.workload, job.topology
     items = step_collectives(workload)
