@@ -36,16 +36,8 @@ class NoneLauncher:
             )
         parent = parent_launch()
         if parent:  # started for a launching collbench: its run, its directory
-            return Job(
-                spec,
-                Path(options.out),
-                parent["run_id"],
-                parent["launcher"],
-                parent["world_size"],
-                parent["command_line"],
-                options.rank_env,
-                dir_prepared=True,
-            )
+            launched = [parent[key] for key in ("run_id", "launcher", "world_size", "command_line")]
+            return Job(spec, Path(options.out), *launched, options.rank_env)
         run_id = new_run_id()
         run_dir = Path(options.out) if options.out else Path("results") / run_id
         return Job(

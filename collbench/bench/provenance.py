@@ -30,8 +30,7 @@ def versions(torch: Any, backend: str) -> dict[str, Any]:
     }
     if backend in ("nccl", "rccl") and torch.cuda.is_available():
         raw = torch.cuda.nccl.version()
-        text = ".".join(str(part) for part in raw) if isinstance(raw, tuple) else str(raw)
-        info[backend] = text
+        info[backend] = ".".join(map(str, raw)) if isinstance(raw, tuple) else str(raw)
     return info
 
 

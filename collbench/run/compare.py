@@ -81,11 +81,9 @@ def compare_runs(request: CompareRequest) -> Compared:
     from collbench.store.noise_floor import load_noise_floor
 
     selection = request.selection()
-    floor = (
-        load_noise_floor(request.noise_floor, bands=BAND_NAMES)
-        if request.noise_floor is not None
-        else None
-    )
+    floor = None
+    if request.noise_floor is not None:
+        floor = load_noise_floor(request.noise_floor, bands=BAND_NAMES)
     rule = Rule(alpha=request.alpha, threshold_pct=request.fail_if_slower, floor=floor)
     loaded = load_compared(list(request.runs))
     gated = selection.covers if selection is not None else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collbench.analysis.fit.hockney import GroupFit
@@ -48,32 +48,25 @@ def fit_runs(request: FitRequest) -> Fitted:
     if fabric is not None:
         versus = compare_fits(fabric, rows, fits)
     else:
-        versus = _compare_recorded(_recorded_topology(rows), rows, fits, warnings)
+        versus = _compare_recorded(rows, fits, warnings)
     return Fitted(list(zip(fits, versus, strict=True)), sizes, warnings)
 
 
-def _recorded_topology(rows: list[ResultRow]) -> Any:
-    """The catalog topology the rows were measured on (`sweep --topology`), if they all
-    name the same one; None otherwise (a file's name is not enough to find it again)."""
+def _compare_recorded(
+    rows: list[ResultRow], fits: list[GroupFit], warnings: list[str]
+) -> list[TopologyComparison | None]:
+    """The fits against the catalog topology the rows were measured on (`sweep --topology`),
+    if they all name the same one (a file's name is not enough to find it again); None each
+    otherwise. One the user did not ask for that cannot describe the run is only a warning,
+    and the fit is printed without it."""
+    from collbench.analysis.fit.vs_topology import compare_fits
+    from collbench.core.errors import CollbenchError
     from collbench.topologies.loader import catalog_names, load_topology
 
     names = {row.topology for row in rows}
     if len(names) != 1 or (name := names.pop()) not in catalog_names():
-        return None
-    return load_topology(name)
-
-
-def _compare_recorded(
-    fabric: Any, rows: list[ResultRow], fits: list[GroupFit], warnings: list[str]
-) -> list[TopologyComparison | None]:
-    """The fits against the topology the rows record (None: no comparison); one the user
-    did not ask for that cannot describe the run is only a warning, and the fit is printed
-    without it."""
-    from collbench.analysis.fit.vs_topology import compare_fits
-    from collbench.core.errors import CollbenchError
-
-    if fabric is None:
         return [None] * len(fits)
+    fabric = load_topology(name)
     try:
         return compare_fits(fabric, rows, fits)
     except CollbenchError as error:

@@ -84,7 +84,10 @@ def predict_fabrics(request: PredictRequest) -> Prediction:
         raise SpecError("--topology", "", "names no fabric: give -T NAME (twice to compare)")
     if request.nodes is not None and request.nodes < 1:
         raise SpecError("--nodes", request.nodes, "must be an integer >= 1")
-    efficiency = _efficiency(request.comm_efficiency, Efficiency)
+    share = request.comm_efficiency
+    if isinstance(share, bool) or not (isinstance(share, (int, float)) and 0 < share <= 1):
+        raise SpecError("--comm-efficiency", share, "must be a share of the link rates in (0, 1]")
+    efficiency = Efficiency.uniform(float(share))
     topologies = [
         _at_nodes(topology, request.nodes) for topology in load_topologies(list(request.topology))
     ]
@@ -106,14 +109,6 @@ def predict_fabrics(request: PredictRequest) -> Prediction:
         sides.append(Side(topology, times))
     lines = compare_fabrics(sides, request.collectives, sizes, efficiency)
     return Prediction(request, fabrics, lines, warnings)
-
-
-def _efficiency(fraction: float, efficiency: Any) -> Any:
-    if isinstance(fraction, bool) or not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
-        raise SpecError(
-            "--comm-efficiency", fraction, "must be a share of the link rates in (0, 1]"
-        )
-    return efficiency.uniform(float(fraction))
 
 
 def _at_nodes(topology: Topology, nodes: int | None) -> Topology:

@@ -165,15 +165,10 @@ def verify_sides(knobs: Mapping[str, str], conf: Path, environ: Mapping[str, str
     and only the config setting names both; a warning says so when the environment loaded a
     plugin. NCCL may still load libnccl-tuner.so, or a network plugin's tuner, by itself
     (NCCL_TUNER_PLUGIN=none stops that): the warning names it."""
-    plugin = environ.get(TUNER_PLUGIN_VAR)
-    base_env = {
-        name: value
-        for name, value in environ.items()
-        if name not in (TUNER_PLUGIN_VAR, TUNER_CONFIG_VAR)
-    }
+    plugin, names = environ.get(TUNER_PLUGIN_VAR), (TUNER_PLUGIN_VAR, TUNER_CONFIG_VAR)
+    base_env = {name: value for name, value in environ.items() if name not in names}
     settings = [BASELINE, Setting.from_mapping(knobs)]
     notes, warnings = [], []
-    names = (TUNER_PLUGIN_VAR, TUNER_CONFIG_VAR)
     loaded = [f"{name}={environ[name]}" for name in names if environ.get(name)]
     if loaded:
         warnings.append(
@@ -259,13 +254,9 @@ def tuned_ranges(document: TuneResult) -> dict[str, list[SizeRange]]:
     verify runs: ranges drawn afresh from those runs would not line up with the tune's."""
     ranges: dict[str, list[SizeRange]] = {}
     for entry in document.best:
-        ranges.setdefault(str(entry.get("collective")), []).append(
-            SizeRange(
-                str(entry.get("band") or ""),
-                int(entry.get("min_bytes") or 0),
-                int(entry.get("max_bytes") or 0),
-            )
-        )
+        low, high = int(entry.get("min_bytes") or 0), int(entry.get("max_bytes") or 0)
+        size_range = SizeRange(str(entry.get("band") or ""), low, high)
+        ranges.setdefault(str(entry.get("collective")), []).append(size_range)
     return ranges
 
 
