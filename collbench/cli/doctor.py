@@ -39,10 +39,20 @@ if TYPE_CHECKING:
 
 _EXPECT = "Expectation"
 # The sweep's options a doctor has too: how to measure, where to write, how to launch.
-_FROM_SWEEP = set(
-    "--nproc --out --quiet --json --dtype --warmup --iters --check --rank-stat --backend "
-    "--timeout --knob".split()
-)
+_FROM_SWEEP = {
+    "--nproc",
+    "--out",
+    "--quiet",
+    "--json",
+    "--dtype",
+    "--warmup",
+    "--iters",
+    "--check",
+    "--rank-stat",
+    "--backend",
+    "--timeout",
+    "--knob",
+}
 
 
 def _topology(text: str, flag: str) -> str:

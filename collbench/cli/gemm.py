@@ -25,11 +25,22 @@ from collbench.cli.workload import WORKLOAD_OPTIONS, model_from_options
 from collbench.core.errors import SpecError
 from collbench.run.gemm import DTYPE_BYTES, WARMUP_SECONDS, GemmJob, GemmSweep
 
-# The workload options gemm takes: the model's shape and what sets its GEMMs' sizes.
 _WORKLOAD_FLAGS = (
-    "--model --layers --hidden --heads --vocab --ffn-hidden --kv-heads --gated-mlp "
-    "--untied-embeddings --params --seq --micro-batch --tp --attention"
-).split()
+    "--model",
+    "--layers",
+    "--hidden",
+    "--heads",
+    "--vocab",
+    "--ffn-hidden",
+    "--kv-heads",
+    "--gated-mlp",
+    "--untied-embeddings",
+    "--params",
+    "--seq",
+    "--micro-batch",
+    "--tp",
+    "--attention",
+)
 _SWEEP = "Shape sweep (instead of a workload)"
 
 GEMM_OPTIONS = (

@@ -50,13 +50,27 @@ from collbench.run.tune.plan import DEFAULT_RANGES, TunePlan, TuneRequest, parse
 _SEARCH = "Search"
 _CONF = "nccl_tuner.conf"
 # The sweep's options that do not apply to tune: it names its own output and runs its own
-# ranks (--knob is tune's own, with value lists; so is --repeats: each repeat in fresh
-# processes, interleaved across settings).
-_NOT_FOR_TUNE = set(
-    "--out --csv --nccl-json --force --quiet --json --knob --rank-env --print --print-sbatch "
-    "--no-wait --overlap --compute-ratio --compute-tflop --compute-dtype --matmul-shape "
-    "--compute-streams --repeats".split()
-)
+# ranks (--knob is tune's own, with value lists).
+_NOT_FOR_TUNE = {
+    "--out",
+    "--csv",
+    "--nccl-json",
+    "--force",
+    "--quiet",
+    "--json",
+    "--knob",
+    "--rank-env",
+    "--print",
+    "--print-sbatch",
+    "--no-wait",
+    "--overlap",
+    "--compute-ratio",
+    "--compute-tflop",
+    "--compute-dtype",
+    "--matmul-shape",
+    "--compute-streams",
+    "--repeats",  # tune's own: each repeat in fresh processes, interleaved across settings
+}
 # The sweep's common options tune keeps on its common path; -f -d -o -w -n go to Measurement.
 _COMMON_SWEEP = {"--collective", "--min-bytes", "--max-bytes", "--nproc"}
 MEASURE_OPTIONS = tuple(

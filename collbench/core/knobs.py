@@ -25,9 +25,23 @@ TYPO_CUTOFF = 0.85
 # GPU_MAX_HW_QUEUES (hardware queues the streams share: with fewer queues than streams, a
 # collective and a matmul can serialise) and other GPU_* settings; AMD_SERIALIZE_* make it
 # wait around every kernel or copy (no overlap at all).
-KNOB_PREFIXES = tuple("NCCL_ RCCL_ HSA_ HIP_ GPU_ CUDA_ UCX_ FI_ TORCH_ GLOO_".split())
-KNOB_NAMES = tuple(
-    "ROCR_VISIBLE_DEVICES AMD_SERIALIZE_KERNEL AMD_SERIALIZE_COPY OMP_NUM_THREADS".split()
+KNOB_PREFIXES = (
+    "NCCL_",
+    "RCCL_",
+    "HSA_",
+    "HIP_",
+    "GPU_",
+    "CUDA_",
+    "UCX_",
+    "FI_",
+    "TORCH_",
+    "GLOO_",
+)
+KNOB_NAMES = (
+    "ROCR_VISIBLE_DEVICES",
+    "AMD_SERIALIZE_KERNEL",
+    "AMD_SERIALIZE_COPY",
+    "OMP_NUM_THREADS",
 )
 
 # The backends (SweepSpec.backend, resolved) that read a knob, by name or prefix; a knob
@@ -53,11 +67,18 @@ _READ_BY: dict[str, tuple[str, ...]] = {
 # best.env never exports: what the library logs, which devices a process sees (a property
 # of the job's placement, not a tuning), and what versions or install paths it reports.
 LOGGING_KNOBS = frozenset(
-    """
-    NCCL_DEBUG NCCL_DEBUG_SUBSYS NCCL_DEBUG_FILE NCCL_DEBUG_TIMESTAMP_FORMAT
-    NCCL_WARN_ENABLE_DEBUG_INFO RCCL_LOG_LEVEL TORCH_CPP_LOG_LEVEL TORCH_DISTRIBUTED_DEBUG
-    TORCH_SHOW_CPP_STACKTRACES TORCH_LOGS
-    """.split()
+    {
+        "NCCL_DEBUG",
+        "NCCL_DEBUG_SUBSYS",
+        "NCCL_DEBUG_FILE",
+        "NCCL_DEBUG_TIMESTAMP_FORMAT",
+        "NCCL_WARN_ENABLE_DEBUG_INFO",
+        "RCCL_LOG_LEVEL",
+        "TORCH_CPP_LOG_LEVEL",
+        "TORCH_DISTRIBUTED_DEBUG",
+        "TORCH_SHOW_CPP_STACKTRACES",
+        "TORCH_LOGS",
+    }
 )
 PLACEMENT_KNOBS = frozenset(
     {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"}

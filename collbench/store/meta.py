@@ -13,20 +13,59 @@ from collbench.store.rows import SCHEMA_VERSION
 
 # meta.json key order as rank 0 writes it when a sweep starts; the end of the run appends
 # rows, n_wrong_total and error (store.rundir.update_meta).
-SWEEP_LAYOUT = tuple(
-    """
-    schema_version run_id state started_utc finished_utc command_line launcher backend
-    torch_backend world_size nodes ranks_per_node hosts ranks timing_method versions git_sha
-    knobs spec topology cwd rank_env rendezvous
-    """.split()
+SWEEP_LAYOUT = (
+    "schema_version",
+    "run_id",
+    "state",
+    "started_utc",
+    "finished_utc",
+    "command_line",
+    "launcher",
+    "backend",
+    "torch_backend",
+    "world_size",
+    "nodes",
+    "ranks_per_node",
+    "hosts",
+    "ranks",
+    "timing_method",
+    "versions",
+    "git_sha",
+    "knobs",
+    "spec",
+    "topology",
+    "cwd",
+    "rank_env",
+    "rendezvous",
 )
 # meta.json key order of an import (analysis.nccl_import_rows).
-IMPORT_LAYOUT = tuple(
-    """
-    schema_version run_id state source imported_from imported_utc timing_method backend
-    world_size nodes ranks_per_node hosts ranks command_line comment versions version_lines
-    header footer footer_missing collectives knobs topology logs legacy_errors warnings
-    """.split()
+IMPORT_LAYOUT = (
+    "schema_version",
+    "run_id",
+    "state",
+    "source",
+    "imported_from",
+    "imported_utc",
+    "timing_method",
+    "backend",
+    "world_size",
+    "nodes",
+    "ranks_per_node",
+    "hosts",
+    "ranks",
+    "command_line",
+    "comment",
+    "versions",
+    "version_lines",
+    "header",
+    "footer",
+    "footer_missing",
+    "collectives",
+    "knobs",
+    "topology",
+    "logs",
+    "legacy_errors",
+    "warnings",
 )
 
 
