@@ -72,16 +72,11 @@ class Layout:
         return tuple(sorted(rank for host in hosts for rank in self.ranks_per_host[host]))
 
 
-def circle_rounds(count: int) -> CircleRounds:
+class CircleRounds(Sequence[list[tuple[int, int]]]):
     """Round-robin pairings of `count` items (the circle method): count-1 rounds (count
     rounds when odd, one item sitting out each), every pair exactly once, every item in at
     most one pair per round. Each round is worked out when asked for, so a
     fleet of thousands does not hold its N^2/2 pairs at once."""
-    return CircleRounds(count)
-
-
-class CircleRounds(Sequence[list[tuple[int, int]]]):
-    """The circle method's rounds of `count` items, as a sequence computed on demand."""
 
     def __init__(self, count: int) -> None:
         self.count = count
@@ -149,7 +144,7 @@ def pair_plan(nodes: int, spec: DoctorSpec) -> PairPlan:
         shuffle = random_rounds(nodes, sampled_rounds(spec.shuffle_rounds), spec.seed)
         return PairPlan(mode, [], shuffle)
     shuffle = random_rounds(nodes, spec.shuffle_rounds, spec.seed)
-    return PairPlan(mode, circle_rounds(nodes), shuffle)
+    return PairPlan(mode, CircleRounds(nodes), shuffle)
 
 
 def random_rounds(count: int, rounds: int, seed: int) -> list[list[tuple[int, int]]]:

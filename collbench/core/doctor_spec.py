@@ -18,7 +18,7 @@ No torch here: the CLI validates a DoctorSpec before any rank starts.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from collbench.core.errors import SpecError
 
@@ -140,11 +140,8 @@ class DoctorSpec:
             args += [flag, f"{number:g}"]
         return args
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: dict) -> DoctorSpec:
-        """From to_dict's output; a spec written before `repeats` existed ran each round once,
+        """From asdict's output; a spec written before `repeats` existed ran each round once,
         and one written before `pairs` ran every circle round."""
         return cls(**{"repeats": 1, "pairs": "all", **data})

@@ -60,11 +60,6 @@ def iter_sizes(min_bytes: int, max_bytes: int, factor: float | None, step_bytes:
             size = max(int(size * (factor or DEFAULT_FACTOR)), size + 1)
 
 
-def size_series(min_bytes: int, max_bytes: int, factor: float | None, step_bytes: int | None):
-    """The sizes of `iter_sizes` as a list."""
-    return list(iter_sizes(min_bytes, max_bytes, factor, step_bytes))
-
-
 def size_count(min_bytes: int, max_bytes: int, factor: float | None, step_bytes: int | None):
     """(number of sizes, exact?): exact up to MAX_STEPS, arithmetic estimate past it."""
     if max_bytes < min_bytes:
@@ -323,7 +318,7 @@ class SweepSpec:
         """Requested sizes in bytes (before per-collective alignment to world size)."""
         if self.max_bytes is None:
             raise ValueError("resolve the backend first (SweepSpec.with_backend)")
-        return size_series(self.min_bytes, self.max_bytes, self.factor, self.step_bytes)
+        return list(iter_sizes(self.min_bytes, self.max_bytes, self.factor, self.step_bytes))
 
     def steps(self) -> list[Step]:
         """Every measurement in order: the sweep rows, then the overlap probes, all of that
@@ -366,9 +361,17 @@ class SweepSpec:
 
     def to_args(self) -> list[str]:
         """`collbench sweep` options that give exactly this spec, every field spelled out
-        (printed commands and sbatch scripts must not depend on this version's defaults)."""
+        (printed commands and sbatch scripts must not depend on this version's defaults); a
+        doctor's `collbench doctor` options (the doctor picks its collectives, and its
+        topology is DoctorSpec's)."""
         if self.doctor is not None:
-            return self._doctor_args()
+            return [
+                *self.doctor.to_args(),
+                "--dtype",
+                self.dtype,
+                *self._timing_args(),
+                *knob_args(self.knobs),
+            ]
         args = ["--collective", ",".join(self.collectives), "--min-bytes", size_arg(self.min_bytes)]
         if self.max_bytes is not None:
             args += ["--max-bytes", size_arg(self.max_bytes)]
@@ -376,8 +379,7 @@ class SweepSpec:
             args += ["--step-bytes", size_arg(self.step_bytes)]
         if self.factor is not None:
             args += ["--factor", f"{self.factor:g}"]
-        return [
-            *args,
+        args += [
             "--dtype",
             self.dtype,
             "--op",
@@ -388,25 +390,12 @@ class SweepSpec:
             "--repeats",
             str(self.repeats),
             *(["--cuda-graph"] if self.cuda_graph else []),
-            *self._record_args(),
-            *self._overlap_args(),
+            *knob_args(self.knobs),
         ]
-
-    def _doctor_args(self) -> list[str]:
-        """`collbench doctor` options for this spec (the doctor picks its collectives)."""
-        return [
-            *self.doctor.to_args(),
-            "--dtype",
-            self.dtype,
-            *self._timing_args(),
-            *self._record_args(),
-        ]
-
-    def _record_args(self) -> list[str]:
-        """The knobs and the topology: what every rank applies and records."""
-        args = knob_args(self.knobs)
-        if self.topology is not None and self.doctor is None:  # a doctor's: DoctorSpec's
+        if self.topology is not None:
             args += ["--topology", self.topology_file or self.topology]
+        if self.overlap is not None:
+            args += (["--overlap"] if self.sweep_rows else []) + self.overlap.to_args()
         return args
 
     def _timing_args(self) -> list[str]:
@@ -424,11 +413,6 @@ class SweepSpec:
             "--timeout",
             f"{self.timeout_s:g}",
         ]
-
-    def _overlap_args(self) -> list[str]:
-        if self.overlap is None:
-            return []
-        return (["--overlap"] if self.sweep_rows else []) + self.overlap.to_args()
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -12,7 +12,7 @@ from collbench.core.safe_text import escape_control
 from collbench.store.columns import read_rows_apart
 from collbench.store.gemm_rows import GEMM_FILE
 from collbench.store.meta import RunMeta
-from collbench.store.rows import DOCTOR, OVERLAP, SWEEP, DoctorRow, ProbeRow, ResultRow, rows_of
+from collbench.store.rows import OVERLAP, SWEEP, ProbeRow, ResultRow, rows_of
 from collbench.store.rundir import load_rows, read_meta
 
 
@@ -44,11 +44,6 @@ class Run:
     def probe_rows(self) -> list[ProbeRow]:
         """The overlap-probe rows (kind OVERLAP), in file order."""
         return self.rows_of(OVERLAP)
-
-    @property
-    def doctor_rows(self) -> list[DoctorRow]:
-        """The doctor's rows (kind DOCTOR), in file order."""
-        return self.rows_of(DOCTOR)
 
 
 # What a reader keeps of one row's samples: reduce(row, samples as a float64 numpy array).

@@ -189,28 +189,36 @@ def json_lines(path: Path, warn: bool = True) -> Iterator[tuple[Any, str]]:
     if not path.exists():
         return
     for number, raw in iter_lines(path, path.name, ROWS_MAX_LINE_BYTES, ROWS_MAX_BYTES):
-        where = f"{path} line {number}"
-        cut_short = not raw.endswith(b"\n")  # only the last line can lack its newline
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            if cut_short:  # cut inside a character
-                _warn_truncated(path, warn)
-                continue
-            raise SpecError("row", f"{len(raw)} bytes", f"in {where} are not UTF-8 text") from None
-        if not line.strip():
-            continue
-        check_depth(line, "row", where)
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as error:
-            if cut_short:
-                _warn_truncated(path, warn)
-                continue
-            raise SpecError("row", _cut(line), f"in {where} is not JSON ({error.msg})") from None
-        except ValueError as error:  # an integer of thousands of digits
-            raise SpecError("row", _cut(line), f"in {where}: {error}") from None
-        yield data, where
+        decoded = _decoded(path, number, raw, warn)
+        if decoded is not None:
+            yield decoded
+
+
+def _decoded(path: Path, number: int, raw: bytes, warn: bool) -> tuple[Any, str] | None:
+    """Line `number` of `path` as json_lines reads it: (its JSON, "FILE line N"); None for a
+    blank line, or for the cut-short last line of a write (with a warning) that is not whole
+    UTF-8 or JSON; a SpecError for any other line that is not JSON."""
+    where = f"{path} line {number}"
+    cut_short = not raw.endswith(b"\n")  # only the last line can lack its newline
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        if cut_short:  # cut inside a character
+            _warn_truncated(path, warn)
+            return None
+        raise SpecError("row", f"{len(raw)} bytes", f"in {where} are not UTF-8 text") from None
+    if not line.strip():
+        return None
+    check_depth(line, "row", where)
+    try:
+        return json.loads(line), where
+    except json.JSONDecodeError as error:
+        if cut_short:
+            _warn_truncated(path, warn)
+            return None
+        raise SpecError("row", _cut(line), f"in {where} is not JSON ({error.msg})") from None
+    except ValueError as error:  # an integer of thousands of digits
+        raise SpecError("row", _cut(line), f"in {where}: {error}") from None
 
 
 def _warn_truncated(path: Path, warn: bool) -> None:
@@ -308,43 +316,19 @@ def _count_decoded(
     path: Path, lines: list[tuple[int, bytes]], warn: bool, check: Check | None
 ) -> int:
     count = 0
-    for data, where in _decoded(path, lines, warn):
+    for number, raw in lines:
+        decoded = _decoded(path, number, raw, warn)
+        if decoded is None:
+            continue
         if check is not None:
-            check(data, where)
+            check(*decoded)
         count += 1
     return count
-
-
-def _decoded(path: Path, lines: list[tuple[int, bytes]], warn: bool) -> Iterator[tuple[Any, str]]:
-    """json_lines' reading of the given (number, line) pairs: each line's JSON, the cut-short
-    last line skipped (with a warning) when it is not whole, a SpecError otherwise."""
-    for number, raw in lines:
-        where = f"{path} line {number}"
-        if not raw.endswith(b"\n") and (not _is_utf8(raw) or not _is_json(raw)):
-            _warn_truncated(path, warn)
-            continue
-        line = raw.decode("utf-8")
-        check_depth(line, "row", where)
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise SpecError("row", _cut(line), f"in {where} is not JSON ({error.msg})") from None
-        except ValueError as error:
-            raise SpecError("row", _cut(line), f"in {where}: {error}") from None
-        yield data, where
 
 
 def _is_utf8(data: bytes) -> bool:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _is_json(data: bytes) -> bool:
-    try:
-        json.loads(data)
-    except ValueError:
         return False
     return True

@@ -9,7 +9,6 @@ from __future__ import annotations
 import array
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 Check = Callable[[Any], "str | None"]
@@ -86,32 +85,6 @@ def type_check(annotation: str) -> Check | None:
     return checks.get(base)
 
 
-def range_check(column: str, annotation: str, limits: RangeLimits) -> Check | None:
-    """The range check of a value of the right type in `column` (None: no range)."""
-    if column in limits.at_least:
-        least = limits.at_least[column]
-        return lambda value: None if value >= least else f"must be at least {least}"
-    if column in limits.no_negative_items:
-        return lambda value: None if all(item >= 0 for item in value) else "has a negative item"
-    base = annotation.removesuffix(" | None")
-    positive, non_negative = column in limits.positive, column in limits.non_negative
-    if base == "float":
-        return lambda value: _float_range(value, positive, non_negative)
-    if base == "list[float]":
-        return lambda value: _floats_range(value, non_negative)
-    return None
-
-
-@dataclass(frozen=True)
-class RangeLimits:
-    """The ranges store.rows gives its columns (see there)."""
-
-    at_least: dict[str, int]  # an integer column's least value
-    no_negative_items: tuple[str, ...]  # lists of integers
-    positive: tuple[str, ...]  # float columns that must be more than 0
-    non_negative: tuple[str, ...]  # float columns (or lists of floats) that must be >= 0
-
-
 def short(value: Any) -> Any:
     """A value as an error line shows it: long containers and strings cut short."""
     text = value if isinstance(value, str) else repr(value)
@@ -144,7 +117,7 @@ def _all_numbers(items: list[Any]) -> bool:
     return _NUMBER_TYPES.issuperset(map(type, items)) or all(_is_number(item) for item in items)
 
 
-def _float_range(value: Any, positive: bool, non_negative: bool) -> str | None:
+def float_range(value: Any, positive: bool, non_negative: bool) -> str | None:
     if not _finite(value):
         return "is not finite (NaN or infinite)"
     if positive and not value > 0:
@@ -154,7 +127,7 @@ def _float_range(value: Any, positive: bool, non_negative: bool) -> str | None:
     return None
 
 
-def _floats_range(value: Any, non_negative: bool) -> str | None:
+def floats_range(value: Any, non_negative: bool) -> str | None:
     if not value:
         return None
     if not isinstance(value, Samples):  # an integer beyond a float could not be packed

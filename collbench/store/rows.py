@@ -14,10 +14,11 @@ from typing import Any
 from collbench.core.doctor_spec import DOCTOR
 from collbench.core.errors import SpecError
 from collbench.store.row_values import (
-    RangeLimits,
+    Check,
     as_plain,
+    float_range,
+    floats_range,
     pack_samples,
-    range_check,
     short,
     type_check,
 )
@@ -326,12 +327,26 @@ _NON_NEGATIVE += ("algbw_gbps", "busbw_gbps", "time_us_samples", "rank_time_us")
 _NON_NEGATIVE += tuple(f"t_{name}_us{end}" for name in PROBE_SERIES for end in ("", "_p50"))
 
 
-_RANGE_LIMITS = RangeLimits(_AT_LEAST, ("rank_last_count", "group_ranks"), _POSITIVE, _NON_NEGATIVE)
+def _range_check(column: str, annotation: str) -> Check | None:
+    """The range check of a value of the right type in `column` (None: no range)."""
+    if column in _AT_LEAST:
+        least = _AT_LEAST[column]
+        return lambda value: None if value >= least else f"must be at least {least}"
+    if column in ("rank_last_count", "group_ranks"):  # lists of integers
+        return lambda value: None if all(item >= 0 for item in value) else "has a negative item"
+    base = annotation.removesuffix(" | None")
+    positive, non_negative = column in _POSITIVE, column in _NON_NEGATIVE
+    if base == "float":
+        return lambda value: float_range(value, positive, non_negative)
+    if base == "list[float]":
+        return lambda value: floats_range(value, non_negative)
+    return None
+
+
 # Each column's checks, compiled once (a value that is None passes both).
 _TYPE_CHECKS = {column: type_check(annotation) for column, annotation in COLUMN_TYPES.items()}
 _RANGE_CHECKS = {
-    column: range_check(column, annotation, _RANGE_LIMITS)
-    for column, annotation in COLUMN_TYPES.items()
+    column: _range_check(column, annotation) for column, annotation in COLUMN_TYPES.items()
 }
 _CHECKS_OF = {
     row_type: tuple(

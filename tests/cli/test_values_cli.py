@@ -222,10 +222,11 @@ def test_doctor_refuses_a_baseline_that_is_not_a_finished_doctor(tmp_path, case)
 
 
 def test_a_finished_doctor_baseline_passes_its_checks(tmp_path):
+    from collbench.core.doctor_spec import DOCTOR
     from collbench.run.doctor_job import _baseline
 
     base = _doctor_run(tmp_path, VALID_REPORT)
-    assert len(_baseline(str(base)).doctor_rows) == 2
+    assert len(_baseline(str(base)).rows_of(DOCTOR)) == 2
 
 
 @pytest.mark.slow  # real processes

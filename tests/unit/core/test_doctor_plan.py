@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from collbench.core.doctor_plan import Layout, circle_rounds, halves, random_rounds
+from collbench.core.doctor_plan import CircleRounds, Layout, halves, random_rounds
 from collbench.core.doctor_spec import DoctorSpec
 from collbench.core.errors import SpecError
 from collbench.core.spec import SweepSpec
@@ -14,7 +14,7 @@ from collbench.store.rows import DOCTOR_COLUMNS, DoctorRow, row_from_dict
 
 @pytest.mark.parametrize("count", range(0, 12))
 def test_circle_rounds_meet_every_pair_once_one_partner_at_a_time(count):
-    rounds = circle_rounds(count)
+    rounds = CircleRounds(count)
     pairs = [pair for pairs in rounds for pair in pairs]
     assert sorted(pairs) == [(a, b) for a in range(count) for b in range(a + 1, count)]
     assert len(rounds) == (0 if count < 2 else count - 1 + count % 2)

@@ -7,8 +7,8 @@ from collbench.core.spec import (
     MAX_STEPS,
     Step,
     SweepSpec,
+    iter_sizes,
     size_count,
-    size_series,
 )
 from collbench.core.units import counted, format_size, parse_size
 
@@ -42,16 +42,16 @@ def test_parse_size_rejects_with_field_name(text):
 
 
 def test_size_series_factor_and_step():
-    assert size_series(8, 64, 2.0, None) == [8, 16, 32, 64]
-    assert size_series(8, 100, None, None) == [8, 16, 32, 64]
-    assert size_series(1024, 4096, None, 1024) == [1024, 2048, 3072, 4096]
-    assert size_series(0, 4, 2.0, None) == [0, 1, 2, 4]
-    assert size_series(1, 1000, 10.0, None) == [1, 10, 100, 1000]
+    assert list(iter_sizes(8, 64, 2.0, None)) == [8, 16, 32, 64]
+    assert list(iter_sizes(8, 100, None, None)) == [8, 16, 32, 64]
+    assert list(iter_sizes(1024, 4096, None, 1024)) == [1024, 2048, 3072, 4096]
+    assert list(iter_sizes(0, 4, 2.0, None)) == [0, 1, 2, 4]
+    assert list(iter_sizes(1, 1000, 10.0, None)) == [1, 10, 100, 1000]
 
 
 def test_size_count_matches_the_series_and_is_bounded():
     for args in ((8, 64, 2.0, None), (0, 4, 2.0, None), (1024, 4096, None, 1024), (9, 8, 2, None)):
-        assert size_count(*args) == (len(size_series(*args)), True)
+        assert size_count(*args) == (len(list(iter_sizes(*args))), True)
     assert size_count(1, 16 * 1024**2, None, 1) == (16 * 1024**2, True)
     count, exact = size_count(8, 16 * 1024**2, 1.0000001, None)  # counted, never built
     assert not exact and count > MAX_STEPS

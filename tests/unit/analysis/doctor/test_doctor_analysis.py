@@ -12,7 +12,7 @@ from collbench.analysis.doctor.expect import FLEET, Expectation
 from collbench.analysis.doctor.findings import Diagnosis
 from collbench.analysis.doctor.verdicts import diagnose
 from collbench.core.bandwidth import bus_factor
-from collbench.core.doctor_plan import circle_rounds, random_rounds
+from collbench.core.doctor_plan import CircleRounds, random_rounds
 from collbench.core.doctor_spec import DoctorSpec
 from collbench.store.rows import DoctorRow
 
@@ -101,7 +101,7 @@ def pair_rows(
     again for every repeat)."""
     hosts, ranks = nodes["hosts"], nodes["ranks_per_host"]
     rows = []
-    rounds = [("pair", r) for r in circle_rounds(len(hosts))]
+    rounds = [("pair", r) for r in CircleRounds(len(hosts))]
     rounds += [("shuffle", r) for r in random_rounds(len(hosts), shuffle, seed=1)]
     passes = [(repeat, item) for repeat in range(repeats) for item in enumerate(rounds)]
     for repeat, (index, (stage, pairs)) in passes:

@@ -5,6 +5,7 @@ could be judged is `unjudged` (exit 6, healthy null), and a gloo run gets no GPU
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -168,7 +169,7 @@ def test_repeats_out_of_range_names_the_flag(repeats):
 
 
 def test_a_doctor_spec_recorded_before_repeats_ran_each_round_once():
-    data = DoctorSpec().to_dict()
+    data = asdict(DoctorSpec())
     del data["repeats"]
     assert DoctorSpec.from_dict(data).repeats == 1
     assert DoctorSpec().repeats == 3

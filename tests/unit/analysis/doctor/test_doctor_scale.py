@@ -16,7 +16,7 @@ from collbench.analysis.doctor.verdicts import diagnose
 from collbench.core.doctor_plan import (
     DEFAULT_SAMPLED_ROUNDS,
     SAMPLE_ABOVE_NODES,
-    circle_rounds,
+    CircleRounds,
     pair_plan,
 )
 from collbench.core.doctor_spec import DoctorSpec
@@ -59,7 +59,7 @@ def fleet(count: int, pairs: str, slow_host: int | None, slow_link: tuple[int, i
 
 @pytest.mark.parametrize("count", [2, 3, 4, 9, 10, 33])
 def test_the_lazy_circle_pairs_every_node_pair_once(count):
-    rounds = circle_rounds(count)
+    rounds = CircleRounds(count)
     assert len(rounds) == (count - 1 if count % 2 == 0 else count)
     seen = [pair for one in rounds for pair in one]
     assert sorted(seen) == list(combinations(range(count), 2))
