@@ -144,14 +144,12 @@ def text(value: str) -> str:
 
 
 _SWITCH = choice("0", "1")
-_NCCL_LIST_ALGO = nccl_list(NCCL_ALGORITHMS)
-_NCCL_LIST_PROTO = nccl_list(NCCL_PROTOCOLS)
 
 CATALOG: dict[str, KnobSpec] = {
     # Re-read at every communicator init (tuning.cc: ncclGetEnv in ncclTopoTuneModel; the
     # tuner plugin reads its config file when it is initialised for a communicator).
-    "NCCL_ALGO": KnobSpec(_NCCL_LIST_ALGO, fold_case=True),
-    "NCCL_PROTO": KnobSpec(_NCCL_LIST_PROTO, fold_case=True),
+    "NCCL_ALGO": KnobSpec(nccl_list(NCCL_ALGORITHMS), fold_case=True),
+    "NCCL_PROTO": KnobSpec(nccl_list(NCCL_PROTOCOLS), fold_case=True),
     "NCCL_TUNER_CONFIG_FILE": KnobSpec(text),
     # Cached for the life of the process (NCCL_PARAM) or read once at plugin/transport init.
     "NCCL_TUNER_PLUGIN": KnobSpec(text),

@@ -21,11 +21,7 @@ def load_noise_floor(
     SpecError (one line, exit 2) for a missing, unreadable or malformed file, or one that
     names none of `bands` (the size bands the caller knows)."""
     path = Path(path)
-    try:
-        text = read_text(path, flag, JSON_MAX_BYTES)  # a regular file within core.limits
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or "not readable as text"
-        raise SpecError(flag, str(path), f"cannot be read ({reason})") from None
+    text = read_text(path, flag, JSON_MAX_BYTES)  # a regular file within core.limits
     check_depth(text, flag, str(path))
     try:
         data = json.loads(text)

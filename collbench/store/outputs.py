@@ -186,11 +186,6 @@ def write_outputs(
         raise
 
 
-def run_dir_of(path: Path) -> Path | None:
-    """The run directory `path` is in (one of its folders), or None."""
-    return next((folder for folder in path.parents if is_run_dir(folder)), None)
-
-
 def is_run_dir(folder: Path) -> bool:
     """Whether `folder` holds a run (or a tune result): see CLAIM_MARKER and RUN_DATA."""
     try:
@@ -244,7 +239,7 @@ def _refuse_inside_runs(flag: str, path: Path, target: Path, inputs: Iterable[Pa
                 str(path),
                 f"is inside {given}, a run directory this command reads or writes: write elsewhere",
             )
-    run_dir = run_dir_of(target)
+    run_dir = next((folder for folder in target.parents if is_run_dir(folder)), None)
     if run_dir is not None:
         raise SpecError(
             flag,

@@ -122,10 +122,10 @@ def iter_lines(
             yield number, line
 
 
-def check_depth(text: str, field: str, where: str, toml: bool = False) -> None:
+def check_depth(text: str, field: str, where: str) -> None:
     """SpecError naming `where` when `text` nests deeper than MAX_NESTING_DEPTH (a parser
     would recurse that deep)."""
-    if too_deep(text, toml):
+    if too_deep(text):
         raise SpecError(
             field,
             where,
@@ -232,7 +232,7 @@ def _cut(text: str) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def count_json_lines(path: Path, warn: bool = True, check: Check | None = None) -> int:
+def count_json_lines(path: Path, warn: bool, check: Check) -> int:
     """How many lines `json_lines` would yield (0 when the file is missing), without decoding
     the lines that look like JSON objects: what a status line counts. The file is read in
     chunks within the same limits, checked as UTF-8 a chunk at a time, and refused as
@@ -286,9 +286,7 @@ def _too_long(field: str, path: Path, number: int, limit: int = ROWS_MAX_LINE_BY
     )
 
 
-def _count_whole(
-    path: Path, lines: list[bytes], number: int, warn: bool, check: Check | None
-) -> int:
+def _count_whole(path: Path, lines: list[bytes], number: int, warn: bool, check: Check) -> int:
     """How many of these newline-ended lines (the first is line `number` + 1) are rows."""
     try:
         b"\n".join(lines).decode("utf-8")
@@ -312,17 +310,13 @@ def _count_whole(
     return count + _count_decoded(path, odd, warn, check)
 
 
-def _count_decoded(
-    path: Path, lines: list[tuple[int, bytes]], warn: bool, check: Check | None
-) -> int:
+def _count_decoded(path: Path, lines: list[tuple[int, bytes]], warn: bool, check: Check) -> int:
     count = 0
     for number, raw in lines:
         decoded = _decoded(path, number, raw, warn)
-        if decoded is None:
-            continue
-        if check is not None:
+        if decoded is not None:
             check(*decoded)
-        count += 1
+            count += 1
     return count
 
 

@@ -9,6 +9,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
+from types import SimpleNamespace
 from typing import Any
 
 from collbench.core.doctor_spec import DOCTOR
@@ -386,8 +387,10 @@ class RowBuilder:
         self, collective: str, placement: str, probe: Any, timing: str, repeat: int = 0
     ) -> ProbeRow:
         """A kind "overlap" row: the collective alone in the base columns, then the probe."""
-        comm = probe.series["comm"]
-        alone = _Alone(probe.geometry, comm, probe.n_wrong)
+        # the collective alone, shaped like a sweep measurement
+        alone = SimpleNamespace(
+            geometry=probe.geometry, stats=probe.series["comm"], n_wrong=probe.n_wrong
+        )
         base = self._base(collective, placement, alone, repeat)
         compute, figures = probe.compute, probe.figures
         series: dict[str, Any] = {}
@@ -507,10 +510,3 @@ class DoctorGroup:
     ranks: tuple[int, ...]
     rank_time_us: tuple[float, ...]
     rank_last_count: tuple[int, ...]
-
-
-class _Alone:
-    """The collective-alone part of a probe, shaped like a sweep measurement."""
-
-    def __init__(self, geometry: Any, stats: Any, n_wrong: int | None) -> None:
-        self.geometry, self.stats, self.n_wrong = geometry, stats, n_wrong

@@ -51,18 +51,17 @@ def prepare_run_dir(
     out: Path | None,
     run_id: str,
     allowed: frozenset[str] = frozenset(),
-    inputs: Iterable[Path | str] = (),
 ) -> Path:
     """Create and claim the run directory; refuse one that already holds anything (but
-    `allowed`), that another run has claimed, that is inside one of `inputs`, or that cannot
-    be written (store/outputs.py: one line, exit 2; a full disk exit 1).
+    `allowed`), that another run has claimed, or that cannot be written (store/outputs.py:
+    one line, exit 2; a full disk exit 1).
 
     The claim is the exclusive creation of CLAIM_MARKER inside it: of two runs started on the
     same --out at the same moment, exactly one creates it, and the other is refused as if it
     had come second (a check of the directory's entries alone would let both through).
     """
     run_dir = Path(out) if out is not None else Path("results") / run_id
-    check_output_dir("--out", run_dir, inputs, allowed)
+    check_output_dir("--out", run_dir, allowed=allowed)
     existed = run_dir.is_dir()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
