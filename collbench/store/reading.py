@@ -134,9 +134,11 @@ def check_depth(text: str, field: str, where: str) -> None:
         )
 
 
-def parse_json(text: str, field: str, where: str) -> Any:
-    """JSON text, its depth checked before it is parsed; SpecError naming `where` for text
-    that nests too deep or is not JSON."""
+def load_json(path: Path, field: str, max_bytes: int = JSON_MAX_BYTES) -> Any:
+    """A JSON file collbench wrote (meta.json, job.json, tune.json, doctor.json), read within
+    the limits, its depth checked before it is parsed; SpecError naming `field` and the path
+    for anything else (text that nests too deep or is not JSON)."""
+    text, where = read_text(path, field, max_bytes), str(path)
     check_depth(text, field, where)
     try:
         return json.loads(text)
@@ -144,12 +146,6 @@ def parse_json(text: str, field: str, where: str) -> Any:
         raise SpecError(field, where, f"is not JSON (line {error.lineno}: {error.msg})") from None
     except (ValueError, RecursionError) as error:  # an integer of thousands of digits
         raise SpecError(field, where, f"is not JSON collbench can read ({error})") from None
-
-
-def load_json(path: Path, field: str, max_bytes: int = JSON_MAX_BYTES) -> Any:
-    """A JSON file collbench wrote (meta.json, job.json, tune.json, doctor.json), read within
-    the limits; SpecError naming `field` and the path for anything else."""
-    return parse_json(read_text(path, field, max_bytes), field, str(path))
 
 
 def read_json_file(path: Path, field: str, max_bytes: int = JSON_MAX_BYTES) -> Any | None:

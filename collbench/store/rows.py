@@ -5,7 +5,6 @@ The method, in full: docs/run-directory.md#collbench-store-rows-py.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
@@ -29,13 +28,6 @@ SWEEP = "sweep"
 OVERLAP = "overlap"
 # The probe's timed series (bench.overlap.clock.SERIES): each has t_<name>_us, _us_p50, _cv.
 PROBE_SERIES = ("comm", "comp", "both", "comp_during", "comm_during")
-
-
-@functools.cache
-def _column_names(cls: type) -> tuple[str, ...]:
-    """A row class's columns in order, worked out once (dataclasses.fields per row made
-    writing a 200k-row import take seconds on its own)."""
-    return tuple(column.name for column in fields(cls))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,10 +79,9 @@ class ResultRow:
 
     def to_dict(self) -> dict[str, Any]:
         """The row as rows.jsonl holds it: every column, in column order."""
-        columns = _column_names(type(self))
-        data = dict(self.__dict__)  # the fields in column order (set so by __init__)
-        if len(data) != len(columns):  # something else was set on the row: by name
-            data = {name: getattr(self, name) for name in columns}
+        # The fields in column order, as __init__ set them (a frozen row holds nothing else);
+        # dataclasses.fields per row made writing a 200k-row import take seconds on its own.
+        data = dict(self.__dict__)
         data["time_us_samples"] = as_plain(self.time_us_samples)
         return data
 
@@ -163,8 +154,6 @@ ROW_TYPES: dict[str, type[ResultRow]] = {SWEEP: ResultRow, OVERLAP: ProbeRow, DO
 ROW_KINDS = tuple(ROW_TYPES)
 ROW_COLUMNS = tuple(column.name for column in fields(ResultRow))
 ALL_COLUMNS = tuple(column.name for column in fields(ProbeRow))
-# Probe rows carry these after ROW_COLUMNS; sweep rows leave them out.
-PROBE_COLUMNS = ALL_COLUMNS[len(ROW_COLUMNS) :]
 # Doctor rows carry these after ROW_COLUMNS.
 DOCTOR_COLUMNS = tuple(column.name for column in fields(DoctorRow))[len(ROW_COLUMNS) :]
 _COLUMNS_OF = {

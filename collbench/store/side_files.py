@@ -9,7 +9,6 @@ import os
 import socket
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -58,11 +57,8 @@ class SideFiles:
     def completed(self) -> SideFiles:
         return replace(self, complete=True)
 
-    def to_dict(self) -> dict[str, Any]:
-        return to_builtins(self)
-
     def save(self, run_dir: Path) -> None:
-        write_json_atomic(Path(run_dir) / SIDE_FILES, self.to_dict())
+        write_json_atomic(Path(run_dir) / SIDE_FILES, to_builtins(self))
 
 
 def read_side_files(run_dir: Path) -> SideFiles | None:

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import time
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -205,7 +206,7 @@ def _run_with_side_files(tmp_path, rows_written):
     csv_file.write_text(header + "x\r\n" * rows_written, newline="")
     json_file.write_text('{"version": 3, "start_time": null, "results": [')
     record = SideFiles.of_launcher(csv_file, json_file, ("all_reduce",))
-    SideFiles(**{**record.to_dict(), "pid": None, "collectives": ("all_reduce",)}).save(out)
+    replace(record, pid=None).save(out)
     return out, csv_file, json_file
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from collbench.core.overlap import overlap_figures
-from collbench.store.rows import ALL_COLUMNS, PROBE_COLUMNS, ROW_COLUMNS
+from collbench.store.rows import ALL_COLUMNS, ROW_COLUMNS
 from tests.helpers import collbench_process as collbench
 from tests.helpers import meta_of, rows_of
 
@@ -73,7 +73,7 @@ def test_probe_rows_are_complete_and_checked(probe_run):
     assert "# Overlap probes: all_reduce (in_place) vs float32 matmul" in stdout
     assert "# ratio 2: median overlap" in stdout
     frame = pd.read_parquet(out / "rows.parquet")
-    assert len(frame) == len(rows) and set(PROBE_COLUMNS) <= set(frame.columns)
+    assert len(frame) == len(rows) and set(ALL_COLUMNS) <= set(frame.columns)
     meta = meta_of(out)
     assert meta["state"] == "completed" and meta["spec"]["sweep_rows"] is False
     assert meta["spec"]["overlap"]["ratios"] == [0.25, 2.0]
