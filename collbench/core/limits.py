@@ -44,11 +44,11 @@ def nesting_depth(text: str, toml: bool = False) -> int:
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
-def too_deep(text: str, toml: bool = False, limit: int = MAX_NESTING_DEPTH) -> bool:
-    """True when `text` nests more than `limit` brackets deep (see nesting_depth)."""
-    if text.count("[") + text.count("{") <= limit:  # cannot nest deeper than it opens
+def too_deep(text: str, toml: bool = False) -> bool:
+    """True when `text` nests more than MAX_NESTING_DEPTH brackets deep (see nesting_depth)."""
+    if text.count("[") + text.count("{") <= MAX_NESTING_DEPTH:  # cannot nest deeper than it opens
         return False
-    return nesting_depth(text, toml) > limit
+    return nesting_depth(text, toml) > MAX_NESTING_DEPTH
 
 
 def size_text(n_bytes: int) -> str:

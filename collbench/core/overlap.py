@@ -132,7 +132,15 @@ class OverlapSpec:
             math.isfinite(self.compute_tflop) and self.compute_tflop > 0
         ):
             raise SpecError("--compute-tflop", self.compute_tflop, "must be greater than 0")
-        self._check_dtype()
+        if self.compute_dtype != AUTO:
+            dtype = lookup_dtype(self.compute_dtype)
+            if dtype is None or dtype.name not in COMPUTE_DTYPES:
+                raise SpecError(
+                    "--compute-dtype",
+                    self.compute_dtype,
+                    f"is not a matmul dtype; choose from {AUTO}, {', '.join(COMPUTE_DTYPES)}",
+                )
+            object.__setattr__(self, "compute_dtype", dtype.name)
         if self.matmul_shape is not None:
             shape = tuple(int(v) for v in self.matmul_shape)
             if len(shape) != 3 or min(shape) < 1:
@@ -146,18 +154,6 @@ class OverlapSpec:
                 self.compute_streams,
                 f"must be between 1 and {MAX_COMPUTE_STREAMS}",
             )
-
-    def _check_dtype(self) -> None:
-        if self.compute_dtype == AUTO:
-            return
-        dtype = lookup_dtype(self.compute_dtype)
-        if dtype is None or dtype.name not in COMPUTE_DTYPES:
-            raise SpecError(
-                "--compute-dtype",
-                self.compute_dtype,
-                f"is not a matmul dtype; choose from {AUTO}, {', '.join(COMPUTE_DTYPES)}",
-            )
-        object.__setattr__(self, "compute_dtype", dtype.name)
 
     def points(self) -> tuple[float | None, ...]:
         """One probe per ratio, or a single probe (None) with the fixed compute_tflop."""

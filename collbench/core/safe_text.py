@@ -29,12 +29,12 @@ def refuse_control(flag: str, value: object, text: str | None = None) -> None:
         raise SpecError(flag, value, f"holds a control character ({char!r}): {ONE_LINE}")
 
 
-def refuse_control_args(argv: list[str], what: str = "argument") -> None:
+def refuse_control_args(argv: list[str]) -> None:
     """refuse_control for every argument of a command line, each named by the option before
-    it (`--out`, `--topology`), or by `what` where there is none."""
+    it (`--out`, `--topology`), or as "argument" where there is none."""
     for index, arg in enumerate(argv):
         before = argv[index - 1] if index else ""
-        refuse_control(before if before.startswith("-") else what, arg)
+        refuse_control(before if before.startswith("-") else "argument", arg)
 
 
 def escape_control(text: str) -> str:

@@ -46,7 +46,7 @@ class _NotFaithful(Exception):
 
 
 def read_rows_apart(
-    run_dir: Path, reduce: Callable[[ResultRow, Any], Made], warn: bool = True
+    run_dir: Path, reduce: Callable[[ResultRow, Any], Made]
 ) -> list[tuple[ResultRow, Made]]:
     """Every row of a run in file order, each beside what `reduce(row, samples)` made of its
     per-iteration samples (a float64 numpy array, empty when it has none, valid during the
@@ -55,7 +55,7 @@ def read_rows_apart(
     pairs = read_copy(Path(run_dir), reduce)
     if pairs is not None:
         return pairs
-    return [_apart(row, reduce) for row in iter_rows(Path(run_dir), warn)]
+    return [_apart(row, reduce) for row in iter_rows(Path(run_dir))]
 
 
 def read_copy(

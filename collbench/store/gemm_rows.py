@@ -69,24 +69,19 @@ class GemmRow:
         return {column.name: getattr(self, column.name) for column in fields(self)}
 
 
-_INTEGERS = ("m", "n", "k", "batch", "warmup", "iters")
-_NUMBERS = ("time_us", "tflops")
-_TEXTS = ("shape", "dtype", "device", "accelerator", "op", "pass_name", "timing")
-
-
 def gemm_row_from_dict(data: Any, where: str) -> GemmRow:
     """The typed row of one gemm.jsonl line; SpecError naming `where` when it is not one."""
     if not isinstance(data, Mapping) or data.get("kind") != GEMM:
         raise SpecError("row", short(data), f"in {where} is not a gemm row")
-    for name in _INTEGERS:
+    for name in ("m", "n", "k", "batch", "warmup", "iters"):
         value = data.get(name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise SpecError(name, short(value), f"in {where} is not a count")
-    for name in _NUMBERS:
+    for name in ("time_us", "tflops"):
         value = data.get(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise SpecError(name, short(value), f"in {where} is not a positive number")
-    for name in _TEXTS:
+    for name in ("shape", "dtype", "device", "accelerator", "op", "pass_name", "timing"):
         if not isinstance(data.get(name), str):
             raise SpecError(name, short(data.get(name)), f"in {where} is not a string")
     known = {column.name for column in fields(GemmRow)}

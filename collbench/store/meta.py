@@ -123,14 +123,11 @@ class RunMeta:
                 data[name] = getattr(self, name)
             elif name in self.extra:
                 data[name] = self.extra[name]
-        # A field the layout does not place is written only when set.
+        # A field the layout does not place is written only when set (not its default).
         for name, item in typed.items():
             value = getattr(self, name)
-            if name not in data and value != _default(item):
+            default = item.default_factory() if callable(item.default_factory) else item.default
+            if name not in data and value != default:
                 data[name] = value
         data.update({name: value for name, value in self.extra.items() if name not in data})
         return data
-
-
-def _default(item: Any) -> Any:
-    return item.default_factory() if callable(item.default_factory) else item.default

@@ -127,9 +127,7 @@ def check_output_dir(
             )
         _probe(flag, path, target, run_dir=True)
         return target
-    folder = target.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+    folder = next(folder for folder in target.parents if folder.exists())  # "/" exists
     if not folder.is_dir():
         raise SpecError(flag, str(path), f"is under {folder}, which is not a folder")
     _probe(flag, path, folder, run_dir=True)
