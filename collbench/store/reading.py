@@ -75,13 +75,18 @@ def _reason(error: OSError) -> str:
     return error.strerror or str(error)
 
 
+def _read(read: Callable[[int], bytes], size: int, field: str, path: Path) -> bytes:
+    """read(size) of an open file; an OSError is the SpecError naming `field` and the path."""
+    try:
+        return read(size)
+    except OSError as error:
+        raise SpecError(field, str(path), f"cannot be read: {_reason(error)}") from None
+
+
 def read_bytes(path: Path, field: str, max_bytes: int) -> bytes:
     """A regular file's bytes, at most `max_bytes` of them (SpecError otherwise)."""
     with open_regular(path, field, max_bytes) as file:
-        try:
-            data = file.read(max_bytes + 1)
-        except OSError as error:
-            raise SpecError(field, str(path), f"cannot be read: {_reason(error)}") from None
+        data = _read(file.read, max_bytes + 1, field, path)
     if len(data) > max_bytes:  # it grew after the size was checked
         raise SpecError(field, str(path), _over_limit(None, max_bytes))
     return data
@@ -107,10 +112,7 @@ def iter_lines(
     with open_regular(path, field, max_bytes) as file:
         total, number = 0, 0
         while True:
-            try:
-                line = file.readline(max_line_bytes + 1)
-            except OSError as error:
-                raise SpecError(field, str(path), f"cannot be read: {_reason(error)}") from None
+            line = _read(file.readline, max_line_bytes + 1, field, path)
             if not line:
                 return
             number += 1
@@ -163,17 +165,14 @@ def read_json_file(path: Path, field: str, max_bytes: int = JSON_MAX_BYTES) -> A
         return None
 
 
-def load_json_object(path: Path, field: str, max_bytes: int = JSON_MAX_BYTES) -> dict[str, Any]:
+def load_json_object(path: Path, field: str) -> dict[str, Any]:
     """load_json for a file that holds one JSON object (SpecError for a list, a number...)."""
-    data = load_json(path, field, max_bytes)
+    data = load_json(path, field)
     if not isinstance(data, dict):
-        raise SpecError(field, str(path), f"holds a JSON {_json_kind(data)}, not an object")
+        kinds = ((list, "list"), (str, "string"), (bool, "boolean"), ((int, float), "number"))
+        kind = next((name for types, name in kinds if isinstance(data, types)), "null")
+        raise SpecError(field, str(path), f"holds a JSON {kind}, not an object")
     return data
-
-
-def _json_kind(data: Any) -> str:
-    kinds = ((list, "list"), (str, "string"), (bool, "boolean"), ((int, float), "number"))
-    return next((name for kind, name in kinds if isinstance(data, kind)), "null")
 
 
 def json_lines(path: Path, warn: bool = True) -> Iterator[tuple[Any, str]]:
@@ -243,7 +242,7 @@ def count_json_lines(path: Path, warn: bool, check: Check) -> int:
     with open_regular(path, path.name, ROWS_MAX_BYTES) as file:
         total = 0
         while True:
-            chunk = _read_chunk(file, path)
+            chunk = _read(file.read, _CHUNK_BYTES, path.name, path)
             total += len(chunk)
             if total > ROWS_MAX_BYTES:
                 raise SpecError(path.name, str(path), _over_limit(None, ROWS_MAX_BYTES))
@@ -264,13 +263,6 @@ def count_json_lines(path: Path, warn: bool, check: Check) -> int:
 _CHUNK_BYTES = 4 << 20
 # Checks a decoded line (the data, "FILE line N"): raises SpecError when it is not a row.
 Check = Callable[[Any, str], Any]
-
-
-def _read_chunk(file: BinaryIO, path: Path) -> bytes:
-    try:
-        return file.read(_CHUNK_BYTES)
-    except OSError as error:
-        raise SpecError(path.name, str(path), f"cannot be read: {_reason(error)}") from None
 
 
 def _too_long(field: str, path: Path, number: int, limit: int = ROWS_MAX_LINE_BYTES) -> None:
