@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from collbench.analysis.fit.vs_topology import run_placement
-from collbench.analysis.model.costmodel import Efficiency, Group, predict
+from collbench.analysis.model.costmodel import Group, predict
 from collbench.analysis.rules.bands import band_of
 from collbench.analysis.rules.decision import MIN_REPEATS, Evidence, spread_pct
 from collbench.core.doctor_spec import STAGES, DoctorSpec
@@ -266,7 +266,6 @@ def topology_bounds(
     nodes: int | None = None,
     ranks_per_node: int | None = None,
     size_bytes: int | None = None,
-    efficiency: Efficiency | None = None,
 ) -> dict[str, float]:
     """The cost model's busbw (GB/s) for each stage's group on `topology`:
     - intra: an all-reduce over one node's ranks (scale-up);
@@ -294,7 +293,7 @@ def topology_bounds(
         groups["full"] = (full.topology, "all_reduce", full.group)
     bounds = {}
     for stage, (on, collective, group) in groups.items():
-        prediction = predict(on, collective, size_bytes or 1 << 40, group, efficiency=efficiency)
+        prediction = predict(on, collective, size_bytes or 1 << 40, group)
         bounds[stage] = prediction.busbw_gbps if size_bytes else prediction.peak_busbw_gbps
     return bounds
 

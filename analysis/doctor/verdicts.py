@@ -415,10 +415,7 @@ def fold_pairs(rows: Sequence[DoctorRow], hosts: Sequence[str]) -> PairFold:
         if first < 0 or second < 0 or first == second:
             continue
         key = (pair[0], pair[1]) if first < second else (pair[1], pair[0])
-        by_repeat = samples.get(key)
-        if by_repeat is None:
-            by_repeat = samples[key] = {}
-        by_repeat.setdefault(row.repeat_index, []).append(float(row.busbw_gbps))
+        samples.setdefault(key, {}).setdefault(row.repeat_index, []).append(float(row.busbw_gbps))
     rounds: Counter[Pair] = Counter()
     values: dict[Pair, dict[int, float]] = {}
     for pair, by_repeat in samples.items():

@@ -50,14 +50,6 @@ def segment_costs(
     ).reshape(count, count)
 
 
-def information_criterion(robust_cost: float, n_points: int, n_regimes: int) -> float:
-    """BIC, the robust misfit standing in for -2 log-likelihood (it is chi-square for small
-    residuals); a regime costs alpha, B and where it starts (the first starts at the
-    smallest size)."""
-    n_parameters = 3 * n_regimes - 1
-    return robust_cost + n_parameters * math.log(max(n_points, 2))
-
-
 def choose_regimes(
     points: Points, weights: np.ndarray, options: SearchOptions
 ) -> list[tuple[int, int]]:
@@ -74,8 +66,11 @@ def choose_regimes(
         found = candidate_search(points, weights, options, min_sizes, max_regimes)
     if not found:  # too few usable points for the minimum: one line over everything
         return [(0, count - 1)]
-    n_points = int(weights.sum())
-    scores = {k: information_criterion(cost, n_points, k) for k, (cost, _) in found.items()}
+    # BIC, the robust misfit standing in for -2 log-likelihood (it is chi-square for small
+    # residuals); a regime costs alpha, B and where it starts (the first starts at the
+    # smallest size): 3 k - 1 parameters.
+    log_points = math.log(max(int(weights.sum()), 2))
+    scores = {k: cost + (3 * k - 1) * log_points for k, (cost, _) in found.items()}
     regimes = min(scores, key=lambda k: (scores[k], k))
     starts = found[regimes][1]
     ends = [s - 1 for s in starts[1:]] + [count - 1]

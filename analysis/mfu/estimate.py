@@ -548,28 +548,26 @@ def training_cost(
     )
 
 
-def parse_prices(
-    texts: Sequence[str], fabrics: Sequence[str], flag: str = "--price"
-) -> dict[str, float]:
+def parse_prices(texts: Sequence[str], fabrics: Sequence[str]) -> dict[str, float]:
     """`NAME=USD` per fabric (NAME one of `fabrics`, each at most once; USD a positive
-    finite number) -> {name: USD per GPU-hour}; SpecError naming `flag` otherwise."""
+    finite number) -> {name: USD per GPU-hour}; SpecError naming --price otherwise."""
     prices: dict[str, float] = {}
     for text in texts:
         name, sep, value = text.partition("=")
         name = name.strip()
         if not sep or not name:
             raise SpecError(
-                flag, text, "is not NAME=USD (a --topology name and its price per GPU-hour)"
+                "--price", text, "is not NAME=USD (a --topology name and its price per GPU-hour)"
             )
         if name not in fabrics:
-            raise SpecError(flag, text, f"names no --topology given ({', '.join(fabrics)})")
+            raise SpecError("--price", text, f"names no --topology given ({', '.join(fabrics)})")
         if name in prices:
-            raise SpecError(flag, text, f"prices {name} twice: give one price per fabric")
+            raise SpecError("--price", text, f"prices {name} twice: give one price per fabric")
         try:
             usd = float(value)
         except ValueError:
             usd = math.nan
         if not (math.isfinite(usd) and usd > 0):
-            raise SpecError(flag, text, "needs a price above 0 (USD per GPU-hour), e.g. 2.10")
+            raise SpecError("--price", text, "needs a price above 0 (USD per GPU-hour), e.g. 2.10")
         prices[name] = usd
     return prices

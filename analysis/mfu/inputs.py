@@ -16,6 +16,7 @@ from collbench.analysis.mfu.estimate import EstimateOptions, Priced, Pricer
 from collbench.core.bandwidth import bus_factor
 from collbench.core.errors import SpecError
 from collbench.core.stats import median
+from collbench.core.units import counted
 from collbench.store.rows import ProbeRow, ResultRow
 from collbench.topologies.schema import Topology
 
@@ -161,7 +162,7 @@ def _why_unused(curve: MeasuredCurve, groups: set[Group]) -> str:
     if not same:
         runs = ", ".join(sorted({group.collective for group in groups})) or "no collective"
         return f"the workload runs no {curve.collective} (it runs {runs})"
-    shapes = ", ".join(f"{group.ranks} ranks over {_count(group.nodes, 'node')}" for group in same)
+    shapes = ", ".join(f"{group.ranks} ranks over {counted(group.nodes, 'node')}" for group in same)
     if curve.world_size not in {group.ranks for group in same}:
         return (
             f"no {curve.collective} group of the workload has {curve.world_size} ranks "
@@ -169,12 +170,8 @@ def _why_unused(curve: MeasuredCurve, groups: set[Group]) -> str:
         )
     return (
         f"the workload's {curve.world_size}-rank {curve.collective} spans another node "
-        f"count than the curve's {_count(curve.nodes, 'node')} (its groups: {shapes})"
+        f"count than the curve's {counted(curve.nodes, 'node')} (its groups: {shapes})"
     )
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def probe_overlap(rows: Iterable[ResultRow], run: str, options: EstimateOptions) -> EstimateOptions:
@@ -227,10 +224,6 @@ def scale_out_doubled(topology: Topology) -> Topology:
     )
 
 
-# {collective: {size_bytes: busbw_gbps}}
-BusbwTables = Mapping[str, Mapping[int, float]]
-
-
 def busbw_at(table: Mapping[int, float], size_bytes: float) -> tuple[float, bool]:
     """(busbw, whether `size_bytes` lies within the measured sizes) from a size -> busbw
     table with at least one entry."""
@@ -254,7 +247,9 @@ class BusbwPricer:
     It remembers what it priced outside the measured sizes (`outside`: (collective,
     size_bytes)) and the collectives it had to hand to the fallback (`unmeasured`)."""
 
-    def __init__(self, tables: BusbwTables, fallback: Pricer, name: str) -> None:
+    def __init__(
+        self, tables: Mapping[str, Mapping[int, float]], fallback: Pricer, name: str
+    ) -> None:
         self.tables = {name: dict(table) for name, table in tables.items() if table}
         self.fallback = fallback
         self.name = name

@@ -19,7 +19,7 @@ from collbench.analysis.tune.records import (
     row_busbw,
     sample_busbw,
 )
-from collbench.analysis.tune.select import setting_table, tuned_placement
+from collbench.analysis.tune.select import setting_table, sort_key, tuned_placement
 from collbench.core.stats import geomean
 from collbench.core.tune_grid import KnobAxis, Setting
 from collbench.store.rows import SWEEP, ResultRow, row_is
@@ -111,7 +111,7 @@ def halving_round(
 
 
 def _score(table: dict[Key, tuple[ResultRow, ...]], keys: Sequence[Key]) -> float:
-    return _finite(geomean([repeats_busbw(table[key]) for key in keys]))
+    return sort_key(geomean([repeats_busbw(table[key]) for key in keys]))
 
 
 def _clearly_worse(
@@ -228,7 +228,7 @@ def _best_points(group: Sequence[SettingOutcome]) -> list[SettingOutcome]:
                 scores.setdefault(objective, {}).setdefault(id(item), []).append(row_busbw(row))
     best = []
     for per_setting in scores.values():
-        winner = max(per_setting, key=lambda item_id: _finite(geomean(per_setting[item_id])))
+        winner = max(per_setting, key=lambda item_id: sort_key(geomean(per_setting[item_id])))
         best.append(next(item for item in ran if id(item) == winner))
     return list({id(item): item for item in best}.values())
 
@@ -255,10 +255,6 @@ def _neighbours(
         if found:
             return found
     return []
-
-
-def _finite(value: float) -> float:
-    return value if math.isfinite(value) else -math.inf
 
 
 def settings_left(

@@ -302,7 +302,7 @@ def _decide(
     collective, placement, size_range, sizes = context
     others = sorted(
         (score for score in scores if score is not base),
-        key=lambda score: -_key(score.gain if base is not None else score.busbw_gbps),
+        key=lambda score: -sort_key(score.gain if base is not None else score.busbw_gbps),
     )
     top = others[0] if others else None
     call = _call(top, base, rule, len(sizes))
@@ -403,7 +403,8 @@ def _evidence(verdicts: Sequence[Verdict]) -> TuneEvidence:
     )
 
 
-def _key(value: float) -> float:
+def sort_key(value: float) -> float:
+    """`value` for ranking: a NaN or infinite one ranks lowest."""
     return value if math.isfinite(value) else -math.inf
 
 
