@@ -28,6 +28,10 @@ TOPOLOGY_EFFICIENCY = 0.8
 # neither can be an outlier.
 MIN_FLEET = 3
 MAD_TO_SIGMA = 1.4826  # scales a MAD to a normal distribution's standard deviation
+# The factor that makes MAD_TO_SIGMA x MAD of `count` normal values unbiased for sigma (the
+# MAD of few values is small). Simulated: 1 / the mean of 1.4826 x MAD over 200,000 samples
+# of `count` standard normal values; from 10 values on, count / (count - 0.8) is within 1%.
+_SMALL_SAMPLE = {3: 1.483, 4: 1.362, 5: 1.219, 6: 1.190, 7: 1.137, 8: 1.128, 9: 1.103}
 # Stages whose rows are all-reduces (busbw 0 with one rank: nothing to judge).
 ALL_REDUCE_STAGES = ("full", "intra", "rail", "bisect")
 PAIR_STAGES = ("pair", "shuffle")
@@ -51,14 +55,11 @@ class Expectation:
     noise_floor: NoiseFloor | None = None
     floor_pct: float | None = None
 
-    def margin_pct(self, stage: str) -> float:
-        """How far below the expected figure the tolerance or the spread puts the bar (%)."""
-        return max(self.tolerance_pct, self.spread_pct.get(stage, 0.0))
-
     def bar_factor(self, stage: str) -> float:
         """The bar for `stage` as a share of the expected figure: min(1 - margin,
-        1 / (1 + floor)), the margin capped at 99%."""
-        factor = 1 - min(self.margin_pct(stage), 99.0) / 100
+        1 / (1 + floor)), the margin (the tolerance or the spread, %) capped at 99%."""
+        margin = max(self.tolerance_pct, self.spread_pct.get(stage, 0.0))
+        factor = 1 - min(margin, 99.0) / 100
         if self.floor_pct is not None:
             factor = min(factor, 1 / (1 + self.floor_pct / 100))
         return factor
@@ -137,27 +138,14 @@ def fleet_bar(values: Iterable[float], spec: DoctorSpec) -> Bar | None:
     middle = median_of(known)
     logs = [math.log(value) for value in known]
     log_middle = median_of(logs)
-    spread = (
-        MAD_TO_SIGMA
-        * _small_sample(len(known))
-        * median_of([abs(value - log_middle) for value in logs])
-    )
+    # Without the small-sample factor a fleet of 4 reads as quieter than it is.
+    unbiased = _SMALL_SAMPLE.get(len(known), len(known) / (len(known) - 0.8))
+    spread = MAD_TO_SIGMA * unbiased * median_of([abs(value - log_middle) for value in logs])
     threshold = min(
         middle * (1 - spec.fleet_tolerance_pct / 100),
         middle * math.exp(-spec.outlier_mads * spread),
     )
     return Bar(middle, threshold, FLEET, len(known))
-
-
-def _small_sample(count: int) -> float:
-    """The factor that makes 1.4826 x MAD of `count` normal values unbiased for sigma (the
-    MAD of few values is small: without it a fleet of 4 reads as quieter than it is)."""
-    return _SMALL_SAMPLE.get(count, count / (count - 0.8))
-
-
-# Simulated: 1 / the mean of 1.4826 x MAD over 200,000 samples of `count` standard normal
-# values; from 10 values on, count / (count - 0.8) is within 1% of the simulation.
-_SMALL_SAMPLE = {3: 1.483, 4: 1.362, 5: 1.219, 6: 1.190, 7: 1.137, 8: 1.128, 9: 1.103}
 
 
 def median_of(values: Sequence[float]) -> float:

@@ -187,8 +187,9 @@ def _assemble(
     residuals: np.ndarray,
     outliers: np.ndarray,
 ) -> CurveFit:
-    breakpoints = tuple(
-        _breakpoint(before.max_bytes, after.min_bytes) for before, after in pairwise(regimes)
+    breakpoints = tuple(  # the geometric middle of the gap between two regimes' sizes
+        max(before.max_bytes + 1, math.ceil(math.sqrt(before.max_bytes * after.min_bytes)))
+        for before, after in pairwise(regimes)
     )
     kept = ~outliers
     r2_kept, rmse_kept = goodness(points.times_us[kept], residuals[kept])
@@ -223,11 +224,6 @@ def _assemble(
         busbw_measured_max_bytes=int(points.sizes_bytes[int(np.argmax(measured))]),
     )
     return replace(fit, n_half_bytes=n_half_bytes(fit))
-
-
-def _breakpoint(last_before: int, first_after: int) -> int:
-    """The geometric middle of the gap between two regimes' measured sizes."""
-    return max(last_before + 1, math.ceil(math.sqrt(last_before * first_after)))
 
 
 def n_half_bytes(fit: CurveFit) -> int:

@@ -94,6 +94,7 @@ def _json_rows(result: dict[str, Any], path: str) -> list[LogRow]:
             _number(str(value)) for value in (time_us, body.get("alg_bw"), body.get("bus_bw"))
         ]
         size, count = _integer(str(result.get("size"))), _integer(str(result.get("count")))
+        root = _integer(str(result.get("root")).strip())  # a padded string; None: -1
         if None in figures or size is None or count is None:
             raise SpecError(
                 LOG_FIELD,
@@ -107,7 +108,7 @@ def _json_rows(result: dict[str, Any], path: str) -> list[LogRow]:
                 count=count,
                 nccl_type=str(result.get("type")),
                 redop=str(result.get("redop", "none")),
-                root=_json_root(result.get("root")),
+                root=-1 if root is None else root,
                 placement=placement,
                 time_us=figures[0],
                 algbw_gbps=figures[1],
@@ -117,11 +118,6 @@ def _json_rows(result: dict[str, Any], path: str) -> list[LogRow]:
         )
         check_integers(rows[-1], path, f"the result of size {size}: ")
     return rows
-
-
-def _json_root(value: Any) -> int:
-    root = _integer(str(value).strip()) if value is not None else None
-    return -1 if root is None else root
 
 
 def _json_program(args: list[str], results: list[Any]) -> str | None:

@@ -236,16 +236,14 @@ class _TextParser:
         for name, value in _ENV_KNOB.findall(line):
             self.env.setdefault(name, value)
         self.rccl = self.rccl or any(marker in line for marker in _RCCL_ONLY)
-        for program in _PROGRAM.findall(line):
-            self._note_program(program + "_perf")
+        for found in _PROGRAM.findall(line):
+            program = found + "_perf"
+            if self.draft.program is None:
+                self.draft.program = program
+            elif self.draft.started() and program != self.draft.program:
+                self.pending_program = program
             if self.command_line is None and not line.startswith("#") and " -" in line:
                 self.command_line = line.strip()
-
-    def _note_program(self, program: str) -> None:
-        if self.draft.program is None:
-            self.draft.program = program
-        elif self.draft.started() and program != self.draft.program:
-            self.pending_program = program
 
     def _table_line(self, line: str) -> bool:
         """Handle a line of the table's header, parameters, devices or footer."""
@@ -339,7 +337,8 @@ class _TextParser:
 
     def _table(self, draft: _TableDraft, cut_last_line: bool) -> LogTable:
         layout = draft.layout or layout_from_fields(draft.lines[0][1], self.path)
-        data, lines, whole = LogColumns(), draft.lines, _width(layout)
+        data, lines = LogColumns(), draft.lines
+        whole = len(layout.prefix) + sum(len(names) for _, names in layout.groups)
         # Runs of whole lines a column at a time (log_columns), up to _COLUMN_RUN lines each,
         # any other line alone; a table without a footer may end in a line cut short.
         end, start = len(lines) - (0 if draft.footer else 1), 0
@@ -459,10 +458,6 @@ def layout_from_fields(fields: list[str], path: str) -> Layout:
     )
 
 
-def _width(layout: Layout) -> int:
-    return len(layout.prefix) + sum(len(names) for _, names in layout.groups)
-
-
 def parse_row(fields: list[str], layout: Layout, cut: bool = False) -> list[LogRow] | None:
     """The LogRows of one table line (one per placement printed), or None if malformed.
 
@@ -515,7 +510,7 @@ def _row(
     error = values.get("error")
     # LogRow(...) without the frozen dataclass's __init__, an object.__setattr__ per field
     # (a third of parsing a 100k-row log); the same fields, in field order.
-    row = _new(LogRow)
+    row = object.__new__(LogRow)
     row.__dict__.update(
         size_bytes=size,
         count=count,
@@ -530,9 +525,6 @@ def _row(
         max_error=None if error is None else _finite(error.rstrip("*")),
     )
     return row
-
-
-_new = object.__new__
 
 
 def check_integers(row: LogRow, path: str, where: str = "") -> None:

@@ -252,7 +252,8 @@ def unused_curve_warnings(
 def _platform_mismatch(run: Run, topology: Topology, backend: str | None) -> str:
     """'with gloo on CPU, not ... nccl on NVIDIA H100 ...', or '' when nothing differs
     (or the run or the fabric does not say)."""
-    backends = _run_backends(run)
+    backends = {str(row.backend) for row in run.rows if row.backend}
+    backends = backends or ({str(run.meta.backend)} if run.meta.backend else set())
     devices = _run_devices(run)
     wanted_device = "cpu" if backend == CPU else _model(topology.accelerator.name)
     other_backend = backend is not None and bool(backends) and backends != {backend}
@@ -263,11 +264,6 @@ def _platform_mismatch(run: Run, topology: Topology, backend: str | None) -> str
     measured += f" on {'/'.join(sorted(devices))}" if devices else ""
     fabric = f"{backend or 'an unknown backend'} on {topology.accelerator.name}"
     return f"{measured}, not as {topology.name} runs ({fabric})"
-
-
-def _run_backends(run: Run) -> set[str]:
-    backends = {str(row.backend) for row in run.rows if row.backend}
-    return backends or ({str(run.meta.backend)} if run.meta.backend else set())
 
 
 def _run_devices(run: Run) -> set[str]:

@@ -193,12 +193,6 @@ def _levels(
     )
 
 
-def _ring_steps(shape: _Shape, steps_per_rank: int) -> tuple[float, float]:
-    """(inside, across) hops of a ring: every domain boundary once per pass."""
-    across = steps_per_rank * (shape.k - 1)
-    return (steps_per_rank * (shape.p - 1) - across, across)
-
-
 def _ring(passes: int, share: bool) -> _Pricer:
     """A ring making `passes` passes, each moving (p - 1)/p of the size (`share`: a reduce
     or gather) or all of it (a chain: broadcast, reduce)."""
@@ -206,7 +200,8 @@ def _ring(passes: int, share: bool) -> _Pricer:
     def price(shape: _Shape, fabric: Fabric) -> Cost:
         moved = passes * ((shape.p - 1) / shape.p if share else 1.0) * shape.size
         up, out = moved if shape.d > 1 else 0.0, moved if shape.k > 1 else 0.0
-        return _levels("ring", _ring_steps(shape, passes), up, out, fabric)
+        across = passes * (shape.k - 1)  # hops: every domain boundary once per pass
+        return _levels("ring", (passes * (shape.p - 1) - across, across), up, out, fabric)
 
     return price
 

@@ -18,6 +18,7 @@ from collbench.analysis.rules.bands import band_of
 from collbench.core.errors import SpecError
 from collbench.core.noise import NoiseFloor
 from collbench.core.stats import geomean
+from collbench.core.units import counted
 from collbench.store.rows import ResultRow
 
 ALPHA = 0.05
@@ -141,8 +142,10 @@ class Verdict:
             text += f", repeats {self.base_repeats} vs {self.cand_repeats}"
             if self.p_holm is not None:
                 text += f", Holm p={self.p_holm:.3g}"
+        elif self.basis == FLOOR and self.base_repeats == self.cand_repeats:
+            text += f", {counted(self.base_repeats, 'repeat')} each: no p-value"
         elif self.basis == FLOOR:
-            text += f", {_repeat_words(self.base_repeats, self.cand_repeats)}: no p-value"
+            text += f", repeats {self.base_repeats} vs {self.cand_repeats}: no p-value"
         if self.reason:
             text += f"; {self.reason}"
         return f"{text}: {self.call}"
@@ -411,9 +414,3 @@ def _pct(ratio: float) -> float:
 
 def _positive(value: object) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
-
-
-def _repeat_words(base: int, cand: int) -> str:
-    if base == cand:
-        return f"{base} repeat{'s' if base != 1 else ''} each"
-    return f"repeats {base} vs {cand}"

@@ -11,7 +11,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import groupby
-from typing import Any
 
 from collbench.analysis.rules.bands import BANDS
 from collbench.analysis.rules.decision import (
@@ -326,7 +325,17 @@ def _decide(
         default_is_best=call.default_is_best,
         confidence=call.confidence,
         reason=call.reason,
-        candidate=_candidate(top, len(sizes)),
+        candidate=None
+        if top is None
+        else {
+            "setting": top.outcome.setting.label,
+            "knobs": top.outcome.setting.as_dict(),
+            "busbw_gbps": top.busbw_gbps,
+            "gain": top.gain,
+            "repeats": top.outcome.repeats,
+            "sizes_measured": len(top.sizes),
+            "sizes_in_range": len(sizes),
+        },
         evidence=_evidence(top.verdicts) if top is not None and top.verdicts else None,
     )
 
@@ -406,18 +415,3 @@ def _evidence(verdicts: Sequence[Verdict]) -> TuneEvidence:
 def sort_key(value: float) -> float:
     """`value` for ranking: a NaN or infinite one ranks lowest."""
     return value if math.isfinite(value) else -math.inf
-
-
-def _candidate(top: _Score | None, sizes: int) -> dict[str, Any] | None:
-    if top is None:
-        return None
-    setting = top.outcome.setting
-    return {
-        "setting": setting.label,
-        "knobs": setting.as_dict(),
-        "busbw_gbps": top.busbw_gbps,
-        "gain": top.gain,
-        "repeats": top.outcome.repeats,
-        "sizes_measured": len(top.sizes),
-        "sizes_in_range": sizes,
-    }
