@@ -53,7 +53,6 @@ class LogColumns:
 
 _NAMES = tuple(column.name for column in fields(LogColumns))
 _FIGURES = ("time", "algbw", "busbw")
-_INT64_MIN = -INT64_MAX - 1
 
 
 def whole_lines_columns(
@@ -84,8 +83,9 @@ def whole_lines_columns(
         wrong = [None if column is None else _integers(column) for *_, column in figures]
     except (ValueError, KeyError):  # a field that is not a plain number: line by line
         return None
-    if not _within_int64(size, count, root, *(column for column in wrong if column)):
-        return None
+    for column in (size, count, root, *wrong):  # wrong: None where a group has no #wrong
+        if column and not -INT64_MAX - 1 <= min(column) <= max(column) <= INT64_MAX:
+            return None
     n_lines, n_groups = len(lines), len(groups)
     type_column = by_name.get("type") or ("float",) * n_lines
     redop_column = by_name.get("redop") or ("none",) * n_lines
@@ -109,12 +109,6 @@ def _integers(column: Sequence[str] | None) -> list[int]:
     if column is None:
         raise ValueError("no such column")
     return list(map(int, column))
-
-
-def _within_int64(*columns: list[int]) -> bool:
-    return all(
-        not column or _INT64_MIN <= min(column) <= max(column) <= INT64_MAX for column in columns
-    )
 
 
 def _repeat_each(values: list[Any], times: int) -> list[Any]:

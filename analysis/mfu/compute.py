@@ -196,9 +196,10 @@ def micro_batch_compute(
     layer = _layer_operators(workload, accelerator, peak_flops, time_of)
     # The last stage adds the logits and the loss to its layers, the first only the
     # embedding lookup (cheap): the last is the busiest (with pp = 1, the only one).
+    vocab = math.ceil(workload.model.vocab / workload.parallelism.tp)
     stage = [
         *_weight_operators(logits_gemms(workload), time_of, False),
-        _loss(workload, accelerator),
+        _memory_operator("loss", LOSS_BYTES * workload.micro_tokens * vocab, accelerator),
     ]
     partial = 0 if workload.training.recompute == "full" else workload.recomputed_layers
     recomputed: tuple[OperatorTime, ...] = ()
@@ -330,11 +331,6 @@ def _memory_operators(
     return [
         _memory_operator(op, size, accelerator, BACKWARD_BYTES, recompute) for op, size in parts
     ]
-
-
-def _loss(workload: Workload, accelerator: Accelerator) -> OperatorTime:
-    vocab = math.ceil(workload.model.vocab / workload.parallelism.tp)
-    return _memory_operator("loss", LOSS_BYTES * workload.micro_tokens * vocab, accelerator)
 
 
 def _memory_operator(

@@ -518,16 +518,12 @@ def _mb(size_bytes: float) -> str:
     return f"{size_bytes / 1e6:.1f} MB"
 
 
-# `mfu --price`: every accelerator of the job is paid for the whole step (idle in a bubble or
-# waiting on a collective included), at the quoted USD per accelerator-hour; no other cost
-# (power, storage, staff) is counted.
-SECONDS_PER_HOUR = 3600.0
-TOKENS_PER_MILLION = 1e6
-
-
 @dataclass(frozen=True)
 class TrainingCost:
-    """One fabric's cost of a step and of a million tokens at its price."""
+    """One fabric's cost of a step and of a million tokens at its price (`mfu --price`):
+    every accelerator of the job is paid for the whole step (idle in a bubble or waiting on a
+    collective included), at the quoted USD per accelerator-hour; no other cost (power,
+    storage, staff) is counted."""
 
     usd_per_gpu_hour: float
     accelerators: int
@@ -539,12 +535,12 @@ def training_cost(
     estimate: Estimate, tokens_per_step: int, usd_per_gpu_hour: float
 ) -> TrainingCost:
     """The cost of one step of `estimate` and of a million of its tokens."""
-    step_usd = usd_per_gpu_hour * estimate.accelerators * estimate.step_time_s / SECONDS_PER_HOUR
+    step_usd = usd_per_gpu_hour * estimate.accelerators * estimate.step_time_s / 3600.0
     return TrainingCost(
         usd_per_gpu_hour=usd_per_gpu_hour,
         accelerators=estimate.accelerators,
         step_usd=step_usd,
-        usd_per_million_tokens=step_usd / tokens_per_step * TOKENS_PER_MILLION,
+        usd_per_million_tokens=step_usd / tokens_per_step * 1e6,
     )
 
 

@@ -381,13 +381,10 @@ def batch_figures(series: Sequence[float]) -> list[float]:
     per_batch = len(series) // BATCHES
     if per_batch < MIN_BATCH:
         return []
-    figures = []
-    for index in range(BATCHES):
-        batch = series[index * per_batch : (index + 1) * per_batch]
-        # The batch's speed from its mean time (speeds are 1 / time up to a scale), summed
-        # in order as Python sums (the same figure whether the series is an array or not).
-        figures.append(len(batch) / sum(_inverses(batch)))
-    return figures
+    batches = (series[index * per_batch : (index + 1) * per_batch] for index in range(BATCHES))
+    # Each batch's speed from its mean time (speeds are 1 / time up to a scale), summed in
+    # order as Python sums (the same figure whether the series is an array or not).
+    return [len(batch) / sum(_inverses(batch)) for batch in batches]
 
 
 def _positive_series(values: Sequence[float]) -> Sequence[float]:
