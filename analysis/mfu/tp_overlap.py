@@ -122,8 +122,7 @@ def pairs_from_config(config: object) -> tuple[tuple[str, PairMethod], ...]:
                 "--tp-overlap-config", name, "num_sm, num_splits must be numbers"
             ) from None
         out.append((str(name), pair))
-    settings = TpOverlapSettings(pairs=tuple(out))  # validates the names and methods
-    return settings.pairs
+    return TpOverlapSettings(pairs=tuple(out)).pairs  # the names and methods validated
 
 
 @dataclass(frozen=True)
