@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collbench.analysis.compare.comparison import ALPHA
+from collbench.analysis.compare.comparison import ALPHA, Comparison, common_keys, compare
 from collbench.core.errors import SpecError
 
 if TYPE_CHECKING:
-    from collbench.analysis.compare.comparison import Comparison
     from collbench.analysis.compare.gate import GateResult, SizeSelection
     from collbench.store.load import Run
     from collbench.store.rows import ResultRow
@@ -75,7 +74,6 @@ class Compared:
 
 def compare_runs(request: CompareRequest) -> Compared:
     """Every run compared with the first under the decision rule (SpecError on bad input)."""
-    from collbench.analysis.compare.comparison import compare
     from collbench.analysis.rules.bands import BAND_NAMES
     from collbench.analysis.rules.decision import Rule
     from collbench.store.noise_floor import load_noise_floor
@@ -95,7 +93,6 @@ def load_compared(runs: list[Path]) -> list[Run]:
     """The runs, a tune directory as its settings' runs (the baseline first: `compare
     TUNE_DIR` compares every setting with the default); SpecError unless there is a
     baseline and a run that shares sizes with it."""
-    from collbench.analysis.compare.comparison import common_keys
     from collbench.run.run_dirs import expand_runs
 
     # A run directory's samples are reduced as they are read (never all in memory at once);

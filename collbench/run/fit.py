@@ -4,9 +4,11 @@ FitRequest for its defaults): numpy and scipy load only when rows are fitted."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from collbench.core.errors import CollbenchError, SpecError
 
 if TYPE_CHECKING:
     from collbench.analysis.fit.hockney import GroupFit
@@ -60,7 +62,6 @@ def _compare_recorded(
     otherwise. One the user did not ask for that cannot describe the run is only a warning,
     and the fit is printed without it."""
     from collbench.analysis.fit.vs_topology import compare_fits
-    from collbench.core.errors import CollbenchError
     from collbench.topologies.loader import catalog_names, load_topology
 
     names = {row.topology for row in rows}
@@ -76,7 +77,6 @@ def _compare_recorded(
 
 def parse_predict(text: str | None) -> list[int]:
     """Sizes from '3M,48M' (SpecError on a bad or zero size)."""
-    from collbench.core.errors import SpecError
     from collbench.core.units import parse_size
 
     if text is None:
@@ -89,9 +89,6 @@ def parse_predict(text: str | None) -> list[int]:
 
 def load_sweep_rows(runs: list[Path]) -> list[ResultRow]:
     """Sweep rows of every run (each tagged with its run id); SpecError if there are none."""
-    from dataclasses import replace
-
-    from collbench.core.errors import SpecError
     from collbench.store.load import load_run
     from collbench.store.rows import SWEEP, rows_of
 
@@ -118,8 +115,6 @@ def load_sweep_rows(runs: list[Path]) -> list[ResultRow]:
 def check_poolable(rows: list[ResultRow], run_dirs: dict[str, Path]) -> None:
     """SpecError when runs that land in one fit group were measured differently (the same
     methodology rule compare flags)."""
-    from dataclasses import replace
-
     from collbench.analysis.fit.hockney import group_rows
     from collbench.analysis.rules import methodology
     from collbench.store.load import Run

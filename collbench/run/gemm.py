@@ -257,9 +257,8 @@ def _check_time(job: GemmJob, bench: GemmBench, said: Callable[[str], None]) -> 
     """Estimate the job from a quick calibration on its device (calibrate), say the
     estimate and its basis, and refuse the job when it runs past max_seconds."""
     biggest = max(job.gemms, key=lambda gemm: gemm.flops)
-    element_bytes = DTYPE_BYTES[job.dtype]
-    calibration = calibrate(bench, biggest, element_bytes)
-    estimate_s = job_seconds(job, calibration, element_bytes, bench.cache_bytes(), bench.max_sets)
+    calibration = calibrate(bench, biggest, DTYPE_BYTES[job.dtype])
+    estimate_s = job_seconds(job, calibration, bench.cache_bytes(), bench.max_sets)
     basis = f"{calibration.basis()}; {job.warmup_s or 0:g} s warm-up a shape"
     if estimate_s > job.max_seconds:
         raise SpecError(
@@ -383,23 +382,17 @@ class Calibration:
         return f"timed here: {self.call_s * 1e6:,.0f} us a call, {rates}"
 
 
-def shape_seconds(gemm: Gemm, job: GemmJob, calibration: Calibration, drawn_bytes: float) -> float:
-    """One shape's predicted wall time: its operands drawn, its warm-up, its two batches."""
-    matmul_s = calibration.matmul_s(gemm)
-    warm_s = max(job.warmup * matmul_s, job.warmup_s or 0.0)
-    return drawn_bytes / calibration.draw_bytes_s + warm_s + 2 * job.iters * matmul_s
-
-
-def job_seconds(
-    job: GemmJob, calibration: Calibration, element_bytes: int, cache_bytes: int, max_sets: int
-) -> float:
-    """The whole job's predicted wall time (GemmJob `job`, operands of `element_bytes`,
-    rotated past a `cache_bytes` cache in at most `max_sets` sets as bench.gemm does)."""
+def job_seconds(job: GemmJob, calibration: Calibration, cache_bytes: int, max_sets: int) -> float:
+    """The whole job's predicted wall time (operands rotated past a `cache_bytes` cache in
+    at most `max_sets` sets as bench.gemm does): each shape's operands drawn, its warm-up,
+    its two batches."""
     total_s = 0.0
     for gemm in job.gemms:
-        set_bytes = operand_set_bytes((gemm.m, gemm.n, gemm.k), gemm.batch, element_bytes)
-        sets = rotation_sets(set_bytes, cache_bytes, max_sets)
-        total_s += shape_seconds(gemm, job, calibration, sets * set_bytes)
+        set_bytes = operand_set_bytes((gemm.m, gemm.n, gemm.k), gemm.batch, DTYPE_BYTES[job.dtype])
+        drawn_bytes = rotation_sets(set_bytes, cache_bytes, max_sets) * set_bytes
+        matmul_s = calibration.matmul_s(gemm)
+        warm_s = max(job.warmup * matmul_s, job.warmup_s or 0.0)
+        total_s += drawn_bytes / calibration.draw_bytes_s + warm_s + 2 * job.iters * matmul_s
     return total_s
 
 

@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from collbench.analysis.mfu.fabrics import Fabric, FabricEstimate, Inputs
     from collbench.analysis.mfu.workload import Model
 
-DEFAULT_SEQ = 2048  # Training.seq has no default of its own: this is the command's
-
 
 @dataclass(frozen=True)
 class MfuRequest:
@@ -37,7 +35,7 @@ class MfuRequest:
     topology: tuple[str, ...] = ()  # catalog names or files, compared side by side
     model: str | None = None  # a preset (instead of the shape)
     untied_embeddings: bool = False  # the opposite of Model.tied_embeddings
-    seq: int = DEFAULT_SEQ  # sequence length in tokens
+    seq: int = 2048  # sequence length in tokens (Training.seq has no default of its own)
     nodes: int | None = None  # of the first topology, to derive dp (None: its file's)
     fsdp: bool = False  # = ZeRO stage 3
     comm_efficiency: float | None = None  # None: Inputs' own
@@ -217,7 +215,9 @@ def _fabrics(workload: Workload, topologies: list[Any], curves: list[str]) -> li
     for topology in topologies:
         labels = [label for name, label in sets if name == topology.name] or [""]
         if "" not in labels and not any((topology.name, label) in defaults for label in labels):
-            defaults.add((topology.name, _default_label(labels)))
+            # labels given by hand: "default" or "baseline" is the default, else the first
+            usual = [label for label in labels if label in ("default", "baseline")]
+            defaults.add((topology.name, (usual or labels)[0]))
         file_runs = [load_run(Path(run), "--curves") for run in file_curves(topology)]
         for label in labels:
             own = [*sets.get((topology.name, label), []), *file_runs]
@@ -266,11 +266,6 @@ def curve_source(text: str, known: list[str], labels: bool) -> tuple[str, str, s
     if labels and name not in catalog_names():
         return known[0], name, source
     raise SpecError("--curves", text, f"names no --topology given ({', '.join(known)})")
-
-
-def _default_label(labels: list[str]) -> str:
-    """The default among labels given by hand: "default" or "baseline", else the first."""
-    return next((label for label in labels if label in ("default", "baseline")), labels[0])
 
 
 def _tune_curves(tune_dir: Path) -> list[tuple[str, list[Run], bool]]:

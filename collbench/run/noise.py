@@ -56,22 +56,18 @@ class NoiseRequest:
 
 
 def record_noise_of(request: NoiseRequest) -> NoiseReport:
-    """Load the runs given and record their floor (SpecError naming a bad RUN or --out)."""
+    """Load the runs given, measure their A/A floor and write it to --out (over an existing
+    file only with --force; never into a run: store/outputs.py's checks); SpecError naming
+    a bad RUN or --out."""
     from collbench.run.run_dirs import load_run_dir
 
     runs = [load_run_dir(path) for path in request.runs]
-    return record_noise(runs, request.out, request.force)
-
-
-def record_noise(runs: Sequence[Run], out: Path, force: bool = False) -> NoiseReport:
-    """Measure the A/A floor of `runs` and write it to `out` (over an existing file only
-    with `force`; never into a run: store/outputs.py's checks)."""
-    check_output_file("--out", out, [run.path for run in runs], force)
-    report = measure_noise(runs, Path(out))
+    check_output_file("--out", request.out, [run.path for run in runs], request.force)
+    report = measure_noise(runs, Path(request.out))
     try:
-        save_noise_floor(report.floor, report.out, force=force)
+        save_noise_floor(report.floor, report.out, force=request.force)
     except OSError as error:  # a full disk: the atomic write left nothing behind
-        raise path_error("--out", out, error) from None
+        raise path_error("--out", request.out, error) from None
     return report
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collbench.core.collectives import DEFAULT_COLLECTIVES
+from collbench.core.collectives import DEFAULT_COLLECTIVES, OUT_OF_PLACE
 from collbench.core.errors import SpecError
 from collbench.core.spec import DEFAULT_MAX_BYTES, SweepSpec
 from collbench.store.load import Run, load_run
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from collbench.analysis.model.fabric_compare import Line, Measured
     from collbench.store.rows import ResultRow
     from collbench.topologies.schema import Topology
-
-OUT_OF_PLACE = "out_of_place"
 
 
 @dataclass(frozen=True)

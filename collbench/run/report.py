@@ -198,7 +198,10 @@ def check_report_out(request: ReportRequest) -> None:
             f"is a directory; give the report file, e.g. {out / f'report.{report_format}'}",
         )
     files = [value.partition("=")[2] or value for value in request.topology]
-    inputs = [*request.runs, *(name for name in {*request.topology, *files} if _is_file(name))]
+    inputs = [
+        *request.runs,
+        *(name for name in {*request.topology, *files} if os.path.isfile(name)),
+    ]
     target = check_output_file("--out", out, inputs, request.force)
     images = target.parent / f"{out.stem}_files"
     if report_format == "md" and images.exists():
@@ -208,10 +211,6 @@ def check_report_out(request: ReportRequest) -> None:
             raise SpecError(
                 "--out", str(out), f"would write over the images in {images}: give --force"
             )
-
-
-def _is_file(name: str | None) -> bool:
-    return name is not None and os.path.isfile(name)
 
 
 def write_report(files: dict[Path, bytes], out: Path) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from collbench.core.errors import SpecError
 from collbench.store.tune_result import CHOICES_FILE, TuneResult, is_tune_dir, load_tune_result
 
 if TYPE_CHECKING:
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
 
 def load_run_dir(path: Path, reduce: Reduce | None = None) -> Run:
     """A run directory's meta and rows, or SpecError naming the path (`reduce`: store.load)."""
-    from collbench.core.errors import SpecError
     from collbench.store.load import load_run
 
     if not Path(path).is_dir():
@@ -100,7 +100,6 @@ def _later_repeats(
     pooled them (repeat K's rows at K); a repeat that cannot be read is left out with a
     warning, as a setting's first run is."""
     from collbench.analysis.tune.from_runs import as_repeats
-    from collbench.core.errors import SpecError
 
     warnings = []
     for item in document.settings:
@@ -122,7 +121,6 @@ def _setting_runs(
 ) -> tuple[list[tuple[Path, Run, str]], list[str]]:
     """The settings' full runs (entries with a run_dir), the baseline first. A failed
     setting is left out: the tune chose without its rows, and the Tuning section lists it."""
-    from collbench.core.errors import SpecError
 
     members, warnings = [], []
     settings = sorted(document.settings, key=lambda item: not item.baseline)
@@ -145,7 +143,6 @@ def _from_runs(
     """A `tune from` result: its RUNs (as given to it, or relative to the tune directory),
     grouped into settings as tune from grouped them; a RUN that is gone is left out."""
     from collbench.analysis.tune.from_runs import outcomes_from_runs, run_label, varying_knobs
-    from collbench.core.errors import SpecError
 
     loaded, warnings = [], []
     for given in document.sources or ():

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -102,13 +101,6 @@ def _world_size(run_dir: Path) -> int | None:
     return int(rows[0].world_size) if rows else None
 
 
-def conf_files() -> dict[str, str]:
-    """The NCCL/RCCL config files this host has (they set variables silently)."""
-    from collbench.bench.provenance import nccl_conf_files
-
-    return nccl_conf_files(os.environ, os.environ.get("HOME"))
-
-
 def load_choices(path: Path, setting_id: str) -> list[dict]:
     """The lines of a choices.jsonl (collect_choices) for one setting; [] without the file.
     A line that is not a JSON object (a tune killed mid-write) is skipped."""
@@ -125,21 +117,19 @@ def load_choices(path: Path, setting_id: str) -> list[dict]:
     return lines
 
 
-def read_debug_logs(
-    paths: list[Path], world_size: int | None, flag: str = "--nccl-log"
-) -> list[ChoiceSummary]:
+def read_debug_logs(paths: list[Path], world_size: int | None) -> list[ChoiceSummary]:
     """What NCCL used per collective and size, from debug logs (NCCL_DEBUG=INFO,
     NCCL_DEBUG_SUBSYS=TUNING, NCCL 2.20+); SpecError naming the log that holds no choice."""
     summaries: list[ChoiceSummary] = []
     for path in paths:
         lines = [
             raw.decode("utf-8", errors="replace")
-            for _, raw in iter_lines(Path(path), flag, LOG_MAX_LINE_BYTES, LOG_MAX_BYTES)
+            for _, raw in iter_lines(Path(path), "--nccl-log", LOG_MAX_LINE_BYTES, LOG_MAX_BYTES)
         ]
         found = summarize(parse_choices(lines, world_size))
         if not found:
             raise SpecError(
-                flag,
+                "--nccl-log",
                 str(path),
                 "holds no line saying what NCCL chose: run with NCCL_DEBUG=INFO "
                 "NCCL_DEBUG_SUBSYS=TUNING (NCCL 2.20 or later prints it, on rank 0)",

@@ -101,7 +101,7 @@ def tune_from(
     them to share). `conf_request`: how nccl_tuner.conf is written (TunerConfRequest)."""
     rule = rule or SelectRule()
     conf_request = conf_request or TunerConfRequest()
-    check_out(out, inputs=paths)
+    check_output_dir("--out", out, paths)
     _check_distinct(paths)
     runs = [load_run_dir(path) for path in paths]
     warnings = check_tunable(runs)
@@ -124,12 +124,6 @@ def tune_from(
     document = tune_document(outcomes, best, rule, extra, choice)
     written = write_result(out, document, render_best_env(document.env), conf)
     return TuneFromResult(out, best, document, written, warnings, notes)
-
-
-def check_out(out: Path, allowed: tuple[str, ...] = (), inputs: Sequence[Path] = ()) -> None:
-    """--out must be a new or empty directory (but for the `allowed` entries) that can be
-    written, and not inside an input run (store/outputs.py)."""
-    check_output_dir("--out", out, inputs, allowed)
 
 
 def _check_distinct(paths: Sequence[Path]) -> None:
@@ -163,13 +157,12 @@ def tuner_conf_text(
     imported: bool,
     best: Sequence[BestRecord],
     channels: int | None,
-    inputs: ConfInputs | None = None,
+    inputs: ConfInputs,
 ) -> tuple[str | None, list[str], str | None]:
     """nccl_tuner.conf's text and notes, or (None, [], why it is not written). `backend`:
     the runs' backend (several joined by ", " never have a tuner plugin); `imported`: some
     runs are imported logs, which record no channel count; `inputs`: the shape and NCCL's
     own choices (ConfInputs)."""
-    inputs = inputs or ConfInputs()
     if backend not in BACKENDS:
         return (
             None,

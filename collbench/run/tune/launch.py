@@ -27,6 +27,7 @@ from collbench.analysis.tune.search import (
 )
 from collbench.analysis.tune.select import SettingOutcome, select_best
 from collbench.analysis.tune.validity import Skipped, per_collective_hint, split_collectives
+from collbench.bench.provenance import nccl_conf_files
 from collbench.bench.resume import attempt
 from collbench.core.errors import EXIT_RUN_FAILED, CollbenchError, SpecError
 from collbench.core.spec import SweepSpec
@@ -39,12 +40,11 @@ from collbench.core.tune_grid import (
 )
 from collbench.launchers.supervise import STOPPED_CODES, Stopped, StopSignals
 from collbench.run.sweep import RunOptions, choose_launcher, run_sweep
-from collbench.run.tune.choices import choices_env, collect_choices, conf_files, load_choices
+from collbench.run.tune.choices import choices_env, collect_choices, load_choices
 from collbench.run.tune.from_runs import (
     DRIVER_FOLDER,
     TuneFromResult,
     check_channels,
-    check_out,
     tuner_conf_text,
     write_result,
 )
@@ -55,10 +55,10 @@ from collbench.run.tune.plan import (
     failed_collective,
     probe_spec,
     round_port,
-    sized_spec,
 )
 from collbench.run.tune.workload import workload_choice
 from collbench.store.load import load_run
+from collbench.store.outputs import check_output_dir
 from collbench.store.rows import SWEEP
 from collbench.store.rundir import META_FILE
 from collbench.store.sink import SinkFactory
@@ -410,7 +410,7 @@ class Tuner:
 
     def halving(self) -> None:
         settings = list(build_grid(self.plan.axes, self.plan.max_settings, exhaustive=False))
-        probes = probe_spec(sized_spec(self.spec))
+        probes = probe_spec(self.spec)
         rule = HalvingRule()
         self.say(
             f"tune: {len(settings)} settings (successive halving on "
@@ -481,10 +481,12 @@ def run_tune(
         local_nproc(spec.with_backend(resolve_backend(spec.backend)), options.nproc)
     writes = _writes_result(options)
     if writes and not (options.launcher == "srun" and attempt()):  # requeued: resume
-        check_out(plan.out, allowed=(DRIVER_FOLDER,) if options.launcher == "srun" else ())
+        allowed = (DRIVER_FOLDER,) if options.launcher == "srun" else ()
+        check_output_dir("--out", plan.out, allowed=allowed)
         Path(plan.out).mkdir(parents=True, exist_ok=True)
     tuner = Tuner(spec, options, plan, command_line, make_sink, say)
-    warnings = [*warnings, *conf_file_warnings(conf_files(), plan.axes, tuner.base_env)]
+    conf_files = nccl_conf_files(tuner.base_env, tuner.base_env.get("HOME"))
+    warnings = [*warnings, *conf_file_warnings(conf_files, plan.axes, tuner.base_env)]
     for warning in warnings:
         say(f"collbench: warning: {warning}")
     with StopSignals() as stops:

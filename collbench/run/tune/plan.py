@@ -18,7 +18,7 @@ from typing import Any
 from collbench.analysis.tune.search import HalvingRule, probe_sizes
 from collbench.analysis.tune.select import SelectRule
 from collbench.core.errors import SpecError
-from collbench.core.spec import SweepSpec
+from collbench.core.spec import DEFAULT_MAX_BYTES, SweepSpec
 from collbench.core.tune_grid import (
     DEFAULT_MAX_SETTINGS,
     DEFAULT_TUNE_REPEATS,
@@ -154,7 +154,13 @@ def failed_collective(spec: SweepSpec, rows: Sequence[Any], error: str) -> str |
 
 def probe_spec(spec: SweepSpec) -> SweepSpec:
     """The sweep a halving round measures: a few sizes across the bands (probe_sizes), as
-    a geometric series so one sweep measures them all."""
+    a geometric series so one sweep measures them all. Without a largest size, the bands
+    end at the backend's default (the backend itself stays as given: the ranks resolve
+    "auto" where they run)."""
+    if spec.max_bytes is None:
+        from collbench.bench.distributed import resolve_backend
+
+        spec = replace(spec, max_bytes=DEFAULT_MAX_BYTES[resolve_backend(spec.backend)])
     probes = probe_sizes(spec.sizes())
     low, high = min(probes), max(probes)
     if len(probes) == 1 or low == high:
@@ -177,14 +183,3 @@ def environment(env: Mapping[str, str]) -> Iterator[None]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
-
-
-def sized_spec(spec: SweepSpec) -> SweepSpec:
-    """`spec` with its largest size known: the backend's default when not given (the
-    backend itself stays as given: the ranks resolve "auto" where they run)."""
-    if spec.max_bytes is not None:
-        return spec
-    from collbench.bench.distributed import resolve_backend
-    from collbench.core.spec import DEFAULT_MAX_BYTES
-
-    return replace(spec, max_bytes=DEFAULT_MAX_BYTES[resolve_backend(spec.backend)])

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collbench.core.errors import EXIT_RUN_FAILED
-from collbench.run.tune.from_runs import DRIVER_FOLDER, check_out
+from collbench.run.tune.from_runs import DRIVER_FOLDER
+from collbench.store.outputs import check_output_dir
 
 if TYPE_CHECKING:
     from collbench.core.spec import SweepSpec
@@ -41,7 +42,7 @@ def tune_in_allocation(
     argv = driver_argv(spec, plan, knobs, json_out)
     settings = SlurmSettings(**options.extra)
     out = Path(plan.out).absolute()
-    check_out(out)
+    check_output_dir("--out", out)
     folder = out / DRIVER_FOLDER
     job_id = submit_driver(argv, settings, folder)
     output = driver_output(folder, job_id)

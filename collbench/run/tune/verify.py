@@ -19,8 +19,8 @@ from collbench.core.errors import EXIT_RUN_FAILED, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import BASELINE, KnobAxis, Setting
 from collbench.run.sweep import RunOptions
-from collbench.run.tune.from_runs import check_out
 from collbench.run.tune.launch import TunePlan, Tuner
+from collbench.store.outputs import check_output_dir
 from collbench.store.rundir import new_run_id, write_json_atomic
 from collbench.store.sink import SinkFactory
 from collbench.store.tune_result import (
@@ -96,7 +96,7 @@ def run_verify(
         say(f"tune verify: {tune_dir}'s best.env exports nothing (the default is best)")
         return None, 0
     out = Path(out) if out is not None else Path(tune_dir) / f"verify-{new_run_id()}"
-    check_out(out)
+    check_output_dir("--out", out)
     spec = _spec(document, spec_fields)
     sides = verify_sides(knobs, Path(tune_dir) / TUNER_CONF, os.environ)
     settings, notes = sides.settings, list(sides.notes)
@@ -115,10 +115,12 @@ def run_verify(
     )
     tuner.run_all(settings, spec)
     items = [tuner.measured[setting] for setting in settings if setting in tuner.measured]
-    outcomes = [item.outcome() for item in items]
     lines = []
     for setting in settings[1:]:
-        pair = [outcomes[0], next(item for item in items if item.setting == setting).outcome()]
+        pair = [
+            items[0].outcome(),
+            next(item for item in items if item.setting == setting).outcome(),
+        ]
         lines += _lines(document, setting, select_best(pair, ranges=tuned_ranges(document)))
     entries = [
         {
@@ -201,7 +203,6 @@ def _spec(document: TuneResult, spec_fields: Mapping[str, Any]) -> SweepSpec:
 
 
 def _lines(document: TuneResult, setting: Setting, measured: list[BestRecord]) -> list[VerifyLine]:
-    tuned = document.best
     lines = []
     for record in measured:
         if record.default_is_best:
@@ -209,7 +210,7 @@ def _lines(document: TuneResult, setting: Setting, measured: list[BestRecord]) -
             realised, busbw = candidate.get("gain"), candidate.get("busbw_gbps")
         else:
             realised, busbw = record.gain, record.busbw_gbps
-        match = _tuned_for(tuned, record)
+        match = _tuned_for(document.best, record)
         predicted = None
         tuned_best = "-"
         if match is not None:

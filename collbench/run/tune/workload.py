@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from collbench.analysis.mfu.estimate import EstimateOptions
-from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY
+from collbench.analysis.mfu.estimate import EstimateOptions, estimate
+from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY, BusbwPricer, cost_model_pricer
 from collbench.core.errors import SpecError
 
 if TYPE_CHECKING:
@@ -68,8 +68,6 @@ def workload_choice(
     when no setting can be one (none measured a collective the workload issues)."""
     if job is None:
         return None, []
-    from collbench.analysis.mfu.estimate import estimate
-    from collbench.analysis.mfu.inputs import BusbwPricer, cost_model_pricer
     from collbench.analysis.mfu.step_collectives import step_collectives
     from collbench.analysis.tune.workload import SettingStep, busbw_tables, choose, exclusions
 

@@ -103,7 +103,7 @@ def test_the_estimate_adds_draws_warm_up_and_both_batches():
         (3 * 512 * 512 * 4) / 1e9 + 0.1 + 40 * big_s
         + min(small_sets, 4) * 3 * 64 * 64 * 4 / 1e9 + 0.1 + 40 * small_s
     )  # fmt: skip
-    assert job_seconds(job, calibration, 4, 2**20, 4) == pytest.approx(expected)
+    assert job_seconds(job, calibration, 2**20, 4) == pytest.approx(expected)
 
 
 def test_between_two_probes_the_rate_is_interpolated_on_log_flops():
