@@ -29,7 +29,6 @@ from collbench.store.doctor_report import load_doctor_report, save_doctor_report
 from collbench.store.load import Run, load_run
 from collbench.store.noise_floor import load_noise_floor
 from collbench.store.rows import DOCTOR as DOCTOR_ROWS
-from collbench.store.rows import DoctorRow
 from collbench.store.sink import SinkFactory
 from collbench.topologies.schema import TopologyError
 
@@ -60,14 +59,6 @@ class DoctorOutcome:
         return EXIT_OK if self.diagnosis.healthy else EXIT_FLAGGED
 
 
-@dataclass(frozen=True)
-class _Inputs:
-    topology: Any
-    baseline_rows: list[DoctorRow] | None
-    noise_floor: NoiseFloor | None = None
-    baseline: Run | None = None
-
-
 def run_doctor(
     spec: SweepSpec, options: RunOptions, command_line: list[str], make_sink: SinkFactory
 ) -> DoctorOutcome:
@@ -75,7 +66,7 @@ def run_doctor(
     doctor = spec.doctor
     if doctor is None:
         raise ValueError("run_doctor needs a doctor spec")
-    inputs = _inputs(doctor)  # bad input fails before any rank starts
+    topology, baseline, noise_floor = _inputs(doctor)  # bad input fails before any rank starts
     launch, run_dir = run_sweep(spec, options, command_line, make_sink)
     if options.print_only or not launch.is_primary or launch.code not in (EXIT_OK, 3):
         return DoctorOutcome(launch, run_dir)
@@ -92,24 +83,24 @@ def run_doctor(
     where = {"backend": run.meta.backend, "nodes": run.meta.nodes}
     where["ranks_per_node"] = run.meta.ranks_per_node
     warnings = []
-    if inputs.baseline is not None:  # measured like this run? (the one methodology rule)
+    if baseline is not None:  # measured like this run? (the one methodology rule)
         names = (f"--baseline {doctor.baseline}", f"this run ({run_dir})")
-        pair = [inputs.baseline, run]
+        pair = [baseline, run]
         found = check(pair, DOCTOR_BASELINE, lambda one: names[one is run], " and ".join(names))
         warnings += found.warnings
     try:
         expectation = expectation_from(
             doctor,
-            topology=inputs.topology,
-            baseline_rows=inputs.baseline_rows,
+            topology=topology,
+            baseline_rows=None if baseline is None else baseline.rows_of(DOCTOR_ROWS),
             baseline_path=doctor.baseline,
-            noise_floor=inputs.noise_floor,
+            noise_floor=noise_floor,
             **where,
         )
     except TopologyError as error:  # the run is done: judge it against the fleet instead
         warnings.append(f"--topology gives no bound for this run ({error}); judged by the fleet")
         fleet = replace(doctor, topology=None)
-        expectation = expectation_from(fleet, noise_floor=inputs.noise_floor, **where)
+        expectation = expectation_from(fleet, noise_floor=noise_floor, **where)
     diagnosis = diagnose(rows, doctor, expectation, nodes)
     report = save_doctor_report(run_dir, doctor_report(diagnosis, run.run_id, expectation))
     notes = (setup,) if (setup := group_setup_line(nodes)) else ()
@@ -164,20 +155,19 @@ def doctor_sweep(doctor: DoctorSpec, fields: Mapping[str, Any]) -> tuple[SweepSp
     return spec, warnings
 
 
-def _inputs(doctor: DoctorSpec) -> _Inputs:
-    """The topology, the baseline's rows and the noise floor, read once and checked before
-    the run."""
+def _inputs(doctor: DoctorSpec) -> tuple[Any, Run | None, NoiseFloor | None]:
+    """(the topology, the baseline run, the noise floor), read once and checked before the
+    run."""
     topology = None
     if doctor.topology is not None:
         from collbench.topologies.loader import load_topology
 
         topology = load_topology(doctor.topology)
     baseline = _baseline(doctor.baseline) if doctor.baseline is not None else None
-    baseline_rows = None if baseline is None else baseline.rows_of(DOCTOR_ROWS)
     noise_floor = None
     if doctor.noise_floor is not None:
         noise_floor = load_noise_floor(Path(doctor.noise_floor), "--noise-floor", BAND_NAMES)
-    return _Inputs(topology, baseline_rows, noise_floor, baseline)
+    return topology, baseline, noise_floor
 
 
 def _baseline(path: str) -> Run:

@@ -20,7 +20,6 @@ from collbench.run.sweep import RunOptions
 from collbench.store.doctor_report import DOCTOR_JSON, load_doctor_report
 from collbench.store.rundir import new_run_id, prepare_run_dir, read_meta, write_json_atomic
 
-NODES_FILE = "nodes.json"
 # An element's verdict from its doctor's exit code (anything else: it failed).
 _VERDICTS = {EXIT_OK: "healthy", EXIT_FLAGGED: "flagged", EXIT_UNJUDGED: "unjudged"}
 
@@ -68,7 +67,7 @@ def check_nodes(
         for index, (job, end) in enumerate(zip(jobs, ends, strict=True))
     ]
     record = {"run_id": run_id, "nodes": [vars(check) for check in checks]}
-    write_json_atomic(out / NODES_FILE, record)
+    write_json_atomic(out / "nodes.json", record)
     return out, checks
 
 

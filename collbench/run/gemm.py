@@ -38,8 +38,6 @@ from collbench.store.rundir import (
 )
 
 DTYPE_BYTES = {"bf16": ELEMENT_BYTES, "fp16": ELEMENT_BYTES, "fp32": 4}
-_SHAPE = re.compile(r"^(?:(\d+)x)?(\d+)x(\d+)x(\d+)$")
-_SQUARE = re.compile(r"^(\d+):(\d+)$")
 MEMORY_SHARE = 0.5  # of the free memory, at most, for one shape's operands
 # Seconds each shape warms up for when --warmup-seconds is not given, by device: long
 # enough for a GPU's clocks to leave their first boost; a CPU needs little.
@@ -96,7 +94,7 @@ class GemmSweep:
 
 
 def _parse_shape(text: str) -> Gemm:
-    match = _SHAPE.match(text.strip().lower())
+    match = re.match(r"^(?:(\d+)x)?(\d+)x(\d+)x(\d+)$", text.strip().lower())
     if not match:
         raise SpecError("--shape", text, "must be MxNxK or BxMxNxK, e.g. 4096x4096x4096")
     batch, m, n, k = (int(part) if part else 1 for part in match.groups())
@@ -106,7 +104,7 @@ def _parse_shape(text: str) -> Gemm:
 
 
 def _squares(text: str) -> list[Gemm]:
-    match = _SQUARE.match(text.strip())
+    match = re.match(r"^(\d+):(\d+)$", text.strip())
     low, high = (int(part) for part in match.groups()) if match else (0, 0)
     if not match or not 1 <= low <= high:
         raise SpecError("--square", text, "must be MIN:MAX with 1 <= MIN <= MAX, e.g. 256:8192")

@@ -44,14 +44,13 @@ class PredictRequest:
 
     def sizes(self) -> list[int]:
         """The sizes, checked and spelled as `collbench sweep` does (SweepSpec)."""
-        spec = SweepSpec(
+        return SweepSpec(
             collectives=self.collectives,
             min_bytes=self.min_bytes,
             max_bytes=self.max_bytes,
             factor=self.factor,
             step_bytes=self.step_bytes,
-        )
-        return spec.sizes()
+        ).sizes()
 
 
 @dataclass(frozen=True)

@@ -176,17 +176,12 @@ def _slurm_job(run: Path, record: dict) -> tuple[str, str | None]:
             f"; it can never start as asked ({HOPELESS[reason]}): `collbench wait {run}` "
             f"cancels it and marks the run cancelled, or scancel {job_id}"
         )
-    return f"Slurm job {job_id}: {escape_control(shown)}", _slurm_end(state or remembered)
-
-
-def _slurm_end(state: str | None) -> str | None:
-    """How Slurm ended a job that will run no more ("was cancelled", "ended TIMEOUT")."""
-    from collbench.launchers.slurm import ENDED_STATES
-
-    word = (state or "").split()[0] if state else ""
-    if word not in ENDED_STATES:
-        return None
-    return "was cancelled" if word == "CANCELLED" else f"ended {word}"
+    # how Slurm ended a job that will run no more ("was cancelled", "ended TIMEOUT")
+    word = (state or remembered).split()[0] if state or remembered else ""
+    end = None
+    if word in ENDED_STATES:
+        end = "was cancelled" if word == "CANCELLED" else f"ended {word}"
+    return f"Slurm job {job_id}: {escape_control(shown)}", end
 
 
 def _no_rows(run: Path, slurm_end: str | None) -> str:

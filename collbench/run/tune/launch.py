@@ -64,9 +64,6 @@ from collbench.store.rundir import META_FILE
 from collbench.store.sink import SinkFactory
 from collbench.store.tune_result import CHOICES_FILE, SettingRuns, TuneLaunch, TunerConfStatus
 
-SETTINGS_DIR = "settings"
-PROBES_DIR = "probes"
-CHOICES_DIR = "nccl-debug"
 NCCL_BACKENDS = ("nccl", "rccl")
 
 
@@ -148,8 +145,7 @@ class Tuner:
         return self.measured[setting]
 
     def folder(self, setting: Setting, parent: str, prefix: str = "", suffix: str = "") -> str:
-        item = self.record(setting)
-        return f"{parent}/{prefix}{item.index:02d}-{setting.id}{suffix}"
+        return f"{parent}/{prefix}{self.record(setting).index:02d}-{setting.id}{suffix}"
 
     def sweep(
         self, setting: Setting, spec: SweepSpec, relative: str, slot: int
@@ -209,11 +205,9 @@ class Tuner:
         item = self.record(setting)
         several = not stage and self.plan.repeats > 1
         if stage:
-            relative = self.folder(setting, PROBES_DIR, f"{stage}-")
+            relative = self.folder(setting, "probes", f"{stage}-")
         else:
-            relative = self.folder(
-                setting, SETTINGS_DIR, suffix=f"-r{repeat + 1}" if several else ""
-            )
+            relative = self.folder(setting, "settings", suffix=f"-r{repeat + 1}" if several else "")
         begun = time.monotonic()
         slot = self.plan.repeats + int(stage.lstrip("r")) if stage else repeat
         rows, error = self.sweep(setting, spec, relative, slot)
@@ -269,7 +263,7 @@ class Tuner:
         writes the result turns the debug output on and records it."""
         if self.judged_backend() not in NCCL_BACKENDS:
             return
-        folder = self.out / CHOICES_DIR / f"{self.record(setting).index:02d}-{setting.id}"
+        folder = self.out / self.folder(setting, "nccl-debug")
         writes = _writes_result(self.options)
         env = {**setting_env(setting, self.base_env)}
         if writes:

@@ -131,15 +131,12 @@ def round_port(port: int, index: int, slot: int, repeats: int) -> int:
     return port + (index * slots + slot) % (65536 - port)
 
 
-FAILED_STEP = re.compile(r"during (\w+) \d+ B ")
-
-
 def failed_collective(spec: SweepSpec, rows: Sequence[Any], error: str) -> str | None:
     """The collective a sweep of `spec` failed in: the one its error names (the launchers
     say "failed during all_gather 1024 B out_of_place"), else, where it finished some rows,
     the first collective with fewer rows than steps; None for a failure before any step
     (at init) or where the sizes are not known here (the backend's default)."""
-    named = FAILED_STEP.search(error)
+    named = re.search(r"during (\w+) \d+ B ", error)
     if named and named.group(1) in spec.collectives:
         return named.group(1)
     if not rows:

@@ -32,7 +32,6 @@ from collbench.store.tune_result import (
     read_best_env,
 )
 
-VERIFY_JSON = "verify.json"
 TUNER_PLUGIN_VAR = "NCCL_TUNER_PLUGIN"
 TUNER_CONFIG_VAR = "NCCL_TUNER_CONFIG_FILE"
 
@@ -55,9 +54,6 @@ class VerifyLine:
     confidence: str
     call: str = ""  # kept | lost | no difference | unjudged
     evidence: str = "-"  # the evidence the call rests on, one line
-
-
-KEPT, LOST, NO_DIFFERENCE = "kept", "lost", "no difference"
 
 
 @dataclass(frozen=True)
@@ -143,7 +139,7 @@ def run_verify(
         "warnings": list(sides.warnings),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    write_json_atomic(Path(out) / VERIFY_JSON, result_doc)
+    write_json_atomic(Path(out) / "verify.json", result_doc)
     code = 0 if all(entry["status"] == "ok" for entry in entries) else EXIT_RUN_FAILED
     return VerifyResult(Path(tune_dir), Path(out), entries, lines, result_doc, notes), code
 
@@ -245,9 +241,9 @@ def verify_call(record: BestRecord) -> str:
     if evidence is None or evidence.basis == UNJUDGED:
         return UNJUDGED
     if not record.default_is_best:
-        return KEPT
+        return "kept"
     slower = evidence.calls.get(SLOWER, 0)
-    return LOST if slower > sum(evidence.calls.values()) / 2 else NO_DIFFERENCE
+    return "lost" if slower > sum(evidence.calls.values()) / 2 else "no difference"
 
 
 def tuned_ranges(document: TuneResult) -> dict[str, list[SizeRange]]:
