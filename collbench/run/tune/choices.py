@@ -47,9 +47,19 @@ def collect_choices(
     lines: list[str] = []
     for path in sorted(Path(folder).glob("nccl-*.log")):
         lines += path.read_text(encoding="utf-8", errors="replace").splitlines()
-    choices = parse_choices(lines, _world_size(Path(folder) / "run"))
+    run_dir = Path(folder) / "run"
+    rows: list = []
+    if run_dir.is_dir():
+        with contextlib.suppress(CollbenchError):
+            rows = load_run(run_dir).rows_of(SWEEP)
+    # the pass's world size (its rows'), for NCCL's per-rank byte counts; None unknown
+    choices = parse_choices(lines, int(rows[0].world_size) if rows else None)
     if spec is not None:
-        measured = measured_pairs(spec, Path(folder) / "run")
+        # the pairs the sweep measures: its rows' (sizes as aligned to the world size) and,
+        # where known here, the spec's own sizes
+        measured = {(row.collective, row.size_bytes) for row in rows}
+        with contextlib.suppress(ValueError):  # the backend's default largest size: the rows say
+            measured |= {(name, size) for name in spec.collectives for size in spec.sizes()}
         choices = [item for item in choices if _measured(item, measured, spec.dtypes)]
     written = 0
     with open(out_file, "a", encoding="utf-8") as handle:
@@ -70,35 +80,11 @@ def collect_choices(
     return written
 
 
-def measured_pairs(spec: SweepSpec, run_dir: Path) -> set[tuple[str, int]]:
-    """The (collective, size_bytes) pairs a sweep of `spec` measures: its run's rows (sizes
-    as aligned to the world size) and, where known here, the spec's own sizes."""
-    pairs = {(row.collective, row.size_bytes) for row in _rows(run_dir)}
-    with contextlib.suppress(ValueError):  # the backend's default largest size: the rows say
-        pairs |= {(name, size) for name in spec.collectives for size in spec.sizes()}
-    return pairs
-
-
 def _measured(choice: Choice, measured: set[tuple[str, int]], dtypes: tuple[str, ...]) -> bool:
     size = choice.size_bytes if choice.size_bytes is not None else choice.logged_bytes
     return (choice.collective, size) in measured and (
         choice.dtype is None or choice.dtype in dtypes
     )
-
-
-def _rows(run_dir: Path) -> list:
-    if not Path(run_dir).is_dir():
-        return []
-    try:
-        return load_run(run_dir).rows_of(SWEEP)
-    except CollbenchError:
-        return []
-
-
-def _world_size(run_dir: Path) -> int | None:
-    """The pass's world size (its rows'), for NCCL's per-rank byte counts; None unknown."""
-    rows = _rows(run_dir)
-    return int(rows[0].world_size) if rows else None
 
 
 def load_choices(path: Path, setting_id: str) -> list[dict]:

@@ -586,17 +586,12 @@ def tune_result(tuner: Tuner, items: list[Measured], warnings: list[str]) -> Tun
     full = [item for item in items if item.run_dirs or item.error is not None]
     outcomes = [item.outcome() for item in full]
     best = select_best(outcomes, plan.rule)
-    backend = tuner.backend()
     # NCCL's own choices in the baseline (its choices pass) name the pair where a rule needs
     # it; only the collectives tuned (collbench's own control calls are not the job's)
     recorded = load_choices(Path(plan.out) / CHOICES_FILE, Setting().id)
     baseline = [line for line in recorded if line.get("collective") in tuner.spec.collectives]
     inputs = plan.tuner_conf.inputs([row for item in full for row in item.rows], baseline)
-    conf, notes, reason = tuner_conf_text(backend, False, best, plan.channels, inputs)
-    warnings = list(warnings)
-    if reason:
-        warnings.append(reason)
-        tuner.say(f"collbench: warning: {reason}")
+    conf, notes, reason = tuner_conf_text(tuner.backend(), False, best, plan.channels, inputs)
     launch = TuneLaunch(
         search=plan.search,
         repeats=plan.repeats,
@@ -608,9 +603,10 @@ def tune_result(tuner: Tuner, items: list[Measured], warnings: list[str]) -> Tun
         elapsed_s=round(time.monotonic() - tuner.started, 3),
     )
     workload, why_not = workload_choice(outcomes, plan.workload)
-    warnings += why_not
-    for line in why_not:
+    said = [reason, *why_not] if reason else why_not
+    for line in said:
         tuner.say(f"collbench: warning: {line}")
+    warnings = [*warnings, *said]
     core = tune_document([item.outcome() for item in items], best, plan.rule, workload=workload)
     document = replace(
         core,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,8 +19,6 @@ if TYPE_CHECKING:
     from collbench.core.spec import SweepSpec
     from collbench.run.sweep import RunOptions
     from collbench.run.tune.plan import TunePlan
-
-POLL_S = 0.5
 
 
 def tune_in_allocation(
@@ -65,17 +62,12 @@ def driver_argv(spec: SweepSpec, plan: TunePlan, knobs: Sequence[str], json_out:
     from collbench.launchers.base import collbench_argv
 
     args = [*(f"--knob={text}" for text in knobs), *plan.to_args(), *(["--json"] * json_out)]
-    args += _without_repeats(spec.to_args())  # tune's --repeats is its own (plan's)
+    # the sweep's options less its --repeats (runs in the same processes, which tune never
+    # asks for: tune's --repeats, the plan's, starts fresh ones); to_args always gives it
+    spec_args = spec.to_args()
+    at = spec_args.index("--repeats")
+    args += spec_args[:at] + spec_args[at + 2 :]
     return collbench_argv(("tune", "run"), "srun", args, Path(plan.out).absolute())
-
-
-def _without_repeats(args: list[str]) -> list[str]:
-    """A sweep's options less its --repeats (runs in the same processes, which tune never
-    asks for: tune's --repeats starts fresh ones)."""
-    if "--repeats" not in args:
-        return args
-    at = args.index("--repeats")
-    return args[:at] + args[at + 2 :]
 
 
 class _Follower(threading.Thread):
@@ -87,9 +79,8 @@ class _Follower(threading.Thread):
         self.path, self.offset, self.done = path, 0, threading.Event()
 
     def run(self) -> None:
-        while not self.done.is_set():
+        while not self.done.wait(0.5):  # a poll every half second until stopped
             self.echo()
-            time.sleep(POLL_S)
 
     def stop(self) -> None:
         self.done.set()
