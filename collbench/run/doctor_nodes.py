@@ -109,9 +109,8 @@ def _gathered(index: int, job: str, state: str, code: int | None, out: Path) -> 
 
 def _error_line(folder: Path, job: str) -> str:
     """The last `collbench: error:` line of an element's output ("" when none)."""
-    path = folder / f"{job}_0_log.out"
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = (folder / f"{job}_0_log.out").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
     errors = re.findall(r"collbench: error: (.*)", text)

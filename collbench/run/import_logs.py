@@ -102,10 +102,17 @@ def _write_import(
     blocks: list[RowBlock], meta: RunMeta, out: Path | None, knobs: Mapping[str, str] | None
 ) -> ImportResult:
     """Label, check and write an import's rows and meta (all or nothing)."""
-    if knobs:
-        blocks, meta = label_blocks(blocks, meta, knobs)
+    if knobs:  # the labels win over what the log printed
+        blocks = [
+            replace(
+                block, shared={**block.shared, "knobs": _labelled(block.shared["knobs"], knobs)}
+            )
+            for block in blocks
+        ]
         unknown = [w for n, v in knobs.items() for w in check_knob_name(n, f"{n}={v}")]
-        meta = replace(meta, warnings=[*meta.warnings, *unknown])
+        meta = replace(
+            meta, knobs=_labelled(meta.knobs, knobs), warnings=[*meta.warnings, *unknown]
+        )
     # meta.json names each log by its absolute path: the run may be read from elsewhere.
     meta = replace(meta, imported_from=[str(Path(path).resolve()) for path in meta.imported_from])
     _refuse_unstorable(blocks, meta)
@@ -131,19 +138,8 @@ def parse_knob_labels(texts: Sequence[str]) -> dict[str, str]:
     return dict(parse_knob_settings(texts)[0])
 
 
-def label_blocks(
-    blocks: Sequence[RowBlock], meta: RunMeta, labels: Mapping[str, str]
-) -> tuple[list[RowBlock], RunMeta]:
-    """Blocks and meta with `labels` in their knobs' `env` (winning over what the log
-    printed), named in `settings.knob_labels`."""
-    labelled = [
-        replace(block, shared={**block.shared, "knobs": _labelled(block.shared["knobs"], labels)})
-        for block in blocks
-    ]
-    return labelled, replace(meta, knobs=_labelled(meta.knobs, labels))
-
-
 def _labelled(knobs: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    """`knobs` with `labels` in its `env`, named in `settings.knob_labels`."""
     settings = {**(knobs.get("settings") or {}), "knob_labels": sorted(labels)}
     return {**knobs, "env": {**(knobs.get("env") or {}), **labels}, "settings": settings}
 

@@ -196,11 +196,10 @@ def _inputs(request: MfuRequest, options: EstimateOptions) -> Inputs:
         from collbench.store.gemm_rows import load_gemm_rows
 
         given["gemms"] = measured_gemms(load_gemm_rows(request.gemm), str(request.gemm))
-    overlap = request.overlap
-    if overlap is None:
+    if request.overlap is None:
         return Inputs(options, **given)
-    run = load_run(overlap, "--overlap")
-    options = probe_overlap(run.rows, str(overlap), options)
+    run = load_run(request.overlap, "--overlap")
+    options = probe_overlap(run.rows, str(request.overlap), options)
     return Inputs(options, overlap_run=run, **given)
 
 
@@ -303,8 +302,7 @@ def _from_runs(sources: tuple[str, ...], setting_id: str, tune_dir: Path) -> lis
     runs = [load_run(Path(path), f"--curves {tune_dir}: its RUN") for path in sources]
     for outcome in outcomes_from_runs(runs):
         if outcome.setting.id == setting_id or (not setting_id and outcome.is_baseline):
-            label = outcome.setting.label
-            return [Run(f"{tune_dir} ({label})", RunMeta(), list(outcome.rows))]
+            return [Run(f"{tune_dir} ({outcome.setting.label})", RunMeta(), list(outcome.rows))]
     return []
 
 

@@ -123,8 +123,7 @@ def _setting_runs(
     setting is left out: the tune chose without its rows, and the Tuning section lists it."""
 
     members, warnings = [], []
-    settings = sorted(document.settings, key=lambda item: not item.baseline)
-    for item in settings:
+    for item in sorted(document.settings, key=lambda item: not item.baseline):
         if not item.run_dir or item.failed:
             continue
         member = path / item.run_dir

@@ -109,8 +109,7 @@ def workload_choice(
         return None, ["--workload: every setting lacks a collective the workload issues"]
     notes = _notes(steps, items, unmeasured, outside, job, outcomes)
     collectives = [_entry(item, unmeasured) for item in items]
-    choice = choose(steps, items, describe(workload), notes, collectives, topology.name)
-    return choice, []
+    return choose(steps, items, describe(workload), notes, collectives, topology.name), []
 
 
 def describe(workload: Workload) -> dict[str, Any]:
