@@ -52,13 +52,6 @@ class RankFacts:
     # The local rank a variable gave (LOCAL_RANK, SLURM_LOCALID, ...); None: none did.
     local_rank: int | None
 
-    def to_json(self) -> bytes:
-        return msgspec.json.encode(self)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> RankFacts:
-        return msgspec.json.decode(text, type=cls)
-
 
 @dataclass(frozen=True)
 class Placement:
@@ -78,13 +71,6 @@ class Verdict:
     usage: bool = False  # the error is a request the hosts cannot serve (exit 2)
     hosts: tuple[str, ...] = ()
     host_of: tuple[int, ...] = ()
-
-    def to_json(self) -> bytes:
-        return msgspec.json.encode(self)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Verdict:
-        return msgspec.json.decode(text, type=cls)
 
     def placement(self, rank: int) -> Placement | None:
         """This rank's place on its host, when the verdict carries the hosts."""
@@ -202,17 +188,17 @@ def judge(facts: list[RankFacts]) -> Verdict:
 def exchange(store: Any, rank: int, world_size: int, facts: RankFacts, timeout_s: float) -> Verdict:
     """Write this rank's facts; rank 0 judges all of them; every rank gets the verdict."""
     prefix = f"collbench/agree/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-    store.set(f"{prefix}/rank/{rank}", facts.to_json())
+    store.set(f"{prefix}/rank/{rank}", msgspec.json.encode(facts))
     if rank == 0:
         keys = [f"{prefix}/rank/{other}" for other in range(world_size)]
         _wait(store, keys, timeout_s)
-        verdict = judge([RankFacts.from_json(store.get(key)) for key in keys])
-        store.set(f"{prefix}/verdict", verdict.to_json())
+        verdict = judge([msgspec.json.decode(store.get(key), type=RankFacts) for key in keys])
+        store.set(f"{prefix}/verdict", msgspec.json.encode(verdict))
         if verdict.error is not None:  # rank 0 serves the store: stay until all have read
             _wait_for_readers(store, f"{prefix}/read", world_size - 1, timeout_s)
         return verdict
     _wait(store, [f"{prefix}/verdict"], timeout_s)
-    verdict = Verdict.from_json(store.get(f"{prefix}/verdict"))
+    verdict = msgspec.json.decode(store.get(f"{prefix}/verdict"), type=Verdict)
     store.add(f"{prefix}/read", 1)
     return verdict
 

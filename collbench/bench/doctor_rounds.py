@@ -18,7 +18,7 @@ from typing import Any
 from collbench.bench.datacheck import fill_ones_window, ones_window, torch_dtype
 from collbench.bench.resume import attempt, set_aside
 from collbench.bench.runner import Measured, Runner
-from collbench.bench.session import RankLog, Session
+from collbench.bench.session import RankLog, Session, repeat_of
 from collbench.core.bandwidth import busbw_gbps
 from collbench.core.collectives import REGISTRY
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
@@ -26,8 +26,7 @@ from collbench.core.doctor_plan import Layout, halves, pair_plan
 from collbench.core.dtypes import DTYPES
 from collbench.core.stats import combine_ranks, median
 from collbench.store.rank_status import RankStatus
-from collbench.store.rows import DoctorGroup, utc_now
-from collbench.store.rundir import update_meta, write_parquet
+from collbench.store.rows import DoctorGroup
 
 ALL_REDUCE, SENDRECV = "all_reduce", "sendrecv"
 # Test hook: ranks count as nodes of this many ranks each ("HOST~n0", "HOST~n1", ...), so the
@@ -160,7 +159,6 @@ class DoctorSession(Session):
 
     def run(self, status: RankStatus, log: RankLog) -> int:
         from collbench.bench.provenance import rank_identity
-        from collbench.core.knobs import knob_env
 
         spec, env = self.job.spec, self.env
         me = rank_identity(self.torch, self.device, env.rank)
@@ -174,37 +172,34 @@ class DoctorSession(Session):
         self.skipped = _skipped(self.layout, env.world_size, spec.doctor.bisect)
         self.total_wrong = 0
         self.level_results = []
-        env_knobs = knob_env()
         hosts = sorted(self.layout.hosts)
         self.groups = StageGroups(self.dist, env.rank)
         self.runner = Runner(spec, self.device, self.timer)  # its barrier and gather
         self.doctor_meta = self._nodes(identities)
         if attempt() and env.rank == 0 and (kept := set_aside(Path(self.job.run_dir))):
             log.write(f"attempt {attempt()}: the rounds start again; earlier rows in {kept.name}")
-        self.writer = self._start(identities, hosts, env_knobs, extra={"doctor": self.doctor_meta})
-        self.builder = self._row_builder(env_knobs, hosts)
+        self.writer = self._start(identities, hosts, extra={"doctor": self.doctor_meta})
+        self.builder = self._row_builder(hosts)
         repeats = spec.doctor.repeats
-        count = 0
         fixed = list(self._rounds())  # planned once; groups are made as each round runs
         for repeat in range(repeats):
             for planned in fixed:
-                self._step(status, log, count, planned, repeat)
-                count += 1
+                self._step(status, log, planned, repeat)
         if "bisect" not in self.skipped:
             for planned in self._bisect():
                 for repeat in range(repeats):
-                    self._step(status, log, count, planned, repeat)
-                    count += 1
+                    self._step(status, log, planned, repeat)
         self.groups.close()
-        self._finish()
-        log.write(f"doctor done: {count} round(s), {self.rows_written} row(s)")
+        if self.writer is not None:
+            doctor = {**self.doctor_meta, "group_setup": self.groups.record()}
+            self._complete(self.writer, self.rows_written, self.total_wrong, doctor=doctor)
+        log.write(f"doctor done: {len(self.level_results)} round(s), {self.rows_written} row(s)")
         return self.total_wrong
 
-    def _step(self, status: RankStatus, log: RankLog, count: int, planned: Round, repeat: int):
+    def _step(self, status: RankStatus, log: RankLog, planned: Round, repeat: int):
         """Run one repeat of a round and keep its results (bisection reads its level's)."""
-        repeats = self.job.spec.doctor.repeats
-        text = planned.description + (f" (repeat {repeat + 1}/{repeats})" if repeats > 1 else "")
-        status.step(count, text)
+        text = planned.description + repeat_of(repeat, self.job.spec.doctor.repeats)
+        status.step(len(self.level_results), text)
         pg = self._enter_groups(planned, log)
         started = time.perf_counter()
         results = self._run_round(planned, repeat, pg)
@@ -240,20 +235,6 @@ class DoctorSession(Session):
             "shuffle_rounds": self.job.spec.doctor.shuffle_rounds,
             "repeats": self.job.spec.doctor.repeats,
         }
-
-    def _finish(self) -> None:
-        if self.writer is None:
-            return
-        self.writer.close()
-        write_parquet(self.job.run_dir)
-        update_meta(
-            self.job.run_dir,
-            state="completed",
-            finished_utc=utc_now(),
-            rows=self.rows_written,
-            n_wrong_total=self.total_wrong,
-            doctor={**self.doctor_meta, "group_setup": self.groups.record()},
-        )
 
     rows_written = 0
     level_results: list  # each repeat's results, in order (bisection reads its level's)
@@ -359,7 +340,11 @@ class DoctorSession(Session):
         figures = [-1.0, 0.0, 0.0] + [0.0] * (2 * iters)
         if mine is not None:
             group = planned.groups[mine]
-            batch_s, samples_s, wrong, waits_s = self._measure(group, pg)
+            if group.collective == ALL_REDUCE:
+                batch_s, samples_s, wrong, waits_s = self._measure_all_reduce(group, pg)
+            else:  # a pair's arrival waits are its samples
+                batch_s, samples_s, wrong = self._measure_pair(group)
+                waits_s = samples_s
             figures = [float(mine), batch_s, float(wrong), *samples_s, *waits_s]
         table = self.runner.gather(figures)
         results = []
@@ -371,13 +356,6 @@ class DoctorSession(Session):
             if self.writer is not None:
                 self._write(planned, group, measured, (rank_time_s, last), repeat)
         return results
-
-    def _measure(self, group: PlannedGroup, pg: Any) -> tuple[float, list[float], int, list]:
-        """(batch s, samples s, wrong, arrival waits s); a pair's waits are its samples."""
-        if group.collective == ALL_REDUCE:
-            return self._measure_all_reduce(group, pg)
-        batch_s, samples_s, wrong = self._measure_pair(group)
-        return batch_s, samples_s, wrong, samples_s
 
     def _measure_all_reduce(
         self, group: PlannedGroup, pg: Any

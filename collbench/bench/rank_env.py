@@ -60,8 +60,8 @@ class RunEnv:
                     f"but this process has no "
                     f"{_LABELS[choice]} rank environment ({_HINTS[choice]})",
                 )
-            return _with_overrides(_prefer_mpi_rendezvous(present[choice], environ), environ)
-        if not present:
+            env = present[choice]
+        elif not present:
             raise SpecError(
                 "--launcher",
                 "none",
@@ -69,7 +69,7 @@ class RunEnv:
                 "rank (no RANK/WORLD_SIZE, SLURM_PROCID or OMPI_COMM_WORLD_RANK): "
                 "start it under torchrun, srun or mpirun, or use --launcher local",
             )
-        if len({(env.rank, env.world_size) for env in present.values()}) > 1:
+        elif len({(env.rank, env.world_size) for env in present.values()}) > 1:
             views = "; ".join(
                 f"{_LABELS[env.source]} says rank {env.rank} of {env.world_size} ({env.evidence})"
                 for env in present.values()
@@ -81,9 +81,9 @@ class RunEnv:
                 f"that started this process with --rank-env "
                 f"{'|'.join(present)}",
             )
-        return _with_overrides(
-            _prefer_mpi_rendezvous(next(iter(present.values())), environ), environ
-        )
+        else:
+            env = next(iter(present.values()))
+        return _rendezvous(env, environ)
 
 
 _HINTS = {
@@ -93,27 +93,18 @@ _HINTS = {
 }
 
 
-def _prefer_mpi_rendezvous(env: RunEnv, environ: Mapping[str, str]) -> RunEnv:
+def _rendezvous(env: RunEnv, environ: Mapping[str, str]) -> RunEnv:
     """Under `srun --mpi=pmix` (PMIX_RANK beside Slurm's variables), rank 0 picks a free port
-    and tells the others through MPI, which beats a port derived from the job id."""
-    if env.source == "slurm" and "PMIX_RANK" in environ and _has_mpi4py():
-        return replace(env, master_addr=None, master_port=None)
-    return env
-
-
-def _has_mpi4py() -> bool:
-    return importlib.util.find_spec("mpi4py") is not None
-
-
-def _with_overrides(env: RunEnv, environ: Mapping[str, str]) -> RunEnv:
-    """MASTER_ADDR / MASTER_PORT set by hand win over what a scheduler's variables imply."""
-    how = {
-        "torch": "MASTER_ADDR/MASTER_PORT from the launcher",
-        "slurm": "the step's first node, a port from the job and step ids",
-        "mpi": "broadcast by rank 0 through MPI",
-    }[env.source]
-    if env.master_addr is None:
-        how = "broadcast by rank 0 through MPI"
+    and tells the others through MPI, which beats a port derived from the job id; MASTER_ADDR /
+    MASTER_PORT set by hand win over what a scheduler's variables imply."""
+    if env.source == "slurm" and "PMIX_RANK" in environ and importlib.util.find_spec("mpi4py"):
+        env = replace(env, master_addr=None, master_port=None)
+    how = "broadcast by rank 0 through MPI"  # an MPI rank's, and a Slurm step's without nodes
+    if env.master_addr is not None:
+        how = {
+            "torch": "MASTER_ADDR/MASTER_PORT from the launcher",
+            "slurm": "the step's first node, a port from the job and step ids",
+        }[env.source]
     if env.source != "torch" and (environ.get("MASTER_ADDR") or environ.get("MASTER_PORT")):
         how = "MASTER_ADDR/MASTER_PORT set by hand"
     addr = environ.get("MASTER_ADDR") or env.master_addr

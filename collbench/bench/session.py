@@ -79,15 +79,14 @@ class Session:
         probe, probe_problem = self._probe(runner)
         self._agree(self._local_problems() or probe_problem)
         hosts = sorted({identity["host"] for identity in identities})
-        env_knobs = knob_env()
         steps = spec.steps()
         kept, total_wrong = self._kept(steps)
         if kept:
             log.write(f"attempt {attempt()}: {kept} of {len(steps)} steps kept, resuming")
-        writer = self._start(identities, hosts, env_knobs, kept=kept)
-        builder = self._row_builder(env_knobs, hosts)
+        writer = self._start(identities, hosts, kept=kept)
+        builder = self._row_builder(hosts)
         for index, step in enumerate(steps[kept:], start=kept):
-            status.step(index, _describe(step) + _repeat_of(step, spec.repeats))
+            status.step(index, _describe(step) + repeat_of(step.repeat, spec.repeats))
             started = time.perf_counter()
             if step.kind == "overlap":
                 result = probe.measure(step)
@@ -103,7 +102,7 @@ class Session:
                 )
             total_wrong += result.n_wrong or 0
             log.write(
-                f"step {index + 1}/{len(steps)}{_repeat_of(step, spec.repeats)} "
+                f"step {index + 1}/{len(steps)}{repeat_of(step.repeat, spec.repeats)} "
                 f"{_describe(step)}: {time.perf_counter() - started:.3f} s "
                 "(warm-up, timed iterations, check)"
             )
@@ -113,24 +112,13 @@ class Session:
                 if self.sink is not None:
                     self.sink.row(row)
         if writer is not None:
-            with WRITE_LOCK:
-                writer.close()
-                if not os.environ.get(PARQUET_BY_LAUNCHER_VAR):
-                    write_parquet(self.job.run_dir)
-                update_meta(
-                    self.job.run_dir,
-                    state="completed",
-                    finished_utc=utc_now(),
-                    rows=len(spec.steps()),
-                    n_wrong_total=total_wrong,
-                )
+            self._complete(writer, len(steps), total_wrong)
         return total_wrong
 
     def _start(
         self,
         identities: list[dict[str, Any]],
         hosts: list[str],
-        env_knobs: dict[str, str],
         extra: dict[str, Any] | None = None,
         kept: int = 0,
     ) -> ResultWriter | None:
@@ -139,7 +127,7 @@ class Session:
         if self.env.rank != 0:
             return None
         writer = ResultWriter(self.job.run_dir)
-        meta = self._meta(identities, hosts, env_knobs)
+        meta = self._meta(identities, hosts)
         if extra:
             meta = replace(meta, extra={**meta.extra, **extra})
         if attempt():
@@ -148,6 +136,21 @@ class Session:
         if self.sink is not None:
             self.sink.start(meta)
         return writer
+
+    def _complete(self, writer: ResultWriter, rows: int, total_wrong: int, **fields: Any) -> None:
+        """Rank 0 closes rows.jsonl and marks the run completed (`fields`: more meta.json keys)."""
+        with WRITE_LOCK:
+            writer.close()
+            if not os.environ.get(PARQUET_BY_LAUNCHER_VAR):
+                write_parquet(self.job.run_dir)
+            update_meta(
+                self.job.run_dir,
+                state="completed",
+                finished_utc=utc_now(),
+                rows=rows,
+                n_wrong_total=total_wrong,
+                **fields,
+            )
 
     def _kept(self, steps: list[Any]) -> tuple[int, int]:
         """(steps an earlier attempt of this requeued job measured, their #wrong), on every
@@ -165,7 +168,7 @@ class Session:
             raise SpecError.from_message(found)
         return found
 
-    def _row_builder(self, env_knobs: dict[str, str], hosts: list[str]) -> RowBuilder:
+    def _row_builder(self, hosts: list[str]) -> RowBuilder:
         """What builds every row, its knobs the environment's and collbench's own settings."""
         spec, world_size = self.job.spec, self.env.world_size
         settings = {
@@ -175,7 +178,7 @@ class Session:
             "launcher": self.job.launcher,
             **({"collbench_env": own} if (own := own_env()) else {}),
         }
-        knobs = {"env": env_knobs, "settings": settings}
+        knobs = {"env": knob_env(), "settings": settings}
         return RowBuilder(
             self.job.run_id, spec, world_size, len(hosts), knobs, topology=spec.topology
         )
@@ -227,9 +230,7 @@ class Session:
         self.dist.all_gather_object(gathered, value)
         return gathered
 
-    def _meta(
-        self, identities: list[dict[str, Any]], hosts: list[str], knobs: dict[str, str]
-    ) -> RunMeta:
+    def _meta(self, identities: list[dict[str, Any]], hosts: list[str]) -> RunMeta:
         from collbench.bench.provenance import git_sha, nccl_conf_files, versions
 
         spec, env = self.job.spec, self.env
@@ -249,7 +250,7 @@ class Session:
             timing_method=self.timer.method,
             versions=versions(self.torch, spec.backend),
             git_sha=git_sha(),
-            knobs=knobs,
+            knobs=knob_env(),
             nccl_conf_files=nccl_conf_files(os.environ, os.environ.get("HOME")),
             spec=spec.to_dict(),
             topology=spec.topology,
@@ -279,6 +280,6 @@ def _describe(step: Any) -> str:
     return text
 
 
-def _repeat_of(step: Any, repeats: int) -> str:
+def repeat_of(repeat: int, repeats: int) -> str:
     """' (repeat 2/3)' in a rank log's step line when the run repeats, else ''."""
-    return f" (repeat {step.repeat + 1}/{repeats})" if repeats > 1 else ""
+    return f" (repeat {repeat + 1}/{repeats})" if repeats > 1 else ""

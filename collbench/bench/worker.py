@@ -26,7 +26,6 @@ from collbench.core.errors import (
     EXIT_USAGE,
     EXIT_WRONG_DATA,
     CollbenchError,
-    SpecError,
 )
 from collbench.core.knobs import apply_knobs
 from collbench.core.watchdog import process_group_timeout_s
@@ -90,9 +89,7 @@ def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
         status.done()
         clean = True
         return RankOutcome(EXIT_WRONG_DATA if total_wrong else EXIT_OK)
-    except SpecError as error:
-        return _failed(job, env, status, EXIT_USAGE, str(error))
-    except CollbenchError as error:  # a one-line error of its own (the ranks' agreement)
+    except CollbenchError as error:  # a one-line error of its own (a SpecError: exit 2)
         return _failed(job, env, status, error.exit_code, str(error))
     except KeyboardInterrupt:
         return _failed(job, env, status, EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
@@ -122,7 +119,7 @@ def _finish(job: Job, state: str, message: str, last: bool = False) -> None:
     The main thread (a failure) and the heartbeat thread (an orphan) may both get here; the
     lock keeps one write whole. `last`: the process ends right after, so the lock is kept
     (the other thread must not start a write that the exit would cut in half)."""
-    _FINISH_LOCK.acquire()
+    WRITE_LOCK.acquire()  # also held while rank 0 appends a row (bench/session.py)
     try:
         meta = read_meta(job.run_dir)
         if (Path(job.run_dir) / META_FILE).exists() and not (meta and meta.state == "completed"):
@@ -132,10 +129,7 @@ def _finish(job: Job, state: str, message: str, last: bool = False) -> None:
         pass
     finally:
         if not last:
-            _FINISH_LOCK.release()
-
-
-_FINISH_LOCK = WRITE_LOCK  # also held while rank 0 appends a row (bench/session.py)
+            WRITE_LOCK.release()
 
 
 def _describe_error(error: Exception, job: Job, env: RunEnv) -> str:
@@ -143,7 +137,8 @@ def _describe_error(error: Exception, job: Job, env: RunEnv) -> str:
     if is_disk_full(error):
         where = getattr(error, "filename", None) or job.run_dir
         return f"disk full: no space left on the device writing {where}"
-    text = f"{type(error).__name__}: {_first_line(error)}"
+    first = str(error).strip()
+    text = f"{type(error).__name__}: {first.splitlines()[0] if first else repr(error)}"
     if "EADDRINUSE" in text or "address already in use" in text.lower():
         return (
             f"the rendezvous port {env.master_port} on {env.master_addr} is already in use "
@@ -166,11 +161,6 @@ def _log_traceback(job: Job, env: RunEnv, watched: bool) -> None:
         log_dir.mkdir(exist_ok=True)
         with open(log_dir / f"rank-{env.rank:05d}.log", "a", encoding="utf-8") as log:
             log.write(text)
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else repr(error)
 
 
 def main(argv: list[str] | None = None) -> None:
