@@ -41,10 +41,6 @@ class Pattern:
         """Ranks contributing to each element when not all of them can (the rest send 0)."""
         return max(1, self.dtype.exact_limit // (_SPARSE_POS_MOD + 1))
 
-    def exact(self) -> bool:
-        """Whether results are exact (avg divides, so it is compared with a tolerance)."""
-        return self.op != "avg"
-
     def _min_max_modulus(self) -> int:
         return max(1, min(self.world_size, self.dtype.exact_limit - _MIN_MAX_SPREAD))
 
@@ -135,7 +131,7 @@ def count_wrong(torch, recv, blocks: list[Block], pattern: Pattern) -> int:
 
 
 def _mismatches(torch, got, expected, pattern: Pattern) -> int:
-    if pattern.exact():
+    if pattern.op != "avg":  # every other result is exact
         # Casting the exact result to the dtype is what a correct collective produces
         # (rounding is monotone, so min/max commute with it; integers wrap alike).
         return int((got != expected.to(got.dtype)).sum().item())

@@ -38,10 +38,12 @@ TEST_LATE_RANK_VAR = "COLLBENCH_TEST_DOCTOR_LATE_RANK"
 
 
 def arrival_waits(
-    run: Callable[[], None], synchronize: Callable[[], None], iters: int, delay_s: float = 0.0
+    run: Callable[[], None], synchronize: Callable[[], None], iters: int, rank: int
 ) -> list[float]:
     """Each of `iters` blocking collectives' host wait: synchronize, stamp, run, synchronize,
-    stamp. `delay_s`: the test hook's delay."""
+    stamp (`rank` reaches each late by TEST_LATE_RANK_VAR's "RANK:SECONDS" when it is named)."""
+    late_rank, _, seconds = os.environ.get(TEST_LATE_RANK_VAR, "").partition(":")
+    delay_s = float(seconds) if late_rank.strip() == str(rank) and seconds else 0.0
     waits = []
     for _ in range(iters):
         synchronize()
@@ -52,12 +54,6 @@ def arrival_waits(
         synchronize()
         waits.append(time.perf_counter() - started)
     return waits
-
-
-def late_s(rank: int) -> float:
-    """The test hook's delay for this rank (TEST_LATE_RANK_VAR "RANK:SECONDS"), else 0."""
-    late_rank, _, seconds = os.environ.get(TEST_LATE_RANK_VAR, "").partition(":")
-    return float(seconds) if late_rank.strip() == str(rank) and seconds else 0.0
 
 
 SPLIT_GROUP, NEW_GROUP = "split_group", "new_group"
@@ -371,7 +367,7 @@ class DoctorSession(Session):
         # not the message's, and the stage's bandwidth is not paid twice.
         ping_tensor = torch.zeros(1, dtype=self._dtype(), device=self.device)
         ping = partial(dist.all_reduce, ping_tensor, group=pg)
-        waits_s = arrival_waits(ping, self.timer.synchronize, spec.iters, late_s(self.env.rank))
+        waits_s = arrival_waits(ping, self.timer.synchronize, spec.iters, self.env.rank)
         wrong = 0
         if spec.check:
             # ones from a window of at most the dtype's exact count of members per element

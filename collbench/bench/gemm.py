@@ -76,7 +76,6 @@ class GemmBench:
             self.timing = "perf_counter"
         self.accelerator = device_name(torch, self.device)
         self.clocks, self.no_clocks_why = clock_reader(torch, self.device)
-        self.operands: RotatingOperands | None = None
 
     def free_bytes(self) -> int | None:
         """Memory free for operands on the device (host: MemAvailable, bench.capacity)."""
@@ -113,10 +112,9 @@ class GemmBench:
     ) -> GemmTiming:
         """Warm up (`warmup` matmuls and `warmup_s` seconds), then time the batch."""
         self.kernel.set_shape((1, 1, 1))  # the sizing operands go before the sets come
-        self.operands = None
         set_bytes = operand_set_bytes(shape, batch, self.kernel.dtype.itemsize)
         sets = rotation_sets(set_bytes, self.cache_bytes(), self.max_sets)
-        operands = self.operands = RotatingOperands(self.torch, self.device, self.kernel.dtype)
+        operands = RotatingOperands(self.torch, self.device, self.kernel.dtype)
         operands.allocate(shape, batch, sets)
         warmed_s = self._warm_up(operands, warmup, warmup_s)
         before = read_clocks(self.clocks, self.no_clocks_why)

@@ -51,21 +51,15 @@ class CpuProbeClock:
         self, launch: Launch, kernel: MatmulKernel, reps: int, iters: int, align: Callable[[], None]
     ) -> dict[str, list[float]]:
         series = empty_series()
-        clock = time.perf_counter
         for _ in range(iters):
             align()
-            start = clock()
-            wait_all(launch())
-            series["comm"].append(clock() - start)
+            series["comm"].append(self.time(lambda: wait_all(launch())))
             align()
-            start = clock()
-            kernel.run(reps)
-            series["comp"].append(clock() - start)
+            series["comp"].append(self.time(lambda: kernel.run(reps)))
             align()
-            both, comp_during, comm_during = self._together(launch, kernel, reps)
-            series["both"].append(both)
-            series["comp_during"].append(comp_during)
-            series["comm_during"].append(comm_during)
+            together = self._together(launch, kernel, reps)
+            for name, value in zip(("both", "comp_during", "comm_during"), together, strict=True):
+                series[name].append(value)
         return series
 
     def _together(

@@ -136,16 +136,10 @@ class OverlapProbe:
             side = square_ladder(self.runner.device.type)[0]  # the largest square
             self.kernel.set_shape(overlap.matmul_shape or (side, side, side))
             return max(1, round(overlap.compute_tflop * 1e12 / self.kernel.flop_per_matmul))
-        target_s = ratio * t_comm_s
-        if overlap.matmul_shape is not None:
-            shape = overlap.matmul_shape
-        else:
-            # The largest square whose single matmul fits the smallest target of this size,
-            # so every ratio of a size uses the same kernel and only repeats it more.
-            smallest = min(overlap.ratios) * t_comm_s
-            shape = self._square_fitting(smallest)
-        per_matmul = self._calibrated(shape)
-        return max(1, round(target_s / per_matmul))
+        # Without --matmul-shape: the largest square whose single matmul fits the smallest
+        # target of this size, so every ratio of a size uses the same kernel, repeated more.
+        shape = overlap.matmul_shape or self._square_fitting(min(overlap.ratios) * t_comm_s)
+        return max(1, round(ratio * t_comm_s / self._calibrated(shape)))
 
     def _rescaled(self, reps: int, ratio: float, comm_s: list[float], comp_s: list[float]) -> int:
         """Correct the repetitions with the warm-up rounds' own times (medians, averaged
@@ -163,10 +157,9 @@ class OverlapProbe:
 
     def _square_fitting(self, target_s: float) -> tuple[int, int, int]:
         ladder = square_ladder(self.runner.device.type)
-        for size in ladder:
-            if self._calibrated((size, size, size)) <= target_s:
-                return size, size, size
-        return ladder[-1], ladder[-1], ladder[-1]
+        fitting = (side for side in ladder if self._calibrated((side, side, side)) <= target_s)
+        side = next(fitting, ladder[-1])
+        return side, side, side
 
     def _calibrated(self, shape: tuple[int, int, int]) -> float:
         """Seconds per matmul of this shape: the slowest rank's, so all ranks agree."""
