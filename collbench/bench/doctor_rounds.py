@@ -168,14 +168,13 @@ class DoctorSession(Session):
         self.skipped = _skipped(self.layout, env.world_size, spec.doctor.bisect)
         self.total_wrong = 0
         self.level_results = []
-        hosts = sorted(self.layout.hosts)
         self.groups = StageGroups(self.dist, env.rank)
         self.runner = Runner(spec, self.device, self.timer)  # its barrier and gather
         self.doctor_meta = self._nodes(identities)
         if attempt() and env.rank == 0 and (kept := set_aside(Path(self.job.run_dir))):
             log.write(f"attempt {attempt()}: the rounds start again; earlier rows in {kept.name}")
-        self.writer = self._start(identities, hosts, extra={"doctor": self.doctor_meta})
-        self.builder = self._row_builder(hosts)
+        self.writer = self._start(identities, extra={"doctor": self.doctor_meta})
+        self.builder = self._row_builder(identities)
         repeats = spec.doctor.repeats
         fixed = list(self._rounds())  # planned once; groups are made as each round runs
         for repeat in range(repeats):

@@ -78,13 +78,12 @@ class Session:
         runner = Runner(spec, self.device, self.timer)
         probe, probe_problem = self._probe(runner)
         self._agree(self._local_problems() or probe_problem)
-        hosts = sorted({identity["host"] for identity in identities})
         steps = spec.steps()
         kept, total_wrong = self._kept(steps)
         if kept:
             log.write(f"attempt {attempt()}: {kept} of {len(steps)} steps kept, resuming")
-        writer = self._start(identities, hosts, kept=kept)
-        builder = self._row_builder(hosts)
+        writer = self._start(identities, kept=kept)
+        builder = self._row_builder(identities)
         for index, step in enumerate(steps[kept:], start=kept):
             status.step(index, _describe(step) + repeat_of(step.repeat, spec.repeats))
             started = time.perf_counter()
@@ -118,7 +117,6 @@ class Session:
     def _start(
         self,
         identities: list[dict[str, Any]],
-        hosts: list[str],
         extra: dict[str, Any] | None = None,
         kept: int = 0,
     ) -> ResultWriter | None:
@@ -127,7 +125,7 @@ class Session:
         if self.env.rank != 0:
             return None
         writer = ResultWriter(self.job.run_dir)
-        meta = self._meta(identities, hosts)
+        meta = self._meta(identities)
         if extra:
             meta = replace(meta, extra={**meta.extra, **extra})
         if attempt():
@@ -168,7 +166,7 @@ class Session:
             raise SpecError.from_message(found)
         return found
 
-    def _row_builder(self, hosts: list[str]) -> RowBuilder:
+    def _row_builder(self, identities: list[dict[str, Any]]) -> RowBuilder:
         """What builds every row, its knobs the environment's and collbench's own settings."""
         spec, world_size = self.job.spec, self.env.world_size
         settings = {
@@ -179,9 +177,8 @@ class Session:
             **({"collbench_env": own} if (own := own_env()) else {}),
         }
         knobs = {"env": knob_env(), "settings": settings}
-        return RowBuilder(
-            self.job.run_id, spec, world_size, len(hosts), knobs, topology=spec.topology
-        )
+        nodes = len({identity["host"] for identity in identities})
+        return RowBuilder(self.job.run_id, spec, world_size, nodes, knobs, topology=spec.topology)
 
     def _probe(self, runner: Any) -> tuple[Any, str | None]:
         """The overlap probe (None without --overlap), or why it cannot run on this rank."""
@@ -230,10 +227,11 @@ class Session:
         self.dist.all_gather_object(gathered, value)
         return gathered
 
-    def _meta(self, identities: list[dict[str, Any]], hosts: list[str]) -> RunMeta:
+    def _meta(self, identities: list[dict[str, Any]]) -> RunMeta:
         from collbench.bench.provenance import git_sha, nccl_conf_files, versions
 
         spec, env = self.job.spec, self.env
+        hosts = sorted({identity["host"] for identity in identities})
         return RunMeta(
             run_id=self.job.run_id,
             state="running",

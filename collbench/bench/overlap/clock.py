@@ -101,8 +101,7 @@ class StreamHold:
 
     Whether it was long enough is known right after the enqueue: if the start event has
     already completed (`Event.query()`), the GPU caught up with the host inside the span.
-    Then the hold doubles for the next span (up to HOLD_MAX_S); `short` counts such spans,
-    so the warm-up rounds size it and a timed round that still caught up is on record."""
+    Then the hold doubles for the next span (up to HOLD_MAX_S), so the warm-up rounds size it."""
 
     HOLD_START_S = 200e-6
     HOLD_MAX_S = 0.1
@@ -112,7 +111,6 @@ class StreamHold:
     def __init__(self, cuda: Any, device: Any) -> None:
         self._cuda, self._device = cuda, device
         self.seconds = self.HOLD_START_S
-        self.short = 0
         self._cycles_per_s: float | None = None
 
     def hold(self, stream: Any) -> None:
@@ -124,7 +122,6 @@ class StreamHold:
     def enqueued(self, start: Any) -> None:
         """The host has enqueued the span that `start` opens: was the spin still running?"""
         if start.query():
-            self.short += 1
             self.seconds = min(self.HOLD_MAX_S, 2 * self.seconds)
 
     def cycles_per_second(self) -> float:
@@ -149,7 +146,6 @@ class CudaProbeClock:
     method = "cuda_events_two_streams_held"
 
     def __init__(self, torch: Any, device: Any) -> None:
-        self._torch = torch
         self._cuda = torch.cuda
         self._comm_stream = torch.cuda.Stream(device=device)
         self._device = device
