@@ -242,7 +242,15 @@ class DoctorSession(Session):
         if world >= 2 and "full" not in self.skipped:
             everyone = PlannedGroup("all", layout.hosts, tuple(range(world)), ALL_REDUCE)
             yield Round("full", 0, (everyone,), "doctor full all-reduce")
-        yield from self._intra()
+        if world == 1:  # one rank: its all-reduce is a local copy, still timed (GPU path)
+            alone = PlannedGroup(f"node {layout.hosts[0]}", layout.hosts, (0,), ALL_REDUCE)
+            yield Round("intra", 0, (alone,), "doctor intra-node all-reduce (one rank)")
+        elif "intra" not in self.skipped:
+            groups = [
+                self._all_reduce_group(f"node {host}", layout.ranks_per_host[host])
+                for host in layout.hosts
+            ]
+            yield Round("intra", 0, tuple(g for g in groups if g), "doctor intra-node all-reduce")
         if "rail" not in self.skipped:
             rails = [
                 self._all_reduce_group(f"rail {index}", layout.rail(index))
@@ -255,20 +263,6 @@ class DoctorSession(Session):
                 for index, pairs in enumerate(rounds):
                     text = f"doctor {stage} round {index + 1}/{len(rounds)}"
                     yield Round(stage, index, self._pair_groups(pairs), text)
-
-    def _intra(self) -> Iterator[Round]:
-        layout, world = self.layout, self.env.world_size
-        if world == 1:  # one rank: its all-reduce is a local copy, still timed (GPU path)
-            alone = PlannedGroup(f"node {layout.hosts[0]}", layout.hosts, (0,), ALL_REDUCE)
-            yield Round("intra", 0, (alone,), "doctor intra-node all-reduce (one rank)")
-            return
-        if "intra" in self.skipped:
-            return
-        groups = [
-            self._all_reduce_group(f"node {host}", layout.ranks_per_host[host])
-            for host in layout.hosts
-        ]
-        yield Round("intra", 0, tuple(g for g in groups if g), "doctor intra-node all-reduce")
 
     def _all_reduce_group(self, label: str, ranks: tuple[int, ...]) -> PlannedGroup | None:
         """A group of these ranks (its process group is made when its round runs)."""

@@ -66,11 +66,7 @@ def git_sha() -> str | None:
 def device_name(torch: Any, device: Any) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return cpu_model()
-
-
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError):  # the CPU's model
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
