@@ -155,7 +155,7 @@ def avg_relative_bound(dtype: DType, world_size: int) -> float:
     the additions (Higham, recursive summation of non-negative terms). A sum, then one
     division (gloo) stays inside it. The bound grows with n: at bfloat16 it is ~3.3 eps at 6
     ranks, ~6.4 at 12, ~12.8 at 24, so a fixed 4 eps would fail correct results."""
-    bits = _significand_bits(dtype)
+    bits = dtype.exact_limit.bit_length() - 1  # the significand's: exact_limit is 2**bits
     unit = 2.0**-bits
     n = max(1, world_size)
     scale = Fraction(1 / n)  # the double 1.0/n: float64's scale; narrower types go via float
@@ -166,11 +166,6 @@ def avg_relative_bound(dtype: DType, world_size: int) -> float:
 
 
 _FLOAT_BITS = 24
-
-
-def _significand_bits(dtype: DType) -> int:
-    """Bits of a float type's significand: its exact-integer limit is 2**bits."""
-    return dtype.exact_limit.bit_length() - 1
 
 
 def _round_to_bits(value: Fraction, bits: int) -> Fraction:

@@ -70,9 +70,7 @@ def clock_reader(torch: Any, device: Any) -> tuple[ClockReader | None, str]:
         return None, "CPU: no accelerator clocks to read"
     props = torch.cuda.get_device_properties(device)
     try:
-        if getattr(torch.version, "hip", None):
-            return _amdsmi(props)
-        return _nvml(props)
+        return (_amdsmi(props) if getattr(torch.version, "hip", None) else _nvml(props)), ""
     except ImportError:
         return None, NO_READER
     except Exception as error:  # a driver or library without this call: say so, measure on
@@ -89,7 +87,7 @@ def read_clocks(reader: ClockReader | None, why: str) -> dict[str, Any]:
         return {"source": reader.source, "why": f"{type(error).__name__}: {error}"}
 
 
-def _nvml(props: Any) -> tuple[ClockReader, str]:
+def _nvml(props: Any) -> ClockReader:
     import pynvml
 
     pynvml.nvmlInit()
@@ -102,12 +100,12 @@ def _nvml(props: Any) -> tuple[ClockReader, str]:
     else:
         bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
         handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
-    return nvml_reader(pynvml, handle), ""
+    return nvml_reader(pynvml, handle)
 
 
-def _amdsmi(props: Any) -> tuple[ClockReader, str]:
+def _amdsmi(props: Any) -> ClockReader:
     import amdsmi
 
     amdsmi.amdsmi_init()
     bus = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-    return amdsmi_reader(amdsmi, amdsmi.amdsmi_get_processor_handle_from_bdf(bus)), ""
+    return amdsmi_reader(amdsmi, amdsmi.amdsmi_get_processor_handle_from_bdf(bus))

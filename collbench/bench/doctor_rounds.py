@@ -322,19 +322,18 @@ class DoctorSession(Session):
         self, planned: Round, repeat: int, pg: Any
     ) -> list[tuple[PlannedGroup, Measured]]:
         """Run a round's groups at once; every rank gets every group's figures back:
-        [group index, batch s, wrong, iters samples s, iters arrival waits s]."""
+        [batch s, wrong, iters samples s, iters arrival waits s]."""
         rank, iters = self.env.rank, self.job.spec.iters
-        mine = next((i for i, g in enumerate(planned.groups) if rank in g.ranks), None)
+        mine = next((group for group in planned.groups if rank in group.ranks), None)
         self.runner.barrier()
-        figures = [-1.0, 0.0, 0.0] + [0.0] * (2 * iters)
+        figures = [0.0] * (2 + 2 * iters)  # a rank in no group of the round
         if mine is not None:
-            group = planned.groups[mine]
-            if group.collective == ALL_REDUCE:
-                batch_s, samples_s, wrong, waits_s = self._measure_all_reduce(group, pg)
+            if mine.collective == ALL_REDUCE:
+                batch_s, samples_s, wrong, waits_s = self._measure_all_reduce(mine, pg)
             else:  # a pair's arrival waits are its samples
-                batch_s, samples_s, wrong = self._measure_pair(group)
+                batch_s, samples_s, wrong = self._measure_pair(mine)
                 waits_s = samples_s
-            figures = [float(mine), batch_s, float(wrong), *samples_s, *waits_s]
+            figures = [batch_s, float(wrong), *samples_s, *waits_s]
         table = self.runner.gather(figures)
         results = []
         for group in planned.groups:
@@ -406,13 +405,13 @@ class DoctorSession(Session):
         shortest wait: the others waited for it) and each rank's own time (all-reduce: its
         median arrival wait; send/recv: its batch)."""
         iters = self.job.spec.iters
-        samples, waits = members[:, 3 : 3 + iters], members[:, 3 + iters :]
-        stats = combine_ranks(members[:, 1], samples, self.job.spec.rank_stat)
-        wrong = int(members[:, 2].sum()) if self.job.spec.check else None
+        samples, waits = members[:, 2 : 2 + iters], members[:, 2 + iters :]
+        stats = combine_ranks(members[:, 0], samples, self.job.spec.rank_stat)
+        wrong = int(members[:, 1].sum()) if self.job.spec.check else None
         last = [0] * len(group.ranks)
         for column in range(waits.shape[1]):
             last[int(waits[:, column].argmin())] += 1
-        own = members[:, 1] if group.collective == SENDRECV else waits
+        own = members[:, 0] if group.collective == SENDRECV else waits
         rank_time_s = [float(median(list(row)) or 0.0) for row in own.reshape(len(own), -1)]
         geometry = self._geometry(group.collective, len(group.ranks))
         return Measured(geometry, stats, wrong), last, rank_time_s

@@ -114,8 +114,7 @@ class GemmBench:
         self.kernel.set_shape((1, 1, 1))  # the sizing operands go before the sets come
         set_bytes = operand_set_bytes(shape, batch, self.kernel.dtype.itemsize)
         sets = rotation_sets(set_bytes, self.cache_bytes(), self.max_sets)
-        operands = RotatingOperands(self.torch, self.device, self.kernel.dtype)
-        operands.allocate(shape, batch, sets)
+        operands = RotatingOperands(self.torch, self.device, self.kernel.dtype, shape, batch, sets)
         warmed_s = self._warm_up(operands, warmup, warmup_s)
         before = read_clocks(self.clocks, self.no_clocks_why)
         sizes = chunk_sizes(iters, BATCH_CHUNKS)
@@ -170,23 +169,22 @@ class RotatingOperands:
     """`sets` sets of random operands (A, B and an output each) of one shape; each matmul
     takes the next set, so a small shape reads operands that are not still in cache."""
 
-    def __init__(self, torch: Any, device: Any, dtype: Any) -> None:
-        self.torch, self.device, self.dtype = torch, device, dtype
-        self.batch = 1
-        self._sets: list[tuple[Any, Any, Any]] = []
-        self._next = 0
-
-    @property
-    def sets(self) -> int:
-        return len(self._sets)
-
-    def allocate(self, shape: tuple[int, int, int], batch: int, sets: int) -> None:
-        torch, (m, n, k) = self.torch, shape
+    def __init__(
+        self,
+        torch: Any,
+        device: Any,
+        dtype: Any,
+        shape: tuple[int, int, int],
+        batch: int,
+        sets: int,
+    ) -> None:
+        self.torch, self.batch, self.sets, self._next = torch, batch, sets, 0
+        m, n, k = shape
         lead = (batch,) if batch > 1 else ()
         # drawn on the device: an 8192 x 8192 draw on the host takes seconds
-        generator = torch.Generator(device=self.device).manual_seed(1234)
+        generator = torch.Generator(device=device).manual_seed(1234)
 
-        kind = {"dtype": self.dtype, "device": self.device}
+        kind = {"dtype": dtype, "device": device}
 
         def draw(*size: int) -> Any:
             return torch.randn(*size, generator=generator, **kind)
@@ -195,7 +193,6 @@ class RotatingOperands:
             (draw(*lead, m, k), draw(*lead, k, n), torch.empty(*lead, m, n, **kind))
             for _ in range(sets)
         ]
-        self.batch, self._next = batch, 0
 
     def run(self, reps: int) -> None:
         """Enqueue `reps` matmuls (CPU: run them), each on the next set."""
@@ -203,7 +200,7 @@ class RotatingOperands:
         for _ in range(reps):
             a, b, out = self._sets[self._next]
             mm(a, b, out=out)
-            self._next = (self._next + 1) % len(self._sets)
+            self._next = (self._next + 1) % self.sets
 
 
 def operand_set_bytes(shape: tuple[int, int, int], batch: int, element_bytes: int) -> int:

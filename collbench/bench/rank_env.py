@@ -163,9 +163,8 @@ def read_torch(environ: Mapping[str, str]) -> RunEnv | None:
 
 def read_slurm(environ: Mapping[str, str]) -> RunEnv | None:
     """An srun step's task variables. A batch script is not a step: it runs once, not per task."""
-    if "SLURM_PROCID" not in environ or "SLURM_STEP_ID" not in environ:
-        return None
-    if environ.get("SLURM_STEP_ID") in NOT_A_STEP:
+    # without a step id, a process is no more a task of a step than the batch script is
+    if "SLURM_PROCID" not in environ or environ.get("SLURM_STEP_ID", "batch") in NOT_A_STEP:
         return None
     nodes_var = (
         "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"
