@@ -330,9 +330,8 @@ class DoctorSession(Session):
         if mine is not None:
             if mine.collective == ALL_REDUCE:
                 batch_s, samples_s, wrong, waits_s = self._measure_all_reduce(mine, pg)
-            else:  # a pair's arrival waits are its samples
-                batch_s, samples_s, wrong = self._measure_pair(mine)
-                waits_s = samples_s
+            else:
+                batch_s, samples_s, wrong, waits_s = self._measure_pair(mine)
             figures = [batch_s, float(wrong), *samples_s, *waits_s]
         table = self.runner.gather(figures)
         results = []
@@ -372,7 +371,7 @@ class DoctorSession(Session):
             wrong = int((tensor != expected).sum().item())
         return batch_s, samples_s, wrong, waits_s
 
-    def _measure_pair(self, group: PlannedGroup) -> tuple[float, list[float], int]:
+    def _measure_pair(self, group: PlannedGroup) -> tuple[float, list[float], int, list[float]]:
         torch, dist, spec, rank = self.torch, self.dist, self.job.spec, self.env.rank
         peer = next(b if a == rank else a for a, b in group.pairs if rank in (a, b))
         geometry = self._geometry(SENDRECV, 2)
@@ -392,7 +391,7 @@ class DoctorSession(Session):
             run()
             self.timer.synchronize()
             wrong = int((recv != _mark(peer)).sum().item())
-        return batch_s, samples_s, wrong
+        return batch_s, samples_s, wrong, samples_s  # a pair's arrival waits are its samples
 
     def _timed(self, run: Any) -> tuple[float, list[float]]:
         for _ in range(self.job.spec.warmup):

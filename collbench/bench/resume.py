@@ -33,7 +33,10 @@ def kept_steps(run_dir: Path, steps: Sequence[Step]) -> tuple[int, int]:
     path = Path(run_dir) / ROWS_FILE
     if not path.exists():
         return 0, 0
-    _drop_partial_line(path)
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):  # cut after the last whole line
+        with open(path, "r+b") as handle:
+            handle.truncate(data.rfind(b"\n") + 1)
     rows = load_rows(run_dir, warn=False)
     for index, (row, step) in enumerate(zip(rows, steps, strict=False)):
         if (row.collective, row.placement, row.repeat_index) != (
@@ -59,14 +62,6 @@ def resumed_meta(run_dir: Path, meta: RunMeta, kept: int) -> RunMeta:
     return replace(
         meta, started_utc=earlier.started_utc, extra={**meta.extra, "attempts": attempts}
     )
-
-
-def _drop_partial_line(path: Path) -> None:
-    """Cut rows.jsonl after its last whole line (a write the requeue killed halfway)."""
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        with open(path, "r+b") as handle:
-            handle.truncate(data.rfind(b"\n") + 1)
 
 
 def set_aside(run_dir: Path) -> Path | None:

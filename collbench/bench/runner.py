@@ -87,21 +87,17 @@ class Runner:
         kind = DTYPES[dtype] if dtype else self.dtype
         op = op or self.spec.ops[0]
         geometry = coll.geometry(size_bytes, kind.elem_bytes, self.world_size, self.rank)
-        send, recv = self._buffers(geometry, placement, kind)
+        options = {"dtype": torch_dtype(kind), "device": self.device}
+        if placement == IN_PLACE:
+            shared = self.torch.zeros(max(geometry.send_elems, geometry.recv_elems), **options)
+            send = shared[geometry.inplace_send_offset :][: geometry.send_elems]
+            recv = shared[geometry.inplace_recv_offset :][: geometry.recv_elems]
+        else:
+            send = self.torch.zeros(geometry.send_elems, **options)
+            recv = self.torch.zeros(geometry.recv_elems, **options)
         reduce_op = getattr(self.dist.ReduceOp, _REDUCE_OPS[op]) if coll.reduces else None
         context = RankContext(self.dist, self.rank, self.world_size, reduce_op)
         return Bound(coll, geometry, send, recv, coll.bind(send, recv, context), kind, op)
-
-    def _buffers(self, geometry: Geometry, placement: str, kind: Any):
-        def zeros(count: int) -> Any:
-            return self.torch.zeros(count, dtype=torch_dtype(kind), device=self.device)
-
-        if placement == IN_PLACE:
-            shared = zeros(max(geometry.send_elems, geometry.recv_elems))
-            send = shared[geometry.inplace_send_offset :][: geometry.send_elems]
-            recv = shared[geometry.inplace_recv_offset :][: geometry.recv_elems]
-            return send, recv
-        return zeros(geometry.send_elems), zeros(geometry.recv_elems)
 
     def check(self, bound: Bound, operate: Callable[[], None]) -> int:
         """Fill the inputs with the check pattern, run `operate` (one complete operation on

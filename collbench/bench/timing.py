@@ -94,7 +94,6 @@ class CudaGraphTimer(CudaEventTimer):
     method = "cuda_graph"
 
     def time_batch(self, run: Callable[[], None], iters: int) -> tuple[float, list[float]]:
-        cuda = self._torch.cuda
         run()  # eagerly: NCCL sets up this size's connections outside the capture
         self.synchronize()
         batch_graph = self._capture(run, iters)
@@ -106,7 +105,7 @@ class CudaGraphTimer(CudaEventTimer):
         batch_s = self._record(batch_graph.replay, 1, every_call=False)[-1] / iters
         stamps = self._record(one_graph.replay, iters, every_call=True)
         del batch_graph, one_graph
-        cuda.synchronize()
+        self.synchronize()
         return batch_s, _batch_and_samples(stamps, iters)[1]
 
     def _capture(self, run: Callable[[], None], count: int) -> Any:
