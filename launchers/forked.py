@@ -19,6 +19,7 @@ from pathlib import Path
 from collbench.core.errors import EXIT_RUN_FAILED
 from collbench.launchers.base import RankCommand
 from collbench.launchers.supervise import signal_group
+from collbench.store.rank_status import pid_alive
 
 # Ranks start by spawning a fresh process each ("spawn"), or forked ("fork", CPU ranks only).
 RANK_START_VAR = "COLLBENCH_RANK_START"
@@ -110,7 +111,7 @@ class RankForker:
             return self.proc.returncode or EXIT_RUN_FAILED
         # The forker died before the rank: the rank ends itself (its parent is gone), and
         # only its absence can be seen from here.
-        return None if _exists(pid) else EXIT_RUN_FAILED
+        return None if pid_alive(pid) else EXIT_RUN_FAILED
 
     def wait(self, rank: int, deadline: float) -> int | None:
         while self.code(rank) is None and time.time() < deadline:
@@ -198,13 +199,3 @@ def preload_parquet_writer() -> None:
 def forks_ranks(backend: str) -> bool:
     """Fork this job's ranks (CPU ranks, unless RANK_START_VAR says spawn)?"""
     return backend == "gloo" and os.environ.get(RANK_START_VAR, "fork") != "spawn"
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

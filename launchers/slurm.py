@@ -35,6 +35,7 @@ from collbench.launchers.process import external_job
 from collbench.launchers.slurm_state import (
     SLURM_FILE,
     SlurmEnd,
+    ask_slurm,
     job_state,
     keep_end,
     read_slurm_record,
@@ -470,18 +471,13 @@ class SlurmJobHandle:
         hint = " (scancel?)" if self._state == "CANCELLED" else ""
         return EXIT_RUN_FAILED, f"{self.label} ended {self._state}{hint}"
 
-    @property
-    def ended_state(self) -> str | None:
-        """Slurm's final state of the job (None while it may still run)."""
-        return self._state if self._state in ENDED_STATES else None
-
     def end(self) -> SlurmEnd | None:
         """The job's end with Slurm's reason: the pending reason it was cancelled for when
         it could never start (None while it may still run)."""
-        if self.ended_state is None:
+        if self._state not in ENDED_STATES:
             return None
         reason = self._hopeless or ("" if self._reason in ("", "None") else self._reason)
-        return SlurmEnd(self.job_id, self.ended_state, reason, HOPELESS.get(reason, ""))
+        return SlurmEnd(self.job_id, self._state, reason, HOPELESS.get(reason, ""))
 
     @property
     def scheduler_end(self) -> str | None:
@@ -547,20 +543,12 @@ class SlurmJobHandle:
 
 # -- CPUs per task (docs/launchers.md#launchers-slurm-cpus-py) --
 
-SINFO_TIMEOUT_S = 30
-
 
 def node_cpus(partition: str | None) -> int | None:
     """The fewest CPUs of a node in `partition` (None: the default one) as sinfo lists
     them, or None when sinfo is missing or does not answer."""
     argv = ["sinfo", "-h", "-N", "-o", "%c"] + (["-p", partition] if partition else [])
-    try:
-        listing = subprocess.run(argv, capture_output=True, text=True, timeout=SINFO_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if listing.returncode != 0:
-        return None
-    return parse_node_cpus(listing.stdout)
+    return parse_node_cpus(ask_slurm(argv))
 
 
 def parse_node_cpus(text: str) -> int | None:

@@ -60,12 +60,12 @@ def _launcher_meta(run_dir: Path) -> bool:
 def job_state(job_id: str) -> tuple[str, str, str]:
     """(state, reason, exit code) from scontrol, else sacct; ("", "", "") if neither knows
     (a job forgotten, or a controller that does not answer: asked again at the next poll)."""
-    shown = _ask_slurm(["scontrol", "show", "job", "-o", job_id])
+    shown = ask_slurm(["scontrol", "show", "job", "-o", job_id])
     if "JobState=" in shown:
         fields = dict(re.findall(r"(\w+)=(\S*)", shown))
         return fields.get("JobState", ""), fields.get("Reason", ""), fields.get("ExitCode", "")
     if shutil.which("sacct"):
-        accounted = _ask_slurm(
+        accounted = ask_slurm(
             ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,Reason,ExitCode"]
         )
         first = accounted.strip().splitlines()[:1]
@@ -77,12 +77,12 @@ def job_state(job_id: str) -> tuple[str, str, str]:
 
 def job_nodes(job_id: str) -> str:
     """The nodes Slurm gave the job (scontrol's NodeList; "" when it does not say)."""
-    shown = _ask_slurm(["scontrol", "show", "job", "-o", job_id])
+    shown = ask_slurm(["scontrol", "show", "job", "-o", job_id])
     nodes = dict(re.findall(r"(\w+)=(\S*)", shown)).get("NodeList", "")
     return "" if nodes in ("", "(null)") else nodes
 
 
-def _ask_slurm(argv: list[str]) -> str:
+def ask_slurm(argv: list[str]) -> str:
     """A Slurm command's output; "" when it fails, is missing or does not answer in 30 s."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=30)

@@ -126,7 +126,13 @@ class SrunLauncher:
     options = STEP_SHAPE | ALLOCATION_ONLY
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
-        _refuse_allocation_options(options.extra)
+        for key in sorted(ALLOCATION_ONLY & set(options.extra)):  # the first one given
+            raise SpecError(
+                option_flag(key),
+                options.extra[key],
+                "shapes an allocation: give it to salloc or sbatch "
+                "(--launcher srun runs a step in the allocation it is in; --launcher slurm submits one)",
+            )
         check_job_values(spec, options)
         allocation = Allocation.detect()
         if allocation is None and not options.print_only:
@@ -182,16 +188,6 @@ def step_settings(
         cpus = step_cpus_per_task(os.environ, -(-ntasks // max(1, nodes)))
     job_id = allocation.job_id if allocation else None
     return SrunSettings(ntasks, nodes, per_node, gpus, cpus, job_id)
-
-
-def _refuse_allocation_options(extra: Mapping[str, Any]) -> None:
-    for key in sorted(ALLOCATION_ONLY & set(extra)):
-        raise SpecError(
-            option_flag(key),
-            extra[key],
-            "shapes an allocation: give it to salloc or sbatch "
-            "(--launcher srun runs a step in the allocation it is in; --launcher slurm submits one)",
-        )
 
 
 def _positive(environ: Mapping[str, str], name: str) -> int | None:

@@ -75,10 +75,6 @@ class TorchrunSettings:
                 "or --rdzv-endpoint HOST:PORT, the same on every node",
             )
 
-    @property
-    def world_size(self) -> int:
-        return self.nnodes * self.nproc_per_node
-
 
 class TorchrunLauncher:
     name = "torchrun"
@@ -94,10 +90,14 @@ class TorchrunLauncher:
             )
         check_job_values(spec, options)
         given = dict(options.extra)
-        given.setdefault("nproc_per_node", _default_ranks_per_node(spec))
+        if "nproc_per_node" not in given:  # one rank a GPU, else DEFAULT_CPU_RANKS
+            from collbench.bench.distributed import gpu_count
+
+            given["nproc_per_node"] = (spec.backend != "gloo" and gpu_count()) or DEFAULT_CPU_RANKS
         settings = TorchrunSettings(**given)
+        nproc = settings.nnodes * settings.nproc_per_node
         first = settings.node_rank == 0
-        return external_job(self, spec, options, command_line, settings.world_size, settings, first)
+        return external_job(self, spec, options, command_line, nproc, settings, first)
 
     def render(self, job: Job) -> LaunchPlan:
         settings = TorchrunSettings(**job.settings)
@@ -153,11 +153,3 @@ class TorchrunLauncher:
             sink.mode = "quiet"  # node 0 prints the table
         (command,) = self.render(job).commands
         return launch_process(job, command, "torchrun", f"torchrun-node-{node}.log", sink)
-
-
-def _default_ranks_per_node(spec: SweepSpec) -> int:
-    if spec.backend == "gloo":
-        return DEFAULT_CPU_RANKS
-    from collbench.bench.distributed import gpu_count
-
-    return gpu_count() or DEFAULT_CPU_RANKS
