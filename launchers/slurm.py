@@ -440,7 +440,7 @@ class SlurmJobHandle:
     def __init__(self, job_id: str) -> None:
         self.job_id = job_id
         self.label = f"Slurm job {job_id}"
-        self._state, self._reason, self._exit = "PENDING", "", ""
+        self._state, self._reason = "PENDING", ""
         self._started: float | None = None
         self._checked = 0.0
         self._announced = ""
@@ -501,7 +501,7 @@ class SlurmJobHandle:
         if now - self._checked < POLL_STATE_S or self._state in ENDED_STATES:
             return
         self._checked = now
-        state, reason, exit_code = job_state(self.job_id)
+        state, reason, _ = job_state(self.job_id)
         if state in ENDED_STATES and self._ending != state:
             self._ending = state  # a requeued job shows ended for a moment: ask again first
             return
@@ -509,7 +509,7 @@ class SlurmJobHandle:
         requeued = self._started is not None and self._state in ("COMPLETING", "RUNNING")
         requeued = requeued and state in ("PENDING", "REQUEUED", "RUNNING") and state != self._state
         if state:
-            self._state, self._reason, self._exit = state, reason, exit_code
+            self._state, self._reason = state, reason
         if self._state not in ("PENDING", "CONFIGURING") and self._started is None:
             self._started = now
         if requeued:
@@ -569,8 +569,11 @@ def cpus_per_task(cpus: int | None, tasks_per_node: int) -> int | None:
 
 def step_cpus_per_task(environ: Mapping[str, str], tasks_per_node: int) -> int | None:
     """Inside an allocation: its SLURM_CPUS_PER_TASK, else SLURM_CPUS_ON_NODE shared out."""
-    given = environ.get("SLURM_CPUS_PER_TASK", "")
-    if given.isdigit() and int(given) > 0:
-        return int(given)
-    on_node = environ.get("SLURM_CPUS_ON_NODE", "")
-    return cpus_per_task(int(on_node), tasks_per_node) if on_node.isdigit() else None
+    on_node = slurm_count(environ, "SLURM_CPUS_ON_NODE")
+    return slurm_count(environ, "SLURM_CPUS_PER_TASK") or cpus_per_task(on_node, tasks_per_node)
+
+
+def slurm_count(environ: Mapping[str, str], name: str) -> int | None:
+    """A count Slurm set; SLURM_GPUS_PER_NODE may name a type first ("h100:8")."""
+    raw = environ.get(name, "").rsplit(":", 1)[-1]
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None

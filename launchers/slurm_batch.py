@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 
 from collbench.core.errors import SpecError
-from collbench.core.safe_text import ENV_NAME, refuse_control
+from collbench.core.safe_text import refuse_control
 from collbench.launchers.base import check_command
 from collbench.launchers.slurm import (
     ENDED_STATES,
@@ -48,16 +48,12 @@ def driver_script(
     argv: list[str],
     settings: SlurmSettings,
     folder: Path,
-    env: dict[str, str] | None = None,
     wrapper: str | None = None,
 ) -> str:
-    """The batch script that runs `argv` once, with `env` exported (pure): through
-    submitit's `wrapper` (which runs `argv`: slurm.RankTask) when given. SpecError when a
-    value holds a control character (base.check_command) or a variable name is no name."""
-    check_command(argv, env)
-    for name in env or {}:
-        if not ENV_NAME.fullmatch(name):
-            raise SpecError("environment variable", name, "is not a variable's name")
+    """The batch script that runs `argv` once (pure): through submitit's `wrapper` (which
+    runs `argv`: slurm.RankTask) when given. SpecError when a value holds a control
+    character (base.check_command)."""
+    check_command(argv)
     folder = Path(folder).absolute()
     refuse_control("--out", str(folder))
     lines = [
@@ -67,7 +63,6 @@ def driver_script(
         f"#SBATCH --output={sbatch_quote(str(folder / DRIVER_OUTPUT))}",
         "#SBATCH --open-mode=append",  # a requeued job's output follows the first attempt's
         "",
-        *(f"export {name}={shlex.quote(value)}" for name, value in (env or {}).items()),
         *((*SUBMITIT_ENV, f"# runs: {shlex.join(argv)}") if wrapper else ()),
         "exec " + (wrapper or shlex.join(argv)),
         "",
@@ -75,9 +70,7 @@ def driver_script(
     return "\n".join(lines)
 
 
-def submit_driver(
-    argv: list[str], settings: SlurmSettings, folder: Path, env: dict[str, str] | None = None
-) -> str:
+def submit_driver(argv: list[str], settings: SlurmSettings, folder: Path) -> str:
     """sbatch a script (written into `folder`, its output there too) that runs `argv` once
     in an allocation shaped by `settings`; returns the job id. SpecError (exit 2) when
     Slurm is missing, the partition is unknown or sbatch refuses the job."""
@@ -87,7 +80,7 @@ def submit_driver(
     return submit_task(
         folder,
         RankTask(tuple(argv)),
-        lambda wrapper: driver_script(argv, settings, folder, env, wrapper),
+        lambda wrapper: driver_script(argv, settings, folder, wrapper),
     )
 
 
@@ -139,7 +132,7 @@ def submit_array(argvs: list[list[str]], settings: SlurmSettings, folder: Path) 
     check_cluster(settings)
     settings = with_node_cpus(settings)
     for argv in argvs:
-        check_command(argv, None)
+        check_command(argv)
     options = settings.sbatch_options()
     named = {key.replace("-", "_"): options.pop(key) for key in list(options) if key in _NAMED}
     executor = submitit.SlurmExecutor(folder=Path(folder).absolute(), max_num_timeout=0)

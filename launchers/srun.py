@@ -26,7 +26,7 @@ from collbench.launchers.base import (
     watch_env,
 )
 from collbench.launchers.process import external_job, launch_process
-from collbench.launchers.slurm import ALLOCATION_ONLY, STEP_SHAPE, step_cpus_per_task
+from collbench.launchers.slurm import ALLOCATION_ONLY, STEP_SHAPE, slurm_count, step_cpus_per_task
 from collbench.store.job import Job
 
 OUTSIDE = (
@@ -99,11 +99,11 @@ class Allocation:
                 f"is already inside srun step {job_id}.{step}: run it once, "
                 "in the sbatch script or the salloc shell, not under srun",
             )
-        nodes = _positive(environ, "SLURM_JOB_NUM_NODES") or _positive(environ, "SLURM_NNODES")
+        nodes = slurm_count(environ, "SLURM_JOB_NUM_NODES") or slurm_count(environ, "SLURM_NNODES")
         per_node = expand_tasks_per_node(environ.get("SLURM_TASKS_PER_NODE", ""))
         nodes = nodes or len(per_node) or 1
-        total = _positive(environ, "SLURM_NTASKS")
-        gpus = _positive(environ, "SLURM_GPUS_PER_NODE")
+        total = slurm_count(environ, "SLURM_NTASKS")
+        gpus = slurm_count(environ, "SLURM_GPUS_PER_NODE")
         if total is None and gpus:
             # no task count asked for (Slurm then says 1 a node): one rank a GPU, as
             # --launcher slurm's default
@@ -188,12 +188,6 @@ def step_settings(
         cpus = step_cpus_per_task(os.environ, -(-ntasks // max(1, nodes)))
     job_id = allocation.job_id if allocation else None
     return SrunSettings(ntasks, nodes, per_node, gpus, cpus, job_id)
-
-
-def _positive(environ: Mapping[str, str], name: str) -> int | None:
-    """A count Slurm set; SLURM_GPUS_PER_NODE may name a type first ("h100:8")."""
-    raw = environ.get(name, "").rsplit(":", 1)[-1]
-    return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
 def _spread(ntasks: int, nodes: int) -> list[int]:
