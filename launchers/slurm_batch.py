@@ -94,18 +94,16 @@ def wait_job(
     (Priority)", "RUNNING", "COMPLETED". A job that can never start (say --time above the
     partition's limit) is cancelled and raised as a SpecError; Ctrl-C cancels the job too.
     """
-    told = None if on_state is None else (lambda _job, shown: on_state(shown))
-    return wait_jobs([job_id], told, poll_s)[0]
+    tell = on_state or (lambda shown: None)
+    return wait_jobs([job_id], lambda _job, shown: tell(shown), poll_s)[0]
 
 
 def wait_jobs(
-    job_ids: list[str], on_state: Callable[[str, str], None] | None = None, poll_s: float = 1.0
+    job_ids: list[str], on_state: Callable[[str, str], None], poll_s: float = 1.0
 ) -> list[tuple[str, int | None]]:
     """wait_job for several jobs at once (a job array's elements, "JOBID_INDEX"): each one's
     end, in their order; `on_state` hears (job id, change). Ctrl-C cancels them all."""
-    watchers = [
-        _Watcher(job, None if on_state is None else partial(on_state, job)) for job in job_ids
-    ]
+    watchers = [_Watcher(job, partial(on_state, job)) for job in job_ids]
     ends: dict[int, tuple[str, int | None]] = {}
     try:
         while len(ends) < len(watchers):
@@ -168,7 +166,7 @@ class _Watcher:
     """What wait_job remembers between polls: the last state told, since when the job is
     unknown or hopelessly pending."""
 
-    def __init__(self, job_id: str, on_state: Callable[[str], None] | None) -> None:
+    def __init__(self, job_id: str, on_state: Callable[[str], None]) -> None:
         self.job_id, self.on_state = job_id, on_state
         self.told = ""
         self.unknown_since: float | None = None
@@ -214,8 +212,7 @@ class _Watcher:
     def _tell(self, shown: str) -> None:
         if shown != self.told:
             self.told = shown
-            if self.on_state is not None:
-                self.on_state(shown)
+            self.on_state(shown)
 
 
 def script_exit_code(exit_code: str) -> int | None:

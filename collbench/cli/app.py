@@ -36,7 +36,7 @@ from collbench.cli.measure import (
     sink_factory,
 )
 from collbench.cli.mfu import mfu
-from collbench.cli.options import Argument, add_command, group
+from collbench.cli.options import Argument, add_command, group, say
 from collbench.cli.predict import predict
 from collbench.cli.report import report
 from collbench.cli.topo import topo_app
@@ -128,10 +128,15 @@ def _finalize(values: dict[str, Any]) -> None:
 
 def _wait(values: dict[str, Any]) -> None:
     from collbench.run.status import wait_for_run
+    from collbench.store.job import Job
 
     run = values["run"]
+    try:  # the collectives it will measure, to name -J files
+        planned = list(Job.load(run).spec.collectives)
+    except CollbenchError:  # wait_for_run says what is wrong with the run
+        planned = []
     output = "quiet" if values["quiet"] else "json" if values["json_rows"] else "table"
-    make_sink = SinkMaker(sink_factory(output), Exports.given(values, _planned(run)))
+    make_sink = SinkMaker(sink_factory(output), Exports.given(values, planned))
     result = wait_for_run(run, make_sink)
     failed = make_sink.done(result.error, output == "table")
     if result.error:
@@ -175,16 +180,6 @@ add_command(
 use_help_classes(app)
 
 
-def _planned(run: Path) -> list[str]:
-    """The collectives a submitted run will measure (from its job.json), to name -J files."""
-    from collbench.store.job import Job
-
-    try:
-        return list(Job.load(run).spec.collectives)
-    except CollbenchError:  # wait_for_run says what is wrong with the run
-        return []
-
-
 def _usage_field(error: Exception) -> str | None:
     """The option a click usage error is about (None: an unknown option)."""
     param = getattr(error, "param", None)
@@ -198,7 +193,7 @@ def _hint(argv: list[str], field: str | None) -> None:
 
     hint = nccl_tests_hint(argv, field)
     if hint:
-        print(f"collbench: hint: {hint}", file=sys.stderr, flush=True)
+        say(f"collbench: hint: {hint}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,6 +16,7 @@ from collbench.cli.options import (
     force_option,
     json_option,
     request,
+    say,
 )
 from collbench.core.errors import EXIT_SLOWER, EXIT_UNJUDGED
 from collbench.run.compare import CompareRequest
@@ -118,8 +119,6 @@ compare = command(
 def _report_gate(results: list[GateResult], paths: list[str]) -> None:
     """The gate's lines on stderr; exit EXIT_SLOWER, one summary line, when a size failed,
     EXIT_UNJUDGED when none failed but a checked size was blind."""
-    import sys
-
     from collbench.analysis.compare.comparison import GateBlind, SlowerThanAllowed
     from collbench.render.compare import gate_lines, gate_summary
 
@@ -131,7 +130,7 @@ def _report_gate(results: list[GateResult], paths: list[str]) -> None:
             slower = slower or bool(result.failed or result.unjudged)
         else:
             lines.append(f"{gate_summary(result, path)}: passed")
-        print("\n".join(lines), file=sys.stderr, flush=True)
+        say("\n".join(lines))
     if summaries:
         raise (SlowerThanAllowed if slower else GateBlind)("; ".join(summaries))
 
@@ -156,15 +155,13 @@ NOISE_OPTIONS = (
 
 
 def run_noise(values: dict[str, Any]) -> None:
-    import sys
-
     from collbench.render.compare import noise_warnings, render_noise
     from collbench.run.noise import record_noise_of
 
     report = record_noise_of(request(NoiseRequest, NOISE_OPTIONS, values))
     print(render_noise(report), flush=True)
     for warning in noise_warnings(report):
-        print(warning, file=sys.stderr, flush=True)
+        say(warning)
 
 
 noise = command(

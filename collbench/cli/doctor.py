@@ -6,7 +6,6 @@ the command runs.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,7 @@ from collbench.cli.measure import (
     run_options,
     warn_knobs,
 )
-from collbench.cli.options import FROM_OWNER, Option, given_fields, warn
+from collbench.cli.options import FROM_OWNER, Option, given_fields, say, warn
 from collbench.core.doctor_plan import DEFAULT_SAMPLED_ROUNDS, SAMPLE_ABOVE_NODES
 from collbench.core.doctor_spec import DEFAULT_DOCTOR_BYTES, DoctorSpec
 from collbench.core.knobs import apply_knobs
@@ -190,7 +189,7 @@ def _per_node(spec: SweepSpec, options: Any) -> int:
     from collbench.run.doctor_job import run_doctor
     from collbench.run.doctor_nodes import check_nodes, fleet_options, nodes_code
 
-    out, checks = check_nodes(spec, options, lambda text: print(text, file=sys.stderr, flush=True))
+    out, checks = check_nodes(spec, options, say)
     print(node_checks_table(checks), flush=True)
     code = nodes_code(checks)
     fleet = fleet_options(options, out, checks)

@@ -7,7 +7,6 @@ The method, in full: docs/architecture.md#collbench-cli-gemm-py.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from collbench.analysis.mfu.workload import Parallelism, Training, Workload
@@ -20,6 +19,7 @@ from collbench.cli.options import (
     json_option,
     listing,
     request,
+    say,
 )
 from collbench.cli.workload import WORKLOAD_OPTIONS, model_from_options
 from collbench.core.errors import SpecError
@@ -118,14 +118,9 @@ def run_gemm_command(values: dict[str, Any]) -> None:
     job = GemmJob(gemms, workload=what, **given_fields(GemmJob, GEMM_OPTIONS, values))
     named = values["gemm_topology"]
     topology = None if named is None else load_topology(named)
-
-    def progress(row: Any) -> None:
-        print(render_gemm_line(row), file=sys.stderr, flush=True)
-
-    def said(text: str) -> None:
-        print(f"collbench: {text}", file=sys.stderr, flush=True)
-
-    run_dir, rows = run_gemm(job, progress, said)
+    run_dir, rows = run_gemm(
+        job, lambda row: say(render_gemm_line(row)), lambda text: say(f"collbench: {text}")
+    )
     if values["json_out"]:
         print(render_gemm_json(rows, run_dir))
         return

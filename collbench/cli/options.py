@@ -291,10 +291,15 @@ def force_option(owner: type, **rest: Any) -> Option:
     return Option(("--force",), FORCE_HELP, owner, default=FROM_OWNER, default_text="", **rest)
 
 
+def say(line: str) -> None:
+    """`line` on stderr, as it is."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def warn(lines: Iterable[str], what: str = "warning") -> None:
     """Each line on stderr as `collbench: warning: LINE` (or another `what`)."""
     for line in lines:
-        print(f"collbench: {what}: {line}", file=sys.stderr, flush=True)
+        say(f"collbench: {what}: {line}")
 
 
 def json_option(help: str, name: str = "json_out", **rest: Any) -> Option:

@@ -16,7 +16,6 @@ the command runs.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -35,6 +34,7 @@ from collbench.cli.options import (
     given_fields,
     group,
     json_option,
+    say,
     warn,
 )
 from collbench.core.errors import SpecError
@@ -240,10 +240,6 @@ VERIFY_OPTIONS = (
 )
 
 
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def _plan_fields(values: dict[str, Any]) -> dict[str, Any]:
     """TunePlan's fields the command line gave, the selection rule (--ranges) among them."""
     options = (*SEARCH_OPTIONS, *CONF_OPTIONS, REPEATS)
@@ -305,10 +301,10 @@ def _launch(values: dict[str, Any]) -> None:
                 "does not reach the driver of --launcher slurm yet: tune without it, then "
                 "run tune from DIR/settings/* --workload FILE on the settings' runs",
             )
-        code = tune_in_allocation(spec, plan, values["knob"], values["json_out"], options, _say)
+        code = tune_in_allocation(spec, plan, values["knob"], values["json_out"], options, say)
         raise typer.Exit(code)
     result, code = run_tune(
-        spec, options, plan, command_line(), sink_factory("quiet"), _say, warnings
+        spec, options, plan, command_line(), sink_factory("quiet"), say, warnings
     )
     if result is not None:
         print(render_tune(result, as_json=values["json_out"]), flush=True)
@@ -351,7 +347,7 @@ def _verify(values: dict[str, Any]) -> None:
         given_fields(SweepSpec, MEASURE_OPTIONS, values),
         command_line(),
         sink_factory("quiet"),
-        _say,
+        say,
         values["repeats"],
     )
     if result is not None:

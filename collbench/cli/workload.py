@@ -44,7 +44,7 @@ EST_PANEL = "Estimator"
 MOE_CP_PANEL = "Experts and context parallelism"
 # The rarer panels: -h folds them (--help-all shows them).
 FOLDED_PANELS = (SHAPE_PANEL, EST_PANEL, MOE_CP_PANEL)
-_SHAPE_FIELDS = ("layers", "hidden", "heads", "vocab")
+# The shape fields a model without a preset needs, and their help.
 _SHAPE_HELP = {
     "layers": "Transformer layers.",
     "hidden": "Hidden size: the model width (d_model).",
@@ -63,8 +63,8 @@ _training = partial(field_option, Training)
 WORKLOAD_OPTIONS = (
     Option(("--model", "-m"), f"Preset: {listing(PRESETS)}.", MfuRequest, metavar="NAME"),
     *(
-        field_option(Model, f"--{name}", _SHAPE_HELP[name], SHAPE_PANEL, default=None)
-        for name in _SHAPE_FIELDS
+        field_option(Model, f"--{name}", text, SHAPE_PANEL, default=None)
+        for name, text in _SHAPE_HELP.items()
     ),
     field_option(Model, "--ffn-hidden", "MLP width (0: 4 x hidden).", SHAPE_PANEL),
     field_option(Model, "--kv-heads", "Grouped-query attention heads (0: --heads).", SHAPE_PANEL),
@@ -273,7 +273,7 @@ def model_from_options(values: dict[str, Any]) -> Model:
                 given[0].flag, value, "conflicts with --model (a preset has its own shape)"
             )
         chosen = preset(name)
-    elif missing := [f"--{key}" for key in _SHAPE_FIELDS if values[key] is None]:
+    elif missing := [f"--{key}" for key in _SHAPE_HELP if values[key] is None]:
         raise SpecError.from_message(
             f"--model (a preset) or the shape is required: missing {', '.join(missing)}"
         )
