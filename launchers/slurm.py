@@ -158,23 +158,20 @@ class SlurmSettings:
 
     def sbatch_options(self) -> dict[str, Any]:
         """sbatch long options (name -> value; True: a flag) in the order a script lists them."""
-        options: dict[str, Any] = {
+        given = {
             "job-name": JOB_NAME,
             "nodes": self.nodes,
             "ntasks-per-node": self.ntasks_per_node,
-        }
-        optional = {
             "gpus-per-node": self.gpus_per_node,
             "cpus-per-task": self.cpus_per_task or None,
             "partition": self.partition,
             "account": self.account,
             "qos": self.qos,
             "constraint": self.constraint,
+            "time": parse_time_minutes(self.time),
+            "exclusive": self.exclusive or None,
         }
-        options.update({k: v for k, v in optional.items() if v is not None})
-        options["time"] = parse_time_minutes(self.time)
-        if self.exclusive:
-            options["exclusive"] = True
+        options: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
         for item in self.slurm_args:
             key, _, value = item.partition("=")
             options[key.lstrip("-")] = value if value else True

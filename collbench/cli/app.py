@@ -42,7 +42,7 @@ from collbench.cli.report import report
 from collbench.cli.topo import topo_app
 from collbench.cli.tune import tune_app
 from collbench.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CollbenchError
-from collbench.run.status import StatusRequest
+from collbench.run.status import StatusRequest, describe_run, latest_run, wait_for_run
 
 app = group(
     "Collective-communication benchmarks comparable to nccl-tests.",
@@ -104,7 +104,6 @@ add_command(
 )
 
 
-RUN_DIR = Argument("run", "A run directory.", kind=Path)
 WAIT_OPTIONS = (
     Argument("run", "The run directory of a job submitted with --no-wait.", kind=Path),
     QUIET,
@@ -114,8 +113,6 @@ WAIT_OPTIONS = (
 
 
 def _status(values: dict[str, Any]) -> None:
-    from collbench.run.status import describe_run, latest_run
-
     print(describe_run(values["run"] or latest_run(Path("results"))), flush=True)
 
 
@@ -127,7 +124,6 @@ def _finalize(values: dict[str, Any]) -> None:
 
 
 def _wait(values: dict[str, Any]) -> None:
-    from collbench.run.status import wait_for_run
     from collbench.store.job import Job
 
     run = values["run"]
@@ -166,7 +162,7 @@ add_command(
     "finalize",
     "Finish a run left `running` with no live process: write rows.parquet and its final\n"
     "state (orphaned, or failed if a rank reported a failure).",
-    (RUN_DIR,),
+    (Argument("run", "A run directory.", kind=Path),),
     _finalize,
 )
 add_command(

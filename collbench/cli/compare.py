@@ -19,8 +19,8 @@ from collbench.cli.options import (
     say,
 )
 from collbench.core.errors import EXIT_SLOWER, EXIT_UNJUDGED
-from collbench.run.compare import CompareRequest
-from collbench.run.noise import NoiseRequest
+from collbench.run.compare import CompareRequest, compare_runs, gate_results
+from collbench.run.noise import NoiseRequest, record_noise_of
 
 if TYPE_CHECKING:
     from collbench.analysis.compare.gate import GateResult
@@ -90,7 +90,6 @@ COMPARE_OPTIONS = (
 
 def run_compare(values: dict[str, Any]) -> None:
     from collbench.render.compare import render_comparisons
-    from collbench.run.compare import compare_runs, gate_results
 
     wanted: CompareRequest = request(CompareRequest, COMPARE_OPTIONS, values)
     compared = compare_runs(wanted)
@@ -156,7 +155,6 @@ NOISE_OPTIONS = (
 
 def run_noise(values: dict[str, Any]) -> None:
     from collbench.render.compare import noise_warnings, render_noise
-    from collbench.run.noise import record_noise_of
 
     report = record_noise_of(request(NoiseRequest, NOISE_OPTIONS, values))
     print(render_noise(report), flush=True)

@@ -9,7 +9,7 @@ from typing import Any
 # the measure's name and definition, written once (light: no numpy or scipy behind it)
 from collbench.analysis.fit.vs_topology import MEASURE, MEASURE_DEFINITION, MODEL_WRONG_SPEEDUP
 from collbench.cli.options import Argument, Option, command, json_option, request, warn
-from collbench.run.fit import FitRequest
+from collbench.run.fit import FitRequest, fit_runs
 
 FIT_OPTIONS = (
     Argument(
@@ -41,7 +41,6 @@ FIT_OPTIONS = (
 
 def run_fit(values: dict[str, Any]) -> None:
     from collbench.render.fit import render_fits
-    from collbench.run.fit import fit_runs
 
     fitted = fit_runs(request(FitRequest, FIT_OPTIONS, values))
     warn(fitted.warnings)

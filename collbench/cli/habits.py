@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-MEASURING_COMMANDS = ("sweep", "overlap")
-
 
 @dataclass(frozen=True)
 class Habit:
@@ -22,7 +20,7 @@ class Habit:
     # Only when the value typed is a number, as nccl-tests' is (-c 1, -a 1, -T 30).
     numeric: bool = False
     # The commands it is typed at (nccl-tests' flags: the measuring ones).
-    commands: tuple[str, ...] = MEASURING_COMMANDS
+    commands: tuple[str, ...] = ("sweep", "overlap")
 
 
 HABITS = (

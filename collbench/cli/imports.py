@@ -5,6 +5,7 @@ The method, in full: docs/architecture.md#collbench-cli-imports-py.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from collbench.cli.options import (
     warn,
 )
 from collbench.core.collectives import REGISTRY
-from collbench.run.import_logs import ImportRequest
+from collbench.run.import_logs import ImportRequest, import_request
 
 import_app = group(
     "Import results of other benchmarks (nccl-tests, rccl-tests) as a collbench run."
@@ -73,10 +74,7 @@ IMPORT_OPTIONS = (
 
 
 def run_import(values: dict[str, Any]) -> None:
-    import json
-
     from collbench.render.imports import describe_import
-    from collbench.run.import_logs import import_request
 
     result = import_request(request(ImportRequest, IMPORT_OPTIONS, values))
     warn(result.warnings)

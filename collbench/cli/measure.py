@@ -30,7 +30,7 @@ from collbench.cli.options import (
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import SpecError
-from collbench.core.knobs import apply_knobs
+from collbench.core.knobs import apply_knobs, backend_warning, check_knob_name, parse_knob_settings
 from collbench.core.overlap import (
     ALLOW_BLOCKING_FLAG,
     AUTO,
@@ -79,13 +79,6 @@ def _topology_ref(text: str, flag: str) -> tuple[str, str | None]:
 
     name = load_topology(text, flag).name
     return name, None if text in catalog_names() else str(Path(text).absolute())
-
-
-def _knob_settings(texts: list[str], flag: str) -> tuple[tuple[str, str], ...]:
-    """`--knob NAME=VALUE`s, checked as every command checks them (core.knobs)."""
-    from collbench.core.knobs import parse_knob_settings
-
-    return parse_knob_settings(texts, flag)[0]
 
 
 def _per_backend(defaults: dict[str, int]) -> str:
@@ -262,7 +255,7 @@ RECORD_OPTIONS = (
         "checked as tune checks it, recorded with the results, part of every printed command).",
         field="knobs",
         kind=list[str],
-        parse=_knob_settings,
+        parse=lambda texts, flag: parse_knob_settings(texts, flag)[0],
         metavar="NAME=VALUE",
         name="knob",
     ),
@@ -389,8 +382,6 @@ def run_options(values: dict[str, Any]) -> RunOptions:
 def warn_knobs(knobs: tuple[tuple[str, str], ...], backend: str | None, names: bool = True) -> None:
     """One stderr line per knob collbench does not know (`names`) or that the backend does
     not read (set and recorded anyway)."""
-    from collbench.core.knobs import backend_warning, check_knob_name
-
     for name, value in knobs:
         lines = check_knob_name(name, f"{name}={value}") if names else []
         mismatch = backend_warning(name, backend)

@@ -9,7 +9,7 @@ from typing import Any
 
 from collbench.cli.options import REQUIRED, Option, command, field_option, json_option, warn
 from collbench.cli.workload import EST_PANEL, FOLDED_PANELS, WORKLOAD_OPTIONS, workload_parts
-from collbench.run.mfu import MfuRequest
+from collbench.run.mfu import MfuRequest, estimate_mfu
 
 _request = partial(field_option, MfuRequest)
 MFU_OPTIONS = (
@@ -73,7 +73,6 @@ def run_mfu(values: dict[str, Any]) -> None:
     do not apply, print the table (or JSON)."""
     from collbench.render.mfu import render_mfu
     from collbench.render.mfu_explain import explain_json, render_explain
-    from collbench.run.mfu import estimate_mfu
 
     wanted, model, training, parallelism, options = workload_parts(values, MFU_OPTIONS)
     result = estimate_mfu(wanted, model, training, parallelism, options)

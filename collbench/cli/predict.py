@@ -22,7 +22,7 @@ from collbench.cli.options import (
     warn,
 )
 from collbench.core.units import size_arg
-from collbench.run.predict import PredictRequest
+from collbench.run.predict import PredictRequest, predict_fabrics
 
 _SWEEP_FLAGS = ("--collective", "--min-bytes", "--max-bytes", "--factor", "--step-bytes")
 
@@ -82,7 +82,6 @@ PREDICT_OPTIONS = (
 def run_predict(values: dict[str, Any]) -> None:
     """Compare the fabrics (run/predict.py), print the tables (or JSON), write --html."""
     from collbench.render.predict import render_predict
-    from collbench.run.predict import predict_fabrics
     from collbench.store.outputs import check_output_file, write_output
 
     wanted: PredictRequest = request(PredictRequest, PREDICT_OPTIONS, values)

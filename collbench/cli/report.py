@@ -8,7 +8,7 @@ from typing import Any
 
 from collbench.cli.options import Argument, Option, command, force_option, request, warn
 from collbench.core.units import counted
-from collbench.run.report import REPORT_FORMATS, ReportRequest
+from collbench.run.report import REPORT_FORMATS, ReportRequest, gather_report, write_report
 
 _DEFAULT_FORMAT = ReportRequest.report_format
 _OTHER_FORMATS = "".join(
@@ -70,7 +70,6 @@ REPORT_OPTIONS = (
 
 def run_report(values: dict[str, Any]) -> None:
     from collbench.render.report.build import report_document, report_files
-    from collbench.run.report import gather_report, write_report
 
     wanted: ReportRequest = request(ReportRequest, REPORT_OPTIONS, values)
     inputs = gather_report(wanted)

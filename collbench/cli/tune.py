@@ -25,6 +25,7 @@ import typer
 
 from collbench.analysis.tune.select import SelectRule
 from collbench.analysis.tune.tuner_conf import DEFAULT_TUNER_SHAPE, parse_tuner_shape
+from collbench.cli.launch_options import launcher_settings
 from collbench.cli.measure import FOLDED_PANELS, MEASUREMENT_PANEL, SWEEP_OPTIONS
 from collbench.cli.options import (
     FROM_OWNER,
@@ -39,10 +40,10 @@ from collbench.cli.options import (
 )
 from collbench.core.errors import SpecError
 from collbench.core.spec import SweepSpec
-from collbench.core.tune_grid import DEFAULT_TUNE_REPEATS
+from collbench.core.tune_grid import DEFAULT_TUNE_REPEATS, parse_knobs
 from collbench.core.units import parse_duration
 from collbench.run.sweep import RunOptions
-from collbench.run.tune.from_runs import TunerConfRequest, check_channels
+from collbench.run.tune.from_runs import TunerConfRequest, check_channels, tune_from
 from collbench.run.tune.plan import DEFAULT_RANGES, TunePlan, TuneRequest, parse_ranges
 
 # tune's own options come first (the main panel); its rarer panels (folded by -h, with the
@@ -256,7 +257,6 @@ def _required_out(values: dict[str, Any]) -> Path:
 
 def _tune_from(values: dict[str, Any]) -> None:
     from collbench.render.tune import render_tune
-    from collbench.run.tune.from_runs import tune_from
 
     out = _required_out(values)
     plan = _plan_fields(values)
@@ -275,7 +275,6 @@ def _tune_from(values: dict[str, Any]) -> None:
 
 def _launch(values: dict[str, Any]) -> None:
     from collbench.cli.measure import command_line, sink_factory
-    from collbench.core.tune_grid import parse_knobs
     from collbench.render.tune import render_tune
     from collbench.run.tune.launch import run_tune
     from collbench.run.tune.slurm import tune_in_allocation
@@ -324,8 +323,6 @@ def _workload(values: dict[str, Any]) -> Any:
 
 
 def _run_options(values: dict[str, Any]) -> RunOptions:
-    from collbench.cli.launch_options import launcher_settings
-
     extra = launcher_settings(values)
     given = given_fields(RunOptions, MEASURE_OPTIONS, values)
     if given.get("launcher") == "none":
