@@ -12,10 +12,6 @@ from collbench.store.job import Job
 from collbench.store.outputs import path_error
 from collbench.store.rundir import new_run_id, prepare_run_dir
 
-# Entries a run directory may hold before rank 0 writes into it: another node's launcher
-# (sharing the filesystem) may already have made its logs and status folders.
-SHARED_ENTRIES = frozenset({"logs", "ranks"})
-
 
 def external_job(
     launcher: Any,
@@ -32,8 +28,8 @@ def external_job(
     run_id = new_run_id()
     run_dir = (Path(options.out) if options.out else Path("results") / run_id).absolute()
     if not options.print_only:
-        if first_node:
-            prepare_run_dir(run_dir, run_id, allowed=SHARED_ENTRIES)
+        if first_node:  # another node's launcher (same filesystem) may have made logs/, ranks/
+            prepare_run_dir(run_dir, run_id, allowed=frozenset({"logs", "ranks"}))
         else:
             try:
                 run_dir.mkdir(parents=True, exist_ok=True)

@@ -50,7 +50,6 @@ SUBMITIT_FOLDER = "slurm"
 # for a printed script in the directory it is submitted from (sbatch cannot create one).
 JOB_OUTPUT = "collbench-%j.out"
 DEFAULT_TIME = "30"
-JOB_NAME = "collbench"
 POLL_STATE_S = 1.0
 # States after which a job runs no more (squeue/scontrol/sacct spellings).
 ENDED_STATES = frozenset(
@@ -159,7 +158,7 @@ class SlurmSettings:
     def sbatch_options(self) -> dict[str, Any]:
         """sbatch long options (name -> value; True: a flag) in the order a script lists them."""
         given = {
-            "job-name": JOB_NAME,
+            "job-name": "collbench",
             "nodes": self.nodes,
             "ntasks-per-node": self.ntasks_per_node,
             "gpus-per-node": self.gpus_per_node,

@@ -25,8 +25,6 @@ from collbench.launchers.base import (
 from collbench.launchers.process import external_job, launch_process
 from collbench.store.job import Job
 
-RDZV_ID = "collbench"
-
 
 @dataclass(frozen=True)
 class TorchrunSettings:
@@ -117,7 +115,7 @@ class TorchrunLauncher:
                 "--rdzv-endpoint",
                 settings.rdzv_endpoint,
                 "--rdzv-id",
-                RDZV_ID,
+                "collbench",
             ]
         elif settings.nnodes == 1 and settings.master_addr is None:
             argv += ["--standalone"]

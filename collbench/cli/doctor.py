@@ -54,12 +54,6 @@ _FROM_SWEEP = {
 }
 
 
-def _topology(text: str, flag: str) -> str:
-    """A catalog name, or a file by its absolute path (ranks and a printed script run
-    elsewhere); loaded now so a bad one fails before any rank starts."""
-    return _topology_ref(text, flag)[1] or text
-
-
 _doctor = partial(Option, owner=DoctorSpec)
 _expect = partial(Option, owner=DoctorSpec, panel=_EXPECT)
 
@@ -105,12 +99,11 @@ DOCTOR_OPTIONS = (
         field="expect_busbw_gbps",
         metavar="GBPS",
     ),
-    Option(
+    _expect(
         ("--topology", "-T"),
         "Catalog name or topology file: expect its predicted bound (see collbench topo list).",
-        DoctorSpec,
-        panel=_EXPECT,
-        parse=_topology,
+        # loaded now, to fail before a rank starts; a file as an absolute path (ranks run elsewhere)
+        parse=lambda text, flag: _topology_ref(text, flag)[1] or text,
         metavar="NAME|FILE",
     ),
     _expect(

@@ -182,11 +182,6 @@ class Argument:
     def parameter_name(self) -> str:
         return self.name
 
-    @property
-    def flag(self) -> str:
-        """As error messages name it: RUN."""
-        return (self.metavar or self.name.upper()).split(" ")[0].rstrip(".")
-
     def parameter(self, folded: bool = False) -> inspect.Parameter:
         metavar = self.metavar or self.name.upper()
         info = typer.Argument(help=self.help, metavar=metavar, show_default=False)
