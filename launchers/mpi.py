@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.core.errors import SpecError
+from collbench.core.knobs import knob_env
 from collbench.core.safe_text import refuse_control
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import (
@@ -93,13 +94,13 @@ class MpiLauncher:
         extra_args = tuple(
             arg for text in options.extra.get("mpi_args", ()) for arg in _split_mpi_arg(text)
         )
-        from collbench.core.knobs import knob_env
-
+        # Knob variables and the Python environment, so remote ranks run like local ones.
+        python = [name for name in ("PATH", "PYTHONPATH", "VIRTUAL_ENV") if name in os.environ]
         settings = MpiSettings(
             nproc=nproc,
             hostfile=str(Path(hostfile).absolute()) if hostfile else None,
             mpi_args=extra_args,
-            export=_exported(knob_env()),
+            export=(*sorted(knob_env().items()), *((name, os.environ[name]) for name in python)),
             as_root=os.geteuid() == 0,
             oversubscribe=hostfile is None and nproc > (os.cpu_count() or 1),
         )
@@ -130,9 +131,3 @@ class MpiLauncher:
     def launch(self, job: Job, sink: Any) -> LaunchResult:
         (command,) = self.render(job).commands
         return launch_process(job, command, "mpirun", "mpirun.log", sink)
-
-
-def _exported(knobs: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    """Knob variables and the Python environment, so remote ranks run like local ones."""
-    python_env = [name for name in ("PATH", "PYTHONPATH", "VIRTUAL_ENV") if name in os.environ]
-    return (*sorted(knobs.items()), *((name, os.environ[name]) for name in python_env))

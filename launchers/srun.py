@@ -109,8 +109,10 @@ class Allocation:
             # --launcher slurm's default
             per_node = [gpus] * nodes
         elif len(per_node) != nodes or (total is not None and sum(per_node) != total):
-            # sbatch -N2 -n3 gives "2,1"; without it, spread SLURM_NTASKS (or 1 a node).
-            per_node = _spread(total or nodes, nodes)
+            # sbatch -N2 -n3 gives "2,1"; without it, spread SLURM_NTASKS (or 1 a node) as
+            # Slurm's block distribution does: the first nodes get one more.
+            ntasks = total or nodes
+            per_node = [ntasks // nodes + (index < ntasks % nodes) for index in range(nodes)]
         return cls(job_id, nodes, tuple(per_node))
 
     @property
@@ -188,8 +190,3 @@ def step_settings(
         cpus = step_cpus_per_task(os.environ, -(-ntasks // max(1, nodes)))
     job_id = allocation.job_id if allocation else None
     return SrunSettings(ntasks, nodes, per_node, gpus, cpus, job_id)
-
-
-def _spread(ntasks: int, nodes: int) -> list[int]:
-    """Slurm's block distribution of ntasks over nodes: the first nodes get one more."""
-    return [ntasks // nodes + (1 if index < ntasks % nodes else 0) for index in range(nodes)]

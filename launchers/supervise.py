@@ -432,8 +432,10 @@ class Monitor:
         if failed:
             return self._failed_line(failed[0], statuses)
         code = next((c for c in codes if c not in (None, EXIT_OK)), None)
+        ended = "no exit code" if code is None else f"exit code {code}"
+        ended = signal_name(-code) if code is not None and code < 0 else ended
         return (
-            f"{self.handles[0].label} ended with {describe_code(code)} before any rank "
+            f"{self.handles[0].label} ended with {ended} before any rank "
             f"reported (see {Path(self.job.run_dir) / 'logs'})"
         )
 
@@ -593,14 +595,6 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
-
-
-def describe_code(code: int | None) -> str:
-    if code is None:
-        return "no exit code"
-    if code < 0:
-        return signal_name(-code)
-    return f"exit code {code}"
 
 
 def _label(status: dict) -> str:

@@ -112,10 +112,6 @@ WAIT_OPTIONS = (
 )
 
 
-def _status(values: dict[str, Any]) -> None:
-    print(describe_run(values["run"] or latest_run(Path("results"))), flush=True)
-
-
 def _finalize(values: dict[str, Any]) -> None:
     from collbench.render.export import complete_side_files
     from collbench.run.finalize import finalize_run
@@ -155,7 +151,7 @@ add_command(
             required=False,
         ),
     ),
-    _status,
+    lambda values: print(describe_run(values["run"] or latest_run(Path("results"))), flush=True),
 )
 add_command(
     app,

@@ -25,16 +25,11 @@ def first_sentence(text: str) -> str:
     return flat[: end.start() + 1] if end else flat
 
 
-def _one_line_paragraphs(text: str | None) -> str | None:
-    """Help text with each paragraph on one line (paragraphs stay apart)."""
-    if text is None:
-        return None
-    return "\n\n".join(" ".join(part.split()) for part in inspect.cleandoc(text).split("\n\n"))
-
-
 def _tidy(command: Any) -> None:
     """Set the help rules above on a built command or group (its own parameters)."""
-    command.help = _one_line_paragraphs(command.help)
+    if command.help is not None:  # each paragraph on one line (paragraphs stay apart)
+        paragraphs = inspect.cleandoc(command.help).split("\n\n")
+        command.help = "\n\n".join(" ".join(part.split()) for part in paragraphs)
     if command.help and not command.short_help:
         command.short_help = first_sentence(command.help)
     for param in command.params:
