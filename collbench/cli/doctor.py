@@ -20,6 +20,7 @@ from collbench.cli.measure import (
     _topology_ref,
     command_line,
     exit_rank,
+    one_at_a_time,
     print_error,
     run_options,
     warn_knobs,
@@ -141,7 +142,9 @@ PER_NODE = Option(
 COMMAND_OPTIONS = (
     *DOCTOR_OPTIONS,
     PER_NODE,
-    *(option for option in SWEEP_OPTIONS if option.flag in _FROM_SWEEP),
+    *one_at_a_time(
+        tuple(option for option in SWEEP_OPTIONS if option.flag in _FROM_SWEEP), "a doctor measures"
+    ),
     *RUN_OPTIONS,
     *LAUNCHER_OPTIONS,
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -316,9 +317,29 @@ SWEEP_OPTIONS = (
     WANTS_OVERLAP,
     *OVERLAP_OPTIONS,
 )
+
+
+def one_at_a_time(options: tuple[Option, ...], who: str) -> tuple[Option, ...]:
+    """`options` with --dtype and --op saying that `who` takes one value (SweepSpec refuses
+    several or `all` for overlap probes and a doctor, run/tune/plan.py for a tune)."""
+    helps = {
+        "--dtype": f"{listing(DTYPES)}: one; {who} one dtype at a time.",
+        "--op": f"{listing(REDUCE_OPS)}: one (avg: float dtypes only); {who} one at a time.",
+    }
+    return tuple(
+        replace(option, help=helps[option.flag]) if option.flag in helps else option
+        for option in options
+    )
+
+
 # Probes have no nccl-tests layout: `overlap` takes --csv but not -J.
-OVERLAP_COMMAND_OPTIONS = tuple(
-    option for option in SWEEP_OPTIONS if option not in (WANTS_OVERLAP, NCCL_JSON_FILE, CUDA_GRAPH)
+OVERLAP_COMMAND_OPTIONS = one_at_a_time(
+    tuple(
+        option
+        for option in SWEEP_OPTIONS
+        if option not in (WANTS_OVERLAP, NCCL_JSON_FILE, CUDA_GRAPH)
+    ),
+    "overlap probes measure",
 )
 
 

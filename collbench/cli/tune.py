@@ -26,7 +26,7 @@ import typer
 from collbench.analysis.tune.select import SelectRule
 from collbench.analysis.tune.tuner_conf import DEFAULT_TUNER_SHAPE, parse_tuner_shape
 from collbench.cli.launch_options import launcher_settings
-from collbench.cli.measure import FOLDED_PANELS, MEASUREMENT_PANEL, SWEEP_OPTIONS
+from collbench.cli.measure import FOLDED_PANELS, MEASUREMENT_PANEL, SWEEP_OPTIONS, one_at_a_time
 from collbench.cli.options import (
     FROM_OWNER,
     Argument,
@@ -74,12 +74,15 @@ _NOT_FOR_TUNE = {
 }
 # The sweep's common options tune keeps on its common path; -f -d -o -w -n go to Measurement.
 _COMMON_SWEEP = {"--collective", "--min-bytes", "--max-bytes", "--nproc"}
-MEASURE_OPTIONS = tuple(
-    option
-    if option.panel or option.flag in _COMMON_SWEEP
-    else replace(option, panel=MEASUREMENT_PANEL)
-    for option in SWEEP_OPTIONS
-    if option.flag not in _NOT_FOR_TUNE
+MEASURE_OPTIONS = one_at_a_time(
+    tuple(
+        option
+        if option.panel or option.flag in _COMMON_SWEEP
+        else replace(option, panel=MEASUREMENT_PANEL)
+        for option in SWEEP_OPTIONS
+        if option.flag not in _NOT_FOR_TUNE
+    ),
+    "a tune judges",
 )
 
 KNOB = Option(

@@ -230,10 +230,10 @@ class SweepSpec:
     def _check_lists(self) -> None:
         several = len(self.dtypes) > 1 or len(self.ops) > 1
         if several and (self.overlap is not None or self.doctor is not None):
-            what = "a doctor" if self.doctor is not None else "overlap probes"
+            what = "a doctor takes" if self.doctor is not None else "overlap probes take"
             flag = "--dtype" if len(self.dtypes) > 1 else "--op"
             value = self.dtype if flag == "--dtype" else self.op
-            raise SpecError(flag, value, f"lists several; {what} take one at a time")
+            raise SpecError(flag, value, f"lists several; {what} one at a time")
         if "avg" in self.ops and not any(DTYPES[name].is_float for name in self.dtypes):
             # torch divides in floating point and cannot cast back (gloo raises; checked)
             raise SpecError("--op", "avg", f"needs a floating-point --dtype, not {self.dtype}")

@@ -173,3 +173,17 @@ def test_help_all_shows_what_h_folds(path):
 def test_help_all_is_help_where_nothing_is_folded():
     assert _help(("fit",), 120, HELP_ALL) == _help(("fit",), 120)
     assert HELP_ALL not in _help(("fit",), 120)
+
+
+@pytest.mark.parametrize("path", [("overlap",), ("doctor",), ("tune", "run"), ("tune", "verify")])
+def test_commands_that_take_one_dtype_do_not_offer_several(path):
+    # They refuse `-d float32,float16` and `-d all`: their help says one (issue 38.7).
+    helps = {
+        name: param.help
+        for param in COMMANDS[path].params
+        for name in param.opts
+        if name in ("--dtype", "--op")
+    }
+    assert "--dtype" in helps, path
+    for name, text in helps.items():
+        assert "several" not in text and ": one" in text, (path, name, text)
