@@ -35,8 +35,9 @@ OUTLIER_RING = {"markersize": 10, "markerfacecolor": "none", "markeredgecolor": 
 class Series:
     """One run's rows of one collective and placement, with its fit (a CurveFit or None).
 
-    alpha_texts: each regime's latency as the report says it (a latency below the clock's
-    resolution is not a number); poor: the fit explains its data badly (flagged in the legend).
+    alpha_texts: each regime's latency as the report says it, one per regime with a fit (a
+    latency below the clock's resolution is not a number); poor: the fit explains its data
+    badly (flagged in the legend).
     """
 
     label: str
@@ -135,27 +136,30 @@ def _labels_fit(axes: Any, ticks: list[float], renderer: Any, font: Any) -> bool
     )
 
 
-def legend_below(axes: Any, handles: list[Any], labels: list[str]) -> None:
-    """The legend under the axes: it never covers data or the regime labels. As many
-    columns as fit in the figure's width, so every chart keeps the same width."""
+def legend_below(
+    owner: Any,
+    handles: list[Any],
+    labels: list[str],
+    top: float = -0.17,
+    columns: int | None = None,
+) -> None:
+    """The legend under the axes (`owner`; a figure: under its panels, `top` 0): it never
+    covers data or the regime labels. As many columns as fit in the figure's width (unless
+    `columns`), so every chart keeps the same width."""
     from matplotlib.legend_handler import HandlerTuple
 
-    axes.legend(
+    width_chars = FIGSIZE_IN[0] * LEGEND_CHARS_PER_IN  # 1 to 3 columns, as the labels fit
+    fitting = max(1, min(3, int(width_chars // (max(map(len, labels), default=1) + 8))))
+    owner.legend(
         handles,
         labels,
         loc="upper center",
-        bbox_to_anchor=(0.5, -0.17),
-        ncol=min(legend_columns(labels), max(1, len(labels))),
+        bbox_to_anchor=(0.5, top),
+        ncol=columns or min(fitting, max(1, len(labels))),
         fontsize=8,
         frameon=False,
         handler_map={tuple: HandlerTuple(ndivide=None)},
     )
-
-
-def legend_columns(labels: Sequence[str]) -> int:
-    """As many legend columns (1 to 3) as the labels fit in the figure's width."""
-    width_chars = FIGSIZE_IN[0] * LEGEND_CHARS_PER_IN
-    return max(1, min(3, int(width_chars // (max(map(len, labels), default=1) + 8))))
 
 
 def save_png(figure: Any) -> bytes:
@@ -297,9 +301,9 @@ def _draw_fit(axes: Any, fit: Any, color: str) -> Any:
     return line
 
 
-def _draw_regimes(axes: Any, fit: Any, color: str, alpha_texts: Sequence[str] = ()) -> Any:
+def _draw_regimes(axes: Any, fit: Any, color: str, alpha_texts: Sequence[str]) -> Any:
     """Dotted boundaries and, at the top of the axes, each regime's busbw and latency
-    (`alpha_texts[k]` for regime k when given, else the fitted number)."""
+    (`alpha_texts[k]` for regime k)."""
     from matplotlib.transforms import blended_transform_factory
 
     from collbench.analysis.fit.quality import regime_busbw_undetermined
@@ -318,11 +322,10 @@ def _draw_regimes(axes: Any, fit: Any, color: str, alpha_texts: Sequence[str] = 
         )
         if not fit.latency_bound(regime) and regime_busbw_undetermined(fit, index) is not None:
             busbw = "busbw not determined"
-        alpha = alpha_texts[index] if index < len(alpha_texts) else f"{number(regime.alpha_us)} us"
         axes.text(
             middle,
             0.97 - (0.11 if stagger and index % 2 else 0.0),
-            f"{busbw}\n\u03b1 {alpha}",
+            f"{busbw}\n\u03b1 {alpha_texts[index]}",
             transform=on_top,
             ha="center",
             va="top",
@@ -362,14 +365,12 @@ def latency_chart(
             handles.append(measured)
             labels.append(label)
             continue
-        alpha = item.alpha_texts[0] if item.alpha_texts else f"{number(item.fit.alpha_us)} us"
-        latency = item.fit.alpha_us if not item.alpha_texts else item.latency_us
-        if latency is None:
+        if item.latency_us is None:
             handles.append(measured)
         else:
-            line = axes.axhline(latency, color=color, linestyle="--", linewidth=1)
+            line = axes.axhline(item.latency_us, color=color, linestyle="--", linewidth=1)
             handles.append((measured, line))
-        labels.append(f"{label}: fitted latency {alpha}")
+        labels.append(f"{label}: fitted latency {item.alpha_texts[0]}")
     points = [
         (row.size_bytes, row.time_us)
         for item in others
@@ -432,15 +433,7 @@ def overlap_chart(title: str, rows: Sequence[ProbeRow]) -> bytes:
     right.set_title("what each costs the other", fontsize=10)
     figure.suptitle(title)
     figure.tight_layout()
-    figure.legend(
-        handles,
-        labels,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.0),
-        ncol=min(len(labels), 3),
-        fontsize=8,
-        frameon=False,
-    )
+    legend_below(figure, handles, labels, top=0.0, columns=min(len(labels), 3))
     return save_png(figure)
 
 

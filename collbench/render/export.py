@@ -154,11 +154,10 @@ def nccl_footer(
     entries: Sequence[dict[str, Any]],
     errors: Sequence[str] = (),
     end: str | None = None,
-    average: float | None = None,
     finished: bool = True,
 ) -> dict[str, Any]:
-    """What follows results (`average` busbw, else the mean over every placement measured,
-    as nccl-tests averages); end_time only once `finished`: a file without it was cut short."""
+    """What follows results (the average busbw over every placement measured, as nccl-tests
+    averages); end_time only once `finished`: a file without it was cut short."""
     bodies = [
         entry[placement]
         for entry in entries
@@ -166,8 +165,7 @@ def nccl_footer(
         if entry.get(placement)
     ]
     wrong = int(sum(body["nwrong"] or 0 for body in bodies))
-    if average is None:
-        average = sum(body["bus_bw"] for body in bodies) / len(bodies) if bodies else 0.0
+    average = sum(body["bus_bw"] for body in bodies) / len(bodies) if bodies else 0.0
     return footer_of(wrong, average, errors, end, finished)
 
 
@@ -295,10 +293,7 @@ class ExportSink:
 
     def finish(self, unfinished: str | None = None) -> None:
         """Close the files (each JSON file gets its end_time); `unfinished`: RowSink.finish."""
-        if unfinished is None:
-            self.inner.finish()
-        else:
-            self.inner.finish(unfinished)
+        self.inner.finish(unfinished)
         if self._csv is not None:
             try:
                 self._csv.stream.close()
@@ -347,9 +342,8 @@ class ExportSink:
         return self._json[collective]
 
     def _json_path(self, collective: str) -> Path:
-        collectives = (self._meta.spec or {}).get("collectives") or [collective]
-        path = json_paths(self.json_path, collectives).get(collective)
-        return path or json_paths(self.json_path, [*collectives, collective])[collective]
+        collectives = (self._meta.spec or {}).get("collectives") or []
+        return json_paths(self.json_path, [*collectives, collective])[collective]
 
 
 class _CsvStream:
@@ -726,8 +720,7 @@ def _json_texts(run: Run, record: SideFiles) -> dict[Path, str]:
     errors = [str(error)] if error else []
     texts = {}
     for collective in dict.fromkeys(row.collective for row in sweep):
-        names = collectives if collective in collectives else [*collectives, collective]
-        path = json_paths(Path(str(record.nccl_json)), names)[collective]
+        path = json_paths(Path(str(record.nccl_json)), [*collectives, collective])[collective]
         rows = [row for row in sweep if row.collective == collective]
         entries = [nccl_entry(group) for group in group_sizes(rows)]
         document = {**head, "results": entries, **nccl_footer(entries, errors, end)}

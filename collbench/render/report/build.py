@@ -385,12 +385,9 @@ def provenance_table(run: Run) -> Table:
     known = [
         (name, "-" if value in (None, "") else value)
         for name, value in items
-        if value not in (None, "") or name in _ALWAYS_SHOWN
+        if value not in (None, "") or name in ("run id", "source", "state", "command line")
     ]
     return Table(("field", "value"), known)
-
-
-_ALWAYS_SHOWN = ("run id", "source", "state", "command line")
 
 
 def _source(meta: RunMeta) -> str:

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 DECIDED = ("faster", "slower")
 # More candidates than this: one overview chart draws them all (one figure, not one each)
 RATIO_CHARTS_MAX = 3
-COLORED_MAX = len(charts.COLORS)  # the overview's best candidates drawn in color
 
 
 @dataclass(frozen=True)
@@ -62,10 +61,10 @@ def compare_sections(
     baseline: str,
     compared: Sequence[Compared],
     names: dict[str, str],
-    colors: Mapping[str, str] | None = None,
+    colors: Mapping[str, str],
 ) -> list[Section]:
     """One section per compared run, after an overview past RATIO_CHARTS_MAX runs; colors:
-    run path -> its color in the other charts (None: the best COLORED_MAX)."""
+    run path -> its color in the other charts."""
     drawn_each = len(compared) <= RATIO_CHARTS_MAX
     sections = [
         comparison_section(item.result, baseline, names[item.run.path], drawn_each)
@@ -73,9 +72,6 @@ def compare_sections(
     ]
     if drawn_each:
         return sections
-    if colors is None:
-        best = [item.run.path for item in ranked(compared)[:COLORED_MAX]]
-        colors = {path: charts.COLORS[index] for index, path in enumerate(best)}
     return [overview_section(baseline, compared, names, colors), *sections]
 
 
@@ -181,12 +177,17 @@ def comparison_section(result: Comparison, base: str, cand: str, drawn: bool = T
         )
     section.lead.append(result.quantity_note)
     section.lead += result.basis_notes
-    chart = _ratio_chart(result, base, cand) if drawn else None
-    if chart is not None:
-        section.charts.append(chart)
-    elif not drawn:
+    if not drawn:
         section.lead.append(
             f"Its ratios are drawn in the overview: Compare: every run against {base}."
+        )
+    elif png := ratio_charts.ratio_chart(
+        f"{cand} / {base}: {result.quantity} ratio per size (> 1: {cand} is faster)",
+        list(_by_key(result).values()),
+        f"{result.quantity} ratio, {charts.short(cand, 20)} / {charts.short(base, 20)}",
+    ):
+        section.charts.append(
+            Chart(f"compare_{_stem(cand)}_vs_{_stem(base)}", f"{cand} against {base}", png)
         )
     section.tables += [_band_table(result), _size_table(result)]
     environment = [diff for diff in result.differences if diff.kind == "environment"]
@@ -217,17 +218,6 @@ def _by_key(result: Comparison) -> dict[tuple[str, str], ratio_charts.RatioSerie
         )
         for (collective, placement), items in grouped.items()
     }
-
-
-def _ratio_chart(result: Comparison, base: str, cand: str) -> Chart | None:
-    png = ratio_charts.ratio_chart(
-        f"{cand} / {base}: {result.quantity} ratio per size (> 1: {cand} is faster)",
-        list(_by_key(result).values()),
-        f"{result.quantity} ratio, {charts.short(cand, 20)} / {charts.short(base, 20)}",
-    )
-    if png is None:
-        return None
-    return Chart(f"compare_{_stem(cand)}_vs_{_stem(base)}", f"{cand} against {base}", png)
 
 
 def _band_table(result: Comparison) -> Table:

@@ -44,7 +44,7 @@ def heatmap_chart(
 ) -> bytes | None:
     """The pair matrix as a heat map (red: slow, grey: not measured), flagged links outlined,
     flagged hosts in red; None without a measured pair."""
-    values = as_array(matrix)
+    values = np.asarray(matrix, dtype=float)  # None: NaN, not measured
     if values.size == 0 or not np.isfinite(values).any():
         return None
     if len(hosts) > HEATMAP_MAX_CELLS:
@@ -134,14 +134,6 @@ def _annotate(
                 (column - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=2.5
             )
             axes.add_patch(box)
-
-
-def as_array(matrix: Sequence[Sequence[float | None]] | np.ndarray) -> np.ndarray:
-    if isinstance(matrix, np.ndarray):
-        return matrix.astype(float, copy=False)
-    return np.array(
-        [[np.nan if value is None else value for value in row] for row in matrix], dtype=float
-    )
 
 
 def _block_heatmap(title: str, values: np.ndarray, slow_hosts: Collection[str]) -> bytes:

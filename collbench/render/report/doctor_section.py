@@ -62,12 +62,8 @@ def doctor_nodes(run: Run) -> Mapping[str, Any]:
 
 def doctor_hosts(run: Run, rows: Sequence[DoctorRow]) -> list[str]:
     """The nodes in meta.json's order, then any other host the rows name, as first seen."""
-    hosts = dict.fromkeys(str(host) for host in doctor_nodes(run).get("hosts") or [])
-    for row in rows:
-        for host in row.group_hosts or []:
-            if host not in hosts:
-                hosts[host] = None
-    return list(hosts)
+    named = [str(host) for host in doctor_nodes(run).get("hosts") or []]
+    return list(dict.fromkeys([*named, *(host for row in rows for host in row.group_hosts or [])]))
 
 
 def pair_array(rows: Sequence[DoctorRow], hosts: Sequence[str]) -> np.ndarray:

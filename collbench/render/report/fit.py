@@ -136,10 +136,6 @@ def model_curves(
     return curves, notes
 
 
-class _NoCurve(CollbenchError):
-    """The model cannot describe this placement; the report notes why."""
-
-
 def _curve(
     topology: Topology,
     collective: str,
@@ -152,7 +148,7 @@ def _curve(
 
     ranks, nodes, per_node = layout
     if ranks < 2:
-        raise _NoCurve("one rank: nothing crosses the fabric")
+        raise CollbenchError("one rank: nothing crosses the fabric")  # noted: no model curve
     placement = run_placement(topology, ranks, nodes, per_node)
     grid = np.unique(np.geomspace(min(sizes), max(sizes), GRID_POINTS).astype(np.int64))
     predictions = [

@@ -16,11 +16,6 @@ if TYPE_CHECKING:
 
 def predict_html(prediction: Prediction) -> str:
     """The comparison as one self-contained HTML page."""
-    return render_html(predict_report(prediction))
-
-
-def predict_report(prediction: Prediction) -> Report:
-    """The comparison as a report document."""
     names = letters(len(prediction.fabrics))
     titles = [fabric.topology.name for fabric in prediction.fabrics]
     summary = Table(
@@ -36,13 +31,14 @@ def predict_report(prediction: Prediction) -> Report:
     ]
     if prediction.warnings:
         sections[0].warnings.extend(prediction.warnings)
-    return Report(
+    report = Report(
         "collbench predict: " + " vs ".join(titles),
         summary,
         sections,
         [(fabric.topology.name, _figures(fabric)) for fabric in prediction.fabrics],
         about=tuple(header_lines(prediction)[:1]),
     )
+    return render_html(report)
 
 
 def _collective_section(prediction: Prediction, collective: str) -> Section:

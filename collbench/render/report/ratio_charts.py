@@ -135,16 +135,8 @@ def ratio_overview_chart(
         spare.axis("off")
         spare.legend(handles, labels, loc="center", fontsize=8, frameon=False)
     figure.tight_layout()
-    if spare is None:
-        figure.legend(
-            handles,
-            labels,
-            loc="upper center",
-            bbox_to_anchor=(0.5, 0.0),
-            ncol=charts.legend_columns(labels),
-            fontsize=8,
-            frameon=False,
-        )
+    if spare is None:  # at least three labels (the baseline's keys): as many columns as fit
+        charts.legend_below(figure, handles, labels, top=0.0)
     return charts.save_png(figure)
 
 

@@ -41,8 +41,7 @@ CHOICES_HEADER = ("setting", "collective", "size", "algorithm", "protocol", "cha
 
 def with_tuning(report: Report, sources: Sequence[TuneDir]) -> Report:
     """The report with a Tuning section per tune directory ahead of the per-collective ones."""
-    several = len(sources) > 1
-    tuning = [tune_section(source, several) for source in sources]
+    tuning = [tune_section(source, len(sources) > 1) for source in sources]
     return replace(report, sections=[*tuning, *report.sections])
 
 

@@ -10,7 +10,7 @@ import pytest
 from collbench.render import charts
 from collbench.render.report import ratio_charts
 from collbench.render.report.build import OVERLAID_MAX, build_report, render_html
-from collbench.render.report.compare import COLORED_MAX, RATIO_CHARTS_MAX
+from collbench.render.report.compare import RATIO_CHARTS_MAX
 from tests.unit.render.report.test_report_charts import drawn  # noqa: F401 (a fixture)
 from tests.unit.render.report.test_report_doc import SIZES, _run, _sweep_rows
 
@@ -123,7 +123,7 @@ def test_a_crowded_overlay_draws_the_best_in_full_and_keeps_their_colors(drawn):
 @pytest.mark.slow  # 5 runs fitted, 3 charts
 def test_a_few_runs_are_all_drawn_in_full_and_in_color(drawn):  # noqa: F811
     factors = (1.02, 0.98, 1.04, 1.01)
-    assert RATIO_CHARTS_MAX < len(factors) <= COLORED_MAX
+    assert RATIO_CHARTS_MAX < len(factors) < OVERLAID_MAX  # with the baseline, all in full
     document = build_report(_runs(factors))
     assert len(_section(document, "Compare: every run against base (the baseline)").charts) == 1
     assert not any("other runs" in text for figure in drawn for text in _legend_texts(figure))
