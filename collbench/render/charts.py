@@ -44,7 +44,7 @@ class Series:
     rows: list[ResultRow]
     fit: Any = None
     alpha_texts: tuple[str, ...] = ()
-    latency_us: float | None = None  # the latency line to draw (None: no number to draw)
+    latency_us: float | None = None  # the fit's latency line (None: no fit, or no number)
     poor: bool = False
 
 
@@ -361,16 +361,14 @@ def latency_chart(
         zero_us = zero_size_time_us(item.rows)  # size 0 in the legend: a log axis has no 0
         label = short(item.label)
         label += "" if zero_us is None else f" (0 B: {number(zero_us)} us, not on the log axis)"
-        if item.fit is None:
-            handles.append(measured)
-            labels.append(label)
-            continue
         if item.latency_us is None:
             handles.append(measured)
-        else:
+        else:  # the fit's latency, where it is a number
             line = axes.axhline(item.latency_us, color=color, linestyle="--", linewidth=1)
             handles.append((measured, line))
-        labels.append(f"{label}: fitted latency {item.alpha_texts[0]}")
+        if item.fit is not None:
+            label += f": fitted latency {item.alpha_texts[0]}"
+        labels.append(label)
     points = [
         (row.size_bytes, row.time_us)
         for item in others

@@ -298,7 +298,7 @@ def ranks_and_nodes(rows: list[ResultRow]) -> str:
     return f"{values('world_size')} / {values('nodes')}"
 
 
-def overlap_summary(runs: list[Run], names: Mapping[str, str] | None = None) -> Table | None:
+def overlap_summary(runs: list[Run], names: Mapping[str, str]) -> Table | None:
     """Per run, collective and compute ratio: how much hides and what it costs; None
     without overlap rows."""
     rows = []
@@ -310,7 +310,7 @@ def overlap_summary(runs: list[Run], names: Mapping[str, str] | None = None) -> 
                 overlap = [row.overlap_pct for row in group if row.overlap_pct is not None]
                 rows.append(
                     (
-                        (names or {}).get(run.path) or run_label(run),
+                        names[run.path],
                         collective,
                         f"{ratio:g}" if ratio is not None else "fixed",
                         len(group),

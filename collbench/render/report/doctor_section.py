@@ -49,11 +49,6 @@ FINDINGS_HEADER = (
 )
 
 
-def doctor_rows(run: Run) -> list[DoctorRow]:
-    """A run's doctor rows, in file order."""
-    return run.rows_of(DOCTOR_ROWS)
-
-
 def doctor_nodes(run: Run) -> Mapping[str, Any]:
     """meta.json's "doctor" entry (hosts, addresses, ranks_per_host, skipped); {} if none."""
     nodes = run.meta.extra.get(DOCTOR) if isinstance(run.meta.extra, dict) else None
@@ -90,11 +85,7 @@ def pair_array(rows: Sequence[DoctorRow], hosts: Sequence[str]) -> np.ndarray:
 
 def pair_medians(hosts: Sequence[str], matrix: np.ndarray) -> dict[str, float | None]:
     """Per host the median of its measured pairs (its row of pair_array), None without."""
-    result: dict[str, float | None] = {}
-    for host, row in zip(hosts, matrix, strict=False):
-        measured = row[np.isfinite(row)]
-        result[host] = float(np.median(measured)) if measured.size else None
-    return result
+    return {host: median(row[np.isfinite(row)]) for host, row in zip(hosts, matrix, strict=False)}
 
 
 def stage_busbw_by_host(rows: Sequence[DoctorRow], stage: str = "intra") -> dict[str, float]:
@@ -126,7 +117,7 @@ def doctor_section(
     run: Run, name: str, document: DoctorReport | None = None, named: bool = False
 ) -> Section:
     """Everything the report says about one doctor run (`document`: its doctor.json)."""
-    rows = doctor_rows(run)
+    rows: list[DoctorRow] = run.rows_of(DOCTOR_ROWS)
     hosts = doctor_hosts(run, rows)
     matrix = pair_array(rows, hosts)
     intra = stage_busbw_by_host(rows)
@@ -134,7 +125,10 @@ def doctor_section(
     slow_hosts, slow_links = flagged(document)
     section = Section(f"Doctor: {name}" if named else "Doctor")
     section.lead += _lead(run, rows, hosts, document)
-    section.warnings += _finding_lines(document)
+    section.warnings += [
+        f"{item.kind} {_hosts_text(item)}: {item.evidence or '-'}; {item.action or '-'}"
+        for item in _findings(document)
+    ]
     heatmap = heatmap_chart(f"{name}: pair busbw (GB/s)", hosts, matrix, slow_hosts, slow_links)
     if heatmap is not None:
         section.charts.append(Chart(f"doctor_{name}_pairs", f"{name}: pair matrix", heatmap))
@@ -161,8 +155,11 @@ def _lead(
     stages = [stage for stage in dict.fromkeys(row.stage for row in rows) if stage]
     size = format_size(rows[0].size_bytes) if rows else "-"
     backend = run.meta.backend or (rows[0].backend if rows else None) or "?"
+    shown = ", ".join(hosts) or "-"
+    if len(hosts) > LABEL_MAX_HOSTS:  # a large fleet: its first and last few
+        shown = f"{', '.join(hosts[:3])}, ..., {', '.join(hosts[-3:])}"
     lines = [
-        f"{len(hosts)} node(s) ({_host_list(hosts)}), {size} per operation, backend "
+        f"{len(hosts)} node(s) ({shown}), {size} per operation, backend "
         f"{backend}; stages measured: {', '.join(stages) or 'none'} ({len(rows)} rows)."
     ]
     if document is None:
@@ -177,20 +174,6 @@ def _lead(
         count = len(_findings(document))
         lines.append(f"Flagged: {count} finding(s) (expectation source: {source or '-'}).")
     return lines
-
-
-def _host_list(hosts: Sequence[str]) -> str:
-    """The hosts, or the first and last few of a large fleet."""
-    if len(hosts) <= LABEL_MAX_HOSTS:
-        return ", ".join(hosts) or "-"
-    return f"{', '.join(hosts[:3])}, ..., {', '.join(hosts[-3:])}"
-
-
-def _finding_lines(document: DoctorReport | None) -> list[str]:
-    return [
-        f"{item.kind} {_hosts_text(item)}: {item.evidence or '-'}; {item.action or '-'}"
-        for item in _findings(document)
-    ]
 
 
 def _hosts_text(item: DoctorFinding) -> str:
@@ -362,7 +345,7 @@ def with_doctor(
 ) -> Report:
     """The report with a Doctor section per run that holds doctor rows, ahead of the others
     (`names`: run path -> label; `documents`: run path -> its doctor.json, where read)."""
-    doctors = [run for run in runs if doctor_rows(run)]
+    doctors = [run for run in runs if run.rows_of(DOCTOR_ROWS)]
     named = len(doctors) > 1
     sections = [
         doctor_section(run, names[run.path], (documents or {}).get(run.path), named)
