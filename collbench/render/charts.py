@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from collbench.core.stats import median
-from collbench.core.units import format_number, format_size
+from collbench.core.units import counted, format_number, format_size
 from collbench.store.rows import ProbeRow, ResultRow
 
 FIGSIZE_IN = (9.0, 4.5)
@@ -230,7 +230,7 @@ def draw_others(
             sizes, values, "o", color=OTHER_COLOR, markersize=2.5, alpha=0.6, zorder=1
         )
         handles.append(marks)
-        labels.append(f"{count} other run{'s' if count != 1 else ''} (points only)")
+        labels.append(f"{counted(count, 'other run')} (points only)")
     return drawn
 
 

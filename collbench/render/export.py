@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from collbench.core.dtypes import DTYPES
+from collbench.core.spec import DEFAULT_FACTOR
 from collbench.store.load import Run, load_run
 from collbench.store.meta import RunMeta
 from collbench.store.outputs import OutputError, write_outputs
@@ -91,8 +92,7 @@ def nccl_head(meta: RunMeta, per_iter: bool) -> dict[str, Any]:
 def _sweep_config(meta: RunMeta) -> dict[str, Any]:
     """nccl-tests' config keys from a sweep's spec (one thread, one device per rank)."""
     spec = meta.spec or {}
-    factor = spec.get("factor")
-    factor = 2 if factor is None else factor
+    factor = spec.get("factor") or DEFAULT_FACTOR  # validated: None or above 1
     return {
         "nthreads": 1,
         "ngpus": 1 if (meta.backend or "") in ("nccl", "rccl") else 0,

@@ -189,11 +189,9 @@ def _fit_tables_and_notes(section: Section, series: list[charts.Series]) -> None
             )
         )
     for item in fitted:
-        line = f"{item.label}: {quality_text(item.fit)}"
-        if item.poor:
-            section.warnings.append(line)
-        else:
-            section.notes.append(line)
+        (section.warnings if item.poor else section.notes).append(
+            f"{item.label}: {quality_text(item.fit)}"
+        )
     section.notes += [
         f"{item.label}: too few sizes to fit a curve" for item in series if item.fit is None
     ]

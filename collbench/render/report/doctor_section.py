@@ -189,8 +189,8 @@ def findings_table(document: DoctorReport) -> Table:
             _hosts_text(item),
             format_ranks(item.ranks),
             ",".join(item.addresses) or "-",
-            _figure(item.measured_gbps),
-            _figure(item.expected_gbps),
+            gbps(item.measured_gbps),
+            gbps(item.expected_gbps),
             item.rounds,
             item.evidence or "-",
             item.action or "-",
@@ -200,10 +200,6 @@ def findings_table(document: DoctorReport) -> Table:
     empty = "nothing could be judged" if document.healthy is None else "the run was healthy"
     caption = "findings (doctor.json)" + ("" if rows else f": none, {empty}")
     return Table(FINDINGS_HEADER, rows, caption=caption)
-
-
-def _figure(value: Any) -> str:
-    return gbps(float(value)) if isinstance(value, int | float) else "-"
 
 
 def node_table(
@@ -223,7 +219,6 @@ def node_table(
     rows = []
     for position, host in enumerate(hosts):
         slowest = _slowest(hosts, matrix[position])
-        ratio = ratios.get(host) if isinstance(ratios, Mapping) else None
         rows.append(
             (
                 Flagged(host) if host in slow_hosts else host,
@@ -232,7 +227,7 @@ def node_table(
                 gbps(intra.get(host)),
                 gbps(medians[host]),
                 f"{gbps(slowest[0])} with {slowest[1]}" if slowest else "-",
-                f"{100 * float(ratio):.0f}%" if isinstance(ratio, int | float) else "-",
+                "-" if ratios.get(host) is None else f"{100 * ratios[host]:.0f}%",
             )
         )
     header = (

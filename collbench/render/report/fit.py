@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from collbench.core.errors import CollbenchError
-from collbench.core.units import format_size
+from collbench.core.units import counted, format_size
 from collbench.render import charts
 from collbench.render.report.document import Flagged
 from collbench.store.rows import ResultRow
@@ -155,10 +155,9 @@ def _curve(
         predict(placement.topology, collective, int(size), placement.group) for size in grid
     ]
     peak = predictions[-1]
-    where = f"{placement.nodes} node" + ("s" if placement.nodes != 1 else "")
     what = "predicts up to" if beaten else "link-rate bound"
     label = (
-        f"{topology.name} model, {ranks} ranks on {where}: {what} "
+        f"{topology.name} model, {ranks} ranks on {counted(placement.nodes, 'node')}: {what} "
         f"{charts.number(peak.peak_busbw_gbps)} GB/s ({peak.algorithm}, {peak.bottleneck})"
         + (" - measured beats it, see notes" if beaten else "")
     )

@@ -44,10 +44,8 @@ def predict_html(prediction: Prediction) -> str:
 def _collective_section(prediction: Prediction, collective: str) -> Section:
     lines = [line for line in prediction.lines if line.collective == collective]
     names = letters(len(prediction.fabrics))
-    header = ["size"]
-    for name in names:
-        header += [f"{name} time (us)", f"{name} busbw (GB/s)"]
-        header += [f"{name} regime", f"{name} bound (GB/s)"]
+    cells = ("time (us)", "busbw (GB/s)", "regime", "bound (GB/s)")  # each fabric's
+    header = ["size", *(f"{name} {cell}" for name in names for cell in cells)]
     header += [f"{name}/{names[0]} time" for name in names[1:]]
     rows = [tuple(line_cells(line)) for line in lines]
     notes = [" ".join(LEGEND.splitlines()), *header_lines(prediction)[1:2]]

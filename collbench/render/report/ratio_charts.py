@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from collbench.core.units import counted
 from collbench.render import charts
 
 RATIO_LINEAR_SPAN = 4.0  # ratios spanning more than this (or this far from 1) get a log axis
@@ -127,7 +128,7 @@ def ratio_overview_chart(
     others = {item.label for panel in drawable for item in panel.series} - set(colors)
     if others:
         handles.append(legend[OTHERS_KEY])
-        labels.append(f"{len(others)} other run{'s' if len(others) != 1 else ''}")
+        labels.append(counted(len(others), "other run"))
     _ratio_keys(legend[BASELINE_KEY], handles, labels)
     figure.suptitle(title)
     spare = cells[len(drawable)] if len(cells) > len(drawable) else None

@@ -17,7 +17,7 @@ import numpy as np
 from collbench.analysis.rules.bands import bands_legend
 from collbench.analysis.tune.select import PLACEMENTS, describe_evidence, range_label
 from collbench.core.stats import median
-from collbench.core.units import format_size
+from collbench.core.units import counted, format_size
 from collbench.render import charts
 from collbench.render.report.document import Chart, Flagged, Report, Section, Table
 from collbench.render.tune import DEFAULT_IS_BEST
@@ -188,7 +188,7 @@ def _run_dirs(item: TuneSetting) -> str:
     if not first:
         return "-"
     more = len(item.run_dirs) - 1
-    return f"{first} (+{more} repeat{'s' if more != 1 else ''})" if more > 0 else str(first)
+    return f"{first} (+{counted(more, 'repeat')})" if more > 0 else str(first)
 
 
 def _settings_table(source: TuneDir) -> Table:
@@ -228,7 +228,6 @@ def _problem_tables(source: TuneDir) -> list[Table]:
     not_run = [
         (item.get("label"), item.get("reason") or "-")
         for item in (launch.not_run if launch is not None else ())
-        if isinstance(item, Mapping)
     ]
     return [
         Table(("setting", "error"), failed, caption="failed settings"),
