@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from collbench.analysis.doctor.expect import FLEET, Expectation, expectation_from
+from collbench.analysis.doctor.expect import FLEET, Bar, Expectation, expectation_from
 from collbench.analysis.doctor.findings import CPU_CHECKS, GPU_CHECKS
+from collbench.analysis.doctor.judge import Judged
 from collbench.analysis.doctor.verdicts import diagnose
 from collbench.core.doctor_spec import MAX_DOCTOR_REPEATS, DoctorSpec
 from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecError
@@ -197,3 +198,16 @@ def test_doctor_repeats_round_trip_through_the_ranks_arguments(repeats, monkeypa
     result = CliRunner().invoke(app, ["doctor", *args, "--quiet"])
     assert result.exit_code == 0, result.output
     assert seen == [spec]
+
+
+def test_evidence_names_each_repeats_bar_where_the_median_bar_would_contradict_the_count():
+    # Seen on a loaded 4-node mesh: a second slow node in one repeat sank that repeat's fleet
+    # bar under the shaped node, which then read "2 of 3 repeats below the bar 0.152: 0.00615,
+    # 0.00615, 0.00615" -- three values under the bar shown, counted as two.
+    bar = Bar(0.36, 0.152, FLEET, 4)
+    split = Judged((0.00615,) * 3, (0.15, 0.004, 0.16), bar)
+    assert split.slow_repeats == 2
+    assert "below the bar 0.152 (per repeat 0.15, 0.004, 0.16): 0.00615" in split.evidence()
+    agreeing = Judged((0.00615,) * 3, (0.15, 0.14, 0.16), bar)
+    assert "per repeat" not in agreeing.evidence()
+    assert "3 of 3 repeats below the bar 0.152: 0.00615" in agreeing.evidence()
