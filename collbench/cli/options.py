@@ -18,6 +18,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from collbench.core.errors import Interrupted
+
 # What `--out` means when it is not given (the store names new run directories so).
 DEFAULT_RUN_DIR_TEXT = "results/<UTC time>-<id>"
 # What the help shows for a value an option declares no metavar for, by what it parses, in
@@ -250,7 +252,10 @@ def command(
             if given.pop("print_config"):
                 typer.echo(dump_config(ctx))
                 raise typer.Exit()
-        run(given)
+        try:
+            run(given)
+        except KeyboardInterrupt:  # typer would turn it into a silent exit 130
+            raise Interrupted("interrupted") from None
 
     body.__signature__ = signature  # type: ignore[attr-defined]
     body.__annotations__ = {param.name: param.annotation for param in parameters}

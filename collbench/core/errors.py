@@ -46,3 +46,9 @@ class RunFailed(CollbenchError):
     """A rank died, hung or raised; the message names the rank and host."""
 
     exit_code = EXIT_RUN_FAILED
+
+
+class Interrupted(CollbenchError):
+    """Ctrl-C in a command that has no words of its own for it (typer ends one silently)."""
+
+    exit_code = EXIT_INTERRUPTED

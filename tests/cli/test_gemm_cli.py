@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from collbench.analysis.mfu.compute import workload_gemms
 from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
 from collbench.store.gemm_rows import GEMM_FILE, load_gemm_rows
-from tests.helpers import collbench
+from tests.helpers import collbench, start
 
 TINY = ["--layers", "1", "--hidden", "64", "--heads", "2", "--vocab", "128", "--seq", "32"]
 QUICK = ["--device", "cpu", "-w", "1", "-n", "3"]
@@ -118,6 +119,22 @@ def test_status_and_finalize_read_a_gemm_run(gemm_run, tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"state orphaned; {shapes} row(s) kept in gemm.jsonl" in done.stdout
     assert json.loads((killed / "meta.json").read_text())["state"] == "orphaned"
+
+
+@pytest.mark.slow  # ~10 s: sizing, then one shape of four before the Ctrl-C
+def test_ctrl_c_says_interrupted_exits_130_and_keeps_the_finished_shapes(tmp_path):
+    # typer turns a KeyboardInterrupt into a silent Exit(130): the run ended without a word.
+    out = tmp_path / "stopped"
+    process = start("gemm", "--square", "1024:8192", "--out", str(out))
+    for line in process.stderr:  # the first finished shape, then Ctrl-C
+        if "1024x1024x1024" in line:
+            break
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130
+    assert stderr.strip().splitlines()[-1] == "collbench: error: interrupted", stderr
+    assert json.loads((out / "meta.json").read_text())["state"] == "interrupted"
+    assert len(load_gemm_rows(out)) >= 1
 
 
 def test_a_killed_run_keeps_its_finished_shapes(tmp_path):
