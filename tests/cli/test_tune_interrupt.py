@@ -58,6 +58,11 @@ def test_a_tune_cut_short_says_so_and_exits_with_the_signal(tmp_path, signum, co
     settings = document["settings"]
     assert settings[0]["baseline"] and settings[0]["status"] == "ok"
     assert 2 <= len(settings) < 6, settings  # what ran, the one cut short included
+    # The one cut short is not counted as a full sweep (it was: "2 setting(s) ran a full sweep").
+    finished = sum(setting["status"] == "ok" for setting in settings)
+    assert finished < len(settings), settings
+    noun = "setting" if finished == 1 else "settings"
+    assert f": {finished} {noun} finished a full sweep; the result is chosen" in stderr, stderr
     listed = len(settings) + len(document["not_run"])
     assert listed == 6, document["not_run"]  # every setting: ran, cut short or never started
     assert all("before it ran" in item["reason"] for item in document["not_run"])

@@ -38,6 +38,7 @@ from collbench.core.tune_grid import (
     conf_file_warnings,
     setting_env,
 )
+from collbench.core.units import counted
 from collbench.launchers.supervise import STOPPED_CODES, Stopped, StopSignals
 from collbench.run.sweep import RunOptions, choose_launcher, run_sweep
 from collbench.run.tune.choices import choices_env, collect_choices, load_choices
@@ -570,10 +571,12 @@ def finish_tune(
         say("tune: every setting failed")
     if tuner.stopped is not None:
         code = tuner.stopped[0]
-        ran = sum(1 for item in items if item.run_dirs)
+        # the setting cut short has a directory too, and the stop as its error
+        ran = sum(1 for item in items if item.run_dirs and item.error is None)
+        chosen = "chosen from them" if ran else "no choice"
         say(
-            f"tune: {tuner.stopped[1]}: {ran} setting(s) ran a full sweep; the result is "
-            "chosen from them and marked interrupted"
+            f"tune: {tuner.stopped[1]}: {counted(ran, 'setting')} finished a full sweep; the "
+            f"result is {chosen} and marked interrupted"
         )
     if not writes:
         say(f"tune: this node walked {len(items)} settings; node 0 writes the result")
