@@ -573,10 +573,10 @@ def finish_tune(
         code = tuner.stopped[0]
         # the setting cut short has a directory too, and the stop as its error
         ran = sum(1 for item in items if item.run_dirs and item.error is None)
-        chosen = "chosen from them" if ran else "no choice"
+        chosen = "is chosen from them and" if ran else "holds no choice and is"
         say(
             f"tune: {tuner.stopped[1]}: {counted(ran, 'setting')} finished a full sweep; the "
-            f"result is {chosen} and marked interrupted"
+            f"result {chosen} marked interrupted"
         )
     if not writes:
         say(f"tune: this node walked {len(items)} settings; node 0 writes the result")
