@@ -13,7 +13,7 @@ from typing import Any
 from collbench.bench import capacity
 from collbench.bench.distributed import free_port, gpu_count, resolve_backend
 from collbench.core.errors import SpecError
-from collbench.core.knobs import OWN_ENV_VAR
+from collbench.core.knobs import OWN_ENV_VAR, shared_gpu
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import (
     DEFAULT_CPU_RANKS,
@@ -119,7 +119,7 @@ def local_nproc(spec: SweepSpec, requested: int | None) -> int:
     nproc = requested if requested is not None else (gpus or DEFAULT_CPU_RANKS)
     if nproc < 1:
         raise SpecError("--nproc", nproc, "must be at least 1")
-    if gpus and nproc > gpus:
+    if gpus and nproc > gpus and not shared_gpu():
         raise SpecError("--nproc", nproc, f"exceeds the {gpus} GPU(s) visible on this host")
     capacity.check_world_size(spec, nproc)
     capacity.check_rank_processes(nproc, capacity.host_memory_available())

@@ -27,6 +27,7 @@ METHODOLOGY = (
     "world_size",
     "nodes",
     "ranks_per_node",
+    "shared_gpu",  # the test mode whose ranks share one GPU (core/knobs.py)
 )
 PLACEMENT = ("world_size", "nodes", "ranks_per_node")
 # `source` is how a run's numbers were made, by family: rccl-tests is nccl-tests' fork and
@@ -73,7 +74,12 @@ class Purpose:
 # compare: runs are compared to see what changed, so nothing refuses; a methodology
 # difference makes the ratios unlike-for-like and is flagged loudly, the environment (what
 # people change on purpose: knobs, versions, hosts, backend) is listed.
-COMPARE = Purpose("compare", refuse=(), warn=METHODOLOGY, lists_rest=True)
+# A run whose ranks shared one GPU (a test of code paths) is never compared with one whose
+# ranks did not.
+_TEST_ONLY = "a run made with COLLBENCH_SHARED_GPU=1 tests code paths, not a fabric"
+COMPARE = Purpose(
+    "compare", ("shared_gpu",), METHODOLOGY, lists_rest=True, hint=f"{_TEST_ONLY}: rerun without it"
+)
 # compare --strict (a CI gate that must not compare unlike runs): every methodology
 # difference refuses.
 STRICT_COMPARE = Purpose(
@@ -115,7 +121,7 @@ NOISE = Purpose(
 # (analysis/doctor/expect.py): busbw depends on it, stage by stage.
 DOCTOR_BASELINE = Purpose(
     "doctor --baseline",
-    refuse=("source", "timing_method", "backend", "dtype", "ranks_per_node"),
+    refuse=("source", "timing_method", "backend", "dtype", "ranks_per_node", "shared_gpu"),
     warn=("op", "iters", "warmup", "rank_stat", "world_size", "nodes", KNOBS),
     hint="give a baseline doctor run measured like this one",
     goes_on="judged against it anyway",
@@ -225,6 +231,7 @@ def describe_method(run: Run, kind: str = SWEEP) -> dict[str, Any]:
         "hosts": ", ".join(meta.hosts or []) or None,
         "devices": ", ".join(sorted(devices)) or None,
         COLLECTIVES: ", ".join(sorted({str(row.collective) for row in rows})) or None,
+        "shared_gpu": bool(meta.extra.get("shared_gpu")),
     }
     facts.update({name: _one(rows, name) for name in ("dtype", "op", "iters", "warmup")})
     for name in PLACEMENT:

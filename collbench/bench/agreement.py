@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -233,7 +232,9 @@ def plan_digest(spec: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def collect_facts(torch: Any, backend: str, plan: str, local_rank: int | None) -> RankFacts:
+def collect_facts(
+    torch: Any, backend: str, plan: str, local_rank: int | None, host: str
+) -> RankFacts:
     """This rank's facts, before any GPU is chosen."""
     import collbench
 
@@ -244,7 +245,7 @@ def collect_facts(torch: Any, backend: str, plan: str, local_rank: int | None) -
         raw = torch.cuda.nccl.version()
         nccl = ".".join(map(str, raw)) if isinstance(raw, tuple) else str(raw)
     return RankFacts(
-        host=socket.gethostname(),
+        host=host,
         backend=backend,
         device_count=len(devices),
         devices=devices,

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from collbench.bench.agreement import collect_facts, exchange
+from collbench.bench.provenance import rank_host
 from collbench.bench.rank_env import RunEnv
 from collbench.core.errors import SpecError
+from collbench.core.knobs import OWN_ENV_VAR, shared_gpu
 
 
 def resolve_backend(requested: str) -> str:
@@ -191,7 +193,12 @@ def _agree(
     """The ranks' agreement (bench/agreement.py): raises its one-line error; returns env with
     the local rank derived from the hosts where no variable gave it."""
     local = env.local_rank if env.local_known else None
-    facts = collect_facts(torch, backend, plan, local)
+    host = rank_host(env.rank)
+    if shared_gpu() and backend in ("nccl", "rccl"):  # NCCL takes each rank for a node
+        os.environ["NCCL_HOSTID"] = host
+        own = os.environ.get(OWN_ENV_VAR)
+        os.environ[OWN_ENV_VAR] = f"{own},NCCL_HOSTID" if own else "NCCL_HOSTID"
+    facts = collect_facts(torch, backend, plan, local, host)
     verdict = exchange(store, env.rank, env.world_size, facts, timeout_s)
     verdict.raise_error()
     place = verdict.placement(env.rank)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import collbench
+from collbench.core.knobs import shared_gpu
 
 
 def versions(torch: Any, backend: str) -> dict[str, Any]:
@@ -73,11 +74,16 @@ def device_name(torch: Any, device: Any) -> str:
     return platform.processor() or platform.machine()
 
 
+def rank_host(rank: int) -> str:
+    """This rank's host name; in the shared-GPU test mode a host of its own (core/knobs.py)."""
+    return socket.gethostname() + (f"~r{rank}" if shared_gpu() else "")
+
+
 def rank_identity(torch: Any, device: Any, rank: int) -> dict[str, Any]:
     """This rank's host, pid and device, gathered by rank 0 into meta.json."""
     return {
         "rank": rank,
-        "host": socket.gethostname(),
+        "host": rank_host(rank),
         "pid": os.getpid(),
         "device": str(device),
         "device_name": device_name(torch, device),

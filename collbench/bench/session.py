@@ -20,7 +20,7 @@ from collbench.bench.distributed import rendezvous_bind, single_host, torch_back
 from collbench.bench.rank_env import RunEnv
 from collbench.bench.resume import attempt, kept_steps, resumed_meta
 from collbench.core.errors import SpecError
-from collbench.core.knobs import knob_env, own_env
+from collbench.core.knobs import SHARED_GPU_NOTE, knob_env, own_env, shared_gpu
 from collbench.store.job import Job
 from collbench.store.meta import RunMeta
 from collbench.store.rank_status import RankStatus
@@ -258,6 +258,7 @@ class Session:
                 "rank_env": env.source,
                 "rendezvous": f"{env.master_addr}:{env.master_port} ({env.rendezvous})",
                 "rendezvous_bind": _bound(env),
+                **({"shared_gpu": SHARED_GPU_NOTE} if shared_gpu() else {}),
             },
         )
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collbench.analysis.rules.bands import BAND_NAMES, bands_legend
-from collbench.analysis.rules.methodology import STRICT_COMPARE, check
+from collbench.analysis.rules.methodology import COMPARE, STRICT_COMPARE, check
 from collbench.cli.options import (
     FROM_OWNER,
     Argument,
@@ -93,8 +93,7 @@ def run_compare(values: dict[str, Any]) -> None:
 
     wanted: CompareRequest = request(CompareRequest, COMPARE_OPTIONS, values)
     compared = compare_runs(wanted)
-    if wanted.strict:
-        check(compared.runs, STRICT_COMPARE, label=lambda run: run.path)
+    check(compared.runs, STRICT_COMPARE if wanted.strict else COMPARE, label=lambda run: run.path)
     gate = gate_results(wanted, compared)
     print(
         render_comparisons(

@@ -28,7 +28,7 @@ from collbench.cli.measure import (
 from collbench.cli.options import FROM_OWNER, Option, given_fields, say, warn
 from collbench.core.doctor_plan import DEFAULT_SAMPLED_ROUNDS, SAMPLE_ABOVE_NODES
 from collbench.core.doctor_spec import DEFAULT_DOCTOR_BYTES, DoctorSpec
-from collbench.core.knobs import apply_knobs
+from collbench.core.knobs import SHARED_GPU_NOTE, apply_knobs, shared_gpu
 from collbench.core.spec import SweepSpec
 from collbench.core.units import parse_size
 from collbench.run.sweep import RunOptions
@@ -163,7 +163,7 @@ def run_doctor_command(values: dict[str, Any]) -> None:
 
     doctor = DoctorSpec(**given_fields(DoctorSpec, DOCTOR_OPTIONS, values))
     spec, warnings = doctor_sweep(doctor, given_fields(SweepSpec, COMMAND_OPTIONS, values))
-    warn(warnings)
+    warn([*warnings, *([SHARED_GPU_NOTE] if shared_gpu() else [])])
     apply_knobs(spec.knobs)
     if spec.backend != "auto":
         warn_knobs(spec.knobs, spec.backend)

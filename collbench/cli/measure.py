@@ -31,7 +31,14 @@ from collbench.cli.options import (
 from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import SpecError
-from collbench.core.knobs import apply_knobs, backend_warning, check_knob_name, parse_knob_settings
+from collbench.core.knobs import (
+    SHARED_GPU_NOTE,
+    apply_knobs,
+    backend_warning,
+    check_knob_name,
+    parse_knob_settings,
+    shared_gpu,
+)
 from collbench.core.overlap import (
     ALLOW_BLOCKING_FLAG,
     AUTO,
@@ -353,6 +360,7 @@ def run_measure(command: str, values: dict[str, Any]) -> None:
     on_backend = None
     warn_knobs(spec.knobs, spec.backend)
     warn_blocking_env(spec, spec.backend)
+    warn([SHARED_GPU_NOTE] if shared_gpu() else [])
     if spec.backend == "auto" and (spec.knobs or blocking_env(os.environ)):
 
         def on_backend(backend: str | None) -> None:

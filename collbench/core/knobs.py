@@ -88,6 +88,21 @@ PLACEMENT_KNOBS = frozenset(
 # never as a knob, so they are never a tuning setting, an export or a methodology
 # difference. A value the user exported is not named there and stays a knob.
 OWN_ENV_VAR = "COLLBENCH_OWN_ENV"
+# A test mode, never a measurement of a fabric: with COLLBENCH_SHARED_GPU=1 every rank is a
+# host of its own ("HOST~rRANK", NCCL_HOSTID on a GPU backend), so 2-4 ranks share one GPU
+# and talk over sockets through NCCL's multi-node paths. meta.json records it; compare refuses
+# it against a run that did not share.
+SHARED_GPU_VAR = "COLLBENCH_SHARED_GPU"
+SHARED_GPU_NOTE = (
+    f"{SHARED_GPU_VAR}=1: test mode, each rank is a host of its own and ranks may share a GPU; "
+    "the figures test collbench's code paths, not this machine's fabric"
+)
+
+
+def shared_gpu() -> bool:
+    return os.environ.get(SHARED_GPU_VAR) == "1"
+
+
 _REPORT_SUFFIXES = ("_VERSION", "_HOME", "_PATH", "_ROOT")  # CUDA_VERSION, CUDA_HOME, ...
 
 

@@ -166,6 +166,20 @@ def test_strict_refuses_in_one_plain_line(tmp_path):
     ]
 
 
+def test_a_shared_gpu_test_run_is_refused_against_a_real_one(tmp_path):
+    """COLLBENCH_SHARED_GPU=1 runs (issue 40 item 3) compare with each other, never with a
+    run whose ranks had a GPU each."""
+    real = _write(tmp_path / "real", {1024: 100.0})
+    shared = [_write(tmp_path / name, {1024: 100.0}) for name in ("s1", "s2")]
+    for run in shared:
+        meta = json.loads((tmp_path / run / "meta.json").read_text())
+        (tmp_path / run / "meta.json").write_text(json.dumps({**meta, "shared_gpu": "test"}))
+    done = collbench("compare", real, shared[0])
+    assert done.returncode == 2 and done.stdout == ""
+    assert "(shared_gpu False vs True)" in done.stderr and "COLLBENCH_SHARED_GPU=1" in done.stderr
+    assert collbench("compare", *shared).returncode == 0
+
+
 def test_help_documents_the_gate():
     text = " ".join(collbench("compare", "--help").stdout.split())
     assert "--fail-if-slower" in text and f"exit {EXIT_SLOWER}" in text

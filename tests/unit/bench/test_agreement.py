@@ -195,3 +195,19 @@ def test_exchange_names_ranks_that_never_came():
     store = dist.HashStore()
     with pytest.raises(RunFailed, match=r"rank\(s\) 1, 2 of 3 never reached the rendezvous"):
         exchange(store, 0, 3, _facts(), 0.3)
+
+
+def test_the_shared_gpu_test_mode_makes_each_rank_a_host_and_shares_no_gpu(monkeypatch):
+    """COLLBENCH_SHARED_GPU=1 (issue 40 item 3): 2 ranks on a 1-GPU host are two hosts, so
+    the agreement does not refuse them and NCCL (NCCL_HOSTID) takes each for a node."""
+    from collbench.bench.provenance import rank_host
+
+    crowded = [_facts("gpu1", devices=GPUS[:1], local_rank=rank) for rank in range(2)]
+    assert "gpu1: 2 ranks on 1 visible GPU(s)" in judge(crowded).error
+    monkeypatch.setenv("COLLBENCH_SHARED_GPU", "1")
+    hosts = [rank_host(rank) for rank in range(2)]
+    assert hosts[1] == hosts[0].replace("~r0", "~r1") and hosts[0].endswith("~r0")
+    apart = [replace(fact, host=host) for fact, host in zip(crowded, hosts, strict=True)]
+    assert judge(apart).error is None
+    monkeypatch.setenv("COLLBENCH_SHARED_GPU", "yes")  # only "1" turns it on
+    assert "~" not in rank_host(1)

@@ -45,7 +45,12 @@ def _run(name, row=None, meta=None, kind=None):
 # purpose, a change that refuses (the field named), a change that passes, and how it passes:
 # a warning line ("warn"), returned for the command to show ("list"), or not looked at.
 CASES = [
-    (COMPARE, None, ({"row": {"iters": 50}}, "iters"), "warn"),
+    (
+        COMPARE,
+        ({"meta": {"shared_gpu": "test"}}, "shared_gpu"),
+        ({"row": {"iters": 50}}, "iters"),
+        "warn",
+    ),
     (
         STRICT_COMPARE,
         ({"row": {"iters": 50}}, "iters"),
@@ -119,8 +124,10 @@ def test_a_passing_difference_warns_or_is_listed(purpose, passing, how):
         assert checked.warnings == []
 
 
-def test_compare_never_refuses_and_strict_refuses_the_same_fields_it_flags():
-    assert COMPARE.refuse == () and set(COMPARE.warn) == set(STRICT_COMPARE.refuse)
+def test_compare_refuses_only_the_shared_gpu_test_mode_and_strict_what_it_flags():
+    """A run whose ranks shared one GPU (COLLBENCH_SHARED_GPU=1, issue 40 item 3) tested code
+    paths, not a fabric: compare refuses it against a real run; the rest is flagged."""
+    assert COMPARE.refuse == ("shared_gpu",) and set(COMPARE.warn) == set(STRICT_COMPARE.refuse)
 
 
 def test_every_purpose_acts_on_every_methodology_field():
