@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.core.errors import SpecError
-from collbench.core.knobs import knob_env
+from collbench.core.knobs import LOGGING_KNOBS, is_setting_knob, knob_env
 from collbench.core.safe_text import refuse_control
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import (
@@ -94,13 +94,16 @@ class MpiLauncher:
         extra_args = tuple(
             arg for text in options.extra.get("mpi_args", ()) for arg in _split_mpi_arg(text)
         )
-        # Knob variables and the Python environment, so remote ranks run like local ones.
+        # Knobs (settings and logging) and the Python environment, so remote ranks run like
+        # local ones; never placement (CUDA_VISIBLE_DEVICES: each host has its own GPUs) nor
+        # what describes the head's install (CUDA_HOME, NCCL_VERSION).
+        knobs = [(n, v) for n, v in knob_env().items() if is_setting_knob(n) or n in LOGGING_KNOBS]
         python = [name for name in ("PATH", "PYTHONPATH", "VIRTUAL_ENV") if name in os.environ]
         settings = MpiSettings(
             nproc=nproc,
             hostfile=str(Path(hostfile).absolute()) if hostfile else None,
             mpi_args=extra_args,
-            export=(*sorted(knob_env().items()), *((name, os.environ[name]) for name in python)),
+            export=(*knobs, *((name, os.environ[name]) for name in python)),
             as_root=os.geteuid() == 0,
             oversubscribe=hostfile is None and nproc > (os.cpu_count() or 1),
         )

@@ -227,3 +227,21 @@ def test_mpi_print_needs_no_mpi4py_but_a_run_does(printing, tmp_path):
         assert done.returncode == 0 and done.stdout.startswith("mpirun -np 2 ")
     else:
         assert done.returncode == 2 and done.stdout == ""
+
+
+def test_mpirun_forwards_knobs_not_the_head_nodes_placement():
+    """-x carries the knobs to every host, never the head node's CUDA_VISIBLE_DEVICES (each
+    host has its own GPUs: forwarded, ranks on other hosts would share one) nor what
+    describes its install (issue 40 item 6)."""
+    import subprocess
+
+    hide = "import sys; sys.modules['mpi4py'] = None; from collbench.cli import main; main()"
+    head = {"CUDA_VISIBLE_DEVICES": "0,1", "CUDA_HOME": "/usr/local/cuda", "NCCL_VERSION": "2.21"}
+    env = {**os.environ, **head, "NCCL_ALGO": "Ring", "NCCL_DEBUG": "INFO"}
+    argv = ["sweep", "--launcher", "mpi", "--nproc", "2", "-c", "all_reduce", "--print"]
+    done = subprocess.run(
+        [sys.executable, "-c", hide, *argv], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "-x NCCL_ALGO=Ring" in done.stdout and "-x NCCL_DEBUG=INFO" in done.stdout
+    assert not [name for name in head if name in done.stdout], done.stdout
