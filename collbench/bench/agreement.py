@@ -5,6 +5,7 @@ The method, in full: docs/architecture.md#collbench-bench-agreement-py.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -12,6 +13,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -227,8 +229,16 @@ def _wait(store: Any, keys: list[str], timeout_s: float) -> None:
 
 
 def plan_digest(spec: Any) -> str:
-    """A short digest of the resolved measurement plan (the spec every rank runs)."""
-    text = json.dumps(spec.to_dict(), sort_keys=True, default=str)
+    """A short digest of the resolved measurement plan (the spec every rank runs). A topology
+    file counts by its content, not its path: nodes started from different directories
+    (torchrun with a relative --topology) run the same plan."""
+    data = spec.to_dict()
+    if data.get("topology_file"):
+        with contextlib.suppress(OSError):  # unreadable: the path it is, as before
+            data["topology_file"] = hashlib.sha256(
+                Path(spec.topology_file).read_bytes()
+            ).hexdigest()
+    text = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

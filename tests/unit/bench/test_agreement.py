@@ -3,6 +3,7 @@ the exchange through a real torch store (HashStore, threads as ranks)."""
 
 import threading
 from dataclasses import replace
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -211,3 +212,18 @@ def test_the_shared_gpu_test_mode_makes_each_rank_a_host_and_shares_no_gpu(monke
     assert judge(apart).error is None
     monkeypatch.setenv("COLLBENCH_SHARED_GPU", "yes")  # only "1" turns it on
     assert "~" not in rank_host(1)
+
+
+def test_the_plan_digest_counts_a_topology_file_by_content_not_path(tmp_path):
+    """torchrun nodes started from different directories name the same topology file by
+    different absolute paths: the same plan (issue 40 item 8); another content is not."""
+    from collbench.bench.agreement import plan_digest
+    from collbench.core.spec import SweepSpec
+
+    text = (Path(__file__).parents[3] / "topologies" / "dgx-h100.yaml").read_text()
+    paths = [tmp_path / "a" / "fabric.yaml", tmp_path / "b" / "fabric.yaml", tmp_path / "c.yaml"]
+    for path, body in zip(paths, [text, text, text + "\n# another fabric\n"], strict=True):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(body)
+    digests = [plan_digest(SweepSpec(topology=("mine", str(path)))) for path in paths]
+    assert digests[0] == digests[1] != digests[2]
