@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import glob
 import importlib.util
 import ipaddress
 import os
@@ -29,12 +30,12 @@ def resolve_backend(requested: str) -> str:
     if requested not in ("auto", "nccl", "rccl"):
         return requested
     if requested == "auto" and _torch_build_has_gpu() is False:
-        return "gloo"
+        return _gloo_on_a_gpu_host()
     import torch
 
     if not torch.cuda.is_available():
         if requested == "auto":
-            return "gloo"
+            return _gloo_on_a_gpu_host()
         raise SpecError(
             "--backend",
             requested,
@@ -42,6 +43,23 @@ def resolve_backend(requested: str) -> str:
         )
     # RCCL is reached through torch's "nccl" backend; record what really runs.
     return "rccl" if getattr(torch.version, "hip", None) else "nccl"
+
+
+# Where an NVIDIA driver shows its GPUs, whatever torch says (a test points it elsewhere).
+NVIDIA_DEVICES = "/dev/nvidia[0-9]*"
+
+
+def _gloo_on_a_gpu_host() -> str:
+    """auto's gloo, said loudly where this host has an NVIDIA GPU torch cannot use (a
+    CPU-only torch on a GPU node would otherwise measure gloo in silence)."""
+    if glob.glob(NVIDIA_DEVICES):
+        print(
+            "collbench: warning: this host has NVIDIA GPUs but torch sees none (a CPU-only "
+            "torch build, or no driver access): --backend auto runs gloo on the CPU; install "
+            "a CUDA build of torch, or give --backend nccl to stop instead",
+            file=sys.stderr,
+        )
+    return "gloo"
 
 
 def _torch_build_has_gpu() -> bool | None:

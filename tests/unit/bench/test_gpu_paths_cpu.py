@@ -183,3 +183,18 @@ def test_the_hold_doubles_while_the_gpu_catches_up_and_stays_once_it_does_not():
     for _ in range(40):
         hold.enqueued(_Event(done=True))
     assert hold.seconds == StreamHold.HOLD_MAX_S
+
+
+def test_auto_on_a_gpu_host_without_a_cuda_torch_says_it_runs_gloo(tmp_path, monkeypatch, capsys):
+    """A CPU-only torch on a GPU node: auto resolves to gloo with one warning line, not in
+    silence (issue 40 item 8); a host without NVIDIA devices stays quiet."""
+    from collbench.bench import distributed
+
+    monkeypatch.setattr(distributed, "NVIDIA_DEVICES", str(tmp_path / "nvidia[0-9]*"))
+    assert distributed.resolve_backend("auto") == "gloo"
+    assert capsys.readouterr().err == ""
+    (tmp_path / "nvidia0").write_text("")
+    assert distributed.resolve_backend("auto") == "gloo"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "torch sees none" in err and "runs gloo" in err
+    assert distributed.resolve_backend("gloo") == "gloo" and capsys.readouterr().err == ""
