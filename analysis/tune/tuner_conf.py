@@ -45,7 +45,7 @@ CHANNEL_FLOORS = ("NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS")
 TUNER_SHAPES = ("tuned", "any")
 DEFAULT_TUNER_SHAPE = "tuned"
 SHIPPED = {
-    "nccl": "# NCCL >= 2.27 ships it (ext-tuner/example, later plugins/tuner/example).",
+    "nccl": "# NCCL >= 2.27.5 ships it (ext-tuner/example, later plugins/tuner/example).",
     "rccl": "# RCCL: ext-tuner/example's CSV version (its older model-based example reads no file).",
 }
 _CHOICES_HINT = "tune records it with --choices on NCCL, or reads it from --nccl-log FILE"

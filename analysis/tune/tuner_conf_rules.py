@@ -1,5 +1,5 @@
 """nccl_tuner.conf as NCCL's example tuner plugin reads it (plugins/tuner/example/plugin.c,
-NCCL >= 2.27; RCCL's ext-tuner/example carries the same reader): parse, match, and what
+NCCL >= 2.27.5; RCCL's ext-tuner/example carries the same reader): parse, match, and what
 channel count a collective ends up with (pure).
 
 The method, in full: docs/tune.md#analysis-tune-tuner-conf-rules-py.

@@ -179,7 +179,7 @@ CONF_OPTIONS = (
     _conf(
         ("--nccl-log",),
         "An NCCL debug log of the baseline or of the job, with NCCL_DEBUG=INFO and "
-        "NCCL_DEBUG_SUBSYS TUNING (repeatable): what NCCL chose, written into nccl_tuner.conf where the "
+        "NCCL_DEBUG_SUBSYS=COLL,TUNING (repeatable): what NCCL chose, written into nccl_tuner.conf where the "
         "default wins, where the winner names no algorithm/protocol, and for collectives "
         "not tuned.",
         TunerConfRequest,

@@ -105,7 +105,7 @@ def load_choices(path: Path, setting_id: str) -> list[dict]:
 
 def read_debug_logs(paths: list[Path], world_size: int | None) -> list[ChoiceSummary]:
     """What NCCL used per collective and size, from debug logs (NCCL_DEBUG=INFO,
-    NCCL_DEBUG_SUBSYS=TUNING, NCCL 2.20+); SpecError naming the log that holds no choice."""
+    NCCL_DEBUG_SUBSYS=COLL,TUNING, NCCL 2.20+); SpecError naming the log that holds no choice."""
     summaries: list[ChoiceSummary] = []
     for path in paths:
         lines = [
@@ -118,7 +118,8 @@ def read_debug_logs(paths: list[Path], world_size: int | None) -> list[ChoiceSum
                 "--nccl-log",
                 str(path),
                 "holds no line saying what NCCL chose: run with NCCL_DEBUG=INFO "
-                "NCCL_DEBUG_SUBSYS=TUNING (NCCL 2.20 or later prints it, on rank 0)",
+                "NCCL_DEBUG_SUBSYS=COLL,TUNING (NCCL 2.20 or later prints it, on rank 0; before 2.23 "
+                "only COLL names the collective)",
             )
         summaries += found
     return summaries

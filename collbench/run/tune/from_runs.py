@@ -56,7 +56,7 @@ class ConfInputs:
 class TunerConfRequest:
     """How tune writes nccl_tuner.conf: `shape` "tuned" names the tuned communicator's
     nNodes/nRanks in every rule, "any" writes -1; `nccl_logs` are NCCL debug logs
-    (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING) of the baseline or of the job, saying what NCCL
+    (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL,TUNING) of the baseline or of the job, saying what NCCL
     chose where a rule must name NCCL's own pair."""
 
     shape: str = DEFAULT_TUNER_SHAPE

@@ -95,6 +95,8 @@ def test_every_size_of_every_tuned_collective_has_one_rule_with_explicit_channel
     assert "allreduce,16777216,18446744073709551615,ring,simple,8," in text
     # identical neighbours merge into one line
     assert "broadcast,0,18446744073709551615,ring,ll128,0," in text
+    # the example plugin that reads this file first shipped in NCCL 2.27.5 (issue 40 item 8)
+    assert "# NCCL >= 2.27.5 ships it" in text
 
 
 def test_lines_are_short_and_comments_only_in_column_zero():

@@ -21,7 +21,7 @@ EXAMPLE = os.environ.get("COLLBENCH_TUNER_EXAMPLE", "")
 pytestmark = pytest.mark.skipif(
     not (EXAMPLE and (Path(EXAMPLE) / "plugin.c").is_file() and shutil.which("cc")),
     reason="set COLLBENCH_TUNER_EXAMPLE to the example tuner plugin's source folder "
-    "(NCCL >= 2.27: plugins/tuner/example or ext-tuner/example) and have a C compiler",
+    "(NCCL >= 2.27.5: plugins/tuner/example or ext-tuner/example) and have a C compiler",
 )
 
 # The count the plugin gives a call no rule takes, or whose rule says -1: NCCL's copy starts
