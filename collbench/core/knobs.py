@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from collbench.core.errors import SpecError
 from collbench.core.safe_text import refuse_control
-from collbench.core.tune_catalog import CATALOG, KNOWN_NAMES
+from collbench.core.tune_catalog import CATALOG, KNOWN_NAMES, knob_checker
 
 KNOB_FLAG = "--knob"
 # An environment variable's name as the libraries spell them.
@@ -204,17 +204,20 @@ def check_knob_name(name: str, text: str, flag: str = KNOB_FLAG) -> list[str]:
     return []
 
 
-def check_knob_value(name: str, value: str, text: str, flag: str = KNOB_FLAG) -> str:
+def check_knob_value(
+    name: str, value: str, text: str, flag: str = KNOB_FLAG, backend: str | None = None
+) -> str:
     """`value` as it will be exported (NCCL_BUFFSIZE=4M -> 4194304), checked against the
-    catalog; SpecError naming `text` for a value the library would not take. A knob the
-    catalog does not list passes unchecked; a control character (a newline would end
-    best.env's line and run what follows) is refused for every knob."""
+    catalog (`backend`'s ranges: core.tune_catalog.knob_checker); SpecError naming `text` for
+    a value the library would not take. A knob the catalog does not list passes unchecked; a
+    control character (a newline would end best.env's line and run what follows) is refused
+    for every knob."""
     refuse_control(flag, text, value)
-    spec = CATALOG.get(name)
-    if spec is None:
+    check = knob_checker(name, backend)
+    if check is None:
         return value
     try:
-        return spec.check(value)
+        return check(value)
     except ValueError as error:
         raise SpecError(flag, text, f"value {value!r} {error}") from None
 

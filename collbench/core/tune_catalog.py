@@ -82,12 +82,12 @@ def integer(low: int, high: int | None = None, multiple: int = 1) -> Checker:
     return check
 
 
-def choice(*values: str) -> Checker:
-    """One of `values`, exactly."""
+def choice(*values: str, why: str = "") -> Checker:
+    """One of `values`, exactly (`why`: the reason, said with a refusal)."""
 
     def check(value: str) -> str:
         if value not in values:
-            raise ValueError(f"is not one of {', '.join(values)}")
+            raise ValueError(f"is not one of {', '.join(values)}{why}")
         return value
 
     return check
@@ -201,6 +201,22 @@ CATALOG: dict[str, KnobSpec] = {
     # comma-separated interface; nccl and rccl runs never read it.
     "GLOO_SOCKET_IFNAME": KnobSpec(gloo_interfaces, backends=("gloo",)),
 }
+
+# RCCL's ranges where they differ from NCCL's (RCCL 2.21): 128 channels (MAXCHANNELS), and
+# 256 threads whatever NCCL_NTHREADS says, so another value would measure 256 again.
+RCCL_CHECKS: dict[str, Checker] = {
+    "NCCL_MIN_NCHANNELS": integer(1, RCCL_MAX_CHANNELS),
+    "NCCL_MAX_NCHANNELS": integer(1, RCCL_MAX_CHANNELS),
+    "NCCL_NTHREADS": choice("256", why=": RCCL runs 256 threads whatever this says"),
+}
+
+
+def knob_checker(name: str, backend: str | None) -> Checker | None:
+    """How `backend` (resolved, or None/"auto": NCCL's ranges) takes knob `name`'s values;
+    None for a knob the catalog does not list."""
+    spec = CATALOG.get(name)
+    return (RCCL_CHECKS.get(name) if backend == "rccl" else None) or (spec and spec.check)
+
 
 # Variables NCCL 2.30 reads (NCCL_PARAM and ncclGetEnv in its sources, plus those read
 # before them), and RCCL's RCCL_PARAM names: known to exist, but their values are not

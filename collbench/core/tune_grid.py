@@ -128,7 +128,7 @@ def check_axis(axis: KnobAxis, backend: str | None = None) -> tuple[KnobAxis, li
     spec = CATALOG.get(axis.name)
     values, seen = [], {}
     for value in axis.values:
-        value = check_knob_value(axis.name, value, text)
+        value = check_knob_value(axis.name, value, text, backend=backend)
         key = value.lower() if spec is not None and spec.fold_case else value
         if key in seen:
             raise SpecError("--knob", text, f"gives {axis.name}={seen[key]} twice")

@@ -251,6 +251,29 @@ def test_channels_are_bounded_by_the_backend(channels, backend, refused):
         check_channels(channels, backend)
 
 
+@pytest.mark.parametrize(
+    "knob,backend,refused",
+    [
+        ("NCCL_MAX_NCHANNELS=96,128", "rccl", None),  # MI300: RCCL's 128
+        ("NCCL_MAX_NCHANNELS=96,128", "nccl", "outside 1..64"),
+        ("NCCL_MIN_NCHANNELS=128", "rccl", None),
+        ("NCCL_NTHREADS=128,256", "nccl", None),
+        ("NCCL_NTHREADS=128,256", "rccl", "RCCL runs 256 threads"),  # 128 would measure 256
+        ("NCCL_NTHREADS=256", "rccl", None),
+    ],
+)
+def test_rccl_knob_ranges_are_rccls(knob, backend, refused):
+    """RCCL's ranges, not NCCL's, for --backend rccl (issue 40 item 5)."""
+    from collbench.core.tune_grid import parse_knobs
+
+    if refused is None:
+        assert parse_knobs([knob], backend)[0]
+        return
+    with pytest.raises(SpecError, match=refused) as error:
+        parse_knobs([knob], backend)
+    assert error.value.field == "--knob"
+
+
 @pytest.mark.parametrize("count", [0, -1, MAX_SETTINGS + 1, 10**20, True])
 def test_max_settings_outside_its_bound_is_refused(tmp_path, count):
     from collbench.core.tune_grid import parse_knobs
