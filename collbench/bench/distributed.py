@@ -55,8 +55,7 @@ def _gloo_on_a_gpu_host() -> str:
     if glob.glob(NVIDIA_DEVICES):
         print(
             "collbench: warning: this host has NVIDIA GPUs but torch sees none (a CPU-only "
-            "torch build, or no driver access): --backend auto runs gloo on the CPU; install "
-            "a CUDA build of torch, or give --backend nccl to stop instead",
+            "torch build?): --backend auto runs gloo on the CPU",
             file=sys.stderr,
         )
     return "gloo"

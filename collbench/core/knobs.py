@@ -146,16 +146,6 @@ def knob_backends(name: str) -> tuple[str, ...] | None:
     return None
 
 
-def knob_mismatch(name: str, backend: str | None) -> str | None:
-    """Why knob `name` has no effect on `backend` (a resolved backend: nccl, rccl, gloo),
-    e.g. "NCCL_MAX_NCHANNELS is read by nccl/rccl, not by gloo"; None when it may apply
-    or the backend is not known (None, "auto")."""
-    backends = knob_backends(name)
-    if backends is None or backend in (None, "auto") or backend in backends:
-        return None
-    return f"{name} is read by {'/'.join(backends)}, not by {backend}"
-
-
 def reads_knob(name: str) -> tuple[str, ...] | None:
     """The backends that read knob `name` (None: every backend): the catalog's entry where it
     names fewer backends than the prefix rule (GLOO_SOCKET_IFNAME: gloo only)."""
@@ -165,15 +155,21 @@ def reads_knob(name: str) -> tuple[str, ...] | None:
     return knob_backends(name)
 
 
-def backend_warning(name: str, backend: str | None) -> str | None:
-    """One line when `backend` (resolved, or None/"auto": not known yet) does not read knob
-    `name`, e.g. "--knob NCCL_ALGO does not apply to --backend gloo (NCCL_ALGO is read by
-    nccl/rccl, not by gloo)"; None when it may apply."""
+def knob_mismatch(name: str, backend: str | None) -> str | None:
+    """Why knob `name` has no effect on `backend` (a resolved backend: nccl, rccl, gloo),
+    e.g. "NCCL_MAX_NCHANNELS is read by nccl/rccl, not by gloo"; None when it may apply
+    or the backend is not known (None, "auto")."""
     backends = reads_knob(name)
     if backends is None or backend in (None, "auto") or backend in backends:
         return None
-    why = f"{name} is read by {'/'.join(backends)}, not by {backend}"
-    return f"{KNOB_FLAG} {name} does not apply to --backend {backend} ({why})"
+    return f"{name} is read by {'/'.join(backends)}, not by {backend}"
+
+
+def backend_warning(name: str, backend: str | None) -> str | None:
+    """knob_mismatch as one line, e.g. "--knob NCCL_ALGO does not apply to --backend gloo
+    (NCCL_ALGO is read by nccl/rccl, not by gloo)"; None when it may apply."""
+    why = knob_mismatch(name, backend)
+    return why and f"{KNOB_FLAG} {name} does not apply to --backend {backend} ({why})"
 
 
 def check_knob_name(name: str, text: str, flag: str = KNOB_FLAG) -> list[str]:

@@ -138,21 +138,13 @@ def gloo_interfaces(value: str) -> str:
     return value
 
 
-def text(value: str) -> str:
-    """Any text (a path, a plugin name): not checked further."""
-    return value
-
-
 _SWITCH = choice("0", "1")
 
 CATALOG: dict[str, KnobSpec] = {
-    # Re-read at every communicator init (tuning.cc: ncclGetEnv in ncclTopoTuneModel; the
-    # tuner plugin reads its config file when it is initialised for a communicator).
+    # Re-read at every communicator init (tuning.cc: ncclGetEnv in ncclTopoTuneModel).
     "NCCL_ALGO": KnobSpec(nccl_list(NCCL_ALGORITHMS), fold_case=True),
     "NCCL_PROTO": KnobSpec(nccl_list(NCCL_PROTOCOLS), fold_case=True),
-    "NCCL_TUNER_CONFIG_FILE": KnobSpec(text),
     # Cached for the life of the process (NCCL_PARAM) or read once at plugin/transport init.
-    "NCCL_TUNER_PLUGIN": KnobSpec(text),
     "NCCL_MIN_NCHANNELS": KnobSpec(integer(1, NCCL_MAX_CHANNELS), numeric=True),
     "NCCL_MAX_NCHANNELS": KnobSpec(integer(1, NCCL_MAX_CHANNELS), numeric=True),
     "NCCL_MIN_CTAS": KnobSpec(integer(1, NCCL_MAX_CHANNELS), numeric=True),
@@ -243,8 +235,8 @@ KNOWN_NAMES = frozenset(
     NCCL_PROTO NCCL_PROXY_APPEND_BATCH_SIZE NCCL_RAS_ENABLE NCCL_RUNTIME_CONNECT
     NCCL_SET_STACK_SIZE NCCL_SET_THREAD_NAME NCCL_SHM_LOCALITY NCCL_SOCKET_FAMILY
     NCCL_SOCKET_RETRY_CNT NCCL_SOCKET_RETRY_SLEEP_MSEC NCCL_SYM_CTAS NCCL_THREAD_THRESHOLDS
-    NCCL_TOPO_DUMP_FILE NCCL_TOPO_FILE NCCL_WIN_ENABLE NCCL_WORK_ARGS_BYTES
-    NCCL_WORK_FIFO_BYTES
+    NCCL_TOPO_DUMP_FILE NCCL_TOPO_FILE NCCL_TUNER_CONFIG_FILE NCCL_TUNER_PLUGIN
+    NCCL_WIN_ENABLE NCCL_WORK_ARGS_BYTES NCCL_WORK_FIFO_BYTES
     RCCL_CLIQUE_ALLREDUCE_BYTE_LIMIT RCCL_CLIQUE_IGNORE_TOPO RCCL_ENABLE_CLIQUE
     RCCL_ENABLE_INTRANET RCCL_ENABLE_SIGNALHANDLER RCCL_FORCE_ENABLE_GDRDMA
     RCCL_INTRANET_THRESHOLD RCCL_KERNEL_COLL_TRACE_ENABLE RCCL_MODEL_MATCHING_DISABLE
