@@ -9,19 +9,21 @@ import json
 import os
 import re
 import shlex
-import socket
+import shutil
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from collbench.core.collectives import REGISTRY
 
-PASS, FAIL, SKIP = "pass", "fail", "skip"
+# not applicable: the step cannot prove anything here (too few GPUs, no GPU in a dry run);
+# skip: it was not run (over the --budget).
+PASS, FAIL, NA, SKIP = "pass", "fail", "not applicable", "skip"
 RANGES_SOURCE = "8x H100 SXM (public DGX H100 figures), to confirm"
 # A step's commands may not run longer than this each (a hang is a failed step, not a hung kit).
 COMMAND_TIMEOUT_S = 1800.0
@@ -77,6 +79,9 @@ class Step:
 
     def skip(self, why: str) -> None:
         self.status, self.note = SKIP, why
+
+    def not_applicable(self, why: str) -> None:
+        self.status, self.note = NA, why
 
 
 @dataclass(frozen=True)
@@ -193,7 +198,8 @@ def _figure(value: float | None) -> float | None:
 
 
 def sweep_all(kit: Kit, step: Step) -> None:
-    done = kit.run(step, "sweep", ["sweep", *_sweep_args(kit, ",".join(ALL_COLLECTIVES), _small(kit, "1G"))])  # fmt: skip
+    env = None if kit.dry_run else _nccl_debug(kit, "sweep_all")  # NCCL's version, rings, ...
+    done = kit.run(step, "sweep", ["sweep", *_sweep_args(kit, ",".join(ALL_COLLECTIVES), _small(kit, "1G"))], env)  # fmt: skip
     step.code_is(done, 0)
     rows = read_jsonl(done.run_dir / "rows.jsonl")
     wrong = sum(row["n_wrong"] or 0 for row in rows)
@@ -205,6 +211,13 @@ def sweep_all(kit: Kit, step: Step) -> None:
         )
         if name in BUSBW_1G and not kit.dry_run:
             step.within(f"busbw {name} at 1 GiB", row and row["busbw_gbps"], *BUSBW_1G[name], kit.judged)  # fmt: skip
+
+
+def _nccl_debug(kit: Kit, name: str) -> dict[str, str]:
+    """NCCL's INFO lines into OUT/nccl-debug/NAME.HOST.PID.log (they go into the archive)."""
+    folder = kit.out / "nccl-debug"
+    folder.mkdir(parents=True, exist_ok=True)
+    return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": str(folder / f"{name}.%h.%p.log")}
 
 
 def graph_latency(kit: Kit, step: Step) -> None:
@@ -234,7 +247,7 @@ def graph_latency(kit: Kit, step: Step) -> None:
 def avg_odd_world(kit: Kit, step: Step) -> None:
     ranks = 6 if kit.gpus >= 6 else 3
     if kit.gpus < ranks:
-        return step.skip(f"needs {ranks} GPUs, this node has {kit.gpus}")
+        return step.not_applicable(f"needs {ranks} GPUs, this node has {kit.gpus}")
     dtypes = ("bfloat16",) if kit.dry_run else ("bfloat16", "float16")
     for dtype in dtypes:
         args = _sweep_args(kit, "all_reduce,reduce_scatter", _small(kit, "256M"), ranks)
@@ -251,20 +264,25 @@ def corrupt_rank(kit: Kit, step: Step) -> None:
     step.code_is(done, 3)
 
 
+def too_many_ranks_refusal(gpus: int) -> str:
+    """What launchers/local.py's refusal says (the GPU count; it names no host)."""
+    return f"exceeds the {gpus} GPU(s) visible on this host"
+
+
 def too_many_ranks(kit: Kit, step: Step) -> None:
     if kit.dry_run:
-        return step.skip("counts GPUs: needs a GPU node")
+        return step.not_applicable("counts GPUs: needs a GPU node")
     args = _sweep_args(kit, "all_reduce", "1K", kit.gpus + 1)
     done = kit.run(step, "refused", ["sweep", *args])
-    step.check("refused (exit != 0)", done.code, "!= 0", done.code != 0)
-    host = socket.gethostname().split(".")[0]
-    step.check("the host is named", host in done.stderr, True, host in done.stderr)
+    step.code_is(done, 2)
+    said = too_many_ranks_refusal(kit.gpus)
+    step.check("the refusal names the GPUs", said in done.stderr, True, said in done.stderr)
 
 
 def nccl_choices(kit: Kit, step: Step) -> None:
     """NCCL's algorithm/protocol per size, from its debug output, parsed by collbench."""
     if kit.dry_run:
-        return step.skip("NCCL's debug output: needs a GPU node")
+        return step.not_applicable("NCCL's debug output: needs a GPU node")
     from collbench.core.spec import SweepSpec
     from collbench.run.tune.choices import choices_env, collect_choices
 
@@ -346,7 +364,9 @@ def _tune(kit: Kit, step: Step, label: str, collectives: str, knobs: list[str], 
 
 def tune_algo_proto(kit: Kit, step: Step) -> None:
     if kit.dry_run:
-        return step.skip("NCCL_ALGO x NCCL_PROTO: needs NCCL (tune_ring_tree runs the CPU part)")
+        return step.not_applicable(
+            "NCCL_ALGO x NCCL_PROTO: needs NCCL (tune_ring_tree runs the CPU part)"
+        )
     knobs = ["--knob", "NCCL_ALGO=Ring,NVLS,Tree", "--knob", "NCCL_PROTO=Simple,LL,LL128"]
     settings = _tune(kit, step, "all_reduce", "all_reduce", knobs)
     ok = [label for label, s in settings.items() if s["status"] == "ok"]
@@ -360,6 +380,58 @@ def tune_ring_tree(kit: Kit, step: Step) -> None:
     settings = _tune(kit, step, "ring_tree", "all_reduce,all_gather", ["--knob", "NCCL_ALGO=Ring,Tree"], env)  # fmt: skip
     tree = settings.get("NCCL_ALGO=Tree")
     step.check("Tree's all_reduce rows kept", tree and tree["rows"], "> 0", bool(tree and tree["rows"]))  # fmt: skip
+
+
+TUNER_EXAMPLE_VAR = "COLLBENCH_TUNER_EXAMPLE"
+
+
+def build_tuner_plugin(kit: Kit, step: Step) -> str | None:
+    """NCCL's example tuner plugin compiled from its source (TUNER_EXAMPLE_VAR: the folder
+    with plugin.c, NCCL >= 2.27.5's plugins/tuner/example or ext-tuner/example), as its
+    Makefile builds it: the library, or None with the reason in the step's figures."""
+    source = Path(os.environ.get(TUNER_EXAMPLE_VAR) or "/nonexistent")
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    why = None
+    if not (source / "plugin.c").is_file():
+        why = (
+            f"not built: no plugin source (set {TUNER_EXAMPLE_VAR} to NCCL's plugins/tuner/example)"
+        )
+    elif compiler is None:
+        why = "not built: no C compiler (cc, gcc)"
+    else:
+        library = kit.out / "tuner" / "libnccl-tuner-example.so"
+        library.parent.mkdir(parents=True, exist_ok=True)
+        argv = [compiler, "-fPIC", "-shared", f"-I{source}", f"-I{source / 'nccl'}", "-o", str(library), str(source / "plugin.c")]  # fmt: skip
+        done = kit.command(step, "build_tuner_plugin", argv)
+        if done.code == 0:
+            step.figures["tuner plugin"] = f"built from {source}"
+            return str(library)
+        why = f"not built: {compiler} exited {done.code} (see its log)"
+    step.figures["tuner plugin"] = why
+    return None
+
+
+def tune_verify(kit: Kit, step: Step) -> None:
+    """tune verify on tune_ring_tree's result: the default, best.env and nccl_tuner.conf
+    through NCCL's example tuner plugin (built here), side by side."""
+    plugin = build_tuner_plugin(kit, step)
+    if kit.dry_run:
+        return step.not_applicable("tune verify measures NCCL's settings: needs NCCL on 2+ GPUs")
+    tuned = kit.out / "runs" / "tune_ring_tree-ring_tree"
+    if not (tuned / "tune.json").is_file():
+        return step.skip("tune_ring_tree wrote no tune.json here (not chosen, or over the budget)")
+    env = {"NCCL_TUNER_PLUGIN": plugin} if plugin else None
+    done = kit.run(step, "verify", ["tune", "verify", str(tuned), "-g", str(kit.gpus)], env)
+    step.code_is(done, 0)
+    path = done.run_dir / "verify.json" if done.run_dir else None
+    result = json.loads(path.read_text()) if path and path.exists() else {}
+    step.figures["settings"] = {s["label"]: s["status"] for s in result.get("settings", [])}
+    step.figures["lines"] = result.get("lines", [])
+    step.figures["warnings"] = result.get("warnings", [])
+    if plugin is None:
+        step.note = (
+            f"nccl_tuner.conf not verified: the tuner plugin was {step.figures['tuner plugin']}"
+        )
 
 
 def doctor(kit: Kit, step: Step, nodes: int) -> None:
@@ -404,7 +476,9 @@ def gemm_long(kit: Kit, step: Step) -> None:
     """A long run (~1 min on an H100) at one shape: sustained throughput and, where the
     gemm records them (NVML), clocks and power."""
     if kit.dry_run:
-        return step.skip("gemm_bf16 runs the same command on CPU; the long run needs a GPU")
+        return step.not_applicable(
+            "gemm_bf16 runs the same command on CPU; the long run needs a GPU"
+        )
     args = ["gemm", "--shape", "8192x8192x8192", "--dtype", "bf16", "-n", "40000"]
     done = kit.run(step, "long", args)
     step.code_is(done, 0)
@@ -467,7 +541,7 @@ def _meta_gemm(run_dir: Path | None) -> object:
 def pytest_gpu(kit: Kit, step: Step) -> None:
     """Every `pytest -m gpu` test, multi-rank ones on every visible GPU."""
     if kit.dry_run:
-        return step.skip("pytest -m gpu: needs a GPU")
+        return step.not_applicable("pytest -m gpu: needs a GPU")
     root = Path(__file__).resolve().parents[1]
     argv = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", str(root / "tests")]  # fmt: skip
     done = kit.command(step, "pytest", argv)
@@ -477,22 +551,37 @@ def pytest_gpu(kit: Kit, step: Step) -> None:
     step.check("failed", counts.get("failed", 0) + counts.get("error", 0), 0, done.code == 0)
 
 
+class KitStep(NamedTuple):
+    """A step as the kit plans it: `gpus`, the fewest GPUs on which it proves anything (a
+    single rank takes NCCL's shortcut: no algorithm choice, no TUNING line, no rank 1);
+    `estimate`, ESTIMATED seconds on 1 GPU and on 8 (H100-class, commands' start-up
+    included), for --budget and --plan, not measured."""
+
+    name: str
+    what: str
+    body: Callable[[Kit, Step], None]
+    gpus: int
+    estimate: tuple[int, int]
+
+
+# Most informative first: --budget runs them in this order while they fit.
 STEPS = (
-    ("pytest_gpu", "pytest -m gpu, multi-rank tests on every visible GPU", pytest_gpu),
-    ("sweep_all", "all seven collectives to 1 GiB, #wrong 0, busbw at 1 GiB", sweep_all),
-    ("graph_latency", "8 B..1 MiB all-reduce eager vs --cuda-graph (nccl-tests -G)", graph_latency),
-    ("avg_odd_world", "bf16/fp16 avg at 6 ranks (a world size NCCL's 1/n rounds at)", avg_odd_world),
-    ("corrupt_rank", "a corrupted rank's result gives exit 3", corrupt_rank),
-    ("too_many_ranks", "more ranks than GPUs refused, naming the host", too_many_ranks),
-    ("nccl_choices", "NCCL's algorithm/protocol per size, NCCL_DEBUG parsed", nccl_choices),
-    ("overlap_channels", "overlap by size: default, NCCL_MAX_NCHANNELS=4, NCCL_MAX_CTAS=4", overlap_channels),
-    ("overlap_blocking", "TORCH_NCCL_BLOCKING_WAIT=1: refused, warned when allowed, ~0%", overlap_blocking),
-    ("tune_algo_proto", "tune Ring/NVLS/Tree x Simple/LL/LL128 on all-reduce", tune_algo_proto),
-    ("tune_ring_tree", "tune Ring/Tree over all-reduce + all-gather (Tree: all-reduce only)", tune_ring_tree),
-    ("doctor_one_node", "doctor on this node (intra stage)", lambda kit, step: doctor(kit, step, 1)),
-    ("doctor_four_nodes", "doctor with 4 test 'nodes' (COLLBENCH_TEST_DOCTOR_NODE_SIZE)", lambda kit, step: doctor(kit, step, 4)),
-    ("gemm_bf16", "gemm square 1024..16384 bf16", gemm_bf16),
-    ("gemm_tf32", "gemm fp32 with and without TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", gemm_tf32),
-    ("gemm_long", "a long bf16 gemm run (clocks and power where recorded)", gemm_long),
-    ("gemm_workload", "Nemotron-4 15B's GEMMs against the sustained-clock shape model", gemm_workload),
+    KitStep("sweep_all", "all seven collectives to 1 GiB, #wrong 0, busbw at 1 GiB", sweep_all, 2, (0, 90)),
+    KitStep("nccl_choices", "NCCL's algorithm/protocol per size, NCCL_DEBUG parsed", nccl_choices, 2, (0, 60)),
+    KitStep("too_many_ranks", "more ranks than GPUs refused, naming the GPU count", too_many_ranks, 1, (10, 10)),
+    KitStep("corrupt_rank", "a corrupted rank's result gives exit 3", corrupt_rank, 2, (0, 20)),
+    KitStep("graph_latency", "8 B..1 MiB all-reduce eager vs --cuda-graph (nccl-tests -G)", graph_latency, 1, (40, 45)),
+    KitStep("gemm_bf16", "gemm square 1024..16384 bf16", gemm_bf16, 1, (60, 60)),
+    KitStep("tune_ring_tree", "tune Ring/Tree over all-reduce + all-gather (Tree: all-reduce only)", tune_ring_tree, 2, (0, 120)),
+    KitStep("tune_verify", "tune verify: default, best.env and nccl_tuner.conf via NCCL's example tuner plugin", tune_verify, 2, (0, 90)),
+    KitStep("overlap_channels", "overlap by size: default, NCCL_MAX_NCHANNELS=4, NCCL_MAX_CTAS=4", overlap_channels, 2, (0, 150)),
+    KitStep("doctor_one_node", "doctor on this node (intra stage)", lambda kit, step: doctor(kit, step, 1), 2, (0, 60)),
+    KitStep("gemm_workload", "Nemotron-4 15B's GEMMs against the sustained-clock shape model", gemm_workload, 1, (45, 45)),
+    KitStep("gemm_tf32", "gemm fp32 with and without TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", gemm_tf32, 1, (30, 30)),
+    KitStep("avg_odd_world", "bf16/fp16 avg at 6 ranks (a world size NCCL's 1/n rounds at)", avg_odd_world, 3, (0, 60)),
+    KitStep("overlap_blocking", "TORCH_NCCL_BLOCKING_WAIT=1: refused, warned when allowed, ~0%", overlap_blocking, 2, (0, 60)),
+    KitStep("tune_algo_proto", "tune Ring/NVLS/Tree x Simple/LL/LL128 on all-reduce", tune_algo_proto, 2, (0, 300)),
+    KitStep("doctor_four_nodes", "doctor with 4 test 'nodes' (COLLBENCH_TEST_DOCTOR_NODE_SIZE)", lambda kit, step: doctor(kit, step, 4), 4, (0, 90)),
+    KitStep("gemm_long", "a long bf16 gemm run (clocks and power where recorded)", gemm_long, 1, (90, 90)),
+    KitStep("pytest_gpu", "pytest -m gpu, multi-rank tests on every visible GPU", pytest_gpu, 1, (240, 420)),
 )  # fmt: skip

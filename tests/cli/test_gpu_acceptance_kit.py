@@ -1,19 +1,23 @@
-"""The GPU acceptance kit (benchmarks/gpu_acceptance.py, issue 27) cannot rot: its dry run
-prints the plan and runs every step's CPU part on real gloo ranks, and its JSON says which
-steps passed and which need a GPU."""
+"""The GPU acceptance kit (benchmarks/gpu_acceptance.py, issues 27 and 40) cannot rot: its
+dry run prints the plan and runs every step's CPU part on real gloo ranks, its JSON says
+which steps passed and which are not applicable without a GPU, and its archive holds it all;
+a node with too few GPUs or a short budget gets not applicable and skip, never a pass."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
 
 KIT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_acceptance.py"
-# Steps whose every part needs NCCL or a GPU: the dry run skips them, saying why.
-GPU_ONLY = {"pytest_gpu", "too_many_ranks", "nccl_choices", "tune_algo_proto", "gemm_long"}
+# Steps whose every part needs NCCL or a GPU: not applicable in the dry run, saying why.
+GPU_ONLY = {"pytest_gpu", "too_many_ranks", "nccl_choices", "tune_algo_proto", "tune_verify", "gemm_long"}  # fmt: skip
 
 
 def _kit(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -31,12 +35,19 @@ def test_bad_options_exit_2_in_one_line(tmp_path):
     assert done.returncode == 2 and "is not empty" in done.stderr
 
 
-def test_a_range_is_judged_only_where_it_applies():
+def _modules():
     sys.path.insert(0, str(KIT.parent))
     try:
-        from gpu_acceptance import FAIL, PASS, Step
+        import gpu_acceptance
+        import gpu_acceptance_steps
     finally:
         sys.path.remove(str(KIT.parent))
+    return gpu_acceptance, gpu_acceptance_steps
+
+
+def test_a_range_is_judged_only_where_it_applies():
+    kit, _ = _modules()
+    FAIL, PASS, Step = kit.FAIL, kit.PASS, kit.Step
     step = Step("s", "what")
     assert step.within("busbw", 350.0, 330.0, 380.0, judged=True) is True
     assert step.within("busbw", 100.0, 330.0, 380.0, judged=False) is None
@@ -51,23 +62,75 @@ def test_the_dry_run_runs_every_cpu_part_and_writes_one_json(tmp_path):
     out = tmp_path / "kit"
     done = _kit("--dry-run", "--out", str(out), timeout=850)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "# plan (dry run" in done.stdout
+    assert "# dry run: CPU parts on gloo" in done.stdout and "# plan on 8 GPU(s)" in done.stdout
     document = json.loads((out / "acceptance.json").read_text())
     steps = {step["name"]: step for step in document["steps"]}
     assert document["dry_run"] is True and document["ranges_judged"] is False
     assert document["summary"]["fail"] == 0
     for name, step in steps.items():
         if name in GPU_ONLY:
-            assert step["status"] == "skip" and step["note"], name
+            assert step["status"] == "not applicable" and step["note"], name
             continue
         assert step["status"] == "pass", step
         assert step["commands"] and step["checks"], name
         assert all(check["ok"] in (True, None) for check in step["checks"]), name
         for command in step["commands"]:
             assert Path(command["log"]).exists()
-    assert set(steps) > GPU_ONLY and len(steps) == 17
+    assert set(steps) > GPU_ONLY and len(steps) == 18
+    plugin = steps["tune_verify"]["figures"]["tuner plugin"]  # built where the source is
+    assert plugin.startswith("built" if os.environ.get("COLLBENCH_TUNER_EXAMPLE") else "not built")
+    assert document["summary"]["not applicable"] == len(GPU_ONLY)
+    with tarfile.open(out / "acceptance.tar.gz") as tar:  # everything measured, in one file
+        names = set(tar.getnames())
+    assert {"kit/acceptance.json", "kit/logs", "kit/runs"} <= names
+    assert any(name.endswith("rows.jsonl") for name in names)
     # what the CPU parts prove: a wrong rank exits 3, the refusals, Tree kept all-reduce
     assert steps["corrupt_rank"]["commands"][0]["exit_code"] == 3
     assert steps["graph_latency"]["commands"][0]["exit_code"] == 2
     tree = steps["tune_ring_tree"]["figures"]["ring_tree: settings"]["NCCL_ALGO=Tree"]
     assert tree["status"] == "failed" and tree["rows"] > 0
+
+
+def test_the_plan_says_what_fits_the_budget_on_one_gpu_and_on_eight():
+    done = _kit("--plan", "--budget", "540")
+    assert done.returncode == 0, done.stderr
+    one, eight = done.stdout.split("# plan on 8 GPU(s)")
+    assert "# plan on 1 GPU(s), within 540 s (times are ESTIMATES" in one
+    assert "sweep_all          not applicable: needs 2 GPUs" in one  # one rank proves nothing
+    assert "gemm_bf16          runs" in one and "sweep_all          runs" in eight
+    assert "past the budget" in eight  # 8 GPUs: more than 540 s of steps
+    ends = [int(x) for x in re.findall(r"done by ~(\d+) s", eight)]
+    assert ends == sorted(ends) and ends[-1] <= 540
+
+
+def test_too_few_gpus_is_not_applicable_and_over_budget_is_skipped(tmp_path):
+    """On a 1-GPU node a 2-GPU step neither passes nor fails; a step whose estimate no longer
+    fits the budget is skipped; the rest run (bodies stand in for the GPU commands)."""
+    kit, steps = _modules()
+    ran = []
+    body = lambda k, step: ran.append(step.name)  # noqa: E731
+    plan = [
+        steps.KitStep("two", "needs 2", body, 2, (0, 10)),
+        steps.KitStep("one", "fits", body, 1, (30, 30)),
+        steps.KitStep("long", "too long", body, 1, (100, 100)),
+    ]
+    document = kit.run_steps(steps.Kit(tmp_path, False, 1, "GPU"), plan, budget=60)
+    status = {step["name"]: (step["status"], step["note"]) for step in document["steps"]}
+    assert ran == ["one"]
+    assert status["two"] == ("not applicable", "needs 2 GPUs, this node has 1: fewer prove nothing")
+    assert status["one"][0] == "pass" and status["long"][0] == "skip"
+    assert "over the budget" in status["long"][1]
+    assert document["summary"] == {"pass": 1, "fail": 0, "not applicable": 1, "skip": 1}
+
+
+def test_too_many_ranks_expects_the_refusal_local_launcher_gives(monkeypatch):
+    """The refusal names the GPU count, not the host (the kit expected the host name)."""
+    from collbench.core.errors import SpecError
+    from collbench.core.spec import SweepSpec
+    from collbench.launchers import local
+
+    _, steps = _modules()
+    monkeypatch.setattr(local, "gpu_count", lambda: 1)
+    with pytest.raises(SpecError) as error:
+        local.local_nproc(SweepSpec(backend="nccl"), 2)
+    assert steps.too_many_ranks_refusal(1) in str(error.value)
