@@ -322,7 +322,9 @@ def _workload(values: dict[str, Any]) -> Any:
 
     job = read_workload(values["workload"])
     named = job.pop("topology", None) or [None]  # the file's fabric, unless -T names one
-    return tune_workload(*workload_parts(job), values["topology"] or named[0])
+    workload = tune_workload(*workload_parts(job), values["topology"] or named[0])
+    warn(list(workload.warnings))
+    return workload
 
 
 def _run_options(values: dict[str, Any]) -> RunOptions:

@@ -79,3 +79,13 @@ def test_a_workload_needs_a_topology_and_a_file_of_mfu_options(tmp_path):
     assert done.returncode == 2 and "--topology" in done.stderr
     done, _ = _tune(tmp_path / "b", *_job(tmp_path / "b", "curves: [x]\n"))
     assert done.returncode == 2 and "'curves'" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_job_mfu_refuses_for_memory_is_refused_alike(tmp_path):
+    job = "model: llama3-8b\nglobal-batch: 8\n"  # ~144 GiB per accelerator of cpu-local
+    (tmp_path / "job.yaml").write_text(job)
+    mfu = collbench("mfu", "--model", "llama3-8b", "--global-batch", "8", "-T", "cpu-local")
+    args = ("--workload", str(tmp_path / "job.yaml"), "--topology", "cpu-local")
+    done, out = _tune(tmp_path, *args)
+    assert mfu.returncode == done.returncode == 2 and not out.exists()
+    assert done.stderr == mfu.stderr and "GiB per accelerator" in done.stderr

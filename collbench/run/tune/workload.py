@@ -7,7 +7,7 @@ The method, in full: docs/tune.md#collbench-run-tune-workload-py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from collbench.analysis.mfu.estimate import EstimateOptions, estimate
@@ -32,6 +32,7 @@ class TuneWorkload:
     topology: Topology
     options: EstimateOptions = field(default_factory=EstimateOptions)
     comm_efficiency: float = DEFAULT_COMM_EFFICIENCY
+    warnings: tuple[str, ...] = ()  # mfu's memory check: a job that may not fit
 
 
 def tune_workload(
@@ -43,8 +44,9 @@ def tune_workload(
     topology: str | None,
 ) -> TuneWorkload:
     """The job from mfu's options (`parallelism`: the Parallelism fields given; dp fills the
-    topology file's nodes unless given) on the --topology named by `topology`."""
-    from collbench.analysis.mfu.fabrics import sized_for
+    topology file's nodes unless given) on the --topology named by `topology`; refused as
+    mfu refuses it (check_memory) when it does not fit the accelerators' memory."""
+    from collbench.analysis.mfu.fabrics import check_memory, sized_for
     from collbench.run.mfu import size_workload
     from collbench.topologies.loader import load_topology
 
@@ -58,7 +60,11 @@ def tune_workload(
     fabric = load_topology(topology, "--topology")
     workload = size_workload(request, model, training, parallelism, fabric)
     given = {} if request.comm_efficiency is None else {"comm_efficiency": request.comm_efficiency}
-    return TuneWorkload(workload, sized_for(workload, fabric), options, **given)
+    job = TuneWorkload(workload, sized_for(workload, fabric), options, **given)
+    pricer = cost_model_pricer(job.topology, job.comm_efficiency)  # memory is the same in any
+    fits = estimate(workload, job.topology, pricer, options)
+    _, warnings = check_memory([fits], request.allow_oversubscribed_memory)
+    return replace(job, warnings=tuple(warnings))
 
 
 def workload_choice(
