@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from collbench.analysis.rules.decision import SLOWER, Question, evidence_of, judge
@@ -21,21 +21,11 @@ from collbench.analysis.tune.select import (
 )
 from collbench.analysis.tune.tuner_conf_rules import PLUGIN_COLLECTIVE
 from collbench.analysis.tune.validity import split_collectives
-from collbench.analysis.tune.workload import SettingStep, WorkloadChoice
+from collbench.analysis.tune.workload import SettingStep, WorkloadChoice, resolve
 from collbench.core.errors import SpecError
 from collbench.core.safe_text import ENV_NAME, escape_control, refuse_control
 from collbench.core.stats import geomean
 from collbench.store.tune_result import EnvExport, TuneResult, TuneSetting
-
-
-@dataclass(frozen=True)
-class EnvChoice:
-    """What best.env exports, and every range where that is not the best setting."""
-
-    knobs: dict[str, str]  # {}: the default is the choice; nothing to export
-    setting: str  # the chosen setting's label ("baseline" for the default)
-    why: str
-    conflicts: list[str] = field(default_factory=list)
 
 
 def env_choice(
@@ -43,11 +33,11 @@ def env_choice(
     workload: WorkloadChoice | None = None,
     outcomes: Sequence[SettingOutcome] = (),
     rule: SelectRule | None = None,
-) -> EnvChoice:
-    """The one setting best.env exports (see the module's rule; with a `workload`, the
-    setting that makes its modelled step fastest) and the conflicts, made safe for a whole
-    job (`deployable`). Without a workload, a setting that loses a measured range (in
-    `outcomes`) by more than the rule's threshold against the default is not exported."""
+) -> EnvExport:
+    """The one setting best.env exports (see the module's rule; with a resolved `workload`,
+    its `exported` setting) and the conflicts, made safe for a whole job (`deployable`).
+    Without a workload, a setting that loses a measured range (in `outcomes`) by more than
+    the rule's threshold against the default is not exported."""
     choice = _env_choice(best, workload)
     loss = _loses_a_range(choice, best, outcomes, rule or SelectRule()) if not workload else None
     if loss is not None:
@@ -56,7 +46,7 @@ def env_choice(
             "cost that range; give --workload (it weighs the ranges by the job) or deploy "
             "nccl_tuner.conf (per range)"
         )
-        return EnvChoice({}, "baseline", why, choice.conflicts)
+        return EnvExport({}, "baseline", why, choice.conflicts)
     knobs, note = deployable(choice.knobs)
     if note is None:
         return choice
@@ -88,7 +78,7 @@ def deployable(knobs: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
 
 
 def _loses_a_range(
-    choice: EnvChoice,
+    choice: EnvExport,
     best: Sequence[BestRecord],
     outcomes: Sequence[SettingOutcome],
     rule: SelectRule,
@@ -130,12 +120,12 @@ def _loses_a_range(
     return None
 
 
-def _env_choice(best: Sequence[BestRecord], workload: WorkloadChoice | None) -> EnvChoice:
+def _env_choice(best: Sequence[BestRecord], workload: WorkloadChoice | None) -> EnvExport:
     pick: BestRecord | SettingStep
     if workload is not None:
-        pick, why = workload.chosen, workload.why
+        pick, why = workload.exported or workload.chosen, workload.why
     elif not best:
-        return EnvChoice({}, "baseline", "nothing was tuned")
+        return EnvExport({}, "baseline", "nothing was tuned")
     elif len({_knob_key(record.knobs) for record in best}) == 1:
         pick, why = best[0], "the best setting in every range"
     else:
@@ -151,11 +141,13 @@ def _env_choice(best: Sequence[BestRecord], workload: WorkloadChoice | None) -> 
         pick = winner[0]
         names = ", ".join(record.collective for record in winner)
         why = f"the best setting of the largest size range of {names}"
-    conflicts = [_conflict(record, pick.setting) for record in best if record.knobs != pick.knobs]
-    return EnvChoice(dict(pick.knobs), pick.setting, why, conflicts)
+    conflicts = tuple(
+        _conflict(record, pick.setting) for record in best if record.knobs != pick.knobs
+    )
+    return EnvExport(dict(pick.knobs), pick.setting, why, conflicts)
 
 
-def render_best_env(choice: EnvChoice | EnvExport) -> str:
+def render_best_env(choice: EnvExport) -> str:
     """best.env: comment lines and `export NAME=VALUE`, ending in a newline; every line made
     by best_env_line. SpecError when a knob to export is no variable name or holds a control
     character (a recorded run's knobs can: `--knob` refuses them)."""
@@ -201,15 +193,17 @@ def tune_document(
     """tune.json's content: `settings` (knobs, status, error, id, label, baseline, rows,
     repeats), `best` (BestRecord.to_dict), `env` (best.env's choice and conflicts), `rule`,
     and the caller's `extra` keys as tune.json names them (a launched tune's, or `from`,
-    `tuner_conf`, `warnings`); with a `workload`, its choice (`workload`)."""
-    choice = env_choice(best, workload, outcomes, rule)
+    `tuner_conf`, `warnings`); with a `workload`, its choice as the measurements resolve it
+    (`workload`; analysis/tune/workload.resolve)."""
+    rule = rule or SelectRule()
     if workload is not None:
+        workload = resolve(workload, outcomes, rule)
         extra = {**(extra or {}), "workload": workload.to_dict()}
     core = TuneResult(
         settings=tuple(_setting_entry(outcome) for outcome in outcomes),
         best=tuple(record.to_dict() for record in best),
-        env=EnvExport(choice.knobs, choice.setting, choice.why, tuple(choice.conflicts)),
-        rule=asdict(rule or SelectRule()),
+        env=env_choice(best, workload, outcomes, rule),
+        rule=asdict(rule),
     )
     return TuneResult.from_dict({**core.to_dict(), **(extra or {})}) if extra else core
 

@@ -165,7 +165,7 @@ class BestRecord:
     setting_id: str
     default_is_best: bool
     # significant | not significant (repeats) | beyond noise floor | within noise floor
-    # (noise floor) | threshold only (no samples) | unjudged | no baseline | baseline only;
+    # (noise floor) | decided by threshold, no samples | unjudged | no baseline | baseline only;
     # "mixed" for ranges merge_adjacent joined with different calls
     confidence: str
     reason: str

@@ -48,11 +48,13 @@ from collbench.core.stats import geomean
 from collbench.core.units import format_size
 from collbench.store.rows import SWEEP, ResultRow, row_is, rows_of
 
-# What `confidence` says, by the basis the rule decided on: (called, not called)
+# What `confidence` says, by the basis the rule decided on: (called, not called); imported
+# logs' basis is said in these words wherever it is described
+NO_SAMPLES = "decided by threshold, no samples"
 CONFIDENCE = {
     REPEATS: ("significant", "not significant"),
     FLOOR: ("beyond noise floor", "within noise floor"),
-    THRESHOLD: ("threshold only", "threshold only"),
+    THRESHOLD: (NO_SAMPLES, NO_SAMPLES),
 }
 _WEAKEST_FIRST = (UNJUDGED, THRESHOLD, FLOOR, REPEATS)
 
@@ -370,12 +372,12 @@ def _call(top: _Score | None, base: _Score | None, rule: SelectRule, sizes: int)
     by_threshold = basis == THRESHOLD
     if gain > 0 and faster > majority and not slower:
         if gain >= rule.min_gain:
-            how = f"not confident ({called})" if by_threshold else called
+            how = f"{called}: not confident" if by_threshold else called
             return _Call(False, not by_threshold, called, f"{label}, {how}")
         reason = f"{label} is {called} but below {rule.min_gain * 100:g}%: default is best"
         return _Call(True, False, called, reason)
     if by_threshold:
-        bar = f"{rule.unsampled_min_gain * 100:g}% at most sizes without samples"
+        bar = f"the {rule.unsampled_min_gain * 100:g}% threshold at most sizes ({called})"
         return _Call(True, False, called, f"{label} is below {bar}: default is best")
     confident = gain <= 0 and slower > majority
     confidence = called if confident else not_called

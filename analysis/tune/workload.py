@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
-from collbench.analysis.tune.records import SettingOutcome, repeats_busbw
-from collbench.analysis.tune.select import setting_table, tuned_placement
+from collbench.analysis.rules.decision import THRESHOLD, Question, evidence_of, judge
+from collbench.analysis.tune.records import SelectRule, SettingOutcome, repeats_busbw
+from collbench.analysis.tune.select import NO_SAMPLES, setting_table, tuned_placement
 from collbench.core.units import format_size
 from collbench.store.rows import SWEEP, row_is
+
+# best.env with a workload, as the text and tune.json say it
+EXPORT_RULE = (
+    "best.env exports another setting than the default only when its modelled step is "
+    "shorter than the default's by more than the margin: the default's exposed communication "
+    "times the smallest busbw change the measurements resolve where the step's collectives "
+    "are priced"
+)
 
 
 class StepItem(Protocol):
@@ -86,6 +95,9 @@ class WorkloadChoice:
     losses: tuple[WorkloadLoss, ...] = ()
     notes: tuple[str, ...] = ()
     topology: str = ""
+    exported: SettingStep | None = None  # best.env's setting (`resolve`; None: chosen's)
+    margin_s: float | None = None  # the step gain the measurements cannot tell from none
+    margin_text: str = "the default's step is the shortest"
 
     @property
     def default(self) -> SettingStep | None:
@@ -94,14 +106,22 @@ class WorkloadChoice:
     @property
     def why(self) -> str:
         """best.env's reason, one line."""
+        if (self.exported or self.chosen) is not self.chosen:
+            return (
+                f"{self.chosen.setting} has the shortest modelled step, by no more than the "
+                f"measurements resolve ({self.margin_text})"
+            )
         text = (
             f"the shortest modelled step of the workload ({_ms(self.chosen.step_time_s)}, "
             f"exposed communication {_ms(self.chosen.exposed_comm_s)}"
         )
         default = self.default
-        if default is not None and default is not self.chosen:
-            text += f"; default {_ms(default.step_time_s)}, exposed {_ms(default.exposed_comm_s)}"
-        return text + ")"
+        if default is None or default is self.chosen:
+            return text + ")"
+        return (
+            f"{text}; default {_ms(default.step_time_s)}, exposed {_ms(default.exposed_comm_s)})"
+            f", more than the measurements resolve: {self.margin_text}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """tune.json's `workload` entry."""
@@ -115,6 +135,12 @@ class WorkloadChoice:
             ],
             "chosen": self.chosen.setting,
             "chosen_id": self.chosen.setting_id,
+            "export": {
+                "rule": EXPORT_RULE,
+                "setting": (self.exported or self.chosen).setting,
+                "margin_s": self.margin_s,
+                "text": self.margin_text,
+            },
             "losses": [
                 {**asdict(loss), "text": loss.describe(self.chosen.setting)} for loss in self.losses
             ],
@@ -205,6 +231,45 @@ def choose(
         tuple(notes),
         topology,
     )
+
+
+def resolve(
+    choice: WorkloadChoice, outcomes: Sequence[SettingOutcome], rule: SelectRule
+) -> WorkloadChoice:
+    """`choice` with what best.env exports (EXPORT_RULE): the margin is the largest change
+    the decision rule could miss (Verdict.detectable_pct) between the default and the chosen
+    setting, at the measured size nearest each of the step's collectives priced by busbw;
+    none (the default exported) where a size there is unjudged."""
+    default, ran = choice.default, [outcome for outcome in outcomes if outcome.rows]
+    if default is None or default is choice.chosen:
+        return choice
+    ids = (default.setting_id, choice.chosen.setting_id)
+    sides = [next(outcome for outcome in ran if outcome.setting.id == id_) for id_ in ids]
+    questions: dict[str, Question] = {}
+    for item in (item for item in choice.collectives if item["priced"] == "busbw"):
+        name = item["collective"]
+        base, pick = (setting_table(side.rows, name, tuned_placement(name, ran)) for side in sides)
+        if sizes := [size for size in base if size in pick and size > 0]:
+            near = min(sizes, key=lambda size: abs(math.log(size / max(item["size_bytes"], 1))))
+            where = f"{name} {format_size(near)}"
+            questions[where] = Question(evidence_of(base[near]), evidence_of(pick[near]), near)
+    verdicts = zip(questions, judge(list(questions.values()), rule.decision_rule), strict=True)
+    resolved = {where: verdict for where, verdict in verdicts if verdict.detectable_pct is not None}
+    gain_s = default.step_time_s - choice.chosen.step_time_s
+    if not resolved or len(resolved) < len(questions):
+        unjudged = ", ".join(set(questions) - set(resolved)) or "every size"
+        text = f"gain {_ms(gain_s)}, margin unknown: unjudged at {unjudged}"
+        return replace(choice, exported=default, margin_text=text)
+    where, widest = max(resolved.items(), key=lambda pair: pair[1].detectable_pct or 0.0)
+    pct = widest.detectable_pct or 0.0
+    margin_s = default.exposed_comm_s * pct / 100.0
+    by = NO_SAMPLES if widest.basis == THRESHOLD else f"{widest.basis}, {widest.floor_source}"
+    text = (
+        f"gain {_ms(gain_s)}, margin {_ms(margin_s)} ({pct:.1f}% of the default's exposed "
+        f"communication, {by}, at {where})"
+    )
+    exported = choice.chosen if gain_s > margin_s else default
+    return replace(choice, exported=exported, margin_s=margin_s, margin_text=text)
 
 
 def group_note(items: Sequence[StepItem], world_sizes: Mapping[str, Sequence[int]]) -> str:

@@ -155,26 +155,28 @@ def _verify_cells(line: VerifyLine) -> tuple[str, ...]:
 
 
 def workload_lines(workload: dict | None) -> list[str]:
-    """tune --workload's section: the job, the modelled step under the default and under
-    best.env's setting (step time, exposed communication, MFU), the collectives and sizes
-    where best.env's setting is not the fastest, and the notes ([] without a workload)."""
+    """tune --workload's section: the job, every setting's modelled step (step time,
+    exposed communication, MFU), best.env's rule and margin, the collectives and sizes where
+    the fastest setting is not, and the notes ([] without a workload)."""
     if not workload:
         return []
-    job = workload["workload"]
+    job, export = workload["workload"], workload["export"]
     steps = {step["setting"]: step for step in workload["settings"]}
-    chosen = steps[workload["chosen"]]
+    chosen, exported = steps[workload["chosen"]], steps[export["setting"]]
     default = next((step for step in workload["settings"] if step["baseline"]), None)
-    shown = [default] if default is not None and default is not chosen else []
+    marks = {"baseline": " (default)", "excluded": " (no candidate)"}
     table = [
         (
-            f"{step['setting']}{' (default)' if step['baseline'] else ''}"
-            f"{' (best.env)' if step is chosen else ''}",
+            step["setting"]
+            + "".join(text for key, text in marks.items() if step[key])
+            + (" (shortest)" if step is chosen and chosen is not exported else "")
+            + (" (best.env)" if step is exported else ""),
             f"{step['step_time_s'] * 1e3:,.3f}",
             f"{step['exposed_comm_s'] * 1e3:,.3f}",
             f"{step['comm_s'] * 1e3:,.3f}",
             f"{step['mfu']:.2%}",
         )
-        for step in [*shown, chosen]
+        for step in workload["settings"]
     ]
     params = job["params"]
     size = f"{params / 1e9:.3g}B" if params >= 1e9 else f"{params / 1e6:.3g}M"
@@ -183,13 +185,19 @@ def workload_lines(workload: dict | None) -> list[str]:
     lines = [
         f"# workload: {job['model']} ({size} params), tp {job['tp']} pp {job['pp']} dp "
         f"{job['dp']}, zero {job['zero']}, seq {job['seq']}, global batch "
-        f"{job['global_batch']}, {dp}, on {workload['topology']}: best.env is the setting "
-        "with the shortest modelled step",
+        f"{job['global_batch']}, {dp}, on {workload['topology']}",
         *aligned_table(_WORKLOAD_HEADER, table),
+        f"# {export['rule']}: {export['text']}",
     ]
     if default is not None and default is not chosen:
         points = (chosen["mfu"] - default["mfu"]) * 100
-        lines.append(f"# tuning recovers {points:+.2f} MFU points on this fabric (modelled)")
+        if exported is chosen:
+            lines.append(f"# tuning recovers {points:+.2f} MFU points on this fabric (modelled)")
+        else:
+            lines.append(
+                f"# {chosen['setting']} would recover {points:+.2f} MFU points (modelled), "
+                "within what the measurements resolve: best.env keeps the default"
+            )
     if workload["losses"]:
         lines.append(f"# where {chosen['setting']} is not the fastest for the workload:")
         lines += [f"#   {loss['text']}" for loss in workload["losses"]]

@@ -81,6 +81,17 @@ def test_a_workload_needs_a_topology_and_a_file_of_mfu_options(tmp_path):
     assert done.returncode == 2 and "'curves'" in done.stderr and done.stderr.count("\n") == 1
 
 
+def test_every_setting_s_step_is_listed_and_the_export_rule_stated(tmp_path):
+    third = _write(tmp_path / "ll", fast_small=False, knobs={"NCCL_PROTO": "LL"})
+    done, out = _tune(tmp_path, third, *_job(tmp_path, "dp-bucket-mb: 0"))
+    assert done.returncode == 0, done.stderr
+    table = [line for line in done.stdout.splitlines() if line.startswith("  ")]
+    for label in ("baseline (default)", "NCCL_ALGO=Tree", "NCCL_PROTO=LL"):
+        assert any(line.lstrip().startswith(label) for line in table)
+    export = json.loads((out / "tune.json").read_text())["workload"]["export"]
+    assert f"# {export['rule']}: {export['text']}" in done.stdout
+
+
 def test_a_job_mfu_refuses_for_memory_is_refused_alike(tmp_path):
     job = "model: llama3-8b\nglobal-batch: 8\n"  # ~144 GiB per accelerator of cpu-local
     (tmp_path / "job.yaml").write_text(job)

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from collbench.analysis.tune.outputs import EnvChoice, best_env_line, render_best_env
+from collbench.analysis.tune.outputs import best_env_line, render_best_env
 from collbench.core.errors import SpecError
 from collbench.core.knobs import check_knob_name, check_knob_value, parse_knob_settings
 from collbench.core.safe_text import escape_control, find_control
 from collbench.core.tune_grid import Setting, parse_knobs
 from collbench.run.import_logs import parse_knob_labels
+from collbench.store.tune_result import EnvExport
 from tests.helpers import collbench
 from tests.rows import make_row, write_run
 
@@ -132,7 +133,7 @@ def test_best_env_refuses_an_export_no_shell_takes_on_one_line(export):
 def test_sourcing_best_env_built_from_hostile_labels_runs_nothing(tmp_path):
     knobs = {f"NCCL_ZZ_{index}": value for index, value in enumerate(HOSTILE_BUT_ONE_LINE.values())}
     hostile_label = "NCCL_ALGO=Ring\ntouch PWNED_label\nexport LD_PRELOAD=/x.so\n#"
-    choice = EnvChoice(
+    choice = EnvExport(
         knobs,
         setting=hostile_label,
         why="$(touch PWNED_why)\r\ntouch PWNED_why2",

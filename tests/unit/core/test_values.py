@@ -15,7 +15,7 @@ from collbench.analysis.mfu.inputs import MIN_COMM_EFFICIENCY, cost_model_pricer
 from collbench.analysis.mfu.presets import preset
 from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.analysis.tune.from_runs import check_tunable
-from collbench.analysis.tune.outputs import EnvChoice, render_best_env
+from collbench.analysis.tune.outputs import render_best_env
 from collbench.bench.capacity import check_memory, probe_operand_bytes
 from collbench.core.errors import SpecError
 from collbench.core.overlap import MAX_SQUARE, OverlapSpec
@@ -25,7 +25,7 @@ from collbench.run.tune.from_runs import check_channels
 from collbench.run.tune.plan import MAX_SETTINGS, TunePlan
 from collbench.store.load import load_run
 from collbench.store.rows import row_from_dict
-from collbench.store.tune_result import load_tune_result, read_best_env
+from collbench.store.tune_result import EnvExport, load_tune_result, read_best_env
 from collbench.topologies.loader import load_topology
 from tests.rows import make_row, make_run
 
@@ -315,7 +315,7 @@ def test_tune_from_two_settings_and_a_repeat_is_tunable():
     [{}, {"NCCL_ALGO": "Ring"}, {"NCCL_ALGO": "Ring", "X_PATH": "/a b/$(c);`d` 'e'"}],
 )
 def test_best_env_reads_back_what_it_exports(tmp_path, knobs):
-    text = render_best_env(EnvChoice(knobs, "s1" if knobs else "baseline", "fastest"))
+    text = render_best_env(EnvExport(knobs, "s1" if knobs else "baseline", "fastest"))
     (tmp_path / "best.env").write_text(text)
     assert read_best_env(tmp_path, "--verify") == knobs
 

@@ -11,6 +11,7 @@ import pytest
 from collbench.analysis.tune.outputs import env_choice, render_best_env
 from collbench.analysis.tune.select import (
     BYTES_MAX,
+    NO_SAMPLES,
     SelectRule,
     SettingOutcome,
     select_best,
@@ -68,7 +69,7 @@ def test_a_crossover_inside_the_large_band_gets_a_range_on_each_side():
     assert ranges == [("1 KiB .. 512 MiB", True), ("1 GiB .. 8 GiB", False)]
     large = records[-1]
     assert large.max_bytes == BYTES_MAX and large.min_bytes == math.isqrt(512 * MIB * GIB) + 1
-    assert large.evidence.calls["faster"] == 4 and large.confidence == "threshold only"
+    assert large.evidence.calls["faster"] == 4 and large.confidence == NO_SAMPLES
     # best.env exports the setting of the largest range and names the range it does not follow
     choice = env_choice(records)
     assert choice.knobs == tuned

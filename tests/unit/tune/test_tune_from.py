@@ -5,7 +5,7 @@ runs of one setting pooled as its repeats (pure)."""
 import pytest
 
 from collbench.analysis.tune.from_runs import check_tunable, outcomes_from_runs, varying_knobs
-from collbench.analysis.tune.select import select_best
+from collbench.analysis.tune.select import NO_SAMPLES, select_best
 from collbench.core.errors import SpecError
 from tests.rows import make_row, make_run
 
@@ -91,7 +91,7 @@ def test_imported_logs_labelled_with_knobs_tune_without_samples():
     assert outcomes[0].is_baseline and outcomes[0].setting.as_dict() == {"NCCL_PROTO": "LL"}
     (record,) = select_best(outcomes)
     assert record.default_is_best and record.knobs == {"NCCL_PROTO": "LL"}
-    assert record.confidence == "threshold only" and not record.confident
+    assert record.confidence == NO_SAMPLES and not record.confident
 
 
 def test_three_runs_of_each_setting_are_its_repeats_and_decide_on_a_test():

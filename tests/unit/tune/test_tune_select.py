@@ -14,6 +14,7 @@ from collbench.analysis.rules.bands import BANDS
 from collbench.analysis.tune.outputs import env_choice, render_best_env, tune_document
 from collbench.analysis.tune.select import (
     BYTES_MAX,
+    NO_SAMPLES,
     SelectRule,
     SettingOutcome,
     merge_adjacent,
@@ -177,11 +178,11 @@ def test_imported_logs_without_samples_are_judged_on_the_threshold():
     ]
     record = _record(select_best(outcomes, BANDS_RULE))
     assert record.knobs == {"NCCL_ALGO": "Ring"}
-    assert not record.confident and record.confidence == "threshold only"
+    assert not record.confident and record.confidence == NO_SAMPLES
     assert record.evidence.basis == "threshold" and record.evidence.floor_pct is None
-    assert "not confident (threshold only)" in record.reason
+    assert record.reason.endswith(f"{NO_SAMPLES}: not confident")
     strict = select_best(outcomes, SelectRule(granularity="band", unsampled_min_gain=0.2))
-    assert _record(strict).default_is_best and "below 20%" in _record(strict).reason
+    assert _record(strict).default_is_best and "below the 20% threshold" in _record(strict).reason
 
 
 def test_default_is_best_is_confident_when_the_rest_is_clearly_slower():
@@ -299,7 +300,7 @@ def test_best_env_exports_one_measured_setting_and_names_each_conflict():
     assert "export NCCL_PROTO=Simple\n" in text
     assert "one environment cannot" in text and text.count("\n# all_reduce small") == 1
     document = tune_document(outcomes, records).to_dict()
-    assert document["env"]["conflicts"] == choice.conflicts
+    assert tuple(document["env"]["conflicts"]) == choice.conflicts
     best = document["best"]
     keys = ["collective", "min_bytes", "max_bytes", "knobs", "busbw_gbps",
             "baseline_busbw_gbps", "gain", "confident"]  # fmt: skip

@@ -10,7 +10,7 @@ from collbench.analysis.mfu.estimate import Priced
 from collbench.analysis.mfu.inputs import BusbwPricer, busbw_at
 from collbench.analysis.mfu.workload import Model, Training
 from collbench.analysis.tune.outputs import env_choice, render_best_env, tune_document
-from collbench.analysis.tune.select import SettingOutcome, select_best
+from collbench.analysis.tune.select import NO_SAMPLES, SettingOutcome, select_best
 from collbench.core.tune_grid import Setting
 from collbench.run.mfu import MfuRequest
 from collbench.run.tune.workload import tune_workload, workload_choice
@@ -133,3 +133,59 @@ def test_busbw_is_interpolated_in_log_size_and_held_outside():
     assert pricer("all_reduce", 4096, 8, 1).time_s == pytest.approx(4096 * 1.75 / 3e9)
     assert pricer("sendrecv", 4096, 2, 1).time_s == 1.0
     assert pricer.unmeasured == {"sendrecv"} and pricer.outside == set()
+
+
+def _scaled(scale, sizes=SIZES, world_size=2, nodes=1) -> tuple:
+    """all_reduce rows, one repeat without samples (an imported log's): busbw 8 GB/s
+    towards large sizes times `scale(size)`."""
+    rows = []
+    for size in sizes:
+        busbw = 8.0 * size / (size + (1 << 20)) * scale(size)
+        time_us = size * 2 * (world_size - 1) / world_size / (busbw * 1e3)
+        rows.append(make_row(size_bytes=size, time_us=time_us, world_size=world_size, nodes=nodes))
+    return tuple(rows)
+
+
+def test_a_gain_the_threshold_cannot_resolve_is_not_exported():
+    # Tree 3% faster at every size, on logs without samples (a 5% threshold): its step is
+    # the shortest, by less than the measurements can tell from no change
+    outcomes = [
+        SettingOutcome(Setting(), _scaled(lambda size: 1.0)),
+        SettingOutcome(Setting.from_mapping(TREE), _scaled(lambda size: 1.03)),
+    ]
+    choice, _ = workload_choice(outcomes, _job(0))
+    document = tune_document(outcomes, select_best(outcomes), workload=choice).to_dict()
+    entry = document["workload"]
+    assert entry["chosen"] == "NCCL_ALGO=Tree" and document["env"]["knobs"] == {}
+    assert entry["export"]["setting"] == "baseline" and entry["export"]["margin_s"] > 0
+    steps = {step["setting"]: step["step_time_s"] for step in entry["settings"]}
+    assert 0 < steps["baseline"] - steps["NCCL_ALGO=Tree"] < entry["export"]["margin_s"]
+    assert f"5.0% of the default's exposed communication, {NO_SAMPLES}" in entry["export"]["text"]
+    assert "by no more than the measurements resolve" in document["env"]["why"]
+
+
+def test_dp_buckets_of_4_gib_export_the_tuned_setting_25_mib_the_default():
+    # like 8-node H100 logs of the default and a tuned setting: the tuned one 17% slower from
+    # 16 MiB to 512 MiB, 25% faster from 1 GiB; a DP-dominated job (dp 64, no TP)
+    sizes = [2**power for power in range(20, 34)]
+    tuned = {"NCCL_ALGO": "Ring"}
+    middle = range(16 << 20, (512 << 20) + 1)
+    scale = {True: 0.83, False: 1.0}
+    outcomes = [
+        SettingOutcome(Setting(), _scaled(lambda size: 1.0, sizes, 64, 8)),
+        SettingOutcome(
+            Setting.from_mapping(tuned),
+            _scaled(lambda s: 1.25 if s >= 1 << 30 else scale[s in middle], sizes, 64, 8),
+        ),
+    ]
+    model = Model("m", layers=24, hidden=2816, heads=22, vocab=32000)
+    exported = {}
+    for bucket_mb in (25, 4096):
+        par = {"dp": 64, "dp_bucket_mb": bucket_mb}
+        job = tune_workload(
+            MfuRequest(), model, Training(seq=2048, global_batch=512), par, _options(), "dgx-h100"
+        )
+        choice, _ = workload_choice(outcomes, job)
+        document = tune_document(outcomes, select_best(outcomes), workload=choice).to_dict()
+        exported[bucket_mb] = document["env"]["knobs"]
+    assert exported == {25: {}, 4096: tuned}
