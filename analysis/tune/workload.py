@@ -17,14 +17,6 @@ from collbench.analysis.tune.select import NO_SAMPLES, setting_table, tuned_plac
 from collbench.core.units import format_size
 from collbench.store.rows import SWEEP, row_is
 
-# best.env with a workload, as the text and tune.json say it
-EXPORT_RULE = (
-    "best.env exports another setting than the default only when its modelled step is "
-    "shorter than the default's by more than the margin: the default's exposed communication "
-    "times the smallest busbw change the measurements resolve where the step's collectives "
-    "are priced"
-)
-
 
 class StepItem(Protocol):
     """What the choice reads of one of the step's collectives (mfu's StepCollective)."""
@@ -107,20 +99,10 @@ class WorkloadChoice:
     def why(self) -> str:
         """best.env's reason, one line."""
         if (self.exported or self.chosen) is not self.chosen:
-            return (
-                f"{self.chosen.setting} has the shortest modelled step, by no more than the "
-                f"measurements resolve ({self.margin_text})"
-            )
-        text = (
-            f"the shortest modelled step of the workload ({_ms(self.chosen.step_time_s)}, "
-            f"exposed communication {_ms(self.chosen.exposed_comm_s)}"
-        )
-        default = self.default
-        if default is None or default is self.chosen:
-            return text + ")"
+            return f"{self.chosen.setting}'s shorter step is within what is resolved: {self.margin_text}"
         return (
-            f"{text}; default {_ms(default.step_time_s)}, exposed {_ms(default.exposed_comm_s)})"
-            f", more than the measurements resolve: {self.margin_text}"
+            f"the shortest modelled step of the workload ({_ms(self.chosen.step_time_s)}, "
+            f"exposed communication {_ms(self.chosen.exposed_comm_s)}); {self.margin_text}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,7 +118,6 @@ class WorkloadChoice:
             "chosen": self.chosen.setting,
             "chosen_id": self.chosen.setting_id,
             "export": {
-                "rule": EXPORT_RULE,
                 "setting": (self.exported or self.chosen).setting,
                 "margin_s": self.margin_s,
                 "text": self.margin_text,
@@ -236,10 +217,11 @@ def choose(
 def resolve(
     choice: WorkloadChoice, outcomes: Sequence[SettingOutcome], rule: SelectRule
 ) -> WorkloadChoice:
-    """`choice` with what best.env exports (EXPORT_RULE): the margin is the largest change
-    the decision rule could miss (Verdict.detectable_pct) between the default and the chosen
-    setting, at the measured size nearest each of the step's collectives priced by busbw;
-    none (the default exported) where a size there is unjudged."""
+    """`choice` with what best.env exports: the chosen setting when its step gain over the
+    default is more than the margin, else the default. The margin: the default's exposed
+    communication times the largest change the decision rule could miss
+    (Verdict.detectable_pct) between the two, at the measured size nearest each of the
+    step's collectives priced by busbw; unknown (the default exported) where one is unjudged."""
     default, ran = choice.default, [outcome for outcome in outcomes if outcome.rows]
     if default is None or default is choice.chosen:
         return choice
@@ -253,20 +235,22 @@ def resolve(
             near = min(sizes, key=lambda size: abs(math.log(size / max(item["size_bytes"], 1))))
             where = f"{name} {format_size(near)}"
             questions[where] = Question(evidence_of(base[near]), evidence_of(pick[near]), near)
-    verdicts = zip(questions, judge(list(questions.values()), rule.decision_rule), strict=True)
-    resolved = {where: verdict for where, verdict in verdicts if verdict.detectable_pct is not None}
+    verdicts = dict(
+        zip(questions, judge(list(questions.values()), rule.decision_rule), strict=True)
+    )
     gain_s = default.step_time_s - choice.chosen.step_time_s
-    if not resolved or len(resolved) < len(questions):
-        unjudged = ", ".join(set(questions) - set(resolved)) or "every size"
-        text = f"gain {_ms(gain_s)}, margin unknown: unjudged at {unjudged}"
+    text = f"exported only when the step gain is more than the margin: gain {_ms(gain_s)}, margin"
+    unjudged = [where for where, verdict in verdicts.items() if verdict.detectable_pct is None]
+    if unjudged or not verdicts:
+        text += f" unknown: unjudged at {', '.join(unjudged) or 'every size'}"
         return replace(choice, exported=default, margin_text=text)
-    where, widest = max(resolved.items(), key=lambda pair: pair[1].detectable_pct or 0.0)
+    where, widest = max(verdicts.items(), key=lambda pair: pair[1].detectable_pct or 0.0)
     pct = widest.detectable_pct or 0.0
     margin_s = default.exposed_comm_s * pct / 100.0
     by = NO_SAMPLES if widest.basis == THRESHOLD else f"{widest.basis}, {widest.floor_source}"
-    text = (
-        f"gain {_ms(gain_s)}, margin {_ms(margin_s)} ({pct:.1f}% of the default's exposed "
-        f"communication, {by}, at {where})"
+    text += (
+        f" {_ms(margin_s)} ({pct:.1f}% of the default's exposed communication, the smallest "
+        f"busbw change resolved: {by}, at {where})"
     )
     exported = choice.chosen if gain_s > margin_s else default
     return replace(choice, exported=exported, margin_s=margin_s, margin_text=text)

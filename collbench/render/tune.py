@@ -70,13 +70,8 @@ def _grouped(best: list[BestRecord]) -> list[str]:
         if record.collective != current:
             current = record.collective
             lines.append(f"# {current}:")
-        lines.append(f"#   {range_text(record)}: {record.reason}")
+        lines.append(f"#   {range_label(record.band, record.sizes)}: {record.reason}")
     return lines
-
-
-def range_text(record: BestRecord) -> str:
-    """A range as a person says it (see `range_label`)."""
-    return range_label(record.band, record.sizes)
 
 
 def aligned_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
@@ -90,7 +85,7 @@ def _cells(record: BestRecord) -> tuple[str, ...]:
     base = record.baseline_busbw_gbps
     return (
         record.collective,
-        range_text(record),
+        range_label(record.band, record.sizes),
         best,
         format_number(record.busbw_gbps),
         "-" if base is None else format_number(base),
@@ -164,13 +159,10 @@ def workload_lines(workload: dict | None) -> list[str]:
     steps = {step["setting"]: step for step in workload["settings"]}
     chosen, exported = steps[workload["chosen"]], steps[export["setting"]]
     default = next((step for step in workload["settings"] if step["baseline"]), None)
-    marks = {"baseline": " (default)", "excluded": " (no candidate)"}
     table = [
         (
-            step["setting"]
-            + "".join(text for key, text in marks.items() if step[key])
-            + (" (shortest)" if step is chosen and chosen is not exported else "")
-            + (" (best.env)" if step is exported else ""),
+            f"{step['setting']}{' (default)' if step['baseline'] else ''}"
+            f"{' (best.env)' if step is exported else ''}",
             f"{step['step_time_s'] * 1e3:,.3f}",
             f"{step['exposed_comm_s'] * 1e3:,.3f}",
             f"{step['comm_s'] * 1e3:,.3f}",
@@ -187,17 +179,12 @@ def workload_lines(workload: dict | None) -> list[str]:
         f"{job['dp']}, zero {job['zero']}, seq {job['seq']}, global batch "
         f"{job['global_batch']}, {dp}, on {workload['topology']}",
         *aligned_table(_WORKLOAD_HEADER, table),
-        f"# {export['rule']}: {export['text']}",
+        f"# best.env: {export['text']}",
     ]
     if default is not None and default is not chosen:
         points = (chosen["mfu"] - default["mfu"]) * 100
-        if exported is chosen:
-            lines.append(f"# tuning recovers {points:+.2f} MFU points on this fabric (modelled)")
-        else:
-            lines.append(
-                f"# {chosen['setting']} would recover {points:+.2f} MFU points (modelled), "
-                "within what the measurements resolve: best.env keeps the default"
-            )
+        held = "" if exported is chosen else f" by {chosen['setting']}, within what is resolved"
+        lines.append(f"# tuning recovers {points:+.2f} MFU points on this fabric (modelled){held}")
     if workload["losses"]:
         lines.append(f"# where {chosen['setting']} is not the fastest for the workload:")
         lines += [f"#   {loss['text']}" for loss in workload["losses"]]

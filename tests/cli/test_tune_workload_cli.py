@@ -89,7 +89,7 @@ def test_every_setting_s_step_is_listed_and_the_export_rule_stated(tmp_path):
     for label in ("baseline (default)", "NCCL_ALGO=Tree", "NCCL_PROTO=LL"):
         assert any(line.lstrip().startswith(label) for line in table)
     export = json.loads((out / "tune.json").read_text())["workload"]["export"]
-    assert f"# {export['rule']}: {export['text']}" in done.stdout
+    assert f"# best.env: {export['text']}" in done.stdout and "only when" in export["text"]
 
 
 def test_a_job_mfu_refuses_for_memory_is_refused_alike(tmp_path):

@@ -160,8 +160,11 @@ def test_a_gain_the_threshold_cannot_resolve_is_not_exported():
     assert entry["export"]["setting"] == "baseline" and entry["export"]["margin_s"] > 0
     steps = {step["setting"]: step["step_time_s"] for step in entry["settings"]}
     assert 0 < steps["baseline"] - steps["NCCL_ALGO=Tree"] < entry["export"]["margin_s"]
-    assert f"5.0% of the default's exposed communication, {NO_SAMPLES}" in entry["export"]["text"]
-    assert "by no more than the measurements resolve" in document["env"]["why"]
+    assert (
+        f"(5.0% of the default's exposed communication, the smallest busbw change resolved: {NO_SAMPLES}"
+        in entry["export"]["text"]
+    )
+    assert "shorter step is within what is resolved" in document["env"]["why"]
 
 
 def test_dp_buckets_of_4_gib_export_the_tuned_setting_25_mib_the_default():
