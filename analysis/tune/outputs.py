@@ -63,8 +63,7 @@ def deployable(knobs: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
     value = knobs.get("NCCL_ALGO")
     if not value or ":" in value or ";" in value:
         return dict(knobs), None
-    algo_only = {"NCCL_ALGO": value}
-    kept, skipped = split_collectives(algo_only, tuple(PLUGIN_COLLECTIVE))
+    kept, skipped = split_collectives({"NCCL_ALGO": value}, tuple(PLUGIN_COLLECTIVE))
     if not skipped or not kept:
         return dict(knobs), None
     form = ";".join(f"{PLUGIN_COLLECTIVE[name]}:{value.lower()}" for name in kept)
@@ -141,10 +140,8 @@ def _env_choice(best: Sequence[BestRecord], workload: WorkloadChoice | None) -> 
         pick = winner[0]
         names = ", ".join(record.collective for record in winner)
         why = f"the best setting of the largest size range of {names}"
-    conflicts = tuple(
-        _conflict(record, pick.setting) for record in best if record.knobs != pick.knobs
-    )
-    return EnvExport(dict(pick.knobs), pick.setting, why, conflicts)
+    conflicts = [_conflict(record, pick.setting) for record in best if record.knobs != pick.knobs]
+    return EnvExport(dict(pick.knobs), pick.setting, why, tuple(conflicts))
 
 
 def render_best_env(choice: EnvExport) -> str:

@@ -48,9 +48,8 @@ from collbench.core.stats import geomean
 from collbench.core.units import format_size
 from collbench.store.rows import SWEEP, ResultRow, row_is, rows_of
 
-# What `confidence` says, by the basis the rule decided on: (called, not called); imported
-# logs' basis is said in these words wherever it is described
-NO_SAMPLES = "decided by threshold, no samples"
+NO_SAMPLES = "decided by threshold, no samples"  # imported logs' basis, in every text
+# What `confidence` says, by the basis the rule decided on: (called, not called)
 CONFIDENCE = {
     REPEATS: ("significant", "not significant"),
     FLOOR: ("beyond noise floor", "within noise floor"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 
 from collbench.analysis.imports.nccl_choice import (
@@ -70,10 +71,7 @@ def collect_choices(
                     "collective": summary.collective,
                     "size_bytes": summary.size_bytes,
                     "size_is_logged": summary.size_is_logged,
-                    "algorithm": used.algorithm,
-                    "protocol": used.protocol,
-                    "channels": used.channels,
-                    "count": used.count,
+                    **asdict(used),  # algorithm, protocol, channels, count
                 }
                 handle.write(json.dumps(entry) + "\n")
                 written += 1

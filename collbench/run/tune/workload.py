@@ -7,12 +7,13 @@ The method, in full: docs/tune.md#collbench-run-tune-workload-py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from collbench.analysis.mfu.estimate import EstimateOptions, estimate
 from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY, BusbwPricer, cost_model_pricer
 from collbench.core.errors import SpecError
+from collbench.core.units import format_size
 
 if TYPE_CHECKING:
     from collbench.analysis.mfu.step_collectives import StepCollective
@@ -138,16 +139,7 @@ def describe(workload: Workload) -> dict[str, Any]:
 
 def _entry(item: StepCollective, unmeasured: Sequence[str]) -> dict[str, Any]:
     priced = "cost model, the same for every setting" if item.collective in unmeasured else "busbw"
-    return {
-        "kind": item.kind,
-        "collective": item.collective,
-        "size_bytes": item.size_bytes,
-        "count": item.count,
-        "ranks": item.ranks,
-        "stride": item.stride,
-        "overlap": item.overlap,
-        "priced": priced,
-    }
+    return {**asdict(item), "priced": priced}  # kind, collective, size_bytes, count, ...
 
 
 def _notes(
@@ -187,6 +179,4 @@ def _notes(
 
 
 def _sized_name(collective: str, size_bytes: float) -> str:
-    from collbench.core.units import format_size
-
     return f"{collective} {format_size(int(size_bytes))}"
