@@ -28,12 +28,16 @@ def test_tune_workload_exports_the_setting_with_the_fastest_modelled_step(tmp_pa
     steps = {step["setting"]: step for step in entry["settings"]}
     assert set(steps) == {"baseline", "GLOO_SOCKET_IFNAME=lo"}
     fastest = min(steps, key=lambda name: steps[name]["step_time_s"])
-    assert entry["chosen"] == fastest == document["env"]["setting"]
+    assert entry["chosen"] == fastest
+    # best.env: the fastest only when its gain is more than the measurements resolve (two
+    # alike settings on loopback: a gain from noise alone is not exported)
+    assert document["env"]["setting"] == entry["export"]["setting"] in (fastest, "baseline")
     # the modelled step: 2 ranks' DP all-reduce in 128 KiB buckets, priced from each
     # setting's own rows (which differ: two fresh measurements)
     assert [item["collective"] for item in entry["collectives"]] == ["all_reduce"] * 2
     assert {item["priced"] for item in entry["collectives"]} == {"busbw"}
     assert steps["baseline"]["comm_s"] != steps["GLOO_SOCKET_IFNAME=lo"]["comm_s"]
     exported = "export GLOO_SOCKET_IFNAME=lo" in (out / "best.env").read_text()
-    assert exported == (fastest != "baseline")
+    assert exported == (entry["export"]["setting"] != "baseline")
     assert "# workload: custom" in done.stdout and "(best.env)" in done.stdout
+    assert f"# best.env: {entry['export']['text']}" in done.stdout
