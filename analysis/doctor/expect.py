@@ -220,7 +220,7 @@ def _with_floor(
         note = f"{where} not used: the run's size, and so its band, is unknown"
     else:
         band = band_of(size_bytes)
-        floor_pct = noise_floor.pct_for_band(band)
+        floor_pct = noise_floor.pct_at(size_bytes, band)[0]
         if floor_pct is not None:
             return replace(expectation, noise_floor=noise_floor, floor_pct=float(floor_pct))
         note = (

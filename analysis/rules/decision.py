@@ -29,6 +29,10 @@ MIN_BATCH = 3  # ... of at least this many iterations each
 # this project's A/A measurements (benchmarks/decision_rates.py, README "How collbench
 # decides"): the smallest factor whose false-alarm rate stayed within 5%.
 FLOOR_FACTOR = 1.5
+# A size's A/A floor covers the sizes within this factor of it (aa_floor): noise changes with
+# size slowly (latency- to bandwidth-bound), so neighbours share it; 4x keeps a sweep's x2
+# steps at 5 sizes a floor.
+NEIGHBOURS = 4
 
 REPEATS, FLOOR, THRESHOLD = "repeats", "noise floor", "threshold"
 FASTER, SLOWER, SAME, UNJUDGED = "faster", "slower", "same", "unjudged"
@@ -189,30 +193,39 @@ def aa_floor(
 ) -> NoiseFloor:
     """The A/A noise floor of identical runs: `runs_by_size[(label, size)]` holds each run's
     evidence of that size (label: collective and placement). For every pair of runs, the
-    largest change between them over the sizes of a band; the band's floor is the 1 - alpha /
-    bands quantile of those maxima over pairs (the largest one for a few runs), so that a gate
-    checking every size of every band fails identical runs at most about alpha of the time."""
+    largest change between them at a size and its neighbours (sizes within NEIGHBOURS x); the
+    size's floor is the 1 - alpha / bands quantile of those maxima over pairs (the largest one
+    for a few runs). Per size, not per band: a band spans latency- and bandwidth-bound sizes,
+    and one noisy size would set the floor of all of them; the neighbours keep a size that
+    happened to land close from a floor of about 0. A band's figure is its sizes' largest."""
     import numpy as np
 
-    per_pair: dict[str, dict[tuple[int, int], float]] = {}
+    changes: dict[int, dict[tuple[int, int], float]] = {}
     runs = 0
     for (_label, size_bytes), sides in runs_by_size.items():
         figures = [side.figure for side in sides]
         runs = max(runs, len(figures))
-        band = per_pair.setdefault(band_of(size_bytes), {})
+        at_size = changes.setdefault(size_bytes, {})
         for (first, a), (second, b) in itertools.combinations(enumerate(figures), 2):
             if _positive(a) and _positive(b):
                 change = (math.exp(abs(math.log(b / a))) - 1.0) * 100.0
-                band[(first, second)] = max(band.get((first, second), 0.0), change)
-    quantile = 1.0 - alpha / max(1, len(per_pair))
-    floors, detail = {}, {}
-    for band, pairs in per_pair.items():
-        if not pairs:
-            continue
-        maxima = sorted(pairs.values())
-        floors[band] = float(np.quantile(maxima, quantile))
-        detail[band] = {"pairs": len(maxima), "quantile": quantile, "largest_pct": maxima[-1]}
-    return NoiseFloor(floors, source, runs, detail)
+                at_size[(first, second)] = max(at_size.get((first, second), 0.0), change)
+    changes = {size: pairs for size, pairs in sorted(changes.items()) if pairs}
+    quantile = 1.0 - alpha / max(1, len({band_of(size) for size in changes}))
+    by_size, by_band = {}, {}
+    for size in changes:
+        near = [
+            one
+            for other, one in changes.items()
+            if max(size, other) <= NEIGHBOURS * min(size, other)
+        ]
+        maxima = [max(one.get(pair, 0.0) for one in near) for pair in set().union(*near)]
+        by_size[size] = float(np.quantile(maxima, quantile))
+        by_band[band_of(size)] = max(by_band.get(band_of(size), 0.0), by_size[size])
+    largest = {str(size): max(pairs.values()) for size, pairs in changes.items()}
+    pairs = max((len(one) for one in changes.values()), default=0)
+    detail = {"pairs": pairs, "quantile": quantile, "largest_pct": largest}
+    return NoiseFloor(by_band, source, runs, detail, by_size)
 
 
 def speed_scale(row: ResultRow) -> float:
@@ -321,9 +334,11 @@ def _floor_draft(question: Question, rule: Rule, effect: float, counts: dict) ->
 def _floor(rule: Rule, size_bytes: int, measured_pct: float, what: str) -> tuple[float, str]:
     """The floor a verdict is held against: what the data show, or the recorded one when
     larger; and where it came from."""
-    recorded = rule.floor.pct_for_band(band_of(size_bytes)) if rule.floor else None
+    recorded, where = (
+        rule.floor.pct_at(size_bytes, band_of(size_bytes)) if rule.floor else (None, "")
+    )
     if recorded is not None and recorded > measured_pct:
-        return recorded, f"A/A {band_of(size_bytes)} band, {rule.floor.source}"
+        return recorded, f"A/A {where}, {rule.floor.source}"
     return measured_pct, f"{what} spread"
 
 

@@ -163,7 +163,7 @@ def run_noise(values: dict[str, Any]) -> None:
 
 noise = command(
     "noise",
-    "Measure how far identical runs land apart, per size band (the A/A noise floor), and\n"
+    "Measure how far identical runs land apart, per size (the A/A noise floor), and\n"
     "write it for `collbench compare --noise-floor FILE`, which then calls a size faster or\n"
     "slower only beyond it.",
     NOISE_OPTIONS,

@@ -114,7 +114,7 @@ DOCTOR_OPTIONS = (
     ),
     _expect(
         ("--noise-floor",),
-        "A/A noise floor recorded by `collbench noise` (per size band): a baseline or "
+        "A/A noise floor recorded by `collbench noise` (per size): a baseline or "
         "expectation check holds its bar at least this far below the reference, and the "
         "decision rule against a --baseline uses it.",
         metavar="FILE",

@@ -1,4 +1,4 @@
-"""`collbench compare` as text and JSON, and `collbench noise`'s A/A floor per size band,
+"""`collbench compare` as text and JSON, and `collbench noise`'s A/A floor per size,
 which the gate holds a change against."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from collbench.analysis.rules.bands import bands_legend
+from collbench.analysis.rules.bands import BAND_NAMES, band_of, bands_legend
+from collbench.analysis.rules.decision import NEIGHBOURS
 from collbench.core.units import format_number, format_size
 
 if TYPE_CHECKING:
@@ -187,20 +188,29 @@ TYPICAL_GATE_PCT = 5.0
 
 
 def noise_warnings(report: NoiseReport) -> list[str]:
-    """One warning per band whose floor is larger than a typical gate's threshold."""
-    return [
-        f"collbench: warning: the {band.band} band's floor is {band.floor_pct:.1f}%: a gate "
-        f"at --fail-if-slower {TYPICAL_GATE_PCT:g} held against it sees only slowdowns of "
-        f"{100 * band.floor_pct / (100 + band.floor_pct):.1f}% or more there and says so "
-        "(blind); measure on a quieter machine or with more --repeats"
-        for band in report.bands
-        if band.floor_pct > TYPICAL_GATE_PCT
-    ]
+    """One warning per band with sizes whose floor is larger than a typical gate's threshold."""
+    warnings = []
+    for band in BAND_NAMES:
+        loud = {
+            size: pct
+            for size, pct in report.floor.pct_by_size.items()
+            if band_of(size) == band and pct > TYPICAL_GATE_PCT
+        }
+        if loud:
+            worst = max(loud.values())
+            warnings.append(
+                f"collbench: warning: {len(loud)} size(s) of the {band} band "
+                f"({', '.join(map(format_size, loud))}) have a floor of up to {worst:.1f}%: a "
+                f"gate at --fail-if-slower {TYPICAL_GATE_PCT:g} held against it sees only "
+                f"slowdowns of {100 * worst / (100 + worst):.1f}% or more there and says so "
+                "(blind); measure on a quieter machine or with more --repeats"
+            )
+    return warnings
 
 
 def render_noise(report: NoiseReport) -> str:
-    """A header, one line per band (floor, pairs of runs, largest change, sizes), where the
-    file went and how to use it."""
+    """A header, one line per size (band, floor, largest change), how the floor was taken,
+    where the file went and how to use it."""
     lines = [
         f"# noise: A/A floor of {len(report.runs)} runs of one configuration, "
         f"{report.sizes} size(s) measured by every run",
@@ -212,19 +222,19 @@ def render_noise(report: NoiseReport) -> str:
         )
         lines.append(f"# environment differs (its noise is in the floor): {changes}")
     lines += [
-        f"# per size band ({bands_legend()}): busbw change identical runs stayed within",
-        "#  band        floor  run pairs  largest change  sizes",
+        f"# per size ({bands_legend()}): busbw change identical runs stayed within",
+        "#  size       band       floor  largest change",
     ]
-    for band in report.bands:
+    detail = report.floor.detail
+    for size, pct in report.floor.pct_by_size.items():
         lines.append(
-            f"   {band.band:8s} {band.floor_pct:7.2f}%  {band.pairs:9d}  "
-            f"{band.largest_pct:13.2f}%  {band.sizes:5d}"
+            f"   {format_size(size):10s} {band_of(size):8s} {pct:7.2f}%  "
+            f"{detail['largest_pct'][str(size)]:13.2f}%"
         )
-    quantiles = sorted({band.quantile for band in report.bands})
     lines += [
-        "# floor: per pair of runs the largest change over the band's sizes, then the "
-        + ", ".join(f"{q:.3g}" for q in quantiles)
-        + " quantile over pairs (the largest change for a few runs)",
+        f"# floor: per pair of runs ({detail['pairs']}) the largest change at the size and at "
+        f"sizes within {NEIGHBOURS}x of it, then the {detail['quantile']:.3g} quantile over "
+        "pairs (the largest change for a few runs)",
         f"# wrote {report.out}: use it with collbench compare BASE NEW --noise-floor {report.out}",
     ]
     return "\n".join(lines)

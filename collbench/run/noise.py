@@ -7,11 +7,10 @@ listed: they are part of the noise the floor covers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from collbench.analysis.compare.comparison import rows_by_key
-from collbench.analysis.rules.bands import BAND_NAMES, band_of
 from collbench.analysis.rules.decision import Evidence, aa_floor, evidence_of
 from collbench.analysis.rules.methodology import NOISE, Difference, check
 from collbench.core.errors import SpecError
@@ -25,21 +24,8 @@ NAMED_RUNS = 3  # a floor's source names this many runs, then counts the rest
 
 
 @dataclass(frozen=True)
-class BandNoise:
-    """One size band's floor and what it rests on."""
-
-    band: str
-    floor_pct: float
-    pairs: int  # pairs of runs
-    largest_pct: float  # the largest change between two runs at a size of the band
-    sizes: int  # sizes of the band measured by every run
-    quantile: float
-
-
-@dataclass(frozen=True)
 class NoiseReport:
-    floor: NoiseFloor
-    bands: list[BandNoise]
+    floor: NoiseFloor  # per size, and the evidence in its detail (decision.aa_floor)
     runs: list[str]  # the runs' paths, in the order given
     sizes: int  # (collective, placement, size) measured by every run
     environment: list[Difference]  # differences kept (part of the noise measured)
@@ -72,7 +58,7 @@ def record_noise_of(request: NoiseRequest) -> NoiseReport:
 
 
 def measure_noise(runs: Sequence[Run], out: Path) -> NoiseReport:
-    """The A/A floor of identical runs, per size band; SpecError when they are not."""
+    """The A/A floor of identical runs, per size; SpecError when they are not."""
     environment = _check_identical(runs)
     keyed = [rows_by_key(run.rows) for run in runs]
     common = sorted(set.intersection(*(set(keys) for keys in keyed)))
@@ -85,26 +71,11 @@ def measure_noise(runs: Sequence[Run], out: Path) -> NoiseReport:
         for key in common
     }
     floor = aa_floor(by_size, _source(runs))
-    if not floor.pct_by_band:  # no size with a positive figure in every run
+    if not floor.pct_by_size:  # no size with a positive figure in every run
         raise SpecError(
             "RUN", " ".join(run.path for run in runs), "have no size with a time in every run"
         )
-    sizes = {band: sum(band_of(key[2]) == band for key in common) for band in BAND_NAMES}
-    bands = [
-        BandNoise(
-            band,
-            floor.pct_by_band[band],
-            int(floor.detail[band]["pairs"]),
-            float(floor.detail[band]["largest_pct"]),
-            sizes[band],
-            float(floor.detail[band]["quantile"]),
-        )
-        for band in BAND_NAMES
-        if band in floor.pct_by_band
-    ]
-    detail = {band.band: {**floor.detail[band.band], "sizes": band.sizes} for band in bands}
-    floor = replace(floor, detail=detail)
-    return NoiseReport(floor, bands, [run.path for run in runs], len(common), environment, out)
+    return NoiseReport(floor, [run.path for run in runs], len(common), environment, out)
 
 
 def _check_identical(runs: Sequence[Run]) -> list[Difference]:

@@ -34,7 +34,8 @@ def load_noise_floor(
     except SpecError as error:
         if error.field == flag:
             raise
-        raise SpecError(flag, str(path), f"band {error.value!r} {error.hint}") from None
+        where = f"band {error.value!r}" if isinstance(error.value, str) else f"size {error.value}"
+        raise SpecError(flag, str(path), f"{where} {error.hint}") from None
     if not floor.pct_by_band or (bands and not set(floor.pct_by_band) & set(bands)):
         raise SpecError(
             flag,

@@ -13,16 +13,17 @@ from tests.helpers import collbench
 from tests.rows import make_row, write_run
 
 SIZES = [1024 << (2 * index) for index in range(8)]  # 1 KiB .. 16 MiB: every band
+MIB = 1024**2
 
 
-def _write(path, offset=1.0, iters=20, seed=None, **columns):
+def _write(path, offset=1.0, iters=20, seed=None, noisy=None, **columns):
     """A run of one configuration: a run-level offset of its times (placement, clocks;
     invisible inside the run) on top of 1% iteration noise, so only reruns show the
-    run-to-run noise."""
+    run-to-run noise; `noisy` {size: factor} moves some sizes further."""
     rng = random.Random(path.name if seed is None else seed)
     rows = []
     for size in SIZES:
-        base = 100.0 * offset
+        base = 100.0 * offset * (noisy or {}).get(size, 1.0)
         samples = [base * math.exp(rng.gauss(0.0, 0.01)) for _ in range(iters)]
         rows.append(
             make_row(
@@ -62,19 +63,18 @@ def test_noise_writes_a_floor_that_compare_holds_verdicts_against(aa_runs, tmp_p
     done = collbench("noise", *aa_runs, "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert "A/A floor of 3 runs of one configuration, 8 size(s)" in done.stdout
-    band_lines = {
-        line.split()[0]: line.split() for line in done.stdout.splitlines() if line[0] != "#"
-    }
-    assert set(band_lines) == {"small", "medium", "large"}
-    assert all(fields[2] == "3" for fields in band_lines.values())  # 3 pairs of runs
+    size_lines = [line.split() for line in done.stdout.splitlines() if line[0] != "#"]
+    assert [fields[2] for fields in size_lines] == ["small"] * 3 + ["medium"] * 4 + ["large"]
+    assert "per pair of runs (3)" in done.stdout
     assert f"--noise-floor {out}" in done.stdout
     # a floor above a typical gate's 5% is said, band by band
     warnings = [line for line in done.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 3 and all("(blind)" in line for line in warnings), done.stderr
     data = json.loads(out.read_text())
     assert set(data["pct_by_band"]) == {"small", "medium", "large"}
-    assert data["runs"] == 3 and data["detail"]["small"]["pairs"] == 3
-    assert all(8 < pct < 10 for pct in data["pct_by_band"].values())
+    assert data["version"] == 2 and data["pct_by_size"].keys() == {str(size) for size in SIZES}
+    assert data["runs"] == 3 and data["detail"]["pairs"] == 3
+    assert all(8 < pct < 10 for pct in data["pct_by_size"].values())
 
     # Two further reruns of the same configuration, 5% apart: more than either run shows
     # inside (1%), within what reruns do; the recorded floor holds it, and says where it came
@@ -89,11 +89,35 @@ def test_noise_writes_a_floor_that_compare_holds_verdicts_against(aa_runs, tmp_p
     held = collbench("compare", base, again, "--noise-floor", str(out), "--fail-if-slower", "10")
     assert held.returncode == 0, held.stderr
     assert f"# recorded A/A noise floor: {out}" in held.stdout
-    assert f"(A/A small band, {out})" in held.stdout
+    assert f"(A/A at 1 KiB, {out})" in held.stdout
     # ... and a real slowdown still fails
     slow = _write(tmp_path / "slow", 1 / 0.7, seed=13)
     done = collbench("compare", base, slow, "--noise-floor", str(out), "--fail-if-slower", "5")
-    assert done.returncode == EXIT_SLOWER and f"A/A large band, {out}" in done.stderr
+    assert done.returncode == EXIT_SLOWER and f"A/A at 16 MiB, {out}" in done.stderr
+
+
+def test_one_noisy_size_does_not_blind_the_gate_at_the_quiet_sizes_of_its_band(tmp_path):
+    # two identical runs over a shaped link: 64 KiB landed 50% apart, every other size 2%
+    # (issue 38 item 1): a 5% gate on the bandwidth-bound sizes still sees 5% there
+    a = _write(tmp_path / "a", 1.0, seed=1)
+    b = _write(tmp_path / "b", 1.02, seed=2, noisy={64 * 1024: 1.5})
+    out = tmp_path / "floor.json"
+    done = collbench("noise", a, b, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
+    # the noisy size and its neighbours within 4x, band by band
+    assert [line.split(" have")[0].split("warning: ")[1] for line in warnings] == [
+        "1 size(s) of the small band (16 KiB)",
+        "2 size(s) of the medium band (64 KiB, 256 KiB)",
+    ]
+    floor = json.loads(out.read_text())["pct_by_size"]
+    assert floor[str(64 * 1024)] > 45 and floor[str(MIB)] < 4 and floor[str(4 * MIB)] < 4
+    base = _write(tmp_path / "c", 1.0, seed=3)
+    gate = ("--noise-floor", str(out), "--fail-if-slower", "5", "--sizes", "1M:4M")
+    done = collbench("compare", base, _write(tmp_path / "d", 1.01, seed=4), *gate)
+    assert done.returncode == 0 and "blind" not in done.stderr, done.stderr
+    done = collbench("compare", base, _write(tmp_path / "slow", 1.08, seed=5), *gate)
+    assert done.returncode == EXIT_SLOWER, done.stderr
 
 
 def test_noise_overwrites_a_file_only_with_force(aa_runs, tmp_path, monkeypatch):
@@ -158,6 +182,8 @@ def test_noise_refuses_runs_that_are_not_reruns(tmp_path, make, needle):
         ('{"pct_by_band": {"small": 3}, "runs": -4}', "has runs -4"),
         ('{"pct_by_band": {"small": -3}}', "band 'small' has a floor -3"),
         ('{"pct_by_band": {"small": "x"}}', "has a floor that is not a number"),
+        ('{"pct_by_band": {"small": 3}, "pct_by_size": {"1K": 3}}', "not sizes in bytes"),
+        ('{"pct_by_band": {"small": 3}, "pct_by_size": {"1024": -1}}', "size 1024 has a floor -1"),
         ('{"pct_by_band": {"small": 3}, "runs": "many"}', "has runs 'many'"),
     ],
 )

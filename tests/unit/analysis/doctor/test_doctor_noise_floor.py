@@ -70,10 +70,12 @@ def test_the_bar_is_the_lowest_of_tolerance_spread_and_floor(floor_pct, factor):
         assert f"(A/A floor {floor_pct:g}% from {FILE})" in bar.describe()
 
 
-def test_the_floor_is_the_band_of_the_doctors_size():
+def test_the_floor_is_the_one_at_the_doctors_size_else_its_bands():
     spec = DoctorSpec(expect_busbw_gbps=10.0, size_bytes=1024)  # the small band: 50%
     expectation = expectation_from(spec, noise_floor=_floor(20.0))
     assert expectation.floor_pct == 50.0
+    per_size = NoiseFloor({"small": 50.0}, FILE, 3, pct_by_size={1024: 4.0, 4096: 50.0})
+    assert expectation_from(spec, noise_floor=per_size).floor_pct == 4.0  # not its band's 50%
     assert bar_for("pair", [], expectation, spec).threshold_gbps == pytest.approx(10.0 / 1.5)
 
 

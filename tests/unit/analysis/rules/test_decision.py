@@ -25,6 +25,7 @@ from collbench.analysis.rules.decision import (
     judge,
     spread_pct,
 )
+from collbench.core.errors import SpecError
 from collbench.core.noise import NoiseFloor
 
 
@@ -200,7 +201,7 @@ def test_spread_of_batches_and_repeats():
     assert spread_pct(Evidence.of([1.0])) is None
 
 
-def test_aa_floor_takes_the_largest_change_per_pair_and_band():
+def test_aa_floor_takes_the_largest_change_per_pair_at_a_size_and_its_neighbours():
     runs = {
         ("all_reduce in_place", 1024): [Evidence.of([1.0]), Evidence.of([1.2]), Evidence.of([1.1])],
         ("all_reduce in_place", 64 * MIB): [
@@ -213,7 +214,38 @@ def test_aa_floor_takes_the_largest_change_per_pair_and_band():
     assert floor.runs == 3
     assert floor.pct_by_band["small"] == pytest.approx(20.0, rel=0.05)
     assert floor.pct_by_band["large"] == pytest.approx(3.0, rel=0.05)
-    assert NoiseFloor.from_dict(floor.to_dict(), "x").pct_by_band == floor.pct_by_band
+    assert floor.pct_by_size[1024] == floor.pct_by_band["small"]
+    again = NoiseFloor.from_dict(floor.to_dict(), "x")
+    assert (again.pct_by_band, again.pct_by_size) == (floor.pct_by_band, floor.pct_by_size)
+
+
+def test_one_noisy_size_does_not_blind_the_quiet_sizes_of_its_band():
+    # two identical runs over a shaped link: 64 KiB landed 56% apart, every other size of the
+    # medium band (64 KiB .. 8 MiB) within 2%; the old per-band floor was 56% at all of them
+    sizes = [64 * 1024 << step for step in range(8)]
+    runs = {
+        ("all_reduce in_place", size): [Evidence.of([1.0]), Evidence.of([1.56 if i == 0 else 1.02])]
+        for i, size in enumerate(sizes)
+    }
+    floor = aa_floor(runs, "two runs")
+    assert floor.pct_by_size[64 * 1024] == pytest.approx(56.0)
+    # the noisy size's neighbours (within 4x) share its floor; further ones keep their own
+    assert floor.pct_by_size[256 * 1024] == pytest.approx(56.0)
+    assert all(floor.pct_by_size[size] == pytest.approx(2.0) for size in sizes[3:])
+    assert floor.pct_by_band["medium"] == pytest.approx(56.0)  # the band's largest
+    base, cand = Evidence.of([1.0], [[1.0] * 12]), Evidence.of([0.9], [[0.9] * 12])  # 10% slower
+    held = judge_one(Question(base, cand, 4 * MIB), Rule(floor=floor, threshold_pct=5))
+    assert held.call == SLOWER and held.detectable_pct < 5
+    assert held.floor_pct == pytest.approx(2.0) and held.floor_source == "A/A at 4 MiB, two runs"
+
+
+def test_a_version_1_floor_file_still_reads_and_holds_its_band_at_every_size():
+    old = {"version": 1, "runs": 3, "pct_by_band": {"medium": 20.0}, "detail": {"medium": {}}}
+    floor = NoiseFloor.from_dict(old, "old.json")
+    assert floor.pct_at(4 * MIB, "medium") == (20.0, "medium band")
+    assert floor.pct_at(64 * MIB, "large") == (None, "large band")
+    with pytest.raises(SpecError, match="versions 1 to 2"):
+        NoiseFloor.from_dict({**old, "version": 3}, "new.json")
 
 
 def test_holm_matches_hand_computed_values():
