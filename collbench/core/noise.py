@@ -5,7 +5,6 @@ the file, analysis/rules/decision.py holds verdicts against it).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,10 +37,10 @@ class NoiseFloor:
 
     def __post_init__(self) -> None:
         for where, pct in {**self.pct_by_band, **self.pct_by_size}.items():
-            if not isinstance(pct, (int, float)) or isinstance(pct, bool):
-                raise SpecError("noise floor", where, f"has a floor that is not a number: {pct!r}")
-            if not math.isfinite(pct) or pct < 0:
-                raise SpecError("noise floor", where, f"has a floor {pct!r}: it must be >= 0")
+            if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not pct >= 0:
+                raise SpecError(
+                    "noise floor", where, f"has a floor {pct!r}: it must be a number >= 0"
+                )
             if pct > MAX_FLOOR_PCT:
                 raise SpecError(
                     "noise floor",
@@ -84,13 +83,10 @@ class NoiseFloor:
         by_size = data.get("pct_by_size") or {}
         if not isinstance(by_size, Mapping) or not all(str(k).isdigit() for k in by_size):
             raise SpecError("--noise-floor", where, "has a pct_by_size that is not sizes in bytes")
-        runs = data.get("runs", 0)
-        if not isinstance(runs, int) or isinstance(runs, bool):
-            raise SpecError("--noise-floor", where, f"has runs {runs!r}: not an integer")
-        if "runs" in data and runs < 2:
-            raise SpecError(
-                "--noise-floor", where, f"has runs {runs}: a floor needs at least 2 identical runs"
-            )
+        runs = data.get("runs", 0)  # 0: not said
+        if isinstance(runs, bool) or not isinstance(runs, int) or ("runs" in data and runs < 2):
+            why = "a floor needs a whole number of at least 2 identical runs"
+            raise SpecError("--noise-floor", where, f"has runs {runs!r}: {why}")
         detail = data.get("detail") or {}
         return cls(
             pct_by_band={str(band): pct for band, pct in data["pct_by_band"].items()},

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from collbench.analysis.rules.bands import BAND_NAMES, band_of, bands_legend
+from collbench.analysis.rules.bands import band_of, bands_legend
 from collbench.analysis.rules.decision import NEIGHBOURS
 from collbench.core.units import format_number, format_size
 
@@ -188,24 +188,17 @@ TYPICAL_GATE_PCT = 5.0
 
 
 def noise_warnings(report: NoiseReport) -> list[str]:
-    """One warning per band with sizes whose floor is larger than a typical gate's threshold."""
-    warnings = []
-    for band in BAND_NAMES:
-        loud = {
-            size: pct
-            for size, pct in report.floor.pct_by_size.items()
-            if band_of(size) == band and pct > TYPICAL_GATE_PCT
-        }
-        if loud:
-            worst = max(loud.values())
-            warnings.append(
-                f"collbench: warning: {len(loud)} size(s) of the {band} band "
-                f"({', '.join(map(format_size, loud))}) have a floor of up to {worst:.1f}%: a "
-                f"gate at --fail-if-slower {TYPICAL_GATE_PCT:g} held against it sees only "
-                f"slowdowns of {100 * worst / (100 + worst):.1f}% or more there and says so "
-                "(blind); measure on a quieter machine or with more --repeats"
-            )
-    return warnings
+    """One warning naming the sizes whose floor is larger than a typical gate's threshold."""
+    loud = {size: pct for size, pct in report.floor.pct_by_size.items() if pct > TYPICAL_GATE_PCT}
+    if not loud:
+        return []
+    worst = max(loud.values())
+    return [
+        f"collbench: warning: {len(loud)} size(s) ({', '.join(map(format_size, loud))}) have a "
+        f"floor of up to {worst:.1f}%: a gate at --fail-if-slower {TYPICAL_GATE_PCT:g} held "
+        f"against it sees only slowdowns of {100 * worst / (100 + worst):.1f}% or more there "
+        "and says so (blind); measure on a quieter machine or with more --repeats"
+    ]
 
 
 def render_noise(report: NoiseReport) -> str:

@@ -16,8 +16,8 @@ from collbench.analysis.rules.methodology import NOISE, Difference, check
 from collbench.core.errors import SpecError
 from collbench.core.noise import NoiseFloor
 from collbench.store.load import Run
-from collbench.store.noise_floor import save_noise_floor
 from collbench.store.outputs import check_output_file, path_error
+from collbench.store.rundir import write_json_atomic
 
 MIN_RUNS = 2
 NAMED_RUNS = 3  # a floor's source names this many runs, then counts the rest
@@ -51,7 +51,7 @@ def record_noise_of(request: NoiseRequest) -> NoiseReport:
     check_output_file("--out", request.out, [run.path for run in runs], request.force)
     report = measure_noise(runs, Path(request.out))
     try:
-        save_noise_floor(report.floor, report.out, force=request.force)
+        write_json_atomic(report.out, report.floor.to_dict())  # checked above
     except OSError as error:  # a full disk: the atomic write left nothing behind
         raise path_error("--out", request.out, error) from None
     return report

@@ -1,5 +1,5 @@
-"""The noise-floor file `collbench noise` writes and `compare --noise-floor FILE` reads: one
-load and one save of core.noise.NoiseFloor (JSON)."""
+"""The noise-floor file `collbench noise` writes (NoiseFloor.to_dict, JSON) and `compare
+--noise-floor FILE` reads: one load of core.noise.NoiseFloor."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from collbench.core.errors import SpecError
 from collbench.core.limits import JSON_MAX_BYTES
 from collbench.core.noise import NoiseFloor
 from collbench.store.reading import check_depth, read_text
-from collbench.store.rundir import write_json_atomic
 
 
 def load_noise_floor(
@@ -44,16 +43,3 @@ def load_noise_floor(
             "collbench noise",
         )
     return replace(floor, source=str(path))
-
-
-def save_noise_floor(
-    floor: NoiseFloor, path: Path, flag: str = "--out", force: bool = False
-) -> Path:
-    """Write the floor to `path`; an existing file only with `force` (else SpecError)."""
-    path = Path(path)
-    if path.exists() and not force:
-        raise SpecError(flag, str(path), "exists: remove it or name another file (or give --force)")
-    if not path.parent.is_dir():
-        raise SpecError(flag, str(path), "is in a directory that does not exist")
-    write_json_atomic(path, floor.to_dict())
-    return path
