@@ -81,6 +81,18 @@ def format_number(value: float, digits: int = 4, scientific: bool = False) -> st
     return f"{value:.{digits}g}"
 
 
+_TIME_UNITS = (("ms", 1e-3), ("s", 1.0), ("min", 60.0), ("h", 3600.0))
+
+
+def time_unit(seconds: float) -> tuple[str, float, int]:
+    """The unit a time (or a column's largest) reads in, its length in seconds, and the
+    decimals that give it 4 significant digits: ms below 1 s, else the largest unit it holds
+    one of ('19.73 min', not '1,184,058.444 ms')."""
+    name, scale = next((u for u in reversed(_TIME_UNITS) if seconds >= u[1]), _TIME_UNITS[0])
+    value = seconds / scale
+    return name, scale, min(3, max(0, 3 - math.floor(math.log10(value)))) if value > 0 else 3
+
+
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr)?\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"": 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600}
 

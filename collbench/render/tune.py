@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from collbench.analysis.rules.bands import BAND_NAMES
 from collbench.analysis.tune.select import BYTES_MAX, describe_evidence, range_label
-from collbench.core.units import format_number, format_size
+from collbench.core.units import format_number, format_size, time_unit
 from collbench.render.table import text_columns
 
 if TYPE_CHECKING:
@@ -159,13 +159,13 @@ def workload_lines(workload: dict | None) -> list[str]:
     steps = {step["setting"]: step for step in workload["settings"]}
     chosen, exported = steps[workload["chosen"]], steps[export["setting"]]
     default = next((step for step in workload["settings"] if step["baseline"]), None)
+    # a unit per column, from its largest time (a 20-minute step: '19.73' min, not ms)
+    units = {key: time_unit(max(step[key] for step in workload["settings"])) for key in _TIMES}
     table = [
         (
             f"{step['setting']}{' (default)' if step['baseline'] else ''}"
             f"{' (best.env)' if step is exported else ''}",
-            f"{step['step_time_s'] * 1e3:,.3f}",
-            f"{step['exposed_comm_s'] * 1e3:,.3f}",
-            f"{step['comm_s'] * 1e3:,.3f}",
+            *(f"{step[key] / units[key][1]:,.{units[key][2]}f}" for key in _TIMES),
             f"{step['mfu']:.2%}",
         )
         for step in workload["settings"]
@@ -178,7 +178,9 @@ def workload_lines(workload: dict | None) -> list[str]:
         f"# workload: {job['model']} ({size} params), tp {job['tp']} pp {job['pp']} dp "
         f"{job['dp']}, zero {job['zero']}, seq {job['seq']}, global batch "
         f"{job['global_batch']}, {dp}, on {workload['topology']}",
-        *aligned_table(_WORKLOAD_HEADER, table),
+        *aligned_table(
+            ("setting", *(f"{what} {units[key][0]}" for key, what in _TIMES.items()), "MFU"), table
+        ),
         f"# best.env: {export['text']}",
     ]
     if default is not None and default is not chosen:
@@ -192,4 +194,4 @@ def workload_lines(workload: dict | None) -> list[str]:
     return lines + [f"#   {note}" for note in workload["notes"]]
 
 
-_WORKLOAD_HEADER = ("setting", "step ms", "exposed comm ms", "all comm ms", "MFU")
+_TIMES = {"step_time_s": "step", "exposed_comm_s": "exposed comm", "comm_s": "all comm"}
