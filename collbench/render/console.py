@@ -13,6 +13,7 @@ from collbench.render.table import (
     collective_banner,
     format_line,
     format_probe_line,
+    overlap_plan_lines,
     preface_lines,
     probe_banner,
     probe_summary_lines,
@@ -71,7 +72,8 @@ class ConsoleSink:
         if self._want_progress:
             self._progress = _Progress(len(self.spec.steps()))
         if self.mode == "table":
-            self._print(*preface_lines(meta.to_dict(), self.spec.to_dict()))
+            header = preface_lines(meta.to_dict(), self.spec.to_dict())
+            self._print(*header, *overlap_plan_lines(self.spec, meta.to_dict()))
 
     def row(self, row: ResultRow) -> None:
         self._measured += 1

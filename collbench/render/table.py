@@ -9,9 +9,10 @@ from collbench.core.bandwidth import bus_factor
 from collbench.core.collectives import REGISTRY
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.dtypes import DTYPES
+from collbench.core.spec import SweepSpec
 from collbench.core.stats import median
 from collbench.core.units import format_size
-from collbench.store.rows import ProbeRow, ResultRow
+from collbench.store.rows import OVERLAP, ProbeRow, ResultRow
 
 HEADER = (
     "#                                                              out-of-place"
@@ -176,6 +177,34 @@ def probe_banner(row: ProbeRow) -> list[str]:
         f"{row.compute_dtype} matmul on {row.compute_streams} stream(s), "
         f"timing {row.probe_timing}",
         *PROBE_HEADER,
+    ]
+
+
+# Overlap probes on CPU ranks, roughly (the default `collbench overlap` ran 133 s on this
+# project's 2-core VM): a round runs the collective alone, the compute alone (ratio x it) and
+# both, plus ROUND_S of barriers; a collective of S bytes takes LATENCY_S + S / BYTES_PER_S.
+CPU_LATENCY_S, CPU_BYTES_PER_S, CPU_ROUND_S = 0.5e-3, 1.5e9, 3e-3
+
+
+def overlap_plan_lines(spec: SweepSpec, meta: Mapping[str, Any]) -> list[str]:
+    """On CPU ranks, before the first probe: about how long the probes take (the model
+    above) and that their figure means little there."""
+    probes = [step for step in spec.steps() if step.kind == OVERLAP]
+    if not probes or devices_per_rank(meta.get("ranks", [])):
+        return []
+    rounds = spec.warmup + spec.iters
+    seconds = rounds * sum(
+        (1 + (step.ratio or 1) + max(1, step.ratio or 1))
+        * (CPU_LATENCY_S + step.size_bytes / CPU_BYTES_PER_S)
+        + CPU_ROUND_S
+        for step in probes
+    )
+    about = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+    return [
+        f"# Overlap: {len(probes)} probe(s) of {rounds} rounds (the collective alone, the "
+        f"compute alone, both): about {about} on CPU ranks, longer beside other jobs",
+        "# On CPU ranks the overlap figure means little: gloo's thread and the matmul share "
+        "the same cores, so little can hide; measure overlap on GPUs",
     ]
 
 

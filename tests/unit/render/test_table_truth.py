@@ -2,10 +2,12 @@
 header says what the ranks run on (CPU processes are not GPUs)."""
 
 import io
+from dataclasses import replace
 
+from collbench.core.overlap import OverlapSpec
 from collbench.core.spec import SweepSpec
 from collbench.render.console import ConsoleSink
-from collbench.render.table import preface_lines, summary_lines
+from collbench.render.table import overlap_plan_lines, preface_lines, summary_lines
 from tests.rows import make_row
 
 SPEC = SweepSpec(
@@ -94,3 +96,19 @@ def test_gpu_header_keeps_one_gpu_per_rank():
     lines = preface_lines({**_meta("cuda:0"), "backend": "nccl"}, SPEC.to_dict())
     assert "2 ranks, one GPU each, on 1 node(s)" in lines[0]
     assert lines[1].startswith("# nThread 1 nGpus 1 minBytes 1024")
+
+
+def test_overlap_on_cpu_says_up_front_about_how_long_and_what_the_figure_is_worth():
+    # `collbench overlap`'s default plan: 3 collectives x 22 sizes x 3 ratios x 3 repeats ran
+    # 133 s on a quiet 2-core VM (issue 38 item 7)
+    collectives = ("all_reduce", "all_gather", "reduce_scatter")
+    spec = SweepSpec(
+        collectives=collectives, min_bytes=8, max_bytes=16 << 20, overlap=OverlapSpec()
+    )
+    spec = replace(spec, sweep_rows=False, repeats=3)
+    cpu = overlap_plan_lines(spec, _meta("cpu"))
+    assert cpu[0].startswith("# Overlap: 594 probe(s) of 25 rounds (the collective alone")
+    assert cpu[0].endswith(": about 2 min on CPU ranks, longer beside other jobs")
+    assert len(cpu) == 2 and "the overlap figure means little" in cpu[1]
+    assert overlap_plan_lines(spec, _meta("cuda:0")) == []  # a GPU: no CPU model, no CPU line
+    assert overlap_plan_lines(SPEC, _meta("cpu")) == []  # a sweep without probes
