@@ -39,7 +39,7 @@ class NoiseFloor:
         for where, pct in {**self.pct_by_band, **self.pct_by_size}.items():
             if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not pct >= 0:
                 raise SpecError(
-                    "noise floor", where, f"has a floor {pct!r}: it must be a number >= 0"
+                    "noise floor", where, f"has a floor {pct!r}: it must be >= 0 (a percentage)"
                 )
             if pct > MAX_FLOOR_PCT:
                 raise SpecError(

@@ -179,7 +179,7 @@ def test_noise_refuses_runs_that_are_not_reruns(tmp_path, make, needle):
         ('{"pct_by_band": {"small": 3}, "runs": 1}', "at least 2 identical runs"),
         ('{"pct_by_band": {"small": 3}, "runs": -4}', "has runs -4"),
         ('{"pct_by_band": {"small": -3}}', "band 'small' has a floor -3"),
-        ('{"pct_by_band": {"small": "x"}}', "has a floor 'x': it must be a number >= 0"),
+        ('{"pct_by_band": {"small": "x"}}', "has a floor 'x': it must be >= 0 (a percentage)"),
         ('{"pct_by_band": {"small": 3}, "pct_by_size": {"1K": 3}}', "not sizes in bytes"),
         ('{"pct_by_band": {"small": 3}, "pct_by_size": {"1024": -1}}', "size 1024 has a floor -1"),
         ('{"pct_by_band": {"small": 3}, "runs": "many"}', "has runs 'many'"),
