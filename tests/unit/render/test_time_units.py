@@ -32,8 +32,9 @@ def test_the_workload_table_gives_each_time_column_its_unit():
     job |= {"zero": 1, "seq": 4096, "global_batch": 512}
     settings = [setting("default", 1184.058444, baseline=True), setting("NCCL_ALGO=Tree", 1180.0)]
     workload = {"workload": job, "topology": "t", "settings": settings, "chosen": "NCCL_ALGO=Tree"}
+    workload["export"] = {"setting": "NCCL_ALGO=Tree", "text": "exported"}
     lines = workload_lines({**workload, "losses": [], "notes": []})
-    table = lines[1:4]  # the header, then the default and best.env's setting
+    table = lines[1:4]  # the header, then every setting: the default and best.env's
     assert " ".join(table[0].split()).endswith("step min exposed comm ms all comm ms MFU")
     assert table[1].split()[2:] == ["19.73", "12.30", "500.0", "40.00%"]
     assert table[2].split()[1:] == ["(best.env)", "19.67", "12.30", "500.0", "40.00%"]
