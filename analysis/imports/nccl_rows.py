@@ -27,6 +27,7 @@ from collbench.core.collectives import REGISTRY
 from collbench.core.dtypes import lookup_dtype
 from collbench.core.errors import SpecError
 from collbench.core.limits import MAX_NESTING_DEPTH, too_deep
+from collbench.core.spec import did_you_mean
 from collbench.core.stats import median
 from collbench.store.meta import RunMeta
 from collbench.store.row_block import RowBlock
@@ -130,12 +131,16 @@ def collective_from_file_name(path: str) -> str | None:
 
 
 def resolve_collective(name: str) -> str:
-    """A --collective value as a registry name (`allreduce`, `all_reduce_perf` accepted)."""
-    key = name.strip().lower().replace("-", "_")
-    found = key if key in REGISTRY else collective_from_program(key)
-    if found is None:
-        raise SpecError("--collective", name, f"is unknown; choose one of {', '.join(REGISTRY)}")
-    return found
+    """A --collective value as a registry name: one as sweep's -c takes it, or the program
+    that measured it (`all_reduce_perf`); any other is refused as sweep refuses it."""
+    found = collective_from_program(name) if name.endswith("_perf") else None
+    if name not in REGISTRY and found is None:
+        raise SpecError(
+            "--collective",
+            name,
+            f"is unknown{did_you_mean(name)}; choose one of {', '.join(REGISTRY)}",
+        )
+    return found or name
 
 
 def build_import(
@@ -173,9 +178,9 @@ def block_rows(block: RowBlock) -> list[ResultRow]:
 
 
 def table_context(log: ParsedLog, table: LogTable, collective: str | None) -> TableContext:
-    """A table's collective, world size and hosts; rows with a NaN or infinite figure are
-    dropped, with a note (no measurement, and JSON cannot hold them)."""
-    table, dropped = _finite_rows(log, table)
+    """A table's collective, world size and hosts; rows that are no measurement are dropped,
+    with a note (_usable_rows)."""
+    table, dropped = _usable_rows(log, table)
     notes = [dropped] if dropped else []
     name = collective or (collective_from_program(table.program) if table.program else None)
     if name is None:
@@ -191,27 +196,32 @@ def table_context(log: ParsedLog, table: LogTable, collective: str | None) -> Ta
     )
 
 
-def _finite_rows(log: ParsedLog, table: LogTable) -> tuple[LogTable, str | None]:
-    """The table without rows of a NaN or infinite figure, and a warning naming them."""
+def _usable_rows(log: ParsedLog, table: LogTable) -> tuple[LogTable, str | None]:
+    """The table without rows that are no measurement, and a warning naming them: a NaN or
+    infinite figure (JSON cannot hold it), a time of 0 or less or a negative bandwidth
+    (every reader refuses those). A table left with no row is refused: no empty run."""
     data = table.data
     figures = (data.time_us, data.algbw_gbps, data.busbw_gbps)
-    if all(math.isfinite(sum(column)) for column in figures):  # a NaN or inf makes its sum so
-        return table, None
-    keep = [all(map(math.isfinite, values)) for values in zip(*figures, strict=True)]
-    if all(keep):
-        return table, None
+    if not len(data):
+        raise SpecError(LOG_FIELD, log.path, "has no measured row (every figure is N/A)")
+    if all(math.isfinite(sum(column)) for column in figures):  # a NaN or inf makes it so
+        if min(data.time_us) > 0 <= min(map(min, figures[1:])):
+            return table, None
+    finite = [math.isfinite(t + a + b) for t, a, b in zip(*figures, strict=True)]
+    keep = [ok and t > 0 <= min(a, b) for ok, t, a, b in zip(finite, *figures, strict=True)]
     bad = [size for size, kept in zip(data.size_bytes, keep, strict=True) if not kept]
+    nan_only = keep == finite
+    what = "a NaN or infinite" if nan_only else "a NaN, infinite or negative"
+    what += " time/algbw/busbw" + ("" if nan_only else " or a zero time")
     if not any(keep):
+        usable = "finite" if nan_only else "usable"
         raise SpecError(
-            LOG_FIELD,
-            log.path,
-            f"has no row with finite figures: all {len(bad)} print a NaN or infinite "
-            "time/algbw/busbw",
+            LOG_FIELD, log.path, f"has no row with {usable} figures: all {len(bad)} print {what}"
         )
     sizes = list(dict.fromkeys(map(str, bad)))
     sizes = ", ".join(sizes[:5]) + (f" and {len(sizes) - 5} more" if len(sizes) > 5 else "")
     return replace(table, data=data.take(keep)), (
-        f"{log.path}: dropped {len(bad)} row(s) with a NaN or infinite time/algbw/busbw "
+        f"{log.path}: dropped {len(bad)} row(s) with {what} "
         f"(sizes in bytes: {sizes}); they are not measurements"
     )
 

@@ -176,7 +176,7 @@ class SweepSpec:
                 raise SpecError(
                     "--collective",
                     name,
-                    f"is unknown{_did_you_mean(name)}; choose from {', '.join(REGISTRY)} or all",
+                    f"is unknown{did_you_mean(name)}; choose from {', '.join(REGISTRY)} or all",
                 )
         if not self.collectives:
             raise SpecError("--collective", "", "names no collective")
@@ -458,7 +458,7 @@ def _op_list(text: str) -> str:
     return ",".join(names)
 
 
-def _did_you_mean(name: str) -> str:
+def did_you_mean(name: str) -> str:
     """' (did you mean all_reduce?)' for 'allreduce', 'all-reduce' or a near miss; else ''."""
     import difflib
 

@@ -404,11 +404,13 @@ def test_compatible_logs_from_different_hosts_are_warned_about(tmp_path):
     assert result.meta["nodes"] == 2 and len(result.meta["hosts"]) == 4
 
 
-def test_collective_option_overrides_and_accepts_aliases(tmp_path):
-    result = run_import(tmp_path, "mismatch_all_reduce_16ranks.log", collective="allreduce")
+def test_collective_option_overrides_and_takes_sweep_names_or_programs(tmp_path):
+    result = run_import(tmp_path, "mismatch_all_reduce_16ranks.log", collective="all_reduce")
     assert result.meta["collectives"] == {"all_reduce": 8}
     assert not any("file name" in warning for warning in result.warnings)
     assert resolve_collective("alltoall_perf") == "all_to_all"
+    error = _spec_error(lambda: resolve_collective("allreduce"))  # as sweep -c refuses it
+    assert "is unknown (did you mean all_reduce?)" in str(error)
 
 
 # ---------------------------------------------------------------- bad input
@@ -479,6 +481,26 @@ def test_nan_and_inf_rows_are_dropped_with_a_warning_never_written(tmp_path, nam
         texts = path.read_text().splitlines() if path.suffix == ".jsonl" else [path.read_text()]
         for text in texts:
             json.loads(text, parse_constant=_no_constant)
+
+
+def _table_of(tmp_path: Path, row: str) -> Path:
+    """legacy_all_reduce_info.log with its table rows replaced by `row` (its 12 fields)."""
+    text = (FIXTURES / "legacy_all_reduce_info.log").read_text()
+    lines = [line if line[:1] in "#d" else row for line in text.splitlines()]
+    (tmp_path / "all_reduce.log").write_text("\n".join(lines))
+    return tmp_path / "all_reduce.log"
+
+
+@pytest.mark.parametrize("time", ["    -9.07", "     0.00"])
+def test_rows_without_a_time_are_dropped_and_a_log_of_only_those_is_refused(tmp_path, time):
+    log = _nan_log(tmp_path, "legacy_all_reduce_info.log", "     9.07", time)
+    result = import_logs([log], out=tmp_path / "run")
+    assert any("dropped 1 row(s) with a NaN, infinite or negative" in w for w in result.warnings)
+    assert len(load_rows(result.run_dir)) == len(result.rows)  # what every reader refuses
+    for row, needle in (("-9.0 0.2 0.3 N/A", "row with usable"), ("N/A " * 4, "measured row")):
+        log = _table_of(tmp_path, f"8 2 float sum {row} {row}")
+        error = _spec_error(lambda log=log: import_logs([log], out=tmp_path / "none"))
+        assert f"has no {needle}" in str(error) and not (tmp_path / "none").exists()
 
 
 def test_compare_of_a_log_with_nan_and_inf_prints_only_numbers(tmp_path):
