@@ -139,7 +139,7 @@ def run_export(values: dict[str, Any]) -> None:
     exports = Exports.given(values, built.collectives)
     if exports.nccl_json is not None and not built.collectives:
         raise SpecError("-J", str(exports.nccl_json), f"{run} holds no sweep rows to write")
-    meta = read_meta(Path(run)) or RunMeta()
+    meta = read_meta(Path(run), "RUN") or RunMeta()
     for path in write_export(built, meta, exports.csv, exports.nccl_json):
         print(f"# Exported: {path}", file=sys.stdout, flush=True)
 

@@ -77,7 +77,7 @@ def load_run(
         )
     if field is not None and not rows:
         raise SpecError(field, str(path), f"holds no result rows {_why_no_rows(Path(path), hint)}")
-    return Run(str(path), read_meta(Path(path)) or RunMeta(), rows, reduced)
+    return Run(str(path), read_meta(Path(path), field) or RunMeta(), rows, reduced)
 
 
 def _why_no_rows(run_dir: Path, hint: str) -> str:

@@ -277,9 +277,12 @@ def _as_json(values: list[Any]) -> list[str]:
     return list(map(encoded.__getitem__, map(id, values)))
 
 
-def read_meta(run_dir: Path) -> RunMeta | None:
-    """A run's meta.json (None when it is missing or unreadable)."""
+def read_meta(run_dir: Path, field: str | None = None) -> RunMeta | None:
+    """A run's meta.json (None when it is missing or unreadable; with `field`, one that is
+    there but not a JSON object is a SpecError naming `field` and the run)."""
     data = _read_meta_file(run_dir)
+    if data is None and field is not None and (Path(run_dir) / META_FILE).exists():
+        raise SpecError(field, str(run_dir), "has a damaged meta.json: not a JSON object")
     return RunMeta.from_dict(data) if data is not None else None
 
 

@@ -82,6 +82,16 @@ def test_every_reader_refuses_a_line_that_is_not_a_row(tmp_path, line, needle, c
     assert f"{run / 'rows.jsonl'} line 2" in result.stderr
 
 
+@pytest.mark.parametrize("text", ["junk{", "[1, 2]"])
+def test_report_and_export_refuse_a_meta_json_that_is_not_an_object(tmp_path, text):
+    run = write_run(tmp_path / "run", [make_row(size_bytes=8)])
+    (run / "meta.json").write_text(text)
+    for command in (["report", "--out"], ["export", "--csv"]):
+        result = collbench(command[0], str(run), *command[1:], str(tmp_path / "out"))
+        _assert_one_line(result, f"RUN: '{run}' has a damaged meta.json: not a JSON object")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run"]
+
+
 def _job_run(tmp_path, rows=0, launcher="local"):
     from collbench.core.spec import SweepSpec
     from collbench.store.job import Job
