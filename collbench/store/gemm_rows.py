@@ -107,13 +107,19 @@ def load_gemm_rows(run_dir: Path) -> list[GemmRow]:
 
 
 def count_gemm_rows(run_dir: Path) -> int:
-    """How many whole rows gemm.jsonl holds (lines ended by a newline), read leniently for
-    a status line: a damaged file is counted, not refused."""
+    """How many lines of gemm.jsonl are gemm rows (as load_gemm_rows reads them), read
+    leniently for a status line: a damaged line is not counted, and never refused."""
     path = Path(run_dir) / GEMM_FILE
     try:  # within core.limits: a FIFO or /dev/zero in its place is refused, not read
-        return sum(
-            line.endswith(b"\n")
-            for _, line in iter_lines(path, GEMM_FILE, ROWS_MAX_LINE_BYTES, ROWS_MAX_BYTES)
-        )
+        lines = iter_lines(path, GEMM_FILE, ROWS_MAX_LINE_BYTES, ROWS_MAX_BYTES)
+        return sum(_is_gemm_row(line) for _, line in lines)
     except SpecError:
         return 0
+
+
+def _is_gemm_row(line: bytes) -> bool:
+    try:
+        gemm_row_from_dict(json.loads(line), GEMM_FILE)
+    except (ValueError, TypeError, RecursionError, SpecError):
+        return False
+    return True

@@ -7,7 +7,13 @@ import json
 import pytest
 
 from collbench.core.errors import SpecError
-from collbench.store.gemm_rows import GEMM_FILE, GemmRow, append_gemm_row, load_gemm_rows
+from collbench.store.gemm_rows import (
+    GEMM_FILE,
+    GemmRow,
+    append_gemm_row,
+    count_gemm_rows,
+    load_gemm_rows,
+)
 
 
 def row(**changes) -> GemmRow:
@@ -65,3 +71,10 @@ def test_a_bad_row_is_named(tmp_path, change, message):
     (tmp_path / GEMM_FILE).write_text(json.dumps(data) + "\n" + json.dumps(row().to_dict()) + "\n")
     with pytest.raises(SpecError, match=message):
         load_gemm_rows(tmp_path)
+
+
+def test_status_counts_only_the_lines_that_are_gemm_rows(tmp_path):
+    append_gemm_row(tmp_path, row())
+    with (tmp_path / GEMM_FILE).open("a") as handle:  # not '4 of 1 shapes'
+        handle.write('junk\n\n{"a": 1}\nnull\n{"kind": "gemm"}\n[[[[1]]]]\n\xff\n')
+    assert count_gemm_rows(tmp_path) == 1
