@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from collbench.core.dtypes import DTYPES
+from collbench.core.errors import CollbenchError
 from collbench.core.spec import DEFAULT_FACTOR
 from collbench.store.load import Run, load_run
 from collbench.store.meta import RunMeta
-from collbench.store.outputs import OutputError, write_outputs
+from collbench.store.outputs import OutputError, check_output_file, write_outputs
 from collbench.store.rows import ALL_COLUMNS, OVERLAP, ROW_COLUMNS, SWEEP, ResultRow, row_is
 from collbench.store.rundir import write_atomically
-from collbench.store.side_files import SideFiles, read_side_files
+from collbench.store.side_files import SIDE_FILES, SideFiles, read_side_files
 
 NCCL_TESTS_JSON_VERSION = 3  # nccl-tests' JSON_FILE_VERSION, the layout written here
 # Columns left out of the CSV: the per-iteration series (rows.jsonl keeps them).
@@ -664,22 +665,25 @@ def complete_side_files(run_dir: Path) -> Completed:
     run = load_run(run_dir)
     if record.csv is not None:
         columns = csv_columns((run.meta.spec or {}).get("overlap") is not None)
-        _complete(Path(record.csv), _csv_text(run, columns), _is_our_csv(columns), done)
+        _complete(run_dir, Path(record.csv), _csv_text(run, columns), _is_our_csv(columns), done)
     if record.nccl_json is not None:
         for path, text in _json_texts(run, record).items():
-            _complete(path, text, _is_our_json, done)
+            _complete(run_dir, path, text, _is_our_json, done)
     if not done.left:
         record.completed().save(run_dir)
     return done
 
 
-def _complete(path: Path, text: str, ours: Callable[[Path], bool], done: Completed) -> None:
-    target = path.resolve() if path.is_symlink() else path
-    if target.exists() and not (target.is_file() and ours(target)):
-        done.left.append(f"{path} is no longer the file collbench began (changed or replaced)")
+def _complete(
+    run_dir: Path, path: Path, text: str, ours: Callable[[Path], bool], done: Completed
+) -> None:
+    try:  # as an export's file is: never in a run directory (this one or another), a folder
+        target = check_output_file(SIDE_FILES, path, (run_dir,), force=True)
+    except CollbenchError as error:
+        done.left.append(str(error))
         return
-    if not target.parent.is_dir():
-        done.left.append(f"{path}: its folder is gone")
+    if target.exists() and not ours(target):
+        done.left.append(f"{path} is no longer the file collbench began (changed or replaced)")
         return
     write_atomically(target, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     done.written.append(path)

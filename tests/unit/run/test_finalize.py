@@ -20,3 +20,16 @@ def test_a_completed_run_without_its_parquet_gets_it(tmp_path):
     assert len(pd.read_parquet(run / "rows.parquet")) == 3
     with pytest.raises(SpecError, match="already final .*nothing to do"):
         finalize_run(run)
+
+
+@pytest.mark.parametrize("where", ["other/rows.parquet", "other/x.csv", "run/x.csv"])
+def test_side_files_named_inside_a_run_directory_are_not_written(tmp_path, where):
+    from collbench.render.export import complete_side_files
+    from collbench.store.side_files import SideFiles
+
+    run = write_run(tmp_path / "run", [make_row()], {"run_id": "run", "state": "running"})
+    write_run(tmp_path / "other", [make_row()], {"run_id": "other", "state": "completed"})
+    SideFiles(csv=str(tmp_path / where), collectives=("all_reduce",)).save(run)  # hand-edited
+    said = finalize_run(run, complete_side_files)
+    assert f"not rewritten: exports.json: '{tmp_path / where}' is inside" in said
+    assert not (tmp_path / where).exists()
