@@ -104,6 +104,10 @@ def load_compared(runs: list[Path]) -> list[Run]:
             " ".join(map(str, runs)),
             "needs a baseline and at least one run to compare with it",
         )
+    for run in loaded:  # as noise refuses one: its rows are not all there yet
+        if run.meta.state == "running":
+            why = "if it was killed, collbench finalize RUN ends it"
+            raise SpecError("RUN", run.path, f"is still being written (state running; {why})")
     for candidate in loaded[1:]:
         if not common_keys(loaded[0], candidate):
             raise SpecError(

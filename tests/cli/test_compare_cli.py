@@ -8,6 +8,7 @@ as subprocesses."""
 import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -153,6 +154,17 @@ def test_bad_gate_input_is_one_line_and_exit_2(runs, extra, needle):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("collbench: error: ") and needle in lines[0]
     assert done.stdout == ""
+
+
+def test_a_run_still_being_written_is_refused_not_gated(runs):
+    meta = json.loads(Path(runs[1], "meta.json").read_text())
+    for run in runs:  # the candidate, and the baseline
+        for other in runs:
+            state = "running" if other == run else "completed"
+            Path(other, "meta.json").write_text(json.dumps({**meta, "state": state}))
+        done = collbench("compare", *runs, "--fail-if-slower", "10")
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert f"RUN: '{run}' is still being written (state running;" in done.stderr
 
 
 def test_strict_refuses_in_one_plain_line(tmp_path):
