@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 from collbench.core.errors import SpecError
 from collbench.core.limits import (
     JSON_MAX_BYTES,
+    JSON_MAX_BYTES_OF,
     MAX_NESTING_DEPTH,
     ROWS_MAX_BYTES,
     ROWS_MAX_LINE_BYTES,
@@ -136,11 +137,12 @@ def check_depth(text: str, field: str, where: str) -> None:
         )
 
 
-def load_json(path: Path, field: str, max_bytes: int = JSON_MAX_BYTES) -> Any:
+def load_json(path: Path, field: str) -> Any:
     """A JSON file collbench wrote (meta.json, job.json, tune.json, doctor.json), read within
-    the limits, its depth checked before it is parsed; SpecError naming `field` and the path
-    for anything else (text that nests too deep or is not JSON)."""
-    text, where = read_text(path, field, max_bytes), str(path)
+    its limit (core.limits, by `field`: the file's name), its depth checked before it is
+    parsed; SpecError naming `field` and the path for anything else (too large, text that
+    nests too deep or is not JSON)."""
+    text, where = read_text(path, field, JSON_MAX_BYTES_OF.get(field, JSON_MAX_BYTES)), str(path)
     check_depth(text, field, where)
     try:
         return json.loads(text)
@@ -150,14 +152,15 @@ def load_json(path: Path, field: str, max_bytes: int = JSON_MAX_BYTES) -> Any:
         raise SpecError(field, where, f"is not JSON collbench can read ({error})") from None
 
 
-def read_json_file(path: Path, field: str, max_bytes: int = JSON_MAX_BYTES) -> Any | None:
+def read_json_file(path: Path, field: str) -> Any | None:
     """A JSON file that may be missing or cut short (a run's meta.json): None when it is
     missing or its content is not JSON; a SpecError naming `field` when it cannot be read
-    within the limits (a FIFO, a device, too large, unreadable, nested too deep)."""
+    within the limits (a FIFO, a device, larger than load_json's limit, nested too deep)."""
     path = Path(path)
     if not path.exists():
         return None
-    text = read_bytes(path, field, max_bytes).decode("utf-8", errors="replace")
+    limit = JSON_MAX_BYTES_OF.get(field, JSON_MAX_BYTES)
+    text = read_bytes(path, field, limit).decode("utf-8", errors="replace")
     check_depth(text, field, str(path))
     try:
         return json.loads(text)

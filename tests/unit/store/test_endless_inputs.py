@@ -275,6 +275,35 @@ def test_job_json_of_the_wrong_shape_is_refused(tmp_path, make, needle):
     assert error.field == "job.json" and needle in str(error), str(error)
 
 
+def _loads(name: str) -> Callable[[Path], object]:
+    """What reads the JSON file `name` in a run or tune directory."""
+    from collbench.store.doctor_report import load_doctor_report
+    from collbench.store.noise_floor import load_noise_floor
+    from collbench.store.tune_result import load_tune_result
+
+    return {
+        "meta.json": load_run,
+        "job.json": Job.load,
+        "tune.json": lambda run: load_tune_result(run, "RUN"),
+        "doctor.json": load_doctor_report,
+        "floor.json": lambda run: load_noise_floor(run / "floor.json"),
+    }[name]
+
+
+@NO_HANG
+@pytest.mark.parametrize(
+    "name, limit",
+    [("meta.json", "16 MiB"), ("job.json", "1 MiB"), ("tune.json", "8 MiB")]
+    + [("doctor.json", "32 MiB"), ("floor.json", "1 MiB")],
+)
+def test_a_json_file_over_its_own_limit_is_refused_before_it_is_read(tmp_path, name, limit):
+    run = _run(tmp_path)  # each limit what a real file needs: a 200 MiB one took 2.2 GiB
+    n_bytes = int(limit.split()[0]) * 2**20 + 1
+    _sparse(run, n_bytes, name)
+    error = _spec_error(lambda: _loads(name)(run))
+    assert f"is {n_bytes} bytes, over collbench's limit of {limit} for this file" in str(error)
+
+
 def test_load_json_object_refuses_a_list(tmp_path):
     path = tmp_path / "tune.json"
     path.write_text("[]")
