@@ -214,14 +214,21 @@ def finalize(job: Job, result: LaunchResult) -> LaunchResult:
 
 def _complete_parquet(job: Job, result: LaunchResult) -> LaunchResult:
     """rows.parquet of a completed run whose rank 0 left it to the launcher (forked ranks:
-    bench/session.py PARQUET_BY_LAUNCHER_VAR); a full disk is the run's one-line error."""
+    bench/session.py PARQUET_BY_LAUNCHER_VAR); a full disk is the run's one-line error, and
+    the run `failed`: `completed` says every file of the run is there."""
     run_dir = Path(job.run_dir)
     if (run_dir / PARQUET_FILE).exists() or not (run_dir / ROWS_FILE).exists():
         return result
     full: list[Path] = []
-    _unless_disk_full(lambda: write_parquet(run_dir), run_dir / PARQUET_FILE, full)
+    rows = load_rows(run_dir, warn=False)
+    _unless_disk_full(lambda: write_parquet(run_dir, rows), run_dir / PARQUET_FILE, full)
     remove_temp_files(run_dir)
-    return LaunchResult(EXIT_RUN_FAILED, _disk_full_error(run_dir, full)) if full else result
+    if not full:
+        return result
+    failed = {"state": "failed", "error": _disk_full_error(run_dir, full)}
+    _unless_disk_full(lambda: update_meta(run_dir, **failed), run_dir / META_FILE, full)
+    kept = f"{len(rows)} finished row(s) kept in {run_dir / ROWS_FILE}"
+    return LaunchResult(EXIT_RUN_FAILED, f"{_disk_full_error(run_dir, full)}; {kept}")
 
 
 def write_launcher_meta(job: Job, state: str, error: str) -> None:

@@ -291,6 +291,29 @@ def test_a_full_disk_leaves_no_temp_file_and_still_sets_the_state(tmp_path, monk
     assert not list(tmp_path.rglob("*.tmp*")) and not (tmp_path / "rows.parquet").exists()
 
 
+def test_a_full_disk_when_only_the_parquet_is_left_fails_the_completed_run(tmp_path, monkeypatch):
+    from collbench.core.spec import SweepSpec
+    from collbench.launchers.base import LaunchResult
+    from collbench.launchers.supervise import finalize
+    from collbench.store.job import Job
+
+    writer = ResultWriter(tmp_path)  # forked ranks: rank 0 left the parquet to the launcher
+    for size in (8, 16):
+        writer.append(make_row(size_bytes=size))
+    writer.close()
+    write_meta(tmp_path, RunMeta(run_id="r1", state="completed"))
+    monkeypatch.setattr("pandas.DataFrame.to_parquet", _enospc)
+    job = Job(SweepSpec().with_backend("gloo"), tmp_path, "r1", "local", 2)
+    result = finalize(job, LaunchResult(0, None))
+    assert (result.code, result.error) == (
+        1,
+        f"disk full: no space left on the device holding {tmp_path} (could not write "
+        f"rows.parquet); 2 finished row(s) kept in {tmp_path / 'rows.jsonl'}",
+    )
+    assert read_meta(tmp_path).state == "failed"  # not `completed` without its parquet
+    assert "rows.parquet" in read_meta(tmp_path).extra["error"]
+
+
 def test_knob_env_keeps_only_communication_knobs():
     env = {
         "NCCL_ALGO": "Tree",
