@@ -8,10 +8,9 @@ import contextlib
 import functools
 import gc
 import json
-import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from itertools import islice
 from operator import attrgetter
 from pathlib import Path
@@ -148,14 +147,12 @@ def _labelled(knobs: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, 
 _INTEGER_COLUMNS = tuple(
     "size_bytes count root world_size nodes ranks_per_node warmup iters n_wrong".split()
 )
-_FIGURE_COLUMNS = tuple(
-    column.name for column in fields(ResultRow) if str(column.type) in ("float", "float | None")
-)
 
 
 def _refuse_unstorable(blocks: Sequence[RowBlock], meta: RunMeta) -> None:
-    """SpecError before anything is written if a figure is NaN or infinite (JSON has no
-    such numbers) or an integer column holds what is not a 64-bit integer."""
+    """SpecError before anything is written if an integer column holds what is not a 64-bit
+    integer, or meta a NaN or infinite figure (JSON has no such numbers; the rows' figures
+    are finite: analysis/imports drops the rows that are no measurement)."""
     logs = ", ".join(meta.imported_from)
     for block in blocks:  # column by column, fast; the row loop names the first
         if not _all_storable(block):
@@ -167,10 +164,7 @@ def _refuse_unstorable(blocks: Sequence[RowBlock], meta: RunMeta) -> None:
 
 
 def _all_storable(block: RowBlock) -> bool:
-    """Every figure finite (or None) and every integer column a 64-bit int (or None)?"""
-    for name in _FIGURE_COLUMNS:
-        if not all(math.isfinite(value) for value in block.values(name) if value is not None):
-            return False
+    """Every integer column a 64-bit int (or None)?"""
     for name in _INTEGER_COLUMNS:
         values = [value for value in block.values(name) if value is not None]
         if values and not (
@@ -184,10 +178,8 @@ def _all_storable(block: RowBlock) -> bool:
 
 def _refuse_first(rows: Sequence[ResultRow], logs: str) -> None:
     """SpecError for the first row, in order, that _all_storable found unstorable."""
-    figures, integers = attrgetter(*_FIGURE_COLUMNS), attrgetter(*_INTEGER_COLUMNS)
+    integers = attrgetter(*_INTEGER_COLUMNS)
     for row in rows:
-        if not all(math.isfinite(value) for value in figures(row) if value is not None):
-            raise SpecError(LOG_FIELD, logs, _NON_FINITE)
         for name, value in zip(_INTEGER_COLUMNS, integers(row), strict=True):
             if value is not None and (
                 type(value) is not int or not -INT64_MAX - 1 <= value <= INT64_MAX
