@@ -15,7 +15,7 @@ from collbench.store.gemm_rows import GEMM_FILE, count_gemm_rows
 from collbench.store.job import JOB_FILE, Job
 from collbench.store.meta import RunMeta
 from collbench.store.rank_status import live_ranks, pid_alive, read_statuses
-from collbench.store.rundir import META_FILE, count_rows, read_meta
+from collbench.store.rundir import META_FILE, PARQUET_FILE, count_rows, read_meta
 from collbench.store.sink import SinkFactory
 from collbench.store.tune_result import is_tune_dir, load_tune_result
 
@@ -72,6 +72,8 @@ def describe_run(run: Path) -> str:
             f"rows: {rows}{planned}; state: {_state(run, meta.state, slurm_end)}"
             + (f"; error: {escape_control(str(error))}" if error else "")
         )
+        if rows and meta.state in FINAL_STATES and not (Path(run) / PARQUET_FILE).exists():
+            lines.append(f"{PARQUET_FILE} missing: run `collbench finalize {run}` to write it")
     elif (Path(run) / META_FILE).exists():
         lines.append(f"{META_FILE} unreadable; {rows} row(s) on disk")
     elif rows:

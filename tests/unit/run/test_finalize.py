@@ -9,10 +9,18 @@ from tests.rows import make_row, write_run
 
 
 def test_a_completed_run_without_its_parquet_gets_it(tmp_path):
+    from collbench.core.spec import SweepSpec
+    from collbench.run.status import describe_run
+    from collbench.store.job import Job
+
     rows = [make_row(size_bytes=1024 << index, repeat=0) for index in range(3)]
-    run = write_run(tmp_path / "run", rows, {"run_id": "run", "state": "completed"})
+    run = write_run(tmp_path / "run", rows, {"run_id": "run", "state": "completed", "spec": {}})
+    Job(SweepSpec().with_backend("gloo"), run, "run", "local", 2).save()
     assert not (run / "rows.parquet").exists()
+    missing = f"rows.parquet missing: run `collbench finalize {run}` to write it"
+    assert describe_run(run).endswith(f"state: completed\n{missing}")
     said = finalize_run(run)
+    assert missing not in describe_run(run)
     assert (
         said
         == f"run {run}: already final (state completed); wrote its missing rows.parquet (3 row(s))"
