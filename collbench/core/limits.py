@@ -16,10 +16,8 @@ LOG_MAX_LINE_BYTES = 64 * 1024  # a table row is ~150 bytes; NCCL INFO lines a f
 # A run's rows.jsonl: a row with every iteration's sample can be long, but not endless.
 ROWS_MAX_BYTES = 1024 * MIB
 ROWS_MAX_LINE_BYTES = 16 * MIB
-# A JSON file collbench wrote (meta.json, job.json, slurm.json, exports.json, tune.json,
-# doctor.json, a noise floor, a rank's status) is parsed whole, into up to ~20x its size in
-# memory (a 200 MiB list of numbers took 2.2 GiB and 21 s): each is held to what a real one
-# needs, 1 MiB (a few KiB), but for those that grow with the cluster or the tune.
+# A JSON file collbench wrote is parsed whole, into up to ~20x its size in memory (200 MiB
+# took 2.2 GiB): each is held to what a real one needs, most to 1 MiB (they hold a few KiB).
 JSON_MAX_BYTES = 1 * MIB
 JSON_MAX_BYTES_OF = {
     "meta.json": 16 * MIB,  # ~250 bytes a rank: 64k ranks

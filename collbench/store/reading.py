@@ -139,9 +139,8 @@ def check_depth(text: str, field: str, where: str) -> None:
 
 def load_json(path: Path, field: str) -> Any:
     """A JSON file collbench wrote (meta.json, job.json, tune.json, doctor.json), read within
-    its limit (core.limits, by `field`: the file's name), its depth checked before it is
-    parsed; SpecError naming `field` and the path for anything else (too large, text that
-    nests too deep or is not JSON)."""
+    its limit (core.limits, by `field`: its name), its depth checked before it is parsed;
+    SpecError naming `field` and the path for anything else (too large, too deep, not JSON)."""
     text, where = read_text(path, field, JSON_MAX_BYTES_OF.get(field, JSON_MAX_BYTES)), str(path)
     check_depth(text, field, where)
     try:
