@@ -13,6 +13,7 @@ from typing import Any
 
 from collbench.core.convert import plain
 from collbench.core.errors import SpecError
+from collbench.core.units import NUMBER_BOUNDS, out_of_bounds
 
 SCALE_UP_KINDS = ("nvlink", "xgmi", "pcie", "shm")
 SCALE_OUT_KINDS = ("infiniband", "roce", "ethernet", "tcp")
@@ -252,7 +253,8 @@ def _read(data: Mapping[Any, Any], path: str, item: Field[Any]) -> Any:
     if key in _SECTION_TYPES:
         return _SECTION_TYPES[key](**_values(_SECTION_TYPES[key], value, key))
     kind = str(item.type).removesuffix(" | None")
-    problem = _problem(kind, value, rule)
+    unit = next((unit for unit in NUMBER_BOUNDS if key.endswith(f"_{unit}")), None)
+    problem = out_of_bounds(unit, value) if unit else _problem(kind, value, rule)
     if problem is not None:
         raise TopologyError(_join(path, key), _short(value), problem)
     if "choices" in rule:

@@ -33,6 +33,7 @@ from collbench.analysis.mfu.tp_overlap import (
 from collbench.analysis.mfu.workload import Parallelism, Workload
 from collbench.analysis.model.gemm_model import Gemm, GemmTime
 from collbench.core.errors import SpecError
+from collbench.core.units import check_number
 from collbench.topologies.schema import Topology
 
 MIB = 1 << 20
@@ -76,8 +77,8 @@ class EstimateOptions:
         return TpOverlapSettings(self.tp_overlap_chunks, self.tp_overlap_sms, self.tp_overlap_pairs)
 
     def __post_init__(self) -> None:
-        if self.matmul_efficiency is not None and not 0 < self.matmul_efficiency <= 1:
-            raise SpecError("--matmul-efficiency", self.matmul_efficiency, "must be in (0, 1]")
+        if self.matmul_efficiency is not None:
+            check_number("share", self.matmul_efficiency, "--matmul-efficiency")
         if not 0 <= self.overlap_efficiency <= 1:
             raise SpecError("overlap efficiency", self.overlap_efficiency, "must be in [0, 1]")
         if self.tp_overlap not in (0, 1):
@@ -546,7 +547,8 @@ def training_cost(
 
 def parse_prices(texts: Sequence[str], fabrics: Sequence[str]) -> dict[str, float]:
     """`NAME=USD` per fabric (NAME one of `fabrics`, each at most once; USD a positive
-    finite number) -> {name: USD per GPU-hour}; SpecError naming --price otherwise."""
+    number within NUMBER_BOUNDS) -> {name: USD per GPU-hour}; SpecError naming --price
+    otherwise."""
     prices: dict[str, float] = {}
     for text in texts:
         name, sep, value = text.partition("=")
@@ -563,7 +565,5 @@ def parse_prices(texts: Sequence[str], fabrics: Sequence[str]) -> dict[str, floa
             usd = float(value)
         except ValueError:
             usd = math.nan
-        if not (math.isfinite(usd) and usd > 0):
-            raise SpecError("--price", text, "needs a price above 0 (USD per GPU-hour), e.g. 2.10")
-        prices[name] = usd
+        prices[name] = check_number("usd", usd, "--price", text)
     return prices

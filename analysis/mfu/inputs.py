@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collbench.analysis.mfu.estimate import EstimateOptions, Priced, Pricer
+from collbench.analysis.model.costmodel import DEFAULT_COMM_EFFICIENCY
 from collbench.core.bandwidth import bus_factor
 from collbench.core.errors import SpecError
 from collbench.core.stats import median
@@ -20,13 +21,6 @@ from collbench.core.units import counted
 from collbench.store.rows import ProbeRow, ResultRow
 from collbench.topologies.schema import Topology
 
-# nccl-tests' large-message busbw on the shared real logs reaches 70-90% of the link rate
-# (A100 NVLink 1 node, MI300X xGMI 1 node, H100 2 nodes over TCPXO): the MFU estimate
-# prices predicted collectives at this share of the hardware bound.
-DEFAULT_COMM_EFFICIENCY = 0.8
-# Lowest --comm-efficiency: a fabric reaching less than 1% of its bound is broken, not a
-# fabric to estimate from a model (1e-300 priced every collective at ~1e300 s).
-MIN_COMM_EFFICIENCY = 0.01
 # DP buckets and ZeRO gathers are megabytes: probe rows below this size say little.
 PROBE_MIN_BYTES = 1 << 20
 
@@ -34,17 +28,10 @@ PROBE_MIN_BYTES = 1 << 20
 def cost_model_pricer(
     topology: Topology, comm_efficiency: float = DEFAULT_COMM_EFFICIENCY
 ) -> Pricer:
-    """Prices from the topology cost model at `comm_efficiency` of the hardware bound."""
+    """Prices from the topology cost model at `comm_efficiency` of the hardware bound (the
+    pricing `predict` shows fabric by fabric)."""
     from collbench.analysis.model import costmodel
 
-    if not MIN_COMM_EFFICIENCY <= comm_efficiency <= 1:
-        raise SpecError(
-            "--comm-efficiency",
-            comm_efficiency,
-            f"must be from {MIN_COMM_EFFICIENCY:g} to 1 (a share of the fabric's bound; "
-            f"below {MIN_COMM_EFFICIENCY:.0%} every collective would be priced at over "
-            f"{1 / MIN_COMM_EFFICIENCY:.0f}x its bound: measure the fabric and pass --curves)",
-        )
     efficiency = costmodel.Efficiency.uniform(comm_efficiency)
 
     def price(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from collbench.core.collectives import REGISTRY
 from collbench.core.errors import SpecError
+from collbench.core.units import check_number
 from collbench.topologies.schema import Topology, TopologyError
 
 ALGORITHMS = ("ring", "tree", "hierarchical", "pairwise", "direct", "local")
@@ -29,26 +30,28 @@ TRAFFIC_AUTO_CHOICES: Mapping[str, tuple[str, ...]] = {
 _PEAK_PROBE_BYTES = 1 << 40
 
 
+# The share of the link rates `mfu` and `predict` price predicted collectives at (one
+# pricing): nccl-tests' large-message busbw on the shared real logs reaches 70-90% of the
+# link rate (A100 NVLink 1 node, MI300X xGMI 1 node, H100 2 nodes over TCPXO).
+DEFAULT_COMM_EFFICIENCY = 0.8
+
+
 @dataclass(frozen=True)
 class Efficiency:
-    """Fractions of the link rates that predictions assume; 1.0 is the hardware bound.
-
-    nccl-tests' large-message busbw typically reaches 70-95% of the link rate: pass e.g.
-    `Efficiency.uniform(0.8)` to predict what a tuned system achieves.
-    """
+    """Fractions of the link rates that predictions assume (NUMBER_BOUNDS' "share"); 1.0 is
+    the hardware bound, DEFAULT_COMM_EFFICIENCY what a tuned system reaches."""
 
     scale_up: float = 1.0  # of scale_up.bandwidth_gbytes_s
     scale_out: float = 1.0  # of the NICs' line rate
 
     def __post_init__(self) -> None:
         for name in ("scale_up", "scale_out"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-                raise SpecError(f"efficiency.{name}", value, "must be a fraction in (0, 1]")
+            check_number("share", getattr(self, name), f"efficiency.{name}")
 
     @classmethod
     def uniform(cls, fraction: float) -> Efficiency:
-        """The same fraction on every level."""
+        """The same fraction on every level (--comm-efficiency)."""
+        check_number("share", fraction, "--comm-efficiency")
         return cls(scale_up=fraction, scale_out=fraction)
 
 

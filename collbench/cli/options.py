@@ -19,6 +19,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from collbench.core.errors import Interrupted
+from collbench.core.units import OPTION_NUMBERS, check_number
 
 # What `--out` means when it is not given (the store names new run directories so).
 DEFAULT_RUN_DIR_TEXT = "results/<UTC time>-<id>"
@@ -276,6 +277,8 @@ def given_fields(
             continue
         parse = getattr(option, "parse", None)
         fields[option.field] = value if parse is None else parse(value, option.flag)
+        if getattr(option, "flag", "") in OPTION_NUMBERS and not isinstance(value, list):
+            check_number(OPTION_NUMBERS[option.flag], fields[option.field], option.flag)
     return fields
 
 

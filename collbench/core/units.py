@@ -5,11 +5,47 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from collbench.core.errors import SpecError
+from collbench.core.limits import INT64_MAX
+
+# The bounds of every number a user gives (an option, a config or workload key, a topology
+# field), by what it measures: (lowest, highest), both allowed. Past them a figure is an
+# overflow, not a setting (a 300-digit time, a size past int64, a link giving time inf).
+NUMBER_BOUNDS: dict[str, tuple[float, float]] = {
+    "bytes": (0, INT64_MAX),  # a size: what a row's int64 column holds
+    "share": (0.01, 1.0),  # an efficiency: a fabric below 1% of its bound is broken
+    "usd": (1e-4, 1e4),  # a price per GPU-hour
+    "gbytes_s": (1e-3, 1e6),  # a bandwidth in GB/s (a topology's fields end in the unit)
+    "gbits_s": (8e-3, 8e6),
+}
+# The options taking one of those numbers (sizes: every option parse_size reads).
+OPTION_NUMBERS = {
+    "--comm-efficiency": "share",
+    "--matmul-efficiency": "share",
+    "--price": "usd",
+    "--expect-busbw": "gbytes_s",
+}
+
+
+def out_of_bounds(unit: str, value: Any) -> str | None:
+    """Why `value` is no number within NUMBER_BOUNDS[unit] (None: it is one)."""
+    low, high = NUMBER_BOUNDS[unit]
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return None if number and low <= value <= high else f"must be from {low:g} to {high:g}"
+
+
+def check_number(unit: str, value: Any, name: str, shown: Any = None) -> Any:
+    """`value`, or SpecError naming `name` (and `shown`, as given) when out_of_bounds."""
+    problem = out_of_bounds(unit, value)
+    if problem:
+        raise SpecError(name, value if shown is None else shown, problem)
+    return value
+
 
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*(\d{1,40}(?:\.\d{1,40})?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 
 
 def parse_size(text: str | int, field_name: str = "size") -> int:
@@ -26,13 +62,12 @@ def parse_size(text: str | int, field_name: str = "size") -> int:
                 "K/M/G suffix (powers of 1024), e.g. 8, 4K, 1M, 2G",
             )
         number, unit = match.groups()
-        value_f = float(number) * _UNITS[unit.upper()]
-        if value_f != int(value_f):
+        whole, _, fraction = number.partition(".")
+        value = int(whole + fraction) * _UNITS[unit.upper()]
+        if value % 10 ** len(fraction):
             raise SpecError(field_name, text, "is not a whole number of bytes")
-        value = int(value_f)
-    if value < 0:
-        raise SpecError(field_name, text, "must not be negative")
-    return value
+        value //= 10 ** len(fraction)
+    return check_number("bytes", value, field_name, text)
 
 
 def format_size(num_bytes: float, compact: bool = False, digits: int | None = None) -> str:

@@ -53,7 +53,7 @@ def header_lines(prediction: Prediction) -> list[str]:
     """What is compared: the size convention, the efficiency, and each fabric's shape."""
     request = prediction.request
     efficiency = request.comm_efficiency
-    bound = " (the hardware bound)" if efficiency == 1 else ""
+    bound = " (the hardware bound)" if efficiency == 1 else ", as mfu prices collectives"
     lines = [
         f"collbench predict: cost model at {efficiency:.0%} of the link rates{bound}",
         "size: nccl-tests' (a rank's larger buffer); X/A: a fabric's time over A's (< 1: faster)",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from collbench.analysis.model.costmodel import DEFAULT_COMM_EFFICIENCY
 from collbench.core.collectives import DEFAULT_COLLECTIVES, OUT_OF_PLACE
 from collbench.core.errors import SpecError
 from collbench.core.spec import DEFAULT_MAX_BYTES, SweepSpec
@@ -38,7 +39,7 @@ class PredictRequest:
     step_bytes: int | None = None  # or add this many bytes each step
     nodes: int | None = None  # of every fabric (None: each topology's own)
     curves: tuple[str, ...] = ()  # NAME=RUN (or RUN, for the first): measured runs
-    comm_efficiency: float = 1.0  # share of the link rates predictions assume
+    comm_efficiency: float = DEFAULT_COMM_EFFICIENCY  # share of the link rates, as mfu's
     html: Path | None = None  # also write the comparison as an HTML report there
     force: bool = False  # write over an existing --html file
 
@@ -81,10 +82,7 @@ def predict_fabrics(request: PredictRequest) -> Prediction:
         raise SpecError("--topology", "", "names no fabric: give -T NAME (twice to compare)")
     if request.nodes is not None and request.nodes < 1:
         raise SpecError("--nodes", request.nodes, "must be an integer >= 1")
-    share = request.comm_efficiency
-    if isinstance(share, bool) or not (isinstance(share, (int, float)) and 0 < share <= 1):
-        raise SpecError("--comm-efficiency", share, "must be a share of the link rates in (0, 1]")
-    efficiency = Efficiency.uniform(float(share))
+    efficiency = Efficiency.uniform(request.comm_efficiency)
     topologies = [
         _at_nodes(topology, request.nodes) for topology in load_topologies(list(request.topology))
     ]

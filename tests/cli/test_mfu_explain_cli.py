@@ -82,7 +82,7 @@ def test_a_given_matmul_efficiency_prices_every_gemm_at_it():
     ("args", "message"),
     [
         (["--attention", "sdpa"], "--attention: 'sdpa' must be one of flash, unfused"),
-        (["--matmul-efficiency", "1.5"], "--matmul-efficiency: 1.5 must be in (0, 1]"),
+        (["--matmul-efficiency", "1.5"], "--matmul-efficiency: 1.5 must be from 0.01 to 1"),
     ],
 )
 def test_bad_values_are_one_line_exit_2(args, message):

@@ -226,7 +226,7 @@ def test_mfu_without_price_prints_no_cost():
         ),
         (
             ["mfu", "-T", A, *LLAMA, "--price", "predict-a=free"],
-            "--price: 'predict-a=free' needs a price above 0",
+            "--price: 'predict-a=free' must be from 0.0001 to 10000",
         ),
         *(  # one --curves grammar: a catalog fabric not given is refused alike
             ([*command, "-T", A, "--curves", "dgx-h100=somewhere"], "--curves: 'dgx-h100=")
@@ -237,10 +237,12 @@ def test_mfu_without_price_prints_no_cost():
         (["predict", "-T", A, "--nodes", "0"], "--nodes: 0 must be an integer >= 1"),
         (["predict", "-T", A, "-e", "12Q"], "--max-bytes: '12Q' is not a size"),
         (["predict", "-T", A, "-c", "all_reduce,nope"], "--collective: 'nope' is unknown"),
-        (
-            ["predict", "-T", A, "--comm-efficiency", "1.5"],
-            "--comm-efficiency: 1.5 must be a share",
-        ),
+        # absurd numbers: one bounds table (core/units.py NUMBER_BOUNDS), checked at parse
+        (["predict", "-T", A, "--comm-efficiency", "1.5"], "--comm-efficiency: 1.5 must be from"),
+        (["predict", "-T", A, "--comm-efficiency", "1e-300"], "--comm-efficiency: 1e-300 must"),
+        (["predict", "-T", A, "-e", "99999999999999999999999"], "--max-bytes: '9999999999999"),
+        (["mfu", "-T", A, *LLAMA, "--price", "predict-a=1e308"], "--price: 'predict-a=1e308' mu"),
+        (["predict", "-T", str(FIXTURES / "slow-link.yaml")], "scale_up.bandwidth_gbytes_s: 1e-"),
         (["predict", "-T", "no-such-fabric"], "--topology: 'no-such-fabric' is neither a file"),
         (["predict", "-T", "cpu-local", "--nodes", "2"], "--nodes: 2 does not fit cpu-local"),
     ],

@@ -123,7 +123,7 @@ def test_validate_ok_and_warns_about_unsourced_figures(tmp_path):
     [
         (
             {"scale_up": {**GOOD["scale_up"], "bandwidth_gbytes_s": -3}},
-            "scale_up.bandwidth_gbytes_s: -3 must be a number > 0",
+            "scale_up.bandwidth_gbytes_s: -3 must be from 0.001 to 1e+06",
         ),
         (
             {"scale_out": {**GOOD["scale_out"], "kind": "token-ring"}},

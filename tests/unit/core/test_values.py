@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from collbench.analysis.mfu.inputs import MIN_COMM_EFFICIENCY, cost_model_pricer
+from collbench.analysis.mfu.inputs import cost_model_pricer
 from collbench.analysis.mfu.presets import preset
 from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.analysis.tune.from_runs import check_tunable
@@ -21,6 +21,7 @@ from collbench.core.errors import SpecError
 from collbench.core.overlap import MAX_SQUARE, OverlapSpec
 from collbench.core.spec import MAX_TIMEOUT_S, SweepSpec
 from collbench.core.tune_catalog import CATALOG, max_channels
+from collbench.core.units import NUMBER_BOUNDS
 from collbench.run.tune.from_runs import check_channels
 from collbench.run.tune.plan import MAX_SETTINGS, TunePlan
 from collbench.store.load import load_run
@@ -196,7 +197,7 @@ def test_a_comm_efficiency_outside_its_range_is_refused(efficiency):
 
 
 def test_the_lowest_comm_efficiency_still_prices():
-    price = cost_model_pricer(load_topology("dgx-h100"), MIN_COMM_EFFICIENCY)
+    price = cost_model_pricer(load_topology("dgx-h100"), NUMBER_BOUNDS["share"][0])
     assert math.isfinite(price("all_reduce", 1 << 20, 8, 1).time_s)
 
 

@@ -192,7 +192,10 @@ _DELETE = object()
             "accelerator: is required and missing from the file",
         ),
         (_changed("scale_up", "bandwidth_gbytes_s", -3), "scale_up.bandwidth_gbytes_s: -3 must be"),
-        (_changed("scale_out", "nic_gbits_s", 0), "scale_out.nic_gbits_s: 0 must be a number > 0"),
+        (
+            _changed("scale_out", "nic_gbits_s", 0),
+            "scale_out.nic_gbits_s: 0 must be from 0.008 to 8e+06",
+        ),
         (_changed("scale_out", "nic_speed", 400), "scale_out.nic_speed: 400 is not a known field"),
         (_changed("", "gpus", 8), "gpus: 8 is not a known field"),
         (_changed("", "nodes", "four"), "nodes: 'four' must be an integer from 1 to 1,000,000"),
@@ -248,7 +251,11 @@ def test_bad_yaml_file_names_the_field(tmp_path, data, needle):
         (".yaml", "", "topology: None must be a mapping of fields"),
         (".yaml", "- dgx-h100\n", "topology: ['dgx-h100'] must be a mapping of fields"),
         (".toml", "name = \n", "topology file: '{path}' is not valid TOML"),
-        (".toml", "__GOOD_NEGATIVE__", "scale_up.bandwidth_gbytes_s: -300 must be a number > 0"),
+        (
+            ".toml",
+            "__GOOD_NEGATIVE__",
+            "scale_up.bandwidth_gbytes_s: -300 must be from 0.001 to 1e+06",
+        ),
     ],
 )
 def test_malformed_files_are_one_line_errors(tmp_path, suffix, text, needle):

@@ -189,10 +189,11 @@ def test_prices_name_a_fabric_given_once_with_a_positive_price():
     for texts, message in (
         (["c=1"], "names no --topology given"),
         (["a"], "is not NAME=USD"),
-        (["a=0"], "above 0"),
-        (["a=-1"], "above 0"),
-        (["a=inf"], "above 0"),
-        (["a=cheap"], "above 0"),
+        (["a=0"], "from 0.0001 to 10000"),
+        (["a=-1"], "from 0.0001 to 10000"),
+        (["a=inf"], "from 0.0001 to 10000"),
+        (["a=cheap"], "from 0.0001 to 10000"),
+        (["a=1e308"], "from 0.0001 to 10000"),
         (["a=1", "a=2"], "twice"),
     ):
         with pytest.raises(SpecError, match=message) as caught:
