@@ -6,6 +6,7 @@ The method, in full: docs/methodology/cost-model.md#analysis-model-fabric-compar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -14,8 +15,10 @@ from collbench.core.bandwidth import bus_factor
 from collbench.topologies.schema import Topology
 
 # Where a cell's time comes from: the cost model, or a measured run (at a measured size, its
-# fit between measured sizes, its fit outside them).
+# fit between measured sizes, its fit outside them, or that fit capped at the model's bound
+# where it went past it).
 PREDICTED, MEASURED, FITTED, EXTRAPOLATED = "predicted", "measured", "fitted", "extrapolated"
+CAPPED = "capped"
 # The cost model's bottleneck names as a person reads them.
 REGIMES = {"latency": "latency", "scale_up": "scale-up", "scale_out": "scale-out"}
 
@@ -25,7 +28,7 @@ class Measured:
     """A measured time for one collective and size, and where it came from."""
 
     time_s: float
-    source: str  # MEASURED, FITTED or EXTRAPOLATED
+    source: str  # MEASURED, FITTED or EXTRAPOLATED (CAPPED: cell() caps an EXTRAPOLATED one)
     run: str  # the run directory it was read from
 
 
@@ -49,7 +52,7 @@ class Cell:
     time_s: float
     algbw_gbps: float
     busbw_gbps: float
-    source: str  # PREDICTED, MEASURED, FITTED or EXTRAPOLATED
+    source: str  # PREDICTED, MEASURED, FITTED, EXTRAPOLATED or CAPPED
     regime: str  # one of REGIMES' values: the model's largest term
     algorithm: str  # the model's chosen algorithm (ring, tree, ...)
     bound_busbw_gbps: float  # the chosen algorithm's busbw as the size grows
@@ -101,8 +104,12 @@ def cell(
         source, run = PREDICTED, ""
     else:
         time_s, source, run = found.time_s, found.source, found.run
+        factor = bus_factor(collective, group.ranks)
+        fastest_s = size_bytes * factor / (model.peak_busbw_gbps * 1e9 or math.inf)
+        if source == EXTRAPOLATED and time_s < fastest_s:  # a guess past what the model allows
+            time_s, source = fastest_s, CAPPED
         algbw = size_bytes / time_s / 1e9 if time_s > 0 and size_bytes else 0.0
-        busbw = algbw * bus_factor(collective, group.ranks)
+        busbw = algbw * factor
     return Cell(time_s, algbw, busbw, source, regime, model.algorithm, model.peak_busbw_gbps, run)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from collbench.analysis.model.fabric_compare import (
+    CAPPED,
     EXTRAPOLATED,
     FITTED,
     MEASURED,
@@ -23,11 +24,13 @@ from collbench.render.topology import scale_out_text
 from collbench.run.predict import Fabric, Prediction
 
 # The tag after a time, saying where it came from (mfu's m/p, with how a measured run gave it).
-SOURCE_TAGS = {PREDICTED: "p", MEASURED: "m", FITTED: "m~", EXTRAPOLATED: "m*"}
+SOURCE_TAGS = {PREDICTED: "p", MEASURED: "m", FITTED: "m~", EXTRAPOLATED: "m*", CAPPED: "m^"}
 LEGEND = (
     "p: predicted (topology cost model); m: measured (--curves) at that size; m~: the measured\n"
-    "run's fit between its sizes; m*: its fit outside them. regime: the model's largest term;\n"
-    "bound: the busbw the model's algorithm reaches as the size grows."
+    "run's fit between its sizes; m*: its fit outside them; m^: that fit past the bound, capped\n"
+    "at it. regime: the model's largest term; bound: the busbw the model's algorithm reaches as\n"
+    "the size grows. A ratio marked m/p (p/m) divides a measured time by a predicted one (the\n"
+    "reverse): not like for like."
 )
 CELL_HEADER = ("time(us)", "busbw(GB/s)", "regime", "bound(GB/s)")
 
@@ -58,12 +61,14 @@ def header_lines(prediction: Prediction) -> list[str]:
         f"collbench predict: cost model at {efficiency:.0%} of the link rates{bound}",
         "size: nccl-tests' (a rank's larger buffer); X/A: a fabric's time over A's (< 1: faster)",
     ]
-    for name, fabric in zip(letters(len(prediction.fabrics)), prediction.fabrics, strict=True):
-        lines.append(f"  {name} = {fabric_line(fabric)}")
+    names = letters(len(prediction.fabrics))
+    for index, fabric in enumerate(prediction.fabrics):
+        used = any(line.cells[index].measured for line in prediction.lines)
+        lines.append(f"  {names[index]} = {fabric_line(fabric, used)}")
     return lines
 
 
-def fabric_line(fabric: Fabric) -> str:
+def fabric_line(fabric: Fabric, used: bool = True) -> str:
     """'dgx-h100: 2 nodes x 8 = 16 ranks (--nodes); nvlink 450 GB/s ...; measured: RUN'."""
     topology = fabric.topology
     whence = "--nodes" if fabric.nodes_given else "its topology's node count"
@@ -75,7 +80,8 @@ def fabric_line(fabric: Fabric) -> str:
     if topology.scale_out is not None:
         text += f", {scale_out_text(topology)}"
     if fabric.runs:
-        text += f"; measured: {', '.join(fabric.runs)}"
+        runs = ", ".join(fabric.runs)
+        text += f"; measured: {runs}" if used else f"; {runs} measured no cell: all predicted"
     return text
 
 
@@ -103,8 +109,17 @@ def _group_line(groups: list[str], widths: list[int]) -> str:
 def line_cells(line: Line) -> list[str]:
     """A table line: the size, each fabric's cells, then its time over the first's."""
     cells = [text for item in line.cells for text in cell_texts(item)]
-    ratios = ["-" if value is None else f"{value:.3f}" for value in line.ratios[1:]]
+    ratios = [
+        "-" if value is None else f"{value:.3f}" + ("" if kind in ("m/m", "p/p") else f" {kind}")
+        for value, kind in zip(line.ratios[1:], ratio_kinds(line)[1:], strict=True)
+    ]
     return [size_arg(line.size_bytes), *cells, *ratios]
+
+
+def ratio_kinds(line: Line) -> list[str]:
+    """Per fabric its ratio's kinds, 'm/p' (a measured time over a predicted one), 'p/p' ..."""
+    kind = ["m" if item.measured else "p" for item in line.cells]
+    return [f"{mine}/{kind[0]}" for mine in kind]
 
 
 def cell_texts(item: Cell) -> tuple[str, ...]:
@@ -166,4 +181,5 @@ def _line_json(line: Line, fabrics: Sequence[Fabric]) -> dict[str, Any]:
         "time_ratio_to_first": [
             None if value is None else round_sig(value) for value in line.ratios
         ],
+        "time_ratio_kinds": ratio_kinds(line),
     }

@@ -28,7 +28,8 @@ def _table_line(stdout: str, size: str) -> list[str]:
 @pytest.mark.slow
 def test_two_fabrics_side_by_side_in_a_real_process():
     done = collbench_process(
-        "predict", "-T", A, "-T", B, "-c", "all_reduce", "-b", "8", "-e", "8G", "-f", "1024"
+        *("predict", "-T", A, "-T", B, "-c", "all_reduce", "-b", "8", "-e", "8G", "-f", "1024"),
+        *("--comm-efficiency", "1"),  # the hardware bound, the figures computed by hand
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -80,6 +81,18 @@ def test_the_issues_catalog_example_and_json():
     assert {a["source"], b["source"]} == {"predicted"}
 
 
+def test_predict_prices_a_link_as_mfu_does():
+    """One pricing (issue 38 item 6): predict's default is mfu's share of the link rates."""
+    from collbench.analysis.mfu.inputs import cost_model_pricer
+    from collbench.topologies.loader import load_topology
+
+    data = json.loads(
+        collbench("predict", "-T", A, "-c", "all_reduce", "-b", "1G", "-e", "1G", "--json").stdout
+    )
+    mfu_s = cost_model_pricer(load_topology(A))("all_reduce", GIB, 8, 1).time_s
+    assert data["lines"][0]["fabrics"][0]["time_us"] == pytest.approx(mfu_s * 1e6, rel=1e-5)
+
+
 def test_nodes_sets_every_fabrics_node_count_and_the_header_says_so():
     data = json.loads(
         collbench(
@@ -123,12 +136,34 @@ def test_curves_mark_the_measured_column(tmp_path):
     assert tags == {"512K": "m*", "1M": "m", "4M": "m", "8M": "m*"}
     assert _table_line(done.stdout, "1M")[1] == f"{20 + (1 << 20) * 1.75 / 1e5:.4g}"
     assert {_table_line(done.stdout, size)[8] for size in ("512K", "1M", "8M")} == {"p"}
+    assert _table_line(done.stdout, "1M")[-1] == "p/m"  # B predicted over A measured: said
+    data = json.loads(collbench(*args, "--curves", f"predict-a={run}", "--json").stdout)
+    assert data["lines"][1]["time_ratio_kinds"] == ["m/m", "p/m"]
     steps = ["-c", "all_reduce", "-b", "1M", "-e", "4M", "-i", "1M"]
     between = collbench("predict", "-T", A, *steps, "--curves", run, "--json")  # plain RUN
     lines = json.loads(between.stdout)["lines"]
     sources = {line["size_bytes"]: line["fabrics"][0]["source"] for line in lines}
     assert sources[3 << 20] == "fitted" and sources[2 << 20] == "measured"
     assert lines[0]["fabrics"][0]["run"] == run
+
+
+def test_an_extrapolation_past_the_models_bound_is_capped_at_it_and_says_so(tmp_path):
+    """A run at 500 GB/s busbw (predict-a's bound at 80%: 210 GB/s, tree): measured cells stay
+    as measured; its fit beyond 4M would pass the bound, so 8M is the bound, tagged m^."""
+    rows = [
+        make_row(size_bytes=size, time_us=20 + size * 1.75 / 5e5, world_size=8, nodes=2)
+        for size in (1 << 20, 2 << 20, 4 << 20)
+    ]
+    run = str(write_run(tmp_path / "fast", rows))
+    done = collbench(
+        "predict", "-T", A, "-c", "all_reduce", "-b", "4M", "-e", "8M", "--curves", run
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        _table_line(done.stdout, "4M")[2] == "m" and float(_table_line(done.stdout, "4M")[3]) > 210
+    )
+    assert _table_line(done.stdout, "8M")[2:6] == ["m^", "210.00", "scale-up", "210.0"]
+    assert "m^: that fit past the bound, capped" in done.stdout
 
 
 def test_curves_at_another_shape_stay_predicted_with_a_warning(tmp_path):
@@ -151,6 +186,7 @@ def test_curves_at_another_shape_stay_predicted_with_a_warning(tmp_path):
     assert done.returncode == 0
     assert _table_line(done.stdout, "1M")[2] == "p"
     assert "no timed all_reduce rows at 16 ranks over 4 nodes" in done.stderr
+    assert f"; {run} measured no cell: all predicted" in done.stdout  # not "measured: RUN"
 
 
 @pytest.mark.slow
@@ -170,6 +206,8 @@ def test_html_writes_a_report_and_refuses_to_overwrite(tmp_path):
         "64M",
         "--html",
         str(out),
+        "--comm-efficiency",
+        "1",
     ]
     done = collbench(*args)
     assert done.returncode == 0, done.stderr
