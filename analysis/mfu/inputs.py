@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -15,10 +16,11 @@ from typing import Any
 from collbench.analysis.mfu.estimate import EstimateOptions, Priced, Pricer
 from collbench.analysis.model.costmodel import DEFAULT_COMM_EFFICIENCY
 from collbench.core.bandwidth import bus_factor
+from collbench.core.collectives import OUT_OF_PLACE
 from collbench.core.errors import SpecError
 from collbench.core.stats import median
 from collbench.core.units import counted
-from collbench.store.rows import ProbeRow, ResultRow
+from collbench.store.rows import ProbeRow, ResultRow, point_key
 from collbench.topologies.schema import Topology
 
 # DP buckets and ZeRO gathers are megabytes: probe rows below this size say little.
@@ -59,13 +61,43 @@ class MeasuredCurve:
     run: str
 
 
+def one_point_set(rows: Iterable[ResultRow], run: str) -> tuple[list[ResultRow], list[str]]:
+    """Per collective and world size, the timed rows of one point set as store.rows.point_key
+    keys them: out of place where measured (what a trainer runs), and of several (dtype, op)
+    the most measured, then the first by name; a line for each choice of several. A run's
+    dtypes and ops are different points, never pooled as repeats."""
+    sets: dict[tuple[str, int], Counter[tuple[bool, str, str]]] = {}
+    timed = [row for row in rows if timed_row(row)]
+    for row in timed:
+        sets.setdefault((row.collective, row.world_size), Counter())[_point_set(row)] += 1
+    chosen, notes = {}, []
+    for (collective, world), found in sets.items():
+        best = chosen[collective, world] = min(
+            found, key=lambda item: (item[0], -found[item], item)
+        )
+        pairs = sorted({" ".join(item[1:]) for item in found})
+        if len(pairs) > 1:
+            notes.append(
+                f"--curves {run}: its {collective} at {world} ranks holds {len(pairs)} dtype/op "
+                f"sets ({', '.join(pairs)}): priced with {' '.join(best[1:])} only"
+            )
+    kept = [row for row in timed if chosen[row.collective, row.world_size] == _point_set(row)]
+    return kept, notes
+
+
+def _point_set(row: ResultRow) -> tuple[bool, str, str]:
+    """(not out of place, dtype, op): what sets a row's point apart beside its size."""
+    _, placement, _, dtype, op = point_key(row)
+    return placement != OUT_OF_PLACE, dtype, op
+
+
 def fit_measured_curves(rows: Iterable[ResultRow], run: str) -> list[MeasuredCurve]:
     """One curve per (collective, world size) of a run's sweep rows, fitted as `collbench
     fit` fits them; of its fit groups the out-of-place one with the most points (in-place
     is not what a trainer does)."""
     from collbench.analysis.fit.hockney import fit_rows
 
-    rows = [row for row in rows if _timed(row)]
+    rows = [row for row in rows if timed_row(row)]
     nodes = {(row.collective, row.world_size): int(row.nodes or 1) for row in rows}
     best: dict[tuple[str, int], tuple[tuple[bool, int], Any]] = {}
     for group in fit_rows(rows):
@@ -81,7 +113,7 @@ def fit_measured_curves(rows: Iterable[ResultRow], run: str) -> list[MeasuredCur
     ]
 
 
-def _timed(row: ResultRow) -> bool:
+def timed_row(row: ResultRow) -> bool:
     """A row a curve can be fitted through: a finite positive time at a positive size
     among 2+ ranks (a damaged or hand-edited run may hold nulls, zeros or inf)."""
     figures = (row.time_us, row.size_bytes, row.world_size)

@@ -70,10 +70,10 @@ def estimate_mfu(
     prices = parse_prices(request.price, [topology.name for topology in topologies])
     workload = size_workload(request, model, training, parallelism, *topologies)
     inputs = _inputs(request, options)
-    fabrics = _fabrics(workload, topologies, list(request.curves))
+    fabrics, notes = _fabrics(workload, topologies, list(request.curves))
     estimates = estimate_fabrics(workload, fabrics, inputs)
     estimates, warnings = check_memory(estimates, request.allow_oversubscribed_memory)
-    warnings = [*warnings, *(text for result in estimates for text in result.warnings)]
+    warnings = [*notes, *warnings, *(text for result in estimates for text in result.warnings)]
     costs = [
         training_cost(result, workload.tokens_per_step, prices[result.topology])
         if result.topology in prices and not result.does_not_fit
@@ -203,14 +203,17 @@ def _inputs(request: MfuRequest, options: EstimateOptions) -> Inputs:
     return Inputs(options, overlap_run=run, **given)
 
 
-def _fabrics(workload: Workload, topologies: list[Any], curves: list[str]) -> list[Fabric]:
+def _fabrics(
+    workload: Workload, topologies: list[Any], curves: list[str]
+) -> tuple[list[Fabric], list[str]]:
     """One Fabric per topology, or per (topology, label) where labelled curves were given
-    (`--curves LABEL=RUN`, or a tune directory: its baseline and best.env's setting)."""
+    (`--curves LABEL=RUN`, or a tune directory: its baseline and best.env's setting), and
+    which of a run's dtype/op sets was priced where it holds several (one_point_set)."""
     from collbench.analysis.mfu.fabrics import Fabric, sized_for
-    from collbench.analysis.mfu.inputs import fit_measured_curves
+    from collbench.analysis.mfu.inputs import fit_measured_curves, one_point_set
 
     sets, defaults = _curve_sets(topologies, curves)
-    fabrics = []
+    fabrics, notes = [], []
     for topology in topologies:
         labels = [label for name, label in sets if name == topology.name] or [""]
         if "" not in labels and not any((topology.name, label) in defaults for label in labels):
@@ -220,11 +223,15 @@ def _fabrics(workload: Workload, topologies: list[Any], curves: list[str]) -> li
         file_runs = [load_run(Path(run), "--curves") for run in file_curves(topology)]
         for label in labels:
             own = [*sets.get((topology.name, label), []), *file_runs]
-            measured = [curve for run in own for curve in fit_measured_curves(run.rows, run.path)]
+            measured = []
+            for run in own:
+                rows, chose = one_point_set(run.sweep_rows, run.path)
+                measured += fit_measured_curves(rows, run.path)
+                notes += [note for note in chose if note not in notes]
             default = (topology.name, label) in defaults
             sized = sized_for(workload, topology)
             fabrics.append(Fabric(sized, tuple(measured), tuple(own), label, default))
-    return fabrics
+    return fabrics, notes
 
 
 def _curve_sets(

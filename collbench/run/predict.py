@@ -8,14 +8,14 @@ The method, in full: docs/architecture.md#collbench-run-predict-py.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from collbench.analysis.mfu.inputs import one_point_set
 from collbench.analysis.model.costmodel import DEFAULT_COMM_EFFICIENCY
-from collbench.core.collectives import DEFAULT_COLLECTIVES, OUT_OF_PLACE
+from collbench.core.collectives import DEFAULT_COLLECTIVES
 from collbench.core.errors import SpecError
 from collbench.core.spec import DEFAULT_MAX_BYTES, SweepSpec
 from collbench.store.load import Run, load_run
@@ -99,7 +99,7 @@ def predict_fabrics(request: PredictRequest) -> Prediction:
         ]
         times = MeasuredTimes(runs, topology) if runs else None
         if times is not None:
-            warnings += times.unmatched(request.collectives)
+            warnings += [*times.notes, *times.unmatched(request.collectives)]
         fabrics.append(Fabric(topology, request.nodes is not None, tuple(r.path for r in runs)))
         sides.append(Side(topology, times))
     lines = compare_fabrics(sides, request.collectives, sizes, efficiency)
@@ -125,15 +125,14 @@ class MeasuredTimes:
         self.ranks, self.nodes = topology.world_size, topology.nodes
         self.label = ", ".join(run.path for run in self.runs)
         rows = [row for run in self.runs for row in run.sweep_rows if self._matches(row)]
-        self.rows = _preferred_placement(rows)
+        chosen, self.notes = one_point_set(rows, self.label)  # the store's point key
+        self.rows: dict[str, list[ResultRow]] = {}
+        for row in chosen:
+            self.rows.setdefault(row.collective, []).append(row)
         self.curves: dict[str, Any] = {}
 
     def _matches(self, row: ResultRow) -> bool:
-        time_us = row.time_us
-        if isinstance(time_us, bool) or not isinstance(time_us, (int, float)):
-            return False
-        timed = math.isfinite(time_us) and time_us > 0
-        return timed and row.world_size == self.ranks and row.nodes in (None, self.nodes)
+        return row.world_size == self.ranks and row.nodes in (None, self.nodes)
 
     def __call__(self, collective: str, size_bytes: int) -> Measured | None:
         from collbench.analysis.model.fabric_compare import EXTRAPOLATED, FITTED, MEASURED, Measured
@@ -176,14 +175,3 @@ class MeasuredTimes:
             f"over {self.nodes} nodes (it holds {shapes or 'no sweep rows'}): "
             f"{'it stays' if len(missing) == 1 else 'they stay'} predicted{hint}"
         ]
-
-
-def _preferred_placement(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
-    """Per collective its out-of-place rows (what a trainer runs), else its in-place ones."""
-    by_collective: dict[str, list[ResultRow]] = {}
-    for row in rows:
-        by_collective.setdefault(row.collective, []).append(row)
-    return {
-        name: [row for row in group if row.placement == OUT_OF_PLACE] or group
-        for name, group in by_collective.items()
-    }

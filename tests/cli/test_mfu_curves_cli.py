@@ -5,6 +5,7 @@ of the workload's own TP group (8 ranks on one node), one setting slower than th
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from tests.cli.test_mfu_cli import _sweep_rows, run_mfu, write_fabric
 from tests.helpers import collbench
@@ -75,3 +76,21 @@ def test_a_tune_directory_gives_its_baseline_and_best_env_setting(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "fabric-a [baseline]" in done.stdout and "fabric-a [NCCL_ALGO=Tree]" in done.stdout
     assert "tuning recovers +" in done.stdout
+
+
+def test_a_runs_dtypes_are_never_pooled_one_is_chosen_and_said(tmp_path):
+    """Issue 41 item 1: a run of two dtypes prices the one chosen (first by name at equal
+    counts: bfloat16), as a bfloat16-only run does, and says so in one line."""
+    fabric = write_fabric(tmp_path)
+    bf16 = [replace(row, dtype="bfloat16") for row in _sweep_rows(8, 1, 24.0, 30)]
+    both = write_run(tmp_path / "both", [*_sweep_rows(8, 1, 96.0, 30), *bf16])
+    done = collbench("mfu", "--topology", fabric, *JOB, "--curves", str(both))
+    assert done.returncode == 0, done.stderr
+    note = f"--curves {both}: its all_reduce at 8 ranks holds 2 dtype/op sets (bfloat16 sum, "
+    assert note + "float32 sum): priced with bfloat16 sum only" in done.stderr
+    alone = write_run(tmp_path / "alone", bf16)
+    mixed = run_mfu("--topology", fabric, *JOB, "--curves", str(both))
+    assert (
+        mixed["fabrics"][0]["mfu"]
+        == run_mfu("--topology", fabric, *JOB, "--curves", str(alone))["fabrics"][0]["mfu"]
+    )

@@ -166,6 +166,32 @@ def test_an_extrapolation_past_the_models_bound_is_capped_at_it_and_says_so(tmp_
     assert "m^: that fit past the bound, capped" in done.stdout
 
 
+def test_a_runs_dtypes_are_never_pooled_one_is_chosen_and_said(tmp_path):
+    """Issue 41 item 1: float32 and (2x slower) bfloat16 rows of one run: the cell is the
+    chosen bfloat16 time (first by name at equal counts), not the two pooled, and said."""
+    rows = [
+        make_row(
+            size_bytes=size,
+            time_us=scale * (20 + size * 1.75 / 1e5),
+            world_size=8,
+            nodes=2,
+            dtype=dtype,
+        )
+        for size in (1 << 20, 2 << 20, 4 << 20)
+        for dtype, scale in (("float32", 1), ("bfloat16", 2))
+    ]
+    run = str(write_run(tmp_path / "dtypes", rows))
+    done = collbench(
+        "predict", "-T", A, "-c", "all_reduce", "-b", "1M", "-e", "1M", "--curves", run
+    )
+    assert done.returncode == 0, done.stderr
+    assert _table_line(done.stdout, "1M")[1:3] == [f"{2 * (20 + (1 << 20) * 1.75 / 1e5):.4g}", "m"]
+    assert (
+        "holds 2 dtype/op sets (bfloat16 sum, float32 sum): priced with bfloat16 sum only"
+        in done.stderr
+    )
+
+
 def test_curves_at_another_shape_stay_predicted_with_a_warning(tmp_path):
     run = _measured_run(tmp_path)
     done = collbench(
