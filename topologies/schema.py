@@ -6,7 +6,6 @@ The method, in full: docs/topologies.md#topologies-schema-py.
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
@@ -39,27 +38,20 @@ class Accelerator:
     # operators that need it are priced without (the output says so).
     hbm_gbytes_s: float | None = None
     sm_count: int | None = None
-    matmul_fraction: float | None = None
-    matmul_fraction_fp8: float | None = None  # the same for fp8 matmuls (of the fp8 peak)
+    matmul_fraction: float | None = field(default=None, metadata={"unit": "share"})
+    # the same for fp8 matmuls (of the fp8 peak)
+    matmul_fraction_fp8: float | None = field(default=None, metadata={"unit": "share"})
     # The fractions above are the best a short burst reaches, at the boost clock (MAMF). A
     # GEMM that runs on, as a training step's do, saturates the board at its power limit
     # and settles at a lower clock: the sustained rate (MSMF) over the burst one, measured
     # on the part. The shape model prices GEMMs at fraction x this (analysis/model/
     # gemm_model.matmul_fraction). None: not measured; the burst figure is priced.
-    matmul_sustained: float | None = None
+    matmul_sustained: float | None = field(default=None, metadata={"unit": "share"})
     # Dense fp32 peaks, what `collbench gemm --dtype fp32 -T` reads its rows against: fp32
     # (CUDA cores / vector units; torch's default fp32 matmul) and tf32 (tensor cores, when
     # torch allows TF32). None: the entry does not give one (gemm says so).
     peak_fp32_tflops: float | None = None
     peak_tf32_tflops: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("matmul_fraction", "matmul_fraction_fp8", "matmul_sustained"):
-            value = getattr(self, name)
-            if value is not None and value > 1:
-                raise TopologyError(
-                    f"accelerator.{name}", value, "must be a share of the peak, in (0, 1]"
-                )
 
 
 @dataclass(frozen=True)
@@ -68,7 +60,7 @@ class ScaleUp:
 
     kind: str = field(metadata={"choices": SCALE_UP_KINDS})
     bandwidth_gbytes_s: float  # per accelerator, per direction
-    latency_us: float = field(metadata={"minimum": 0.0})  # one hop (one step of a ring)
+    latency_us: float  # one hop (one step of a ring)
     domain_size: int  # accelerators in one domain: 8 in a DGX, 72 in a GB200 NVL72 rack
     # "switch": any-to-any at full per-accelerator bandwidth (NVSwitch);
     # "mesh": point-to-point links, the bandwidth split over domain_size - 1 peers (xGMI);
@@ -84,10 +76,10 @@ class ScaleOut:
     nics_per_node: int
     nic_gbits_s: float  # per NIC, per direction
     # one hop between nodes, NIC to NIC through the switches
-    latency_us: float = field(metadata={"minimum": 0.0})
+    latency_us: float
     rail_optimized: bool = True
     # 2.0 means a 2:1 tapered fat tree above the leaves
-    oversubscription: float = field(default=1.0, metadata={"minimum": 1.0})
+    oversubscription: float = field(default=1.0, metadata={"unit": "oversubscription"})
 
 
 @dataclass(frozen=True)
@@ -241,7 +233,8 @@ def _values(cls: type, data: Any, path: str) -> dict[str, Any]:
 
 def _read(data: Mapping[Any, Any], path: str, item: Field[Any]) -> Any:
     """One field, checked as its type says (`X | None`: optional) with its metadata's choices
-    or minimum; missing or null, its default (metadata's "default" first; none: required)."""
+    or a number's bounds; missing or null, its default (metadata's "default" first; none:
+    required)."""
     key, rule = item.name, item.metadata
     default = item.default_factory() if item.default_factory is not MISSING else item.default
     default = rule.get("default", ... if default is MISSING else default)
@@ -253,8 +246,11 @@ def _read(data: Mapping[Any, Any], path: str, item: Field[Any]) -> Any:
     if key in _SECTION_TYPES:
         return _SECTION_TYPES[key](**_values(_SECTION_TYPES[key], value, key))
     kind = str(item.type).removesuffix(" | None")
-    unit = next((unit for unit in NUMBER_BOUNDS if key.endswith(f"_{unit}")), None)
-    problem = out_of_bounds(unit, value) if unit else _problem(kind, value, rule)
+    if kind == "float":  # NUMBER_BOUNDS of the unit its name ends in (or its metadata names)
+        unit = rule.get("unit") or next(unit for unit in NUMBER_BOUNDS if key.endswith(f"_{unit}"))
+        problem = out_of_bounds(unit, value)
+    else:
+        problem = _problem(kind, value, rule)
     if problem is not None:
         raise TopologyError(_join(path, key), _short(value), problem)
     if "choices" in rule:
@@ -271,12 +267,6 @@ def _problem(kind: str, value: Any, rule: Mapping[str, Any]) -> str | None:
         return None if ok else f"must be one of {', '.join(rule['choices'])}"
     if kind == "str":
         return None if isinstance(value, str) and value.strip() else "must be a non-empty string"
-    if kind == "float":
-        minimum = rule.get("minimum")
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value)
-        if ok and (value > 0 if minimum is None else value >= minimum):
-            return None
-        return f"must be a number {'> 0' if minimum is None else f'>= {minimum:g}'}"
     if kind == "int":
         ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_COUNT
         return None if ok else f"must be an integer from 1 to {MAX_COUNT:,}"
@@ -286,14 +276,6 @@ def _problem(kind: str, value: Any, rule: Mapping[str, Any]) -> str | None:
         isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in value.items()
     )
     return None if ok else "must map field paths to citations (strings)"
-
-
-def _finite(value: float) -> bool:
-    """math.isfinite, False for an integer too large for a float (10**400 in YAML)."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def _short(value: Any) -> Any:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collbench.analysis.mfu.estimate import EstimateOptions, Priced, Pricer
+from collbench.analysis.model import costmodel
 from collbench.analysis.model.costmodel import DEFAULT_COMM_EFFICIENCY
 from collbench.core.bandwidth import bus_factor
 from collbench.core.collectives import OUT_OF_PLACE
@@ -32,8 +33,6 @@ def cost_model_pricer(
 ) -> Pricer:
     """Prices from the topology cost model at `comm_efficiency` of the hardware bound (the
     pricing `predict` shows fabric by fabric)."""
-    from collbench.analysis.model import costmodel
-
     efficiency = costmodel.Efficiency.uniform(comm_efficiency)
 
     def price(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
@@ -62,10 +61,9 @@ class MeasuredCurve:
 
 
 def one_point_set(rows: Iterable[ResultRow], run: str) -> tuple[list[ResultRow], list[str]]:
-    """Per collective and world size, the timed rows of one point set as store.rows.point_key
-    keys them: out of place where measured (what a trainer runs), and of several (dtype, op)
-    the most measured, then the first by name; a line for each choice of several. A run's
-    dtypes and ops are different points, never pooled as repeats."""
+    """Per collective and world size the timed rows of one point set (store.rows.point_key,
+    never dtypes or ops pooled): out of place where measured, and of several (dtype, op) the
+    most measured, then the first by name; a line for each such choice."""
     sets: dict[tuple[str, int], Counter[tuple[bool, str, str]]] = {}
     timed = [row for row in rows if timed_row(row)]
     for row in timed:
@@ -91,26 +89,28 @@ def _point_set(row: ResultRow) -> tuple[bool, str, str]:
     return placement != OUT_OF_PLACE, dtype, op
 
 
-def fit_measured_curves(rows: Iterable[ResultRow], run: str) -> list[MeasuredCurve]:
+def fit_measured_curves(
+    rows: Iterable[ResultRow], run: str
+) -> tuple[list[MeasuredCurve], list[str]]:
     """One curve per (collective, world size) of a run's sweep rows, fitted as `collbench
-    fit` fits them; of its fit groups the out-of-place one with the most points (in-place
-    is not what a trainer does)."""
+    fit` fits them through their one_point_set (and its notes); of several fit groups
+    (knobs, backends) the one with the most points."""
     from collbench.analysis.fit.hockney import fit_rows
 
-    rows = [row for row in rows if timed_row(row)]
+    rows, notes = one_point_set(rows, run)
     nodes = {(row.collective, row.world_size): int(row.nodes or 1) for row in rows}
-    best: dict[tuple[str, int], tuple[tuple[bool, int], Any]] = {}
+    best: dict[tuple[str, int], tuple[int, Any]] = {}
     for group in fit_rows(rows):
         key = (str(group.key["collective"]), int(group.key["world_size"] or 0))
         if group.curve is None or key[1] < 2 or group.n_points < 3:
             continue
-        rank = (group.key["placement"] == "out_of_place", group.n_points)
-        if key not in best or rank > best[key][0]:
-            best[key] = (rank, group.curve)
-    return [
+        if key not in best or group.n_points > best[key][0]:
+            best[key] = (group.n_points, group.curve)
+    curves = [
         MeasuredCurve(collective, world, nodes[(collective, world)], curve, run)
         for (collective, world), (_, curve) in sorted(best.items())
     ]
+    return curves, notes
 
 
 def timed_row(row: ResultRow) -> bool:

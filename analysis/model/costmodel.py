@@ -6,7 +6,6 @@ The method, in full: docs/methodology/cost-model.md#analysis-model-costmodel-py.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -51,7 +50,6 @@ class Efficiency:
     @classmethod
     def uniform(cls, fraction: float) -> Efficiency:
         """The same fraction on every level (--comm-efficiency)."""
-        check_number("share", fraction, "--comm-efficiency")
         return cls(scale_up=fraction, scale_out=fraction)
 
 
@@ -304,12 +302,7 @@ def predict(
 
     group = group or group_for(topology)
     choices = _choices(collective, algorithm)
-    if (
-        isinstance(size_bytes, bool)
-        or not isinstance(size_bytes, numbers.Integral)
-        or size_bytes < 0
-    ):
-        raise SpecError("size_bytes", size_bytes, "must be an integer >= 0")
+    check_number("bytes", size_bytes, "size_bytes")
     fabric = fabric_for(topology, group, efficiency)
     if group.ranks == 1:
         costs = {"local": Cost("local", 0.0, 0.0, 0.0)}

@@ -10,15 +10,19 @@ from typing import Any
 from collbench.core.errors import SpecError
 from collbench.core.limits import INT64_MAX
 
-# The bounds of every number a user gives (an option, a config or workload key, a topology
-# field), by what it measures: (lowest, highest), both allowed. Past them a figure is an
-# overflow, not a setting (a 300-digit time, a size past int64, a link giving time inf).
+# The bounds (lowest, highest: both allowed) of every number a user gives (an option, a config
+# key, a topology field), by what it measures: past them a figure is an overflow, not a setting.
 NUMBER_BOUNDS: dict[str, tuple[float, float]] = {
     "bytes": (0, INT64_MAX),  # a size: what a row's int64 column holds
     "share": (0.01, 1.0),  # an efficiency: a fabric below 1% of its bound is broken
     "usd": (1e-4, 1e4),  # a price per GPU-hour
     "gbytes_s": (1e-3, 1e6),  # a bandwidth in GB/s (a topology's fields end in the unit)
     "gbits_s": (8e-3, 8e6),
+    "tflops": (1e-3, 1e6),
+    "gib": (1e-3, 1e6),
+    "us": (0, 1e6),  # a latency
+    "oversubscription": (1, 1e3),  # of a fat tree above its leaves
+    "count": (1, 10**6),  # of nodes
 }
 # The options taking one of those numbers (sizes: every option parse_size reads).
 OPTION_NUMBERS = {
@@ -26,6 +30,7 @@ OPTION_NUMBERS = {
     "--matmul-efficiency": "share",
     "--price": "usd",
     "--expect-busbw": "gbytes_s",
+    "--nodes": "count",
 }
 
 

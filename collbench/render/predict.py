@@ -26,11 +26,10 @@ from collbench.run.predict import Fabric, Prediction
 # The tag after a time, saying where it came from (mfu's m/p, with how a measured run gave it).
 SOURCE_TAGS = {PREDICTED: "p", MEASURED: "m", FITTED: "m~", EXTRAPOLATED: "m*", CAPPED: "m^"}
 LEGEND = (
-    "p: predicted (topology cost model); m: measured (--curves) at that size; m~: the measured\n"
-    "run's fit between its sizes; m*: its fit outside them; m^: that fit past the bound, capped\n"
-    "at it. regime: the model's largest term; bound: the busbw the model's algorithm reaches as\n"
-    "the size grows. A ratio marked m/p (p/m) divides a measured time by a predicted one (the\n"
-    "reverse): not like for like."
+    "p: predicted (topology cost model); m: measured (--curves) at that size; m~ (m*): the\n"
+    "run's fit between (outside) its sizes; m^: an m* past the bound, capped at it. A ratio m/p\n"
+    "(p/m): a measured time over a predicted one (the reverse). regime: the model's largest\n"
+    "term; bound: the busbw the model's algorithm reaches as the size grows."
 )
 CELL_HEADER = ("time(us)", "busbw(GB/s)", "regime", "bound(GB/s)")
 

@@ -101,8 +101,6 @@ def size_workload(
         )
     given = {**parallelism, **({"zero": 3} if request.fsdp else {})}
     nodes, fabrics = request.nodes, (first, *others)
-    if nodes is not None and nodes < 1:
-        raise SpecError("--nodes", nodes, "must be an integer >= 1")
     par = Parallelism(**given)
     if "dp" in given:
         if nodes is not None:
@@ -208,9 +206,9 @@ def _fabrics(
 ) -> tuple[list[Fabric], list[str]]:
     """One Fabric per topology, or per (topology, label) where labelled curves were given
     (`--curves LABEL=RUN`, or a tune directory: its baseline and best.env's setting), and
-    which of a run's dtype/op sets was priced where it holds several (one_point_set)."""
+    which of a run's dtype/op sets was priced where it holds several."""
     from collbench.analysis.mfu.fabrics import Fabric, sized_for
-    from collbench.analysis.mfu.inputs import fit_measured_curves, one_point_set
+    from collbench.analysis.mfu.inputs import fit_measured_curves
 
     sets, defaults = _curve_sets(topologies, curves)
     fabrics, notes = [], []
@@ -225,8 +223,8 @@ def _fabrics(
             own = [*sets.get((topology.name, label), []), *file_runs]
             measured = []
             for run in own:
-                rows, chose = one_point_set(run.sweep_rows, run.path)
-                measured += fit_measured_curves(rows, run.path)
+                curves, chose = fit_measured_curves(run.sweep_rows, run.path)
+                measured += curves
                 notes += [note for note in chose if note not in notes]
             default = (topology.name, label) in defaults
             sized = sized_for(workload, topology)

@@ -80,9 +80,6 @@ def predict_fabrics(request: PredictRequest) -> Prediction:
     sizes = request.sizes()
     if len(request.topology) < 1:
         raise SpecError("--topology", "", "names no fabric: give -T NAME (twice to compare)")
-    if request.nodes is not None and request.nodes < 1:
-        raise SpecError("--nodes", request.nodes, "must be an integer >= 1")
-    efficiency = Efficiency.uniform(request.comm_efficiency)
     topologies = [
         _at_nodes(topology, request.nodes) for topology in load_topologies(list(request.topology))
     ]
@@ -102,6 +99,7 @@ def predict_fabrics(request: PredictRequest) -> Prediction:
             warnings += [*times.notes, *times.unmatched(request.collectives)]
         fabrics.append(Fabric(topology, request.nodes is not None, tuple(r.path for r in runs)))
         sides.append(Side(topology, times))
+    efficiency = Efficiency.uniform(request.comm_efficiency)
     lines = compare_fabrics(sides, request.collectives, sizes, efficiency)
     return Prediction(request, fabrics, lines, warnings)
 
@@ -122,17 +120,15 @@ class MeasuredTimes:
 
     def __init__(self, runs: Sequence[Run], topology: Topology) -> None:
         self.runs = list(runs)
-        self.ranks, self.nodes = topology.world_size, topology.nodes
+        self.shape = self.ranks, self.nodes = topology.world_size, topology.nodes
         self.label = ", ".join(run.path for run in self.runs)
-        rows = [row for run in self.runs for row in run.sweep_rows if self._matches(row)]
-        chosen, self.notes = one_point_set(rows, self.label)  # the store's point key
+        rows = [row for run in self.runs for row in run.sweep_rows]
+        shaped = [row for row in rows if (row.world_size, row.nodes or self.nodes) == self.shape]
+        chosen, self.notes = one_point_set(shaped, self.label)  # the store's point key
         self.rows: dict[str, list[ResultRow]] = {}
         for row in chosen:
             self.rows.setdefault(row.collective, []).append(row)
         self.curves: dict[str, Any] = {}
-
-    def _matches(self, row: ResultRow) -> bool:
-        return row.world_size == self.ranks and row.nodes in (None, self.nodes)
 
     def __call__(self, collective: str, size_bytes: int) -> Measured | None:
         from collbench.analysis.model.fabric_compare import EXTRAPOLATED, FITTED, MEASURED, Measured
@@ -154,7 +150,7 @@ class MeasuredTimes:
         from collbench.analysis.mfu.inputs import fit_measured_curves
 
         if collective not in self.curves:
-            fitted = fit_measured_curves(self.rows.get(collective, []), self.label)
+            fitted, _ = fit_measured_curves(self.rows.get(collective, []), self.label)
             self.curves[collective] = fitted[0].curve if fitted else None
         return self.curves[collective]
 

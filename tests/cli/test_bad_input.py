@@ -53,7 +53,7 @@ CASE_PER_PROCESS = pytest.mark.slow
         (["--launcher", "slurm", "--time", "bogus"], "--time: 'bogus' is not a Slurm time"),
         (["--launcher", "slurm", "--time", "0"], "--time: '0' is not a Slurm time"),
         (["--launcher", "slurm", "--slurm-arg", "=x"], "is not KEY=VALUE"),
-        (["--launcher", "slurm", "--nodes", "0"], "--nodes: 0 must be at least 1"),
+        (["--launcher", "slurm", "--nodes", "0"], "--nodes: 0 must be from 1 to"),
         (["--launcher", "slurm", "--nproc", "4"], "use --nodes and --ntasks-per-node"),
         (["--launcher", "mpi", "--hostfile", "/no/such/file", "--print"], "not a readable file"),
         (["--launcher", "local", "--rank-env", "torch"], "--rank-env: 'torch' is for ranks"),

@@ -193,7 +193,7 @@ def test_uneven_pipeline_stages_are_priced_at_the_busiest_and_said_so():
 def test_a_comm_efficiency_outside_its_range_is_refused(efficiency):
     with pytest.raises(SpecError) as error:
         cost_model_pricer(load_topology("dgx-h100"), efficiency)
-    assert error.value.field == "--comm-efficiency" and "from 0.01 to 1" in str(error.value)
+    assert error.value.field == "efficiency.scale_up" and "from 0.01 to 1" in str(error.value)
 
 
 def test_the_lowest_comm_efficiency_still_prices():

@@ -340,5 +340,5 @@ def test_measured_curves_skip_rows_without_usable_figures():
         replace(good[4], world_size=None),
         replace(good[5], size_bytes=None),
     ]
-    curves = fit_measured_curves([*good, *damaged], "run")
+    curves, _ = fit_measured_curves([*good, *damaged], "run")
     assert [(c.collective, c.world_size) for c in curves] == [("all_reduce", 4)]
