@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.doctor.expect import Expectation, expectation_from
+from collbench.analysis.doctor.expect import Expectation, baseline_evidence, expectation_from
 from collbench.analysis.doctor.findings import Diagnosis, doctor_report
 from collbench.analysis.doctor.verdicts import diagnose
 from collbench.analysis.rules.bands import BAND_NAMES
@@ -24,7 +24,7 @@ from collbench.core.spec import SweepSpec
 from collbench.core.units import size_arg
 from collbench.launchers import LaunchResult
 from collbench.launchers.base import parent_launch
-from collbench.run.sweep import RunOptions, run_sweep
+from collbench.run.sweep import RunOptions, choose_launcher, run_sweep
 from collbench.store.doctor_report import load_doctor_report, save_doctor_report
 from collbench.store.load import Run, load_run
 from collbench.store.noise_floor import load_noise_floor
@@ -65,6 +65,8 @@ def run_doctor(
     """Run (or with print_only, print) the doctor's rounds and judge them."""
     doctor = spec.doctor  # a doctor's spec (doctor_sweep's) always has one
     topology, baseline, noise_floor = _inputs(doctor)  # bad input fails before any rank starts
+    if baseline is not None:
+        _measured_alike(baseline, spec, options)
     launch, run_dir = run_sweep(spec, options, command_line, make_sink)
     if options.print_only or not launch.is_primary or launch.code not in (EXIT_OK, 3):
         return DoctorOutcome(launch, run_dir)
@@ -166,6 +168,28 @@ def _inputs(doctor: DoctorSpec) -> tuple[Any, Run | None, NoiseFloor | None]:
     if doctor.noise_floor is not None:
         noise_floor = load_noise_floor(Path(doctor.noise_floor), "--noise-floor", BAND_NAMES)
     return topology, baseline, noise_floor
+
+
+def _measured_alike(baseline: Run, spec: SweepSpec, options: RunOptions) -> None:
+    """Refuse, before any rank starts, a --baseline measured at another size or (local
+    launcher) with another number of ranks per node: the methodology rule would refuse it
+    only after every repeat ran."""
+    from collbench.bench.distributed import resolve_backend
+    from collbench.launchers.local import local_nproc
+
+    doctor, spec = spec.doctor, spec.with_backend(resolve_backend(spec.backend))
+    baseline_evidence(baseline.rows_of(DOCTOR_ROWS), doctor.baseline, spec.max_bytes)
+    theirs = baseline.meta.ranks_per_node
+    if not theirs or choose_launcher(options.launcher, options.rank_env) != "local":
+        return
+    ours = local_nproc(spec, options.nproc)
+    if ours != theirs:
+        raise SpecError(
+            "--baseline",
+            doctor.baseline,
+            f"was measured with {theirs} ranks per node and this run would have {ours}: "
+            f"busbw depends on them; rerun with --nproc {theirs}",
+        )
 
 
 def _baseline(path: str) -> Run:

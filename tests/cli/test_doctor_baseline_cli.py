@@ -33,3 +33,11 @@ def test_doctor_baseline_refuses_another_dtype_and_warns_about_iterations(tmp_pa
         "differently (iters 20 vs 30): judged against it anyway"
     ) in done.stderr
     assert (tmp_path / "it" / "doctor.json").is_file()
+    # another size or ranks per node: refused before any rank starts (issue 41 item 8)
+    for other, why in (
+        (("--size", "2M"), "measured at 1 MiB and this run at 2 MiB"),
+        (("-g", "3"), "measured with 2 ranks per node and this run would have 3"),
+    ):
+        done = collbench(*DOCTOR, *other, "--baseline", str(base), "--out", str(tmp_path / "x"))
+        assert done.returncode == 2 and why in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
