@@ -14,7 +14,7 @@ from collbench.analysis.fit.vs_topology import run_placement
 from collbench.analysis.model.costmodel import Group, predict
 from collbench.analysis.rules.bands import band_of
 from collbench.analysis.rules.decision import MIN_REPEATS, Evidence, spread_pct
-from collbench.core.doctor_spec import STAGES, DoctorSpec
+from collbench.core.doctor_spec import GPU_PAIR, STAGES, DoctorSpec
 from collbench.core.errors import SpecError
 from collbench.core.noise import NoiseFloor
 from collbench.core.units import format_number, format_size, size_arg
@@ -120,10 +120,12 @@ def bar_for(
             floor_pct=expectation.floor_pct,
             floor_source=expectation.floor_source,
         )
-    return fleet_bar(values, spec)
+    # A node's few pairs of local ranks: with 3, a repeat's MAD is set by the two healthy
+    # ones alone, and noise between them would hide any slow one: the tolerance alone.
+    return fleet_bar(values, spec, 0.0 if stage == GPU_PAIR else spec.outlier_mads)
 
 
-def fleet_bar(values: Iterable[float], spec: DoctorSpec) -> Bar | None:
+def fleet_bar(values: Iterable[float], spec: DoctorSpec, outlier_mads: float) -> Bar | None:
     """The fleet's bar over `values` (GB/s, > 0): flag what is both `fleet_tolerance_pct`
     below their median and `outlier_mads` scaled MADs below it. None with fewer than
     MIN_FLEET values.
@@ -143,7 +145,7 @@ def fleet_bar(values: Iterable[float], spec: DoctorSpec) -> Bar | None:
     spread = MAD_TO_SIGMA * unbiased * median_of([abs(value - log_middle) for value in logs])
     threshold = min(
         middle * (1 - spec.fleet_tolerance_pct / 100),
-        middle * math.exp(-spec.outlier_mads * spread),
+        middle * math.exp(-outlier_mads * spread),
     )
     return Bar(middle, threshold, FLEET, len(known))
 

@@ -50,17 +50,21 @@ class Checks:
     network: str
     inside: str
     rank: str
+    pair: str  # two local ranks' link
 
 
 GPU_CHECKS = Checks(
     network="check its NICs/links (ibstat, ethtool)",
     inside="check its GPUs and NVLink/PCIe (nvidia-smi topo -m, dcgmi diag) or CPU load",
     rank="check the rank's host for CPU/GPU throttling or a noisy neighbour",
+    pair="check the link between these two GPUs (nvidia-smi topo -m, nvidia-smi nvlink -s, "
+    "the PCIe link width in lspci -vv)",
 )
 CPU_CHECKS = Checks(
     network="check its NICs/links (ethtool, ip -s link) and its network namespace/shaping",
     inside="check its CPU load, frequency and memory bandwidth (top, lscpu, numactl -H)",
     rank="check the rank's host for CPU throttling or a noisy neighbour (top, lscpu)",
+    pair="check these two ranks' CPUs and the shaping between their addresses (top, tc qdisc)",
 )
 
 
@@ -111,6 +115,8 @@ class Diagnosis:
     # Every measured node pair as (i, j, GB/s), indices into hosts with i < j: the matrix
     # without its empty cells (what a fleet of thousands keeps).
     pair_gbps: tuple[tuple[int, int, float], ...] = ()
+    # Per host its gpu-pair matrix: {"ranks": [...], "gbps": ranks x ranks GB/s or None}.
+    gpu_pairs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -137,12 +143,12 @@ class DoctorRun:
         return int(self.rows[0].size_bytes) if self.rows else 0
 
     def judge(
-        self, stage: str, table: Mapping[Any, Mapping[int, float]], what: str
+        self, stage: str, table: Mapping[Any, Mapping[int, float]], what: str, hint=JUDGE_HINT
     ) -> StageJudgement:
         """`table` (item -> repeat -> GB/s) judged repeat by repeat against the stage's bar;
-        against a baseline, each item also by the decision rule."""
+        against a baseline, each item also by the decision rule (no bar: `hint` says why)."""
         count = len(table)
-        no_bar = f"a fleet median needs {MIN_FLEET} {what}, this run has {count}; {JUDGE_HINT}"
+        no_bar = f"a fleet median needs {MIN_FLEET} {what}, this run has {count}; {hint}"
         judgement = judge_stage(table, lambda values: self.bar(stage, values), no_bar)
         return against_baseline(judgement, stage, self.expectation, self.size_bytes)
 
@@ -217,6 +223,7 @@ def doctor_report(diagnosis: Diagnosis, run_id: str, expectation: Expectation) -
         matrix_gbps=tuple(tuple(row) for row in diagnosis.matrix_gbps),
         pairs=tuple(diagnosis.pair_gbps),
         nodes=dict(diagnosis.node_busbw_gbps),
+        gpu_pairs=dict(diagnosis.gpu_pairs),
         rails={str(rail): value for rail, value in diagnosis.rail_busbw_gbps.items()},
         pass_ratio=dict(diagnosis.pass_ratio),
         full_busbw_gbps=diagnosis.full_busbw_gbps,

@@ -6,7 +6,7 @@ The method, in full: docs/doctor.md#analysis-doctor-verdicts-py.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -34,7 +34,7 @@ from collbench.analysis.doctor.findings import (
 )
 from collbench.analysis.doctor.fleet import full_all_reduce, stragglers
 from collbench.analysis.doctor.judge import NOT_MEASURED, StageJudgement
-from collbench.core.doctor_spec import MIN_BANDWIDTH_BYTES, DoctorSpec
+from collbench.core.doctor_spec import GPU_PAIR, MIN_BANDWIDTH_BYTES, DoctorSpec
 from collbench.core.units import format_size, size_arg
 from collbench.store.doctor_report import MATRIX_DENSE_MAX_HOSTS
 from collbench.store.rows import DoctorRow
@@ -69,8 +69,9 @@ def diagnose(
     flagged = {flag.host for flag in pair_flags}
     links, stages["pair"] = _links(run, pairs, flagged)
     node_busbw, intra_flags, stages["intra"] = _intra(run)
+    gpu_pairs, gpu_findings, stages[GPU_PAIR] = _gpu_pairs(run)
     rail_busbw, rails, stages["rail"] = _rails(run)
-    findings = [*_merge_nodes(run, [*pair_flags, *intra_flags]), *links, *rails]
+    findings = [*_merge_nodes(run, [*pair_flags, *intra_flags]), *gpu_findings, *links, *rails]
     findings += stragglers(run)
     full_busbw, segments, full_notes, stages["full"] = full_all_reduce(run, findings)
     findings += segments
@@ -92,6 +93,7 @@ def diagnose(
         matrix_gbps=_matrix(run.hosts, pairs.medians) if dense else (),
         pair_gbps=pairs.sparse(),
         node_busbw_gbps=node_busbw,
+        gpu_pairs=gpu_pairs,
         rail_busbw_gbps=rail_busbw,
         pass_ratio=_pass_ratio(run, stages["pair"].bars),
         full_busbw_gbps=full_busbw,
@@ -174,24 +176,37 @@ def _links(
         if pair[0] not in flagged and pair[1] not in flagged
     }
     judgement = run.judge("pair", healthy, "node pairs")
+    findings = _slow_pairs(
+        run, pairs, judgement, "link", LINK_ACTION, lambda a, b: ((a, b), None, "pair busbw")
+    )
+    return findings, judgement
+
+
+def _slow_pairs(
+    run: DoctorRun, pairs: PairFold, judgement: StageJudgement, kind: str, action: str, named
+) -> list[Finding]:
+    """A finding for each pair `judgement` flags, beside how its two ends do with their other
+    partners; named(a, b): the finding's (hosts, ranks or None for the hosts', what its
+    figure is)."""
     slow = judgement.flagged()
-    partners_of = pairs.partners({host for pair in slow for host in pair})
+    partners_of = pairs.partners({end for pair in slow for end in pair})
     findings = []
-    for (host_a, host_b), judged in slow.items():
-        rounds = pairs.rounds[(host_a, host_b)]
+    for (a, b), judged in slow.items():
+        hosts, ranks, lead = named(a, b)
         findings.append(
             run.finding(
-                "link",
-                (host_a, host_b),
+                kind,
+                hosts,
                 judged.bar,
                 judged.value,
-                rounds=rounds,
-                evidence=f"pair busbw {gbps(judged.value)} GB/s over {rounds} round(s); "
-                f"{_elsewhere(host_a, host_b, partners_of)}; {judged.evidence('pairs')}",
-                action=LINK_ACTION,
+                ranks=ranks,
+                rounds=pairs.rounds[(a, b)],
+                evidence=f"{lead} {gbps(judged.value)} GB/s over {pairs.rounds[(a, b)]} "
+                f"round(s); {_elsewhere(a, b, partners_of)}; {judged.evidence('pairs')}",
+                action=action,
             )
         )
-    return findings, judgement
+    return findings
 
 
 def _elsewhere(host_a: str, host_b: str, partners_of: Mapping[str, Mapping[str, float]]) -> str:
@@ -202,7 +217,7 @@ def _elsewhere(host_a: str, host_b: str, partners_of: Mapping[str, Mapping[str, 
         if rest:
             parts.append(f"{host} {gbps(median_of(rest))} GB/s")
     if not parts:
-        return "two nodes only: a slow node and a slow link look alike"
+        return "no other partner: a slow end and a slow link look alike"
     return "with their other partners " + ", ".join(parts)
 
 
@@ -227,6 +242,28 @@ def _intra(run: DoctorRun) -> tuple[dict[str, float], list[_NodeFlag], StageJudg
             _NodeFlag(host, judged.value, judged.bar, len(rows), evidence, run.checks.inside)
         )
     return values, flags, judgement
+
+
+def _gpu_pairs(run: DoctorRun) -> tuple[dict[str, Any], list[Finding], StageJudgement]:
+    """Each pair of local ranks' send/recv (both ways at once): per node their matrix, and
+    the pairs below the bar (the pairs of every node are one fleet, or the expectation's)."""
+    rows = run.stage_rows(GPU_PAIR)
+    ends = {f"rank {rank}": (host, rank) for host, ranks in run.ranks_of.items() for rank in ranks}
+    pairs = fold_pairs(rows, tuple(ends), lambda row: [f"rank {r}" for r in row.group_ranks])
+    hint = "3 or more ranks per node, or --expect-busbw or --baseline"
+    judgement = run.judge(GPU_PAIR, pairs.values, "pairs of local ranks", hint)
+
+    def named(a: str, b: str) -> tuple:
+        lead = f"{a}<->{b} send/recv, both ways at once (the slower way sets it):"
+        return (ends[a][0],), (ends[a][1], ends[b][1]), lead
+
+    findings = _slow_pairs(run, pairs, judgement, GPU_PAIR, run.checks.pair, named)
+    matrices = {
+        host: {"ranks": list(ranks), "gbps": _matrix([f"rank {r}" for r in ranks], pairs.medians)}
+        for host, ranks in run.ranks_of.items()
+        if len(ranks) >= 2 and rows
+    }
+    return matrices, findings, judgement
 
 
 def _merge_nodes(run: DoctorRun, flags: Sequence[_NodeFlag]) -> list[Finding]:
@@ -315,8 +352,6 @@ def _notes(run: DoctorRun, nodes: Mapping[str, Any], unjudged: Mapping[str, str]
     """What could not be judged and why, and warnings about the measurement itself."""
     skipped = nodes.get("skipped") or {}
     notes = [f"{stage} stage skipped: {why}" for stage, why in skipped.items()]
-    if len(run.hosts) == 1 and "pair" not in skipped:
-        notes.append("one node: pair-wise and rail stages need two or more")
     notes += [
         f"{stage} stage not judged: {why}"
         for stage, why in unjudged.items()
@@ -401,14 +436,18 @@ class PairFold:
         return tuple(sorted(cells))
 
 
-def fold_pairs(rows: Sequence[DoctorRow], hosts: Sequence[str]) -> PairFold:
-    """The pair and shuffle `rows` by node pair; a row whose hosts are not two distinct
-    hosts of `hosts` is left out."""
+def fold_pairs(
+    rows: Sequence[DoctorRow],
+    hosts: Sequence[str],
+    ends: Callable[[DoctorRow], Sequence[str]] = lambda row: row.group_hosts or row_hosts(row),
+) -> PairFold:
+    """The pair and shuffle `rows` by node pair (or by the pair `ends` names, e.g. two ranks);
+    a row whose ends are not two distinct ones of `hosts` is left out."""
     index = {host: position for position, host in enumerate(hosts)}
     samples: dict[Pair, dict[int, list[float]]] = {}
     host_rounds: Counter[str] = Counter()
     for row in rows:
-        pair = row.group_hosts or row_hosts(row)
+        pair = ends(row)
         if len(pair) != 2:
             continue
         first, second = index.get(pair[0], -1), index.get(pair[1], -1)

@@ -22,7 +22,8 @@ from collbench.bench.session import RankLog, Session, repeat_of
 from collbench.core.bandwidth import busbw_gbps
 from collbench.core.collectives import REGISTRY
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
-from collbench.core.doctor_plan import Layout, halves, pair_plan
+from collbench.core.doctor_plan import CircleRounds, Layout, halves, pair_plan
+from collbench.core.doctor_spec import GPU_PAIR
 from collbench.core.dtypes import DTYPES
 from collbench.core.stats import combine_ranks, median
 from collbench.store.rank_status import RankStatus
@@ -139,7 +140,7 @@ class PlannedGroup:
     hosts: tuple[str, ...]
     ranks: tuple[int, ...]
     collective: str
-    pairs: tuple[tuple[int, int], ...] = ()  # send/recv: the rank pairs
+    pairs: tuple[tuple[int, int], ...] = ()  # send/recv: the rank pairs (none: `ranks`)
 
 
 @dataclass(frozen=True)
@@ -251,6 +252,17 @@ class DoctorSession(Session):
                 for host in layout.hosts
             ]
             yield Round("intra", 0, tuple(g for g in groups if g), "doctor intra-node all-reduce")
+        if GPU_PAIR not in self.skipped:  # each pair of local ranks, every node at once
+            rounds = CircleRounds(layout.max_local)
+            for index, local_pairs in enumerate(rounds):
+                groups = tuple(  # local rank i with local rank j on every node that has both
+                    PlannedGroup(f"{host} {r[i]}<->{r[j]}", (host,), (r[i], r[j]), SENDRECV)
+                    for host, r in layout.ranks_per_host.items()
+                    for i, j in local_pairs
+                    if j < len(r)
+                )
+                text = f"doctor GPU-pair round {index + 1}/{len(rounds)}"
+                yield Round(GPU_PAIR, index, groups, text)
         if "rail" not in self.skipped:
             rails = [
                 self._all_reduce_group(f"rail {index}", layout.rail(index))
@@ -373,7 +385,9 @@ class DoctorSession(Session):
 
     def _measure_pair(self, group: PlannedGroup) -> tuple[float, list[float], int, list[float]]:
         torch, dist, spec, rank = self.torch, self.dist, self.job.spec, self.env.rank
-        peer = next(b if a == rank else a for a, b in group.pairs if rank in (a, b))
+        peer = next(
+            b if a == rank else a for a, b in (group.pairs or (group.ranks,)) if rank in (a, b)
+        )
         geometry = self._geometry(SENDRECV, 2)
         send = torch.zeros(geometry.send_elems, dtype=self._dtype(), device=self.device)
         recv = torch.zeros(geometry.recv_elems, dtype=self._dtype(), device=self.device)
@@ -460,6 +474,8 @@ def _mark(rank: int) -> int:
 def _skipped(layout: Layout, world_size: int, bisect: bool) -> dict[str, str]:
     """Stages this layout cannot run, and why (meta.json records them; doctor prints them)."""
     skipped = {}
+    if layout.max_local < 2:
+        skipped[GPU_PAIR] = "one rank per node: no two local ranks to pair"
     if layout.max_local < 2 and world_size > 1:
         skipped["intra"] = "one rank per node: no intra-node group to measure"
     if layout.nodes < 2 and "intra" not in skipped and world_size > 1:

@@ -4,6 +4,8 @@ Rounds that pull the nodes apart, because in one collective every rank waits for
 slowest link and per-rank times barely say who is slow (docs/doctor.md):
 - `full`: one all-reduce over every rank (the reference, and the stragglers' data);
 - `intra`: one all-reduce per node, all nodes at once (nccl-tests' DIV split);
+- `gpu-pair`: send/recv between each pair of local ranks, both ways at once, every node at
+  once (the circle method over local ranks: a matrix like p2pBandwidthLatencyTest's);
 - `rail`: one all-reduce per local-rank index across the nodes (nccl-tests' MOD split);
 - `pair`: the circle method, N-1 rounds of floor(N/2) node pairs at once, local rank i of
   one node exchanging with local rank i of the other, both directions at once;
@@ -23,7 +25,8 @@ from dataclasses import dataclass
 from collbench.core.errors import SpecError
 
 DOCTOR = "doctor"  # the kind of a doctor row and the command that measures it
-STAGES = ("full", "intra", "rail", "pair", "shuffle", "bisect")
+GPU_PAIR = "gpu-pair"
+STAGES = ("full", "intra", GPU_PAIR, "rail", "pair", "shuffle", "bisect")
 # The message size per rank when --size is not given: big enough to be bandwidth-bound on
 # the backend's fabric, small enough that every round of a gloo doctor on a laptop is quick.
 DEFAULT_DOCTOR_BYTES = {"gloo": 16 * 1024**2, "nccl": 256 * 1024**2, "rccl": 256 * 1024**2}

@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 from collbench.analysis.doctor.expect import Expectation
-from collbench.analysis.doctor.findings import Diagnosis, Finding, doctor_report
-from collbench.core.doctor_plan import pair_mode, sampled_rounds
+from collbench.analysis.doctor.findings import Diagnosis, Finding
+from collbench.core.doctor_plan import CircleRounds, pair_mode, sampled_rounds
+from collbench.core.doctor_spec import GPU_PAIR
 from collbench.core.stats import median
 from collbench.core.units import counted, format_number
 from collbench.render.table import text_columns
@@ -108,12 +109,13 @@ def matrix_table(diagnosis: Diagnosis) -> str:
         return "\n".join(matrix_summary(diagnosis))
     if len(hosts) < 2 or not diagnosis.matrix_gbps:
         return ""
-    header = ("pair busbw (GB/s)", *hosts)
-    rows = [
-        (host, *(gbps(value) for value in values))
-        for host, values in zip(hosts, diagnosis.matrix_gbps, strict=False)
-    ]
-    return "\n".join(aligned_table(header, rows))
+    return _grid("pair busbw (GB/s)", hosts, diagnosis.matrix_gbps)
+
+
+def _grid(title: str, names: Sequence[str], grid: Sequence[Sequence[float | None]]) -> str:
+    """A square table of GB/s figures, `names` along both sides."""
+    rows = [(name, *(gbps(v) for v in values)) for name, values in zip(names, grid, strict=False)]
+    return "\n".join(aligned_table((title, *names), rows))
 
 
 def matrix_summary(diagnosis: Diagnosis) -> list[str]:
@@ -134,6 +136,17 @@ def matrix_summary(diagnosis: Diagnosis) -> list[str]:
     cells = [f"{hosts[first]}<->{hosts[second]} {gbps(value)}" for first, second, value in slowest]
     lines.append(f"# slowest {len(cells)} pairs (GB/s): " + ", ".join(cells))
     return lines
+
+
+def gpu_pair_tables(diagnosis: Diagnosis) -> list[str]:
+    """Per node its gpu-pair matrix, local ranks x local ranks send/recv busbw (GB/s, both
+    ways at once): every node's up to SUMMARY_COUNT nodes, above only the flagged nodes'."""
+    flagged = {item.hosts[0] for item in diagnosis.findings if item.kind == GPU_PAIR}
+    return [
+        _grid(f"gpu-pair busbw (GB/s) {host}", [f"rank {r}" for r in grid["ranks"]], grid["gbps"])
+        for host, grid in diagnosis.gpu_pairs.items()
+        if len(diagnosis.gpu_pairs) <= SUMMARY_COUNT or host in flagged
+    ]
 
 
 def node_lines(diagnosis: Diagnosis) -> list[str]:
@@ -194,16 +207,10 @@ def render_doctor(diagnosis: Diagnosis, expectation: Expectation | None = None) 
     """What `collbench doctor` prints: the verdict table, the pair matrix, the per-node,
     per-rail and full figures, then the notes."""
     parts = [verdict_table(diagnosis, expectation), matrix_table(diagnosis)]
+    parts += gpu_pair_tables(diagnosis)
     parts.append("\n".join(node_lines(diagnosis)))
     parts.append("\n".join(f"# note: {note}" for note in diagnosis.notes))
     return "\n".join(part for part in parts if part)
-
-
-def doctor_json(diagnosis: Diagnosis, run_id: str, expectation: Expectation) -> dict[str, Any]:
-    """doctor.json's content as the store saves it (DoctorReport.to_dict): healthy (true,
-    false or null: unjudged, with "reason"), the stages judged, findings, the pair matrix,
-    per node, per rail, pass ratios, the full all-reduce, notes and the expectation used."""
-    return doctor_report(diagnosis, run_id, expectation).to_dict()
 
 
 class DoctorConsole:
@@ -262,9 +269,8 @@ class DoctorConsole:
         (of how many, where known), group, busbw and the time since the doctor started."""
         stage = row.stage or "?"
         if stage in ("pair", "shuffle"):
-            nodes = len(self._hosts)  # the circle method: N-1 rounds, N for an odd N (one sits out)
-            pair_rounds = nodes - 1 if nodes % 2 == 0 else nodes
-            total = pair_rounds if stage == "pair" else self._shuffle_rounds
+            circle = len(CircleRounds(len(self._hosts)))  # N-1 rounds, N for an odd N
+            total = circle if stage == "pair" else self._shuffle_rounds
             index = (row.round_index or 0) + 1
             stage += f" round {index}/{total}" if total and total > 0 else f" round {index}"
         elif stage == "bisect":

@@ -16,6 +16,7 @@ from collbench.analysis.doctor.findings import Diagnosis, doctor_report
 from collbench.analysis.doctor.verdicts import diagnose
 from collbench.analysis.rules.bands import BAND_NAMES
 from collbench.analysis.rules.methodology import DOCTOR_BASELINE, check
+from collbench.bench.distributed import resolve_backend
 from collbench.core.doctor_spec import DOCTOR, MIN_BANDWIDTH_BYTES, DoctorSpec
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecError
@@ -24,12 +25,14 @@ from collbench.core.spec import SweepSpec
 from collbench.core.units import size_arg
 from collbench.launchers import LaunchResult
 from collbench.launchers.base import parent_launch
+from collbench.launchers.local import local_nproc
 from collbench.run.sweep import RunOptions, choose_launcher, run_sweep
 from collbench.store.doctor_report import load_doctor_report, save_doctor_report
 from collbench.store.load import Run, load_run
 from collbench.store.noise_floor import load_noise_floor
 from collbench.store.rows import DOCTOR as DOCTOR_ROWS
 from collbench.store.sink import SinkFactory
+from collbench.topologies.loader import load_topology
 from collbench.topologies.schema import TopologyError
 
 FIRST_NODE_JUDGES = "the verdict (doctor.json, exit code) comes from the first node (--node-rank 0)"
@@ -64,9 +67,7 @@ def run_doctor(
 ) -> DoctorOutcome:
     """Run (or with print_only, print) the doctor's rounds and judge them."""
     doctor = spec.doctor  # a doctor's spec (doctor_sweep's) always has one
-    topology, baseline, noise_floor = _inputs(doctor)  # bad input fails before any rank starts
-    if baseline is not None:
-        _measured_alike(baseline, spec, options)
+    topology, baseline, noise_floor = _inputs(spec, options)  # before any rank starts
     launch, run_dir = run_sweep(spec, options, command_line, make_sink)
     if options.print_only or not launch.is_primary or launch.code not in (EXIT_OK, 3):
         return DoctorOutcome(launch, run_dir)
@@ -126,11 +127,7 @@ def group_setup_line(nodes: Mapping[str, Any]) -> str | None:
 def doctor_sweep(doctor: DoctorSpec, fields: Mapping[str, Any]) -> tuple[SweepSpec, list[str]]:
     """The sweep that runs the doctor's rounds (`fields`: the sweep options given), and the
     warnings to show before it runs. A topology loads now, so a bad one fails first."""
-    topology = None
-    if doctor.topology is not None:
-        from collbench.topologies.loader import load_topology
-
-        topology = load_topology(doctor.topology).name
+    topology = load_topology(doctor.topology).name if doctor.topology is not None else None
     spec = SweepSpec(
         collectives=("all_reduce", "sendrecv"),
         sweep_rows=False,
@@ -155,15 +152,12 @@ def doctor_sweep(doctor: DoctorSpec, fields: Mapping[str, Any]) -> tuple[SweepSp
     return spec, warnings
 
 
-def _inputs(doctor: DoctorSpec) -> tuple[Any, Run | None, NoiseFloor | None]:
+def _inputs(spec: SweepSpec, options: RunOptions) -> tuple[Any, Run | None, NoiseFloor | None]:
     """(the topology, the baseline run, the noise floor), read once and checked before the
-    run."""
-    topology = None
-    if doctor.topology is not None:
-        from collbench.topologies.loader import load_topology
-
-        topology = load_topology(doctor.topology)
-    baseline = _baseline(doctor.baseline) if doctor.baseline is not None else None
+    run (a baseline also against how this run will measure)."""
+    doctor = spec.doctor
+    topology = load_topology(doctor.topology) if doctor.topology is not None else None
+    baseline = _baseline(doctor.baseline, spec, options) if doctor.baseline is not None else None
     noise_floor = None
     if doctor.noise_floor is not None:
         noise_floor = load_noise_floor(Path(doctor.noise_floor), "--noise-floor", BAND_NAMES)
@@ -171,12 +165,7 @@ def _inputs(doctor: DoctorSpec) -> tuple[Any, Run | None, NoiseFloor | None]:
 
 
 def _measured_alike(baseline: Run, spec: SweepSpec, options: RunOptions) -> None:
-    """Refuse, before any rank starts, a --baseline measured at another size or (local
-    launcher) with another number of ranks per node: the methodology rule would refuse it
-    only after every repeat ran."""
-    from collbench.bench.distributed import resolve_backend
-    from collbench.launchers.local import local_nproc
-
+    """Refuse up front a --baseline at another size or (local launcher) ranks per node."""
     doctor, spec = spec.doctor, spec.with_backend(resolve_backend(spec.backend))
     baseline_evidence(baseline.rows_of(DOCTOR_ROWS), doctor.baseline, spec.max_bytes)
     theirs = baseline.meta.ranks_per_node
@@ -192,7 +181,7 @@ def _measured_alike(baseline: Run, spec: SweepSpec, options: RunOptions) -> None
         )
 
 
-def _baseline(path: str) -> Run:
+def _baseline(path: str, spec: SweepSpec, options: RunOptions) -> Run:
     """The --baseline run, refused in one line unless it is a finished doctor run: valid
     doctor rows (the store refuses NaN, zero or negative figures, naming file and line) and
     the doctor.json its verdicts were written to."""
@@ -218,4 +207,5 @@ def _baseline(path: str) -> Run:
             "has no doctor.json: its doctor never finished judging (interrupted or failed); "
             "give the directory of a finished collbench doctor run",
         )
+    _measured_alike(run, spec, options)
     return run

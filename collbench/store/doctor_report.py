@@ -75,6 +75,8 @@ class DoctorReport:
     # the matrix above MATRIX_DENSE_MAX_HOSTS hosts (and the matrix is then empty).
     pairs: tuple[tuple[int, int, float | None], ...] = ()
     nodes: Figures = field(default_factory=dict)
+    # Per host the gpu-pair stage's matrix: {"ranks": [...], "gbps": ranks x ranks GB/s}.
+    gpu_pairs: dict[str, Any] = field(default_factory=dict)
     rails: Figures = field(default_factory=dict)
     pass_ratio: Figures = field(default_factory=dict)
     full_busbw_gbps: float | None = None

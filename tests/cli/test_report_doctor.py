@@ -12,7 +12,6 @@ import re
 import pytest
 
 from collbench.cli.report import report
-from collbench.render.doctor_text import doctor_json
 from collbench.render.report.doctor_section import DOCTOR_JSON
 from tests.cli.test_analysis_cli import write_run as write_sweep
 from tests.helpers import collbench
@@ -22,6 +21,7 @@ from tests.unit.render.test_doctor_render import (
     LINK,
     NODE,
     diagnosis,
+    doctor_json,
     doctor_meta,
     doctor_rows,
 )

@@ -67,13 +67,13 @@ def test_one_node_with_only_the_fleet_is_unjudged_exit_6_and_says_why(tmp_path):
     first_line = result.stdout.splitlines()[0]
     assert first_line.startswith("unjudged (no health check): no stage could be"), result.stdout
     assert "a fleet median needs 3 nodes, this run has 1" in first_line
-    # one node: the full stage is the intra group, measured once
-    assert [row["stage"] for row in rows_of(out)] == ["intra"] * REPEATS
+    # one node: the full stage is the intra group, measured once; then its one pair of ranks
+    assert [row["stage"] for row in rows_of(out)] == ["intra", "gpu-pair"] * REPEATS
     document = json.loads((out / "doctor.json").read_text())
     assert document["healthy"] is None and document["verdict"] == "unjudged"
     assert "fleet median needs 3 nodes" in document["reason"]
     status = collbench("status", str(out))
-    assert f"rows: {REPEATS}; state: completed" in status.stdout, status.stdout + status.stderr
+    assert f"rows: {2 * REPEATS}; state: completed" in status.stdout, status.stdout + status.stderr
 
 
 def test_one_node_against_an_expectation_is_healthy(tmp_path):
@@ -145,8 +145,9 @@ def test_a_verdict_under_torchrun_comes_from_the_launching_collbench(tmp_path):
     )  # fmt: skip
     assert result.returncode == 5, result.stderr
     findings = json.loads((out / "doctor.json").read_text())["findings"]
-    assert [finding["kind"] for finding in findings] == ["node"]
+    assert [finding["kind"] for finding in findings] == ["node", "gpu-pair"]
     assert "expected 1000 GB/s from --expect-busbw" in findings[0]["evidence"]
+    assert findings[1]["ranks"] == [0, 1], findings
 
 
 def _free_port() -> int:

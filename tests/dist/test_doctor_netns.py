@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,25 @@ def test_one_slow_pair_is_a_link_not_a_node(tmp_path):
     assert findings[0]["kind"] == "link"
     assert sorted(findings[0]["hosts"]) == ["cbmesh1", "cbmesh3"]
     _assert_matrix_slow_where(document, {("cbmesh1", "cbmesh3")})
+
+
+def test_the_gpu_pair_stage_names_the_one_slow_pair_of_local_ranks(tmp_path):
+    # Three ranks of one "node" (issue 38 item 4): each rank in its own namespace with its own
+    # /32, but all under one hostname, so the doctor sees one node of three local ranks; tbf
+    # on the veth between ranks 0 and 2 (both ends) slows exactly that pair's traffic.
+    with mesh(3, pair_mbit={(0, 2): 400.0}) as nodes:
+        nodes = [replace(node, host="cbgpu") for node in nodes]
+        args = [*SHAPED_SIZE, "-n", "5", "-w", "1"]  # ~12 s of the ~24 is starting ranks
+        results, document = _doctor(nodes, tmp_path / "run", 29731, args)
+    _all_exit(results, 5)
+    assert document is not None, results[0][2]
+    findings = document["findings"]
+    assert [(f["kind"], f["ranks"]) for f in findings] == [("gpu-pair", [0, 2])], findings
+    assert "rank 0<->rank 2 send/recv" in findings[0]["evidence"], findings
+    grid = document["gpu_pairs"]["cbgpu"]
+    assert grid["ranks"] == [0, 1, 2], grid
+    assert grid["gbps"][0][2] * 2 < min(grid["gbps"][0][1], grid["gbps"][1][2]), grid
+    assert "# gpu-pair busbw (GB/s) cbgpu" in results[0][1]
 
 
 def test_a_healthy_mesh_raises_no_alarm_five_runs_in_a_row(tmp_path):

@@ -15,7 +15,6 @@ from collbench.render.doctor_text import (
     HEALTHY,
     VERDICT_HEADER,
     DoctorConsole,
-    doctor_json,
     format_ranks,
     matrix_table,
     node_lines,
@@ -36,6 +35,11 @@ from tests.rows import SWEEP_DEFAULTS
 HOSTS = ("cbnode0", "cbnode1", "cbnode2", "cbnode3")
 PNG = b"\x89PNG"
 SIZE_BYTES = 16 * 1024**2
+
+
+def doctor_json(diagnosis, run_id, expectation):
+    """doctor.json's content as the store saves it."""
+    return doctor_report(diagnosis, run_id, expectation).to_dict()
 
 
 def doctor_row(

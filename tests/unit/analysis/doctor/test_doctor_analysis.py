@@ -214,7 +214,9 @@ def test_two_nodes_below_an_expectation_are_a_link_that_says_it_could_be_a_node(
     expectation = Expectation("--expect-busbw", {"pair": 1.0}, 5.0)
     diagnosis = diagnose(pair_rows(nodes, lambda a, b: 0.5), SPEC, expectation, nodes)
     assert kinds(diagnosis) == [("link", ("h0", "h1"))]
-    assert "a slow node and a slow link look alike" in diagnosis.findings[0].evidence
+    assert (
+        "no other partner: a slow end and a slow link look alike" in diagnosis.findings[0].evidence
+    )
     assert "expected 1 GB/s from --expect-busbw (-50%" in diagnosis.findings[0].evidence
 
 
@@ -539,7 +541,6 @@ def test_one_node_says_so_and_judges_the_intra_node_stage_against_an_expectation
     assert diagnosis.reason.startswith(
         "no stage could be judged (intra: a fleet median needs 3 nodes"
     )
-    assert "one node: pair-wise and rail stages need two or more" in diagnosis.notes
     assert any(
         note.startswith("intra stage not judged: a fleet median needs 3 nodes, this run has 1")
         for note in diagnosis.notes

@@ -188,11 +188,11 @@ def test_nodes_on_a_topology_without_a_network_is_a_topology_error():
 
 def test_the_fleet_bar_needs_three_values_and_takes_the_lower_of_its_two_rules():
     spec = DoctorSpec(fleet_tolerance_pct=25.0)
-    assert fleet_bar([1.0, 2.0], spec) is None
-    tight = fleet_bar([1.0, 1.0, 1.0, 1.0], spec)
+    assert fleet_bar([1.0, 2.0], spec, spec.outlier_mads) is None
+    tight = fleet_bar([1.0, 1.0, 1.0, 1.0], spec, spec.outlier_mads)
     assert tight.reference_gbps == 1.0 and tight.threshold_gbps == pytest.approx(0.75)
     assert tight.source == FLEET and tight.peers == 4
-    noisy = fleet_bar([0.5, 1.0, 2.0], spec)  # log MAD ln 2, 3 values: x 1.483
+    noisy = fleet_bar([0.5, 1.0, 2.0], spec, spec.outlier_mads)  # log MAD ln 2, 3 values: x 1.483
     spread = 1.4826 * 1.483 * math.log(2)
     assert noisy.threshold_gbps == pytest.approx(math.exp(-4 * spread))
     assert noisy.threshold_gbps > 0

@@ -18,7 +18,7 @@ from collbench.core.doctor_spec import MAX_DOCTOR_REPEATS, DoctorSpec
 from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import LaunchResult
-from collbench.render.doctor_text import doctor_json, render_doctor
+from collbench.render.doctor_text import render_doctor
 from collbench.run.doctor_job import DoctorOutcome
 from collbench.store.rows import DoctorRow
 from tests.unit.analysis.doctor.test_doctor_analysis import (
@@ -27,6 +27,7 @@ from tests.unit.analysis.doctor.test_doctor_analysis import (
     layout,
     pair_rows,
 )
+from tests.unit.render.test_doctor_render import doctor_json
 
 SPEC = DoctorSpec()
 FLEET_EXPECTATION = Expectation(FLEET, {}, SPEC.tolerance_pct)

@@ -21,10 +21,11 @@ from collbench.core.doctor_plan import (
 )
 from collbench.core.doctor_spec import DoctorSpec
 from collbench.core.errors import SpecError
-from collbench.render.doctor_text import DoctorConsole, doctor_json, render_doctor
+from collbench.render.doctor_text import DoctorConsole, render_doctor
 from collbench.store.doctor_report import MATRIX_DENSE_MAX_HOSTS, DoctorReport
 from collbench.store.meta import RunMeta
 from tests.unit.analysis.doctor.test_doctor_analysis import FLEET_EXPECTATION, doctor_row, repeated
+from tests.unit.render.test_doctor_render import doctor_json
 
 PER_NODE = 2
 
