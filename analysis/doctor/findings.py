@@ -57,8 +57,7 @@ GPU_CHECKS = Checks(
     network="check its NICs/links (ibstat, ethtool)",
     inside="check its GPUs and NVLink/PCIe (nvidia-smi topo -m, dcgmi diag) or CPU load",
     rank="check the rank's host for CPU/GPU throttling or a noisy neighbour",
-    pair="check the link between these two GPUs (nvidia-smi topo -m, nvidia-smi nvlink -s, "
-    "the PCIe link width in lspci -vv)",
+    pair="check the link between these two GPUs (nvidia-smi topo -m, nvidia-smi nvlink -s)",
 )
 CPU_CHECKS = Checks(
     network="check its NICs/links (ethtool, ip -s link) and its network namespace/shaping",

@@ -117,8 +117,10 @@ def _segment(run: DoctorRun, bar: Bar, full: float, text: str) -> Finding:
             )
     if by_level:
         why, action = "no bisected half is slower than the other", SPINE_ACTION
-    else:
-        why, action = "no single node, pair or rail explains it", BISECT_ACTION
+    else:  # --bisect needs two or more nodes and two ranks a half: else no advice to rerun it
+        bisectable = len(run.hosts) >= 2 and run.stage_rows("full")[0].world_size >= 4
+        why = "no single node, pair or rail explains it"
+        action = BISECT_ACTION if bisectable else SEGMENT_ACTION
     return run.finding(
         "segment",
         run.hosts,

@@ -171,8 +171,7 @@ def _measured_alike(baseline: Run, spec: SweepSpec, options: RunOptions) -> None
     theirs = baseline.meta.ranks_per_node
     if not theirs or choose_launcher(options.launcher, options.rank_env) != "local":
         return
-    ours = local_nproc(spec, options.nproc)
-    if ours != theirs:
+    if (ours := local_nproc(spec, options.nproc)) != theirs:
         raise SpecError(
             "--baseline",
             doctor.baseline,

@@ -480,6 +480,20 @@ def test_full_below_expectation_with_nothing_to_explain_it_asks_for_bisect():
     assert diagnosis.full_busbw_gbps == 0.5
 
 
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_no_bisect_advice_where_bisection_cannot_run(count):
+    # one node (a full row of an older run), or 2-3 nodes of one rank: --bisect needs two
+    # nodes and two ranks a half, so it is skipped there; the advice must not ask for it
+    nodes = layout(count, per_host=2 if count == 1 else 1)
+    rows = pair_rows(nodes, lambda a, b: 1.0) if count > 1 else []
+    ranks = list(range(max(count, 2)))
+    rows += repeated([doctor_row("full", "all", 0.5, nodes["hosts"], ranks)])
+    expectation = Expectation("--expect-busbw", {"full": 1.0, "pair": 1.0}, 5.0)
+    diagnosis = diagnose(rows, SPEC, expectation, nodes)
+    assert [finding.kind for finding in diagnosis.findings] == ["segment"]
+    assert "--bisect" not in diagnosis.findings[0].action, diagnosis.findings[0].action
+
+
 def test_bisect_rows_name_the_slower_half_at_the_deepest_level_that_differs():
     nodes = layout(8)
     hosts = nodes["hosts"]
