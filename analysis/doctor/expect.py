@@ -120,8 +120,7 @@ def bar_for(
             floor_pct=expectation.floor_pct,
             floor_source=expectation.floor_source,
         )
-    # A node's few pairs of local ranks: with 3, a repeat's MAD is set by the two healthy
-    # ones alone, and noise between them would hide any slow one: the tolerance alone.
+    # A node's few local pairs (3 with 3 ranks) give a MAD of two values: the tolerance alone.
     return fleet_bar(values, spec, 0.0 if stage == GPU_PAIR else spec.outlier_mads)
 
 

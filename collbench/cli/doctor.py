@@ -149,8 +149,8 @@ COMMAND_OPTIONS = (
     *LAUNCHER_OPTIONS,
 )
 HELP = (
-    "Name the slow node, rail, link or rank: an all-reduce per node and per rail, send/recv "
-    "between every pair of nodes (N-1 rounds), optional shuffled pairings and bisection. "
+    "Name the slow node, GPU pair, rail, link or rank: an all-reduce per node and per rail, "
+    "send/recv between local rank pairs and node pairs, shuffled pairings, bisection. "
     "Writes doctor.json; exit 0 healthy, 5 something flagged, 6 nothing could be judged, "
     "1 a rank died or hung."
 )

@@ -157,7 +157,9 @@ def _inputs(spec: SweepSpec, options: RunOptions) -> tuple[Any, Run | None, Nois
     run (a baseline also against how this run will measure)."""
     doctor = spec.doctor
     topology = load_topology(doctor.topology) if doctor.topology is not None else None
-    baseline = _baseline(doctor.baseline, spec, options) if doctor.baseline is not None else None
+    baseline = _baseline(doctor.baseline) if doctor.baseline is not None else None
+    if baseline is not None:
+        _measured_alike(baseline, spec, options)
     noise_floor = None
     if doctor.noise_floor is not None:
         noise_floor = load_noise_floor(Path(doctor.noise_floor), "--noise-floor", BAND_NAMES)
@@ -180,7 +182,7 @@ def _measured_alike(baseline: Run, spec: SweepSpec, options: RunOptions) -> None
         )
 
 
-def _baseline(path: str, spec: SweepSpec, options: RunOptions) -> Run:
+def _baseline(path: str) -> Run:
     """The --baseline run, refused in one line unless it is a finished doctor run: valid
     doctor rows (the store refuses NaN, zero or negative figures, naming file and line) and
     the doctor.json its verdicts were written to."""
@@ -206,5 +208,4 @@ def _baseline(path: str, spec: SweepSpec, options: RunOptions) -> Run:
             "has no doctor.json: its doctor never finished judging (interrupted or failed); "
             "give the directory of a finished collbench doctor run",
         )
-    _measured_alike(run, spec, options)
     return run
