@@ -13,10 +13,13 @@ real CLI (`python -m collbench ...`) in fresh processes, its output kept under O
 run directories under OUT/runs and NCCL's debug logs under OUT/nccl-debug, and records its
 figures, its checks (figure, value, expected, ok) and a status: pass, fail, not applicable
 (too few GPUs to prove anything, or a GPU part in a dry run; the reason in its note) or skip
-(not run: over the --budget). Steps run most informative first; --budget SECONDS runs those
-whose ESTIMATED time still fits. Expected ranges are public 8x H100 SXM (DGX H100) figures,
-"to confirm": judged only on such a node (8 GPUs named H100), recorded with ok = null
-elsewhere. The steps, and the Kit and Step they record with: gpu_acceptance_steps.py.
+(not run: over the --budget). On fewer GPUs than a multi-rank step needs, it runs in the
+shared-GPU test mode (COLLBENCH_SHARED_GPU=1, 2-4 ranks sharing the GPUs) where its point
+survives that: its record's test_mode says so and its figures are not judged. Steps run most
+informative first; --budget SECONDS runs those whose ESTIMATED time still fits. Expected
+ranges are public 8x H100 SXM (DGX H100) figures, "to confirm": judged only on such a node
+(8 GPUs named H100, each rank its own), recorded with ok = null elsewhere. The steps, and
+the Kit and Step they record with: gpu_acceptance_steps.py.
 
 --dry-run (CI runs it: tests/cli/test_gpu_acceptance_kit.py): runs every step's CPU part on
 gloo with small sizes; GPU-only parts are `not applicable` with the reason. OUT/acceptance.json
@@ -35,7 +38,7 @@ import sys
 import tarfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,14 +70,14 @@ def plan(gpus: int, budget: float | None, chosen: Sequence[str]) -> list[tuple[K
     limit), by the steps' estimates."""
     used, lines = 0, []
     for step in (step for step in STEPS if step.name in chosen):
-        cost = step.estimate[gpus > 1]
-        if gpus < step.gpus:
-            lines.append((step, f"not applicable: needs {step.gpus} GPUs"))
+        cost, mode = step.estimate[gpus > 1], step.test_mode(gpus)
+        if step.not_applicable(gpus):
+            lines.append((step, f"not applicable: {step.not_applicable(gpus)}"))
         elif budget is not None and used + cost > budget:
             lines.append((step, f"skip: ~{cost} s would end past the budget"))
         else:
             used += cost
-            lines.append((step, f"runs, ~{cost} s (done by ~{used} s)"))
+            lines.append((step, f"runs{f' in test mode ({mode})' if mode else ''}, ~{cost} s (done by ~{used} s)"))  # fmt: skip
     return lines
 
 
@@ -88,20 +91,22 @@ def print_plan(budget: float | None, chosen: Sequence[str]) -> None:
 
 def run_steps(kit: Kit, steps: Sequence[KitStep], budget: float | None) -> dict:
     """Run the steps in order (a crash in one is that step's failure), each only where it
-    proves anything and, with a budget, while its estimate fits the time left: the JSON."""
+    proves anything (on too few GPUs: in the test mode, where its point survives it) and,
+    with a budget, while its estimate fits the time left: the JSON."""
     records, started_all = [], time.perf_counter()
     for kit_step in steps:
-        step = Step(kit_step.name, kit_step.what)
-        print(f"== {step.name}: {step.what}", flush=True)
+        mode = None if kit.dry_run else kit_step.test_mode(kit.gpus)
+        step = Step(kit_step.name, kit_step.what, test_mode=mode)
+        print(f"== {step.name}: {step.what}{f' [test mode: {mode}]' if mode else ''}", flush=True)
         started = time.perf_counter()
         cost = kit_step.estimate[kit.gpus > 1]
-        if not kit.dry_run and kit.gpus < kit_step.gpus:
-            step.not_applicable(f"needs {kit_step.gpus} GPUs, this node has {kit.gpus}: fewer prove nothing")  # fmt: skip
+        if not kit.dry_run and kit_step.not_applicable(kit.gpus):
+            step.not_applicable(kit_step.not_applicable(kit.gpus))
         elif budget is not None and started - started_all + cost > budget:
             step.skip(f"over the budget: ~{cost} s (estimated), {budget - (started - started_all):.0f} s left")  # fmt: skip
         else:
             try:
-                kit_step.body(kit, step)
+                kit_step.body(replace(kit, gpus=kit_step.gpus, shared=True) if mode else kit, step)
             except Exception as error:  # noqa: BLE001 - a broken step is a failed step
                 step.status, step.note = FAIL, f"{type(error).__name__}: {error}"
         step.seconds = round(time.perf_counter() - started, 2)

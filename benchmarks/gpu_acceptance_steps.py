@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from collbench.core.collectives import REGISTRY
+from collbench.core.knobs import SHARED_GPU_VAR
 
 # not applicable: the step cannot prove anything here (too few GPUs, no GPU in a dry run);
 # skip: it was not run (over the --budget).
@@ -49,6 +50,7 @@ class Step:
     status: str = PASS
     note: str | None = None
     commands: list[dict[str, Any]] = field(default_factory=list)
+    test_mode: str | None = None  # ran with ranks sharing GPUs (SHARED_GPU_VAR): never judged
     figures: dict[str, Any] = field(default_factory=dict)
     checks: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
@@ -92,12 +94,13 @@ class Kit:
     dry_run: bool
     gpus: int  # the ranks that are "every GPU" (dry run: CPU ranks)
     device: str  # the GPU's name, or the CPU's
+    shared: bool = False  # the step's `gpus` ranks share the node's GPUs (SHARED_GPU_VAR=1)
     collbench: tuple[str, ...] = (sys.executable, "-m", "collbench")
 
     @property
     def judged(self) -> bool:
-        """Whether the expected ranges apply here: 8 GPUs named H100."""
-        return not self.dry_run and self.gpus == 8 and "H100" in self.device
+        """Whether the expected ranges apply here: 8 GPUs named H100, each rank its own."""
+        return not self.dry_run and not self.shared and self.gpus == 8 and "H100" in self.device
 
     @property
     def backend(self) -> list[str]:
@@ -126,13 +129,14 @@ class Kit:
     ) -> Done:
         """Run argv to completion, its output into OUT/logs/STEP-LABEL.log."""
         started = time.perf_counter()
+        env = {**(env or {}), **({SHARED_GPU_VAR: "1"} if self.shared else {})}  # never inherited
         try:
             done = subprocess.run(
                 list(argv),
                 capture_output=True,
                 text=True,
                 timeout=COMMAND_TIMEOUT_S,
-                env={**os.environ, **(env or {})},
+                env={**{k: v for k, v in os.environ.items() if k != SHARED_GPU_VAR}, **env},
             )
             code, stdout, stderr = done.returncode, done.stdout, done.stderr
         except subprocess.TimeoutExpired as error:
@@ -140,12 +144,12 @@ class Kit:
         seconds = time.perf_counter() - started
         log = self.out / "logs" / f"{step.name}-{label}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(f"$ {shlex.join(argv)}\n# env {env or {}}\n{stdout}\n{stderr}")
+        log.write_text(f"$ {shlex.join(argv)}\n# env {env}\n{stdout}\n{stderr}")
         step.commands.append(
             {
                 "label": label,
                 "argv": shlex.join(argv),
-                "env": env or {},
+                "env": env,
                 "exit_code": code,
                 "seconds": round(seconds, 2),
                 "log": str(log),
@@ -173,7 +177,8 @@ BLOCKED_OVERLAP_PCT = (0.0, 10.0)  # TORCH_NCCL_BLOCKING_WAIT=1: nothing can ove
 
 
 def _small(kit: Kit, gpu: str) -> str:
-    return "64K" if kit.dry_run else gpu
+    """The largest size: `gpu`, 64 MiB when ranks share a GPU (sockets), 64 KiB on CPU."""
+    return "64K" if kit.dry_run else "64M" if kit.shared else gpu
 
 
 def _sweep_args(kit: Kit, collectives: str, max_bytes: str, ranks: int | None = None) -> list[str]:
@@ -209,7 +214,7 @@ def sweep_all(kit: Kit, step: Step) -> None:
         step.figures[f"busbw_gbps {name} at {row['size_bytes'] if row else '-'} B"] = row and round(
             row["busbw_gbps"], 2
         )
-        if name in BUSBW_1G and not kit.dry_run:
+        if name in BUSBW_1G and not kit.dry_run and not kit.shared:
             step.within(f"busbw {name} at 1 GiB", row and row["busbw_gbps"], *BUSBW_1G[name], kit.judged)  # fmt: skip
 
 
@@ -288,7 +293,7 @@ def nccl_choices(kit: Kit, step: Step) -> None:
 
     folder = kit.out / "runs" / "nccl_choices"
     folder.mkdir(parents=True, exist_ok=True)
-    spec = SweepSpec(collectives=("all_reduce", "all_gather", "reduce_scatter"), min_bytes=8, max_bytes=1024**3, factor=4.0, repeats=1, iters=5)  # fmt: skip
+    spec = SweepSpec(collectives=("all_reduce", "all_gather", "reduce_scatter"), min_bytes=8, max_bytes=1024**2 * (64 if kit.shared else 1024), factor=4.0, repeats=1, iters=5)  # fmt: skip
     env = choices_env(folder, os.environ)
     args = ["sweep", *spec.to_args(), "-g", str(kit.gpus), "--out", str(folder / "run")]
     step.code_is(kit.run(step, "sweep", args, env), 0)
@@ -439,7 +444,7 @@ def doctor(kit: Kit, step: Step, nodes: int) -> None:
     env = {"COLLBENCH_TEST_DOCTOR_NODE_SIZE": str(ranks // nodes)} if nodes > 1 else None
     size = ["--size", "1M"] if kit.dry_run else []
     done = kit.run(step, f"{nodes}-nodes", ["doctor", "-g", str(ranks), *kit.backend, *size], env)
-    codes = (0, 5, 6) if kit.dry_run else (0, 6)  # a loaded CPU host may flag itself
+    codes = (0, 5, 6) if kit.dry_run or kit.shared else (0, 6)  # a loaded/shared one may flag
     step.code_is(done, *codes)
     path = done.run_dir / "doctor.json" if done.run_dir else None
     report = json.loads(path.read_text()) if path and path.exists() else {}
@@ -554,34 +559,53 @@ def pytest_gpu(kit: Kit, step: Step) -> None:
 class KitStep(NamedTuple):
     """A step as the kit plans it: `gpus`, the fewest GPUs on which it proves anything (a
     single rank takes NCCL's shortcut: no algorithm choice, no TUNING line, no rank 1);
-    `estimate`, ESTIMATED seconds on 1 GPU and on 8 (H100-class, commands' start-up
-    included), for --budget and --plan, not measured."""
+    `estimate`, ESTIMATED seconds on 1 GPU (test mode for a multi-rank step) and on 8
+    (H100-class, commands' start-up included), for --budget and --plan, not measured;
+    `unshared`, why its point does not survive ranks sharing a GPU (None: on fewer GPUs
+    its `gpus` ranks share them in the test mode, SHARED_GPU_VAR=1)."""
 
     name: str
     what: str
     body: Callable[[Kit, Step], None]
     gpus: int
     estimate: tuple[int, int]
+    unshared: str | None = None
+
+    def test_mode(self, gpus: int) -> str | None:
+        """How its ranks share `gpus` GPUs, too few for it, if its point survives that."""
+        if gpus < self.gpus <= 4 and self.unshared is None:
+            return f"{SHARED_GPU_VAR}=1, {self.gpus} ranks on {gpus} GPU(s), figures not judged"
+        return None
+
+    def not_applicable(self, gpus: int) -> str | None:
+        """Why it proves nothing on `gpus` GPUs (None: it runs, maybe in the test mode)."""
+        if gpus >= self.gpus or self.test_mode(gpus):
+            return None
+        why = f"no test mode: {self.unshared}" if self.unshared else "fewer prove nothing"
+        return f"needs {self.gpus} GPUs, this node has {gpus}; {why}"
+
+
+_CONTENDED = "mean nothing when ranks sharing a GPU contend for its SMs"
 
 
 # Most informative first: --budget runs them in this order while they fit.
 STEPS = (
-    KitStep("sweep_all", "all seven collectives to 1 GiB, #wrong 0, busbw at 1 GiB", sweep_all, 2, (0, 90)),
-    KitStep("nccl_choices", "NCCL's algorithm/protocol per size, NCCL_DEBUG parsed", nccl_choices, 2, (0, 60)),
+    KitStep("sweep_all", "all seven collectives to 1 GiB, #wrong 0, busbw at 1 GiB", sweep_all, 2, (60, 90)),
+    KitStep("nccl_choices", "NCCL's algorithm/protocol per size, NCCL_DEBUG parsed", nccl_choices, 2, (40, 60)),
     KitStep("too_many_ranks", "more ranks than GPUs refused, naming the GPU count", too_many_ranks, 1, (10, 10)),
-    KitStep("corrupt_rank", "a corrupted rank's result gives exit 3", corrupt_rank, 2, (0, 20)),
+    KitStep("corrupt_rank", "a corrupted rank's result gives exit 3", corrupt_rank, 2, (20, 20)),
     KitStep("graph_latency", "8 B..1 MiB all-reduce eager vs --cuda-graph (nccl-tests -G)", graph_latency, 1, (40, 45)),
     KitStep("gemm_bf16", "gemm square 1024..16384 bf16", gemm_bf16, 1, (60, 60)),
-    KitStep("tune_ring_tree", "tune Ring/Tree over all-reduce + all-gather (Tree: all-reduce only)", tune_ring_tree, 2, (0, 120)),
-    KitStep("tune_verify", "tune verify: default, best.env and nccl_tuner.conf via NCCL's example tuner plugin", tune_verify, 2, (0, 90)),
-    KitStep("overlap_channels", "overlap by size: default, NCCL_MAX_NCHANNELS=4, NCCL_MAX_CTAS=4", overlap_channels, 2, (0, 150)),
-    KitStep("doctor_one_node", "doctor on this node (intra stage)", lambda kit, step: doctor(kit, step, 1), 2, (0, 60)),
+    KitStep("tune_ring_tree", "tune Ring/Tree over all-reduce + all-gather (Tree: all-reduce only)", tune_ring_tree, 2, (90, 120)),
+    KitStep("tune_verify", "tune verify: default, best.env and nccl_tuner.conf via NCCL's example tuner plugin", tune_verify, 2, (60, 90)),
+    KitStep("overlap_channels", "overlap by size: default, NCCL_MAX_NCHANNELS=4, NCCL_MAX_CTAS=4", overlap_channels, 2, (0, 150), f"overlap and channel effects {_CONTENDED}"),
+    KitStep("doctor_one_node", "doctor on this node (intra stage)", lambda kit, step: doctor(kit, step, 1), 2, (60, 60)),
     KitStep("gemm_workload", "Nemotron-4 15B's GEMMs against the sustained-clock shape model", gemm_workload, 1, (45, 45)),
     KitStep("gemm_tf32", "gemm fp32 with and without TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", gemm_tf32, 1, (30, 30)),
-    KitStep("avg_odd_world", "bf16/fp16 avg at 6 ranks (a world size NCCL's 1/n rounds at)", avg_odd_world, 3, (0, 60)),
-    KitStep("overlap_blocking", "TORCH_NCCL_BLOCKING_WAIT=1: refused, warned when allowed, ~0%", overlap_blocking, 2, (0, 60)),
-    KitStep("tune_algo_proto", "tune Ring/NVLS/Tree x Simple/LL/LL128 on all-reduce", tune_algo_proto, 2, (0, 300)),
-    KitStep("doctor_four_nodes", "doctor with 4 test 'nodes' (COLLBENCH_TEST_DOCTOR_NODE_SIZE)", lambda kit, step: doctor(kit, step, 4), 4, (0, 90)),
+    KitStep("avg_odd_world", "bf16/fp16 avg at 6 ranks (a world size NCCL's 1/n rounds at)", avg_odd_world, 3, (45, 60)),
+    KitStep("overlap_blocking", "TORCH_NCCL_BLOCKING_WAIT=1: refused, warned when allowed, ~0%", overlap_blocking, 2, (0, 60), f"overlap figures {_CONTENDED}"),
+    KitStep("tune_algo_proto", "tune Ring/NVLS/Tree x Simple/LL/LL128 on all-reduce", tune_algo_proto, 2, (240, 300)),
+    KitStep("doctor_four_nodes", "doctor with 4 test 'nodes' (COLLBENCH_TEST_DOCTOR_NODE_SIZE)", lambda kit, step: doctor(kit, step, 4), 4, (90, 90)),
     KitStep("gemm_long", "a long bf16 gemm run (clocks and power where recorded)", gemm_long, 1, (90, 90)),
     KitStep("pytest_gpu", "pytest -m gpu, multi-rank tests on every visible GPU", pytest_gpu, 1, (240, 420)),
 )  # fmt: skip

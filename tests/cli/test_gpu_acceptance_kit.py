@@ -1,7 +1,8 @@
 """The GPU acceptance kit (benchmarks/gpu_acceptance.py, issues 27 and 40) cannot rot: its
 dry run prints the plan and runs every step's CPU part on real gloo ranks, its JSON says
 which steps passed and which are not applicable without a GPU, and its archive holds it all;
-a node with too few GPUs or a short budget gets not applicable and skip, never a pass."""
+a node with too few GPUs runs a multi-rank step in the shared-GPU test mode where its point
+survives that, never judged, and not applicable where not; a short budget skips."""
 
 from __future__ import annotations
 
@@ -96,31 +97,58 @@ def test_the_plan_says_what_fits_the_budget_on_one_gpu_and_on_eight():
     assert done.returncode == 0, done.stderr
     one, eight = done.stdout.split("# plan on 8 GPU(s)")
     assert "# plan on 1 GPU(s), within 540 s (times are ESTIMATES" in one
-    assert "sweep_all          not applicable: needs 2 GPUs" in one  # one rank proves nothing
-    assert "gemm_bf16          runs" in one and "sweep_all          runs" in eight
+    # a multi-rank step on 1 GPU: its ranks share it (test mode), unless its point is lost
+    assert (
+        "sweep_all          runs in test mode (COLLBENCH_SHARED_GPU=1, 2 ranks on 1 GPU(s)" in one
+    )
+    assert (
+        "corrupt_rank       runs in test mode" in one and "doctor_one_node    runs in test" in one
+    )
+    assert "overlap_channels   not applicable: needs 2 GPUs, this node has 1; no test mode" in one
+    assert "gemm_bf16          runs, ~" in one and "sweep_all          runs, ~" in eight
+    assert "test mode" not in eight
     assert "past the budget" in eight  # 8 GPUs: more than 540 s of steps
     ends = [int(x) for x in re.findall(r"done by ~(\d+) s", eight)]
     assert ends == sorted(ends) and ends[-1] <= 540
 
 
-def test_too_few_gpus_is_not_applicable_and_over_budget_is_skipped(tmp_path):
-    """On a 1-GPU node a 2-GPU step neither passes nor fails; a step whose estimate no longer
-    fits the budget is skipped; the rest run (bodies stand in for the GPU commands)."""
+def test_too_few_gpus_is_test_mode_or_not_applicable_and_over_budget_is_skipped(
+    tmp_path, monkeypatch
+):
+    """On a 1-GPU node a 4-rank step runs its 4 ranks in the shared-GPU test mode (its
+    commands get COLLBENCH_SHARED_GPU=1, its ranges are not judged); a 2-GPU step whose point
+    does not survive sharing is not applicable; the others never inherit the mode; a step
+    whose estimate no longer fits the budget is skipped (real commands stand in for GPU ones)."""
     kit, steps = _modules()
-    ran = []
-    body = lambda k, step: ran.append(step.name)  # noqa: E731
+    monkeypatch.setenv("COLLBENCH_SHARED_GPU", "1")  # exported by hand: not for unshared steps
+    seen = {}
+
+    def body(k, step):
+        child = "import os; print(os.environ.get('COLLBENCH_SHARED_GPU'))"
+        done = k.command(step, "env", [sys.executable, "-c", child])
+        seen[step.name] = (k.gpus, k.judged, done.stdout.strip())
+
     plan = [
-        steps.KitStep("two", "needs 2", body, 2, (0, 10)),
+        steps.KitStep("four", "shares", body, 4, (0, 10)),
+        steps.KitStep("apart", "needs 2", body, 2, (0, 10), "figures mean nothing shared"),
         steps.KitStep("one", "fits", body, 1, (30, 30)),
         steps.KitStep("long", "too long", body, 1, (100, 100)),
     ]
-    document = kit.run_steps(steps.Kit(tmp_path, False, 1, "GPU"), plan, budget=60)
-    status = {step["name"]: (step["status"], step["note"]) for step in document["steps"]}
-    assert ran == ["one"]
-    assert status["two"] == ("not applicable", "needs 2 GPUs, this node has 1: fewer prove nothing")
-    assert status["one"][0] == "pass" and status["long"][0] == "skip"
-    assert "over the budget" in status["long"][1]
-    assert document["summary"] == {"pass": 1, "fail": 0, "not applicable": 1, "skip": 1}
+    document = kit.run_steps(steps.Kit(tmp_path, False, 1, "H100"), plan, budget=60)
+    status = {step["name"]: step for step in document["steps"]}
+    assert seen == {"four": (4, False, "1"), "one": (1, False, "None")}
+    four = status["four"]
+    assert four["status"] == "pass" and four["commands"][0]["env"] == {"COLLBENCH_SHARED_GPU": "1"}
+    assert four["test_mode"] == "COLLBENCH_SHARED_GPU=1, 4 ranks on 1 GPU(s), figures not judged"
+    assert status["one"]["test_mode"] is None and status["one"]["commands"][0]["env"] == {}
+    assert status["apart"]["status"] == "not applicable" and status["apart"]["test_mode"] is None
+    assert status["apart"]["note"] == (
+        "needs 2 GPUs, this node has 1; no test mode: figures mean nothing shared"
+    )
+    assert status["long"]["status"] == "skip" and "over the budget" in status["long"]["note"]
+    assert document["summary"] == {"pass": 2, "fail": 0, "not applicable": 1, "skip": 1}
+    sharing = steps.Kit(tmp_path, False, 8, "H100", shared=True)  # 8 ranks on fewer GPUs
+    assert steps.Kit(tmp_path, False, 8, "H100").judged and not sharing.judged
 
 
 def test_too_many_ranks_expects_the_refusal_local_launcher_gives(monkeypatch):
