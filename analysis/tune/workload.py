@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from collbench.analysis.rules.decision import THRESHOLD, Question, evidence_of, judge
 from collbench.analysis.tune.records import SelectRule, SettingOutcome, repeats_busbw
 from collbench.analysis.tune.select import NO_SAMPLES, setting_table, tuned_placement
-from collbench.core.units import format_size
+from collbench.core.units import format_size, format_time
 from collbench.store.rows import SWEEP, row_is
 
 
@@ -72,7 +72,7 @@ class WorkloadLoss:
         return (
             f"{self.kind} {self.collective} {format_size(int(self.size_bytes))} x "
             f"{self.count:g}/step: fastest under {self.fastest}; {exported} takes "
-            f"{_ms(extra_s)} more per step ({share:+.1%})"
+            f"{format_time(extra_s)} more per step ({share:+.1%})"
         )
 
 
@@ -101,8 +101,8 @@ class WorkloadChoice:
         if (self.exported or self.chosen) is not self.chosen:
             return f"{self.chosen.setting}'s shorter step is within what is resolved: {self.margin_text}"
         return (
-            f"the shortest modelled step of the workload ({_ms(self.chosen.step_time_s)}, "
-            f"exposed communication {_ms(self.chosen.exposed_comm_s)}); {self.margin_text}"
+            f"the shortest modelled step of the workload ({format_time(self.chosen.step_time_s)}, "
+            f"exposed communication {format_time(self.chosen.exposed_comm_s)}); {self.margin_text}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -237,7 +237,7 @@ def resolve(
         zip(questions, judge(list(questions.values()), rule.decision_rule), strict=True)
     )
     gain_s = default.step_time_s - choice.chosen.step_time_s
-    text = f"exported only when the step gain is more than the margin: gain {_ms(gain_s)}, margin"
+    text = f"exported only when the step gain is more than the margin: gain {format_time(gain_s)}, margin"
     unjudged = [where for where, verdict in verdicts.items() if verdict.detectable_pct is None]
     if unjudged or not verdicts:
         text += f" unknown: unjudged at {', '.join(unjudged) or 'every size'}"
@@ -247,7 +247,7 @@ def resolve(
     margin_s = default.exposed_comm_s * pct / 100.0
     by = NO_SAMPLES if widest.basis == THRESHOLD else f"{widest.basis}, {widest.floor_source}"
     text += (
-        f" {_ms(margin_s)} ({pct:.1f}% of the default's exposed communication, the smallest "
+        f" {format_time(margin_s)} ({pct:.1f}% of the default's exposed communication, the smallest "
         f"busbw change resolved: {by}, at {where})"
     )
     exported = choice.chosen if gain_s > margin_s else default
@@ -271,7 +271,3 @@ def group_note(items: Sequence[StepItem], world_sizes: Mapping[str, Sequence[int
         "which takes out the group size's factor) is assumed to hold at the workload's group "
         "sizes and node spans, so the choice is as good as that assumption"
     )
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:,.3f} ms"

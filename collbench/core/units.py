@@ -133,6 +133,12 @@ def time_unit(seconds: float) -> tuple[str, float, int]:
     return name, scale, min(3, max(0, 3 - math.floor(math.log10(value)))) if value > 0 else 3
 
 
+def format_time(seconds: float) -> str:
+    """A time in the unit it reads in (time_unit): '19.73 min', '812.3 ms'."""
+    name, scale, decimals = time_unit(seconds)
+    return f"{seconds / scale:,.{decimals}f} {name}"
+
+
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr)?\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"": 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600}
 

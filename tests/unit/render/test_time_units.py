@@ -3,7 +3,7 @@
 
 import pytest
 
-from collbench.core.units import time_unit
+from collbench.core.units import format_time, time_unit
 from collbench.render.tune import workload_lines
 
 
@@ -20,7 +20,7 @@ from collbench.render.tune import workload_lines
 )
 def test_a_time_reads_in_its_unit_with_4_significant_digits(seconds, text):
     name, scale, decimals = time_unit(seconds)
-    assert f"{seconds / scale:,.{decimals}f} {name}" == text
+    assert f"{seconds / scale:,.{decimals}f} {name}" == text == format_time(seconds)
 
 
 def test_the_workload_table_gives_each_time_column_its_unit():
