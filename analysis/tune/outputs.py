@@ -6,7 +6,7 @@ The method, in full: docs/tune.md#analysis-tune-outputs-py.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -25,6 +25,7 @@ from collbench.analysis.tune.workload import SettingStep, WorkloadChoice, resolv
 from collbench.core.errors import SpecError
 from collbench.core.safe_text import ENV_NAME, escape_control, refuse_control
 from collbench.core.stats import geomean
+from collbench.store.meta import RunMeta
 from collbench.store.tune_result import EnvExport, TuneResult, TuneSetting
 
 
@@ -33,6 +34,7 @@ def env_choice(
     workload: WorkloadChoice | None = None,
     outcomes: Sequence[SettingOutcome] = (),
     rule: SelectRule | None = None,
+    library: tuple[str, str] | None = None,
 ) -> EnvExport:
     """The one setting best.env exports (see the module's rule; with a resolved `workload`,
     its `exported` setting) and the conflicts, made safe for a whole job (`deployable`).
@@ -47,33 +49,64 @@ def env_choice(
             "nccl_tuner.conf (per range)"
         )
         return EnvExport({}, "baseline", why, choice.conflicts)
-    knobs, note = deployable(choice.knobs)
+    nodes = sorted({row.nodes for item in outcomes for row in item.rows if row.nodes})
+    knobs, note = deployable(choice.knobs, [r.collective for r in best], library, nodes)
     if note is None:
         return choice
     return replace(choice, knobs=knobs, why=f"{choice.why}; {note}")
 
 
-def deployable(knobs: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
-    """`knobs` as a whole job can export them: a plain NCCL_ALGO list that leaves some
-    collective nothing NCCL runs (NCCL_ALGO=Tree: every all-gather, reduce-scatter, broadcast
-    and reduce would fail with "no algorithm/protocol available") is written in NCCL
-    2.24+'s per-collective form for the collectives that can run it (`allreduce:tree`),
-    leaving the others to NCCL, which is what the tune measured for them. The note says so
-    (None: nothing changed)."""
+# NCCL reads NCCL_ALGO's per-collective form (`allreduce:tree`) from 2.24 (RCCL too, whose
+# releases follow NCCL's numbering); older releases switch every algorithm off and fall back
+# to their own choice in silence.
+PER_COLLECTIVE_SINCE = (2, 24)
+
+
+def deployable(
+    knobs: Mapping[str, str],
+    measured: Sequence[str] = (),
+    library: tuple[str, str] | None = None,
+    nodes: Sequence[int] = (),
+) -> tuple[dict[str, str], str | None]:
+    """`knobs` as a whole job can export them. A plain NCCL_ALGO list is set only for the
+    `measured` collectives (every collective NCCL can run under it when none is named) and
+    only where NCCL runs it: NCCL_ALGO=Tree alone would fail every all-gather and
+    reduce-scatter, NVLS would be forced on collectives never measured. That needs the
+    per-collective form (`allreduce:tree`); the `library` (name, version) the runs recorded
+    decides whether it is read: an older one gets no NCCL_ALGO at all. The note says what
+    was done and on how many `nodes` it was measured (None: nothing changed)."""
     value = knobs.get("NCCL_ALGO")
     if not value or ":" in value or ";" in value:
         return dict(knobs), None
     kept, skipped = split_collectives({"NCCL_ALGO": value}, tuple(PLUGIN_COLLECTIVE))
-    if not skipped or not kept:
+    ran = [name for name in kept if not measured or name in measured]
+    if not kept or (not skipped and ran == list(kept)):
         return dict(knobs), None
-    form = ";".join(f"{PLUGIN_COLLECTIVE[name]}:{value.lower()}" for name in kept)
-    note = (
-        f"NCCL_ALGO={value} alone would fail every {', '.join(item.collective for item in skipped)} "
-        f"of the job (NCCL runs no such pair), so it is exported as NCCL_ALGO={form} "
-        "(NCCL 2.24+; older NCCL refuses this form: export it only to jobs without those "
-        "collectives)"
+    form = ";".join(f"{PLUGIN_COLLECTIVE[name]}:{value.lower()}" for name in ran)
+    on = f" on {'/'.join(map(str, nodes))} node(s)" if nodes else ""
+    note = f"NCCL_ALGO={value} was measured for {', '.join(ran) or 'no collective'}{on}"
+    name, version = library or ("NCCL", "")
+    numbers = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+    if not ran or (len(numbers) == 2 and numbers < PER_COLLECTIVE_SINCE):
+        return {k: v for k, v in knobs.items() if k != "NCCL_ALGO"}, (
+            f"{note}; {name} {version} reads no per-collective NCCL_ALGO (2.24+) and would "
+            "switch every algorithm off in silence, so NCCL_ALGO is not exported: deploy "
+            "nccl_tuner.conf, which sets it per collective and size"
+        )
+    known = f"{name} {version} reads it" if version else "NCCL 2.24+ only: no version recorded"
+    return {**knobs, "NCCL_ALGO": form}, (
+        f"{note}, so it is exported as NCCL_ALGO={form}, leaving the other collectives to "
+        f"NCCL ({known}; older NCCL switches every algorithm off in silence)"
     )
-    return {**knobs, "NCCL_ALGO": form}, note
+
+
+def recorded_library(metas: Iterable[RunMeta | None]) -> tuple[str, str] | None:
+    """The communication library and version the runs recorded (("NCCL", "2.21.5"))."""
+    for meta in metas:
+        for name in ("nccl", "rccl"):
+            if meta is not None and (meta.versions or {}).get(name):
+                return name.upper(), str(meta.versions[name])
+    return None
 
 
 def _loses_a_range(
@@ -186,6 +219,7 @@ def tune_document(
     rule: SelectRule | None = None,
     extra: Mapping[str, Any] | None = None,
     workload: WorkloadChoice | None = None,
+    library: tuple[str, str] | None = None,
 ) -> TuneResult:
     """tune.json's content: `settings` (knobs, status, error, id, label, baseline, rows,
     repeats), `best` (BestRecord.to_dict), `env` (best.env's choice and conflicts), `rule`,
@@ -199,7 +233,7 @@ def tune_document(
     core = TuneResult(
         settings=tuple(_setting_entry(outcome) for outcome in outcomes),
         best=tuple(record.to_dict() for record in best),
-        env=env_choice(best, workload, outcomes, rule),
+        env=env_choice(best, workload, outcomes, rule, library),
         rule=asdict(rule),
     )
     return TuneResult.from_dict({**core.to_dict(), **(extra or {})}) if extra else core

@@ -77,7 +77,9 @@ def test_faster_setting_wins_its_band_and_files_have_the_issues_keys(ring_wins_l
     assert large["gain"] > 0.2
     assert small["knobs"] == {} and small["default_is_best"]
     env = (out / "best.env").read_text()
-    assert "export NCCL_ALGO=Ring" in env and "export NCCL_PROTO=Simple" in env
+    # measured on all-reduce alone: NCCL_ALGO is set for it alone (issue 40 item 1)
+    assert "export NCCL_ALGO=allreduce:ring" in env and "export NCCL_PROTO=Simple" in env
+    assert "NCCL_ALGO=Ring was measured for all_reduce on 1 node(s)" in env
 
 
 def test_tuner_conf_parses_and_covers_every_size(ring_wins_large, tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.analysis.tune.from_runs import check_tunable, outcomes_from_runs
-from collbench.analysis.tune.outputs import render_best_env, tune_document
+from collbench.analysis.tune.outputs import recorded_library, render_best_env, tune_document
 from collbench.analysis.tune.select import BestRecord, SelectRule, select_best
 from collbench.analysis.tune.tuner_conf import (
     DEFAULT_TUNER_SHAPE,
@@ -121,7 +121,8 @@ def tune_from(
     }
     choice, why_not = workload_choice(outcomes, workload)
     warnings += why_not
-    document = tune_document(outcomes, best, rule, extra, choice)
+    library = recorded_library(run.meta for run in runs)
+    document = tune_document(outcomes, best, rule, extra, choice, library)
     written = write_result(out, document, render_best_env(document.env), conf)
     return TuneFromResult(out, best, document, written, warnings, notes)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.analysis.tune.from_runs import as_repeats
-from collbench.analysis.tune.outputs import render_best_env, tune_document
+from collbench.analysis.tune.outputs import recorded_library, render_best_env, tune_document
 from collbench.analysis.tune.search import (
     DescentRule,
     HalvingRule,
@@ -61,7 +61,7 @@ from collbench.run.tune.workload import workload_choice
 from collbench.store.load import load_run
 from collbench.store.outputs import check_output_dir
 from collbench.store.rows import SWEEP
-from collbench.store.rundir import META_FILE
+from collbench.store.rundir import META_FILE, read_meta
 from collbench.store.sink import SinkFactory
 from collbench.store.tune_result import CHOICES_FILE, SettingRuns, TuneLaunch, TunerConfStatus
 
@@ -610,7 +610,12 @@ def tune_result(tuner: Tuner, items: list[Measured], warnings: list[str]) -> Tun
     for line in said:
         tuner.say(f"collbench: warning: {line}")
     warnings = [*warnings, *said]
-    core = tune_document([item.outcome() for item in items], best, plan.rule, workload=workload)
+    library = recorded_library(
+        read_meta(tuner.out / item.run_dir) for item in full if item.run_dir is not None
+    )
+    core = tune_document(
+        [item.outcome() for item in items], best, plan.rule, workload=workload, library=library
+    )
     document = replace(
         core,
         settings=tuple(

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from collbench.analysis.rules.bands import BANDS
-from collbench.analysis.tune.outputs import env_choice, render_best_env, tune_document
+from collbench.analysis.tune.outputs import deployable, env_choice, render_best_env, tune_document
 from collbench.analysis.tune.select import (
     BYTES_MAX,
     NO_SAMPLES,
@@ -343,3 +343,31 @@ def test_best_env_never_exports_a_setting_that_loses_a_measured_range():
         document.env, conflicts=("all_reduce 4 KiB: best is the default, best.env exports X",)
     )
     assert "best.env exports" not in render_best_env(lost)
+
+
+@pytest.mark.parametrize(
+    "library, exported, said",
+    [
+        (("NCCL", "2.21.5"), None, "NCCL 2.21.5 reads no per-collective NCCL_ALGO (2.24+)"),
+        (("RCCL", "2.20.5"), None, "RCCL 2.20.5 reads no per-collective"),
+        (("NCCL", "2.26.2"), "allreduce:nvls", "(NCCL 2.26.2 reads it;"),
+        (None, "allreduce:nvls", "(NCCL 2.24+ only: no version recorded;"),
+    ],
+)
+def test_best_env_sets_nccl_algo_for_what_was_measured_in_a_form_the_library_reads(
+    library, exported, said
+):
+    """NCCL_ALGO=NVLS won on all-reduce, measured on one node (issue 40 item 1): it is set
+    for all-reduce alone (never forced on all-gather and reduce-scatter, never measured), in
+    the per-collective form, which NCCL and RCCL before 2.24 do not read: there it is not
+    exported at all, and the note says so and where it was measured."""
+    knobs, note = deployable(
+        {"NCCL_ALGO": "NVLS", "NCCL_PROTO": "Simple"}, ["all_reduce"], library, [1]
+    )
+    assert knobs.get("NCCL_ALGO") == exported and knobs["NCCL_PROTO"] == "Simple"
+    assert (
+        note.startswith("NCCL_ALGO=NVLS was measured for all_reduce on 1 node(s)") and said in note
+    )
+    assert deployable({"NCCL_ALGO": "Ring"}, ["all_reduce", "all_gather"], None)[0] == {
+        "NCCL_ALGO": "allgather:ring;allreduce:ring"
+    }

@@ -191,4 +191,5 @@ def test_dp_buckets_of_4_gib_export_the_tuned_setting_25_mib_the_default():
         choice, _ = workload_choice(outcomes, job)
         document = tune_document(outcomes, select_best(outcomes), workload=choice).to_dict()
         exported[bucket_mb] = document["env"]["knobs"]
-    assert exported == {25: {}, 4096: tuned}
+    # measured on all-reduce only: exported for it alone (issue 40 item 1)
+    assert exported == {25: {}, 4096: {"NCCL_ALGO": "allreduce:ring"}}
