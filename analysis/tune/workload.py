@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from collbench.analysis.rules.decision import THRESHOLD, Question, evidence_of, judge
 from collbench.analysis.tune.records import SelectRule, SettingOutcome, repeats_busbw
 from collbench.analysis.tune.select import NO_SAMPLES, setting_table, tuned_placement
+from collbench.analysis.tune.validity import split_collectives
 from collbench.core.units import format_size, format_time
 from collbench.store.rows import SWEEP, row_is
 
@@ -133,13 +134,15 @@ def busbw_tables(
     outcomes: Sequence[SettingOutcome],
 ) -> dict[int, dict[str, dict[int, float]]]:
     """Per outcome (by id) that measured something: {collective: {size: busbw}}, the busbw
-    the geometric mean over its repeats at the placement tune tunes for that collective."""
+    the geometric mean over its repeats at the placement tune tunes for that collective. A
+    collective a setting cannot run (NCCL_ALGO=Tree's all-gather, skipped by validity) has the
+    default's: best.env leaves it to NCCL's own choice, so the setting stays a candidate."""
     ran = [outcome for outcome in outcomes if outcome.rows]
     collectives = sorted(
         {row.collective for item in ran for row in item.rows if row_is(row, SWEEP)}
     )
     placements = {name: tuned_placement(name, ran) for name in collectives}
-    return {
+    tables = {
         id(outcome): {
             name: {
                 size: busbw
@@ -150,6 +153,11 @@ def busbw_tables(
         }
         for outcome in ran
     }
+    default = next((tables[id(item)] for item in ran if item.is_baseline), {})
+    for outcome in ran:
+        for skipped in split_collectives(outcome.setting.as_dict(), collectives)[1]:
+            tables[id(outcome)][skipped.collective] = default.get(skipped.collective, {})
+    return tables
 
 
 def exclusions(

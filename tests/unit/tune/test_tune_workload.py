@@ -116,11 +116,32 @@ def test_a_setting_lacking_an_issued_collective_is_no_candidate():
         for size in SIZES
     )
     outcomes[0] = SettingOutcome(outcomes[0].setting, outcomes[0].rows + gathers)
+    ring = {"NCCL_ALGO": "Ring"}  # it could run all-gather, but measured none
+    outcomes[1] = SettingOutcome(Setting.from_mapping(ring), outcomes[1].rows)
     choice, _ = workload_choice(outcomes, _job(0, sequence_parallel=True, tp=2, dp=1))
-    tree = next(step for step in choice.steps if step.knobs == TREE)
-    assert tree.excluded is not None and "all_gather" in tree.excluded
+    other = next(step for step in choice.steps if step.knobs == ring)
+    assert other.excluded is not None and "all_gather" in other.excluded
     assert choice.chosen.baseline
     assert any("reduce_scatter" in note and "cost model" in note for note in choice.notes)
+
+
+def test_a_collective_validity_trims_is_priced_at_the_defaults_rows():
+    """NCCL_ALGO=Tree cannot run all-gather (validity skips it): best.env leaves it to NCCL,
+    so Tree stays a candidate for a TP+SP job, its all-gathers priced at the default's rows
+    (issue 40 item 7), not excluded for lacking them."""
+    outcomes = _outcomes()
+    gathers = tuple(
+        make_row(collective="all_gather", size_bytes=size, time_us=size / 4e3, repeat=0)
+        for size in SIZES
+    )
+    outcomes[0] = SettingOutcome(outcomes[0].setting, outcomes[0].rows + gathers)
+    choice, _ = workload_choice(outcomes, _job(0, sequence_parallel=True, tp=2, dp=1))
+    tree = next(step for step in choice.steps if step.knobs == TREE)
+    assert tree.excluded is None
+    gathers_at = [
+        i for i, item in enumerate(choice.collectives) if item["collective"] == "all_gather"
+    ]
+    assert gathers_at and all(tree.item_s[i] == choice.default.item_s[i] for i in gathers_at)
 
 
 def test_busbw_is_interpolated_in_log_size_and_held_outside():
