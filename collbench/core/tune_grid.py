@@ -211,9 +211,20 @@ def conf_file_warnings(
 ) -> list[str]:
     """One line per tuned knob an NCCL config file sets: the baseline runs with the file's
     value unless the environment sets it too (NCCL never overrides a set variable), while
-    every setting's own value wins. `files`: path -> contents (provenance.nccl_conf_files)."""
+    every setting's own value wins. `files`: path -> contents (provenance.nccl_conf_files).
+    And one when the environment loads a tuner plugin the tune does not vary: every setting
+    runs under it (NCCL's example plugin gives a call its config does not match 1 channel)."""
     tuned = {axis.name for axis in axes}
-    warnings = []
+    plugin = base_env.get("NCCL_TUNER_PLUGIN", "none")
+    warnings = (
+        []
+        if plugin == "none" or "NCCL_TUNER_PLUGIN" in tuned
+        else [
+            f"the environment loads a tuner plugin (NCCL_TUNER_PLUGIN={plugin}): every setting, "
+            "the baseline too, runs under its choices, not NCCL's; unset it or set "
+            "NCCL_TUNER_PLUGIN=none to tune NCCL's own"
+        ]
+    )
     for path, contents in files.items():
         for name, value in conf_variables(contents).items():
             if name in tuned and name not in base_env:

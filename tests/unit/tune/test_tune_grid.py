@@ -370,3 +370,11 @@ def test_conf_file_setting_a_tuned_knob_is_reported():
     ]
     # The environment wins over the file: then the baseline does not run with it.
     assert conf_file_warnings(files, axes, base_env={"NCCL_ALGO": "Ring"}) == []
+
+
+def test_a_tuner_plugin_the_environment_loads_is_warned_about():
+    """Issue 40 item 8: tune inherited NCCL_TUNER_PLUGIN in silence."""
+    axes, _ = parse_knobs(["NCCL_ALGO=Ring,Tree"])
+    (line,) = conf_file_warnings({}, axes, base_env={"NCCL_TUNER_PLUGIN": "libnccl-tuner.so"})
+    assert line.startswith("the environment loads a tuner plugin (NCCL_TUNER_PLUGIN=libnccl")
+    assert conf_file_warnings({}, axes, base_env={"NCCL_TUNER_PLUGIN": "none"}) == []
