@@ -9,7 +9,7 @@ Pure apart from what it is handed: measured runs come in loaded, nothing is read
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -77,20 +77,13 @@ def sized_for(workload: Workload, topology: Topology) -> Topology:
     return topology.with_nodes(nodes)
 
 
-def without_overlap(
-    workload: Workload, options: EstimateOptions
-) -> dict[str, tuple[Workload, EstimateOptions]]:
+def without_overlap(workload: Workload) -> dict[str, Workload]:
     """The workload with the EP all-to-alls' overlap taken away (`no_ep_overlap`), where it
     prices one. Its MFU is shown beside the estimate: the published per-step MoE run with an
     EP overlap ran nearer it than the overlapped estimate (docs/mfu/moe-cp.md)."""
     par = workload.parallelism
     if par.ep > 1 and par.ep_overlap != "none":
-        return {
-            "no_ep_overlap": (
-                replace(workload, parallelism=replace(par, ep_overlap="none")),
-                options,
-            )
-        }
+        return {"no_ep_overlap": replace(workload, parallelism=replace(par, ep_overlap="none"))}
     return {}
 
 
@@ -110,8 +103,8 @@ def estimate_fabric(workload: Workload, fabric: Fabric, inputs: Inputs = Inputs(
     faster = CurvePricer(local, doubled, cost_model_pricer(doubled, inputs.comm_efficiency))
     scaled = estimate(workload, doubled, faster, options, measured)
     unhidden = {
-        name: estimate(changed, topology, pricer, changed_options, measured).mfu
-        for name, (changed, changed_options) in without_overlap(workload, options).items()
+        name: estimate(changed, topology, pricer, options, measured).mfu
+        for name, changed in without_overlap(workload).items()
     }
     return replace(
         result,
@@ -132,13 +125,6 @@ def _measured_gemms(
     peak = peak_flops(workload, topology)
     fallback = gemm_pricer(topology, peak, inputs.options, None, workload.training.dtype)
     return gemm_pricer_for(inputs.gemms, workload, topology, fallback)
-
-
-def estimate_fabrics(
-    workload: Workload, fabrics: Sequence[Fabric], inputs: Inputs = Inputs()
-) -> list[Estimate]:
-    """`estimate_fabric` on each fabric."""
-    return [estimate_fabric(workload, fabric, inputs) for fabric in fabrics]
 
 
 def check_memory(
@@ -194,7 +180,12 @@ def _input_warnings(fabric: Fabric, inputs: Inputs, pricer: CurvePricer) -> list
                 "or more sizes of a collective at 2 or more ranks), so it was not used on "
                 f"{topology.name}"
             )
-    warnings += unused_curve_warnings(pricer.unused_curves(), topology)
+    warnings += [  # one line per measured curve no group of the workload used, saying why
+        f"--curves {curve.run}: its {curve.collective} at {curve.world_size} ranks over "
+        f"{curve.nodes} node{'' if curve.nodes == 1 else 's'} was not used on "
+        f"{topology.name}: {why}"
+        for curve, why in pricer.unused_curves()
+    ]
     if inputs.overlap_run is not None:
         warnings += run_warnings(inputs.overlap_run, "--overlap", topology)
     return warnings
@@ -235,18 +226,6 @@ def run_warnings(run: Run, option: str, topology: Topology) -> list[str]:
             f"{topology.name}'s {backend}: {'; '.join(text for text in foreign if text)}"
         )
     return warnings
-
-
-def unused_curve_warnings(
-    unused: Iterable[tuple[MeasuredCurve, str]], topology: Topology
-) -> list[str]:
-    """One line per measured curve no group of the workload used, saying why."""
-    return [
-        f"--curves {curve.run}: its {curve.collective} at {curve.world_size} ranks over "
-        f"{curve.nodes} node{'' if curve.nodes == 1 else 's'} was not used on "
-        f"{topology.name}: {why}"
-        for curve, why in unused
-    ]
 
 
 def _platform_mismatch(run: Run, topology: Topology, backend: str | None) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collbench.analysis.mfu.estimate import (
+    Estimate,
     EstimateOptions,
     TrainingCost,
     parse_prices,
@@ -23,7 +24,7 @@ from collbench.core.errors import SpecError
 from collbench.store.load import Run, load_run
 
 if TYPE_CHECKING:
-    from collbench.analysis.mfu.fabrics import Fabric, FabricEstimate, Inputs
+    from collbench.analysis.mfu.fabrics import Fabric, Inputs
     from collbench.analysis.mfu.workload import Model
 
 
@@ -50,7 +51,7 @@ class MfuRequest:
 @dataclass(frozen=True)
 class MfuEstimate:
     workload: Workload
-    estimates: list[FabricEstimate]
+    estimates: list[Estimate]
     warnings: list[str]
     # per estimate (in its order) its cost at the --price of its topology; None: not priced
     costs: list[TrainingCost | None] = field(default_factory=list)
@@ -64,14 +65,14 @@ def estimate_mfu(
     options: EstimateOptions,
 ) -> MfuEstimate:
     """Load the fabrics, size the workload on the first, estimate each, check its memory."""
-    from collbench.analysis.mfu.fabrics import check_memory, estimate_fabrics
+    from collbench.analysis.mfu.fabrics import check_memory, estimate_fabric
 
     topologies = load_topologies(list(request.topology))
     prices = parse_prices(request.price, [topology.name for topology in topologies])
     workload = size_workload(request, model, training, parallelism, *topologies)
     inputs = _inputs(request, options)
     fabrics, notes = _fabrics(workload, topologies, list(request.curves))
-    estimates = estimate_fabrics(workload, fabrics, inputs)
+    estimates = [estimate_fabric(workload, fabric, inputs) for fabric in fabrics]
     estimates, warnings = check_memory(estimates, request.allow_oversubscribed_memory)
     warnings = [*notes, *warnings, *(text for result in estimates for text in result.warnings)]
     costs = [

@@ -4,7 +4,6 @@ overlapped estimate, so a buyer sees both."""
 
 from __future__ import annotations
 
-from collbench.analysis.mfu.estimate import EstimateOptions
 from collbench.analysis.mfu.fabrics import (
     Fabric,
     Inputs,
@@ -32,7 +31,7 @@ def _estimate(workload: Workload, inputs: Inputs | None = None):
 
 
 def test_nothing_to_take_away_without_an_ep_overlap():
-    assert without_overlap(_moe("none"), EstimateOptions()) == {}
+    assert without_overlap(_moe("none")) == {}
     result = _estimate(_moe("none"))
     assert "no_ep_overlap" not in result.what_if
     assert "what if: no EP overlap" not in render_table(_moe("none"), [result])
@@ -46,7 +45,7 @@ def test_tp_overlap_is_not_taken_away():
         Training(seq=8192, global_batch=128),
         Parallelism(tp=4, pp=8, dp=2, sequence_parallel=True, zero=1),
     )
-    assert without_overlap(dense, EstimateOptions(tp_overlap=1.0)) == {}
+    assert without_overlap(dense) == {}
 
 
 def test_ep_overlap_taken_away_is_the_estimate_with_ep_overlap_none():
