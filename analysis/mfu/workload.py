@@ -110,9 +110,7 @@ class Model:
         self._check_moe()
         if not 0 <= self.params < float("inf"):
             raise SpecError("--params", self.params, "must be a finite number >= 0")
-        for name in ("ffn_hidden", "kv_heads", "mtp_layers"):
-            if getattr(self, name) < 0:
-                raise SpecError(_flag(name), getattr(self, name), "must be >= 0")
+        _non_negative(self, "ffn_hidden", "kv_heads", "mtp_layers")
         if self.hidden % self.heads:
             raise SpecError("--heads", self.heads, f"must divide --hidden ({self.hidden})")
         if self.heads % self.kv_heads_or_heads:
