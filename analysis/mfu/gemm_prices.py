@@ -16,9 +16,9 @@ from collbench.analysis.mfu.workload import Workload
 from collbench.analysis.model.gemm_model import Gemm, GemmTime
 from collbench.core.errors import SpecError
 from collbench.core.stats import median
+from collbench.store.gemm_rows import GemmRow
 from collbench.topologies.schema import Topology
 
-GEMM_KIND = "gemm"
 # Accelerator model names as vendors and drivers spell them (torch.cuda.get_device_name
 # gives "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "AMD Instinct MI300X").
 _MODEL = re.compile(r"\b(GB200|GH200|[ABHL]\d{2,3}S?|MI\d{3}[A-Z]?|TPU ?v\d\w?|CPU)\b", re.I)
@@ -35,23 +35,20 @@ class MeasuredGemms:
     tflops: dict[str, float]  # shape -> median achieved TFLOP/s
 
 
-def measured_gemms(rows: Iterable[object], run: str) -> MeasuredGemms:
-    """The run's gemm rows by shape; SpecError when it holds none."""
-    gemm_rows = [row for row in rows if getattr(row, "kind", None) == GEMM_KIND]
-    if not gemm_rows:
+def measured_gemms(rows: Sequence[GemmRow], run: str) -> MeasuredGemms:
+    """The run's gemm rows (load_gemm_rows checked each) by shape; SpecError when it holds
+    none."""
+    if not rows:
         raise SpecError(
             "--gemm", run, "holds no gemm rows (no gemm.jsonl): pass a run of collbench gemm"
         )
     by_shape: dict[str, list[float]] = {}
-    for row in gemm_rows:
-        tflops = getattr(row, "tflops", None)
-        if isinstance(tflops, (int, float)) and tflops > 0:
-            by_shape.setdefault(str(row.shape), []).append(float(tflops))
-    first = gemm_rows[0]
+    for row in rows:
+        by_shape.setdefault(row.shape, []).append(float(row.tflops))
     return MeasuredGemms(
         run,
-        str(getattr(first, "accelerator", "") or ""),
-        str(getattr(first, "dtype", "") or ""),
+        rows[0].accelerator,
+        rows[0].dtype,
         {shape: median(values) for shape, values in by_shape.items()},
     )
 
