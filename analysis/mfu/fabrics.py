@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from collbench.analysis.mfu.compute import GemmPricer
 from collbench.analysis.mfu.estimate import (
     Estimate,
     EstimateOptions,
@@ -94,7 +93,11 @@ def estimate_fabric(workload: Workload, fabric: Fabric, inputs: Inputs = Inputs(
     pricer = CurvePricer(
         fabric.curves, topology, cost_model_pricer(topology, inputs.comm_efficiency)
     )
-    measured, gemm_warnings = _measured_gemms(workload, topology, inputs)
+    measured, gemm_warnings = None, []
+    if inputs.gemms is not None:  # the --gemm run's pricer on this fabric (None: it does not apply)
+        peak = peak_flops(workload, topology)
+        fallback = gemm_pricer(topology, peak, options, None, workload.training.dtype)
+        measured, gemm_warnings = gemm_pricer_for(inputs.gemms, workload, topology, fallback)
     result = estimate(workload, topology, pricer, options, measured)
     doubled = scale_out_doubled(topology)
     # Curves measured on this fabric's scale-out say nothing about a faster one; those
@@ -114,17 +117,6 @@ def estimate_fabric(workload: Workload, fabric: Fabric, inputs: Inputs = Inputs(
         curves_label=fabric.label,
         curves_default=fabric.default,
     )
-
-
-def _measured_gemms(
-    workload: Workload, topology: Topology, inputs: Inputs
-) -> tuple[GemmPricer | None, list[str]]:
-    """The --gemm run's pricer on this fabric (None: not given, or it does not apply)."""
-    if inputs.gemms is None:
-        return None, []
-    peak = peak_flops(workload, topology)
-    fallback = gemm_pricer(topology, peak, inputs.options, None, workload.training.dtype)
-    return gemm_pricer_for(inputs.gemms, workload, topology, fallback)
 
 
 def check_memory(
