@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from collbench.core.collectives import REGISTRY
 from collbench.core.errors import SpecError
@@ -281,7 +281,6 @@ class Prediction:
     scale_up_s: float
     scale_out_s: float
     peak_busbw_gbps: float  # the chosen algorithm's busbw as size grows (its bandwidth bound)
-    times_s: Mapping[str, float] = field(default_factory=dict)  # every algorithm weighed
 
 
 def predict(
@@ -325,7 +324,6 @@ def predict(
         scale_up_s=best.scale_up_s,
         scale_out_s=best.scale_out_s,
         peak_busbw_gbps=_peak_busbw(collective, best.algorithm, group, fabric) * factor,
-        times_s={name: cost.time_s for name, cost in costs.items()},
     )
 
 

@@ -119,10 +119,9 @@ class MeasuredTimes:
     its rank count and node count (rows that do not record nodes count as matching)."""
 
     def __init__(self, runs: Sequence[Run], topology: Topology) -> None:
-        self.runs = list(runs)
         self.shape = self.ranks, self.nodes = topology.world_size, topology.nodes
-        self.label = ", ".join(run.path for run in self.runs)
-        rows = [row for run in self.runs for row in run.sweep_rows]
+        self.label = ", ".join(run.path for run in runs)
+        self.sweep_rows = rows = [row for run in runs for row in run.sweep_rows]
         shaped = [row for row in rows if (row.world_size, row.nodes or self.nodes) == self.shape]
         chosen, self.notes = one_point_set(shaped, self.label)  # the store's point key
         self.rows: dict[str, list[ResultRow]] = {}
@@ -159,8 +158,7 @@ class MeasuredTimes:
         missing = [name for name in collectives if name not in self.rows]
         if not missing:
             return []
-        rows = [row for run in self.runs for row in run.sweep_rows]
-        held = sorted({(row.collective, row.world_size, row.nodes or 0) for row in rows})
+        held = sorted({(row.collective, row.world_size, row.nodes or 0) for row in self.sweep_rows})
         shapes = ", ".join(
             f"{name} at {ranks} ranks over {nodes or '?'}" for name, ranks, nodes in held
         )

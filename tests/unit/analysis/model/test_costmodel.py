@@ -340,8 +340,11 @@ def test_tiny_sizes_are_latency_bound(topology, group, collective):
 @pytest.mark.parametrize("size", [256 * MIB, GIB, 16 * GIB])
 def test_tree_beats_ring_at_large_sizes_across_two_nodes(size):
     prediction = predict(A3_MEGA, "all_reduce", size)
+    ring, tree = (
+        predict(A3_MEGA, "all_reduce", size, algorithm=name).time_s for name in ("ring", "tree")
+    )
     assert prediction.algorithm == "tree"
-    assert prediction.times_s["tree"] < 0.6 * prediction.times_s["ring"]
+    assert tree < 0.6 * ring
 
 
 @pytest.mark.parametrize("topology", [A100, MI300X, A3_MEGA])
@@ -358,8 +361,10 @@ def test_ring_is_not_slower_than_tree_inside_one_node(topology, size):
 def test_auto_is_the_fastest_of_what_nccl_chooses_from(collective):
     for size in SIZES:
         prediction = predict(A3_MEGA, collective, size)
-        assert set(prediction.times_s) == set(AUTO_CHOICES[collective])
-        assert prediction.time_s == min(prediction.times_s.values())
+        choices = AUTO_CHOICES[collective]
+        times = [predict(A3_MEGA, collective, size, algorithm=name).time_s for name in choices]
+        assert prediction.algorithm in choices
+        assert prediction.time_s == min(times)
 
 
 @pytest.mark.parametrize("collective", COLLECTIVES)
