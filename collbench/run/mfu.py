@@ -101,14 +101,23 @@ def size_workload(
             "--zero", parallelism["zero"], "conflicts with --fsdp (= --zero 3): give one of them"
         )
     given = {**parallelism, **({"zero": 3} if request.fsdp else {})}
-    nodes, fabrics = request.nodes, (first, *others)
+    nodes, per_node = request.nodes, first.accelerators_per_node
     par = Parallelism(**given)
     if "dp" in given:
-        if nodes is not None:
-            _check_nodes_agree(first, nodes, par)
+        # --nodes with --dp: the same job, the nodes its accelerators fill on the first fabric
+        needed = -(-par.world_size // per_node)
+        if nodes is not None and needed != nodes:
+            raise SpecError(
+                "--nodes",
+                nodes,
+                f"conflicts with --dp {par.dp}: tp {par.tp} x pp {par.pp} x dp {par.dp} = "
+                f"{par.world_size:,} accelerators fill {needed:,} node"
+                f"{'' if needed == 1 else 's'} of {per_node} on {first.name}, not {nodes:,} "
+                f"({nodes * per_node:,} accelerators); give one of them or make them agree",
+            )
         return Workload(model, training, par)
     if nodes is not None:
-        model_parallel, per_node = par.tp * par.cp * par.pp, first.accelerators_per_node
+        model_parallel = par.tp * par.cp * par.pp
         if nodes * per_node % model_parallel:
             raise SpecError(
                 "--nodes",
@@ -119,7 +128,7 @@ def size_workload(
         dp = nodes * per_node // model_parallel
         origin = f"from --nodes {nodes} x {per_node} on {first.name}"
     else:
-        dp, origin = _dp_every_fabric_holds(fabrics, par, training)
+        dp, origin = _dp_every_fabric_holds((first, *others), par, training)
     return Workload(model, training, replace(par, dp=dp), dp_origin=origin)
 
 
@@ -128,41 +137,23 @@ def _dp_every_fabric_holds(
 ) -> tuple[int, str]:
     """(dp, how it was chosen) without --dp or --nodes (size_workload says the rule)."""
     model_parallel = par.tp * par.cp * par.pp
-    holds = {t.name: t.nodes * t.accelerators_per_node // model_parallel for t in fabrics}
-    smallest = min(holds, key=holds.__getitem__)
-    if holds[smallest] < 1:
-        topology = next(t for t in fabrics if t.name == smallest)
+    smallest = min(fabrics, key=lambda topology: topology.world_size // model_parallel)
+    most = smallest.world_size // model_parallel
+    if most < 1:
         raise SpecError(
             "--topology",
-            smallest,
-            f"has {topology.nodes * topology.accelerators_per_node:,} accelerators, fewer "
+            smallest.name,
+            f"has {smallest.world_size:,} accelerators, fewer "
             f"than tp {par.tp} x pp {par.pp} = {model_parallel:,}: give --nodes or --dp",
         )
     steps = max(1, training.global_batch // training.micro_batch)
-    dp = max(d for d in range(1, holds[smallest] + 1) if steps % d == 0)
-    which = f"{smallest}'s {holds[smallest]}" if len(fabrics) > 1 else str(holds[smallest])
+    dp = max(d for d in range(1, most + 1) if steps % d == 0)
+    which = f"{smallest.name}'s {most}" if len(fabrics) > 1 else str(most)
     origin = (
         f"not given: the most that divides the {steps:,} micro-batches of a step, up to "
         f"{which} (its nodes' accelerators / tp x cp x pp); --dp or --nodes sets it"
     )
     return dp, origin
-
-
-def _check_nodes_agree(topology: Any, nodes: int, parallelism: Parallelism) -> None:
-    """--nodes with --dp: they must describe the same job (the nodes its tp x pp x dp
-    accelerators fill on the first fabric)."""
-    per_node = topology.accelerators_per_node
-    world = parallelism.world_size
-    needed = -(-world // per_node)
-    if needed != nodes:
-        raise SpecError(
-            "--nodes",
-            nodes,
-            f"conflicts with --dp {parallelism.dp}: tp {parallelism.tp} x pp {parallelism.pp} "
-            f"x dp {parallelism.dp} = {world:,} accelerators fill {needed:,} node"
-            f"{'' if needed == 1 else 's'} of {per_node} on {topology.name}, not {nodes:,} "
-            f"({nodes * per_node:,} accelerators); give one of them or make them agree",
-        )
 
 
 def load_topologies(names: list[str]) -> list[Any]:
