@@ -76,6 +76,8 @@ class Launcher(Protocol):
     name: str
     # Launcher-specific `collbench sweep` options it accepts (RunOptions.extra keys).
     options: frozenset[str]
+    # Why `--nproc` is refused (the rank count comes from other options); None: it takes it.
+    nproc_refusal: str | None
 
     def plan(self, spec: Any, options: Any, command_line: list[str]) -> Job:
         """Check the options and fix the job (ranks, run directory) without starting it."""

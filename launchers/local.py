@@ -34,6 +34,7 @@ from collbench.topologies.detect import usable_cpu_count
 class LocalLauncher:
     name = "local"
     options: frozenset[str] = frozenset()
+    nproc_refusal = None
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
         spec = spec.with_backend(resolve_backend(spec.backend))

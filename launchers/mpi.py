@@ -72,6 +72,7 @@ class MpiLauncher:
     name = "mpi"
     rank_env = "mpi"
     options = frozenset({"hostfile", "mpi_args"})
+    nproc_refusal = None
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
         check_job_values(spec, options)

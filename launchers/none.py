@@ -19,14 +19,9 @@ from collbench.store.rundir import new_run_id
 class NoneLauncher:
     name = "none"
     options: frozenset[str] = frozenset()
+    nproc_refusal = "conflicts with --launcher none (the job's launcher decides the rank count)"
 
     def plan(self, spec: Any, options: Any, command_line: list[str]) -> Job:
-        if options.nproc is not None:
-            raise SpecError(
-                "--nproc",
-                options.nproc,
-                "conflicts with --launcher none (the job's launcher decides the rank count)",
-            )
         if options.print_only:
             raise SpecError(
                 "--print",

@@ -189,14 +189,9 @@ class SlurmLauncher:
     # plan() sets it: the run directory is new, so a refused submission removes it again.
     _made_dir = False
     options = STEP_SHAPE | ALLOCATION_ONLY
+    nproc_refusal = "does not apply to --launcher slurm: use --nodes and --ntasks-per-node"
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
-        if options.nproc is not None:
-            raise SpecError(
-                "--nproc",
-                options.nproc,
-                "does not apply to --launcher slurm: use --nodes and --ntasks-per-node",
-            )
         check_job_values(spec, options)
         given = dict(options.extra)
         given.setdefault("ntasks_per_node", given.get("gpus_per_node") or DEFAULT_CPU_RANKS)

@@ -126,6 +126,7 @@ class SrunLauncher:
     # --nodes/--ntasks-per-node/--gpus-per-node shape the step; the allocation's own options
     # are accepted here only to be refused with a reason (run_sweep's refusal gives none).
     options = STEP_SHAPE | ALLOCATION_ONLY
+    nproc_refusal = None
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
         for key in sorted(ALLOCATION_ONLY & set(options.extra)):  # the first one given

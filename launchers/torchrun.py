@@ -78,14 +78,9 @@ class TorchrunLauncher:
     name = "torchrun"
     rank_env = "torch"
     options = frozenset(field.name for field in fields(TorchrunSettings))
+    nproc_refusal = "does not apply to --launcher torchrun: use --nproc-per-node (and --nnodes)"
 
     def plan(self, spec: SweepSpec, options: Any, command_line: list[str]) -> Job:
-        if options.nproc is not None:
-            raise SpecError(
-                "--nproc",
-                options.nproc,
-                "does not apply to --launcher torchrun: use --nproc-per-node (and --nnodes)",
-            )
         check_job_values(spec, options)
         given = dict(options.extra)
         if "nproc_per_node" not in given:  # one rank a GPU, else DEFAULT_CPU_RANKS

@@ -57,6 +57,8 @@ def run_sweep(
             options.rank_env,
             f"is for ranks of a job launched elsewhere (--launcher none), not --launcher {name}",
         )
+    if options.nproc is not None and launcher.nproc_refusal:
+        raise SpecError("--nproc", options.nproc, launcher.nproc_refusal)
     job = launcher.plan(spec, options, command_line)
     if options.print_only:
         print(launcher.describe(job), flush=True)
