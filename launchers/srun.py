@@ -115,10 +115,6 @@ class Allocation:
             per_node = [ntasks // nodes + (index < ntasks % nodes) for index in range(nodes)]
         return cls(job_id, nodes, tuple(per_node))
 
-    @property
-    def ntasks(self) -> int:
-        return sum(self.tasks_per_node)
-
 
 class SrunLauncher:
     name = "srun"
@@ -185,7 +181,7 @@ def step_settings(
         per_node = held.tasks_per_node[0]
         ntasks = nodes * per_node
     else:
-        ntasks, nodes = held.ntasks, held.nodes
+        ntasks, nodes = sum(held.tasks_per_node), held.nodes
     cpus = extra.get("cpus_per_task")
     if cpus is None and allocation is not None:
         cpus = step_cpus_per_task(os.environ, -(-ntasks // max(1, nodes)))
