@@ -160,7 +160,7 @@ def watch_env(job: Job) -> dict[str, str]:
     }
 
 
-def parent_launch(environ: Any = None) -> dict[str, Any] | None:
+def parent_launch() -> dict[str, Any] | None:
     """What the launching collbench told this rank (LAUNCH_VAR), if one launched it."""
-    raw = (os.environ if environ is None else environ).get(LAUNCH_VAR)
+    raw = os.environ.get(LAUNCH_VAR)
     return json.loads(raw) if raw else None
