@@ -307,12 +307,13 @@ def test_tune_from_refuses_runs_with_nothing_to_choose(tmp_path):
 
 @pytest.fixture
 def tuned(tmp_path) -> Path:
-    """A tune from result that exports NCCL_ALGO=Ring (twice as fast as the default)."""
+    """A tune from result that exports NCCL_ALGO=Ring (twice as fast as the default), for
+    the all-reduce it measured."""
     base = _from_run(tmp_path / "base")
     ring = _from_run(tmp_path / "ring", 50.0, NCCL_ALGO="Ring")
     out = tmp_path / "tuned"
     assert collbench("tune", "from", base, ring, "--out", str(out)).returncode == 0
-    assert "export NCCL_ALGO=Ring" in (out / "best.env").read_text()
+    assert "export NCCL_ALGO=allreduce:ring" in (out / "best.env").read_text()
     return out
 
 
