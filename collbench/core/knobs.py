@@ -138,21 +138,16 @@ def knob_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     }
 
 
-def knob_backends(name: str) -> tuple[str, ...] | None:
-    """The backends that read knob `name` (None: every backend)."""
+def reads_knob(name: str) -> tuple[str, ...] | None:
+    """The backends that read knob `name` (None: every backend): the catalog's entry where it
+    names fewer backends than the prefix rule (GLOO_SOCKET_IFNAME: gloo only), else _READ_BY's."""
+    spec = CATALOG.get(name)
+    if spec is not None and spec.backends is not None:
+        return spec.backends
     for key, backends in _READ_BY.items():
         if name == key or (key.endswith("_") and name.startswith(key)):
             return backends
     return None
-
-
-def reads_knob(name: str) -> tuple[str, ...] | None:
-    """The backends that read knob `name` (None: every backend): the catalog's entry where it
-    names fewer backends than the prefix rule (GLOO_SOCKET_IFNAME: gloo only)."""
-    spec = CATALOG.get(name)
-    if spec is not None and spec.backends is not None:
-        return spec.backends
-    return knob_backends(name)
 
 
 def knob_mismatch(name: str, backend: str | None) -> str | None:

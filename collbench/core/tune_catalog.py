@@ -34,7 +34,7 @@ class KnobSpec:
 
     check: Checker
     fold_case: bool = False  # the library compares values without case (duplicates too)
-    backends: tuple[str, ...] | None = None  # None: core.knobs.knob_backends decides
+    backends: tuple[str, ...] | None = None  # None: core.knobs.reads_knob decides
     numeric: bool = False  # an ordered number (channels, threads, bytes): coordinate descent
 
 

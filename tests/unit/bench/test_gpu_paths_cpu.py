@@ -12,9 +12,9 @@ from collbench.bench.overlap.clock import StreamHold
 from collbench.core.errors import SpecError
 from collbench.core.knobs import (
     is_setting_knob,
-    knob_backends,
     knob_env,
     knob_mismatch,
+    reads_knob,
 )
 from collbench.core.overlap import (
     ALLOW_BLOCKING_FLAG,
@@ -77,7 +77,7 @@ def test_rocm_concurrency_variables_are_recorded_for_rccl():
         "AMD_SERIALIZE_KERNEL",
         "GPU_DEVICE_ORDINAL",
     }
-    assert knob_backends("GPU_MAX_HW_QUEUES") == ("rccl",)
+    assert reads_knob("GPU_MAX_HW_QUEUES") == ("rccl",)
     assert knob_mismatch("GPU_MAX_HW_QUEUES", "gloo") and not knob_mismatch(
         "GPU_MAX_HW_QUEUES", "rccl"
     )
