@@ -64,10 +64,6 @@ class SideFiles:
 def read_side_files(run_dir: Path) -> SideFiles | None:
     """A run's record (None: none, or one that is not a record: nothing to complete)."""
     try:
-        data = read_json_file(Path(run_dir) / SIDE_FILES, SIDE_FILES)
-    except SpecError:  # not a record collbench could have written: nothing to complete
-        return None
-    try:
-        return msgspec.convert(data, SideFiles)
-    except msgspec.ValidationError:  # not a record collbench could have written
+        return msgspec.convert(read_json_file(Path(run_dir) / SIDE_FILES, SIDE_FILES), SideFiles)
+    except (SpecError, msgspec.ValidationError):  # not a record collbench could have written
         return None
