@@ -282,7 +282,9 @@ def _count_whole(path: Path, lines: list[bytes], number: int, warn: bool, check:
         b"\n".join(lines).decode("utf-8")
     except UnicodeDecodeError:
         for offset, line in enumerate(lines, number + 1):
-            if not _is_utf8(line):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
                 raise SpecError(
                     "row", f"{len(line) + 1} bytes", f"in {path} line {offset} are not UTF-8 text"
                 ) from None
@@ -308,11 +310,3 @@ def _count_decoded(path: Path, lines: list[tuple[int, bytes]], warn: bool, check
             check(*decoded)
             count += 1
     return count
-
-
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
