@@ -158,10 +158,6 @@ class RankStatus:
         self._stop.set()
 
     @property
-    def label(self) -> str:
-        return self._state["label"]
-
-    @property
     def orphaned(self) -> bool:
         """Has the watching launcher gone away (this rank was re-parented)?"""
         return self._parent_pid is not None and os.getppid() != self._parent_pid
