@@ -58,7 +58,7 @@ class RankContext:
     reduce_op: Any  # a torch.distributed.ReduceOp, or None for data-movement collectives
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Collective:
     """One collective: everything the shared sweep machinery needs to know about it."""
 
@@ -67,8 +67,8 @@ class Collective:
     bus_factor: Callable[[int], float]
     # (requested size in bytes, element size, world size, rank) -> Geometry.
     geometry: Callable[[int, int, int, int], Geometry]
-    reduces: bool
-    root: int  # -1 when the collective has no root (printed as nccl-tests does)
+    reduces: bool = False
+    root: int = -1  # -1 when the collective has no root (printed as nccl-tests does)
     placements: tuple[str, ...]
     # (send tensor, recv tensor, context) -> a closure `run(async_op=False)` that runs
     # exactly one operation: synchronously (returns None), or with async_op=True started in
