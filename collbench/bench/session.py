@@ -236,7 +236,6 @@ class Session:
             run_id=self.job.run_id,
             state="running",
             started_utc=utc_now(),
-            finished_utc=None,
             command_line=self.job.command_line,
             launcher=self.job.launcher,
             backend=spec.backend,
