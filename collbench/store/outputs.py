@@ -6,6 +6,7 @@ The method, in full: docs/run-directory.md#collbench-store-outputs-py.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -13,7 +14,7 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from collbench.core.errors import EXIT_RUN_FAILED, CollbenchError, SpecError
+from collbench.core.errors import CollbenchError, SpecError
 
 # Limits every Linux file system collbench writes to has (a NAME_MAX the folder reports
 # lower wins): longer names fail with ENAMETOOLONG, refused here first.
@@ -35,8 +36,6 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 class OutputError(CollbenchError):
     """An output could not be written (a full disk, an I/O error): one line naming the
     option and the path; what was being written has been removed."""
-
-    exit_code = EXIT_RUN_FAILED
 
     def __init__(self, flag: str, path: Path | str, error: OSError, kept: str = "") -> None:
         self.flag, self.path, self.error = flag, str(path), error
@@ -150,10 +149,8 @@ def write_output(flag: str, path: Path | str, data: bytes | str) -> Path:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    try:
+    with contextlib.suppress(OSError):  # the file is whole; its folder's entry is the system's
         fsync_path(target.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:  # the file is whole; its folder's entry is the system's to sync
-        pass
     return Path(path)
 
 
@@ -271,10 +268,8 @@ def _probe(flag: str, path: Path, folder: Path, run_dir: bool = False) -> None:
     except OSError as error:
         raise path_error(flag, path, error, run_dir) from None
     finally:
-        try:
+        with contextlib.suppress(OSError):
             probe.unlink()
-        except OSError:
-            pass
 
 
 def fsync_path(path: Path, flags: int) -> None:

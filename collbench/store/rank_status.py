@@ -5,6 +5,7 @@ The method, in full: docs/run-directory.md#collbench-store-rank-status-py.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -178,17 +179,14 @@ class RankStatus:
             if self.orphaned:
                 self.fail(self.orphan_error)
                 if self.on_orphaned is not None:
-                    try:
+                    with contextlib.suppress(Exception):  # ending the rank matters more
                         self.on_orphaned(self.orphan_error)
-                    except Exception:  # noqa: BLE001, S110 - ending the rank matters more
-                        pass
                 self._lock.acquire()  # no status write of the main thread is cut in half
                 os._exit(EXIT_ORPHANED)
 
     def _write(self) -> None:
         if self._dir is None:
             return
-        try:
+        # a full disk: the last status stays; the rank's exit code speaks
+        with contextlib.suppress(OSError):
             write_json_atomic(status_path(self._dir, self._state["rank"]), self._state, indent=None)
-        except OSError:  # a full disk: the last status stays; the rank's exit code speaks
-            pass

@@ -5,6 +5,7 @@ The method, in full: docs/run-directory.md#collbench-store-rundir-py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -93,10 +94,8 @@ def unclaim_run_dir(run_dir: Path, made: Iterable[str] = (), remove_dir: bool = 
         else:
             entry.unlink(missing_ok=True)
     if remove_dir:
-        try:
+        with contextlib.suppress(OSError):  # something else is in it: leave it
             run_dir.rmdir()
-        except OSError:  # something else is in it: leave it
-            pass
 
 
 # One encoder for every row (json.dumps with separators builds a new one per call).
