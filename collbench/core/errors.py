@@ -45,8 +45,6 @@ class SpecError(CollbenchError, ValueError):
 class RunFailed(CollbenchError):
     """A rank died, hung or raised; the message names the rank and host."""
 
-    exit_code = EXIT_RUN_FAILED
-
 
 class Interrupted(CollbenchError):
     """Ctrl-C in a command that has no words of its own for it (typer ends one silently)."""
