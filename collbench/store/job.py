@@ -63,7 +63,8 @@ class Job:
         except SpecError as error:
             raise SpecError(JOB_FILE, str(path), f"is corrupt: {error}") from None
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-            why = f"lacks {error}" if isinstance(error, KeyError) else _first_line(error)
+            first = str(error).strip().splitlines()[:1] or [type(error).__name__]
+            why = f"lacks {error}" if isinstance(error, KeyError) else first[0]
             raise SpecError(JOB_FILE, str(path), f"is corrupt or unreadable ({why})") from None
 
 
@@ -107,8 +108,3 @@ def _check_shape(data: dict, path: Path) -> None:
             )
     if not all(isinstance(word, str) for word in data["command_line"]):
         raise SpecError(JOB_FILE, str(path), "is corrupt: command_line holds a non-string")
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
