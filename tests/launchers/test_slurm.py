@@ -405,7 +405,8 @@ def test_srun_with_pmix_agrees_on_the_address_through_mpi(tmp_path, slurm_cluste
 
 def test_a_requeued_sweep_resumes_without_measuring_a_size_twice(tmp_path, slurm_cluster):
     out = tmp_path / "run"
-    slow = [*LONG[:-4], "-n", "400", "--repeats", "2"]  # seconds a size: requeued halfway
+    # ~0.4 s at 4 MiB and ~25 s a run: requeued halfway, the second attempt still has sizes to do
+    slow = [*LONG[:-4], "-n", "100", "--repeats", "2"]
     process = start("sweep", "--launcher", "slurm", *slow, "--out", str(out), env=slurm_cluster.env)
     wait_for_rows(out, 4, timeout=120)
     job_id = json.loads((out / "slurm.json").read_text())["job_id"]
