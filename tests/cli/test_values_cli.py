@@ -338,6 +338,15 @@ def test_tune_verify_refuses_a_best_env_it_cannot_trust(tuned, case):
     assert sorted(path.name for path in tuned.iterdir()) == before  # no verify-* directory
 
 
+def test_tune_verify_refuses_a_tuner_conf_that_is_not_the_plugins_csv(tuned):
+    """A hand-edited nccl_tuner.conf the plugin would skip or misread is refused before any
+    setting runs, not measured as if it were the tune's (issue 41 item 8)."""
+    (tuned / "nccl_tuner.conf").write_text("allreduce,0,65536,ring\n")
+    done = collbench("tune", "verify", str(tuned), env={"NCCL_TUNER_PLUGIN": "libnccl-tuner.so"})
+    assert "nccl_tuner.conf line 1" in _refused(done)
+    assert not list(tuned.glob("verify-*"))
+
+
 @pytest.mark.parametrize("run_dir", ["../../etc", "/etc"])
 def test_a_tune_json_pointing_outside_is_refused_by_report_and_verify(tuned, run_dir):
     data = json.loads((tuned / "tune.json").read_text())

@@ -15,6 +15,7 @@ from typing import Any
 
 from collbench.analysis.rules.decision import SLOWER, UNJUDGED
 from collbench.analysis.tune.select import BestRecord, SizeRange, select_best
+from collbench.analysis.tune.tuner_conf_rules import parse_tuner_conf
 from collbench.core.errors import EXIT_RUN_FAILED, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import BASELINE, KnobAxis, Setting
@@ -177,6 +178,7 @@ def verify_sides(knobs: Mapping[str, str], conf: Path, environ: Mapping[str, str
             "plugin's tuner by itself)"
         )
     if conf.is_file() and plugin:
+        parse_tuner_conf(conf.read_text(errors="replace"))  # the plugin's CSV, or refused
         with_conf = {TUNER_PLUGIN_VAR: plugin, TUNER_CONFIG_VAR: str(conf.absolute())}
         settings.append(Setting.from_mapping(with_conf))
     elif conf.is_file():
