@@ -361,7 +361,7 @@ def run_measure(command: str, values: dict[str, Any]) -> None:
     warn_knobs(spec.knobs, spec.backend)
     warn_blocking_env(spec, spec.backend)
     warn([SHARED_GPU_NOTE] if shared_gpu() else [])
-    if spec.backend == "auto" and (spec.knobs or blocking_env(os.environ)):
+    if spec.backend == "auto" and (spec.knobs or spec.cuda_graph or blocking_env(os.environ)):
 
         def on_backend(backend: str | None) -> None:
             warn_knobs(spec.knobs, backend, names=False)
@@ -418,15 +418,21 @@ def warn_knobs(knobs: tuple[tuple[str, str], ...], backend: str | None, names: b
         warn(lines)
 
 
+ROCM_GRAPH_NOTE = (
+    "--cuda-graph on RCCL: HIP graph capture of RCCL collectives has failed or hung in some "
+    "torch/ROCm releases; check the figures against a run without --cuda-graph"
+)
+
+
 def warn_blocking_env(spec: SweepSpec, backend: str | None, refuse: bool = True) -> None:
     """On a GPU backend, one stderr line when the environment (knobs included) makes the
     host wait for the GPU; SpecError instead for overlap probes without their flag
-    (core.overlap.check_blocking_env), when `refuse`."""
+    (core.overlap.check_blocking_env), when `refuse`. And one for --cuda-graph on RCCL."""
     if backend not in ("nccl", "rccl"):
         return
     line = check_blocking_env(os.environ, spec.overlap if refuse else None)
-    if line:
-        warn([line])
+    graph = spec.cuda_graph and backend == "rccl"
+    warn([*([line] if line else []), *([ROCM_GRAPH_NOTE] if graph else [])])
 
 
 def sink_factory(output: str, per_repeat: bool = False) -> Any:

@@ -80,3 +80,19 @@ def test_cuda_graph_with_auto_on_a_cpu_host_is_refused_before_measuring(tmp_path
     assert _errors(done) == [
         "collbench: error: --cuda-graph needs a GPU backend (nccl/rccl); gloo runs on CPU"
     ]
+
+
+def test_cuda_graph_on_rccl_is_warned_about(capsys):
+    """Issue 40 item 8: HIP graph capture of RCCL collectives is not to be trusted blindly;
+    the warning comes for --backend rccl and for auto once it resolves to rccl, never on
+    NCCL."""
+    from collbench.cli.measure import ROCM_GRAPH_NOTE, warn_blocking_env
+    from collbench.core.spec import SweepSpec
+
+    for spec, backend in ((SweepSpec(backend="rccl", cuda_graph=True), "rccl"),
+                          (SweepSpec(cuda_graph=True), "rccl")):  # fmt: skip
+        warn_blocking_env(spec, backend)
+        assert capsys.readouterr().err == f"collbench: warning: {ROCM_GRAPH_NOTE}\n"
+    warn_blocking_env(SweepSpec(cuda_graph=True), "nccl")
+    warn_blocking_env(SweepSpec(backend="rccl"), "rccl")
+    assert capsys.readouterr().err == ""
