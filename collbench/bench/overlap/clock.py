@@ -101,7 +101,9 @@ class StreamHold:
 
     Whether it was long enough is known right after the enqueue: if the start event has
     already completed (`Event.query()`), the GPU caught up with the host inside the span.
-    Then the hold doubles for the next span (up to HOLD_MAX_S), so the warm-up rounds size it."""
+    Then the hold doubles for the next span (up to HOLD_MAX_S), so the warm-up rounds size it,
+    and the spin's rate is measured again: one measured while the clocks ramped (345 -> 1980
+    MHz on an H200) makes every hold shorter than it says. `short` counts those spans."""
 
     HOLD_START_S = 200e-6
     HOLD_MAX_S = 0.1
@@ -112,6 +114,7 @@ class StreamHold:
         self._cuda, self._device = cuda, device
         self.seconds = self.HOLD_START_S
         self._cycles_per_s: float | None = None
+        self.short = 0
 
     def hold(self, stream: Any) -> None:
         """Queue the spin on `stream` (the span's start event follows it)."""
@@ -123,6 +126,7 @@ class StreamHold:
         """The host has enqueued the span that `start` opens: was the spin still running?"""
         if start.query():
             self.seconds = min(self.HOLD_MAX_S, 2 * self.seconds)
+            self.short, self._cycles_per_s = self.short + 1, None
 
     def cycles_per_second(self) -> float:
         if self._cycles_per_s is None:
@@ -130,7 +134,7 @@ class StreamHold:
             stream = cuda.current_stream(self._device)
             start, end = (cuda.Event(enable_timing=True) for _ in range(2))
             with cuda.stream(stream):
-                cuda._sleep(self.CALIBRATION_CYCLES // 10)  # first launch: load the kernel
+                cuda._sleep(self.CALIBRATION_CYCLES)  # load the kernel, let the clocks rise
                 start.record(stream)
                 cuda._sleep(self.CALIBRATION_CYCLES)
                 end.record(stream)

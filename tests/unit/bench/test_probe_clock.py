@@ -120,3 +120,54 @@ def test_time_of_a_single_call():
     sim = _Sim()
     clock = CudaProbeClock(sim.torch(), device="cuda:0")
     assert clock.time(lambda: _Kernel(sim).run(2)) == pytest.approx(2 * MATMUL_MS * 1e-3)
+
+
+class _RampingCuda:
+    """A stand-in for torch.cuda whose spin runs `rate` cycles a millisecond, a rate that
+    rises as the GPU warms: enough to test StreamHold's arithmetic without a GPU."""
+
+    def __init__(self, rates):
+        self.rates, self.slept = list(rates), []
+
+    def current_stream(self, device):
+        return None
+
+    def stream(self, stream):
+        return contextlib.nullcontext()
+
+    def _sleep(self, cycles):
+        self.slept.append(cycles)
+
+    def Event(self, enable_timing=False):  # noqa: N802 (torch's name)
+        cuda = self
+
+        class _Event:
+            def record(self, stream):
+                self.at = len(cuda.slept)
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end):
+                return cuda.slept[self.at] / cuda.rates.pop(0)  # ms of the timed spin
+
+        return _Event()
+
+
+def test_a_hold_found_short_measures_the_spin_rate_again():
+    """Issue 40 item 8: the spin's rate measured while the clocks ramp (345 MHz) makes a
+    hold meant for 20 ms spin 3.5 ms at 1980 MHz; a span that caught up re-measures it."""
+    from collbench.bench.overlap.clock import StreamHold
+
+    cuda = _RampingCuda([345e3, 1980e3])  # cycles a ms: first while ramping, then warm
+    hold = StreamHold(cuda, None)
+    hold.seconds = 0.02
+    hold.hold(None)
+    assert cuda.slept[-1] == round(0.02 * 345e6)  # what the ramping clock said
+    caught_up = type("Start", (), {"query": lambda self: True})()
+    hold.enqueued(caught_up)
+    assert hold.short == 1 and hold.seconds == 0.04
+    hold.hold(None)
+    assert cuda.slept[-1] == round(0.04 * 1980e6)  # measured again, at the warm clock
+    hold.enqueued(type("Start", (), {"query": lambda self: False})())
+    assert hold.short == 1
