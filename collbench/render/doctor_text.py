@@ -20,12 +20,12 @@ from typing import Any, TextIO
 from collbench.analysis.doctor.expect import Expectation
 from collbench.analysis.doctor.findings import Diagnosis, Finding
 from collbench.core.doctor_plan import CircleRounds, pair_mode, sampled_rounds
-from collbench.core.doctor_spec import GPU_PAIR
+from collbench.core.doctor_spec import DOCTOR, GPU_PAIR
 from collbench.core.stats import median
 from collbench.core.units import counted, format_number
 from collbench.render.table import text_columns
 from collbench.render.tune import aligned_table
-from collbench.store.doctor_report import DOCTOR_JSON, MATRIX_DENSE_MAX_HOSTS
+from collbench.store.doctor_report import DOCTOR_JSON, MATRIX_DENSE_MAX_HOSTS, DoctorFinding
 from collbench.store.meta import RunMeta
 from collbench.store.rows import DoctorRow, ResultRow
 
@@ -68,15 +68,19 @@ def verdict_table(diagnosis: Diagnosis, expectation: Expectation | None = None) 
 
 def finding_cells(finding: Finding) -> tuple[str, ...]:
     """A finding's cells in VERDICT_HEADER's order (a link's hosts as A<->B)."""
-    joiner = "<->" if finding.kind == "link" else ","
     return (
         finding.kind,
-        joiner.join(finding.hosts) or NONE,
+        hosts_text(finding),
         format_ranks(finding.ranks),
         ",".join(finding.addresses) or NONE,
         finding.evidence or NONE,
         finding.action or NONE,
     )
+
+
+def hosts_text(finding: Finding | DoctorFinding) -> str:
+    """A finding's hosts: a link's as A<->B, the others comma-separated; none: "-"."""
+    return ("<->" if finding.kind == "link" else ",").join(finding.hosts) or NONE
 
 
 def format_ranks(ranks: Iterable[int]) -> str:
@@ -195,12 +199,18 @@ def _lowest_nodes(diagnosis: Diagnosis) -> set[str]:
 def pair_median_by_host(
     hosts: Sequence[str], matrix_gbps: Sequence[Sequence[float | None]]
 ) -> dict[str, float | None]:
-    """Per host the median of its measured pairs' busbw (its row of the matrix)."""
-    medians: dict[str, float | None] = {}
-    for host, values in zip(hosts, matrix_gbps, strict=False):
-        measured = [value for value in values if value is not None]
-        medians[host] = median(measured) if measured else None
-    return medians
+    """Per host the median of its measured pairs' busbw (its row of the matrix; None or NaN:
+    not measured), None without."""
+    return {
+        host: median(value for value in values if value is None or math.isfinite(value))
+        for host, values in zip(hosts, matrix_gbps, strict=False)
+    }
+
+
+def doctor_nodes(meta: RunMeta) -> Mapping[str, Any]:
+    """meta.json's "doctor" entry (hosts, addresses, ranks_per_host, skipped); {} if none."""
+    nodes = meta.extra.get(DOCTOR) if isinstance(meta.extra, dict) else None
+    return nodes if isinstance(nodes, Mapping) else {}
 
 
 def render_doctor(diagnosis: Diagnosis, expectation: Expectation | None = None) -> str:
@@ -236,8 +246,7 @@ class DoctorConsole:
 
     def start(self, meta: RunMeta) -> None:
         """Learn the node count (pair rounds: nodes - 1) and say which stages are skipped."""
-        doctor = meta.extra.get("doctor") if isinstance(meta.extra, dict) else None
-        doctor = doctor if isinstance(doctor, Mapping) else {}
+        doctor = doctor_nodes(meta)
         self._hosts = [str(host) for host in doctor.get("hosts") or []]
         spec = meta.spec if isinstance(meta.spec, Mapping) else {}
         rounds = spec.get("shuffle_rounds", doctor.get("shuffle_rounds"))

@@ -9,18 +9,19 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
-from collbench.core.doctor_spec import DOCTOR
 from collbench.core.stats import median
 from collbench.core.units import format_size
 from collbench.render.doctor_text import (
     HEALTHY,
     UNJUDGED,
+    doctor_nodes,
     format_ranks,
     gbps,
+    hosts_text,
+    pair_median_by_host,
 )
 from collbench.render.report.doctor_charts import (
     LABEL_MAX_HOSTS,
@@ -49,15 +50,9 @@ FINDINGS_HEADER = (
 )
 
 
-def doctor_nodes(run: Run) -> Mapping[str, Any]:
-    """meta.json's "doctor" entry (hosts, addresses, ranks_per_host, skipped); {} if none."""
-    nodes = run.meta.extra.get(DOCTOR) if isinstance(run.meta.extra, dict) else None
-    return nodes if isinstance(nodes, Mapping) else {}
-
-
 def doctor_hosts(run: Run, rows: Sequence[DoctorRow]) -> list[str]:
     """The nodes in meta.json's order, then any other host the rows name, as first seen."""
-    named = [str(host) for host in doctor_nodes(run).get("hosts") or []]
+    named = [str(host) for host in doctor_nodes(run.meta).get("hosts") or []]
     return list(dict.fromkeys([*named, *(host for row in rows for host in row.group_hosts or [])]))
 
 
@@ -81,11 +76,6 @@ def pair_array(rows: Sequence[DoctorRow], hosts: Sequence[str]) -> np.ndarray:
         matrix[cells[:, 0], cells[:, 1]] = medians
         matrix[cells[:, 1], cells[:, 0]] = medians
     return matrix
-
-
-def pair_medians(hosts: Sequence[str], matrix: np.ndarray) -> dict[str, float | None]:
-    """Per host the median of its measured pairs (its row of pair_array), None without."""
-    return {host: median(row[np.isfinite(row)]) for host, row in zip(hosts, matrix, strict=False)}
 
 
 def stage_busbw_by_host(rows: Sequence[DoctorRow], stage: str = "intra") -> dict[str, float]:
@@ -121,12 +111,12 @@ def doctor_section(
     hosts = doctor_hosts(run, rows)
     matrix = pair_array(rows, hosts)
     intra = stage_busbw_by_host(rows)
-    pair_median = pair_medians(hosts, matrix)
+    pair_median = pair_median_by_host(hosts, matrix)
     slow_hosts, slow_links = flagged(document)
     section = Section(f"Doctor: {name}" if named else "Doctor")
     section.lead += _lead(run, rows, hosts, document)
     section.warnings += [
-        f"{item.kind} {_hosts_text(item)}: {item.evidence or '-'}; {item.action or '-'}"
+        f"{item.kind} {hosts_text(item)}: {item.evidence or '-'}; {item.action or '-'}"
         for item in _findings(document)
     ]
     heatmap = heatmap_chart(f"{name}: pair busbw (GB/s)", hosts, matrix, slow_hosts, slow_links)
@@ -176,17 +166,12 @@ def _lead(
     return lines
 
 
-def _hosts_text(item: DoctorFinding) -> str:
-    joiner = "<->" if item.kind == "link" else ","
-    return joiner.join(item.hosts) or "-"
-
-
 def findings_table(document: DoctorReport) -> Table:
     """doctor.json's findings, one line each (empty when healthy)."""
     rows = [
         (
             Flagged(item.kind),
-            _hosts_text(item),
+            hosts_text(item),
             format_ranks(item.ranks),
             ",".join(item.addresses) or "-",
             gbps(item.measured_gbps),
@@ -210,8 +195,8 @@ def node_table(
     document: DoctorReport | None,
 ) -> Table:
     """Per node: address, ranks, intra-node busbw, median and slowest pair, pass ratio."""
-    medians = pair_medians(hosts, matrix)
-    nodes = doctor_nodes(run)
+    medians = pair_median_by_host(hosts, matrix)
+    nodes = doctor_nodes(run.meta)
     addresses = nodes.get("addresses") if isinstance(nodes.get("addresses"), Mapping) else {}
     ranks = nodes.get("ranks_per_host") if isinstance(nodes.get("ranks_per_host"), Mapping) else {}
     ratios = document.pass_ratio if document is not None else {}
@@ -317,7 +302,7 @@ def _last_rank(row: DoctorRow) -> str:
 
 
 def _notes(run: Run, document: DoctorReport | None) -> list[str]:
-    skipped = doctor_nodes(run).get("skipped") or {}
+    skipped = doctor_nodes(run.meta).get("skipped") or {}
     notes = [f"{stage} stage skipped: {why}" for stage, why in dict(skipped).items()]
     notes.append(
         "pair busbw: one rank pair's send/recv, one direction, with both directions running; "
