@@ -82,17 +82,14 @@ class ConsoleSink:
         if self.mode == "json":
             self._print(json.dumps(row.to_dict(), separators=(",", ":")))
         elif self.mode == "table" and self._pooled:
-            self._hold(row)
+            self._repeat_line(row)  # progress: the tables come at the end
+            self._held.append(row)
         elif self.mode == "table":
             self._table_row(row)
 
     @property
     def _pooled(self) -> bool:
         return self.spec.repeats > 1 and not self.per_repeat
-
-    def _hold(self, row: ResultRow) -> None:
-        self._repeat_line(row)  # progress: the tables come at the end
-        self._held.append(row)
 
     def _repeat_line(self, row: ResultRow) -> None:
         if row.repeat_index != self._repeat_shown:

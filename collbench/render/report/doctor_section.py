@@ -29,7 +29,7 @@ from collbench.render.report.doctor_charts import (
     node_bars_chart,
 )
 from collbench.render.report.document import Chart, Flagged, Report, Section, Table
-from collbench.store.doctor_report import DOCTOR_JSON, DoctorFinding, DoctorReport
+from collbench.store.doctor_report import DOCTOR_JSON, DoctorReport
 from collbench.store.load import Run
 from collbench.store.rows import DOCTOR as DOCTOR_ROWS
 from collbench.store.rows import DoctorRow
@@ -78,11 +78,11 @@ def pair_array(rows: Sequence[DoctorRow], hosts: Sequence[str]) -> np.ndarray:
     return matrix
 
 
-def stage_busbw_by_host(rows: Sequence[DoctorRow], stage: str = "intra") -> dict[str, float]:
-    """Per host the median busbw of a one-node stage's rows (intra: the node's all-reduce)."""
+def stage_busbw_by_host(rows: Sequence[DoctorRow]) -> dict[str, float]:
+    """Per host the median busbw of its intra rows (the node's all-reduce)."""
     samples: dict[str, list[float]] = {}
     for row in rows:
-        if row.stage == stage and len(row.group_hosts or []) == 1:
+        if row.stage == "intra" and len(row.group_hosts or []) == 1:
             samples.setdefault(row.group_hosts[0], []).append(float(row.busbw_gbps))
     return {host: median(values) for host, values in samples.items()}
 
@@ -91,16 +91,12 @@ def flagged(report: DoctorReport | None) -> tuple[set[str], set[frozenset[str]]]
     """From doctor.json's findings: the hosts flagged as nodes, and the pairs flagged as links."""
     hosts: set[str] = set()
     links: set[frozenset[str]] = set()
-    for item in _findings(report):
+    for item in report.findings if report is not None else ():
         if item.kind == "node":
             hosts.update(item.hosts)
         elif item.kind == "link" and len(item.hosts) == 2:
             links.add(frozenset(item.hosts))
     return hosts, links
-
-
-def _findings(report: DoctorReport | None) -> tuple[DoctorFinding, ...]:
-    return report.findings if report is not None else ()
 
 
 def doctor_section(
@@ -117,7 +113,7 @@ def doctor_section(
     section.lead += _lead(run, rows, hosts, document)
     section.warnings += [
         f"{item.kind} {hosts_text(item)}: {item.evidence or '-'}; {item.action or '-'}"
-        for item in _findings(document)
+        for item in (document.findings if document is not None else ())
     ]
     heatmap = heatmap_chart(f"{name}: pair busbw (GB/s)", hosts, matrix, slow_hosts, slow_links)
     if heatmap is not None:
@@ -161,7 +157,7 @@ def _lead(
     elif document.healthy:
         lines.append(HEALTHY + (f" (expectation source: {source})." if source else "."))
     else:
-        count = len(_findings(document))
+        count = len(document.findings)
         lines.append(f"Flagged: {count} finding(s) (expectation source: {source or '-'}).")
     return lines
 
@@ -180,7 +176,7 @@ def findings_table(document: DoctorReport) -> Table:
             item.evidence or "-",
             item.action or "-",
         )
-        for item in _findings(document)
+        for item in document.findings
     ]
     empty = "nothing could be judged" if document.healthy is None else "the run was healthy"
     caption = "findings (doctor.json)" + ("" if rows else f": none, {empty}")
