@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from collbench.core.units import format_number, format_size
+from collbench.core.units import counted, format_number, format_size
 
 if TYPE_CHECKING:
     from collbench.analysis.fit.hockney import CurveFit, GroupFit
@@ -102,7 +102,7 @@ def render_group(
 ) -> str:
     """One compact plain-text block per group (`knobs`: its knobs as knobs_texts says them)."""
     key = group.key
-    runs = f"{len(group.runs)} run" + ("s" if len(group.runs) != 1 else "")
+    runs = counted(len(group.runs), "run")
     lines = [
         f"{key['collective']} | {key['backend']} | {key['world_size']} ranks | "
         f"{key['dtype']}{_op_text(key.get('op'))} | {key['placement']} | "
@@ -256,7 +256,7 @@ def _versus_lines(versus: TopologyComparison) -> list[str]:
         MODEL_WRONG_SPEEDUP,
     )
 
-    nodes = f"{versus.nodes} node" + ("s" if versus.nodes != 1 else "")
+    nodes = counted(versus.nodes, "node")
     head = (
         f"  vs topology {versus.topology} ({nodes} x {versus.ranks_per_node} ranks, "
         f"{versus.group.ranks_per_domain} per scale-up domain)"
@@ -276,7 +276,7 @@ def _versus_lines(versus: TopologyComparison) -> list[str]:
     for band in versus.bands:
         where = (
             f"{format_size(band.sizes[0].size_bytes)} .. {format_size(band.largest.size_bytes)}, "
-            f"{len(band.sizes)} size" + ("s" if len(band.sizes) != 1 else "")
+            f"{counted(len(band.sizes), 'size')}"
         )
         wrong = _model_wrong_text(band.ratio_geomean) if band.model_wrong else ""
         lines.append(f"    {band.band} ({where}): {_pct(band.ratio_geomean)} (geomean){wrong}")

@@ -166,8 +166,7 @@ def render_table(
     )
     recovered = recovery_lines(estimates)
     if costs:
-        tags = [ORIGIN_TAGS.get(result.origin, result.origin) for result in estimates]
-        recovered += price_lines(estimates, costs, header[1:], tags)
+        recovered += price_lines(estimates, costs, header[1:])
     return "\n".join(
         [
             _headline(workload),
@@ -370,10 +369,9 @@ def price_lines(
     estimates: Sequence[Estimate],
     costs: Sequence[TrainingCost | None],
     names: Sequence[str],
-    tags: Sequence[str],
 ) -> list[str]:
-    """The cost table (one column per fabric, as the MFU table; `tags`: each column's m/p
-    tag) and one line per further priced fabric against the first; none without prices."""
+    """The cost table (one column per fabric, tagged m/p as the MFU table's column) and one
+    line per further priced fabric against the first; none without prices."""
     if not any(cost is not None for cost in costs):
         return []
     rows = [
@@ -386,19 +384,13 @@ def price_lines(
         [
             label,
             *(
-                _cost_cell(cost, text, tag if tagged else "")
-                for cost, tag in zip(costs, tags, strict=True)
+                "-" if cost is None else _tag(text(cost), result.origin if tagged else "")
+                for cost, result in zip(costs, estimates, strict=True)
             ),
         ]
         for label, text, tagged in rows
     ]
     return ["", *text_columns([header, *body], {0}), *_against_first(estimates, costs, names)]
-
-
-def _cost_cell(cost: TrainingCost | None, text: Any, tag: str) -> str:
-    if cost is None:
-        return "-"
-    return f"{text(cost)} {tag}" if tag else text(cost)
 
 
 def _against_first(
