@@ -18,21 +18,19 @@ from collbench.store.gemm_rows import GemmRow
 
 @dataclass(frozen=True)
 class ModelPeak:
-    """The dense peak a run's rows are read against (None: the topology gives none)."""
+    """The dense peak a run's rows are read against (None: the topology gives none), from
+    the accelerator entry's peak_KIND_tflops."""
 
     flops: float | None
     kind: str  # the peak's dtype: bf16 (bf16 and fp16 rows), fp32 or tf32
-    field: str  # the accelerator entry's field it comes from
 
 
 def model_peak(topology: Any, dtype: str, tf32: bool = False) -> ModelPeak:
     """bf16 and fp16 rows: the dense bf16 peak (fp16's is the same on every catalog
     accelerator); fp32 rows: the tf32 peak when torch allowed TF32 (`tf32`), else fp32's."""
-    if dtype != "fp32":
-        return ModelPeak(topology.accelerator.peak_bf16_tflops * 1e12, "bf16", "peak_bf16_tflops")
-    kind = "tf32" if tf32 else "fp32"
+    kind = ("tf32" if tf32 else "fp32") if dtype == "fp32" else "bf16"
     value = getattr(topology.accelerator, f"peak_{kind}_tflops")
-    return ModelPeak(None if value is None else value * 1e12, kind, f"peak_{kind}_tflops")
+    return ModelPeak(None if value is None else value * 1e12, kind)
 
 
 def render_gemm_line(row: GemmRow) -> str:
@@ -93,11 +91,11 @@ def _model_notes(first: GemmRow, topology: Any, peak: ModelPeak) -> list[str]:
         tf32 = " (torch allowed TF32 matmuls)" if peak.kind == "tf32" else ""
         return [
             f"# no model columns: {topology.name}'s {name} gives no {peak.kind} peak "
-            f"(accelerator.{peak.field}){tf32}"
+            f"(accelerator.peak_{peak.kind}_tflops){tf32}"
         ]
     notes = [
         f"# of peak: of {topology.name}'s dense {peak.kind} peak, {peak.flops / 1e12:,.4g} "
-        f"TFLOP/s (accelerator.{peak.field}); model: the shape model's share of it"
+        f"TFLOP/s (accelerator.peak_{peak.kind}_tflops); model: the shape model's share of it"
         + (" (with the bf16 matmul_fraction, ASSUMED)" if peak.kind != "bf16" else "")
         + (
             f", at the sustained clock ({sustained:.1%} of the burst rate: "
