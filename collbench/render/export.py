@@ -664,8 +664,10 @@ def complete_side_files(run_dir: Path) -> Completed:
         return done
     run = load_run(run_dir)
     if record.csv is not None:
-        columns = csv_columns((run.meta.spec or {}).get("overlap") is not None)
-        _complete(run_dir, Path(record.csv), _csv_text(run, columns), _is_our_csv(columns), done)
+        export = export_run(run.rows, Path(record.csv), None)
+        export.with_probes = (run.meta.spec or {}).get("overlap") is not None  # as the sink began
+        columns = csv_columns(export.with_probes)
+        _complete(run_dir, Path(record.csv), export.csv_text(), _is_our_csv(columns), done)
     if record.nccl_json is not None:
         for path, text in _json_texts(run, record).items():
             _complete(run_dir, path, text, _is_our_json, done)
@@ -687,14 +689,6 @@ def _complete(
         return
     write_atomically(target, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     done.written.append(path)
-
-
-def _csv_text(run: Run, columns: Sequence[str]) -> str:
-    buffer = io.StringIO()
-    stream = _CsvStream(buffer, columns)
-    for row in run.rows:
-        stream.write(row)
-    return buffer.getvalue()
 
 
 def _is_our_csv(columns: Sequence[str]) -> Callable[[Path], bool]:
