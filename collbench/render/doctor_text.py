@@ -66,7 +66,7 @@ def verdict_table(diagnosis: Diagnosis, expectation: Expectation | None = None) 
     return "\n".join(lines)
 
 
-def finding_cells(finding: Finding) -> tuple[str, ...]:
+def finding_cells(finding: Finding | DoctorFinding) -> tuple[str, ...]:
     """A finding's cells in VERDICT_HEADER's order (a link's hosts as A<->B)."""
     return (
         finding.kind,

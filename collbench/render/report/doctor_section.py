@@ -17,7 +17,9 @@ from collbench.core.units import format_size
 from collbench.render.doctor_text import (
     HEALTHY,
     UNJUDGED,
+    VERDICT_HEADER,
     doctor_nodes,
+    finding_cells,
     format_ranks,
     gbps,
     hosts_text,
@@ -37,16 +39,13 @@ from collbench.store.rows import DoctorRow
 PAIR_STAGES = ("pair", "shuffle")  # stages whose rows are one node pair each
 # More doctor rows than this: the rows table holds the slowest this many (rows.jsonl all).
 ROWS_TABLE_MAX = 2000
+# The CLI's verdict columns (finding_cells) with the figures after the addresses.
 FINDINGS_HEADER = (
-    "kind",
-    "hosts",
-    "ranks",
-    "addresses",
+    *VERDICT_HEADER[:4],
     "measured (GB/s)",
     "expected (GB/s)",
     "rounds",
-    "evidence",
-    "action",
+    *VERDICT_HEADER[4:],
 )
 
 
@@ -164,20 +163,11 @@ def _lead(
 
 def findings_table(document: DoctorReport) -> Table:
     """doctor.json's findings, one line each (empty when healthy)."""
-    rows = [
-        (
-            Flagged(item.kind),
-            hosts_text(item),
-            format_ranks(item.ranks),
-            ",".join(item.addresses) or "-",
-            gbps(item.measured_gbps),
-            gbps(item.expected_gbps),
-            item.rounds,
-            item.evidence or "-",
-            item.action or "-",
-        )
-        for item in document.findings
-    ]
+    rows = []
+    for item in document.findings:  # the CLI's verdict cells, with the figures
+        kind, hosts, ranks, addresses, evidence, action = finding_cells(item)
+        figures = (gbps(item.measured_gbps), gbps(item.expected_gbps), item.rounds)
+        rows.append((Flagged(kind), hosts, ranks, addresses, *figures, evidence, action))
     empty = "nothing could be judged" if document.healthy is None else "the run was healthy"
     caption = "findings (doctor.json)" + ("" if rows else f": none, {empty}")
     return Table(FINDINGS_HEADER, rows, caption=caption)
