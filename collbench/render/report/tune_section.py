@@ -149,11 +149,6 @@ def setting_curves(source: TuneDir, collective: str, placement: str) -> list[Set
     return curves
 
 
-def _range_text(item: Mapping[str, Any]) -> str:
-    """The range as `collbench tune` prints it: by the measured sizes it holds."""
-    return range_label(str(item.get("band") or ""), [int(size) for size in item.get("sizes") or ()])
-
-
 def _gbps(value: Any) -> str:
     return "-" if value is None else f"{float(value):.4g}"
 
@@ -162,11 +157,12 @@ def _best_table(source: TuneDir) -> Table:
     rows = []
     for item in source.document.best:
         gain, evidence = item.get("gain"), item.get("evidence")
+        sizes = [int(size) for size in item.get("sizes") or ()]  # the range's measured ones
         confident = "yes" if item.get("confident") else f"no ({item.get('confidence') or '-'})"
         rows.append(
             (
                 item.get("collective"),
-                _range_text(item),
+                range_label(str(item.get("band") or ""), sizes),  # as `collbench tune` prints it
                 DEFAULT_IS_BEST if item.get("default_is_best") else item.get("setting"),
                 _gbps(item.get("busbw_gbps")),
                 _gbps(item.get("baseline_busbw_gbps")),
