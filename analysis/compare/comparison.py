@@ -133,8 +133,21 @@ class Comparison:
 
     @property
     def basis_notes(self) -> list[str]:
-        """How the verdicts were reached, one line per basis in use."""
-        return basis_notes(self.sizes, recorded_floor=self.noise_floor is not None)
+        """One line per basis the verdicts rest on (analysis.decision): what decided, and why
+        there is no p-value where there is none."""
+        notes = []
+        floor = [item.decision for item in self.sizes if item.decision.basis == FLOOR]
+        if any(min(v.base_repeats, v.cand_repeats) <= 1 for v in floor):
+            recorded = self.noise_floor is not None
+            notes.append(NOTE_ONE_REPEAT_RECORDED if recorded else NOTE_ONE_REPEAT)
+        elif floor:
+            notes.append(NOTE_FEW_REPEATS)
+        if any(item.decision.basis == REPEATS for item in self.sizes):
+            notes.append(NOTE_REPEATS)
+        threshold = [item.decision for item in self.sizes if item.decision.basis == THRESHOLD]
+        if any(math.isfinite(verdict.effect_pct) for verdict in threshold):
+            notes.append(NOTE_THRESHOLD)
+        return notes
 
     @property
     def methodology(self) -> list[Difference]:
@@ -228,23 +241,6 @@ def _evidence(run: Run, indices: list[int]) -> Evidence:
     reduced = run.reduced
     summaries = None if reduced is None else [reduced[index] for index in indices]
     return evidence_of(_rows(run, indices), summaries)
-
-
-def basis_notes(sizes: Sequence[SizeComparison], recorded_floor: bool = False) -> list[str]:
-    """One line per basis the verdicts rest on (analysis.decision): what decided, and why
-    there is no p-value where there is none."""
-    notes = []
-    floor = [item.decision for item in sizes if item.decision.basis == FLOOR]
-    if any(min(v.base_repeats, v.cand_repeats) <= 1 for v in floor):
-        notes.append(NOTE_ONE_REPEAT_RECORDED if recorded_floor else NOTE_ONE_REPEAT)
-    elif floor:
-        notes.append(NOTE_FEW_REPEATS)
-    if any(item.decision.basis == REPEATS for item in sizes):
-        notes.append(NOTE_REPEATS)
-    threshold = [item.decision for item in sizes if item.decision.basis == THRESHOLD]
-    if any(math.isfinite(verdict.effect_pct) for verdict in threshold):
-        notes.append(NOTE_THRESHOLD)
-    return notes
 
 
 def _labels(keys: set[Key]) -> list[str]:

@@ -293,7 +293,7 @@ def group_rows(rows: Iterable[ResultRow]) -> dict[tuple, list[ResultRow]]:
     )
 
 
-def fit_rows(rows: Iterable[ResultRow], options: FitOptions = FitOptions()) -> list[GroupFit]:
+def fit_rows(rows: Iterable[ResultRow]) -> list[GroupFit]:
     """Fit every group of sweep rows; rows of several runs in one group are pooled.
 
     A run measured with --repeats gives one point per size: the median time over its
@@ -319,7 +319,6 @@ def fit_rows(rows: Iterable[ResultRow], options: FitOptions = FitOptions()) -> l
                 [row.size_bytes or 0 for row in members],
                 [row.time_us or 0 for row in members],
                 factor,
-                options,
             )
         except KeyError:
             fits.append(replace(group, skipped=f"unknown collective {key[0]!r}"))

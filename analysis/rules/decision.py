@@ -188,13 +188,11 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def aa_floor(
-    runs_by_size: dict[tuple[str, int], Sequence[Evidence]], source: str, alpha: float = ALPHA
-) -> NoiseFloor:
+def aa_floor(runs_by_size: dict[tuple[str, int], Sequence[Evidence]], source: str) -> NoiseFloor:
     """The A/A noise floor of identical runs: `runs_by_size[(label, size)]` holds each run's
     evidence of that size (label: collective and placement). For every pair of runs, the
     largest change between them at a size and its neighbours (sizes within NEIGHBOURS x); the
-    size's floor is the 1 - alpha / bands quantile of those maxima over pairs (the largest one
+    size's floor is the 1 - ALPHA / bands quantile of those maxima over pairs (the largest one
     for a few runs). Per size, not per band: a band spans latency- and bandwidth-bound sizes,
     and one noisy size would set the floor of all of them; the neighbours keep a size that
     happened to land close from a floor of about 0. A band's figure is its sizes' largest."""
@@ -211,7 +209,7 @@ def aa_floor(
                 change = (math.exp(abs(math.log(b / a))) - 1.0) * 100.0
                 at_size[(first, second)] = max(at_size.get((first, second), 0.0), change)
     changes = {size: pairs for size, pairs in sorted(changes.items()) if pairs}
-    quantile = 1.0 - alpha / max(1, len({band_of(size) for size in changes}))
+    quantile = 1.0 - ALPHA / max(1, len({band_of(size) for size in changes}))
     by_size, by_band = {}, {}
     for size in changes:
         near = [
