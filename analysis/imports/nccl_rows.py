@@ -9,6 +9,7 @@ import functools
 import json
 import math
 import re
+import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -268,7 +269,9 @@ def table_world_size(log: ParsedLog, table: LogTable, collective: str) -> tuple[
             f"{log.path}: no 'Using devices' block; assumed one process, "
             f"nThread x nGpus = {per_process} rank(s)"
         )
-    ratio = _median_ratio(table.data.algbw_gbps, table.data.busbw_gbps)
+    data = table.data
+    pairs = zip(data.algbw_gbps, data.busbw_gbps, strict=True)
+    ratio = median([bus / alg for alg, bus in pairs if alg >= MIN_CHECKED_ALGBW_GBPS])
     implied = implied_world_size(collective, ratio) if ratio is not None else None
     if implied is None:
         raise SpecError(
@@ -402,8 +405,8 @@ def busbw_warning(context: TableContext) -> str | None:
     ]
     if not bad:
         return None
-    ratio = _median_ratio(*zip(*bad, strict=True))
-    implied = implied_world_size(collective, ratio) if ratio is not None else None
+    ratio = statistics.median(busbw / algbw for algbw, busbw in bad)  # all of them checked
+    implied = implied_world_size(collective, ratio)
     fits = f"; that ratio fits {implied} ranks" if implied else ""
     return (
         f"{context.log.path}: printed busbw disagrees with algbw x bus factor in "
@@ -411,13 +414,6 @@ def busbw_warning(context: TableContext) -> str | None:
         f"{collective} on {world_size} ranks gives {factor:.3f}{fits}. The printed "
         "figures are kept; check the world size before comparing them"
     )
-
-
-def _median_ratio(algbw: Sequence[float], busbw: Sequence[float]) -> float | None:
-    ratios = [
-        bus / alg for alg, bus in zip(algbw, busbw, strict=True) if alg >= MIN_CHECKED_ALGBW_GBPS
-    ]
-    return median(ratios)
 
 
 def _duplicate_warnings(blocks: Sequence[RowBlock]) -> list[str]:
