@@ -82,12 +82,7 @@ def fit_curve(
     suspects = np.abs(residuals) > limits
     regimes = [_fit_regime(points, span, ~suspects, bus_factor, options) for span in spans]
     residuals = _residuals(points, regimes, bus_factor)
-    fit = _assemble(points, regimes, bus_factor, residuals, np.abs(residuals) > limits)
-    return replace(
-        fit,
-        clock_resolution_us=float(options.clock_resolution_us or 0.0),
-        noise_rel=options.search.noise_rel,
-    )
+    return _assemble(points, regimes, bus_factor, residuals, np.abs(residuals) > limits, options)
 
 
 def _regimes_at_measured_noise(
@@ -186,6 +181,7 @@ def _assemble(
     bus_factor: float,
     residuals: np.ndarray,
     outliers: np.ndarray,
+    options: FitOptions,
 ) -> CurveFit:
     breakpoints = tuple(  # the geometric middle of the gap between two regimes' sizes
         max(before.max_bytes + 1, math.ceil(math.sqrt(before.max_bytes * after.min_bytes)))
@@ -222,6 +218,8 @@ def _assemble(
         rmse_log_time_all=rmse_all,
         busbw_measured_max_gbps=float(measured.max()),
         busbw_measured_max_bytes=int(points.sizes_bytes[int(np.argmax(measured))]),
+        clock_resolution_us=float(options.clock_resolution_us or 0.0),
+        noise_rel=options.search.noise_rel,
     )
     return replace(fit, n_half_bytes=n_half_bytes(fit))
 
