@@ -36,19 +36,18 @@ def parse_json_log(data: Any, path: str = "<json>", cut_short: bool = False) -> 
     `experiment_name`), `out_of_bounds` (`count`, `okay`), `average_bus_bandwidth`."""
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
         raise SpecError(LOG_FIELD, path, "is JSON but not nccl-tests -J output (no 'results' list)")
-    rows = [
-        row
-        for result in data["results"]
-        if isinstance(result, dict)
-        for row in _json_rows(result, path)
-    ]
+    results = [result for result in data["results"] if isinstance(result, dict)]
+    rows = [row for result in results for row in _json_rows(result, path)]
     if not rows:
         raise SpecError(
             LOG_FIELD, path, "has a result table header but no rows (empty 'results' list)"
         )
     config = data.get("config") if isinstance(data.get("config"), dict) else {}
     args = [str(arg) for arg in data.get("args") or []]
-    program = _json_program(args, data["results"])
+    # The program: the binary's name, else the first result's experiment_name.
+    match = _PROGRAM.search(Path(args[0]).name) if args else None
+    names = (str(result["experiment_name"]) for result in results if result.get("experiment_name"))
+    program = match.group(1) + "_perf" if match else next(names, None)
     code = data.get("nccl_version")
     versions = {"nccl": nccl_version_from_code(code)} if isinstance(code, int) and code else {}
     table = LogTable(
@@ -118,15 +117,6 @@ def _json_rows(result: dict[str, Any], path: str) -> list[LogRow]:
         )
         check_integers(rows[-1], path, f"the result of size {size}: ")
     return rows
-
-
-def _json_program(args: list[str], results: list[Any]) -> str | None:
-    if args:
-        match = _PROGRAM.search(Path(args[0]).name)
-        if match:
-            return match.group(1) + "_perf"
-    names = [result.get("experiment_name") for result in results if isinstance(result, dict)]
-    return next((str(name) for name in names if name), None)
 
 
 def _json_params(config: dict[str, Any]) -> dict[str, Any]:
