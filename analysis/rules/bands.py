@@ -15,11 +15,7 @@ BAND_NAMES = tuple(name for name, _ in BANDS)
 
 def band_of(size_bytes: int) -> str:
     """The band a size falls in."""
-    name = BANDS[0][0]
-    for band, start in BANDS:
-        if size_bytes >= start:
-            name = band
-    return name
+    return next((band for band, start in reversed(BANDS) if size_bytes >= start), BANDS[0][0])
 
 
 def bands_legend() -> str:
