@@ -130,7 +130,6 @@ def _robust_rows(
     sizes = points.sizes_bytes[first : first + base.shape[1]]
     times = points.times_us[first : first + base.shape[1]]
     row_weights = base
-    residuals = np.zeros_like(base)
     design = _design(sizes, times)
     for _ in range(3):
         alpha, slope = nnls_two(tuple(row_weights**2 @ column for column in design))
