@@ -283,9 +283,7 @@ def _compare_size(
 def _figure(evidence: Evidence) -> float:
     """A side's figure as a speed: the geometric mean over its repeats, a single repeat's
     own figure unrounded; nan without one."""
-    if evidence.n_repeats == 1:
-        return evidence.repeats[0]
-    return evidence.figure if evidence.repeats else math.nan
+    return evidence.repeats[0] if evidence.n_repeats == 1 else evidence.figure
 
 
 def _time_us(rows: list[ResultRow]) -> float:
