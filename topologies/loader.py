@@ -110,8 +110,6 @@ def _parse(text: str, suffix: str, origin: str) -> Any:
 
 def _where(mark: Any, earlier: Any = None) -> str:
     """ " at line N" for a YAML mark; " (lines M and N)" with the mark of an earlier one."""
-    if mark is None:
-        return ""
     if earlier is None:
         return f" at line {mark.line + 1}"
     return f" (lines {earlier.line + 1} and {mark.line + 1})"

@@ -78,7 +78,6 @@ class StageJudgement:
 
     items: dict[Hashable, Judged] = field(default_factory=dict)
     bars: dict[int, Bar] = field(default_factory=dict)  # per repeat index
-    repeats: int = 0  # repeats that had a bar
     reason: str = ""
 
     @property
@@ -124,7 +123,7 @@ def judge_stage(
             f"{len(bars)} repeat(s); a finding needs the slow result in a majority of at "
             f"least {MIN_DOCTOR_REPEATS} (--repeats {MIN_DOCTOR_REPEATS} or more)"
         )
-    return StageJudgement(items, bars, len(bars), reason)
+    return StageJudgement(items, bars, reason)
 
 
 def _summary(bars: Sequence[Bar]) -> tuple[tuple[float, ...], Bar]:

@@ -120,8 +120,15 @@ def render_tuner_conf(
     name one the winner does not (see the module's rules).
     Raises ChannelsUnknown / TunerConfUnavailable where the file cannot say the result (see
     the module's rules), SpecError for bad arguments."""
-    options = replace(
-        _options(channels, backend, nodes, ranks, imported), choices=tuple(baseline_choices)
+    if backend not in BACKENDS:
+        raise SpecError("--backend", backend, f"has no tuner plugin; one of {', '.join(BACKENDS)}")
+    if channels is not None and not 0 <= channels < 2**31:
+        raise SpecError("--channels", channels, "must be a count, or 0 for the library's own")
+    for flag, value in (("--nodes", nodes), ("world size", ranks)):
+        if value is not None and not 1 <= value < 2**31:
+            raise SpecError(flag, value, "must be a positive count")
+    options = _Options(
+        channels, backend, nodes or ANY, ranks or ANY, imported, tuple(baseline_choices)
     )
     notes: list[str] = []
     ranges = _ranges(best_records, notes)
@@ -158,27 +165,14 @@ def communicator_shape(rows: Sequence[Any]) -> tuple[int | None, int | None]:
     return one_node, one_rank
 
 
-def parse_tuner_shape(text: str, flag: str = "--tuner-shape") -> str:
+def parse_tuner_shape(text: str) -> str:
     """A --tuner-shape word (TUNER_SHAPES), or SpecError."""
     if text not in TUNER_SHAPES:
-        raise SpecError(flag, text, f"must be one of {', '.join(TUNER_SHAPES)}")
+        raise SpecError("--tuner-shape", text, f"must be one of {', '.join(TUNER_SHAPES)}")
     return text
 
 
 # ---- inputs ----
-
-
-def _options(
-    channels: int | None, backend: str, nodes: int | None, ranks: int | None, imported: bool
-) -> _Options:
-    if backend not in BACKENDS:
-        raise SpecError("--backend", backend, f"has no tuner plugin; one of {', '.join(BACKENDS)}")
-    if channels is not None and not 0 <= channels < 2**31:
-        raise SpecError("--channels", channels, "must be a count, or 0 for the library's own")
-    for flag, value in (("--nodes", nodes), ("world size", ranks)):
-        if value is not None and not 1 <= value < 2**31:
-            raise SpecError(flag, value, "must be a positive count")
-    return _Options(channels, backend, nodes or ANY, ranks or ANY, imported)
 
 
 def _get(record: Any, key: str) -> Any:
