@@ -82,9 +82,6 @@ class Bar:
     floor_pct: float | None = None  # a recorded A/A floor for the size's band ...
     floor_source: str = ""  # ... and where it came from
 
-    def below(self, value_gbps: float) -> bool:
-        return value_gbps < self.threshold_gbps
-
     def describe(self, what: str = "") -> str:
         """'fleet median of 6 pairs 0.412 GB/s' or 'expected 40 GB/s from --expect-busbw'."""
         figure = f"{gbps(self.reference_gbps)} GB/s"

@@ -148,7 +148,9 @@ class DoctorRun:
         against a baseline, each item also by the decision rule (no bar: `hint` says why)."""
         count = len(table)
         no_bar = f"a fleet median needs {MIN_FLEET} {what}, this run has {count}; {hint}"
-        judgement = judge_stage(table, lambda values: self.bar(stage, values), no_bar)
+        judgement = judge_stage(
+            table, lambda values: bar_for(stage, values, self.expectation, self.spec), no_bar
+        )
         return against_baseline(judgement, stage, self.expectation, self.size_bytes)
 
     def stage_rows(self, *stages: str) -> list[DoctorRow]:
@@ -169,9 +171,6 @@ class DoctorRun:
             ):
                 by_stage.setdefault(row.stage, []).append(row)
         return by_stage
-
-    def bar(self, stage: str, values: Sequence[float]) -> Bar | None:
-        return bar_for(stage, values, self.expectation, self.spec)
 
     def finding(
         self, kind: str, hosts: Sequence[str], bar: Bar | None, measured: float | None, **columns

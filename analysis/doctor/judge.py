@@ -51,6 +51,8 @@ class Judged:
         values = ", ".join(gbps(value) for value in self.values)
         low, high = min(self.values), max(self.values)
         spread = 100 * (high / low - 1) if low > 0 else float("inf")
+        reference = self.bar.reference_gbps
+        change = 100 * (self.value / reference - 1) if reference else 0.0
         shown = gbps(self.bar.threshold_gbps)
         # Each repeat is held against its own bar; where one of them decides otherwise than
         # the bars' median would, the median alone would contradict the count: say them all.
@@ -60,15 +62,11 @@ class Judged:
         text = (
             f"{self.slow_repeats} of {self.repeats} repeats below the bar "
             f"{shown}: {values} GB/s vs {self.bar.describe(what)} "
-            f"({self._change():+.0f}%, repeats within {spread:.0f}%)"
+            f"({change:+.0f}%, repeats within {spread:.0f}%)"
         )
         if self.verdict is not None:
             text += f"; decision rule: {self.verdict.describe()}"
         return text
-
-    def _change(self) -> float:
-        reference = self.bar.reference_gbps
-        return 100 * (self.value / reference - 1) if reference else 0.0
 
 
 @dataclass(frozen=True)

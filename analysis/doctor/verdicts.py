@@ -332,7 +332,7 @@ def _pass_ratio(run: DoctorRun, bars: Mapping[int, Bar]) -> dict[str, float]:
         bar = bars.get(row.repeat_index)
         if bar is None:
             continue
-        ok = int(not bar.below(row.busbw_gbps))
+        ok = int(not row.busbw_gbps < bar.threshold_gbps)
         for host in row.group_hosts or row_hosts(row):
             passed[host] += ok
             pairings[host] += 1

@@ -165,10 +165,10 @@ def communicator_shape(rows: Sequence[Any]) -> tuple[int | None, int | None]:
     return one_node, one_rank
 
 
-def parse_tuner_shape(text: str) -> str:
+def parse_tuner_shape(text: str, flag: str = "--tuner-shape") -> str:
     """A --tuner-shape word (TUNER_SHAPES), or SpecError."""
     if text not in TUNER_SHAPES:
-        raise SpecError("--tuner-shape", text, f"must be one of {', '.join(TUNER_SHAPES)}")
+        raise SpecError(flag, text, f"must be one of {', '.join(TUNER_SHAPES)}")
     return text
 
 
