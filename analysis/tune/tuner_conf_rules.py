@@ -96,14 +96,6 @@ class Rule:
         return ",".join(str(value) for value in astuple(self)[:MAX_FIELDS])
 
 
-def plugin_collective(name: str) -> str:
-    """The plugin's name for a collective given in either naming (all_reduce or allreduce)."""
-    if name in COLLECTIVES or name in PLUGIN_COLLECTIVE:
-        return PLUGIN_COLLECTIVE.get(name, name)
-    known = ", ".join(PLUGIN_COLLECTIVE)
-    raise SpecError("collective", name, f"has no tuner-plugin rule; tunable: {known}")
-
-
 def parse_tuner_conf(text: str, *, strict: bool = True) -> list[Rule]:
     """The rules of an nccl_tuner.conf, in file order.
 
@@ -138,7 +130,10 @@ def lookup(
 
     ignored: (algorithm, protocol) pairs NCCL marks unavailable; the plugin passes over a
     matching rule with such a pair and tries the next one."""
-    name = plugin_collective(collective)
+    if collective not in COLLECTIVES and collective not in PLUGIN_COLLECTIVE:
+        known = ", ".join(PLUGIN_COLLECTIVE)
+        raise SpecError("collective", collective, f"has no tuner-plugin rule; tunable: {known}")
+    name = PLUGIN_COLLECTIVE.get(collective, collective)  # either naming: all_reduce, allreduce
     for rule in rules:
         if (rule.algorithm, rule.protocol) in ignored:
             continue
