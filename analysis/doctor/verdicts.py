@@ -125,9 +125,7 @@ def _context(
     doctor_rows = tuple(row for row in rows if getattr(row, "stage", None))
     hosts = dict.fromkeys(nodes.get("hosts") or [])  # in order, each once
     for row in doctor_rows:
-        for host in row.group_hosts or row_hosts(row):
-            if host not in hosts:
-                hosts[host] = None
+        hosts.update(dict.fromkeys(row_hosts(row)))
     ranks_of = {host: tuple(ranks) for host, ranks in (nodes.get("ranks_per_host") or {}).items()}
     backend = doctor_rows[0].backend if doctor_rows else None
     return DoctorRun(
@@ -333,7 +331,7 @@ def _pass_ratio(run: DoctorRun, bars: Mapping[int, Bar]) -> dict[str, float]:
         if bar is None:
             continue
         ok = int(not row.busbw_gbps < bar.threshold_gbps)
-        for host in row.group_hosts or row_hosts(row):
+        for host in row_hosts(row):
             passed[host] += ok
             pairings[host] += 1
     return {host: passed[host] / pairings[host] for host in run.hosts if host in pairings}
@@ -439,7 +437,7 @@ class PairFold:
 def fold_pairs(
     rows: Sequence[DoctorRow],
     hosts: Sequence[str],
-    ends: Callable[[DoctorRow], Sequence[str]] = lambda row: row.group_hosts or row_hosts(row),
+    ends: Callable[[DoctorRow], Sequence[str]] = row_hosts,
 ) -> PairFold:
     """The pair and shuffle `rows` by node pair (or by the pair `ends` names, e.g. two ranks);
     a row whose ends are not two distinct ones of `hosts` is left out."""
