@@ -92,9 +92,8 @@ class Bar:
             noise.append(f"its spread {self.spread_pct:.0f}%")
         if self.floor_pct is not None:
             noise.append(f"A/A floor {self.floor_pct:.3g}% from {self.floor_source}")
-        if noise:
-            return f"expected {figure} from {self.source} ({', '.join(noise)})"
-        return f"expected {figure} from {self.source}"
+        said = f" ({', '.join(noise)})" if noise else ""
+        return f"expected {figure} from {self.source}{said}"
 
 
 def gbps(value: float) -> str:

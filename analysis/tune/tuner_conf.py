@@ -158,11 +158,9 @@ def render_tuner_conf(
 def communicator_shape(rows: Sequence[Any]) -> tuple[int | None, int | None]:
     """(nodes, ranks) of the communicator the rows were measured on, for nNodes/nRanks; None
     where the rows do not say it or disagree."""
-    nodes = {_get(row, "nodes") for row in rows}
-    ranks = {_get(row, "world_size") for row in rows}
-    one_node = next(iter(nodes)) if len(nodes) == 1 else None
-    one_rank = next(iter(ranks)) if len(ranks) == 1 else None
-    return one_node, one_rank
+    seen = ({_get(row, key) for row in rows} for key in ("nodes", "world_size"))
+    nodes, ranks = (next(iter(values)) if len(values) == 1 else None for values in seen)
+    return nodes, ranks
 
 
 def parse_tuner_shape(text: str, flag: str = "--tuner-shape") -> str:
