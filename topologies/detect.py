@@ -311,10 +311,15 @@ def _gpu_scale_up(
     facts: NodeFacts, reference: Topology | None, sources: dict[str, str], found: Detected
 ) -> dict[str, Any]:
     count = len(facts.gpus)
-    kind = _link_kind(facts.gpu_links)
-    if kind is None:
+    if not facts.gpu_links:
         kind = reference.scale_up.kind if reference else "pcie"
         found.notes.append(f"assumed: GPU links are {kind} (no GPU link matrix could be read)")
+    elif all(cell.startswith("NV") for cell in facts.gpu_links):
+        kind = "nvlink"
+    elif all(cell == "XGMI" for cell in facts.gpu_links):
+        kind = "xgmi"
+    else:
+        kind = "pcie"  # PIX/PXB/PHB/NODE/SYS, or links only between some pairs
     sources["scale_up.domain_size"] = f"detected: {count} GPUs on this node"
     domain = count
     if reference and reference.scale_up.kind == kind:
@@ -348,16 +353,6 @@ def _gpu_scale_up(
         "domain_size": domain,
         "fabric": fabric,
     }
-
-
-def _link_kind(cells: tuple[str, ...]) -> str | None:
-    if not cells:
-        return None
-    if all(cell.startswith("NV") for cell in cells):
-        return "nvlink"
-    if all(cell == "XGMI" for cell in cells):
-        return "xgmi"
-    return "pcie"  # PIX/PXB/PHB/NODE/SYS, or links only between some pairs
 
 
 def _link_bandwidth(kind: str, facts: NodeFacts, count: int) -> tuple[float, str]:
