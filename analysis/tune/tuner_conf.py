@@ -520,7 +520,12 @@ def _same(first: Rule, second: Rule) -> bool:
 def _text(rules: Sequence[Rule], comments: Sequence[str], options: _Options) -> str:
     library = "NCCL" if options.backend == "nccl" else "RCCL"
     unmatched = "1 channel" if options.backend == "nccl" else "RCCL's own choice"
+    shape = [
+        f"# Rules match only communicators of {_shape(options)}: any other shape",
+        f"# matches none, so every collective of it gets {unmatched}.",
+    ]  # the file's first words where they apply: a job of another shape runs untuned
     header = [
+        *(shape if options.nodes != ANY or options.ranks != ANY else []),
         f"# nccl_tuner.conf for {library}'s example tuner plugin (CSV rules), by collbench tune.",
         SHIPPED[options.backend],
         "# Load: NCCL_TUNER_PLUGIN=<the example plugin's .so> NCCL_TUNER_CONFIG_FILE=<this file>",
@@ -531,11 +536,6 @@ def _text(rules: Sequence[Rule], comments: Sequence[str], options: _Options) -> 
     ]
     if options.backend == "rccl":
         header.append("# RCCL's tuner: ring/tree with simple/ll/ll128 only; other ranges: no rule.")
-    if options.nodes != ANY or options.ranks != ANY:
-        header += [
-            f"# Rules match only communicators of {_shape(options)}: any other shape",
-            f"# matches none, so every collective of it gets {unmatched}.",
-        ]
     body = [f"# {_one_line(comment)}" for comment in comments if comment]
     return "\n".join([*header, *body, *(rule.line() for rule in rules)]) + "\n"
 
