@@ -54,7 +54,9 @@ NOTE_FEW_REPEATS = (
 )
 NOTE_REPEATS = (
     "repeats on both sides: Welch's t on the repeats, Holm over the sizes decided together, and the "
-    "effect beyond the repeats' spread (or a recorded A/A floor, when larger)"
+    "effect beyond the repeats' spread (or a recorded A/A floor, when larger). A run's repeats share "
+    "its processes: on NCCL/RCCL what varies between processes (rings, channels, clocks) is in a "
+    "floor from `collbench noise` over separate runs, not in their spread"
 )
 NOTE_THRESHOLD = (
     "no per-iteration samples (imported logs): decided by the threshold alone "

@@ -114,6 +114,7 @@ def test_repeats_give_holm_p_values_and_intervals(tmp_path):
     (failed,) = [line for line in done.stderr.splitlines() if ": FAILED: " in line]
     assert "16 MiB" in failed and "repeats 4 vs 4, Holm p=" in failed
     assert "# repeats on both sides: Welch's t on the repeats" in done.stdout
+    assert "on NCCL/RCCL what varies between processes" in done.stdout  # issue 40 item 8
     assert "no p-value" not in done.stdout
     (result,) = json.loads(collbench("compare", base, slow, "--json").stdout)
     (item,) = [item for item in result["sizes"] if item["size_bytes"] == 1 << 24]
