@@ -158,9 +158,12 @@ def render_tuner_conf(
 def communicator_shape(rows: Sequence[Any]) -> tuple[int | None, int | None]:
     """(nodes, ranks) of the communicator the rows were measured on, for nNodes/nRanks; None
     where the rows do not say it or disagree."""
-    seen = ({_get(row, key) for row in rows} for key in ("nodes", "world_size"))
-    nodes, ranks = (next(iter(values)) if len(values) == 1 else None for values in seen)
-    return nodes, ranks
+
+    def one(key: str) -> int | None:
+        values = {_get(row, key) for row in rows}
+        return next(iter(values)) if len(values) == 1 else None
+
+    return one("nodes"), one("world_size")
 
 
 def parse_tuner_shape(text: str, flag: str = "--tuner-shape") -> str:

@@ -18,7 +18,7 @@ NUMBER_BOUNDS: dict[str, tuple[float, float]] = {
     "usd": (1e-4, 1e4),  # a price per GPU-hour
     "gbytes_s": (1e-3, 1e6),  # a bandwidth in GB/s (a topology's fields end in the unit)
     "gbits_s": (8e-3, 8e6),
-    "tflops": (1e-3, 1e6),
+    "tflops": (1e-9, 1e6),  # a peak: 1 kFLOP/s is no device, yet divides safely
     "gib": (1e-3, 1e6),
     "us": (0, 1e6),  # a latency
     "oversubscription": (1, 1e3),  # of a fat tree above its leaves

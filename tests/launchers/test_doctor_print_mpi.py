@@ -58,4 +58,5 @@ def test_doctor_under_a_real_slurm_job(tmp_path, slurm_cluster):
     assert result.returncode == 5, result.stderr + result.stdout  # 1000 GB/s: nobody has it
     document = json.loads((out / "doctor.json").read_text())
     assert document["healthy"] is False and document["findings"][0]["kind"] == "node"
-    assert [row["stage"] for row in rows_of(out)] == ["intra"] * 3  # one node: no separate full
+    # one node: no separate full; its two ranks' pair round after the intra one, each repeat
+    assert [row["stage"] for row in rows_of(out)] == ["intra", "gpu-pair"] * 3
