@@ -263,9 +263,7 @@ RECORD_OPTIONS = (
         "checked as tune checks it, recorded with the results, part of every printed command).",
         field="knobs",
         kind=list[str],
-        parse=lambda texts, flag: parse_knob_settings(texts, flag, "any")[
-            0
-        ],  # SweepSpec: backend's
+        parse=lambda texts, flag: parse_knob_settings(texts, flag)[0],
         metavar="NAME=VALUE",
         name="knob",
     ),

@@ -214,7 +214,7 @@ def check_knob_value(
 
 
 def parse_knob_settings(
-    texts: Sequence[str], flag: str = KNOB_FLAG, backend: str | None = None
+    texts: Sequence[str], flag: str = KNOB_FLAG
 ) -> tuple[tuple[tuple[str, str], ...], list[str]]:
     """`--knob NAME=VALUE` settings, one value each, taken as written (a comma is part of
     the value, as NCCL reads NCCL_SOCKET_IFNAME=eth0,eth1), checked like tune checks its
@@ -231,7 +231,7 @@ def parse_knob_settings(
         warnings += check_knob_name(name, text, flag)
         if name in settings:
             raise SpecError(flag, text, f"repeats {name}: give each knob once")
-        settings[name] = check_knob_value(name, value, text, flag, backend)
+        settings[name] = check_knob_value(name, value, text, flag)
     return tuple(settings.items()), warnings
 
 

@@ -13,7 +13,7 @@ from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.doctor_spec import DOCTOR, DoctorSpec
 from collbench.core.dtypes import DTYPES, lookup_dtype
 from collbench.core.errors import SpecError
-from collbench.core.knobs import check_knob_value, knob_args
+from collbench.core.knobs import knob_args
 from collbench.core.overlap import OverlapSpec
 from collbench.core.stats import RANK_COMBINERS
 from collbench.core.units import size_arg
@@ -151,8 +151,6 @@ class SweepSpec:
         object.__setattr__(self, "knobs", tuple((str(n), str(v)) for n, v in knobs))
         if len({name for name, _ in self.knobs}) != len(self.knobs):
             raise SpecError("--knob", ",".join(n for n, _ in self.knobs), "repeats a knob")
-        for name, value in self.knobs:  # the backend's ranges (RCCL's: 128 channels)
-            check_knob_value(name, value, f"{name}={value}", backend=self.backend)
         if isinstance(self.topology, (tuple, list)):  # --topology's (name, file or None)
             name, file = self.topology
             object.__setattr__(self, "topology", name)

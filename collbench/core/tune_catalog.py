@@ -204,12 +204,10 @@ RCCL_CHECKS: dict[str, Checker] = {
 
 
 def knob_checker(name: str, backend: str | None) -> Checker | None:
-    """How `backend` (resolved, or None/"auto": NCCL's ranges; "any": what either library
-    takes, before the backend is known) takes knob `name`'s values; None for a knob the
-    catalog does not list."""
+    """How `backend` (resolved, or None/"auto": NCCL's ranges) takes knob `name`'s values;
+    None for a knob the catalog does not list."""
     spec = CATALOG.get(name)
-    wider = backend == "any" and name != "NCCL_NTHREADS"  # RCCL's channels hold NCCL's
-    return (RCCL_CHECKS.get(name) if backend == "rccl" or wider else None) or (spec and spec.check)
+    return (RCCL_CHECKS.get(name) if backend == "rccl" else None) or (spec and spec.check)
 
 
 # Variables NCCL 2.30 reads (NCCL_PARAM and ncclGetEnv in its sources, plus those read

@@ -275,29 +275,6 @@ def test_rccl_knob_ranges_are_rccls(knob, backend, refused):
     assert error.value.field == "--knob"
 
 
-@pytest.mark.parametrize(
-    "knob, backend, refused",
-    [
-        ("NCCL_MAX_NCHANNELS=128", "rccl", None),
-        ("NCCL_MAX_NCHANNELS=128", "nccl", "outside 1..64"),
-        ("NCCL_MAX_NCHANNELS=128", "auto", "outside 1..64"),
-        ("NCCL_NTHREADS=512", "rccl", "256"),
-    ],
-)
-def test_a_sweeps_knob_takes_its_backends_range(knob, backend, refused):
-    """sweep's --knob is read before the backend is known, then held to the backend's range
-    by the spec: --backend rccl --knob NCCL_MAX_NCHANNELS=128 was refused (issue 40 item 5)."""
-    from collbench.core.knobs import parse_knob_settings
-    from collbench.core.spec import SweepSpec
-
-    knobs = parse_knob_settings([knob], backend="any")[0]  # what sweep's --knob parse gives
-    if refused is None:
-        assert SweepSpec(backend=backend, knobs=knobs).knobs == knobs
-        return
-    with pytest.raises(SpecError, match=refused):
-        SweepSpec(backend=backend, knobs=knobs)
-
-
 @pytest.mark.parametrize("count", [0, -1, MAX_SETTINGS + 1, 10**20, True])
 def test_max_settings_outside_its_bound_is_refused(tmp_path, count):
     from collbench.core.tune_grid import parse_knobs
