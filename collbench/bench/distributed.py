@@ -208,7 +208,8 @@ def _agree(
     torch: Any, store: Any, env: RunEnv, backend: str, timeout_s: float, plan: str
 ) -> RunEnv:
     """The ranks' agreement (bench/agreement.py): raises its one-line error; returns env with
-    the local rank derived from the hosts where no variable gave it."""
+    the local rank derived from the hosts where no variable gave it. In the shared-GPU test
+    mode each rank's host is its own, and NCCL is told so (NCCL_HOSTID, collbench's setting)."""
     local = env.local_rank if env.local_known else None
     host = rank_host(env.rank)
     if shared_gpu() and backend in ("nccl", "rccl"):  # NCCL takes each rank for a node
