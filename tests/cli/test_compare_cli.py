@@ -264,3 +264,21 @@ def test_a_gate_that_cannot_see_the_threshold_says_so_and_does_not_pass(tmp_path
     assert powers == pytest.approx([100 * 60 / 160] * len(sizes))
     # without the floor the same runs are seen and fail
     assert collbench("compare", base, slow, "--fail-if-slower", "5").returncode == EXIT_SLOWER
+
+
+@pytest.mark.slow  # a real 2-rank gloo sweep
+def test_a_real_shared_gpu_sweep_records_the_mode_and_is_refused_against_a_real_run(tmp_path):
+    """The writing side of the test mode: each rank a host of its own, meta.json's
+    `shared_gpu`, and compare's refusal of it against a run whose ranks did not share."""
+    out = tmp_path / "shared"
+    args = ["-c", "all_reduce", "-b", "1K", "-e", "1K", "-n", "2", "-w", "1", "--repeats", "1"]
+    done = collbench_process(
+        "sweep", *args, "-q", "--out", str(out), env={"COLLBENCH_SHARED_GPU": "1"}
+    )
+    assert done.returncode == 0, done.stderr
+    assert "COLLBENCH_SHARED_GPU=1: test mode" in done.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["shared_gpu"] and [host.rsplit("~", 1)[1] for host in meta["hosts"]] == ["r0", "r1"]
+    real = _write(tmp_path / "real", {1024: 100.0})
+    refused = collbench("compare", real, str(out))
+    assert refused.returncode == 2 and "(shared_gpu False vs True)" in refused.stderr
