@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -82,7 +83,10 @@ def torchrun_pair(
     """One `collbench sweep --launcher torchrun` per node (one rank each), rendezvous at
     node 0; returns each node's (exit code, stdout, stderr)."""
     procs = []
-    for node_rank, node in enumerate(nodes):
+    # node 1 first, node 0 a few seconds later: on a loaded machine node 0 (which checks that
+    # --out is new) can start after node 1 has made its first setting's folder there
+    for node_rank, node in reversed(list(enumerate(nodes))):
+        time.sleep(3 if node_rank == 0 else 0)
         command = [
             sys.executable,
             "-m",
@@ -194,7 +198,10 @@ def collbench_pair(
     Returns each node's (exit code, stdout, stderr)."""
     base = {key: value for key, value in os.environ.items() if key != "GLOO_SOCKET_IFNAME"}
     procs = []
-    for node_rank, node in enumerate(nodes):
+    # node 1 first, node 0 a few seconds later: on a loaded machine node 0 (which checks that
+    # --out is new) can start after node 1 has made its first setting's folder there
+    for node_rank, node in reversed(list(enumerate(nodes))):
+        time.sleep(3 if node_rank == 0 else 0)
         command = [
             sys.executable,
             "-m",
@@ -225,6 +232,7 @@ def collbench_pair(
                 env={**base, **env},
             )
         )
+    procs.reverse()
     try:
         outputs = [proc.communicate(timeout=timeout_s) for proc in procs]
     finally:

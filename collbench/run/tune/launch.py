@@ -477,6 +477,8 @@ def run_tune(
     writes = _writes_result(options)
     if writes and not (options.launcher == "srun" and attempt()):  # requeued: resume
         allowed = (DRIVER_FOLDER,) if options.launcher == "srun" else ()
+        if options.launcher == "torchrun" and options.extra.get("nnodes", 1) > 1:
+            allowed = ("settings", "probes")  # the other nodes' first sweeps may be there first
         check_output_dir("--out", plan.out, allowed=allowed)
         Path(plan.out).mkdir(parents=True, exist_ok=True)
     tuner = Tuner(spec, options, plan, command_line, make_sink, say)
