@@ -232,7 +232,7 @@ def tune_document(
         extra = {**(extra or {}), "workload": workload.to_dict()}
     core = TuneResult(
         settings=tuple(_setting_entry(outcome) for outcome in outcomes),
-        best=tuple(record.to_dict() for record in best),
+        best=tuple(best),
         env=env_choice(best, workload, outcomes, rule, library),
         rule=asdict(rule),
     )

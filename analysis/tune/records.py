@@ -5,17 +5,17 @@ writes (a size range, its best record and evidence), with the busbw figures they
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 from collbench.analysis.rules.decision import ALPHA, FASTER, SLOWER, Rule
 from collbench.core.bandwidth import busbw_gbps
-from collbench.core.convert import plain
 from collbench.core.errors import SpecError
 from collbench.core.stats import geomean
 from collbench.core.units import format_size
 from collbench.store.rows import ResultRow
+from collbench.store.tune_result import BestRecord, TuneEvidence
 
 GRANULARITIES = ("crossover", "band", "size")
 PLACEMENTS = ("out_of_place", "in_place")  # the first one measured is the one tuned
@@ -97,83 +97,26 @@ class SizeRange:
         return self.min_bytes <= size_bytes <= self.max_bytes
 
 
-@dataclass(frozen=True)
-class TuneEvidence:
-    """What a range's call rests on: the best other setting against the default, over the
-    range's sizes. `basis` is the weakest basis among the sizes (repeats | noise floor |
-    threshold | unjudged); `calls` counts the rule's call per size; the effect, interval,
-    floor and Holm p are the verdict at the median effect (percent of the default's busbw)."""
-
-    basis: str
-    baseline_repeats: int
-    candidate_repeats: int
-    calls: dict[str, int]
-    effect_pct: float
-    low_pct: float | None
-    high_pct: float | None
-    floor_pct: float | None
-    floor_source: str
-    p_holm: float | None
-    verdict: str  # Verdict.describe() of that median size
-
-    def describe(self) -> str:
-        """'+30.1% [+25.3%, +35.2%], floor 2.0%, 3v3 repeats, significant at 2/2 sizes'."""
-        return describe_evidence(asdict(self))
-
-
-def describe_evidence(evidence: Mapping[str, Any] | None) -> str:
-    """A TuneEvidence (or tune.json's "evidence" entry) in one short line; '-' for none."""
-    if not evidence:
+def describe_evidence(evidence: TuneEvidence | None) -> str:
+    """'+30.1% [+25.3%, +35.2%], floor 2.0%, 3v3 repeats, significant at 2/2 sizes'; '-' for
+    none."""
+    if evidence is None:
         return "-"
-    effect = evidence.get("effect_pct")
+    effect = evidence.effect_pct
     if effect is None or not math.isfinite(effect):
-        return f"no effect measured ({evidence.get('basis')})"
+        return f"no effect measured ({evidence.basis})"
     text = f"{effect:+.1f}%"
-    low, high = evidence.get("low_pct"), evidence.get("high_pct")
+    low, high = evidence.low_pct, evidence.high_pct
     if low is not None and high is not None:
         text += f" [{low:+.1f}%, {high:+.1f}%]"
-    if evidence.get("floor_pct") is not None:
-        text += f", floor {evidence['floor_pct']:.1f}%"
-    base, cand = evidence.get("baseline_repeats"), evidence.get("candidate_repeats")
-    text += f", {base}v{cand} repeat{'s' if max(base or 0, cand or 0) != 1 else ''}"
-    calls = evidence.get("calls") or {}
-    sizes = sum(calls.values())
+    if evidence.floor_pct is not None:
+        text += f", floor {evidence.floor_pct:.1f}%"
+    base, cand = evidence.baseline_repeats, evidence.candidate_repeats
+    text += f", {base}v{cand} repeat{'s' if max(base, cand) != 1 else ''}"
+    calls = evidence.calls
     called = [f"{calls[name]} {name}" for name in (FASTER, SLOWER) if calls.get(name)]
-    text += f", {evidence.get('basis')}: {', '.join(called) or 'none called'} of {sizes}"
+    text += f", {evidence.basis}: {', '.join(called) or 'none called'} of {sum(calls.values())}"
     return text
-
-
-@dataclass(frozen=True)
-class BestRecord:
-    """One collective x size range: what to deploy there. `to_dict` is a tune.json "best"
-    entry (the issue's keys first)."""
-
-    collective: str
-    min_bytes: int
-    max_bytes: int
-    # the chosen setting's knobs: {} when the default is best (tune from where every run
-    # set a knob: the knobs of the first RUN, which stands for the default)
-    knobs: dict[str, str]
-    busbw_gbps: float
-    baseline_busbw_gbps: float | None
-    gain: float | None  # busbw_gbps / baseline_busbw_gbps - 1
-    confident: bool
-    band: str
-    placement: str
-    sizes: tuple[int, ...]
-    setting: str  # the chosen setting's label
-    setting_id: str
-    default_is_best: bool
-    # significant | not significant (repeats) | beyond noise floor | within noise floor
-    # (noise floor) | decided by threshold, no samples | unjudged | no baseline | baseline only;
-    # "mixed" for ranges merge_adjacent joined with different calls
-    confidence: str
-    reason: str
-    candidate: dict[str, Any] | None = field(default=None)  # the best other setting
-    evidence: TuneEvidence | None = None  # the best other setting against the default
-
-    def to_dict(self) -> dict[str, Any]:
-        return plain(self)
 
 
 def sizes_text(first: int, last: int) -> str:

@@ -10,7 +10,6 @@ The method, in full: docs/tune.md#collbench-render-tune-py.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from collbench.analysis.rules.bands import BAND_NAMES
@@ -91,7 +90,7 @@ def _cells(record: BestRecord) -> tuple[str, ...]:
         "-" if base is None else format_number(base),
         "-" if record.gain is None else f"{record.gain * 100:+.1f}%",
         "yes" if record.confident else f"no ({record.confidence})",
-        describe_evidence(asdict(record.evidence) if record.evidence else None),
+        describe_evidence(record.evidence),
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from collbench.core.convert import plain
+from collbench.core.convert import convert, plain
 from collbench.core.errors import SpecError
 from collbench.core.safe_text import ENV_NAME
 from collbench.store.reading import load_json
@@ -124,11 +124,62 @@ class TunerConfStatus:
 
 
 @dataclass(frozen=True)
+class TuneEvidence:
+    """What a range's call rests on: the best other setting against the default, over the
+    range's sizes. `basis` is the weakest basis among the sizes (repeats | noise floor |
+    threshold | unjudged); `calls` counts the rule's call per size; the effect, interval,
+    floor and Holm p are the verdict at the median effect (percent of the default's busbw;
+    null in tune.json where none was measured)."""
+
+    basis: str
+    baseline_repeats: int
+    candidate_repeats: int
+    calls: dict[str, int]
+    effect_pct: float | None
+    low_pct: float | None
+    high_pct: float | None
+    floor_pct: float | None
+    floor_source: str
+    p_holm: float | None
+    verdict: str  # Verdict.describe() of that median size
+
+
+@dataclass(frozen=True)
+class BestRecord:
+    """One collective x size range: what to deploy there; a tune.json "best" entry (the
+    issue's keys first). An entry written by hand may give only the range and its knobs."""
+
+    collective: str
+    min_bytes: int
+    max_bytes: int
+    # the chosen setting's knobs: {} when the default is best (tune from where every run
+    # set a knob: the knobs of the first RUN, which stands for the default)
+    knobs: dict[str, str] = field(default_factory=dict)
+    busbw_gbps: float | None = None  # null in tune.json where none was measured
+    baseline_busbw_gbps: float | None = None
+    gain: float | None = None  # busbw_gbps / baseline_busbw_gbps - 1
+    confident: bool = False
+    band: str = ""
+    placement: str = ""
+    sizes: tuple[int, ...] = ()
+    setting: str = "baseline"  # the chosen setting's label
+    setting_id: str = ""
+    default_is_best: bool = False
+    # significant | not significant (repeats) | beyond noise floor | within noise floor
+    # (noise floor) | decided by threshold, no samples | unjudged | no baseline | baseline only;
+    # "mixed" for ranges merge_adjacent joined with different calls
+    confidence: str = ""
+    reason: str = ""
+    candidate: dict[str, Any] | None = None  # the best other setting
+    evidence: TuneEvidence | None = None  # the best other setting against the default
+
+
+@dataclass(frozen=True)
 class TuneResult:
     """tune.json's content (see the module)."""
 
     settings: tuple[TuneSetting, ...]
-    best: tuple[dict[str, Any], ...]  # BestRecord.to_dict per collective and size range
+    best: tuple[BestRecord, ...]  # per collective and size range
     env: EnvExport = field(default_factory=EnvExport)
     rule: dict[str, Any] = field(default_factory=dict)  # the SelectRule used
     launch: TuneLaunch | None = None  # a launched tune's; None: `tune from`
@@ -156,7 +207,7 @@ class TuneResult:
         """tune.json's content, in its key order."""
         data: dict[str, Any] = {
             "settings": [item.to_dict() for item in self.settings],
-            "best": [dict(item) for item in self.best],
+            "best": plain(self.best),
             "env": plain(self.env),
             "rule": dict(self.rule),
         }
@@ -188,7 +239,7 @@ class TuneResult:
             if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
                 raise SpecError(TUNE_JSON, where, f"without a {key} list: not a tune directory")
         try:
-            return _read(data)
+            return _read(data, where)
         except (TypeError, ValueError, AttributeError) as error:
             raise SpecError(
                 TUNE_JSON, where, f"with a value of the wrong type ({error}): not a tune's"
@@ -200,13 +251,13 @@ _KNOWN |= {"interrupted", *(launch_key.name for launch_key in fields(TuneLaunch)
 _RUN_KEYS = ("run_dir", "run_dirs", "probes", "dropped", "repeat_errors", "duration_s")
 
 
-def _read(data: Mapping[str, Any]) -> TuneResult:
+def _read(data: Mapping[str, Any], where: str) -> TuneResult:
     env = data.get("env") or {}
     conf = data.get("tuner_conf")
     launched = data.get("kind") == TUNE_KIND or "search" in data
     return TuneResult(
         settings=tuple(_setting(item) for item in data["settings"]),
-        best=tuple(dict(item) for item in data["best"]),
+        best=convert(data["best"], tuple[BestRecord, ...], TUNE_JSON, where),
         env=EnvExport(
             knobs=_text_dict(env.get("knobs")),
             setting=str(env.get("setting") or "baseline"),

@@ -8,7 +8,7 @@ The method, in full: docs/tune.md#collbench-render-report-tune-section-py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -105,9 +105,9 @@ def _charts(source: TuneDir) -> list[Chart]:
         placement = _placement(source, collective, rows)
         curves = setting_curves(source, collective, placement)
         marks = [
-            RangeMark(str(item.get("band")), int(item.get("min_bytes") or 0))
+            RangeMark(item.band, item.min_bytes)
             for item in source.document.best
-            if item.get("collective") == collective
+            if item.collective == collective
         ]
         title = f"{collective} ({placement}): bus bandwidth per setting"
         png = settings_chart(title, curves, marks)
@@ -121,8 +121,8 @@ def _placement(source: TuneDir, collective: str, rows: list[ResultRow]) -> str:
     """The placement tune chose for a collective (its "best" entries say), else the first of
     PLACEMENTS measured, as the tune's selection does."""
     for item in source.document.best:
-        if item.get("collective") == collective and item.get("placement"):
-            return str(item["placement"])
+        if item.collective == collective and item.placement:
+            return item.placement
     measured = {row.placement for row in rows if row.collective == collective}
     return next((name for name in PLACEMENTS if name in measured), sorted(measured)[0])
 
@@ -130,9 +130,9 @@ def _placement(source: TuneDir, collective: str, rows: list[ResultRow]) -> str:
 def setting_curves(source: TuneDir, collective: str, placement: str) -> list[SettingCurve]:
     """Each setting's median busbw per size (the settings' order as tune.json lists them)."""
     winners = {
-        str(item.get("setting"))
+        item.setting
         for item in source.document.best
-        if item.get("collective") == collective and not item.get("default_is_best")
+        if item.collective == collective and not item.default_is_best
     }
     baseline = source.document.baseline and source.document.baseline.label
     curves = []
@@ -156,20 +156,18 @@ def _gbps(value: Any) -> str:
 def _best_table(source: TuneDir) -> Table:
     rows = []
     for item in source.document.best:
-        gain, evidence = item.get("gain"), item.get("evidence")
-        sizes = [int(size) for size in item.get("sizes") or ()]  # the range's measured ones
-        confident = "yes" if item.get("confident") else f"no ({item.get('confidence') or '-'})"
+        confident = "yes" if item.confident else f"no ({item.confidence or '-'})"
         rows.append(
             (
-                item.get("collective"),
-                range_label(str(item.get("band") or ""), sizes),  # as `collbench tune` prints it
-                DEFAULT_IS_BEST if item.get("default_is_best") else item.get("setting"),
-                _gbps(item.get("busbw_gbps")),
-                _gbps(item.get("baseline_busbw_gbps")),
-                "-" if gain is None else f"{float(gain) * 100:+.1f}%",
+                item.collective,
+                range_label(item.band, item.sizes),  # as `collbench tune` prints it
+                DEFAULT_IS_BEST if item.default_is_best else item.setting,
+                _gbps(item.busbw_gbps),
+                _gbps(item.baseline_busbw_gbps),
+                "-" if item.gain is None else f"{item.gain * 100:+.1f}%",
                 confident,
-                describe_evidence(evidence if isinstance(evidence, Mapping) else None),
-                item.get("reason") or "-",
+                describe_evidence(item.evidence),
+                item.reason or "-",
             )
         )
     caption = "the winner per collective and size range (tune.json's best)"

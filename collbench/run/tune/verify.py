@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.analysis.rules.decision import SLOWER, UNJUDGED
-from collbench.analysis.tune.select import BestRecord, SizeRange, select_best
+from collbench.analysis.tune.select import BestRecord, SizeRange, describe_evidence, select_best
 from collbench.analysis.tune.tuner_conf_rules import parse_tuner_conf
 from collbench.core.errors import EXIT_RUN_FAILED, SpecError
 from collbench.core.spec import SweepSpec
@@ -193,7 +193,7 @@ def _spec(document: TuneResult, spec_fields: Mapping[str, Any]) -> SweepSpec:
     """The tune's sweep with the options given now replacing its values."""
     recorded = document.spec
     if not recorded:
-        collectives = sorted({str(entry.get("collective")) for entry in document.best})
+        collectives = sorted({entry.collective for entry in document.best})
         if collectives:
             recorded["collectives"] = tuple(collectives)
     # One pass per process, as tune measured: verify's repeats start fresh processes.
@@ -212,9 +212,9 @@ def _lines(document: TuneResult, setting: Setting, measured: list[BestRecord]) -
         predicted = None
         tuned_best = "-"
         if match is not None:
-            tuned_best = match.get("setting") or "baseline"
-            if dict(match.get("knobs") or {}) == setting.as_dict():
-                predicted = match.get("gain")
+            tuned_best = match.setting or "baseline"
+            if match.knobs == setting.as_dict():
+                predicted = match.gain
         lines.append(
             VerifyLine(
                 record.collective,
@@ -230,7 +230,7 @@ def _lines(document: TuneResult, setting: Setting, measured: list[BestRecord]) -
                 record.confident and not record.default_is_best,
                 record.confidence,
                 verify_call(record),
-                record.evidence.describe() if record.evidence is not None else "-",
+                describe_evidence(record.evidence),
             )
         )
     return lines
@@ -253,22 +253,22 @@ def tuned_ranges(document: TuneResult) -> dict[str, list[SizeRange]]:
     verify runs: ranges drawn afresh from those runs would not line up with the tune's."""
     ranges: dict[str, list[SizeRange]] = {}
     for entry in document.best:
-        low, high = int(entry.get("min_bytes") or 0), int(entry.get("max_bytes") or 0)
-        size_range = SizeRange(str(entry.get("band") or ""), low, high)
-        ranges.setdefault(str(entry.get("collective")), []).append(size_range)
+        size_range = SizeRange(entry.band, entry.min_bytes, entry.max_bytes)
+        ranges.setdefault(entry.collective, []).append(size_range)
     return ranges
 
 
-def _tuned_for(tuned: Sequence[Mapping[str, Any]], record: BestRecord) -> Mapping[str, Any] | None:
+def _tuned_for(tuned: Sequence[BestRecord], record: BestRecord) -> BestRecord | None:
     """The tune's best entry for the same collective whose range holds this one's sizes."""
-    for entry in tuned:
-        if entry.get("collective") != record.collective:
-            continue
-        if entry.get("min_bytes", 0) <= record.min_bytes and record.max_bytes <= entry.get(
-            "max_bytes", 0
-        ):
-            return entry
-    return None
+    return next(
+        (
+            entry
+            for entry in tuned
+            if entry.collective == record.collective
+            and entry.min_bytes <= record.min_bytes <= record.max_bytes <= entry.max_bytes
+        ),
+        None,
+    )
 
 
 def _words(knobs: Mapping[str, str]) -> str:

@@ -9,6 +9,7 @@ import pytest
 
 from collbench.analysis.doctor.expect import Expectation
 from collbench.analysis.doctor.findings import Diagnosis, Finding, doctor_report
+from collbench.core.convert import convert, plain
 from collbench.core.errors import SpecError
 from collbench.store.doctor_report import (
     DOCTOR_JSON,
@@ -20,6 +21,7 @@ from collbench.store.tune_result import (
     BEST_ENV,
     TUNE_JSON,
     TUNER_CONF,
+    BestRecord,
     SettingRuns,
     TuneLaunch,
     TunerConfStatus,
@@ -39,7 +41,8 @@ SETTING = {
     "rows": 12,
     "repeats": 3,
 }
-BEST = {"collective": "all_reduce", "min_bytes": 0, "max_bytes": 65535, "gain": 0.12}
+# a best entry as tune writes it: every key of BestRecord, in its order
+BEST = plain(BestRecord("all_reduce", 0, 65535, {"NCCL_ALGO": "Ring"}, 12.5, gain=0.12))
 ENV = {"knobs": {"NCCL_ALGO": "Ring"}, "setting": "NCCL_ALGO=Ring", "why": "w", "conflicts": []}
 LAUNCHED = {
     "settings": [
@@ -90,7 +93,7 @@ def test_a_typed_tune_result_is_saved_with_its_files(tmp_path):
     setting = TuneSetting(**SETTING, runs=SettingRuns(("settings/01-a1b2",), duration_s=1.0))
     result = TuneResult(
         (setting,),
-        (BEST,),
+        convert([BEST], tuple[BestRecord, ...], TUNE_JSON, "-"),
         launch=TuneLaunch(search="halving", repeats=3),
         tuner_conf=TunerConfStatus(True),
     )

@@ -17,10 +17,12 @@ from collbench.analysis.tune.select import (
     NO_SAMPLES,
     SelectRule,
     SettingOutcome,
+    describe_evidence,
     merge_adjacent,
     select_best,
     size_ranges,
 )
+from collbench.core.convert import plain
 from collbench.core.errors import SpecError
 from collbench.core.tune_grid import Setting
 from tests.rows import make_row
@@ -135,9 +137,9 @@ def test_a_30_percent_faster_setting_with_3_repeats_wins_on_the_repeats():
     assert evidence.calls["faster"] == 2 and evidence.p_holm < 0.05
     assert evidence.low_pct < evidence.effect_pct < evidence.high_pct
     assert evidence.effect_pct == pytest.approx(30, abs=5) and evidence.floor_pct < 5
-    text = evidence.describe()
+    text = describe_evidence(evidence)
     assert "3v3 repeats" in text and "repeats: 2 faster of 2" in text
-    assert record.to_dict()["evidence"]["basis"] == "repeats"
+    assert plain(record)["evidence"]["basis"] == "repeats"
 
 
 def _aa_outcomes(rng, settings=4, repeats=3, spread=0.03):
