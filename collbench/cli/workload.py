@@ -116,7 +116,8 @@ WORKLOAD_OPTIONS = (
         _PAR,
         default=None,
     ),
-    _parallel("--zero", "ZeRO stage 0-3."),
+    # None: not given (Parallelism's 0), so --fsdp alone is ZeRO 3, not a conflict
+    _parallel("--zero", "ZeRO stage 0-3.", default=None, default_text="0"),
     field_option(MfuRequest, "--fsdp", "Fully sharded data parallel (= --zero 3).", _PAR),
     _parallel(
         "--sequence-parallel",

@@ -79,9 +79,13 @@ def to_json(
     }
 
 
+# The figures a script would rank fabrics by: null for a fabric the workload does not fit.
+_RANKED = "mfu hfu mfu_loss_comm step_time_s tokens_per_s model_tflops_per_accelerator".split()
+
+
 def _estimate_json(result: Estimate, moe: bool = False) -> dict[str, Any]:
     known = demonstrated(result.accelerator, moe)
-    return {
+    fabric = {
         "topology": result.topology,
         # only for a column priced with labelled curves (`--curves LABEL=RUN`, a tune)
         **(
@@ -121,6 +125,9 @@ def _estimate_json(result: Estimate, moe: bool = False) -> dict[str, Any]:
         # the estimator's MFU error on published runs of this accelerator (null: none)
         "validated": None if known is None else known.to_dict(),
     }
+    if result.does_not_fit:
+        fabric.update(dict.fromkeys([*_RANKED, "breakdown", "what_if_mfu"]), above_peak=False)
+    return fabric
 
 
 def render_table(

@@ -41,6 +41,10 @@ def test_a_fabric_the_job_does_not_fit_gets_its_column_and_the_rest_are_estimate
     assert "does not fit" in mfu_line and "%" in mfu_line  # tight says so, roomy has a figure
     fabrics = json.loads(collbench("mfu", *args, "--json").stdout)["fabrics"]
     assert [f["does_not_fit"] for f in fabrics] == [True, False]
+    # no figure a script would rank the unfit fabric by (issue 42): mfu, step, rates null
+    unfit = {key: fabrics[0][key] for key in ("mfu", "hfu", "step_time_s", "tokens_per_s")}
+    assert unfit == dict.fromkeys(unfit) and fabrics[0]["what_if_mfu"] is None
+    assert fabrics[1]["mfu"] > 0
     # no fabric fits: the usual one-line refusal
     alone = collbench("mfu", "-T", tight, *LLAMA, "--global-batch", "64", "--dp", "4")
     assert alone.returncode == 2 and "'tight' is too small" in alone.stderr
