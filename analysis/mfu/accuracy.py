@@ -49,8 +49,8 @@ class Demonstrated:
 # accuracy:start
 DEMONSTRATED: dict[str, Demonstrated] = {
     "A100": Demonstrated("A100", 12, -0.009, 0.097, 0.023),
-    "H100": Demonstrated("H100", 10, -0.087, 0.012, 0.047),
-    "H100 MoE": Demonstrated("H100 MoE", 1, 0.322, 0.322, 0.322),
+    "H100": Demonstrated("H100", 10, -0.128, 0.005, 0.062),
+    "H100 MoE": Demonstrated("H100 MoE", 1, 0.253, 0.253, 0.253),
 }
 # accuracy:end
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from collbench.analysis.mfu import moe
+from collbench.analysis.mfu.accuracy import family
 from collbench.analysis.mfu.compute import (
     IN_STEP_SHARE,
     GemmPricer,
@@ -59,8 +60,9 @@ class EstimateOptions:
     """What the estimator assumes beyond the workload and the fabric."""
 
     # None: each GEMM's efficiency from its shape and the accelerator (analysis.gemm_model);
-    # a number: every GEMM at that share of the peak (--matmul-efficiency).
-    matmul_efficiency: float | None = None
+    # a number: every GEMM at that share of the peak (--matmul-efficiency); (NAME, share)
+    # pairs: per fabric, NAME a topology or accelerator ("mi300x", "h100"; "": every other)
+    matmul_efficiency: float | tuple[tuple[str, float], ...] | None = None
     overlap_efficiency: float = 1.0  # share of a collective hidden beside compute (OSU)
     compute_slowdown: float = 0.0  # compute beside a collective takes (1 + this) x longer
     # 0: TP collectives on the critical path (Megatron's default); 1: Transformer Engine's
@@ -76,9 +78,21 @@ class EstimateOptions:
     def tp_overlap_settings(self) -> TpOverlapSettings:
         return TpOverlapSettings(self.tp_overlap_chunks, self.tp_overlap_sms, self.tp_overlap_pairs)
 
+    def on(self, topology: Topology) -> EstimateOptions:
+        """These options on one fabric: the --matmul-efficiency its topology's name gives,
+        else its accelerator's model number, else a plain X (else None)."""
+        if not isinstance(given := self.matmul_efficiency, tuple):
+            return self
+        shares = dict(given)
+        names = (topology.name.lower(), (family(topology.accelerator.name) or "").lower(), "")
+        return replace(
+            self, matmul_efficiency=next((shares[n] for n in names if n in shares), None)
+        )
+
     def __post_init__(self) -> None:
-        if self.matmul_efficiency is not None:
-            check_number("share", self.matmul_efficiency, "--matmul-efficiency")
+        given = self.matmul_efficiency
+        for _, share in given if isinstance(given, tuple) else [("", given)] * (given is not None):
+            check_number("share", share, "--matmul-efficiency")
         if not 0 <= self.overlap_efficiency <= 1:
             raise SpecError("overlap efficiency", self.overlap_efficiency, "must be in [0, 1]")
         if self.tp_overlap not in (0, 1):
@@ -172,7 +186,7 @@ def estimate(
             f"x {topology.accelerators_per_node} accelerators on {topology.name} is fewer than "
             f"tp x pp x dp = {accelerators}",
         )
-    peak = peak_flops(workload, topology)
+    options, peak = options.on(topology), peak_flops(workload, topology)
     priced_gemms = gemm_pricer(topology, peak, options, gemms, workload.training.dtype)
     micro = micro_batch_compute(workload, topology.accelerator, peak, priced_gemms)
 
@@ -302,14 +316,21 @@ def gemm_pricer(
     model; --matmul-efficiency prices every GEMM at one share of the peak instead."""
     if measured is not None:
         return measured
-    if options.matmul_efficiency is None:
-        return model_pricer(topology.accelerator, peak_flops, dtype)
-    efficiency = options.matmul_efficiency
 
-    def flat(gemm: Gemm) -> GemmTime:
-        return GemmTime(gemm.flops / (peak_flops * efficiency), efficiency, "given", "-", 1)
+    def priced(peak: float, dtype: str) -> GemmPricer:
+        if (efficiency := options.matmul_efficiency) is None:
+            return model_pricer(topology.accelerator, peak, dtype)
+        return lambda gemm: GemmTime(gemm.flops / (peak * efficiency), efficiency, "given", "-", 1)
 
-    return flat
+    layers = priced(peak_flops, dtype)
+    if dtype != "fp8":
+        return layers
+    # The output layer (LM head) stays in bf16 under fp8 recipes: Megatron-Core builds it as
+    # a plain ColumnParallelLinear, outside Transformer Engine's fp8 autocast
+    # (megatron/core/models/gpt/gpt_model.py, output_layer), and torchtitan's float8/MX
+    # converters skip it (torchtitan/components/quantization/mx.py: filter_fqns ["output"]).
+    head = priced(topology.accelerator.peak_bf16_tflops * 1e12, "bf16")
+    return lambda gemm: (head if gemm.op == "logits" else layers)(gemm)
 
 
 def _tp_comm(
@@ -366,7 +387,7 @@ def _dp_comm(
     # Each rank's parameters (a MoE model's experts: 1/ep of them), all priced over the
     # dp x cp group (the experts' own group is dp x cp / ep ranks: ASSUMED alike).
     params = moe.rank_params(workload)
-    grads, weights = params * run.grad_bytes, params * run.param_bytes
+    grads, weights = params * run.grad_bytes, params * (run.gather_bytes or run.param_bytes)
     bucket = par.dp_bucket_mb * MIB
     m = workload.microbatches
     forward_s, backward_s = micro.forward_s, micro.backward_s
@@ -451,7 +472,7 @@ def _assumptions(
     micro: MicroBatchCompute,
     sm_count: int | None = None,
 ) -> tuple[str, ...]:
-    par = workload.parallelism
+    par, run = workload.parallelism, workload.training
     measured = sum(1 for _, price in micro.gemms if price.bound == "measured")
     gemms = (
         "GEMMs priced by shape on the accelerator (tile and wave quantization, roofline), "
@@ -473,7 +494,11 @@ def _assumptions(
         "DP reduction overlaps the backward"
         if par.dp_overlap
         else "DP reduction after the backward, not overlapped",
-        f"gradients reduced in {8 * workload.training.grad_bytes}-bit",
+        f"gradients reduced in {8 * run.grad_bytes}-bit"
+        + (
+            f", weights gathered in {8 * (run.gather_bytes or run.param_bytes)}-bit"
+            * bool(par.zero)
+        ),
         *((workload.uneven_stages,) if workload.uneven_stages else ()),
         *_cp_ep_assumptions(workload),
     )
@@ -543,6 +568,21 @@ def training_cost(
         step_usd=step_usd,
         usd_per_million_tokens=step_usd / tokens_per_step * 1e6,
     )
+
+
+def parse_efficiencies(
+    texts: Sequence[str], flag: str = "--matmul-efficiency"
+) -> float | tuple[tuple[str, float], ...]:
+    """`[NAME=]X`, repeatable -> EstimateOptions.matmul_efficiency (one plain X: a number)."""
+    pairs = []
+    for text in texts:
+        name, _, value = text.rpartition("=")
+        try:
+            share = float(value)
+        except ValueError:
+            raise SpecError(flag, text, "is not [NAME=]X: mi300x=0.51, or 0.6") from None
+        pairs.append((name.strip().lower(), check_number("share", share, flag, text)))
+    return pairs[0][1] if len(pairs) == 1 and not pairs[0][0] else tuple(pairs)
 
 
 def parse_prices(texts: Sequence[str], fabrics: Sequence[str]) -> dict[str, float]:

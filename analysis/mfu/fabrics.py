@@ -89,7 +89,7 @@ def without_overlap(workload: Workload) -> dict[str, Workload]:
 def estimate_fabric(workload: Workload, fabric: Fabric, inputs: Inputs = Inputs()) -> Estimate:
     """One fabric: the estimate, its what-ifs (perfect overlap; 2x scale-out) and the
     warnings about the measured inputs that do not apply to it."""
-    topology, options = fabric.topology, inputs.options
+    topology, options = fabric.topology, inputs.options.on(fabric.topology)
     pricer = CurvePricer(
         fabric.curves, topology, cost_model_pricer(topology, inputs.comm_efficiency)
     )

@@ -90,7 +90,8 @@ def _dp(workload: Workload) -> list[StepCollective]:
     out = _buckets(workload, reduce, params * run.grad_bytes, m if par.zero >= 2 else 1)
     if par.zero:
         gathers = 2 * m if par.zero == 3 else 1
-        out += _buckets(workload, "all_gather", params * run.param_bytes, gathers)
+        gathered = params * (run.gather_bytes or run.param_bytes)
+        out += _buckets(workload, "all_gather", gathered, gathers)
     return out
 
 

@@ -346,7 +346,8 @@ class Training:
     capacity_factor: float = 0.0
     dispatch_bytes: int = 0  # bytes per element the all-to-all dispatch moves (0: activation)
     grad_bytes: int = 4  # gradients reduced in fp32 (Megatron's default for bf16; FSDP's too)
-    param_bytes: int = 2  # parameters gathered in bf16 (ZeRO / FSDP)
+    param_bytes: int = 2  # parameters held in bf16 (their memory; gathered so by ZeRO / FSDP)
+    gather_bytes: int = 0  # bytes per parameter ZeRO / FSDP all-gathers (0: param_bytes)
     activation_bytes: int = 2
 
     def __post_init__(self) -> None:

@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.mfu.estimate import EstimateOptions
+from collbench.analysis.mfu.estimate import EstimateOptions, parse_efficiencies
 from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY
 from collbench.analysis.mfu.presets import PRESETS, preset
 from collbench.analysis.mfu.workload import (
@@ -51,6 +51,17 @@ _SHAPE_HELP = {
     "heads": "Attention heads (they divide --hidden).",
     "vocab": "Vocabulary size, in tokens.",
 }
+
+
+def dp_dtype_bytes(text: str | None) -> dict[str, int]:
+    """--dp-dtypes REDUCE[,GATHER] as Training's grad_bytes and gather_bytes."""
+    if text is None:
+        return {}
+    sizes = {"fp32": 4, "bf16": 2, "fp8": 1}
+    reduce, _, gather = text.partition(",")
+    if reduce not in ("fp32", "bf16") or gather not in ("", "fp32", "bf16", "fp8"):
+        raise SpecError("--dp-dtypes", text, "is not A[,B]: A fp32 or bf16, B bf16, fp32 or fp8")
+    return {"grad_bytes": sizes[reduce], **({"gather_bytes": sizes[gather]} if gather else {})}
 
 
 # The options of one owner (and one help panel, where named here).
@@ -178,6 +189,18 @@ WORKLOAD_OPTIONS = (
         "GEMMs and softmax before FlashAttention).",
         metavar="NAME",
     ),
+    field_option(
+        MfuRequest,
+        "--dp-dtypes",
+        "Dtypes of the data-parallel traffic: A, the gradient reduction's (fp32: Megatron's and "
+        "FSDP's default for bf16; bf16: NeMo's grad_sync_dtype); B, ZeRO / "
+        "FSDP's weight all-gather's (bf16; fp32: no mixed precision; fp8: torchtitan's "
+        "float8 all-gather), e.g. bf16,fp8.",
+        EST_PANEL,
+        default=None,
+        default_text="fp32,bf16",
+        metavar="A[,B]",
+    ),
     _parallel_estimate(
         "--dp-overlap/--no-dp-overlap",
         "Gradient reduction overlaps the backward (off: Megatron before 2023).",
@@ -225,9 +248,13 @@ WORKLOAD_OPTIONS = (
     ),
     _estimate(
         "--matmul-efficiency",
-        "Every GEMM at this share of the peak (default: from its shape and the "
+        "Every GEMM at this share of the peak; NAME=X on one fabric only (NAME a --topology "
+        "or accelerator: mi300x=0.51); repeatable (default: from its shape and the "
         "accelerator: tile and wave quantization, roofline, the catalog's matmul_fraction).",
+        kind=list[str],
         default=None,
+        parse=parse_efficiencies,
+        metavar="[NAME=]X",
     ),
     # None: Inputs' own default (DEFAULT_COMM_EFFICIENCY).
     field_option(
@@ -252,7 +279,8 @@ def workload_parts(
     parallelism = given_fields(Parallelism, options, values)
     if values["global_batch"] is None:
         raise SpecError.from_message("--global-batch is required (sequences per optimizer step)")
-    training = Training(seq=wanted.seq, **given_fields(Training, options, values))
+    given = given_fields(Training, options, values)
+    training = Training(seq=wanted.seq, **given, **dp_dtype_bytes(wanted.dp_dtypes))
     estimate = EstimateOptions(**given_fields(EstimateOptions, options, values))
     return wanted, model, training, parallelism, estimate
 

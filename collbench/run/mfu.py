@@ -46,6 +46,7 @@ class MfuRequest:
     explain: bool = False  # also say where a step's time goes
     allow_oversubscribed_memory: bool = False  # warn instead of refuse
     price: tuple[str, ...] = ()  # NAME=USD per GPU-hour of a --topology given
+    dp_dtypes: str | None = None  # REDUCE[,GATHER]: Training's grad_bytes, gather_bytes
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ def estimate_mfu(
     from collbench.analysis.mfu.fabrics import check_memory, estimate_fabric
 
     topologies = load_topologies(list(request.topology))
+    _check_efficiency_names(options.matmul_efficiency, topologies)
     prices = parse_prices(request.price, [topology.name for topology in topologies])
     workload = size_workload(request, model, training, parallelism, *topologies)
     inputs = _inputs(request, options)
@@ -82,6 +84,18 @@ def estimate_mfu(
         for result in estimates
     ]
     return MfuEstimate(workload, estimates, warnings, costs)
+
+
+def _check_efficiency_names(given: Any, topologies: list[Any]) -> None:
+    """Each --matmul-efficiency NAME=X names a --topology given or its accelerator."""
+    from collbench.analysis.mfu.accuracy import family
+
+    known = [(t.name, family(t.accelerator.name) or t.name) for t in topologies]
+    names = {name.lower() for pair in known for name in pair}
+    for name, _ in given if isinstance(given, tuple) else ():
+        if name and name not in names:
+            listed = ", ".join(f"{topology} ({accelerator})" for topology, accelerator in known)
+            raise SpecError("--matmul-efficiency", name, f"names no fabric given: {listed}")
 
 
 def size_workload(

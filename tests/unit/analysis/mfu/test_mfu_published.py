@@ -33,21 +33,33 @@ PINNED_ERROR_PCT = {
     "1t-sp-selective-step": -1.9,
     "22b-full-step": -4.3,
     "22b-sp-selective-step": -8.9,
-    "llama3-70b-fp8-gbs128": -6.5,
-    "llama3-70b-fp8-gbs256": -6.5,
-    "llama3-8b-fp8-fsdp": -3.2,
+    "llama3-70b-fp8-gbs128": -11.3,
+    "llama3-70b-fp8-gbs256": -11.4,
+    "llama3-8b-fp8-fsdp": -6.2,
     "gpt3-175b-bf16-dgxc": +1.2,
     "nemotron4-15b-bf16-dgxc": -0.4,
-    "gpt3-175b-fp8-dgxc": +0.1,
-    "nemotron4-15b-fp8-dgxc": -1.2,
+    "gpt3-175b-fp8-dgxc": +1.6,
+    "nemotron4-15b-fp8-dgxc": +4.1,
     "nemotron4-340b-bf16-dgxc": +6.6,
-    "nemotron4-340b-fp8-dgxc": +9.5,
-    "llama31-405b-fp8-cp2": -8.2,  # context parallelism (analysis/mfu/moe.py)
+    "nemotron4-340b-fp8-dgxc": +14.7,
+    "llama31-405b-fp8-cp2": -10.1,  # context parallelism (analysis/mfu/moe.py)
 }
-# Runs outside the goal's 10%, and why (none now: each is entered as its source configures
-# it, the recipes' own userbuffer configurations included). A run added outside the goal
-# is named here with its reason, not hidden; the test caps it at OUTSIDE_GOAL_MAX.
-OUTSIDE_GOAL: dict[str, str] = {}
+# Runs outside the goal's 10%, and why. A run added outside the goal is named here with its
+# reason, not hidden; the test caps it at OUTSIDE_GOAL_MAX.
+_FP8_HEAD = (
+    "since the fp8 output layer is priced in bf16, as its recipe runs it (issue 42; it "
+    "landed inside 10% before, with the head priced in fp8): what else the step model "
+    "misses on fp8 runs is not established"
+)
+OUTSIDE_GOAL: dict[str, str] = {
+    name: _FP8_HEAD
+    for name in (
+        "llama3-70b-fp8-gbs128",
+        "llama3-70b-fp8-gbs256",
+        "nemotron4-340b-fp8-dgxc",
+        "llama31-405b-fp8-cp2",
+    )
+}
 OUTSIDE_GOAL_MAX = 0.20
 PIN_SLACK_PCT = 0.15  # rounding of the pins
 GOAL_MEDIAN, GOAL_MAX = 0.05, 0.10
