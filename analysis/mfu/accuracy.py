@@ -77,6 +77,13 @@ def demonstrated(accelerator: str, moe: bool = False) -> Demonstrated | None:
     return DEMONSTRATED.get(key(name, moe)) if name else None
 
 
+def band(accelerator: str, moe: bool = False) -> str:
+    """A fabric's headline tag: how far the estimate erred on the published runs of its
+    accelerator (and kind of workload), or that none validates it."""
+    known = demonstrated(accelerator, moe)
+    return "not validated" if known is None else f"{_pct(known.low)} to {_pct(known.high)}"
+
+
 def accuracy_line(column: str, accelerator: str, moe: bool = False) -> str:
     """One line for a fabric's column: its demonstrated error, or that there is none."""
     known = demonstrated(accelerator, moe)

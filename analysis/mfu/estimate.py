@@ -581,7 +581,9 @@ def parse_efficiencies(
             share = float(value)
         except ValueError:
             raise SpecError(flag, text, "is not [NAME=]X: mi300x=0.51, or 0.6") from None
-        pairs.append((name.strip().lower(), check_number("share", share, flag, text)))
+        pairs.append(
+            (name.strip().lower(), check_number("share", share, flag, text if name else None))
+        )
     return pairs[0][1] if len(pairs) == 1 and not pairs[0][0] else tuple(pairs)
 
 

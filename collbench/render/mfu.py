@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from collbench.analysis.mfu.accuracy import accuracy_line, demonstrated
+from collbench.analysis.mfu.accuracy import accuracy_line, band, demonstrated
 from collbench.analysis.mfu.estimate import (
     MEASURED,
     MIXED,
@@ -135,6 +135,7 @@ def render_table(
 ) -> str:
     """Fabrics side by side, one column each: the step, its breakdown, MFU and what-ifs
     (and under it, with `costs`, each fabric's cost)."""
+    moe = workload.model.experts > 0
     rows: list[tuple[str, Any]] = [
         ("collectives priced by", lambda e: e.origin.replace(NOTHING_PRICED, "nothing")),
         ("accelerators (nodes)", lambda e: f"{e.accelerators} ({e.nodes})"),
@@ -151,7 +152,8 @@ def render_table(
             if kind in ("tp", "pp", "dp") or any(c.kind == kind for e in estimates for c in e.comm)
         ],
         ("  compute slowdown", _tagged(lambda e: _share(e.slowdown_s, e), "dp")),
-        ("MFU", _tagged(lambda e: _fraction(e.mfu))),
+        # the headline: with how far the published runs of its accelerator erred, or not
+        ("MFU", lambda e: f"{_tagged(lambda e: _fraction(e.mfu))(e)} [{band(e.accelerator, moe)}]"),
         ("HFU (with recompute)", _tagged(lambda e: _fraction(e.hfu))),
         ("MFU lost to exposed comm", _tagged(lambda e: f"{e.mfu_loss_comm:.1%}")),
         ("model TFLOP/s per acc.", _tagged(lambda e: _tflops(e.model_tflops_per_accelerator))),
@@ -169,11 +171,12 @@ def render_table(
     lines = text_columns([[str(text) for text in line] for line in [header, *body]], {0})
     legend = (
         "p: from predicted collective times (topology cost model); m: from measured curves "
-        "(--curves); m+p: both; untagged: no collective time in it"
+        "(--curves); m+p: both; untagged: no collective time in it; MFU [a to b]: how far "
+        "the estimate erred on published runs of the accelerator (validated: below)"
     )
     recovered = recovery_lines(estimates)
     if costs:
-        recovered += price_lines(estimates, costs, header[1:])
+        recovered += price_lines(estimates, costs, header[1:], moe)
     return "\n".join(
         [
             _headline(workload),
@@ -376,9 +379,11 @@ def price_lines(
     estimates: Sequence[Estimate],
     costs: Sequence[TrainingCost | None],
     names: Sequence[str],
+    moe: bool = False,
 ) -> list[str]:
-    """The cost table (one column per fabric, tagged m/p as the MFU table's column) and one
-    line per further priced fabric against the first; none without prices."""
+    """The cost table (one column per fabric, tagged m/p as the MFU table's column, with
+    how far its MFU can err) and one line per further priced fabric against the first;
+    none without prices."""
     if not any(cost is not None for cost in costs):
         return []
     rows = [
@@ -397,6 +402,7 @@ def price_lines(
         ]
         for label, text, tagged in rows
     ]
+    body.append(["MFU validated", *(band(e.accelerator, moe) for e in estimates)])
     return ["", *text_columns([header, *body], {0}), *_against_first(estimates, costs, names)]
 
 

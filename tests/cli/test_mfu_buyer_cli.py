@@ -36,3 +36,19 @@ def test_bad_values_of_the_new_options_exit_2_in_one_line():
         done = collbench(*MFU, *args)
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert done.stderr.startswith(f"collbench: error: {words}"), done.stderr
+
+
+def test_the_headline_and_the_cost_table_say_whether_each_fabric_is_validated():
+    from collbench.analysis.mfu.accuracy import DEMONSTRATED
+
+    h100 = DEMONSTRATED["H100"]
+    h100_band = f"[{h100.low:+.1%} to {h100.high:+.1%}]"
+    args = ("mfu", "-T", "dgx-h100", "-T", "mi300x", "-m", "llama3-8b", "--global-batch", "64",
+            "--dp", "8", "--fsdp", "--price", "dgx-h100=3", "--price", "mi300x=2")  # fmt: skip
+    done = collbench(*args)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    mfu = next(line for line in lines if line.startswith("MFU "))
+    assert mfu.index(h100_band) < mfu.index("[not validated]")  # H100 first, then MI300X
+    cost = next(line for line in lines if line.startswith("MFU validated"))
+    assert cost.split()[2:] == [*h100_band.strip("[]").split(), "not", "validated"]
