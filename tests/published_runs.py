@@ -146,6 +146,13 @@ class PublishedRun:
         return 1 / ratio - 1 if self.what == "step" else ratio - 1
 
     @property
+    def publication(self) -> str:
+        """The publication the run is from (a paper, a vendor's table): what
+        leave-one-source-out validation holds out together."""
+        sources = (NARAYANAN, KORTHIKANTI, BRIDGE, DGXC, DEEPSEEK_V3)
+        return next((name for name in sources if self.source.startswith(name)), self.source)
+
+    @property
     def family(self) -> str | None:
         """The accelerator's model number ("A100", "H100"): analysis.mfu.accuracy."""
         from collbench.analysis.mfu.accuracy import family

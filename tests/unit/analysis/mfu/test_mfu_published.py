@@ -10,6 +10,7 @@ goal (median |error| <= 5%, max <= 10%).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import statistics
 from pathlib import Path
@@ -136,6 +137,7 @@ def test_every_published_run_fits_its_accelerators(run: PublishedRun):
         assert headroom >= PUBLISHED_MIN_HEADROOM, (run.run, headroom)
 
 
+@functools.cache  # one load: its leave-one-source-out is computed once per session
 def _validation_script():
     path = Path(__file__).resolve().parents[4] / "benchmarks" / "mfu_validation.py"
     spec = importlib.util.spec_from_file_location("mfu_validation", path)
@@ -159,6 +161,7 @@ def test_published_tables_are_what_the_model_says_now():
     script = _validation_script()
     assert _page_block("validation") == script.table()
     assert _page_block("sensitivity") == script.sensitivity()
+    assert _page_block("loso") == script.loso_table()
 
 
 SHARED_RUNS = Path(__file__).resolve().parents[5] / "shared" / "data" / "published_runs.md"
@@ -197,3 +200,33 @@ def test_a_step_time_error_turns_over_into_an_mfu_error():
     assert run.mfu_error(result) > 0 > step_error
     tokens = BY_NAME["llama3-70b-fp8-gbs128"]
     assert tokens.mfu_error() == pytest.approx(tokens.error())
+
+
+def test_leave_one_source_out_refits_the_share_only_without_the_sources_that_chose_it():
+    """benchmarks/mfu_validation.py --loso: the NVIDIA sources did not choose IN_STEP_SHARE,
+    so they are predicted as shipped; each A100 paper is predicted at the share that is
+    best (least median |MFU error|) on the other paper's runs alone."""
+    from collbench.analysis.mfu import compute
+
+    script = _validation_script()
+    errors, shares = script.loso()
+    assert len(shares) == 4 and len(errors) == len(PUBLISHED) + 1  # + the MoE per-step run
+    nvidia = [run for run in PUBLISHED if run.family == "H100"]
+    assert all(errors[run.run] == pytest.approx(run.mfu_error()) for run in nvidia)
+    assert all(shares[run.publication] == compute.IN_STEP_SHARE for run in nvidia)
+    papers = {run.publication for run in PUBLISHED if run.family == "A100"}
+    for held_out in papers:
+        other = [run for run in PUBLISHED if run.publication in papers - {held_out}]
+
+        def median_at(share, runs=other):
+            with script._in_step_share(share):
+                return statistics.median(abs(run.mfu_error()) for run in runs)
+
+        chosen = shares[held_out]  # no worse than its neighbours on the grid, or the shipped
+        assert median_at(chosen) <= min(map(median_at, (chosen - 0.01, chosen + 0.01, 0.92)))
+        mine = [run for run in PUBLISHED if run.publication == held_out]
+        with script._in_step_share(shares[held_out]):
+            assert all(errors[run.run] == pytest.approx(run.mfu_error()) for run in mine)
+    assert "| more than 4k GPUs (dense) | 0 | - | - | no run: not validated |" in (
+        script.loso_table()
+    )
