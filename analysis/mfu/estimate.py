@@ -571,11 +571,11 @@ def training_cost(
 
 
 def parse_efficiencies(
-    texts: Sequence[str], flag: str = "--matmul-efficiency"
+    given: str, flag: str = "--matmul-efficiency"
 ) -> float | tuple[tuple[str, float], ...]:
-    """`[NAME=]X`, repeatable -> EstimateOptions.matmul_efficiency (one plain X: a number)."""
+    """`[NAME=]X[,...]` -> EstimateOptions.matmul_efficiency (one plain X: a number)."""
     pairs = []
-    for text in texts:
+    for text in str(given).split(","):
         name, _, value = text.rpartition("=")
         try:
             share = float(value)

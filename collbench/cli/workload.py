@@ -249,9 +249,8 @@ WORKLOAD_OPTIONS = (
     _estimate(
         "--matmul-efficiency",
         "Every GEMM at this share of the peak; NAME=X on one fabric only (NAME a --topology "
-        "or accelerator: mi300x=0.51); repeatable (default: from its shape and the "
+        "or accelerator: mi300x=0.51), comma-separated (default: from its shape and the "
         "accelerator: tile and wave quantization, roofline, the catalog's matmul_fraction).",
-        kind=list[str],
         default=None,
         parse=parse_efficiencies,
         metavar="[NAME=]X",

@@ -24,10 +24,10 @@ NUMBER_BOUNDS: dict[str, tuple[float, float]] = {
     "oversubscription": (1, 1e3),  # of a fat tree above its leaves
     "count": (1, 10**6),  # of nodes
 }
-# The options taking one of those numbers (sizes: every option parse_size reads).
+# The options taking one of those numbers (sizes: every option parse_size reads;
+# --matmul-efficiency's [NAME=]X list: its own parser, estimate.parse_efficiencies).
 OPTION_NUMBERS = {
     "--comm-efficiency": "share",
-    "--matmul-efficiency": "share",
     "--price": "usd",
     "--expect-busbw": "gbytes_s",
     "--nodes": "count",

@@ -126,7 +126,9 @@ def _estimate_json(result: Estimate, moe: bool = False) -> dict[str, Any]:
         "validated": None if known is None else known.to_dict(),
     }
     if result.does_not_fit:
-        fabric.update(dict.fromkeys([*_RANKED, "breakdown", "what_if_mfu"]), above_peak=False)
+        fabric.update(
+            dict.fromkeys([*_RANKED, "breakdown", "what_if_mfu", "cost"]), above_peak=False
+        )
     return fabric
 
 

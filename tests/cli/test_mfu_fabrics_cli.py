@@ -44,6 +44,9 @@ def test_a_fabric_the_job_does_not_fit_gets_its_column_and_the_rest_are_estimate
     # no figure a script would rank the unfit fabric by (issue 42): mfu, step, rates null
     unfit = {key: fabrics[0][key] for key in ("mfu", "hfu", "step_time_s", "tokens_per_s")}
     assert unfit == dict.fromkeys(unfit) and fabrics[0]["what_if_mfu"] is None
+    priced = collbench("mfu", *args, "--json", "--price", "tight=2", "--price", "roomy=3")
+    unfit_cost, fit_cost = (f.get("cost", 0) for f in json.loads(priced.stdout)["fabrics"])
+    assert unfit_cost is None and fit_cost["usd_per_million_tokens"] > 0
     assert fabrics[1]["mfu"] > 0
     # no fabric fits: the usual one-line refusal
     alone = collbench("mfu", "-T", tight, *LLAMA, "--global-batch", "64", "--dp", "4")

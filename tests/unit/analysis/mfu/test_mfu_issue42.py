@@ -22,8 +22,8 @@ def test_mi300x_matmul_fraction_is_its_cited_tables_current_row():
 
 
 def test_matmul_efficiency_per_fabric_by_topology_then_accelerator_then_plain():
-    assert parse_efficiencies(["0.6"]) == 0.6  # a plain number: every fabric, as before
-    given = parse_efficiencies(["MI300X=0.5", "h100=0.4", "0.25"])
+    assert parse_efficiencies("0.6") == 0.6  # a plain number: every fabric, as before
+    given = parse_efficiencies("MI300X=0.5,h100=0.4,0.25")
     assert given == (("mi300x", 0.5), ("h100", 0.4), ("", 0.25))
     options = EstimateOptions(matmul_efficiency=given)
     shares = {name: options.on(load_topology(name)).matmul_efficiency for name in
@@ -35,7 +35,7 @@ def test_matmul_efficiency_per_fabric_by_topology_then_accelerator_then_plain():
         .matmul_efficiency
         is None
     )  # not named: its GEMMs by shape
-    for bad in (["mi300x=x"], ["mi300x=1.5"], ["0"]):
+    for bad in ("mi300x=x", "mi300x=1.5", "0", "0.5,"):
         with pytest.raises(SpecError, match="--matmul-efficiency"):
             parse_efficiencies(bad)
 
