@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from collbench.bench.provenance import library_version
 from collbench.core.errors import RunFailed, SpecError
 
 GPU_BACKENDS = ("nccl", "rccl")
@@ -252,8 +253,7 @@ def collect_facts(
     nccl = None
     if backend in GPU_BACKENDS and torch.cuda.is_available():
         devices = _device_ids(torch)
-        raw = torch.cuda.nccl.version()
-        nccl = ".".join(map(str, raw)) if isinstance(raw, tuple) else str(raw)
+        nccl = library_version(backend)
     return RankFacts(
         host=host,
         backend=backend,

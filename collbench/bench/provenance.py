@@ -30,9 +30,22 @@ def versions(torch: Any, backend: str) -> dict[str, Any]:
         "driver": driver_version(),
     }
     if backend in ("nccl", "rccl") and torch.cuda.is_available():
-        raw = torch.cuda.nccl.version()
-        info[backend] = ".".join(map(str, raw)) if isinstance(raw, tuple) else str(raw)
+        info[backend] = library_version(backend)
     return info
+
+
+def library_version(backend: str) -> str | None:
+    """The NCCL (RCCL on ROCm) release torch runs `backend` on, "2.21.5" (also read before
+    any rank starts, to check knob ranges); None for gloo or a torch built without it."""
+    if backend not in ("nccl", "rccl"):
+        return None
+    import torch
+
+    try:
+        raw = torch.cuda.nccl.version()
+    except (AttributeError, RuntimeError):
+        return None
+    return ".".join(map(str, raw)) if isinstance(raw, tuple) else str(raw)
 
 
 def driver_version() -> str | None:

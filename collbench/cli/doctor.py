@@ -23,6 +23,7 @@ from collbench.cli.measure import (
     one_at_a_time,
     print_error,
     run_options,
+    sweep_fields,
     warn_knobs,
 )
 from collbench.cli.options import FROM_OWNER, Option, given_fields, say, warn
@@ -162,7 +163,7 @@ def run_doctor_command(values: dict[str, Any]) -> None:
     from collbench.run.doctor_job import doctor_sweep, run_doctor
 
     doctor = DoctorSpec(**given_fields(DoctorSpec, DOCTOR_OPTIONS, values))
-    spec, warnings = doctor_sweep(doctor, given_fields(SweepSpec, COMMAND_OPTIONS, values))
+    spec, warnings = doctor_sweep(doctor, sweep_fields(COMMAND_OPTIONS, values))
     warn([*warnings, *([SHARED_GPU_NOTE] if shared_gpu() else [])])
     apply_knobs(spec.knobs)
     if spec.backend != "auto":

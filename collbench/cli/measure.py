@@ -16,6 +16,7 @@ from typing import Any
 
 import typer
 
+from collbench.bench.provenance import library_version
 from collbench.bench.rank_env import RANK_ENVS
 from collbench.cli.export import EXPORT_OPTIONS, NCCL_JSON_FILE, OUTPUT_PANEL, Exports, SinkMaker
 from collbench.cli.launch_options import GPU_OR_CPU_RANKS, LAUNCHER_OPTIONS, launcher_settings
@@ -263,7 +264,6 @@ RECORD_OPTIONS = (
         "checked as tune checks it, recorded with the results, part of every printed command).",
         field="knobs",
         kind=list[str],
-        parse=lambda texts, flag: parse_knob_settings(texts, flag)[0],
         metavar="NAME=VALUE",
         name="knob",
     ),
@@ -389,9 +389,19 @@ def measure_spec(command: str, values: dict[str, Any]) -> SweepSpec:
     overlap = None
     if wants_overlap:
         overlap = OverlapSpec(**given_fields(OverlapSpec, OVERLAP_OPTIONS, values))
-    fields = given_fields(SweepSpec, SWEEP_OPTIONS, values)
+    fields = sweep_fields(SWEEP_OPTIONS, values)
     fields.pop(WANTS_OVERLAP.field, None)  # the switch; the probes are OverlapSpec's
     return SweepSpec(overlap=overlap, sweep_rows=command == "sweep", **fields)
+
+
+def sweep_fields(options: tuple[Option, ...], values: dict[str, Any]) -> dict[str, Any]:
+    """SweepSpec's fields as given, --knob checked against --backend's ranges at the NCCL/RCCL
+    release this torch runs (RCCL 2.20.5+ has 128 channels; a release not known: the newest)."""
+    fields = given_fields(SweepSpec, options, values)
+    if fields.get("knobs"):
+        backend = fields.get("backend", SweepSpec.backend)
+        fields["knobs"] = parse_knob_settings(fields["knobs"], backend, library_version(backend))[0]
+    return fields
 
 
 def run_options(values: dict[str, Any]) -> RunOptions:

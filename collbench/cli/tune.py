@@ -43,7 +43,7 @@ from collbench.core.spec import SweepSpec
 from collbench.core.tune_grid import DEFAULT_TUNE_REPEATS, parse_knobs
 from collbench.core.units import parse_duration
 from collbench.run.sweep import RunOptions
-from collbench.run.tune.from_runs import TunerConfRequest, check_channels, tune_from
+from collbench.run.tune.from_runs import TunerConfRequest, tune_from
 from collbench.run.tune.plan import DEFAULT_RANGES, TunePlan, TuneRequest, parse_ranges
 
 # tune's own options come first (the main panel); its rarer panels (folded by -h, with the
@@ -263,7 +263,6 @@ def _tune_from(values: dict[str, Any]) -> None:
 
     out = _required_out(values)
     plan = _plan_fields(values)
-    check_channels(plan.get("channels"))
     result = tune_from(
         values["runs"],
         out,
@@ -277,6 +276,7 @@ def _tune_from(values: dict[str, Any]) -> None:
 
 
 def _launch(values: dict[str, Any]) -> None:
+    from collbench.bench.provenance import library_version
     from collbench.cli.measure import command_line, sink_factory
     from collbench.render.tune import render_tune
     from collbench.run.tune.launch import run_tune
@@ -293,7 +293,7 @@ def _launch(values: dict[str, Any]) -> None:
     # One pass per process: tune's own --repeats starts fresh processes for each repeat.
     spec = SweepSpec(**given_fields(SweepSpec, MEASURE_OPTIONS, values), repeats=1)
     options = _run_options(values)
-    axes, warnings = parse_knobs(values["knob"], spec.backend)
+    axes, warnings = parse_knobs(values["knob"], spec.backend, library_version(spec.backend))
     plan = TunePlan(axes, out, **_plan_fields(values), workload=_workload(values))
     if options.launcher == "slurm":
         if plan.workload is not None:

@@ -196,42 +196,42 @@ def check_knob_name(name: str, text: str, flag: str = KNOB_FLAG) -> list[str]:
 
 
 def check_knob_value(
-    name: str, value: str, text: str, flag: str = KNOB_FLAG, backend: str | None = None
+    name: str, value: str, text: str, backend: str | None = None, version: str | None = None
 ) -> str:
     """`value` as it will be exported (NCCL_BUFFSIZE=4M -> 4194304), checked against the
-    catalog (`backend`'s ranges: core.tune_catalog.knob_checker); SpecError naming `text` for
-    a value the library would not take. A knob the catalog does not list passes unchecked; a
-    control character (a newline would end best.env's line and run what follows) is refused
-    for every knob."""
-    refuse_control(flag, text, value)
-    check = knob_checker(name, backend)
+    catalog (`backend`'s ranges at `version`: core.tune_catalog.knob_checker); SpecError
+    naming `text` for a value the library would not take. A knob the catalog does not list
+    passes unchecked; a control character (a newline would end best.env's line and run what
+    follows) is refused for every knob."""
+    refuse_control(KNOB_FLAG, text, value)
+    check = knob_checker(name, backend, version)
     if check is None:
         return value
     try:
         return check(value)
     except ValueError as error:
-        raise SpecError(flag, text, f"value {value!r} {error}") from None
+        raise SpecError(KNOB_FLAG, text, f"value {value!r} {error}") from None
 
 
 def parse_knob_settings(
-    texts: Sequence[str], flag: str = KNOB_FLAG
+    texts: Sequence[str], backend: str | None = None, version: str | None = None
 ) -> tuple[tuple[tuple[str, str], ...], list[str]]:
     """`--knob NAME=VALUE` settings, one value each, taken as written (a comma is part of
     the value, as NCCL reads NCCL_SOCKET_IFNAME=eth0,eth1), checked like tune checks its
-    axes: the (name, value) pairs in the order given, and the warnings to print. SpecError
-    for a malformed setting, a control character, an unknown or misspelt name, a bad value
-    or a knob given twice. (tune's `NAME=V1,V2,...` axes: core/tune_grid.py parse_knobs, on the same checks.)"""
+    axes (`backend`'s ranges at `version`): the (name, value) pairs in the order given, and
+    the warnings to print. SpecError for a malformed setting, a control character, an
+    unknown or misspelt name, a bad value or a knob given twice. (tune's `NAME=V1,V2,...` axes: core/tune_grid.py parse_knobs, on the same checks.)"""
     settings: dict[str, str] = {}
     warnings: list[str] = []
     for text in texts:
-        refuse_control(flag, text)
+        refuse_control(KNOB_FLAG, text)
         name, sep, value = text.partition("=")
         if not sep or not name:
-            raise SpecError(flag, text, "is not NAME=VALUE (e.g. NCCL_ALGO=Ring)")
-        warnings += check_knob_name(name, text, flag)
+            raise SpecError(KNOB_FLAG, text, "is not NAME=VALUE (e.g. NCCL_ALGO=Ring)")
+        warnings += check_knob_name(name, text)
         if name in settings:
-            raise SpecError(flag, text, f"repeats {name}: give each knob once")
-        settings[name] = check_knob_value(name, value, text, flag)
+            raise SpecError(KNOB_FLAG, text, f"repeats {name}: give each knob once")
+        settings[name] = check_knob_value(name, value, text, backend, version)
     return tuple(settings.items()), warnings
 
 

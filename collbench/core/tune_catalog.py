@@ -24,8 +24,15 @@ NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
 # Path types a P2P or GDR level may name (src/graph/topo.cc topoPathTypeStr up to SYS),
 # compared with case; a legacy integer level is accepted too.
 NCCL_PATH_LEVELS = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
-NCCL_MAX_CHANNELS = 64  # MAXCHANNELS in src/include/device.h; older releases cap at 32
-RCCL_MAX_CHANNELS = 128  # RCCL's MAXCHANNELS (its src/include/device.h)
+# MAXCHANNELS (src/include/device.h; devcomm.h before), newest first: NCCL 64 from 2.25.1;
+# RCCL 128 from 2.20.5 (ROCm 6.2), 64 from 2.18.6 (ROCm 6.1, RCCL #993); 32 before. A larger
+# NCCL_MAX_NCHANNELS or *_CTAS is cut to it (connect.cc, init.cc): tune would measure it again.
+MAX_CHANNELS = {
+    "nccl": (((2, 25, 1), 64), ((), 32)),
+    "rccl": (((2, 20, 5), 128), ((2, 18, 6), 64), ((), 32)),
+}
+CHANNEL_KNOBS = ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS")
+NCCL_MAX_CHANNELS, RCCL_MAX_CHANNELS = MAX_CHANNELS["nccl"][0][1], MAX_CHANNELS["rccl"][0][1]
 
 
 @dataclass(frozen=True)
@@ -66,15 +73,15 @@ def nccl_list(names: tuple[str, ...]) -> Checker:
     return check
 
 
-def integer(low: int, high: int | None = None, multiple: int = 1) -> Checker:
-    """A decimal integer in [low, high], a multiple of `multiple`."""
+def integer(low: int, high: int | None = None, multiple: int = 1, why: str = "") -> Checker:
+    """A decimal integer in [low, high], a multiple of `multiple` (`why`: as choice's)."""
 
     def check(value: str) -> str:
         if not re.fullmatch(r"-?\d+", value):
             raise ValueError("is not a whole number")
         number = int(value)
         if number < low or (high is not None and number > high):
-            raise ValueError(f"is outside {low}..{'' if high is None else high}")
+            raise ValueError(f"is outside {low}..{'' if high is None else high}{why}")
         if number % multiple:
             raise ValueError(f"is not a multiple of {multiple}")
         return str(number)
@@ -194,20 +201,24 @@ CATALOG: dict[str, KnobSpec] = {
     "GLOO_SOCKET_IFNAME": KnobSpec(gloo_interfaces, backends=("gloo",)),
 }
 
-# RCCL's ranges where they differ from NCCL's (RCCL 2.21): 128 channels (MAXCHANNELS), and
-# 256 threads whatever NCCL_NTHREADS says, so another value would measure 256 again.
-RCCL_CHECKS: dict[str, Checker] = {
-    "NCCL_MIN_NCHANNELS": integer(1, RCCL_MAX_CHANNELS),
-    "NCCL_MAX_NCHANNELS": integer(1, RCCL_MAX_CHANNELS),
-    "NCCL_NTHREADS": choice("256", why=": RCCL runs 256 threads whatever this says"),
-}
+# RCCL 2.11.4 to 2.21.5 run 256 threads whatever NCCL_NTHREADS says (tuning.cc getNthreads,
+# from 4*WarpSize to NCCL_MAX_NTHREADS, both 256): another value would measure 256 again.
+RCCL_NTHREADS = choice("256", why=": RCCL runs 256 threads whatever this says")
 
 
-def knob_checker(name: str, backend: str | None) -> Checker | None:
-    """How `backend` (resolved, or None/"auto": NCCL's ranges) takes knob `name`'s values;
-    None for a knob the catalog does not list."""
+def release(version: str | None) -> tuple[int, ...]:
+    """(2, 21, 5) of an NCCL/RCCL version "2.21.5" (or "2.21.5+cuda12.4"); () if none."""
+    return tuple(int(part) for part in re.findall(r"\d+", (version or "").split("+")[0])[:3])
+
+
+def knob_checker(name: str, backend: str | None, version: str | None = None) -> Checker | None:
+    """How `backend` (resolved, or None/"auto": NCCL's ranges) at `version` (max_channels)
+    takes knob `name`'s values; None for a knob the catalog does not list."""
+    if name in CHANNEL_KNOBS:
+        most, limit = max_channels(backend or "nccl", version)
+        return integer(1, most, why=f": {limit}")
     spec = CATALOG.get(name)
-    return (RCCL_CHECKS.get(name) if backend == "rccl" else None) or (spec and spec.check)
+    return RCCL_NTHREADS if backend == "rccl" and name == "NCCL_NTHREADS" else spec and spec.check
 
 
 # Variables NCCL 2.30 reads (NCCL_PARAM and ncclGetEnv in its sources, plus those read
@@ -247,17 +258,18 @@ KNOWN_NAMES = frozenset(
 )
 
 
-def max_channels(backend: str | None) -> tuple[int, str]:
-    """The most channels `backend` runs, and that limit in words: RCCL's 128 for rccl,
-    NCCL's 64 for any other (nccl; auto or gloo, where a channel count means NCCL's). None:
-    the backend is not known yet (a check before the ranks or the runs say), so the most
-    any backend has."""
+def max_channels(backend: str | None, version: str | None = None) -> tuple[int, str]:
+    """The most channels `backend` runs at `version` (the NCCL/RCCL release recorded or
+    detected; None: the newest's), and that limit in words: RCCL's for rccl, NCCL's for any
+    other (nccl; auto or gloo, where a channel count means NCCL's). Backend None: not known
+    yet (a check before the ranks or the runs say), so the most any backend has."""
     if backend is None:
         return RCCL_MAX_CHANNELS, f"any backend's most, {RCCL_MAX_CHANNELS} (RCCL's)"
-    if backend == "rccl":
-        return RCCL_MAX_CHANNELS, f"RCCL's most, {RCCL_MAX_CHANNELS}"
+    library, known = "rccl" if backend == "rccl" else "nccl", release(version)
+    most = next(most for since, most in MAX_CHANNELS[library] if not known or known >= since)
     hint = f" (RCCL has {RCCL_MAX_CHANNELS}: give --backend rccl)" if backend == "auto" else ""
-    return NCCL_MAX_CHANNELS, f"NCCL's most, {NCCL_MAX_CHANNELS}{hint}"
+    name = f"{library.upper()} {version}" if known else library.upper()
+    return most, f"{name}'s most, {most}{hint}"
 
 
 def is_numeric(name: str) -> bool:

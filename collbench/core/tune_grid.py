@@ -118,17 +118,20 @@ def parse_knob(text: str) -> KnobAxis:
     return KnobAxis(name, tuple(values))
 
 
-def check_axis(axis: KnobAxis, backend: str | None = None) -> tuple[KnobAxis, list[str]]:
-    """The axis with each value checked against the catalog and written as it will be
-    exported (NCCL_BUFFSIZE=4M -> 4194304), and the warnings (one line each) for it:
-    a knob `backend` does not read, a name collbench does not know. SpecError for a bad
-    value, a value given twice, or a name that is a typo of a known one."""
+def check_axis(
+    axis: KnobAxis, backend: str | None = None, version: str | None = None
+) -> tuple[KnobAxis, list[str]]:
+    """The axis with each value checked against the catalog (`backend`'s ranges at
+    `version`, its NCCL/RCCL release) and written as it will be exported (NCCL_BUFFSIZE=4M
+    -> 4194304), and the warnings (one line each) for it: a knob `backend` does not read, a
+    name collbench does not know. SpecError for a bad value, a value given twice, or a name
+    that is a typo of a known one."""
     text = f"{axis.name}={join_values(axis.values)}"
     warnings = check_knob_name(axis.name, text)
     spec = CATALOG.get(axis.name)
     values, seen = [], {}
     for value in axis.values:
-        value = check_knob_value(axis.name, value, text, backend=backend)
+        value = check_knob_value(axis.name, value, text, backend, version)
         key = value.lower() if spec is not None and spec.fold_case else value
         if key in seen:
             raise SpecError("--knob", text, f"gives {axis.name}={seen[key]} twice")
@@ -141,7 +144,7 @@ def check_axis(axis: KnobAxis, backend: str | None = None) -> tuple[KnobAxis, li
 
 
 def parse_knobs(
-    texts: Sequence[str], backend: str | None = None
+    texts: Sequence[str], backend: str | None = None, version: str | None = None
 ) -> tuple[tuple[KnobAxis, ...], list[str]]:
     """Every `--knob` parsed and checked, in the order given, and the warnings to print.
     SpecError for a malformed one, a bad value, or a knob given twice."""
@@ -153,7 +156,7 @@ def parse_knobs(
             raise SpecError(
                 "--knob", text, f"repeats {axis.name}: give all its values in one --knob"
             )
-        checked, notes = check_axis(axis, backend)
+        checked, notes = check_axis(axis, backend, version)
         axes.append(checked)
         warnings.extend(notes)
     return tuple(axes), warnings

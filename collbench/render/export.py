@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import CollbenchError
 from collbench.core.spec import DEFAULT_FACTOR
+from collbench.core.tune_catalog import release
 from collbench.store.load import Run, load_run
 from collbench.store.meta import RunMeta
 from collbench.store.outputs import OutputError, check_output_file, write_outputs
@@ -460,11 +461,8 @@ def _nccl_version(version: Any) -> int | None:
         return version
     if isinstance(version, (list, tuple)):
         version = ".".join(str(part) for part in version)
-    parts = str(version or "").split("+")[0].split(".")
-    if len(parts) < 3 or not all(part.isdigit() for part in parts[:3]):
-        return None
-    major, minor, patch = (int(part) for part in parts[:3])
-    return major * 10000 + minor * 100 + patch
+    numbers = release(str(version or ""))
+    return numbers[0] * 10000 + numbers[1] * 100 + numbers[2] if len(numbers) == 3 else None
 
 
 def nccl_time(utc: str | None) -> str | None:

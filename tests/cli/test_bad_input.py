@@ -451,3 +451,15 @@ def test_status_without_a_run_picks_the_newest_under_results(tmp_path, monkeypat
         os.utime(meta, (stamp, stamp))
     done = collbench("status")
     assert done.returncode == 0 and "newer" in done.stdout and "older" not in done.stdout
+
+
+def test_sweep_takes_rccls_channel_range_with_backend_rccl():
+    """sweep --backend rccl --knob NCCL_MAX_NCHANNELS=128 gets past --knob (RCCL's 128
+    channels; here, without a GPU, the backend is what refuses it); nccl's range stays 64 or
+    less (issue 40 item 5). --print: nothing runs where a GPU is found."""
+    knob = ["--knob", "NCCL_MAX_NCHANNELS=128", "--print"]
+    done = collbench("sweep", "--backend", "rccl", *knob)
+    assert "--knob" not in done.stderr
+    done = collbench("sweep", "--backend", "nccl", *knob)
+    assert done.returncode == 2
+    assert "--knob: 'NCCL_MAX_NCHANNELS=128' value '128' is outside 1.." in done.stderr

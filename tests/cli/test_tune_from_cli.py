@@ -19,7 +19,7 @@ RING = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}
 TREE = {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"}
 
 
-def _write(path, times_us, knobs=None, world_size=2, iters=20, spread=0.01):
+def _write(path, times_us, knobs=None, world_size=2, iters=20, spread=0.01, versions=None):
     """A run of all_reduce on nccl; `times_us` maps size -> time (per-iteration samples
     spread around it)."""
     env = dict(knobs or {})
@@ -37,6 +37,7 @@ def _write(path, times_us, knobs=None, world_size=2, iters=20, spread=0.01):
         for size, time_us in times_us.items()
     ]
     meta = {"run_id": path.name, "timing_method": "perf_counter", "knobs": {"env": env}}
+    meta.update({"versions": versions} if versions else {})
     return str(write_run(path, rows, meta))
 
 
@@ -91,6 +92,20 @@ def test_tuner_conf_parses_and_covers_every_size(ring_wins_large, tmp_path):
     assert (large.algorithm, large.protocol) == ("ring", "simple")
     assert lookup(rules, "allreduce", SIZE_MAX, 1, 2) is not None
     assert all(rule.channels >= 0 for rule in rules)
+
+
+@pytest.mark.parametrize("nccl, refused", [("2.21.5", True), ("2.25.1", False)])
+def test_channels_are_bounded_by_the_nccl_the_runs_recorded(tmp_path, nccl, refused):
+    """NCCL before 2.25.1 runs at most 32 channels and cuts a larger count in silence: the
+    conf's --channels 64 would run 32 (issue 40 item 5)."""
+    runs = [
+        _write(tmp_path / name, _times(), knobs, versions={"nccl": nccl})
+        for name, knobs in [("base", None), ("ring", RING)]
+    ]
+    done = collbench("tune", "from", *runs, "--channels", "64", "--out", str(tmp_path / "out"))
+    assert done.returncode == (2 if refused else 0), done.stderr
+    limit = f"--channels: 64 is more than NCCL {nccl}'s most, 32"
+    assert (limit in done.stderr) is refused
 
 
 def test_default_is_best_when_nothing_wins(tmp_path):

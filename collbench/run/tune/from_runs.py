@@ -106,7 +106,8 @@ def tune_from(
     runs = [load_run_dir(path) for path in paths]
     warnings = check_tunable(runs)
     backends = sorted({str(row.backend) for run in runs for row in run.sweep_rows})
-    check_channels(channels, backends[0] if len(backends) == 1 else "nccl")
+    library = recorded_library(run.meta for run in runs)
+    check_channels(channels, backends[0] if len(backends) == 1 else "nccl", library and library[1])
     outcomes = outcomes_from_runs(runs)
     best = select_best(outcomes, rule)
     imported = any(run.meta.source for run in runs)
@@ -121,7 +122,6 @@ def tune_from(
     }
     choice, why_not = workload_choice(outcomes, workload)
     warnings += why_not
-    library = recorded_library(run.meta for run in runs)
     document = tune_document(outcomes, best, rule, extra, choice, library)
     written = write_result(out, document, render_best_env(document.env), conf)
     return TuneFromResult(out, best, document, written, warnings, notes)
@@ -142,13 +142,15 @@ def _check_distinct(paths: Sequence[Path]) -> None:
         seen[real] = Path(path)
 
 
-def check_channels(channels: int | None, backend: str | None = None) -> None:
+def check_channels(
+    channels: int | None, backend: str | None = None, version: str | None = None
+) -> None:
     """--channels: a count, or 0 for NCCL's own (None: not given), at most what `backend`
-    has (core.tune_catalog.max_channels; None: not known yet, the most any backend has).
-    tune checks it again once the backend is known: its spec's, or the --from runs'."""
+    has at `version` (core.tune_catalog.max_channels). tune checks it again once the
+    backend is known: its spec's, or the --from runs' (with the release they recorded)."""
     if channels is not None and channels < 0:
         raise SpecError("--channels", channels, "must be a count, or 0 for NCCL's own")
-    most, limit = max_channels(backend)
+    most, limit = max_channels(backend, version)
     if channels is not None and channels > most:
         raise SpecError("--channels", channels, f"is more than {limit}")
 

@@ -27,7 +27,7 @@ from collbench.analysis.tune.search import (
 )
 from collbench.analysis.tune.select import SettingOutcome, select_best
 from collbench.analysis.tune.validity import Skipped, per_collective_hint, split_collectives
-from collbench.bench.provenance import nccl_conf_files
+from collbench.bench.provenance import library_version, nccl_conf_files
 from collbench.bench.resume import attempt
 from collbench.core.errors import EXIT_RUN_FAILED, CollbenchError, SpecError
 from collbench.core.spec import SweepSpec
@@ -464,7 +464,7 @@ def run_tune(
     """Measure the settings and write the result into plan.out; (result, exit code). On a
     torchrun node other than 0, nothing is written: (None, code)."""
     build_grid(plan.axes, plan.max_settings, exhaustive=plan.search == "grid")  # refuse early
-    check_channels(plan.channels, spec.backend)
+    check_channels(plan.channels, spec.backend, library_version(spec.backend))
     check_one_dtype(spec)
     _check_nodes_agree(plan, options)
     if choose_launcher(options.launcher, options.rank_env) == "local":

@@ -371,3 +371,60 @@ def test_a_tune_json_pointing_outside_its_directory_is_refused(tmp_path, run_dir
 def test_a_tune_json_with_its_own_run_dirs_loads(tmp_path):
     _tune_json(tmp_path, "s1", "s1-r2", "sub/dir")
     assert load_tune_result(tmp_path, "RUN").settings[0].run_dirs == ("s1", "s1-r2", "sub/dir")
+
+
+@pytest.mark.parametrize(
+    "knob, backend, version, refused",
+    [
+        ("NCCL_MAX_NCHANNELS=64", "nccl", "2.21.5", "outside 1..32: NCCL 2.21.5's most"),
+        ("NCCL_MAX_CTAS=64", "nccl", "2.25.1", None),
+        ("NCCL_MAX_NCHANNELS=64", "nccl", None, None),  # none recorded: the newest's
+        ("NCCL_MIN_NCHANNELS=64", "rccl", "2.18.3", "outside 1..32: RCCL 2.18.3's most"),
+        ("NCCL_MAX_NCHANNELS=64", "rccl", "2.18.6", None),
+        ("NCCL_MAX_NCHANNELS=128", "rccl", "2.18.6", "outside 1..64: RCCL 2.18.6's most"),
+        ("NCCL_MAX_NCHANNELS=128", "rccl", "2.20.5", None),
+        ("NCCL_MAX_NCHANNELS=128", "auto", None, "give --backend rccl"),
+        ("NCCL_NTHREADS=512", "rccl", "2.18.3", "RCCL runs 256 threads"),
+    ],
+)
+def test_channel_ranges_are_the_recorded_releases(knob, backend, version, refused):
+    """MAXCHANNELS changed between releases (NCCL 32 -> 64 at 2.25.1; RCCL 32 -> 64 at
+    2.18.6 -> 128 at 2.20.5): a larger count is cut to it in silence, so tune would measure
+    the cap again (issue 40 item 5). tune's axes and sweep's --knob take the same ranges."""
+    from collbench.core.knobs import parse_knob_settings
+    from collbench.core.tune_grid import parse_knobs
+
+    for parse in (parse_knobs, parse_knob_settings):
+        if refused is None:
+            assert parse([knob], backend, version)[0]
+            continue
+        with pytest.raises(SpecError, match=refused) as error:
+            parse([knob], backend, version)
+        assert error.value.field == "--knob"
+
+
+@pytest.mark.parametrize(
+    "backend, version, refused",
+    [
+        ("rccl", "2.20.5", None),
+        ("rccl", "2.18.6", "outside 1..64: RCCL 2.18.6's most, 64"),
+        ("nccl", None, "outside 1..64: NCCL's most, 64"),
+    ],
+)
+def test_sweep_checks_knobs_against_its_backend_where_it_parses_them(
+    monkeypatch, backend, version, refused
+):
+    """sweep --backend rccl --knob NCCL_MAX_NCHANNELS=128 was refused by NCCL's range,
+    though tune took it (issue 40 item 5): sweep's options check --knob against --backend
+    at the release this torch runs (stood in for: no GPU here)."""
+    from collbench.cli import measure
+
+    monkeypatch.setattr(measure, "library_version", lambda name: version)
+    values = {option.parameter_name: None for option in measure.SWEEP_OPTIONS}
+    values.update(backend=backend, knob=["NCCL_MAX_NCHANNELS=128"])
+    if refused is None:
+        spec = measure.measure_spec("sweep", values)
+        assert spec.knobs == (("NCCL_MAX_NCHANNELS", "128"),) and spec.backend == backend
+        return
+    with pytest.raises(SpecError, match=refused):
+        measure.measure_spec("sweep", values)
