@@ -74,27 +74,25 @@ def summary_lines(rows: Sequence[ResultRow], unfinished: str | None = None) -> l
     """
     if not rows:
         return ["# No sizes measured" + (f" (the run was {unfinished})" if unfinished else "")]
-    checked = [row.n_wrong for row in rows if row.n_wrong is not None]
-    wrong = sum(checked)
-    if not checked:
-        check = "N/A (data check off)"
-    elif wrong:
-        check = f"{wrong} FAILED"
-    else:
-        check = f"{wrong} OK"
-    if unfinished:  # whatever was checked, the sizes not reached were not
-        counted = f"{wrong} {'FAILED ' if wrong else ''}" if checked else "N/A "
-        check = f"{counted}INCOMPLETE (the run was {unfinished})"
     average = sum(row.busbw_gbps for row in rows) / len(rows)
     peak = max(rows, key=lambda row: row.busbw_gbps)
     return [
-        f"# Out of bounds values : {check}",
+        f"# Out of bounds values : {_checked(rows, unfinished)}",
         f"# Avg bus bandwidth    : {average:g}",
         _one_rank_line(rows)
         or f"# Peak bus bandwidth   : {peak.busbw_gbps:.2f} GB/s at {peak.size_bytes} B "
         f"({format_size(peak.size_bytes)}, {peak.placement})",
         "#",
     ]
+
+
+def _checked(rows: Sequence[ResultRow], unfinished: str | None) -> str:
+    """The data check's count, OK or FAILED; INCOMPLETE, never OK, when `unfinished`."""
+    checked = [row.n_wrong for row in rows if row.n_wrong is not None]
+    counted = (f"{sum(checked)} FAILED" if sum(checked) else "0 OK") if checked else "N/A"
+    if unfinished:  # whatever was checked, the sizes not reached were not
+        return f"{counted.removesuffix(' OK')} INCOMPLETE (the run was {unfinished})"
+    return counted if checked else "N/A (data check off)"
 
 
 def _one_rank_line(rows: Sequence[ResultRow]) -> str | None:
@@ -241,14 +239,9 @@ def probe_summary_lines(rows: Sequence[ProbeRow], unfinished: str | None = None)
             f"(range {min(overlap):.1f}-{max(overlap):.1f}), median compute slowdown "
             f"{100 * slowdown:+.1f}% over {len(group)} size(s)"
         )
-    checked = [row.n_wrong for row in rows if row.n_wrong is not None]
-    if checked and unfinished:
-        lines.append(
-            f"# Out of bounds values : {sum(checked)} INCOMPLETE (the run was {unfinished})"
-        )
-    elif checked:
-        lines.append(
-            f"# Out of bounds values : {sum(checked)} "
-            f"{'OK' if sum(checked) == 0 else 'FAILED'} (checked under compute)"
-        )
+    if short := sum(row.short_holds or 0 for row in rows):
+        lines.append(f"# Short holds: {short} timed span(s) include the launch cost (short_holds)")
+    if any(row.n_wrong is not None for row in rows):
+        under = "" if unfinished else " (checked under compute)"
+        lines.append(f"# Out of bounds values : {_checked(rows, unfinished)}{under}")
     return [*lines, "#"]

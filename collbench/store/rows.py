@@ -120,6 +120,7 @@ class ProbeRow(ResultRow):
     compute_slowdown: float | None
     comm_slowdown: float | None
     probe_timing: str | None
+    short_holds: int | None  # timed spans (all ranks) that began before the host enqueued them
     probe_samples_us: dict[str, list[float]] | None  # per series "t_<name>"
 
 
@@ -408,6 +409,7 @@ class RowBuilder:
             compute_slowdown=figures.compute_slowdown,
             comm_slowdown=figures.comm_slowdown,
             probe_timing=timing,
+            short_holds=probe.short_holds,
             probe_samples_us=samples,
         )
 

@@ -55,6 +55,7 @@ class ProbeResult:
     series: dict[str, TimeStats | None]
     figures: OverlapFigures
     n_wrong: int | None
+    short_holds: int | None = None  # timed spans whose hold ran out, all ranks; None: no hold
 
 
 @dataclass
@@ -100,18 +101,22 @@ class OverlapProbe:
             )
         self.runner.timer.synchronize()
         self.runner.barrier()
+        hold = getattr(self.clock, "hold", None)  # GPU: StreamHold counts its short spans
+        before = hold.short if hold else 0
         series = self.clock.rounds(launch, self.kernel, reps, spec.iters, self.runner.barrier)
         wrong = 0
         if spec.check:
             wrong = self.runner.check(bound, lambda: self._overlapped_once(launch, reps))
-        table = self.runner.gather([float(wrong), *(s for name in SERIES for s in series[name])])
-        combined = self._combine(table[:, 1:], spec.iters)
+        short = hold.short - before if hold else 0
+        table = self.runner.gather([wrong, short, *(s for name in SERIES for s in series[name])])
+        combined = self._combine(table[:, 2:], spec.iters)
         figures = overlap_figures(*(self._mean(combined, name) for name in SERIES))
         compute = ComputeInfo(
             self.kernel.dtype_name, self.kernel.shape, reps, self.overlap.compute_streams
         )
         n_wrong = int(table[:, 0].sum()) if spec.check else None
-        return ProbeResult(bound.geometry, step.ratio, compute, combined, figures, n_wrong)
+        holds = int(table[:, 1].sum()) if hold else None
+        return ProbeResult(bound.geometry, step.ratio, compute, combined, figures, n_wrong, holds)
 
     def _prepare(self, key: tuple[str, int, str]) -> _Prepared:
         """Buffers, warm-up and the collective's time alone for one size (cached)."""

@@ -112,3 +112,13 @@ def test_overlap_on_cpu_says_up_front_about_how_long_and_what_the_figure_is_wort
     assert len(cpu) == 2 and "the overlap figure means little" in cpu[1]
     assert overlap_plan_lines(spec, _meta("cuda:0")) == []  # a GPU: no CPU model, no CPU line
     assert overlap_plan_lines(SPEC, _meta("cpu")) == []  # a sweep without probes
+
+
+def test_the_probe_footer_says_when_holds_came_out_short():
+    """Short holds are said under the probes' table, and only when there were some."""
+    from collbench.render.table import probe_summary_lines
+
+    probe = {"kind": "overlap", "compute_ratio": 1.0, "overlap_pct": 50.0}
+    rows = [make_row(**probe, compute_slowdown=0.1, short_holds=held) for held in (0, 2, None)]
+    assert "# Short holds: 2 timed span(s) include the launch cost" in probe_summary_lines(rows)[1]
+    assert not [line for line in probe_summary_lines(rows[::2]) if "Short" in line]
