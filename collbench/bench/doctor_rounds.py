@@ -6,6 +6,7 @@ The method, in full: docs/architecture.md#collbench-bench-doctor-rounds-py.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import socket
 import time
@@ -25,9 +26,11 @@ from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.doctor_plan import CircleRounds, Layout, halves, pair_plan
 from collbench.core.doctor_spec import GPU_PAIR
 from collbench.core.dtypes import DTYPES
+from collbench.core.errors import SpecError
 from collbench.core.stats import combine_ranks, median
 from collbench.store.rank_status import RankStatus
 from collbench.store.rows import DoctorGroup
+from collbench.store.rundir import load_rows
 
 ALL_REDUCE, SENDRECV = "all_reduce", "sendrecv"
 # Test hook: ranks count as nodes of this many ranks each ("HOST~n0", "HOST~n1", ...), so the
@@ -172,25 +175,71 @@ class DoctorSession(Session):
         self.groups = StageGroups(self.dist, env.rank)
         self.runner = Runner(spec, self.device, self.timer)  # its barrier and gather
         self.doctor_meta = self._nodes(identities)
-        if attempt() and env.rank == 0 and (kept := set_aside(Path(self.job.run_dir))):
-            log.write(f"attempt {attempt()}: the rounds start again; earlier rows in {kept.name}")
-        self.writer = self._start(identities, extra={"doctor": self.doctor_meta})
+        self.kept, self.replayed = self._earlier_rows(), []
+        steps = self._steps()
+        pending = next((step for step in steps if not self._replay(*step)), None)
+        if self.replayed:
+            log.write(f"attempt {attempt()}: {len(self.level_results)} round(s) kept, resuming")
+        extra = {"doctor": self.doctor_meta}
+        self.writer = self._start(identities, extra=extra, kept=len(self.replayed))
+        for row in self.replayed if self.writer is not None else ():
+            self.writer.append(row, sync=False)  # rows.jsonl was set aside: the kept again
+        self.rows_written = len(self.replayed)
         self.builder = self._row_builder(identities)
-        repeats = spec.doctor.repeats
-        fixed = list(self._rounds())  # planned once; groups are made as each round runs
-        for repeat in range(repeats):
-            for planned in fixed:
-                self._step(status, log, planned, repeat)
-        if "bisect" not in self.skipped:
-            for planned in self._bisect():
-                for repeat in range(repeats):
-                    self._step(status, log, planned, repeat)
+        for planned, repeat in itertools.chain([pending] if pending else [], steps):
+            self._step(status, log, planned, repeat)
         self.groups.close()
         if self.writer is not None:
             doctor = {**self.doctor_meta, "group_setup": self.groups.record()}
             self._complete(self.writer, self.rows_written, self.total_wrong, doctor=doctor)
         log.write(f"doctor done: {len(self.level_results)} round(s), {self.rows_written} row(s)")
         return self.total_wrong
+
+    def _steps(self) -> Iterator[tuple[Round, int]]:
+        """(round, repeat) in the order they run: every round once per repeat (in passes),
+        then each bisection level as often as the repeats (it reads their results)."""
+        fixed = list(self._rounds())  # planned once; groups are made as each round runs
+        repeats = self.job.spec.doctor.repeats
+        for repeat in range(repeats):
+            yield from ((planned, repeat) for planned in fixed)
+        if "bisect" not in self.skipped:
+            for planned in self._bisect():
+                yield from ((planned, repeat) for repeat in range(repeats))
+
+    def _earlier_rows(self) -> list[Any]:
+        """A requeued job's rows from its earlier attempt, on every rank (rank 0 reads them
+        and sets the file aside); [] on a first attempt or when they cannot be read."""
+        if not attempt():
+            return []
+        found: list[Any] = [[]]
+        if self.env.rank == 0:
+            with contextlib.suppress(SpecError):  # then every round is measured again
+                found = [load_rows(Path(self.job.run_dir), warn=False)]
+            set_aside(Path(self.job.run_dir))
+        self.dist.broadcast_object_list(found, src=0)
+        return found[0]
+
+    def _replay(self, planned: Round, repeat: int) -> bool:
+        """Keep one repeat of a round from the earlier attempt's rows when they hold all its
+        groups, in order, on the same hosts and ranks (its results then count as measured);
+        False: it is measured, and so is every round after it."""
+        rows, groups = self.kept[: len(planned.groups)], planned.groups
+        key = (planned.stage, planned.round_index, repeat)
+        ours = [(*key, g.label, list(g.hosts), list(g.ranks)) for g in groups]
+        theirs = [
+            (r.stage, r.round_index, r.repeat_index, r.group, r.group_hosts, r.group_ranks)
+            for r in rows
+        ]
+        if not rows or theirs != ours:
+            self.kept = []
+            return False
+        del self.kept[: len(rows)]
+        self.replayed += rows
+        self.level_results.append(
+            [self._busbw(g, r.time_us) for g, r in zip(groups, rows, strict=True)]
+        )
+        self.total_wrong += sum(row.n_wrong or 0 for row in rows)
+        return True
 
     def _step(self, status: RankStatus, log: RankLog, planned: Round, repeat: int):
         """Run one repeat of a round and keep its results (bisection reads its level's)."""
@@ -232,8 +281,7 @@ class DoctorSession(Session):
             "repeats": self.job.spec.doctor.repeats,
         }
 
-    rows_written = 0
-    level_results: list  # each repeat's results, in order (bisection reads its level's)
+    level_results: list  # each repeat's busbw per group, in order (bisection reads them)
 
     # -- planning -------------------------------------------------------------------------
 
@@ -314,27 +362,21 @@ class DoctorSession(Session):
             done = len(self.level_results)
             yield Round("bisect", level, tuple(groups), text)
             measured = self.level_results[done:]
-            busbw = [
-                median([self._busbw(results[half]) for results in measured]) or 0.0
-                for half in (0, 1)
-            ]
+            busbw = [median([results[half] for results in measured]) or 0.0 for half in (0, 1)]
             slower = 0 if busbw[0] <= busbw[1] else 1
             if busbw[slower] >= busbw[1 - slower] * (1 - tolerance):
                 return
             current = parts[slower]
             level += 1
 
-    def _busbw(self, result: tuple[PlannedGroup, Any]) -> float:
-        group, measured = result
-        return busbw_gbps(ALL_REDUCE, len(group.ranks), self.size_bytes, measured.stats.time_us)
+    def _busbw(self, group: PlannedGroup, time_us: float) -> float:
+        return busbw_gbps(group.collective, len(group.ranks), self.size_bytes, time_us)
 
     # -- measuring ------------------------------------------------------------------------
 
-    def _run_round(
-        self, planned: Round, repeat: int, pg: Any
-    ) -> list[tuple[PlannedGroup, Measured]]:
-        """Run a round's groups at once; every rank gets every group's figures back:
-        [batch s, wrong, iters samples s, iters arrival waits s]."""
+    def _run_round(self, planned: Round, repeat: int, pg: Any) -> list[float]:
+        """Run a round's groups at once, each group's busbw; every rank gets every group's
+        figures back: [batch s, wrong, iters samples s, iters arrival waits s]."""
         rank, iters = self.env.rank, self.job.spec.iters
         mine = next((group for group in planned.groups if rank in group.ranks), None)
         self.runner.barrier()
@@ -350,7 +392,7 @@ class DoctorSession(Session):
         for group in planned.groups:
             members = table[list(group.ranks)]
             measured, last, rank_time_s = self._combine(group, members)
-            results.append((group, measured))
+            results.append(self._busbw(group, measured.stats.time_us))
             self.total_wrong += measured.n_wrong or 0
             if self.writer is not None:
                 self._write(planned, group, measured, (rank_time_s, last), repeat)

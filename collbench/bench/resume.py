@@ -65,9 +65,8 @@ def resumed_meta(run_dir: Path, meta: RunMeta, kept: int) -> RunMeta:
 
 
 def set_aside(run_dir: Path) -> Path | None:
-    """A requeued doctor starts its rounds again (a round's groups, and bisection, hang on
-    the nodes of this attempt): the earlier attempt's rows move to rows-attempt-N.jsonl,
-    kept whole; None when it wrote none."""
+    """A requeued doctor's earlier rows move to rows-attempt-N.jsonl, kept whole (None when
+    it wrote none): it writes the rounds it keeps (those on the same hosts and ranks) again."""
     rows = Path(run_dir) / ROWS_FILE
     if not rows.exists():
         return None

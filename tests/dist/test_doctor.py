@@ -6,6 +6,8 @@ nodes over real, shaped links)."""
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -156,3 +158,44 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def test_a_requeued_doctor_keeps_the_whole_rounds_it_wrote_and_measures_the_rest(tmp_path):
+    """A requeued Slurm doctor (SLURM_RESTART_COUNT) keeps the earlier attempt's whole rounds,
+    bisection's levels too (their results read back from the rows), and measures only the
+    rest: here its ranks are started by hand, as srun starts them on the new attempt."""
+    out = tmp_path / "doctor"
+    argv = ["doctor", "--bisect", *FAST, "--out", str(out)]
+    first = collbench(*argv, "-g", "4", env={NODE_SIZE_VAR: "1"})
+    assert first.returncode in (0, 5), first.stderr
+    written = (out / "rows.jsonl").read_text().splitlines(keepends=True)
+    assert [json.loads(line)["stage"] for line in written[-6:]] == ["bisect"] * 6  # 3 repeats
+    (out / "rows.jsonl").write_text("".join(written[:-3]) + written[-3][:40])  # killed mid-round
+    launch = {"run_id": meta_of(out)["run_id"], "launcher": "local", "world_size": 4}
+    env = {**os.environ, NODE_SIZE_VAR: "1", "SLURM_RESTART_COUNT": "1", "WORLD_SIZE": "4"}
+    env.update(COLLBENCH_LAUNCH=json.dumps({**launch, "command_line": []}), LOCAL_WORLD_SIZE="4")
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-m", "collbench", *argv, "--launcher", "none"],
+            env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(4)
+    ]
+    for rank in ranks:
+        assert rank.wait(timeout=120) in (0, 5), rank.stderr.read()
+    kept, rows = [json.loads(line) for line in written[:-4]], rows_of(out)
+    assert [row["timestamp_utc"] for row in rows[: len(kept)]] == [
+        row["timestamp_utc"] for row in kept
+    ]  # not measured again: the partial round after them is, whole
+    assert [(r["group"], r["repeat"]) for r in rows[len(kept) :]] == [
+        ("bisect L1 a", 1), ("bisect L1 b", 1), ("bisect L1 a", 2), ("bisect L1 b", 2),
+    ]  # fmt: skip
+    assert all(row["run_id"] == launch["run_id"] for row in rows)
+    meta = meta_of(out)
+    assert meta["state"] == "completed" and meta["rows"] == len(rows) == len(written)
+    assert [(a["attempt"], a.get("rows_kept")) for a in meta["attempts"]] == [(0, None), (1, 23)]
+    assert (out / "rows-attempt-0.jsonl").read_text().startswith(written[0])

@@ -53,9 +53,7 @@ def test_per_node_needs_slurm(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_a_requeued_doctor_starts_its_rounds_again_and_keeps_the_first_rows(
-    tmp_path, slurm_cluster
-):
+def test_a_requeued_doctor_keeps_the_rounds_it_wrote_and_measures_the_rest(tmp_path, slurm_cluster):
     out = tmp_path / "doctor"
     argv = ["doctor", "--launcher", "slurm", "--ntasks-per-node", "2", "--time", "5"]
     argv += ["--size", "64K", "--iters", "20", "--repeats", "60", "--out", str(out)]
@@ -72,4 +70,9 @@ def test_a_requeued_doctor_starts_its_rounds_again_and_keeps_the_first_rows(
     rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
     keys = [(r["stage"], r["group"], r["round_index"], r["repeat"]) for r in rows]
     assert earlier and len(keys) == len(set(keys)) and {r["repeat"] for r in rows} == set(range(60))
-    assert [a["attempt"] for a in json.loads((out / "meta.json").read_text())["attempts"]] == [0, 1]
+    attempts = json.loads((out / "meta.json").read_text())["attempts"]
+    assert [a["attempt"] for a in attempts] == [0, 1]
+    kept = attempts[1]["rows_kept"]  # every whole row: not measured again
+    assert 0 < kept >= len(earlier) - 1  # (one row a round: the last may be cut short)
+    stamps = [json.loads(line)["timestamp_utc"] for line in earlier[:kept]]
+    assert [row["timestamp_utc"] for row in rows[:kept]] == stamps
