@@ -60,10 +60,9 @@ def _launcher_meta(run_dir: Path) -> bool:
 def job_state(job_id: str) -> tuple[str, str, str]:
     """(state, reason, exit code) from scontrol, else sacct; ("", "", "") if neither knows
     (a job forgotten, or a controller that does not answer: asked again at the next poll)."""
-    shown = ask_slurm(["scontrol", "show", "job", "-o", job_id])
-    if "JobState=" in shown:
-        fields = dict(re.findall(r"(\w+)=(\S*)", shown))
-        return fields.get("JobState", ""), fields.get("Reason", ""), fields.get("ExitCode", "")
+    fields = job_fields(job_id)
+    if "JobState" in fields:
+        return fields["JobState"], fields.get("Reason", ""), fields.get("ExitCode", "")
     if shutil.which("sacct"):
         accounted = ask_slurm(
             ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,Reason,ExitCode"]
@@ -75,11 +74,9 @@ def job_state(job_id: str) -> tuple[str, str, str]:
     return "", "", ""
 
 
-def job_nodes(job_id: str) -> str:
-    """The nodes Slurm gave the job (scontrol's NodeList; "" when it does not say)."""
-    shown = ask_slurm(["scontrol", "show", "job", "-o", job_id])
-    nodes = dict(re.findall(r"(\w+)=(\S*)", shown)).get("NodeList", "")
-    return "" if nodes in ("", "(null)") else nodes
+def job_fields(job_id: str) -> dict[str, str]:
+    """scontrol's fields of the job (JobState, NodeList ...; {} when it does not know it)."""
+    return dict(re.findall(r"(\w+)=(\S*)", ask_slurm(["scontrol", "show", "job", "-o", job_id])))
 
 
 def ask_slurm(argv: list[str]) -> str:
