@@ -24,7 +24,7 @@ from collbench.core.bandwidth import busbw_gbps
 from collbench.core.collectives import REGISTRY
 from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.doctor_plan import CircleRounds, Layout, halves, pair_plan
-from collbench.core.doctor_spec import GPU_PAIR
+from collbench.core.doctor_spec import GEMM, GPU_PAIR
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import SpecError
 from collbench.core.stats import combine_ranks, median
@@ -39,6 +39,9 @@ TEST_NODE_SIZE_VAR = "COLLBENCH_TEST_DOCTOR_NODE_SIZE"
 # Test hook: "RANK:SECONDS" makes that rank reach each arrival-timed collective this late (a
 # straggler: its host busy elsewhere between collectives).
 TEST_LATE_RANK_VAR = "COLLBENCH_TEST_DOCTOR_LATE_RANK"
+# A one-node doctor's gemm burn-in: every GPU at once, BURN_IN_S seconds of bf16 matmuls of
+# BURN_IN_SIZE cubed, then timed.
+BURN_IN_S, BURN_IN_SIZE = 10.0, 8192
 
 
 def arrival_waits(
@@ -169,7 +172,7 @@ class DoctorSession(Session):
         self.layout = Layout.from_hosts([identity["host"] for identity in identities])
         self._agree(self._local_problems(world_size=2))  # any world size runs, even 1
         self.size_bytes = spec.max_bytes
-        self.skipped = _skipped(self.layout, env.world_size, spec.doctor.bisect)
+        self.skipped = _skipped(self.layout, env.world_size, spec.doctor.bisect, self.device.type)
         self.total_wrong = 0
         self.level_results = []
         self.groups = StageGroups(self.dist, env.rank)
@@ -189,6 +192,8 @@ class DoctorSession(Session):
         for planned, repeat in itertools.chain([pending] if pending else [], steps):
             self._step(status, log, planned, repeat)
         self.groups.close()
+        if self.layout.nodes == 1 and GEMM not in self.skipped:
+            self.doctor_meta[GEMM] = self._burn_in(log)
         if self.writer is not None:
             doctor = {**self.doctor_meta, "group_setup": self.groups.record()}
             self._complete(self.writer, self.rows_written, self.total_wrong, doctor=doctor)
@@ -250,6 +255,18 @@ class DoctorSession(Session):
         results = self._run_round(planned, repeat, pg)
         self.level_results.append(results)
         log.write(f"{text}: {time.perf_counter() - started:.3f} s")
+
+    def _burn_in(self, log: RankLog) -> dict[str, Any]:
+        """Every GPU of the node at once: the gemm burn-in, each rank's TFLOP/s gathered."""
+        from collbench.bench.gemm import GemmBench
+
+        size = BURN_IN_SIZE
+        self.runner.barrier()
+        timing = GemmBench(str(self.device), "bf16").measure((size,) * 3, 1, 5, 20, BURN_IN_S)
+        tflops = round(2 * size**3 / timing.time_us / 1e6, 1)
+        log.write(f"gemm burn-in: {BURN_IN_S:g} s, then {tflops} TFLOP/s")
+        shape = f"{size}x{size}x{size} bf16"
+        return {"shape": shape, "seconds": BURN_IN_S, "tflops": self._gather(tflops)}
 
     def _enter_groups(self, planned: Round, log: RankLog) -> Any:
         """This rank's process group for the round (None: the world, or in no group)."""
@@ -513,9 +530,12 @@ def _mark(rank: int) -> int:
     return rank % 64 + 1
 
 
-def _skipped(layout: Layout, world_size: int, bisect: bool) -> dict[str, str]:
-    """Stages this layout cannot run, and why (meta.json records them; doctor prints them)."""
+def _skipped(layout: Layout, world_size: int, bisect: bool, device: str) -> dict[str, str]:
+    """Stages this layout (on `device`'s type) cannot run, and why (meta.json records them;
+    doctor prints them)."""
     skipped = {}
+    if layout.nodes == 1 and device != "cuda":
+        skipped[GEMM] = "no GPU: the burn-in loads GPUs"
     if layout.max_local < 2:
         skipped[GPU_PAIR] = "one rank per node: no two local ranks to pair"
     if layout.max_local < 2 and world_size > 1:

@@ -26,6 +26,8 @@ from collbench.core.errors import SpecError
 
 DOCTOR = "doctor"  # the kind of a doctor row and the command that measures it
 GPU_PAIR = "gpu-pair"
+# A one-node doctor (a node check) on GPUs ends with a gemm burn-in (no rows: meta.json's doctor.gemm)
+GEMM = "gemm"
 STAGES = ("full", "intra", GPU_PAIR, "rail", "pair", "shuffle", "bisect")
 # The message size per rank when --size is not given: big enough to be bandwidth-bound on
 # the backend's fabric, small enough that every round of a gloo doctor on a laptop is quick.

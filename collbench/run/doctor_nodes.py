@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from collbench.core.doctor_spec import DOCTOR, GEMM, GPU_PAIR
 from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecError
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import collbench_argv
@@ -105,6 +106,15 @@ def _gathered(index: int, job: str, state: str, code: int | None, out: Path) -> 
         reason = _error_line(out / "slurm", job) or f"Slurm ended it {state}"
         if code is not None:
             reason = f"exit {code}: {reason}"
+    else:  # the GPU stages it ran (the burn-in's TFLOP/s), or why not
+        doctor = meta.extra.get(DOCTOR) or {} if meta is not None else {}
+        skipped, burn = doctor.get("skipped") or {}, doctor.get(GEMM) or {}
+        said = [
+            f"{stage} skipped: {skipped[stage]}" for stage in (GPU_PAIR, GEMM) if stage in skipped
+        ]
+        if rates := burn.get("tflops"):
+            said.append(f"gemm {min(rates):g}-{max(rates):g} TFLOP/s")
+        reason = "; ".join(said)
     return NodeCheck(index, job, host, state, code, verdict, reason)
 
 

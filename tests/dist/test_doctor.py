@@ -71,6 +71,7 @@ def test_one_node_with_only_the_fleet_is_unjudged_exit_6_and_says_why(tmp_path):
     assert "a fleet median needs 3 nodes, this run has 1" in first_line
     # one node: the full stage is the intra group, measured once; then its one pair of ranks
     assert [row["stage"] for row in rows_of(out)] == ["intra", "gpu-pair"] * REPEATS
+    assert "# note: gemm stage skipped: no GPU: the burn-in loads GPUs" in result.stdout
     document = json.loads((out / "doctor.json").read_text())
     assert document["healthy"] is None and document["verdict"] == "unjudged"
     assert "fleet median needs 3 nodes" in document["reason"]

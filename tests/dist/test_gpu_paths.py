@@ -80,3 +80,13 @@ def test_blocking_wait_refuses_the_probe_and_is_warned_when_allowed(tmp_path):
     assert allowed.returncode == 0, allowed.stderr
     assert "TORCH_NCCL_BLOCKING_WAIT=1 makes every wait()" in allowed.stderr
     assert rows_of(tmp_path / "b")
+
+
+def test_a_one_node_doctor_burns_every_gpu_in_with_gemm(tmp_path):
+    """Issue 39 item 3: a node check on GPUs ends with a gemm burn-in on each (meta.json)."""
+    out = tmp_path / "doctor"
+    done = collbench("doctor", "--nproc", str(_gpus()), "--size", "1M", "--out", str(out))
+    assert done.returncode in (0, 5, 6), done.stderr
+    burn = meta_of(out)["doctor"]["gemm"]
+    assert burn["shape"] == "8192x8192x8192 bf16" and len(burn["tflops"]) == _gpus()
+    assert min(burn["tflops"]) > 1 and "gemm" not in meta_of(out)["doctor"]["skipped"]

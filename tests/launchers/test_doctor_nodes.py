@@ -33,6 +33,8 @@ def test_per_node_names_a_crashed_node_and_judges_the_rest(tmp_path, slurm_clust
     record = json.loads((out / "nodes.json").read_text())
     first, second = record["nodes"]
     assert first["verdict"] in ("healthy", "flagged", "unjudged") and first["host"] != "?"
+    if first["verdict"] != "flagged":  # its GPU-pair stage ran (2 ranks); a gemm needs a GPU
+        assert first["reason"] == "gemm skipped: no GPU: the burn-in loads GPUs"
     assert second["verdict"] == "failed" and second["state"] == "FAILED"
     assert second["host"] == first["host"]  # the test cluster has one node
     assert "died during doctor" in second["reason"] and "row(s) kept" in second["reason"]
