@@ -59,6 +59,11 @@ MFU_OPTIONS = (
         metavar="NAME=USD",
     ),
     _request(
+        "--search",
+        "Also rank, per fabric, the layouts of the job (TP, PP, virtual stages, CP, DP, ZeRO, "
+        "recompute, micro-batch) that fit its memory: the best first, with yours placed.",
+    ),
+    _request(
         "--allow-oversubscribed-memory",
         "Estimate a workload even when its memory per accelerator exceeds the fabric's "
         "(warned, not refused).",
@@ -73,14 +78,16 @@ def run_mfu(values: dict[str, Any]) -> None:
     do not apply, print the table (or JSON)."""
     from collbench.render.mfu import render_mfu
     from collbench.render.mfu_explain import explain_json, render_explain
+    from collbench.render.mfu_search import with_search
 
     wanted, model, training, parallelism, options = workload_parts(values, MFU_OPTIONS)
     result = estimate_mfu(wanted, model, training, parallelism, options)
     warn(result.warnings)
     if values["json_out"] and wanted.explain:
-        print(explain_json(result.workload, result.estimates))
+        print(with_search(explain_json(result.workload, result.estimates), result, True))
         return
-    print(render_mfu(result.workload, result.estimates, values["json_out"], result.costs))
+    text = render_mfu(result.workload, result.estimates, values["json_out"], result.costs)
+    print(with_search(text, result, values["json_out"]))
     if wanted.explain:
         print(render_explain(result.workload, result.estimates))
 

@@ -25,6 +25,7 @@ from collbench.store.load import Run, load_run
 
 if TYPE_CHECKING:
     from collbench.analysis.mfu.fabrics import Fabric, Inputs
+    from collbench.analysis.mfu.search import Ranked
     from collbench.analysis.mfu.workload import Model
 
 
@@ -47,6 +48,7 @@ class MfuRequest:
     allow_oversubscribed_memory: bool = False  # warn instead of refuse
     price: tuple[str, ...] = ()  # NAME=USD per GPU-hour of a --topology given
     dp_dtypes: str | None = None  # REDUCE[,GATHER]: Training's grad_bytes, gather_bytes
+    search: bool = False  # also rank the layouts that fit each fabric (analysis/mfu/search.py)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class MfuEstimate:
     warnings: list[str]
     # per estimate (in its order) its cost at the --price of its topology; None: not priced
     costs: list[TrainingCost | None] = field(default_factory=list)
+    searches: list[Ranked] = field(default_factory=list)  # per estimate, with --search
+    prices: dict[str, float] = field(default_factory=dict)  # --price: topology -> USD/GPU-hour
 
 
 def estimate_mfu(
@@ -67,6 +71,7 @@ def estimate_mfu(
 ) -> MfuEstimate:
     """Load the fabrics, size the workload on the first, estimate each, check its memory."""
     from collbench.analysis.mfu.fabrics import check_memory, estimate_fabric
+    from collbench.analysis.mfu.search import search
 
     topologies = load_topologies(list(request.topology))
     _check_efficiency_names(options.matmul_efficiency, topologies)
@@ -83,7 +88,8 @@ def estimate_mfu(
         else None
         for result in estimates
     ]
-    return MfuEstimate(workload, estimates, warnings, costs)
+    searches = search(workload, fabrics, inputs) if request.search else []
+    return MfuEstimate(workload, estimates, warnings, costs, searches, prices)
 
 
 def _check_efficiency_names(given: Any, topologies: list[Any]) -> None:

@@ -1,0 +1,33 @@
+"""`collbench mfu --search` end to end: per fabric the layouts that fit, best first, in text
+and JSON, and a fabric where nothing fits."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli.test_mfu_cli import write_fabric
+from tests.helpers import collbench
+
+# analysis/mfu/test_mfu_search.py's tiny job: 4 GiB of fp32 logits per micro-batch / tp.
+TINY = "--layers 1 --hidden 256 --heads 8 --vocab 262144 --seq 4096 --global-batch 8".split()
+
+
+def test_search_ranks_each_fabric_and_says_when_nothing_fits(tmp_path):
+    roomy = write_fabric(tmp_path, "roomy", accelerator__memory_gib=3)
+    tight = write_fabric(tmp_path, "tight", accelerator__memory_gib=0.4)
+    args = ("mfu", "-T", roomy, "-T", tight, *TINY, "--tp", "2", "--dp", "4", "--search")
+    done = collbench(*args, "--price", "roomy=2", "--json")
+    assert done.returncode == 0, done.stderr
+    fits, none = json.loads(done.stdout)["search"]
+    assert (fits["topology"], none["topology"]) == ("roomy", "tight")
+    best = fits["best"]
+    assert 1 <= len(best) <= 6 and [row["rank"] for row in best] == list(range(1, len(best) + 1))
+    assert all(row["tp"] >= 2 and row["memory_gib"] <= 3 for row in best)
+    assert [row["step_time_s"] for row in best] == sorted(row["step_time_s"] for row in best)
+    assert all(row["usd_per_million_tokens"] > 0 for row in best)
+    assert fits["yours"]["rank"] >= 1 and fits["layouts_fit"] >= len(best)
+    assert none["best"] == [] and none["yours"]["rank"] is None
+    assert none["yours"]["why"] == "nothing fits in 0.4 GiB per accelerator"
+    text = collbench(*args).stdout
+    assert "layout search on roomy: " in text
+    assert "  yours ranks 1: it is the best" in text and "nothing fits in 0.4 GiB" in text
