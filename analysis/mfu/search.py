@@ -21,8 +21,9 @@ from collbench.core.errors import SpecError
 
 MICRO_BATCHES = (1, 2, 4, 8)
 MOST_VIRTUAL_STAGES = 8
-# Context parallelism is for long sequences: no rank is left fewer tokens of one than this
-# (Llama 3 405B's long-context stage kept 8,192: 131,072 over cp 16, arXiv 2407.21783).
+# Context parallelism is for sequences too long for one rank: only with one per micro-batch,
+# and no rank is left fewer tokens of one than this (Llama 3 405B's long-context stage kept
+# 8,192: 131,072 over cp 16, arXiv 2407.21783).
 MIN_CP_TOKENS = 4096
 
 
@@ -33,13 +34,14 @@ Ranked = list[tuple[Workload, Estimate]]
 
 def splits(workload: Workload, most_tp: int) -> Iterator[dict[str, int]]:
     """Every split of the job's accelerators and global batch: TP within `most_tp` (the
-    scale-up domain) dividing the heads, CP by powers of two, PP dividing the layers
+    scale-up domain) dividing the heads, CP by powers of two (MIN_CP_TOKENS), PP dividing the layers
     (interleaved by up to MOST_VIRTUAL_STAGES equal chunks), DP the rest, micro-batches
     that divide the batch: Parallelism's fields and the micro-batch."""
     model, run, world = workload.model, workload.training, workload.parallelism.world_size
     tps = _divisors(math.gcd(model.heads, world), most_tp)
-    for tp, cp, mb in product(tps, _divisors(world), MICRO_BATCHES):
-        if world % (tp * cp) or cp > 1 and (cp & (cp - 1) or run.seq // cp < MIN_CP_TOKENS):
+    cps = [cp for cp in _divisors(world)[1:] if not cp & (cp - 1) and run.seq >= cp * MIN_CP_TOKENS]
+    for tp, cp, mb in product(tps, [1, *cps], MICRO_BATCHES):
+        if world % (tp * cp) or cp > 1 and mb > 1:
             continue
         for pp in _divisors(math.gcd(model.layers, world // tp // cp)):
             dp = world // (tp * cp * pp)
