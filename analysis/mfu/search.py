@@ -27,9 +27,7 @@ MOST_VIRTUAL_STAGES = 8
 MIN_CP_TOKENS = 4096
 
 
-# A fabric's layouts that fit, shortest step first: the highest MFU and, at one price per
-# GPU-hour, the lowest cost per token (the job's accelerators and tokens are fixed).
-Ranked = list[tuple[Workload, Estimate]]
+Ranked = list[tuple[Workload, Estimate]]  # a fabric's layouts that fit, best first
 
 
 def splits(workload: Workload, most_tp: int) -> Iterator[dict[str, int]]:
@@ -52,15 +50,16 @@ def splits(workload: Workload, most_tp: int) -> Iterator[dict[str, int]]:
 
 def search(workload: Workload, fabrics: Sequence[Fabric], inputs: Inputs) -> list[Ranked]:
     """Per fabric, each split with the least ZeRO stage and recompute that fit its
-    accelerators' memory, estimated (more would only add communication or compute)."""
+    accelerators' memory, estimated (more would only add communication or compute), the
+    shortest step first: the highest MFU and, at one price per GPU-hour, the lowest cost
+    per token (the job's accelerators and tokens are the same in every layout)."""
     bytes_of = cache(lambda w: memory_estimate(w, None).total_bytes)
     out = []
     for fabric in fabrics:
         topology, options = fabric.topology, inputs.options.on(fabric.topology)
         capacity = (topology.accelerator.memory_gib or math.inf) * (1 << 30)
-        pricer = CurvePricer(
-            fabric.curves, topology, cost_model_pricer(topology, inputs.comm_efficiency)
-        )
+        fallback = cost_model_pricer(topology, inputs.comm_efficiency)
+        pricer = CurvePricer(fabric.curves, topology, fallback)
         fitting = []
         for split in splits(workload, topology.scale_up.domain_size):
             lightest = 4  # the least ZeRO stage that fits with less recompute

@@ -47,8 +47,8 @@ def _fabric(ranked: Ranked, yours: Estimate, price: float | None) -> dict[str, A
     fits = not yours.does_not_fit
     rank = 1 + sum(e.step_time_s < yours.step_time_s for _, e in ranked) if fits else None
     why = _why(yours, ranked[0][1]) if ranked and fits else "it does not fit"
-    if not ranked:
-        why = f"nothing fits in {yours.memory.capacity_bytes / GIB:g} GiB per accelerator"
+    if not ranked and (capacity := yours.memory.capacity_bytes):
+        why = f"nothing fits in {capacity / GIB:g} GiB per accelerator"
     found = {"layouts_fit": len(ranked), "best": best, "yours": {"rank": rank, "why": why}}
     return {"topology": column_name(yours), **found}
 
