@@ -1,5 +1,5 @@
 """`collbench mfu --search` as text and JSON: per fabric the layouts that fit, best first,
-and where the job's own layout ranks among them and why (docs/mfu/index.md#analysis-mfu-search-py)."""
+and where the job's own layout ranks among them and why (the method: docs/mfu/index.md)."""
 
 from __future__ import annotations
 
