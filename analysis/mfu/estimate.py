@@ -21,8 +21,6 @@ from collbench.analysis.mfu.compute import (
 )
 from collbench.analysis.mfu.memory import MemoryEstimate, memory_estimate
 from collbench.analysis.mfu.tp_overlap import (
-    DEFAULT_CHUNKS,
-    DEFAULT_SMS,
     GemmSeconds,
     PairMethod,
     TpOverlapSettings,
@@ -68,15 +66,13 @@ class EstimateOptions:
     # 0: TP collectives on the critical path (Megatron's default); 1: Transformer Engine's
     # userbuffer overlap, priced chunk by chunk (analysis.mfu.tp_overlap)
     tp_overlap: float = 0.0
-    tp_overlap_chunks: int = DEFAULT_CHUNKS  # the pipelined reduce-scatter's GEMM chunks
-    tp_overlap_sms: int = DEFAULT_SMS  # SMs the overlap's communication kernels take
     # a recipe's own userbuffer configuration, pair by pair (--tp-overlap-config)
     tp_overlap_pairs: tuple[tuple[str, PairMethod], ...] = ()
     overlap_source: str = "assumed ideal (no overlap probe given)"
 
     @property
     def tp_overlap_settings(self) -> TpOverlapSettings:
-        return TpOverlapSettings(self.tp_overlap_chunks, self.tp_overlap_sms, self.tp_overlap_pairs)
+        return TpOverlapSettings(pairs=self.tp_overlap_pairs)
 
     def on(self, topology: Topology) -> EstimateOptions:
         """These options on one fabric: the --matmul-efficiency its topology's name gives,

@@ -64,10 +64,6 @@ class TpOverlapSettings:
     pairs: tuple[tuple[str, PairMethod], ...] = ()
 
     def __post_init__(self) -> None:
-        if self.chunks < 1:
-            raise SpecError("--tp-overlap-chunks", self.chunks, "must be at least 1")
-        if self.sms < 0:
-            raise SpecError("--tp-overlap-sms", self.sms, "must be 0 or more")
         for name, pair in self.pairs:
             if name not in PAIR_METHODS:
                 raise SpecError(
@@ -149,7 +145,7 @@ def sm_share(sms: int, sm_count: int | None) -> float:
     if sm_count is None or sms == 0:
         return 0.0
     if sms >= sm_count:
-        raise SpecError("--tp-overlap-sms", sms, f"must be fewer than the {sm_count} SMs")
+        raise SpecError("--tp-overlap-config", sms, f"num_sm must be fewer than the {sm_count} SMs")
     return sms / sm_count
 
 

@@ -226,16 +226,6 @@ WORKLOAD_OPTIONS = (
         metavar="0|1",
     ),
     _estimate(
-        "--tp-overlap-chunks",
-        "With --tp-overlap 1: GEMM chunks of each pipelined reduce-scatter (TE's num_splits; "
-        "all-gathers always run in TP chunks).",
-    ),
-    _estimate(
-        "--tp-overlap-sms",
-        "With --tp-overlap 1: SMs the reduce-scatter kernels take from the GEMMs beside "
-        "them (TE's num_sm).",
-    ),
-    _estimate(
         "--tp-overlap-config",
         "With --tp-overlap 1: a recipe's own userbuffer configuration, TE's ub_cfg as NeMo "
         "and Megatron-Bridge write it (YAML: pair -> method, num_sm, num_splits, "
