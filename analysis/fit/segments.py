@@ -34,18 +34,6 @@ class SearchOptions:
     # A point's misfit stops growing at this many noise scales (an outlier's worth).
     cap_sigmas: float = 5.0
 
-    def __post_init__(self) -> None:
-        if self.max_regimes < 1:
-            raise ValueError(f"max_regimes: {self.max_regimes} must be at least 1")
-        if self.min_sizes_per_regime < 2:
-            raise ValueError(
-                f"min_sizes_per_regime: {self.min_sizes_per_regime} must be at least 2"
-            )
-        if not self.noise_rel > 0:
-            raise ValueError(f"noise_rel: {self.noise_rel} must be positive")
-        if not self.cap_sigmas > 0:
-            raise ValueError(f"cap_sigmas: {self.cap_sigmas} must be positive")
-
 
 @dataclass(frozen=True)
 class Points:

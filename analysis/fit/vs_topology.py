@@ -29,11 +29,6 @@ FASTER_THAN_MODEL = 1.05
 FASTER_RULE = f"more than {FASTER_THAN_MODEL:.0%} of model speed"
 
 
-def model_wrong(ratio: float) -> bool:
-    """Whether a predicted/measured time ratio says the model, not the fabric, is wrong."""
-    return ratio > MODEL_WRONG_SPEEDUP
-
-
 @dataclass(frozen=True)
 class SizeVsModel:
     """One measured size against its prediction."""
@@ -50,7 +45,8 @@ class SizeVsModel:
 
     @property
     def model_wrong(self) -> bool:
-        return model_wrong(self.ratio)
+        """Whether the ratio says the model, not the fabric, is wrong."""
+        return self.ratio > MODEL_WRONG_SPEEDUP
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,7 +80,7 @@ class BandVsModel:
 
     @property
     def model_wrong(self) -> bool:
-        return model_wrong(self.ratio_geomean)
+        return self.ratio_geomean > MODEL_WRONG_SPEEDUP
 
     def to_dict(self) -> dict[str, Any]:
         return {

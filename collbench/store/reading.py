@@ -23,6 +23,7 @@ from collbench.core.limits import (
     size_text,
     too_deep,
 )
+from collbench.store.row_values import short
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -213,20 +214,17 @@ def _decoded(path: Path, number: int, raw: bytes, warn: bool) -> tuple[Any, str]
         if cut_short:
             _warn_truncated(path, warn)
             return None
-        raise SpecError("row", _cut(line), f"in {where} is not JSON ({error.msg})") from None
+        raise SpecError(
+            "row", short(line.rstrip("\n")), f"in {where} is not JSON ({error.msg})"
+        ) from None
     except ValueError as error:  # an integer of thousands of digits
-        raise SpecError("row", _cut(line), f"in {where}: {error}") from None
+        raise SpecError("row", short(line.rstrip("\n")), f"in {where}: {error}") from None
 
 
 def _warn_truncated(path: Path, warn: bool) -> None:
     """A last line without its newline: a write cut short, skipped (never half-read)."""
     if warn:
         print(f"collbench: warning: skipped a truncated row in {path}", file=sys.stderr)
-
-
-def _cut(text: str) -> str:
-    text = text.rstrip("\n")
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def count_json_lines(path: Path, warn: bool, check: Check) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from collbench.store.row_values import as_plain
-from collbench.store.rows import ROW_COLUMNS, ResultRow
+from collbench.store.rows import ROW_COLUMNS
 from collbench.store.rundir import JSON_ENCODER, rows_stamp, write_columns
 
 # Rows formatted into one string before it is written: bounds the text held at once.
@@ -96,8 +96,6 @@ def _encoded(values: Sequence[Any]) -> list[str]:
 def write_blocks_parquet(run_dir: Path, blocks: Sequence[RowBlock]) -> Path | None:
     """rows.parquet of ResultRow blocks' rows, as rundir.write_parquet writes those rows
     (None when there are none); rows.jsonl holds them already."""
-    if any(block.row_type is not ResultRow for block in blocks):
-        raise TypeError("write_blocks_parquet writes ResultRow blocks only")
     stamp = rows_stamp(run_dir)
     blocks = [block for block in blocks if len(block)]
     if not blocks:

@@ -153,15 +153,11 @@ ROW_TYPES: dict[str, type[ResultRow]] = {SWEEP: ResultRow, OVERLAP: ProbeRow, DO
 # The row kinds, a closed set: select rows by kind with `rows_of` (never `isinstance`, as
 # ProbeRow and DoctorRow are ResultRows too, nor a string of your own).
 ROW_KINDS = tuple(ROW_TYPES)
-ROW_COLUMNS = tuple(column.name for column in fields(ResultRow))
-ALL_COLUMNS = tuple(column.name for column in fields(ProbeRow))
+_COLUMNS_OF = {kind: tuple(column.name for column in fields(kind)) for kind in ROW_TYPES.values()}
+ROW_COLUMNS = _COLUMNS_OF[ResultRow]
+ALL_COLUMNS = _COLUMNS_OF[ProbeRow]
 # Doctor rows carry these after ROW_COLUMNS.
-DOCTOR_COLUMNS = tuple(column.name for column in fields(DoctorRow))[len(ROW_COLUMNS) :]
-_COLUMNS_OF = {
-    ResultRow: ROW_COLUMNS,
-    ProbeRow: ALL_COLUMNS,
-    DoctorRow: (*ROW_COLUMNS, *DOCTOR_COLUMNS),
-}
+DOCTOR_COLUMNS = _COLUMNS_OF[DoctorRow][len(ROW_COLUMNS) :]
 
 
 def row_from_dict(data: Any, where: str = "a row") -> ResultRow:
