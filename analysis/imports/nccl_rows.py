@@ -16,11 +16,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from collbench.analysis.imports.nccl_json import parse_json_log
 from collbench.analysis.imports.nccl_logs import (
     LOG_FIELD,
     LogTable,
     ParsedLog,
+    parse_json_log,
     parse_text_log,
 )
 from collbench.core.bandwidth import bus_factor
