@@ -56,7 +56,7 @@ def test_the_tune_syntax_of_before_the_subcommands_is_pointed_to_them(args, now)
 
 def test_no_hint_where_the_flag_is_collbench_s_own():
     # -T on mfu is its topology too, and mfu has no nccl-tests twin: no hint there.
-    from collbench.cli.habits import nccl_tests_hint
+    from collbench.cli.app import nccl_tests_hint
 
     assert nccl_tests_hint(["mfu", "-T", "8"], "--topology") is None
     assert nccl_tests_hint(["sweep", "-T", "8"], "--topology")

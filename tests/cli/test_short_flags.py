@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from collbench.cli.app import app
-from collbench.cli.habits import HABITS
+from collbench.cli.app import HABITS, app
 from tests.helpers import collbench
 
 # Short flags allowed two long names, each with the nccl-tests reason. None today.
