@@ -38,7 +38,6 @@ class OutputError(CollbenchError):
     option and the path; what was being written has been removed."""
 
     def __init__(self, flag: str, path: Path | str, error: OSError, kept: str = "") -> None:
-        self.flag, self.path, self.error = flag, str(path), error
         what = "nothing was left half-written" if not kept else kept
         super().__init__(f"{flag}: {str(path)!r} could not be written ({reason(error)}); {what}")
 

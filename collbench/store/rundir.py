@@ -113,8 +113,7 @@ class ResultWriter:
     def __init__(
         self, run_dir: Path, sync_rows: int = SYNC_ROWS, sync_seconds: float = SYNC_SECONDS
     ) -> None:
-        self.path = Path(run_dir) / ROWS_FILE
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._file = open(Path(run_dir) / ROWS_FILE, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self.sync_rows, self.sync_seconds = sync_rows, sync_seconds
         self._unsynced = 0  # rows appended since the last sync
         self._synced_at = time.monotonic()
