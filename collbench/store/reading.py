@@ -120,7 +120,12 @@ def iter_lines(
             number += 1
             total += len(line)
             if len(line) > max_line_bytes and not line.endswith(b"\n"):
-                _too_long(field, path, number, max_line_bytes)
+                raise SpecError(
+                    field,
+                    str(path),
+                    f"line {number} is longer than {size_text(max_line_bytes)}, collbench's "
+                    "limit for a line of this file",
+                )
             if total > max_bytes:
                 raise SpecError(field, str(path), _over_limit(None, max_bytes))
             yield number, line
@@ -229,8 +234,7 @@ def _warn_truncated(path: Path, warn: bool) -> None:
 
 def count_json_lines(path: Path, warn: bool, check: Check) -> int:
     """How many lines `json_lines` would yield (0 when the file is missing), without decoding
-    the lines that look like JSON objects: what a status line counts. The file is read in
-    chunks within the same limits, checked as UTF-8 a chunk at a time, and refused as
+    the whole lines that look like JSON objects: what a status line counts. Refused as
     json_lines refuses it (naming the file and line) where a line is not UTF-8 text or, when
     it does not look like an object, not JSON (json_lines decodes those to say so, and
     `check(data, where)` may refuse them too). The unterminated last line of a write cut
@@ -238,73 +242,24 @@ def count_json_lines(path: Path, warn: bool, check: Check) -> int:
     path = Path(path)
     if not path.exists():
         return 0
-    count, number, tail = 0, 0, b""
-    with open_regular(path, path.name, ROWS_MAX_BYTES) as file:
-        total = 0
-        while True:
-            chunk = _read(file.read, _CHUNK_BYTES, path.name, path)
-            total += len(chunk)
-            if total > ROWS_MAX_BYTES:
-                raise SpecError(path.name, str(path), _over_limit(None, ROWS_MAX_BYTES))
-            if not chunk:
-                break
-            lines = (tail + chunk).split(b"\n")
-            tail = lines.pop()  # the part after the last newline: read on with the next chunk
-            if len(tail) > ROWS_MAX_LINE_BYTES:
-                _too_long(path.name, path, number + len(lines) + 1)
-            count += _count_whole(path, lines, number, warn, check)
-            number += len(lines)
-    if tail.strip():  # the last line, without its newline
-        number += 1
-        count += _count_decoded(path, [(number, tail)], warn, check)
+    count = 0
+    for number, raw in iter_lines(path, path.name, ROWS_MAX_LINE_BYTES, ROWS_MAX_BYTES):
+        text = raw.strip()
+        if raw.endswith(b"\n") and text[:1] == b"{" and text[-1:] == b"}" and _utf8(raw):
+            count += 1
+        elif (decoded := _decoded(path, number, raw, warn)) is not None:
+            check(*decoded)
+            count += 1
     return count
 
 
-_CHUNK_BYTES = 4 << 20
 # Checks a decoded line (the data, "FILE line N"): raises SpecError when it is not a row.
 Check = Callable[[Any, str], Any]
 
 
-def _too_long(field: str, path: Path, number: int, limit: int = ROWS_MAX_LINE_BYTES) -> None:
-    raise SpecError(
-        field,
-        str(path),
-        f"line {number} is longer than {size_text(limit)}, collbench's limit for a line of "
-        "this file",
-    )
-
-
-def _count_whole(path: Path, lines: list[bytes], number: int, warn: bool, check: Check) -> int:
-    """How many of these newline-ended lines (the first is line `number` + 1) are rows."""
+def _utf8(raw: bytes) -> bool:
     try:
-        b"\n".join(lines).decode("utf-8")
+        raw.decode("utf-8")
     except UnicodeDecodeError:
-        for offset, line in enumerate(lines, number + 1):
-            try:
-                line.decode("utf-8")
-            except UnicodeDecodeError:
-                raise SpecError(
-                    "row", f"{len(line) + 1} bytes", f"in {path} line {offset} are not UTF-8 text"
-                ) from None
-    count, odd = 0, []
-    for offset, line in enumerate(lines, number + 1):
-        if len(line) >= ROWS_MAX_LINE_BYTES:
-            _too_long(path.name, path, offset)
-        text = line.strip()
-        if not text:
-            continue
-        if text.startswith(b"{") and text.endswith(b"}"):
-            count += 1
-        else:  # decoded as json_lines decodes it: refused with its reason, or counted
-            odd.append((offset, line + b"\n"))
-    return count + _count_decoded(path, odd, warn, check)
-
-
-def _count_decoded(path: Path, lines: list[tuple[int, bytes]], warn: bool, check: Check) -> int:
-    count = 0
-    for number, raw in lines:
-        decoded = _decoded(path, number, raw, warn)
-        if decoded is not None:
-            check(*decoded)
-            count += 1
-    return count
+        return False  # _decoded refuses it, naming the line
+    return True
