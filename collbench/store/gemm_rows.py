@@ -7,7 +7,6 @@ The method, in full: docs/run-directory.md#collbench-store-gemm-rows-py.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -17,6 +16,7 @@ from collbench.core.errors import SpecError
 from collbench.core.limits import ROWS_MAX_BYTES, ROWS_MAX_LINE_BYTES
 from collbench.store.reading import iter_lines, json_lines
 from collbench.store.row_values import short
+from collbench.store.rundir import append_lines
 
 GEMM_FILE = "gemm.jsonl"
 GEMM = "gemm"
@@ -91,11 +91,7 @@ def gemm_row_from_dict(data: Any, where: str) -> GemmRow:
 def append_gemm_row(run_dir: Path, row: GemmRow) -> None:
     """Append one row and make it durable before the next shape starts (a killed run
     keeps every finished shape)."""
-    path = Path(run_dir) / GEMM_FILE
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(row.to_dict(), separators=(",", ":")) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    append_lines(run_dir, [json.dumps(row.to_dict(), separators=(",", ":")) + "\n"], GEMM_FILE)
 
 
 def load_gemm_rows(run_dir: Path) -> list[GemmRow]:

@@ -153,11 +153,11 @@ def append_rows(run_dir: Path, rows: Iterable[ResultRow]) -> None:
     append_lines(run_dir, (JSON_ENCODER.encode(row.to_dict()) + "\n" for row in rows))
 
 
-def append_lines(run_dir: Path, chunks: Iterable[str]) -> None:
-    """Append ready rows.jsonl text (whole lines, each row as ResultWriter writes it; an
-    import's a block at a time, store.row_block) and sync it to disk once at the end (a sync
-    per row costs minutes for a 200k-row import)."""
-    with open(Path(run_dir) / ROWS_FILE, "a", encoding="utf-8") as file:
+def append_lines(run_dir: Path, chunks: Iterable[str], name: str = ROWS_FILE) -> None:
+    """Append ready rows.jsonl (or `name`) text (whole lines, each row as ResultWriter writes
+    it; an import's a block at a time, store.row_block) and sync it to disk once at the end (a
+    sync per row costs minutes for a 200k-row import)."""
+    with open(Path(run_dir) / name, "a", encoding="utf-8") as file:
         for chunk in chunks:
             file.write(chunk)
         file.flush()
