@@ -12,13 +12,13 @@ from typing import Any
 from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.analysis.model.gemm_model import Gemm
 from collbench.cli.options import (
-    DEFAULT_RUN_DIR_TEXT,
     Option,
     command,
     given_fields,
     json_option,
     listing,
     request,
+    run_dir_option,
     say,
 )
 from collbench.cli.workload import WORKLOAD_OPTIONS, model_from_options
@@ -99,13 +99,7 @@ GEMM_OPTIONS = (
     json_option(
         "Print the rows as JSON instead of the table (time_us: the median, time_stat says)."
     ),
-    Option(
-        ("--out",),  # not -o: that is --op, as in nccl-tests (tests/cli/test_short_flags.py)
-        "Run directory.",
-        GemmJob,
-        default_text=DEFAULT_RUN_DIR_TEXT,
-        metavar="DIR",
-    ),
+    run_dir_option(GemmJob, "Run directory."),
 )
 
 

@@ -12,7 +12,6 @@ from typing import Any
 import typer
 
 from collbench.cli.options import (
-    DEFAULT_RUN_DIR_TEXT,
     Argument,
     Option,
     command,
@@ -20,6 +19,7 @@ from collbench.cli.options import (
     json_option,
     listing,
     request,
+    run_dir_option,
     warn,
 )
 from collbench.core.collectives import REGISTRY
@@ -39,13 +39,7 @@ IMPORT_OPTIONS = (
         kind=list[Path],
         metavar="LOG...",
     ),
-    Option(
-        ("--out",),
-        "Run directory (new or empty).",
-        ImportRequest,
-        default_text=DEFAULT_RUN_DIR_TEXT,
-        metavar="DIR",
-    ),
+    run_dir_option(ImportRequest),
     Option(
         ("--collective", "-c"),
         f"Collective the logs measured, when they do not say ({listing(REGISTRY)}).",

@@ -21,12 +21,12 @@ from collbench.bench.rank_env import RANK_ENVS
 from collbench.cli.export import EXPORT_OPTIONS, NCCL_JSON_FILE, OUTPUT_PANEL, Exports, SinkMaker
 from collbench.cli.launch_options import GPU_OR_CPU_RANKS, LAUNCHER_OPTIONS, launcher_settings
 from collbench.cli.options import (
-    DEFAULT_RUN_DIR_TEXT,
     FROM_OWNER,
     Option,
     given_fields,
     json_option,
     listing,
+    run_dir_option,
     warn,
 )
 from collbench.core.collectives import REGISTRY
@@ -237,13 +237,7 @@ PER_REPEAT = Option(
 
 # Where the results go, what is printed, and what is recorded with them.
 OUTPUT_OPTIONS = (
-    Option(
-        ("--out",),
-        "Run directory (new or empty).",
-        RunOptions,
-        default_text=DEFAULT_RUN_DIR_TEXT,
-        metavar="DIR",
-    ),
+    run_dir_option(RunOptions),
     *EXPORT_OPTIONS,
     QUIET,
     JSON_ROWS,

@@ -21,8 +21,6 @@ import typer
 from collbench.core.errors import Interrupted
 from collbench.core.units import OPTION_NUMBERS, check_number
 
-# What `--out` means when it is not given (the store names new run directories so).
-DEFAULT_RUN_DIR_TEXT = "results/<UTC time>-<id>"
 # What the help shows for a value an option declares no metavar for, by what it parses, in
 # the ecosystem's words (click's TEXT and PATH, N a count, X a number); a flag shows none,
 # a list its item's (typer's own would be <bool>, <int>, <list[str]> ...).
@@ -303,6 +301,12 @@ def warn(lines: Iterable[str], what: str = "warning") -> None:
     """Each line on stderr as `collbench: warning: LINE` (or another `what`)."""
     for line in lines:
         say(f"collbench: {what}: {line}")
+
+
+def run_dir_option(owner: type, help: str = "Run directory (new or empty).") -> Option:
+    """`--out DIR`, filling `owner.out` (when not given, the store names a new one so). Not
+    -o: that is --op, as in nccl-tests (tests/cli/test_short_flags.py)."""
+    return Option(("--out",), help, owner, default_text="results/<UTC time>-<id>", metavar="DIR")
 
 
 def json_option(help: str, name: str = "json_out", **rest: Any) -> Option:
