@@ -9,7 +9,6 @@ import functools
 import json
 import math
 import re
-import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -405,7 +404,7 @@ def busbw_warning(context: TableContext) -> str | None:
     ]
     if not bad:
         return None
-    ratio = statistics.median(busbw / algbw for algbw, busbw in bad)  # all of them checked
+    ratio = median([busbw / algbw for algbw, busbw in bad])  # all of them checked
     implied = implied_world_size(collective, ratio)
     fits = f"; that ratio fits {implied} ranks" if implied else ""
     return (
