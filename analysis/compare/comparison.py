@@ -11,7 +11,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from collbench.analysis.rules.bands import BAND_NAMES, band_of
 from collbench.analysis.rules.decision import (
@@ -128,10 +128,7 @@ class Comparison:
     quantity: str = QUANTITY
     threshold_pct: float | None = None  # the rule's threshold (--fail-if-slower)
     noise_floor: str | None = None  # where a recorded A/A floor came from (--noise-floor)
-
-    @property
-    def quantity_note(self) -> str:
-        return QUANTITY_NOTE
+    quantity_note: ClassVar[str] = QUANTITY_NOTE
 
     @property
     def basis_notes(self) -> list[str]:
