@@ -92,7 +92,7 @@ def run_predict(values: dict[str, Any]) -> None:
     warn(prediction.warnings)
     print(render_predict(prediction, as_json=values["json_out"]), flush=True)
     if html is not None:
-        from collbench.render.report.predict import predict_html
+        from collbench.render.predict import predict_html
 
         write_output("--html", html, predict_html(prediction))
         print(f"# Report: {html}", file=sys.stderr if values["json_out"] else sys.stdout)

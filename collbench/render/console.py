@@ -123,7 +123,9 @@ class ConsoleSink:
                 self._print(
                     f"# Run {unfinished}: {self._measured} of {self._planned()} rows measured"
                 )
-        self.close()
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
 
     def _planned(self, **wanted: str | int | None) -> int:
         """The steps planned, of those whose fields match `wanted` (None: any)."""
@@ -137,11 +139,6 @@ class ConsoleSink:
             return unfinished
         planned = self._planned(collective=self._collective, kind=self._kind, repeat=self._repeat)
         return f"{unfinished} after {len(self._collective_rows)} of {planned} rows"
-
-    def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
 
     def _table_row(self, row: ResultRow) -> None:
         """One table per collective (and kind) and repeat: with --repeats, each repeat's

@@ -8,9 +8,13 @@ import numpy as np
 import pytest
 
 from collbench.render import charts
-from collbench.render.report import ratio_charts
 from collbench.render.report.build import OVERLAID_MAX, build_report, render_html
-from collbench.render.report.compare import RATIO_CHARTS_MAX
+from collbench.render.report.compare import (
+    RATIO_CHARTS_MAX,
+    RatioPanel,
+    RatioSeries,
+    ratio_overview_chart,
+)
 from tests.unit.render.report.test_report_charts import drawn  # noqa: F401 (a fixture)
 from tests.unit.render.report.test_report_doc import SIZES, _run, _sweep_rows
 
@@ -147,11 +151,11 @@ def test_up_to_the_limit_each_run_keeps_its_own_ratio_chart():
 @pytest.mark.slow
 def test_the_overview_chart_zooms_on_ratios_near_one_and_fills_a_spare_cell(drawn):  # noqa: F811
     def panel(title, ratios):
-        series = ratio_charts.RatioSeries("a", (8, 64, 512), ratios, (True, False, True))
-        return ratio_charts.RatioPanel(title, (series,))
+        series = RatioSeries("a", (8, 64, 512), ratios, (True, False, True))
+        return RatioPanel(title, (series,))
 
     panels = [panel(f"c{index}", (0.99, 1.0, 1.01)) for index in range(3)]
-    png = ratio_charts.ratio_overview_chart("t", panels, "ratio", {"a": charts.COLORS[0]})
+    png = ratio_overview_chart("t", panels, "ratio", {"a": charts.COLORS[0]})
     assert png is not None and png.startswith(b"\x89PNG")
     (figure,) = drawn
     shown = [axes for axes in figure.axes if axes.axison]
@@ -159,6 +163,6 @@ def test_the_overview_chart_zooms_on_ratios_near_one_and_fills_a_spare_cell(draw
     low, high = shown[0].get_ylim()
     assert 0.95 < low < 0.99 and 1.01 < high < 1.05  # zoomed, not from 0
     assert figure.axes[3].get_legend() is not None
-    nothing = ratio_charts.RatioSeries("a", (0,), (float("nan"),), (False,))
-    empty = ratio_charts.RatioPanel("c", (nothing,))
-    assert ratio_charts.ratio_overview_chart("t", [empty], "ratio", {}) is None
+    nothing = RatioSeries("a", (0,), (float("nan"),), (False,))
+    empty = RatioPanel("c", (nothing,))
+    assert ratio_overview_chart("t", [empty], "ratio", {}) is None
