@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from collbench.analysis.fit.quality import regime_busbw_undetermined
 from collbench.core.stats import median
 from collbench.core.units import counted, format_number, format_size
 from collbench.store.rows import ProbeRow, ResultRow
@@ -305,8 +306,6 @@ def _draw_regimes(axes: Any, fit: Any, color: str, alpha_texts: Sequence[str]) -
     """Dotted boundaries and, at the top of the axes, each regime's busbw and latency
     (`alpha_texts[k]` for regime k)."""
     from matplotlib.transforms import blended_transform_factory
-
-    from collbench.analysis.fit.quality import regime_busbw_undetermined
 
     on_top = blended_transform_factory(axes.transData, axes.transAxes)
     boundary = None

@@ -14,8 +14,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from collbench.analysis.fit.hockney import fit_rows
 from collbench.core.stats import median
 from collbench.render import charts
+from collbench.render.fit import quality_text  # `collbench fit`'s words
 from collbench.render.report.compare import compare_runs, compare_sections, ranked
 from collbench.render.report.doctor_section import with_doctor
 from collbench.render.report.document import (
@@ -54,8 +56,6 @@ def run_label(run: Run) -> str:
 
 def build_report(runs: list[Run], options: ReportOptions | None = None) -> Report:
     """Everything the report shows, from loaded runs (fits are made here)."""
-    from collbench.analysis.fit.hockney import fit_rows
-
     options = options or ReportOptions()
     names = {run.path: options.labels.get(run.path) or run_label(run) for run in runs}
     fits = {run.path: fit_rows(run.rows) for run in runs}
@@ -178,8 +178,6 @@ def _collective_section(
 
 
 def _fit_tables_and_notes(section: Section, series: list[charts.Series]) -> None:
-    from collbench.render.fit import quality_text  # `collbench fit`'s words
-
     fitted = [item for item in series if item.fit is not None]
     if fitted:
         section.tables.append(

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from collbench.analysis.compare.comparison import Comparison, compare
+from collbench.analysis.rules.bands import bands_legend
 from collbench.core.stats import geomean
 from collbench.core.units import counted
 from collbench.render import charts
@@ -19,7 +21,6 @@ from collbench.render.compare import shown
 from collbench.render.report.document import Chart, Section, Table
 
 if TYPE_CHECKING:
-    from collbench.analysis.compare.comparison import Comparison
     from collbench.store.load import Run
 
 # Verdicts of a difference the data back (analysis.decision): marked on the ratio chart
@@ -43,8 +44,6 @@ class Compared:
 
 def compare_runs(runs: list[Run]) -> list[Compared]:
     """Every run after the first with sweep rows, compared with the first."""
-    from collbench.analysis.compare.comparison import compare
-
     baseline = runs[0]
     if len(runs) < 2 or not baseline.sweep_rows:
         return []
@@ -224,8 +223,6 @@ def _by_key(result: Comparison) -> dict[tuple[str, str], RatioSeries]:
 
 
 def _band_table(result: Comparison) -> Table:
-    from collbench.analysis.rules.bands import bands_legend
-
     return Table(
         ("collective", "band", "sizes", "geomean ratio", "verdicts"),
         [

@@ -11,9 +11,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from collbench.analysis.fit.quality import regime_busbw_undetermined
+from collbench.analysis.fit.vs_topology import (
+    FASTER_RULE,
+    MEASURE,
+    MODEL_WRONG_SPEEDUP,
+    compare_rows,
+    run_placement,
+)
+from collbench.analysis.model.costmodel import MODELS, predict
 from collbench.core.errors import CollbenchError
 from collbench.core.units import counted, format_size
 from collbench.render import charts
+from collbench.render.fit import alpha_text
 from collbench.render.report.document import Flagged
 from collbench.store.rows import ResultRow
 
@@ -27,8 +37,6 @@ GRID_POINTS = 80  # sizes the model curve is evaluated at, spread evenly on the 
 
 def series_for(label: str, rows: list[ResultRow], curve: Any) -> charts.Series:
     """One run's rows and fit as the charts draw them."""
-    from collbench.render.fit import alpha_text
-
     if curve is None:
         return charts.Series(label, rows)
     return charts.Series(
@@ -60,8 +68,6 @@ def regime_rows(item: charts.Series) -> list[tuple[Any, ...]]:
 
 def regime_busbw_text(fit: Any, index: int) -> str:
     """A regime's busbw: 'latency-bound', 'not determined' or the figure."""
-    from collbench.analysis.fit.quality import regime_busbw_undetermined
-
     regime = fit.regimes[index]
     if fit.latency_bound(regime):
         return "latency-bound"
@@ -72,8 +78,6 @@ def regime_busbw_text(fit: Any, index: int) -> str:
 
 def summary_cells(curve: Any) -> tuple[Any, ...]:
     """Fitted peak busbw, latency, n_half, regimes and fit quality (a poor one flagged)."""
-    from collbench.render.fit import alpha_text
-
     if curve is None:
         return ("-",) * 5
     verdict = curve.quality.verdict
@@ -108,8 +112,6 @@ def model_curves(
 ) -> tuple[list[charts.ModelCurve], list[str]]:
     """One curve per distinct placement (ranks, nodes, ranks per node) among the series;
     and notes: caveats, why no curve, where a run beats the model."""
-    from collbench.analysis.model.costmodel import MODELS
-
     if collective not in MODELS:
         return [], [f"topology {topology.name}: the cost model has no {collective}; no curve"]
     layouts: dict[tuple[int, int | None, int | None], list[int]] = {}
@@ -143,9 +145,6 @@ def _curve(
     sizes: list[int],
     beaten: list[str],
 ) -> tuple[charts.ModelCurve, list[str]]:
-    from collbench.analysis.fit.vs_topology import run_placement
-    from collbench.analysis.model.costmodel import predict
-
     ranks, nodes, per_node = layout
     if ranks < 2:
         raise CollbenchError("one rank: nothing crosses the fabric")  # noted: no model curve
@@ -171,13 +170,6 @@ def _curve(
 
 def beats_model(topology: Topology, item: charts.Series) -> str | None:
     """A note when the run measures faster than the model at some sizes (as fit counts)."""
-    from collbench.analysis.fit.vs_topology import (
-        FASTER_RULE,
-        MEASURE,
-        MODEL_WRONG_SPEEDUP,
-        compare_rows,
-    )
-
     try:
         versus = compare_rows(topology, item.rows)
     except CollbenchError:
