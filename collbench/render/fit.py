@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from collbench.analysis.fit.vs_topology import SizeVsModel, TopologyComparison
 
 UNKNOWN = "unknown"  # a table cell the fit did not determine (analysis/fit/quality.py)
-PREDICTED = ("time_us", "busbw_gbps")
 
 
 def render_fits(
@@ -163,8 +162,9 @@ def _peak_and_n_half(curve: CurveFit) -> str:
     peak_flag = ""
     if curve.quality.peak_above_measured:
         peak_flag = f" (!) above the highest measured {_num(curve.busbw_measured_max_gbps)} GB/s"
+    low, high = curve.busbw_peak_gbps_ci
     return (
-        f"peak busbw {_num(curve.busbw_peak_gbps)} GB/s {_ci(curve.busbw_peak_gbps_ci)}"
+        f"peak busbw {_num(curve.busbw_peak_gbps)} GB/s [{_num(low)}, {_num(high)}]"
         f"{peak_flag}   n_half {format_size(curve.n_half_bytes)}"
     )
 
@@ -239,7 +239,9 @@ def _prediction_lines(curve: CurveFit, sizes: list[int]) -> list[str]:
             note = f"  extrapolated above the largest measured size, {format_size(curve.regimes[-1].max_bytes)}"
         if item["time_us"] is None:
             note += " (the peak busbw it needs is not determined)"
-        time_us, busbw = (UNKNOWN if item[k] is None else _num(item[k]) for k in PREDICTED)
+        time_us, busbw = (
+            UNKNOWN if item[k] is None else _num(item[k]) for k in ("time_us", "busbw_gbps")
+        )
         lines.append(
             f"  {format_size(item['size_bytes']):>7}  {time_us:>10} "
             f"{busbw:>11} {item['regime_index'] + 1:>6}{note}"
@@ -321,13 +323,8 @@ def _latency(curve: CurveFit, value: float) -> str:
         return "0"
     if value < curve.clock_resolution_us:
         return f"<{_num(curve.clock_resolution_us)}"
-    return "inf" if value == float("inf") else _num(value)
+    return _num(value)  # format_number spells infinity "inf"
 
 
 def _num(value: float) -> str:
     return format_number(value, 4, scientific=True)
-
-
-def _ci(pair: tuple[float, float]) -> str:
-    high = "inf" if pair[1] == float("inf") else _num(pair[1])
-    return f"[{_num(pair[0])}, {high}]"

@@ -101,9 +101,9 @@ def peak_text(curve: Any) -> str:
     if not curve.quality.peak_above_measured:
         return peak
     low, high = curve.busbw_peak_gbps_ci
-    interval = f"[{charts.number(low)}, {'inf' if high == float('inf') else charts.number(high)}]"
     return Flagged(
-        f"{peak} {interval}, above the highest measured {charts.number(curve.busbw_measured_max_gbps)}"
+        f"{peak} [{charts.number(low)}, {charts.number(high)}], above the highest measured "
+        f"{charts.number(curve.busbw_measured_max_gbps)}"
     )
 
 
