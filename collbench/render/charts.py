@@ -190,10 +190,9 @@ def busbw_chart(
     handles: list[Any] = []
     labels: list[str] = []
     sizes_all, busbw_all = _draw_measured(axes, series, handles, labels)
-    points = [(row.size_bytes, row.busbw_gbps) for item in others for row in item.rows]
-    drawn = draw_others(axes, points, len(others), handles, labels)
-    sizes_all += [size for size, _ in drawn]
-    busbw_all += [value for _, value in drawn]
+    sizes, values = draw_others(axes, others, "busbw_gbps", handles, labels)
+    sizes_all += sizes
+    busbw_all += values
     top = _draw_models(axes, models, max(busbw_all, default=0.0), handles, labels)
     if not sizes_all:  # no measured size above 0: the models' sizes make the axis
         sizes_all = [size for model in models for size in model.sizes]
@@ -218,21 +217,27 @@ def busbw_chart(
 
 def draw_others(
     axes: Any,
-    points: Sequence[tuple[float, float]],
-    count: int,
+    others: Sequence[Series],
+    column: str,
     handles: list[Any],
     labels: list[str],
-) -> list[tuple[float, float]]:
-    """The runs a crowded chart does not draw in full, as small grey points; those drawn."""
-    drawn = [(size, value) for size, value in points if size > 0]
-    if drawn:
-        sizes, values = zip(*drawn, strict=True)
-        (marks,) = axes.plot(
-            sizes, values, "o", color=OTHER_COLOR, markersize=2.5, alpha=0.6, zorder=1
-        )
-        handles.append(marks)
-        labels.append(f"{counted(count, 'other run')} (points only)")
-    return drawn
+    max_bytes: float = float("inf"),
+) -> tuple[list[float], list[float]]:
+    """The runs a crowded chart does not draw in full, as small grey points (their rows'
+    `column`, sizes above 0 up to max_bytes); the sizes and values drawn."""
+    drawn = [
+        (row.size_bytes, getattr(row, column))
+        for item in others
+        for row in item.rows
+        if 0 < row.size_bytes <= max_bytes
+    ]
+    if not drawn:
+        return [], []
+    sizes, values = zip(*drawn, strict=True)
+    (marks,) = axes.plot(sizes, values, "o", color=OTHER_COLOR, markersize=2.5, alpha=0.6, zorder=1)
+    handles.append(marks)
+    labels.append(f"{counted(len(others), 'other run')} (points only)")
+    return list(sizes), list(values)
 
 
 def _draw_measured(
@@ -368,13 +373,7 @@ def latency_chart(
         if item.fit is not None:
             label += f": fitted latency {item.alpha_texts[0]}"
         labels.append(label)
-    points = [
-        (row.size_bytes, row.time_us)
-        for item in others
-        for row in item.rows
-        if row.size_bytes <= SMALL_MAX_BYTES
-    ]
-    sizes_all += [size for size, _ in draw_others(axes, points, len(others), handles, labels)]
+    sizes_all += draw_others(axes, others, "time_us", handles, labels, SMALL_MAX_BYTES)[0]
     if not sizes_all:
         pyplot().close(figure)
         return None

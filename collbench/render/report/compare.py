@@ -52,11 +52,10 @@ def compare_runs(runs: list[Run]) -> list[Compared]:
 
 def ranked(compared: Sequence[Compared]) -> list[Compared]:
     """Best first: by geometric-mean ratio (those with none last), ties in run order."""
-    return sorted(compared, key=lambda item: -_finite(item.geomean_ratio))
-
-
-def _finite(value: float) -> float:
-    return value if math.isfinite(value) else -math.inf
+    return sorted(
+        compared,
+        key=lambda item: -item.geomean_ratio if math.isfinite(item.geomean_ratio) else math.inf,
+    )
 
 
 def compare_sections(
@@ -324,13 +323,17 @@ def ratio_chart(title: str, series: Sequence[RatioSeries], ylabel: str) -> bytes
 
 
 def _draw_ratios(
-    axes: Any, item: RatioSeries, color: str
+    axes: Any, item: RatioSeries, color: str | None
 ) -> tuple[Any, list[float], list[float]] | None:
-    """One series' line, its markers filled where significant; None with nothing to draw."""
+    """One series' line, its markers filled where significant (color None: a thin grey line
+    without markers); None with nothing to draw."""
     points = _points(item)
     if not points:
         return None
     sizes, ratios, significant = (list(column) for column in zip(*points, strict=True))
+    if color is None:
+        (line,) = axes.plot(sizes, ratios, "-", color=charts.OTHER_COLOR, linewidth=0.8, alpha=0.6)
+        return line, sizes, ratios
     (line,) = axes.plot(sizes, ratios, "-", color=color, linewidth=1)
     hollow = [not flag for flag in significant]
     axes.plot(
@@ -425,23 +428,11 @@ def _draw_panel(
     sizes_all: list[float] = []
     ratios_all: list[float] = []
     for item in sorted(panel.series, key=lambda series: series.label in colors):
-        color = colors.get(item.label)
-        if color is not None:
-            drawn = _draw_ratios(axes, item, color)
-            if drawn is not None:
-                legend.setdefault(item.label, drawn[0])
-                sizes_all += drawn[1]
-                ratios_all += drawn[2]
-            continue
-        points = _points(item)
-        if points:
-            sizes, ratios = [point[0] for point in points], [point[1] for point in points]
-            (line,) = axes.plot(
-                sizes, ratios, "-", color=charts.OTHER_COLOR, linewidth=0.8, alpha=0.6
-            )
-            legend.setdefault(OTHERS_KEY, line)
-            sizes_all += sizes
-            ratios_all += ratios
+        drawn = _draw_ratios(axes, item, colors.get(item.label))
+        if drawn is not None:
+            legend.setdefault(item.label if item.label in colors else OTHERS_KEY, drawn[0])
+            sizes_all += drawn[1]
+            ratios_all += drawn[2]
     legend[BASELINE_KEY] = axes.axhline(1.0, color=charts.MODEL_COLOR, linewidth=1, linestyle=":")
     charts.size_axis(axes, sizes_all)
     axes.set_xlabel("message size (bytes)", fontsize=9)
