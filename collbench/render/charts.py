@@ -275,8 +275,6 @@ def _draw_models(
     counted: it runs off the chart, and its legend says so)."""
     measured_top = top
     for model in models:
-        if not model.sizes:
-            continue
         index = model.series_index
         color = MODEL_COLOR if index is None else COLORS[index % len(COLORS)]
         (line,) = axes.plot(model.sizes, model.busbw_gbps, "--", color=color, linewidth=1.3)

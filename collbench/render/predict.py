@@ -5,7 +5,6 @@ each topology's figures with their sources."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import string
 from collections.abc import Sequence
@@ -89,24 +88,17 @@ def fabric_line(fabric: Fabric, used: bool = True) -> str:
 
 
 def _table(lines: Sequence[Line], names: list[str]) -> list[str]:
-    """Aligned columns: size, per fabric its cells, then the ratios to A."""
-    ratio_names = [f"{name}/{names[0]}" for name in names[1:]]
-    groups = ["", *(f"{name}" for name in names for _ in CELL_HEADER), *("" for _ in ratio_names)]
-    header = ["size", *(CELL_HEADER * len(names)), *ratio_names]
-    body = [line_cells(line) for line in lines]
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    return [_group_line(groups, widths), *text_columns([header, *body], {0})]
-
-
-def _group_line(groups: list[str], widths: list[int]) -> str:
-    """The fabric letter centred over its columns."""
-    out, index = [], 0
-    for name, members in itertools.groupby(groups):
-        span = len(list(members))
-        width = sum(widths[index : index + span]) + 2 * (span - 1)
-        out.append(f"[{name}]".center(width, "-") if name else " " * width)
-        index += span
-    return "  ".join(out).rstrip()
+    """Aligned columns: size, per fabric its cells, then the ratios to A; each fabric's letter
+    centred above its cells."""
+    header = ["size", *(CELL_HEADER * len(names)), *(f"{name}/{names[0]}" for name in names[1:])]
+    rows = [header, *(line_cells(line) for line in lines)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    span = len(CELL_HEADER)
+    groups = [
+        f"[{name}]".center(sum(widths[1 + span * k : 1 + span * (k + 1)]) + 2 * (span - 1), "-")
+        for k, name in enumerate(names)
+    ]
+    return ["  ".join([" " * widths[0], *groups]).rstrip(), *text_columns(rows, {0})]
 
 
 def line_cells(line: Line) -> list[str]:
