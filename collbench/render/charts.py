@@ -185,8 +185,7 @@ def busbw_chart(
 ) -> bytes:
     """busbw vs size: points, fitted curves, the first fit's regimes, outliers, dashed model
     curves; `others` (a crowded overlay's remaining runs) as grey points only."""
-    plt = pyplot()
-    figure, axes = plt.subplots(figsize=FIGSIZE_IN)
+    figure, axes = pyplot().subplots(figsize=FIGSIZE_IN)
     handles: list[Any] = []
     labels: list[str] = []
     sizes_all, busbw_all = _draw_measured(axes, series, handles, labels)
@@ -346,8 +345,7 @@ def latency_chart(
     """Time vs size at small sizes with each fit's latency line (none below the clock's
     resolution); size 0's time goes in the legend (a log axis has no 0). None without
     small sizes."""
-    plt = pyplot()
-    figure, axes = plt.subplots(figsize=FIGSIZE_IN)
+    figure, axes = pyplot().subplots(figsize=FIGSIZE_IN)
     sizes_all: list[float] = []
     handles: list[Any] = []
     labels: list[str] = []
@@ -398,8 +396,7 @@ def group_by_ratio(rows: Sequence[ProbeRow]) -> dict[float | None, list[ProbeRow
 
 def overlap_chart(title: str, rows: Sequence[ProbeRow]) -> bytes:
     """Overlap % (left) and the two slowdowns (right) vs size, one color per ratio."""
-    plt = pyplot()
-    figure, (left, right) = plt.subplots(1, 2, figsize=(FIGSIZE_IN[0] * 1.2, FIGSIZE_IN[1]))
+    figure, (left, right) = pyplot().subplots(1, 2, figsize=(FIGSIZE_IN[0] * 1.2, FIGSIZE_IN[1]))
     sizes = [max(row.size_bytes, 1) for row in rows]
     handles: list[Any] = []
     labels: list[str] = []
@@ -437,8 +434,7 @@ def _pct(value: float | None) -> float:
 
 def overlap_times_chart(title: str, rows: Sequence[ProbeRow]) -> bytes:
     """t_comm, t_comp and t_both per size, bars, for one ratio's rows."""
-    plt = pyplot()
-    figure, axes = plt.subplots(figsize=FIGSIZE_IN)
+    figure, axes = pyplot().subplots(figsize=FIGSIZE_IN)
     rows = sorted(rows, key=lambda row: row.size_bytes)
     x = np.arange(len(rows))
     width = 0.27

@@ -294,8 +294,7 @@ class RatioSeries:
 def ratio_chart(title: str, series: Sequence[RatioSeries], ylabel: str) -> bytes | None:
     """Ratio vs size, one line per series, around a line at 1 (the baseline); filled
     markers where the difference is significant. None without a size above 0."""
-    plt = charts.pyplot()
-    figure, axes = plt.subplots(figsize=charts.FIGSIZE_IN)
+    figure, axes = charts.pyplot().subplots(figsize=charts.FIGSIZE_IN)
     sizes_all: list[float] = []
     ratios_all: list[float] = []
     handles: list[Any] = []
