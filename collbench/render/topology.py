@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from collbench.render.table import text_columns
-from collbench.topologies.schema import Topology, field_paths, numeric_figures, to_dict
+from collbench.topologies.schema import Topology, numeric_figures, to_dict
 
 # Units by field-name suffix (the schema keeps units in the names).
 _UNITS = (
@@ -81,17 +81,12 @@ def short_description(text: str, limit: int = 48) -> str:
 
 def listing(topology: Topology, width: int = 100) -> str:
     """Every field with its value, unit and source; derived figures at the end."""
-    values = _flat(plain(topology))
     numbers = numeric_figures(topology)
     origin = "catalog" if topology.origin == topology.name else topology.origin or "no file"
     lines = [f"{topology.name}  ({origin})", *textwrap.wrap(topology.description, width), ""]
-    for path in field_paths():
-        if path not in values or path in ("name", "description"):
-            continue
-        lines.append(f"{path:<32} {_value(path, values[path])}")
-        source = topology.sources.get(path)
-        if source is None and path in numbers:
-            source = "(none given)"
+    for path, value in _flat(plain(topology)).items():
+        lines.append(f"{path:<32} {_value(path, value)}")
+        source = topology.sources.get(path, "(none given)" if path in numbers else None)
         if source is not None:
             lines += textwrap.wrap(
                 source,
@@ -111,13 +106,12 @@ def listing(topology: Topology, width: int = 100) -> str:
 
 
 def _flat(data: dict[str, Any]) -> dict[str, Any]:
+    """Field path -> value in the schema's order, less the name, description and sources."""
     out = {}
     for key, value in data.items():
-        if key == "sources":
-            continue
-        if isinstance(value, dict):
+        if isinstance(value, dict) and key != "sources":
             out.update({f"{key}.{sub}": item for sub, item in value.items()})
-        else:
+        elif key not in ("name", "description", "sources"):
             out[key] = value
     return out
 
