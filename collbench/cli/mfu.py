@@ -89,7 +89,7 @@ def run_mfu(values: dict[str, Any]) -> None:
     text = render_mfu(result.workload, result.estimates, values["json_out"], result.costs)
     print(with_search(text, result, values["json_out"]))
     if wanted.explain:
-        print(render_explain(result.workload, result.estimates))
+        print(render_explain(result.estimates))
 
 
 mfu = command(

@@ -54,12 +54,12 @@ def explain_json(workload: Workload, estimates: Sequence[Estimate]) -> str:
     return json.dumps(data, indent=2)
 
 
-def render_explain(workload: Workload, estimates: Sequence[Estimate]) -> str:
+def render_explain(estimates: Sequence[Estimate]) -> str:
     """The explanation of every fabric, one block each."""
-    return "\n\n".join(_block(workload, result) for result in estimates)
+    return "\n\n".join(_block(result) for result in estimates)
 
 
-def _block(workload: Workload, result: Estimate) -> str:
+def _block(result: Estimate) -> str:
     micro = result.micro
     assert micro is not None
     rows = explain_rows(result)
