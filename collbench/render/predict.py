@@ -56,8 +56,7 @@ def render_predict(prediction: Prediction, as_json: bool = False) -> str:
 
 def header_lines(prediction: Prediction) -> list[str]:
     """What is compared: the size convention, the efficiency, and each fabric's shape."""
-    request = prediction.request
-    efficiency = request.comm_efficiency
+    efficiency = prediction.request.comm_efficiency
     bound = " (the hardware bound)" if efficiency == 1 else ", as mfu prices collectives"
     lines = [
         f"collbench predict: cost model at {efficiency:.0%} of the link rates{bound}",
@@ -130,9 +129,8 @@ def cell_texts(item: Cell) -> tuple[str, ...]:
 
 def to_json(prediction: Prediction) -> dict[str, Any]:
     """The request, each fabric and every line, in units named by their keys."""
-    request = prediction.request
     return {
-        "comm_efficiency": request.comm_efficiency,
+        "comm_efficiency": prediction.request.comm_efficiency,
         "size_convention": "nccl-tests: the larger of a rank's send and receive buffers",
         "ratio": "a fabric's time over the first fabric's at the same collective and size",
         "fabrics": [_fabric_json(fabric) for fabric in prediction.fabrics],
@@ -183,7 +181,6 @@ def _line_json(line: Line, fabrics: Sequence[Fabric]) -> dict[str, Any]:
 def predict_html(prediction: Prediction) -> str:
     """The comparison as one self-contained HTML page."""
     names = letters(len(prediction.fabrics))
-    titles = [fabric.topology.name for fabric in prediction.fabrics]
     summary = Table(
         ("", "fabric"),
         [
@@ -198,7 +195,7 @@ def predict_html(prediction: Prediction) -> str:
     if prediction.warnings:
         sections[0].warnings.extend(prediction.warnings)
     report = Report(
-        "collbench predict: " + " vs ".join(titles),
+        "collbench predict: " + " vs ".join(fabric.topology.name for fabric in prediction.fabrics),
         summary,
         sections,
         [(fabric.topology.name, _figures(fabric)) for fabric in prediction.fabrics],
