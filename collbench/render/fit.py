@@ -170,21 +170,16 @@ def _peak_and_n_half(curve: CurveFit) -> str:
 
 
 def _summary(curve: CurveFit) -> list[str]:
-    kept = curve.n_points - len(curve.outliers)
+    goodness = _goodness(curve.rmse_log_time, curve.r2_log_time)
     if curve.outliers:
-        goodness = (
-            f"fit on the {kept} kept points: {_goodness(curve.rmse_log_time, curve.r2_log_time)}; "
-            f"on all {curve.n_points}: "
-            f"{_goodness(curve.rmse_log_time_all, curve.r2_log_time_all)} (log time)"
-        )
+        kept = curve.n_points - len(curve.outliers)
+        every = _goodness(curve.rmse_log_time_all, curve.r2_log_time_all)
+        goodness = f"fit on the {kept} kept points: {goodness}; on all {curve.n_points}: {every}"
     else:
-        goodness = (
-            f"fit on all {curve.n_points} points: "
-            f"{_goodness(curve.rmse_log_time, curve.r2_log_time)} (log time)"
-        )
+        goodness = f"fit on all {curve.n_points} points: {goodness}"
     return [
         f"  alpha {alpha_text(curve)}   {_peak_and_n_half(curve)}",
-        f"  {goodness}; busbw at {format_size(curve.regimes[-1].max_bytes)}: "
+        f"  {goodness} (log time); busbw at {format_size(curve.regimes[-1].max_bytes)}: "
         f"{_num(curve.busbw_at_max_bytes_gbps)} GB/s; CI 95% from the fit's Jacobian",
         f"  {quality_text(curve)}",
     ]
