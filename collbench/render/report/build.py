@@ -66,7 +66,7 @@ def build_report(runs: list[Run], options: ReportOptions | None = None) -> Repor
     sections = [_collective_section(runs, names, fits, key, topologies, drawn) for key in keys]
     colors = {path: charts.COLORS[index % len(charts.COLORS)] for index, path in enumerate(drawn)}
     sections += compare_sections(names[runs[0].path], compared, names, colors)
-    sections += [section for run in runs for section in _overlap_sections(run, names)]
+    sections += [section for run in runs for section in _overlap_sections(run, names[run.path])]
     title = options.title or "collbench report: " + ", ".join(names.values())
     return Report(
         title,
@@ -201,9 +201,8 @@ def _fit_tables_and_notes(section: Section, series: list[charts.Series]) -> None
             )
 
 
-def _overlap_sections(run: Run, names: dict[str, str]) -> list[Section]:
+def _overlap_sections(run: Run, label: str) -> list[Section]:
     probes = median_over_repeats(run.probe_rows)  # with --repeats: the median repeat
-    label = names[run.path]
     sections = []
     for collective in sorted({row.collective for row in probes}):
         rows = [row for row in probes if row.collective == collective]
