@@ -15,8 +15,6 @@ from collbench.analysis.mfu.workload import Workload
 from collbench.render.mfu import to_json
 from collbench.render.table import text_columns
 
-CATEGORIES = (GEMM, ATTENTION, MEMORY)
-
 
 def explain_rows(result: Estimate) -> list[dict[str, Any]]:
     """One mapping per line of the explanation: what, category, per-layer ms, per-step s."""
@@ -80,7 +78,7 @@ def _block(result: Estimate) -> str:
     body.append(["step", "", "", "", "", f"{result.step_time_s:.3f}", "100.0%", ""])
     totals = {
         category: sum(row["step_s"] for row in rows if row["category"] == category)
-        for category in (*CATEGORIES, "bubble", "exposed comm")
+        for category in (GEMM, ATTENTION, MEMORY, "bubble", "exposed comm")
     }
     summary = ", ".join(
         f"{name} {seconds / result.step_time_s:.0%}" for name, seconds in totals.items()
