@@ -39,8 +39,7 @@ def render_comparison(result: Comparison, base_path: str, cand_path: str) -> str
     lines += [f"# {note}" for note in result.basis_notes]
     if result.noise_floor:
         lines.append(f"# recorded A/A noise floor: {result.noise_floor}")
-    method = result.methodology
-    if method:
+    if method := result.methodology:
         lines += [
             "#",
             "# !!! METHODOLOGY DIFFERS: these runs were not measured the same way;",
@@ -48,8 +47,7 @@ def render_comparison(result: Comparison, base_path: str, cand_path: str) -> str
         ]
         lines += [f"# !!!   {d.field}: {shown(d.baseline)} -> {shown(d.candidate)}" for d in method]
     lines += _size_lines(result) + _band_lines(result)
-    environment = [d for d in result.differences if d.kind == "environment"]
-    if environment:
+    if environment := [d for d in result.differences if d.kind == "environment"]:
         lines += ["#", "# environment differences (what is being compared):"]
         lines += [
             f"#   {d.field}: {shown(d.baseline)} -> {shown(d.candidate)}" for d in environment

@@ -212,8 +212,7 @@ def _collective_section(prediction: Prediction, collective: str, names: list[str
     rows = [tuple(line_cells(line)) for line in lines]
     notes = [" ".join(LEGEND.splitlines()), *header_lines(prediction)[1:2]]
     section = Section(collective, tables=[Table(tuple(header), rows)], notes=notes)
-    chart = _chart(collective, lines, prediction.fabrics, names)
-    if chart is not None:
+    if chart := _chart(collective, lines, prediction.fabrics, names):
         section.charts.append(chart)
     return section
 

@@ -86,8 +86,7 @@ def listing(topology: Topology, width: int = 100) -> str:
     lines = [f"{topology.name}  ({origin})", *textwrap.wrap(topology.description, width), ""]
     for path, value in _flat(plain(topology)).items():
         lines.append(f"{path:<32} {_value(path, value)}")
-        source = topology.sources.get(path, "(none given)" if path in numbers else None)
-        if source is not None:
+        if source := topology.sources.get(path, "(none given)" if path in numbers else None):
             lines += textwrap.wrap(
                 source,
                 width,

@@ -166,10 +166,9 @@ def _collective_section(
             ),
         )
     )
-    latency = charts.latency_chart(
+    if latency := charts.latency_chart(
         f"{collective} ({placement}): latency at small sizes", full, others
-    )
-    if latency is not None:
+    ):
         section.charts.append(
             Chart(f"{stem}_latency", f"{collective} {placement}: latency", latency)
         )

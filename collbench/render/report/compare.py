@@ -107,13 +107,12 @@ def overview_section(
         )
         for key in keys
     ]
-    png = ratio_overview_chart(
+    if png := ratio_overview_chart(
         f"every run / {baseline}: {quantity} ratio per size (> 1: faster)",
         panels,
         f"{quantity} ratio to {charts.short(baseline, 20)}",
         colored,
-    )
-    if png is not None:
+    ):
         section.charts.append(
             Chart(f"compare_all_vs_{_stem(baseline)}", f"every run against {baseline}", png)
         )
@@ -167,8 +166,7 @@ def comparison_section(result: Comparison, base: str, cand: str, drawn: bool = T
             "common: nothing to compare"
         )
         return section
-    method = result.methodology
-    if method:
+    if method := result.methodology:
         changes = "; ".join(
             f"{diff.field} {shown(diff.baseline)} -> {shown(diff.candidate)}" for diff in method
         )
@@ -191,8 +189,7 @@ def comparison_section(result: Comparison, base: str, cand: str, drawn: bool = T
             Chart(f"compare_{_stem(cand)}_vs_{_stem(base)}", f"{cand} against {base}", png)
         )
     section.tables += [_band_table(result), _size_table(result)]
-    environment = [diff for diff in result.differences if diff.kind == "environment"]
-    if environment:
+    if environment := [diff for diff in result.differences if diff.kind == "environment"]:
         section.tables.append(
             Table(
                 ("field", base, cand),
@@ -391,8 +388,7 @@ def ratio_overview_chart(
             axes.set_ylabel(ylabel, fontsize=9)
     handles = [legend[label] for label in colors if label in legend]
     labels = [charts.short(label) for label in colors if label in legend]
-    others = {item.label for panel in drawable for item in panel.series} - set(colors)
-    if others:
+    if others := {item.label for panel in drawable for item in panel.series} - set(colors):
         handles.append(legend[OTHERS_KEY])
         labels.append(counted(len(others), "other run"))
     _ratio_keys(legend[BASELINE_KEY], handles, labels)
@@ -427,8 +423,7 @@ def _draw_panel(
     sizes_all: list[float] = []
     ratios_all: list[float] = []
     for item in sorted(panel.series, key=lambda series: series.label in colors):
-        drawn = _draw_ratios(axes, item, colors.get(item.label))
-        if drawn is not None:
+        if (drawn := _draw_ratios(axes, item, colors.get(item.label))) is not None:
             legend.setdefault(item.label if item.label in colors else OTHERS_KEY, drawn[0])
             sizes_all += drawn[1]
             ratios_all += drawn[2]

@@ -185,8 +185,7 @@ def beats_model(topology: Topology, item: charts.Series) -> str | None:
         f"{format_size(faster[-1].size_bytes)}; up to {100 * best.ratio:.0f}{MEASURE}, at "
         f"{format_size(best.size_bytes)})"
     )
-    wrong = [size for size in faster if size.model_wrong]
-    if wrong:
+    if wrong := [size for size in faster if size.model_wrong]:
         return (
             f"{head}: over {MODEL_WRONG_SPEEDUP:.0%} at {len(wrong)} sizes, so the model, not "
             "the fabric, is wrong there; its curve is no bound at those sizes"
