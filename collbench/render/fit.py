@@ -38,14 +38,15 @@ def knobs_text(knobs: Any) -> str:
 def knobs_texts(groups: Sequence[GroupFit]) -> list[str]:
     """Each group's knobs_text, with collbench's own settings where two would read the same."""
     texts = [knobs_text(group.knobs) for group in groups]
+    keys = [
+        (*map(str, group.key.values()), text) for group, text in zip(groups, texts, strict=True)
+    ]
     digests: dict[tuple[str, ...], set[str]] = {}
-    for group, text in zip(groups, texts, strict=True):
-        digests.setdefault((*map(str, group.key.values()), text), set()).add(group.knobs_digest)
+    for group, key in zip(groups, keys, strict=True):
+        digests.setdefault(key, set()).add(group.knobs_digest)
     return [
-        f"{text} ({_pairs(group.knobs, 'settings')})"
-        if len(digests[(*map(str, group.key.values()), text)]) > 1
-        else text
-        for group, text in zip(groups, texts, strict=True)
+        f"{text} ({_pairs(group.knobs, 'settings')})" if len(digests[key]) > 1 else text
+        for group, key, text in zip(groups, keys, texts, strict=True)
     ]
 
 
