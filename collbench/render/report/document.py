@@ -103,12 +103,10 @@ def _html_table(table: Table, value_class: bool = False) -> str:
             for index, cell in enumerate(row)
         ]
         body.append("<tr>" + "".join(cells) + "</tr>")
-    caption = table.caption if table.caption and not table.folded else None
-    text = (
-        "<table>"
-        + (f"<caption>{html.escape(caption)}</caption>" if caption else "")
-        + f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    )
+    caption = ""
+    if table.caption and not table.folded:
+        caption = f"<caption>{html.escape(table.caption)}</caption>"
+    text = f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
     if table.folded:
         summary = html.escape(table.caption or "table")
         return f"<details><summary>{summary}</summary>{text}</details>"
