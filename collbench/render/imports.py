@@ -12,8 +12,7 @@ def describe_import(result: ImportResult) -> list[str]:
     """The short summary `collbench import` prints: rows and peak busbw per collective (the
     first row of the highest busbw, in file order)."""
     meta = result.meta
-    nodes = meta.nodes
-    where = f"{meta.world_size} ranks" + (f" on {nodes} node(s)" if nodes else "")
+    where = f"{meta.world_size} ranks" + (f" on {meta.nodes} node(s)" if meta.nodes else "")
     counts: Counter[str] = Counter()
     sizes: dict[str, set[int]] = {}
     peaks: dict[str, tuple[float, int, str]] = {}  # the first row of the highest busbw
