@@ -131,14 +131,8 @@ def nccl_conf_files(
     if home is not None:
         candidates.append(Path(home) / ".rccl.conf")
     candidates.append(Path(etc_dir) / "rccl.conf")
-    return {str(path): _conf_text(path) for path in candidates if _exists(path)}
-
-
-def _exists(path: Path) -> bool:
-    try:
-        return path.exists()
-    except OSError:  # e.g. a path component that is not a directory, or too long
-        return False
+    # os.path.exists: False for a path that cannot be looked at (a name too long, ...)
+    return {str(path): _conf_text(path) for path in candidates if os.path.exists(path)}
 
 
 def _conf_text(path: Path) -> str:

@@ -13,6 +13,7 @@ from collbench.core.errors import CollbenchError, SpecError
 if TYPE_CHECKING:
     from collbench.analysis.fit.hockney import GroupFit
     from collbench.analysis.fit.vs_topology import TopologyComparison
+    from collbench.store.load import Run
     from collbench.store.rows import ResultRow
 
 
@@ -93,12 +94,12 @@ def load_sweep_rows(runs: list[Path]) -> list[ResultRow]:
     from collbench.store.rows import SWEEP, rows_of
 
     rows: list[ResultRow] = []
-    run_dirs: dict[str, Path] = {}
+    loaded_by_id: dict[str, Run] = {}
     for run in dict.fromkeys(Path(run).resolve() for run in runs):  # a run given twice: once
         loaded = load_run(run, "RUN", ": pass a directory written by collbench sweep")
         run_id = loaded.meta.run_id or run.name
         tagged = [row if row.run_id else replace(row, run_id=run_id) for row in loaded.rows]
-        run_dirs.update({str(row.run_id): run for row in tagged})
+        loaded_by_id.update({str(row.run_id): loaded for row in tagged})
         rows.extend(tagged)
     sweep = rows_of(rows, SWEEP)
     if not sweep:
@@ -108,24 +109,21 @@ def load_sweep_rows(runs: list[Path]) -> list[ResultRow]:
             ", ".join(str(run) for run in runs),
             f"hold no sweep rows to fit (only {', '.join(kinds)})",
         )
-    check_poolable(sweep, run_dirs)
+    check_poolable(sweep, loaded_by_id)
     return sweep
 
 
-def check_poolable(rows: list[ResultRow], run_dirs: dict[str, Path]) -> None:
+def check_poolable(rows: list[ResultRow], loaded_by_id: dict[str, Run]) -> None:
     """SpecError when runs that land in one fit group were measured differently (the same
-    methodology rule compare flags)."""
+    methodology rule compare flags); `loaded_by_id`: each row's run, by its run id."""
     from collbench.analysis.fit.hockney import group_rows
     from collbench.analysis.rules import methodology
     from collbench.store.load import Run
-    from collbench.store.meta import RunMeta
-    from collbench.store.rundir import read_meta
 
     for key, members in group_rows(rows).items():
         runs = []
         for run_id in sorted({str(row.run_id) for row in members}):
-            path = run_dirs.get(run_id)
-            meta = (read_meta(path) if path is not None else None) or RunMeta()
+            loaded = loaded_by_id[run_id]
             run_rows = [row for row in members if str(row.run_id) == run_id]
-            runs.append(Run(str(path or run_id), replace(meta, run_id=run_id), run_rows))
+            runs.append(Run(loaded.path, replace(loaded.meta, run_id=run_id), run_rows))
         methodology.check_poolable(key, runs)
