@@ -44,6 +44,14 @@ class RunEnv:
     # (bench/agreement.py), never a silent 0 that puts every rank on GPU 0.
     local_known: bool = True
 
+    def __post_init__(self) -> None:
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise SpecError(
+                "rank environment",
+                self.evidence,
+                f"rank {self.rank} is not a rank of world size {self.world_size}",
+            )
+
     @classmethod
     def detect(cls, environ: Mapping[str, str] | None = None, choice: str | None = None) -> RunEnv:
         """The rank environment of this process; `choice` names one of RANK_ENVS."""
@@ -124,16 +132,6 @@ def _int(environ: Mapping[str, str], name: str, default: int | None = None) -> i
         raise SpecError(name, raw, "is not an integer") from None
 
 
-def _checked(env: RunEnv) -> RunEnv:
-    if env.world_size < 1 or not 0 <= env.rank < env.world_size:
-        raise SpecError(
-            "rank environment",
-            env.evidence,
-            f"rank {env.rank} is not a rank of world size {env.world_size}",
-        )
-    return env
-
-
 def read_torch(environ: Mapping[str, str]) -> RunEnv | None:
     """torchrun / torch.distributed's env:// variables."""
     if "RANK" not in environ or "WORLD_SIZE" not in environ:
@@ -145,19 +143,17 @@ def read_torch(environ: Mapping[str, str]) -> RunEnv | None:
             "torch",
             f"RANK and WORLD_SIZE are set but {', '.join(missing)} is not",
         )
-    return _checked(
-        RunEnv(
-            rank=_int(environ, "RANK"),
-            world_size=_int(environ, "WORLD_SIZE"),
-            local_rank=_int(environ, "LOCAL_RANK", 0),
-            local_world_size=_int(environ, "LOCAL_WORLD_SIZE", 1),
-            master_addr=environ["MASTER_ADDR"],
-            master_port=_int(environ, "MASTER_PORT"),
-            source="torch",
-            node_rank=_int(environ, "GROUP_RANK", 0),
-            evidence=f"RANK={environ['RANK']}, WORLD_SIZE={environ['WORLD_SIZE']}",
-            local_known=bool(environ.get("LOCAL_RANK")),
-        )
+    return RunEnv(
+        rank=_int(environ, "RANK"),
+        world_size=_int(environ, "WORLD_SIZE"),
+        local_rank=_int(environ, "LOCAL_RANK", 0),
+        local_world_size=_int(environ, "LOCAL_WORLD_SIZE", 1),
+        master_addr=environ["MASTER_ADDR"],
+        master_port=_int(environ, "MASTER_PORT"),
+        source="torch",
+        node_rank=_int(environ, "GROUP_RANK", 0),
+        evidence=f"RANK={environ['RANK']}, WORLD_SIZE={environ['WORLD_SIZE']}",
+        local_known=bool(environ.get("LOCAL_RANK")),
     )
 
 
@@ -177,20 +173,18 @@ def read_slurm(environ: Mapping[str, str]) -> RunEnv | None:
     job_id, step_id = _int(environ, "SLURM_JOB_ID", 0), _int(environ, "SLURM_STEP_ID", 0)
     port = SLURM_PORT_MIN + zlib.crc32(f"{job_id}.{step_id}".encode()) % SLURM_PORT_SPAN
     nodelist = environ.get(nodes_var, "")
-    return _checked(
-        RunEnv(
-            rank=_int(environ, "SLURM_PROCID"),
-            world_size=_int(environ, "SLURM_STEP_NUM_TASKS", 0) or _int(environ, "SLURM_NTASKS"),
-            local_rank=_int(environ, "SLURM_LOCALID", 0),
-            local_world_size=local_world,
-            master_addr=first_host(nodelist) if nodelist else None,
-            master_port=port,
-            source="slurm",
-            node_rank=node_rank,
-            evidence=f"SLURM_PROCID={environ['SLURM_PROCID']}, "
-            f"SLURM_NTASKS={environ.get('SLURM_NTASKS')}",
-            local_known=bool(environ.get("SLURM_LOCALID")),
-        )
+    return RunEnv(
+        rank=_int(environ, "SLURM_PROCID"),
+        world_size=_int(environ, "SLURM_STEP_NUM_TASKS", 0) or _int(environ, "SLURM_NTASKS"),
+        local_rank=_int(environ, "SLURM_LOCALID", 0),
+        local_world_size=local_world,
+        master_addr=first_host(nodelist) if nodelist else None,
+        master_port=port,
+        source="slurm",
+        node_rank=node_rank,
+        evidence=f"SLURM_PROCID={environ['SLURM_PROCID']}, "
+        f"SLURM_NTASKS={environ.get('SLURM_NTASKS')}",
+        local_known=bool(environ.get("SLURM_LOCALID")),
     )
 
 
@@ -198,19 +192,17 @@ def read_mpi(environ: Mapping[str, str]) -> RunEnv | None:
     """Open MPI's, MPICH/Intel MPI's (PMI) or PMIx's rank variables (the address comes later)."""
     for rank_var, size_var, local_var, local_size_var, node_var in _MPI_FLAVOURS:
         if rank_var in environ and size_var in environ:
-            return _checked(
-                RunEnv(
-                    rank=_int(environ, rank_var),
-                    world_size=_int(environ, size_var),
-                    local_rank=_int(environ, local_var, 0),
-                    local_world_size=_int(environ, local_size_var, 1),
-                    master_addr=None,
-                    master_port=None,
-                    source="mpi",
-                    node_rank=_int(environ, node_var, 0),
-                    evidence=f"{rank_var}={environ[rank_var]}, {size_var}={environ[size_var]}",
-                    local_known=bool(environ.get(local_var)),
-                )
+            return RunEnv(
+                rank=_int(environ, rank_var),
+                world_size=_int(environ, size_var),
+                local_rank=_int(environ, local_var, 0),
+                local_world_size=_int(environ, local_size_var, 1),
+                master_addr=None,
+                master_port=None,
+                source="mpi",
+                node_rank=_int(environ, node_var, 0),
+                evidence=f"{rank_var}={environ[rank_var]}, {size_var}={environ[size_var]}",
+                local_known=bool(environ.get(local_var)),
             )
     return None
 
