@@ -360,10 +360,7 @@ class Monitor:
 
     def _settle(self) -> list[int | None]:
         deadline = time.time() + SETTLE_S
-        while time.time() < deadline:
-            codes = [handle.poll() for handle in self.handles]
-            if all(code is not None for code in codes):
-                return codes
+        while time.time() < deadline and any(handle.poll() is None for handle in self.handles):
             time.sleep(POLL_S)
         return [handle.poll() for handle in self.handles]
 

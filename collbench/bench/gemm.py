@@ -6,6 +6,7 @@ The method, in full: docs/architecture.md#collbench-bench-gemm-py.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from collbench.bench.overlap.matmul import MatmulKernel
 from collbench.bench.provenance import device_name
 from collbench.core.errors import SpecError
 from collbench.core.stats import median
+from collbench.core.units import parse_size
 
 DEVICES = ("cuda", "cpu")
 # collbench gemm's dtype names (as mfu's --dtype says them) -> core.dtypes names
@@ -250,12 +252,6 @@ def cpu_cache_bytes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> 
     """The largest cache of CPU 0 as sysfs lists it (index*/size, e.g. "32768K"), or None."""
     sizes = []
     for path in root.glob("index*/size"):
-        try:
-            text = path.read_text(encoding="ascii").strip().upper()
-        except OSError:
-            continue
-        scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
-        digits = text.rstrip("KMG")
-        if digits.isdigit():
-            sizes.append(int(digits) * scale)
+        with contextlib.suppress(OSError, SpecError):  # sysfs' K and M are 1024's, as here
+            sizes.append(parse_size(path.read_text(encoding="ascii")))
     return max(sizes, default=None)
