@@ -146,13 +146,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def finalize_mpi(clean: bool) -> None:
-    """mpirun counts a rank that initialized MPI and exits without finalizing as failed."""
-    module = sys.modules.get("mpi4py.MPI")
-    if clean and module is not None and module.Is_initialized() and not module.Is_finalized():
-        module.Finalize()
-
-
 # Test hook: "RANK:BACKEND" makes that rank resolve --backend to BACKEND, as a rank on a
 # node whose GPUs are unusable resolves auto to gloo while its peers resolve nccl.
 RESOLVE_BACKEND_VAR = "COLLBENCH_TEST_RESOLVE_BACKEND"
@@ -301,8 +294,14 @@ def _host_for_url(host: str) -> str:
 
 
 def teardown(clean: bool) -> None:
-    """Leave the process group. After a failure peers may be gone, so do not wait on them."""
+    """Leave the process group, and MPI (mpirun counts a rank that initialized MPI and exits
+    without finalizing as failed). After a failure peers may be gone, so do not wait on them."""
+    if not clean:
+        return
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized() and clean:
+    if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+    module = sys.modules.get("mpi4py.MPI")
+    if module is not None and module.Is_initialized() and not module.Is_finalized():
+        module.Finalize()

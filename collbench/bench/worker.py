@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collbench.bench.agreement import plan_digest
-from collbench.bench.distributed import finalize_mpi, init_distributed, teardown
+from collbench.bench.distributed import init_distributed, teardown
 from collbench.bench.rank_env import RunEnv
 from collbench.bench.session import WRITE_LOCK, RankLog, Session
 from collbench.core.errors import (
@@ -99,7 +99,6 @@ def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
         return _failed(job, env, status, EXIT_RUN_FAILED, message)
     finally:
         teardown(clean)
-        finalize_mpi(clean)
 
 
 def _failed(job: Job, env: RunEnv, status: RankStatus, code: int, message: str) -> RankOutcome:
