@@ -72,7 +72,7 @@ def import_logs(
     imported_utc: str | None = None,
 ) -> ImportResult:
     """Import logs of one system (same world size and backend) into a new run directory
-    (`out`, new or empty); `knobs` (parse_knob_labels) label what they were measured with;
+    (`out`, new or empty); `knobs` (`--knob NAME=VALUE`) label what they were measured with;
     `run_id` and `imported_utc` are new unless given (tests pin them)."""
     if not paths:
         raise SpecError(LOG_FIELD, "", "is missing: give at least one log file")
@@ -129,12 +129,6 @@ def _write_import(
             raise path_error("--out", run_dir, error) from None
         raise
     return ImportResult(run_dir=run_dir, blocks=tuple(blocks), meta=meta)
-
-
-def parse_knob_labels(texts: Sequence[str]) -> dict[str, str]:
-    """`--knob NAME=VALUE` labels, checked as a sweep's `--knob` is (parse_knob_settings);
-    import_logs records the warnings in meta.json."""
-    return dict(parse_knob_settings(texts)[0])
 
 
 def _labelled(knobs: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
@@ -238,6 +232,7 @@ class ImportRequest:
 
 
 def import_request(request: ImportRequest) -> ImportResult:
-    """`import_logs` for what the command line asked (SpecError on bad input)."""
-    labels = parse_knob_labels(request.knobs)
+    """`import_logs` for what the command line asked (SpecError on bad input); the --knob
+    labels checked as a sweep's are, their warnings recorded in meta.json by import_logs."""
+    labels = dict(parse_knob_settings(request.knobs)[0])
     return import_logs(request.logs, out=request.out, collective=request.collective, knobs=labels)

@@ -20,7 +20,6 @@ from collbench.core.errors import SpecError
 from collbench.core.knobs import check_knob_name, check_knob_value, parse_knob_settings
 from collbench.core.safe_text import escape_control, find_control
 from collbench.core.tune_grid import Setting, parse_knobs
-from collbench.run.import_logs import parse_knob_labels
 from collbench.store.tune_result import EnvExport
 from tests.helpers import collbench
 from tests.rows import make_row, write_run
@@ -79,7 +78,6 @@ def test_the_knob_parser_refuses_a_control_character(char, where):
     for parse in (
         lambda: parse_knob_settings([text]),
         lambda: parse_knobs([text]),
-        lambda: parse_knob_labels([text]),
     ):
         with pytest.raises(SpecError) as error:
             parse()
