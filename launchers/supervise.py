@@ -102,7 +102,7 @@ class Stopped(KeyboardInterrupt):
 
 class StopSignals:
     """Inside `with StopSignals() as stops:` the first stop signal raises Stopped; from then
-    on (and after `stops.shield()`) every further one is noted and ignored, so a second
+    on (and after `stops.shield()`) every further one is ignored, so a second
     Ctrl-C cannot cut short the clean-up the first one began (meta.json's final state,
     rows.parquet). The handlers in place before are put back on leaving, unless a stop
     signal came: the process is then on its way out with the signal's exit code, which a
@@ -111,7 +111,6 @@ class StopSignals:
     def __init__(self) -> None:
         self.shielded = False
         self.stopped = False
-        self.ignored: list[int] = []
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopSignals:
@@ -128,7 +127,6 @@ class StopSignals:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.shielded:
-            self.ignored.append(signum)
             return
         self.shielded = self.stopped = True
         raise Stopped(signum)

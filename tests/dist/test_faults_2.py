@@ -172,13 +172,13 @@ def test_the_first_stop_signal_raises_and_the_next_are_ignored():
             time.sleep(1)  # the handler runs before this ends
         assert raised.value.code == code
         os.kill(os.getpid(), signum)  # after a stop: ignored to the exit
-        assert stops.ignored == [] and signal.getsignal(signum) == signal.SIG_IGN
+        assert signal.getsignal(signum) == signal.SIG_IGN
         signal.signal(signum, before)
         with StopSignals() as stops:
             stops.shield()
             os.kill(os.getpid(), signum)
             time.sleep(0.1)
-        assert stops.ignored == [signum] and signal.getsignal(signum) == before
+        assert signal.getsignal(signum) == before  # and the shielded process lives on
         for other, handler in saved.items():
             signal.signal(other, handler)
 
