@@ -101,7 +101,12 @@ class CudaGraphTimer(CudaEventTimer):
         for graph in (batch_graph, one_graph):
             graph.replay()  # untimed: uploads the graph
         self.synchronize()
-        self._align()
+        import torch.distributed as dist
+
+        # the runner's barrier came before the captures and untimed replays: every rank
+        # starts the timed replays together, as the eager batch does
+        if dist.is_initialized():
+            dist.barrier(device_ids=[self._torch.cuda.current_device()])
         batch_s = self._record(batch_graph.replay, 1, every_call=False)[-1] / iters
         stamps = self._record(one_graph.replay, iters, every_call=True)
         del batch_graph, one_graph
@@ -115,14 +120,6 @@ class CudaGraphTimer(CudaEventTimer):
             for _ in range(count):
                 run()
         return graph
-
-    def _align(self) -> None:
-        """Every rank starts the timed replays together, as the eager batch does (the
-        runner's barrier came before the captures and untimed replays)."""
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            dist.barrier(device_ids=[self._torch.cuda.current_device()])
 
 
 def make_timer(torch: Any, device: Any, spec: SweepSpec) -> Any:
