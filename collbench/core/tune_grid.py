@@ -219,15 +219,13 @@ def conf_file_warnings(
     runs under it (NCCL's example plugin gives a call its config does not match 1 channel)."""
     tuned = {axis.name for axis in axes}
     plugin = base_env.get("NCCL_TUNER_PLUGIN", "none")
-    warnings = (
-        []
-        if plugin == "none" or "NCCL_TUNER_PLUGIN" in tuned
-        else [
+    warnings = []
+    if plugin != "none" and "NCCL_TUNER_PLUGIN" not in tuned:
+        warnings.append(
             f"the environment loads a tuner plugin (NCCL_TUNER_PLUGIN={plugin}): every setting, "
             "the baseline too, runs under its choices, not NCCL's; unset it or set "
             "NCCL_TUNER_PLUGIN=none to tune NCCL's own"
-        ]
-    )
+        )
     for path, contents in files.items():
         for name, value in conf_variables(contents).items():
             if name in tuned and name not in base_env:
