@@ -18,7 +18,7 @@ from pathlib import Path
 
 from collbench.core.errors import EXIT_RUN_FAILED
 from collbench.launchers.base import RankCommand
-from collbench.launchers.supervise import signal_group
+from collbench.launchers.supervise import ProcessHandle, signal_group
 from collbench.store.rank_status import pid_alive
 
 # Ranks start by spawning a fresh process each ("spawn"), or forked ("fork", CPU ranks only).
@@ -135,8 +135,6 @@ class RankForker:
 class ForkedRank:
     """One forked rank as launchers/supervise.py watches it."""
 
-    TERMINATE_GRACE_S = 3.0
-
     def __init__(self, forker: RankForker, rank: int) -> None:
         self.forker, self.rank = forker, rank
         self._deadline: float | None = None
@@ -162,7 +160,7 @@ class ForkedRank:
     def terminate(self) -> None:
         """SIGTERM its session, and SIGCONT (a stopped rank must run to see it). A rank not
         started yet never will be: the forker is stopped instead."""
-        self._deadline = time.time() + self.TERMINATE_GRACE_S
+        self._deadline = time.time() + ProcessHandle.TERMINATE_GRACE_S
         self.forker.read(0)
         if self.pid is None:
             signal_group(self.forker.proc.pid, signal.SIGKILL)
