@@ -41,9 +41,15 @@ def fit_runs(request: FitRequest) -> Fitted:
     """Load, pool and fit the runs' sweep rows (SpecError on bad input)."""
     from collbench.analysis.fit.hockney import fit_rows
     from collbench.analysis.fit.vs_topology import compare_fits
+    from collbench.core.units import parse_size
     from collbench.topologies.loader import load_topology
 
-    sizes = parse_predict(request.predict)
+    text = request.predict  # '3M,48M': sizes to predict at
+    sizes = [
+        parse_size(part.strip(), "--predict") for part in (text or "").split(",") if part.strip()
+    ]
+    if text is not None and (not sizes or min(sizes) <= 0):
+        raise SpecError("--predict", text, "needs positive sizes, e.g. 3M,48M")
     fabric = None if request.topology is None else load_topology(request.topology)
     rows = load_sweep_rows(list(request.runs))
     fits = fit_rows(rows)
@@ -74,18 +80,6 @@ def _compare_recorded(
     except CollbenchError as error:
         warnings.append(f"not compared with the recorded topology: {error}")
         return [None] * len(fits)
-
-
-def parse_predict(text: str | None) -> list[int]:
-    """Sizes from '3M,48M' (SpecError on a bad or zero size)."""
-    from collbench.core.units import parse_size
-
-    if text is None:
-        return []
-    sizes = [parse_size(part.strip(), "--predict") for part in text.split(",") if part.strip()]
-    if not sizes or min(sizes) <= 0:
-        raise SpecError("--predict", text, "needs positive sizes, e.g. 3M,48M")
-    return sizes
 
 
 def load_sweep_rows(runs: list[Path]) -> list[ResultRow]:
