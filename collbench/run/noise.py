@@ -42,23 +42,13 @@ class NoiseRequest:
 
 
 def record_noise_of(request: NoiseRequest) -> NoiseReport:
-    """Load the runs given, measure their A/A floor and write it to --out (over an existing
-    file only with --force; never into a run: store/outputs.py's checks); SpecError naming
-    a bad RUN or --out."""
+    """Load the runs given, measure their A/A floor per size and write it to --out (over an
+    existing file only with --force; never into a run: store/outputs.py's checks); SpecError
+    naming a bad RUN (runs not identical, no size in common) or --out."""
     from collbench.run.run_dirs import load_run_dir
 
     runs = [load_run_dir(path) for path in request.runs]
     check_output_file("--out", request.out, [run.path for run in runs], request.force)
-    report = measure_noise(runs, Path(request.out))
-    try:
-        write_json_atomic(report.out, report.floor.to_dict())  # checked above
-    except OSError as error:  # a full disk: the atomic write left nothing behind
-        raise path_error("--out", request.out, error) from None
-    return report
-
-
-def measure_noise(runs: Sequence[Run], out: Path) -> NoiseReport:
-    """The A/A floor of identical runs, per size; SpecError when they are not."""
     environment = _check_identical(runs)
     keyed = [rows_by_key(run.rows) for run in runs]
     common = sorted(set.intersection(*(set(keys) for keys in keyed)))
@@ -75,7 +65,13 @@ def measure_noise(runs: Sequence[Run], out: Path) -> NoiseReport:
         raise SpecError(
             "RUN", " ".join(run.path for run in runs), "have no size with a time in every run"
         )
-    return NoiseReport(floor, [run.path for run in runs], len(common), environment, out)
+    out = Path(request.out)
+    report = NoiseReport(floor, [run.path for run in runs], len(common), environment, out)
+    try:
+        write_json_atomic(report.out, floor.to_dict())  # checked above
+    except OSError as error:  # a full disk: the atomic write left nothing behind
+        raise path_error("--out", request.out, error) from None
+    return report
 
 
 def _check_identical(runs: Sequence[Run]) -> list[Difference]:
