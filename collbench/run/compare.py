@@ -73,9 +73,13 @@ class Compared:
 
 
 def compare_runs(request: CompareRequest) -> Compared:
-    """Every run compared with the first under the decision rule (SpecError on bad input)."""
+    """Every run compared with the first under the decision rule, a tune directory as its
+    settings' runs (the baseline first: `compare TUNE_DIR` compares every setting with the
+    default); SpecError on bad input, or unless there is a baseline and a run that shares
+    sizes with it."""
     from collbench.analysis.rules.bands import BAND_NAMES
     from collbench.analysis.rules.decision import Rule
+    from collbench.run.run_dirs import expand_runs
     from collbench.store.noise_floor import load_noise_floor
 
     selection = request.selection()
@@ -83,18 +87,7 @@ def compare_runs(request: CompareRequest) -> Compared:
     if request.noise_floor is not None:
         floor = load_noise_floor(request.noise_floor, bands=BAND_NAMES)
     rule = Rule(alpha=request.alpha, threshold_pct=request.fail_if_slower, floor=floor)
-    loaded = load_compared(list(request.runs))
-    gated = selection.covers if selection is not None else None
-    comparisons = [compare(loaded[0], candidate, rule, gated) for candidate in loaded[1:]]
-    return Compared(loaded, comparisons, selection)
-
-
-def load_compared(runs: list[Path]) -> list[Run]:
-    """The runs, a tune directory as its settings' runs (the baseline first: `compare
-    TUNE_DIR` compares every setting with the default); SpecError unless there is a
-    baseline and a run that shares sizes with it."""
-    from collbench.run.run_dirs import expand_runs
-
+    runs = list(request.runs)
     # A run directory's samples are reduced as they are read (never all in memory at once);
     # a tune directory's runs come whole.
     loaded = expand_runs(runs, _sample_summary).runs if runs else []
@@ -116,7 +109,9 @@ def load_compared(runs: list[Path]) -> list[Run]:
                 f"has no (collective, placement, size) in "
                 f"common with {loaded[0].path}: nothing to compare",
             )
-    return loaded
+    gated = selection.covers if selection is not None else None
+    comparisons = [compare(loaded[0], candidate, rule, gated) for candidate in loaded[1:]]
+    return Compared(loaded, comparisons, selection)
 
 
 def _sample_summary(row: ResultRow, times: Any) -> Any:
