@@ -368,8 +368,10 @@ class Monitor:
     def _ended(self, codes: list[int | None]) -> LaunchResult:
         if all(code == EXIT_OK for code in codes):
             return LaunchResult(EXIT_OK)
+        # torchrun, mpirun or srun may not pass a rank's exit 3 on: rank 0's meta.json says it
+        meta = None if self.per_rank else read_meta(self.job.run_dir)
         if all(code in (EXIT_OK, EXIT_WRONG_DATA) for code in codes) or (
-            not self.per_rank and self._all_done_with_wrong_data()
+            meta is not None and meta.state == "completed" and meta.extra.get("n_wrong_total")
         ):
             rows = load_rows(self.job.run_dir)
             wrong = sum(row.n_wrong or 0 for row in rows)
@@ -392,12 +394,6 @@ class Monitor:
         if self.per_rank:
             return LaunchResult(EXIT_RUN_FAILED, self._blame_rank_exits(codes, statuses))
         return LaunchResult(EXIT_RUN_FAILED, self._blame_statuses(codes, statuses))
-
-    def _all_done_with_wrong_data(self) -> bool:
-        meta = read_meta(self.job.run_dir)
-        return (
-            meta is not None and meta.state == "completed" and bool(meta.extra.get("n_wrong_total"))
-        )
 
     def _blame_rank_exits(self, codes: list[int | None], statuses: list[dict]) -> str:
         failed = [r for r, code in enumerate(codes) if code not in (None, EXIT_OK, EXIT_WRONG_DATA)]
