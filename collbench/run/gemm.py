@@ -88,8 +88,15 @@ class GemmSweep:
     def gemms(self) -> tuple[Gemm, ...]:
         """The shapes, each once (SpecError naming --shape or --square for a bad one)."""
         gemms = [_parse_shape(text) for text in self.shapes]
-        if self.square:
-            gemms += _squares(self.square)
+        if self.square:  # MIN:MAX, doubling
+            match = re.match(r"^(\d+):(\d+)$", self.square.strip())
+            low, high = (int(part) for part in match.groups()) if match else (0, 0)
+            if not match or not 1 <= low <= high:
+                raise SpecError(
+                    "--square", self.square, "must be MIN:MAX with 1 <= MIN <= MAX, e.g. 256:8192"
+                )
+            sizes = (low << doubling for doubling in range((high // low).bit_length()))
+            gemms += [Gemm("sweep", "-", size, size, size) for size in sizes]
         return tuple(dict.fromkeys(gemms))
 
 
@@ -101,15 +108,6 @@ def _parse_shape(text: str) -> Gemm:
     if min(batch, m, n, k) < 1:
         raise SpecError("--shape", text, "must have every dimension >= 1")
     return Gemm("sweep", "-", m, n, k, batch)
-
-
-def _squares(text: str) -> list[Gemm]:
-    match = re.match(r"^(\d+):(\d+)$", text.strip())
-    low, high = (int(part) for part in match.groups()) if match else (0, 0)
-    if not match or not 1 <= low <= high:
-        raise SpecError("--square", text, "must be MIN:MAX with 1 <= MIN <= MAX, e.g. 256:8192")
-    sizes = (low << doubling for doubling in range((high // low).bit_length()))
-    return [Gemm("sweep", "-", size, size, size) for size in sizes]
 
 
 def run_gemm(
