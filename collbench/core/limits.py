@@ -43,8 +43,6 @@ def nesting_depth(text: str, toml: bool = False) -> int:
     """How deep `text`'s brackets nest ([ and {, outside strings; with `toml`, outside
     literal strings and comments too). Linear in the text and never recursive: it decides
     whether a parser may be given the text (`too_deep`)."""
-    if text.count("[") + text.count("{") == 0:
-        return 0
     skipped = (_TOML_SKIPPED if toml else _JSON_SKIPPED).sub("", text)
     brackets = _NOT_BRACKET.sub("", skipped)
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
