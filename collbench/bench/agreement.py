@@ -18,7 +18,6 @@ from typing import Any
 
 import msgspec
 
-from collbench.bench.provenance import library_version
 from collbench.core.errors import RunFailed, SpecError
 
 GPU_BACKENDS = ("nccl", "rccl")
@@ -246,22 +245,19 @@ def plan_digest(spec: Any) -> str:
 def collect_facts(
     torch: Any, backend: str, plan: str, local_rank: int | None, host: str
 ) -> RankFacts:
-    """This rank's facts, before any GPU is chosen."""
-    import collbench
+    """This rank's facts, before any GPU is chosen (the versions as meta.json records them)."""
+    from collbench.bench.provenance import versions
 
-    devices: tuple[str, ...] = ()
-    nccl = None
-    if backend in GPU_BACKENDS and torch.cuda.is_available():
-        devices = _device_ids(torch)
-        nccl = library_version(backend)
+    info = versions(torch, backend)  # the NCCL/RCCL version under the backend's name
+    devices = _device_ids(torch) if backend in GPU_BACKENDS and torch.cuda.is_available() else ()
     return RankFacts(
         host=host,
         backend=backend,
         device_count=len(devices),
         devices=devices,
-        torch=str(torch.__version__),
-        nccl=nccl,
-        collbench=collbench.__version__,
+        torch=str(info["torch"]),
+        nccl=info.get(backend),
+        collbench=info["collbench"],
         plan=plan,
         local_rank=local_rank,
     )
