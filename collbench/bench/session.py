@@ -11,7 +11,6 @@ import os
 import sys
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -125,9 +124,7 @@ class Session:
         if self.env.rank != 0:
             return None
         writer = ResultWriter(self.job.run_dir)
-        meta = self._meta(identities)
-        if extra:
-            meta = replace(meta, extra={**meta.extra, **extra})
+        meta = self._meta(identities, extra or {})
         if attempt():
             meta = resumed_meta(self.job.run_dir, meta, kept)
         write_meta(self.job.run_dir, meta)
@@ -227,7 +224,7 @@ class Session:
         self.dist.all_gather_object(gathered, value)
         return gathered
 
-    def _meta(self, identities: list[dict[str, Any]]) -> RunMeta:
+    def _meta(self, identities: list[dict[str, Any]], extra: dict[str, Any]) -> RunMeta:
         from collbench.bench.provenance import git_sha, nccl_conf_files, versions
 
         spec, env = self.job.spec, self.env
@@ -258,6 +255,7 @@ class Session:
                 "rendezvous": f"{env.master_addr}:{env.master_port} ({env.rendezvous})",
                 "rendezvous_bind": _bound(env),
                 **({"shared_gpu": SHARED_GPU_NOTE} if shared_gpu() else {}),
+                **extra,
             },
         )
 
