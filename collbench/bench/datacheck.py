@@ -115,12 +115,8 @@ def count_wrong(torch, recv, blocks: list[Block], pattern: Pattern) -> int:
     for block in blocks:
         for start in range(0, block.length, CHUNK_ELEMS):
             length = min(CHUNK_ELEMS, block.length - start)
-            index = torch.arange(
-                block.in_offset + start,
-                block.in_offset + start + length,
-                device=recv.device,
-                dtype=torch.int64,
-            )
+            first = block.in_offset + start
+            index = torch.arange(first, first + length, device=recv.device, dtype=torch.int64)
             if block.source_rank is None:
                 expected = pattern.reduced(torch, index)
             else:
