@@ -87,8 +87,6 @@ class CircleRounds(Sequence[list[tuple[int, int]]]):
         return self.count - 1 if self.count % 2 == 0 else self.count
 
     def __getitem__(self, index):  # type: ignore[override]
-        if isinstance(index, slice):
-            return [self[position] for position in range(len(self))[index]]
         if not -len(self) <= index < len(self):
             raise IndexError(index)
         # Item 0 stays, the others (and a stand-in that makes an odd count even) turn `index`
@@ -99,9 +97,6 @@ class CircleRounds(Sequence[list[tuple[int, int]]]):
         return sorted(  # the stand-in (count, when odd) sits one item out
             (min(pair), max(pair)) for pair in faces if max(pair) < self.count
         )
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
 
 
 @dataclass(frozen=True)
