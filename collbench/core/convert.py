@@ -5,6 +5,7 @@ naming the file and the field."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, TypeVar
 
 import msgspec
@@ -30,9 +31,20 @@ def convert(data: Any, kind: type[T], name: str, where: str) -> T:
     """`data` (JSON's builtins) as `kind`; SpecError naming the file `name` at `where` and the
     field for one of the wrong shape."""
     try:
-        return msgspec.convert(data, kind, strict=False)
+        return _filled(msgspec.convert(data, kind, strict=False))
     except msgspec.ValidationError as error:
         raise SpecError(name, where, f"has a value of the wrong type ({error})") from None
+
+
+def _filled(value: Any) -> Any:
+    """`value` with every dataclass field set: msgspec leaves a field the data did not give
+    to its class default, absent from the instance, so it would never be encoded again."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        given = {
+            item.name: _filled(getattr(value, item.name)) for item in dataclasses.fields(value)
+        }
+        return dataclasses.replace(value, **given)
+    return tuple(_filled(item) for item in value) if isinstance(value, tuple) else value
 
 
 def _item(value: Any) -> Any:

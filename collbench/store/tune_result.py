@@ -8,7 +8,7 @@ The method, in full: docs/tune.md#collbench-store-tune-result-py.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -30,14 +30,14 @@ TUNE_KIND = "tune"  # tune.json's "kind" for a launched tune
 class TuneSetting:
     """One setting as tune.json lists it."""
 
-    knobs: dict[str, str]
-    status: str  # "ok" or "failed"
-    error: str | None
-    id: str
-    label: str
-    baseline: bool
-    rows: int
-    repeats: int
+    knobs: dict[str, str] = field(default_factory=dict)
+    status: str = "ok"  # "ok" or "failed"
+    error: str | None = None
+    id: str = ""
+    label: str = ""
+    baseline: bool = False
+    rows: int = 0
+    repeats: int = 0
     # A launched tune's: the full sweeps' run directories (one per repeat, relative to the
     # tune directory), probe rounds, why the search dropped it, later repeats' errors, time.
     # None: a `tune from` setting, which ran nothing here.
@@ -118,7 +118,7 @@ class TuneLaunch:
 class TunerConfStatus:
     """Whether nccl_tuner.conf was written, why not, and the notes that go with it."""
 
-    written: bool
+    written: bool = False
     reason: str | None = None
     notes: tuple[str, ...] = ()
 
@@ -247,87 +247,47 @@ class TuneResult:
 
 
 _KNOWN = {"settings", "best", "env", "rule", "kind", "from", "tuner_conf", "warnings"}
-_KNOWN |= {"interrupted", *(launch_key.name for launch_key in fields(TuneLaunch))}
-_RUN_KEYS = ("run_dir", "run_dirs", "probes", "dropped", "repeat_errors", "duration_s")
+_LAUNCH_KEYS = tuple(launch_key.name for launch_key in fields(TuneLaunch))
+_KNOWN |= {"interrupted", *_LAUNCH_KEYS}
+_RUN_KEYS = ("run_dir", *(run_key.name for run_key in fields(SettingRuns)))
 
 
 def _read(data: Mapping[str, Any], where: str) -> TuneResult:
-    env = data.get("env") or {}
-    conf = data.get("tuner_conf")
+    """tune.json's content through msgspec; a key that is null or missing takes its
+    field's default (files older than a field read as before it existed)."""
+
+    def typed(value: Any, kind: Any) -> Any:
+        if isinstance(value, Mapping):
+            value = {key: item for key, item in value.items() if item is not None}
+        return convert(value, kind, TUNE_JSON, where)
+
     launched = data.get("kind") == TUNE_KIND or "search" in data
+    conf = data.get("tuner_conf")
+    launch = {key: data[key] for key in _LAUNCH_KEYS if data.get(key) is not None}
     return TuneResult(
-        settings=tuple(_setting(item) for item in data["settings"]),
-        best=convert(data["best"], tuple[BestRecord, ...], TUNE_JSON, where),
-        env=EnvExport(
-            knobs=_text_dict(env.get("knobs")),
-            setting=str(env.get("setting") or "baseline"),
-            why=str(env.get("why") or ""),
-            conflicts=_texts(env.get("conflicts")),
-        ),
+        settings=tuple(_setting(typed, item) for item in data["settings"]),
+        best=typed(data["best"], tuple[BestRecord, ...]),
+        env=typed(data.get("env") or {}, EnvExport),
         rule=dict(data.get("rule") or {}),
-        launch=_launch(data) if launched else None,
-        sources=_texts(data["from"]) if "from" in data else None,
-        tuner_conf=None
-        if conf is None
-        else TunerConfStatus(
-            bool(conf.get("written")), conf.get("reason"), _texts(conf.get("notes"))
-        ),
-        warnings=_texts(data.get("warnings")),
-        interrupted=None if data.get("interrupted") is None else str(data["interrupted"]),
+        launch=typed(launch, TuneLaunch) if launched else None,
+        sources=typed(data["from"], tuple[str, ...]) if "from" in data else None,
+        tuner_conf=None if conf is None else typed(conf, TunerConfStatus),
+        warnings=typed(data.get("warnings") or [], tuple[str, ...]),
+        interrupted=typed(data.get("interrupted"), str | None),
         extra={key: value for key, value in data.items() if key not in _KNOWN},
     )
 
 
-def _launch(data: Mapping[str, Any]) -> TuneLaunch:
-    repeats = data.get("repeats")
-    return TuneLaunch(
-        search=data.get("search"),
-        repeats=None if repeats is None else int(repeats),
-        budget_s=data.get("budget_s"),
-        command_line=_texts(data.get("command_line")),
-        spec=dict(data.get("spec") or {}),
-        launcher=data.get("launcher"),
-        not_run=tuple(dict(item) for item in data.get("not_run") or []),
-        elapsed_s=data.get("elapsed_s"),
-    )
-
-
-def _setting(item: Mapping[str, Any]) -> TuneSetting:
-    runs = None
-    if any(key in item for key in _RUN_KEYS):
-        first = item.get("run_dir")
-        run_dirs = item.get("run_dirs") or ([first] if first else [])
-        duration = item.get("duration_s")
-        runs = SettingRuns(
-            run_dirs=_texts(run_dirs),
-            probes=_texts(item.get("probes")),
-            dropped=item.get("dropped") or None,
-            repeat_errors=_texts(item.get("repeat_errors")),
-            duration_s=None if duration is None else float(duration),
-            skipped=tuple(_text_dict(entry) for entry in item.get("skipped") or []),
-            failed_in=_text_dict(item["failed_in"]) if item.get("failed_in") else None,
-        )
-    return TuneSetting(
-        knobs=_text_dict(item.get("knobs")),
-        status=str(item.get("status") or "ok"),
-        error=item.get("error"),
-        id=str(item.get("id") or ""),
-        label=str(item.get("label")),
-        baseline=bool(item.get("baseline")),
-        rows=int(item.get("rows") or 0),
-        repeats=int(item.get("repeats") or 0),
-        runs=runs,
-    )
-
-
-def _texts(values: Any) -> tuple[str, ...]:
-    """A list of texts as tune.json holds it (null or missing: none)."""
-    return tuple(str(value) for value in values or [])
-
-
-def _text_dict(entry: Any) -> dict[str, str]:
-    """Knobs, or a skipped or failed pairing, as tune.json holds them (strings only)."""
-    return {str(key): str(value) for key, value in (entry or {}).items()}
+def _setting(typed: Callable[[Any, Any], Any], item: Mapping[str, Any]) -> TuneSetting:
+    """A setting's entry: its own keys, and a launched tune's run keys (SettingRuns)."""
+    runs = {key: item[key] for key in _RUN_KEYS if item.get(key) is not None}
+    if "run_dirs" not in runs and runs.get("run_dir"):  # older files: one run_dir
+        runs["run_dirs"] = [runs["run_dir"]]
+    runs.pop("run_dir", None)
+    own = {key: value for key, value in item.items() if key not in _RUN_KEYS}
+    setting = typed(own, TuneSetting)
+    launched = any(key in item for key in _RUN_KEYS)
+    return replace(setting, runs=typed(runs, SettingRuns)) if launched else setting
 
 
 def is_tune_dir(path: Path) -> bool:
