@@ -25,6 +25,7 @@ from collbench.analysis.tune.workload import SettingStep, WorkloadChoice, resolv
 from collbench.core.errors import SpecError
 from collbench.core.safe_text import ENV_NAME, escape_control, refuse_control
 from collbench.core.stats import geomean
+from collbench.core.tune_catalog import release
 from collbench.store.meta import RunMeta
 from collbench.store.tune_result import EnvExport, TuneResult, TuneSetting
 
@@ -86,7 +87,7 @@ def deployable(
     on = f" on {'/'.join(map(str, nodes))} node(s)" if nodes else ""
     note = f"NCCL_ALGO={value} was measured for {', '.join(ran) or 'no collective'}{on}"
     name, version = library or ("NCCL", "")
-    numbers = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+    numbers = release(version)[:2]
     if not ran or (len(numbers) == 2 and numbers < PER_COLLECTIVE_SINCE):
         return {k: v for k, v in knobs.items() if k != "NCCL_ALGO"}, (
             f"{note}; {name} {version} reads no per-collective NCCL_ALGO (2.24+) and would "

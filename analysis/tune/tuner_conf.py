@@ -12,12 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-# the reader's API is re-exported (`X as X`): one import for tune's callers
-from collbench.analysis.tune.tuner_conf_rules import ALGO_ENV_NAMES as ALGO_ENV_NAMES
 from collbench.analysis.tune.tuner_conf_rules import (
     ALGORITHMS,
     ANY,
-    BACKENDS,
     COLLECTIVES,
     FIELDS,
     PLUGIN_COLLECTIVE,
@@ -27,9 +24,6 @@ from collbench.analysis.tune.tuner_conf_rules import (
     parse_tuner_conf,
     single_name,
 )
-from collbench.analysis.tune.tuner_conf_rules import enabled_names as enabled_names
-from collbench.analysis.tune.tuner_conf_rules import lookup as lookup
-from collbench.analysis.tune.tuner_conf_rules import uncovered as uncovered
 from collbench.core.errors import CollbenchError, SpecError
 from collbench.core.units import format_size
 
@@ -119,14 +113,8 @@ def render_tuner_conf(
     ChoiceSummary, its to_dict, or choices.jsonl lines): NCCL's own pair where a rule must
     name one the winner does not (see the module's rules).
     Raises ChannelsUnknown / TunerConfUnavailable where the file cannot say the result (see
-    the module's rules), SpecError for bad arguments."""
-    if backend not in BACKENDS:
-        raise SpecError("--backend", backend, f"has no tuner plugin; one of {', '.join(BACKENDS)}")
-    if channels is not None and not 0 <= channels < 2**31:
-        raise SpecError("--channels", channels, "must be a count, or 0 for the library's own")
-    for flag, value in (("--nodes", nodes), ("world size", ranks)):
-        if value is not None and not 1 <= value < 2**31:
-            raise SpecError(flag, value, "must be a positive count")
+    the module's rules), SpecError for overlapping records. The caller has checked the
+    backend (BACKENDS) and --channels (run/tune/from_runs.check_channels)."""
     options = _Options(
         channels, backend, nodes or ANY, ranks or ANY, imported, tuple(baseline_choices)
     )

@@ -8,7 +8,7 @@ The method, in full: docs/tune.md#analysis-tune-tuner-conf-rules-py.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import astuple, dataclass
 
 from collbench.core.errors import SpecError
@@ -96,16 +96,11 @@ class Rule:
         return ",".join(str(value) for value in astuple(self)[:MAX_FIELDS])
 
 
-def parse_tuner_conf(text: str, *, strict: bool = True) -> list[Rule]:
-    """The rules of an nccl_tuner.conf, in file order.
-
-    strict (default): TunerConfSyntaxError for the first line the plugin would skip or
-    misread (too long, a comment not in column 0, an empty field, not 8 to 10 fields, an
-    unknown name, a number that is not one, a range that matches nothing).
-    strict=False: exactly what the plugin loads, silent fallbacks included."""
-    if not strict:
-        read = (_plugin_rule(number, line) for number, line in _fgets_lines(text))
-        return [rule for rule in read if rule is not None]
+def parse_tuner_conf(text: str) -> list[Rule]:
+    """The rules of an nccl_tuner.conf, in file order; TunerConfSyntaxError for the first
+    line the plugin would skip or misread (too long, a comment not in column 0, an empty
+    field, not 8 to 10 fields, an unknown name, a number that is not one, a range that
+    matches nothing)."""
     rules = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")  # CRLF: the plugin's atoi ignores the last field's \r
@@ -173,44 +168,7 @@ def effective_channels(rule: Rule | None, backend: str = "nccl") -> int | None:
     return None if rule.channels == 0 else rule.channels
 
 
-# ---- the plugin's reading, step by step ----
-
-
-def _fgets_lines(text: str) -> Iterator[tuple[int, str]]:
-    """What the plugin's fgets loop hands over, with the number of the file line it starts
-    in: at most 255 characters, newline removed, comment and empty lines skipped."""
-    position, number = 0, 1
-    while position < len(text):
-        chunk = text[position : position + MAX_LINE_CHARS]
-        newline = chunk.find("\n")
-        if newline != -1:
-            chunk = chunk[: newline + 1]
-        start = number
-        position += len(chunk)
-        number += chunk.endswith("\n")
-        if chunk[0] not in "#\n":
-            yield start, chunk.split("\n", 1)[0]
-
-
-def _plugin_rule(number: int, line: str) -> Rule | None:
-    # strtok(",") (empty pieces vanish), at most 10 tokens, spaces and tabs trimmed
-    fields = [piece.strip(" \t") for piece in line.split(",") if piece][:MAX_FIELDS]
-    if len(fields) < MIN_FIELDS:
-        return None
-    fields += ["-1"] * (MAX_FIELDS - len(fields))
-    return Rule(
-        collective=fields[0] if fields[0] in COLLECTIVES else FALLBACK["collective_type"],
-        min_bytes=_strtoull(fields[1]),
-        max_bytes=_strtoull(fields[2]),
-        algorithm=fields[3] if fields[3] in ALGORITHMS else FALLBACK["algorithm"],
-        protocol=fields[4] if fields[4] in PROTOCOLS else FALLBACK["protocol"],
-        channels=_atoi(fields[5]),
-        nnodes=_atoi(fields[6]),
-        nranks=_atoi(fields[7]),
-        num_pipe_ops=_atoi(fields[8]),
-        reg_buff=_atoi(fields[9]),
-        line_number=number,
-    )
+# ---- C's number reading, as the plugin's atoi does it ----
 
 
 def _leading_integer(text: str) -> tuple[int, int]:
@@ -220,13 +178,6 @@ def _leading_integer(text: str) -> tuple[int, int]:
     text = text[1:] if text[:1] in "+-" else text
     digits = re.match(r"[0-9]*", text).group()  # type: ignore[union-attr]
     return sign, int(digits) if digits else 0
-
-
-def _strtoull(text: str) -> int:
-    sign, value = _leading_integer(text)
-    if value > SIZE_MAX:
-        return SIZE_MAX
-    return value if sign > 0 else (-value) % 2**64
 
 
 def _atoi(text: str) -> int:

@@ -12,10 +12,11 @@ import os
 
 import pytest
 
-from collbench.analysis.tune.tuner_conf import lookup, parse_tuner_conf, uncovered
+from collbench.analysis.tune.tuner_conf_rules import lookup, parse_tuner_conf, uncovered
 from tests.cli.test_tune_from_cli import _times, _write
 from tests.helpers import collbench
 from tests.nccl_log import write_nccl_tests_log
+from tests.unit.tune.plugin_reader import plugin_rules
 
 KIB, MIB = 1024, 1024**2
 SIZES = [4**power for power in range(5, 15)]  # 1 KiB .. 256 MiB
@@ -56,7 +57,7 @@ def test_ring_tree_pair_gives_the_winner_at_every_size_with_the_shape(ring_tree,
     assert conf.exists(), done.stderr  # needs the setting to be the whole environment
     text = conf.read_text()
     rules = parse_tuner_conf(text)
-    assert parse_tuner_conf(text, strict=False) == rules  # no plugin fallback in play
+    assert plugin_rules(text) == rules  # no plugin fallback in play
     assert {(rule.nnodes, rule.nranks) for rule in rules} == {(NODES, RANKS)}
     assert uncovered(rules, "all_reduce", NODES, RANKS) == []
     for size in SIZES:

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from collbench.analysis.tune.tuner_conf import SIZE_MAX, lookup, parse_tuner_conf, uncovered
+from collbench.analysis.tune.tuner_conf_rules import SIZE_MAX, lookup, parse_tuner_conf, uncovered
 from tests.helpers import collbench
 from tests.rows import make_row, write_run
 

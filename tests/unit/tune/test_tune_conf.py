@@ -1,6 +1,7 @@
 """nccl_tuner.conf: what collbench writes parses under NCCL's example plugin's rules and
 covers every size of every tuned collective with an explicit channel count; the reader
-refuses (strict) or reproduces (strict=False) what the plugin does with malformed lines."""
+refuses what the plugin would skip or misread; plugin_reader.py reproduces what the plugin
+does with malformed lines."""
 
 from dataclasses import replace
 
@@ -9,23 +10,24 @@ import pytest
 from collbench.analysis.imports.nccl_choice import ChoiceSummary, UsedChoice
 from collbench.analysis.tune.select import BYTES_MAX, BestRecord
 from collbench.analysis.tune.tuner_conf import (
-    ALGO_ENV_NAMES,
     ChannelsUnknown,
     TunerConfUnavailable,
-    enabled_names,
     render_tuner_conf,
 )
 from collbench.analysis.tune.tuner_conf_rules import (
+    ALGO_ENV_NAMES,
     MAX_LINE_CHARS,
     SIZE_MAX,
     Rule,
     TunerConfSyntaxError,
     effective_channels,
+    enabled_names,
     lookup,
     parse_tuner_conf,
     uncovered,
 )
 from collbench.core.errors import CollbenchError, SpecError
+from tests.unit.tune.plugin_reader import plugin_rules
 
 KIB, MIB = 1024, 1024**2
 TREE_LL = {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"}
@@ -66,7 +68,7 @@ def _probe_sizes(rules):
 
 def _assert_covers(text, collectives, nnodes=1, nranks=8):
     rules = parse_tuner_conf(text)
-    assert parse_tuner_conf(text, strict=False) == rules  # no plugin fallback in play
+    assert plugin_rules(text) == rules  # no plugin fallback in play
     for collective in collectives:
         for size in _probe_sizes(rules):
             matching = [rule for rule in rules if rule.matches(collective, size, nnodes, nranks)]
@@ -249,11 +251,8 @@ def test_rccl_gets_only_what_its_tuner_supports():
     assert effective_channels(lookup(rules, "all_reduce", 1 * MIB, 1, 8), "rccl") is None
 
 
-def test_bad_arguments_are_usage_errors():
+def test_overlapping_records_are_usage_errors():
     records = [_record("all_reduce", 0, BYTES_MAX, TREE_LL)]
-    for options in ({"backend": "gloo"}, {"channels": -1}, {"nodes": 0}):
-        with pytest.raises(SpecError):
-            render_tuner_conf(records, **options)
     overlap = [*records, _record("all_reduce", 10, 20, TREE_LL)]
     with pytest.raises(SpecError, match="overlap"):
         render_tuner_conf(overlap)
@@ -294,7 +293,7 @@ GOOD = "allreduce,0,65535,tree,ll,4,-1,-1,-1,-1"
 )  # fmt: skip
 def test_malformed_lines_strict_refuses_what_the_plugin_misreads(line, plugin_reads, why):
     text = f"# header\n{line}\n"
-    read = parse_tuner_conf(text, strict=False)
+    read = plugin_rules(text)
     assert [replace(rule, line_number=0) for rule in read] == plugin_reads
     with pytest.raises(TunerConfSyntaxError, match=why) as caught:
         parse_tuner_conf(text)
@@ -303,17 +302,17 @@ def test_malformed_lines_strict_refuses_what_the_plugin_misreads(line, plugin_re
 
 def test_a_line_over_255_characters_is_read_as_two():
     line = GOOD + " " * (MAX_LINE_CHARS - len(GOOD)) + ",9"  # 257 characters
-    assert parse_tuner_conf(line, strict=False)[0].channels == 4  # the tail ",9" is dropped
+    assert plugin_rules(line)[0].channels == 4  # the tail ",9" is dropped
     with pytest.raises(TunerConfSyntaxError, match="reads 255"):
         parse_tuner_conf(line)
     exactly = GOOD + " " * (MAX_LINE_CHARS - len(GOOD))
-    assert parse_tuner_conf(exactly) == parse_tuner_conf(exactly, strict=False)
+    assert parse_tuner_conf(exactly) == plugin_rules(exactly)
 
 
 def test_blank_lines_and_column_zero_comments_are_skipped():
     text = f"# a,b,c,d,e,f,g,h,i\n\n   \n{GOOD}\n#{GOOD}\n"
     assert parse_tuner_conf(text) == [Rule("allreduce", 0, 65535, "tree", "ll", 4, line_number=4)]
-    assert [rule.channels for rule in parse_tuner_conf(text, strict=False)] == [4]
+    assert [rule.channels for rule in plugin_rules(text)] == [4]
 
 
 def test_first_match_wins_wildcards_and_fall_through():
@@ -359,7 +358,7 @@ def test_uncovered_finds_every_size_that_would_run_on_one_channel():
 
 
 def test_crlf_and_nothing_to_write():
-    assert parse_tuner_conf(GOOD + "\r\n") == parse_tuner_conf(GOOD + "\r\n", strict=False)
+    assert parse_tuner_conf(GOOD + "\r\n") == plugin_rules(GOOD + "\r\n")
     with pytest.raises(TunerConfUnavailable, match="no range"):
         render_tuner_conf([])
     with pytest.raises(TunerConfUnavailable, match="no range"):

@@ -13,8 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from collbench.analysis.tune.tuner_conf import lookup, parse_tuner_conf, render_tuner_conf
-from collbench.analysis.tune.tuner_conf_rules import ALGORITHMS, COLLECTIVES, PROTOCOLS, SIZE_MAX
+from collbench.analysis.tune.tuner_conf import render_tuner_conf
+from collbench.analysis.tune.tuner_conf_rules import (
+    ALGORITHMS,
+    COLLECTIVES,
+    PROTOCOLS,
+    SIZE_MAX,
+    lookup,
+)
+from tests.unit.tune.plugin_reader import plugin_rules
 from tests.unit.tune.test_tune_conf import MIXED
 
 EXAMPLE = os.environ.get("COLLBENCH_TUNER_EXAMPLE", "")
@@ -136,7 +143,7 @@ def test_reader_agrees_with_the_compiled_plugin(driver, tmp_path, name, nranks, 
         "rendered-2x16": render_tuner_conf(MIXED, nodes=2, ranks=16)[0],
         "malformed": "\n".join(MALFORMED) + "\n",
     }[name]
-    rules = parse_tuner_conf(text, strict=False)
+    rules = plugin_rules(text)
     queries = _queries(rules)
     loaded, answers = _plugin(driver, text, nranks, nnodes, queries, tmp_path)
     assert loaded == [rule.line().replace(",", " ").split() for rule in rules]
