@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from collbench.analysis.rules.decision import ALPHA, FASTER, SLOWER, Rule
@@ -15,7 +15,7 @@ from collbench.core.errors import SpecError
 from collbench.core.stats import geomean
 from collbench.core.units import format_size
 from collbench.store.rows import ResultRow
-from collbench.store.tune_result import BestRecord, TuneEvidence
+from collbench.store.tune_result import TuneEvidence
 
 GRANULARITIES = ("crossover", "band", "size")
 PLACEMENTS = ("out_of_place", "in_place")  # the first one measured is the one tuned
@@ -153,52 +153,6 @@ def sample_busbw(row: ResultRow) -> list[float]:
 def repeats_busbw(rows: Sequence[ResultRow]) -> float:
     """One size's busbw over its repeats: the geometric mean of each repeat's busbw."""
     return geomean([row_busbw(row) for row in rows])
-
-
-def merge_adjacent(records: Sequence[BestRecord]) -> list[BestRecord]:
-    """Neighbouring ranges of one collective that chose the same knobs, joined into one range
-    (a shorter nccl_tuner.conf). The joined record's busbw is the size-weighted geomean, it
-    is confident only if every part was, and its evidence is the weaker part's (the smaller
-    effect)."""
-    merged: list[BestRecord] = []
-    for record in sorted(records, key=lambda item: (item.collective, item.min_bytes)):
-        last = merged[-1] if merged else None
-        if (
-            last is not None
-            and last.collective == record.collective
-            and last.knobs == record.knobs
-            and last.max_bytes + 1 == record.min_bytes
-        ):
-            merged[-1] = _join(last, record)
-        else:
-            merged.append(record)
-    return merged
-
-
-def _join(first: BestRecord, second: BestRecord) -> BestRecord:
-    def weighted(a: float | None, b: float | None) -> float | None:
-        if a is None or b is None:
-            return None
-        return geomean([a] * len(first.sizes) + [b] * len(second.sizes))
-
-    busbw = weighted(first.busbw_gbps, second.busbw_gbps)
-    base = weighted(first.baseline_busbw_gbps, second.baseline_busbw_gbps)
-    parts = [item.evidence for item in (first, second) if item.evidence is not None]
-    weaker = min(parts, key=lambda item: abs(item.effect_pct), default=None)
-    return replace(
-        first,
-        max_bytes=second.max_bytes,
-        busbw_gbps=busbw,
-        baseline_busbw_gbps=base,
-        gain=gain_over(busbw or math.nan, base),
-        confident=first.confident and second.confident,
-        band=f"{first.band}..{second.band}",
-        sizes=first.sizes + second.sizes,
-        confidence=first.confidence if first.confidence == second.confidence else "mixed",
-        reason=f"{first.reason}; {second.reason}",
-        candidate=None,
-        evidence=weaker,
-    )
 
 
 def gain_over(busbw: float, base_busbw: float | None) -> float | None:

@@ -41,7 +41,6 @@ from collbench.analysis.tune.records import (
 
 # re-exported (`X as X`) beside the records select uses: one import for tune's callers
 from collbench.analysis.tune.records import describe_evidence as describe_evidence
-from collbench.analysis.tune.records import merge_adjacent as merge_adjacent
 from collbench.analysis.tune.records import range_label as range_label
 from collbench.analysis.tune.tuner_conf_rules import SIZE_MAX as BYTES_MAX  # no upper end
 from collbench.core.stats import geomean

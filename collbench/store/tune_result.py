@@ -166,8 +166,7 @@ class BestRecord:
     setting_id: str = ""
     default_is_best: bool = False
     # significant | not significant (repeats) | beyond noise floor | within noise floor
-    # (noise floor) | decided by threshold, no samples | unjudged | no baseline | baseline only;
-    # "mixed" for ranges merge_adjacent joined with different calls
+    # (noise floor) | decided by threshold, no samples | unjudged | no baseline | baseline only
     confidence: str = ""
     reason: str = ""
     candidate: dict[str, Any] | None = None  # the best other setting

@@ -18,7 +18,6 @@ from collbench.analysis.tune.select import (
     SelectRule,
     SettingOutcome,
     describe_evidence,
-    merge_adjacent,
     select_best,
     size_ranges,
 )
@@ -259,7 +258,7 @@ def test_ranges_cover_every_size_without_gaps(granularity):
         assert ranges[1].max_bytes == 2048 and ranges[2].name == "4 KiB"
 
 
-def test_size_granularity_calls_each_size_and_merges_neighbours():
+def test_size_granularity_calls_each_size():
     sizes = (1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB)
     times = dict(zip(sizes, (100.0, 400.0, 1600.0, 6400.0), strict=True))
     faster = {size: time * (0.5 if size >= 16 * MIB else 1.0) for size, time in times.items()}
@@ -270,12 +269,6 @@ def test_size_granularity_calls_each_size_and_merges_neighbours():
     records = select_best(outcomes, SelectRule(granularity="size"))
     assert [item.sizes for item in records] == [(size,) for size in sizes]
     assert [item.knobs for item in records] == [{}, {}, {"X_A": "1"}, {"X_A": "1"}]
-    merged = merge_adjacent(records)
-    assert [(item.min_bytes, item.max_bytes) for item in merged] == [
-        (0, 8 * MIB),
-        (8 * MIB + 1, BYTES_MAX),
-    ]
-    assert merged[1].sizes == (16 * MIB, 64 * MIB) and merged[1].gain == pytest.approx(1.0)
 
 
 def test_an_unknown_granularity_is_a_spec_error():
