@@ -29,7 +29,6 @@ from collbench.analysis.rules.decision import (
 )
 from collbench.analysis.tune.records import (
     PLACEMENTS,
-    BestRecord,
     SelectRule,
     SettingOutcome,
     SizeRange,
@@ -46,6 +45,7 @@ from collbench.analysis.tune.tuner_conf_rules import SIZE_MAX as BYTES_MAX  # no
 from collbench.core.stats import geomean
 from collbench.core.units import format_size
 from collbench.store.rows import SWEEP, ResultRow, row_is, rows_of
+from collbench.store.tune_result import BestRecord
 
 NO_SAMPLES = "decided by threshold, no samples"  # imported logs' basis, in every text
 # What `confidence` says, by the basis the rule decided on: (called, not called)
