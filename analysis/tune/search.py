@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from collbench.analysis.rules.bands import band_of
-from collbench.analysis.rules.decision import ALPHA, SLOWER, Question, Rule, evidence_of, judge
+from collbench.analysis.rules.decision import SLOWER, Question, Rule, evidence_of, judge
 from collbench.analysis.tune.records import (
     SettingOutcome,
     repeats_busbw,
@@ -31,7 +31,6 @@ Key = tuple[str, int]  # (collective, size_bytes)
 class HalvingRule:
     """Successive halving's settings; every default lives here."""
 
-    alpha: float = ALPHA
     min_keep: int = 2  # never fewer survivors than this (the baseline counts)
     max_rounds: int = 3
     iters_growth: int = 2  # each round measures this many times more iterations
@@ -89,7 +88,7 @@ def halving_round(
         for item in ran
     }
     keys = sorted(set.intersection(*(set(table) for table in tables.values())) if ran else [])
-    worse = _clearly_worse(ran, tables, keys, rule.alpha)
+    worse = _clearly_worse(ran, tables, keys)
     ranked = sorted(ran, key=lambda item: -_score(tables[id(item)], keys))
     keep = [item for item in ran if item.is_baseline or id(item) not in worse]
     for item in ranked:  # keep-at-least: the best-ranked of the dropped come back
@@ -118,7 +117,6 @@ def _clearly_worse(
     ran: Sequence[SettingOutcome],
     tables: dict[int, dict[Key, tuple[ResultRow, ...]]],
     keys: Sequence[Key],
-    alpha: float,
 ) -> dict[int, str]:
     """Per setting the rule calls slower than each probe size's leader at every probe size:
     the reason it is dropped."""
@@ -132,21 +130,13 @@ def _clearly_worse(
                 leader_rows, rows = tables[id(leader)][key], tables[id(item)][key]
                 questions.append(Question(evidence_of(leader_rows), evidence_of(rows), key[1]))
     slower: dict[int, int] = {}
-    for item_id, verdict in zip(tested, judge(questions, Rule(alpha=alpha)), strict=True):
+    for item_id, verdict in zip(tested, judge(questions, Rule()), strict=True):
         slower[item_id] = slower.get(item_id, 0) + (verdict.call == SLOWER)
     return {
         item_id: f"called slower than the leader at all {len(keys)} probe sizes"
         for item_id, count in slower.items()
         if keys and count == len(keys)
     }
-
-
-@dataclass(frozen=True)
-class DescentRule:
-    """Coordinate descent's stop: at most this many settings measured (baseline counted);
-    None: until a local optimum."""
-
-    max_settings: int | None = None
 
 
 @dataclass(frozen=True)
@@ -165,10 +155,10 @@ def is_numeric(axis: KnobAxis) -> bool:
 def descent_next(
     axes: Sequence[KnobAxis],
     outcomes: Sequence[SettingOutcome],
-    rule: DescentRule | None = None,
+    max_settings: int | None = None,
 ) -> DescentProposal:
-    """The next settings to measure (see the module's rule); none and done at the end."""
-    rule = rule or DescentRule()
+    """The next settings to measure (see the module's rule); none and done at the end, or
+    once `max_settings` are measured (the baseline counted; None: until a local optimum)."""
     numeric = [_sorted_axis(axis) for axis in axes if is_numeric(axis)]
     categorical = [axis for axis in axes if not is_numeric(axis)]
     tried = {item.setting: item for item in outcomes}
@@ -184,10 +174,10 @@ def descent_next(
             proposals += _neighbours(best.setting, fixed, numeric, tried)
     proposals = list(dict.fromkeys(proposals))
     names = [axis.name for axis in numeric]
-    if rule.max_settings is not None:
-        room = max(0, rule.max_settings - len(tried))
+    if max_settings is not None:
+        room = max(0, max_settings - len(tried))
         if len(proposals) > room:
-            reason = f"--max-settings {rule.max_settings} reached"
+            reason = f"--max-settings {max_settings} reached"
             return DescentProposal(proposals[:room], True, reason, names)
     if not proposals:
         return DescentProposal([], True, "every best point's neighbours are measured", names)

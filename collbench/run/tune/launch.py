@@ -18,7 +18,6 @@ from typing import Any
 from collbench.analysis.tune.from_runs import as_repeats
 from collbench.analysis.tune.outputs import recorded_library, render_best_env, tune_document
 from collbench.analysis.tune.search import (
-    DescentRule,
     HalvingRule,
     descent_next,
     halving_iters,
@@ -431,7 +430,6 @@ class Tuner:
         self.run_all(settings, self.spec)
 
     def coordinate(self) -> None:
-        rule = DescentRule(max_settings=self.plan.max_settings)
         self.say("tune: coordinate descent (numeric knobs one at a time), the baseline first")
         batch = [build_grid((), 1)[0]]  # the baseline, measured with the starting points
         while True:
@@ -442,7 +440,7 @@ class Tuner:
             outcomes += [
                 SettingOutcome(setting, (), why) for setting, why in self.unrunnable.items()
             ]
-            proposal = descent_next(self.plan.axes, outcomes, rule)
+            proposal = descent_next(self.plan.axes, outcomes, self.plan.max_settings)
             batch += proposal.settings
             if batch and not self.run_all(batch, self.spec):
                 return

@@ -6,7 +6,6 @@ combination to a local optimum or the budget (pure)."""
 import pytest
 
 from collbench.analysis.tune.search import (
-    DescentRule,
     HalvingRule,
     descent_next,
     halving_iters,
@@ -150,7 +149,7 @@ def test_descent_reaches_the_optimum_and_stops():
 @pytest.mark.parametrize("budget", [1, 4])
 def test_descent_stops_at_its_budget(budget):
     outcomes = [_measure(item) for item in descent_next(AXES, []).settings]
-    proposal = descent_next(AXES, outcomes, DescentRule(max_settings=len(outcomes) + budget))
+    proposal = descent_next(AXES, outcomes, max_settings=len(outcomes) + budget)
     assert len(proposal.settings) == min(budget, 2) and proposal.done == (budget < 2)
 
 
