@@ -114,10 +114,7 @@ def run_verify(
     items = [tuner.measured[setting] for setting in settings if setting in tuner.measured]
     lines = []
     for setting in settings[1:]:
-        pair = [
-            items[0].outcome(),
-            next(item for item in items if item.setting == setting).outcome(),
-        ]
+        pair = [items[0].outcome(), tuner.measured[setting].outcome()]
         lines += _lines(document, setting, select_best(pair, ranges=tuned_ranges(document)))
     entries = [
         {
@@ -209,12 +206,8 @@ def _lines(document: TuneResult, setting: Setting, measured: list[BestRecord]) -
         else:
             realised, busbw = record.gain, record.busbw_gbps
         match = _tuned_for(document.best, record)
-        predicted = None
-        tuned_best = "-"
-        if match is not None:
-            tuned_best = match.setting or "baseline"
-            if match.knobs == setting.as_dict():
-                predicted = match.gain
+        tuned_best = "-" if match is None else match.setting or "baseline"
+        predicted = match.gain if match is not None and match.knobs == setting.as_dict() else None
         lines.append(
             VerifyLine(
                 record.collective,
