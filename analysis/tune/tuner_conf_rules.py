@@ -1,6 +1,6 @@
 """nccl_tuner.conf as NCCL's example tuner plugin reads it (plugins/tuner/example/plugin.c,
-NCCL >= 2.27.5; RCCL's ext-tuner/example carries the same reader): parse, match, and what
-channel count a collective ends up with (pure).
+NCCL >= 2.27.5; RCCL's ext-tuner/example carries the same reader): its names, and a strict
+parse that refuses what the plugin would skip or misread (pure).
 
 The method, in full: docs/tune.md#analysis-tune-tuner-conf-rules-py.
 """
@@ -8,7 +8,7 @@ The method, in full: docs/tune.md#analysis-tune-tuner-conf-rules-py.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import astuple, dataclass
 
 from collbench.core.errors import SpecError
@@ -41,9 +41,6 @@ PLUGIN_COLLECTIVE = {  # collbench's name -> the plugin's: the same without unde
 # What the plugin makes of a name it does not know (parseCollType/Algorithm/Protocol).
 FALLBACK = {"collective_type": "allreduce", "algorithm": "ring", "protocol": "simple"}
 BACKENDS = ("nccl", "rccl")
-# The count a collective gets when no rule applies, or the rule says -1: None is the
-# library's own choice (NCCL reads 0 as unset).
-UNMATCHED_CHANNELS = {"nccl": 1, "rccl": None}
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _C_SPACE = " \t\n\v\f\r"
@@ -65,31 +62,12 @@ class Rule:
     max_bytes: int  # inclusive
     algorithm: str
     protocol: str
-    channels: int  # >0: that many; 0: the library's own count; -1: see UNMATCHED_CHANNELS
+    channels: int  # >0: that many; 0: the library's own count; -1: NCCL's 1, RCCL's own
     nnodes: int = ANY
     nranks: int = ANY
     num_pipe_ops: int = ANY
     reg_buff: int = ANY
     line_number: int = 0  # 0: not read from a file
-
-    def matches(
-        self,
-        collective: str,
-        nbytes: int,
-        nnodes: int,
-        nranks: int,
-        num_pipe_ops: int = 1,
-        reg_buff: int = 0,
-    ) -> bool:
-        """The plugin's match test (collective in the plugin's names)."""
-        return (
-            self.collective == collective
-            and self.min_bytes <= nbytes <= self.max_bytes
-            and self.nnodes in (ANY, nnodes)
-            and self.nranks in (ANY, nranks)
-            and self.num_pipe_ops in (ANY, num_pipe_ops)
-            and self.reg_buff in (ANY, reg_buff)
-        )
 
     def line(self) -> str:
         """The rule as the file's line (all 10 fields, in FIELDS' order)."""
@@ -108,64 +86,6 @@ def parse_tuner_conf(text: str) -> list[Rule]:
             continue
         rules.append(_strict_rule(number, line))
     return rules
-
-
-def lookup(
-    rules: Collection[Rule],
-    collective: str,
-    nbytes: int,
-    nnodes: int,
-    nranks: int,
-    *,
-    num_pipe_ops: int = 1,
-    reg_buff: int = 0,
-    ignored: Collection[tuple[str, str]] = (),
-) -> Rule | None:
-    """The rule the plugin applies to one call, or None (see `effective_channels`).
-
-    ignored: (algorithm, protocol) pairs NCCL marks unavailable; the plugin passes over a
-    matching rule with such a pair and tries the next one."""
-    if collective not in COLLECTIVES and collective not in PLUGIN_COLLECTIVE:
-        known = ", ".join(PLUGIN_COLLECTIVE)
-        raise SpecError("collective", collective, f"has no tuner-plugin rule; tunable: {known}")
-    name = PLUGIN_COLLECTIVE.get(collective, collective)  # either naming: all_reduce, allreduce
-    for rule in rules:
-        if (rule.algorithm, rule.protocol) in ignored:
-            continue
-        if rule.matches(name, nbytes, nnodes, nranks, num_pipe_ops, reg_buff):
-            return rule
-    return None
-
-
-def uncovered(
-    rules: Sequence[Rule], collective: str, nnodes: int, nranks: int, backend: str = "nccl"
-) -> list[tuple[int, int]]:
-    """The inclusive byte ranges of `collective` (0..SIZE_MAX) where a call of one operation
-    on unregistered buffers gets the plugin's no-rule channel count (NCCL: 1): no rule
-    applies, or the rule says -1. Exact: the answer only changes at rule boundaries."""
-    edges = {0} | {rule.min_bytes for rule in rules}
-    edges |= {rule.max_bytes + 1 for rule in rules if rule.max_bytes < SIZE_MAX}
-    points = sorted(edges)
-    gaps: list[tuple[int, int]] = []
-    for start, end in zip(points, [*points[1:], SIZE_MAX + 1], strict=True):
-        rule = lookup(rules, collective, start, nnodes, nranks)
-        if (rule is not None and rule.channels != -1) or effective_channels(rule, backend) is None:
-            continue  # a rule with a count, or the library's own choice: no gap
-        if gaps and gaps[-1][1] + 1 == start:
-            gaps[-1] = (gaps[-1][0], end - 1)
-        else:
-            gaps.append((start, end - 1))
-    return gaps
-
-
-def effective_channels(rule: Rule | None, backend: str = "nccl") -> int | None:
-    """The channel count a call runs with under the example plugin: a number, or None for
-    the library's own choice. NCCL's plugin gives 1 where no rule applies or it says -1."""
-    if backend not in BACKENDS:
-        raise SpecError("backend", backend, f"has no tuner plugin here; one of {BACKENDS}")
-    if rule is None or rule.channels == -1:
-        return UNMATCHED_CHANNELS[backend]
-    return None if rule.channels == 0 else rule.channels
 
 
 # ---- C's number reading, as the plugin's atoi does it ----

@@ -12,11 +12,11 @@ import os
 
 import pytest
 
-from collbench.analysis.tune.tuner_conf_rules import lookup, parse_tuner_conf, uncovered
+from collbench.analysis.tune.tuner_conf_rules import parse_tuner_conf
 from tests.cli.test_tune_from_cli import _times, _write
 from tests.helpers import collbench
 from tests.nccl_log import write_nccl_tests_log
-from tests.unit.tune.plugin_reader import plugin_rules
+from tests.unit.tune.tuner_plugin import lookup, plugin_rules, uncovered
 
 KIB, MIB = 1024, 1024**2
 SIZES = [4**power for power in range(5, 15)]  # 1 KiB .. 256 MiB

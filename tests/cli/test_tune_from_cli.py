@@ -9,9 +9,10 @@ import json
 
 import pytest
 
-from collbench.analysis.tune.tuner_conf_rules import SIZE_MAX, lookup, parse_tuner_conf, uncovered
+from collbench.analysis.tune.tuner_conf_rules import SIZE_MAX, parse_tuner_conf
 from tests.helpers import collbench
 from tests.rows import make_row, write_run
+from tests.unit.tune.tuner_plugin import lookup, uncovered
 
 # small, medium and large bands (analysis.bands): two sizes each
 SIZES = (1024, 4096, 1 << 17, 1 << 20, 1 << 24, 1 << 26)

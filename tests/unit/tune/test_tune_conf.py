@@ -1,6 +1,6 @@
 """nccl_tuner.conf: what collbench writes parses under NCCL's example plugin's rules and
 covers every size of every tuned collective with an explicit channel count; the reader
-refuses what the plugin would skip or misread; plugin_reader.py reproduces what the plugin
+refuses what the plugin would skip or misread; tuner_plugin.py models what the plugin
 does with malformed lines."""
 
 from dataclasses import replace
@@ -20,14 +20,17 @@ from collbench.analysis.tune.tuner_conf_rules import (
     SIZE_MAX,
     Rule,
     TunerConfSyntaxError,
-    effective_channels,
     enabled_names,
-    lookup,
     parse_tuner_conf,
-    uncovered,
 )
 from collbench.core.errors import CollbenchError, SpecError
-from tests.unit.tune.plugin_reader import plugin_rules
+from tests.unit.tune.tuner_plugin import (
+    effective_channels,
+    lookup,
+    matches,
+    plugin_rules,
+    uncovered,
+)
 
 KIB, MIB = 1024, 1024**2
 TREE_LL = {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"}
@@ -71,7 +74,7 @@ def _assert_covers(text, collectives, nnodes=1, nranks=8):
     assert plugin_rules(text) == rules  # no plugin fallback in play
     for collective in collectives:
         for size in _probe_sizes(rules):
-            matching = [rule for rule in rules if rule.matches(collective, size, nnodes, nranks)]
+            matching = [rule for rule in rules if matches(rule, collective, size, nnodes, nranks)]
             assert len(matching) == 1, (collective, size, matching)
             rule = lookup(rules, collective, size, nnodes, nranks)
             assert rule is matching[0] and rule.channels >= 0, (collective, size)

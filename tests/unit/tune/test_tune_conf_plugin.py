@@ -14,15 +14,9 @@ from pathlib import Path
 import pytest
 
 from collbench.analysis.tune.tuner_conf import render_tuner_conf
-from collbench.analysis.tune.tuner_conf_rules import (
-    ALGORITHMS,
-    COLLECTIVES,
-    PROTOCOLS,
-    SIZE_MAX,
-    lookup,
-)
-from tests.unit.tune.plugin_reader import plugin_rules
+from collbench.analysis.tune.tuner_conf_rules import ALGORITHMS, COLLECTIVES, PROTOCOLS, SIZE_MAX
 from tests.unit.tune.test_tune_conf import MIXED
+from tests.unit.tune.tuner_plugin import lookup, plugin_rules
 
 EXAMPLE = os.environ.get("COLLBENCH_TUNER_EXAMPLE", "")
 pytestmark = pytest.mark.skipif(

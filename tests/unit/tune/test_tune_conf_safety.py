@@ -14,16 +14,11 @@ from collbench.analysis.tune.tuner_conf import (
     parse_tuner_shape,
     render_tuner_conf,
 )
-from collbench.analysis.tune.tuner_conf_rules import (
-    SIZE_MAX,
-    effective_channels,
-    lookup,
-    parse_tuner_conf,
-    uncovered,
-)
+from collbench.analysis.tune.tuner_conf_rules import SIZE_MAX, parse_tuner_conf
 from collbench.core.errors import SpecError
 from tests.rows import make_row
 from tests.unit.tune.test_tune_conf import _record as best_record
+from tests.unit.tune.tuner_plugin import effective_channels, lookup, uncovered
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 TREE = {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"}

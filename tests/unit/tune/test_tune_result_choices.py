@@ -72,7 +72,8 @@ def _line(setting, collective, size, protocol):
 
 
 def test_the_baseline_choices_and_the_shape_reach_nccl_tuner_conf(tmp_path):
-    from collbench.analysis.tune.tuner_conf_rules import lookup, parse_tuner_conf
+    from collbench.analysis.tune.tuner_conf_rules import parse_tuner_conf
+    from tests.unit.tune.tuner_plugin import lookup
 
     choices = [_line(BASELINE, "all_reduce", size, "simple") for size in SIZES]
     choices.append(_line(CTAS, "all_reduce", SIZES[-1], "ll128"))  # another setting's: unused
