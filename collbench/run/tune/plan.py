@@ -58,7 +58,7 @@ MAX_SETTINGS = 10_000
 class TunePlan:
     """What `collbench tune run --knob ...` searches and how."""
 
-    axes: tuple[KnobAxis, ...]
+    axes: tuple[KnobAxis, ...]  # at least one: tune run refuses no --knob before
     out: Path
     search: str = "grid"
     budget_s: float | None = None
@@ -73,10 +73,6 @@ class TunePlan:
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:
             raise SpecError("--search", self.search, f"is not one of {', '.join(SEARCHES)}")
-        if not self.axes:
-            raise SpecError(
-                "--knob", "", "is required: the knobs to tune, e.g. --knob NCCL_ALGO=Ring,Tree"
-            )
         if self.budget_s is not None and not self.budget_s > 0:
             raise SpecError("--budget", self.budget_s, "must be more than 0 seconds")
         check_channels(self.channels)
