@@ -33,9 +33,8 @@ SEARCHES = ("grid", "halving", "coordinate")
 
 # --ranges: the option's words for SelectRule.granularity (whose default is written there)
 RANGES = {"crossovers": "crossover", "bands": "band", "sizes": "size"}
-
-
-DEFAULT_RANGES = next(name for name, value in RANGES.items() if value == SelectRule().granularity)
+RANGES_WORD = {granularity: word for word, granularity in RANGES.items()}
+DEFAULT_RANGES = RANGES_WORD[SelectRule().granularity]
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ class TunePlan:
         """`collbench tune run` options that give exactly this plan (less its knobs, which
         the caller has as given), as SweepSpec.to_args gives a sweep's."""
         args = ["--search", self.search, "--max-settings", str(self.max_settings)]
-        args += ["--repeats", str(self.repeats), "--ranges", ranges_word(self.rule.granularity)]
+        args += ["--repeats", str(self.repeats), "--ranges", RANGES_WORD[self.rule.granularity]]
         args += ["--budget", f"{self.budget_s:g}s"] if self.budget_s is not None else []
         args += ["--channels", str(self.channels)] if self.channels is not None else []
         args += ["--tuner-shape", self.tuner_conf.shape]
@@ -100,11 +99,6 @@ def parse_ranges(text: str, flag: str = "--ranges") -> str:
     if text not in RANGES:
         raise SpecError(flag, text, f"must be one of {', '.join(RANGES)}")
     return RANGES[text]
-
-
-def ranges_word(granularity: str) -> str:
-    """The --ranges word of a SelectRule.granularity."""
-    return next(name for name, value in RANGES.items() if value == granularity)
 
 
 def check_one_dtype(spec: SweepSpec) -> None:
