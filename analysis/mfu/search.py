@@ -15,7 +15,7 @@ from itertools import product
 from collbench.analysis.mfu.estimate import Estimate, estimate
 from collbench.analysis.mfu.fabrics import Fabric, Inputs
 from collbench.analysis.mfu.inputs import CurvePricer, cost_model_pricer
-from collbench.analysis.mfu.memory import memory_estimate
+from collbench.analysis.mfu.memory import DEMONSTRATED_ERROR, GIB, memory_estimate
 from collbench.analysis.mfu.workload import RECOMPUTE, Workload
 from collbench.core.errors import SpecError
 
@@ -57,7 +57,8 @@ def search(workload: Workload, fabrics: Sequence[Fabric], inputs: Inputs) -> lis
     out = []
     for fabric in fabrics:
         topology, options = fabric.topology, inputs.options.on(fabric.topology)
-        capacity = (topology.accelerator.memory_gib or math.inf) * (1 << 30)
+        # the memory estimate errs by up to DEMONSTRATED_ERROR: a layout fits with that headroom
+        capacity = (topology.accelerator.memory_gib or math.inf) * GIB / (1 + DEMONSTRATED_ERROR)
         fallback = cost_model_pricer(topology, inputs.comm_efficiency)
         pricer = CurvePricer(fabric.curves, topology, fallback)
         fitting = []
