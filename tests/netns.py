@@ -84,7 +84,7 @@ def torchrun_pair(
     node 0; returns each node's (exit code, stdout, stderr)."""
     procs = []
     # node 1 first, node 0 a few seconds later: on a loaded machine node 0 (which checks that
-    # --out is new) can start after node 1 has made its first setting's folder there
+    # --out is new) can start after node 1 has begun
     for node_rank, node in reversed(list(enumerate(nodes))):
         time.sleep(3 if node_rank == 0 else 0)
         command = [
@@ -127,6 +127,7 @@ def torchrun_pair(
                 wrapped, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
             )
         )
+    procs.reverse()  # node 0's first
     outputs = [proc.communicate(timeout=timeout_s) for proc in procs]
     return [
         (proc.returncode, stdout, stderr)
