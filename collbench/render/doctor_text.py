@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from collbench.analysis.doctor.expect import Expectation
 from collbench.analysis.doctor.findings import Diagnosis, Finding
+from collbench.bench.provenance import cpu_ranges
 from collbench.core.doctor_plan import CircleRounds, pair_mode, sampled_rounds
 from collbench.core.doctor_spec import DOCTOR, GPU_PAIR
 from collbench.core.stats import median
@@ -85,16 +86,7 @@ def hosts_text(finding: Finding | DoctorFinding) -> str:
 
 def format_ranks(ranks: Iterable[int]) -> str:
     """Global ranks as runs of consecutive numbers: [0, 1, 2, 3, 8] -> "0-3,8"; none: "-"."""
-    ordered = sorted(set(ranks))
-    if not ordered:
-        return NONE
-    spans: list[list[int]] = [[ordered[0], ordered[0]]]
-    for rank in ordered[1:]:
-        if rank == spans[-1][1] + 1:
-            spans[-1][1] = rank
-        else:
-            spans.append([rank, rank])
-    return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in spans)
+    return cpu_ranges(ranks) or NONE
 
 
 def gbps(value: float | None) -> str:

@@ -664,44 +664,31 @@ def complete_side_files(run_dir: Path) -> Completed:
     if record.csv is not None:
         export = export_run(run.rows, Path(record.csv), None)
         export.with_probes = (run.meta.spec or {}).get("overlap") is not None  # as the sink began
-        columns = csv_columns(export.with_probes)
-        _complete(run_dir, Path(record.csv), export.csv_text(), _is_our_csv(columns), done)
+        header = ",".join(csv_columns(export.with_probes)) + "\r\n"
+        _complete(run_dir, Path(record.csv), export.csv_text(), header, done)
     if record.nccl_json is not None:
         for path, text in _json_texts(run, record).items():
-            _complete(run_dir, path, text, _is_our_json, done)
+            _complete(run_dir, path, text, '{"version": ', done)
     if not done.left:
         record.completed().save(run_dir)
     return done
 
 
-def _complete(
-    run_dir: Path, path: Path, text: str, ours: Callable[[Path], bool], done: Completed
-) -> None:
+def _complete(run_dir: Path, path: Path, text: str, begins: str, done: Completed) -> None:
+    """Write `text` to `path` unless the file there no longer `begins` as collbench began it."""
     try:  # as an export's file is: never in a run directory (this one or another), a folder
         target = check_output_file(SIDE_FILES, path, (run_dir,), force=True)
     except CollbenchError as error:
         done.left.append(str(error))
         return
-    if target.exists() and not ours(target):
-        done.left.append(f"{path} is no longer the file collbench began (changed or replaced)")
-        return
+    if target.exists():
+        with open(target, encoding="utf-8", errors="replace", newline="") as stream:
+            ours = stream.read(len(begins)) == begins
+        if not ours:
+            done.left.append(f"{path} is no longer the file collbench began (changed or replaced)")
+            return
     write_atomically(target, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     done.written.append(path)
-
-
-def _is_our_csv(columns: Sequence[str]) -> Callable[[Path], bool]:
-    header = ",".join(columns)
-
-    def check(path: Path) -> bool:
-        with open(path, encoding="utf-8", errors="replace") as stream:
-            return stream.readline().rstrip("\r\n") == header
-
-    return check
-
-
-def _is_our_json(path: Path) -> bool:
-    with open(path, encoding="utf-8", errors="replace") as stream:
-        return stream.read(64).startswith('{"version": ')
 
 
 def _json_texts(run: Run, record: SideFiles) -> dict[Path, str]:
