@@ -75,7 +75,7 @@ def nccl_head(meta: RunMeta, per_iter: bool) -> dict[str, Any]:
     -I 1. A time or setting the run did not record is null."""
     config = {
         **(_imported_config(meta) if meta.source else _sweep_config(meta)),
-        "blocking_collectives": _bool(blocking_collectives(meta, _args(meta.command_line))),
+        "blocking_collectives": _bool(blocking_collectives(meta)),
         "per_iter_timing": _bool(per_iter),
         "per_iter_skip": 0,
         "parallel_init": "false",
@@ -479,10 +479,10 @@ def _bool(value: bool) -> str:
     return "true" if value else "false"
 
 
-def blocking_collectives(meta: RunMeta, args: Sequence[str]) -> bool:
+def blocking_collectives(meta: RunMeta) -> bool:
     """nccl-tests' `blocking_collectives` (-z: the host waits for each collective to finish).
 
-    An import: what the log recorded, else -z/--blocking in `args` (default 0). A sweep: a
+    An import: what the log recorded, else -z/--blocking in its command (default 0). A sweep: a
     gloo call returns when the operation is done, so CPU ranks block; GPU ranks queue their
     collectives unless the environment makes the host wait (core.overlap.BLOCKING_ENV).
     """
@@ -490,9 +490,8 @@ def blocking_collectives(meta: RunMeta, args: Sequence[str]) -> bool:
     from collbench.core.overlap import blocking_env
 
     if meta.source:
-        if (meta.extra.get("header") or {}).get("blocking"):
-            return True
-        return _blocking_arg(args)
+        recorded = (meta.extra.get("header") or {}).get("blocking")
+        return bool(recorded) or _blocking_arg(_args(meta.command_line))
     if meta.timing_method == CpuTimer.method or (
         meta.timing_method is None and meta.backend == "gloo"
     ):
