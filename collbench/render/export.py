@@ -10,7 +10,7 @@ import io
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
@@ -152,42 +152,6 @@ def nccl_entry(rows: Sequence[ResultRow]) -> dict[str, Any]:
     return entry
 
 
-def nccl_footer(
-    entries: Sequence[dict[str, Any]],
-    errors: Sequence[str] = (),
-    end: str | None = None,
-    finished: bool = True,
-) -> dict[str, Any]:
-    """What follows results (the average busbw over every placement measured, as nccl-tests
-    averages); end_time only once `finished`: a file without it was cut short."""
-    bodies = [
-        entry[placement]
-        for entry in entries
-        for placement in ("out_of_place", "in_place")
-        if entry.get(placement)
-    ]
-    wrong = int(sum(body["nwrong"] or 0 for body in bodies))
-    average = sum(body["bus_bw"] for body in bodies) / len(bodies) if bodies else 0.0
-    return footer_of(wrong, average, errors, end, finished)
-
-
-def footer_of(
-    wrong: int,
-    bandwidth: float,
-    errors: Sequence[str] = (),
-    end: str | None = None,
-    finished: bool = True,
-) -> dict[str, Any]:
-    footer: dict[str, Any] = {
-        "out_of_bounds": {"count": wrong, "okay": _bool(wrong == 0)},
-        "average_bus_bandwidth": {"bandwidth": bandwidth, "okay": "unchecked"},
-        "errors": list(errors),
-    }
-    if finished:
-        footer["end_time"] = end
-    return footer
-
-
 def iteration_stats(times_us: Sequence[float]) -> dict[str, Any]:
     """nccl-tests' per-iteration summary (-I 1) of a series, computed its way: p50 is the
     middle sample, p95/p99 the nearest rank, stdev over the population."""
@@ -211,17 +175,6 @@ def iteration_stats(times_us: Sequence[float]) -> dict[str, Any]:
         "cv_pct": stdev / mean * 100 if mean > 0 else 0.0,
         "times_us": list(times_us),
     }
-
-
-def group_sizes(rows: Iterable[ResultRow]) -> list[list[ResultRow]]:
-    """Consecutive rows of one nccl-tests line (same_line); with --repeats one per repeat."""
-    groups: list[list[ResultRow]] = []
-    for row in rows:
-        if groups and same_line(groups[-1], row):
-            groups[-1].append(row)
-        else:
-            groups.append([row])
-    return groups
 
 
 class ExportSink:
@@ -369,41 +322,34 @@ class _JsonStream:
         self.file = open(path, "w")  # noqa: SIM115 - closed in close()
         self.file.write(json.dumps(head)[:-1] + ',"results":[')
         self.done_end = self.file.tell()
-        self.entries: list[dict[str, Any]] = []
-        self.pending: list[ResultRow] = []
+        self.sizes = _Collective(indent=None)
+        self.appended = 0  # of sizes.entries
         self._write_tail(())
 
     def add(self, row: ResultRow) -> None:
-        if self.pending and not same_line(self.pending, row):
-            self._commit()
-        self.pending.append(row)
+        self.sizes.add(row)
         self._write_tail(())
 
     def close(self, errors: Sequence[str], end: str) -> None:
         """Finish the file; called again (a run's error known later), it rewrites the end."""
         if self.file.closed:
             self.file = open(self.path, "r+")  # noqa: SIM115 - closed below
-        if self.pending:
-            self._commit()
+        self.sizes.commit()
         self._write_tail(errors, end)
         self.file.close()
 
-    def _commit(self) -> None:
-        entry = nccl_entry(self.pending)
-        self.file.seek(self.done_end)
-        self.file.write(("," if self.entries else "") + json.dumps(entry))
-        self.done_end = self.file.tell()
-        self.entries.append(entry)
-        self.pending = []
-
     def _write_tail(self, errors: Sequence[str], end: str | None = None) -> None:
-        entries = list(self.entries)
-        tail = ""
-        if self.pending:
-            entries.append(nccl_entry(self.pending))
-            tail = ("," if self.entries else "") + json.dumps(entries[-1])
-        footer = json.dumps(nccl_footer(entries, errors, end, finished=end is not None))
+        sizes = self.sizes
         self.file.seek(self.done_end)
+        for index in range(self.appended, len(sizes.entries)):
+            self.file.write(("," if index else "") + sizes.entries[index])
+        self.appended = len(sizes.entries)
+        self.done_end = self.file.tell()
+        # the size in progress, and the footer with it, from a copy that commits it
+        now = replace(sizes, entries=[], pending=list(sizes.pending))
+        now.commit()
+        tail = ("," if sizes.entries else "") + now.entries[0] if now.entries else ""
+        footer = json.dumps(now.footer(errors, end, finished=end is not None))
         self.file.write(tail + "]," + footer[1:])
         self.file.truncate()
         self.file.flush()
@@ -526,11 +472,13 @@ _MARK = '\n "results": [],\n'  # where a collective's entries go in its document
 
 @dataclass
 class _Collective:
-    """One collective's -J file as its rows arrive: entry texts, the size in progress."""
+    """One collective's -J entries as its rows arrive: the texts of the sizes done (as
+    json.dumps writes them at `indent`), the size in progress, and the footer's sums."""
 
+    indent: int | None = 1
     entries: list[str] = field(default_factory=list)
     pending: list[ResultRow] = field(default_factory=list)
-    wrong: float = 0  # summed as nccl_footer sums: same order, same float
+    wrong: float = 0  # summed as nccl-tests sums: entry by entry, placement by placement
     busbw: float = 0
     bodies: int = 0
     per_iter: bool = True
@@ -552,8 +500,41 @@ class _Collective:
                 self.wrong += body["nwrong"] or 0
                 self.busbw += body["bus_bw"]
                 self.bodies += 1
-        # The entry as json.dumps(document, indent=1) writes it: two levels in.
-        self.entries.append("  " + json.dumps(entry, indent=1).replace("\n", "\n  "))
+        text = json.dumps(entry, indent=self.indent)
+        # Indented, the entry as json.dumps(document, indent=1) writes it: two levels in.
+        self.entries.append(text if self.indent is None else "  " + text.replace("\n", "\n  "))
+
+    def footer(
+        self,
+        errors: Sequence[str],
+        end: str | None,
+        finished: bool = True,
+        average: float | None = None,
+    ) -> dict[str, Any]:
+        """What follows results (the average busbw over every placement measured, as
+        nccl-tests averages, unless `average` is given); end_time only once `finished`: a
+        file without it was cut short."""
+        wrong = int(self.wrong)
+        if average is None:
+            average = self.busbw / self.bodies if self.bodies else 0.0
+        footer: dict[str, Any] = {
+            "out_of_bounds": {"count": wrong, "okay": _bool(wrong == 0)},
+            "average_bus_bandwidth": {"bandwidth": average, "okay": "unchecked"},
+            "errors": list(errors),
+        }
+        if finished:
+            footer["end_time"] = end
+        return footer
+
+    def document(self, head: dict[str, Any], footer: dict[str, Any]) -> str:
+        """The document of the entries done, as json.dumps(document, indent) writes it."""
+        text = json.dumps({**head, "results": [], **footer}, indent=self.indent)
+        if self.indent is None:
+            before, after = text.split('"results": []', 1)
+            return f'{before}"results": [{", ".join(self.entries)}]{after}'
+        before, after = text.split(_MARK, 1)
+        results = "[\n" + ",\n".join(self.entries) + "\n ]" if self.entries else "[]"
+        return f'{before}\n "results": {results},\n{after}\n'
 
 
 class RunExport:
@@ -598,16 +579,11 @@ class RunExport:
         error = meta.extra.get("error")
         # An import of one log keeps that log's own average (nccl-tests' figure).
         single = meta.source and len(meta.imported_from) == 1
-        average = (meta.extra.get("footer") or {}).get("avg_bus_bandwidth_gbps")
-        if not single or average is None:
-            average = state.busbw / state.bodies if state.bodies else 0.0
-        footer = footer_of(
-            int(state.wrong), average, [error] if error else (), nccl_time(meta.finished_utc)
-        )
-        document = {**nccl_head(meta, state.per_iter), "results": [], **footer}
-        head, tail = json.dumps(document, indent=1).split(_MARK, 1)
-        results = "[\n" + ",\n".join(state.entries) + "\n ]" if state.entries else "[]"
-        return f'{head}\n "results": {results},\n{tail}\n'
+        recorded = (meta.extra.get("footer") or {}).get("avg_bus_bandwidth_gbps")
+        errors = [error] if error else ()
+        end = nccl_time(meta.finished_utc)
+        footer = state.footer(errors, end, average=recorded if single else None)
+        return state.document(nccl_head(meta, state.per_iter), footer)
 
 
 def export_run(
@@ -703,8 +679,10 @@ def _json_texts(run: Run, record: SideFiles) -> dict[Path, str]:
     texts = {}
     for collective in dict.fromkeys(row.collective for row in sweep):
         path = json_paths(Path(str(record.nccl_json)), [*collectives, collective])[collective]
-        rows = [row for row in sweep if row.collective == collective]
-        entries = [nccl_entry(group) for group in group_sizes(rows)]
-        document = {**head, "results": entries, **nccl_footer(entries, errors, end)}
-        texts[path] = json.dumps(document)
+        state = _Collective(indent=None)
+        for row in sweep:
+            if row.collective == collective:
+                state.add(row)
+        state.commit()
+        texts[path] = state.document(head, state.footer(errors, end))
     return texts

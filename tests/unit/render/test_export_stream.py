@@ -11,12 +11,11 @@ from collbench.render.export import (
     csv_columns,
     csv_record,
     export_run,
-    group_sizes,
     json_paths,
     nccl_entry,
-    nccl_footer,
     nccl_head,
     per_iter_series,
+    same_line,
 )
 from collbench.store.load import load_run
 from collbench.store.rows import OVERLAP, SWEEP
@@ -62,12 +61,37 @@ def _reference(run, csv_path, json_path):
     sweep = run.rows_of(SWEEP)
     for collective, path in json_paths(json_path, [row.collective for row in sweep]).items():
         rows = [row for row in sweep if row.collective == collective]
-        entries = [nccl_entry(group) for group in group_sizes(rows)]
+        entries = [nccl_entry(group) for group in _groups(rows)]
         per_iter = all(per_iter_series(row) is not None for row in rows)
         document = {**nccl_head(run.meta, per_iter), "results": entries}
-        document.update(nccl_footer(entries, (), None))
+        document.update(_footer(entries))
         files[path] = (json.dumps(document, indent=1) + "\n").encode()
     return files
+
+
+def _groups(rows):
+    """Consecutive rows of one nccl-tests line (same_line)."""
+    groups = []
+    for row in rows:
+        if groups and same_line(groups[-1], row):
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return groups
+
+
+def _footer(entries):
+    """nccl-tests' footer: the wrong values, and the average busbw over every placement."""
+    places = ("out_of_place", "in_place")
+    bodies = [entry[place] for entry in entries for place in places if entry.get(place)]
+    wrong = int(sum(body["nwrong"] or 0 for body in bodies))
+    average = sum(body["bus_bw"] for body in bodies) / len(bodies) if bodies else 0.0
+    return {
+        "out_of_bounds": {"count": wrong, "okay": "true" if wrong == 0 else "false"},
+        "average_bus_bandwidth": {"bandwidth": average, "okay": "unchecked"},
+        "errors": [],
+        "end_time": None,
+    }
 
 
 def _export_matches_reference(tmp_path, rows):
