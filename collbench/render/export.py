@@ -19,12 +19,12 @@ from collbench.core.dtypes import DTYPES
 from collbench.core.errors import CollbenchError
 from collbench.core.spec import DEFAULT_FACTOR
 from collbench.core.tune_catalog import release
-from collbench.store.load import Run, load_run
+from collbench.store.load import load_run
 from collbench.store.meta import RunMeta
 from collbench.store.outputs import OutputError, check_output_file, write_outputs
 from collbench.store.rows import ALL_COLUMNS, OVERLAP, ROW_COLUMNS, SWEEP, ResultRow, row_is
 from collbench.store.rundir import write_atomically
-from collbench.store.side_files import SIDE_FILES, SideFiles, read_side_files
+from collbench.store.side_files import SIDE_FILES, read_side_files
 
 NCCL_TESTS_JSON_VERSION = 3  # nccl-tests' JSON_FILE_VERSION, the layout written here
 # Columns left out of the CSV: the per-iteration series (rows.jsonl keeps them).
@@ -540,8 +540,8 @@ class _Collective:
 class RunExport:
     """The --csv text and -J documents of one run, built a row at a time (`add`)."""
 
-    def __init__(self, csv_wanted: bool, json_wanted: bool) -> None:
-        self.csv_wanted, self.json_wanted = csv_wanted, json_wanted
+    def __init__(self, csv_wanted: bool, json_wanted: bool, indent: int | None = 1) -> None:
+        self.csv_wanted, self.json_wanted, self.indent = csv_wanted, json_wanted, indent
         self.rows = 0
         self.with_probes = False
         self._lines: list[tuple[str, str]] = []  # each row's CSV text: row cells, probe cells
@@ -556,7 +556,7 @@ class RunExport:
             cells = csv_record(row, csv_columns(True))
             self._lines.append((self._line(cells[:_ROW_CELLS]), self._line(cells[_ROW_CELLS:])))
         if self.json_wanted and row_is(row, SWEEP):
-            self.collectives.setdefault(row.collective, _Collective()).add(row)
+            self.collectives.setdefault(row.collective, _Collective(self.indent)).add(row)
 
     def _line(self, cells: list[str]) -> str:
         self._buffer.seek(0)
@@ -587,9 +587,13 @@ class RunExport:
 
 
 def export_run(
-    rows: Iterable[ResultRow], csv_path: Path | None, json_path: Path | None
+    rows: Iterable[ResultRow],
+    csv_path: Path | str | None,
+    json_path: Path | str | None,
+    indent: int | None = 1,
 ) -> RunExport:
-    export = RunExport(csv_path is not None, json_path is not None)
+    """The run's export of `rows`: the CSV if a csv_path is given, -J's if a json_path is."""
+    export = RunExport(csv_path is not None, json_path is not None, indent)
     for row in rows:
         export.add(row)
     return export
@@ -636,13 +640,22 @@ def complete_side_files(run_dir: Path) -> Completed:
     if record is None or record.complete or record.writer_alive():
         return done
     run = load_run(run_dir)
+    # entries compact, as the sink writes them
+    export = export_run(run.rows, record.csv, record.nccl_json, indent=None)
     if record.csv is not None:
-        export = export_run(run.rows, Path(record.csv), None)
         export.with_probes = (run.meta.spec or {}).get("overlap") is not None  # as the sink began
         header = ",".join(csv_columns(export.with_probes)) + "\r\n"
         _complete(run_dir, Path(record.csv), export.csv_text(), header, done)
     if record.nccl_json is not None:
-        for path, text in _json_texts(run, record).items():
+        head = nccl_head(run.meta, (run.meta.spec or {}).get("rank_stat") == "max")
+        end = datetime.now(timezone.utc).strftime(_TIME_FORMAT)
+        error = run.meta.extra.get("error")
+        errors = [str(error)] if error else []
+        named = list(record.collectives) or list(export.collectives)
+        for collective, state in export.collectives.items():
+            path = json_paths(Path(str(record.nccl_json)), [*named, collective])[collective]
+            state.commit()
+            text = state.document(head, state.footer(errors, end))
             _complete(run_dir, path, text, '{"version": ', done)
     if not done.left:
         record.completed().save(run_dir)
@@ -664,25 +677,3 @@ def _complete(run_dir: Path, path: Path, text: str, begins: str, done: Completed
             return
     write_atomically(target, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     done.written.append(path)
-
-
-def _json_texts(run: Run, record: SideFiles) -> dict[Path, str]:
-    """Each collective's nccl-tests JSON file, named as the sink names it."""
-    sweep = [row for row in run.rows if row_is(row, SWEEP)]
-    spec = run.meta.spec or {}
-    collectives = list(record.collectives) or list(dict.fromkeys(r.collective for r in sweep))
-    per_iter = spec.get("rank_stat") == "max"
-    head = nccl_head(run.meta, per_iter)
-    end = datetime.now(timezone.utc).strftime(_TIME_FORMAT)
-    error = run.meta.extra.get("error")
-    errors = [str(error)] if error else []
-    texts = {}
-    for collective in dict.fromkeys(row.collective for row in sweep):
-        path = json_paths(Path(str(record.nccl_json)), [*collectives, collective])[collective]
-        state = _Collective(indent=None)
-        for row in sweep:
-            if row.collective == collective:
-                state.add(row)
-        state.commit()
-        texts[path] = state.document(head, state.footer(errors, end))
-    return texts
