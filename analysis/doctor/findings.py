@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -72,20 +72,8 @@ def checks_for(backend: str | None) -> Checks:
     return CPU_CHECKS if backend == "gloo" else GPU_CHECKS
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One thing the doctor flags, with the evidence and what to do about it."""
-
-    kind: str  # node, rail, link, rank or segment
-    hosts: tuple[str, ...]
-    ranks: tuple[int, ...]
-    addresses: tuple[str, ...]  # one per host, "" where meta.json has none
-    measured_gbps: float | None
-    expected_gbps: float | None
-    expected_from: str  # Expectation.source, or FLEET
-    rounds: int  # measurements behind it (e.g. 3 of 3 pairs slow)
-    evidence: str  # one line a person reads
-    action: str  # "drain the node", "reseat or replace the cable", ...
+# What the doctor flags, with the evidence and what to do about it: as doctor.json keeps it.
+Finding = DoctorFinding
 
 
 @dataclass(frozen=True)
@@ -216,7 +204,7 @@ def doctor_report(diagnosis: Diagnosis, run_id: str, expectation: Expectation) -
         judged=tuple(diagnosis.judged),
         unjudged=dict(diagnosis.unjudged),
         repeats=int(diagnosis.repeats),
-        findings=tuple(DoctorFinding(**asdict(item)) for item in diagnosis.findings),
+        findings=tuple(diagnosis.findings),
         hosts=tuple(diagnosis.hosts),
         matrix_gbps=tuple(tuple(row) for row in diagnosis.matrix_gbps),
         pairs=tuple(diagnosis.pair_gbps),

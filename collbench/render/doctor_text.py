@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 from collbench.analysis.doctor.expect import Expectation
-from collbench.analysis.doctor.findings import Diagnosis, Finding
+from collbench.analysis.doctor.findings import Diagnosis
 from collbench.bench.provenance import cpu_ranges
 from collbench.core.doctor_plan import CircleRounds, pair_mode, sampled_rounds
 from collbench.core.doctor_spec import DOCTOR, GPU_PAIR
@@ -67,7 +67,7 @@ def verdict_table(diagnosis: Diagnosis, expectation: Expectation | None = None) 
     return "\n".join(lines)
 
 
-def finding_cells(finding: Finding | DoctorFinding) -> tuple[str, ...]:
+def finding_cells(finding: DoctorFinding) -> tuple[str, ...]:
     """A finding's cells in VERDICT_HEADER's order (a link's hosts as A<->B)."""
     return (
         finding.kind,
@@ -79,7 +79,7 @@ def finding_cells(finding: Finding | DoctorFinding) -> tuple[str, ...]:
     )
 
 
-def hosts_text(finding: Finding | DoctorFinding) -> str:
+def hosts_text(finding: DoctorFinding) -> str:
     """A finding's hosts: a link's as A<->B, the others comma-separated; none: "-"."""
     return ("<->" if finding.kind == "link" else ",").join(finding.hosts) or NONE
 

@@ -33,16 +33,16 @@ Figures = dict[str, float | None]  # a figure per host, rail or group ("intra", 
 class DoctorFinding:
     """One thing flagged: a node, link, rail or rank, with its evidence and the action."""
 
-    kind: str
+    kind: str  # node, rail, link, rank, segment or gpu-pair
     hosts: tuple[str, ...]
     ranks: tuple[int, ...] = ()
-    addresses: tuple[str, ...] = ()
-    evidence: str = ""
+    addresses: tuple[str, ...] = ()  # one per host, "" where meta.json has none
+    evidence: str = ""  # one line a person reads
     measured_gbps: float | None = None
     expected_gbps: float | None = None
-    expected_from: str = ""
-    rounds: int = 0
-    action: str = ""
+    expected_from: str = ""  # the expectation's source, or the fleet median
+    rounds: int = 0  # measurements behind it (e.g. 3 of 3 pairs slow)
+    action: str = ""  # "drain the node", "reseat or replace the cable", ...
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ def test_a_damaged_tune_json_is_one_line_naming_the_directory(tmp_path, content,
 
 
 def _diagnosis() -> tuple[Diagnosis, Expectation]:
-    finding = Finding("node", ("b",), (2, 3), ("10.0.0.2",), 1.0, 3.0, "fleet", 3, "slow", "drain")
+    finding = Finding("node", ("b",), (2, 3), ("10.0.0.2",), "slow", 1.0, 3.0, "fleet", 3, "drain")
     diagnosis = Diagnosis(
         healthy=False,
         findings=(finding,),
