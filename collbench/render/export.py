@@ -192,7 +192,8 @@ class ExportSink:
         self.csv_path, self.json_path = csv_path, json_path
         self.written: list[Path] = []
         self._meta: RunMeta | None = None
-        self._csv: _CsvStream | None = None
+        self._csv: TextIO | None = None
+        self._columns: tuple[str, ...] = ()
         self._json: dict[str, _JsonStream] = {}
         self._exporting = True
         # One line per side file dropped because it could not be written (_drop).
@@ -221,14 +222,13 @@ class ExportSink:
         if self.on_start is not None:
             self.on_start(meta)
         if self.csv_path is not None:
-            with_probes = (meta.spec or {}).get("overlap") is not None
-            stream = None
+            self._columns = csv_columns((meta.spec or {}).get("overlap") is not None)
             try:
-                stream = open(self.csv_path, "w", newline="")  # noqa: SIM115 - closed in finish
-                self._csv = _CsvStream(stream, csv_columns(with_probes))
+                self._csv = open(self.csv_path, "w", newline="")  # noqa: SIM115 - closed in finish
                 self.written.append(Path(self.csv_path))
+                self._write_csv(self._columns)
             except OSError as error:
-                self._drop("--csv", self.csv_path, error, stream)
+                self._drop("--csv", self.csv_path, error, self._csv)
 
     def row(self, row: ResultRow) -> None:
         self.inner.row(row)
@@ -236,9 +236,9 @@ class ExportSink:
             return
         if self._csv is not None:
             try:
-                self._csv.write(row)
+                self._write_csv(csv_record(row, self._columns))
             except OSError as error:
-                self._drop("--csv", self.csv_path, error, self._csv.stream)
+                self._drop("--csv", self.csv_path, error, self._csv)
         if self.json_path is not None and row_is(row, SWEEP):
             if row.collective not in self._dropped:
                 try:
@@ -251,10 +251,10 @@ class ExportSink:
         self.inner.finish(unfinished)
         if self._csv is not None:
             try:
-                self._csv.stream.close()
+                self._csv.close()
                 self._csv = None
             except OSError as error:
-                self._drop("--csv", self.csv_path, error, self._csv.stream)
+                self._drop("--csv", self.csv_path, error, self._csv)
         self.fail(f"run {unfinished}" if unfinished else None)
 
     def fail(self, error: str | None) -> None:
@@ -265,6 +265,10 @@ class ExportSink:
                 stream.close([error] if error else (), end)
             except OSError as failure:
                 self._drop_json(collective, failure)
+
+    def _write_csv(self, cells: Sequence[str]) -> None:
+        csv.writer(self._csv).writerow(cells)
+        self._csv.flush()  # a run cut short keeps every finished row
 
     def _drop_json(self, collective: str, error: OSError) -> None:
         stream = self._json.pop(collective, None)
@@ -299,18 +303,6 @@ class ExportSink:
     def _json_path(self, collective: str) -> Path:
         collectives = (self._meta.spec or {}).get("collectives") or []
         return json_paths(self.json_path, [*collectives, collective])[collective]
-
-
-class _CsvStream:
-    def __init__(self, stream: TextIO, columns: Sequence[str]) -> None:
-        self.stream, self.columns = stream, columns
-        self.writer = csv.writer(stream)
-        self.writer.writerow(columns)
-        stream.flush()
-
-    def write(self, row: ResultRow) -> None:
-        self.writer.writerow(csv_record(row, self.columns))
-        self.stream.flush()
 
 
 class _JsonStream:
