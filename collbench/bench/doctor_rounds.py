@@ -16,6 +16,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from collbench.bench.datacheck import fill_ones_window, ones_window, torch_dtype
 from collbench.bench.resume import attempt, set_aside
 from collbench.bench.runner import Measured, Runner
@@ -480,9 +482,7 @@ class DoctorSession(Session):
         samples, waits = members[:, 2 : 2 + iters], members[:, 2 + iters :]
         stats = combine_ranks(members[:, 0], samples, self.job.spec.rank_stat)
         wrong = int(members[:, 1].sum()) if self.job.spec.check else None
-        last = [0] * len(group.ranks)
-        for column in range(waits.shape[1]):
-            last[int(waits[:, column].argmin())] += 1
+        last = np.bincount(waits.argmin(axis=0), minlength=len(group.ranks)).tolist()
         own = members[:, 0] if group.collective == SENDRECV else waits
         rank_time_s = [float(median(list(row)) or 0.0) for row in own.reshape(len(own), -1)]
         geometry = self._geometry(group.collective, len(group.ranks))

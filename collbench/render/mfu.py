@@ -260,10 +260,8 @@ def _tagged(cell: Any, *kinds: str) -> Any:
     the step's), tagged with their origin."""
 
     def tagged(result: Estimate) -> str:
-        if not kinds:
-            return _tag(cell(result), result.origin)
-        origin = combined_origin(c.origin for c in result.comm if c.kind in kinds)
-        return _tag(cell(result), origin)
+        mine = [c.origin for c in result.comm if c.kind in kinds]
+        return _tag(cell(result), combined_origin(mine) if kinds else result.origin)
 
     return tagged
 
