@@ -143,9 +143,16 @@ def nccl_entry(rows: Sequence[ResultRow]) -> dict[str, Any]:
     }
     for placement in ("out_of_place", "in_place"):
         row = by_placement.get(placement)
-        entry[placement] = None if row is None else _body(row)
-        series = None if row is None else per_iter_series(row)
-        if series is not None:
+        if row is None:
+            entry[placement] = None
+            continue
+        entry[placement] = {
+            "time": row.time_us,
+            "alg_bw": row.algbw_gbps,
+            "bus_bw": row.busbw_gbps,
+            "nwrong": None if row.n_wrong is None else float(row.n_wrong),
+        }
+        if (series := per_iter_series(row)) is not None:
             entry[f"{placement}_per_iter"] = iteration_stats(series)
     entry["actual_iterations"] = first.iters
     entry["experiment_name"] = ""
@@ -353,15 +360,6 @@ def same_line(group: Sequence[ResultRow], row: ResultRow) -> bool:
     placements = {member.placement for member in group}
     same = (row.collective, row.size_bytes, row.dtype, row.op, row.root, row.repeat) == key
     return same and row.placement not in placements
-
-
-def _body(row: ResultRow) -> dict[str, Any]:
-    return {
-        "time": row.time_us,
-        "alg_bw": row.algbw_gbps,
-        "bus_bw": row.busbw_gbps,
-        "nwrong": None if row.n_wrong is None else float(row.n_wrong),
-    }
 
 
 def per_iter_series(row: ResultRow) -> list[float] | None:
