@@ -144,10 +144,7 @@ class DoctorRun:
     def stage_rows(self, *stages: str) -> list[DoctorRow]:
         """The rows of `stages` that measured something (an all-reduce of one rank did not),
         stage by stage in the order first seen, each stage's in file order."""
-        if len(stages) == 1:
-            return list(self._measured.get(stages[0], ()))
-        wanted = set(stages)
-        return [row for rows in self._measured.values() for row in rows if row.stage in wanted]
+        return [row for stage, rows in self._measured.items() if stage in stages for row in rows]
 
     @cached_property
     def _measured(self) -> dict[str | None, list[DoctorRow]]:
