@@ -46,8 +46,7 @@ def verdict_table(diagnosis: Diagnosis, expectation: Expectation | None = None) 
     if diagnosis.healthy is None:
         lines.append(f"{UNJUDGED}: {diagnosis.reason}")
     elif diagnosis.healthy:
-        found = (item.expected_from for item in diagnosis.findings if item.expected_from)
-        source = expectation.source if expectation is not None else next(found, "")
+        source = expectation.source if expectation is not None else ""  # healthy: no findings
         judged = ", ".join(diagnosis.judged)
         repeats = f"{diagnosis.repeats} repeats" if diagnosis.repeats else ""
         detail = "; ".join(
