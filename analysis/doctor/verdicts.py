@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -33,23 +33,11 @@ from collbench.analysis.doctor.findings import (
     row_hosts,
 )
 from collbench.analysis.doctor.fleet import full_all_reduce, stragglers
-from collbench.analysis.doctor.judge import NOT_MEASURED, StageJudgement
+from collbench.analysis.doctor.judge import NOT_MEASURED, Judged, StageJudgement
 from collbench.core.doctor_spec import GPU_PAIR, MIN_BANDWIDTH_BYTES, DoctorSpec
 from collbench.core.units import format_size, size_arg
 from collbench.store.doctor_report import MATRIX_DENSE_MAX_HOSTS
 from collbench.store.rows import DoctorRow
-
-
-@dataclass(frozen=True)
-class _NodeFlag:
-    """One stage's reason to flag a node (pair-wise, intra-node), merged per host later."""
-
-    host: str
-    measured_gbps: float
-    bar: Bar
-    rounds: int
-    evidence: str
-    check: str
 
 
 def diagnose(
@@ -66,7 +54,7 @@ def diagnose(
     stages: dict[str, StageJudgement] = {}
     pairs = fold_pairs(run.stage_rows(*PAIR_STAGES), run.hosts)
     scores, pair_flags, stages[PAIR_NODES] = _pair_nodes(run, pairs)
-    flagged = {flag.host for flag in pair_flags}
+    flagged = {flag.hosts[0] for flag in pair_flags}
     links, stages["pair"] = _links(run, pairs, flagged)
     node_busbw, intra_flags, stages["intra"] = _intra(run)
     gpu_pairs, gpu_findings, stages[GPU_PAIR] = _gpu_pairs(run)
@@ -141,7 +129,7 @@ def _context(
 
 def _pair_nodes(
     run: DoctorRun, pairs: PairFold
-) -> tuple[dict[str, float], list[_NodeFlag], StageJudgement]:
+) -> tuple[dict[str, float], list[Finding], StageJudgement]:
     """Each host's score (median over its partners, per repeat) and the hosts slow with
     every partner in a majority of repeats."""
     table, scores = pairs.node_scores()  # table: hosts with two partners or more
@@ -158,9 +146,7 @@ def _pair_nodes(
             f"below {gbps(judged.bar.threshold_gbps)} GB/s; {judged.evidence('nodes')}"
         )
         rounds = pairs.host_rounds[host]
-        flags.append(
-            _NodeFlag(host, judged.value, judged.bar, rounds, evidence, run.checks.network)
-        )
+        flags.append(_node(run, host, judged, rounds, evidence, run.checks.network))
     return scores, flags, judgement
 
 
@@ -219,7 +205,7 @@ def _elsewhere(host_a: str, host_b: str, partners_of: Mapping[str, Mapping[str, 
     return "with their other partners " + ", ".join(parts)
 
 
-def _intra(run: DoctorRun) -> tuple[dict[str, float], list[_NodeFlag], StageJudgement]:
+def _intra(run: DoctorRun) -> tuple[dict[str, float], list[Finding], StageJudgement]:
     """Each node's own all-reduce (scale-up) and the nodes below the bar."""
     by_host: dict[str, list[DoctorRow]] = {}
     for row in run.stage_rows("intra"):
@@ -236,9 +222,7 @@ def _intra(run: DoctorRun) -> tuple[dict[str, float], list[_NodeFlag], StageJudg
             f"intra-node all-reduce {gbps(judged.value)} GB/s over {rows[0].world_size} "
             f"ranks; {judged.evidence('nodes')}"
         )
-        flags.append(
-            _NodeFlag(host, judged.value, judged.bar, len(rows), evidence, run.checks.inside)
-        )
+        flags.append(_node(run, host, judged, len(rows), evidence, run.checks.inside))
     return values, flags, judgement
 
 
@@ -264,29 +248,31 @@ def _gpu_pairs(run: DoctorRun) -> tuple[dict[str, Any], list[Finding], StageJudg
     return matrices, findings, judgement
 
 
-def _merge_nodes(run: DoctorRun, flags: Sequence[_NodeFlag]) -> list[Finding]:
-    """One node finding per host, whatever stages flagged it (pair-wise first)."""
-    by_host: dict[str, list[_NodeFlag]] = {}
+def _node(
+    run: DoctorRun, host: str, judged: Judged, rounds: int, evidence: str, check: str
+) -> Finding:
+    """One stage's node finding on `host`, its `check` the action (merged per host later)."""
+    return run.finding(
+        "node", (host,), judged.bar, judged.value, rounds=rounds, evidence=evidence, action=check
+    )
+
+
+def _merge_nodes(run: DoctorRun, flags: Sequence[Finding]) -> list[Finding]:
+    """One node finding per host, whatever stages flagged it (pair-wise first): the first's
+    figures, every stage's rounds, evidence and checks after "drain the node"."""
+    by_host: dict[str, list[Finding]] = {}
     for flag in flags:
-        by_host.setdefault(flag.host, []).append(flag)
-    findings = []
-    for host in run.hosts:
-        mine = by_host.get(host)
-        if not mine:
-            continue
-        first = mine[0]
-        findings.append(
-            run.finding(
-                "node",
-                (host,),
-                first.bar,
-                first.measured_gbps,
-                rounds=sum(flag.rounds for flag in mine),
-                evidence="; ".join(flag.evidence for flag in mine),
-                action="; ".join([DRAIN, *(flag.check for flag in mine)]),
-            )
+        by_host.setdefault(flag.hosts[0], []).append(flag)
+    return [
+        replace(
+            mine[0],
+            rounds=sum(flag.rounds for flag in mine),
+            evidence="; ".join(flag.evidence for flag in mine),
+            action="; ".join([DRAIN, *(flag.action for flag in mine)]),
         )
-    return findings
+        for host in run.hosts
+        if (mine := by_host.get(host))
+    ]
 
 
 def _rails(run: DoctorRun) -> tuple[dict[int, float], list[Finding], StageJudgement]:
