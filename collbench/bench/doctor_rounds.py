@@ -402,10 +402,9 @@ class DoctorSession(Session):
         figures = [0.0] * (2 + 2 * iters)  # a rank in no group of the round
         if mine is not None:
             if mine.collective == ALL_REDUCE:
-                batch_s, samples_s, wrong, waits_s = self._measure_all_reduce(mine, pg)
+                figures = self._measure_all_reduce(mine, pg)
             else:
-                batch_s, samples_s, wrong, waits_s = self._measure_pair(mine)
-            figures = [batch_s, float(wrong), *samples_s, *waits_s]
+                figures = self._measure_pair(mine)
         table = self.runner.gather(figures)
         results = []
         for group in planned.groups:
@@ -417,9 +416,7 @@ class DoctorSession(Session):
                 self._write(planned, group, measured, (rank_time_s, last), repeat)
         return results
 
-    def _measure_all_reduce(
-        self, group: PlannedGroup, pg: Any
-    ) -> tuple[float, list[float], int, list[float]]:
+    def _measure_all_reduce(self, group: PlannedGroup, pg: Any) -> list[float]:
         torch, dist, spec = self.torch, self.dist, self.job.spec
         geometry = self._geometry(ALL_REDUCE, len(group.ranks))
         # Zeros stay zeros however often they are summed (ones would overflow at scale).
@@ -442,9 +439,9 @@ class DoctorSession(Session):
             self.timer.synchronize()
             expected = torch.full_like(tensor, ones_window(dtype, size))
             wrong = int((tensor != expected).sum().item())
-        return batch_s, samples_s, wrong, waits_s
+        return [batch_s, float(wrong), *samples_s, *waits_s]
 
-    def _measure_pair(self, group: PlannedGroup) -> tuple[float, list[float], int, list[float]]:
+    def _measure_pair(self, group: PlannedGroup) -> list[float]:
         torch, dist, spec, rank = self.torch, self.dist, self.job.spec, self.env.rank
         peer = next(
             b if a == rank else a for a, b in (group.pairs or (group.ranks,)) if rank in (a, b)
@@ -466,7 +463,7 @@ class DoctorSession(Session):
             run()
             self.timer.synchronize()
             wrong = int((recv != _mark(peer)).sum().item())
-        return batch_s, samples_s, wrong, samples_s  # a pair's arrival waits are its samples
+        return [batch_s, float(wrong), *samples_s, *samples_s]  # arrival waits: the samples
 
     def _timed(self, run: Any) -> tuple[float, list[float]]:
         for _ in range(self.job.spec.warmup):
