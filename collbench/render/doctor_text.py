@@ -15,7 +15,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from collbench.analysis.doctor.expect import Expectation
 from collbench.analysis.doctor.findings import Diagnosis
@@ -222,13 +222,9 @@ class DoctorConsole:
     def __init__(
         self,
         mode: str = "table",
-        stream: TextIO | None = None,
-        progress_stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.mode = mode
-        self.stream = stream
-        self.progress_stream = progress_stream
         self._clock = clock
         self._started_s = clock()
         self._hosts: list[str] = []
@@ -256,7 +252,7 @@ class DoctorConsole:
     def row(self, row: ResultRow) -> None:
         if self.mode == "json":
             line = json.dumps(row.to_dict(), separators=(",", ":"))
-            print(line, file=self.stream or sys.stdout, flush=True)
+            print(line, flush=True)
         if isinstance(row, DoctorRow):
             self._progress(self.progress_line(row))
 
@@ -290,7 +286,7 @@ class DoctorConsole:
         if self.mode == "quiet":
             return
         line = text if text.startswith(PREFIX) else PREFIX + text
-        print(line, file=self.progress_stream or sys.stderr, flush=True)
+        print(line, file=sys.stderr, flush=True)
 
 
 def node_checks_table(checks: Sequence[Any]) -> str:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
@@ -325,20 +324,21 @@ class _Clock:
 
 
 def _console(mode: str = "table"):
-    out, err, clock = io.StringIO(), io.StringIO(), _Clock()
-    return DoctorConsole(mode, stream=out, progress_stream=err, clock=clock), out, err, clock
+    clock = _Clock()
+    return DoctorConsole(mode, clock=clock), clock
 
 
-def test_console_one_progress_line_per_row_with_pair_rounds():
-    console, out, err, clock = _console()
+def test_console_one_progress_line_per_row_with_pair_rounds(capsys):
+    console, clock = _console()
     console.start(RunMeta.from_dict(doctor_meta()))
     rows = doctor_rows(slow_host=None)
     clock.now_s = 101.2
     for row in rows:
         console.row(row)
     console.finish()
-    lines = err.getvalue().splitlines()
-    assert out.getvalue() == ""
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == ""
     assert lines[0] == "doctor: 4 node(s): cbnode0, cbnode1, cbnode2, cbnode3"
     assert lines[1] == "doctor: bisect stage skipped (not asked for (--bisect))"
     progress = lines[2:]
@@ -350,34 +350,36 @@ def test_console_one_progress_line_per_row_with_pair_rounds():
     assert pair[-1].startswith("doctor: pair round 3/3  cbnode2<->cbnode3")
 
 
-def test_console_pair_rounds_unknown_without_meta_and_stopped_line():
-    console, _, err, _ = _console()
+def test_console_pair_rounds_unknown_without_meta_and_stopped_line(capsys):
+    console, _ = _console()
     console.row(doctor_row("pair", "a<->b", ["a", "b"], [0, 1], 0.412, 1))
     console.finish("interrupted")
-    assert err.getvalue().splitlines() == [
+    assert capsys.readouterr().err.splitlines() == [
         "doctor: pair round 2  a<->b  0.412 GB/s  (0.0 s)",
         "doctor: stopped (interrupted)",
     ]
 
 
-def test_console_quiet_prints_nothing():
-    console, out, err, _ = _console("quiet")
+def test_console_quiet_prints_nothing(capsys):
+    console, _ = _console("quiet")
     console.start(RunMeta.from_dict(doctor_meta()))
     for row in doctor_rows():
         console.row(row)
     console.finish("failed")
-    assert out.getvalue() == err.getvalue() == ""
+    out, err = capsys.readouterr()
+    assert out == err == ""
 
 
-def test_console_json_prints_rows_on_stdout():
-    console, out, err, _ = _console("json")
+def test_console_json_prints_rows_on_stdout(capsys):
+    console, _ = _console("json")
     rows = doctor_rows()
     for row in rows:
         console.row(row)
-    printed = [json.loads(line) for line in out.getvalue().splitlines()]
+    out, err = capsys.readouterr()
+    printed = [json.loads(line) for line in out.splitlines()]
     assert printed == [json.loads(json.dumps(row.to_dict())) for row in rows]
     assert printed[0]["kind"] == "doctor" and printed[0]["stage"] == "full"
-    assert len(err.getvalue().splitlines()) == len(rows)  # progress stays on stderr
+    assert len(err.splitlines()) == len(rows)  # progress stays on stderr
 
 
 # --- the report's pieces ---

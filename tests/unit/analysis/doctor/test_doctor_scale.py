@@ -5,7 +5,6 @@ only: benchmarks/doctor_scale.py measures the time and memory."""
 
 from __future__ import annotations
 
-import io
 import json
 import random
 from itertools import combinations
@@ -133,7 +132,7 @@ def test_small_fleets_keep_the_whole_matrix():
 def test_progress_counts_the_sampled_rounds():
     hosts = [f"n{index}" for index in range(SAMPLE_ABOVE_NODES + 1)]
     meta = {"doctor": {"hosts": hosts}, "spec": {"doctor": {"pairs": "auto"}}}
-    console = DoctorConsole("table", stream=io.StringIO(), progress_stream=io.StringIO())
+    console = DoctorConsole("table")
     console.start(RunMeta.from_dict(meta))
     row = doctor_row("shuffle", "n0<->n1", 1.0, ["n0", "n1"], [0, 1], round_index=2)
     assert f"shuffle round 3/{DEFAULT_SAMPLED_ROUNDS} " in console.progress_line(row)
