@@ -67,11 +67,6 @@ CPU_CHECKS = Checks(
 )
 
 
-def checks_for(backend: str | None) -> Checks:
-    """The checks for rows measured on `backend` (gloo: CPUs; nccl/rccl/unknown: GPUs)."""
-    return CPU_CHECKS if backend == "gloo" else GPU_CHECKS
-
-
 # What the doctor flags, with the evidence and what to do about it: as doctor.json keeps it.
 Finding = DoctorFinding
 

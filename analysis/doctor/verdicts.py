@@ -20,7 +20,9 @@ from collbench.analysis.doctor.expect import (
     repeat_medians,
 )
 from collbench.analysis.doctor.findings import (
+    CPU_CHECKS,
     DRAIN,
+    GPU_CHECKS,
     JUDGE_HINT,
     LINK_ACTION,
     ONE_RANK,
@@ -29,7 +31,6 @@ from collbench.analysis.doctor.findings import (
     Diagnosis,
     DoctorRun,
     Finding,
-    checks_for,
     row_hosts,
 )
 from collbench.analysis.doctor.fleet import full_all_reduce, stragglers
@@ -123,7 +124,7 @@ def _context(
         tuple(hosts),
         nodes.get("addresses") or {},
         ranks_of,
-        checks_for(backend),
+        CPU_CHECKS if backend == "gloo" else GPU_CHECKS,  # gloo: CPUs; nccl, rccl, unknown: GPUs
     )
 
 
