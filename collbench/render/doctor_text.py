@@ -153,7 +153,9 @@ def node_lines(diagnosis: Diagnosis) -> list[str]:
     lines = []
     if len(hosts) > MATRIX_DENSE_MAX_HOSTS:
         pair_medians: Mapping[str, float | None] = diagnosis.pair_score_gbps
-        shown = _lowest_nodes(diagnosis)
+        shown = {host for finding in diagnosis.findings for host in finding.hosts}
+        for figures in (diagnosis.pair_score_gbps, diagnosis.node_busbw_gbps):
+            shown.update(heapq.nsmallest(SUMMARY_COUNT, figures, key=figures.__getitem__))
         lines.append(
             f"# nodes: {len(hosts)}; shown: the {len(shown)} flagged or among the "
             f"{SUMMARY_COUNT} lowest by median pair or intra-node busbw (every node is in "
@@ -177,14 +179,6 @@ def node_lines(diagnosis: Diagnosis) -> list[str]:
     if diagnosis.full_busbw_gbps is not None:
         lines.append(f"# full all-reduce: busbw {gbps(diagnosis.full_busbw_gbps)} GB/s")
     return lines
-
-
-def _lowest_nodes(diagnosis: Diagnosis) -> set[str]:
-    """The flagged hosts and the SUMMARY_COUNT lowest by pair score and by intra busbw."""
-    shown = {host for finding in diagnosis.findings for host in finding.hosts}
-    for figures in (diagnosis.pair_score_gbps, diagnosis.node_busbw_gbps):
-        shown.update(heapq.nsmallest(SUMMARY_COUNT, figures, key=figures.__getitem__))
-    return shown
 
 
 def pair_median_by_host(
