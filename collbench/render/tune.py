@@ -9,6 +9,7 @@ The method, in full: docs/tune.md#collbench-render-tune-py.
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import TYPE_CHECKING
 
@@ -64,12 +65,9 @@ def render_tune(result: TuneFromResult, as_json: bool = False) -> str:
 def _grouped(best: list[BestRecord]) -> list[str]:
     """Why each range was called, under one heading per collective."""
     lines: list[str] = []
-    current = None
-    for record in best:
-        if record.collective != current:
-            current = record.collective
-            lines.append(f"# {current}:")
-        lines.append(f"#   {range_label(record.band, record.sizes)}: {record.reason}")
+    for collective, records in itertools.groupby(best, key=lambda record: record.collective):
+        lines.append(f"# {collective}:")
+        lines += [f"#   {range_label(item.band, item.sizes)}: {item.reason}" for item in records]
     return lines
 
 
