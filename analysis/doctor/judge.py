@@ -31,10 +31,6 @@ class Judged:
         return median_of(self.values)
 
     @property
-    def repeats(self) -> int:
-        return len(self.values)
-
-    @property
     def slow_repeats(self) -> int:
         return sum(value < bar for value, bar in zip(self.values, self.thresholds, strict=True))
 
@@ -42,7 +38,8 @@ class Judged:
     def flagged(self) -> bool:
         """Below the bar in a majority of at least MIN_DOCTOR_REPEATS repeats (and, against a
         baseline, slower by the decision rule)."""
-        majority = self.repeats >= MIN_DOCTOR_REPEATS and 2 * self.slow_repeats > self.repeats
+        repeats = len(self.values)
+        majority = repeats >= MIN_DOCTOR_REPEATS and 2 * self.slow_repeats > repeats
         return majority and (self.verdict is None or self.verdict.call == SLOWER)
 
     def evidence(self, what: str = "") -> str:
@@ -60,7 +57,7 @@ class Judged:
         if any((value < bar) != (value < self.bar.threshold_gbps) for value, bar in pairs):
             shown += f" (per repeat {', '.join(gbps(bar) for bar in self.thresholds)})"
         text = (
-            f"{self.slow_repeats} of {self.repeats} repeats below the bar "
+            f"{self.slow_repeats} of {len(self.values)} repeats below the bar "
             f"{shown}: {values} GB/s vs {self.bar.describe(what)} "
             f"({change:+.0f}%, repeats within {spread:.0f}%)"
         )
