@@ -120,10 +120,6 @@ class DoctorRun:
     ranks_of: Mapping[str, tuple[int, ...]]
     checks: Checks = GPU_CHECKS
 
-    @property
-    def size_bytes(self) -> int:
-        return int(self.rows[0].size_bytes) if self.rows else 0
-
     def judge(
         self, stage: str, table: Mapping[Any, Mapping[int, float]], what: str, hint=JUDGE_HINT
     ) -> StageJudgement:
@@ -134,7 +130,8 @@ class DoctorRun:
         judgement = judge_stage(
             table, lambda values: bar_for(stage, values, self.expectation, self.spec), no_bar
         )
-        return against_baseline(judgement, stage, self.expectation, self.size_bytes)
+        size_bytes = int(self.rows[0].size_bytes) if self.rows else 0
+        return against_baseline(judgement, stage, self.expectation, size_bytes)
 
     def stage_rows(self, *stages: str) -> list[DoctorRow]:
         """The rows of `stages` that measured something (an all-reduce of one rank did not),
