@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from collbench.analysis.mfu.estimate import Estimate, training_cost
-from collbench.analysis.mfu.memory import GIB
+from collbench.analysis.mfu.memory import DEMONSTRATED_ERROR, GIB
 from collbench.analysis.mfu.search import Ranked
 from collbench.render.mfu import column_name
 from collbench.render.table import text_columns
@@ -15,6 +15,8 @@ from collbench.run.mfu import MfuEstimate
 
 SHOWN = 6  # the best layout and five alternatives
 _PARALLELISM = ("tp", "cp", "pp", "virtual_stages", "dp", "zero")
+_FORMATS = {"memory_gib": "{:.1f}", "mfu": "{:.1%}", "step_time_s": "{:.2f}"}
+_FORMATS["usd_per_million_tokens"] = "{:.3f}"
 
 
 def with_search(output: str, result: MfuEstimate, as_json: bool) -> str:
@@ -73,16 +75,17 @@ def _parts(result: Estimate) -> dict[str, float]:
 def _lines(data: dict[str, Any]) -> list[str]:
     """The fabric's heading, its best layouts (the JSON's, headed by its keys' first words)
     and where its own ranks."""
-    yours, rows = data["yours"], [list(row.values()) for row in data["best"]]
+    yours, rows = data["yours"], [[_cell(*item) for item in row.items()] for row in data["best"]]
     head = (
-        f"\nlayout search on {data['topology']}: {data['layouts_fit']:,} layouts fit (memory: "
-        "GiB per accelerator; step: s; usd: per million tokens)"
+        f"\nlayout search on {data['topology']}: {data['layouts_fit']:,} layouts fit with "
+        f"{DEMONSTRATED_ERROR:.0%} memory headroom (memory: GiB per accelerator; step: s; usd: "
+        "per million tokens)"
     )
     header = [key.split("_")[0] for key in data["best"][0]] if rows else []
-    table = text_columns([header, *[[_cell(value) for value in row] for row in rows]], {8})
+    table = text_columns([header, *rows], {8})
     own = f"yours ranks {yours['rank']:,}" if yours["rank"] else "yours"
     return [head, *(table if rows else []), f"  {own}: {yours['why']}"]
 
 
-def _cell(value: Any) -> str:
-    return "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+def _cell(key: str, value: Any) -> str:
+    return "-" if value is None else _FORMATS.get(key, "{}").format(value)
