@@ -48,6 +48,11 @@ class Fabric:
     label: str = ""  # `--curves LABEL=RUN`: the setting these curves were measured under
     default: bool = False  # the label is the default's (baseline) among the fabric's labels
 
+    def pricer(self, comm_efficiency: float) -> CurvePricer:
+        """Its collectives priced from its measured curves, the cost model elsewhere."""
+        fallback = cost_model_pricer(self.topology, comm_efficiency)
+        return CurvePricer(self.curves, self.topology, fallback)
+
 
 @dataclass(frozen=True)
 class Inputs:
@@ -90,9 +95,7 @@ def estimate_fabric(workload: Workload, fabric: Fabric, inputs: Inputs = Inputs(
     """One fabric: the estimate, its what-ifs (perfect overlap; 2x scale-out) and the
     warnings about the measured inputs that do not apply to it."""
     topology, options = fabric.topology, inputs.options.on(fabric.topology)
-    pricer = CurvePricer(
-        fabric.curves, topology, cost_model_pricer(topology, inputs.comm_efficiency)
-    )
+    pricer = fabric.pricer(inputs.comm_efficiency)
     measured, gemm_warnings = None, []
     if inputs.gemms is not None:  # the --gemm run's pricer on this fabric (None: it does not apply)
         peak = peak_flops(workload, topology)

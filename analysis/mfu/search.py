@@ -14,7 +14,6 @@ from itertools import product
 
 from collbench.analysis.mfu.estimate import Estimate, estimate
 from collbench.analysis.mfu.fabrics import Fabric, Inputs
-from collbench.analysis.mfu.inputs import CurvePricer, cost_model_pricer
 from collbench.analysis.mfu.memory import DEMONSTRATED_ERROR, GIB, memory_estimate
 from collbench.analysis.mfu.workload import RECOMPUTE, Workload
 from collbench.core.errors import SpecError
@@ -59,8 +58,7 @@ def search(workload: Workload, fabrics: Sequence[Fabric], inputs: Inputs) -> lis
         topology, options = fabric.topology, inputs.options.on(fabric.topology)
         # the memory estimate errs by up to DEMONSTRATED_ERROR: a layout fits with that headroom
         capacity = (topology.accelerator.memory_gib or math.inf) * GIB / (1 + DEMONSTRATED_ERROR)
-        fallback = cost_model_pricer(topology, inputs.comm_efficiency)
-        pricer = CurvePricer(fabric.curves, topology, fallback)
+        pricer = fabric.pricer(inputs.comm_efficiency)
         fitting = []
         for split in splits(workload, topology.scale_up.domain_size):
             lightest = 4  # the least ZeRO stage that fits with less recompute
