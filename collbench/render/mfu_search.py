@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from collbench.analysis.mfu.accuracy import band
 from collbench.analysis.mfu.estimate import Estimate, training_cost
 from collbench.analysis.mfu.memory import DEMONSTRATED_ERROR, GIB
 from collbench.analysis.mfu.search import Ranked
@@ -24,13 +25,16 @@ def with_search(output: str, result: MfuEstimate, as_json: bool) -> str:
     if not result.searches:
         return output
     pairs = zip(result.searches, result.estimates, strict=True)
-    found = [_fabric(ranked, yours, result.prices.get(yours.topology)) for ranked, yours in pairs]
+    moe = result.workload.model.experts > 0
+    found = [
+        _fabric(ranked, yours, result.prices.get(yours.topology), moe) for ranked, yours in pairs
+    ]
     if as_json:
         return json.dumps({**json.loads(output), "search": found}, indent=2)
     return "\n".join([output, *(line for data in found for line in _lines(data))])
 
 
-def _fabric(ranked: Ranked, yours: Estimate, price: float | None) -> dict[str, Any]:
+def _fabric(ranked: Ranked, yours: Estimate, price: float | None, moe: bool) -> dict[str, Any]:
     best = []
     for rank, (layout, estimate) in enumerate(ranked[:SHOWN], 1):
         cost = price and training_cost(estimate, layout.tokens_per_step, price)
@@ -52,7 +56,8 @@ def _fabric(ranked: Ranked, yours: Estimate, price: float | None) -> dict[str, A
     if not ranked and (capacity := yours.memory.capacity_bytes):
         why = f"nothing fits in {capacity / GIB:g} GiB per accelerator"
     found = {"layouts_fit": len(ranked), "best": best, "yours": {"rank": rank, "why": why}}
-    return {"topology": column_name(yours), **found}
+    # the ranking is a model's: how far it erred on published runs of this accelerator
+    return {"topology": column_name(yours), **found, "estimate_error": band(yours.accelerator, moe)}
 
 
 def _why(yours: Estimate, best: Estimate) -> str:
@@ -84,7 +89,15 @@ def _lines(data: dict[str, Any]) -> list[str]:
     header = [key.split("_")[0] for key in data["best"][0]] if rows else []
     table = text_columns([header, *rows], {8})
     own = f"yours ranks {yours['rank']:,}" if yours["rank"] else "yours"
-    return [head, *(table if rows else []), f"  {own}: {yours['why']}"]
+    error = data["estimate_error"]
+    caveat = (
+        f"the estimator's MFU erred {error} on published runs of this accelerator: steps closer "
+        "than that are not told apart"
+        if error != "not validated"
+        else "not validated: no published run of this accelerator says how far the estimator "
+        "errs, so close steps are not told apart"
+    )
+    return [head, *(table if rows else []), f"  {own}: {yours['why']}", f"  ({caveat})"]
 
 
 def _cell(key: str, value: Any) -> str:

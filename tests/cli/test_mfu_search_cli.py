@@ -28,6 +28,13 @@ def test_search_ranks_each_fabric_and_says_when_nothing_fits(tmp_path):
     assert fits["yours"]["rank"] >= 1 and fits["layouts_fit"] >= len(best)
     assert none["best"] == [] and none["yours"]["rank"] is None
     assert none["yours"]["why"] == "nothing fits in 0.4 GiB per accelerator"
+    # the ranking states the estimator's own error on the accelerator (mfu's MFU-line band)
+    assert fits["estimate_error"] == none["estimate_error"] != ""
     text = collbench(*args).stdout
+    assert (
+        text.count("close steps are not told apart")
+        + text.count("steps closer than that are not told apart")
+        == 2
+    )
     assert "layout search on roomy: " in text
     assert "  yours ranks 1: it is the best" in text and "nothing fits in 0.4 GiB" in text
