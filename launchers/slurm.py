@@ -33,12 +33,15 @@ from collbench.launchers.base import (
 )
 from collbench.launchers.process import external_job
 from collbench.launchers.slurm_state import (
+    ENDED_STATES,
+    POLL_STATE_S,
     SLURM_FILE,
     SlurmEnd,
     ask_slurm,
     job_state,
     keep_end,
     read_slurm_record,
+    slurm_job,
 )
 from collbench.launchers.supervise import supervise
 from collbench.store.job import Job
@@ -50,12 +53,6 @@ SUBMITIT_FOLDER = "slurm"
 # for a printed script in the directory it is submitted from (sbatch cannot create one).
 JOB_OUTPUT = "collbench-%j.out"
 DEFAULT_TIME = "30"
-POLL_STATE_S = 1.0
-# States after which a job runs no more (squeue/scontrol/sacct spellings).
-ENDED_STATES = frozenset(
-    "COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL PREEMPTED OUT_OF_MEMORY BOOT_FAIL DEADLINE "
-    "REVOKED SPECIAL_EXIT".split()
-)
 # Pending reasons that no amount of waiting cures, with what they mean for the user.
 HOPELESS = {
     "PartitionTimeLimit": "--time is above the partition's limit",
@@ -251,7 +248,7 @@ def watch(job: Job, job_id: str, sink: Any) -> LaunchResult:
     """Follow a submitted job to its end (also `collbench wait`); slurm.json keeps the state
     Slurm ended it in and why (scontrol forgets a job minutes after its end), and a job
     cancelled before rank 0 wrote anything leaves its run `cancelled` (slurm_state.keep_end)."""
-    handle = SlurmJobHandle(job_id)
+    handle = SlurmJobHandle(slurm_job(job_id, Path(job.run_dir) / SUBMITIT_FOLDER))
     result = supervise(job, [handle], sink, per_rank=False)
     end = handle.end()
     if end is not None:
@@ -426,11 +423,12 @@ def check_cluster(settings: SlurmSettings) -> None:
 
 
 class SlurmJobHandle:
-    """A submitted job as the monitor sees it: its state, when it started, how to cancel it."""
+    """A submitted job (submitit's job object: slurm_state.slurm_job) as the monitor sees it:
+    its state, when it started, how to cancel it."""
 
-    def __init__(self, job_id: str) -> None:
-        self.job_id = job_id
-        self.label = f"Slurm job {job_id}"
+    def __init__(self, job: Any) -> None:
+        self.job, self.job_id = job, str(job.job_id)
+        self.label = f"Slurm job {self.job_id}"
         self._state, self._reason = "PENDING", ""
         self._started: float | None = None
         self._checked = 0.0
@@ -480,7 +478,7 @@ class SlurmJobHandle:
         return f"ended by Slurm ({self._state})"
 
     def terminate(self) -> None:
-        subprocess.run(["scancel", self.job_id], capture_output=True, timeout=30)
+        self.job.cancel(check=False)
 
     def stop(self) -> None:
         deadline = time.time() + 10
@@ -492,7 +490,7 @@ class SlurmJobHandle:
         if now - self._checked < POLL_STATE_S or self._state in ENDED_STATES:
             return
         self._checked = now
-        state, reason, _ = job_state(self.job_id)
+        state, reason, _ = job_state(self.job)
         if state in ENDED_STATES and self._ending != state:
             self._ending = state  # a requeued job shows ended for a moment: ask again first
             return

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import io
 import shlex
-import subprocess
 import time
 from collections.abc import Callable
 from functools import partial
@@ -25,12 +24,12 @@ from collbench.launchers.slurm import (
     RankTask,
     SlurmSettings,
     check_cluster,
-    job_state,
     sbatch_directives,
     sbatch_quote,
     submit_task,
     with_node_cpus,
 )
+from collbench.launchers.slurm_state import job_state, slurm_job
 
 # %j: sbatch puts the job id in the name, so a folder used twice keeps both outputs.
 DRIVER_OUTPUT = "driver-%j.out"
@@ -113,8 +112,8 @@ def wait_jobs(
             if len(ends) < len(watchers):
                 time.sleep(poll_s)
     except KeyboardInterrupt:
-        for job in job_ids:
-            cancel_job(job)
+        for watcher in watchers:
+            watcher.job.cancel(check=False)
         raise
     return [ends[index] for index in range(len(watchers))]
 
@@ -157,17 +156,12 @@ _NAMED = frozenset(
 )
 
 
-def cancel_job(job_id: str) -> None:
-    """scancel the job (a job that already ended is no error)."""
-    subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
-
-
 class _Watcher:
     """What wait_job remembers between polls: the last state told, since when the job is
     unknown or hopelessly pending."""
 
     def __init__(self, job_id: str, on_state: Callable[[str], None]) -> None:
-        self.job_id, self.on_state = job_id, on_state
+        self.job, self.job_id, self.on_state = slurm_job(job_id), job_id, on_state
         self.told = ""
         self.unknown_since: float | None = None
         self.hopeless_since: float | None = None
@@ -175,7 +169,7 @@ class _Watcher:
 
     def check(self, now: float) -> tuple[str, int | None] | None:
         """One poll: the end (state, exit code), or None while the job may still run."""
-        state, reason, exit_code = job_state(self.job_id)
+        state, reason, exit_code = job_state(self.job)
         if not state:
             self.unknown_since = self.unknown_since or now
             if now - self.unknown_since >= UNKNOWN_AFTER_S:
@@ -202,7 +196,7 @@ class _Watcher:
             return
         self.hopeless_since = self.hopeless_since or now
         if now - self.hopeless_since >= HOPELESS_AFTER_S:
-            cancel_job(self.job_id)
+            self.job.cancel(check=False)
             raise SpecError(
                 "Slurm job",
                 self.job_id,

@@ -7,8 +7,9 @@ The method, in full: docs/launchers.md#launchers-slurm-state-py.
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,21 +58,51 @@ def _launcher_meta(run_dir: Path) -> bool:
     return meta is not None and meta.state == "failed" and written_by.startswith(_BY_LAUNCHER)
 
 
-def job_state(job_id: str) -> tuple[str, str, str]:
-    """(state, reason, exit code) from scontrol, else sacct; ("", "", "") if neither knows
-    (a job forgotten, or a controller that does not answer: asked again at the next poll)."""
-    fields = job_fields(job_id)
-    if "JobState" in fields:
-        return fields["JobState"], fields.get("Reason", ""), fields.get("ExitCode", "")
-    if shutil.which("sacct"):
-        accounted = ask_slurm(
-            ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,Reason,ExitCode"]
-        )
-        first = accounted.strip().splitlines()[:1]
-        if first:
-            state, reason, exit_code = (first[0].split("|") + ["", "", ""])[:3]
-            return (state.split() or [""])[0], reason, exit_code  # "CANCELLED by 0"
-    return "", "", ""
+# States after which a job runs no more (squeue/scontrol/sacct spellings).
+ENDED_STATES = frozenset(
+    "COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL PREEMPTED OUT_OF_MEMORY BOOT_FAIL DEADLINE "
+    "REVOKED SPECIAL_EXIT".split()
+)
+POLL_STATE_S = 1.0
+
+
+@functools.cache
+def _followed_job() -> type:
+    """submitit's SlurmJob whose watcher asks sacct at most once a second, in one call for
+    every job this process follows (submitit's own backs off to once in ten minutes, too
+    slow to see a sweep end)."""
+    import submitit
+    from submitit.slurm.slurm import SlurmInfoWatcher
+
+    # its warning when sacct fails (no accounting) would come every second: job_state says it
+    logging.getLogger("submitit").setLevel(logging.ERROR)
+
+    class FollowedJob(submitit.SlurmJob):
+        watcher = SlurmInfoWatcher(delay_s=int(POLL_STATE_S))
+
+    return FollowedJob
+
+
+def slurm_job(job_id: str, folder: Path | None = None) -> Any:
+    """submitit's job object of a submitted job (`folder`: submitit's files, if any)."""
+    return _followed_job()(folder=Path(folder or "."), job_id=str(job_id))
+
+
+def job_state(job: Any) -> tuple[str, str, str]:
+    """(state, reason, exit code) of submitit's job object `job` (slurm_job). The state is
+    submitit's (sacct, through Slurm's accounting); Slurm's reason and exit code, which
+    submitit does not ask for, are scontrol's, as is the state while accounting does not
+    know the job (just submitted, or a cluster without slurmdbd) or calls it pending
+    (accounting hears of a start seconds late). ("", "", "") when neither knows it (asked
+    again at the next poll)."""
+    accounted = str(job.state).split()  # "CANCELLED by 0"; "UNKNOWN" when sacct is silent
+    state = accounted[0] if accounted and accounted[0] != "UNKNOWN" else ""
+    if state and state not in ENDED_STATES and state != "PENDING":
+        return state, "", ""
+    fields = job_fields(job.job_id)
+    if state in ("", "PENDING"):
+        state = fields.get("JobState") or state
+    return state, fields.get("Reason", ""), fields.get("ExitCode", "")
 
 
 def job_fields(job_id: str) -> dict[str, str]:

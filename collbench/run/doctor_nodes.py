@@ -16,7 +16,7 @@ from collbench.core.errors import EXIT_FLAGGED, EXIT_OK, EXIT_UNJUDGED, SpecErro
 from collbench.core.spec import SweepSpec
 from collbench.launchers.base import collbench_argv
 from collbench.launchers.slurm import SlurmSettings
-from collbench.launchers.slurm_state import job_fields
+from collbench.launchers.slurm_state import slurm_job
 from collbench.run.sweep import RunOptions
 from collbench.store.doctor_report import DOCTOR_JSON, load_doctor_report
 from collbench.store.rundir import new_run_id, prepare_run_dir, read_meta, write_json_atomic
@@ -94,7 +94,9 @@ def _gathered(index: int, job: str, state: str, code: int | None, out: Path) -> 
     run_dir = out / "nodes" / str(index)
     meta = read_meta(run_dir)
     host = ",".join(meta.hosts) if meta is not None and meta.hosts else ""
-    host = host or job_fields(job).get("NodeList", "").replace("(null)", "") or "?"
+    # submitit's job object keeps what accounting said of the element while it was followed
+    listed = slurm_job(job).get_info(mode="cache").get("NodeList", "")
+    host = host or ("" if listed == "None assigned" else listed) or "?"
     verdict = _VERDICTS.get(code, "failed") if state == "COMPLETED" or code else "failed"
     reason = ""
     if verdict == "flagged" and (run_dir / DOCTOR_JSON).is_file():

@@ -158,13 +158,13 @@ def _gemm_running(run: Path, gemm: dict) -> str:
 
 def _slurm_job(run: Path, record: dict) -> tuple[str, str | None]:
     """The Slurm job's line and how Slurm ended it (None while it may run). Its state and
-    reason come from scontrol, else from slurm.json (what a watching collbench last saw: Slurm
+    reason come from Slurm (slurm_state.job_state), else from slurm.json (what a watching collbench last saw: Slurm
     forgets a job minutes after its end); a job pending for a reason no wait cures says so."""
-    from collbench.launchers.slurm import ENDED_STATES, HOPELESS
-    from collbench.launchers.slurm_state import job_state
+    from collbench.launchers.slurm import ENDED_STATES, HOPELESS, SUBMITIT_FOLDER
+    from collbench.launchers.slurm_state import job_state, slurm_job
 
     job_id = record["job_id"]
-    state, reason, exit_code = job_state(job_id)
+    state, reason, exit_code = job_state(slurm_job(job_id, run / SUBMITIT_FOLDER))
     remembered = str(record.get("state") or "")
     reason = reason if state else str(record.get("reason") or "")
     detail = f" ({reason})" if reason and reason != "None" else ""

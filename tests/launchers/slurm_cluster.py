@@ -6,8 +6,12 @@ sessions that run at the same time on one box do not meet. Job ids count from 1 
 folder and keep counting when a folder is used again (state is recovered). munged is shared
 by the whole box: it is started if it is not running and left running afterwards.
 
-Needs root (the config says `SlurmUser=root`) and Debian 12's `slurm-wlm` and `munge`
-(`.ci/install-schedulers` installs them).
+Slurm accounting is real too: a private MariaDB server and slurmdbd under the same folder, so
+`sacct` (which submitit reads a job's state from) answers. Each folder names its cluster anew
+(job ids restart from 1 in a new folder, and the accounting must not mix two clusters' job 1).
+
+Needs root (the config says `SlurmUser=root`) and Debian 12's `slurm-wlm`, `slurmdbd`,
+`mariadb-server` and `munge` (`.ci/install-schedulers` installs them).
 """
 
 from __future__ import annotations
@@ -18,13 +22,15 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 NODE = "localhost"
 START_TIMEOUT = 20.0
-DAEMONS = ("slurmctld", "slurmd")
+# In the order they stop (pid files under run/, logs under log/); they start in reverse.
+DAEMONS = ("slurmd", "slurmctld", "slurmdbd", "mariadbd")
 
 
 def _binary(name: str) -> str | None:
@@ -56,6 +62,11 @@ def available() -> str | None:
             "squeue",
             "scontrol",
             "runuser",
+            "slurmdbd",
+            "sacct",
+            "sacctmgr",
+            "mariadbd",
+            "mariadb-install-db",
         )
         if not _binary(name)
     ]
@@ -112,13 +123,14 @@ class SlurmCluster:
 def _paths(base: Path) -> dict[str, Path]:
     return {
         "conf": base / "slurm.conf",
+        "dbd.conf": base / "slurmdbd.conf",  # beside slurm.conf: where slurmdbd and sacct look
+        "name": base / "cluster_name",
+        "db": base / "db",
         "state": base / "state",
         "spool": base / "spool",
         "log": base / "log",
-        "slurmctld.pid": base / "run" / "slurmctld.pid",
-        "slurmd.pid": base / "run" / "slurmd.pid",
-        "slurmctld.log": base / "log" / "slurmctld.log",
-        "slurmd.log": base / "log" / "slurmd.log",
+        **{f"{name}.pid": base / "run" / f"{name}.pid" for name in DAEMONS},
+        **{f"{name}.log": base / "log" / f"{name}.log" for name in DAEMONS},
     }
 
 
@@ -128,15 +140,23 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _config(base: Path, cpus: int, ctld_port: int, slurmd_port: int) -> str:
+def _cluster_name(base: Path) -> str:
+    """The folder's cluster name: made once, kept with the folder's job ids."""
+    path = _paths(base)["name"]
+    if not path.exists():
+        path.write_text(f"cb{os.urandom(4).hex()}")
+    return path.read_text().strip()
+
+
+def _config(base: Path, cpus: int, ports: dict[str, int]) -> str:
     paths = _paths(base)
     return "\n".join(
         [
             "# One-node test cluster written by tests/launchers/slurm_cluster.py",
-            "ClusterName=collbench",
+            f"ClusterName={_cluster_name(base)}",
             f"SlurmctldHost={NODE}",
-            f"SlurmctldPort={ctld_port}",
-            f"SlurmdPort={slurmd_port}",
+            f"SlurmctldPort={ports['slurmctld']}",
+            f"SlurmdPort={ports['slurmd']}",
             "SlurmUser=root",
             "SlurmdUser=root",
             "AuthType=auth/munge",
@@ -146,7 +166,9 @@ def _config(base: Path, cpus: int, ctld_port: int, slurmd_port: int) -> str:
             "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/none",
             "JobAcctGatherType=jobacct_gather/none",
-            "AccountingStorageType=accounting_storage/none",
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            f"AccountingStorageHost={NODE}",
+            f"AccountingStoragePort={ports['slurmdbd']}",
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core",
             "ReturnToService=2",
@@ -170,6 +192,76 @@ def _config(base: Path, cpus: int, ctld_port: int, slurmd_port: int) -> str:
             f"PartitionName=short Nodes={NODE} Default=NO MaxTime=5 State=UP",
             "",
         ]
+    )
+
+
+def _dbd_config(base: Path, ports: dict[str, int]) -> str:
+    paths = _paths(base)
+    return "\n".join(
+        [
+            "# Accounting of the one-node test cluster (tests/launchers/slurm_cluster.py)",
+            "AuthType=auth/munge",
+            f"DbdHost={NODE}",
+            f"DbdPort={ports['slurmdbd']}",
+            "SlurmUser=root",
+            f"PidFile={paths['slurmdbd.pid']}",
+            f"LogFile={paths['slurmdbd.log']}",
+            "StorageType=accounting_storage/mysql",
+            "StorageHost=127.0.0.1",
+            f"StoragePort={ports['mariadbd']}",
+            "StorageUser=root",
+            "StorageLoc=slurm_acct_db",
+            "",
+        ]
+    )
+
+
+def _answers(argv: list[str], env: dict[str, str]) -> str | None:
+    """A command's output when it exits 0, else None."""
+    done = subprocess.run(
+        argv, capture_output=True, text=True, env={**os.environ, **env}, timeout=30
+    )
+    return done.stdout if done.returncode == 0 else None
+
+
+def _wait_until(ready: Callable[[], object], what: str, base: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not start in {START_TIMEOUT:.0f} s\n{_log_tails(base, 40)}")
+
+
+def _start_accounting(base: Path, env: dict[str, str], ports: dict[str, int]) -> None:
+    """A private MariaDB (no grant tables: only this cluster's slurmdbd uses its port) and
+    slurmdbd over it, with the cluster registered; returns once sacctmgr lists the cluster."""
+    paths = _paths(base)
+    if not paths["db"].exists():
+        install = [_binary("mariadb-install-db") or "mariadb-install-db", "--user=root"]
+        install += [f"--datadir={paths['db']}", "--skip-test-db"]
+        subprocess.run(install, check=True, capture_output=True, timeout=60)
+    server = [_binary("mariadbd") or "mariadbd", "--user=root", f"--datadir={paths['db']}"]
+    server += [f"--port={ports['mariadbd']}", "--bind-address=127.0.0.1"]
+    server += [f"--socket={paths['db']}.sock", f"--pid-file={paths['mariadbd.pid']}"]
+    server += [f"--log-error={paths['mariadbd.log']}", "--skip-grant-tables", "--skip-log-bin"]
+    subprocess.Popen(
+        server, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    client = [_binary("mariadb") or "mariadb", "-h", "127.0.0.1", f"-P{ports['mariadbd']}"]
+    _wait_until(lambda: _answers([*client, "-uroot", "-e", "select 1"], env), "mariadbd", base)
+    paths["dbd.conf"].write_text(_dbd_config(base, ports))
+    paths["dbd.conf"].chmod(0o600)  # slurmdbd refuses a config others may read
+    daemon = [_binary("slurmdbd") or "slurmdbd"]
+    subprocess.run(daemon, check=True, env={**os.environ, **env}, cwd=base, timeout=30)
+    name, sacctmgr = _cluster_name(base), ["sacctmgr", "-i", "-n", "-P"]
+    _wait_until(
+        lambda: (
+            name in (_answers([*sacctmgr, "show", "cluster", "format=cluster"], env) or "")
+            or _answers([*sacctmgr, "add", "cluster", name], env) is not None
+        ),
+        "slurmdbd",
+        base,
     )
 
 
@@ -231,7 +323,7 @@ def _stop_daemons(base: Path, timeout: float) -> None:
     """Send SIGTERM to the daemons named by the pid files under `base`; SIGKILL the stragglers."""
     paths = _paths(base)
     pids = []
-    for name in ("slurmd", "slurmctld"):
+    for name in DAEMONS:  # slurmd first, the database last
         pid = _read_pid(paths[f"{name}.pid"])
         if pid is not None and _is_daemon(pid, name):
             try:
@@ -295,7 +387,8 @@ def start_cluster(base: Path, cpus: int = 4) -> SlurmCluster:
     for key in ("state", "spool", "log"):
         paths[key].mkdir(parents=True, exist_ok=True)
     paths["slurmctld.pid"].parent.mkdir(parents=True, exist_ok=True)
-    paths["conf"].write_text(_config(base, cpus, _free_port(), _free_port()))
+    ports = {name: _free_port() for name in DAEMONS}
+    paths["conf"].write_text(_config(base, cpus, ports))
     ensure_munged()
 
     env = {"SLURM_CONF": str(paths["conf"])}
@@ -307,6 +400,7 @@ def start_cluster(base: Path, cpus: int = 4) -> SlurmCluster:
         "slurmd": [_binary("slurmd") or "slurmd", "-N", NODE, "-f", str(paths["conf"])],
     }
     try:
+        _start_accounting(base, env, ports)
         for name, command in commands.items():
             started = subprocess.run(
                 command, capture_output=True, text=True, env=daemon_env, cwd=base, timeout=30

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from submitit.core.utils import DelayedSubmission
 
+from collbench.launchers.slurm_state import job_state, slurm_job
 from tests.helpers import (
     assert_asked_for_is_recorded,
     meta_of,
@@ -47,7 +48,7 @@ def _job_id(stderr):
 
 
 @pytest.mark.parametrize("tasks", [2, 4])
-def test_slurm_sweep_matches_a_local_sweep(tmp_path, slurm_cluster, tasks):
+def test_slurm_sweep_matches_a_local_sweep(tmp_path, slurm_cluster, tasks, monkeypatch):
     local, remote = tmp_path / "local", tmp_path / "slurm"
     done = collbench(
         "sweep", *SMALL, "--nproc", str(tasks), "--out", str(local), "--quiet", timeout=300
@@ -90,6 +91,12 @@ def test_slurm_sweep_matches_a_local_sweep(tmp_path, slurm_cluster, tasks):
     words[words.index("--out") + 1] = str(remote)
     assert words[-len(ran) :] == ran and words[0] == "srun"
     assert len(list((remote / "slurm").glob("*_log.out"))) == tasks
+    # followed through submitit's job object, made again from the run directory (as `wait`
+    # and `status` do): Slurm's accounting, which submitit reads, knows how the job ended
+    monkeypatch.setenv("SLURM_CONF", slurm_cluster.env["SLURM_CONF"])
+    job = slurm_job(_job_id(done.stderr), remote / "slurm")
+    assert job.state == "COMPLETED" and job_state(job)[0] == "COMPLETED"
+    assert job_state(slurm_job("987654")) == ("", "", "")  # neither sacct nor scontrol knows
 
 
 def test_unknown_partition_is_refused_before_submitting(tmp_path, slurm_cluster):
