@@ -33,15 +33,14 @@ from collbench.launchers.base import (
 )
 from collbench.launchers.process import external_job
 from collbench.launchers.slurm_state import (
-    ENDED_STATES,
+    HOPELESS,
     POLL_STATE_S,
     SLURM_FILE,
+    JobWatch,
     SlurmEnd,
     ask_slurm,
-    job_state,
     keep_end,
     read_slurm_record,
-    slurm_job,
 )
 from collbench.launchers.supervise import supervise
 from collbench.store.job import Job
@@ -53,19 +52,6 @@ SUBMITIT_FOLDER = "slurm"
 # for a printed script in the directory it is submitted from (sbatch cannot create one).
 JOB_OUTPUT = "collbench-%j.out"
 DEFAULT_TIME = "30"
-# Pending reasons that no amount of waiting cures, with what they mean for the user.
-HOPELESS = {
-    "PartitionTimeLimit": "--time is above the partition's limit",
-    "PartitionNodeLimit": "--nodes is outside the partition's limits",
-    "PartitionConfig": "the request does not fit the partition",
-    "BadConstraints": "no node has the --constraint / resources asked for",
-    "InvalidAccount": "--account is not valid",
-    "InvalidQOS": "--qos is not valid",
-    "QOSMaxWallDurationPerJobLimit": "--time is above the QOS limit",
-    "AssocMaxWallDurationPerJobLimit": "--time is above the account's limit",
-}
-# How long a hopeless reason must persist: Slurm sometimes shows one briefly while it decides.
-HOPELESS_AFTER_S = 3.0
 # A value an `#SBATCH` line holds unquoted (sbatch_quote): no space, quote, `#` or `\\`.
 _SBATCH_PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 _TIME_FORMATS = (  # sbatch --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
@@ -248,7 +234,7 @@ def watch(job: Job, job_id: str, sink: Any) -> LaunchResult:
     """Follow a submitted job to its end (also `collbench wait`); slurm.json keeps the state
     Slurm ended it in and why (scontrol forgets a job minutes after its end), and a job
     cancelled before rank 0 wrote anything leaves its run `cancelled` (slurm_state.keep_end)."""
-    handle = SlurmJobHandle(slurm_job(job_id, Path(job.run_dir) / SUBMITIT_FOLDER))
+    handle = SlurmJobHandle(job_id, Path(job.run_dir) / SUBMITIT_FOLDER)
     result = supervise(job, [handle], sink, per_rank=False)
     end = handle.end()
     if end is not None:
@@ -423,25 +409,20 @@ def check_cluster(settings: SlurmSettings) -> None:
 
 
 class SlurmJobHandle:
-    """A submitted job (submitit's job object: slurm_state.slurm_job) as the monitor sees it:
-    its state, when it started, how to cancel it."""
+    """A submitted job (slurm_state.JobWatch, over submitit's job object) as the monitor
+    sees it: its state, when it started, how to cancel it."""
 
-    def __init__(self, job: Any) -> None:
-        self.job, self.job_id = job, str(job.job_id)
-        self.label = f"Slurm job {self.job_id}"
-        self._state, self._reason = "PENDING", ""
+    def __init__(self, job_id: str, folder: Path) -> None:
+        self.job_id, self.label = job_id, f"Slurm job {job_id}"
+        self.watch = JobWatch(job_id, self._announce, folder)
         self._started: float | None = None
         self._checked = 0.0
-        self._announced = ""
-        self._hopeless: str | None = None
-        self._hopeless_since: float | None = None
-        self._ending: str | None = None  # an end seen once, believed when seen again
 
     def poll(self) -> int | None:
         self._refresh()
-        if self._state not in ENDED_STATES:
+        if not self.watch.ended:
             return None
-        return EXIT_OK if self._state == "COMPLETED" else EXIT_RUN_FAILED
+        return EXIT_OK if self.watch.state == "COMPLETED" else EXIT_RUN_FAILED
 
     def running_since(self) -> float | None:
         self._refresh()
@@ -450,35 +431,36 @@ class SlurmJobHandle:
     def failure(self) -> tuple[int, str] | None:
         """A reason that is Slurm's, not a rank's: cancelled, out of time, a node lost, or a
         request that can never be met (exit 2: the options must change)."""
-        if self._hopeless:
-            reason = self._hopeless
+        state, reason = self.watch.state, self.watch.hopeless
+        if reason:
             return EXIT_USAGE, (
                 f"{self.label} can never start: {reason} ({HOPELESS[reason]}); cancelled it"
             )
-        if self._state in ("COMPLETED", "FAILED") or self._state not in ENDED_STATES:
+        if state in ("COMPLETED", "FAILED") or not self.watch.ended:
             return None
-        hint = " (scancel?)" if self._state == "CANCELLED" else ""
-        return EXIT_RUN_FAILED, f"{self.label} ended {self._state}{hint}"
+        hint = " (scancel?)" if state == "CANCELLED" else ""
+        return EXIT_RUN_FAILED, f"{self.label} ended {state}{hint}"
 
     def end(self) -> SlurmEnd | None:
         """The job's end with Slurm's reason: the pending reason it was cancelled for when
         it could never start (None while it may still run)."""
-        if self._state not in ENDED_STATES:
+        if not self.watch.ended:
             return None
-        reason = self._hopeless or ("" if self._reason in ("", "None") else self._reason)
-        return SlurmEnd(self.job_id, self._state, reason, HOPELESS.get(reason, ""))
+        watch = self.watch
+        reason = watch.hopeless or ("" if watch.reason in ("", "None") else watch.reason)
+        return SlurmEnd(self.job_id, watch.state, reason, HOPELESS.get(reason, ""))
 
     @property
     def scheduler_end(self) -> str | None:
         """How Slurm, not a rank, ended the job ("cancelled", ...), for the table's footer."""
-        if self._hopeless or self._state == "CANCELLED":
+        if self.watch.state == "CANCELLED":
             return "cancelled"
-        if self._state in ("COMPLETED", "FAILED") or self._state not in ENDED_STATES:
+        if self.watch.state in ("COMPLETED", "FAILED") or not self.watch.ended:
             return None
-        return f"ended by Slurm ({self._state})"
+        return f"ended by Slurm ({self.watch.state})"
 
     def terminate(self) -> None:
-        self.job.cancel(check=False)
+        self.watch.job.cancel(check=False)
 
     def stop(self) -> None:
         deadline = time.time() + 10
@@ -487,47 +469,26 @@ class SlurmJobHandle:
 
     def _refresh(self) -> None:
         now = time.time()
-        if now - self._checked < POLL_STATE_S or self._state in ENDED_STATES:
+        if now - self._checked < POLL_STATE_S:
             return
         self._checked = now
-        state, reason, _ = job_state(self.job)
-        if state in ENDED_STATES and self._ending != state:
-            self._ending = state  # a requeued job shows ended for a moment: ask again first
-            return
-        # back to waiting or running after it ran (or was completing): Slurm requeued it
-        requeued = self._started is not None and self._state in ("COMPLETING", "RUNNING")
-        requeued = requeued and state in ("PENDING", "REQUEUED", "RUNNING") and state != self._state
-        if state:
-            self._state, self._reason = state, reason
-        if self._state not in ("PENDING", "CONFIGURING") and self._started is None:
+        before = self.watch.state
+        self.watch.check(now)
+        state = self.watch.state
+        if state not in ("PENDING", "CONFIGURING") and self._started is None:
             self._started = now
-        if requeued:
-            print(
-                f"collbench: {self.label} was requeued: its ranks keep the finished rows and "
-                "resume after them",
-                file=sys.stderr,
-                flush=True,
-            )
-        self._announce()
-        self._check_hopeless(now)
+        # back to waiting or running after it ran (or was completing): Slurm requeued it
+        if before in ("COMPLETING", "RUNNING") and state in ("PENDING", "REQUEUED", "RUNNING"):
+            if state != before:
+                print(
+                    f"collbench: {self.label} was requeued: its ranks keep the finished rows "
+                    "and resume after them",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
-    def _check_hopeless(self, now: float) -> None:
-        if self._state != "PENDING" or self._reason not in HOPELESS:
-            self._hopeless_since = None
-            return
-        self._hopeless_since = self._hopeless_since or now
-        if now - self._hopeless_since >= HOPELESS_AFTER_S:
-            self._hopeless = self._reason
-            self.terminate()
-            self._state = "CANCELLED"
-
-    def _announce(self) -> None:
-        line = f"{self.label}: {self._state}" + (
-            f" ({self._reason})" if self._reason and self._reason != "None" else ""
-        )
-        if line != self._announced:
-            self._announced = line
-            print(f"collbench: {line}", file=sys.stderr, flush=True)
+    def _announce(self, shown: str) -> None:
+        print(f"collbench: {self.label}: {shown}", file=sys.stderr, flush=True)
 
 
 # -- CPUs per task (docs/launchers.md#launchers-slurm-cpus-py) --

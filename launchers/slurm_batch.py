@@ -17,9 +17,6 @@ from collbench.core.errors import SpecError
 from collbench.core.safe_text import refuse_control
 from collbench.launchers.base import check_command
 from collbench.launchers.slurm import (
-    ENDED_STATES,
-    HOPELESS,
-    HOPELESS_AFTER_S,
     SUBMITIT_ENV,
     RankTask,
     SlurmSettings,
@@ -29,13 +26,10 @@ from collbench.launchers.slurm import (
     submit_task,
     with_node_cpus,
 )
-from collbench.launchers.slurm_state import job_state, slurm_job
+from collbench.launchers.slurm_state import HOPELESS, JobWatch
 
 # %j: sbatch puts the job id in the name, so a folder used twice keeps both outputs.
 DRIVER_OUTPUT = "driver-%j.out"
-# How long scontrol may not know a submitted job before wait_job gives up on it (it forgets
-# jobs MinJobAge seconds after their end, 300 by default; a restarting slurmctld answers late).
-UNKNOWN_AFTER_S = 60.0
 
 
 def driver_output(folder: Path, job_id: str) -> Path:
@@ -102,20 +96,25 @@ def wait_jobs(
 ) -> list[tuple[str, int | None]]:
     """wait_job for several jobs at once (a job array's elements, "JOBID_INDEX"): each one's
     end, in their order; `on_state` hears (job id, change). Ctrl-C cancels them all."""
-    watchers = [_Watcher(job, partial(on_state, job)) for job in job_ids]
-    ends: dict[int, tuple[str, int | None]] = {}
+    watches = [JobWatch(job, partial(on_state, job)) for job in job_ids]
     try:
-        while len(ends) < len(watchers):
-            for index, watcher in enumerate(watchers):
-                if index not in ends and (end := watcher.check(time.monotonic())) is not None:
-                    ends[index] = end
-            if len(ends) < len(watchers):
+        while not all(watch.ended for watch in watches):
+            for watch in watches:
+                watch.check(time.monotonic())
+                if watch.hopeless:
+                    raise SpecError(
+                        "Slurm job",
+                        watch.job_id,
+                        f"can never start: {watch.hopeless} ({HOPELESS[watch.hopeless]}); "
+                        "cancelled it",
+                    )
+            if not all(watch.ended for watch in watches):
                 time.sleep(poll_s)
     except KeyboardInterrupt:
-        for watcher in watchers:
-            watcher.job.cancel(check=False)
+        for watch in watches:
+            watch.job.cancel(check=False)
         raise
-    return [ends[index] for index in range(len(watchers))]
+    return [(watch.state, script_exit_code(watch.exit_code)) for watch in watches]
 
 
 def submit_array(argvs: list[list[str]], settings: SlurmSettings, folder: Path) -> list[str]:
@@ -154,59 +153,6 @@ _NAMED = frozenset(
     {"job-name", "nodes", "ntasks-per-node", "gpus-per-node", "cpus-per-task", "partition"}
     | {"account", "qos", "constraint", "time", "exclusive"}
 )
-
-
-class _Watcher:
-    """What wait_job remembers between polls: the last state told, since when the job is
-    unknown or hopelessly pending."""
-
-    def __init__(self, job_id: str, on_state: Callable[[str], None]) -> None:
-        self.job, self.job_id, self.on_state = slurm_job(job_id), job_id, on_state
-        self.told = ""
-        self.unknown_since: float | None = None
-        self.hopeless_since: float | None = None
-        self.ending: str | None = None
-
-    def check(self, now: float) -> tuple[str, int | None] | None:
-        """One poll: the end (state, exit code), or None while the job may still run."""
-        state, reason, exit_code = job_state(self.job)
-        if not state:
-            self.unknown_since = self.unknown_since or now
-            if now - self.unknown_since >= UNKNOWN_AFTER_S:
-                self._tell("UNKNOWN")
-                return "UNKNOWN", None
-            return None
-        self.unknown_since = None
-        if state in ENDED_STATES and self.ending != state:
-            self.ending = state  # a requeued job shows ended for a moment: ask again first
-            return None
-        shown = (
-            f"{state} ({reason})" if state == "PENDING" and reason not in ("", "None") else state
-        )
-        self._tell(shown)
-        if state in ENDED_STATES:
-            return state, script_exit_code(exit_code)
-        self.ending = None
-        self._check_hopeless(state, reason, now)
-        return None
-
-    def _check_hopeless(self, state: str, reason: str, now: float) -> None:
-        if state != "PENDING" or reason not in HOPELESS:
-            self.hopeless_since = None
-            return
-        self.hopeless_since = self.hopeless_since or now
-        if now - self.hopeless_since >= HOPELESS_AFTER_S:
-            self.job.cancel(check=False)
-            raise SpecError(
-                "Slurm job",
-                self.job_id,
-                f"can never start: {reason} ({HOPELESS[reason]}); cancelled it",
-            )
-
-    def _tell(self, shown: str) -> None:
-        if shown != self.told:
-            self.told = shown
-            self.on_state(shown)
 
 
 def script_exit_code(exit_code: str) -> int | None:

@@ -11,6 +11,7 @@ import functools
 import logging
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,23 @@ ENDED_STATES = frozenset(
     "REVOKED SPECIAL_EXIT".split()
 )
 POLL_STATE_S = 1.0
+# Pending reasons that no amount of waiting cures, with what they mean for the user.
+HOPELESS = {
+    "PartitionTimeLimit": "--time is above the partition's limit",
+    "PartitionNodeLimit": "--nodes is outside the partition's limits",
+    "PartitionConfig": "the request does not fit the partition",
+    "BadConstraints": "no node has the --constraint / resources asked for",
+    "InvalidAccount": "--account is not valid",
+    "InvalidQOS": "--qos is not valid",
+    "QOSMaxWallDurationPerJobLimit": "--time is above the QOS limit",
+    "AssocMaxWallDurationPerJobLimit": "--time is above the account's limit",
+}
+# How long a hopeless reason must persist: Slurm sometimes shows one briefly while it decides.
+HOPELESS_AFTER_S = 3.0
+# How long Slurm may not know a submitted job before it is taken as ended UNKNOWN (scontrol
+# forgets jobs MinJobAge seconds after their end, 300 by default; a restarting slurmctld
+# answers late).
+UNKNOWN_AFTER_S = 60.0
 
 
 @functools.cache
@@ -103,6 +121,54 @@ def job_state(job: Any) -> tuple[str, str, str]:
     if state in ("", "PENDING"):
         state = fields.get("JobState") or state
     return state, fields.get("Reason", ""), fields.get("ExitCode", "")
+
+
+class JobWatch:
+    """A submitted job as collbench follows it, one poll (check) at a time: Slurm's state,
+    reason and exit code, each change told once (`on_state`); an end believed when seen
+    twice (a requeued job shows ended for a moment); a job pending for a reason no wait
+    cures cancelled after HOPELESS_AFTER_S (`hopeless` names the reason); a job Slurm does
+    not know for UNKNOWN_AFTER_S taken as ended, state UNKNOWN."""
+
+    def __init__(
+        self, job_id: str, on_state: Callable[[str], None], folder: Path | None = None
+    ) -> None:
+        self.job, self.job_id, self.on_state = slurm_job(job_id, folder), str(job_id), on_state
+        self.state, self.reason, self.exit_code, self.hopeless = "PENDING", "", "", ""
+        self._told, self._ending = "", ""
+        self._since: dict[str, float] = {}  # since when unknown, or hopelessly pending
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED_STATES or self.state == "UNKNOWN"
+
+    def check(self, now: float) -> None:
+        """One poll; nothing once the job ended."""
+        if self.ended:
+            return
+        state, reason, exit_code = job_state(self.job)
+        if not state:
+            if now - self._since.setdefault("unknown", now) >= UNKNOWN_AFTER_S:
+                self.state = "UNKNOWN"
+                self._tell("UNKNOWN")
+            return
+        self._since.pop("unknown", None)
+        if state in ENDED_STATES and self._ending != state:
+            self._ending = state  # asked again at the next poll first
+            return
+        self._ending = ""
+        self.state, self.reason, self.exit_code = state, reason, exit_code
+        self._tell(f"{state} ({reason})" if reason not in ("", "None") else state)
+        if state != "PENDING" or reason not in HOPELESS:
+            self._since.pop("hopeless", None)
+        elif now - self._since.setdefault("hopeless", now) >= HOPELESS_AFTER_S:
+            self.job.cancel(check=False)
+            self.state, self.hopeless = "CANCELLED", reason
+
+    def _tell(self, shown: str) -> None:
+        if shown != self._told:
+            self._told = shown
+            self.on_state(shown)
 
 
 def job_fields(job_id: str) -> dict[str, str]:

@@ -160,8 +160,8 @@ def _slurm_job(run: Path, record: dict) -> tuple[str, str | None]:
     """The Slurm job's line and how Slurm ended it (None while it may run). Its state and
     reason come from Slurm (slurm_state.job_state), else from slurm.json (what a watching collbench last saw: Slurm
     forgets a job minutes after its end); a job pending for a reason no wait cures says so."""
-    from collbench.launchers.slurm import ENDED_STATES, HOPELESS, SUBMITIT_FOLDER
-    from collbench.launchers.slurm_state import job_state, slurm_job
+    from collbench.launchers.slurm import SUBMITIT_FOLDER
+    from collbench.launchers.slurm_state import ENDED_STATES, HOPELESS, job_state, slurm_job
 
     job_id = record["job_id"]
     state, reason, exit_code = job_state(slurm_job(job_id, run / SUBMITIT_FOLDER))

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from collbench.launchers.slurm import HOPELESS
+from collbench.launchers.slurm_state import HOPELESS
 from tests.helpers import collbench_process as collbench
 from tests.helpers import start
 
