@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from collbench.core.errors import SpecError
-from collbench.launchers import get_launcher
+from collbench.launchers import get_launcher, slurm_state
 from collbench.launchers.slurm import SlurmSettings
 from collbench.launchers.slurm_batch import (
     driver_output,
@@ -254,6 +254,14 @@ def test_killed_rank_in_the_step_is_named_and_rows_kept(tmp_path, slurm_cluster)
     assert last.startswith(f"collbench: error: rank 1 (pid {pid}) on "), stderr
     assert "finished row(s) kept" in last
     assert len(rows_of(out)) >= 3 and meta_of(out)["state"] == "failed"
+
+
+@pytest.mark.slow
+def test_a_job_slurm_does_not_know_ends_unknown_and_is_not_waited_for(in_cluster_env, monkeypatch):
+    monkeypatch.setattr(slurm_state, "UNKNOWN_AFTER_S", 0.5)  # 60 s in use
+    seen = []
+    assert wait_job("987654", on_state=seen.append, poll_s=0.2) == ("UNKNOWN", None)
+    assert seen == ["UNKNOWN"]
 
 
 @pytest.mark.slow
