@@ -49,6 +49,14 @@ class Submitted:
     job_id: str
     run_dir: Path
 
+    @property
+    def job(self) -> Any:
+        """submitit's job object of the submission (its state, cancel(), stdout())."""
+        from collbench.launchers.slurm import SUBMITIT_FOLDER
+        from collbench.launchers.slurm_state import slurm_job
+
+        return slurm_job(self.job_id, self.run_dir / SUBMITIT_FOLDER)
+
     def result(self) -> Run:
         from collbench.run.status import wait_for_run
 

@@ -438,5 +438,5 @@ def test_the_api_docs_slurm_example(tmp_path, slurm_cluster, monkeypatch):
     for name, value in slurm_cluster.env.items():
         monkeypatch.setenv(name, value)
     printed = run_block(python_blocks()[2], tmp_path, monkeypatch)
-    assert printed.startswith("Slurm job ")
+    assert printed.startswith("Slurm job ") and printed.split()[-1] == "COMPLETED"
     assert list((tmp_path / "api-slurm" / "slurm").glob("*_submission.sh"))
