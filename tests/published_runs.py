@@ -24,7 +24,7 @@ token rate is compared). What the tables do not say is what the recipes they nam
 gradient reduction overlapped, Transformer Engine's fused attention, no recompute, and for
 the 70B and 405B models TP communication overlapped with userbuffers (COMM_OVERLAP_CONFIG_MAP,
 llama3_70b / llama31_405b h100 fp8), given here as --tp-overlap 1 with the configuration the
-map names (--tp-overlap-config; priced pair by pair, analysis/mfu/tp_overlap.py).
+map names (--tp-overlap FILE; priced pair by pair, analysis/mfu/tp_overlap.py).
 NVIDIA's dgxc-benchmarking recipes (BF16 on DGX H100, NeMo 24.05/24.09) publish their launch
 configuration beside the step time: the distributed optimizer, sequence parallelism, TP
 communication overlap (ub_tp_comm_overlap, --tp-overlap 1; Nemotron-4 15B with TE's default
@@ -39,6 +39,16 @@ recompute). From 1420e3fa9 (2025-11-21, and the v0.2.0 tag) the recipe drops FSD
 recompute_num_layers=5 (--recompute-layers 5, ZeRO 1): the row's own FSDP 8 says the
 first, so it is entered as that; no H100 figure of the second is published.
 None of these runs chose a default of collbench.
+
+Frameworks (--framework): every run here is Megatron's fused kernels (Megatron-LM, NeMo,
+Megatron-Bridge and Megatron-Core FSDP with Transformer Engine; DeepSeek-V3's HAI-LLM, its
+own fused kernels), entered as framework "megatron" (MEGATRON below). No run here is PyTorch
+eager or torch.compile. torchtitan's eager and torch.compile rows (benchmarks/
+llama3_h100_202412_torchtitan.md, Llama 3.1 8B, FSDP) cannot be entered faithfully: their
+H100s are HBM2e parts at a 500 W limit whose peak the benchmark itself says it does not know
+(its footnote 2), and their selective activation checkpointing ("op": every other matmul
+recomputed) is not a --recompute collbench states. Their ratio is the eager term's check
+(tests/unit/analysis/mfu/test_mfu_framework.py).
 """
 
 from __future__ import annotations
@@ -162,9 +172,10 @@ class PublishedRun:
 
 # The 2021-22 Megatron runs: unfused attention; the SC'21 ones without DP overlap and
 # without the async TP backward (Megatron-LM's async tensor-parallel all-reduce came later).
-_A100 = {"attention": "unfused"}
+MEGATRON = {"framework": "megatron"}
+_A100 = {"attention": "unfused", **MEGATRON}
 _SC21 = {**_A100, "dp_overlap": False, "tp_async_backward": False}
-_BRIDGE = {"dtype": "fp8", "sequence_parallel": True, "zero": 1}
+_BRIDGE = {"dtype": "fp8", "sequence_parallel": True, "zero": 1, **MEGATRON}
 # The recipes' own userbuffer configurations (TE's ub_cfg), as their sources write them.
 # Megatron-Bridge src/megatron/bridge/training/comm_overlap.py (the configs the H100 perf
 # recipes name: llama3 70B userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192, llama3.1 405B
@@ -199,6 +210,7 @@ UB_GPT3_175B_DGXC = pairs_from_config({
 _UB_70B = {"tp_overlap": 1.0, "tp_overlap_pairs": UB_LLAMA3_70B_FP8_H100}
 _UB_175B = {"tp_overlap": 1.0, "tp_overlap_pairs": UB_GPT3_175B_DGXC}
 _DGXC_175B = {
+    **MEGATRON,
     "sequence_parallel": True,
     "zero": 1,
     "virtual_stages": 12,
@@ -206,6 +218,7 @@ _DGXC_175B = {
     "dp_bucket_mb": 220,
 }
 _DGXC_15B = {
+    **MEGATRON,
     "sequence_parallel": True,
     "zero": 1,
     "micro_batch": 4,
@@ -213,6 +226,7 @@ _DGXC_15B = {
     "dp_bucket_mb": 100,
 }
 _DGXC_340B = {
+    **MEGATRON,
     "sequence_parallel": True,
     "zero": 1,
     "virtual_stages": 12,
@@ -254,7 +268,7 @@ PUBLISHED: tuple[PublishedRun, ...] = (
                  seq=8192, options=_UB_70B),
     PublishedRun("llama3-8b-fp8-fsdp", "llama3-8b", "dgx-h100", 1, 1, 8, 128, "tokens", 14451,
                  f"{BRIDGE}, 25.11 container, DGX-H100 (FSDP 8)",
-                 {"dtype": "fp8", "zero": 3}, seq=8192),
+                 {"dtype": "fp8", "zero": 3, **MEGATRON}, seq=8192),
     PublishedRun("gpt3-175b-bf16-dgxc", "gpt3-175b", "dgx-h100", 4, 8, 4, 256, "step", 8.91,
                  f"{DGXC}, nemo_megatron/README_175b.md, 128 GPUs",
                  _DGXC_175B, options=_UB_175B),
@@ -300,7 +314,7 @@ WHOLE_TRAINING: tuple[PublishedRun, ...] = (
     # dispatch (3.3), seq 4096 and batch 15360 (4.2). Micro-batch 1 is ASSUMED (not stated).
     # DeepEP's kernels hold 20 of the 132 SMs (section 3.2.2): --ep-sms 20.
     PublishedRun("deepseek-v3-h800", "deepseek-v3", H800, 1, 16, 128, 15360, "tokens", 1543,
-                 DEEPSEEK_V3, {"dtype": "fp8", "zero": 1, "ep": 64, "ep_overlap": "dualpipe",
+                 DEEPSEEK_V3, {**MEGATRON, "dtype": "fp8", "zero": 1, "ep": 64, "ep_overlap": "dualpipe",
                                "ep_route_nodes": 4, "dispatch_bytes": 1, "ep_sms": 20}, seq=4096),
 )  # fmt: skip
 

@@ -52,6 +52,16 @@ LOSS_BYTES = 10  # logits read in bf16, fp32 softmax written and read again
 # it (its scale from an amax pass over it: read again).
 FP8_CAST_BYTES = 2 + 1 + 2
 BACKWARD_BYTES = 2.0
+# --framework eager: PyTorch eager runs each operator as its own kernel, each reading its
+# inputs from HBM and writing its output back (Ivanov et al., arXiv 2007.00072: fusing them
+# cut BERT's data movement by up to 22.91%, its training 1.30x faster than PyTorch). Bytes
+# per element forward, from the kernels of torchtitan's Llama block as benchmarked eager
+# against torch.compile (pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md;
+# torchtitan/models/norms.py RMSNorm, models/llama/model.py apply_rotary_emb, FeedForward):
+# RMSNorm: x.float() 2+4, pow 4+4, mean 4, x * rsqrt 4+4, type_as 4+2, * weight 2+2.
+EAGER_NORM_BYTES = 36
+EAGER_ROPE_BYTES = 20  # queries and keys: float() 2+4, complex multiply 4+4, type_as 4+2
+EAGER_SWIGLU_BYTES = 10  # silu 2+2, times the up projection 2+2+2
 # Adam in mixed precision per parameter: read the fp32 master weight, both moments and the
 # fp32 gradient, write the three back and the bf16 weight.
 OPTIMIZER_BYTES = 4 * 4 + 3 * 4 + 2
@@ -318,11 +328,23 @@ def _memory_operators(
     hidden = tokens * model.hidden / (par.tp if par.sequence_parallel else 1)
     ffn = tokens * math.ceil(moe.mlp_width(workload) / par.tp)
     activation = ("swiglu", SWIGLU_BYTES) if model.gated_mlp else ("gelu", GELU_BYTES)
+    norm = ("layer norms", NORM_BYTES)
+    # Eager leaves a Llama block's RMSNorm, RoPE and SwiGLU unfused (a GPT block's LayerNorm
+    # and GELU are one kernel each, as fused; it has no RoPE).
+    eager = workload.training.framework == "eager" and model.gated_mlp
+    if eager:
+        activation, norm = (
+            ("swiglu (eager)", EAGER_SWIGLU_BYTES),
+            ("rmsnorm (eager)", EAGER_NORM_BYTES),
+        )
     parts = [
-        ("layer norms", 2 * NORM_BYTES * hidden),
+        (norm[0], 2 * norm[1] * hidden),
         ("bias-dropout-add", 2 * BIAS_DROPOUT_ADD_BYTES * hidden),
         (activation[0], activation[1] * ffn),
     ]
+    if eager:
+        qk_heads = (model.heads + model.kv_heads_or_heads) / par.tp
+        parts.append(("rope (eager)", EAGER_ROPE_BYTES * tokens * qk_heads * model.head_dim))
     if workload.training.dtype == "fp8":
         inputs = sum(gemm.m * gemm.k for gemm in layer_gemms(workload) if gemm.pass_name == "fwd")
         parts.append(("fp8 casts", FP8_CAST_BYTES * inputs))

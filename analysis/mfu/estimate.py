@@ -66,7 +66,7 @@ class EstimateOptions:
     # 0: TP collectives on the critical path (Megatron's default); 1: Transformer Engine's
     # userbuffer overlap, priced chunk by chunk (analysis.mfu.tp_overlap)
     tp_overlap: float = 0.0
-    # a recipe's own userbuffer configuration, pair by pair (--tp-overlap-config)
+    # a recipe's own userbuffer configuration, pair by pair (--tp-overlap FILE: tp_overlap 1)
     tp_overlap_pairs: tuple[tuple[str, PairMethod], ...] = ()
     overlap_source: str = "assumed ideal (no overlap probe given)"
 
@@ -99,12 +99,6 @@ class EstimateOptions:
                 "chunk); a share hidden is not taken, it follows from the GEMMs and collectives",
             )
         _ = self.tp_overlap_settings  # validates them
-        if self.tp_overlap_pairs and not self.tp_overlap:
-            raise SpecError(
-                "--tp-overlap",
-                self.tp_overlap,
-                "must be 1 with --tp-overlap-config (it configures userbuffer overlap)",
-            )
 
 
 @dataclass(frozen=True)
@@ -485,6 +479,7 @@ def _assumptions(
         gemms,
         f"GEMMs and attention sustain {IN_STEP_SHARE:.0%} of their isolated rate in a step",
         f"attention core: {workload.training.attention}",
+        *_framework_assumption(workload),
         f"overlap: {options.overlap_source}",
         _tp_assumption(workload, options, sm_count),
         "DP reduction overlaps the backward"
@@ -498,6 +493,16 @@ def _assumptions(
         *((workload.uneven_stages,) if workload.uneven_stages else ()),
         *_cp_ep_assumptions(workload),
     )
+
+
+def _framework_assumption(workload: Workload) -> tuple[str, ...]:
+    """What --framework changed (nothing said for megatron, the default)."""
+    framework, llama = workload.training.framework, workload.model.gated_mlp
+    if framework == "megatron":
+        return ()
+    unfused = "RMSNorm, RoPE and SwiGLU op by op, each kernel through HBM"
+    fused = "priced as megatron's fused kernels"
+    return (f"framework: {framework}: {unfused if framework == 'eager' and llama else fused}",)
 
 
 def _cp_ep_assumptions(workload: Workload) -> tuple[str, ...]:

@@ -57,7 +57,7 @@ class PairMethod:
 class TpOverlapSettings:
     """How the userbuffer overlap is configured (TE's ub_cfg): `chunks` and `sms` for every
     pair TE's defaults give them to, `pairs` overriding single pairs (a recipe's own
-    configuration, `--tp-overlap-config`)."""
+    configuration, `--tp-overlap FILE`)."""
 
     chunks: int = DEFAULT_CHUNKS  # GEMM chunks of the pipelined reduce-scatter (num_splits)
     sms: int = DEFAULT_SMS  # SMs the pipelined and bulk communication kernels take (num_sm)
@@ -66,19 +66,15 @@ class TpOverlapSettings:
     def __post_init__(self) -> None:
         for name, pair in self.pairs:
             if name not in PAIR_METHODS:
-                raise SpecError(
-                    "--tp-overlap-config", name, f"is not one of {', '.join(PAIR_METHODS)}"
-                )
+                raise SpecError("--tp-overlap", name, f"is not one of {', '.join(PAIR_METHODS)}")
             if pair.method not in PAIR_METHODS[name]:
                 raise SpecError(
-                    "--tp-overlap-config",
+                    "--tp-overlap",
                     f"{name}: {pair.method}",
                     f"is not priced; {name} takes {' or '.join(PAIR_METHODS[name])}",
                 )
             if pair.sms < 0 or pair.splits < 1:
-                raise SpecError(
-                    "--tp-overlap-config", name, "needs num_sm >= 0 and num_splits >= 1"
-                )
+                raise SpecError("--tp-overlap", name, "needs num_sm >= 0 and num_splits >= 1")
 
     def pair(self, name: str) -> PairMethod:
         """The pair's method: its own entry, else Transformer Engine's default."""
@@ -99,11 +95,11 @@ def pairs_from_config(config: object) -> tuple[tuple[str, PairMethod], ...]:
     if isinstance(config, dict) and "ub_tp_comm_overlap_cfg" in config:
         config = config["ub_tp_comm_overlap_cfg"]
     if not isinstance(config, dict) or not config:
-        raise SpecError("--tp-overlap-config", config, "must map TE's pair names to methods")
+        raise SpecError("--tp-overlap", config, "must map TE's pair names to methods")
     out = []
     for name, entry in config.items():
         if not isinstance(entry, dict) or "method" not in entry:
-            raise SpecError("--tp-overlap-config", name, "needs a method")
+            raise SpecError("--tp-overlap", name, "needs a method")
         method = str(entry["method"])
         default_sms = RING_EXCHANGE_SMS if method == "ring_exchange" else DEFAULT_SMS
         try:
@@ -114,9 +110,7 @@ def pairs_from_config(config: object) -> tuple[tuple[str, PairMethod], ...]:
                 bool(int(entry.get("aggregate", 0))),
             )
         except (TypeError, ValueError):
-            raise SpecError(
-                "--tp-overlap-config", name, "num_sm, num_splits must be numbers"
-            ) from None
+            raise SpecError("--tp-overlap", name, "num_sm, num_splits must be numbers") from None
         out.append((str(name), pair))
     return TpOverlapSettings(pairs=tuple(out)).pairs  # the names and methods validated
 
@@ -145,7 +139,7 @@ def sm_share(sms: int, sm_count: int | None) -> float:
     if sm_count is None or sms == 0:
         return 0.0
     if sms >= sm_count:
-        raise SpecError("--tp-overlap-config", sms, f"num_sm must be fewer than the {sm_count} SMs")
+        raise SpecError("--tp-overlap", sms, f"num_sm must be fewer than the {sm_count} SMs")
     return sms / sm_count
 
 
@@ -296,7 +290,7 @@ def describe(settings: TpOverlapSettings, tp: int, sm_count: int | None) -> str:
             + (" aggregated" if pair.aggregate else "")
             for name, pair in settings.pairs
         )
-        return f"TP userbuffer overlap as configured (--tp-overlap-config): {own}"
+        return f"TP userbuffer overlap as configured (--tp-overlap FILE): {own}"
     return (
         f"TP userbuffer overlap: all-gathers by ring exchange in {tp} GEMM chunks, "
         f"forward reduce-scatters pipelined in {settings.chunks} chunks {sms}, backward "

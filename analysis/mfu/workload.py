@@ -24,6 +24,10 @@ COMPUTE_DTYPES = ("bf16", "fp8")
 # The attention core's kernel: FlashAttention / cuDNN fused attention, or Megatron's
 # unfused batched GEMMs around a fused softmax (before 2022).
 ATTENTION_KERNELS = ("flash", "unfused")
+# The kernels around the GEMMs (analysis/mfu/compute.py): Megatron's and Transformer Engine's
+# fused ones; torch.compile's Inductor, which fuses the same chains; PyTorch eager, one kernel
+# per operator (torchtitan, FSDP scripts without torch.compile).
+FRAMEWORKS = ("megatron", "torch-compile", "eager")
 # Bounds past anything trained (the largest dense models have ~2e12 parameters and
 # contexts of ~1e7 tokens): beyond them the figures are nonsense, not an estimate.
 MAX_PARAMS = 1e15
@@ -341,6 +345,7 @@ class Training:
     recompute_layers: int = 0
     dtype: str = "bf16"
     attention: str = "flash"
+    framework: str = "megatron"  # FRAMEWORKS
     # MoE: each expert computes and exchanges this multiple of its balanced share of the
     # tokens (padded to capacity); 0: dropless, balanced (NVIDIA's benchmarks force it).
     capacity_factor: float = 0.0
@@ -369,6 +374,7 @@ class Training:
                 "full every layer already is (give --recompute none or selective for the rest)",
             )
         _one_of(self, "attention", ATTENTION_KERNELS)
+        _one_of(self, "framework", FRAMEWORKS)
         _one_of(self, "dtype", COMPUTE_DTYPES)
         if self.seq > MAX_SEQ:
             raise SpecError("--seq", self.seq, f"is more than {MAX_SEQ:,} tokens")

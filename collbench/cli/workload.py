@@ -21,6 +21,7 @@ from collbench.analysis.mfu.workload import (
     COMPUTE_DTYPES,
     CP_COMMS,
     EP_OVERLAPS,
+    FRAMEWORKS,
     RECOMPUTE,
     Model,
     Parallelism,
@@ -36,7 +37,7 @@ from collbench.cli.options import (
     request,
 )
 from collbench.core.errors import SpecError
-from collbench.run.mfu import MfuRequest, tp_overlap_config
+from collbench.run.mfu import MfuRequest, tp_overlap_value
 
 SHAPE_PANEL = "Model shape (instead of --model)"
 _PAR = "Parallelism"
@@ -184,6 +185,13 @@ WORKLOAD_OPTIONS = (
         metavar="NAME",
     ),
     _training(
+        "--framework",
+        f"The kernels around the GEMMs: {listing(FRAMEWORKS)} (PyTorch without torch.compile: "
+        "each operator its own kernel, a Llama block's RMSNorm, RoPE and SwiGLU unfused).",
+        EST_PANEL,
+        metavar="NAME",
+    ),
+    _training(
         "--attention",
         f"Attention core: {listing(ATTENTION_KERNELS, last=' or ')} (Megatron's batched "
         "GEMMs and softmax before FlashAttention).",
@@ -222,19 +230,13 @@ WORKLOAD_OPTIONS = (
         "TP communication overlap: 0 none (Megatron's default); 1 Transformer Engine's "
         "userbuffer overlap (--tp-comm-overlap, needs --sequence-parallel), priced chunk by "
         "chunk: what stays exposed and what the GEMMs lose to chunking and to the SMs the "
-        "communication takes.",
-        metavar="0|1",
-    ),
-    _estimate(
-        "--tp-overlap-config",
-        "With --tp-overlap 1: a recipe's own userbuffer configuration, TE's ub_cfg as NeMo "
-        "and Megatron-Bridge write it (YAML: pair -> method, num_sm, num_splits, "
-        "aggregate); pairs it leaves out keep TE's defaults.",
-        field="tp_overlap_pairs",
+        "communication takes; FILE: 1 as a recipe configures it, TE's ub_cfg as NeMo and "
+        "Megatron-Bridge write it (YAML: pair -> method, num_sm, num_splits, aggregate; "
+        "pairs it leaves out keep TE's defaults).",
         default=None,
-        parse=tp_overlap_config,
-        metavar="FILE",
-        default_text="TE's defaults",
+        default_text="0",
+        parse=tp_overlap_value,
+        metavar="0|1|FILE",
     ),
     _estimate(
         "--matmul-efficiency",
@@ -270,7 +272,10 @@ def workload_parts(
         raise SpecError.from_message("--global-batch is required (sequences per optimizer step)")
     given = given_fields(Training, options, values)
     training = Training(seq=wanted.seq, **given, **dp_dtype_bytes(wanted.dp_dtypes))
-    estimate = EstimateOptions(**given_fields(EstimateOptions, options, values))
+    estimate = given_fields(EstimateOptions, options, values)
+    if isinstance(pairs := estimate.get("tp_overlap"), tuple):  # --tp-overlap FILE
+        estimate.update(tp_overlap=1.0, tp_overlap_pairs=pairs)
+    estimate = EstimateOptions(**estimate)
     return wanted, model, training, parallelism, estimate
 
 

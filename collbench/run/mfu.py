@@ -332,19 +332,23 @@ def file_curves(topology: Any) -> list[str]:
     return [str(base / topology.curves)]
 
 
-def tp_overlap_config(path: str, flag: str = "--tp-overlap-config") -> tuple:
-    """A recipe's userbuffer configuration read from YAML (TE's ub_cfg as NeMo and
-    Megatron-Bridge write it), as EstimateOptions.tp_overlap_pairs."""
+def tp_overlap_value(text: str, flag: str = "--tp-overlap") -> float | tuple:
+    """--tp-overlap 0|1|FILE: 0 or 1, or a recipe's userbuffer configuration read from YAML
+    (TE's ub_cfg as NeMo and Megatron-Bridge write it) as EstimateOptions.tp_overlap_pairs."""
     import yaml
 
     from collbench.analysis.mfu.tp_overlap import pairs_from_config
 
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        data = yaml.safe_load(Path(text).read_text(encoding="utf-8"))
     except OSError as error:
-        raise SpecError(flag, path, f"cannot be read ({error.strerror})") from None
+        raise SpecError(flag, text, f"cannot be read ({error.strerror})") from None
     except yaml.YAMLError as error:
         where = getattr(error, "problem_mark", None)
         line = f" at line {where.line + 1}" if where else ""
-        raise SpecError(flag, path, f"is not YAML{line}") from None
+        raise SpecError(flag, text, f"is not YAML{line}") from None
     return pairs_from_config(data)

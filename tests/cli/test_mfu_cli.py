@@ -260,8 +260,8 @@ def test_a_bad_topology_file_names_the_field(tmp_path):
 
 
 def test_a_recipe_s_userbuffer_configuration_is_read_from_yaml(tmp_path):
-    """--tp-overlap-config takes TE's ub_cfg as NeMo writes it; a pair it cannot price is
-    one line and exit 2."""
+    """--tp-overlap FILE takes TE's ub_cfg as NeMo writes it (userbuffer overlap, 1); a pair
+    it cannot price is one line and exit 2."""
     config = tmp_path / "ub.yaml"
     config.write_text(
         "ub_tp_comm_overlap_cfg:\n"
@@ -270,12 +270,12 @@ def test_a_recipe_s_userbuffer_configuration_is_read_from_yaml(tmp_path):
         encoding="utf-8",
     )
     common = ["--topology", "dgx-h100", "--model", "llama3-8b", "--global-batch", "8",
-              "--tp", "4", "--dp", "2", "--sequence-parallel", "--tp-overlap", "1"]  # fmt: skip
-    document = run_mfu(*common, "--tp-overlap-config", str(config))
+              "--tp", "4", "--dp", "2", "--sequence-parallel", "--tp-overlap"]  # fmt: skip
+    document = run_mfu(*common, str(config))
     assumed = " ".join(document["fabrics"][0]["assumptions"])
-    assert "as configured (--tp-overlap-config): proj_fprop ring_exchange on 1 SM" in assumed
+    assert "as configured (--tp-overlap FILE): proj_fprop ring_exchange on 1 SM" in assumed
     assert "qkv_wgrad bulk on 24 SMs" in assumed
     config.write_text("proj_fprop: {method: bulk}\n", encoding="utf-8")
-    done = collbench("mfu", *common, "--tp-overlap-config", str(config))
+    done = collbench("mfu", *common, str(config))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "proj_fprop takes pipeline or ring_exchange" in done.stderr

@@ -61,7 +61,7 @@ def test_bulk_overlap_slows_the_gemm_only_while_the_collective_runs():
 def test_sm_share():
     assert sm_share(16, 132) == pytest.approx(16 / 132)
     assert sm_share(16, None) == 0.0  # the topology gives no SM count: not priced
-    with pytest.raises(SpecError, match="--tp-overlap-config"):
+    with pytest.raises(SpecError, match="--tp-overlap"):
         sm_share(132, 132)
 
 
