@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from collbench.analysis.mfu.memory import GIB  # noqa: E402
-from collbench.analysis.mfu.workload import parallelism_words  # noqa: E402
 from tests.published_memory import CASES, MemoryCase  # noqa: E402
+from tests.published_runs import parallelism_words  # noqa: E402
 
 REPORTED = {"ran": "ran", "oom": "out of memory", "edge": "at the edge (OOM in some runs)"}
 

@@ -33,10 +33,15 @@ from collbench.analysis.mfu.accuracy import Demonstrated  # noqa: E402
 from collbench.analysis.mfu.estimate import EstimateOptions, estimate  # noqa: E402
 from collbench.analysis.mfu.fabrics import sized_for  # noqa: E402
 from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY, cost_model_pricer  # noqa: E402
-from collbench.analysis.mfu.workload import parallelism_words  # noqa: E402
 from collbench.analysis.model import gemm_model  # noqa: E402
 from collbench.topologies.loader import load_topology  # noqa: E402
-from tests.published_runs import MOE_STEP, PUBLISHED, PublishedRun, _topology_path  # noqa: E402
+from tests.published_runs import (  # noqa: E402
+    MOE_STEP,
+    PUBLISHED,
+    PublishedRun,
+    _topology_path,
+    parallelism_words,
+)
 
 WHAT = {
     "mfu": "MFU",

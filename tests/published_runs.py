@@ -88,6 +88,19 @@ def _topology_path(name: str) -> str:
 NEMOTRON4_15B, NEMOTRON4_340B = preset("nemotron4-15b"), preset("nemotron4-340b")
 
 
+def parallelism_words(par: Parallelism) -> list[str]:
+    """The split as published tables write it: "TP 8 PP 8 DP 2", then "VP 12", "SP" and
+    "ZeRO 1" where set (the validation and memory tables' setup column)."""
+    words = [f"TP {par.tp} PP {par.pp} DP {par.dp}"]
+    if par.virtual_stages > 1:
+        words.append(f"VP {par.virtual_stages}")
+    if par.sequence_parallel:
+        words.append("SP")
+    if par.zero:
+        words.append(f"ZeRO {par.zero}")
+    return words
+
+
 def published_workload(case: Any) -> Workload:
     """The workload a published run or memory case states: its model (a preset name or a
     Model), tp x pp x dp, global batch and seq, and `setup`'s Training and Parallelism

@@ -210,7 +210,7 @@ def micro_batch_compute(
     stage = [
         *_weight_operators(logits_gemms(workload), time_of, False),
         _memory_operator("loss", LOSS_BYTES * workload.micro_tokens * vocab, accelerator),
-    ]
+    ] * workload.busiest_stage[1]  # --pp LAYOUT: none, or an MTP module's pass too
     partial = 0 if workload.training.recompute == "full" else workload.recomputed_layers
     recomputed: tuple[OperatorTime, ...] = ()
     if partial:
@@ -328,15 +328,11 @@ def _memory_operators(
     hidden = tokens * model.hidden / (par.tp if par.sequence_parallel else 1)
     ffn = tokens * math.ceil(moe.mlp_width(workload) / par.tp)
     activation = ("swiglu", SWIGLU_BYTES) if model.gated_mlp else ("gelu", GELU_BYTES)
-    norm = ("layer norms", NORM_BYTES)
     # Eager leaves a Llama block's RMSNorm, RoPE and SwiGLU unfused (a GPT block's LayerNorm
     # and GELU are one kernel each, as fused; it has no RoPE).
     eager = workload.training.framework == "eager" and model.gated_mlp
-    if eager:
-        activation, norm = (
-            ("swiglu (eager)", EAGER_SWIGLU_BYTES),
-            ("rmsnorm (eager)", EAGER_NORM_BYTES),
-        )
+    norm = ("rmsnorm (eager)", EAGER_NORM_BYTES) if eager else ("layer norms", NORM_BYTES)
+    activation = ("swiglu (eager)", EAGER_SWIGLU_BYTES) if eager else activation
     parts = [
         (norm[0], 2 * norm[1] * hidden),
         ("bias-dropout-add", 2 * BIAS_DROPOUT_ADD_BYTES * hidden),

@@ -497,12 +497,10 @@ def _assumptions(
 
 def _framework_assumption(workload: Workload) -> tuple[str, ...]:
     """What --framework changed (nothing said for megatron, the default)."""
-    framework, llama = workload.training.framework, workload.model.gated_mlp
-    if framework == "megatron":
-        return ()
-    unfused = "RMSNorm, RoPE and SwiGLU op by op, each kernel through HBM"
-    fused = "priced as megatron's fused kernels"
-    return (f"framework: {framework}: {unfused if framework == 'eager' and llama else fused}",)
+    framework = workload.training.framework
+    if framework == "eager" and workload.model.gated_mlp:
+        return ("framework: eager: RMSNorm, RoPE and SwiGLU op by op, each kernel through HBM",)
+    return () if framework == "megatron" else (f"framework: {framework}: priced as fused",)
 
 
 def _cp_ep_assumptions(workload: Workload) -> tuple[str, ...]:

@@ -76,7 +76,8 @@ def _layout(workload: Workload, recompute: str, micro_batch: int, **split: int) 
     it (CP, EP, interleaving)."""
     run = workload.training
     try:
-        par = replace(workload.parallelism, **split, sequence_parallel=split["tp"] > 1)
+        tp, par = split["tp"], workload.parallelism
+        par = replace(par, **split, sequence_parallel=tp > 1, pp_layout=())
         run = replace(run, micro_batch=micro_batch, recompute=recompute, recompute_layers=0)
         return replace(workload, training=run, parallelism=par, dp_origin="")
     except SpecError:

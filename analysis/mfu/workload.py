@@ -7,6 +7,7 @@ The method, in full: docs/mfu/index.md#analysis-mfu-workload-py.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from collbench.core.errors import SpecError
@@ -36,6 +37,7 @@ MAX_GLOBAL_BATCH = 2**27
 # --params may refine the shape's own count (biases, padding) by this share, not replace it:
 # the attention FLOPs and the traffic come from the shape.
 PARAMS_MARGIN = 0.25
+MAX_LAYOUT = 100_000  # letters a --pp LAYOUT unrolls to (far more than any model's layers)
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,9 @@ class Parallelism:
     # at most this many nodes, once per node (DeepEP); 0: every routed copy is sent.
     ep_route_nodes: int = 0
     cp_comm: str = "p2p"  # CP_COMMS
+    # --pp LAYOUT: each model chunk's layers, in Megatron-Core's letters (pipeline_layout);
+    # chunk i on pipeline rank i % pp. (): ceil(layers / chunks) per chunk, the output layer last.
+    pp_layout: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _positive(self, "tp", "pp", "dp", "virtual_stages", "cp", "ep")
@@ -317,19 +322,6 @@ class Parallelism:
     def dp_ranks(self) -> int:
         """The gradient reduction's group: the weights are replicated over dp x cp."""
         return self.dp * self.cp
-
-
-def parallelism_words(par: Parallelism) -> list[str]:
-    """The split as published tables write it: "TP 8 PP 8 DP 2", then "VP 12", "SP" and
-    "ZeRO 1" where set (the validation and memory tables' setup column)."""
-    words = [f"TP {par.tp} PP {par.pp} DP {par.dp}"]
-    if par.virtual_stages > 1:
-        words.append(f"VP {par.virtual_stages}")
-    if par.sequence_parallel:
-        words.append("SP")
-    if par.zero:
-        words.append(f"ZeRO {par.zero}")
-    return words
 
 
 @dataclass(frozen=True)
@@ -396,7 +388,8 @@ class Workload:
 
     def __post_init__(self) -> None:
         par, run = self.parallelism, self.training
-        if self.model.layers < par.pp * par.virtual_stages:
+        self._check_layout()
+        if self.model.layers < par.pp * par.virtual_stages and not par.pp_layout:
             raise SpecError(
                 "--pp",
                 par.pp,
@@ -437,6 +430,8 @@ class Workload:
                 "pipeline to interleave)",
             )
         chunks = par.pp * par.virtual_stages
+        if par.pp_layout:  # its chunks as laid out
+            return
         # Megatron's account_for_embedding/loss_in_pipeline_split count the embedding and
         # the loss as a layer each (Llama 3.1 405B: 126 + 2 = 128 over pp 8 x v 8), a
         # pipeline layout the MTP modules too (DeepSeek-V3 "Et|(tt|)*30mL": 61 + 3 = 64).
@@ -448,6 +443,19 @@ class Workload:
                 f"x --pp {par.pp} = {chunks} model chunks do not divide the {layers} layers "
                 f"({layers} = {layers // chunks} x {chunks} + {layers % chunks}); the "
                 "interleaved schedule needs equal chunks",
+            )
+
+    def _check_layout(self) -> None:
+        """Megatron-Core's rules (PipelineParallelLayerLayout): E first, L last, each once;
+        every layer and MTP module laid out; v model chunks per pipeline rank."""
+        par, model, text = self.parallelism, self.model, "".join(self.parallelism.pp_layout)
+        want = ("E", "L", 1, 1, model.layers, model.mtp_layers, par.pp * par.virtual_stages)
+        if text and (text[0], text[-1], *map(text.count, "ELtm"), len(par.pp_layout)) != want:
+            raise SpecError.from_message(
+                f"--pp: the layout must hold E first, L last, {model.layers} t and "
+                f"{model.mtp_layers} m in --virtual-stages {par.virtual_stages} model chunks per "
+                f"pipeline rank (it holds {text.count('t')} t, {text.count('m')} m in "
+                f"{len(par.pp_layout)})"
             )
 
     def _check_cp_ep(self) -> None:
@@ -484,6 +492,13 @@ class Workload:
         evenly). Uneven stages are priced, not refused (Llama 3 405B trained 126 layers on
         16 stages): the busiest stage sets the pace (`layers_per_stage`)."""
         par, layers = self.parallelism, self.model.layers
+        if par.pp_layout:
+            most, output = self.busiest_stage
+            passes = f"{output} output-layer pass" + "es" * (output != 1)
+            return (
+                f"pipeline as laid out (--pp LAYOUT, {len(par.pp_layout)} model chunks): priced "
+                f"at the pace of the busiest stage, {most} layers and {passes}"
+            )
         if layers % par.pp == 0:
             return None
         low, extra = divmod(layers, par.pp)
@@ -502,8 +517,22 @@ class Workload:
     def layers_per_stage(self) -> int:
         """Layers on the busiest pipeline stage: it sets the pipeline's pace when the
         layers do not split evenly (Llama 3 405B: 126 layers on 16 stages)."""
-        chunks = self.parallelism.pp * self.parallelism.virtual_stages
-        return -(-self.model.layers // chunks) * self.parallelism.virtual_stages
+        return self.busiest_stage[0]
+
+    @property
+    def busiest_stage(self) -> tuple[int, int]:
+        """(layers, output-layer passes) of the pipeline rank that sets the pace. With --pp
+        LAYOUT: the rank whose layers and output-layer passes, weighed by their FLOPs in
+        layers, are the most (an MTP module is a layer and a pass of the shared output head,
+        DeepSeek-V3 section 2.2); else the last, ceil(layers / chunks) per chunk and L."""
+        par, model = self.parallelism, self.model
+        if not par.pp_layout:
+            return -(-model.layers // (par.pp * par.virtual_stages)) * par.virtual_stages, 1
+        layer = 6 * (model.active_params - model.embedding_params) + self.attention_flops_per_token
+        weight = 6 * model.vocab * model.hidden * model.layers / layer
+        ranks = ["".join(par.pp_layout[rank :: par.pp]) for rank in range(par.pp)]
+        stages = [(sum(map(chunks.count, "tm")), sum(map(chunks.count, "Lm"))) for chunks in ranks]
+        return max(stages, key=lambda stage: stage[0] + stage[1] * weight)
 
     @property
     def recomputed_layers(self) -> int:
@@ -555,6 +584,27 @@ class Workload:
         if recompute == "selective":
             extra += (1 - share) * attention / 3
         return self.model_flops_per_token + extra
+
+
+def pipeline_layout(text: str) -> tuple[str, ...]:
+    """Megatron-Core's pipeline_model_parallel_layout ("Et|(tt|)*30mL": E the embedding, t a
+    layer, m an MTP module, L the output layer and loss, | between model chunks) as its
+    chunks, unrolled as its parse_str_to_list does ((...)*n, then x*n; commas dropped), to
+    at most MAX_LAYOUT letters."""
+    left = [MAX_LAYOUT]
+
+    def unroll(match: re.Match[str]) -> str:
+        left[0] -= len(match.group(1)) * int(match.group(2))
+        if left[0] < 0:
+            raise SpecError("--pp", text, f"unrolls to more than {MAX_LAYOUT:,} letters")
+        return match.group(1) * int(match.group(2))
+
+    layout = text.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d{1,9})", r"(.)\*(\d{1,9})"):
+        layout = re.sub(pattern, unroll, layout)
+    if not layout or set(layout) - set("EtmL|"):
+        raise SpecError("--pp", text, "is not N or a layout of E, t, m, L and | (Megatron-Core's)")
+    return tuple(layout.split("|"))
 
 
 def _flag(name: str) -> str:

@@ -26,6 +26,7 @@ from collbench.analysis.mfu.workload import (
     Model,
     Parallelism,
     Training,
+    pipeline_layout,
 )
 from collbench.cli.options import (
     Option,
@@ -113,7 +114,14 @@ WORKLOAD_OPTIONS = (
     _training("--global-batch", "Sequences per optimizer step.", default=None),
     _training("--micro-batch", "Sequences per micro-batch."),
     _parallel("--tp", "Tensor parallel size."),
-    _parallel("--pp", "Pipeline stages."),
+    _parallel(
+        "--pp",
+        "Pipeline stages, or a layout: Et|(tt|)*30mL.",
+        default=None,
+        default_text="",
+        parse=lambda text, _: int(text) if text.strip().isdigit() else pipeline_layout(text),
+        metavar="N",
+    ),
     _parallel(
         "--dp",
         "Data parallel size (default: fill --nodes of the first topology).",
@@ -268,6 +276,9 @@ def workload_parts(
     wanted: MfuRequest = request(MfuRequest, options, values)
     model = model_from_options(values)
     parallelism = given_fields(Parallelism, options, values)
+    if isinstance(layout := parallelism.get("pp"), tuple):  # --pp LAYOUT
+        chunks, per_rank = len(layout), parallelism.get("virtual_stages", 1)
+        parallelism.update(pp=max(1, chunks // per_rank), pp_layout=layout)
     if values["global_batch"] is None:
         raise SpecError.from_message("--global-batch is required (sequences per optimizer step)")
     given = given_fields(Training, options, values)
