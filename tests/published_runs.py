@@ -61,7 +61,13 @@ from collbench.analysis.mfu.fabrics import sized_for
 from collbench.analysis.mfu.inputs import cost_model_pricer
 from collbench.analysis.mfu.presets import preset
 from collbench.analysis.mfu.tp_overlap import pairs_from_config
-from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
+from collbench.analysis.mfu.workload import (
+    Model,
+    Parallelism,
+    Training,
+    Workload,
+    pipeline_layout,
+)
 from collbench.topologies.loader import load_topology
 
 FULL = {"recompute": "full"}
@@ -307,10 +313,12 @@ PUBLISHED: tuple[PublishedRun, ...] = (
                  {**_DGXC_340B, "dtype": "fp8"}, seq=4096),
     # Context parallelism: Megatron-Bridge's 26.02 row, DGX-H100 (recipe llama31_405b_
     # pretrain_1024gpu_h100_fp8cs_config: CP 2, VP 8, sequence parallelism, userbuffer TP
-    # overlap; 126 layers + embedding + loss = 128 over pp 8 x v 8).
+    # overlap; 126 layers + embedding + loss = 128 over pp 8 x v 8: account_for_embedding/
+    # loss_in_pipeline_split, the layout Et|(tt|)*62tL).
     PublishedRun("llama31-405b-fp8-cp2", "llama3-405b", "dgx-h100", 8, 8, 8, 1536, "tokens", 311,
                  f"{BRIDGE}, 26.02 container, DGX-H100 (CP 2)",
-                 {**_BRIDGE, "virtual_stages": 8, "cp": 2}, seq=8192,
+                 {**_BRIDGE, "virtual_stages": 8, "cp": 2,
+                  "pp_layout": pipeline_layout("Et|(tt|)*62tL")}, seq=8192,
                  options={"tp_overlap": 1.0, "tp_overlap_pairs": UB_LLAMA31_405B_FP8_H100_CP2}),
 )  # fmt: skip
 
@@ -353,5 +361,6 @@ MOE_STEP: tuple[PublishedRun, ...] = (
     PublishedRun("deepseek-v3-fp8-h100", DEEPSEEK_V3_MTP, "dgx-h100", 2, 8, 64, 8192, "tokens",
                  1297, f"{BRIDGE}, 25.09 container, DGX-H100",
                  {**_BRIDGE, "virtual_stages": 4, "ep": 64, "etp": 1, "ep_overlap": "1f1b",
-                  "ep_sms": 20, "ep_route_nodes": 4, "dp_overlap": False}, seq=4096),
+                  "ep_sms": 20, "ep_route_nodes": 4, "dp_overlap": False,
+                  "pp_layout": pipeline_layout("Et|(tt|)*30mL")}, seq=4096),
 )  # fmt: skip

@@ -43,7 +43,8 @@ PINNED_ERROR_PCT = {
     "nemotron4-15b-fp8-dgxc": +4.1,
     "nemotron4-340b-bf16-dgxc": +6.6,
     "nemotron4-340b-fp8-dgxc": +14.7,
-    "llama31-405b-fp8-cp2": -10.1,  # context parallelism (analysis/mfu/moe.py)
+    # context parallelism (analysis/mfu/moe.py); its recipe's pipeline layout (--pp LAYOUT)
+    "llama31-405b-fp8-cp2": -5.5,
 }
 # Runs outside the goal's 10%, and why. A run added outside the goal is named here with its
 # reason, not hidden; the test caps it at OUTSIDE_GOAL_MAX.
@@ -58,7 +59,6 @@ OUTSIDE_GOAL: dict[str, str] = {
         "llama3-70b-fp8-gbs128",
         "llama3-70b-fp8-gbs256",
         "nemotron4-340b-fp8-dgxc",
-        "llama31-405b-fp8-cp2",
     )
 }
 OUTSIDE_GOAL_MAX = 0.20
