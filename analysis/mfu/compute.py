@@ -62,6 +62,10 @@ BACKWARD_BYTES = 2.0
 EAGER_NORM_BYTES = 36
 EAGER_ROPE_BYTES = 20  # queries and keys: float() 2+4, complex multiply 4+4, type_as 4+2
 EAGER_SWIGLU_BYTES = 10  # silu 2+2, times the up projection 2+2+2
+# The loss over fp32 logits (torchtitan's cross_entropy(pred.flatten(0, 1).float(), ...);
+# autocast runs cross_entropy in fp32 alike), in any block: forward logits.float() 2+4,
+# log_softmax 4+4; backward nll_loss 4, log_softmax 4+4+4, the cast back 4+2.
+EAGER_LOSS_BYTES, EAGER_LOSS_BACKWARD_BYTES = 14, 22
 # Adam in mixed precision per parameter: read the fp32 master weight, both moments and the
 # fp32 gradient, write the three back and the bf16 weight.
 OPTIMIZER_BYTES = 4 * 4 + 3 * 4 + 2
@@ -206,10 +210,13 @@ def micro_batch_compute(
     layer = _layer_operators(workload, accelerator, peak_flops, time_of)
     # The last stage adds the logits and the loss to its layers, the first only the
     # embedding lookup (cheap): the last is the busiest (with pp = 1, the only one).
-    vocab = math.ceil(workload.model.vocab / workload.parallelism.tp)
+    logits = workload.micro_tokens * math.ceil(workload.model.vocab / workload.parallelism.tp)
+    loss = ("loss", LOSS_BYTES, 1.0)
+    if workload.training.framework == "eager":
+        loss = ("loss (eager)", EAGER_LOSS_BYTES, EAGER_LOSS_BACKWARD_BYTES / EAGER_LOSS_BYTES)
     stage = [
         *_weight_operators(logits_gemms(workload), time_of, False),
-        _memory_operator("loss", LOSS_BYTES * workload.micro_tokens * vocab, accelerator),
+        _memory_operator(loss[0], loss[1] * logits, accelerator, loss[2]),
     ] * workload.busiest_stage[1]  # --pp LAYOUT: none, or an MTP module's pass too
     partial = 0 if workload.training.recompute == "full" else workload.recomputed_layers
     recomputed: tuple[OperatorTime, ...] = ()

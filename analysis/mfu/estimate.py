@@ -498,8 +498,9 @@ def _assumptions(
 def _framework_assumption(workload: Workload) -> tuple[str, ...]:
     """What --framework changed (nothing said for megatron, the default)."""
     framework = workload.training.framework
-    if framework == "eager" and workload.model.gated_mlp:
-        return ("framework: eager: RMSNorm, RoPE and SwiGLU op by op, each kernel through HBM",)
+    if framework == "eager":
+        block = "RMSNorm, RoPE, SwiGLU" if workload.model.gated_mlp else "(a GPT block: fused)"
+        return (f"framework: eager: {block} and the fp32 loss op by op, each kernel through HBM",)
     return () if framework == "megatron" else (f"framework: {framework}: priced as fused",)
 
 

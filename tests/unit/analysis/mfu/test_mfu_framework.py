@@ -28,7 +28,8 @@ def _memory_ops(framework: str, model: Model = LLAMA) -> dict[str, tuple[float, 
     accelerator = load_topology("dgx-h100").accelerator
     peak = accelerator.peak_bf16_tflops * 1e12
     micro = micro_batch_compute(workload, accelerator, peak, model_pricer(accelerator, peak))
-    return {op.op: (op.forward_s, op.backward_s) for op in micro.layer if op.category != "gemm"}
+    ops = (*micro.layer, *micro.stage)
+    return {op.op: (op.forward_s, op.backward_s) for op in ops if op.category != "gemm"}
 
 
 def test_eager_prices_rmsnorm_rope_and_swiglu_op_by_op():
@@ -41,17 +42,23 @@ def test_eager_prices_rmsnorm_rope_and_swiglu_op_by_op():
     assert ops["swiglu (eager)"][0] == pytest.approx(28_835_840 / H100_BYTES_S)
     # RoPE on queries and keys: 1024 tokens x (8 + 2) heads x 128, 20 bytes
     assert ops["rope (eager)"][0] == pytest.approx(26_214_400 / H100_BYTES_S)
-    # fused (megatron, torch.compile): 4 bytes per norm element, 6 per SwiGLU one, no RoPE
+    # the loss over 1024 x 1024 fp32 logits: 14 bytes forward, 22 backward
+    assert ops["loss (eager)"][0] == pytest.approx(14_680_064 / H100_BYTES_S)
+    assert ops["loss (eager)"][1] == pytest.approx(23_068_672 / H100_BYTES_S)
+    # fused (megatron, torch.compile): 4 bytes per norm element, 6 per SwiGLU one, no RoPE,
+    # the loss 10 each way
     for fused in (_memory_ops("megatron"), _memory_ops("torch-compile")):
         assert fused["layer norms"][0] == pytest.approx(8_388_608 / H100_BYTES_S)
         assert fused["swiglu"][0] == pytest.approx(17_301_504 / H100_BYTES_S)
+        assert fused["loss"] == pytest.approx((10_485_760 / H100_BYTES_S,) * 2)
         assert "rope (eager)" not in fused
 
 
-def test_eager_leaves_a_gpt_block_as_fused():
+def test_eager_leaves_a_gpt_block_as_fused_but_not_its_loss():
     """LayerNorm and GELU are one eager kernel each; a GPT block has no RoPE."""
     gpt = replace(LLAMA, gated_mlp=False, kv_heads=0, ffn_hidden=0)
-    assert _memory_ops("eager", gpt) == _memory_ops("megatron", gpt)
+    eager, fused = _memory_ops("eager", gpt), _memory_ops("megatron", gpt)
+    assert eager.pop("loss (eager)") != fused.pop("loss") and eager == fused
 
 
 def test_a_framework_outside_the_choices_is_refused():
@@ -79,7 +86,7 @@ def test_cli_framework_reaches_the_estimate_and_explain():
     done = collbench("mfu", "-T", "dgx-h100", "-m", "llama3-8b", "--global-batch", "8",
                      "--fsdp", "--framework", "eager", "--explain")  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "framework: eager: RMSNorm, RoPE and SwiGLU op by op" in done.stdout
+    assert "framework: eager: RMSNorm, RoPE, SwiGLU and the fp32 loss op by op" in done.stdout
     assert "rope (eager)" in done.stdout and "rmsnorm (eager)" in done.stdout
     bad = collbench("mfu", "-T", "dgx-h100", "-m", "llama3-8b", "--global-batch", "8",
                     "--framework", "jax")  # fmt: skip
