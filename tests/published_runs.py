@@ -48,7 +48,8 @@ llama3_h100_202412_torchtitan.md, Llama 3.1 8B, FSDP) cannot be entered faithful
 H100s are HBM2e parts at a 500 W limit whose peak the benchmark itself says it does not know
 (its footnote 2), and their selective activation checkpointing ("op": every other matmul
 recomputed) is not a --recompute collbench states. Their ratio is the eager term's check
-(tests/unit/analysis/mfu/test_mfu_framework.py).
+(tests/unit/analysis/mfu/test_mfu_framework.py). Its A100 rows (docs/performance.md, 64
+A100s, FSDP2) state neither torch.compile nor the network their FSDP steps are bound by.
 """
 
 from __future__ import annotations
