@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -176,15 +175,6 @@ def _largest(values: list[float]) -> float:
 # each source that did is predicted with the share chosen without it, by the rule: the 0.01
 # step from 0.75 to 1.00 with the least median |MFU error| on the remaining A100 sources.
 SHARES = [step / 100 for step in range(75, 101)]
-REGIMES: dict[str, Callable[[Any], bool]] = {
-    "3-D parallel Megatron (dense, tp and pp > 1)": lambda w: (
-        w.parallelism.tp > 1 and w.parallelism.pp > 1 and not w.model.experts
-    ),
-    "FSDP (ZeRO 3, dense)": lambda w: w.parallelism.zero == 3 and not w.model.experts,
-    "small models (<= 8B, dense)": lambda w: w.model.n_params < 9e9 and not w.model.experts,
-    "more than 4k GPUs (dense)": lambda w: w.parallelism.world_size > 4096 and not w.model.experts,
-    "MoE": lambda w: w.model.experts > 0,
-}
 
 
 @contextmanager
@@ -234,8 +224,8 @@ def loso_table() -> str:
         "| regime | runs | median abs error | max abs error | signs |",
         "|---|---|---|---|---|",
     ]
-    for regime, holds in REGIMES.items():
-        values = [errors[run.run] for run in runs if holds(run.workload())]
+    for regime in accuracy.REGIMES:  # each run in one: the first that holds it
+        values = [errors[run.run] for run in runs if accuracy.regime(run.workload()) == regime]
         spread = _spread(values) if values else "- | - | no run: not validated"
         lines.append(f"| {regime} | {len(values)} | {spread} |")
     dense = [abs(errors[run.run]) for run in PUBLISHED]
@@ -258,14 +248,13 @@ def _spread(values: list[float]) -> str:
 
 
 def demonstrated() -> dict[str, Demonstrated]:
-    """Per accelerator family: the runs' MFU errors, each predicted without its source
-    (analysis/mfu/accuracy.py's table)."""
+    """Per accelerator family and regime: the runs' MFU errors, each predicted without its
+    source (analysis/mfu/accuracy.py's table)."""
     cross_validated, _ = loso()
     errors: dict[str, list[float]] = {}
-    for runs, moe in ((PUBLISHED, False), (MOE_STEP, True)):
-        for run in runs:
-            name = accuracy.key(run.family or run.topology, moe)
-            errors.setdefault(name, []).append(cross_validated[run.run])
+    for run in (*PUBLISHED, *MOE_STEP):
+        name = accuracy.key(run.family or run.topology, accuracy.regime(run.workload()))
+        errors.setdefault(name, []).append(cross_validated[run.run])
     return {
         name: Demonstrated(
             name,

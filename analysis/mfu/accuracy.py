@@ -1,5 +1,5 @@
-"""How close the estimator has landed on published runs, per accelerator: what `mfu`
-prints beside each fabric's column, so an estimate is read with its demonstrated error.
+"""How close the estimator has landed on published runs, per accelerator and regime: what
+`mfu` prints beside each fabric's column, so an estimate is read with its demonstrated error.
 
 The method, in full: docs/mfu/validation.md#analysis-mfu-accuracy-py.
 """
@@ -7,15 +7,32 @@ The method, in full: docs/mfu/validation.md#analysis-mfu-accuracy-py.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from collbench.analysis.mfu.workload import Workload
+
+# The kinds of workload the estimator errs differently on, each workload in the first that
+# holds it: its band is the error on the published runs of its accelerator in its regime
+# (MoE's all-to-alls, a fleet's stragglers, eager mode's unfused kernels, FSDP's all-gathers
+# and a small model's non-GEMM work are their own parts of the model).
+REGIMES: dict[str, Callable[[Workload], bool]] = {
+    "MoE": lambda w: w.model.experts > 0,
+    "more than 4k GPUs": lambda w: w.parallelism.world_size > 4096,
+    "PyTorch eager": lambda w: w.training.framework == "eager",
+    "FSDP": lambda w: w.parallelism.zero == 3,
+    "3-D parallel": lambda w: w.parallelism.tp > 1 and w.parallelism.pp > 1,
+    "small models": lambda w: w.model.n_params < 9e9,
+    "TP and DP": lambda w: True,
+}
 
 
 @dataclass(frozen=True)
 class Demonstrated:
-    """The estimator's MFU error over the published runs on one accelerator family, each
-    run predicted without its source (leave-one-source-out)."""
+    """The estimator's MFU error over the published runs of one regime on one accelerator
+    family, each run predicted without its source (leave-one-source-out)."""
 
-    family: str  # "A100", "H100": the accelerator's model number ("H100 MoE": MoE runs)
+    family: str  # the accelerator's model number and the regime: "H100 3-D parallel"
     runs: int
     low: float  # the most negative error (the estimate slower than the run)
     high: float  # the most positive error (the estimate faster than the run)
@@ -49,9 +66,12 @@ class Demonstrated:
 # checks it against the validation set).
 # accuracy:start
 DEMONSTRATED: dict[str, Demonstrated] = {
-    "A100": Demonstrated("A100", 12, -0.073, 0.066, 0.048),
-    "H100": Demonstrated("H100", 10, -0.128, 0.005, 0.058),
+    "A100 3-D parallel": Demonstrated("A100 3-D parallel", 10, -0.073, 0.066, 0.055),
+    "A100 TP and DP": Demonstrated("A100 TP and DP", 2, -0.009, 0.038, 0.024),
+    "H100 3-D parallel": Demonstrated("H100 3-D parallel", 7, -0.128, -0.012, 0.062),
+    "H100 FSDP": Demonstrated("H100 FSDP", 1, -0.062, -0.062, 0.062),
     "H100 MoE": Demonstrated("H100 MoE", 1, 0.216, 0.216, 0.216),
+    "H100 TP and DP": Demonstrated("H100 TP and DP", 2, -0.039, 0.005, 0.022),
 }
 # accuracy:end
 
@@ -65,35 +85,43 @@ def family(accelerator: str) -> str | None:
     return match.group(1) if match else None
 
 
-def key(family_name: str, moe: bool) -> str:
-    """DEMONSTRATED's key: the family, and " MoE" for mixture-of-experts workloads (their
-    all-to-alls and overlap are their own model, validated on their own runs)."""
-    return f"{family_name} MoE" if moe else family_name
+def regime(workload: Workload) -> str:
+    """The workload's regime (REGIMES: the first that holds it)."""
+    return next(name for name, holds in REGIMES.items() if holds(workload))
 
 
-def demonstrated(accelerator: str, moe: bool = False) -> Demonstrated | None:
-    """The published runs' verdict on this accelerator (and kind of workload), None where
-    none validates it."""
+def key(family_name: str, regime_name: str) -> str:
+    """DEMONSTRATED's key: the family and the regime ("H100 FSDP")."""
+    return f"{family_name} {regime_name}"
+
+
+def demonstrated(accelerator: str, regime_name: str) -> Demonstrated | None:
+    """The published runs' verdict on this accelerator in this regime, None where none
+    validates it."""
     name = family(accelerator)
-    return DEMONSTRATED.get(key(name, moe)) if name else None
+    return DEMONSTRATED.get(key(name, regime_name)) if name else None
 
 
-def band(accelerator: str, moe: bool = False) -> str:
+def band(accelerator: str, regime_name: str) -> str:
     """A fabric's headline tag: how far the estimate erred on the published runs of its
-    accelerator (and kind of workload), or that none validates it."""
-    known = demonstrated(accelerator, moe)
-    return "not validated" if known is None else f"{_pct(known.low)} to {_pct(known.high)}"
+    accelerator in the workload's regime, or that none validates it."""
+    known = demonstrated(accelerator, regime_name)
+    if known is None:
+        return "not validated"
+    if known.runs == 1:
+        return f"{_pct(known.low)} on 1 run"
+    return f"{_pct(known.low)} to {_pct(known.high)}"
 
 
-def accuracy_line(column: str, accelerator: str, moe: bool = False) -> str:
+def accuracy_line(column: str, accelerator: str, regime_name: str) -> str:
     """One line for a fabric's column: its demonstrated error, or that there is none."""
-    known = demonstrated(accelerator, moe)
+    known = demonstrated(accelerator, regime_name)
     if known is not None:
         return known.line(column)
-    kind = "MoE " if moe else ""
     return (
-        f"validated: {column} ({key(family(accelerator) or accelerator, moe)}): no published "
-        f"{kind}run on this accelerator validates the estimate; its error is not known"
+        f"validated: {column} ({key(family(accelerator) or accelerator, regime_name)}): no "
+        f"published run of this regime on this accelerator validates the estimate; its error "
+        "is not known"
     )
 
 

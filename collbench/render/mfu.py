@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from collbench.analysis.mfu.accuracy import accuracy_line, band, demonstrated
+from collbench.analysis.mfu.accuracy import accuracy_line, band, demonstrated, regime
 from collbench.analysis.mfu.estimate import (
     MEASURED,
     MIXED,
@@ -73,7 +73,7 @@ def to_json(
             "model_flops_per_token": workload.model_flops_per_token,
         },
         "fabrics": [
-            {**_estimate_json(result, model.experts > 0), **cost_json(cost)}
+            {**_estimate_json(result, regime(workload)), **cost_json(cost)}
             for result, cost in zip(estimates, costs, strict=True)
         ],
     }
@@ -83,8 +83,8 @@ def to_json(
 _RANKED = "mfu hfu mfu_loss_comm step_time_s tokens_per_s model_tflops_per_accelerator".split()
 
 
-def _estimate_json(result: Estimate, moe: bool = False) -> dict[str, Any]:
-    known = demonstrated(result.accelerator, moe)
+def _estimate_json(result: Estimate, regime_name: str) -> dict[str, Any]:
+    known = demonstrated(result.accelerator, regime_name)
     fabric = {
         "topology": result.topology,
         # only for a column priced with labelled curves (`--curves LABEL=RUN`, a tune)
@@ -137,7 +137,7 @@ def render_table(
 ) -> str:
     """Fabrics side by side, one column each: the step, its breakdown, MFU and what-ifs
     (and under it, with `costs`, each fabric's cost)."""
-    moe = workload.model.experts > 0
+    kind = regime(workload)
     rows: list[tuple[str, Any]] = [
         ("collectives priced by", lambda e: e.origin.replace(NOTHING_PRICED, "nothing")),
         ("accelerators (nodes)", lambda e: f"{e.accelerators} ({e.nodes})"),
@@ -155,7 +155,10 @@ def render_table(
         ],
         ("  compute slowdown", _tagged(lambda e: _share(e.slowdown_s, e), "dp")),
         # the headline: with how far the published runs of its accelerator erred, or not
-        ("MFU", lambda e: f"{_tagged(lambda e: _fraction(e.mfu))(e)} [{band(e.accelerator, moe)}]"),
+        (
+            "MFU",
+            lambda e: f"{_tagged(lambda e: _fraction(e.mfu))(e)} [{band(e.accelerator, kind)}]",
+        ),
         ("HFU (with recompute)", _tagged(lambda e: _fraction(e.hfu))),
         ("MFU lost to exposed comm", _tagged(lambda e: f"{e.mfu_loss_comm:.1%}")),
         ("model TFLOP/s per acc.", _tagged(lambda e: _tflops(e.model_tflops_per_accelerator))),
@@ -174,11 +177,12 @@ def render_table(
     legend = (
         "p: from predicted collective times (topology cost model); m: from measured curves "
         "(--curves); m+p: both; untagged: no collective time in it; MFU [a to b]: how far "
-        "the estimate erred on published runs of the accelerator (validated: below)"
+        "the estimate erred on published runs of the accelerator in the workload's regime "
+        "(validated: below)"
     )
     recovered = recovery_lines(estimates)
     if costs:
-        recovered += price_lines(estimates, costs, header[1:], moe)
+        recovered += price_lines(estimates, costs, header[1:], kind)
     return "\n".join(
         [
             _headline(workload),
@@ -187,7 +191,7 @@ def render_table(
             legend,
             *recovered,
             "",
-            *_notes(estimates, workload.model.experts > 0),
+            *_notes(estimates, kind),
         ]
     )
 
@@ -335,7 +339,7 @@ def _headline(workload: Workload) -> str:
     return headline
 
 
-def _notes(estimates: Sequence[Estimate], moe: bool = False) -> list[str]:
+def _notes(estimates: Sequence[Estimate], regime_name: str) -> list[str]:
     """What each kind of collective is, where each fabric's price came from, and what was
     assumed (the same on every fabric, so said once)."""
     first = estimates[0]
@@ -348,7 +352,9 @@ def _notes(estimates: Sequence[Estimate], moe: bool = False) -> list[str]:
         )
         notes.append(f"  {column_name(result)}: {sources or 'nothing to price'}")
     notes += _memory_notes(estimates)
-    notes += [accuracy_line(column_name(result), result.accelerator, moe) for result in estimates]
+    notes += [
+        accuracy_line(column_name(result), result.accelerator, regime_name) for result in estimates
+    ]
     if any(name in first.what_if for name in UNHIDDEN_ROWS):
         notes.append(UNHIDDEN_NOTE)
     return notes + [f"assumed: {text}" for text in first.assumptions]
@@ -379,7 +385,7 @@ def price_lines(
     estimates: Sequence[Estimate],
     costs: Sequence[TrainingCost | None],
     names: Sequence[str],
-    moe: bool = False,
+    regime_name: str,
 ) -> list[str]:
     """The cost table (one column per fabric, tagged m/p as the MFU table's column, with
     how far its MFU can err) and one line per further priced fabric against the first;
@@ -402,7 +408,7 @@ def price_lines(
         ]
         for label, text, tagged in rows
     ]
-    body.append(["MFU validated", *(band(e.accelerator, moe) for e in estimates)])
+    body.append(["MFU validated", *(band(e.accelerator, regime_name) for e in estimates)])
     return ["", *text_columns([header, *body], {0}), *_against_first(estimates, costs, names)]
 
 

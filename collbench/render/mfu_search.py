@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from collbench.analysis.mfu.accuracy import band
+from collbench.analysis.mfu.accuracy import band, regime
 from collbench.analysis.mfu.estimate import Estimate, training_cost
 from collbench.analysis.mfu.memory import DEMONSTRATED_ERROR, GIB
 from collbench.analysis.mfu.search import Ranked
+from collbench.analysis.mfu.workload import Workload
 from collbench.render.mfu import column_name
 from collbench.render.table import text_columns
 from collbench.run.mfu import MfuEstimate
@@ -25,16 +26,18 @@ def with_search(output: str, result: MfuEstimate, as_json: bool) -> str:
     if not result.searches:
         return output
     pairs = zip(result.searches, result.estimates, strict=True)
-    moe = result.workload.model.experts > 0
     found = [
-        _fabric(ranked, yours, result.prices.get(yours.topology), moe) for ranked, yours in pairs
+        _fabric(ranked, yours, result.prices.get(yours.topology), result.workload)
+        for ranked, yours in pairs
     ]
     if as_json:
         return json.dumps({**json.loads(output), "search": found}, indent=2)
     return "\n".join([output, *(line for data in found for line in _lines(data))])
 
 
-def _fabric(ranked: Ranked, yours: Estimate, price: float | None, moe: bool) -> dict[str, Any]:
+def _fabric(
+    ranked: Ranked, yours: Estimate, price: float | None, workload: Workload
+) -> dict[str, Any]:
     best = []
     for rank, (layout, estimate) in enumerate(ranked[:SHOWN], 1):
         cost = price and training_cost(estimate, layout.tokens_per_step, price)
@@ -56,8 +59,14 @@ def _fabric(ranked: Ranked, yours: Estimate, price: float | None, moe: bool) -> 
     if not ranked and (capacity := yours.memory.capacity_bytes):
         why = f"nothing fits in {capacity / GIB:g} GiB per accelerator"
     found = {"layouts_fit": len(ranked), "best": best, "yours": {"rank": rank, "why": why}}
-    # the ranking is a model's: how far it erred on published runs of this accelerator
-    return {"topology": column_name(yours), **found, "estimate_error": band(yours.accelerator, moe)}
+    # the ranking is a model's: how far it erred on published runs of this accelerator in
+    # the best layout's regime
+    kind = regime(ranked[0][0] if ranked else workload)
+    return {
+        "topology": column_name(yours),
+        **found,
+        "estimate_error": band(yours.accelerator, kind),
+    }
 
 
 def _why(yours: Estimate, best: Estimate) -> str:
@@ -91,11 +100,11 @@ def _lines(data: dict[str, Any]) -> list[str]:
     own = f"yours ranks {yours['rank']:,}" if yours["rank"] else "yours"
     error = data["estimate_error"]
     caveat = (
-        f"the estimator's MFU erred {error} on published runs of this accelerator: steps closer "
-        "than that are not told apart"
+        f"the estimator's MFU erred {error} on published runs of this accelerator in the best "
+        "layout's regime: steps closer than that are not told apart"
         if error != "not validated"
-        else "not validated: no published run of this accelerator says how far the estimator "
-        "errs, so close steps are not told apart"
+        else "not validated: no published run of this accelerator in the best layout's regime "
+        "says how far the estimator errs, so close steps are not told apart"
     )
     return [head, *(table if rows else []), f"  {own}: {yours['why']}", f"  ({caveat})"]
 

@@ -41,10 +41,10 @@ def test_bad_values_of_the_new_options_exit_2_in_one_line():
 def test_the_headline_and_the_cost_table_say_whether_each_fabric_is_validated():
     from collbench.analysis.mfu.accuracy import DEMONSTRATED
 
-    h100 = DEMONSTRATED["H100"]
+    h100 = DEMONSTRATED["H100 3-D parallel"]  # the workload's regime on H100
     h100_band = f"[{h100.low:+.1%} to {h100.high:+.1%}]"
-    args = ("mfu", "-T", "dgx-h100", "-T", "mi300x", "-m", "llama3-8b", "--global-batch", "64",
-            "--dp", "8", "--fsdp", "--price", "dgx-h100=3", "--price", "mi300x=2")  # fmt: skip
+    args = ("mfu", "-T", "dgx-h100", "-T", "mi300x", "-m", "llama3-70b", "--global-batch", "64",
+            "--tp", "8", "--pp", "4", "--price", "dgx-h100=3", "--price", "mi300x=2")  # fmt: skip
     done = collbench(*args)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

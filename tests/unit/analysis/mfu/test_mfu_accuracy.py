@@ -1,6 +1,8 @@
-"""analysis/mfu/accuracy.py: an estimate's demonstrated error, found by accelerator."""
+"""analysis/mfu/accuracy.py: an estimate's demonstrated error, found by accelerator and regime."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -8,9 +10,13 @@ from collbench.analysis.mfu.accuracy import (
     DEMONSTRATED,
     Demonstrated,
     accuracy_line,
+    band,
     demonstrated,
     family,
+    regime,
 )
+from collbench.analysis.mfu.presets import preset
+from collbench.analysis.mfu.workload import Parallelism, Training, Workload
 from collbench.topologies.loader import load_topology
 
 
@@ -33,7 +39,50 @@ def test_every_h100_topology_shares_the_h100_verdict():
     """The catalog's H100 fabrics (DGX and A3 Mega) run the same accelerator: the same
     published runs speak for both."""
     for name in ("dgx-h100", "a3-mega"):
-        assert demonstrated(load_topology(name).accelerator.name) is DEMONSTRATED["H100"]
+        accelerator = load_topology(name).accelerator.name
+        assert demonstrated(accelerator, "3-D parallel") is DEMONSTRATED["H100 3-D parallel"]
+
+
+def _workload(**parallelism) -> Workload:
+    split = {"tp": 1, "pp": 1, "dp": 8, **parallelism}
+    batch = Training(seq=4096, global_batch=8 * split["dp"])
+    return Workload(preset("llama3-8b"), batch, Parallelism(**split))
+
+
+@pytest.mark.parametrize(
+    ("workload", "expected"),
+    [
+        (lambda: _workload(tp=8, pp=4, dp=1), "3-D parallel"),
+        (lambda: _workload(dp=8, zero=3), "FSDP"),
+        (lambda: _workload(dp=8), "small models"),
+        (lambda: _workload(dp=8192, zero=3), "more than 4k GPUs"),  # before FSDP
+        (
+            lambda: replace(_workload(dp=8), training=Training(4096, 64, framework="eager")),
+            "PyTorch eager",
+        ),  # fmt: skip
+        (
+            lambda: Workload(preset("gpt3-175b"), Training(2048, 64), Parallelism(tp=8, dp=8)),
+            "TP and DP",
+        ),  # fmt: skip
+        (
+            lambda: Workload(preset("deepseek-v3"), Training(4096, 64), Parallelism(ep=8, dp=8)),
+            "MoE",
+        ),  # fmt: skip
+    ],
+)
+def test_each_workload_is_in_the_first_regime_that_holds_it(workload, expected):
+    assert regime(workload()) == expected
+
+
+def test_a_regime_no_run_of_its_accelerator_validates_says_not_validated():
+    """An H100 estimate of a regime no H100 run is in is not given the other regimes' band."""
+    h100 = load_topology("dgx-h100").accelerator.name
+    assert band(h100, "more than 4k GPUs") == "not validated"
+    fsdp = DEMONSTRATED["H100 FSDP"]  # one run so far: its error, said to be one run's
+    one = f"{fsdp.low:+.1%} on 1 run"
+    assert band(h100, "FSDP") == (one if fsdp.runs == 1 else f"{fsdp.low:+.1%} to {fsdp.high:+.1%}")
+    line = accuracy_line("dgx-h100", h100, "PyTorch eager")
+    assert "(H100 PyTorch eager): no published run of this regime" in line
 
 
 def test_the_line_states_the_range_and_its_sign():
@@ -45,17 +94,18 @@ def test_the_line_states_the_range_and_its_sign():
 
 
 def test_an_accelerator_no_run_validates_says_its_error_is_not_known():
-    line = accuracy_line("mi300x", load_topology("mi300x").accelerator.name)
-    assert "MI300X" in line and "no published run" in line and "not known" in line
+    line = accuracy_line("mi300x", load_topology("mi300x").accelerator.name, "3-D parallel")
+    assert "MI300X 3-D parallel" in line and "no published run" in line and "not known" in line
 
 
 def test_the_json_form_names_every_figure():
-    assert DEMONSTRATED["A100"].to_dict() == {
-        "family": "A100",
-        "runs": DEMONSTRATED["A100"].runs,
-        "mfu_error_low": DEMONSTRATED["A100"].low,
-        "mfu_error_high": DEMONSTRATED["A100"].high,
-        "mfu_error_median_abs": DEMONSTRATED["A100"].median_abs,
+    known = DEMONSTRATED["A100 3-D parallel"]
+    assert known.to_dict() == {
+        "family": "A100 3-D parallel",
+        "runs": known.runs,
+        "mfu_error_low": known.low,
+        "mfu_error_high": known.high,
+        "mfu_error_median_abs": known.median_abs,
     }
 
 
@@ -63,11 +113,10 @@ def test_moe_workloads_have_their_own_verdict():
     """A MoE estimate is read against the MoE runs, not the dense ones: its all-to-alls
     and their overlap are a model of their own."""
     h100 = load_topology("dgx-h100").accelerator.name
-    assert demonstrated(h100, moe=True) is DEMONSTRATED["H100 MoE"]
-    assert demonstrated(h100, moe=True) is not demonstrated(h100)
+    assert demonstrated(h100, "MoE") is DEMONSTRATED["H100 MoE"]
     a100 = load_topology("dgx-a100").accelerator.name
-    line = accuracy_line("dgx-a100", a100, moe=True)
-    assert "A100 MoE" in line and "no published MoE run" in line
+    line = accuracy_line("dgx-a100", a100, "MoE")
+    assert "A100 MoE" in line and "no published run of this regime" in line
 
 
 def test_one_run_is_stated_as_one_figure():

@@ -227,6 +227,4 @@ def test_leave_one_source_out_refits_the_share_only_without_the_sources_that_cho
         mine = [run for run in PUBLISHED if run.publication == held_out]
         with script._in_step_share(shares[held_out]):
             assert all(errors[run.run] == pytest.approx(run.mfu_error()) for run in mine)
-    assert "| more than 4k GPUs (dense) | 0 | - | - | no run: not validated |" in (
-        script.loso_table()
-    )
+    assert "| more than 4k GPUs | 0 | - | - | no run: not validated |" in (script.loso_table())
