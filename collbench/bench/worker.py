@@ -19,6 +19,7 @@ from collbench.bench.agreement import plan_digest
 from collbench.bench.distributed import init_distributed, teardown
 from collbench.bench.rank_env import RunEnv
 from collbench.bench.session import WRITE_LOCK, RankLog, Session
+from collbench.core.doctor_spec import DOCTOR
 from collbench.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -79,7 +80,7 @@ def run_rank(job: Job, env: RunEnv, sink: RowSink | None = None) -> RankOutcome:
             f"{env.world_size} rank(s), backend {spec.backend} on {device}, pid {os.getpid()}, "
             f"rendezvous {env.master_addr}:{env.master_port}; run {job.run_dir}"
         )
-        if spec.doctor is not None:
+        if spec.command == DOCTOR:
             from collbench.bench.doctor_rounds import DoctorSession
 
             total_wrong = DoctorSession(job, env, device, sink).run(status, log)

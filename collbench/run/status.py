@@ -86,11 +86,12 @@ def describe_run(run: Path) -> str:
 def _planned(spec_fields: dict) -> str:
     """ " of N" rows planned; "" for a doctor (it plans its rounds from the nodes it finds)
     or a spec meta.json does not hold whole (a damaged file: the state line still shows)."""
+    from collbench.core.doctor_spec import DOCTOR
     from collbench.core.spec import SweepSpec
 
     try:
         spec = SweepSpec.from_dict(spec_fields)
-        return "" if spec.doctor is not None else f" of {len(spec.steps())}"
+        return "" if spec.command == DOCTOR else f" of {len(spec.steps())}"
     except (ValueError, TypeError, KeyError, AttributeError):
         return ""
 
