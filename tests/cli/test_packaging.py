@@ -45,11 +45,13 @@ def test_wheel_maps_packages_under_collbench(wheel):
     assert not top & {"launchers", "analysis", "topologies", "tests", "benchmarks"}
 
 
-def _venv_with_wheel(wheel, tmp_path):
+@pytest.fixture(scope="module")
+def venv(wheel, tmp_path_factory):
     """A venv holding only the wheel, with this interpreter's packages (torch, numpy...)
     on its path but without their .pth hooks, so an editable install of collbench here
-    cannot stand in for the wheel."""
-    venv = tmp_path / "venv"
+    cannot stand in for the wheel. One for the module: the tests below only run it (a venv
+    and a pip install cost ~4 s each time)."""
+    venv = tmp_path_factory.mktemp("venv") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = subprocess.run(
@@ -68,8 +70,7 @@ def _venv_with_wheel(wheel, tmp_path):
     return venv
 
 
-def test_regular_install_imports_outside_the_source_tree(wheel, tmp_path):
-    venv = _venv_with_wheel(wheel, tmp_path)
+def test_regular_install_imports_outside_the_source_tree(venv, tmp_path):
     python = venv / "bin" / "python"
     code = (
         "import collbench, collbench.launchers.local, collbench.core.bandwidth;"
@@ -84,11 +85,10 @@ def test_regular_install_imports_outside_the_source_tree(wheel, tmp_path):
     assert top_level.returncode != 0
 
 
-def test_regular_install_runs_a_sweep_from_the_source_checkout(wheel, tmp_path):
+def test_regular_install_runs_a_sweep_from_the_source_checkout(venv, tmp_path):
     """Quick start: `pip install .` then `collbench sweep` in the clone. The ranks run
     `python -m collbench.bench.worker` there, which imports the checkout's collbench/ first."""
     root = __import__("pathlib").Path(__file__).resolve().parents[2]
-    venv = _venv_with_wheel(wheel, tmp_path)
     done = subprocess.run(
         [
             str(venv / "bin" / "collbench"),
