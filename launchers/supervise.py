@@ -34,6 +34,7 @@ from collbench.store.rundir import (
     META_FILE,
     PARQUET_FILE,
     ROWS_FILE,
+    TEMP_ATTEMPTS,
     is_disk_full,
     load_rows,
     read_meta,
@@ -246,12 +247,17 @@ def write_launcher_meta(job: Job, state: str, error: str) -> None:
     )
     path = Path(job.run_dir) / META_FILE
     tmp = path.with_name(f"{META_FILE}.tmp{os.getpid()}-launcher")
-    try:
-        write_json_atomic(tmp, meta.to_dict())
-        with contextlib.suppress(FileExistsError):
-            os.link(tmp, path)  # never over a meta.json rank 0 wrote meanwhile
-    finally:
-        tmp.unlink(missing_ok=True)
+    for attempt in range(TEMP_ATTEMPTS):
+        try:
+            write_json_atomic(tmp, meta.to_dict())
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)  # never over a meta.json rank 0 wrote meanwhile
+            return
+        except FileNotFoundError:  # another node's clean-up took the temporary file
+            if attempt + 1 == TEMP_ATTEMPTS:
+                raise
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def _disk_full_error(run_dir: Path, full: list[Path]) -> str:

@@ -319,18 +319,30 @@ def update_meta(run_dir: Path, **fields: Any) -> None:
             os.fsync(file.fileno())
 
 
+# Writes of one temporary file: another node finalizing the same shared run directory
+# (remove_temp_files) may take it between its write and its rename.
+TEMP_ATTEMPTS = 3
+
+
 def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
     """Write `path` through a temporary file beside it, then rename it into place: a reader
-    (or a kill) never meets half a file. `write` writes the temporary file it is given."""
+    (or a kill) never meets half a file. `write` writes the temporary file it is given,
+    again if another process's clean-up took it first (TEMP_ATTEMPTS)."""
     path = Path(path)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}-{threading.get_ident()}")
-    try:
-        write(tmp)
-        fsync_path(tmp, os.O_RDONLY)  # the data is on disk before the name points at it
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    for attempt in range(TEMP_ATTEMPTS):
+        try:
+            write(tmp)
+            fsync_path(tmp, os.O_RDONLY)  # the data is on disk before the name points at it
+            os.replace(tmp, path)
+            break
+        except FileNotFoundError:
+            tmp.unlink(missing_ok=True)
+            if attempt + 1 == TEMP_ATTEMPTS or not path.parent.is_dir():
+                raise
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     # ... and so is the rename: a power loss cannot leave an empty or missing file.
     fsync_path(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
 

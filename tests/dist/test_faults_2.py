@@ -22,6 +22,7 @@ import pytest
 from collbench.core.errors import EXIT_HANGUP, EXIT_INTERRUPTED
 from collbench.launchers.supervise import Stopped, StopSignals, write_launcher_meta
 from collbench.render.export import complete_side_files, csv_columns
+from collbench.store.rundir import remove_temp_files
 from collbench.store.side_files import SIDE_FILES, SideFiles, read_side_files
 from tests.helpers import collbench, meta_of, rank_pid, rows_of, start, wait_for_rows
 from tests.rows import make_row, write_run
@@ -194,6 +195,30 @@ def test_the_launcher_writes_meta_only_where_rank_0_wrote_none(tmp_path):
     assert meta["run_id"] == "run-x" and meta["spec"] == SweepSpec().to_dict()
     write_launcher_meta(job, "interrupted", "later")  # never over an existing meta.json
     assert json.loads((tmp_path / "meta.json").read_text())["state"] == "failed"
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
+def test_the_launcher_meta_is_written_though_another_node_takes_its_temp_file(
+    tmp_path, monkeypatch
+):
+    """Each node's launcher finalizes a shared run directory whose rank 0 wrote no meta.json
+    (a multi-node torchrun tune's failing setting): one node's remove_temp_files took the
+    other's temporary meta.json before it was linked into place (a traceback, exit 1)."""
+    from collbench.core.spec import SweepSpec
+    from collbench.store.job import Job
+
+    real_link, taken = os.link, []
+
+    def link(source, target):
+        if not taken:
+            taken.append(source)
+            remove_temp_files(tmp_path)  # the other node's clean-up, at the worst moment
+        return real_link(source, target)
+
+    monkeypatch.setattr(os, "link", link)
+    job = Job(SweepSpec(), tmp_path, "run-x", "torchrun", 2, ["collbench", "sweep"])
+    write_launcher_meta(job, "failed", "GLOO_SOCKET_IFNAME=nosuch")
+    assert taken and json.loads((tmp_path / "meta.json").read_text())["state"] == "failed"
     assert not list(tmp_path.glob("*.tmp*"))
 
 

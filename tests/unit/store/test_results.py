@@ -27,6 +27,7 @@ from collbench.store.rundir import (
     load_rows,
     prepare_run_dir,
     read_meta,
+    remove_temp_files,
     update_meta,
     write_atomically,
     write_meta,
@@ -246,6 +247,22 @@ def test_an_atomic_write_that_fails_leaves_no_file(tmp_path):
     with pytest.raises(OSError):
         write_atomically(tmp_path / "x.json", fail)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_atomic_write_survives_another_node_s_clean_up_taking_its_temp_file(tmp_path):
+    """Two nodes finalize one shared run directory: one's remove_temp_files may delete the
+    other's temporary file between its write and its rename; the write is made again."""
+    calls = []
+
+    def write(tmp):
+        tmp.write_text("{}")
+        calls.append(tmp)
+        if len(calls) == 1:
+            remove_temp_files(tmp_path)  # the other node's clean-up, at the worst moment
+
+    write_atomically(tmp_path / "x.json", write)
+    assert len(calls) == 2 and (tmp_path / "x.json").read_text() == "{}"
+    assert not list(tmp_path.glob("*.tmp*"))
 
 
 def test_an_atomic_write_fsyncs_the_file_and_its_directory(tmp_path, monkeypatch):
