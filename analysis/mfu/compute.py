@@ -140,24 +140,7 @@ def model_pricer(accelerator: Accelerator, peak_flops: float, dtype: str = "bf16
 def layer_gemms(workload: Workload) -> tuple[Gemm, ...]:
     """The weight GEMMs of one layer for one micro-batch, forward and backward, on one
     tensor-parallel rank (the attention core's are in `attention_gemms`)."""
-    model, par = workload.model, workload.parallelism
-    tokens = workload.micro_tokens
-    h, t = model.hidden, par.tp
-    heads = model.heads // t
-    kv_heads = max(1, model.kv_heads_or_heads // t)
-    ffn = math.ceil(model.ffn / t)
-    up = 2 * ffn if model.gated_mlp else ffn
-    attention = (
-        model.mla.projections(h, heads)
-        if model.mla
-        else (
-            ("qkv", h, (heads + 2 * kv_heads) * model.head_dim),
-            ("attn_proj", heads * model.head_dim, h),
-        )
-    )
-    # A MoE layer's MLP is its router and experts (analysis.mfu.moe).
-    mlp = () if model.experts else (("mlp_up", h, up), ("mlp_down", ffn, h))
-    forward = (*attention, *mlp)
+    tokens, forward = workload.micro_tokens, workload.model.matmuls(workload.parallelism.tp)
     gemms = tuple(gemm for op, k, n in forward for gemm in training_gemms(op, tokens, n, k))
     return gemms + moe.expert_gemms(workload)
 
@@ -215,7 +198,7 @@ def micro_batch_compute(
     if workload.training.framework == "eager":
         loss = ("loss (eager)", EAGER_LOSS_BYTES, EAGER_LOSS_BACKWARD_BYTES / EAGER_LOSS_BYTES)
     stage = [
-        *_weight_operators(logits_gemms(workload), time_of, False),
+        *_weight_operators(logits_gemms(workload), time_of, {}),
         _memory_operator(loss[0], loss[1] * logits, accelerator, loss[2]),
     ] * workload.busiest_stage[1]  # --pp LAYOUT: none, or an MTP module's pass too
     partial = 0 if workload.training.recompute == "full" else workload.recomputed_layers
@@ -243,11 +226,15 @@ def _layer_operators(
     time_of: Callable[[Gemm], float],
 ) -> list[OperatorTime]:
     """One layer's operators for one micro-batch: forward, backward and recompute."""
-    full = workload.training.recompute == "full"
+    recompute = workload.training.recompute
+    shares = (
+        workload.model.op_recompute_shares(workload.parallelism.tp) if recompute == "op" else {}
+    )
     return [
-        *_weight_operators(layer_gemms(workload), time_of, full),
+        *_weight_operators(layer_gemms(workload), time_of, shares, recompute == "full"),
         _attention(workload, accelerator, peak_flops, time_of),
-        *_memory_operators(workload, accelerator, full),
+        # per-op checkpointing keeps no elementwise output: what the backward needs runs again
+        *_memory_operators(workload, accelerator, recompute in ("full", "op")),
     ]
 
 
@@ -271,17 +258,23 @@ def _recomputed(layer: list[OperatorTime], full: list[OperatorTime]) -> tuple[Op
 
 
 def _weight_operators(
-    gemms: tuple[Gemm, ...], time_of: Callable[[Gemm], float], recompute: bool
+    gemms: tuple[Gemm, ...],
+    time_of: Callable[[Gemm], float],
+    shares: dict[str, float],
+    full: bool = False,
 ) -> list[OperatorTime]:
+    """Each GEMM's forward and backward, and its forward again: all of it when `full`,
+    else its share in `shares`."""
     out = []
     for op in dict.fromkeys(gemm.op for gemm in gemms):
         own = [gemm for gemm in gemms if gemm.op == op]
+        again = 1.0 if full else shares.get(op, 0.0)
         forward_s = sum(time_of(gemm) for gemm in own if gemm.pass_name == "fwd")
         backward_s = sum(time_of(gemm) for gemm in own if gemm.pass_name != "fwd")
         forward_flops = sum(gemm.flops for gemm in own if gemm.pass_name == "fwd")
-        flops = sum(gemm.flops for gemm in own) + (forward_flops if recompute else 0.0)
+        flops = sum(gemm.flops for gemm in own) + again * forward_flops
         shape = next(gemm.shape for gemm in own if gemm.pass_name == "fwd")
-        recompute_s = forward_s if recompute else 0.0
+        recompute_s = again * forward_s
         out.append(OperatorTime(op, GEMM, forward_s, backward_s, recompute_s, flops, shape))
     return out
 

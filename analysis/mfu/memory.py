@@ -184,6 +184,13 @@ def layer_activation_bytes(workload: Workload, recompute: str) -> float:
     with the attention and MLP widths of the shape; without dropout, no masks)."""
     model, par, run = workload.model, workload.parallelism, workload.training
     tokens = workload.micro_tokens  # seq / cp of each sequence
+    if recompute == "op":  # its input, the attention core's output and the mm outputs kept
+        shares = model.op_recompute_shares(par.tp)
+        kept = sum(2 * n * (1 - shares[op]) for op, _k, n in model.matmuls(par.tp))
+        core = 2 * model.heads // par.tp * model.v_head_dim
+        if model.experts:  # the experts' grouped GEMMs' outputs are kept (up and gate here)
+            kept += 2 * (2 if model.gated_mlp else 1) * moe.mlp_width(workload) / par.tp
+        return tokens * (2 * model.hidden / (par.tp if par.sequence_parallel else 1) + core + kept)
     kv_width = model.kv_heads_or_heads * model.head_dim
     # Layer norm inputs (2 x 2 bytes), attention and MLP inputs (2 x 2), 2 dropout masks.
     replicated = (10 if model.dropout else 8) * model.hidden

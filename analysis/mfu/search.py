@@ -59,10 +59,13 @@ def search(workload: Workload, fabrics: Sequence[Fabric], inputs: Inputs) -> lis
         # the memory estimate errs by up to DEMONSTRATED_ERROR: a layout fits with that headroom
         capacity = (topology.accelerator.memory_gib or math.inf) * GIB / (1 + DEMONSTRATED_ERROR)
         pricer = fabric.pricer(inputs.comm_efficiency)
+        # per-op checkpointing is torchtitan's (PyTorch's selective checkpoint), not Megatron's
+        megatron = workload.training.framework == "megatron"
+        recomputes = [name for name in RECOMPUTE if name != "op" or not megatron]
         fitting = []
         for split in splits(workload, topology.scale_up.domain_size):
             lightest = 4  # the least ZeRO stage that fits with less recompute
-            for recompute, zero in product(RECOMPUTE, range(4)):
+            for recompute, zero in product(recomputes, range(4)):
                 layout = zero < lightest and _layout(workload, recompute, zero=zero, **split)
                 if layout and bytes_of(layout) <= capacity:
                     lightest = zero

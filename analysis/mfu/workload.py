@@ -7,12 +7,15 @@ The method, in full: docs/mfu/index.md#analysis-mfu-workload-py.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
 from collbench.core.errors import SpecError
 
-RECOMPUTE = ("none", "selective", "full")
+# selective: the attention core; op: torchtitan's per-op selective checkpointing
+# (Model.op_recompute_shares); full: every layer's forward.
+RECOMPUTE = ("none", "selective", "op", "full")
 # How the expert-parallel all-to-alls sit beside compute (analysis/mfu/moe.py): exposed;
 # beside the shared experts (Megatron's --moe-shared-expert-overlap); beside another
 # micro-batch's compute, in DeepSeek-V3's DualPipe (its own bubble) or in Megatron-Core's
@@ -246,6 +249,38 @@ class Model:
     @property
     def n_params(self) -> float:
         return self.params or self.shape_params
+
+    def matmuls(self, tp: int) -> tuple[tuple[str, int, int], ...]:
+        """(op, K, N) of a layer's weight GEMMs on one of `tp` ranks, in the order its
+        forward calls them (a MoE layer's MLP is its router and experts: analysis.mfu.moe)."""
+        h, heads, kv_heads = self.hidden, self.heads // tp, max(1, self.kv_heads_or_heads // tp)
+        ffn = math.ceil(self.ffn / tp)
+        attention = (
+            self.mla.projections(h, heads)
+            if self.mla
+            else (
+                ("qkv", h, (heads + 2 * kv_heads) * self.head_dim),
+                ("attn_proj", heads * self.head_dim, h),
+            )
+        )
+        up = 2 * ffn if self.gated_mlp else ffn
+        mlp = () if self.experts else (("mlp_up", h, up), ("mlp_down", ffn, h))
+        return (*attention, *mlp)
+
+    def op_recompute_shares(self, tp: int = 1) -> dict[str, float]:
+        """--recompute op, torchtitan's per-op selective checkpointing
+        (torchtitan/distributed/activation_checkpoint.py, _apply_op_sac): the outputs of
+        the attention core and of every other aten.mm are kept, the others recomputed
+        (wk, wo and w3 of a Llama block: its q, k, v and gate, up are separate matmuls,
+        here fused). Per GEMM, the share of its forward run again; the experts' grouped
+        GEMMs are kept."""
+        parts = {"qkv": (self.heads, *[self.kv_heads_or_heads] * 2), "mlp_up": (1, 1)}
+        shares, called = {}, 0
+        for op, _k, _n in self.matmuls(tp):
+            widths = parts.get(op, (1,)) if op != "mlp_up" or self.gated_mlp else (1,)
+            again = sum(width for i, width in enumerate(widths, called + 1) if i % 2 == 0)
+            shares[op], called = again / sum(widths), called + len(widths)
+        return shares
 
 
 @dataclass(frozen=True)
@@ -571,9 +606,13 @@ class Workload:
     @property
     def hardware_flops_per_token(self) -> float:
         """Model FLOPs plus what recompute does again (the HFU numerator)."""
-        recompute = self.training.recompute
+        recompute, model = self.training.recompute, self.model
         if recompute == "full":
-            return 8 * self.model.active_params + 4 / 3 * self.attention_flops_per_token
+            return 8 * model.active_params + 4 / 3 * self.attention_flops_per_token
+        if recompute == "op":  # 2 FLOPs per recomputed weight, of every layer but MoE MLPs
+            shares = model.op_recompute_shares()
+            again = sum(shares[op] * k * n for op, k, n in model.matmuls(1))
+            return self.model_flops_per_token + 2 * model.layers * again
         attention = self.attention_flops_per_token
         share = self.recomputed_share
         # The recomputed layers' forward again: 2 FLOPs per active layer parameter and

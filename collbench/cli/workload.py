@@ -181,7 +181,7 @@ WORKLOAD_OPTIONS = (
         MOE_CP_PANEL,
     ),
     _parallel("--virtual-stages", "Interleaved pipeline: model chunks per stage."),
-    _training("--recompute", f"Activation recompute: {listing(RECOMPUTE)}.", metavar="NAME"),
+    _training("--recompute", f"Recompute: {listing(RECOMPUTE)}.", metavar="NAME"),
     _training(
         "--recompute-layers",
         "Fully recompute N layers of each model chunk, the rest as --recompute says "

@@ -1,0 +1,109 @@
+"""--recompute op: torchtitan's per-op selective checkpointing (_apply_op_sac keeps the
+attention core's output and every other aten.mm's; the rest runs again in the backward).
+Hand-computed on a tiny GPT (4 layers, hidden 64, 4 heads, MLP 256, seq 32) and a Llama
+block with grouped-query attention and SwiGLU."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from collbench.analysis.mfu.compute import MEMORY, micro_batch_compute, model_pricer
+from collbench.analysis.mfu.fabrics import Fabric, Inputs
+from collbench.analysis.mfu.memory import (
+    DEMONSTRATED_ERROR,
+    GIB,
+    layer_activation_bytes,
+    memory_estimate,
+)
+from collbench.analysis.mfu.search import search
+from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
+from collbench.topologies.loader import load_topology
+
+TINY = Model("tiny", layers=4, hidden=64, heads=4, vocab=128)
+# Llama 3 8B's block: 32 heads, 8 KV heads of 128, SwiGLU 14,336.
+LLAMA = Model("llama", 32, 4096, 32, 128256, 14336, kv_heads=8, gated_mlp=True, dropout=False)
+
+
+def tiny(recompute: str = "op", framework: str = "megatron", **parallel: int) -> Workload:
+    training = Training(seq=32, global_batch=8, recompute=recompute, framework=framework)
+    return Workload(TINY, training, Parallelism(**parallel))
+
+
+def test_every_second_matmul_a_layer_calls_runs_again():
+    # GPT: q k v | o | up | down -> calls 2 (k), 4 (o), 6 (down) run again.
+    assert TINY.op_recompute_shares() == {
+        "qkv": pytest.approx(1 / 3),
+        "attn_proj": 1.0,
+        "mlp_up": 0.0,
+        "mlp_down": 1.0,
+    }
+    # Llama: wq wk wv | wo | w1 w3 | w2 -> wk (8 of 48 heads' widths), wo, w3 (half of up).
+    assert LLAMA.op_recompute_shares(tp=8) == {
+        "qkv": pytest.approx(8 / 48),
+        "attn_proj": 1.0,
+        "mlp_up": 0.5,
+        "mlp_down": 0.0,
+    }
+
+
+def test_hardware_flops_add_the_recomputed_matmuls_forward():
+    # 2 FLOPs per recomputed weight: L x (64·192/3 + 64·64 + 256·64) = 4 x 24,576 x 2.
+    workload = tiny()
+    assert workload.hardware_flops_per_token - workload.model_flops_per_token == 196_608
+    # Llama 3 8B: 2 x 32 x 4,096 x (1,024 + 4,096 + 14,336) = 5,100,273,664.
+    llama = Workload(LLAMA, Training(seq=8192, global_batch=8, recompute="op"))
+    assert llama.hardware_flops_per_token - llama.model_flops_per_token == 5_100_273_664
+
+
+def test_memory_keeps_the_input_the_core_and_the_kept_outputs():
+    # Per token, 2 bytes each: input 64, core 64, q + v 128, up 256 = 1,024 B x 32 tokens.
+    assert layer_activation_bytes(tiny(), "op") == 32_768
+    # Llama, per token: input 4,096, core 4,096, q + v 5,120, w1 14,336, w2 4,096 -> x 2 =
+    # 63,488 B, against 139,264 without recompute (Korthikanti's 34·h with GQA and SwiGLU).
+    llama = Workload(LLAMA, Training(seq=1, global_batch=8, recompute="op"))
+    assert layer_activation_bytes(llama, "op") == 63_488
+    assert layer_activation_bytes(llama, "none") == 139_264
+
+
+def _micro(workload: Workload):
+    topology = load_topology("dgx-a100")
+    peak = topology.accelerator.peak_bf16_tflops * 1e12
+    return micro_batch_compute(
+        workload, topology.accelerator, peak, model_pricer(topology.accelerator, peak)
+    )
+
+
+def test_each_gemm_runs_its_share_of_its_forward_again():
+    layer = {op.op: op for op in _micro(tiny()).layer}
+    for name, share in TINY.op_recompute_shares().items():
+        assert layer[name].recompute_s == pytest.approx(share * layer[name].forward_s)
+    assert layer["attention"].recompute_s == 0.0  # the core's output is kept
+    memory_bound = [op for op in layer.values() if op.category == MEMORY]
+    assert memory_bound and all(op.recompute_s == op.forward_s for op in memory_bound)
+
+
+def test_the_search_offers_per_op_recompute_outside_megatron_only():
+    """Memory between what tp 1, ZeRO 3 needs with per-op and with selective recompute
+    (a 4,096-token sequence): per-op recompute is the least that fits there."""
+    for framework, offered in (("megatron", False), ("eager", True)):
+        job = Workload(
+            Model("wide", layers=8, hidden=1024, heads=8, vocab=128),
+            Training(seq=4096, global_batch=8, framework=framework),
+            Parallelism(dp=8, zero=3),
+        )
+        need = {
+            name: memory_estimate(
+                replace(job, training=replace(job.training, recompute=name)), None
+            )
+            for name in ("op", "selective")
+        }
+        room = (need["op"].total_bytes + need["selective"].total_bytes) / 2
+        topology = load_topology("dgx-h100")
+        accelerator = replace(
+            topology.accelerator, memory_gib=room * (1 + DEMONSTRATED_ERROR) / GIB
+        )
+        layouts = search(job, [Fabric(replace(topology, accelerator=accelerator))], Inputs())[0]
+        assert layouts
+        assert ("op" in {w.training.recompute for w, _ in layouts}) is offered
