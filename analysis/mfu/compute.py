@@ -6,6 +6,7 @@ The method, in full: docs/mfu/index.md#analysis-mfu-compute-py.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -30,6 +31,17 @@ from collbench.topologies.schema import Accelerator
 FLASH_FORWARD = 0.80
 FLASH_BACKWARD = 0.65
 FLASH_BACKWARD_FLOPS = 2.5  # 5 matmuls backward (one recomputes the scores) to 2 forward
+# --attention flash2: FlashAttention-2, which uses none of Hopper's warpgroup MMA or TMA,
+# on an accelerator whose `flash` is FlashAttention-3 or cuDNN's (NVIDIA Hopper, Blackwell).
+# On an H100 SXM5 at head dim 128 (Shah et al. 2024, arXiv 2407.08608, Figures 5 and 6),
+# FA2's causal forward ran 298 and 333 TFLOP/s at 2k and 8k tokens against FA3's 521 and
+# 602, its backward 291 and 318 against 501 and 559: 0.55-0.58 of them. Elsewhere `flash`
+# is FA2 already (A100: FLASH_FORWARD's source; ROCm's port on AMD).
+FLASH2_SHARE = 0.57
+# --attention flash1: FlashAttention (v1, and its Triton port), which FlashAttention-2 runs
+# "around 2x" as fast (Dao 2023, arXiv 2307.08691: 25-40% of an A100's peak against 50-73%).
+FLASH1_SHARE = 0.5
+FLASH3_FAMILIES = re.compile(r"\b(H100|H200|H800|GH200|B200|B300)\b")
 # The share of an isolated matmul's rate (the shape model's, or `collbench gemm`'s
 # measurement) that the same GEMM sustains inside a training step: there its operands come
 # cold from HBM (the kernel before evicted them from L2), the backward's layouts (NN, NT)
@@ -294,16 +306,21 @@ def _attention(
     # rank's seq / cp queries meet all seq keys.
     dims = model.qk_head_dim + model.v_head_dim
     full_flops = 2.0 * heads * run.seq * run.seq * dims / workload.parallelism.cp
-    if run.attention == "flash":
+    if run.attention != "unfused":
         # FP8 recipes (Transformer Engine) keep the attention core in bf16.
         peak = accelerator.peak_bf16_tflops * 1e12 if run.dtype == "fp8" else peak_flops
         rate = peak * matmul_fraction(accelerator) * IN_STEP_SHARE
+        if run.attention in ("flash1", "flash2") and FLASH3_FAMILIES.search(accelerator.name):
+            rate *= FLASH2_SHARE
+        if run.attention == "flash1":
+            rate *= FLASH1_SHARE
         forward_flops = full_flops / 2  # the causal mask's upper half is skipped
         forward_s = forward_flops / (rate * FLASH_FORWARD)
         backward_s = FLASH_BACKWARD_FLOPS * forward_flops / (rate * FLASH_BACKWARD)
         flops = forward_flops * (1 + FLASH_BACKWARD_FLOPS + recompute)
         cp = workload.parallelism.cp
-        detail = f"flash, {heads} heads x {run.seq}² causal" + (f" / cp {cp}" if cp > 1 else "")
+        detail = f"{run.attention}, {heads} heads x {run.seq}² causal"
+        detail += f" / cp {cp}" if cp > 1 else ""
     else:
         gemms = attention_gemms(workload)
         scores = heads * run.seq * run.seq

@@ -25,9 +25,10 @@ EP_OVERLAPS = ("none", "shared-expert", "dualpipe", "1f1b")
 # (Megatron's default, cp_comm_type p2p) or one all-gather.
 CP_COMMS = ("p2p", "all_gather")
 COMPUTE_DTYPES = ("bf16", "fp8")
-# The attention core's kernel: FlashAttention / cuDNN fused attention, or Megatron's
+# The attention core's kernel: FlashAttention-3 / cuDNN fused attention (FA2 where the
+# accelerator has no faster one), FlashAttention-2 on Hopper and Blackwell, or Megatron's
 # unfused batched GEMMs around a fused softmax (before 2022).
-ATTENTION_KERNELS = ("flash", "unfused")
+ATTENTION_KERNELS = ("flash", "flash2", "flash1", "unfused")
 # The kernels around the GEMMs (analysis/mfu/compute.py): Megatron's and Transformer Engine's
 # fused ones; torch.compile's Inductor, which fuses the same chains; PyTorch eager, one kernel
 # per operator (torchtitan, FSDP scripts without torch.compile).
@@ -501,7 +502,7 @@ class Workload:
         par, run, model = self.parallelism, self.training, self.model
         if par.cp > 1 and run.seq % (2 * par.cp):
             raise SpecError("--cp", par.cp, f"x 2 chunks must divide --seq ({run.seq})")
-        if par.cp > 1 and run.attention != "flash":
+        if par.cp > 1 and run.attention == "unfused":
             raise SpecError("--cp", par.cp, "needs --attention flash (a fused attention kernel)")
         if not model.experts:
             if par.ep > 1 or par.ep_overlap != "none" or run.capacity_factor:

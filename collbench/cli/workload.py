@@ -201,8 +201,7 @@ WORKLOAD_OPTIONS = (
     ),
     _training(
         "--attention",
-        f"Attention core: {listing(ATTENTION_KERNELS, last=' or ')} (Megatron's batched "
-        "GEMMs and softmax before FlashAttention).",
+        f"Attention core: {listing(ATTENTION_KERNELS, last=' or ')}.",
         metavar="NAME",
     ),
     field_option(

@@ -81,7 +81,10 @@ def test_a_given_matmul_efficiency_prices_every_gemm_at_it():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--attention", "sdpa"], "--attention: 'sdpa' must be one of flash, unfused"),
+        (
+            ["--attention", "sdpa"],
+            "--attention: 'sdpa' must be one of flash, flash2, flash1, unfused",
+        ),
         (["--matmul-efficiency", "1.5"], "--matmul-efficiency: 1.5 must be from 0.01 to 1"),
     ],
 )

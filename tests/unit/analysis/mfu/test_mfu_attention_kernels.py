@@ -1,0 +1,44 @@
+"""--attention flash2 / flash1: older FlashAttention kernels, priced as shares of the rate
+`flash` prices (FlashAttention-3 / cuDNN on Hopper and Blackwell, FlashAttention-2 else)."""
+
+from __future__ import annotations
+
+import pytest
+
+from collbench.analysis.mfu.compute import micro_batch_compute, model_pricer
+from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
+from collbench.core.errors import SpecError
+from collbench.topologies.loader import load_topology
+
+TINY = Model("tiny", layers=4, hidden=512, heads=4, vocab=128)
+
+
+def attention_s(kernel: str, topology: str) -> float:
+    workload = Workload(TINY, Training(seq=4096, global_batch=8, attention=kernel), Parallelism())
+    accelerator = load_topology(topology).accelerator
+    peak = accelerator.peak_bf16_tflops * 1e12
+    micro = micro_batch_compute(workload, accelerator, peak, model_pricer(accelerator, peak))
+    (core,) = [op for op in micro.layer if op.op == "attention"]
+    return core.forward_s + core.backward_s
+
+
+@pytest.mark.parametrize("topology", ["dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72"])
+def test_on_hopper_and_blackwell_fa2_runs_at_057_of_flash_and_fa1_at_half_that(topology):
+    # FA3 paper (arXiv 2407.08608) Figs. 5-6: FA2 / FA3 = 298 / 521 ... 318 / 559 ~ 0.57.
+    flash = attention_s("flash", topology)
+    assert attention_s("flash2", topology) == pytest.approx(flash / 0.57)
+    assert attention_s("flash1", topology) == pytest.approx(flash / 0.57 / 0.5)
+
+
+@pytest.mark.parametrize("topology", ["dgx-a100", "mi300x"])
+def test_elsewhere_flash_is_fa2_and_fa1_runs_at_half(topology):
+    flash = attention_s("flash", topology)
+    assert attention_s("flash2", topology) == pytest.approx(flash)
+    assert attention_s("flash1", topology) == pytest.approx(flash / 0.5)
+
+
+def test_context_parallelism_takes_any_fused_kernel_not_the_unfused_one():
+    for kernel in ("flash", "flash2", "flash1"):
+        Workload(TINY, Training(seq=4096, global_batch=8, attention=kernel), Parallelism(cp=2))
+    with pytest.raises(SpecError, match="--cp"):
+        Workload(TINY, Training(seq=4096, global_batch=8, attention="unfused"), Parallelism(cp=2))
