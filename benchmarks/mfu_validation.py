@@ -35,7 +35,9 @@ from collbench.analysis.mfu.inputs import DEFAULT_COMM_EFFICIENCY, cost_model_pr
 from collbench.analysis.model import gemm_model  # noqa: E402
 from collbench.topologies.loader import load_topology  # noqa: E402
 from tests.published_runs import (  # noqa: E402
+    KORTHIKANTI,
     MOE_STEP,
+    NARAYANAN,
     PUBLISHED,
     PublishedRun,
     _topology_path,
@@ -173,7 +175,7 @@ def _largest(values: list[float]) -> float:
 # every other default is cited or measured elsewhere (docs/mfu/validation.md). A source that
 # did not choose it is predicted as shipped (its in-sample error is its out-of-sample one);
 # each source that did is predicted with the share chosen without it, by the rule: the 0.01
-# step from 0.75 to 1.00 with the least median |MFU error| on the remaining A100 sources.
+# step from 0.75 to 1.00 with the least median |MFU error| on the other of the two.
 SHARES = [step / 100 for step in range(75, 101)]
 
 
@@ -189,7 +191,7 @@ def _in_step_share(value: float) -> Iterator[None]:
 @cache
 def loso() -> tuple[dict[str, float], dict[str, float]]:
     """({run: its MFU error, predicted without its source}, {source: the share used})."""
-    fitted = [run for run in PUBLISHED if run.family == "A100"]
+    fitted = [run for run in PUBLISHED if run.publication in (NARAYANAN, KORTHIKANTI)]
     at: dict[float, dict[str, float]] = {}
     for share in SHARES:
         with _in_step_share(share):

@@ -47,14 +47,13 @@ The rows not entered, each with why (MXFP8 and NVFP4 are not priced; the 70B GB2
 offloads 40 layers' activations to the CPU; GB300/B300 have no topology; ...), are listed
 in docs/mfu/validation.md ("Blackwell"). No H200 row is published.
 
-Frameworks (--framework): every run here is Megatron's fused kernels (Megatron-LM, NeMo,
-Megatron-Bridge and Megatron-Core FSDP with Transformer Engine; DeepSeek-V3's HAI-LLM, its
-own fused kernels), entered as framework "megatron" (MEGATRON below). No run here is PyTorch
-eager or torch.compile. torchtitan's eager and torch.compile rows (benchmarks/
-llama3_h100_202412_torchtitan.md, Llama 3.1 8B, FSDP) cannot be entered faithfully: their
-H100s are HBM2e parts at a 500 W limit whose peak the benchmark itself says it does not know
-(its footnote 2), and their selective activation checkpointing ("op": every other matmul
-recomputed) is not a --recompute collbench states. Their ratio is the eager term's check
+Frameworks (--framework): the Megatron runs (Megatron-LM, NeMo, Megatron-Bridge and
+Megatron-Core FSDP with Transformer Engine; DeepSeek-V3's HAI-LLM, its own fused kernels)
+are entered as framework "megatron" (MEGATRON below); MosaicML's MPT runs on Composer as
+"eager" (MPT_RUNS, with their derivation). torchtitan's eager and torch.compile rows
+(benchmarks/llama3_h100_202412_torchtitan.md, Llama 3.1 8B, FSDP) cannot be entered
+faithfully: their H100s are HBM2e parts at a 500 W limit whose peak the benchmark itself
+says it does not know (its footnote 2). Their ratio is the eager term's check
 (tests/unit/analysis/mfu/test_mfu_framework.py). Its A100 rows (docs/performance.md, 64
 A100s, FSDP2) state neither torch.compile nor the network their FSDP steps are bound by.
 """
@@ -86,6 +85,10 @@ KORTHIKANTI_T5 = f"{KORTHIKANTI}, Table 5"
 BRIDGE = "NVIDIA Megatron-Bridge performance summary"
 DGXC = "NVIDIA dgxc-benchmarking v24.11.1 (github.com/NVIDIA/dgxc-benchmarking @35a9aec)"
 DEEPSEEK_V3 = "DeepSeek-V3 Technical Report (arXiv 2412.19437), sections 1, 3.1-3.3, 4.2"
+MOSAIC = (
+    "MosaicML llm-foundry MPT training benchmarks "
+    "(scripts/train/benchmarking/README.md @b2a43a147, Oct 2023)"
+)
 # DeepSeek-V3's H800 cluster: not in the catalog (tests/fixtures/hgx-h800.yaml cites it).
 H800 = "hgx-h800"
 
@@ -186,7 +189,7 @@ class PublishedRun:
     def publication(self) -> str:
         """The publication the run is from (a paper, a vendor's table): what
         leave-one-source-out validation holds out together."""
-        sources = (NARAYANAN, KORTHIKANTI, BRIDGE, DGXC, DEEPSEEK_V3)
+        sources = (NARAYANAN, KORTHIKANTI, BRIDGE, DGXC, DEEPSEEK_V3, MOSAIC)
         return next((name for name in sources if self.source.startswith(name)), self.source)
 
     @property
@@ -265,6 +268,56 @@ _DGXC_340B = {
     "dp_bucket_mb": 50,
     "recompute": "selective",
 }
+
+
+# MPT on Composer (MosaicML llm-foundry, scripts/train/benchmarking @b2a43a147: sweep.sh,
+# submit_benchmarks.py, yamls/pretrain/mpt-*.yaml): GPT blocks (learned positions, biases,
+# GELU MLP of 4h, tied embeddings, vocab 50,368, no dropout), PyTorch eager (no
+# torch.compile), FSDP FULL_SHARD (--zero 3) with mixed precision DEFAULT (bf16 weights
+# gathered, fp32 gradients reduced: the defaults), activation checkpointing as each row says
+# (--recompute full or none), and attn_impl "triton": flash-attn 1.0's Triton port of the
+# first FlashAttention (llmfoundry/models/layers/flash_attn_triton.py; --attention flash1).
+# The rows entered: every A100-80GB and H100 bf16 row at the models' sequence length, 2048,
+# on one node of 8 (the network between the cluster's nodes is not stated for H100; the
+# rows at 512-65,536 tokens sweep the attention kernel's speed over sequence length, which
+# one share of FlashAttention-2's rate cannot follow: docs/mfu/validation.md). Reported:
+# throughput in tokens/s per GPU (column "Throughput (T/s/GPU)").
+def _mpt(name: str, layers: int, hidden: int, heads: int) -> Model:
+    return Model(f"mpt-{name}", layers, hidden, heads, vocab=50368, dropout=False)
+
+
+MPT = {size: _mpt(size, *shape) for size, shape in {
+    "125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 12),
+    "1b": (24, 2048, 16), "3b": (32, 2560, 20), "7b": (32, 4096, 32),
+    "13b": (40, 5120, 40), "30b": (48, 7168, 56),
+}.items()}  # fmt: skip
+
+
+def _mpt_run(size: str, topology: str, micro: int, batch: int, tokens: float, ac: bool,
+             tag: str = "") -> PublishedRun:  # fmt: skip
+    gpu = "a100" if topology == "dgx-a100" else "h100"
+    setup = {"framework": "eager", "attention": "flash1", "zero": 3, "micro_batch": micro,
+             "recompute": "full" if ac else "none"}  # fmt: skip
+    return PublishedRun(f"mpt-{size}-{gpu}{tag}", MPT[size], topology, 1, 1, 8, batch,
+                        "tokens", tokens, f"{MOSAIC}, {gpu.upper()} 8 GPUs", setup)  # fmt: skip
+
+
+MPT_RUNS = (
+    _mpt_run("30b", "dgx-h100", 3, 504, 2002, True),
+    _mpt_run("13b", "dgx-h100", 2, 16, 4792, False),
+    _mpt_run("7b", "dgx-h100", 6, 48, 10643, False),
+    _mpt_run("1b", "dgx-h100", 14, 112, 45455, False),
+    _mpt_run("760m", "dgx-h100", 24, 384, 63147, False),
+    _mpt_run("30b", "dgx-a100", 3, 504, 916, True),
+    _mpt_run("13b", "dgx-a100", 2, 48, 2262, False),
+    _mpt_run("7b", "dgx-a100", 6, 96, 4641, False),
+    _mpt_run("3b", "dgx-a100", 10, 160, 10811, False),
+    _mpt_run("1b", "dgx-a100", 14, 448, 20513, False),
+    _mpt_run("760m", "dgx-a100", 24, 384, 32434, False),
+    _mpt_run("350m", "dgx-a100", 32, 512, 58782, False),
+    _mpt_run("125m", "dgx-a100", 40, 640, 142830, False),
+    _mpt_run("125m", "dgx-a100", 32, 512, 141737, False, "-mb32"),
+)
 
 PUBLISHED: tuple[PublishedRun, ...] = (
     PublishedRun("1t-hfu", "gpt-1t", "dgx-a100", 8, 64, 6, 3072, "hfu", 0.52, NARAYANAN,
@@ -350,6 +403,7 @@ PUBLISHED: tuple[PublishedRun, ...] = (
     PublishedRun("llama31-405b-fp8-b200-cp2", "llama3-405b", "dgx-b200", 4, 8, 2, 64, "tokens",
                  661, f"{BRIDGE}, 25.11 container, DGX-B200 (CP 2)",
                  {**_BRIDGE_B200, "virtual_stages": 8, "cp": 2}, seq=8192, options=_UB_405B_B200),
+    *MPT_RUNS,
 )  # fmt: skip
 
 

@@ -81,8 +81,10 @@ def test_a_regime_no_run_of_its_accelerator_validates_says_not_validated():
     fsdp = DEMONSTRATED["H100 FSDP"]  # one run so far: its error, said to be one run's
     one = f"{fsdp.low:+.1%} on 1 run"
     assert band(h100, "FSDP") == (one if fsdp.runs == 1 else f"{fsdp.low:+.1%} to {fsdp.high:+.1%}")
-    line = accuracy_line("dgx-h100", h100, "PyTorch eager")
-    assert "(H100 PyTorch eager): no published run of this regime" in line
+    line = accuracy_line("dgx-h100", h100, "small models")
+    assert "(H100 small models): no published run of this regime" in line
+    b200 = load_topology("dgx-b200").accelerator.name  # MPT's eager runs are A100 and H100
+    assert band(b200, "PyTorch eager") == "not validated"
 
 
 def test_the_line_states_the_range_and_its_sign():
