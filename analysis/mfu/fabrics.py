@@ -123,14 +123,14 @@ def estimate_fabric(workload: Workload, fabric: Fabric, inputs: Inputs = Inputs(
 
 
 def check_memory(
-    estimates: Sequence[Estimate], allow_oversubscribed: bool
+    estimates: Sequence[Estimate], allow_oversubscribed: bool, refuse: bool = True
 ) -> tuple[list[Estimate], list[str]]:
     """(the estimates, warnings) for the fabrics whose accelerators the workload does not
     fit. Over the capacity by no more than the estimate's demonstrated error (`may_fit`):
     estimated, with a warning that shows the margin. Beyond it: with `allow_oversubscribed`
     (--allow-oversubscribed-memory) each is estimated anyway, with a warning; else each is
     marked `does_not_fit` (its column says so), and when no fabric fits at all, SpecError
-    for the first."""
+    for the first (unless not `refuse`: --search looks for layouts that do fit)."""
     warnings = [
         f"--topology {r.topology} {within_error(r.memory)}"
         for r in estimates
@@ -141,7 +141,7 @@ def check_memory(
         for r in estimates
         if r.memory is not None and r.memory.fits is False and not r.memory.may_fit
     ]
-    if over and not allow_oversubscribed and len(over) == len(estimates):
+    if over and refuse and not allow_oversubscribed and len(over) == len(estimates):
         raise SpecError(
             "--topology",
             over[0].topology,

@@ -53,9 +53,12 @@ def _fabric(
                 "usd_per_million_tokens": cost.usd_per_million_tokens if cost else None,
             }
         )
-    fits = not yours.does_not_fit
+    memory = yours.memory  # estimated anyway (--allow-oversubscribed-memory) is not fitting
+    fits = not (memory and memory.fits is False and not memory.may_fit)
     rank = 1 + sum(e.step_time_s < yours.step_time_s for _, e in ranked) if fits else None
     why = _why(yours, ranked[0][1]) if ranked and fits else "it does not fit"
+    if not fits and memory and memory.capacity_bytes:
+        why += f" (~{memory.total_bytes / GIB:,.0f} GiB per accelerator of {memory.capacity_bytes / GIB:g})"
     if not ranked and (capacity := yours.memory.capacity_bytes):
         why = f"nothing fits in {capacity / GIB:g} GiB per accelerator"
     found = {"layouts_fit": len(ranked), "best": best, "yours": {"rank": rank, "why": why}}

@@ -80,7 +80,8 @@ def estimate_mfu(
     inputs = _inputs(request, options)
     fabrics, notes = _fabrics(workload, topologies, list(request.curves))
     estimates = [estimate_fabric(workload, fabric, inputs) for fabric in fabrics]
-    estimates, warnings = check_memory(estimates, request.allow_oversubscribed_memory)
+    refuse = not request.search  # the search finds the layouts that fit
+    estimates, warnings = check_memory(estimates, request.allow_oversubscribed_memory, refuse)
     warnings = [*notes, *warnings, *(text for result in estimates for text in result.warnings)]
     costs = [
         training_cost(result, workload.tokens_per_step, prices[result.topology])

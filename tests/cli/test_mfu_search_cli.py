@@ -38,3 +38,18 @@ def test_search_ranks_each_fabric_and_says_when_nothing_fits(tmp_path):
     )
     assert "layout search on roomy: " in text
     assert "  yours ranks 1: it is the best" in text and "nothing fits in 0.4 GiB" in text
+
+
+def test_a_given_layout_that_does_not_fit_is_searched_from_not_refused(tmp_path):
+    """tp 1 holds 4 GiB of logits (~5 GiB in all) in 3: mfu alone refuses it; --search ranks the
+    layouts that fit and says the given one does not (also when estimated anyway)."""
+    roomy = write_fabric(tmp_path, "roomy", accelerator__memory_gib=3)
+    args = ("mfu", "-T", roomy, *TINY, "--dp", "8")
+    assert collbench(*args).returncode == 2
+    for extra in ((), ("--allow-oversubscribed-memory",)):
+        done = collbench(*args, "--search", "--json", *extra)
+        assert done.returncode == 0, done.stderr
+        (found,) = json.loads(done.stdout)["search"]
+        assert found["best"] and all(row["tp"] >= 2 for row in found["best"])
+        assert found["yours"]["rank"] is None
+        assert found["yours"]["why"].startswith("it does not fit (~5 GiB per accelerator of 3)")
