@@ -666,21 +666,25 @@ def _json_rows(result: dict[str, Any], path: str) -> list[LogRow]:
     return rows
 
 
+# A log's run parameters (ours) and nccl-tests' -J config keys (theirs), in -J's order; the
+# export writes an import's back from them (render.export).
+JSON_CONFIG_KEYS = (
+    ("n_threads", "nthreads"),
+    ("n_gpus", "ngpus"),
+    ("min_bytes", "minimum_bytes"),
+    ("max_bytes", "maximum_bytes"),
+    ("step_factor", "step_factor"),
+    ("step_bytes", "step_bytes"),
+    ("warmup_iters", "warmup_iters"),
+    ("iters", "iterations"),
+    ("agg_iters", "aggregated_iterations"),
+    ("validation", "validation"),
+    ("graph", "graph"),
+)
+
+
 def _json_params(config: dict[str, Any]) -> dict[str, Any]:
-    keys = (
-        ("n_threads", "nthreads"),
-        ("n_gpus", "ngpus"),
-        ("min_bytes", "minimum_bytes"),
-        ("max_bytes", "maximum_bytes"),
-        ("step_factor", "step_factor"),
-        ("step_bytes", "step_bytes"),
-        ("warmup_iters", "warmup_iters"),
-        ("iters", "iterations"),
-        ("agg_iters", "aggregated_iterations"),
-        ("validation", "validation"),
-        ("graph", "graph"),
-    )
-    params = {ours: config[theirs] for ours, theirs in keys if theirs in config}
+    params = {ours: config[theirs] for ours, theirs in JSON_CONFIG_KEYS if theirs in config}
     if str(config.get("blocking_collectives")).lower() == "true":
         params["blocking"] = True
     return params

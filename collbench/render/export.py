@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+from collbench.analysis.imports.nccl_logs import JSON_CONFIG_KEYS
 from collbench.core.dtypes import DTYPES
 from collbench.core.errors import CollbenchError
 from collbench.core.spec import DEFAULT_FACTOR
@@ -115,19 +116,8 @@ def _sweep_config(meta: RunMeta) -> dict[str, Any]:
 
 def _imported_config(meta: RunMeta) -> dict[str, Any]:
     header = meta.extra.get("header") or {}
-    step = "step_bytes" if header.get("step_bytes") else "step_factor"
-    return {
-        "nthreads": header.get("n_threads"),
-        "ngpus": header.get("n_gpus"),
-        "minimum_bytes": header.get("min_bytes"),
-        "maximum_bytes": header.get("max_bytes"),
-        step: header.get(step),
-        "warmup_iters": header.get("warmup_iters"),
-        "iterations": header.get("iters"),
-        "aggregated_iterations": header.get("agg_iters"),
-        "validation": header.get("validation"),
-        "graph": header.get("graph"),
-    }
+    unused = "step_factor" if header.get("step_bytes") else "step_bytes"  # one step is written
+    return {theirs: header.get(ours) for ours, theirs in JSON_CONFIG_KEYS if ours != unused}
 
 
 def nccl_entry(rows: Sequence[ResultRow]) -> dict[str, Any]:
