@@ -46,10 +46,8 @@ class DoctorOutcome:
     run_dir: Path
     diagnosis: Diagnosis | None = None
     expectation: Expectation | None = None
-    run_id: str = ""
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
-    report: Path | None = None  # doctor.json, written once the verdicts are in
 
     @property
     def code(self) -> int:
@@ -103,11 +101,9 @@ def run_doctor(
         fleet = replace(doctor, topology=None)
         expectation = expectation_from(fleet, noise_floor=noise_floor, **where)
     diagnosis = diagnose(rows, doctor, expectation, nodes)
-    report = save_doctor_report(run_dir, doctor_report(diagnosis, run.run_id, expectation))
+    save_doctor_report(run_dir, doctor_report(diagnosis, run.run_id, expectation))
     notes = (setup,) if (setup := group_setup_line(nodes)) else ()
-    return DoctorOutcome(
-        launch, run_dir, diagnosis, expectation, run.run_id, tuple(warnings), notes, report
-    )
+    return DoctorOutcome(launch, run_dir, diagnosis, expectation, tuple(warnings), notes)
 
 
 def group_setup_line(nodes: Mapping[str, Any]) -> str | None:
