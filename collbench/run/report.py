@@ -57,7 +57,6 @@ class ReportRequest:
 class ReportInputs:
     """Everything a report is drawn from, read and checked."""
 
-    request: ReportRequest
     runs: list[Run]
     tunes: list[TuneDir]
     names: dict[str, str]  # run path -> its --label (or tune setting's name)
@@ -80,7 +79,6 @@ def gather_report(request: ReportRequest) -> ReportInputs:
     fabric, fabrics = parse_topologies(list(request.topology), expanded.paths, expanded.runs)
     doctor, left_out = _doctor_documents(expanded.runs)
     return ReportInputs(
-        request,
         expanded.runs,
         expanded.tunes,
         {**expanded.labels, **labels},

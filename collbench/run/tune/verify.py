@@ -59,7 +59,6 @@ class VerifyLine:
 
 @dataclass(frozen=True)
 class VerifyResult:
-    tune_dir: Path
     out: Path
     settings: list[dict[str, Any]]  # label, knobs, status, error, run_dir
     lines: list[VerifyLine]
@@ -139,7 +138,7 @@ def run_verify(
     }
     write_json_atomic(Path(out) / "verify.json", result_doc)
     code = 0 if all(entry["status"] == "ok" for entry in entries) else EXIT_RUN_FAILED
-    return VerifyResult(Path(tune_dir), Path(out), entries, lines, result_doc, notes), code
+    return VerifyResult(Path(out), entries, lines, result_doc, notes), code
 
 
 @dataclass(frozen=True)
