@@ -19,9 +19,7 @@ LAUNCHERS = tuple(_REGISTRY)
 
 
 def get_launcher(name: str) -> Launcher:
-    """The launcher called `name`."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown launcher {name!r}")
+    """The launcher called `name` (one of LAUNCHERS: run.sweep.choose_launcher checks it)."""
     module_name, class_name = _REGISTRY[name].split(":")
     return getattr(importlib.import_module(module_name), class_name)()
 
