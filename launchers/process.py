@@ -1,5 +1,5 @@
 """What torchrun and mpirun launches share: start one process that starts the ranks, send its
-output to logs/, and watch the ranks through their status files (launchers/monitor.py)."""
+output to logs/, and watch the ranks through their status files (launchers/supervise.py)."""
 
 from __future__ import annotations
 
