@@ -49,8 +49,9 @@ in docs/mfu/validation.md ("Blackwell"). No H200 row is published.
 
 Frameworks (--framework): the Megatron runs (Megatron-LM, NeMo, Megatron-Bridge and
 Megatron-Core FSDP with Transformer Engine; DeepSeek-V3's HAI-LLM, its own fused kernels)
-are entered as framework "megatron" (MEGATRON below); MosaicML's MPT runs on Composer as
-"eager" (MPT_RUNS, with their derivation). torchtitan's eager and torch.compile rows
+are entered as framework "megatron" (MEGATRON below), and so are MosaicML's MPT runs on
+Composer, PyTorch eager whose kernels are fused where collbench prices fusion (MPT_RUNS,
+with their derivation): no run here is priced as "eager". torchtitan's eager and torch.compile rows
 (benchmarks/llama3_h100_202412_torchtitan.md, Llama 3.1 8B, FSDP) cannot be entered
 faithfully: their H100s are HBM2e parts at a 500 W limit whose peak the benchmark itself
 says it does not know (its footnote 2). Their ratio is the eager term's check
@@ -272,11 +273,15 @@ _DGXC_340B = {
 
 # MPT on Composer (MosaicML llm-foundry, scripts/train/benchmarking @b2a43a147: sweep.sh,
 # submit_benchmarks.py, yamls/pretrain/mpt-*.yaml): GPT blocks (learned positions, biases,
-# GELU MLP of 4h, tied embeddings, vocab 50,368, no dropout), PyTorch eager (no
-# torch.compile), FSDP FULL_SHARD (--zero 3) with mixed precision DEFAULT (bf16 weights
-# gathered, fp32 gradients reduced: the defaults), activation checkpointing as each row says
-# (--recompute full or none), and attn_impl "triton": flash-attn 1.0's Triton port of the
-# first FlashAttention (llmfoundry/models/layers/flash_attn_triton.py; --attention flash1).
+# GELU MLP of 4h, tied embeddings, vocab 50,368, no dropout), FSDP FULL_SHARD (--zero 3)
+# with mixed precision DEFAULT (bf16 weights gathered, fp32 gradients reduced: the
+# defaults), activation checkpointing as each row says (--recompute full or none), and
+# attn_impl "triton": flash-attn 1.0's Triton port of the first FlashAttention
+# (llmfoundry/models/layers/flash_attn_triton.py; --attention flash1). PyTorch eager, but
+# entered as --framework megatron (fused kernels): where collbench prices fusion its kernels
+# are fused (LayerNorm and GELU one kernel each, biases in the GEMM, dropout 0 skipped) and
+# its loss is flash-attn's fused cross-entropy (modeling_mpt.py, loss_fn
+# "fused_crossentropy"), not the fp32 op-by-op loss --framework eager prices.
 # The rows entered: every A100-80GB and H100 bf16 row at the models' sequence length, 2048,
 # on one node of 8 (the network between the cluster's nodes is not stated for H100; the
 # rows at 512-65,536 tokens sweep the attention kernel's speed over sequence length, which
@@ -296,7 +301,7 @@ MPT = {size: _mpt(size, *shape) for size, shape in {
 def _mpt_run(size: str, topology: str, micro: int, batch: int, tokens: float, ac: bool,
              tag: str = "") -> PublishedRun:  # fmt: skip
     gpu = "a100" if topology == "dgx-a100" else "h100"
-    setup = {"framework": "eager", "attention": "flash1", "zero": 3, "micro_batch": micro,
+    setup = {**MEGATRON, "attention": "flash1", "zero": 3, "micro_batch": micro,
              "recompute": "full" if ac else "none"}  # fmt: skip
     return PublishedRun(f"mpt-{size}-{gpu}{tag}", MPT[size], topology, 1, 1, 8, batch,
                         "tokens", tokens, f"{MOSAIC}, {gpu.upper()} 8 GPUs", setup)  # fmt: skip

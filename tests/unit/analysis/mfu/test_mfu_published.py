@@ -48,21 +48,21 @@ PINNED_ERROR_PCT = {
     # Blackwell (issue 42 item 2): entered as their recipes set them, not fitted to
     "llama31-405b-fp8-gb200": +27.9,
     "llama31-405b-fp8-b200-cp2": +6.1,
-    # PyTorch eager, FSDP (MPT on Composer, flash-attn 1.0's Triton kernel)
+    # FSDP on PyTorch (MPT on Composer, flash-attn 1.0's Triton kernel)
     "mpt-30b-h100": +6.1,
-    "mpt-13b-h100": +25.3,
-    "mpt-7b-h100": +6.4,
-    "mpt-1b-h100": +2.0,
-    "mpt-760m-h100": +9.1,
+    "mpt-13b-h100": +25.5,
+    "mpt-7b-h100": +6.7,
+    "mpt-1b-h100": +3.3,
+    "mpt-760m-h100": +11.2,
     "mpt-30b-a100": +0.4,
-    "mpt-13b-a100": +20.6,
-    "mpt-7b-a100": +9.3,
-    "mpt-3b-a100": +7.0,
-    "mpt-1b-a100": +7.1,
-    "mpt-760m-a100": +6.8,
-    "mpt-350m-a100": +6.0,
-    "mpt-125m-a100": +8.6,
-    "mpt-125m-a100-mb32": +8.7,
+    "mpt-13b-a100": +20.7,
+    "mpt-7b-a100": +9.5,
+    "mpt-3b-a100": +7.6,
+    "mpt-1b-a100": +8.2,
+    "mpt-760m-a100": +8.5,
+    "mpt-350m-a100": +9.2,
+    "mpt-125m-a100": +17.0,
+    "mpt-125m-a100-mb32": +17.1,
 }
 # Runs outside the goal's 10%, and why. A run added outside the goal is named here with its
 # reason, not hidden; the test caps it at OUTSIDE_GOAL_MAX.
@@ -93,12 +93,25 @@ OUTSIDE_GOAL: dict[str, str] = {
         )
         for name in ("mpt-13b-h100", "mpt-13b-a100")
     },
+    **{
+        name: (
+            "MPT-125M: its step is a quarter attention (12 heads of 64, the Triton kernel priced "
+            "as FlashAttention-2 measured at head dim 128, halved) and a sixth logits and loss "
+            "over a 50k vocabulary; which of them the run spent more on is not established"
+        )
+        for name in ("mpt-125m-a100", "mpt-125m-a100-mb32")
+    },
+    "mpt-760m-h100": (
+        "the published row (34.9% MFU) sits below the same model's 16- and 32-GPU rows at the "
+        "same micro-batch (37.9%, 37.6%), which one node cannot be slower than for the "
+        "network's sake: what slowed it is not stated"
+    ),
 }
 OUTSIDE_GOAL_MAX = 0.30
 PIN_SLACK_PCT = 0.15  # rounding of the pins
 GOAL_MEDIAN, GOAL_MAX = 0.05, 0.10
-# The eager source (MPT, 14 runs, all optimistic: docs/mfu/validation.md) lifted the set's
-# median from 4.2% to 6.1%: the goal is not met; this holds the median from growing.
+# The MPT source (14 FSDP runs, all optimistic: docs/mfu/validation.md) lifted the set's
+# median from 4.2% to 6.2%: the goal is not met; this holds the median from growing.
 MEDIAN_NOW = 0.065
 BY_NAME = {run.run: run for run in PUBLISHED}
 
