@@ -184,13 +184,19 @@ def layer_activation_bytes(workload: Workload, recompute: str) -> float:
     with the attention and MLP widths of the shape; without dropout, no masks)."""
     model, par, run = workload.model, workload.parallelism, workload.training
     tokens = workload.micro_tokens  # seq / cp of each sequence
+    # Unfused attention keeps its scores (softmax output, 2 bytes; its dropout mask, 1; the
+    # dropout's output, 2) unless the core is recomputed (per-op checkpointing keeps bmm
+    # outputs); FlashAttention keeps none (its backward recomputes them).
+    scores = (5 if model.dropout else 2) * model.heads * run.seq * tokens / par.tp
+    scores *= run.attention == "unfused"
     if recompute == "op":  # its input, the attention core's output and the mm outputs kept
         shares = model.op_recompute_shares(par.tp)
         kept = sum(2 * n * (1 - shares[op]) for op, _k, n in model.matmuls(par.tp))
+        # with sequence parallelism the two reduce-scatters' outputs (h / t each) too
+        kept += 4 * model.hidden / par.tp if par.sequence_parallel else 0
+        split = par.tp if par.sequence_parallel else 1
         core = 2 * model.heads // par.tp * model.v_head_dim
-        if model.experts:  # the experts' grouped GEMMs' outputs are kept (up and gate here)
-            kept += 2 * (2 if model.gated_mlp else 1) * moe.mlp_width(workload) / par.tp
-        return tokens * (2 * model.hidden / (par.tp if par.sequence_parallel else 1) + core + kept)
+        return tokens * (2 * model.hidden / split + core + kept) + scores
     kv_width = model.kv_heads_or_heads * model.head_dim
     # Layer norm inputs (2 x 2 bytes), attention and MLP inputs (2 x 2), 2 dropout masks.
     replicated = (10 if model.dropout else 8) * model.hidden
@@ -199,13 +205,8 @@ def layer_activation_bytes(workload: Workload, recompute: str) -> float:
     attention = 4 * model.hidden + 4 * kv_width
     mlp = (6 if model.gated_mlp else 4) * moe.mlp_width(workload)
     split = tokens * (attention + mlp) / par.tp
-    # Softmax output (2 bytes), its dropout mask (1) and the dropout's output (2).
-    core = (5 if model.dropout else 2) * model.heads * run.seq * tokens / par.tp
     per_layer = tokens * replicated / (par.tp if par.sequence_parallel else 1) + split
-    # FlashAttention keeps no scores (it recomputes them in its backward): like selective
-    # recompute, without the core term.
-    stores_scores = recompute == "none" and run.attention == "unfused"
-    return per_layer + (core if stores_scores else 0.0)
+    return per_layer + (scores if recompute == "none" else 0.0)
 
 
 def breakdown_text(memory: MemoryEstimate) -> str:

@@ -175,11 +175,17 @@ def tp_calls(workload: Workload) -> dict[str, int]:
     """Per stage and micro-batch, each TP collective's count (one collective = the b·s·h
     activations): with sequence parallelism per layer 2 AG + 2 RS forward, 2 AG (the
     row-parallel layers' output gradients) + 2 AG (the column-parallel inputs re-gathered)
-    + 2 RS backward; without it 2 all-reduces each way. A recomputed forward adds its own."""
+    + 2 RS backward; without it 2 all-reduces each way. A recomputed forward adds its own;
+    per-op checkpointing (--recompute op) keeps the reduce-scatters' outputs, not the
+    gathers' (nor the all-reduces'), and runs those 2 again in its other layers."""
     layers, again = workload.layers_per_stage, workload.recomputed_layers
+    op = layers - again if workload.training.recompute == "op" else 0
     if workload.parallelism.sequence_parallel:
-        return {"all_gather": 6 * layers + 2 * again, "reduce_scatter": 4 * layers + 2 * again}
-    return {"all_reduce": 4 * layers + 2 * again}
+        return {
+            "all_gather": 6 * layers + 2 * again + 2 * op,
+            "reduce_scatter": 4 * layers + 2 * again,
+        }
+    return {"all_reduce": 4 * layers + 2 * (again + op)}
 
 
 def async_backward(workload: Workload, gemm_s: GemmSeconds, comm_s: CommSeconds) -> Overlapped:

@@ -399,7 +399,8 @@ class Training:
                 "--recompute-layers",
                 self.recompute_layers,
                 "recomputes that many layers of each model chunk in full; with --recompute "
-                "full every layer already is (give --recompute none or selective for the rest)",
+                "full every layer already is (give --recompute none, selective or op for the "
+                "rest)",
             )
         _one_of(self, "attention", ATTENTION_KERNELS)
         _one_of(self, "framework", FRAMEWORKS)
@@ -504,6 +505,13 @@ class Workload:
             raise SpecError("--cp", par.cp, f"x 2 chunks must divide --seq ({run.seq})")
         if par.cp > 1 and run.attention == "unfused":
             raise SpecError("--cp", par.cp, "needs --attention flash (a fused attention kernel)")
+        if model.experts and run.recompute == "op":
+            raise SpecError(
+                "--recompute",
+                "op",
+                "is not yet priced for MoE models (torchtitan recomputes "
+                "the experts' grouped GEMMs and keeps the all-to-alls' outputs)",
+            )
         if not model.experts:
             if par.ep > 1 or par.ep_overlap != "none" or run.capacity_factor:
                 raise SpecError("--ep", par.ep, "and its options need --experts (a MoE model)")
@@ -610,10 +618,6 @@ class Workload:
         recompute, model = self.training.recompute, self.model
         if recompute == "full":
             return 8 * model.active_params + 4 / 3 * self.attention_flops_per_token
-        if recompute == "op":  # 2 FLOPs per recomputed weight, of every layer but MoE MLPs
-            shares = model.op_recompute_shares()
-            again = sum(shares[op] * k * n for op, k, n in model.matmuls(1))
-            return self.model_flops_per_token + 2 * model.layers * again
         attention = self.attention_flops_per_token
         share = self.recomputed_share
         # The recomputed layers' forward again: 2 FLOPs per active layer parameter and
@@ -623,6 +627,10 @@ class Workload:
         extra = share * (2 * layer_params + attention / 3)
         if recompute == "selective":
             extra += (1 - share) * attention / 3
+        if recompute == "op":  # the others: 2 FLOPs per weight of the matmuls run again
+            shares = model.op_recompute_shares()
+            again = sum(shares[op] * k * n for op, k, n in model.matmuls(1))
+            extra += (1 - share) * 2 * model.layers * again
         return self.model_flops_per_token + extra
 
 

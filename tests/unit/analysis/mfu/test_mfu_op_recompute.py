@@ -18,7 +18,9 @@ from collbench.analysis.mfu.memory import (
     memory_estimate,
 )
 from collbench.analysis.mfu.search import search
+from collbench.analysis.mfu.tp_overlap import tp_calls
 from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
+from collbench.core.errors import SpecError
 from collbench.topologies.loader import load_topology
 
 TINY = Model("tiny", layers=4, hidden=64, heads=4, vocab=128)
@@ -107,3 +109,35 @@ def test_the_search_offers_per_op_recompute_outside_megatron_only():
         layouts = search(job, [Fabric(replace(topology, accelerator=accelerator))], Inputs())[0]
         assert layouts
         assert ("op" in {w.training.recompute for w, _ in layouts}) is offered
+
+
+def test_with_recompute_layers_the_full_ones_add_their_forward_the_others_their_shares():
+    # 2 of 4 layers in full: 1/2 x (2 x 197,632 layer weights + 32,768 attention forward)
+    # + 1/2 x 196,608 (the others' per-op matmuls) = 214,016 + 98,304.
+    training = Training(seq=32, global_batch=8, recompute="op", recompute_layers=2)
+    workload = Workload(TINY, training)
+    assert workload.hardware_flops_per_token - workload.model_flops_per_token == 312_320
+
+
+def test_moe_models_are_refused_not_yet_priced():
+    moe = Model("moe", 4, 64, 4, 128, experts=8, top_k=2)
+    with pytest.raises(SpecError, match="--recompute: 'op' is not yet priced for MoE"):
+        Workload(moe, Training(seq=32, global_batch=8, recompute="op"))
+
+
+def test_sequence_parallel_keeps_the_reduce_scatters_and_gathers_again():
+    """torchtitan's save list holds reduce_scatter_tensor, not the all-gathers: each layer
+    runs its 2 forward all-gathers again (2 all-reduces without SP), and keeps 2 x h / t."""
+    sp = tiny(tp=2, sequence_parallel=True)
+    assert tp_calls(sp) == {"all_gather": 8 * 4, "reduce_scatter": 4 * 4}
+    assert tp_calls(tiny(tp=2)) == {"all_reduce": 6 * 4}
+    plain = tiny(tp=2, sequence_parallel=False)
+    # per token, SP: the input / 2 and the 2 reduce-scatter outputs 2 x 2 x 64 / 2 more
+    gained = layer_activation_bytes(sp, "op") - layer_activation_bytes(plain, "op")
+    assert gained == 32 * (2 * 64 / 2 - 2 * 64 + 4 * 64 / 2)
+
+
+def test_unfused_attention_keeps_its_scores():
+    unfused = Workload(TINY, Training(seq=32, global_batch=8, recompute="op", attention="unfused"))
+    # softmax output, dropout mask and output: 5 bytes x 4 heads x 32 x 32 tokens
+    assert layer_activation_bytes(unfused, "op") - layer_activation_bytes(tiny(), "op") == 20_480
