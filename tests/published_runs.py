@@ -283,9 +283,12 @@ _DGXC_340B = {
 # its loss is flash-attn's fused cross-entropy (modeling_mpt.py, loss_fn
 # "fused_crossentropy"), not the fp32 op-by-op loss --framework eager prices.
 # The rows entered: every A100-80GB and H100 bf16 row at the models' sequence length, 2048,
-# on one node of 8 (the network between the cluster's nodes is not stated for H100; the
-# rows at 512-65,536 tokens sweep the attention kernel's speed over sequence length, which
-# one share of FlashAttention-2's rate cannot follow: docs/mfu/validation.md). Reported:
+# on one node of 8, and the A100 table's two multi-node rows (MPT-70B on 32 and 64 GPUs,
+# precision bf16 with FSDP mixed precision PURE: gradients reduced in bf16), whose network
+# the table states ("1600 Gbps node-node interconnect (RoCE)": dgx-a100's 8 x 200 Gb/s).
+# Not entered: the H100 multi-node rows (their network is not stated) and the rows at
+# 512-65,536 tokens (they sweep the attention kernel's speed over sequence length, which one
+# share of FlashAttention-2's rate cannot follow): docs/mfu/validation.md. Reported:
 # throughput in tokens/s per GPU (column "Throughput (T/s/GPU)").
 def _mpt(name: str, layers: int, hidden: int, heads: int) -> Model:
     return Model(f"mpt-{name}", layers, hidden, heads, vocab=50368, dropout=False)
@@ -294,17 +297,17 @@ def _mpt(name: str, layers: int, hidden: int, heads: int) -> Model:
 MPT = {size: _mpt(size, *shape) for size, shape in {
     "125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 12),
     "1b": (24, 2048, 16), "3b": (32, 2560, 20), "7b": (32, 4096, 32),
-    "13b": (40, 5120, 40), "30b": (48, 7168, 56),
+    "13b": (40, 5120, 40), "30b": (48, 7168, 56), "70b": (80, 8192, 64),
 }.items()}  # fmt: skip
 
 
 def _mpt_run(size: str, topology: str, micro: int, batch: int, tokens: float, ac: bool,
-             tag: str = "") -> PublishedRun:  # fmt: skip
+             tag: str = "", gpus: int = 8, **setup: Any) -> PublishedRun:  # fmt: skip
     gpu = "a100" if topology == "dgx-a100" else "h100"
     setup = {**MEGATRON, "attention": "flash1", "zero": 3, "micro_batch": micro,
-             "recompute": "full" if ac else "none"}  # fmt: skip
-    return PublishedRun(f"mpt-{size}-{gpu}{tag}", MPT[size], topology, 1, 1, 8, batch,
-                        "tokens", tokens, f"{MOSAIC}, {gpu.upper()} 8 GPUs", setup)  # fmt: skip
+             "recompute": "full" if ac else "none", **setup}  # fmt: skip
+    return PublishedRun(f"mpt-{size}-{gpu}{tag}", MPT[size], topology, 1, 1, gpus, batch,
+                        "tokens", tokens, f"{MOSAIC}, {gpu.upper()} {gpus} GPUs", setup)  # fmt: skip
 
 
 MPT_RUNS = (
@@ -322,6 +325,8 @@ MPT_RUNS = (
     _mpt_run("350m", "dgx-a100", 32, 512, 58782, False),
     _mpt_run("125m", "dgx-a100", 40, 640, 142830, False),
     _mpt_run("125m", "dgx-a100", 32, 512, 141737, False, "-mb32"),
+    _mpt_run("70b", "dgx-a100", 8, 2048, 410, True, "-64", 64, grad_bytes=2),
+    _mpt_run("70b", "dgx-a100", 2, 1024, 373, True, "-32", 32, grad_bytes=2),
 )
 
 PUBLISHED: tuple[PublishedRun, ...] = (

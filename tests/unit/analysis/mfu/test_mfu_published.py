@@ -63,6 +63,8 @@ PINNED_ERROR_PCT = {
     "mpt-350m-a100": +9.2,
     "mpt-125m-a100": +17.0,
     "mpt-125m-a100-mb32": +17.1,
+    "mpt-70b-a100-64": +7.0,
+    "mpt-70b-a100-32": +15.1,
 }
 # Runs outside the goal's 10%, and why. A run added outside the goal is named here with its
 # reason, not hidden; the test caps it at OUTSIDE_GOAL_MAX.
@@ -101,6 +103,11 @@ OUTSIDE_GOAL: dict[str, str] = {
         )
         for name in ("mpt-125m-a100", "mpt-125m-a100-mb32")
     },
+    "mpt-70b-a100-32": (
+        "70B under FSDP over 4 nodes at micro-batch 2: 16 micro-batches a step each gather the "
+        "weights twice and reduce the gradients, ~44 s of its ~175 s step beside compute, which "
+        "the DP overlap model hides whole (the same run at micro-batch 8 on 64 GPUs: +7.0%)"
+    ),
     "mpt-760m-h100": (
         "the published row (34.9% MFU) sits below the same model's 16- and 32-GPU rows at the "
         "same micro-batch (37.9%, 37.6%), which one node cannot be slower than for the "
@@ -110,8 +117,8 @@ OUTSIDE_GOAL: dict[str, str] = {
 OUTSIDE_GOAL_MAX = 0.30
 PIN_SLACK_PCT = 0.15  # rounding of the pins
 GOAL_MEDIAN, GOAL_MAX = 0.05, 0.10
-# The MPT source (14 FSDP runs, all optimistic: docs/mfu/validation.md) lifted the set's
-# median from 4.2% to 6.2%: the goal is not met; this holds the median from growing.
+# The MPT source (16 FSDP runs, all optimistic: docs/mfu/validation.md) lifted the set's
+# median from 4.2% to 6.4%: the goal is not met; this holds the median from growing.
 MEDIAN_NOW = 0.065
 BY_NAME = {run.run: run for run in PUBLISHED}
 
