@@ -392,12 +392,15 @@ def _dp_comm(
     if par.zero:
         gather = _bucketed(pricer, "all_gather", weights, par, bucket)
         # ZeRO 1/2 gather the updated weights once, beside the next step's first forward;
-        # ZeRO 3 gathers them for every forward and again for every backward.
-        windows += (
-            [(gather, forward_s)] * m + [(gather, backward_s)] * m
-            if par.zero == 3
-            else [(gather, forward_s)]
-        )
+        # ZeRO 3 gathers them for every forward and again for every backward, where the
+        # gathers and the reductions share the links and the one backward beside them.
+        if par.zero == 3:
+            both = replace(
+                reduce, time_s=reduce.time_s + gather.time_s, edge_s=reduce.edge_s + gather.edge_s
+            )
+            windows = [(gather, forward_s)] * m + [(both, backward_s)] * m
+        else:
+            windows.append((gather, forward_s))
         what += f" + all_gather {_mb(weights)} x {2 * m if par.zero == 3 else 1}"
         named["all_gather"] = gather
     what += f" in {par.dp_bucket_mb:g} MiB buckets" if bucket else " (one collective each)"

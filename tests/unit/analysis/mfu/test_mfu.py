@@ -342,3 +342,16 @@ def test_measured_curves_skip_rows_without_usable_figures():
     ]
     curves, _ = fit_measured_curves([*good, *damaged], "run")
     assert [(c.collective, c.world_size) for c in curves] == [("all_reduce", 4)]
+
+
+def test_zero3_backward_gathers_and_reductions_share_one_backward():
+    """ZeRO 3 gathers the weights again in each backward and reduce-scatters the gradients
+    there, on the same links beside the same compute: each alone fits the backward (3/8 and
+    3/4 of it here), together they exceed it, and at least the excess (1/8 of each
+    micro-batch's backward) is exposed."""
+    load = workload(zero=3, pp=1, dp=32)
+    backward_s = estimate(load, make_topology(), free_pricer).micro.backward_s
+    grads = load.model.n_params / 8 * 4  # fp32 gradients of a tp 8 rank (weights: bf16, half)
+    pricer = flat_pricer(bandwidth_gbytes_s=grads / (0.75 * backward_s) / 1e9, latency_us=0)
+    dp = dp_of(estimate(load, make_topology(), pricer))
+    assert dp.exposed_s >= load.microbatches * backward_s / 8 * 0.99
