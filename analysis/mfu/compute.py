@@ -41,7 +41,7 @@ FLASH2_SHARE = 0.57
 # --attention flash1: FlashAttention (v1, and its Triton port), which FlashAttention-2 runs
 # "around 2x" as fast (Dao 2023, arXiv 2307.08691: 25-40% of an A100's peak against 50-73%).
 FLASH1_SHARE = 0.5
-FLASH3_FAMILIES = re.compile(r"\b(H100|H200|H800|GH200|B200|B300)\b")
+FLASH3_FAMILIES = re.compile(r"\b(H20|H100|H200|H800|GH200|B200|B300|GB200|GB300)\b")
 # The share of an isolated matmul's rate (the shape model's, or `collbench gemm`'s
 # measurement) that the same GEMM sustains inside a training step: there its operands come
 # cold from HBM (the kernel before evicted them from L2), the backward's layouts (NN, NT)

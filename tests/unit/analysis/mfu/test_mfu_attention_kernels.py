@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from collbench.analysis.mfu.compute import micro_batch_compute, model_pricer
+from collbench.analysis.mfu.compute import FLASH3_FAMILIES, micro_batch_compute, model_pricer
 from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
 from collbench.core.errors import SpecError
 from collbench.topologies.loader import load_topology
@@ -42,3 +42,10 @@ def test_context_parallelism_takes_any_fused_kernel_not_the_unfused_one():
         Workload(TINY, Training(seq=4096, global_batch=8, attention=kernel), Parallelism(cp=2))
     with pytest.raises(SpecError, match="--cp"):
         Workload(TINY, Training(seq=4096, global_batch=8, attention="unfused"), Parallelism(cp=2))
+
+
+def test_hopper_and_blackwell_are_known_by_any_of_their_names():
+    for name in ("NVIDIA H20", "NVIDIA H800", "NVIDIA GB200", "GB300 NVL72", "NVIDIA B300"):
+        assert FLASH3_FAMILIES.search(name), name
+    for name in ("NVIDIA A100-SXM4-80GB", "AMD Instinct MI300X", "NVIDIA L40S", "NVIDIA H2"):
+        assert not FLASH3_FAMILIES.search(name), name
