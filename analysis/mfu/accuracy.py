@@ -97,11 +97,17 @@ def key(family_name: str, regime_name: str) -> str:
     return f"{family_name} {regime_name}"
 
 
+# Accelerators validated by another's runs: the H200 and H800 are the H100's GH100 die
+# (faster HBM; less NVLink), priced at the same measured matmul rates (the catalog's H100
+# sustained clock is the H200's measurement), so the H100 runs' errors are theirs.
+SAME_DIE = {"H200": "H100", "H800": "H100"}
+
+
 def demonstrated(accelerator: str, regime_name: str) -> Demonstrated | None:
-    """The published runs' verdict on this accelerator in this regime, None where none
-    validates it."""
+    """The published runs' verdict on this accelerator (or its die's) in this regime, None
+    where none validates it."""
     name = family(accelerator)
-    return DEMONSTRATED.get(key(name, regime_name)) if name else None
+    return DEMONSTRATED.get(key(SAME_DIE.get(name, name), regime_name)) if name else None
 
 
 def band(accelerator: str, regime_name: str) -> str:

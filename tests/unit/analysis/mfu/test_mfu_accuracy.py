@@ -161,3 +161,11 @@ def test_a_sustained_share_above_one_is_refused(tmp_path):
     path.write_text(yaml.safe_dump(data))
     with _pytest.raises(TopologyError, match="matmul_sustained"):
         load_topology(str(path))
+
+
+def test_the_h200_and_h800_carry_the_h100_runs_band_and_say_whose_it_is():
+    h100 = load_topology("dgx-h100").accelerator.name
+    for accelerator in (load_topology("hgx-h200").accelerator.name, "NVIDIA H800"):
+        assert band(accelerator, "FSDP") == band(h100, "FSDP") != "not validated"
+        assert "(H100 FSDP): on " in accuracy_line("x", accelerator, "FSDP")
+    assert band("AMD Instinct MI300X", "FSDP") == "not validated"
