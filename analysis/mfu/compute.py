@@ -6,12 +6,12 @@ The method, in full: docs/mfu/index.md#analysis-mfu-compute-py.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
 from collbench.analysis.mfu import moe
+from collbench.analysis.mfu.accuracy import family
 from collbench.analysis.mfu.workload import Workload
 from collbench.analysis.model.gemm_model import (
     Gemm,
@@ -41,7 +41,9 @@ FLASH2_SHARE = 0.57
 # --attention flash1: FlashAttention (v1, and its Triton port), which FlashAttention-2 runs
 # "around 2x" as fast (Dao 2023, arXiv 2307.08691: 25-40% of an A100's peak against 50-73%).
 FLASH1_SHARE = 0.5
-FLASH3_FAMILIES = re.compile(r"\b(H20|H100|H200|H800|GH200|B200|B300|GB200|GB300)\b")
+FLASH3_FAMILIES = frozenset(
+    {"H20", "H100", "H200", "H800", "GH200", "B200", "B300", "GB200", "GB300"}
+)
 # The share of an isolated matmul's rate (the shape model's, or `collbench gemm`'s
 # measurement) that the same GEMM sustains inside a training step: there its operands come
 # cold from HBM (the kernel before evicted them from L2), the backward's layouts (NN, NT)
@@ -238,12 +240,12 @@ def _layer_operators(
     time_of: Callable[[Gemm], float],
 ) -> list[OperatorTime]:
     """One layer's operators for one micro-batch: forward, backward and recompute."""
-    recompute = workload.training.recompute
-    shares = (
-        workload.model.op_recompute_shares(workload.parallelism.tp) if recompute == "op" else {}
-    )
+    recompute, gemms = workload.training.recompute, layer_gemms(workload)
+    shares = {gemm.op: 1.0 for gemm in gemms} if recompute == "full" else {}
+    if recompute == "op":
+        shares = workload.model.op_recompute_shares(workload.parallelism.tp)
     return [
-        *_weight_operators(layer_gemms(workload), time_of, shares, recompute == "full"),
+        *_weight_operators(gemms, time_of, shares),
         _attention(workload, accelerator, peak_flops, time_of),
         # per-op checkpointing keeps no elementwise output: what the backward needs runs again
         *_memory_operators(workload, accelerator, recompute in ("full", "op")),
@@ -273,14 +275,12 @@ def _weight_operators(
     gemms: tuple[Gemm, ...],
     time_of: Callable[[Gemm], float],
     shares: dict[str, float],
-    full: bool = False,
 ) -> list[OperatorTime]:
-    """Each GEMM's forward and backward, and its forward again: all of it when `full`,
-    else its share in `shares`."""
+    """Each GEMM's forward and backward, and the share of its forward `shares` runs again."""
     out = []
     for op in dict.fromkeys(gemm.op for gemm in gemms):
         own = [gemm for gemm in gemms if gemm.op == op]
-        again = 1.0 if full else shares.get(op, 0.0)
+        again = shares.get(op, 0.0)
         forward_s = sum(time_of(gemm) for gemm in own if gemm.pass_name == "fwd")
         backward_s = sum(time_of(gemm) for gemm in own if gemm.pass_name != "fwd")
         forward_flops = sum(gemm.flops for gemm in own if gemm.pass_name == "fwd")
@@ -310,7 +310,7 @@ def _attention(
         # FP8 recipes (Transformer Engine) keep the attention core in bf16.
         peak = accelerator.peak_bf16_tflops * 1e12 if run.dtype == "fp8" else peak_flops
         rate = peak * matmul_fraction(accelerator) * IN_STEP_SHARE
-        if run.attention in ("flash1", "flash2") and FLASH3_FAMILIES.search(accelerator.name):
+        if run.attention in ("flash1", "flash2") and family(accelerator.name) in FLASH3_FAMILIES:
             rate *= FLASH2_SHARE
         if run.attention == "flash1":
             rate *= FLASH1_SHARE

@@ -136,11 +136,7 @@ def check_memory(
         for r in estimates
         if r.memory is not None and r.memory.may_fit
     ]
-    over = [
-        r
-        for r in estimates
-        if r.memory is not None and r.memory.fits is False and not r.memory.may_fit
-    ]
+    over = [r for r in estimates if r.memory is not None and r.memory.overflows]
     if over and refuse and not allow_oversubscribed and len(over) == len(estimates):
         raise SpecError(
             "--topology",

@@ -61,6 +61,11 @@ class MemoryEstimate:
         return None if self.capacity_bytes is None else self.total_bytes <= self.capacity_bytes
 
     @property
+    def overflows(self) -> bool:
+        """Over the capacity by more than the estimate's error: it does not fit."""
+        return self.fits is False and not self.may_fit
+
+    @property
     def may_fit(self) -> bool:
         """Over the capacity, but by no more than the estimate's demonstrated error."""
         if self.capacity_bytes is None or self.fits:
@@ -187,8 +192,9 @@ def layer_activation_bytes(workload: Workload, recompute: str) -> float:
     # Unfused attention keeps its scores (softmax output, 2 bytes; its dropout mask, 1; the
     # dropout's output, 2) unless the core is recomputed (per-op checkpointing keeps bmm
     # outputs); FlashAttention keeps none (its backward recomputes them).
-    scores = (5 if model.dropout else 2) * model.heads * run.seq * tokens / par.tp
-    scores *= run.attention == "unfused"
+    scores = 0.0
+    if run.attention == "unfused":
+        scores = (5 if model.dropout else 2) * model.heads * run.seq * tokens / par.tp
     if recompute == "op":  # its input, the attention core's output and the mm outputs kept
         shares = model.op_recompute_shares(par.tp)
         kept = sum(2 * n * (1 - shares[op]) for op, _k, n in model.matmuls(par.tp))

@@ -273,12 +273,13 @@ class Model:
         (torchtitan/distributed/activation_checkpoint.py, _apply_op_sac): the outputs of
         the attention core and of every other aten.mm are kept, the others recomputed
         (wk, wo and w3 of a Llama block: its q, k, v and gate, up are separate matmuls,
-        here fused). Per GEMM, the share of its forward run again; the experts' grouped
-        GEMMs are kept."""
-        parts = {"qkv": (self.heads, *[self.kv_heads_or_heads] * 2), "mlp_up": (1, 1)}
+        here fused). Per GEMM, the share of its forward run again (a MoE layer's experts
+        are not priced: Workload refuses op for MoE models)."""
+        kv = self.kv_heads_or_heads
+        parts = {"qkv": (self.heads, kv, kv), "mlp_up": (1, 1) if self.gated_mlp else (1,)}
         shares, called = {}, 0
         for op, _k, _n in self.matmuls(tp):
-            widths = parts.get(op, (1,)) if op != "mlp_up" or self.gated_mlp else (1,)
+            widths = parts.get(op, (1,))
             again = sum(width for i, width in enumerate(widths, called + 1) if i % 2 == 0)
             shares[op], called = again / sum(widths), called + len(widths)
         return shares

@@ -54,7 +54,7 @@ def _fabric(
             }
         )
     memory = yours.memory  # estimated anyway (--allow-oversubscribed-memory) is not fitting
-    fits = not (memory and memory.fits is False and not memory.may_fit)
+    fits = not (memory and memory.overflows)
     rank = 1 + sum(e.step_time_s < yours.step_time_s for _, e in ranked) if fits else None
     why = _why(yours, ranked[0][1]) if ranked and fits else "it does not fit"
     if not fits and memory and memory.capacity_bytes:
