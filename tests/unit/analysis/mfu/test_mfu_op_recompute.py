@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from collbench.analysis.mfu.compute import MEMORY, micro_batch_compute, model_pricer
+from collbench.analysis.mfu.compute import MEMORY
 from collbench.analysis.mfu.fabrics import Fabric, Inputs
 from collbench.analysis.mfu.memory import (
     DEMONSTRATED_ERROR,
@@ -22,6 +22,7 @@ from collbench.analysis.mfu.tp_overlap import tp_calls
 from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
 from collbench.core.errors import SpecError
 from collbench.topologies.loader import load_topology
+from tests.unit.analysis.mfu.test_mfu_recompute_layers import micro
 
 TINY = Model("tiny", layers=4, hidden=64, heads=4, vocab=128)
 # Llama 3 8B's block: 32 heads, 8 KV heads of 128, SwiGLU 14,336.
@@ -69,16 +70,8 @@ def test_memory_keeps_the_input_the_core_and_the_kept_outputs():
     assert layer_activation_bytes(llama, "none") == 139_264
 
 
-def _micro(workload: Workload):
-    topology = load_topology("dgx-a100")
-    peak = topology.accelerator.peak_bf16_tflops * 1e12
-    return micro_batch_compute(
-        workload, topology.accelerator, peak, model_pricer(topology.accelerator, peak)
-    )
-
-
 def test_each_gemm_runs_its_share_of_its_forward_again():
-    layer = {op.op: op for op in _micro(tiny()).layer}
+    layer = {op.op: op for op in micro(tiny()).layer}
     for name, share in TINY.op_recompute_shares().items():
         assert layer[name].recompute_s == pytest.approx(share * layer[name].forward_s)
     assert layer["attention"].recompute_s == 0.0  # the core's output is kept

@@ -69,8 +69,9 @@ def test_r_layers_of_each_model_chunk(pp, virtual, layers, share):
     assert workload.recomputed_layers == layers * virtual
 
 
-def _micro(workload: Workload):
-    topology = load_topology("dgx-a100")
+def micro(workload: Workload, topology_name: str = "dgx-a100"):
+    """The workload's micro-batch compute on one accelerator of the topology."""
+    topology = load_topology(topology_name)
     peak = topology.accelerator.peak_bf16_tflops * 1e12
     return micro_batch_compute(
         workload, topology.accelerator, peak, model_pricer(topology.accelerator, peak)
@@ -78,19 +79,19 @@ def _micro(workload: Workload):
 
 
 def test_time_grows_by_the_recomputed_share_of_full_recompute():
-    none, full = _micro(tiny()).total_s, _micro(tiny("full")).total_s
+    none, full = micro(tiny()).total_s, micro(tiny("full")).total_s
     for layers in (1, 2, 4):
-        partial = _micro(tiny("none", layers))
+        partial = micro(tiny("none", layers))
         assert partial.total_s == pytest.approx(none + layers / 4 * (full - none))
-        assert partial.forward_s == pytest.approx(_micro(tiny()).forward_s)
+        assert partial.forward_s == pytest.approx(micro(tiny()).forward_s)
 
 
 def test_selective_rest_does_not_recompute_the_attention_twice():
     """A fully recomputed layer under selective recompute adds its forward less the
     attention core it already recomputes."""
-    selective = _micro(tiny("selective"))
-    partial = _micro(tiny("selective", 1))
-    full = _micro(tiny("full"))
+    selective = micro(tiny("selective"))
+    partial = micro(tiny("selective", 1))
+    full = micro(tiny("full"))
     assert "attention (recomputed)" not in {op.op for op in partial.recomputed}
     assert partial.total_s == pytest.approx(
         selective.total_s + (full.total_s - selective.total_s) / 4
