@@ -255,7 +255,8 @@ def demonstrated() -> dict[str, Demonstrated]:
     cross_validated, _ = loso()
     errors: dict[str, list[float]] = {}
     for run in (*PUBLISHED, *MOE_STEP):
-        name = accuracy.key(run.family or run.topology, accuracy.regime(run.workload()))
+        die = accuracy.SAME_DIE.get(run.family or "", run.family or run.topology)
+        name = accuracy.key(die, accuracy.regime(run.workload()))
         errors.setdefault(name, []).append(cross_validated[run.run])
     return {
         name: Demonstrated(
