@@ -450,6 +450,20 @@ def doctor(kit: Kit, step: Step, nodes: int) -> None:
     report = json.loads(path.read_text()) if path and path.exists() else {}
     step.check("doctor.json written", bool(report), True, bool(report))
     step.figures.update({k: report[k] for k in ("verdict", "summary", "nodes", "stages") if k in report})  # fmt: skip
+    if nodes == 1 and done.run_dir:  # its gemm burn-in prices stragglers (it takes 2+ GPUs)
+        pooled = not kit.dry_run and kit.gpus >= 2
+        job = ["-T", "hgx-h200", "--model", "llama3-8b", "--global-batch", "1024", "--nodes", "128"]
+        priced = kit.run(
+            step, "mfu-skew", ["mfu", *job, "--skew-from", str(done.run_dir), "--json"]
+        )
+        step.figures["mfu --skew-from: stderr"] = priced.stderr.strip()[-400:]
+        if step.code_is(priced, 0 if pooled else 2) and pooled:
+            fabric = json.loads(priced.stdout)["fabrics"][0]
+            step.figures["mfu --skew-from: straggler_s"] = fabric["breakdown"]["straggler_s"]
+            said = [
+                text for text in fabric["assumptions"] + fabric["warnings"] if "straggler" in text
+            ]
+            step.figures["mfu --skew-from: said"] = said
 
 
 def gemm_bf16(kit: Kit, step: Step) -> None:

@@ -7,6 +7,7 @@ The method, in full: docs/mfu/index.md#analysis-mfu-estimate-py.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -54,6 +55,28 @@ Pricer = Callable[[str, float, int, int], Priced]
 
 
 @dataclass(frozen=True)
+class Skew:
+    """`mfu --skew-from`: matmul rates measured accelerator by accelerator (doctor's gemm
+    burn-ins). A synchronous step goes at its slowest accelerator's pace."""
+
+    tflops: tuple[float, ...]
+    device: str  # what they were measured on (a fabric of another accelerator ignores them)
+    runs: str
+
+    def slowest(self, accelerators: int) -> tuple[float, float, float]:
+        """(the expected slowest rate of `accelerators` drawn from a normal of the burn-ins'
+        mean and sd, Blom's top order statistic; that mean; that sd); SpecError at <= 0."""
+        from scipy.stats import norm
+
+        mean, sd = statistics.fmean(self.tflops), statistics.stdev(self.tflops)
+        slowest = mean - sd * float(norm.ppf((accelerators - 0.375) / (accelerators + 0.25)))
+        if slowest <= 0:
+            why = f"spread too wide (sd {sd:.3g} of a mean {mean:.3g} TFLOP/s) to extrapolate"
+            raise SpecError("--skew-from", self.runs, f"{why} to {accelerators:,} accelerators")
+        return slowest, mean, sd
+
+
+@dataclass(frozen=True)
 class EstimateOptions:
     """What the estimator assumes beyond the workload and the fabric."""
 
@@ -69,6 +92,7 @@ class EstimateOptions:
     # a recipe's own userbuffer configuration, pair by pair (--tp-overlap FILE: tp_overlap 1)
     tp_overlap_pairs: tuple[tuple[str, PairMethod], ...] = ()
     overlap_source: str = "assumed ideal (no overlap probe given)"
+    skew: Skew | None = None  # --skew-from: the step waits for its slowest accelerator
 
     @property
     def tp_overlap_settings(self) -> TpOverlapSettings:
@@ -76,13 +100,16 @@ class EstimateOptions:
 
     def on(self, topology: Topology) -> EstimateOptions:
         """These options on one fabric: the --matmul-efficiency its topology's name gives,
-        else its accelerator's model number, else a plain X (else None)."""
-        if not isinstance(given := self.matmul_efficiency, tuple):
-            return self
-        shares = dict(given)
-        names = (topology.name.lower(), (family(topology.accelerator.name) or "").lower(), "")
+        else its accelerator's model number, else a plain X (else None); the --skew-from
+        burn-ins where they were measured on its accelerator's model."""
+        model = family(topology.accelerator.name)
+        ours = self.skew is None or family(self.skew.device) == model
+        options = self if ours else replace(self, skew=None)
+        if not isinstance(given := options.matmul_efficiency, tuple):
+            return options
+        shares, names = dict(given), (topology.name.lower(), (model or "").lower(), "")
         return replace(
-            self, matmul_efficiency=next((shares[n] for n in names if n in shares), None)
+            options, matmul_efficiency=next((shares[n] for n in names if n in shares), None)
         )
 
     def __post_init__(self) -> None:
@@ -127,6 +154,7 @@ class Estimate:
     bubble_s: float
     comm: tuple[CommKind, ...]
     slowdown_s: float  # compute stretched by the collectives beside it
+    straggler_s: float  # compute and bubble stretched by the slowest accelerator (--skew-from)
     mfu: float
     hfu: float
     mfu_loss_comm: float
@@ -194,10 +222,14 @@ def estimate(
     bubble_s = _bubble_s(workload, micro, micro.total_s + in_micro_s / m)
     dp, slowdown_s = _dp_comm(workload, pricer, options, micro)
     compute_s = m * micro.total_s + micro.optimizer_s
-    step_s = compute_s + in_micro_s + bubble_s + dp.exposed_s + slowdown_s
+    straggler_s = 0.0  # the slowest accelerator stretches every stage's slots, bubble too
+    if options.skew is not None:
+        slowest, mean, _ = options.skew.slowest(accelerators)
+        straggler_s = (compute_s + bubble_s) * (mean / slowest - 1)
+    step_s = compute_s + in_micro_s + bubble_s + dp.exposed_s + slowdown_s + straggler_s
     slowdown_s += tp.slowdown_s + sum(k.slowdown_s for k in cp_ep)  # (in in_micro_s already)
     # Every collective hidden, no compute slowed: the compute and the bare pipeline bubble.
-    ideal_s = compute_s + _bubble_s(workload, micro, micro.total_s)
+    ideal_s = compute_s + _bubble_s(workload, micro, micro.total_s) + straggler_s
     model_flops = workload.model_flops_per_token * workload.tokens_per_step
     hardware_flops = workload.hardware_flops_per_token * workload.tokens_per_step
     mfu = model_flops / (step_s * accelerators * peak)
@@ -212,6 +244,7 @@ def estimate(
         bubble_s=bubble_s,
         comm=(tp, *cp_ep, pp, dp),
         slowdown_s=slowdown_s,
+        straggler_s=straggler_s,
         mfu=mfu,
         hfu=hardware_flops / (step_s * accelerators * peak),
         mfu_loss_comm=mfu_ideal - mfu,
@@ -495,6 +528,19 @@ def _assumptions(
         ),
         *((workload.uneven_stages,) if workload.uneven_stages else ()),
         *_cp_ep_assumptions(workload),
+        *_skew_assumption(par.world_size, options.skew),
+    )
+
+
+def _skew_assumption(accelerators: int, skew: Skew | None) -> tuple[str, ...]:
+    if skew is None:
+        return ("stragglers: none priced (no --skew-from burn-ins of this accelerator)",)
+    slowest, mean, sd = skew.slowest(accelerators)
+    return (
+        f"stragglers: the slowest of {accelerators:,} accelerators at {slowest:.1f} TFLOP/s "
+        f"against a mean of {mean:.1f} (sd {sd:.2f} over {len(skew.tflops)} gemm burn-ins, "
+        f"{skew.runs}; a normal tail): compute and bubble x{mean / slowest:.3f}; not seen: "
+        "jitter within a step, slow hosts or links",
     )
 
 

@@ -101,6 +101,11 @@ def estimate_fabric(workload: Workload, fabric: Fabric, inputs: Inputs = Inputs(
         peak = peak_flops(workload, topology)
         fallback = gemm_pricer(topology, peak, options, None, workload.training.dtype)
         measured, gemm_warnings = gemm_pricer_for(inputs.gemms, workload, topology, fallback)
+    if (skew := inputs.options.skew) is not None and options.skew is None:
+        gemm_warnings.append(
+            f"--skew-from {skew.runs}: measured on {skew.device}, not {topology.name}'s "
+            f"{topology.accelerator.name}: no stragglers priced there"
+        )
     result = estimate(workload, topology, pricer, options, measured)
     doubled = scale_out_doubled(topology)
     # Curves measured on this fabric's scale-out say nothing about a faster one; those

@@ -46,6 +46,15 @@ MFU_OPTIONS = (
         metavar="RUN",
     ),
     _request(
+        "--skew-from",
+        "One-node doctor run (or a `doctor --per-node` run) on GPUs: its accelerators' gemm "
+        "burn-ins; the step waits for the slowest of the job's accelerators. Repeatable.",
+        EST_PANEL,
+        kind=list[str],
+        default=None,
+        metavar="RUN",
+    ),
+    _request(
         "--explain",
         "Also print where a step's time goes, operator by operator (GEMMs, attention, "
         "memory-bound, exposed communication, bubble).",

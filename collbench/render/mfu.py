@@ -112,6 +112,7 @@ def _estimate_json(result: Estimate, regime_name: str) -> dict[str, Any]:
             "exposed_comm_s": {kind.kind: kind.exposed_s for kind in result.comm},
             "comm_total_s": {kind.kind: kind.total_s for kind in result.comm},
             "compute_slowdown_s": result.slowdown_s,
+            "straggler_s": result.straggler_s,
         },
         "collectives": {
             kind.kind: {"what": kind.collectives, "priced": kind.source, "priced_by": kind.origin}
@@ -154,6 +155,9 @@ def render_table(
             if kind in ("tp", "pp", "dp") or any(c.kind == kind for e in estimates for c in e.comm)
         ],
         ("  compute slowdown", _tagged(lambda e: _share(e.slowdown_s, e), "dp")),
+        # --skew-from: only where a fabric's step waits for its slowest accelerator
+        *[("  slowest accelerator", lambda e: _share(e.straggler_s, e))]
+        * any(e.straggler_s for e in estimates),
         # the headline: with how far the published runs of its accelerator erred, or not
         (
             "MFU",
@@ -341,7 +345,7 @@ def _headline(workload: Workload) -> str:
 
 def _notes(estimates: Sequence[Estimate], regime_name: str) -> list[str]:
     """What each kind of collective is, where each fabric's price came from, and what was
-    assumed (the same on every fabric, so said once)."""
+    assumed (what every fabric assumed said once, the rest fabric by fabric)."""
     first = estimates[0]
     kinds = [kind for kind in first.comm if kind.total_s > 0]
     notes = ["collectives per step:"] + [f"  {kind.kind}: {kind.collectives}" for kind in kinds]
@@ -357,7 +361,9 @@ def _notes(estimates: Sequence[Estimate], regime_name: str) -> list[str]:
     ]
     if any(name in first.what_if for name in UNHIDDEN_ROWS):
         notes.append(UNHIDDEN_NOTE)
-    return notes + [f"assumed: {text}" for text in first.assumptions]
+    shared = [text for text in first.assumptions if all(text in r.assumptions for r in estimates)]
+    own = [f"{column_name(r)}: {t}" for r in estimates for t in r.assumptions if t not in shared]
+    return notes + [f"assumed: {text}" for text in shared + own]
 
 
 def _memory_notes(estimates: Sequence[Estimate]) -> list[str]:

@@ -38,6 +38,8 @@ def explain_rows(result: Estimate) -> list[dict[str, Any]]:
     dp_slowdown_s = result.slowdown_s - sum(kind.slowdown_s for kind in result.comm)
     if dp_slowdown_s > 1e-12:
         rows.append(_part("compute slowed by DP", "exposed comm", dp_slowdown_s))
+    if result.straggler_s:
+        rows.append(_part("waits for the slowest accelerator", "straggler", result.straggler_s))
     for row in rows:
         row["share"] = row["step_s"] / result.step_time_s
     return rows
@@ -79,6 +81,7 @@ def _block(result: Estimate) -> str:
     totals = {
         category: sum(row["step_s"] for row in rows if row["category"] == category)
         for category in (GEMM, ATTENTION, MEMORY, "bubble", "exposed comm")
+        + ("straggler",) * bool(result.straggler_s)
     }
     summary = ", ".join(
         f"{name} {seconds / result.step_time_s:.0%}" for name, seconds in totals.items()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from collbench.analysis.mfu.estimate import (
     Estimate,
     EstimateOptions,
+    Skew,
     TrainingCost,
     parse_prices,
     training_cost,
@@ -44,6 +45,7 @@ class MfuRequest:
     curves: tuple[str, ...] = ()  # run directories (or NAME=RUN) of measured sweeps
     overlap: Path | None = None  # a run directory of overlap probes
     gemm: Path | None = None  # a run directory of `collbench gemm` rows
+    skew_from: tuple[str, ...] = ()  # doctor runs: their gemm burn-ins (stragglers)
     explain: bool = False  # also say where a step's time goes
     allow_oversubscribed_memory: bool = False  # warn instead of refuse
     price: tuple[str, ...] = ()  # NAME=USD per GPU-hour of a --topology given
@@ -207,11 +209,39 @@ def _inputs(request: MfuRequest, options: EstimateOptions) -> Inputs:
         from collbench.store.gemm_rows import load_gemm_rows
 
         given["gemms"] = measured_gemms(load_gemm_rows(request.gemm), str(request.gemm))
+    if request.skew_from:
+        options = replace(options, skew=burn_in_skew(request.skew_from))
     if request.overlap is None:
         return Inputs(options, **given)
     run = load_run(request.overlap, "--overlap")
     options = probe_overlap(run.rows, str(request.overlap), options)
     return Inputs(options, overlap_run=run, **given)
+
+
+def burn_in_skew(paths: Sequence[str]) -> Skew:
+    """--skew-from: the gemm burn-ins of one-node doctor runs, pooled rate by rate (a
+    `doctor --per-node` run: those of its nodes/* that hold one)."""
+    from collbench.analysis.mfu.accuracy import family
+    from collbench.core.doctor_spec import DOCTOR, GEMM
+    from collbench.store.rundir import read_meta
+
+    rates: list[float] = []
+    devices: set[str] = set()
+    for given in paths:
+        nodes = sorted(Path(given).glob("nodes/*/"))
+        for run_dir in nodes or [Path(given)]:
+            meta = read_meta(run_dir, "--skew-from")
+            doctor = meta.extra.get(DOCTOR) or {} if meta is not None else {}
+            burned = (doctor.get(GEMM) or {}).get("tflops") or []
+            if not burned and not nodes:
+                why = (doctor.get("skipped") or {}).get(GEMM, "not a one-node doctor run")
+                raise SpecError("--skew-from", given, f"holds no gemm burn-in: {why}")
+            rates += [float(rate) for rate in burned]
+            devices |= {str(rank.get("device_name")) for rank in meta.ranks} if burned else set()
+    if len(rates) < 2 or len({family(device) for device in devices}) > 1:
+        why = f"{len(rates)} burn-in rate(s)" if len(rates) < 2 else f"mixed {sorted(devices)}"
+        raise SpecError("--skew-from", ",".join(paths), f"needs 2+ of one accelerator: {why}")
+    return Skew(tuple(rates), devices.pop(), ", ".join(paths))
 
 
 def _fabrics(

@@ -168,6 +168,7 @@ def _estimate(step_time_s: float, accelerators: int) -> Estimate:
         bubble_s=0.0,
         comm=(),
         slowdown_s=0.0,
+        straggler_s=0.0,
         mfu=0.4,
         hfu=0.4,
         mfu_loss_comm=0.0,
