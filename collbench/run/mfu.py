@@ -234,9 +234,12 @@ def burn_in_skew(paths: Sequence[str]) -> Skew:
             doctor = meta.extra.get(DOCTOR) or {} if meta is not None else {}
             burned = (doctor.get(GEMM) or {}).get("tflops") or []
             if not burned and not nodes:
-                why = (doctor.get("skipped") or {}).get(GEMM, "not a one-node doctor run")
+                why = (doctor.get("skipped") or {}).get(GEMM) or "not a one-node doctor run"
                 raise SpecError("--skew-from", given, f"holds no gemm burn-in: {why}")
-            rates += [float(rate) for rate in burned]
+            try:
+                rates += [float(rate) for rate in burned]
+            except (TypeError, ValueError):
+                raise SpecError("--skew-from", str(run_dir), f"damaged burn-in {burned}") from None
             devices |= {str(rank.get("device_name")) for rank in meta.ranks} if burned else set()
     if len(rates) < 2 or len({family(device) for device in devices}) > 1:
         why = f"{len(rates)} burn-in rate(s)" if len(rates) < 2 else f"mixed {sorted(devices)}"
