@@ -1,7 +1,6 @@
 """`collbench tune`'s nccl_tuner.conf: the best setting per collective and size range, written
-for NCCL's example tuner plugin (NCCL_TUNER_PLUGIN, NCCL_TUNER_CONFIG_FILE) or RCCL's copy of
-it (pure: best records in, text and notes out). How the plugin reads the file is in
-analysis/tune/tuner_conf_rules.py; the rules of writing it, each written once here:
+for NCCL's example tuner plugin or RCCL's copy of it (pure: best records in, text and notes
+out); how the plugin reads the file: analysis/tune/tuner_conf_rules.py.
 
 The method, in full: docs/tune.md#analysis-tune-tuner-conf-py.
 """

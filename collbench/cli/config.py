@@ -1,9 +1,5 @@
 """`--config FILE` and `--print-config`, for the commands built with `command(config=True)`
-(cli/options.py): a YAML file holds what the flags hold, keyed by the long option names
-without their dashes, as written on the command line (kebab-case: `min-bytes: 1M`; a flag
-true or false, a repeatable option a list, an argument such as RUN... by its name: `runs`).
-Flags given on the command line override the file; `--print-config` writes the file a
-command line amounts to and exits.
+(cli/options.py): a YAML file holds what the flags hold, keyed by the long option names.
 
 The method, in full: docs/architecture.md#collbench-cli-config-py.
 """

@@ -1,13 +1,7 @@
 """Which groups each doctor round runs (pure): the node layout, the circle method's pairs,
 random pairings and bisection halves. Every rank computes the same plan from the same
-inputs, so no rank has to tell another what comes next.
-
-What the pair stage costs, per repeat, on N nodes: `--pairs all` N-1 rounds (N when odd) of
-floor(N/2) node pairs, every pair measured once, plus `--shuffle-rounds` random rounds;
-`--pairs sampled` K random rounds only (K = --shuffle-rounds, default 16), every node with K
-partners but only about K/(N-1) of the links measured. `--pairs auto` (the default) is all up
-to SAMPLE_ABOVE_NODES nodes and sampled above. The other stages add 3 rounds (full, intra,
-rail), and --bisect a level per halving."""
+inputs, so no rank has to tell another what comes next. What each `--pairs` choice costs
+per repeat: docs/doctor.md, "Large fleets"."""
 
 from __future__ import annotations
 

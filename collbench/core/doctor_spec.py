@@ -1,19 +1,7 @@
 """Doctor: what `collbench doctor` measures (DoctorSpec) and the names of its stages (pure).
 
 Rounds that pull the nodes apart, because in one collective every rank waits for the
-slowest link and per-rank times barely say who is slow (docs/doctor.md):
-- `full`: one all-reduce over every rank (the reference, and the stragglers' data);
-- `intra`: one all-reduce per node, all nodes at once (nccl-tests' DIV split);
-- `gpu-pair`: send/recv between each pair of local ranks, both ways at once, every node at
-  once (the circle method over local ranks: a matrix like p2pBandwidthLatencyTest's);
-- `rail`: one all-reduce per local-rank index across the nodes (nccl-tests' MOD split);
-- `pair`: the circle method, N-1 rounds of floor(N/2) node pairs at once, local rank i of
-  one node exchanging with local rank i of the other, both directions at once;
-- `shuffle`: random pairings (Imbue's cluster-health), a pass ratio per host; with
-  `pairs` "sampled" (the default above SAMPLE_ABOVE_NODES nodes, core.doctor_plan.pair_plan)
-  K of them replace the circle's N-1 rounds;
-- `bisect`: halves of the node set, an all-reduce in each half at once, recursing into the
-  slower half.
+slowest link; what each stage runs and finds: docs/doctor.md's table of stages.
 No torch here: the CLI validates a DoctorSpec before any rank starts.
 """
 

@@ -1,11 +1,7 @@
 """Overlap probes: what to measure (OverlapSpec) and what the measurements mean (pure).
 
-A probe runs one collective and a matmul alone and together (docs/overlap.md):
-- `t_comm`: the collective alone; `t_comp`: the compute alone;
-- `t_both`: both launched together, the collective in the background (its own stream on a
-  GPU, the backend's thread on CPU) and the compute in the foreground;
-- `t_comp_during` / `t_comm_during`: the compute's and the collective's own spans inside
-  the overlapped run.
+A probe runs one collective and a matmul alone and together: what each of its times
+(t_comm, t_comp, t_both, t_comp_during, t_comm_during) spans is docs/overlap.md's table.
 No torch here: the CLI validates an OverlapSpec before any rank starts.
 """
 

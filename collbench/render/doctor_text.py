@@ -1,8 +1,5 @@
-"""`collbench doctor` as text and JSON: the verdict table (one line per finding), the node x
-node pair matrix, the per-node and per-rail figures, the notes, doctor.json's content, and
-the progress lines printed while the rounds run (DoctorConsole, a RowSink). Above
-MATRIX_DENSE_MAX_HOSTS hosts the matrix and the per-node lines become a summary (the
-measured pairs, the slowest pairs and nodes); doctor.json keeps every figure.
+"""`collbench doctor` as text and JSON: the verdict table, the pair matrix, the per-node and
+per-rail figures, the notes, doctor.json's content and the progress lines (DoctorConsole).
 
 The method, in full: docs/architecture.md#collbench-render-doctor-text-py.
 """

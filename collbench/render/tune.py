@@ -1,8 +1,5 @@
-"""`collbench tune` as text and JSON: per collective and size range the best setting (or
-"default is best"), its busbw, the default's, the gain, whether it is confident and the
-evidence that rests on (the best other setting against the default: the median effect, its
-interval, the noise floor, the repeats per side and the rule's calls); then the notes and
-conflicts, and the files written.
+"""`collbench tune` as text and JSON: per collective and size range the best setting, its
+gain and the evidence it rests on; then the notes, conflicts and files written.
 
 The method, in full: docs/tune.md#collbench-render-tune-py.
 """

@@ -1,7 +1,5 @@
-"""`collbench predict`'s use-case: the fabrics to compare (topologies from the catalog or
-files, as `mfu -T` loads them, at their own node count or --nodes), the measured runs that
-replace a fabric's predictions (`--curves NAME=RUN`), and the comparison
-(analysis/model/fabric_compare.py).
+"""`collbench predict`'s use-case: the fabrics to compare, the measured runs that replace a
+fabric's predictions (`--curves NAME=RUN`), and the comparison (analysis/model/fabric_compare.py).
 
 The method, in full: docs/architecture.md#collbench-run-predict-py.
 """

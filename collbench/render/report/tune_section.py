@@ -1,7 +1,5 @@
 """The report's Tuning section: a `collbench tune` directory (or a `tune --from` result) read
-back as a story: per collective the busbw of every setting against the default, the winner
-per collective and size range from tune.json's "best", the settings that failed (with their
-error), were dropped by the search or never ran, and what NCCL chose (choices.jsonl).
+back as a story: every setting against the default, the winners, the failures, NCCL's choices.
 
 The method, in full: docs/tune.md#collbench-render-report-tune-section-py.
 """

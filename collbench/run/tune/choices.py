@@ -1,7 +1,5 @@
 """What NCCL chose during a tune: the debug environment for the choices pass, and its log
-files read back into one choices.jsonl line per (setting, collective, size) NCCL decided,
-for the collectives and sizes the sweep measured only (not collbench's own barrier, gathers
-and data-check reductions).
+files read back into one choices.jsonl line per (setting, collective, size) NCCL decided.
 
 The method, in full: docs/tune.md#collbench-run-tune-choices-py.
 """
