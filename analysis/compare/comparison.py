@@ -1,6 +1,4 @@
-"""Compare runs: per size, one quantity (busbw) for both the ratio and the verdict, a summary
-per size band, every difference in how the runs were measured, and the verdicts the CI gate
-`--fail-if-slower` reads (pure: rows and meta in, dataclasses out).
+"""Compare runs: per size, per size band and in how they were measured (pure).
 
 The method, in full: docs/compare.md#analysis-compare-comparison-py.
 """

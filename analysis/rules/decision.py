@@ -1,6 +1,4 @@
-"""Is B different from A? The one rule that compare, the CI gate, tune's winner and
-confidence, tune verify and doctor --baseline use (pure: figures in, verdicts out;
-docs/methodology/decisions.md says it for users, with the measurements behind the defaults).
+"""Is B different from A? The one rule every command that decides uses (pure).
 
 The method, in full: docs/methodology/decisions.md#analysis-rules-decision-py.
 """

@@ -1,6 +1,4 @@
-"""The one rule for "were these runs measured the same way?": `check(runs, purpose)`, used by
-compare (flagged; refused with --strict), fit (runs pooled into one curve), tune from,
-noise and doctor --baseline. Nothing else lists the fields a command refuses or warns about.
+"""The one rule for "were these runs measured the same way?": `check(runs, purpose)`.
 
 The method, in full: docs/methodology/decisions.md#analysis-rules-methodology-py.
 """

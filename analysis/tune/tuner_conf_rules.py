@@ -1,6 +1,4 @@
-"""nccl_tuner.conf as NCCL's example tuner plugin reads it (plugins/tuner/example/plugin.c,
-NCCL >= 2.27.5; RCCL's ext-tuner/example carries the same reader): its names, and a strict
-parse that refuses what the plugin would skip or misread (pure).
+"""nccl_tuner.conf as NCCL's example tuner plugin reads it: its names and a strict parse (pure).
 
 The method, in full: docs/tune.md#analysis-tune-tuner-conf-rules-py.
 """

@@ -1,6 +1,4 @@
-"""One rank's measurement once its process group is up: `Session` runs a sweep's steps
-(the doctor's `DoctorSession` is one too) and rank 0 writes meta.json and the rows;
-`RankLog` is the few lines a watched rank logs.
+"""One rank's measurement once its process group is up (`Session`); rank 0 writes meta.json, rows.
 
 The method, in full: docs/architecture.md#collbench-bench-session-py.
 """

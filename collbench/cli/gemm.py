@@ -1,6 +1,4 @@
-"""`collbench gemm`: matmul throughput on this machine's accelerator, for the GEMM shapes of
-a workload (the `mfu` command's model options) or for a shape sweep, into a run directory
-that `collbench mfu --gemm RUN` reads.
+"""`collbench gemm`: matmul throughput of this accelerator, into a run `mfu --gemm RUN` reads.
 
 The method, in full: docs/architecture.md#collbench-cli-gemm-py.
 """

@@ -1,6 +1,4 @@
-"""`collbench sweep` and `collbench overlap`: their options, declared once by the dataclass
-each fills (SweepSpec, OverlapSpec, RunOptions, the launchers' settings), and the body they
-share: build the spec, run it, say where the results are.
+"""`collbench sweep` and `collbench overlap`: their options and the body they share.
 
 The method, in full: docs/architecture.md#collbench-cli-measure-py.
 """

@@ -1,6 +1,4 @@
-"""What collbench knows about the knobs `tune` searches: how each value is checked and which
-backends read the knob (every setting runs in fresh ranks, so when the library reads a knob
-does not matter).
+"""What collbench knows about the knobs `tune` searches: how a value is checked, who reads it.
 
 The method, in full: docs/tune.md#collbench-core-tune-catalog-py.
 """

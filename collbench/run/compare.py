@@ -1,6 +1,4 @@
-"""`collbench compare`'s use-case: load the runs (a tune directory stands for its settings'
-runs), compare each with the baseline (analysis/compare/comparison.py), and check the CI gate
-`--fail-if-slower` (analysis/compare/gate.py).
+"""`collbench compare`'s use-case: load the runs, compare each with the baseline, check the gate.
 
 The method, in full: docs/architecture.md#collbench-run-compare-py.
 """

@@ -1,6 +1,4 @@
-"""A run's rows with their per-iteration samples apart, for a reader that keeps only what it
-makes of each row's samples (compare at scale): a 10k-row run of 2,000 samples a row holds
-20 M of them, 160 MB even packed, and such a reader never holds them all at once.
+"""A run's rows with their per-iteration samples apart, for a reader that never holds them all.
 
 The method, in full: docs/run-directory.md#collbench-store-columns-py.
 """

@@ -1,6 +1,4 @@
-"""A tune directory's result: tune.json as a typed value (`TuneResult`), with one load and
-one save. The save writes the result's three files together: tune.json, best.env (the one
-setting to export) and, where the tuner plugin can say the result, nccl_tuner.conf.
+"""A tune directory's result (`TuneResult`): tune.json, best.env, nccl_tuner.conf, saved together.
 
 The method, in full: docs/tune.md#collbench-store-tune-result-py.
 """

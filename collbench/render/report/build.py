@@ -1,6 +1,4 @@
-"""The report built from runs (document.py draws it): a summary, per collective its charts
-and fits, the comparisons with the first run, overlap probes, provenance; and `collbench
-report`'s document with its Tuning and Doctor sections.
+"""The report built from runs (document.py draws it), with its Tuning and Doctor sections.
 
 The method, in full: docs/report.md#collbench-render-report-build-py.
 """
