@@ -308,30 +308,9 @@ def _meta(job: GemmJob, bench: GemmBench, run_id: str, state: str, started: str)
     )
 
 
-# How long a `collbench gemm` job will take, from a quick calibration on its device.
-#
-# One matmul timed once is no estimate: a single stall on a busy machine makes it several
-# times too long, and a job of small shapes is made of per-call costs, operand drawing and
-# warm-up that FLOPs alone do not count. So before anything is measured, these are timed by
-# wall clock (what the user waits for: launch, sync and stalls included), synced matmuls
-# after one untimed call each (the first pays the library's setup):
-#
-# - a CALL_PROBE-sided matmul, CALL_REPEATS calls and more for CALL_MIN_S: the cost of one
-#   call, what small shapes are made of;
-# - the largest shape cut to PROBE_SIDE a side, RATE_REPEATS calls and more for RATE_MIN_S:
-#   the rate (FLOP/s) past that cost, and how fast operands are drawn (its allocation);
-# - the largest shape itself the same way, when the cut rate projects it to under
-#   LARGE_PROBE_S a call (large shapes run faster than a cut one on a GPU); a shape between
-#   the two gets a rate interpolated on log FLOPs.
-#
-# Each is the mean of its calls, over a span of time rather than one call: a busy machine's
-# stalls (a thread descheduled while its peers wait) come and go, and their share of that
-# span is what every call of the job costs them on average (the measurement's own headline
-# is a median, bench.gemm: what a matmul takes, not what a job waits).
-#
-# A shape then takes: its operand sets drawn + max(`warmup` matmuls, `warmup_s`) (the
-# warm-up stops about one matmul past it, bench.gemm) + 2 x `iters` matmuls (the timed batch
-# and the per-iteration samples), each matmul one call's cost + its FLOPs / the rate.
+# How long a `collbench gemm` job will take, from a quick calibration on its device: the
+# probes, why each is a mean over a span of calls, and what a shape then costs are in
+# docs/architecture.md#collbench-run-gemm-py ("The calibration").
 CALL_REPEATS, CALL_MIN_S = 20, 0.05
 RATE_REPEATS, RATE_MIN_S = 3, 0.1
 CALL_PROBE = 8  # the per-call probe's side
