@@ -243,14 +243,11 @@ def watch(job: Job, job_id: str, sink: Any) -> LaunchResult:
 
 
 def sbatch_script(job: Job, plan: LaunchPlan, wrapper: str | None = None) -> str:
-    """The sbatch script of a job (pure). `wrapper`: the one submitted through submitit, whose
-    tasks each run `wrapper` (submitit's, which runs the rank argv: RankTask) into the run
-    directory this collbench prepared, with the variables it watches the ranks through.
-    None: the one `--print-sbatch` shows, which runs as printed from any directory, any number
-    of times: each job writes its own run directory, the --out given with `-JOBID` appended (a
-    run directory holds exactly one run), and its output to collbench-JOBID.out where it is
-    submitted. Both run the same argv in each task (tests/launchers/test_slurm.py checks it).
-    SpecError when a value holds a control character (check_command)."""
+    """The sbatch script of a job (pure): with `wrapper`, the one submitted through submitit
+    (each task runs submitit's wrapper, which runs the rank argv: RankTask); without, the one
+    `--print-sbatch` shows (what each writes where: docs/launchers.md). Both run the same argv
+    in each task (tests/launchers/test_slurm.py checks it). SpecError when a value holds a
+    control character (check_command)."""
     check_command(list(plan.task.argv), plan.task.env)
     command = f"collbench {job.spec.command}"
     argv = list(plan.task.argv)

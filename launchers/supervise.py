@@ -188,8 +188,7 @@ def finalize(job: Job, result: LaunchResult) -> LaunchResult:
     # A row cut short at the end is expected here (a rank died writing it): no warning.
     rows = load_rows(run_dir, warn=False)
     full: list[Path] = []  # what a full disk kept us from writing
-    if rows:
-        _unless_disk_full(lambda: write_parquet(run_dir, rows), run_dir / PARQUET_FILE, full)
+    _unless_disk_full(lambda: write_parquet(run_dir, rows), run_dir / PARQUET_FILE, full)
     error = result.error
     if full or "disk full: " in (error or ""):
         error = _disk_full_error(run_dir, full)
