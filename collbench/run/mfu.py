@@ -235,6 +235,7 @@ def burn_in_skew(paths: Sequence[str]) -> Skew:
             burned = (doctor.get(GEMM) or {}).get("tflops") or []
             if not burned and not nodes:
                 why = (doctor.get("skipped") or {}).get(GEMM) or "not a one-node doctor run"
+                why = why if meta is not None else "no meta.json there"
                 raise SpecError("--skew-from", given, f"holds no gemm burn-in: {why}")
             try:
                 rates += [float(rate) for rate in burned]

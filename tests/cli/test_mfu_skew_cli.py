@@ -60,7 +60,8 @@ def test_a_per_node_run_pools_its_nodes_burn_ins(tmp_path):
 @pytest.mark.parametrize(
     "runs, why",
     [
-        ({"a": None}, "holds no gemm burn-in: not a one-node doctor run"),
+        ({"a": None}, "holds no gemm burn-in: no meta.json there"),
+        ({"a": []}, "holds no gemm burn-in: not a one-node doctor run"),
         ({"a": [700.0]}, "needs 2+ of one accelerator: 1 burn-in rate(s)"),
         ({"a": [700.0, 690.0], "b": [300.0, 310.0]}, "needs 2+ of one accelerator: mixed"),
         ({"a": [700.0, "fast"]}, "damaged burn-in [700.0, 'fast']"),
