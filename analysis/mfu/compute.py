@@ -141,10 +141,6 @@ class MicroBatchCompute:
         """Backward and recompute: what runs after the forward."""
         return self.total_s - self.forward_s
 
-    def category_s(self, category: str) -> float:
-        """Seconds of one category over the stage's layers and its own operators."""
-        return self._summed(lambda op: op.total_s if op.category == category else 0.0)
-
 
 def model_pricer(accelerator: Accelerator, peak_flops: float, dtype: str = "bf16") -> GemmPricer:
     """GEMM prices from the shape model (analysis.gemm_model)."""

@@ -103,7 +103,7 @@ class EstimateOptions:
         else its accelerator's model number, else a plain X (else None); the --skew-from
         burn-ins where they were measured on its accelerator's model."""
         model = family(topology.accelerator.name)
-        ours = self.skew is None or family(self.skew.device) == model
+        ours = self.skew is None or model is not None and family(self.skew.device) == model
         options = self if ours else replace(self, skew=None)
         if not isinstance(given := options.matmul_efficiency, tuple):
             return options
@@ -154,7 +154,8 @@ class Estimate:
     bubble_s: float
     comm: tuple[CommKind, ...]
     slowdown_s: float  # compute stretched by the collectives beside it
-    straggler_s: float  # compute and bubble stretched by the slowest accelerator (--skew-from)
+    # compute and bare bubble stretched by the slowest accelerator (None: --skew-from not here)
+    straggler_s: float | None
     mfu: float
     hfu: float
     mfu_loss_comm: float
@@ -222,14 +223,16 @@ def estimate(
     bubble_s = _bubble_s(workload, micro, micro.total_s + in_micro_s / m)
     dp, slowdown_s = _dp_comm(workload, pricer, options, micro)
     compute_s = m * micro.total_s + micro.optimizer_s
-    straggler_s = 0.0  # the slowest accelerator stretches every stage's slots, bubble too
+    # Every collective hidden, no compute slowed: the compute and the bare pipeline bubble,
+    # which the slowest accelerator stretches (every stage's slots wait for it).
+    ideal_s = compute_s + _bubble_s(workload, micro, micro.total_s)
+    straggler_s = None  # (None: no --skew-from burn-ins of this fabric's accelerator)
     if options.skew is not None:
         slowest, mean, _ = options.skew.slowest(accelerators)
-        straggler_s = (compute_s + bubble_s) * (mean / slowest - 1)
-    step_s = compute_s + in_micro_s + bubble_s + dp.exposed_s + slowdown_s + straggler_s
+        straggler_s = ideal_s * (mean / slowest - 1)
+    step_s = compute_s + in_micro_s + bubble_s + dp.exposed_s + slowdown_s + (straggler_s or 0)
+    ideal_s += straggler_s or 0
     slowdown_s += tp.slowdown_s + sum(k.slowdown_s for k in cp_ep)  # (in in_micro_s already)
-    # Every collective hidden, no compute slowed: the compute and the bare pipeline bubble.
-    ideal_s = compute_s + _bubble_s(workload, micro, micro.total_s) + straggler_s
     model_flops = workload.model_flops_per_token * workload.tokens_per_step
     hardware_flops = workload.hardware_flops_per_token * workload.tokens_per_step
     mfu = model_flops / (step_s * accelerators * peak)
@@ -537,10 +540,11 @@ def _skew_assumption(accelerators: int, skew: Skew | None) -> tuple[str, ...]:
         return ("stragglers: none priced (no --skew-from burn-ins of this accelerator)",)
     slowest, mean, sd = skew.slowest(accelerators)
     return (
-        f"stragglers: the slowest of {accelerators:,} accelerators at {slowest:.1f} TFLOP/s "
-        f"against a mean of {mean:.1f} (sd {sd:.2f} over {len(skew.tflops)} gemm burn-ins, "
-        f"{skew.runs}; a normal tail): compute and bubble x{mean / slowest:.3f}; not seen: "
-        "jitter within a step, slow hosts or links",
+        f"stragglers: the expected slowest of {accelerators:,} accelerators at {slowest:.1f} "
+        f"TFLOP/s against a mean of {mean:.1f} (sd {sd:.2f} over {len(skew.tflops)} gemm "
+        f"burn-ins, {skew.runs}; a normal tail): compute and bubble x{mean / slowest:.3f}; "
+        "not seen: jitter within a step, slow hosts or links; the validated band was measured "
+        "without this term",
     )
 
 

@@ -156,8 +156,8 @@ def render_table(
         ],
         ("  compute slowdown", _tagged(lambda e: _share(e.slowdown_s, e), "dp")),
         # --skew-from: only where a fabric's step waits for its slowest accelerator
-        *[("  slowest accelerator", lambda e: _share(e.straggler_s, e))]
-        * any(e.straggler_s for e in estimates),
+        *[("  slowest accelerator", _straggler)]
+        * any(e.straggler_s is not None for e in estimates),
         # the headline: with how far the published runs of its accelerator erred, or not
         (
             "MFU",
@@ -364,6 +364,10 @@ def _notes(estimates: Sequence[Estimate], regime_name: str) -> list[str]:
     shared = [text for text in first.assumptions if all(text in r.assumptions for r in estimates)]
     own = [f"{column_name(r)}: {t}" for r in estimates for t in r.assumptions if t not in shared]
     return notes + [f"assumed: {text}" for text in shared + own]
+
+
+def _straggler(result: Estimate) -> str:
+    return "-" if result.straggler_s is None else _share(result.straggler_s, result)
 
 
 def _memory_notes(estimates: Sequence[Estimate]) -> list[str]:

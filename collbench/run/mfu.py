@@ -231,17 +231,21 @@ def burn_in_skew(paths: Sequence[str]) -> Skew:
         nodes = sorted(Path(given).glob("nodes/*/"))
         for run_dir in nodes or [Path(given)]:
             meta = read_meta(run_dir, "--skew-from")
-            doctor = meta.extra.get(DOCTOR) or {} if meta is not None else {}
-            burned = (doctor.get(GEMM) or {}).get("tflops") or []
+            try:  # anything but the shapes a doctor writes is a damaged meta.json
+                doctor = meta.extra.get(DOCTOR, {}) if meta is not None else {}
+                burned = doctor.get(GEMM, {}).get("tflops", [])
+                why = doctor.get("skipped", {}).get(GEMM) or "not a one-node doctor run"
+                names = {rank["device_name"] for rank in meta.ranks} if burned else set()
+                rated = isinstance(burned, list) and all(isinstance(n, str) for n in names)
+                rated &= bool(names) == bool(burned)
+                if not rated or not all(type(r) in (int, float) and 0 < r < 1e6 for r in burned):
+                    raise ValueError
+            except (AttributeError, KeyError, TypeError, ValueError):
+                raise SpecError("--skew-from", str(run_dir), "has a damaged burn-in") from None
             if not burned and not nodes:
-                why = (doctor.get("skipped") or {}).get(GEMM) or "not a one-node doctor run"
                 why = why if meta is not None else "no meta.json there"
                 raise SpecError("--skew-from", given, f"holds no gemm burn-in: {why}")
-            try:
-                rates += [float(rate) for rate in burned]
-            except (TypeError, ValueError):
-                raise SpecError("--skew-from", str(run_dir), f"damaged burn-in {burned}") from None
-            devices |= {str(rank.get("device_name")) for rank in meta.ranks} if burned else set()
+            rates, devices = rates + [float(rate) for rate in burned], devices | names
     if len(rates) < 2 or len({family(device) for device in devices}) > 1:
         why = f"{len(rates)} burn-in rate(s)" if len(rates) < 2 else f"mixed {sorted(devices)}"
         raise SpecError("--skew-from", ",".join(paths), f"needs 2+ of one accelerator: {why}")

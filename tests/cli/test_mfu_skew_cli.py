@@ -49,7 +49,9 @@ def test_a_per_node_run_pools_its_nodes_burn_ins(tmp_path):
 
     done = collbench("mfu", "-T", "dgx-h100", "-T", "mi300x", *JOB, "--skew-from", fleet)
     assert done.returncode == 0, done.stderr
-    assert "  slowest accelerator " in done.stdout
+    row = next(line for line in done.stdout.splitlines() if "slowest accelerator" in line)
+    share = breakdown["straggler_s"] / fabric["step_time_s"]
+    assert row.split()[2:] == [f"{breakdown['straggler_s']:.3f}", f"({share:.0%})", "-"], row
     assert "assumed: mi300x: stragglers: none priced" in done.stdout
     assert (
         f"collbench: warning: --skew-from {fleet}: measured on {H100}, not mi300x's AMD "
@@ -64,7 +66,11 @@ def test_a_per_node_run_pools_its_nodes_burn_ins(tmp_path):
         ({"a": []}, "holds no gemm burn-in: not a one-node doctor run"),
         ({"a": [700.0]}, "needs 2+ of one accelerator: 1 burn-in rate(s)"),
         ({"a": [700.0, 690.0], "b": [300.0, 310.0]}, "needs 2+ of one accelerator: mixed"),
-        ({"a": [700.0, "fast"]}, "damaged burn-in [700.0, 'fast']"),
+        ({"a": [700.0, "fast"]}, "has a damaged burn-in"),
+        ({"a": "77"}, "has a damaged burn-in"),
+        ({"a": [700.0, float("nan")]}, "has a damaged burn-in"),
+        ({"a": [700.0, 0.0]}, "has a damaged burn-in"),
+        ({"a": [700.0, 1e308]}, "has a damaged burn-in"),
     ],
 )
 def test_runs_without_two_rates_of_one_accelerator_are_refused(tmp_path, runs, why):
@@ -79,6 +85,28 @@ def test_runs_without_two_rates_of_one_accelerator_are_refused(tmp_path, runs, w
     done = collbench("mfu", "-T", "dgx-h100", *JOB, *args)
     assert done.returncode == 2 and why in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"doctor": "oops"},
+        {"doctor": {"gemm": ["x"]}},
+        {"doctor": {"skipped": "x"}},
+        {"doctor": {"gemm": {"tflops": [700.0, 690.0]}}, "ranks": ["rank 0"]},
+        {"doctor": {"gemm": {"tflops": [700.0, 690.0]}}, "ranks": []},
+        {"doctor": {"gemm": {"tflops": [700.0, 690.0]}}, "ranks": [{"device_name": 7}]},
+    ],
+)
+def test_a_damaged_meta_json_is_one_line_not_a_traceback(tmp_path, meta):
+    for node in ("0", "1"):  # the same inside a --per-node run
+        run = tmp_path / "fleet" / "nodes" / node
+        run.mkdir(parents=True)
+        (run / "meta.json").write_text(json.dumps({"run_id": node, **meta}), encoding="utf-8")
+    for given in (tmp_path / "fleet", tmp_path / "fleet" / "nodes" / "0"):
+        done = collbench("mfu", "-T", "dgx-h100", *JOB, "--skew-from", str(given))
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().endswith("0' has a damaged burn-in"), done.stderr
 
 
 @pytest.mark.slow  # a real 2-rank gloo doctor, ~7 s

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.published_runs import KORTHIKANTI, NARAYANAN, PUBLISHED, PublishedRun
+from tests.unit.analysis.mfu.test_compute_model import category_s
 
 # Predicted / reported - 1, in percent, as the model stands. A pin moves only with a
 # deliberate change to the model (update it here and in docs/mfu/validation.md's table).
@@ -155,7 +156,7 @@ def test_small_gemms_make_the_22b_model_slower_per_flop():
     assert small.hfu < 0.9 * big.hfu
     assert small.micro is not None and big.micro is not None
     memory_share = [
-        result.micro.category_s("memory-bound") / result.micro.total_s for result in (small, big)
+        category_s(result.micro, "memory-bound") / result.micro.total_s for result in (small, big)
     ]
     assert memory_share[0] > 2 * memory_share[1]
 

@@ -4,39 +4,47 @@ top order statistic: mean - sd x Phi^-1((N - 0.375) / (N + 0.25)))."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
-from collbench.analysis.mfu.estimate import EstimateOptions, Skew, estimate
+from collbench.analysis.mfu.estimate import EstimateOptions, Skew, _bubble_s, estimate
+from collbench.analysis.mfu.fabrics import Fabric, Inputs, estimate_fabric
+from collbench.analysis.mfu.search import search
 from collbench.core.errors import SpecError
+from collbench.render.mfu_explain import explain_rows
 from collbench.topologies.loader import load_topology
 from tests.unit.analysis.mfu.test_mfu import flat_pricer, make_topology, workload
 
+H100 = "NVIDIA H100 80GB HBM3"
 # mean 100, sd sqrt((0 + 4 + 4 + 0) / 3) = 1.632993 TFLOP/s
 RATES = (100.0, 98.0, 102.0, 100.0)
 SD = (8 / 3) ** 0.5
 # Phi^-1((N - 0.375) / (N + 0.25)) by hand (a normal table): N = 1, 8, 512
 Z = {1: 0.0, 8: 1.434200, 512: 3.030658}
+SKEWED = EstimateOptions(skew=Skew(RATES, H100, "r"))
+
+
+def h100(nodes: int = 64):
+    return load_topology("dgx-h100").with_nodes(nodes)
 
 
 @pytest.mark.parametrize("accelerators", sorted(Z))
 def test_the_slowest_rate_is_blom_s_top_order_statistic(accelerators):
-    slowest, mean, sd = Skew(RATES, "X", "r").slowest(accelerators)
+    slowest, mean, sd = Skew(RATES, H100, "r").slowest(accelerators)
     assert (mean, sd) == (pytest.approx(100.0), pytest.approx(SD))
     assert slowest == pytest.approx(100.0 - SD * Z[accelerators], abs=1e-5)
 
 
-def test_the_step_stretches_compute_and_bubble_by_mean_over_slowest():
+def test_the_step_stretches_compute_and_the_bare_bubble_by_mean_over_slowest():
     load = workload(tp=8, pp=8, dp=8)  # 512 accelerators
-    plain = estimate(load, make_topology(), flat_pricer())
-    skewed = estimate(
-        load, make_topology(), flat_pricer(), EstimateOptions(skew=Skew(RATES, "X", "r"))
-    )
+    plain = estimate(load, h100(), flat_pricer())
+    skewed = estimate(load, h100(), flat_pricer(), SKEWED)
     stretch = 100.0 / (100.0 - SD * Z[512]) - 1  # 0.05202
-    assert skewed.straggler_s == pytest.approx((plain.compute_s + plain.bubble_s) * stretch)
+    # the bubble without the TP and PP time it idles for: communication is not stretched
+    bare = _bubble_s(load, plain.micro, plain.micro.total_s)
+    assert bare < plain.bubble_s
+    assert skewed.straggler_s == pytest.approx((plain.compute_s + bare) * stretch)
     assert skewed.step_time_s == pytest.approx(plain.step_time_s + skewed.straggler_s)
-    assert plain.straggler_s == 0.0
+    assert plain.straggler_s is None
 
     # a straggler is not communication: the exposed collectives' seconds stay put
     def comm_s(result):
@@ -44,28 +52,47 @@ def test_the_step_stretches_compute_and_bubble_by_mean_over_slowest():
 
     assert comm_s(skewed) == pytest.approx(comm_s(plain))
     said = [text for text in skewed.assumptions if text.startswith("stragglers:")]
-    assert said and "slowest of 512 accelerators at 95.1 TFLOP/s" in said[0]
+    assert "expected slowest of 512 accelerators at 95.1 TFLOP/s" in said[0]
     assert "4 gemm burn-ins, r" in said[0] and "x1.052" in said[0]
+    assert "the validated band was measured without this term" in said[0]
+    explained = {row["name"]: row["step_s"] for row in explain_rows(skewed)}
+    assert explained["waits for the slowest accelerator"] == skewed.straggler_s
 
 
 def test_the_term_grows_with_the_fleet():
-    skew = EstimateOptions(skew=Skew(RATES, "X", "r"))
     shares = []
     for dp in (1, 8, 64):
-        result = estimate(workload(tp=8, pp=1, dp=dp), make_topology(), flat_pricer(), skew)
+        result = estimate(workload(tp=8, pp=1, dp=dp), h100(), flat_pricer(), SKEWED)
         shares.append(result.straggler_s / result.compute_s)
     assert shares[0] < shares[1] < shares[2]
 
 
-def test_burn_ins_of_another_accelerator_do_not_apply():
-    options = EstimateOptions(skew=Skew(RATES, "NVIDIA H100 80GB HBM3", "r"))
-    assert options.on(load_topology("dgx-h100")).skew is not None
-    assert options.on(load_topology("mi300x")).skew is None
-    said = estimate(workload(tp=8, pp=1, dp=1), make_topology(), flat_pricer()).assumptions
-    assert "stragglers: none priced (no --skew-from burn-ins of this accelerator)" in said
+def test_burn_ins_apply_only_on_their_accelerator_model():
+    load = workload(tp=8, pp=1, dp=8)
+    mi300x = load_topology("mi300x").with_nodes(8)
+    other = estimate(load, mi300x, flat_pricer(), SKEWED)
+    assert other.straggler_s is None
+    assert "stragglers: none priced (no --skew-from burn-ins of this accelerator)" in (
+        other.assumptions
+    )
+    assert estimate(load, h100(8), flat_pricer(), SKEWED).straggler_s > 0
+    # a device without a known model number matches nothing, not every unknown accelerator
+    unknown = EstimateOptions(skew=Skew(RATES, "X", "r"))  # make_topology's accelerator: "X"
+    assert estimate(load, make_topology(), flat_pricer(), unknown).straggler_s is None
+
+
+def test_the_what_ifs_and_the_search_wait_for_the_slowest_too():
+    load = workload(tp=8, pp=8, dp=8)
+    fabric = Fabric(h100())
+    result = estimate_fabric(load, fabric, Inputs(SKEWED))
+    plain = estimate_fabric(load, fabric, Inputs())
+    assert result.what_if["scale_out_2x"] < plain.what_if["scale_out_2x"]
+    small = workload("llama3-8b", tp=8, pp=1, dp=8, global_batch=64)
+    ranked = search(small, [Fabric(h100(8))], Inputs(SKEWED))[0]
+    assert ranked and all(result.straggler_s > 0 for _, result in ranked)
 
 
 def test_a_spread_too_wide_to_extrapolate_is_refused():
     with pytest.raises(SpecError, match="spread too wide .* to 512 accelerators"):
-        Skew((100.0, 10.0, 190.0), "X", "r").slowest(512)
-    assert replace(Skew(RATES, "X", "r"), tflops=(100.0, 100.0)).slowest(512)[0] == 100.0
+        Skew((100.0, 10.0, 190.0), H100, "r").slowest(512)
+    assert Skew((100.0, 100.0), H100, "r").slowest(512)[0] == 100.0
