@@ -464,6 +464,9 @@ def doctor(kit: Kit, step: Step, nodes: int) -> None:
                 text for text in fabric["assumptions"] + fabric["warnings"] if "straggler" in text
             ]
             step.figures["mfu --skew-from: said"] = said
+        else:  # the refusal names why: no burn-in on a CPU, one rate on one GPU (it was read)
+            why = "no GPU: the burn-in loads GPUs" if kit.dry_run else "1 burn-in rate(s)"
+            step.check("mfu --skew-from refusal", priced.stderr.strip(), why, why in priced.stderr)
 
 
 def gemm_bf16(kit: Kit, step: Step) -> None:
