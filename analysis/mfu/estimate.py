@@ -64,12 +64,17 @@ class Skew:
     runs: str
 
     def slowest(self, accelerators: int) -> tuple[float, float, float]:
-        """(the expected slowest rate of `accelerators` drawn from a normal of the burn-ins'
-        mean and sd, Blom's top order statistic; that mean; that sd); SpecError at <= 0."""
-        from scipy.stats import norm
+        """(the expected slowest rate of `accelerators`: of as many burn-ins drawn at random
+        where there are that many, else of a normal of their mean and sd by Blom's top order
+        statistic; that mean; that sd); SpecError at <= 0."""
+        from scipy.stats import hypergeom, norm
 
-        mean, sd = statistics.fmean(self.tflops), statistics.stdev(self.tflops)
+        rates, n = self.tflops, len(self.tflops)
+        mean, sd = statistics.fmean(rates), statistics.stdev(rates)
         slowest = mean - sd * float(norm.ppf((accelerators - 0.375) / (accelerators + 0.25)))
+        if accelerators <= n:  # P(none of the i slowest drawn) - P(none of the i + 1)
+            none = hypergeom.pmf(0, n, range(n + 1), accelerators)
+            slowest = float(sorted(rates) @ (none[:-1] - none[1:]))
         if slowest <= 0:
             why = f"spread too wide (sd {sd:.3g} of a mean {mean:.3g} TFLOP/s) to extrapolate"
             raise SpecError("--skew-from", self.runs, f"{why} to {accelerators:,} accelerators")
@@ -539,10 +544,11 @@ def _skew_assumption(accelerators: int, skew: Skew | None) -> tuple[str, ...]:
     if skew is None:
         return ("stragglers: none priced (no --skew-from burn-ins of this accelerator)",)
     slowest, mean, sd = skew.slowest(accelerators)
+    tail = "as many drawn from them" if accelerators <= len(skew.tflops) else "a normal tail"
     return (
         f"stragglers: the expected slowest of {accelerators:,} accelerators at {slowest:.1f} "
         f"TFLOP/s against a mean of {mean:.1f} (sd {sd:.2f} over {len(skew.tflops)} gemm "
-        f"burn-ins, {skew.runs}; a normal tail): compute and bubble x{mean / slowest:.3f}; "
+        f"burn-ins, {skew.runs}; {tail}): compute and bubble x{mean / slowest:.3f}; "
         "not seen: jitter within a step, slow hosts or links; the validated band was measured "
         "without this term",
     )

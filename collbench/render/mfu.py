@@ -156,7 +156,7 @@ def render_table(
         ],
         ("  compute slowdown", _tagged(lambda e: _share(e.slowdown_s, e), "dp")),
         # --skew-from: only where a fabric's step waits for its slowest accelerator
-        *[("  slowest accelerator", _straggler)]
+        *[("  slowest accelerator", lambda e: _share(e.straggler_s, e))]
         * any(e.straggler_s is not None for e in estimates),
         # the headline: with how far the published runs of its accelerator erred, or not
         (
@@ -315,8 +315,8 @@ def _memory(result: Estimate) -> str:
     return f"{capacity} may fit" if memory.may_fit else f"{capacity} OVER"
 
 
-def _share(seconds: float, result: Estimate) -> str:
-    return f"{seconds:.3f} ({seconds / result.step_time_s:.0%})"
+def _share(seconds: float | None, result: Estimate) -> str:
+    return "-" if seconds is None else f"{seconds:.3f} ({seconds / result.step_time_s:.0%})"
 
 
 def _headline(workload: Workload) -> str:
@@ -364,10 +364,6 @@ def _notes(estimates: Sequence[Estimate], regime_name: str) -> list[str]:
     shared = [text for text in first.assumptions if all(text in r.assumptions for r in estimates)]
     own = [f"{column_name(r)}: {t}" for r in estimates for t in r.assumptions if t not in shared]
     return notes + [f"assumed: {text}" for text in shared + own]
-
-
-def _straggler(result: Estimate) -> str:
-    return "-" if result.straggler_s is None else _share(result.straggler_s, result)
 
 
 def _memory_notes(estimates: Sequence[Estimate]) -> list[str]:

@@ -18,8 +18,8 @@ H100 = "NVIDIA H100 80GB HBM3"
 # mean 100, sd sqrt((0 + 4 + 4 + 0) / 3) = 1.632993 TFLOP/s
 RATES = (100.0, 98.0, 102.0, 100.0)
 SD = (8 / 3) ** 0.5
-# Phi^-1((N - 0.375) / (N + 0.25)) by hand (a normal table): N = 1, 8, 512
-Z = {1: 0.0, 8: 1.434200, 512: 3.030658}
+# Phi^-1((N - 0.375) / (N + 0.25)) by hand (a normal table): N = 8, 512 (more than measured)
+Z = {8: 1.434200, 512: 3.030658}
 SKEWED = EstimateOptions(skew=Skew(RATES, H100, "r"))
 
 
@@ -32,6 +32,19 @@ def test_the_slowest_rate_is_blom_s_top_order_statistic(accelerators):
     slowest, mean, sd = Skew(RATES, H100, "r").slowest(accelerators)
     assert (mean, sd) == (pytest.approx(100.0), pytest.approx(SD))
     assert slowest == pytest.approx(100.0 - SD * Z[accelerators], abs=1e-5)
+
+
+@pytest.mark.parametrize(("accelerators", "slowest"), [(1, 100.0), (2, 99.0), (3, 98.5), (4, 98.0)])
+def test_up_to_as_many_as_measured_the_slowest_is_that_of_a_random_draw_of_them(
+    accelerators, slowest
+):
+    """By hand over the subsets of (98, 100, 100, 102): 2 of them, 6 pairs, 3 hold the 98,
+    (3 x 98 + 3 x 100) / 6 = 99; 3 of them, 4 triples, 3 hold it, (3 x 98 + 100) / 4 = 98.5;
+    all 4: the measured least, 98."""
+    assert Skew(RATES, H100, "r").slowest(accelerators)[0] == pytest.approx(slowest)
+    load = workload("llama3-8b", tp=1, pp=1, dp=accelerators, global_batch=12)
+    said = estimate(load, h100(1), flat_pricer(), SKEWED).assumptions
+    assert any("4 gemm burn-ins, r; as many drawn from them)" in text for text in said)
 
 
 def test_the_step_stretches_compute_and_the_bare_bubble_by_mean_over_slowest():
