@@ -67,14 +67,14 @@ class Skew:
         """(the expected slowest rate of `accelerators`: of as many burn-ins drawn at random
         where there are that many, else of a normal of their mean and sd by Blom's top order
         statistic; that mean; that sd); SpecError at <= 0."""
-        from scipy.stats import hypergeom, norm
-
-        rates, n = self.tflops, len(self.tflops)
+        rates, n, z = self.tflops, len(self.tflops), statistics.NormalDist().inv_cdf
         mean, sd = statistics.fmean(rates), statistics.stdev(rates)
-        slowest = mean - sd * float(norm.ppf((accelerators - 0.375) / (accelerators + 0.25)))
-        if accelerators <= n:  # P(none of the i slowest drawn) - P(none of the i + 1)
-            none = hypergeom.pmf(0, n, range(n + 1), accelerators)
-            slowest = float(sorted(rates) @ (none[:-1] - none[1:]))
+        slowest = mean - sd * z((accelerators - 0.375) / (accelerators + 0.25))
+        if accelerators <= n:  # P(none of the i slowest drawn) = C(n - i, N) / C(n, N)
+            slowest, none = 0.0, 1.0  # the i-th slowest is the least with none(i) - none(i + 1)
+            for i, rate in enumerate(sorted(rates)):
+                after = none * max(0, n - i - accelerators) / (n - i)
+                slowest, none = slowest + rate * (none - after), after
         if slowest <= 0:
             why = f"spread too wide (sd {sd:.3g} of a mean {mean:.3g} TFLOP/s) to extrapolate"
             raise SpecError("--skew-from", self.runs, f"{why} to {accelerators:,} accelerators")
