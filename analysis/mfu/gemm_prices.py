@@ -6,10 +6,10 @@ The method, in full: docs/mfu/index.md#analysis-mfu-gemm-prices-py.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from collbench.analysis.mfu.accuracy import family
 from collbench.analysis.mfu.compute import GemmPricer, workload_gemms
 from collbench.analysis.mfu.estimate import peak_flops
 from collbench.analysis.mfu.workload import Workload
@@ -21,7 +21,6 @@ from collbench.topologies.schema import Topology
 
 # Accelerator model names as vendors and drivers spell them (torch.cuda.get_device_name
 # gives "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "AMD Instinct MI300X").
-_MODEL = re.compile(r"\b(GB200|GH200|[ABHL]\d{2,3}S?|MI\d{3}[A-Z]?|TPU ?v\d\w?|CPU)\b", re.I)
 SHOWN = 3  # shapes named in a warning before "and N more"
 
 
@@ -53,19 +52,11 @@ def measured_gemms(rows: Sequence[GemmRow], run: str) -> MeasuredGemms:
     )
 
 
-def accelerator_model(name: str) -> str | None:
-    """The model token of an accelerator name ("A100", "H100", "MI300X"), upper case."""
-    match = _MODEL.search(name)
-    return match.group(1).upper().replace(" ", "") if match else None
-
-
 def same_accelerator(measured: str, topology_name: str) -> bool:
-    """Whether a device name and a topology's accelerator name are the same model. Names
-    without a known model token (CPUs: "AMD EPYC" against "CPU (one vCPU of an AMD EPYC
-    VM)") are the same when one holds the other, case and spacing aside."""
-    left, right = accelerator_model(measured), accelerator_model(topology_name)
-    if left == "CPU" or right == "CPU":
-        left, right = (None if token == "CPU" else token for token in (left, right))
+    """Whether a device name and a topology's accelerator name are the same model (family);
+    names without one (CPUs: "AMD EPYC" against "CPU (one vCPU of an AMD EPYC VM)") are the
+    same when one holds the other, case and spacing aside."""
+    left, right = family(measured), family(topology_name)
     if left is None and right is None:
         one, other = (" ".join(name.lower().split()) for name in (measured, topology_name))
         return bool(one) and (one in other or other in one)

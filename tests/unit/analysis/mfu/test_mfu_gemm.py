@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from collbench.analysis.mfu.accuracy import family
 from collbench.analysis.mfu.compute import model_pricer, workload_gemms
 from collbench.analysis.mfu.estimate import estimate
 from collbench.analysis.mfu.fabrics import sized_for
 from collbench.analysis.mfu.gemm_prices import (
-    accelerator_model,
     gemm_pricer_for,
     measured_gemms,
     same_accelerator,
@@ -59,9 +59,9 @@ def test_accelerators_are_compared_by_model(device, catalog, same):
 
 
 def test_model_tokens():
-    assert accelerator_model("NVIDIA A100-SXM4-80GB") == "A100"
-    assert accelerator_model("NVIDIA GH200 480GB") == "GH200"
-    assert accelerator_model("something else") is None
+    assert family("NVIDIA A100-SXM4-80GB") == "A100"
+    assert family("NVIDIA GH200 480GB") == "GH200"
+    assert family("something else") is None
 
 
 def test_measured_rates_replace_the_model_shape_by_shape():
