@@ -86,6 +86,7 @@ def _why(yours: Estimate, best: Estimate) -> str:
 
 def _parts(result: Estimate) -> dict[str, float]:
     parts = {f"exposed {kind.kind}": kind.exposed_s for kind in result.comm}
+    parts["compute slowed beside collectives"] = result.slowdown_s
     return {**parts, "compute": result.compute_s, "bubble": result.bubble_s}
 
 

@@ -25,7 +25,7 @@ from tests.unit.analysis.mfu.test_compute_model import category_s
 PINNED_ERROR_PCT = {
     "1t-hfu": +7.6,
     "145b-hfu": -0.2,
-    "530b-sp-selective-mfu": +4.5,
+    "530b-sp-selective-mfu": +4.4,
     "530b-full-mfu": +0.9,
     "175b-full-step": +0.9,
     "175b-sp-selective-step": -2.7,
@@ -35,37 +35,37 @@ PINNED_ERROR_PCT = {
     "1t-sp-selective-step": -1.9,
     "22b-full-step": -4.3,
     "22b-sp-selective-step": -8.9,
-    "llama3-70b-fp8-gbs128": -11.3,
+    "llama3-70b-fp8-gbs128": -11.4,
     "llama3-70b-fp8-gbs256": -11.4,
-    "llama3-8b-fp8-fsdp": -6.2,
-    "gpt3-175b-bf16-dgxc": +1.2,
-    "nemotron4-15b-bf16-dgxc": -0.4,
-    "gpt3-175b-fp8-dgxc": +1.6,
-    "nemotron4-15b-fp8-dgxc": +4.1,
-    "nemotron4-340b-bf16-dgxc": +6.6,
-    "nemotron4-340b-fp8-dgxc": +14.7,
+    "llama3-8b-fp8-fsdp": -10.8,
+    "gpt3-175b-bf16-dgxc": +1.5,
+    "nemotron4-15b-bf16-dgxc": +0.5,
+    "gpt3-175b-fp8-dgxc": +1.9,
+    "nemotron4-15b-fp8-dgxc": +5.4,
+    "nemotron4-340b-bf16-dgxc": +7.5,
+    "nemotron4-340b-fp8-dgxc": +15.7,
     # context parallelism (analysis/mfu/moe.py); its recipe's pipeline layout (--pp LAYOUT)
     "llama31-405b-fp8-cp2": -5.5,
     # Blackwell (issue 42 item 2): entered as their recipes set them, not fitted to
     "llama31-405b-fp8-gb200": +27.9,
-    "llama31-405b-fp8-b200-cp2": +6.1,
+    "llama31-405b-fp8-b200-cp2": +5.6,
     # FSDP on PyTorch (MPT on Composer, flash-attn 1.0's Triton kernel)
-    "mpt-30b-h100": +6.1,
-    "mpt-13b-h100": +25.5,
-    "mpt-7b-h100": +6.7,
-    "mpt-1b-h100": +3.3,
-    "mpt-760m-h100": +11.2,
-    "mpt-30b-a100": +0.4,
-    "mpt-13b-a100": +20.7,
-    "mpt-7b-a100": +9.5,
-    "mpt-3b-a100": +7.6,
-    "mpt-1b-a100": +8.2,
-    "mpt-760m-a100": +8.5,
-    "mpt-350m-a100": +9.2,
-    "mpt-125m-a100": +17.0,
-    "mpt-125m-a100-mb32": +17.1,
-    "mpt-70b-a100-64": +7.0,
-    "mpt-70b-a100-32": +15.1,
+    "mpt-30b-h100": +2.0,
+    "mpt-13b-h100": +16.8,
+    "mpt-7b-h100": +4.2,
+    "mpt-1b-h100": +2.5,
+    "mpt-760m-h100": +10.8,
+    "mpt-30b-a100": -2.1,
+    "mpt-13b-a100": +15.1,
+    "mpt-7b-a100": +7.8,
+    "mpt-3b-a100": +6.7,
+    "mpt-1b-a100": +7.6,
+    "mpt-760m-a100": +8.2,
+    "mpt-350m-a100": +9.0,
+    "mpt-125m-a100": +16.8,
+    "mpt-125m-a100-mb32": +16.9,
+    "mpt-70b-a100-64": +5.3,
+    "mpt-70b-a100-32": +9.2,
 }
 # Runs outside the goal's 10%, and why. A run added outside the goal is named here with its
 # reason, not hidden; the test caps it at OUTSIDE_GOAL_MAX.
@@ -90,9 +90,9 @@ OUTSIDE_GOAL: dict[str, str] = {
     **{
         name: (
             "13B under FSDP at micro-batch 2 with no recompute: 103 GB of gathers and "
-            "reductions per micro-batch of 4,096 tokens beside 0.7 s (H100) of compute, which "
-            "the DP overlap model hides whole; what the run lost to them (SMs and HBM shared "
-            "with NCCL, allocator retries near 80 GB) is not priced"
+            "reductions per micro-batch of 4,096 tokens beside 0.7 s (H100) of compute, "
+            "priced at Lee et al.'s mean 18.9% slowdown; what else the run lost to them "
+            "(contention above the mean, allocator retries near 80 GB) is not established"
         )
         for name in ("mpt-13b-h100", "mpt-13b-a100")
     },
@@ -104,10 +104,10 @@ OUTSIDE_GOAL: dict[str, str] = {
         )
         for name in ("mpt-125m-a100", "mpt-125m-a100-mb32")
     },
-    "mpt-70b-a100-32": (
-        "70B under FSDP over 4 nodes at micro-batch 2: 16 micro-batches a step each gather the "
-        "weights twice and reduce the gradients, ~44 s of its ~175 s step beside compute, which "
-        "the DP overlap model hides whole (the same run at micro-batch 8 on 64 GPUs: +7.0%)"
+    "llama3-8b-fp8-fsdp": (
+        "Megatron-FSDP's gathers and reductions priced beside compute at Lee et al.'s mean "
+        "18.9% slowdown (it lands -6.2% at none): what its collectives, issued from Megatron's "
+        "own buffers, take from the GEMMs beside them is not measured"
     ),
     "mpt-760m-h100": (
         "the published row (34.9% MFU) sits below the same model's 16- and 32-GPU rows at the "
@@ -118,9 +118,10 @@ OUTSIDE_GOAL: dict[str, str] = {
 OUTSIDE_GOAL_MAX = 0.30
 PIN_SLACK_PCT = 0.15  # rounding of the pins
 GOAL_MEDIAN, GOAL_MAX = 0.05, 0.10
-# The MPT source (16 FSDP runs, all optimistic: docs/mfu/validation.md) lifted the set's
-# median from 4.2% to 6.4%: the goal is not met; this holds the median from growing.
-MEDIAN_NOW = 0.065
+# The MPT source (16 FSDP runs, 15 optimistic: docs/mfu/validation.md) lifted the set's
+# median from 4.2% to 6.4%, 5.6% with compute priced slower beside collectives (Lee et al.):
+# the goal is not met; this holds the median from growing.
+MEDIAN_NOW = 0.057
 BY_NAME = {run.run: run for run in PUBLISHED}
 
 
@@ -258,7 +259,7 @@ def test_the_demonstrated_error_table_is_what_the_validation_set_says_now():
 def test_a_step_time_error_turns_over_into_an_mfu_error():
     """A step predicted 10% short is an MFU 1/0.9 - 1 = +11.1% high; a throughput figure
     keeps its sign and size."""
-    run = BY_NAME["nemotron4-15b-bf16-dgxc"]
+    run = BY_NAME["175b-sp-selective-step"]
     result = run.estimate()
     step_error = run.error(result)
     assert run.mfu_error(result) == pytest.approx(1 / (1 + step_error) - 1)
