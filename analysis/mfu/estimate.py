@@ -489,14 +489,11 @@ def _bucketed(
 
 
 def _beside(comm: _Bucketed, window_s: float, options: EstimateOptions) -> tuple[float, float]:
-    """(exposed, compute slowdown) seconds of a bucketed collective beside a window.
-
-    The probe's overlap efficiency is OSU's share of the collective hidden while compute
-    runs beside it, measured on wall time: what is not hidden already includes the compute
-    it stretched. So the extra time is split, not added twice: the stretched compute
-    (slowdown x the time side by side, at most all of the extra; a negative measured
-    slowdown counts as none) and the rest, exposed communication.
-    """
+    """(exposed, compute slowdown) seconds of a bucketed collective beside a window. The
+    overlap efficiency is OSU's share of the collective hidden beside compute, on wall time:
+    what is not hidden already includes the compute it stretched, so the extra time is split,
+    not added twice: the stretched compute (slowdown x the time side by side, at most all of
+    the extra; a negative measured slowdown counts as none) and the rest, exposed."""
     overlappable_s = comm.time_s - comm.edge_s
     side_by_side_s = min(overlappable_s, window_s)
     extra_s = (1 - options.overlap_efficiency) * side_by_side_s
@@ -548,14 +545,17 @@ def _assumptions(
 def _skew_assumption(accelerators: int, skew: Skew | None) -> tuple[str, ...]:
     if skew is None:
         return ("stragglers: none priced (no --skew-from burn-ins of this accelerator)",)
-    slowest, mean, sd = skew.slowest(accelerators)
-    tail = "as many drawn from them" if accelerators <= len(skew.tflops) else "a normal tail"
+    (slowest, mean, sd), n = skew.slowest(accelerators), len(skew.tflops)
+    tail = "as many drawn from them"
+    if accelerators > n:  # one standard error of an sd from n normal rates: sd / sqrt(2 (n - 1))
+        error, gap = 1 / math.sqrt(2 * (n - 1)), mean - slowest
+        low, high = (mean - gap * k for k in (1 + error, 1 - error))
+        tail = f"a normal tail; sd +-{error:.0%} by {n} rates: {low:.1f} to {high:.1f} TFLOP/s"
     return (
         f"stragglers: the expected slowest of {accelerators:,} accelerators at {slowest:.1f} "
-        f"TFLOP/s against a mean of {mean:.1f} (sd {sd:.2f} over {len(skew.tflops)} gemm "
-        f"burn-ins, {skew.runs}; {tail}): compute and bubble x{mean / slowest:.3f}; "
-        "not seen: jitter within a step, slow hosts or links; the validated band was measured "
-        "without this term",
+        f"TFLOP/s against a mean of {mean:.1f} (sd {sd:.2f} over {n} gemm burn-ins, {skew.runs}; "
+        f"{tail}): compute and bubble x{mean / slowest:.3f}; not seen: jitter within a step, "
+        "slow hosts or links; the validated band was measured without this term",
     )
 
 

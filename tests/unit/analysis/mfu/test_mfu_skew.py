@@ -67,6 +67,8 @@ def test_the_step_stretches_compute_and_the_bare_bubble_by_mean_over_slowest():
     said = [text for text in skewed.assumptions if text.startswith("stragglers:")]
     assert "expected slowest of 512 accelerators at 95.1 TFLOP/s" in said[0]
     assert "4 gemm burn-ins, r" in said[0] and "x1.052" in said[0]
+    # 4 rates know their sd to 1 / sqrt(2 x 3) = 41%: 100 - 4.949 x (1 +- 0.408) TFLOP/s
+    assert "a normal tail; sd +-41% by 4 rates: 93.0 to 97.1 TFLOP/s)" in said[0]
     assert "the validated band was measured without this term" in said[0]
     explained = {row["name"]: row["step_s"] for row in explain_rows(skewed)}
     assert explained["waits for the slowest accelerator"] == skewed.straggler_s
