@@ -16,9 +16,10 @@ from collbench.core.errors import SpecError
 
 RANK_ENVS = ("torch", "slurm", "mpi")
 _LABELS = {"torch": "torchrun", "slurm": "Slurm", "mpi": "MPI"}
-# Ports a Slurm step derives from its job and step id (as submitit does), when nothing
-# else names one: every task computes the same port without talking to the others.
-SLURM_PORT_MIN, SLURM_PORT_SPAN = 20000, 40000
+# Ports a Slurm step derives from its job and step id, when nothing else names one: every
+# task computes the same port without talking to the others. Below Linux's ephemeral range
+# (32768-60999), where an outgoing connection may hold the port already (EADDRINUSE).
+SLURM_PORT_MIN, SLURM_PORT_SPAN = 20000, 12768
 # Slurm's step ids for what is not a task of an srun step (the batch script, the extern one).
 NOT_A_STEP = frozenset({"batch", "extern", "4294967294", "4294967291"})
 
