@@ -225,11 +225,10 @@ def estimate(
 
     m, sm_count = workload.microbatches, topology.accelerator.sm_count
     tp = _tp_comm(workload, pricer, options, gemm_s, sm_count)
-    pp = _pp_comm(workload, pricer)
+    pp = _pp_comm(workload, pricer, options, micro)
     cp_ep = _cp_ep_comm(workload, pricer, micro, sm_count)
     # TP, CP/EP and PP collectives stretch every micro-batch's pipeline slot; DP's come per step.
-    in_micro_s = tp.exposed_s + tp.slowdown_s + pp.exposed_s
-    in_micro_s += sum(k.exposed_s + k.slowdown_s for k in cp_ep)
+    in_micro_s = sum(k.exposed_s + k.slowdown_s for k in (tp, pp, *cp_ep))
     bubble_s = _bubble_s(workload, micro, micro.total_s + in_micro_s / m)
     dp, slowdown_s = _dp_comm(workload, pricer, options, micro)
     compute_s = m * micro.total_s + micro.optimizer_s
@@ -242,7 +241,7 @@ def estimate(
         straggler_s = ideal_s * (mean / slowest - 1)
     step_s = compute_s + in_micro_s + bubble_s + dp.exposed_s + slowdown_s + (straggler_s or 0)
     ideal_s += straggler_s or 0
-    slowdown_s += tp.slowdown_s + sum(k.slowdown_s for k in cp_ep)  # (in in_micro_s already)
+    slowdown_s += sum(k.slowdown_s for k in (tp, pp, *cp_ep))  # (in in_micro_s already)
     model_flops = workload.model_flops_per_token * workload.tokens_per_step
     hardware_flops = workload.hardware_flops_per_token * workload.tokens_per_step
     mfu = model_flops / (step_s * accelerators * peak)
@@ -399,18 +398,27 @@ def _tp_comm(
     return _comm_kind("tp", what, total_s, overlap.exposed_s, named, overlap.slowdown_s)
 
 
-def _pp_comm(workload: Workload, pricer: Pricer) -> CommKind:
+def _pp_comm(
+    workload: Workload, pricer: Pricer, options: EstimateOptions, micro: MicroBatchCompute
+) -> CommKind:
     par, run = workload.parallelism, workload.training
     if par.pp == 1:
         return CommKind("pp", "none (pp = 1)", 0.0, 0.0, "-")
     size = workload.micro_tokens * workload.model.hidden * run.activation_bytes / par.tp
-    priced = pricer("sendrecv", size, 2, par.tp * par.dp_ranks)
+    priced, v = pricer("sendrecv", size, 2, par.tp * par.dp_ranks), par.virtual_stages
     # Each micro-batch sends its activations forward and its gradients back once per
-    # stage boundary; interleaving multiplies the boundaries by v.
-    sends = 2 * workload.microbatches * par.virtual_stages
-    total_s = priced.time_s * sends
-    what = f"sendrecv {_mb(size)} x {sends}/step"
-    return _comm_kind("pp", what, total_s, total_s, {"sendrecv": priced})
+    # stage boundary; interleaving multiplies the boundaries by v. 1F1B waits for each
+    # transfer; the interleaved schedule overlaps each with a model chunk's forward or
+    # backward (overlap_p2p_comm, which Megatron-LM, NeMo and Megatron-Bridge turn on with
+    # virtual stages), beside which compute runs slower as beside DP's buckets.
+    sends, named = 2 * workload.microbatches * v, {"sendrecv": priced}
+    total_s, what = priced.time_s * sends, f"sendrecv {_mb(size)} x {sends}/step"
+    if v == 1:
+        return _comm_kind("pp", what, total_s, total_s, named)
+    one = _Bucketed("sendrecv", priced.time_s, 0.0, priced.source, priced.measured)
+    beside = [_beside(one, window / v, options) for window in (micro.forward_s, micro.backward_s)]
+    exposed_s, slowdown_s = (sends / 2 * sum(pair) for pair in zip(*beside, strict=True))
+    return _comm_kind("pp", what, total_s, exposed_s, named, slowdown_s)
 
 
 def _dp_comm(
@@ -528,6 +536,10 @@ def _assumptions(
         *_framework_assumption(workload),
         f"overlap: {options.overlap_source}",
         _tp_assumption(workload, options, sm_count),
+        *(
+            ("PP: sends beside a model chunk's compute (overlap_p2p_comm)",)
+            * (par.virtual_stages > 1)
+        ),
         "DP reduction overlaps the backward"
         if par.dp_overlap
         else "DP reduction after the backward, not overlapped",

@@ -224,6 +224,30 @@ def test_measured_overlap_hides_its_share_of_the_collective_not_of_the_window():
     assert dp_of(usual).exposed_s == pytest.approx(1e-3)
 
 
+def test_interleaved_pipeline_sends_run_beside_a_model_chunk_1f1b_waits_for_each():
+    def pp_of(result):
+        return next(kind for kind in result.comm if kind.kind == "pp")
+
+    # 1F1B: 64 micro-batches x 2 directions = 128 sends of 1 ms, each waited for
+    plain = pp_of(estimate(workload(), make_topology(), constant_pricer))
+    assert (plain.total_s, plain.exposed_s, plain.slowdown_s) == pytest.approx((0.128, 0.128, 0))
+    # v 2: 256 sends, each beside a model chunk (~25 ms forward, ~52 ms backward): hidden,
+    # the compute beside each 1 ms slowed by Lee et al.'s mean
+    interleaved = pp_of(estimate(workload(virtual_stages=2), make_topology(), constant_pricer))
+    assert (interleaved.total_s, interleaved.exposed_s) == pytest.approx((0.256, 0), abs=1e-12)
+    assert interleaved.slowdown_s == pytest.approx(256 * LEE_SLOWDOWN * 1e-3)
+
+    # a 40 ms send outlasts a forward chunk by what is exposed, and slows all of that chunk
+    def slow_sends(collective: str, size: float, ranks: int, stride: int) -> Priced:
+        return Priced(40e-3 if collective == "sendrecv" else 1e-3, "constant")
+
+    result = estimate(workload(virtual_stages=2), make_topology(), slow_sends)
+    forward_s, backward_s = result.micro.forward_s / 2, result.micro.backward_s / 2
+    assert forward_s < 40e-3 < backward_s
+    assert pp_of(result).exposed_s == pytest.approx(128 * (40e-3 - forward_s))
+    assert pp_of(result).slowdown_s == pytest.approx(128 * LEE_SLOWDOWN * (forward_s + 40e-3))
+
+
 def test_a_negative_measured_slowdown_never_beats_perfect_overlap():
     result = estimate(
         workload(),

@@ -35,20 +35,20 @@ PINNED_ERROR_PCT = {
     "1t-sp-selective-step": -1.9,
     "22b-full-step": -4.3,
     "22b-sp-selective-step": -8.9,
-    "llama3-70b-fp8-gbs128": -11.4,
-    "llama3-70b-fp8-gbs256": -11.4,
+    "llama3-70b-fp8-gbs128": -7.8,
+    "llama3-70b-fp8-gbs256": -7.8,
     "llama3-8b-fp8-fsdp": -10.8,
-    "gpt3-175b-bf16-dgxc": +1.5,
+    "gpt3-175b-bf16-dgxc": -3.0,
     "nemotron4-15b-bf16-dgxc": +0.5,
-    "gpt3-175b-fp8-dgxc": +1.9,
+    "gpt3-175b-fp8-dgxc": -4.9,
     "nemotron4-15b-fp8-dgxc": +5.4,
-    "nemotron4-340b-bf16-dgxc": +7.5,
-    "nemotron4-340b-fp8-dgxc": +15.7,
+    "nemotron4-340b-bf16-dgxc": +4.2,
+    "nemotron4-340b-fp8-dgxc": +10.8,
     # context parallelism (analysis/mfu/moe.py); its recipe's pipeline layout (--pp LAYOUT)
-    "llama31-405b-fp8-cp2": -5.5,
+    "llama31-405b-fp8-cp2": -3.1,
     # Blackwell (issue 42 item 2): entered as their recipes set them, not fitted to
-    "llama31-405b-fp8-gb200": +27.9,
-    "llama31-405b-fp8-b200-cp2": +5.6,
+    "llama31-405b-fp8-gb200": +28.5,
+    "llama31-405b-fp8-b200-cp2": +12.5,
     # FSDP on PyTorch (MPT on Composer, flash-attn 1.0's Triton kernel)
     "mpt-30b-h100": +2.0,
     "mpt-13b-h100": +16.8,
@@ -75,14 +75,12 @@ _FP8_HEAD = (
     "misses on fp8 runs is not established"
 )
 OUTSIDE_GOAL: dict[str, str] = {
-    **{
-        name: _FP8_HEAD
-        for name in (
-            "llama3-70b-fp8-gbs128",
-            "llama3-70b-fp8-gbs256",
-            "nemotron4-340b-fp8-dgxc",
-        )
-    },
+    **{name: _FP8_HEAD for name in ("nemotron4-340b-fp8-dgxc",)},
+    "llama31-405b-fp8-b200-cp2": (
+        "its pipeline sends priced beside model chunks, as its interleaved schedule runs them "
+        "(overlap_p2p_comm; +5.6% with each waited for): with the GB200 run, both B200 runs "
+        "land optimistic, and what the step model misses on Blackwell is not established"
+    ),
     "llama31-405b-fp8-gb200": (
         "gb200-nvl72's accelerator has no measured sustained-clock share (matmul_sustained), so "
         "its GEMMs are priced at the burst rate; at the DGX B200's measured 0.815 it lands +6.6%"
@@ -119,9 +117,10 @@ OUTSIDE_GOAL_MAX = 0.30
 PIN_SLACK_PCT = 0.15  # rounding of the pins
 GOAL_MEDIAN, GOAL_MAX = 0.05, 0.10
 # The MPT source (16 FSDP runs, 15 optimistic: docs/mfu/validation.md) lifted the set's
-# median from 4.2% to 6.4%, 5.6% with compute priced slower beside collectives (Lee et al.):
-# the goal is not met; this holds the median from growing.
-MEDIAN_NOW = 0.057
+# median from 4.2% to 6.4%, 5.6% with compute priced slower beside collectives (Lee et al.),
+# 5.3% with interleaved pipelines' sends beside compute: the goal is not met; this holds the
+# median from growing.
+MEDIAN_NOW = 0.054
 BY_NAME = {run.run: run for run in PUBLISHED}
 
 
