@@ -413,10 +413,9 @@ def _pp_comm(
     # virtual stages), beside which compute runs slower as beside DP's buckets.
     sends, named = 2 * workload.microbatches * v, {"sendrecv": priced}
     total_s, what = priced.time_s * sends, f"sendrecv {_mb(size)} x {sends}/step"
-    if v == 1:
-        return _comm_kind("pp", what, total_s, total_s, named)
     one = _Bucketed("sendrecv", priced.time_s, 0.0, priced.source, priced.measured)
-    beside = [_beside(one, window / v, options) for window in (micro.forward_s, micro.backward_s)]
+    windows = (micro.forward_s / v, micro.backward_s / v) if v > 1 else (0.0, 0.0)  # 1F1B: none
+    beside = [_beside(one, window, options) for window in windows]
     exposed_s, slowdown_s = (sends / 2 * sum(pair) for pair in zip(*beside, strict=True))
     return _comm_kind("pp", what, total_s, exposed_s, named, slowdown_s)
 

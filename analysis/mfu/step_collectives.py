@@ -18,7 +18,7 @@ from collbench.analysis.mfu.workload import Workload
 # How the estimator treats a collective beside compute.
 EXPOSED = "exposed"  # on the critical path: nothing hides it
 TP_SHARE = "tp-overlap"  # critical path or beside GEMMs (async backward, --tp-overlap 1)
-BESIDE_COMPUTE = "beside compute"  # DP buckets beside a pass, all but one bucket
+BESIDE_COMPUTE = "beside compute"  # DP buckets beside a pass (all but one); interleaved PP
 PARTLY_HIDDEN = "partly hidden"  # the CP ring beside the attention; EP per --ep-overlap
 
 
@@ -77,7 +77,8 @@ def _pp(workload: Workload) -> list[StepCollective]:
         return []
     size = workload.micro_tokens * workload.model.hidden * run.activation_bytes / par.tp
     sends = 2 * workload.microbatches * par.virtual_stages
-    return [StepCollective("pp", "sendrecv", size, sends, 2, par.tp * par.dp_ranks, EXPOSED)]
+    how = BESIDE_COMPUTE if par.virtual_stages > 1 else EXPOSED  # (overlap_p2p_comm)
+    return [StepCollective("pp", "sendrecv", size, sends, 2, par.tp * par.dp_ranks, how)]
 
 
 def _dp(workload: Workload) -> list[StepCollective]:
