@@ -26,8 +26,8 @@ _NEMOTRON4 = {"kv_heads": 8, "vocab": 256000, "tied_embeddings": False, "dropout
 # What the Mixtral models share: grouped-query attention over 8 KV heads, SwiGLU experts
 # (2 of 8 routed per token), untied embeddings.
 _MIXTRAL = {"kv_heads": 8, "gated_mlp": True, "tied_embeddings": False, "experts": 8, "top_k": 2}
-_KORTHIKANTI = "Korthikanti et al. 2022 (arXiv 2205.05198)"
-_NARAYANAN = "Narayanan et al. SC'21 (arXiv 2104.04473)"
+_KORTHIKANTI_T3 = "Korthikanti et al. 2022 (arXiv 2205.05198), Table 3"
+_NARAYANAN_T1 = "Narayanan et al. SC'21 (arXiv 2104.04473), Table 1"
 _GPT = {"vocab": 51200}  # Megatron pads GPT-2's 50257 to 51200
 # Presets: shapes as published; vocab the padded size the training code used where given.
 PRESETS: dict[str, Model] = {
@@ -41,24 +41,11 @@ PRESETS: dict[str, Model] = {
             vocab=51200,
             source="Brown et al. 2020 (GPT-3), Table 2.1; vocab padded to 51200 as in Megatron-LM",
         ),
-        Model(
-            "gpt-22b", layers=48, hidden=6144, heads=64, source=f"{_KORTHIKANTI}, Table 3", **_GPT
-        ),
-        Model(
-            "gpt-145b", layers=80, hidden=12288, heads=96, source=f"{_NARAYANAN}, Table 1", **_GPT
-        ),
+        Model("gpt-22b", layers=48, hidden=6144, heads=64, source=_KORTHIKANTI_T3, **_GPT),
+        Model("gpt-145b", layers=80, hidden=12288, heads=96, source=_NARAYANAN_T1, **_GPT),
         # Megatron-Turing NLG 530B's shape
-        Model(
-            "gpt-530b",
-            layers=105,
-            hidden=20480,
-            heads=128,
-            source=f"{_KORTHIKANTI}, Table 3",
-            **_GPT,
-        ),
-        Model(
-            "gpt-1t", layers=128, hidden=25600, heads=160, source=f"{_NARAYANAN}, Table 1", **_GPT
-        ),
+        Model("gpt-530b", layers=105, hidden=20480, heads=128, source=_KORTHIKANTI_T3, **_GPT),
+        Model("gpt-1t", layers=128, hidden=25600, heads=160, source=_NARAYANAN_T1, **_GPT),
         Model("llama3-8b", layers=32, hidden=4096, heads=32, ffn_hidden=14336, **_LLAMA3),
         Model("llama3-70b", layers=80, hidden=8192, heads=64, ffn_hidden=28672, **_LLAMA3),
         Model("llama3-405b", layers=126, hidden=16384, heads=128, ffn_hidden=53248, **_LLAMA3),
