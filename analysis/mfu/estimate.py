@@ -83,7 +83,7 @@ class Skew:
 
 # Lee et al. 2025 (arXiv 2507.03114): GEMMs and layers beside NCCL/RCCL collectives on 4
 # A100, H100, MI250 and MI210, GPT and Llama shapes: 18.9% slower on average (at most 40%)
-LEE_SLOWDOWN = 0.189  # without a probe (--overlap RUN), all of it the collective not hidden
+LEE_SLOWDOWN = 0.189  # the default without a probe (--overlap RUN): below, its two options
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,9 @@ class EstimateOptions:
     tp_overlap: float = 0.0
     # a recipe's own userbuffer configuration, pair by pair (--tp-overlap FILE: tp_overlap 1)
     tp_overlap_pairs: tuple[tuple[str, PairMethod], ...] = ()
-    overlap_source: str = "compute 18.9% slower beside it, Lee et al. 2025's mean (no probe given)"
+    overlap_source: str = (
+        f"compute {LEE_SLOWDOWN:.1%} slower beside it, Lee et al. 2025's mean (no probe given)"
+    )
     skew: Skew | None = None  # --skew-from: the step waits for its slowest accelerator
 
     @property
@@ -407,14 +409,13 @@ def _pp_comm(
     size = workload.micro_tokens * workload.model.hidden * run.activation_bytes / par.tp
     priced, v = pricer("sendrecv", size, 2, par.tp * par.dp_ranks), par.virtual_stages
     # Each micro-batch sends its activations forward and its gradients back once per
-    # stage boundary; interleaving multiplies the boundaries by v. 1F1B waits for each
-    # transfer; the interleaved schedule overlaps each with a model chunk's forward or
-    # backward (overlap_p2p_comm, which Megatron-LM, NeMo and Megatron-Bridge turn on with
-    # virtual stages), beside which compute runs slower as beside DP's buckets.
+    # stage boundary; interleaving multiplies the boundaries by v. Overlapped (p2p_overlapped)
+    # each runs beside a model chunk's forward or backward, slowing it as DP's buckets do;
+    # else no window: each is waited for.
     sends, named = 2 * workload.microbatches * v, {"sendrecv": priced}
     total_s, what = priced.time_s * sends, f"sendrecv {_mb(size)} x {sends}/step"
     one = _Bucketed("sendrecv", priced.time_s, 0.0, priced.source, priced.measured)
-    windows = (micro.forward_s / v, micro.backward_s / v) if v > 1 else (0.0, 0.0)  # 1F1B: none
+    windows = (micro.forward_s / v, micro.backward_s / v) if par.p2p_overlapped else (0.0, 0.0)
     beside = [_beside(one, window, options) for window in windows]
     exposed_s, slowdown_s = (sends / 2 * sum(pair) for pair in zip(*beside, strict=True))
     return _comm_kind("pp", what, total_s, exposed_s, named, slowdown_s)
@@ -535,10 +536,7 @@ def _assumptions(
         *_framework_assumption(workload),
         f"overlap: {options.overlap_source}",
         _tp_assumption(workload, options, sm_count),
-        *(
-            ("PP: sends beside a model chunk's compute (overlap_p2p_comm)",)
-            * (par.virtual_stages > 1)
-        ),
+        *(("PP: sends beside a model chunk's compute (overlap_p2p_comm)",) * par.p2p_overlapped),
         "DP reduction overlaps the backward"
         if par.dp_overlap
         else "DP reduction after the backward, not overlapped",

@@ -77,7 +77,7 @@ def _pp(workload: Workload) -> list[StepCollective]:
         return []
     size = workload.micro_tokens * workload.model.hidden * run.activation_bytes / par.tp
     sends = 2 * workload.microbatches * par.virtual_stages
-    how = BESIDE_COMPUTE if par.virtual_stages > 1 else EXPOSED  # (overlap_p2p_comm)
+    how = BESIDE_COMPUTE if par.p2p_overlapped else EXPOSED
     return [StepCollective("pp", "sendrecv", size, sends, 2, par.tp * par.dp_ranks, how)]
 
 

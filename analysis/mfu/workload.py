@@ -346,6 +346,13 @@ class Parallelism:
             raise SpecError("--sequence-parallel", True, "needs --tp > 1")
 
     @property
+    def p2p_overlapped(self) -> bool:
+        """Pipeline sends beside a model chunk's compute: Megatron's interleaved schedule
+        (overlap_p2p_comm, on with virtual stages in Megatron-LM, NeMo and Megatron-Bridge);
+        1F1B batches them and waits."""
+        return self.virtual_stages > 1
+
+    @property
     def world_size(self) -> int:
         """Megatron's order: TP innermost, then CP, then DP, then PP."""
         return self.tp * self.cp * self.dp * self.pp

@@ -33,8 +33,8 @@ def explain_rows(result: Estimate) -> list[dict[str, Any]]:
     for kind in result.comm:
         if kind.slowdown_s:
             slowed = _part(f"GEMMs slowed by {kind.kind} overlap", "exposed comm", kind.slowdown_s)
-            slowed["detail"] = "smaller GEMM chunks, " * (kind.kind == "tp") + "SMs taken by "
-            slowed["detail"] += "the communication kernels"
+            taken = "smaller GEMM chunks, SMs" if kind.kind == "tp" else "SMs and HBM"
+            slowed["detail"] = f"{taken} taken by the communication kernels"
             rows.append(slowed)
     dp_slowdown_s = result.slowdown_s - sum(kind.slowdown_s for kind in result.comm)
     if dp_slowdown_s > 1e-12:
