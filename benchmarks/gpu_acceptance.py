@@ -92,7 +92,8 @@ def print_plan(budget: float | None, chosen: Sequence[str]) -> None:
 def run_steps(kit: Kit, steps: Sequence[KitStep], budget: float | None) -> dict:
     """Run the steps in order (a crash in one is that step's failure), each only where it
     proves anything (on too few GPUs: in the test mode, where its point survives it) and,
-    with a budget, while its estimate fits the time left: the JSON."""
+    with a budget, while its estimate fits the time left: the JSON, rewritten to
+    OUT/acceptance.json after every step (a lease that ends mid-step keeps the steps done)."""
     records, started_all = [], time.perf_counter()
     for kit_step in steps:
         mode = None if kit.dry_run else kit_step.test_mode(kit.gpus)
@@ -117,6 +118,12 @@ def run_steps(kit: Kit, steps: Sequence[KitStep], budget: float | None) -> dict:
                     f"   FAILED {item['figure']} = {item['value']!r}, expected {item['expected']}"
                 )
         records.append(asdict(step))
+        document = summary(kit, budget, records)
+        (kit.out / "acceptance.json").write_text(json.dumps(document, indent=2) + "\n")
+    return summary(kit, budget, records)
+
+
+def summary(kit: Kit, budget: float | None, records: list[dict]) -> dict:
     counts = {status: sum(r["status"] == status for r in records) for status in STATUSES}
     import collbench
 
@@ -177,7 +184,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_plan(args.budget, chosen)
     document = run_steps(kit, [step for step in STEPS if step.name in chosen], args.budget)
     path = kit.out / "acceptance.json"
-    path.write_text(json.dumps(document, indent=2) + "\n")
     print(f"# {document['summary']} -> {path}, everything in {archive(kit.out)}")
     return 1 if document["summary"][FAIL] else 0
 

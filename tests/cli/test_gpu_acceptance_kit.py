@@ -151,6 +151,26 @@ def test_too_few_gpus_is_test_mode_or_not_applicable_and_over_budget_is_skipped(
     assert steps.Kit(tmp_path, False, 8, "H100").judged and not sharing.judged
 
 
+def test_summary_kept_when_the_lease_ends_mid_step(tmp_path):
+    """acceptance.json is rewritten after every step: a run killed in its 9th step (a lent
+    GPU's lease ran out) lost the 8 steps done, their figures and logs unread."""
+    kit, steps = _modules()
+
+    def lease_ends(k, step):
+        raise KeyboardInterrupt
+
+    plan = [
+        steps.KitStep("done", "runs", lambda k, step: step.figures.update(x=1), 1, (0, 0)),
+        steps.KitStep("killed", "lease ends", lease_ends, 1, (0, 0)),
+    ]
+    with pytest.raises(KeyboardInterrupt):
+        kit.run_steps(steps.Kit(tmp_path, False, 1, "H100"), plan, budget=None)
+    document = json.loads((tmp_path / "acceptance.json").read_text())
+    assert [(s["name"], s["status"], s["figures"]) for s in document["steps"]] == [
+        ("done", "pass", {"x": 1})
+    ]
+
+
 def test_too_many_ranks_expects_the_refusal_local_launcher_gives(monkeypatch):
     """The refusal names the GPU count, not the host (the kit expected the host name)."""
     from collbench.core.errors import SpecError
