@@ -26,6 +26,10 @@ _NEMOTRON4 = {"kv_heads": 8, "vocab": 256000, "tied_embeddings": False, "dropout
 # What the Mixtral models share: grouped-query attention over 8 KV heads, SwiGLU experts
 # (2 of 8 routed per token), untied embeddings.
 _MIXTRAL = {"kv_heads": 8, "gated_mlp": True, "tied_embeddings": False, "experts": 8, "top_k": 2}
+_NEMO_15B = {**_NEMOTRON4, "source": "Nemotron-4 15B Technical Report (arXiv 2402.16819), Table 1"}
+_NEMO_340B = {**_NEMOTRON4, "source": "Nemotron-4 340B Technical Report (arXiv 2406.11704), Table 1"}  # fmt: skip
+_MIXTRAL_7B = {**_MIXTRAL, "vocab": 32000, "source": "Mixtral of Experts (Jiang et al. 2024, arXiv 2401.04088), Table 1"}  # fmt: skip
+_MIXTRAL_22B = {**_MIXTRAL, "vocab": 32768, "source": "mistralai/Mixtral-8x22B-v0.1 config.json (Hugging Face)"}  # fmt: skip
 _KORTHIKANTI_T3 = "Korthikanti et al. 2022 (arXiv 2205.05198), Table 3"
 _NARAYANAN_T1 = "Narayanan et al. SC'21 (arXiv 2104.04473), Table 1"
 _GPT = {"vocab": 51200}  # Megatron pads GPT-2's 50257 to 51200
@@ -49,44 +53,10 @@ PRESETS: dict[str, Model] = {
         Model("llama3-8b", layers=32, hidden=4096, heads=32, ffn_hidden=14336, **_LLAMA3),
         Model("llama3-70b", layers=80, hidden=8192, heads=64, ffn_hidden=28672, **_LLAMA3),
         Model("llama3-405b", layers=126, hidden=16384, heads=128, ffn_hidden=53248, **_LLAMA3),
-        Model(
-            "nemotron4-15b",
-            layers=32,
-            hidden=6144,
-            heads=48,
-            ffn_hidden=24576,
-            source="Nemotron-4 15B Technical Report (arXiv 2402.16819), Table 1",
-            **_NEMOTRON4,
-        ),
-        Model(
-            "nemotron4-340b",
-            layers=96,
-            hidden=18432,
-            heads=96,
-            ffn_hidden=73728,
-            source="Nemotron-4 340B Technical Report (arXiv 2406.11704), Table 1",
-            **_NEMOTRON4,
-        ),
-        Model(
-            "mixtral-8x7b",
-            layers=32,
-            hidden=4096,
-            heads=32,
-            ffn_hidden=14336,
-            vocab=32000,
-            source="Mixtral of Experts (Jiang et al. 2024, arXiv 2401.04088), Table 1",
-            **_MIXTRAL,
-        ),
-        Model(
-            "mixtral-8x22b",
-            layers=56,
-            hidden=6144,
-            heads=48,
-            ffn_hidden=16384,
-            vocab=32768,
-            source="mistralai/Mixtral-8x22B-v0.1 config.json (Hugging Face)",
-            **_MIXTRAL,
-        ),
+        Model("nemotron4-15b", layers=32, hidden=6144, heads=48, ffn_hidden=24576, **_NEMO_15B),
+        Model("nemotron4-340b", layers=96, hidden=18432, heads=96, ffn_hidden=73728, **_NEMO_340B),
+        Model("mixtral-8x7b", layers=32, hidden=4096, heads=32, ffn_hidden=14336, **_MIXTRAL_7B),
+        Model("mixtral-8x22b", layers=56, hidden=6144, heads=48, ffn_hidden=16384, **_MIXTRAL_22B),
         Model(
             "deepseek-v3",
             layers=61,
