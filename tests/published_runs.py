@@ -449,7 +449,7 @@ WHOLE_TRAINING: tuple[PublishedRun, ...] = (
 # reaches at most 4 nodes (--ep-route-nodes 4). run_script.py recomputes mla_up_proj and
 # the dense layers' mlp (recompute_modules on H100), which collbench cannot state
 # (--recompute none; the up-projections are ~3% of the compute, the dense layers are not on
-# the busiest stage). Priced with --ep-overlap none the run lands -9.9% (docs/mfu/moe-cp.md).
+# the busiest stage). Priced with --ep-overlap none the run lands -7.1% (docs/mfu/moe-cp.md).
 DEEPSEEK_V3_MTP = replace(preset("deepseek-v3"), mtp_layers=1)
 MOE_STEP: tuple[PublishedRun, ...] = (
     PublishedRun("deepseek-v3-fp8-h100", DEEPSEEK_V3_MTP, "dgx-h100", 2, 8, 64, 8192, "tokens",

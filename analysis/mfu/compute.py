@@ -5,6 +5,7 @@ The method, in full: docs/mfu/index.md#analysis-mfu-compute-py.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -38,9 +39,14 @@ FLASH_BACKWARD_FLOPS = 2.5  # 5 matmuls backward (one recomputes the scores) to 
 # 602, its backward 291 and 318 against 501 and 559: 0.55-0.58 of them. Elsewhere `flash`
 # is FA2 already (A100: FLASH_FORWARD's source; ROCm's port on AMD).
 FLASH2_SHARE = 0.57
-# --attention flash1: FlashAttention (v1, and its Triton port), which FlashAttention-2 runs
-# "around 2x" as fast (Dao 2023, arXiv 2307.08691: 25-40% of an A100's peak against 50-73%).
-FLASH1_SHARE = 0.5
+# The rates above are FA2's at head dim 128 and 8k tokens or more (186 TFLOP/s forward +
+# backward on an A100). The FA2 README's figures (Dao-AILab/flash-attention, assets/flash2_
+# {a100,h100}_fwd_bwd_benchmark.png, causal): FA2 at 512 / 1k / 2k / 4k tokens ran 0.54 /
+# 0.72 / 0.86 / 0.95 of its 8k rate (A100 and H100 within 0.02; ASSUMED for FA3, cuDNN), at
+# head dim 64 0.90 / 0.88 of its rate at 128; FlashAttention (v1; the A100's Triton port
+# alike) 0.54 / 0.58 of FA2 at 64, 0.44 at 128. Linear between (log2 tokens, head dim).
+FLASH_BY_SEQ = ((9, 0.54), (10, 0.72), (11, 0.86), (12, 0.95), (13, 1.0))
+FLASH_BY_HEAD_DIM, FLASH1_BY_HEAD_DIM = ((64, 0.89), (128, 1.0)), ((64, 0.56), (128, 0.44))
 FLASH3_FAMILIES = frozenset(
     {"H20", "H100", "H200", "H800", "GH200", "B200", "B300", "GB200", "GB300"}
 )
@@ -308,8 +314,10 @@ def _attention(
         rate = peak * matmul_fraction(accelerator) * IN_STEP_SHARE
         if run.attention in ("flash1", "flash2") and family(accelerator.name) in FLASH3_FAMILIES:
             rate *= FLASH2_SHARE
+        rate *= _between(math.log2(run.seq), FLASH_BY_SEQ)
+        rate *= _between(model.qk_head_dim, FLASH_BY_HEAD_DIM)
         if run.attention == "flash1":
-            rate *= FLASH1_SHARE
+            rate *= _between(model.qk_head_dim, FLASH1_BY_HEAD_DIM)
         forward_flops = full_flops / 2  # the causal mask's upper half is skipped
         forward_s = forward_flops / (rate * FLASH_FORWARD)
         backward_s = FLASH_BACKWARD_FLOPS * forward_flops / (rate * FLASH_BACKWARD)
@@ -329,6 +337,13 @@ def _attention(
     return OperatorTime(
         "attention", ATTENTION, forward_s, backward_s, forward_s * recompute, flops, detail
     )
+
+
+def _between(x: float, points: tuple[tuple[float, float], ...]) -> float:
+    """The piecewise-linear curve through `points` (ascending x) at x, flat outside them."""
+    x = min(max(x, points[0][0]), points[-1][0])
+    (x0, y0), (x1, y1) = next(p for p in itertools.pairwise(points) if x <= p[1][0])
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
 
 
 def _memory_operators(
