@@ -208,7 +208,7 @@ def layer_activation_bytes(workload: Workload, recompute: str) -> float:
     replicated = (10 if model.dropout else 8) * model.hidden
     # Q, K, V and the output projection's input; the MLP's up (and gate) outputs and the
     # activation's output.
-    attention = 4 * model.hidden + 4 * kv_width
+    attention = 4 * model.heads * model.head_dim + 4 * kv_width
     mlp = (6 if model.gated_mlp else 4) * moe.mlp_width(workload)
     split = tokens * (attention + mlp) / par.tp
     per_layer = tokens * replicated / (par.tp if par.sequence_parallel else 1) + split

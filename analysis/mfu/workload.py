@@ -95,6 +95,7 @@ class Model:
     vocab: int
     ffn_hidden: int = 0  # 0: 4 * hidden (GPT); Llama's SwiGLU sets its own
     kv_heads: int = 0  # 0: heads (multi-head attention); fewer: grouped-query attention
+    kv_channels: int = 0  # each head's dims (0: hidden / heads); Qwen3 sets its own (128)
     gated_mlp: bool = False  # SwiGLU: three ffn matrices instead of two
     tied_embeddings: bool = True  # GPT ties input and output embeddings; Llama 3 does not
     # Dropout in training (Megatron's default 0.1; Llama 3 and Nemotron-4 train without):
@@ -120,8 +121,8 @@ class Model:
         self._check_moe()
         if not 0 <= self.params < float("inf"):
             raise SpecError("--params", self.params, "must be a finite number >= 0")
-        _non_negative(self, "ffn_hidden", "kv_heads", "mtp_layers")
-        if self.hidden % self.heads:
+        _non_negative(self, "ffn_hidden", "kv_heads", "kv_channels", "mtp_layers")
+        if self.hidden % self.heads and not self.kv_channels:
             raise SpecError("--heads", self.heads, f"must divide --hidden ({self.hidden})")
         if self.heads % self.kv_heads_or_heads:
             raise SpecError("--kv-heads", self.kv_heads, f"must divide --heads ({self.heads})")
@@ -168,7 +169,7 @@ class Model:
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.kv_channels or self.hidden // self.heads
 
     @property
     def kv_heads_or_heads(self) -> int:
@@ -205,8 +206,8 @@ class Model:
         """One layer's attention weights (q, k, v, o; MLA's projections), norms included."""
         if self.mla:
             return self.mla.params(self.hidden, self.heads) + 4 * self.hidden
-        kv_dim = self.kv_heads_or_heads * self.head_dim
-        return self.hidden * (2 * self.hidden + 2 * kv_dim) + 4 * self.hidden
+        q_dim, kv_dim = self.heads * self.head_dim, self.kv_heads_or_heads * self.head_dim
+        return self.hidden * (2 * q_dim + 2 * kv_dim) + 4 * self.hidden
 
     @property
     def dense_layer_params(self) -> float:
