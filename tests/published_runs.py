@@ -451,10 +451,31 @@ WHOLE_TRAINING: tuple[PublishedRun, ...] = (
 # (--recompute none; the up-projections are ~3% of the compute, the dense layers are not on
 # the busiest stage). Priced with --ep-overlap none the run lands -7.1% (docs/mfu/moe-cp.md).
 DEEPSEEK_V3_MTP = replace(preset("deepseek-v3"), mtp_layers=1)
+# Qwen3 MoE on DGX-H100, FP8 (Megatron-Bridge performance summary; the recipes at v0.3.1,
+# the 26.02.01 container's r0.3.1, unchanged for these two through v0.5.1:
+# scripts/performance/configs/qwen/qwen3_workload_base_configs.py, qwen3_llm_pretrain.py,
+# utils/overrides.py): expert TP 1, distributed optimizer, forced load balancing (dropless),
+# no TP comm overlap, no recompute, no CUDA graphs, FP8 current scaling with fp8 parameters
+# gathered in fp8 and gradients reduced in bf16, DDP buckets of 128 MiB.
+# 235B-A22B, 26.02.01: 256 GPUs, GBS 8192, MBS 1, seq 4096, TP 2 (SP) PP 8 VP 4 EP 32, 1611
+# tokens/s per GPU; the alltoall dispatcher (NCCL; the SMs its all-to-alls hold are not
+# priced) with overlap_moe_expert_parallel_comm (--ep-overlap 1f1b); the embedding and the
+# loss each counted as a layer in the pipeline split (3 a chunk: Ett|(ttt|)*30ttL).
+# 30B-A3B, 26.04.01 (TP 1 PP 1 EP 16, 8960 tokens/s per GPU): the 26.02.01 row's PP 2 VP 12
+# EP 8 columns are the older 26.02 preset's (its recipe at v0.3.1 is this one); HybridEP on
+# 32 SMs (--ep-sms 32), no EP overlap.
+_QWEN3 = {**_BRIDGE, "etp": 1, "grad_bytes": 2, "gather_bytes": 1, "dp_bucket_mb": 128}
+_QWEN3_235B = {**_QWEN3, "virtual_stages": 4, "ep": 32, "ep_overlap": "1f1b",
+               "pp_layout": pipeline_layout("Ett|(ttt|)*30ttL")}  # fmt: skip
+_QWEN3_30B = {**_QWEN3, "sequence_parallel": False, "ep": 16, "ep_sms": 32}
 MOE_STEP: tuple[PublishedRun, ...] = (
     PublishedRun("deepseek-v3-fp8-h100", DEEPSEEK_V3_MTP, "dgx-h100", 2, 8, 64, 8192, "tokens",
                  1297, f"{BRIDGE}, 25.09 container, DGX-H100",
                  {**_BRIDGE, "virtual_stages": 4, "ep": 64, "etp": 1, "ep_overlap": "1f1b",
                   "ep_sms": 20, "ep_route_nodes": 4, "dp_overlap": False,
                   "pp_layout": pipeline_layout("Et|(tt|)*30mL")}, seq=4096),
+    PublishedRun("qwen3-235b-a22b-fp8-h100", "qwen3-235b-a22b", "dgx-h100", 2, 8, 16, 8192,
+                 "tokens", 1611, f"{BRIDGE}, 26.02.01 container, DGX-H100", _QWEN3_235B, seq=4096),
+    PublishedRun("qwen3-30b-a3b-fp8-h100", "qwen3-30b-a3b", "dgx-h100", 1, 1, 16, 1024, "tokens",
+                 8960, f"{BRIDGE}, 26.04.01 container, DGX-H100", _QWEN3_30B, seq=4096),
 )  # fmt: skip

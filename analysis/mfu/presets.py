@@ -30,6 +30,10 @@ _NEMO_15B = {**_NEMOTRON4, "source": "Nemotron-4 15B Technical Report (arXiv 240
 _NEMO_340B = {**_NEMOTRON4, "source": "Nemotron-4 340B Technical Report (arXiv 2406.11704), Table 1"}  # fmt: skip
 _MIXTRAL_7B = {**_MIXTRAL, "vocab": 32000, "source": "Mixtral of Experts (Jiang et al. 2024, arXiv 2401.04088), Table 1"}  # fmt: skip
 _MIXTRAL_22B = {**_MIXTRAL, "vocab": 32768, "source": "mistralai/Mixtral-8x22B-v0.1 config.json (Hugging Face)"}  # fmt: skip
+# Qwen3 MoE (Megatron-Bridge Qwen3MoEModelProvider, Qwen/Qwen3-*-A*B config.json): every
+# layer MoE, 128 experts top 8, no shared ones, heads of 128 dims (not hidden / heads), 4
+# KV heads, SwiGLU, untied, no dropout; QK-norm (per-head RMSNorm) not priced.
+_QWEN3 = {"kv_heads": 4, "kv_channels": 128, "vocab": 151936, "gated_mlp": True, "tied_embeddings": False, "dropout": False, "experts": 128, "top_k": 8, "source": "Qwen3 (Megatron-Bridge v0.3.1 models/qwen/qwen_provider.py, Qwen3MoEModelProvider)"}  # fmt: skip
 _KORTHIKANTI_T3 = "Korthikanti et al. 2022 (arXiv 2205.05198), Table 3"
 _NARAYANAN_T1 = "Narayanan et al. SC'21 (arXiv 2104.04473), Table 1"
 _GPT = {"vocab": 51200}  # Megatron pads GPT-2's 50257 to 51200
@@ -57,6 +61,8 @@ PRESETS: dict[str, Model] = {
         Model("nemotron4-340b", layers=96, hidden=18432, heads=96, ffn_hidden=73728, **_NEMO_340B),
         Model("mixtral-8x7b", layers=32, hidden=4096, heads=32, ffn_hidden=14336, **_MIXTRAL_7B),
         Model("mixtral-8x22b", layers=56, hidden=6144, heads=48, ffn_hidden=16384, **_MIXTRAL_22B),
+        Model("qwen3-30b-a3b", layers=48, hidden=2048, heads=32, moe_ffn_hidden=768, **_QWEN3),
+        Model("qwen3-235b-a22b", layers=94, hidden=4096, heads=64, moe_ffn_hidden=1536, **_QWEN3),
         Model(
             "deepseek-v3",
             layers=61,

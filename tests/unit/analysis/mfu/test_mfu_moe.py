@@ -226,6 +226,18 @@ def test_deepseek_v3_per_step_h100_run_is_entered_as_its_recipe_configures_it():
     assert 100 * unoverlapped.error() == pytest.approx(-7.1, abs=1.0)
 
 
+@pytest.mark.parametrize("name,pinned", [("qwen3-235b-a22b-fp8-h100", +20.5), ("qwen3-30b-a3b-fp8-h100", -11.7)])  # fmt: skip
+def test_qwen3_moe_runs_land_where_pinned_one_each_side(name, pinned):
+    """Qwen3 MoE on DGX-H100 as its recipes run it (tests/published_runs.py): the 235B with
+    NCCL all-to-alls beside compute lands optimistic, the 30B with HybridEP's all-to-alls
+    waited for pessimistic, so the MoE regime's band has both signs (docs/mfu/moe-cp.md)."""
+    from tests.published_runs import MOE_STEP
+
+    run = next(run for run in MOE_STEP if run.run == name)
+    assert run.workload().model.head_dim == 128  # heads of 128 dims, not hidden / heads
+    assert 100 * run.error() == pytest.approx(pinned, abs=1.0)
+
+
 def test_expert_tp_1_keeps_whole_experts_and_drops_the_tp_gather():
     # tp 2, etp 1: a rank's 2048 sequence-parallel tokens x top 2 go out (no gather over
     # tp); ep 8 x etp 1 over tp 2 x dp 4 = 8 ranks; one expert per rank, full width
@@ -268,3 +280,19 @@ def test_the_sms_the_kernels_hold_slow_the_compute_beside_them():
     assert exchange.exposed_s == 0.0
     assert exchange.slowdown_s == pytest.approx(4e-3 * 20 / 132 * repeats)
     assert moe.ep_exchange(workload, _constant(1e-3), 9e-3).slowdown_s == 0.0  # no SM count
+
+
+def test_heads_of_their_own_width_kv_channels():
+    """Qwen3's heads are 128 wide where hidden / heads is 64 (Megatron's kv_channels): the
+    q, k, v and output projections, their weights and the attention core take it."""
+    from collbench.analysis.mfu.workload import Model
+
+    model = Model("q", layers=1, hidden=4096, heads=64, vocab=8, kv_heads=4, kv_channels=128)
+    assert model.head_dim == 128 and Model("q", 1, 4096, 64, 8).head_dim == 64
+    # q and o: 64 x 128 = 8192 wide; k and v: 4 x 128 = 512 each; two norms of 4096
+    assert model.attention_params == 4096 * (2 * 8192 + 2 * 512) + 4 * 4096 == 71_319_552
+    shapes = {op: (k, n) for op, k, n in model.matmuls(tp=2)}
+    assert shapes["qkv"] == (4096, (32 + 2 * 2) * 128) and shapes["attn_proj"] == (4096, 4096)
+    Model("q", layers=1, hidden=4000, heads=64, vocab=8, kv_channels=128)  # needs no division
+    with pytest.raises(SpecError, match="--heads"):
+        Model("q", layers=1, hidden=4000, heads=64, vocab=8)
