@@ -30,6 +30,18 @@ def test_dp_not_given_is_the_most_every_fabric_holds_that_divides_the_batch(tmp_
     assert json.loads(given.stdout)["workload"]["dp_origin"] == "given"
 
 
+def test_expert_parallelism_is_checked_against_the_dp_chosen_not_dp_1():
+    """--ep 32 at tp 2 without --dp was refused against dp 1 (2 x 1 x 1 ranks), though the
+    dp chosen, 16 (256 accelerators / tp 2 x pp 8), holds it; a dp that does not is named."""
+    qwen = ["-T", "dgx-h100", "--model", "qwen3-235b-a22b", "--seq", "4096", "--tp", "2",
+            "--pp", "8", "--etp", "1", "--sequence-parallel", "--json"]  # fmt: skip
+    done = collbench("mfu", *qwen, "--global-batch", "8192", "--ep", "32")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["workload"]["dp"] == 16
+    done = collbench("mfu", *qwen, "--global-batch", "24", "--ep", "32")  # dp 12: 24 ranks
+    assert done.returncode == 2 and "(2 x 12 x 1)" in done.stderr
+
+
 def test_a_fabric_the_job_does_not_fit_gets_its_column_and_the_rest_are_estimated(tmp_path):
     roomy = write_fabric(tmp_path, "roomy", accelerator__memory_gib=192)
     tight = write_fabric(tmp_path, "tight", accelerator__memory_gib=8)
