@@ -228,7 +228,7 @@ def estimate(
     m, sm_count = workload.microbatches, topology.accelerator.sm_count
     tp = _tp_comm(workload, pricer, options, gemm_s, sm_count)
     pp = _pp_comm(workload, pricer, options, micro)
-    cp_ep = _cp_ep_comm(workload, pricer, micro, sm_count)
+    cp_ep = _cp_ep_comm(workload, pricer, micro, sm_count, options.compute_slowdown)
     # TP, CP/EP and PP collectives stretch every micro-batch's pipeline slot; DP's come per step.
     in_micro_s = sum(k.exposed_s + k.slowdown_s for k in (tp, pp, *cp_ep))
     bubble_s = _bubble_s(workload, micro, micro.total_s + in_micro_s / m)
@@ -324,16 +324,20 @@ def _bubble_s(workload: Workload, micro: MicroBatchCompute, slot_s: float) -> fl
 
 
 def _cp_ep_comm(
-    workload: Workload, pricer: Pricer, micro: MicroBatchCompute, sm_count: int | None
+    workload: Workload,
+    pricer: Pricer,
+    micro: MicroBatchCompute,
+    sm_count: int | None,
+    slowdown: float,
 ) -> tuple[CommKind, ...]:
     """The context-parallel K/V ring and the expert-parallel all-to-alls (analysis.mfu.moe),
     where the workload has them; `sm_count` prices the SMs the EP kernels hold (None: not
-    priced)."""
+    priced), `slowdown` the compute beside NCCL's all-to-alls (no --ep-sms)."""
     attention = next(op for op in micro.layer if op.op == "attention")
     window_s = moe.overlap_window_s(workload, micro.layer)
     exchanges = (
         ("cp", moe.cp_exchange(workload, pricer, attention.forward_s, attention.backward_s)),
-        ("ep", moe.ep_exchange(workload, pricer, window_s, sm_count)),
+        ("ep", moe.ep_exchange(workload, pricer, window_s, sm_count, slowdown)),
     )
     return tuple(
         _comm_kind(kind, one.what, one.total_s, one.exposed_s, one.priced, one.slowdown_s)

@@ -149,11 +149,12 @@ def ep_exchange(
     pricer: Callable[..., Any],
     window_s: float | tuple[float, float, float],
     sm_count: int | None = None,
+    slowdown: float = 0.0,
 ) -> Exchange:
     """The step's expert-parallel communication; `window_s`: the compute per MoE layer and
     micro-batch it may hide behind, or 1F1B's three windows (`overlap_window_s`);
     `sm_count`: the accelerator's SMs (the compute beside the hidden part loses `ep_sms`
-    of them: `sm_slowdown_s`)."""
+    of them: `sm_slowdown_s`), `slowdown` its share without --ep-sms."""
     calls = ep_calls(workload)
     if not calls:
         return Exchange("none (no expert parallelism)", 0.0, 0.0, {})
@@ -163,25 +164,29 @@ def ep_exchange(
         exposed_s = _one_f_one_b_exposed_s(workload, calls, priced, window_s) * repeats
     else:
         exposed_s = max(0.0, layer_s - window_s) * repeats
-    slowdown_s = sm_slowdown_s(workload, layer_s * repeats - exposed_s, sm_count)
+    slowdown_s = sm_slowdown_s(workload, layer_s * repeats - exposed_s, sm_count, slowdown)
     size = calls[0][2]
     what = (
         f"all_to_all {size / 1e6:.1f} MB x {2 * calls[0][3]}/MoE layer"
         + (" + tp all_gather/reduce_scatter" if workload.parallelism.expert_tp > 1 else "")
         + f", overlap {workload.parallelism.ep_overlap}"
-        + (f", {workload.parallelism.ep_sms} SMs held" if slowdown_s else "")
+        + (f", {workload.parallelism.ep_sms} SMs held" if workload.parallelism.ep_sms else "")
     )
     return Exchange(what, layer_s * repeats, exposed_s, priced, slowdown_s)
 
 
-def sm_slowdown_s(workload: Workload, hidden_s: float, sm_count: int | None) -> float:
+def sm_slowdown_s(
+    workload: Workload, hidden_s: float, sm_count: int | None, slowdown: float = 0.0
+) -> float:
     """What the compute beside `hidden_s` of all-to-all loses to the SMs its kernels hold:
     for those seconds it runs on (S - s) of S SMs, so it finishes hidden_s x s / S later
-    (DeepEP's normal kernels hold 20 of an H800's 132 SMs, DeepSeek-V3 section 3.2.2)."""
+    (DeepEP's normal kernels hold 20 of an H800's 132 SMs, DeepSeek-V3 section 3.2.2).
+    Without --ep-sms (NCCL's all-to-all, whose SMs no recipe states) it is slowed as beside
+    any NCCL collective: hidden_s x `slowdown` (EstimateOptions.compute_slowdown)."""
     sms = workload.parallelism.ep_sms
-    if not sms or not sm_count or hidden_s <= 0:
+    if hidden_s <= 0 or (sms and not sm_count):
         return 0.0
-    return hidden_s * min(sms, sm_count) / sm_count
+    return hidden_s * (min(sms, sm_count) / sm_count if sms and sm_count else slowdown)
 
 
 def overlap_window_s(workload: Workload, layer_ops: Any) -> float | tuple[float, float, float]:

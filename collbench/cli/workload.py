@@ -167,7 +167,8 @@ WORKLOAD_OPTIONS = (
     ),
     _parallel_moe_cp(
         "--ep-sms",
-        "SMs the dispatch/combine kernels hold beside compute (DeepEP: 20; 0: not priced).",
+        "SMs the dispatch/combine kernels hold beside compute (DeepEP: 20; 0: NCCL's, "
+        "priced as beside any collective).",
     ),
     _training(
         "--capacity-factor",
