@@ -165,12 +165,12 @@ def ep_exchange(
     else:
         exposed_s = max(0.0, layer_s - window_s) * repeats
     slowdown_s = sm_slowdown_s(workload, layer_s * repeats - exposed_s, sm_count, slowdown)
-    size = calls[0][2]
+    size, par = calls[0][2], workload.parallelism
     what = (
         f"all_to_all {size / 1e6:.1f} MB x {2 * calls[0][3]}/MoE layer"
-        + (" + tp all_gather/reduce_scatter" if workload.parallelism.expert_tp > 1 else "")
-        + f", overlap {workload.parallelism.ep_overlap}"
-        + (f", {workload.parallelism.ep_sms} SMs held" if workload.parallelism.ep_sms else "")
+        + (" + tp all_gather/reduce_scatter" if par.expert_tp > 1 else "")
+        + f", overlap {par.ep_overlap}"
+        + (f", {par.ep_sms} SMs held" if slowdown_s and par.ep_sms else "")
     )
     return Exchange(what, layer_s * repeats, exposed_s, priced, slowdown_s)
 
@@ -184,9 +184,11 @@ def sm_slowdown_s(
     Without --ep-sms (NCCL's all-to-all, whose SMs no recipe states) it is slowed as beside
     any NCCL collective: hidden_s x `slowdown` (EstimateOptions.compute_slowdown)."""
     sms = workload.parallelism.ep_sms
-    if hidden_s <= 0 or (sms and not sm_count):
+    if hidden_s <= 0:
         return 0.0
-    return hidden_s * (min(sms, sm_count) / sm_count if sms and sm_count else slowdown)
+    if not sms:
+        return hidden_s * slowdown
+    return hidden_s * min(sms, sm_count) / sm_count if sm_count else 0.0
 
 
 def overlap_window_s(workload: Workload, layer_ops: Any) -> float | tuple[float, float, float]:
