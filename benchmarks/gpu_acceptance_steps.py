@@ -516,10 +516,13 @@ def gemm_long(kit: Kit, step: Step) -> None:
 
 
 def _sustained_tflops() -> float:
+    """What the MFU estimate prices a large bf16 GEMM at on dgx-h100 (its matmul_fraction:
+    the burst share at the sustained clock), in TFLOP/s."""
+    from collbench.analysis.model.gemm_model import matmul_fraction
     from collbench.topologies.loader import load_topology
 
     gpu = load_topology("dgx-h100").accelerator
-    return gpu.peak_bf16_tflops * gpu.matmul_fraction * gpu.matmul_sustained
+    return gpu.peak_bf16_tflops * matmul_fraction(gpu)
 
 
 # The dgxc Nemotron-4 15B recipe's GEMMs (TP 4, seq 4096, micro-batch 4; README, Validation
