@@ -464,10 +464,10 @@ DEEPSEEK_V3_MTP = replace(preset("deepseek-v3"), mtp_layers=1)
 # 30B-A3B, 26.04.01 (TP 1 PP 1 EP 16, 8960 tokens/s per GPU): the 26.02.01 row's PP 2 VP 12
 # EP 8 columns are the older 26.02 preset's (its recipe at v0.3.1 is this one); HybridEP on
 # 32 SMs (--ep-sms 32), no EP overlap.
-_QWEN3 = {**_BRIDGE, "etp": 1, "grad_bytes": 2, "gather_bytes": 1, "dp_bucket_mb": 128}
-_QWEN3_235B = {**_QWEN3, "virtual_stages": 4, "ep": 32, "ep_overlap": "1f1b",
+_QWEN3_RECIPE = {**_BRIDGE, "etp": 1, "grad_bytes": 2, "gather_bytes": 1, "dp_bucket_mb": 128}
+_QWEN3_235B = {**_QWEN3_RECIPE, "virtual_stages": 4, "ep": 32, "ep_overlap": "1f1b",
                "pp_layout": pipeline_layout("Ett|(ttt|)*30ttL")}  # fmt: skip
-_QWEN3_30B = {**_QWEN3, "sequence_parallel": False, "ep": 16, "ep_sms": 32}
+_QWEN3_30B = {**_QWEN3_RECIPE, "sequence_parallel": False, "ep": 16, "ep_sms": 32}
 MOE_STEP: tuple[PublishedRun, ...] = (
     PublishedRun("deepseek-v3-fp8-h100", DEEPSEEK_V3_MTP, "dgx-h100", 2, 8, 64, 8192, "tokens",
                  1297, f"{BRIDGE}, 25.09 container, DGX-H100",

@@ -125,8 +125,8 @@ def size_workload(
         )
     given = {**parallelism, **({"zero": 3} if request.fsdp else {})}
     nodes, per_node = request.nodes, first.accelerators_per_node
-    # without --dp, expert parallelism is checked against the dp chosen below, not dp 1
-    par = Parallelism(**{**given, **({} if "dp" in given else {"ep": 1})})
+    # without --dp, expert parallelism is checked once dp is chosen (below), not at dp 1
+    par = Parallelism(**(given if "dp" in given else {**given, "ep": 1}))
     if "dp" in given:
         # --nodes with --dp: the same job, the nodes its accelerators fill on the first fabric
         needed = -(-par.world_size // per_node)
@@ -153,7 +153,7 @@ def size_workload(
         origin = f"from --nodes {nodes} x {per_node} on {first.name}"
     else:
         dp, origin = _dp_every_fabric_holds((first, *others), par, training)
-    par = replace(par, dp=dp, ep=given.get("ep", 1))
+    par = replace(par, dp=dp, ep=given.get("ep", Parallelism.ep))
     return Workload(model, training, par, dp_origin=origin)
 
 
