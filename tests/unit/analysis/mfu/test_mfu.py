@@ -80,10 +80,26 @@ def workload(
         ("llama3-8b", 8.03e9),
         ("llama3-70b", 70.6e9),
         ("llama3-405b", 405e9),
+        ("qwen3-30b-a3b", 30.5e9),  # the model cards' totals, every expert counted
+        ("qwen3-235b-a22b", 235e9),
     ],
 )
 def test_preset_shapes_give_the_published_parameter_counts(name, published):
     assert PRESETS[name].n_params == pytest.approx(published, rel=0.015)
+
+
+def test_heads_of_their_own_width_kv_channels():
+    """Qwen3's heads are 128 wide where hidden / heads is 64 (Megatron's kv_channels): the
+    q, k, v and output projections, their weights and the attention core take it."""
+    model = Model("q", layers=1, hidden=4096, heads=64, vocab=8, kv_heads=4, kv_channels=128)
+    assert model.head_dim == 128 and Model("q", 1, 4096, 64, 8).head_dim == 64
+    # q and o: 64 x 128 = 8192 wide; k and v: 4 x 128 = 512 each; two norms of 4096
+    assert model.attention_params == 4096 * (2 * 8192 + 2 * 512) + 4 * 4096 == 71_319_552
+    shapes = {op: (k, n) for op, k, n in model.matmuls(tp=2)}
+    assert shapes["qkv"] == (4096, (32 + 2 * 2) * 128) and shapes["attn_proj"] == (4096, 4096)
+    Model("q", layers=1, hidden=4000, heads=64, vocab=8, kv_channels=128)  # needs no division
+    with pytest.raises(SpecError, match="--heads"):
+        Model("q", layers=1, hidden=4000, heads=64, vocab=8)
 
 
 def test_flops_per_token_follow_palm_and_count_recompute():

@@ -291,19 +291,3 @@ def test_nccl_all_to_alls_slow_the_compute_beside_them_as_any_nccl_collective():
     assert exchange.slowdown_s == pytest.approx(4e-3 * 0.189 * repeats)
     assert "SMs held" not in exchange.what
     assert moe.ep_exchange(workload, _constant(1e-3), 9e-3, sm_count=132).slowdown_s == 0.0
-
-
-def test_heads_of_their_own_width_kv_channels():
-    """Qwen3's heads are 128 wide where hidden / heads is 64 (Megatron's kv_channels): the
-    q, k, v and output projections, their weights and the attention core take it."""
-    from collbench.analysis.mfu.workload import Model
-
-    model = Model("q", layers=1, hidden=4096, heads=64, vocab=8, kv_heads=4, kv_channels=128)
-    assert model.head_dim == 128 and Model("q", 1, 4096, 64, 8).head_dim == 64
-    # q and o: 64 x 128 = 8192 wide; k and v: 4 x 128 = 512 each; two norms of 4096
-    assert model.attention_params == 4096 * (2 * 8192 + 2 * 512) + 4 * 4096 == 71_319_552
-    shapes = {op: (k, n) for op, k, n in model.matmuls(tp=2)}
-    assert shapes["qkv"] == (4096, (32 + 2 * 2) * 128) and shapes["attn_proj"] == (4096, 4096)
-    Model("q", layers=1, hidden=4000, heads=64, vocab=8, kv_channels=128)  # needs no division
-    with pytest.raises(SpecError, match="--heads"):
-        Model("q", layers=1, hidden=4000, heads=64, vocab=8)
