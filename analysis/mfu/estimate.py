@@ -524,7 +524,7 @@ def _assumptions(
     measured = sum(1 for _, price in micro.gemms if price.bound == "measured")
     gemms = (
         "GEMMs priced by shape on the accelerator (tile and wave quantization, roofline), "
-        "at the sustained clock where its entry measures one (accelerator.matmul_sustained)"
+        "at the sustained clock where its entry states one (accelerator.matmul_sustained)"
         if options.matmul_efficiency is None
         else f"every GEMM at {options.matmul_efficiency:.0%} of peak (--matmul-efficiency)"
     )
