@@ -26,7 +26,7 @@ LINES = {
     ],
     ("mfu",): [
         "-T", "dgx-h100", "-T", "dgx-a100", "--model", "llama3-8b", "--global-batch", "512",
-        "--tp", "8", "--no-dp-overlap", "--price", "dgx-h100=2.5", "--explain",
+        "--tp", "8", "--pp", "2", "--no-dp-overlap", "--price", "dgx-h100=2.5", "--explain",
     ],
     ("tune", "run"): [
         "--knob", "NCCL_ALGO=Ring,Tree", "--repeats", "5", "--search", "halving", "--budget",
@@ -105,3 +105,9 @@ def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path, text, words):
     done = collbench("sweep", "--config", str(config))
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
+
+
+def test_a_number_given_to_a_text_option_is_written_as_a_number():
+    # --pp takes a stage count or a layout: the file says `pp: 2`, not `pp: '2'`
+    done = collbench("mfu", *LINES[("mfu",)], "--print-config")
+    assert "\npp: 2\n" in done.stdout, done.stdout
