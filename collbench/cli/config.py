@@ -87,7 +87,7 @@ def dump_config(ctx: typer.Context) -> str:
             continue
         if isinstance(value, (list, tuple)):
             value = [str(item) if isinstance(item, Path) else item for item in value]
-        if isinstance(value, str) and value.isdecimal() and str(int(value)) == value:
+        if isinstance(value, str) and value.isdecimal() and str(int(value[:19])) == value:
             value = int(value)  # `pp: 4`, not `pp: '4'` (--pp takes a number or a layout)
         given[key] = str(value) if isinstance(value, Path) else value
     return yaml.safe_dump(given, sort_keys=False, allow_unicode=True).rstrip("\n")
