@@ -494,7 +494,7 @@ class Workload:
     def _check_layout(self) -> None:
         """Megatron-Core's rules (PipelineParallelLayerLayout): E first, L last, each once;
         every layer and MTP module laid out; v model chunks per pipeline rank."""
-        par, model, text = self.parallelism, self.model, "".join(self.parallelism.pp_layout)
+        par, model, text = self.parallelism, self.model, "|".join(self.parallelism.pp_layout)
         want = ("E", "L", 1, 1, model.layers, model.mtp_layers, par.pp * par.virtual_stages)
         if text and (text[0], text[-1], *map(text.count, "ELtm"), len(par.pp_layout)) != want:
             raise SpecError.from_message(

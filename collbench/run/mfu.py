@@ -169,7 +169,7 @@ def _dp_every_fabric_holds(
             "--topology",
             smallest.name,
             f"has {smallest.world_size:,} accelerators, fewer "
-            f"than tp {par.tp} x pp {par.pp} = {model_parallel:,}: give --nodes or --dp",
+            f"than tp {par.tp} x cp {par.cp} x pp {par.pp} = {model_parallel:,}: give --nodes or --dp",
         )
     steps = max(1, training.global_batch // training.micro_batch)
     dp = max(d for d in range(1, most + 1) if steps % d == 0)

@@ -79,8 +79,8 @@ def gemm_row_from_dict(data: Any, where: str) -> GemmRow:
             raise SpecError(name, short(value), f"in {where} is not a count")
     for name in ("time_us", "tflops"):
         value = data.get(name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise SpecError(name, short(value), f"in {where} is not a positive number")
+        if type(value) not in (int, float) or not 0 < value < float("inf"):  # no NaN, no bool
+            raise SpecError(name, short(value), f"in {where} is not a positive finite number")
     for name in ("shape", "dtype", "device", "accelerator", "op", "pass_name", "timing"):
         if not isinstance(data.get(name), str):
             raise SpecError(name, short(data.get(name)), f"in {where} is not a string")

@@ -279,3 +279,11 @@ def test_a_recipe_s_userbuffer_configuration_is_read_from_yaml(tmp_path):
     done = collbench("mfu", *common, str(config))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "proj_fprop takes pipeline or ring_exchange" in done.stderr
+
+
+def test_too_few_accelerators_names_every_model_parallel_dimension():
+    done = collbench(
+        "mfu", "-T", "dgx-h100", "-m", "llama3-8b", "--global-batch", "16", "--cp", "4096"
+    )
+    assert done.returncode == 2, done.stderr
+    assert "fewer than tp 1 x cp 4096 x pp 1 = 4,096" in done.stderr, done.stderr

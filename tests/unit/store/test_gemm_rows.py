@@ -61,7 +61,10 @@ def test_a_truncated_last_line_is_skipped(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"tflops": -1}, "tflops: -1 in .* is not a positive number"),
+        ({"tflops": -1}, "tflops: -1 in .* is not a positive finite number"),
+        ({"tflops": float("nan")}, "tflops: nan in .* is not a positive finite number"),
+        ({"time_us": float("inf")}, "time_us: inf in .* is not a positive finite number"),
+        ({"tflops": True}, "tflops: True in .* is not a positive finite number"),
         ({"m": "big"}, "m: 'big' in .* is not a count"),
         ({"kind": "sweep"}, "is not a gemm row"),
     ],

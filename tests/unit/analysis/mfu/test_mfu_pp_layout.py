@@ -67,6 +67,8 @@ def test_the_busiest_stage_is_priced_with_only_what_it_holds():
 def test_a_layout_must_hold_every_layer_once_and_fit_the_ranks():
     with pytest.raises(SpecError, match="must hold E first, L last, 4 t and 0 m in"):
         _workload("Ettt|L")  # 3 t
+    with pytest.raises(SpecError, match="must hold E first, L last, 4 t and 0 m in"):
+        _workload("|")  # stages with nothing in them, once a division by zero downstream
     three = Parallelism(pp=1, virtual_stages=2, pp_layout=("Et", "tt", "tL"))
     with pytest.raises(SpecError, match=r"2 model chunks per pipeline rank \(it holds 4 t"):
         Workload(GPT, Training(1024, 2), three)  # 3 chunks on one rank of 2
