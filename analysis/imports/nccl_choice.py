@@ -53,35 +53,32 @@ _PER_RANK_COUNT = ("all_gather", "reduce_scatter")
 _TUNED = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 _PENDING_CALLS = 64  # COLL lines kept per process while waiting for their TUNING line
 
-_PREFIX = re.compile(r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO (?P<msg>.*)")
+_PREFIX = re.compile(r"(?P<host>[^\s:\[\]]+):(?P<pid>\d{1,18}):\d+ \[\d+\] NCCL INFO (?P<msg>.*)")
 _BARE = re.compile(r"NCCL INFO (?P<msg>.*)")
 _COLL = re.compile(
-    r"(?P<op>\w+): opCount [0-9a-fA-Fx]+ sendbuff \S+ recvbuff \S+ count (?P<count>\d+) "
-    r"datatype (?P<dtype>\d+) op -?\d+ root -?\d+ comm \S+ \[nranks=(?P<nranks>\d+)\]"
+    r"(?P<op>\w+): opCount [0-9a-fA-Fx]+ sendbuff \S+ recvbuff \S+ count (?P<count>\d{1,18}) "
+    r"datatype (?P<dtype>\d{1,18}) op -?\d+ root -?\d+ comm \S+ \[nranks=(?P<nranks>\d{1,18})\]"
 )
-_BYTES = r"(?P<bytes>\d+) Bytes -> "
+_BYTES = r"(?P<bytes>\d{1,18}) Bytes -> "  # numbers bounded: int() refuses 4,300 digits
+_ALGO = r"Algo (?P<algo>-?\d{1,9}) proto (?P<proto>-?\d{1,9}) time"
 # (log_format, pattern, whether the bytes are per rank for all-gather/reduce-scatter)
 _FORMATS = (
     (
         "2.24",
         re.compile(
             r"(?P<op>\w+): " + _BYTES + r"Algo (?P<algo>\w+) proto (?P<proto>\w+) "
-            r"channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\}"
+            r"channel\{Lo\.\.Hi\}=\{(?P<lo>\d{1,18})\.\.(?P<hi>\d{1,18})\}"
         ),
         True,
     ),
-    (
-        "2.23",
-        re.compile(r"(?P<op>\w+): " + _BYTES + r"Algo (?P<algo>-?\d+) proto (?P<proto>-?\d+) time"),
-        False,
-    ),
-    ("2.20", re.compile(_BYTES + r"Algo (?P<algo>-?\d+) proto (?P<proto>-?\d+) time"), False),
+    ("2.23", re.compile(r"(?P<op>\w+): " + _BYTES + _ALGO), False),
+    ("2.20", re.compile(_BYTES + _ALGO), False),
     (
         SYMMETRIC,
         re.compile(
             r"(?P<op>\w+) \[Symmetric\]: "
             + _BYTES
-            + r"Kernel (?P<kernel>\S+) nchannels (?P<channels>\d+)"
+            + r"Kernel (?P<kernel>\S+) nchannels (?P<channels>\d{1,18})"
         ),
         True,
     ),

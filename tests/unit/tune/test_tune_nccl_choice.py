@@ -166,6 +166,12 @@ def test_unrelated_and_unknown_lines_are_skipped() -> None:
         "gpu-node1:4242:4242 [0] 12.345000 topoGetAlgoInfo:1499 NCCL TRACE 1024 Bytes -> Algo 1 proto 2 time 3.000000",
         "\ngpu-node1:4242:4242 [0] enqueue.cc:1 NCCL WARN Error : no algorithm/protocol available",
         RANK0 + "AllReduce: 4194304 Bytes -> Algo RI",  # cut short
+        # a number int() refuses (over 4,300 digits): once a ValueError traceback
+        RANK0
+        + "AllReduce: 8 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0.."
+        + "9" * 5000
+        + "}",
+        RANK0 + "AllReduce: " + "8" * 5000 + " Bytes -> Algo 1 proto 2 time 3.0",
         coll(RANK0, "Send", 1024, 7, 2),  # p2p: the tuner never decides it
         "step 10 loss 2.31",
     ]
