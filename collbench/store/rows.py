@@ -13,6 +13,7 @@ from typing import Any
 
 from collbench.core.doctor_spec import DOCTOR
 from collbench.core.errors import SpecError
+from collbench.core.limits import INT64_MAX
 from collbench.store.row_values import (
     Check,
     as_plain,
@@ -317,10 +318,10 @@ _NON_NEGATIVE += tuple(f"t_{name}_us{end}" for name in PROBE_SERIES for end in (
 def _range_check(column: str, annotation: str) -> Check | None:
     """The range check of a value of the right type in `column` (None: no range)."""
     if column in _AT_LEAST:
-        least = _AT_LEAST[column]
-        return lambda value: None if value >= least else f"must be at least {least}"
+        least = _AT_LEAST[column]  # and at most int64's, what a parquet column holds
+        return lambda value: None if least <= value <= INT64_MAX else f"must be {least} to 2^63-1"
     if column in ("rank_last_count", "group_ranks"):  # lists of integers
-        return lambda value: None if all(item >= 0 for item in value) else "has a negative item"
+        return lambda value: None if all(0 <= i <= INT64_MAX for i in value) else "out of range"
     base = annotation.removesuffix(" | None")
     positive, non_negative = column in _POSITIVE, column in _NON_NEGATIVE
     if base == "float":

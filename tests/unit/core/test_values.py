@@ -35,13 +35,15 @@ from tests.rows import make_row, make_run
 BIG = 10**400  # a JSON integer beyond any float
 
 BAD_ROWS = {
-    "world size 0": ("world_size", 0, "must be at least 1"),
-    "negative world size": ("world_size", -2, "must be at least 1"),
-    "no nodes": ("nodes", 0, "must be at least 1"),
-    "negative size": ("size_bytes", -1, "must be at least 0"),
-    "negative count": ("count", -4, "must be at least 0"),
-    "negative n_wrong": ("n_wrong", -1, "must be at least 0"),
-    "negative repeat": ("repeat", -1, "must be at least 0"),
+    "world size 0": ("world_size", 0, "must be 1 to 2^63-1"),
+    "negative world size": ("world_size", -2, "must be 1 to 2^63-1"),
+    "no nodes": ("nodes", 0, "must be 1 to 2^63-1"),
+    "negative size": ("size_bytes", -1, "must be 0 to 2^63-1"),
+    "negative count": ("count", -4, "must be 0 to 2^63-1"),
+    "negative n_wrong": ("n_wrong", -1, "must be 0 to 2^63-1"),
+    "negative repeat": ("repeat", -1, "must be 0 to 2^63-1"),
+    "size past int64": ("size_bytes", 10**40, "must be 0 to 2^63-1"),  # once a pyarrow traceback
+    "world past int64": ("world_size", 2**63, "must be 1 to 2^63-1"),
     "zero time": ("time_us", 0.0, "must be more than 0"),
     "negative time": ("time_us", -3.5, "must be more than 0"),
     "NaN time": ("time_us", math.nan, "not finite"),
