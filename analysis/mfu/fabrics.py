@@ -200,9 +200,7 @@ def fabric_backend(topology: Topology) -> str | None:
         return CPU
     if topology.scale_up.kind == "xgmi" or "amd" in name or "instinct" in name:
         return AMD
-    if topology.scale_up.kind == "nvlink" or "nvidia" in name:
-        return NVIDIA
-    return None
+    return NVIDIA if topology.scale_up.kind == "nvlink" or "nvidia" in name else None
 
 
 def run_warnings(run: Run, option: str, topology: Topology) -> list[str]:

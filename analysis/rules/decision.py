@@ -170,9 +170,7 @@ def spread_pct(evidence: Evidence) -> float | None:
     (two or more repeats) or of its iteration batches (one repeat); None when it holds too
     little to say."""
     figures = _spread_figures(evidence)
-    if len(figures) < 2:
-        return None
-    return FLOOR_FACTOR * (max(figures) / min(figures) - 1.0) * 100.0
+    return None if len(figures) < 2 else FLOOR_FACTOR * (max(figures) / min(figures) - 1.0) * 100.0
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

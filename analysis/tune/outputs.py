@@ -52,9 +52,7 @@ def env_choice(
         return EnvExport({}, "baseline", why, choice.conflicts)
     nodes = sorted({row.nodes for item in outcomes for row in item.rows if row.nodes})
     knobs, note = deployable(choice.knobs, [r.collective for r in best], library, nodes)
-    if note is None:
-        return choice
-    return replace(choice, knobs=knobs, why=f"{choice.why}; {note}")
+    return choice if note is None else replace(choice, knobs=knobs, why=f"{choice.why}; {note}")
 
 
 # NCCL reads NCCL_ALGO's per-collective form (`allreduce:tree`) from 2.24 (RCCL too, whose

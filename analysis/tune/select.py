@@ -204,9 +204,7 @@ def _joined(field: _Field, segment: Sequence[BestRecord]) -> BestRecord | None:
         segment[-1].max_bytes,
     )
     whole = field.record(span)
-    if whole is None or whole.setting_id != segment[-1].setting_id:
-        return None
-    return whole
+    return None if whole is None or whole.setting_id != segment[-1].setting_id else whole
 
 
 def tuned_placement(collective: str, outcomes: Sequence[SettingOutcome]) -> str:

@@ -136,9 +136,7 @@ def _where(hosts: list[str], ranks: list[int]) -> str:
     text = ", ".join(named[:_HOSTS_NAMED])
     if len(named) > _HOSTS_NAMED:
         text += f" and {len(named) - _HOSTS_NAMED} more host(s)"
-    if len(ranks) == 1:
-        return f"{text} (rank {ranks[0]})"
-    return f"{text} ({len(ranks)} ranks)"
+    return f"{text} (rank {ranks[0]})" if len(ranks) == 1 else f"{text} ({len(ranks)} ranks)"
 
 
 def shared_gpus(facts: list[RankFacts], local_ranks: list[int]) -> str | None:

@@ -71,9 +71,7 @@ class Pattern:
         if self.op == "prod":
             return torch.full_like(index, 2 ** min(n, _PROD_TWOS))
         spread = index % _MIN_MAX_SPREAD + 1
-        if self.op == "min":
-            return spread
-        return spread + self._min_max_modulus() - 1
+        return spread if self.op == "min" else spread + self._min_max_modulus() - 1
 
     def _sum(self, torch, index):
         n = self.world_size

@@ -56,9 +56,7 @@ def driver_version() -> str | None:
             if word[:1].isdigit() and "." in word:
                 return f"nvidia {word}"
     amd = Path("/sys/module/amdgpu/version")
-    if amd.exists():
-        return f"amdgpu {amd.read_text().strip()}"
-    return None
+    return f"amdgpu {amd.read_text().strip()}" if amd.exists() else None
 
 
 def git_sha() -> str | None:

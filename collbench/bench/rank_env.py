@@ -232,9 +232,7 @@ def first_host(nodelist: str) -> str:
     if not match or not (match.group(1) or match.group(2)):
         raise SpecError("SLURM_STEP_NODELIST", nodelist, "is not a Slurm node list")
     prefix, ranges = match.group(1), match.group(2)
-    if ranges is None:
-        return prefix
-    return prefix + re.split(r"[-,]", ranges)[0]
+    return prefix if ranges is None else prefix + re.split(r"[-,]", ranges)[0]
 
 
 def expand_tasks_per_node(value: str) -> list[int]:

@@ -130,9 +130,7 @@ class Option:
         if isinstance(value, bool):  # the flag that gives it: --check/--no-check -> check
             on, _, off = self.flags[0].partition("/")
             return (on if value else off).lstrip("-") or None
-        if value is None or value == () or value is REQUIRED:
-            return None
-        return format_value(value)
+        return None if value is None or value == () or value is REQUIRED else format_value(value)
 
     def info(self, folded: bool = False) -> Any:
         """The typer.Option for a hand-written signature (it names this declaration, so a

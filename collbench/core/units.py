@@ -102,9 +102,7 @@ def size_arg(num_bytes: int) -> str:
 
 def round_sig(value: float, digits: int = 6) -> float | None:
     """Significant digits for output (JSON); JSON has no inf, so an unbounded value is None."""
-    if not math.isfinite(value):
-        return None
-    return float(f"{value:.{digits}g}")
+    return None if not math.isfinite(value) else float(f"{value:.{digits}g}")
 
 
 def format_number(value: float, digits: int = 4, scientific: bool = False) -> str:
@@ -116,9 +114,7 @@ def format_number(value: float, digits: int = 4, scientific: bool = False) -> st
         return str(value)
     if scientific and value != 0 and not 1e-3 <= abs(value) < 1e6:
         return f"{value:.{digits - 1}e}"
-    if abs(value) >= 1000:
-        return f"{value:.0f}"
-    return f"{value:.{digits}g}"
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.{digits}g}"
 
 
 _TIME_UNITS = (("ms", 1e-3), ("s", 1.0), ("min", 60.0), ("h", 3600.0))

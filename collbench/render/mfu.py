@@ -277,9 +277,7 @@ def _tagged(cell: Any, *kinds: str) -> Any:
 def _exposed(kind: str) -> Any:
     def cell(result: Estimate) -> str:
         comm = next((c for c in result.comm if c.kind == kind), None)
-        if comm is None:
-            return "-"
-        return _tag(_share(comm.exposed_s, result), comm.origin)
+        return "-" if comm is None else _tag(_share(comm.exposed_s, result), comm.origin)
 
     return cell
 

@@ -42,9 +42,7 @@ def format_time_us(time_us: float) -> str:
     """nccl-tests' precision rule: 2 decimals below 100 us, 1 below 10 ms, then none."""
     if time_us >= 10000.0:
         return f"{time_us:7.0f}"
-    if time_us >= 100.0:
-        return f"{time_us:7.1f}"
-    return f"{time_us:7.2f}"
+    return f"{time_us:7.1f}" if time_us >= 100.0 else f"{time_us:7.2f}"
 
 
 def format_line(rows: Mapping[str, ResultRow]) -> str:

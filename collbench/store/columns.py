@@ -51,9 +51,7 @@ def read_rows_apart(
     call only). The rows hold no samples (time_us_samples empty). Refuses what load_rows
     refuses, as it does."""
     pairs = read_copy(Path(run_dir), reduce)
-    if pairs is not None:
-        return pairs
-    return [_apart(row, reduce) for row in iter_rows(Path(run_dir))]
+    return pairs if pairs is not None else [_apart(row, reduce) for row in iter_rows(Path(run_dir))]
 
 
 def read_copy(
