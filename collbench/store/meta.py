@@ -107,10 +107,11 @@ class RunMeta:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunMeta:
-        """A meta.json's content: known keys typed, every other key kept in `extra`."""
-        names = {item.name for item in fields(cls)} - {"extra"}
-        typed = {name: value for name, value in data.items() if name in names}
-        extra = {name: value for name, value in data.items() if name not in names}
+        """A meta.json's content: known keys typed, every other key kept in `extra`, and so is
+        a known key of the wrong type (a damaged file's `"ranks": [1, 2]`): it reads unknown."""
+        kinds = {item.name: item.type for item in fields(cls) if item.name != "extra"}
+        typed = {key: value for key, value in data.items() if _is(value, kinds.get(key, "-"))}
+        extra = {name: value for name, value in data.items() if name not in typed}
         return cls(**typed, extra=extra)
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,3 +132,13 @@ class RunMeta:
                 data[name] = value
         data.update({name: value for name, value in self.extra.items() if name not in data})
         return data
+
+
+def _is(value: Any, annotation: str) -> bool:
+    """Whether a JSON value is of a field's `annotation` ("int | None", "list[dict[str, Any]]"):
+    its type (a bool is no int) and a list's items'."""
+    kinds = {"int": int, "str": str, "list": list, "dict": dict, "None": type(None)}
+    for outer, _, inner in (part.partition("[") for part in annotation.split(" | ")):
+        if type(value) is kinds.get(outer):
+            return outer != "list" or all(_is(item, inner[:-1]) for item in value)
+    return False

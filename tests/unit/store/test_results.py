@@ -239,6 +239,21 @@ def test_meta_keeps_every_key_in_its_sources_order(data):
     assert RunMeta.from_dict(written).to_dict() == written
 
 
+def test_a_meta_key_of_the_wrong_type_reads_unknown_and_is_kept():
+    # each once a traceback in fit, compare or export (found by fuzzing damaged runs)
+    data = {"ranks": [1, 2], "source": ["x"], "knobs": [], "versions": None, "world_size": True}
+    meta = RunMeta.from_dict({**data, "hosts": ["h0"], "nodes": 2, "command_line": "a b"})
+    assert (meta.ranks, meta.source, meta.knobs, meta.versions, meta.world_size) == (
+        [],
+        None,
+        {},
+        {},
+        None,
+    )
+    assert (meta.hosts, meta.nodes, meta.command_line) == (["h0"], 2, "a b")
+    assert meta.extra == data  # nothing dropped
+
+
 def test_an_atomic_write_that_fails_leaves_no_file(tmp_path):
     def fail(tmp):
         tmp.write_text("half")
