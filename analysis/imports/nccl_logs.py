@@ -589,8 +589,9 @@ def parse_json_log(data: Any, path: str = "<json>", cut_short: bool = False) -> 
         raise SpecError(
             LOG_FIELD, path, "has a result table header but no rows (empty 'results' list)"
         )
+    # A damaged file's fields of the wrong type (a string of devices, "env": 5) read as absent.
     config = data.get("config") if isinstance(data.get("config"), dict) else {}
-    args = [str(arg) for arg in data.get("args") or []]
+    args = [str(arg) for arg in _list(data, "args")]
     # The program: the binary's name, else the first result's experiment_name.
     match = _PROGRAM.search(Path(args[0]).name) if args else None
     names = (str(result["experiment_name"]) for result in results if result.get("experiment_name"))
@@ -601,7 +602,9 @@ def parse_json_log(data: Any, path: str = "<json>", cut_short: bool = False) -> 
         data=LogColumns.from_rows(rows),
         params=_json_params(config),
         ranks=tuple(
-            _json_rank(device) for device in config.get("devices") or data.get("devices") or []
+            _json_rank(device)
+            for device in _list(config, "devices") or _list(data, "devices")
+            if isinstance(device, dict)
         ),
         program=program,
         layout="json",
@@ -609,7 +612,7 @@ def parse_json_log(data: Any, path: str = "<json>", cut_short: bool = False) -> 
     )
     env = dict(
         entry.split("=", 1)
-        for entry in data.get("env") or []
+        for entry in _list(data, "env")
         if isinstance(entry, str) and "=" in entry and entry.startswith(KNOB_PREFIXES)
     )
     warnings = (
@@ -684,7 +687,7 @@ JSON_CONFIG_KEYS = (
 
 
 def _json_params(config: dict[str, Any]) -> dict[str, Any]:
-    params = {ours: config[theirs] for ours, theirs in JSON_CONFIG_KEYS if theirs in config}
+    params = {ours: config[key] for ours, key in JSON_CONFIG_KEYS if type(config.get(key)) is int}
     if str(config.get("blocking_collectives")).lower() == "true":
         params["blocking"] = True
     return params
@@ -700,7 +703,12 @@ def _json_rank(device: dict[str, Any]) -> dict[str, Any]:
         ("bus_id", "device_hex"),
         ("device_name", "device_info"),
     )
-    return {ours: device.get(theirs, 0 if ours == "group" else None) for ours, theirs in keys}
+    values = {ours: device.get(theirs, 0 if ours == "group" else None) for ours, theirs in keys}
+    return {ours: v if type(v) in (str, int, float) else None for ours, v in values.items()}
+
+
+def _list(data: dict[str, Any], key: str) -> list[Any]:
+    return data[key] if isinstance(data.get(key), list) else []
 
 
 def _json_footer(data: dict[str, Any]) -> dict[str, Any]:

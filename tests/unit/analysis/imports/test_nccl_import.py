@@ -346,6 +346,35 @@ def test_json_output(tmp_path):
     assert meta["footer"]["avg_bus_bandwidth_gbps"] == 4.52
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"args": 5},
+        {"env": 5},
+        {"ngpus": "x", "devices": "h100-0"},  # in config: then no rank count, said in a line
+        {"devices": [1, 2]},
+        {"devices": [{"rank": 0, "hostname": ["h"], "pid": {"a": 1}}]},
+    ],
+)
+def test_json_fields_of_the_wrong_type_read_as_absent(tmp_path, damage):
+    # each once a traceback (found by fuzzing -J files)
+    data = json.loads((FIXTURES / "nccl_tests_sendrecv.json").read_text())
+    top = {key: value for key, value in damage.items() if key in ("args", "env")}
+    data = {
+        **data,
+        **top,
+        "config": {**data["config"], **{k: damage[k] for k in damage.keys() - top.keys()}},
+    }
+    (tmp_path / "damaged.json").write_text(json.dumps(data))
+    log = read_log(tmp_path / "damaged.json")
+    try:
+        blocks, meta = build_import([log], "run-1", None, imported_utc="2025-01-01T00:00:00Z")
+    except SpecError as error:  # a one-line error, exit 2
+        assert "does not say how many ranks ran" in str(error)
+    else:
+        assert len(block_rows(blocks[0])) == 7 and meta.world_size >= 1
+
+
 def test_json_cut_short_keeps_its_complete_results(tmp_path):
     text = (FIXTURES / "nccl_tests_sendrecv.json").read_text()
     cut = tmp_path / "cut.json"
