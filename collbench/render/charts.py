@@ -435,7 +435,8 @@ def _pct(value: float | None) -> float:
 def overlap_times_chart(title: str, rows: Sequence[ProbeRow]) -> bytes:
     """t_comm, t_comp and t_both per size, bars, for one ratio's rows."""
     figure, axes = pyplot().subplots(figsize=FIGSIZE_IN)
-    rows = sorted(rows, key=lambda row: row.size_bytes)
+    timed = [row for row in rows if None not in (row.t_comm_us, row.t_comp_us, row.t_both_us)]
+    rows = sorted(timed, key=lambda row: row.size_bytes)  # a damaged row's missing times: not drawn
     x = np.arange(len(rows))
     width = 0.27
     for offset, (column, label, color) in enumerate(

@@ -139,3 +139,12 @@ def test_a_latency_with_no_number_gets_no_line(drawn):
     assert horizontal == []
     (legend,) = [text.get_text() for text in axes.get_legend().get_texts()]
     assert legend.endswith("fitted latency < 0.01 us (below the clock's resolution)")
+
+
+def test_an_overlap_row_missing_its_times_is_not_drawn(drawn):
+    # a damaged rows.jsonl's overlap row without t_comm/t_comp/t_both: once a TypeError
+    whole = dict(kind="overlap", time_us=100.0, t_comm_us=100.0, t_comp_us=90.0, t_both_us=120.0)
+    rows = [make_row(size_bytes=1024, **whole), make_row(size_bytes=2048, kind="overlap")]
+    charts.overlap_times_chart("times", rows)
+    (figure,) = drawn
+    assert [label.get_text() for label in figure.axes[0].get_xticklabels()] == ["1K"]
