@@ -61,7 +61,7 @@ def test_a_row_out_of_range_is_one_line_naming_file_and_line(tmp_path, case, rea
 @pytest.mark.slow  # a real process
 def test_a_row_out_of_range_in_a_real_process(tmp_path):
     run = _bad_run(tmp_path, world_size=0)
-    _refused(collbench_process("fit", str(run)), "world_size", "line 3", "at least 1")
+    _refused(collbench_process("fit", str(run)), "world_size", "line 3", "must be 1 to 2^63-1")
 
 
 # --- sweep --timeout -------------------------------------------------------------------------
