@@ -514,6 +514,8 @@ class Workload:
             raise SpecError("--cp", par.cp, f"x 2 chunks must divide --seq ({run.seq})")
         if par.cp > 1 and run.attention == "unfused":
             raise SpecError("--cp", par.cp, "needs --attention flash (a fused attention kernel)")
+        if par.sequence_parallel and run.seq // par.cp % par.tp:  # Megatron: SP splits seq by tp
+            raise SpecError("--seq", run.seq, f"/ cp {par.cp} must split over --tp {par.tp} (SP)")
         if model.experts and run.recompute == "op":
             raise SpecError(
                 "--recompute",

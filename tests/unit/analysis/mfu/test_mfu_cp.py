@@ -117,9 +117,12 @@ def test_the_estimate_prices_cp_and_the_step_list_agrees():
         (lambda: _llama(seq=8190, cp=2, dp=1), "--cp"),  # 2 x cp chunks must divide seq
         (lambda: _llama(cp=2, dp=1, training={"attention": "unfused"}), "--cp"),
         (lambda: _llama(cp=2, dp=1, cp_comm="a2a"), "--cp-comm"),
+        # SP splits seq / cp over tp: 8184 / 4 = 2046 does not split over 8 (8192 / 2 does)
+        (lambda: _llama(seq=8184, cp=4, tp=8, dp=1, sequence_parallel=True), "--seq"),
     ],
 )
 def test_refused(build, flag):
+    assert _llama(seq=8192, cp=2, tp=8, dp=1, sequence_parallel=True).micro_tokens == 4096
     with pytest.raises(SpecError) as error:
         build()
     assert flag in str(error.value)
