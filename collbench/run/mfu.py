@@ -168,8 +168,8 @@ def _dp_every_fabric_holds(
         raise SpecError(
             "--topology",
             smallest.name,
-            f"has {smallest.world_size:,} accelerators, fewer "
-            f"than tp {par.tp} x cp {par.cp} x pp {par.pp} = {model_parallel:,}: give --nodes or --dp",
+            f"has {smallest.world_size:,} accelerators, fewer than tp {par.tp} x cp {par.cp} "
+            f"x pp {par.pp} = {model_parallel:,}: give --nodes or --dp",
         )
     steps = max(1, training.global_batch // training.micro_batch)
     dp = max(d for d in range(1, most + 1) if steps % d == 0)

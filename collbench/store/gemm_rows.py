@@ -15,7 +15,7 @@ from typing import Any
 from collbench.core.errors import SpecError
 from collbench.core.limits import ROWS_MAX_BYTES, ROWS_MAX_LINE_BYTES
 from collbench.store.reading import iter_lines, json_lines
-from collbench.store.row_values import short
+from collbench.store.row_values import float_range, short
 from collbench.store.rundir import append_lines
 
 GEMM_FILE = "gemm.jsonl"
@@ -79,7 +79,7 @@ def gemm_row_from_dict(data: Any, where: str) -> GemmRow:
             raise SpecError(name, short(value), f"in {where} is not a count")
     for name in ("time_us", "tflops"):
         value = data.get(name)
-        if type(value) not in (int, float) or not 0 < value < float("inf"):  # no NaN, no bool
+        if type(value) not in (int, float) or float_range(value, True, False):  # no NaN, bool
             raise SpecError(name, short(value), f"in {where} is not a positive finite number")
     for name in ("shape", "dtype", "device", "accelerator", "op", "pass_name", "timing"):
         if not isinstance(data.get(name), str):

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from collbench.store.row_values import type_check
 from collbench.store.rows import SCHEMA_VERSION
 
 # meta.json key order as rank 0 writes it when a sweep starts; the end of the run appends
@@ -110,7 +111,7 @@ class RunMeta:
         """A meta.json's content: known keys typed, every other key kept in `extra`, and so is
         a known key of the wrong type (a damaged file's `"ranks": [1, 2]`): it reads unknown."""
         kinds = {item.name: item.type for item in fields(cls) if item.name != "extra"}
-        typed = {key: value for key, value in data.items() if _is(value, kinds.get(key, "-"))}
+        typed = {key: val for key, val in data.items() if key in kinds and _fits(val, kinds[key])}
         extra = {name: value for name, value in data.items() if name not in typed}
         return cls(**typed, extra=extra)
 
@@ -134,11 +135,10 @@ class RunMeta:
         return data
 
 
-def _is(value: Any, annotation: str) -> bool:
-    """Whether a JSON value is of a field's `annotation` ("int | None", "list[dict[str, Any]]"):
-    its type (a bool is no int) and a list's items'."""
-    kinds = {"int": int, "str": str, "list": list, "dict": dict, "None": type(None)}
-    for outer, _, inner in (part.partition("[") for part in annotation.split(" | ")):
-        if type(value) is kinds.get(outer):
-            return outer != "list" or all(_is(item, inner[:-1]) for item in value)
-    return False
+def _fits(value: Any, annotation: str) -> bool:
+    """Whether a JSON value fits a field's `annotation`: the rows' own type checks
+    (row_values.type_check; a bool is no int), and None only where the field allows it."""
+    if value is None:
+        return annotation.endswith("None")
+    check = type_check(annotation)
+    return check is None or check(value) is None

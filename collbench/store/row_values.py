@@ -79,6 +79,7 @@ def type_check(annotation: str) -> Check | None:
         "list[float]": _list_of(_NUMBER_TYPES, _is_number, "numbers"),
         "list[int]": _list_of({int}, _is_int, "integers"),
         "list[str]": _list_of({str}, lambda item: isinstance(item, str), "strings"),
+        "list[dict[str, Any]]": _list_of({dict}, lambda item: isinstance(item, Mapping), "objects"),
     }
     if base.startswith("dict["):
         return lambda value: None if isinstance(value, Mapping) else "is not a JSON object"
