@@ -83,8 +83,10 @@ def whole_lines_columns(
         wrong = [None if column is None else _integers(column) for *_, column in figures]
     except (ValueError, KeyError):  # a field that is not a plain number: line by line
         return None
-    for column in (size, count, root, *wrong):  # wrong: None where a group has no #wrong
-        if column and not -INT64_MAX - 1 <= min(column) <= max(column) <= INT64_MAX:
+    # out of a row's range (check_integers): line by line, to name it; wrong: None where a
+    # group has no #wrong
+    for column, least in ((size, 0), (count, 0), (root, -1), *((w, 0) for w in wrong)):
+        if column and not least <= min(column) <= max(column) <= INT64_MAX:
             return None
     n_lines, n_groups = len(lines), len(groups)
     type_column = by_name.get("type") or ("float",) * n_lines

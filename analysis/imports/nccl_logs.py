@@ -532,15 +532,17 @@ def _row(
 
 def check_integers(row: LogRow, path: str, where: str = "") -> None:
     """SpecError naming the log (and `where`, e.g. "line 12: ") when a row's size, count,
-    root or #wrong lies beyond int64, which rows.parquet stores."""
+    root or #wrong lies beyond int64, which rows.parquet stores, or below what a row holds
+    (0; a root of -1 is "none")."""
     for name in ("size_bytes", "count", "root", "n_wrong"):
-        value = getattr(row, name)
-        if value is not None and not -INT64_MAX - 1 <= value <= INT64_MAX:
+        value, least = getattr(row, name), -1 if name == "root" else 0
+        if value is not None and not least <= value <= INT64_MAX:
+            beyond = "lies beyond the 64-bit integer range collbench stores"
             raise SpecError(
                 LOG_FIELD,
                 path,
-                f"{where}{name} {value} lies beyond the 64-bit integer range collbench "
-                "stores; nothing was written",
+                f"{where}{name} {value} {beyond if value > 0 else f'is below {least}'}; "
+                "nothing was written",
             )
 
 

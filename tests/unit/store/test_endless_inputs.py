@@ -138,6 +138,11 @@ BAD_LOGS = [
         lambda tmp: _log_with(tmp, "     1048576         32768", f"1048576 {2**63}"),
         f"count {2**63} lies beyond the 64-bit integer range",
     ),
+    (  # collbench's rows hold no negative #wrong: refused here, not on reading the run back
+        "negative-wrong",
+        lambda tmp: _log_with(tmp, "38.76      0", "38.76     -5"),
+        "line 20: n_wrong -5 is below 0",
+    ),
     (
         "iters-beyond-int64",
         lambda tmp: _log_with(tmp, "iters: 50", f"iters: {2**70}"),
