@@ -88,14 +88,15 @@ class TpOverlapSettings:
         return PairMethod("bulk", self.sms)
 
 
-def pairs_from_config(config: object) -> tuple[tuple[str, PairMethod], ...]:
+def pairs_from_config(config: object, source: str = "") -> tuple[tuple[str, PairMethod], ...]:
     """TE's ub_cfg as NeMo and Megatron-Bridge write it ({pair: {method, num_sm,
     num_splits, aggregate, ...}}; a `ub_tp_comm_overlap_cfg` key around it is accepted),
-    as settings pairs. cga_size, set_sm_margin, fp8_buf and atomic_gemm are not priced."""
+    as settings pairs (`source`: the file, for the error). cga_size, set_sm_margin, fp8_buf
+    and atomic_gemm are not priced."""
     if isinstance(config, dict) and "ub_tp_comm_overlap_cfg" in config:
         config = config["ub_tp_comm_overlap_cfg"]
     if not isinstance(config, dict) or not config:
-        raise SpecError("--tp-overlap", config, "must map TE's pair names to methods")
+        raise SpecError("--tp-overlap", source or config, "must map TE's pair names to methods")
     out = []
     for name, entry in config.items():
         if not isinstance(entry, dict) or "method" not in entry:

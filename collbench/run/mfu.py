@@ -392,4 +392,4 @@ def tp_overlap_value(text: str, flag: str = "--tp-overlap") -> float | tuple:
         where = getattr(error, "problem_mark", None)
         line = f" at line {where.line + 1}" if where else ""
         raise SpecError(flag, text, f"is not YAML{line}") from None
-    return pairs_from_config(data)
+    return pairs_from_config(data, text)

@@ -279,6 +279,9 @@ def test_a_recipe_s_userbuffer_configuration_is_read_from_yaml(tmp_path):
     done = collbench("mfu", *common, str(config))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "proj_fprop takes pipeline or ring_exchange" in done.stderr
+    config.write_text("", encoding="utf-8")  # an empty file is named, not called None
+    done = collbench("mfu", *common, str(config))
+    assert f"--tp-overlap: '{config}' must map TE's pair names" in done.stderr, done.stderr
 
 
 def test_too_few_accelerators_names_every_model_parallel_dimension():
