@@ -65,3 +65,21 @@ def test_each_collective_kind_says_where_its_time_came_from():
     assert result.origin == MIXED
     dp = next(kind for kind in result.comm if kind.kind == "dp")
     assert dp.source == "reduce_scatter measured run; all_gather model"
+
+
+def test_a_figure_the_entry_did_not_measure_is_named_beside_its_fabric():
+    """gb200-nvl72 borrows the DGX B200's sustained clock (its source starts NOT MEASURED):
+    its estimate says so, with the source's first sentence; dgx-b200's, measured, does not."""
+    workload = Workload(preset("llama3-8b"), Training(seq=4096, global_batch=32), Parallelism())
+
+    def pricer(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
+        return Priced(1e-3, "model")
+
+    def unmeasured(name: str) -> list[str]:
+        assumed = estimate(workload, load_topology(name), pricer).assumptions
+        return [text for text in assumed if "NOT MEASURED" in text]
+
+    assert unmeasured("dgx-b200") == []
+    (line,) = unmeasured("gb200-nvl72")
+    assert line.startswith("accelerator.matmul_sustained: NOT MEASURED on GB200: the DGX B200")
+    assert line.endswith("the same B200 die at 1,000 W instead of 1,200 W")
