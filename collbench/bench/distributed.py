@@ -179,7 +179,9 @@ def init_distributed(
     timeout = timedelta(seconds=timeout_s)
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
         # torchrun's agent already serves the store; the ranks only connect to it.
-        kwargs["init_method"] = f"tcp://{_host_for_url(env.master_addr)}:{env.master_port}"
+        host = env.master_addr  # an IPv6 address, bracketed in a URL
+        host = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        kwargs["init_method"] = f"tcp://{host}:{env.master_port}"
         store = dist.TCPStore(
             str(env.master_addr), int(env.master_port), env.world_size, False, timeout=timeout
         )
@@ -287,10 +289,6 @@ def _serve_store(
 def single_host(env: RunEnv) -> bool:
     """Are all ranks on this host (as the rank environment says)?"""
     return env.local_world_size >= env.world_size
-
-
-def _host_for_url(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def teardown(clean: bool) -> None:

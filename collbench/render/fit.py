@@ -90,10 +90,6 @@ def group_dict(
     return data
 
 
-def _op_text(op: str | None) -> str:
-    return f" {op}" if op and op != "sum" else ""
-
-
 def render_group(
     group: GroupFit,
     sizes: list[int],
@@ -102,10 +98,10 @@ def render_group(
 ) -> str:
     """One compact plain-text block per group (`knobs`: its knobs as knobs_texts says them)."""
     key = group.key
-    runs = counted(len(group.runs), "run")
+    runs, op = counted(len(group.runs), "run"), key.get("op")
     lines = [
         f"{key['collective']} | {key['backend']} | {key['world_size']} ranks | "
-        f"{key['dtype']}{_op_text(key.get('op'))} | {key['placement']} | "
+        f"{key['dtype']}{f' {op}' if op and op != 'sum' else ''} | {key['placement']} | "
         f"{topology_text(key['topology'], versus)} | "
         f"knobs {knobs or knobs_text(group.knobs)} | {group.n_points} points from {runs}"
     ]
