@@ -51,7 +51,8 @@ Frameworks (--framework): the Megatron runs (Megatron-LM, NeMo, Megatron-Bridge 
 Megatron-Core FSDP with Transformer Engine; DeepSeek-V3's HAI-LLM, its own fused kernels)
 are entered as framework "megatron" (MEGATRON below), and so are MosaicML's MPT runs on
 Composer, PyTorch eager whose kernels are fused where collbench prices fusion (MPT_RUNS,
-with their derivation): no run here is priced as "eager". torchtitan's eager and torch.compile rows
+with their derivation). IBM and Meta's FSDP table (FMS_RUNS) is entered as "eager": their
+Llama block runs op by op. torchtitan's eager and torch.compile rows
 (benchmarks/llama3_h100_202412_torchtitan.md, Llama 3.1 8B, FSDP) cannot be entered
 faithfully: their H100s are HBM2e parts at a 500 W limit whose peak the benchmark itself
 says it does not know (its footnote 2). Their ratio is the eager term's check
@@ -90,8 +91,14 @@ MOSAIC = (
     "MosaicML llm-foundry MPT training benchmarks "
     "(scripts/train/benchmarking/README.md @b2a43a147, Oct 2023)"
 )
-# DeepSeek-V3's H800 cluster: not in the catalog (tests/fixtures/hgx-h800.yaml cites it).
+FMS = (
+    "IBM and Meta, PyTorch FSDP throughput (pytorch.org/blog/maximizing-training, 2024-03-13; "
+    "foundation-model-stack/fms-fsdp README.md @4ffb9bdf)"
+)
+# Fabrics the catalog does not ship, each a fixture file citing its source: DeepSeek-V3's
+# H800 cluster and the two clusters of IBM and Meta's FSDP table (tests/fixtures/*.yaml).
 H800 = "hgx-h800"
+FIXTURE_FABRICS = (H800, "fms-a100", "fms-h100")
 
 
 def _topology_path(name: str) -> str:
@@ -99,7 +106,7 @@ def _topology_path(name: str) -> str:
     from pathlib import Path
 
     fixture = Path(__file__).parent / "fixtures" / f"{name}.yaml"
-    return str(fixture) if name == H800 else name
+    return str(fixture) if name in FIXTURE_FABRICS else name
 
 
 # Nemotron-4 (presets nemotron4-15b and nemotron4-340b), as the dgxc recipes train them.
@@ -190,7 +197,7 @@ class PublishedRun:
     def publication(self) -> str:
         """The publication the run is from (a paper, a vendor's table): what
         leave-one-source-out validation holds out together."""
-        sources = (NARAYANAN, KORTHIKANTI, BRIDGE, DGXC, DEEPSEEK_V3, MOSAIC)
+        sources = (NARAYANAN, KORTHIKANTI, BRIDGE, DGXC, DEEPSEEK_V3, MOSAIC, FMS)
         return next((name for name in sources if self.source.startswith(name)), self.source)
 
     @property
@@ -329,6 +336,39 @@ MPT_RUNS = (
     _mpt_run("70b", "dgx-a100", 2, 1024, 373, True, "-32", 32, grad_bytes=2),
 )
 
+# IBM and Meta's PyTorch FSDP table (FMS): the README at fms-fsdp @4ffb9bdf, the last before
+# its figures were updated with torch.compile (ed74fd5d), and the blog of the same week,
+# which says the runs used SDPA's FlashAttention-2, FSDP's compute/communication overlap
+# and activation checkpointing, and not torch.compile ("We have leveraged 1, 3, and a
+# variation of 4"; the code's use_torch_compile defaults to False): PyTorch eager
+# (--framework eager) on IBM's own Llama block (foundation-model-stack's LLaMABlock:
+# RMSNorm in fp32, RoPE and SwiGLU op by op, no dropout, untied embeddings, vocab 32,000).
+# FSDP1 FULL_SHARD (--zero 3) with MixedPrecision bfSixteen: weights gathered and gradients
+# reduced in bf16 (grad_bytes 2); 2 sequences of 4,096 a GPU, one micro-batch a step; full
+# activation checkpointing (every block); AdamW in fp32. Entered: the 34B and 70B rows on
+# 128 A100s (16 nodes, "400Gbps") and 96 H100s (12 nodes, "800Gbps"), each network read as
+# a node's total (tests/fixtures/fms-*.yaml; read per GPU, the four land +1.7% to +7.7%).
+# "34b" is fms-fsdp's own shape (d 8192, 48 layers, GQA 8, FFN 22,016: CodeLlama-34B's
+# with Llama 2's vocabulary). Not entered: 7B (HYBRID_SHARD, sharded within the node and
+# replicated across nodes, which collbench cannot state) and 13B ("selective AC": every
+# n-th block, n not stated). Reported: tokens/s per GPU.
+_FMS = {"framework": "eager", "attention": "flash2", "zero": 3, "micro_batch": 2,
+        "recompute": "full", "grad_bytes": 2}  # fmt: skip
+_FMS_MODEL = {"kv_heads": 8, "vocab": 32000, "gated_mlp": True, "tied_embeddings": False,
+              "dropout": False}  # fmt: skip
+FMS_34B = Model("fms-34b", 48, 8192, 64, ffn_hidden=22016, **_FMS_MODEL)
+LLAMA2_70B = Model("llama2-70b", 80, 8192, 64, ffn_hidden=28672, **_FMS_MODEL)
+FMS_RUNS = (
+    PublishedRun("fms-34b-a100", FMS_34B, "fms-a100", 1, 1, 128, 256, "tokens", 700,
+                 f"{FMS}, A100 128 GPUs", _FMS, seq=4096),
+    PublishedRun("fms-70b-a100", LLAMA2_70B, "fms-a100", 1, 1, 128, 256, "tokens", 370,
+                 f"{FMS}, A100 128 GPUs", _FMS, seq=4096),
+    PublishedRun("fms-34b-h100", FMS_34B, "fms-h100", 1, 1, 96, 192, "tokens", 1550,
+                 f"{FMS}, H100 96 GPUs", _FMS, seq=4096),
+    PublishedRun("fms-70b-h100", LLAMA2_70B, "fms-h100", 1, 1, 96, 192, "tokens", 800,
+                 f"{FMS}, H100 96 GPUs", _FMS, seq=4096),
+)  # fmt: skip
+
 PUBLISHED: tuple[PublishedRun, ...] = (
     PublishedRun("1t-hfu", "gpt-1t", "dgx-a100", 8, 64, 6, 3072, "hfu", 0.52, NARAYANAN,
                  {**FULL, **_SC21}),
@@ -414,6 +454,7 @@ PUBLISHED: tuple[PublishedRun, ...] = (
                  661, f"{BRIDGE}, 25.11 container, DGX-B200 (CP 2)",
                  {**_BRIDGE_B200, "virtual_stages": 8, "cp": 2}, seq=8192, options=_UB_405B_B200),
     *MPT_RUNS,
+    *FMS_RUNS,
 )  # fmt: skip
 
 

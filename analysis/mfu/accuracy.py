@@ -68,11 +68,13 @@ class Demonstrated:
 DEMONSTRATED: dict[str, Demonstrated] = {
     "A100 3-D parallel": Demonstrated("A100 3-D parallel", 10, -0.073, 0.066, 0.055),
     "A100 FSDP": Demonstrated("A100 FSDP", 11, -0.041, 0.122, 0.041),
+    "A100 PyTorch eager": Demonstrated("A100 PyTorch eager", 2, -0.054, 0.004, 0.029),
     "A100 TP and DP": Demonstrated("A100 TP and DP", 2, -0.009, 0.038, 0.024),
     "B200 3-D parallel": Demonstrated("B200 3-D parallel", 2, 0.071, 0.125, 0.098),
     "H100 3-D parallel": Demonstrated("H100 3-D parallel", 7, -0.1, 0.046, 0.046),
     "H100 FSDP": Demonstrated("H100 FSDP", 6, -0.108, 0.12, 0.035),
     "H100 MoE": Demonstrated("H100 MoE", 3, -0.117, 0.247, 0.117),
+    "H100 PyTorch eager": Demonstrated("H100 PyTorch eager", 2, -0.029, -0.007, 0.018),
     "H100 TP and DP": Demonstrated("H100 TP and DP", 2, -0.056, -0.009, 0.033),
 }
 # accuracy:end
