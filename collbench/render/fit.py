@@ -210,11 +210,12 @@ def _outlier_lines(curve: CurveFit) -> list[str]:
         return ["  outliers: none"]
     lines = [f"  {'outlier':>7}  {'time_us':>10} {'busbw_gbps':>11} {'fitted':>10} {'off':>7}"]
     for outlier in curve.outliers:
-        off = outlier.busbw_gbps / outlier.busbw_fit_gbps - 1
+        off = 100 * (outlier.busbw_gbps / outlier.busbw_fit_gbps - 1)
+        off_text = f"{off:>+6.1f}" if abs(off) < 1e6 else f"{off:+.1e}"  # absurd times
         lines.append(
             f"  {format_size(outlier.size_bytes):>7}  {_num(outlier.time_us):>10} "
             f"{_num(outlier.busbw_gbps):>11} {_num(outlier.busbw_fit_gbps):>10} "
-            f"{100 * off:>+6.1f}%"
+            f"{off_text}%"
         )
     return lines
 

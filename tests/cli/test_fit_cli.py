@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,21 @@ def test_table_shows_alpha_peak_regimes_and_outliers(tmp_path):
     assert "alpha 10 us" in done.output and "peak busbw 180 GB/s" in done.output
     assert "8 B .. 512 KiB" in done.output and "1 MiB .. 1 GiB" in done.output
     assert "outliers: none" in done.output and "28 points from 1 run" in done.output
+
+
+def test_absurd_times_give_a_poor_fit_without_numpy_warnings(tmp_path):
+    """A time of 1e-300 us among real ones (a damaged log, imported as it is) is an outlier
+    off by ~1e300 %: said in 1e notation, and no RuntimeWarning reaches the user."""
+    times = {2**20: 1e-300, 2**21: 30.0, 2**22: 50.0, 2**23: 90.0}
+    rows = [make_row(collective="all_reduce", world_size=8, run_id="x", size_bytes=size,
+                     time_us=time) for size, time in times.items()]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        done = _invoke(str(write_run(tmp_path / "x", rows, {"run_id": "x"})))
+    assert done.exit_code == 0, done.output
+    assert "fit quality poor" in done.output
+    outlier = next(line for line in done.output.splitlines() if "1.000e-300" in line)
+    assert outlier.endswith("e+303%") and len(outlier) < 70, outlier
 
 
 def test_json_lists_groups_and_predictions(tmp_path):
