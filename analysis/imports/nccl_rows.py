@@ -37,6 +37,8 @@ BUSBW_TOLERANCE = 0.02  # relative disagreement of printed busbw beyond which we
 # Below 1 GB/s the two decimals nccl-tests prints make busbw/algbw too coarse to check.
 MIN_CHECKED_ALGBW_GBPS = 1.0
 MAX_IMPLIED_WORLD_SIZE = 4096
+# The row columns a parsed table (LogColumns) holds as they are.
+_TABLE_COLUMNS = "root size_bytes count placement time_us algbw_gbps busbw_gbps n_wrong".split()
 # Binary stems and JSON experiment names, squeezed (`all_reduce_perf`, `AllReduce` ->
 # "allreduce") -> registry name.
 PROGRAMS = {
@@ -338,18 +340,9 @@ def table_block(context: TableContext, run_id: str, timestamp: str) -> RowBlock:
     )
     dtypes = {name: _dtype_name(name) for name in set(data.nccl_type)}
     ops = {redop: None if redop.lower() == "none" else redop for redop in set(data.redop)}
-    columns = dict(
-        dtype=list(map(dtypes.__getitem__, data.nccl_type)),
-        op=list(map(ops.__getitem__, data.redop)),
-        root=data.root,
-        size_bytes=data.size_bytes,
-        count=data.count,
-        placement=data.placement,
-        time_us=data.time_us,
-        algbw_gbps=data.algbw_gbps,
-        busbw_gbps=data.busbw_gbps,
-        n_wrong=data.n_wrong,
-    )
+    columns = {name: getattr(data, name) for name in _TABLE_COLUMNS}  # the log's, as parsed
+    columns.update(dtype=list(map(dtypes.__getitem__, data.nccl_type)))
+    columns.update(op=list(map(ops.__getitem__, data.redop)))
     return RowBlock(ResultRow, shared, columns)
 
 

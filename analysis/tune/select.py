@@ -386,6 +386,10 @@ def _weakest(verdicts: Sequence[Verdict]) -> str:
     return next(name for name in _WEAKEST_FIRST if name in bases)
 
 
+# The median verdict's figures a range's evidence states as they are.
+_MIDDLE_FIGURES = ("effect_pct", "low_pct", "high_pct", "floor_pct", "floor_source", "p_holm")
+
+
 def _evidence(verdicts: Sequence[Verdict]) -> TuneEvidence:
     """The range's evidence: the calls counted, the verdict at the median effect."""
     calls = {name: 0 for name in (FASTER, SLOWER, SAME, UNJUDGED)}
@@ -400,12 +404,7 @@ def _evidence(verdicts: Sequence[Verdict]) -> TuneEvidence:
         baseline_repeats=min(verdict.base_repeats for verdict in verdicts),
         candidate_repeats=min(verdict.cand_repeats for verdict in verdicts),
         calls=calls,
-        effect_pct=middle.effect_pct,
-        low_pct=middle.low_pct,
-        high_pct=middle.high_pct,
-        floor_pct=middle.floor_pct,
-        floor_source=middle.floor_source,
-        p_holm=middle.p_holm,
+        **{name: getattr(middle, name) for name in _MIDDLE_FIGURES},
         verdict=middle.describe(),
     )
 

@@ -189,12 +189,7 @@ def _measure(job: GemmJob, bench: GemmBench, gemm: Gemm, run_id: str) -> GemmRow
     return GemmRow(
         run_id=run_id,
         timestamp_utc=utc_now(),
-        op=gemm.op,
-        pass_name=gemm.pass_name,
-        m=gemm.m,
-        n=gemm.n,
-        k=gemm.k,
-        batch=gemm.batch,
+        **{name: getattr(gemm, name) for name in ("op", "pass_name", "m", "n", "k", "batch")},
         shape=gemm.shape,
         dtype=job.dtype,
         device=bench.device.type,

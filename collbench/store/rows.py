@@ -293,6 +293,8 @@ def check_collective(row: ResultRow, where: str) -> ResultRow:
 
 # Ranges, checked after types: a row outside them is not a measurement (a world of 0 ranks
 # divides by zero in fit; a NaN, zero or negative time has no bandwidth). None passes.
+# A probe's figures (bench.overlap.probe.overlap_figures) its row holds as they are.
+_PROBE_FIGURES = "overlap_pct exposed_comm_us comm_wait_us compute_slowdown comm_slowdown".split()
 _AT_LEAST = {
     "world_size": 1,
     "nodes": 1,
@@ -400,11 +402,7 @@ class RowBuilder:
             compute_tflop=compute.tflop,
             compute_tflops=compute.tflop / (probe.series["comp"].time_us * 1e-6),
             **series,
-            overlap_pct=figures.overlap_pct,
-            exposed_comm_us=figures.exposed_comm_us,
-            comm_wait_us=figures.comm_wait_us,
-            compute_slowdown=figures.compute_slowdown,
-            comm_slowdown=figures.comm_slowdown,
+            **{name: getattr(figures, name) for name in _PROBE_FIGURES},
             probe_timing=timing,
             short_holds=probe.short_holds,
             probe_samples_us=samples,
