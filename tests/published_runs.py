@@ -40,6 +40,9 @@ recompute_num_layers=5 (--recompute-layers 5, ZeRO 1): the row's own FSDP 8 says
 first, so it is entered as that; no H100 figure of the second is published.
 None of these runs chose a default of collbench.
 
+MLPerf Training (v3.1, v4.0, v5.0): NVIDIA's GPT-3 175B and Llama 3.1 405B submissions on Eos,
+512 to 11,616 H100s, each as its config sets it and the step its result log times (MLPERF_RUNS,
+with their derivation).
 B200 sources: the same Megatron-Bridge summary's Llama 3.1 405B FP8 (current scaling) rows
 on DGX-GB200 (26.02, 256 GPUs, gb200-nvl72) and DGX-B200 (25.11, 128 GPUs, CP 2), each as
 the recipe tagged with its container sets it (v0.3.0 and v0.2.0; derivation at the rows).
@@ -91,6 +94,9 @@ MOSAIC = (
     "MosaicML llm-foundry MPT training benchmarks "
     "(scripts/train/benchmarking/README.md @b2a43a147, Oct 2023)"
 )
+MLPERF_31 = "MLPerf Training v3.1 (mlcommons/training_results_v3.1 @d06288b)"
+MLPERF_40 = "MLPerf Training v4.0 (mlcommons/training_results_v4.0 @6fe9543)"
+MLPERF_50 = "MLPerf Training v5.0 (mlcommons/training_results_v5.0 @0fdc28f)"
 FMS = (
     "IBM and Meta, PyTorch FSDP throughput (pytorch.org/blog/maximizing-training, 2024-03-13; "
     "foundation-model-stack/fms-fsdp README.md @4ffb9bdf)"
@@ -197,7 +203,8 @@ class PublishedRun:
     def publication(self) -> str:
         """The publication the run is from (a paper, a vendor's table): what
         leave-one-source-out validation holds out together."""
-        sources = (NARAYANAN, KORTHIKANTI, BRIDGE, DGXC, DEEPSEEK_V3, MOSAIC, FMS)
+        sources = (NARAYANAN, KORTHIKANTI, BRIDGE, DGXC, DEEPSEEK_V3, MOSAIC, FMS, MLPERF_31,
+                   MLPERF_40, MLPERF_50)  # fmt: skip
         return next((name for name in sources if self.source.startswith(name)), self.source)
 
     @property
@@ -369,6 +376,80 @@ FMS_RUNS = (
                  f"{FMS}, H100 96 GPUs", _FMS, seq=4096),
 )  # fmt: skip
 
+# MLPerf Training's GPT-3 175B and Llama 3.1 405B pre-training benchmarks as NVIDIA ran them
+# on Eos (DGX H100 nodes, 8 x 400 Gb/s NDR InfiniBand each: dgx-h100), every submission of
+# the three rounds whose config reproduces the batch its log records, each as its
+# config_*.sh (with config_common.sh and config_fp8.sh) sets it and the step its result
+# logs time: the median wall-clock gap between consecutive steps (v3.1, v5.0: the
+# tracked_stats lines' time_ms), or a block's duration over its steps where the log has no
+# step lines (v4.0, LOG_METRICS=OFF; a block is the training between two evaluations).
+# Megatron's TP-DP-PP order, sequence parallelism, the distributed optimizer with gradients
+# reduced in bf16, userbuffer TP overlap as each config's tp_overlap yaml, overlapped
+# pipeline sends, no recompute, no dropout, micro-batch 1; FP8 with delayed scaling
+# (collbench prices one fp8: the casts as current scaling's, which delayed scaling partly
+# fuses away). Not priced: v4.0's per-layer CUDA graphs, NCCL's per-communicator CTA
+# settings, overlapping the weight gather with the optimizer step (v5.0).
+# GPT-3 175B (96 layers, hidden 12288, 96 heads, GELU MLP of 4h, learned positions, tied
+# embeddings, seq 2048; vocabulary 50,257 in the MLCommons reference, padded to 50,688 by
+# NeMo's make_vocab_size_divisible_by 128 x TP 4). v3.1 (NeMo 23.09): TP 4 PP 8 VP 12,
+# gradient buckets of 100 MB, tp_overlap/h100tp4pp8mbs1.yaml. v4.0 (NeMo 24.04): TP 4 PP 6
+# VP 8, fp8 weights gathered in fp8 (FP8_PARAMS), buckets of 200 MB, h100tp4mbs1.yaml.
+_GPT3_MLPERF = replace(preset("gpt3-175b"), name="gpt3-175b-mlperf", vocab=50688)
+_MLPERF = {"dtype": "fp8", "sequence_parallel": True, "zero": 1, "grad_bytes": 2, **MEGATRON}
+_MLPERF_31 = {**_MLPERF, "virtual_stages": 12, "dp_bucket_mb": 100}
+_MLPERF_40 = {**_MLPERF, "virtual_stages": 8, "dp_bucket_mb": 200, "gather_bytes": 1}
+_PIPELINE = {"method": "pipeline", "num_splits": 4}
+_UB_MLPERF_31 = {"tp_overlap": 1.0, "tp_overlap_pairs": pairs_from_config({
+    **_bulk(4, 8, 2, 4), **{name: _RING for name in ("qkv_fprop", "proj_dgrad", "fc1_fprop")},
+    "fc2_dgrad": {**_RING, "aggregate": 1}, "proj_fprop": {**_PIPELINE, "num_sm": 24},
+    "fc2_fprop": {**_PIPELINE, "num_sm": 4}})}  # fmt: skip
+_UB_MLPERF_40 = {"tp_overlap": 1.0, "tp_overlap_pairs": pairs_from_config({
+    **_bulk(4, 4, 4, 4), **{name: _RING for name in ("qkv_fprop", "proj_dgrad", "fc1_fprop",
+    "fc2_dgrad")}, "proj_fprop": {**_PIPELINE, "num_sm": 24},
+    "fc2_fprop": {**_PIPELINE, "num_sm": 4}})}  # fmt: skip
+# Llama 3.1 405B (v5.0, NeMo 25.01: the llama3-405b preset at seq 8192): TP 8 PP 8 VP 8 CP 2,
+# the embedding and the loss each a layer of the split (ASYM_PP_EMBED, ASYM_PP_LOSS: the
+# layout Et|(tt|)*62tL), fp8 weights gathered in fp8, tp_overlap/h100tp8mbs1.yaml (bulk
+# pairs as h100tp4, every other pair by ring exchange). Its DDP bucket_size (200, in
+# elements as Megatron-Core reads it) makes every parameter its own bucket: not stated
+# (collbench's default buckets).
+_MLPERF_50 = {**_MLPERF, "virtual_stages": 8, "cp": 2, "gather_bytes": 1,
+              "pp_layout": pipeline_layout("Et|(tt|)*62tL")}  # fmt: skip
+_UB_MLPERF_50 = {"tp_overlap": 1.0, "tp_overlap_pairs": pairs_from_config({
+    **_bulk(4, 8, 2, 4), **{name: _RING for name in ("qkv_fprop", "proj_dgrad", "fc1_fprop",
+    "fc2_dgrad", "proj_fprop", "fc2_fprop")}})}  # fmt: skip
+
+
+def _mlperf(run: str, gpus: int, batch: int, step: float) -> PublishedRun:
+    """One Eos submission: its system (eos-dfw_n<nodes>...) and the logged step (s)."""
+    gpt3 = run.startswith("gpt3")
+    v31 = run.endswith("v31")
+    tp, pp = (4, 8 if v31 else 6) if gpt3 else (8, 8)
+    source = (MLPERF_31 if v31 else MLPERF_40) if gpt3 else MLPERF_50
+    setup = (_MLPERF_31 if v31 else _MLPERF_40) if gpt3 else _MLPERF_50
+    options = (_UB_MLPERF_31 if v31 else _UB_MLPERF_40) if gpt3 else _UB_MLPERF_50
+    model, seq = (_GPT3_MLPERF, 2048) if gpt3 else ("llama3-405b", 8192)
+    dp = gpus // (tp * pp * setup.get("cp", 1))
+    return PublishedRun(f"mlperf-{run}", model, "dgx-h100", tp, pp, dp, batch, "step", step,
+                        f"{source}, NVIDIA eos {gpus // 8} nodes", setup, seq, options)  # fmt: skip
+
+
+MLPERF_RUNS = (
+    _mlperf("gpt3-11616-v40", 11616, 2904, 0.9214),
+    _mlperf("gpt3-10752-v40", 10752, 2688, 0.9207),
+    _mlperf("gpt3-10752-v31", 10752, 2688, 0.953),
+    _mlperf("gpt3-10240-v31", 10240, 2560, 0.948),
+    _mlperf("gpt3-8192-v31", 8192, 4096, 1.643),
+    _mlperf("gpt3-6144-v31", 6144, 3072, 1.637),
+    _mlperf("gpt3-4096-v31", 4096, 2048, 1.629),
+    _mlperf("gpt3-768-v31", 768, 3072, 11.09),
+    _mlperf("llama405b-8192-v50", 8192, 1536, 5.175),
+    _mlperf("llama405b-2560-v50", 2560, 1120, 11.17),
+    _mlperf("llama405b-2432-v50", 2432, 1216, 12.71),
+    _mlperf("llama405b-2048-v50", 2048, 1152, 14.22),
+    _mlperf("llama405b-512-v50", 512, 1152, 55.14),
+)
+
 PUBLISHED: tuple[PublishedRun, ...] = (
     PublishedRun("1t-hfu", "gpt-1t", "dgx-a100", 8, 64, 6, 3072, "hfu", 0.52, NARAYANAN,
                  {**FULL, **_SC21}),
@@ -455,6 +536,7 @@ PUBLISHED: tuple[PublishedRun, ...] = (
                  {**_BRIDGE_B200, "virtual_stages": 8, "cp": 2}, seq=8192, options=_UB_405B_B200),
     *MPT_RUNS,
     *FMS_RUNS,
+    *MLPERF_RUNS,
 )  # fmt: skip
 
 

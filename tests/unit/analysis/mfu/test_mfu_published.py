@@ -70,6 +70,19 @@ PINNED_ERROR_PCT = {
     "fms-70b-a100": -5.4,
     "fms-34b-h100": -0.7,
     "fms-70b-h100": -2.9,
+    "mlperf-gpt3-11616-v40": +8.9,
+    "mlperf-gpt3-10752-v40": +8.3,
+    "mlperf-gpt3-10752-v31": +9.6,
+    "mlperf-gpt3-10240-v31": +9.6,
+    "mlperf-gpt3-8192-v31": +2.7,
+    "mlperf-gpt3-6144-v31": +1.7,
+    "mlperf-gpt3-4096-v31": +0.9,
+    "mlperf-gpt3-768-v31": -0.9,
+    "mlperf-llama405b-8192-v50": +10.4,
+    "mlperf-llama405b-2560-v50": +8.8,
+    "mlperf-llama405b-2432-v50": +8.6,
+    "mlperf-llama405b-2048-v50": +8.6,
+    "mlperf-llama405b-512-v50": +8.9,
 }
 # Runs outside the goal's 10%, and why. A run added outside the goal is named here with its
 # reason, not hidden; the test caps it at OUTSIDE_GOAL_MAX.
@@ -102,6 +115,12 @@ OUTSIDE_GOAL: dict[str, str] = {
         )
         for name in ("mpt-125m-a100", "mpt-125m-a100-mb32")
     },
+    "mlperf-llama405b-8192-v50": (
+        "MLPerf v5.0's Llama 3.1 405B on Eos lands 8-10% slower as priced than it ran at every "
+        "scale from 512 to 8,192 GPUs (so not the scale): its fp8 casts are priced at current "
+        "scaling's cost (7% of the priced step), which delayed scaling partly fuses into the "
+        "kernels before them; what the tuned submission gains beyond that is not established"
+    ),
     "llama3-8b-fp8-fsdp": (
         "Megatron-FSDP's gathers and reductions priced beside compute at Lee et al.'s mean "
         "18.9% slowdown (it lands -6.2% at none): what its collectives, issued from Megatron's "
@@ -258,14 +277,14 @@ def test_a_step_time_error_turns_over_into_an_mfu_error():
 
 
 def test_leave_one_source_out_refits_the_share_only_without_the_sources_that_chose_it():
-    """benchmarks/mfu_validation.py --loso: the NVIDIA, MosaicML and IBM sources did not choose
-    IN_STEP_SHARE, so they are predicted as shipped; each A100 paper that chose it is
+    """benchmarks/mfu_validation.py --loso: the NVIDIA, MosaicML, IBM and MLPerf sources did not
+    choose IN_STEP_SHARE, so they are predicted as shipped; each A100 paper that chose it is
     predicted at the share that is best (least median |MFU error|) on the other's runs."""
     from collbench.analysis.mfu import compute
 
     script = _validation_script()
     errors, shares = script.loso()
-    assert len(shares) == 6 and len(errors) == len(PUBLISHED) + len(MOE_STEP)  # + MoE per step
+    assert len(shares) == 9 and len(errors) == len(PUBLISHED) + len(MOE_STEP)  # + MoE per step
     papers = {NARAYANAN, KORTHIKANTI}
     shipped = [run for run in PUBLISHED if run.publication not in papers]
     assert all(errors[run.run] == pytest.approx(run.mfu_error()) for run in shipped)
@@ -282,4 +301,4 @@ def test_leave_one_source_out_refits_the_share_only_without_the_sources_that_cho
         mine = [run for run in PUBLISHED if run.publication == held_out]
         with script._in_step_share(shares[held_out]):
             assert all(errors[run.run] == pytest.approx(run.mfu_error()) for run in mine)
-    assert "| more than 4k GPUs | 0 | - | - | no run: not validated |" in (script.loso_table())
+    assert "| small models | 0 | - | - | no run: not validated |" in (script.loso_table())
