@@ -42,7 +42,7 @@ None of these runs chose a default of collbench.
 
 MLPerf Training (v3.1, v4.0, v5.0): NVIDIA's GPT-3 175B and Llama 3.1 405B submissions on Eos,
 512 to 11,616 H100s, each as its config sets it and the step its result log times (MLPERF_RUNS,
-with their derivation).
+with their derivation); v5.1's Llama 3.1 8B on B200, GB200, H200 and H100 (MLPERF_8B_RUNS).
 B200 sources: the same Megatron-Bridge summary's Llama 3.1 405B FP8 (current scaling) rows
 on DGX-GB200 (26.02, 256 GPUs, gb200-nvl72) and DGX-B200 (25.11, 128 GPUs, CP 2), each as
 the recipe tagged with its container sets it (v0.3.0 and v0.2.0; derivation at the rows).
@@ -97,6 +97,7 @@ MOSAIC = (
 MLPERF_31 = "MLPerf Training v3.1 (mlcommons/training_results_v3.1 @d06288b)"
 MLPERF_40 = "MLPerf Training v4.0 (mlcommons/training_results_v4.0 @6fe9543)"
 MLPERF_50 = "MLPerf Training v5.0 (mlcommons/training_results_v5.0 @0fdc28f)"
+MLPERF_51 = "MLPerf Training v5.1 (mlcommons/training_results_v5.1 @441d65f)"
 FMS = (
     "IBM and Meta, PyTorch FSDP throughput (pytorch.org/blog/maximizing-training, 2024-03-13; "
     "foundation-model-stack/fms-fsdp README.md @4ffb9bdf)"
@@ -204,7 +205,7 @@ class PublishedRun:
         """The publication the run is from (a paper, a vendor's table): what
         leave-one-source-out validation holds out together."""
         sources = (NARAYANAN, KORTHIKANTI, BRIDGE, DGXC, DEEPSEEK_V3, MOSAIC, FMS, MLPERF_31,
-                   MLPERF_40, MLPERF_50)  # fmt: skip
+                   MLPERF_40, MLPERF_50, MLPERF_51)  # fmt: skip
         return next((name for name in sources if self.source.startswith(name)), self.source)
 
     @property
@@ -450,6 +451,51 @@ MLPERF_RUNS = (
     _mlperf("llama405b-512-v50", 512, 1152, 55.14),
 )
 
+# MLPerf v5.1's Llama 3.1 8B (the llama3-8b preset at seq 8192, vocabulary 128,256 as logged),
+# every FP8 submission on a fabric the catalog holds whose network its system file states or
+# that needs none: one micro-batch a step (GA 1), the distributed optimizer with gradients
+# reduced in bf16 and fp8 weights gathered in fp8, no recompute, no pipeline. NVIDIA's v5.1
+# code (NVIDIA, University of Florida, HPE): per-tensor current scaling, full-iteration CUDA
+# graphs (not priced), TP overlap off at TP 1; Cisco's, derived from v5.0's: delayed
+# scaling, no CUDA graphs, its own TP overlap settings at TP 2 (pretrain.py), NeMo's 128 MiB
+# buckets. Steps: the median wall-clock gap between logged steps over the 10 runs.
+_MLPERF_8B = {"dtype": "fp8", "zero": 1, "grad_bytes": 2, "gather_bytes": 1, **MEGATRON}
+_UB_MLPERF_8B_GB200 = {"tp_overlap": 1.0, "tp_overlap_pairs": pairs_from_config({
+    **_bulk(8, 12, 12, 4), **{name: _RING for name in ("qkv_fprop", "proj_dgrad", "fc1_fprop",
+    "fc2_dgrad", "proj_fprop", "fc2_fprop")}})}  # fmt: skip
+_UB_MLPERF_8B_CISCO = {"tp_overlap": 1.0, "tp_overlap_pairs": pairs_from_config({
+    **_bulk(2, 24, 2, 2), **{name: _RING for name in ("qkv_fprop", "proj_dgrad", "fc1_fprop",
+    "fc2_dgrad")}, "proj_fprop": {**_PIPELINE, "num_sm": 24},
+    "fc2_fprop": {**_PIPELINE, "num_sm": 8}})}  # fmt: skip
+MLPERF_8B_RUNS = (
+    # University of Florida hpg.dgxb200x8.n1 (one DGX B200, 1000 W): micro-batch 2.
+    PublishedRun("mlperf-llama8b-8-b200-v51", "llama3-8b", "dgx-b200", 1, 1, 8, 16, "step",
+                 0.5447, f"{MLPERF_51}, University of Florida 1 node",
+                 {**_MLPERF_8B, "micro_batch": 2, "dp_bucket_mb": 128}, seq=8192),
+    # NVIDIA tyche_ngpu72 (one GB200 NVL72) and tyche_ngpu512 (8, 4 x 400 Gb/s NDR a tray):
+    # buckets of 768,000,000 B; at 512, TP 2 with sequence parallelism and gb200tp2mbs1.yaml.
+    PublishedRun("mlperf-llama8b-72-gb200-v51", "llama3-8b", "gb200-nvl72", 1, 1, 36, 36, "step",
+                 0.1710, f"{MLPERF_51}, NVIDIA tyche 18 trays",
+                 {**_MLPERF_8B, "cp": 2, "dp_bucket_mb": 732.4}, seq=8192),
+    PublishedRun("mlperf-llama8b-512-gb200-v51", "llama3-8b", "gb200-nvl72", 2, 1, 64, 64, "step",
+                 0.0889, f"{MLPERF_51}, NVIDIA tyche 128 trays",
+                 {**_MLPERF_8B, "cp": 4, "sequence_parallel": True, "dp_bucket_mb": 732.4},
+                 seq=8192, options=_UB_MLPERF_8B_GB200),
+    # HPE Cray XD670 (8 x H200, 8 x 400 Gb/s NDR a node): its logs print the settings it ran
+    # (its container's code is older than the repository's; the logged values are taken).
+    PublishedRun("mlperf-llama8b-64-h200-v51", "llama3-8b", "hgx-h200", 1, 1, 32, 32, "step",
+                 0.3530, f"{MLPERF_51}, HPE XD670 8 nodes",
+                 {**_MLPERF_8B, "cp": 2, "dp_bucket_mb": 128}, seq=8192),
+    # Cisco hpf_n8 and hpf_n16 (8 x H100, 8 x 400 Gb/s Ethernet a node).
+    PublishedRun("mlperf-llama8b-64-h100-v51", "llama3-8b", "dgx-h100", 1, 1, 64, 64, "step",
+                 0.7205, f"{MLPERF_51}, Cisco 8 nodes",
+                 {**_MLPERF_8B, "dp_bucket_mb": 128}, seq=8192),
+    PublishedRun("mlperf-llama8b-128-h100-v51", "llama3-8b", "dgx-h100", 2, 1, 64, 64, "step",
+                 0.4850, f"{MLPERF_51}, Cisco 16 nodes",
+                 {**_MLPERF_8B, "sequence_parallel": True, "dp_bucket_mb": 128}, seq=8192,
+                 options=_UB_MLPERF_8B_CISCO),
+)  # fmt: skip
+
 PUBLISHED: tuple[PublishedRun, ...] = (
     PublishedRun("1t-hfu", "gpt-1t", "dgx-a100", 8, 64, 6, 3072, "hfu", 0.52, NARAYANAN,
                  {**FULL, **_SC21}),
@@ -537,6 +583,7 @@ PUBLISHED: tuple[PublishedRun, ...] = (
     *MPT_RUNS,
     *FMS_RUNS,
     *MLPERF_RUNS,
+    *MLPERF_8B_RUNS,
 )  # fmt: skip
 
 

@@ -77,14 +77,13 @@ def test_each_workload_is_in_the_first_regime_that_holds_it(workload, expected):
 def test_a_regime_no_run_of_its_accelerator_validates_says_not_validated():
     """An H100 estimate of a regime no H100 run is in is not given the other regimes' band."""
     h100 = load_topology("dgx-h100").accelerator.name
-    assert band(h100, "small models") == "not validated"
-    a100 = load_topology("dgx-a100").accelerator.name  # MLPerf's fleets are H100s
-    assert band(a100, "more than 4k GPUs") == "not validated"
+    a100 = load_topology("dgx-a100").accelerator.name  # MLPerf's runs: H100, H200, B200
+    assert band(a100, "more than 4k GPUs") == band(a100, "small models") == "not validated"
     fsdp = DEMONSTRATED["H100 FSDP"]  # one run so far: its error, said to be one run's
     one = f"{fsdp.low:+.1%} on 1 run"
     assert band(h100, "FSDP") == (one if fsdp.runs == 1 else f"{fsdp.low:+.1%} to {fsdp.high:+.1%}")
-    line = accuracy_line("dgx-h100", h100, "small models")
-    assert "(H100 small models): no published run of this regime" in line
+    line = accuracy_line("dgx-a100", a100, "small models")
+    assert "(A100 small models): no published run of this regime" in line
     b200 = load_topology("dgx-b200").accelerator.name  # the eager runs are A100 and H100
     assert band(b200, "PyTorch eager") == "not validated"
 
