@@ -387,8 +387,8 @@ FMS_RUNS = (
 # Megatron's TP-DP-PP order, sequence parallelism, the distributed optimizer with gradients
 # reduced in bf16, userbuffer TP overlap as each config's tp_overlap yaml, overlapped
 # pipeline sends, no recompute, no dropout, micro-batch 1; FP8 with delayed scaling
-# (collbench prices one fp8: the casts as current scaling's, which delayed scaling partly
-# fuses away). Not priced: v4.0's per-layer CUDA graphs, NCCL's per-communicator CTA
+# (collbench prices one fp8: the casts with current scaling's amax pass, which delayed
+# scaling does not run). Not priced: v4.0's per-layer CUDA graphs, NCCL's per-communicator CTA
 # settings, overlapping the weight gather with the optimizer step (v5.0).
 # GPT-3 175B (96 layers, hidden 12288, 96 heads, GELU MLP of 4h, learned positions, tied
 # embeddings, seq 2048; vocabulary 50,257 in the MLCommons reference, padded to 50,688 by

@@ -123,9 +123,9 @@ OUTSIDE_GOAL: dict[str, str] = {
     },
     "mlperf-llama405b-8192-v50": (
         "MLPerf v5.0's Llama 3.1 405B on Eos lands 8-10% slower as priced than it ran at every "
-        "scale from 512 to 8,192 GPUs (so not the scale): its fp8 casts are priced at current "
-        "scaling's cost (7% of the priced step), which delayed scaling partly fuses into the "
-        "kernels before them; what the tuned submission gains beyond that is not established"
+        "scale from 512 to 8,192 GPUs (so not the scale): its fp8 casts are priced with current "
+        "scaling's amax pass (7% of the priced step), which its delayed scaling does not run; "
+        "what the tuned submission gains beyond that is not established"
     ),
     **{
         name: (
