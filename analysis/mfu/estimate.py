@@ -437,10 +437,15 @@ def _dp_comm(
     params = moe.rank_params(workload)
     grads, weights = params * run.grad_bytes, params * (run.gather_bytes or run.param_bytes)
     bucket = par.dp_bucket_mb * MIB
+    # fp8 weights: Megatron's DDP puts the other parameters (embeddings, output layer) in the
+    # last fp8 bucket's group, reduced after the backward and gathered before the forward
+    # (param_and_grad_buffer.partition_buckets): with the bucket, they are the edge.
+    model, split = workload.model, 2 if par.pp > 1 and not workload.model.tied_embeddings else 1
+    other = model.embedding_params / par.tp / split if run.gather_bytes == 1 else 0.0
     m = workload.microbatches
     forward_s, backward_s = micro.forward_s, micro.backward_s
     reduction = "all_reduce" if par.zero == 0 else "reduce_scatter"
-    reduce = _bucketed(pricer, reduction, grads, par, bucket)
+    reduce = _bucketed(pricer, reduction, grads, par, bucket, other * run.grad_bytes)
     # ZeRO 0/1 reduce the accumulated gradients after the last micro-batch's backward;
     # ZeRO 2/3 keep only their shard, so they reduce-scatter after every backward.
     reductions = m if par.zero >= 2 else 1
@@ -448,7 +453,7 @@ def _dp_comm(
     what = f"{reduce.collective} {_mb(grads)} x {reductions}"
     named = {reduce.collective: reduce}
     if par.zero:
-        gather = _bucketed(pricer, "all_gather", weights, par, bucket)
+        gather = _bucketed(pricer, "all_gather", weights, par, bucket, other * run.param_bytes)
         # ZeRO 1/2 gather the updated weights once, beside the next step's first forward;
         # ZeRO 3 gathers them for every forward and again for every backward, where the
         # gathers and the reductions share the links and the one backward beside them.
@@ -486,18 +491,24 @@ class _Bucketed:
 
 
 def _bucketed(
-    pricer: Pricer, collective: str, size_bytes: float, par: Parallelism, bucket_bytes: float
+    pricer: Pricer,
+    collective: str,
+    size_bytes: float,
+    par: Parallelism,
+    bucket_bytes: float,
+    joined: float = 0.0,
 ) -> _Bucketed:
     """One collective over all of `size_bytes` (none of it can overlap), or one per bucket
-    as DDP/Megatron issue them, each paying its latency at its own size's bandwidth."""
-    if not bucket_bytes or size_bytes <= bucket_bytes:
+    as DDP/Megatron issue them, each paying its latency at its own size's bandwidth; the
+    edge bucket holds `joined` bytes more (its group's other parameters)."""
+    if not bucket_bytes or size_bytes <= bucket_bytes + joined:
         whole = pricer(collective, size_bytes, par.dp_ranks, par.tp)
         return _Bucketed(collective, whole.time_s, whole.time_s, whole.source, whole.measured)
-    full, rest = divmod(size_bytes, bucket_bytes)
+    full, rest = divmod(size_bytes - joined, bucket_bytes)
     one = pricer(collective, bucket_bytes, par.dp_ranks, par.tp)
-    last_s = pricer(collective, rest, par.dp_ranks, par.tp).time_s if rest else 0.0
-    total_s = full * one.time_s + last_s
-    return _Bucketed(collective, total_s, last_s or one.time_s, one.source, one.measured)
+    edge_s = pricer(collective, (rest or bucket_bytes) + joined, par.dp_ranks, par.tp).time_s
+    total_s = (full - (not rest)) * one.time_s + edge_s
+    return _Bucketed(collective, total_s, edge_s, one.source, one.measured)
 
 
 def _beside(comm: _Bucketed, window_s: float, options: EstimateOptions) -> tuple[float, float]:

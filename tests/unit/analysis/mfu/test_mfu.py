@@ -11,7 +11,13 @@ from dataclasses import replace
 import pytest
 
 from collbench.analysis.mfu.compute import IN_STEP_SHARE
-from collbench.analysis.mfu.estimate import LEE_SLOWDOWN, EstimateOptions, Priced, estimate
+from collbench.analysis.mfu.estimate import (
+    LEE_SLOWDOWN,
+    EstimateOptions,
+    Priced,
+    _bucketed,
+    estimate,
+)
 from collbench.analysis.mfu.presets import PRESETS, preset
 from collbench.analysis.mfu.workload import Model, Parallelism, Training, Workload
 from collbench.analysis.model.gemm_model import DEFAULT_MATMUL_FRACTION
@@ -290,6 +296,21 @@ def test_buckets_pay_latency_per_bucket():
     extra_latency_s = (-(-grads_mib // 25) - 1) * 1000e-6
     assert dp_of(buckets).total_s == pytest.approx(dp_of(whole).total_s + extra_latency_s)
     assert "in 25 MiB buckets" in dp_of(buckets).collectives
+
+
+def test_fp8_weights_make_the_embeddings_part_of_the_edge_bucket():
+    """With fp8 weights Megatron's DDP puts the embeddings and the output layer in the last
+    fp8 bucket's group (partition_buckets): that group is the edge, priced at its size."""
+
+    def pricer(collective: str, size_bytes: float, ranks: int, stride: int) -> Priced:
+        return Priced(1e-3 + size_bytes / 1e9, "model")  # 1 ms + 1 GB/s
+
+    par = Parallelism(dp=8)
+    plain = _bucketed(pricer, "reduce_scatter", 10e6, par, 3e6)
+    joined = _bucketed(pricer, "reduce_scatter", 10e6, par, 3e6, 2e6)
+    # 10 MB in 3 MB buckets: 3 of 4 ms and 1 MB (2 ms) last; 2 MB joined: 2 of 4 ms, 2 + 2 MB last
+    assert (plain.time_s, plain.edge_s) == pytest.approx((14e-3, 2e-3))
+    assert (joined.time_s, joined.edge_s) == pytest.approx((13e-3, 5e-3))
 
 
 @pytest.mark.parametrize(("zero", "calls"), [(0, 1), (1, 2), (2, 64 + 1), (3, 64 + 2 * 64)])

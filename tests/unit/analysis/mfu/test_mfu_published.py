@@ -70,25 +70,25 @@ PINNED_ERROR_PCT = {
     "fms-70b-a100": -5.4,
     "fms-34b-h100": -0.7,
     "fms-70b-h100": -2.9,
-    "mlperf-gpt3-11616-v40": +8.9,
-    "mlperf-gpt3-10752-v40": +8.3,
+    "mlperf-gpt3-11616-v40": +8.7,
+    "mlperf-gpt3-10752-v40": +8.1,
     "mlperf-gpt3-10752-v31": +9.6,
     "mlperf-gpt3-10240-v31": +9.6,
     "mlperf-gpt3-8192-v31": +2.7,
     "mlperf-gpt3-6144-v31": +1.7,
     "mlperf-gpt3-4096-v31": +0.9,
     "mlperf-gpt3-768-v31": -0.9,
-    "mlperf-llama405b-8192-v50": +10.4,
+    "mlperf-llama405b-8192-v50": +10.2,
     "mlperf-llama405b-2560-v50": +8.8,
     "mlperf-llama405b-2432-v50": +8.6,
     "mlperf-llama405b-2048-v50": +8.6,
     "mlperf-llama405b-512-v50": +8.9,
-    "mlperf-llama8b-8-b200-v51": -1.0,
-    "mlperf-llama8b-72-gb200-v51": -18.9,
-    "mlperf-llama8b-512-gb200-v51": -54.7,
-    "mlperf-llama8b-64-h200-v51": -14.5,
-    "mlperf-llama8b-64-h100-v51": -13.8,
-    "mlperf-llama8b-128-h100-v51": -31.8,
+    "mlperf-llama8b-8-b200-v51": -0.3,
+    "mlperf-llama8b-72-gb200-v51": -16.4,
+    "mlperf-llama8b-512-gb200-v51": -51.9,
+    "mlperf-llama8b-64-h200-v51": -11.7,
+    "mlperf-llama8b-64-h100-v51": -12.4,
+    "mlperf-llama8b-128-h100-v51": -29.9,
 }
 # Runs outside the goal's 10%, and why. A run added outside the goal is named here with its
 # reason, not hidden; the test caps it at OUTSIDE_GOAL_MAX.
@@ -130,9 +130,9 @@ OUTSIDE_GOAL: dict[str, str] = {
     **{
         name: (
             "MLPerf v5.1's Llama 3.1 8B, one micro-batch of 1,024 to 8,192 tokens a GPU a "
-            "step: the step runs 14-55% longer than priced, and the 8-GPU run of 16,384 "
+            "step: the step runs 12-52% longer than priced, and the 8-GPU run of 16,384 "
             "tokens a GPU lands within 1%; in the University of Florida series the time not "
-            "priced is about half the data-parallel traffic priced as hidden beside compute "
+            "priced is 35-57% of the data-parallel traffic priced as hidden beside compute "
             "(docs/mfu/validation.md); what the run spends it on is not established"
         )
         for name in (
@@ -149,7 +149,7 @@ OUTSIDE_GOAL: dict[str, str] = {
         "own buffers, take from the GEMMs beside them is not measured"
     ),
 }
-OUTSIDE_GOAL_MAX = 0.60  # MLPerf's Llama 3.1 8B on 512 GB200s: its step 55% shorter as priced
+OUTSIDE_GOAL_MAX = 0.60  # MLPerf's Llama 3.1 8B on 512 GB200s: its step 52% shorter as priced
 PIN_SLACK_PCT = 0.15  # rounding of the pins
 GOAL_MEDIAN, GOAL_MAX = 0.05, 0.10
 BY_NAME = {run.run: run for run in PUBLISHED}
