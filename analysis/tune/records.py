@@ -129,9 +129,7 @@ def range_label(band: str, sizes: Sequence[int]) -> str:
     where it has one (`large: 16 MiB .. 8 GiB`): the table, the report and best.env say it
     so."""
     held = sizes_text(min(sizes), max(sizes)) if sizes else ""
-    if not held or band == held:
-        return band or held
-    return f"{band}: {held}"
+    return (band or held) if not held or band == held else f"{band}: {held}"
 
 
 def row_busbw(row: ResultRow, time_us: float | None = None) -> float:

@@ -155,9 +155,7 @@ def resolve_rank_backend(requested: str, rank: int) -> str:
     """resolve_backend on one rank of a job whose ranks resolve it each for themselves
     (--launcher none); RESOLVE_BACKEND_VAR's test hook stands in for a broken node."""
     named, _, backend = os.environ.get(RESOLVE_BACKEND_VAR, "").partition(":")
-    if backend and named == str(rank):
-        return backend
-    return resolve_backend(requested)
+    return backend if backend and named == str(rank) else resolve_backend(requested)
 
 
 def init_distributed(

@@ -292,9 +292,7 @@ def _typed(argv: Sequence[str], flag: str) -> list[str]:
 def _usage_field(error: Exception) -> str | None:
     """The option a click usage error is about (None: an unknown option)."""
     param = getattr(error, "param", None)
-    if param is not None and getattr(param, "opts", None):
-        return max(param.opts, key=len)
-    return None
+    return max(param.opts, key=len) if param is not None and getattr(param, "opts", None) else None
 
 
 def _hint(argv: list[str], field: str | None) -> None:

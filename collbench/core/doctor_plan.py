@@ -110,9 +110,7 @@ class PairPlan:
 
 def pair_mode(nodes: int, pairs: str) -> str:
     """ "all" or "sampled": `pairs` as given, or ("auto") sampled above SAMPLE_ABOVE_NODES."""
-    if pairs == "auto":
-        return "sampled" if nodes > SAMPLE_ABOVE_NODES else "all"
-    return pairs
+    return ("sampled" if nodes > SAMPLE_ABOVE_NODES else "all") if pairs == "auto" else pairs
 
 
 def sampled_rounds(shuffle_rounds: int) -> int:
