@@ -183,6 +183,15 @@ def unsourced_figures(topology: Topology) -> list[str]:
     ]
 
 
+def unmeasured_figures(topology: Topology) -> tuple[str, ...]:
+    """The figures the entry says were not measured on it (a source that starts NOT
+    MEASURED: borrowed from another part), each with its source's first sentence."""
+    cited = topology.sources.items()
+    return tuple(
+        f"{at}: {text.split('. ')[0]}" for at, text in cited if text[:12] == "NOT MEASURED"
+    )
+
+
 def topology_from_dict(data: Any, origin: str = "") -> Topology:
     """Build and validate a Topology; TopologyError names the first bad field.
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from collbench.core.limits import INT64_MAX
+from collbench.store.rows import int_bounds
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,10 @@ def whole_lines_columns(
         return None
     # out of a row's range (check_integers): line by line, to name it; wrong: None where a
     # group has no #wrong
-    for column, least in ((size, 0), (count, 0), (root, -1), *((w, 0) for w in wrong)):
-        if column and not least <= min(column) <= max(column) <= INT64_MAX:
+    named = (("size_bytes", size), ("count", count), ("root", root))
+    for name, column in (*named, *(("n_wrong", column) for column in wrong)):
+        least, most = int_bounds(name)
+        if column and not least <= min(column) <= max(column) <= most:
             return None
     n_lines, n_groups = len(lines), len(groups)
     type_column = by_name.get("type") or ("float",) * n_lines

@@ -19,6 +19,7 @@ from collbench.core.collectives.base import IN_PLACE, OUT_OF_PLACE
 from collbench.core.errors import SpecError
 from collbench.core.knobs import KNOB_PREFIXES
 from collbench.core.limits import INT64_MAX
+from collbench.store.rows import int_bounds
 
 LOG_FIELD = "LOG"
 
@@ -532,16 +533,17 @@ def _row(
 
 def check_integers(row: LogRow, path: str, where: str = "") -> None:
     """SpecError naming the log (and `where`, e.g. "line 12: ") when a row's size, count,
-    root or #wrong lies beyond int64, which rows.parquet stores, or below what a row holds
-    (0; a root of -1 is "none")."""
+    root or #wrong lies outside what a row holds (store.rows.int_bounds: int64, which
+    rows.parquet stores; a size, count or #wrong from 0)."""
     for name in ("size_bytes", "count", "root", "n_wrong"):
-        value, least = getattr(row, name), -1 if name == "root" else 0
-        if value is not None and not least <= value <= INT64_MAX:
+        value, (least, most) = getattr(row, name), int_bounds(name)
+        if value is not None and not least <= value <= most:
             beyond = "lies beyond the 64-bit integer range collbench stores"
             raise SpecError(
                 LOG_FIELD,
                 path,
-                f"{where}{name} {value} {beyond if value > 0 else f'is below {least}'}; "
+                f"{where}{name} {value} "
+                f"{f'is below {least}' if -INT64_MAX - 1 <= value < least else beyond}; "
                 "nothing was written",
             )
 

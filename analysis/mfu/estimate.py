@@ -34,7 +34,7 @@ from collbench.analysis.mfu.workload import Parallelism, Workload
 from collbench.analysis.model.gemm_model import Gemm, GemmTime
 from collbench.core.errors import SpecError
 from collbench.core.units import check_number
-from collbench.topologies.schema import Topology
+from collbench.topologies.schema import Topology, unmeasured_figures
 
 MIB = 1 << 20
 # Where a collective's time came from: a measured curve, the cost model, or both.
@@ -265,7 +265,7 @@ def estimate(
         tokens_per_s=workload.tokens_per_step / step_s,
         model_tflops_per_accelerator=model_flops / step_s / accelerators / 1e12,
         what_if={"perfect_overlap": mfu_ideal},
-        assumptions=_assumptions(workload, options, micro, sm_count) + _unmeasured(topology),
+        assumptions=_assumptions(workload, options, micro, sm_count) + unmeasured_figures(topology),
         memory=memory_estimate(workload, topology.accelerator.memory_gib),
         micro=micro,
         microbatches=m,
@@ -523,15 +523,6 @@ def _beside(comm: _Bucketed, window_s: float, options: EstimateOptions) -> tuple
     slowdown_s = min(extra_s, max(0.0, options.compute_slowdown) * side_by_side_s)
     exposed_s = comm.edge_s + (overlappable_s - side_by_side_s) + extra_s - slowdown_s
     return exposed_s, slowdown_s
-
-
-def _unmeasured(topology: Topology) -> tuple[str, ...]:
-    """The fabric's figures its entry says were not measured on it (a source that starts NOT
-    MEASURED), each with that source's first sentence: what the estimate borrowed."""
-    cited = topology.sources.items()
-    return tuple(
-        f"{at}: {text.split('. ')[0]}" for at, text in cited if text.startswith("NOT MEASURED")
-    )
 
 
 def _assumptions(

@@ -291,10 +291,10 @@ def check_collective(row: ResultRow, where: str) -> ResultRow:
     return row
 
 
-# Ranges, checked after types: a row outside them is not a measurement (a world of 0 ranks
-# divides by zero in fit; a NaN, zero or negative time has no bandwidth). None passes.
 # A probe's figures (bench.overlap.probe.overlap_figures) its row holds as they are.
 _PROBE_FIGURES = "overlap_pct exposed_comm_us comm_wait_us compute_slowdown comm_slowdown".split()
+# Ranges, checked after types: a row outside them is not a measurement (a world of 0 ranks
+# divides by zero in fit; a NaN, zero or negative time has no bandwidth). None passes.
 _AT_LEAST = {
     "world_size": 1,
     "nodes": 1,
@@ -317,6 +317,12 @@ _NON_NEGATIVE += ("algbw_gbps", "busbw_gbps", "time_us_samples", "rank_time_us")
 _NON_NEGATIVE += tuple(f"t_{name}_us{end}" for name in PROBE_SERIES for end in ("", "_p50"))
 
 
+def int_bounds(column: str) -> tuple[int, int]:
+    """The least and most an integer column of a row holds: int64's range (what a parquet
+    column holds), narrowed where the column's meaning is (a size, a count, #wrong: 0)."""
+    return _AT_LEAST.get(column, -INT64_MAX - 1), INT64_MAX
+
+
 def _range_check(column: str, annotation: str) -> Check | None:
     """The range check of a value of the right type in `column` (None: no range)."""
     if column in _AT_LEAST:
@@ -328,9 +334,7 @@ def _range_check(column: str, annotation: str) -> Check | None:
     positive, non_negative = column in _POSITIVE, column in _NON_NEGATIVE
     if base == "float":
         return lambda value: float_range(value, positive, non_negative)
-    if base == "list[float]":
-        return lambda value: floats_range(value, non_negative)
-    return None
+    return (lambda value: floats_range(value, non_negative)) if base == "list[float]" else None
 
 
 # Each column's checks, compiled once (a value that is None passes both).
