@@ -559,7 +559,8 @@ def _assumptions(
         + (
             f", weights gathered in {8 * (run.gather_bytes or run.param_bytes)}-bit"
             * bool(par.zero)
-        ),
+        )
+        + "; fp8 weights: the embeddings join the last bucket's group" * (run.gather_bytes == 1),
         *((workload.uneven_stages,) if workload.uneven_stages else ()),
         *_cp_ep_assumptions(workload),
         *_skew_assumption(par.world_size, options.skew),

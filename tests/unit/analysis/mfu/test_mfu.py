@@ -311,6 +311,13 @@ def test_fp8_weights_make_the_embeddings_part_of_the_edge_bucket():
     # 10 MB in 3 MB buckets: 3 of 4 ms and 1 MB (2 ms) last; 2 MB joined: 2 of 4 ms, 2 + 2 MB last
     assert (plain.time_s, plain.edge_s) == pytest.approx((14e-3, 2e-3))
     assert (joined.time_s, joined.edge_s) == pytest.approx((13e-3, 5e-3))
+    fp8 = workload(zero=1)
+    fp8 = replace(fp8, training=replace(fp8.training, gather_bytes=1))
+    said = "fp8 weights: the embeddings join the last bucket's group"
+    assert said in " ".join(estimate(fp8, make_topology(), flat_pricer()).assumptions)
+    assert said not in " ".join(
+        estimate(workload(zero=1), make_topology(), flat_pricer()).assumptions
+    )
 
 
 @pytest.mark.parametrize(("zero", "calls"), [(0, 1), (1, 2), (2, 64 + 1), (3, 64 + 2 * 64)])
