@@ -158,6 +158,4 @@ _NAMED = frozenset(
 def script_exit_code(exit_code: str) -> int | None:
     """scontrol's ExitCode "CODE:SIGNAL" as the script's exit code; None after a signal."""
     code, _, signal = exit_code.partition(":")
-    if not code.isdigit() or (signal.isdigit() and int(signal)):
-        return None
-    return int(code)
+    return int(code) if code.isdigit() and not (signal.isdigit() and int(signal)) else None

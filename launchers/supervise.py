@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -46,6 +47,10 @@ from collbench.store.rundir import (
 from collbench.store.side_files import SideFiles, read_side_files
 
 POLL_S = 0.1
+# The rank torchrun (its root cause) or mpirun says failed first, in the end of its output.
+FIRST_FAILED = re.compile(
+    r"(?:first observed failure\):\n(?:.*\n){0,3}?\s*rank\s*:|noticed that process rank) (\d+)"
+)
 # After a first rank fails, how long to wait for the others' exits before assigning blame.
 SETTLE_S = 1.0
 # A rank whose heartbeat thread is this quiet is stopped or wedged, not slow.
@@ -420,14 +425,15 @@ class Monitor:
         primary = [s for s in failed if not _is_peer_error(s.get("error"))]
         if primary:
             return self._failed_line(primary[0], statuses)
-        # A rank that vanished mid-step without a word was killed or crashed; the one whose
-        # heartbeat stopped first went first (the launcher killed the rest after it).
+        # A rank that vanished mid-step without a word was killed or crashed; the launcher
+        # killed the rest after it: the one it saw fail first, else whose heartbeat stopped first.
         vanished = sorted(
             (s for s in statuses if s.get("state") in ("starting", "running") and not is_alive(s)),
             key=lambda s: s["heartbeat"],
         )
         if vanished:
-            status = vanished[0]
+            first = {getattr(h, "first_failed_rank", lambda: None)() for h in self.handles}
+            status = next((s for s in vanished if s["rank"] in first), vanished[0])
             return (
                 f"{self._who(status['rank'], statuses)} died during {_label(status)} "
                 f"(killed or crashed; see logs/rank-{status['rank']:05d}.log)"
@@ -535,8 +541,8 @@ class ProcessHandle:
 
     TERMINATE_GRACE_S = 3.0
 
-    def __init__(self, proc: subprocess.Popen, label: str) -> None:
-        self.proc, self.pid, self.label = proc, proc.pid, label
+    def __init__(self, proc: subprocess.Popen, label: str, log_path: Path) -> None:
+        self.proc, self.pid, self.label, self.log_path = proc, proc.pid, label, log_path
         self._started = time.time()
         self._deadline: float | None = None
 
@@ -553,13 +559,21 @@ class ProcessHandle:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        return cls(proc, label.format(pid=proc.pid))
+        return cls(proc, label.format(pid=proc.pid), log_path)
 
     def poll(self) -> int | None:
         return self.proc.poll()
 
     def running_since(self) -> float | None:
         return self._started
+
+    def first_failed_rank(self) -> int | None:
+        """The rank its output says failed first (FIRST_FAILED), None where it names none."""
+        with contextlib.suppress(OSError), open(self.log_path, "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - (1 << 16)))  # its last 64 KiB
+            found = FIRST_FAILED.search(log.read().decode(errors="replace"))
+            return int(found[1]) if found else None
+        return None
 
     def terminate(self) -> None:
         """SIGTERM its process group, and SIGCONT: a stopped process must run to see it."""

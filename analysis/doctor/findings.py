@@ -103,9 +103,7 @@ class Diagnosis:
     @property
     def verdict(self) -> str:
         """healthy | flagged | unjudged."""
-        if self.healthy is None:
-            return "unjudged"
-        return "healthy" if self.healthy else "flagged"
+        return "unjudged" if self.healthy is None else "healthy" if self.healthy else "flagged"
 
 
 @dataclass(frozen=True)

@@ -181,9 +181,7 @@ def named(found: Sequence[Difference]) -> str:
 
 
 def _shown(value: Any) -> str:
-    if value is None:
-        return "(unset)"
-    return repr(value) if isinstance(value, str) else str(value)
+    return "(unset)" if value is None else repr(value) if isinstance(value, str) else str(value)
 
 
 def check_poolable(key: tuple[Any, ...], runs: Sequence[Run]) -> None:

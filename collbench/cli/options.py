@@ -215,9 +215,7 @@ def format_value(value: Any) -> str:
 def listing(values: Iterable[str], notes: Mapping[str, str] | None = None, last: str = ", ") -> str:
     """'a, b, c' (or with last=" or ": 'a, b or c'), each value followed by its note."""
     items = [f"{value} ({notes[value]})" if notes and value in notes else value for value in values]
-    if len(items) < 2:
-        return "".join(items)
-    return ", ".join(items[:-1]) + last + items[-1]
+    return ", ".join(items[:-1]) + last + items[-1] if len(items) > 1 else "".join(items)
 
 
 def command(

@@ -76,9 +76,7 @@ class CircleRounds(Sequence[list[tuple[int, int]]]):
         self.count = count
 
     def __len__(self) -> int:
-        if self.count < 2:
-            return 0
-        return self.count - 1 if self.count % 2 == 0 else self.count
+        return 0 if self.count < 2 else self.count - 1 + self.count % 2
 
     def __getitem__(self, index):  # type: ignore[override]
         if not -len(self) <= index < len(self):

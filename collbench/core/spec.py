@@ -355,9 +355,7 @@ class SweepSpec:
     def command(self) -> str:
         """The collbench command that measures this spec: sweep, overlap (probes only) or
         doctor."""
-        if self.doctor is not None:
-            return DOCTOR
-        return "sweep" if self.sweep_rows else "overlap"
+        return DOCTOR if self.doctor is not None else "sweep" if self.sweep_rows else "overlap"
 
     def to_args(self) -> list[str]:
         """`collbench sweep` options that give exactly this spec, every field spelled out

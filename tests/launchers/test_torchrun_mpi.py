@@ -127,18 +127,24 @@ def test_started_by_mpirun_directly(tmp_path, mpirun, local_reference):
     _same_measurements(rows_of(out), local_reference)
 
 
-@pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
-def test_killed_rank_is_named_and_rows_kept(tmp_path, launcher):
+def _two_measuring_ranks(out, launcher):
+    """A long two-rank sweep under `launcher`, once it has written three rows."""
     if launcher == "mpi" and (
         shutil.which("mpirun") is None or __import__("importlib").util.find_spec("mpi4py") is None
     ):
         pytest.skip("mpirun or mpi4py missing (run .ci/install-schedulers)")
-    out = tmp_path / "run"
     size = ["--nproc-per-node", "2"] if launcher == "torchrun" else ["--nproc", "2"]
     process = start(
         "sweep", "--launcher", launcher, *size, *LONG, "--out", str(out), "--timeout", "30"
     )
     wait_for_rows(out, 3)
+    return process
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
+def test_killed_rank_is_named_and_rows_kept(tmp_path, launcher):
+    out = tmp_path / "run"
+    process = _two_measuring_ranks(out, launcher)
     pid = rank_pid(out, 1)
     os.kill(pid, signal.SIGKILL)
     killed_at = time.time()
@@ -151,6 +157,26 @@ def test_killed_rank_is_named_and_rows_kept(tmp_path, launcher):
     rows = rows_of(out)
     assert len(rows) >= 3 and all(row["n_wrong"] == 0 for row in rows)
     assert meta_of(out)["state"] == "failed"
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
+def test_the_rank_its_launcher_saw_fail_first_is_named(tmp_path, launcher):
+    """Rank 0 frozen (its heartbeat stops), rank 1 killed 1.5 s later, then rank 0: both
+    vanished mid-step without a word and rank 0 went silent first, but torchrun and mpirun
+    saw rank 1 fail first (rank 0 was there, frozen): rank 1 is the one named."""
+    out = tmp_path / "run"
+    process = _two_measuring_ranks(out, launcher)
+    first, second = rank_pid(out, 0), rank_pid(out, 1)
+    os.kill(first, signal.SIGSTOP)
+    time.sleep(1.5)
+    os.kill(second, signal.SIGKILL)
+    time.sleep(1.0)  # the launcher sees rank 1 gone; rank 0 cannot answer its SIGTERM
+    os.kill(first, signal.SIGKILL)
+    _, stderr = process.communicate(timeout=90)
+    assert process.returncode == 1, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"collbench: error: rank 1 (pid {second}) on "), stderr
+    assert "died during" in last
 
 
 def test_hung_rank_under_torchrun_is_named_and_nothing_is_left_behind(tmp_path):

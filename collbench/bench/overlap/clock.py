@@ -20,9 +20,7 @@ Launch = Callable[[], Any]  # starts one collective, returns a Work or a list of
 
 
 def _works(handle: Any) -> list[Any]:
-    if handle is None:
-        return []
-    return list(handle) if isinstance(handle, (list, tuple)) else [handle]
+    return [] if handle is None else list(handle) if isinstance(handle, (list, tuple)) else [handle]
 
 
 def wait_all(handle: Any) -> None:
