@@ -38,10 +38,7 @@ def driver_output(folder: Path, job_id: str) -> Path:
 
 
 def driver_script(
-    argv: list[str],
-    settings: SlurmSettings,
-    folder: Path,
-    wrapper: str | None = None,
+    argv: list[str], settings: SlurmSettings, folder: Path, wrapper: str | None = None
 ) -> str:
     """The batch script that runs `argv` once (pure): through submitit's `wrapper` (which
     runs `argv`: slurm.RankTask) when given. SpecError when a value holds a control

@@ -139,8 +139,7 @@ def fleet_bar(values: Iterable[float], spec: DoctorSpec, outlier_mads: float) ->
     unbiased = _SMALL_SAMPLE.get(len(known), len(known) / (len(known) - 0.8))
     spread = MAD_TO_SIGMA * unbiased * median_of([abs(value - log_middle) for value in logs])
     threshold = min(
-        middle * (1 - spec.fleet_tolerance_pct / 100),
-        middle * math.exp(-outlier_mads * spread),
+        middle * (1 - spec.fleet_tolerance_pct / 100), middle * math.exp(-outlier_mads * spread)
     )
     return Bar(middle, threshold, FLEET, len(known))
 

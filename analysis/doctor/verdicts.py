@@ -42,10 +42,7 @@ from collbench.store.rows import DoctorRow
 
 
 def diagnose(
-    rows: Sequence[DoctorRow],
-    spec: DoctorSpec,
-    expectation: Expectation,
-    nodes: Mapping[str, Any],
+    rows: Sequence[DoctorRow], spec: DoctorSpec, expectation: Expectation, nodes: Mapping[str, Any]
 ) -> Diagnosis:
     """The verdicts on a doctor run's rows. `nodes`: meta.json extra["doctor"] (hosts,
     addresses, ranks_per_host, skipped). Flagged when anything is (a straggling rank

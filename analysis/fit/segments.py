@@ -56,9 +56,7 @@ class Points:
         return slice(int(self.first[first_size]), int(self.first[last_size + 1]))
 
 
-def nnls_two(
-    sums: tuple[np.ndarray, ...],
-) -> tuple[np.ndarray, np.ndarray]:
+def nnls_two(sums: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Non-negative least squares of y ~ x1 a + x2 b from its sums, vectorised.
 
     sums = (a.a, a.b, b.b, a.y, b.y). The optimum of a convex quadratic on the quadrant is

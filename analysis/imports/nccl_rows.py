@@ -146,11 +146,7 @@ def resolve_collective(name: str) -> str:
 
 
 def build_import(
-    logs: Sequence[ParsedLog],
-    run_id: str,
-    collective: str | None = None,
-    *,
-    imported_utc: str,
+    logs: Sequence[ParsedLog], run_id: str, collective: str | None = None, *, imported_utc: str
 ) -> tuple[list[RowBlock], RunMeta]:
     """Result rows for parsed logs, one RowBlock per table (block_rows makes them
     ResultRows), and meta stamped `imported_utc`, naming the logs by their parsed paths."""

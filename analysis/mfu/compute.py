@@ -274,9 +274,7 @@ def _recomputed(layer: list[OperatorTime], full: list[OperatorTime]) -> tuple[Op
 
 
 def _weight_operators(
-    gemms: tuple[Gemm, ...],
-    time_of: Callable[[Gemm], float],
-    shares: dict[str, float],
+    gemms: tuple[Gemm, ...], time_of: Callable[[Gemm], float], shares: dict[str, float]
 ) -> list[OperatorTime]:
     """Each GEMM's forward and backward, and the share of its forward `shares` runs again."""
     out = []

@@ -13,12 +13,7 @@ from dataclasses import dataclass, field
 
 from collbench.analysis.rules.bands import band_of
 from collbench.analysis.rules.decision import SLOWER, Question, Rule, evidence_of, judge
-from collbench.analysis.tune.records import (
-    SettingOutcome,
-    repeats_busbw,
-    row_busbw,
-    sample_busbw,
-)
+from collbench.analysis.tune.records import SettingOutcome, repeats_busbw, row_busbw, sample_busbw
 from collbench.analysis.tune.select import setting_table, sort_key, tuned_placement
 from collbench.core.stats import geomean
 from collbench.core.tune_grid import KnobAxis, Setting
@@ -153,9 +148,7 @@ def is_numeric(axis: KnobAxis) -> bool:
 
 
 def descent_next(
-    axes: Sequence[KnobAxis],
-    outcomes: Sequence[SettingOutcome],
-    max_settings: int | None = None,
+    axes: Sequence[KnobAxis], outcomes: Sequence[SettingOutcome], max_settings: int | None = None
 ) -> DescentProposal:
     """The next settings to measure (see the module's rule); none and done at the end, or
     once `max_settings` are measured (the baseline counted; None: until a local optimum)."""

@@ -130,9 +130,7 @@ class WorkloadChoice:
         }
 
 
-def busbw_tables(
-    outcomes: Sequence[SettingOutcome],
-) -> dict[int, dict[str, dict[int, float]]]:
+def busbw_tables(outcomes: Sequence[SettingOutcome]) -> dict[int, dict[str, dict[int, float]]]:
     """Per outcome (by id) that measured something: {collective: {size: busbw}}, the busbw
     the geometric mean over its repeats at the placement tune tunes for that collective. A
     collective a setting cannot run (NCCL_ALGO=Tree's all-gather, skipped by validity) has the

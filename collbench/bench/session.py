@@ -112,10 +112,7 @@ class Session:
         return total_wrong
 
     def _start(
-        self,
-        identities: list[dict[str, Any]],
-        extra: dict[str, Any] | None = None,
-        kept: int = 0,
+        self, identities: list[dict[str, Any]], extra: dict[str, Any] | None = None, kept: int = 0
     ) -> ResultWriter | None:
         """Rank 0 opens rows.jsonl and writes meta.json (with `extra` keys; a requeued job's
         with its attempts); others: None."""

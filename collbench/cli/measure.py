@@ -234,13 +234,7 @@ PER_REPEAT = Option(
 )
 
 # Where the results go, what is printed, and what is recorded with them.
-OUTPUT_OPTIONS = (
-    run_dir_option(RunOptions),
-    *EXPORT_OPTIONS,
-    QUIET,
-    JSON_ROWS,
-    PER_REPEAT,
-)
+OUTPUT_OPTIONS = (run_dir_option(RunOptions), *EXPORT_OPTIONS, QUIET, JSON_ROWS, PER_REPEAT)
 # What is recorded with the results.
 RECORD_OPTIONS = (
     _measure(

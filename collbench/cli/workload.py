@@ -201,9 +201,7 @@ WORKLOAD_OPTIONS = (
         metavar="NAME",
     ),
     _training(
-        "--attention",
-        f"Attention core: {listing(ATTENTION_KERNELS, last=' or ')}.",
-        metavar="NAME",
+        "--attention", f"Attention core: {listing(ATTENTION_KERNELS, last=' or ')}.", metavar="NAME"
     ),
     field_option(
         MfuRequest,

@@ -97,10 +97,7 @@ def _ratio(item: SizeComparison) -> str:
 
 
 def _band_lines(result: Comparison) -> list[str]:
-    lines = [
-        "#",
-        f"# per size band ({bands_legend()}): geometric mean ratio, verdicts",
-    ]
+    lines = ["#", f"# per size band ({bands_legend()}): geometric mean ratio, verdicts"]
     several = len({(band.dtype, band.op) for band in result.bands}) > 1
     for band in result.bands:
         counts = ", ".join(f"{count} {verdict}" for verdict, count in sorted(band.counts.items()))

@@ -210,11 +210,7 @@ class DoctorConsole:
     ("table"), or each row as a JSON line on stdout ("json", progress still on stderr), or
     nothing ("quiet")."""
 
-    def __init__(
-        self,
-        mode: str = "table",
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, mode: str = "table", clock: Callable[[], float] = time.monotonic) -> None:
         self.mode = mode
         self._clock = clock
         self._started_s = clock()

@@ -188,15 +188,7 @@ def render_table(
     if costs:
         recovered += price_lines(estimates, costs, header[1:], kind)
     return "\n".join(
-        [
-            _headline(workload),
-            "",
-            *lines,
-            legend,
-            *recovered,
-            "",
-            *_notes(estimates, kind),
-        ]
+        [_headline(workload), "", *lines, legend, *recovered, "", *_notes(estimates, kind)]
     )
 
 

@@ -48,11 +48,7 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
-def prepare_run_dir(
-    out: Path | None,
-    run_id: str,
-    allowed: frozenset[str] = frozenset(),
-) -> Path:
+def prepare_run_dir(out: Path | None, run_id: str, allowed: frozenset[str] = frozenset()) -> Path:
     """Create and claim the run directory; refuse one that already holds anything (but
     `allowed`), that another run has claimed, or that cannot be written (store/outputs.py:
     one line, exit 2; a full disk exit 1).

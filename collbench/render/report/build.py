@@ -27,12 +27,7 @@ from collbench.render.report.document import (
     render_html,
     render_markdown,
 )
-from collbench.render.report.fit import (
-    model_curves,
-    regime_rows,
-    series_for,
-    summary_cells,
-)
+from collbench.render.report.fit import model_curves, regime_rows, series_for, summary_cells
 from collbench.render.report.tune_section import with_tuning
 from collbench.store.load import Run
 from collbench.store.meta import RunMeta
@@ -235,10 +230,7 @@ def _overlap_sections(run: Run, label: str) -> list[Section]:
 
 
 def _summary(
-    runs: list[Run],
-    names: dict[str, str],
-    fits: dict[str, list[Any]],
-    keys: list[tuple[str, str]],
+    runs: list[Run], names: dict[str, str], fits: dict[str, list[Any]], keys: list[tuple[str, str]]
 ) -> Table:
     rows = []
     for run in runs:

@@ -59,10 +59,7 @@ def ranked(compared: Sequence[Compared]) -> list[Compared]:
 
 
 def compare_sections(
-    baseline: str,
-    compared: Sequence[Compared],
-    names: dict[str, str],
-    colors: Mapping[str, str],
+    baseline: str, compared: Sequence[Compared], names: dict[str, str], colors: Mapping[str, str]
 ) -> list[Section]:
     """One section per compared run, after an overview past RATIO_CHARTS_MAX runs; colors:
     run path -> its color in the other charts."""
@@ -77,10 +74,7 @@ def compare_sections(
 
 
 def overview_section(
-    baseline: str,
-    compared: Sequence[Compared],
-    names: dict[str, str],
-    colors: Mapping[str, str],
+    baseline: str, compared: Sequence[Compared], names: dict[str, str], colors: Mapping[str, str]
 ) -> Section:
     """Every compared run in one chart and a table ranking them."""
     order = ranked(compared)

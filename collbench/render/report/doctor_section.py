@@ -25,11 +25,7 @@ from collbench.render.doctor_text import (
     hosts_text,
     pair_median_by_host,
 )
-from collbench.render.report.doctor_charts import (
-    LABEL_MAX_HOSTS,
-    heatmap_chart,
-    node_bars_chart,
-)
+from collbench.render.report.doctor_charts import LABEL_MAX_HOSTS, heatmap_chart, node_bars_chart
 from collbench.render.report.document import Chart, Flagged, Report, Section, Table
 from collbench.store.doctor_report import DOCTOR_JSON, DoctorReport
 from collbench.store.load import Run

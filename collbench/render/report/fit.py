@@ -161,9 +161,7 @@ def _curve(
         + (" - measured beats it, see notes" if beaten else "")
     )
     curve = charts.ModelCurve(
-        label,
-        tuple(float(size) for size in grid),
-        tuple(item.busbw_gbps for item in predictions),
+        label, tuple(float(size) for size in grid), tuple(item.busbw_gbps for item in predictions)
     )
     return curve, [f"topology {topology.name}, {ranks} ranks: {note}" for note in placement.notes]
 
