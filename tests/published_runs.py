@@ -386,17 +386,18 @@ FMS_RUNS = (
 # step lines (v4.0, LOG_METRICS=OFF; a block is the training between two evaluations).
 # Megatron's TP-DP-PP order, sequence parallelism, the distributed optimizer with gradients
 # reduced in bf16, userbuffer TP overlap as each config's tp_overlap yaml, overlapped
-# pipeline sends, no recompute, no dropout, micro-batch 1; FP8 with delayed scaling
-# (collbench prices one fp8: the casts with current scaling's amax pass, which delayed
-# scaling does not run). Not priced: v4.0's per-layer CUDA graphs, NCCL's per-communicator CTA
-# settings, overlapping the weight gather with the optimizer step (v5.0).
+# pipeline sends, no recompute, no dropout, micro-batch 1; FP8 with Transformer Engine's
+# delayed scaling (FP8_AMAX_HISTORY, FP8_AMAX_ALGO: --dtype fp8-delayed). Not priced: v4.0's
+# per-layer CUDA graphs, NCCL's per-communicator CTA settings, overlapping the weight gather
+# with the optimizer step (v5.0).
 # GPT-3 175B (96 layers, hidden 12288, 96 heads, GELU MLP of 4h, learned positions, tied
 # embeddings, seq 2048; vocabulary 50,257 in the MLCommons reference, padded to 50,688 by
 # NeMo's make_vocab_size_divisible_by 128 x TP 4). v3.1 (NeMo 23.09): TP 4 PP 8 VP 12,
 # gradient buckets of 100 MB, tp_overlap/h100tp4pp8mbs1.yaml. v4.0 (NeMo 24.04): TP 4 PP 6
 # VP 8, fp8 weights gathered in fp8 (FP8_PARAMS), buckets of 200 MB, h100tp4mbs1.yaml.
 _GPT3_MLPERF = replace(preset("gpt3-175b"), name="gpt3-175b-mlperf", vocab=50688)
-_MLPERF = {"dtype": "fp8", "sequence_parallel": True, "zero": 1, "grad_bytes": 2, **MEGATRON}
+_MLPERF = {"dtype": "fp8-delayed", "sequence_parallel": True, "zero": 1, "grad_bytes": 2,
+           **MEGATRON}  # fmt: skip
 _MLPERF_31 = {**_MLPERF, "virtual_stages": 12, "dp_bucket_mb": 100}
 _MLPERF_40 = {**_MLPERF, "virtual_stages": 8, "dp_bucket_mb": 200, "gather_bytes": 1}
 _PIPELINE = {"method": "pipeline", "num_splits": 4}
@@ -489,10 +490,11 @@ MLPERF_8B_RUNS = (
     # Cisco hpf_n8 and hpf_n16 (8 x H100, 8 x 400 Gb/s Ethernet a node).
     PublishedRun("mlperf-llama8b-64-h100-v51", "llama3-8b", "dgx-h100", 1, 1, 64, 64, "step",
                  0.7205, f"{MLPERF_51}, Cisco 8 nodes",
-                 {**_MLPERF_8B, "dp_bucket_mb": 128}, seq=8192),
+                 {**_MLPERF_8B, "dtype": "fp8-delayed", "dp_bucket_mb": 128}, seq=8192),
     PublishedRun("mlperf-llama8b-128-h100-v51", "llama3-8b", "dgx-h100", 2, 1, 64, 64, "step",
                  0.4850, f"{MLPERF_51}, Cisco 16 nodes",
-                 {**_MLPERF_8B, "sequence_parallel": True, "dp_bucket_mb": 128}, seq=8192,
+                 {**_MLPERF_8B, "dtype": "fp8-delayed", "sequence_parallel": True,
+                  "dp_bucket_mb": 128}, seq=8192,
                  options=_UB_MLPERF_8B_CISCO),
 )  # fmt: skip
 
@@ -537,13 +539,14 @@ PUBLISHED: tuple[PublishedRun, ...] = (
                  f"{DGXC}, nemotron/README_15b.md, 16 GPUs",
                  _DGXC_15B, seq=4096, options={"tp_overlap": 1.0}),
     # The same two dgxc recipes' FP8 rows (README_15b.md and README_175b.md, the same
-    # launch with fp8: true; Transformer Engine's delayed scaling, fp8_params on 175B).
+    # launch with fp8: true; Transformer Engine's delayed scaling (fp8_amax_history_len
+    # 1024: NeMo 24.x has no other fp8 recipe), fp8_params on 175B).
     PublishedRun("gpt3-175b-fp8-dgxc", "gpt3-175b", "dgx-h100", 4, 8, 4, 256, "step", 5.92,
                  f"{DGXC}, nemo_megatron/README_175b.md, 128 GPUs (FP8)",
-                 {**_DGXC_175B, "dtype": "fp8"}, options=_UB_175B),
+                 {**_DGXC_175B, "dtype": "fp8-delayed"}, options=_UB_175B),
     PublishedRun("nemotron4-15b-fp8-dgxc", NEMOTRON4_15B, "dgx-h100", 4, 1, 4, 64, "step", 2.08,
                  f"{DGXC}, nemotron/README_15b.md, 16 GPUs (FP8)",
-                 {**_DGXC_15B, "dtype": "fp8"}, seq=4096, options={"tp_overlap": 1.0}),
+                 {**_DGXC_15B, "dtype": "fp8-delayed"}, seq=4096, options={"tp_overlap": 1.0}),
     # Nemotron-4 340B (nemotron/README_340b.md and nemotron4-340b-synth.yaml @35a9aec):
     # TP 8 PP 8 VP 12, micro-batch 1, 128 GPUs at GBS 32, selective recompute, sequence
     # parallelism, no userbuffer overlap (ub_tp_comm_overlap: False), distributed
@@ -552,7 +555,7 @@ PUBLISHED: tuple[PublishedRun, ...] = (
                  4.61, f"{DGXC}, nemotron/README_340b.md, 128 GPUs", _DGXC_340B, seq=4096),
     PublishedRun("nemotron4-340b-fp8-dgxc", NEMOTRON4_340B, "dgx-h100", 8, 8, 2, 32, "step",
                  3.16, f"{DGXC}, nemotron/README_340b.md, 128 GPUs (FP8)",
-                 {**_DGXC_340B, "dtype": "fp8"}, seq=4096),
+                 {**_DGXC_340B, "dtype": "fp8-delayed"}, seq=4096),
     # Context parallelism: Megatron-Bridge's 26.02 row, DGX-H100 (recipe llama31_405b_
     # pretrain_1024gpu_h100_fp8cs_config: CP 2, VP 8, sequence parallelism, userbuffer TP
     # overlap; 126 layers + embedding + loss = 128 over pp 8 x v 8: account_for_embedding/

@@ -72,13 +72,13 @@ DEMONSTRATED: dict[str, Demonstrated] = {
     "A100 TP and DP": Demonstrated("A100 TP and DP", 2, -0.009, 0.038, 0.024),
     "B200 3-D parallel": Demonstrated("B200 3-D parallel", 2, 0.071, 0.125, 0.098),
     "B200 small models": Demonstrated("B200 small models", 3, 0.003, 1.078, 0.196),
-    "H100 3-D parallel": Demonstrated("H100 3-D parallel", 13, -0.1, 0.046, 0.078),
+    "H100 3-D parallel": Demonstrated("H100 3-D parallel", 13, -0.079, 0.071, 0.054),
     "H100 FSDP": Demonstrated("H100 FSDP", 6, -0.108, 0.12, 0.035),
     "H100 MoE": Demonstrated("H100 MoE", 3, -0.117, 0.247, 0.117),
     "H100 PyTorch eager": Demonstrated("H100 PyTorch eager", 2, -0.029, -0.007, 0.018),
-    "H100 TP and DP": Demonstrated("H100 TP and DP", 2, -0.056, -0.009, 0.033),
-    "H100 more than 4k GPUs": Demonstrated("H100 more than 4k GPUs", 7, -0.092, -0.017, 0.08),
-    "H100 small models": Demonstrated("H100 small models", 3, 0.133, 0.427, 0.142),
+    "H100 TP and DP": Demonstrated("H100 TP and DP", 2, -0.017, -0.009, 0.013),
+    "H100 more than 4k GPUs": Demonstrated("H100 more than 4k GPUs", 7, -0.074, 0.002, 0.065),
+    "H100 small models": Demonstrated("H100 small models", 3, 0.133, 0.468, 0.169),
 }
 # accuracy:end
 

@@ -69,8 +69,9 @@ SWIGLU_BYTES = 6  # read the gate and the up halves, write
 SOFTMAX_DROPOUT_BYTES = 9  # fused scale-mask-softmax (read, write), dropout (read, write, mask)
 LOSS_BYTES = 10  # logits read in bf16, fp32 softmax written and read again
 # fp8 (Transformer Engine): each GEMM's bf16 input is read and written again in fp8 before
-# it (its scale from an amax pass over it: read again).
-FP8_CAST_BYTES = 2 + 1 + 2
+# it, its scale from an amax pass over it (read again: current scaling's compute_amax) or,
+# with delayed scaling, from earlier steps' amax (this one's taken in the cast itself).
+FP8_CAST_BYTES = {"current": 2 + 1 + 2, "delayed": 2 + 1}
 BACKWARD_BYTES = 2.0
 # --framework eager: PyTorch eager runs each operator as its own kernel, each reading its
 # inputs from HBM and writing its output back (Ivanov et al., arXiv 2007.00072: fusing them
@@ -370,7 +371,8 @@ def _memory_operators(
         parts.append(("rope (eager)", EAGER_ROPE_BYTES * tokens * qk_heads * model.head_dim))
     if workload.training.dtype == "fp8":
         inputs = sum(gemm.m * gemm.k for gemm in layer_gemms(workload) if gemm.pass_name == "fwd")
-        parts.append(("fp8 casts", FP8_CAST_BYTES * inputs))
+        recipe = workload.training.fp8_recipe
+        parts.append((f"fp8 casts ({recipe} scaling)", FP8_CAST_BYTES[recipe] * inputs))
     if model.experts:
         parts.append(("moe permute", moe.permute_bytes(workload)))
     return [

@@ -548,6 +548,7 @@ def _assumptions(
         gemms,
         f"GEMMs and attention sustain {IN_STEP_SHARE:.0%} of their isolated rate in a step",
         f"attention core: {workload.training.attention}",
+        *([f"fp8: {run.fp8_recipe} scaling of each GEMM input"] if run.dtype == "fp8" else []),
         *_framework_assumption(workload),
         f"overlap: {options.overlap_source}",
         _tp_assumption(workload, options, sm_count),

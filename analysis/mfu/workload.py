@@ -24,7 +24,12 @@ EP_OVERLAPS = ("none", "shared-expert", "dualpipe", "1f1b")
 # How context parallelism exchanges K/V (analysis/mfu/moe.py): a ring of send/recv
 # (Megatron's default, cp_comm_type p2p) or one all-gather.
 CP_COMMS = ("p2p", "all_gather")
-COMPUTE_DTYPES = ("bf16", "fp8")
+# fp8-delayed: fp8 with delayed scaling (Training turns it into dtype fp8, fp8_recipe delayed).
+COMPUTE_DTYPES = ("bf16", "fp8", "fp8-delayed")
+# How fp8 scales each GEMM input (Transformer Engine's recipes): current scaling (Float8-
+# CurrentScaling, Megatron-Bridge's fp8 recipes) or delayed (DelayedScaling: NeMo before 2025,
+# MLPerf through v5.0), which scales by earlier steps' amax (analysis/mfu/compute.py).
+FP8_RECIPES = ("current", "delayed")
 # The attention core's kernel: FlashAttention-3 / cuDNN fused attention (FA2 where the
 # accelerator has no faster one), FlashAttention-2 on Hopper and Blackwell, or Megatron's
 # unfused batched GEMMs around a fused softmax (before 2022).
@@ -381,6 +386,7 @@ class Training:
     # recompute_method block); the others as `recompute` says. 0: none.
     recompute_layers: int = 0
     dtype: str = "bf16"
+    fp8_recipe: str = "current"  # FP8_RECIPES
     attention: str = "flash"
     framework: str = "megatron"  # FRAMEWORKS
     # MoE: each expert computes and exchanges this multiple of its balanced share of the
@@ -414,6 +420,10 @@ class Training:
         _one_of(self, "attention", ATTENTION_KERNELS)
         _one_of(self, "framework", FRAMEWORKS)
         _one_of(self, "dtype", COMPUTE_DTYPES)
+        _one_of(self, "fp8_recipe", FP8_RECIPES)
+        if self.dtype == "fp8-delayed":
+            object.__setattr__(self, "dtype", "fp8")
+            object.__setattr__(self, "fp8_recipe", "delayed")
         if self.seq > MAX_SEQ:
             raise SpecError("--seq", self.seq, f"is more than {MAX_SEQ:,} tokens")
         if self.global_batch > MAX_GLOBAL_BATCH:

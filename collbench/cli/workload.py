@@ -190,7 +190,7 @@ WORKLOAD_OPTIONS = (
     ),
     _training(
         "--dtype",
-        f"Compute dtype for the peak: {listing(COMPUTE_DTYPES, last=' or ')}.",
+        f"Compute dtype: {listing(COMPUTE_DTYPES, last=' or ')}.",
         metavar="NAME",
     ),
     _training(

@@ -11,6 +11,7 @@ from collbench.analysis.mfu.compute import (
     ATTENTION,
     GEMM,
     MEMORY,
+    OperatorTime,
     layer_gemms,
     micro_batch_compute,
     model_pricer,
@@ -18,8 +19,15 @@ from collbench.analysis.mfu.compute import (
 )
 from collbench.analysis.mfu.presets import preset
 from collbench.analysis.mfu.workload import Parallelism, Training, Workload
-from collbench.analysis.model.gemm_model import K_RAMP, Gemm, gemm_time, shape_efficiency
+from collbench.analysis.model.gemm_model import (
+    K_RAMP,
+    MEMORY_FRACTION,
+    Gemm,
+    gemm_time,
+    shape_efficiency,
+)
 from collbench.topologies.schema import Accelerator
+from tests.helpers import collbench
 
 A100 = Accelerator(
     "A100", 312.0, memory_gib=80, hbm_gbytes_s=2039, sm_count=108, matmul_fraction=0.869
@@ -157,22 +165,56 @@ def test_without_hbm_bandwidth_nothing_memory_bound_is_priced():
     assert category_s(micro, MEMORY) == 0 and micro.optimizer_s == 0
 
 
+H100 = Accelerator(
+    "H100",
+    989.0,
+    peak_fp8_tflops=1979.0,
+    hbm_gbytes_s=3350,
+    sm_count=132,
+    matmul_fraction=0.803,
+    matmul_fraction_fp8=0.709,
+)
+
+
+def fp8_ops(**training) -> dict[str, OperatorTime]:
+    """A GPT-3 175B layer's operators in fp8 on H100, by name."""
+    fp8 = workload(dtype="fp8", **training)
+    micro = micro_batch_compute(fp8, H100, 1979e12, model_pricer(H100, 1979e12, "fp8"))
+    return {op.op: op for op in micro.layer}
+
+
 def test_fp8_prices_gemms_at_the_fp8_rate_casts_their_inputs_and_keeps_attention_bf16():
-    h100 = Accelerator(
-        "H100",
-        989.0,
-        peak_fp8_tflops=1979.0,
-        hbm_gbytes_s=3350,
-        sm_count=132,
-        matmul_fraction=0.803,
-        matmul_fraction_fp8=0.709,
-    )
-    bf16, fp8 = workload(), workload(dtype="fp8")
-    fast = micro_batch_compute(fp8, h100, 1979e12, model_pricer(h100, 1979e12, "fp8"))
-    slow = micro_batch_compute(bf16, h100, 989e12, model_pricer(h100, 989e12))
-    fast_ops, slow_ops = ({op.op: op for op in m.layer} for m in (fast, slow))
+    slow = micro_batch_compute(workload(), H100, 989e12, model_pricer(H100, 989e12))
+    fast_ops, slow_ops = fp8_ops(), {op.op: op for op in slow.layer}
     assert fast_ops["qkv"].total_s == pytest.approx(
         slow_ops["qkv"].total_s * (989 * 0.803) / (1979 * 0.709), rel=0.02
     )
     assert fast_ops["attention"].total_s == pytest.approx(slow_ops["attention"].total_s)
-    assert "fp8 casts" in fast_ops and "fp8 casts" not in slow_ops
+    assert "fp8 casts (current scaling)" in fast_ops
+    assert not [name for name in slow_ops if "fp8" in name]
+
+
+def test_delayed_scaling_casts_without_the_amax_pass_by_hand():
+    # GPT-3 175B at tp 8, 2048 tokens: the forward GEMMs' inputs are 2048 x (12288 (qkv) +
+    # 1536 (projection) + 12288 (MLP up) + 6144 (MLP down)) elements; current scaling reads
+    # each in bf16 twice (its amax, the cast) and writes it in fp8: 5 bytes; delayed, 3.
+    inputs = 2048 * (12288 + 1536 + 12288 + 6144)
+    for recipe, per_element in (("current", 5), ("delayed", 3)):
+        casts = fp8_ops(fp8_recipe=recipe)[f"fp8 casts ({recipe} scaling)"]
+        assert casts.forward_s == pytest.approx(per_element * inputs / (3350e9 * MEMORY_FRACTION))
+        assert casts.backward_s == pytest.approx(2 * casts.forward_s)
+
+
+def test_dtype_fp8_delayed_is_fp8_with_delayed_scaling():
+    assert Training(seq=8, global_batch=1, dtype="fp8-delayed") == Training(
+        seq=8, global_batch=1, dtype="fp8", fp8_recipe="delayed"
+    )
+    args = ("mfu", "-T", "dgx-h100", "-m", "llama3-8b", "--global-batch", "8", "--fsdp")
+    done = collbench(*args, "--dtype", "fp8-delayed", "--explain")
+    assert done.returncode == 0, done.stderr
+    assert "fp8: delayed scaling of each GEMM input" in done.stdout
+    assert "fp8 casts (delayed scaling)" in done.stdout
+    bad = collbench(*args, "--dtype", "mxfp8")
+    assert bad.returncode == 2 and bad.stderr.strip() == (
+        "collbench: error: --dtype: 'mxfp8' must be one of bf16, fp8, fp8-delayed"
+    )

@@ -40,10 +40,10 @@ PINNED_ERROR_PCT = {
     "llama3-8b-fp8-fsdp": -10.8,
     "gpt3-175b-bf16-dgxc": -2.7,
     "nemotron4-15b-bf16-dgxc": +0.9,
-    "gpt3-175b-fp8-dgxc": -4.4,
-    "nemotron4-15b-fp8-dgxc": +5.9,
+    "gpt3-175b-fp8-dgxc": -6.7,
+    "nemotron4-15b-fp8-dgxc": +1.7,
     "nemotron4-340b-bf16-dgxc": +4.4,
-    "nemotron4-340b-fp8-dgxc": +11.1,
+    "nemotron4-340b-fp8-dgxc": +8.6,
     # context parallelism (analysis/mfu/moe.py); its recipe's pipeline layout (--pp LAYOUT)
     "llama31-405b-fp8-cp2": -3.1,
     # Blackwell (issue 42 item 2): entered as their recipes set them, not fitted to
@@ -70,35 +70,29 @@ PINNED_ERROR_PCT = {
     "fms-70b-a100": -5.4,
     "fms-34b-h100": -0.7,
     "fms-70b-h100": -2.9,
-    "mlperf-gpt3-11616-v40": +8.7,
-    "mlperf-gpt3-10752-v40": +8.1,
-    "mlperf-gpt3-10752-v31": +9.6,
-    "mlperf-gpt3-10240-v31": +9.6,
-    "mlperf-gpt3-8192-v31": +2.7,
-    "mlperf-gpt3-6144-v31": +1.7,
-    "mlperf-gpt3-4096-v31": +0.9,
-    "mlperf-gpt3-768-v31": -0.9,
-    "mlperf-llama405b-8192-v50": +10.2,
-    "mlperf-llama405b-2560-v50": +8.8,
-    "mlperf-llama405b-2432-v50": +8.6,
-    "mlperf-llama405b-2048-v50": +8.6,
-    "mlperf-llama405b-512-v50": +8.9,
+    "mlperf-gpt3-11616-v40": +6.9,
+    "mlperf-gpt3-10752-v40": +6.4,
+    "mlperf-gpt3-10752-v31": +8.0,
+    "mlperf-gpt3-10240-v31": +7.9,
+    "mlperf-gpt3-8192-v31": +0.8,
+    "mlperf-gpt3-6144-v31": -0.2,
+    "mlperf-gpt3-4096-v31": -1.1,
+    "mlperf-gpt3-768-v31": -3.2,
+    "mlperf-llama405b-8192-v50": +7.5,
+    "mlperf-llama405b-2560-v50": +5.9,
+    "mlperf-llama405b-2432-v50": +5.7,
+    "mlperf-llama405b-2048-v50": +5.7,
+    "mlperf-llama405b-512-v50": +5.9,
     "mlperf-llama8b-8-b200-v51": -0.3,
     "mlperf-llama8b-72-gb200-v51": -16.4,
     "mlperf-llama8b-512-gb200-v51": -51.9,
     "mlperf-llama8b-64-h200-v51": -11.7,
-    "mlperf-llama8b-64-h100-v51": -12.4,
-    "mlperf-llama8b-128-h100-v51": -29.9,
+    "mlperf-llama8b-64-h100-v51": -14.5,
+    "mlperf-llama8b-128-h100-v51": -31.9,
 }
 # Runs outside the goal's 10%, and why. A run added outside the goal is named here with its
 # reason, not hidden; the test caps it at OUTSIDE_GOAL_MAX.
-_FP8_HEAD = (
-    "since the fp8 output layer is priced in bf16, as its recipe runs it (issue 42; it "
-    "landed inside 10% before, with the head priced in fp8): what else the step model "
-    "misses on fp8 runs is not established"
-)
 OUTSIDE_GOAL: dict[str, str] = {
-    **{name: _FP8_HEAD for name in ("nemotron4-340b-fp8-dgxc",)},
     "llama31-405b-fp8-b200-cp2": (
         "its pipeline sends priced beside model chunks, as its interleaved schedule runs them "
         "(overlap_p2p_comm; +5.6% with each waited for): with the GB200 run, both B200 runs "
@@ -121,12 +115,6 @@ OUTSIDE_GOAL: dict[str, str] = {
         )
         for name in ("mpt-125m-a100", "mpt-125m-a100-mb32")
     },
-    "mlperf-llama405b-8192-v50": (
-        "MLPerf v5.0's Llama 3.1 405B on Eos lands 8-10% slower as priced than it ran at every "
-        "scale from 512 to 8,192 GPUs (so not the scale): its fp8 casts are priced with current "
-        "scaling's amax pass (7% of the priced step), which its delayed scaling does not run; "
-        "what the tuned submission gains beyond that is not established"
-    ),
     **{
         name: (
             "MLPerf v5.1's Llama 3.1 8B, one micro-batch of 1,024 to 8,192 tokens a GPU a "
