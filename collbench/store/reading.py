@@ -143,6 +143,9 @@ def check_depth(text: str, field: str, where: str) -> None:
         )
 
 
+LONG_NUMBER = "is JSON with a number too long to read (over Python's 4,300 digits)"
+
+
 def load_json(path: Path, field: str) -> Any:
     """A JSON file collbench wrote (meta.json, job.json, tune.json, doctor.json), read within
     its limit (core.limits, by `field`: its name), its depth checked before it is parsed;
@@ -153,8 +156,8 @@ def load_json(path: Path, field: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise SpecError(field, where, f"is not JSON (line {error.lineno}: {error.msg})") from None
-    except (ValueError, RecursionError) as error:  # an integer of thousands of digits
-        raise SpecError(field, where, f"is not JSON collbench can read ({error})") from None
+    except (ValueError, RecursionError):  # an integer of thousands of digits
+        raise SpecError(field, where, LONG_NUMBER) from None
 
 
 def read_json_file(path: Path, field: str) -> Any | None:
@@ -169,8 +172,10 @@ def read_json_file(path: Path, field: str) -> Any | None:
     check_depth(text, field, str(path))
     try:
         return json.loads(text)
-    except ValueError:
+    except json.JSONDecodeError:
         return None
+    except ValueError:  # JSON, but not what Python reads
+        raise SpecError(field, str(path), LONG_NUMBER) from None
 
 
 def load_json_object(path: Path, field: str) -> dict[str, Any]:

@@ -92,6 +92,17 @@ def test_report_and_export_refuse_a_meta_json_that_is_not_an_object(tmp_path, te
     assert sorted(path.name for path in tmp_path.iterdir()) == ["run"]
 
 
+def test_a_meta_json_number_python_cannot_read_is_named_not_called_damaged(tmp_path):
+    run = write_run(tmp_path / "run", [make_row(size_bytes=8)])
+    (run / "meta.json").write_text('{"run_id": "run", "world_size": ' + "9" * 5000 + "}")
+    for command in (["report", "--out", str(tmp_path / "out")], ["fit"], ["status"]):
+        _assert_one_line(
+            collbench(command[0], str(run), *command[1:]),
+            f"meta.json: '{run / 'meta.json'}' is JSON with a number too long to read (over "
+            "Python's 4,300 digits)",
+        )
+
+
 def _job_run(tmp_path, rows=0, launcher="local"):
     from collbench.core.spec import SweepSpec
     from collbench.store.job import Job
