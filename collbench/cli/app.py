@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 from collbench.cli.compare import compare, noise
 from collbench.cli.doctor import COMMAND_OPTIONS as DOCTOR_OPTIONS_ALL
 from collbench.cli.doctor import HELP as DOCTOR_HELP
-from collbench.cli.doctor import run_doctor_command
+from collbench.cli.doctor import doctor_parts, run_doctor_command
 from collbench.cli.export import EXPORT_OPTIONS, Exports, SinkMaker, export
 from collbench.cli.fit import fit
 from collbench.cli.gemm import gemm
@@ -33,8 +33,10 @@ from collbench.cli.measure import (
     OVERLAP_COMMAND_OPTIONS,
     QUIET,
     SWEEP_OPTIONS,
+    measure_spec,
     print_error,
     run_measure,
+    run_options,
     sink_factory,
 )
 from collbench.cli.mfu import mfu
@@ -84,6 +86,7 @@ add_command(
     lambda values: run_measure("sweep", values),
     FOLDED_PANELS,
     config=True,
+    check=lambda values: (measure_spec("sweep", values), run_options(values)),
 )
 add_command(
     app,
@@ -102,7 +105,14 @@ for body in (fit, compare, noise, report, mfu, predict, gemm, export):
     app.command(body.__name__)(body)
 app.add_typer(tune_app, name="tune")
 add_command(
-    app, "doctor", DOCTOR_HELP, DOCTOR_OPTIONS_ALL, run_doctor_command, FOLDED_PANELS, config=True
+    app,
+    "doctor",
+    DOCTOR_HELP,
+    DOCTOR_OPTIONS_ALL,
+    run_doctor_command,
+    FOLDED_PANELS,
+    config=True,
+    check=doctor_parts,
 )
 
 

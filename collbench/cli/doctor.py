@@ -157,18 +157,29 @@ HELP = (
 )
 
 
-def run_doctor_command(values: dict[str, Any]) -> None:
-    """Parse, run the rounds and judge them (run/doctor_job.py), then show the verdicts."""
-    from collbench.render.doctor_text import DoctorConsole
-    from collbench.run.doctor_job import doctor_sweep, run_doctor
+def doctor_parts(values: dict[str, Any]) -> tuple[SweepSpec, list[str], Any]:
+    """The doctor's spec, its warnings and how to run it, parsed (what --print-config checks)."""
+    from collbench.run.doctor_job import doctor_sweep
 
     doctor = DoctorSpec(**given_fields(DoctorSpec, DOCTOR_OPTIONS, values))
     spec, warnings = doctor_sweep(doctor, sweep_fields(COMMAND_OPTIONS, values))
+    return (
+        spec,
+        warnings,
+        run_options({**{o.parameter_name: None for o in SWEEP_OPTIONS}, **values}),
+    )
+
+
+def run_doctor_command(values: dict[str, Any]) -> None:
+    """Parse, run the rounds and judge them (run/doctor_job.py), then show the verdicts."""
+    from collbench.render.doctor_text import DoctorConsole
+    from collbench.run.doctor_job import run_doctor
+
+    spec, warnings, options = doctor_parts(values)
     warn([*warnings, *([SHARED_GPU_NOTE] if shared_gpu() else [])])
     apply_knobs(spec.knobs)
     if spec.backend != "auto":
         warn_knobs(spec.knobs, spec.backend)
-    options = run_options({**{o.parameter_name: None for o in SWEEP_OPTIONS}, **values})
     if values.get("per_node"):
         raise typer.Exit(_per_node(spec, replace(options, per_node=True)))
     outcome = run_doctor(spec, options, command_line(), lambda _spec: DoctorConsole(options.output))

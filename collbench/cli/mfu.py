@@ -110,4 +110,8 @@ mfu = command(
     run_mfu,
     (*FOLDED_PANELS, "Memory check"),
     config=True,
+    # a config without --global-batch is partial (a command line gives the rest): unchecked
+    check=lambda values: (
+        values["global_batch"] is None or estimate_mfu(*workload_parts(values, MFU_OPTIONS))
+    ),
 )

@@ -225,11 +225,13 @@ def command(
     run: Callable[[dict[str, Any]], None],
     folded: Collection[str] = (),
     config: bool = False,
+    check: Callable[[dict[str, Any]], object] | None = None,
 ) -> Callable[..., None]:
     """A typer command whose parameters are `options` (its arguments first); it hands
     their values to `run`. The options of `folded` panels are the rarer ones: -h leaves
     them out (naming their panels) and --help-all shows them (cli/help.py). A `config`
-    command also takes --config FILE and --print-config (cli/config.py)."""
+    command also takes --config FILE and --print-config (cli/config.py), which prints
+    only what `check` (the command's parsing, without its work) accepts."""
     from collbench.cli.config import config_parameters, dump_config
 
     ordered = sorted(options, key=lambda option: not isinstance(option, Argument))
@@ -245,6 +247,8 @@ def command(
             del given["config"]
             ctx = given.pop("ctx")
             if given.pop("print_config"):
+                if check:  # a value the command would refuse is refused here
+                    check(given)
                 typer.echo(dump_config(ctx))
                 raise typer.Exit()
         try:

@@ -111,3 +111,27 @@ def test_a_number_given_to_a_text_option_is_written_as_a_number():
     # --pp takes a stage count or a layout: the file says `pp: 2`, not `pp: '2'`
     done = collbench("mfu", *LINES[("mfu",)], "--print-config")
     assert "\npp: 2\n" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        (["sweep", "-b", "12Q"], "--min-bytes: '12Q' is not a size"),
+        (["sweep", "-c", "nope"], "--collective: 'nope' is unknown"),
+        (["doctor", "--size", "12Q"], "--size: '12Q' is not a size"),
+        (
+            ["mfu", "-T", "dgx-h100", "-m", "llama3-8b", "--global-batch", "8", "--tp", "0"],
+            "--tp: 0",
+        ),
+    ],
+)
+def test_print_config_refuses_what_the_command_would(line, words):
+    done = collbench(*line, "--print-config")
+    assert done.returncode == 2 and not done.stdout, done.stdout
+    assert done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
+
+
+def test_a_partial_mfu_config_prints_unchecked():
+    # no --global-batch: the command line that reads the file gives it (and the rest)
+    done = collbench("mfu", "-T", "dgx-h100", "--tp", "3", "--print-config")
+    assert done.returncode == 0 and done.stdout == "topology:\n- dgx-h100\ntp: 3\n", done.stderr
