@@ -214,6 +214,15 @@ def wait_for_rows(run_dir: Path, count: int, timeout: float = 60) -> None:
     raise AssertionError(f"{run_dir} did not reach {count} rows in {timeout} s")
 
 
+def error_naming_rank(process: subprocess.Popen, rank: int, pid: int, timeout: float = 90) -> str:
+    """The last stderr line of a run that ended with exit 1 naming rank `rank` (pid `pid`)."""
+    _, stderr = process.communicate(timeout=timeout)
+    assert process.returncode == 1, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"collbench: error: rank {rank} (pid {pid}) on "), stderr
+    return last
+
+
 def rank_pid(run_dir: Path, rank: int) -> int:
     status = json.loads((Path(run_dir) / "ranks" / f"rank-{rank:05d}.json").read_text())
     return status["pid"]

@@ -15,6 +15,7 @@ from submitit.core.utils import DelayedSubmission
 from collbench.launchers.slurm_state import job_state, slurm_job
 from tests.helpers import (
     assert_asked_for_is_recorded,
+    error_naming_rank,
     meta_of,
     rank_pid,
     rows_of,
@@ -134,11 +135,7 @@ def test_a_failing_task_is_named_and_rows_are_kept(tmp_path, slurm_cluster):
     wait_for_rows(out, 3, timeout=120)
     pid = rank_pid(out, 1)
     os.kill(pid, signal.SIGKILL)
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 1, stderr
-    last = stderr.strip().splitlines()[-1]
-    assert last.startswith(f"collbench: error: rank 1 (pid {pid}) on "), stderr
-    assert "finished row(s) kept" in last
+    assert "finished row(s) kept" in error_naming_rank(process, 1, pid, timeout=120)
     assert len(rows_of(out)) >= 3 and meta_of(out)["state"] == "failed"
 
 
