@@ -252,6 +252,14 @@ def _plan_fields(values: dict[str, Any]) -> dict[str, Any]:
     return {**given_fields(TunePlan, options, values), "rule": rule, "tuner_conf": conf}
 
 
+def _check(values: dict[str, Any]) -> None:
+    """What --print-config checks of a tune line: the parts it gives (--knob, --out and the
+    arguments may come from the command line that reads the file)."""
+    spec, _ = SweepSpec(**given_fields(SweepSpec, MEASURE_OPTIONS, values)), _run_options(values)
+    axes, _ = parse_knobs(values.get("knob") or [], spec.backend)
+    TunePlan(axes, Path(), **_plan_fields(values))
+
+
 def _required_out(values: dict[str, Any]) -> Path:
     if values["out"] is None:
         raise SpecError("--out", "", "is required: the new directory to write the result in")
@@ -385,4 +393,5 @@ for name, doc, options, run in (
         _verify,
     ),
 ):
-    add_command(tune_app, name, doc, options, run, (_SEARCH, _CONF, *FOLDED_PANELS), config=True)
+    folded = (_SEARCH, _CONF, *FOLDED_PANELS)
+    add_command(tune_app, name, doc, options, run, folded, config=True, check=_check)

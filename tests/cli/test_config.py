@@ -119,6 +119,9 @@ def test_a_number_given_to_a_text_option_is_written_as_a_number():
         (["sweep", "-b", "12Q"], "--min-bytes: '12Q' is not a size"),
         (["sweep", "-c", "nope"], "--collective: 'nope' is unknown"),
         (["doctor", "--size", "12Q"], "--size: '12Q' is not a size"),
+        (["tune", "run", "--knob", "NCCL_ALGO=Ring", "--repeats", "0"], "--repeats: 0 must be"),
+        (["tune", "run", "--knob", "NCCL_ALGO"], "--knob: 'NCCL_ALGO' is not NAME=V1,V2"),
+        (["tune", "verify", "d", "--launcher", "none"], "--launcher: 'none' does not apply"),
         (
             ["mfu", "-T", "dgx-h100", "-m", "llama3-8b", "--global-batch", "8", "--tp", "0"],
             "--tp: 0",
@@ -131,7 +134,10 @@ def test_print_config_refuses_what_the_command_would(line, words):
     assert done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
 
 
-def test_a_partial_mfu_config_prints_unchecked():
+def test_a_partial_config_prints():
     # no --global-batch: the command line that reads the file gives it (and the rest)
     done = collbench("mfu", "-T", "dgx-h100", "--tp", "3", "--print-config")
     assert done.returncode == 0 and done.stdout == "topology:\n- dgx-h100\ntp: 3\n", done.stderr
+    # tune run without --knob and --out: checked as far as it goes
+    done = collbench("tune", "run", "-b", "1K", "--repeats", "3", "--print-config")
+    assert done.returncode == 0 and done.stdout == "repeats: 3\nmin-bytes: 1K\n", done.stderr
