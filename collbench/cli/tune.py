@@ -255,7 +255,8 @@ def _plan_fields(values: dict[str, Any]) -> dict[str, Any]:
 def _check(values: dict[str, Any]) -> None:
     """What --print-config checks of a tune line: the parts it gives (--knob, --out and the
     arguments may come from the command line that reads the file)."""
-    spec, _ = SweepSpec(**given_fields(SweepSpec, MEASURE_OPTIONS, values)), _run_options(values)
+    spec = SweepSpec(**given_fields(SweepSpec, MEASURE_OPTIONS, values))
+    _run_options(values)
     axes, _ = parse_knobs(values.get("knob") or [], spec.backend)
     TunePlan(axes, Path(), **_plan_fields(values))
 
