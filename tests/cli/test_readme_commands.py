@@ -14,6 +14,7 @@ import pytest
 import typer
 
 from collbench.cli import app
+from tests.helpers import collbench
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -125,3 +126,16 @@ def test_the_rccl_tests_import_the_docs_suggest_is_a_command():
     assert "collbench import rccl-tests" in text
     command, _ = resolve(["import", "rccl-tests"])
     assert command.name == "rccl-tests"
+
+
+PRINTED_CONFIGS = sorted(
+    {line for path in (README, *DOCS) for line in command_lines(path) if "--print-config" in line}
+)
+
+
+@pytest.mark.parametrize("line", [line for line in PRINTED_CONFIGS if "..." not in line])
+def test_a_documented_print_config_line_is_a_job_the_command_accepts(line):
+    # --print-config parses the line as its command would (a job that does not fit, a size
+    # of 12Q: exit 2), so a documented one must be one collbench would run
+    done = collbench(*shlex.split(line)[1:])
+    assert done.returncode == 0, (line, done.stderr)
