@@ -398,6 +398,11 @@ class Training:
     gather_bytes: int = 0  # bytes per parameter ZeRO / FSDP all-gathers (0: param_bytes)
     activation_bytes: int = 2
 
+    @property
+    def dtype_name(self) -> str:
+        """The dtype as --dtype names it (fp8-delayed: fp8 with delayed scaling)."""
+        return "fp8-delayed" if self.dtype == "fp8" and self.fp8_recipe == "delayed" else self.dtype
+
     def __post_init__(self) -> None:
         _positive(self, "seq", "micro_batch", "global_batch")
         _positive(self, "grad_bytes", "param_bytes", "activation_bytes")

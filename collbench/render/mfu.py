@@ -60,8 +60,10 @@ def to_json(
             "vocab": model.vocab,
             **{
                 name: getattr(workload.training, name)
-                for name in "seq global_batch micro_batch recompute dtype attention".split()
+                for name in "seq global_batch micro_batch recompute".split()
             },
+            "dtype": workload.training.dtype_name,
+            "attention": workload.training.attention,
             **{
                 name: getattr(workload.parallelism, name)
                 for name in (
@@ -326,7 +328,7 @@ def _headline(workload: Workload) -> str:
         f"{' '.join(flag for flag in flags if flag)}, "
         f"recompute {run.recompute}"
         + (f" + {run.recompute_layers} layers/chunk in full" if run.recompute_layers else "")
-        + f", {run.dtype}"
+        + f", {run.dtype_name}"
     )
     if workload.dp_origin:
         headline += f"\n# dp {par.dp} on every fabric: {workload.dp_origin}"

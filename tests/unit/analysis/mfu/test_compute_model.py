@@ -3,6 +3,7 @@ a micro-batch's operators (analysis.compute), checked against hand-computed valu
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -212,6 +213,9 @@ def test_dtype_fp8_delayed_is_fp8_with_delayed_scaling():
     args = ("mfu", "-T", "dgx-h100", "-m", "llama3-8b", "--global-batch", "8", "--fsdp")
     done = collbench(*args, "--dtype", "fp8-delayed", "--explain")
     assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].endswith(", recompute none, fp8-delayed")
+    as_json = collbench(*args, "--dtype", "fp8-delayed", "--json")
+    assert json.loads(as_json.stdout)["workload"]["dtype"] == "fp8-delayed"
     assert "fp8: delayed scaling of each GEMM input" in done.stdout
     assert "fp8 casts (delayed scaling)" in done.stdout
     bad = collbench(*args, "--dtype", "mxfp8")
