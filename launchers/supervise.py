@@ -433,10 +433,12 @@ class Monitor:
         )
         if vanished:
             first = {getattr(h, "first_failed_rank", lambda: None)() for h in self.handles}
-            status = next((s for s in vanished if s["rank"] in first), vanished[0])
+            named = next((s for s in vanished if s["rank"] in first), None)
+            status, by = named or vanished[0], "the launcher's report" if named else "heartbeat"
+            how = f"the first of {len(vanished)} gone, by {by}; " * (len(vanished) > 1)
             return (
                 f"{self._who(status['rank'], statuses)} died during {_label(status)} "
-                f"(killed or crashed; see logs/rank-{status['rank']:05d}.log)"
+                f"(killed or crashed; {how}see logs/rank-{status['rank']:05d}.log)"
             )
         if failed:
             return self._failed_line(failed[0], statuses)

@@ -157,7 +157,7 @@ HELP = (
 )
 
 
-def doctor_parts(values: dict[str, Any]) -> tuple[SweepSpec, list[str], Any]:
+def doctor_parts(values: dict[str, Any]) -> tuple[SweepSpec, list[str], RunOptions]:
     """The doctor's spec, its warnings and how to run it, parsed (what --print-config checks)."""
     from collbench.run.doctor_job import doctor_sweep
 

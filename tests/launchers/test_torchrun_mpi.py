@@ -169,7 +169,8 @@ def test_the_rank_its_launcher_saw_fail_first_is_named(tmp_path, launcher):
     os.kill(second, signal.SIGKILL)
     time.sleep(1.0)  # the launcher sees rank 1 gone; rank 0 cannot answer its SIGTERM
     os.kill(first, signal.SIGKILL)
-    assert "died during" in error_naming_rank(process, 1, second)
+    last = error_naming_rank(process, 1, second)
+    assert "died during" in last and "the first of 2 gone, by the launcher's report" in last
 
 
 def test_hung_rank_under_torchrun_is_named_and_nothing_is_left_behind(tmp_path):
